@@ -1,0 +1,2 @@
+/* changelens-cli.c - placeholder. */
+int main(void) { return 0; }

@@ -1,0 +1,2 @@
+/* display.c - display transform (placeholder). */
+#include "display.h"

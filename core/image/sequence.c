@@ -1,0 +1,2 @@
+/* sequence.c - ordered image sequences (placeholder). */
+#include "sequence.h"

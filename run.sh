@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# run.sh - the two commands. `./run.sh` sets up, builds and opens the app on the demo case;
+# `./run.sh test` sets up, builds and runs the whole test suite; `./run.sh cli ARGS...` runs the CLI.
+# Idempotent: installs only what is missing, reconfigures only when needed.
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")"
+
+# Every Debian 12 package the product, its build and its tests need: this list and nowhere else.
+PACKAGES=(
+  # build
+  meson ninja-build pkg-config gcc g++ gettext
+  # core
+  libglib2.0-dev libglib2.0-bin libgdk-pixbuf-2.0-dev libpng-dev libtiff-dev libgeotiff-dev
+  libdcmtk-dev libsndfile1-dev libssl-dev libwrap0-dev libjson-glib-dev libcairo2-dev libpango1.0-dev
+  # image formats gdk-pixbuf loads at run time
+  webp-pixbuf-loader libgdk-pixbuf2.0-bin
+  # application
+  libgtk-4-dev libadwaita-1-dev librsvg2-common
+  # tests: display server, desktop-file and AppStream validators
+  xvfb xauth desktop-file-utils appstream
+)
+
+log() { printf '\033[1mrun.sh:\033[0m %s\n' "$*" >&2; }
+
+install_missing() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${#missing[@]} missing Debian packages: ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" -ne 0 ] && sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  # CUDA 13 lives in /usr/local/cuda; meson compiles kernels/ when nvcc is on PATH.
+  [ -x /usr/local/cuda/bin/nvcc ] && export PATH="/usr/local/cuda/bin:$PATH"
+  if [ ! -f build/build.ninja ]; then
+    meson setup build
+  fi
+  ninja -C build
+}
+
+# Prints the plain closing line "N passed, N failed, N skipped" from meson's test log.
+summarise_tests() {
+  local log=build/meson-logs/testlog.json
+  [ -f "$log" ] || return 0
+  python3 - "$log" <<'PY' 2>/dev/null || true
+import json, sys
+p = f = s = 0
+for line in open(sys.argv[1]):
+    r = json.loads(line).get("result")
+    if r in ("OK", "EXPECTEDFAIL"): p += 1
+    elif r == "SKIP": s += 1
+    else: f += 1
+print(f"{p} passed, {f} failed, {s} skipped")
+PY
+}
+
+cmd="${1:-app}"
+[ $# -gt 0 ] && shift
+install_missing
+build
+case "$cmd" in
+  test)
+    export GSETTINGS_BACKEND=memory GTK_A11Y=none NO_AT_BRIDGE=1
+    rc=0
+    xvfb-run -a -s '-screen 0 1600x1000x24' meson test -C build --print-errorlogs "$@" || rc=$?
+    summarise_tests
+    exit $rc
+    ;;
+  cli)
+    exec build/app/changelens-cli "$@"
+    ;;
+  app)
+    demo=build/demo
+    if [ ! -f "$demo/before.png" ] || [ ! -f "$demo/after.png" ]; then
+      build/app/changelens-cli demo --out "$demo"
+    fi
+    export GSETTINGS_SCHEMA_DIR="$PWD/build/data${GSETTINGS_SCHEMA_DIR:+:$GSETTINGS_SCHEMA_DIR}"
+    exec build/app/changelens "$demo/before.png" "$demo/after.png"
+    ;;
+  *)
+    log "unknown command '$cmd' (use: ./run.sh, ./run.sh test, ./run.sh cli ARGS...)"
+    exit 2
+    ;;
+esac
