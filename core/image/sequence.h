@@ -18,8 +18,9 @@ typedef struct {
 } ClSequence;
 
 /* Opens paths as one sequence. DICOM files are ordered by acquisition date-time, else study
- * date-time, then instance number; other files keep the order given (and all DICOMs, when the
- * sequence mixes formats, keep their sorted order among themselves at the position of the first).
+ * date-time, then instance number (a DICOM without dates goes after those with); other files
+ * keep the order given. When formats are mixed, the DICOM files are sorted among the places
+ * they were given in, and the other files keep theirs.
  * A single multi-frame or multi-page file yields one item per frame. Mixed patients or image
  * sizes add a warning; they are not refused. Any file that fails to load fails the whole call,
  * naming that file. */
