@@ -42,17 +42,18 @@ gboolean cl_image_check_limits(const ClImageLimits *limits, guint64 width, guint
                     limits->max_channels);
         return FALSE;
     }
-    /* width, height < 2^32 each for the callers' types; compute in 128-bit-safe steps */
-    if (width > limits->max_pixels || height > limits->max_pixels ||
-        width * height > limits->max_pixels || width * height * frames > limits->max_pixels) {
+    guint64 pixels = 0, all = 0, samples = 0;
+    gboolean ok = g_uint64_checked_mul(&pixels, width, height) &&
+                  g_uint64_checked_mul(&all, pixels, frames);
+    if (!ok || all > limits->max_pixels) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
                     "image of %" G_GUINT64_FORMAT " × %" G_GUINT64_FORMAT " pixels × %" G_GUINT64_FORMAT
                     " frames is over the pixel budget of %" G_GUINT64_FORMAT " pixels",
                     width, height, frames, limits->max_pixels);
         return FALSE;
     }
-    /* Samples are kept as float: allow up to 4 bytes × 4 × budget (about 4 GiB at the default). */
-    if (width * height * frames * channels > 4 * limits->max_pixels) {
+    /* Samples are kept as float: allow 4 samples a pixel of the budget (4 GiB at the default). */
+    if (!g_uint64_checked_mul(&samples, all, channels) || samples / 4 > limits->max_pixels) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
                     "image of %" G_GUINT64_FORMAT " × %" G_GUINT64_FORMAT " pixels × %" G_GUINT64_FORMAT
                     " frames × %" G_GUINT64_FORMAT " channels is over the sample budget of %" G_GUINT64_FORMAT,
