@@ -1,0 +1,635 @@
+/* cl-image-view.c - ClImageView: one image frame on screen, zoomed and panned via a ClViewport. */
+#include "cl-image-view.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "display.h"
+
+/* Above this many pixels per side the overview texture is box-downsampled: GL drivers cap
+ * texture sizes (often at 8192 or 16384) and a 10k × 10k RGBA texture would cost 400 MB of VRAM
+ * just to be shown at 10 %. Zoomed-in views draw full-resolution crops instead. */
+#define CL_VIEW_MAX_TEXTURE 4096
+
+/* GTK 4.8 has no per-node scaling filter (GskTextureScaleNode is 4.10) and scales textures
+ * linearly. Past this zoom the view upscales the visible crop itself, nearest neighbour, so
+ * that image pixels stay sharp squares. */
+#define CL_VIEW_NEAREST_ZOOM 2.0
+
+struct _ClImageView {
+    GtkWidget parent_instance;
+
+    ClDocument *document;
+    guint frame;
+    ClViewport *viewport;
+    gulong viewport_notify_id;
+
+    /* Rendered frame: full-resolution RGBA (non-premultiplied, stride width*4). */
+    GCancellable *render_cancellable;
+    GBytes *rgba;
+    guint image_width, image_height;
+    GdkTexture *texture;  /* overview: full resolution or downsampled */
+    double texture_scale; /* texture width / image width (1 unless downsampled) */
+
+    /* Full-resolution crop for zoomed-in drawing, cached while the view stays inside it. */
+    GdkTexture *detail;
+    int detail_x, detail_y, detail_w, detail_h; /* image pixels covered */
+    int detail_k;                               /* texels per image pixel */
+
+    /* Input state */
+    double pointer_x, pointer_y;
+    gboolean has_pointer;
+    double drag_last_x, drag_last_y;
+    double pinch_start_zoom, pinch_anchor_x, pinch_anchor_y;
+};
+
+G_DEFINE_FINAL_TYPE(ClImageView, cl_image_view, GTK_TYPE_WIDGET)
+
+enum { PROP_0, PROP_DOCUMENT, PROP_FRAME, PROP_VIEWPORT, PROP_TEXTURE, PROP_LOADING, N_PROPS };
+static GParamSpec *properties[N_PROPS];
+
+enum { SIGNAL_RENDER_FAILED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+/* ---- rendering worker ---- */
+
+typedef struct {
+    ClDocument *document;
+    guint frame;
+} RenderJob;
+
+typedef struct {
+    GBytes *rgba;
+    GBytes *overview; /* NULL when rgba is small enough to be the overview */
+    guint overview_width, overview_height;
+} RenderResult;
+
+static void render_job_free(RenderJob *job)
+{
+    g_clear_object(&job->document);
+    g_free(job);
+}
+
+static void render_result_free(RenderResult *res)
+{
+    g_clear_pointer(&res->rgba, g_bytes_unref);
+    g_clear_pointer(&res->overview, g_bytes_unref);
+    g_free(res);
+}
+
+/* Box-averages rgba (w × h) by factor into a new buffer of ceil(w/f) × ceil(h/f). */
+static GBytes *downsample(const guint8 *rgba, guint w, guint h, guint f, guint *out_w, guint *out_h,
+                          GCancellable *cancellable)
+{
+    guint ow = (w + f - 1) / f, oh = (h + f - 1) / f;
+    guint8 *out = g_try_malloc((gsize)ow * oh * 4);
+    if (!out)
+        return NULL;
+    g_autofree guint32 *acc = g_new(guint32, (gsize)ow * 5); /* r, g, b, a, count per column */
+    for (guint oy = 0; oy < oh; oy++) {
+        if (g_cancellable_is_cancelled(cancellable)) {
+            g_free(out);
+            return NULL;
+        }
+        memset(acc, 0, sizeof(guint32) * ow * 5);
+        for (guint y = oy * f; y < MIN(h, (oy + 1) * f); y++) {
+            const guint8 *row = rgba + (gsize)y * w * 4;
+            for (guint x = 0; x < w; x++) {
+                guint32 *a = acc + (x / f) * 5;
+                a[0] += row[x * 4];
+                a[1] += row[x * 4 + 1];
+                a[2] += row[x * 4 + 2];
+                a[3] += row[x * 4 + 3];
+                a[4]++;
+            }
+        }
+        guint8 *orow = out + (gsize)oy * ow * 4;
+        for (guint ox = 0; ox < ow; ox++) {
+            guint32 *a = acc + ox * 5;
+            for (int c = 0; c < 4; c++)
+                orow[ox * 4 + c] = (guint8)((a[c] + a[4] / 2) / a[4]);
+        }
+    }
+    *out_w = ow;
+    *out_h = oh;
+    return g_bytes_new_take(out, (gsize)ow * oh * 4);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(RenderResult, render_result_free)
+
+static void render_thread(GTask *task, gpointer source, gpointer task_data,
+                          GCancellable *cancellable)
+{
+    RenderJob *job = task_data;
+    const ClImage *img = cl_document_get_image(job->document);
+    ClDisplaySettings settings;
+    cl_display_settings_init(&settings, img, job->frame);
+
+    GError *error = NULL;
+    guint8 *rgba = cl_display_render_rgba(img, job->frame, &settings, &error);
+    if (!rgba) {
+        g_task_return_error(task, error);
+        return;
+    }
+    g_autoptr(RenderResult) res = g_new0(RenderResult, 1);
+    res->rgba = g_bytes_new_take(rgba, (gsize)img->width * img->height * 4);
+
+    guint f = 1;
+    while (img->width / f > CL_VIEW_MAX_TEXTURE || img->height / f > CL_VIEW_MAX_TEXTURE)
+        f *= 2;
+    if (f > 1) {
+        res->overview = downsample(rgba, img->width, img->height, f, &res->overview_width,
+                                   &res->overview_height, cancellable);
+        if (!res->overview && !g_cancellable_is_cancelled(cancellable)) {
+            g_task_return_new_error(task, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
+                                    "%s: not enough memory to show the image",
+                                    cl_document_get_name(job->document));
+            return;
+        }
+    }
+    if (g_task_return_error_if_cancelled(task))
+        return;
+    g_task_return_pointer(task, g_steal_pointer(&res), (GDestroyNotify)render_result_free);
+}
+
+static void clear_detail(ClImageView *self)
+{
+    g_clear_object(&self->detail);
+    self->detail_w = self->detail_h = 0;
+}
+
+static void render_done(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+    GTask *task = G_TASK(result);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(RenderResult) res = g_task_propagate_pointer(task, &error);
+    /* A render replaced by a newer one (or by disposal) is dropped. */
+    if (g_cancellable_is_cancelled(g_task_get_cancellable(task)))
+        return;
+    ClImageView *self = CL_IMAGE_VIEW(source);
+    g_clear_object(&self->render_cancellable);
+
+    if (!res) {
+        g_signal_emit(self, signals[SIGNAL_RENDER_FAILED], 0, error);
+    } else {
+        RenderJob *job = g_task_get_task_data(task);
+        const ClImage *img = cl_document_get_image(job->document);
+        self->rgba = g_steal_pointer(&res->rgba);
+        self->image_width = img->width;
+        self->image_height = img->height;
+        if (res->overview) {
+            self->texture = gdk_memory_texture_new(res->overview_width, res->overview_height,
+                                                   GDK_MEMORY_R8G8B8A8, res->overview,
+                                                   (gsize)res->overview_width * 4);
+            self->texture_scale = (double)res->overview_width / img->width;
+        } else {
+            self->texture = gdk_memory_texture_new(img->width, img->height, GDK_MEMORY_R8G8B8A8,
+                                                   self->rgba, (gsize)img->width * 4);
+            self->texture_scale = 1.0;
+        }
+        if (cl_viewport_get_fit(self->viewport))
+            cl_image_view_fit(self);
+    }
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_TEXTURE]);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_LOADING]);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+/* ---- public API ---- */
+
+GtkWidget *cl_image_view_new(void)
+{
+    return g_object_new(CL_TYPE_IMAGE_VIEW, NULL);
+}
+
+void cl_image_view_set_image(ClImageView *self, ClDocument *document, guint frame)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_return_if_fail(document == NULL || CL_IS_DOCUMENT(document));
+    g_return_if_fail(document == NULL || frame < cl_document_get_n_frames(document));
+
+    if (self->render_cancellable) {
+        g_cancellable_cancel(self->render_cancellable);
+        g_clear_object(&self->render_cancellable);
+    }
+    g_set_object(&self->document, document);
+    self->frame = frame;
+    g_clear_object(&self->texture);
+    g_clear_pointer(&self->rgba, g_bytes_unref);
+    self->image_width = self->image_height = 0;
+    clear_detail(self);
+
+    if (document) {
+        self->render_cancellable = g_cancellable_new();
+        RenderJob *job = g_new0(RenderJob, 1);
+        job->document = g_object_ref(document);
+        job->frame = frame;
+        g_autoptr(GTask) task = g_task_new(self, self->render_cancellable, render_done, NULL);
+        g_task_set_source_tag(task, cl_image_view_set_image);
+        g_task_set_task_data(task, job, (GDestroyNotify)render_job_free);
+        g_task_run_in_thread(task, render_thread);
+    }
+    g_object_freeze_notify(G_OBJECT(self));
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_DOCUMENT]);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_FRAME]);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_TEXTURE]);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_LOADING]);
+    g_object_thaw_notify(G_OBJECT(self));
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+ClDocument *cl_image_view_get_document(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), NULL);
+    return self->document;
+}
+
+guint cl_image_view_get_frame(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), 0);
+    return self->frame;
+}
+
+GdkTexture *cl_image_view_get_texture(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), NULL);
+    return self->texture;
+}
+
+gboolean cl_image_view_get_loading(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), FALSE);
+    return self->render_cancellable != NULL;
+}
+
+void cl_image_view_get_image_size(ClImageView *self, guint *width, guint *height)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    if (width)
+        *width = self->image_width;
+    if (height)
+        *height = self->image_height;
+}
+
+static void viewport_changed(ClImageView *self)
+{
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+void cl_image_view_set_viewport(ClImageView *self, ClViewport *viewport)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_return_if_fail(viewport == NULL || CL_IS_VIEWPORT(viewport));
+    g_autoptr(ClViewport) vp = viewport ? g_object_ref(viewport) : cl_viewport_new();
+    if (vp == self->viewport)
+        return;
+    if (self->viewport) {
+        g_clear_signal_handler(&self->viewport_notify_id, self->viewport);
+        g_clear_object(&self->viewport);
+    }
+    self->viewport = g_steal_pointer(&vp);
+    self->viewport_notify_id =
+        g_signal_connect_swapped(self->viewport, "notify", G_CALLBACK(viewport_changed), self);
+    if (cl_viewport_get_fit(self->viewport))
+        cl_image_view_fit(self);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_VIEWPORT]);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+ClViewport *cl_image_view_get_viewport(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), NULL);
+    return self->viewport;
+}
+
+/* Device pixels per logical pixel: zoom is in device pixels, so "100 %" is truly 1:1. */
+static double view_scale(ClImageView *self)
+{
+    return (double)gtk_widget_get_scale_factor(GTK_WIDGET(self));
+}
+
+void cl_image_view_widget_to_image(ClImageView *self, double x, double y, double *image_x,
+                                   double *image_y)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    double lz = cl_viewport_get_zoom(self->viewport) / view_scale(self);
+    double w = gtk_widget_get_width(GTK_WIDGET(self));
+    double h = gtk_widget_get_height(GTK_WIDGET(self));
+    if (image_x)
+        *image_x = cl_viewport_get_center_x(self->viewport) + (x - w / 2.0) / lz;
+    if (image_y)
+        *image_y = cl_viewport_get_center_y(self->viewport) + (y - h / 2.0) / lz;
+}
+
+void cl_image_view_zoom_at(ClImageView *self, double factor, double x, double y)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    double ix, iy;
+    cl_image_view_widget_to_image(self, x, y, &ix, &iy);
+    cl_viewport_zoom_at(self->viewport, factor, ix, iy);
+}
+
+void cl_image_view_pan_by(ClImageView *self, double dx, double dy)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    double s = view_scale(self);
+    cl_viewport_pan_by(self->viewport, dx * s, dy * s);
+}
+
+void cl_image_view_fit(ClImageView *self)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    guint cw, ch;
+    cl_viewport_get_content_size(self->viewport, &cw, &ch);
+    if ((cw == 0 || ch == 0) && self->image_width > 0)
+        cl_viewport_set_content_size(self->viewport, self->image_width, self->image_height);
+    double s = view_scale(self);
+    double w = gtk_widget_get_width(GTK_WIDGET(self)), h = gtk_widget_get_height(GTK_WIDGET(self));
+    if (w > 0 && h > 0)
+        cl_viewport_fit_to(self->viewport, w * s, h * s);
+    else
+        cl_viewport_set_fit(self->viewport, TRUE); /* applied at the first allocation */
+}
+
+/* ---- drawing ---- */
+
+/* Builds the full-resolution crop (x, y, w, h) upscaled k times, nearest neighbour. */
+static GdkTexture *make_detail(ClImageView *self, int x, int y, int w, int h, int k)
+{
+    const guint8 *src = g_bytes_get_data(self->rgba, NULL);
+    gsize src_stride = (gsize)self->image_width * 4;
+    gsize out_w = (gsize)w * k, out_h = (gsize)h * k, out_stride = out_w * 4;
+    guint8 *out = g_try_malloc(out_stride * out_h);
+    if (!out)
+        return NULL;
+    for (int row = 0; row < h; row++) {
+        const guint8 *s = src + (gsize)(y + row) * src_stride + (gsize)x * 4;
+        guint8 *d = out + (gsize)row * k * out_stride;
+        for (int col = 0; col < w; col++)
+            for (int r = 0; r < k; r++)
+                memcpy(d + ((gsize)col * k + r) * 4, s + (gsize)col * 4, 4);
+        for (int r = 1; r < k; r++)
+            memcpy(d + (gsize)r * out_stride, d, out_stride);
+    }
+    g_autoptr(GBytes) bytes = g_bytes_new_take(out, out_stride * out_h);
+    return gdk_memory_texture_new((int)out_w, (int)out_h, GDK_MEMORY_R8G8B8A8, bytes, out_stride);
+}
+
+/* Draws the visible part at full resolution; returns FALSE if it could not (memory). */
+static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy,
+                                double lz, double zoom)
+{
+    double w = gtk_widget_get_width(GTK_WIDGET(self)), h = gtk_widget_get_height(GTK_WIDGET(self));
+    int vx0 = (int)floor(MAX(0.0, -ox / lz)), vy0 = (int)floor(MAX(0.0, -oy / lz));
+    int vx1 = (int)ceil(MIN((double)self->image_width, (w - ox) / lz));
+    int vy1 = (int)ceil(MIN((double)self->image_height, (h - oy) / lz));
+    if (vx1 <= vx0 || vy1 <= vy0)
+        return TRUE; /* the image is out of sight */
+
+    int k = zoom > CL_VIEW_NEAREST_ZOOM ? (int)ceil(zoom) : 1;
+    gboolean cached = self->detail && self->detail_k == k && vx0 >= self->detail_x &&
+                      vy0 >= self->detail_y && vx1 <= self->detail_x + self->detail_w &&
+                      vy1 <= self->detail_y + self->detail_h;
+    if (!cached) {
+        /* A margin of a quarter view each side lets small pans reuse the crop. */
+        int mx = (vx1 - vx0) / 4 + 1, my = (vy1 - vy0) / 4 + 1;
+        int x0 = MAX(0, vx0 - mx), y0 = MAX(0, vy0 - my);
+        int x1 = MIN((int)self->image_width, vx1 + mx), y1 = MIN((int)self->image_height, vy1 + my);
+        clear_detail(self);
+        self->detail = make_detail(self, x0, y0, x1 - x0, y1 - y0, k);
+        if (!self->detail)
+            return FALSE;
+        self->detail_x = x0;
+        self->detail_y = y0;
+        self->detail_w = x1 - x0;
+        self->detail_h = y1 - y0;
+        self->detail_k = k;
+    }
+    gtk_snapshot_append_texture(
+        snapshot, self->detail,
+        &GRAPHENE_RECT_INIT((float)(ox + self->detail_x * lz), (float)(oy + self->detail_y * lz),
+                            (float)(self->detail_w * lz), (float)(self->detail_h * lz)));
+    return TRUE;
+}
+
+static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
+{
+    ClImageView *self = CL_IMAGE_VIEW(widget);
+    if (!self->texture)
+        return;
+    double w = gtk_widget_get_width(widget), h = gtk_widget_get_height(widget);
+    double zoom = cl_viewport_get_zoom(self->viewport);
+    double lz = zoom / view_scale(self); /* logical pixels per image pixel */
+    /* The image origin snaps to whole device pixels: at integer zooms every image pixel then
+     * covers whole screen pixels, and linear sampling has nothing to blur. */
+    double s = view_scale(self);
+    double ox = round((w / 2.0 - cl_viewport_get_center_x(self->viewport) * lz) * s) / s;
+    double oy = round((h / 2.0 - cl_viewport_get_center_y(self->viewport) * lz) * s) / s;
+
+    gboolean need_detail = zoom > CL_VIEW_NEAREST_ZOOM || zoom > self->texture_scale * 1.001;
+    if (need_detail && snapshot_detail(self, snapshot, ox, oy, lz, zoom))
+        return;
+    gtk_snapshot_append_texture(snapshot, self->texture,
+                                &GRAPHENE_RECT_INIT((float)ox, (float)oy,
+                                                    (float)(self->image_width * lz),
+                                                    (float)(self->image_height * lz)));
+}
+
+static void cl_image_view_size_allocate(GtkWidget *widget, int width, int height, int baseline)
+{
+    ClImageView *self = CL_IMAGE_VIEW(widget);
+    if (cl_viewport_get_fit(self->viewport))
+        cl_image_view_fit(self);
+}
+
+/* ---- input ---- */
+
+static void on_motion(GtkEventControllerMotion *motion, double x, double y, ClImageView *self)
+{
+    self->pointer_x = x;
+    self->pointer_y = y;
+    self->has_pointer = TRUE;
+}
+
+static void on_leave(GtkEventControllerMotion *motion, ClImageView *self)
+{
+    self->has_pointer = FALSE;
+}
+
+static gboolean on_scroll(GtkEventControllerScroll *scroll, double dx, double dy, ClImageView *self)
+{
+    if (!self->texture || dy == 0.0)
+        return FALSE;
+    /* Wheels step by notches (1.0 each); touchpads report pixels, so they need a gentler curve. */
+    double factor = gtk_event_controller_scroll_get_unit(scroll) == GDK_SCROLL_UNIT_WHEEL
+                        ? pow(1.25, -dy)
+                        : exp(-dy / 100.0);
+    double x = self->has_pointer ? self->pointer_x : gtk_widget_get_width(GTK_WIDGET(self)) / 2.0;
+    double y = self->has_pointer ? self->pointer_y : gtk_widget_get_height(GTK_WIDGET(self)) / 2.0;
+    cl_image_view_zoom_at(self, factor, x, y);
+    return TRUE;
+}
+
+static void on_drag_begin(GtkGestureDrag *drag, double x, double y, ClImageView *self)
+{
+    self->drag_last_x = self->drag_last_y = 0.0;
+    gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "grabbing");
+}
+
+static void on_drag_update(GtkGestureDrag *drag, double offset_x, double offset_y,
+                           ClImageView *self)
+{
+    if (!self->texture)
+        return;
+    cl_image_view_pan_by(self, offset_x - self->drag_last_x, offset_y - self->drag_last_y);
+    self->drag_last_x = offset_x;
+    self->drag_last_y = offset_y;
+}
+
+static void on_drag_end(GtkGestureDrag *drag, double offset_x, double offset_y, ClImageView *self)
+{
+    gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "grab");
+}
+
+static void on_pinch_begin(GtkGesture *gesture, GdkEventSequence *sequence, ClImageView *self)
+{
+    double x, y;
+    self->pinch_start_zoom = cl_viewport_get_zoom(self->viewport);
+    if (!gtk_gesture_get_bounding_box_center(gesture, &x, &y)) {
+        x = gtk_widget_get_width(GTK_WIDGET(self)) / 2.0;
+        y = gtk_widget_get_height(GTK_WIDGET(self)) / 2.0;
+    }
+    cl_image_view_widget_to_image(self, x, y, &self->pinch_anchor_x, &self->pinch_anchor_y);
+}
+
+static void on_pinch_scale_changed(GtkGestureZoom *gesture, double scale, ClImageView *self)
+{
+    if (!self->texture)
+        return;
+    double target = self->pinch_start_zoom * scale;
+    cl_viewport_zoom_at(self->viewport, target / cl_viewport_get_zoom(self->viewport),
+                        self->pinch_anchor_x, self->pinch_anchor_y);
+}
+
+/* ---- GObject ---- */
+
+static void cl_image_view_get_property(GObject *object, guint prop_id, GValue *value,
+                                       GParamSpec *pspec)
+{
+    ClImageView *self = CL_IMAGE_VIEW(object);
+    switch (prop_id) {
+    case PROP_DOCUMENT:
+        g_value_set_object(value, self->document);
+        break;
+    case PROP_FRAME:
+        g_value_set_uint(value, self->frame);
+        break;
+    case PROP_VIEWPORT:
+        g_value_set_object(value, self->viewport);
+        break;
+    case PROP_TEXTURE:
+        g_value_set_object(value, self->texture);
+        break;
+    case PROP_LOADING:
+        g_value_set_boolean(value, cl_image_view_get_loading(self));
+        break;
+    default:
+        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    }
+}
+
+static void cl_image_view_set_property(GObject *object, guint prop_id, const GValue *value,
+                                       GParamSpec *pspec)
+{
+    ClImageView *self = CL_IMAGE_VIEW(object);
+    switch (prop_id) {
+    case PROP_VIEWPORT:
+        cl_image_view_set_viewport(self, g_value_get_object(value));
+        break;
+    default:
+        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    }
+}
+
+static void cl_image_view_dispose(GObject *object)
+{
+    ClImageView *self = CL_IMAGE_VIEW(object);
+    if (self->render_cancellable) {
+        g_cancellable_cancel(self->render_cancellable);
+        g_clear_object(&self->render_cancellable);
+    }
+    if (self->viewport) {
+        g_clear_signal_handler(&self->viewport_notify_id, self->viewport);
+        g_clear_object(&self->viewport);
+    }
+    g_clear_object(&self->document);
+    g_clear_object(&self->texture);
+    g_clear_pointer(&self->rgba, g_bytes_unref);
+    clear_detail(self);
+    G_OBJECT_CLASS(cl_image_view_parent_class)->dispose(object);
+}
+
+static void cl_image_view_class_init(ClImageViewClass *klass)
+{
+    GObjectClass *object_class = G_OBJECT_CLASS(klass);
+    GtkWidgetClass *widget_class = GTK_WIDGET_CLASS(klass);
+
+    object_class->get_property = cl_image_view_get_property;
+    object_class->set_property = cl_image_view_set_property;
+    object_class->dispose = cl_image_view_dispose;
+    widget_class->snapshot = cl_image_view_snapshot;
+    widget_class->size_allocate = cl_image_view_size_allocate;
+
+    properties[PROP_DOCUMENT] = g_param_spec_object("document", NULL, NULL, CL_TYPE_DOCUMENT,
+                                                    G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    properties[PROP_FRAME] = g_param_spec_uint("frame", NULL, NULL, 0, G_MAXUINT, 0,
+                                               G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    properties[PROP_VIEWPORT] =
+        g_param_spec_object("viewport", NULL, NULL, CL_TYPE_VIEWPORT,
+                            G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+    properties[PROP_TEXTURE] = g_param_spec_object("texture", NULL, NULL, GDK_TYPE_TEXTURE,
+                                                   G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    properties[PROP_LOADING] = g_param_spec_boolean("loading", NULL, NULL, FALSE,
+                                                    G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    g_object_class_install_properties(object_class, N_PROPS, properties);
+
+    /* The frame could not be rendered (memory, bad frame): the GError says why, naming the file. */
+    signals[SIGNAL_RENDER_FAILED] =
+        g_signal_new("render-failed", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                     NULL, G_TYPE_NONE, 1, G_TYPE_ERROR);
+
+    gtk_widget_class_set_css_name(widget_class, "imageview");
+}
+
+static void cl_image_view_init(ClImageView *self)
+{
+    GtkWidget *widget = GTK_WIDGET(self);
+    gtk_widget_set_overflow(widget, GTK_OVERFLOW_HIDDEN);
+    gtk_widget_set_hexpand(widget, TRUE);
+    gtk_widget_set_vexpand(widget, TRUE);
+    gtk_widget_set_cursor_from_name(widget, "grab");
+    self->texture_scale = 1.0;
+    cl_image_view_set_viewport(self, NULL);
+
+    GtkEventController *motion = gtk_event_controller_motion_new();
+    g_signal_connect(motion, "enter", G_CALLBACK(on_motion), self);
+    g_signal_connect(motion, "motion", G_CALLBACK(on_motion), self);
+    g_signal_connect(motion, "leave", G_CALLBACK(on_leave), self);
+    gtk_widget_add_controller(widget, motion);
+
+    GtkEventController *scroll =
+        gtk_event_controller_scroll_new(GTK_EVENT_CONTROLLER_SCROLL_VERTICAL);
+    g_signal_connect(scroll, "scroll", G_CALLBACK(on_scroll), self);
+    gtk_widget_add_controller(widget, scroll);
+
+    GtkGesture *drag = gtk_gesture_drag_new();
+    g_signal_connect(drag, "drag-begin", G_CALLBACK(on_drag_begin), self);
+    g_signal_connect(drag, "drag-update", G_CALLBACK(on_drag_update), self);
+    g_signal_connect(drag, "drag-end", G_CALLBACK(on_drag_end), self);
+    gtk_widget_add_controller(widget, GTK_EVENT_CONTROLLER(drag));
+
+    GtkGesture *pinch = gtk_gesture_zoom_new();
+    g_signal_connect(pinch, "begin", G_CALLBACK(on_pinch_begin), self);
+    g_signal_connect(pinch, "scale-changed", G_CALLBACK(on_pinch_scale_changed), self);
+    gtk_widget_add_controller(widget, GTK_EVENT_CONTROLLER(pinch));
+}

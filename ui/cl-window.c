@@ -1,0 +1,655 @@
+/* cl-window.c - ClWindow: opening files (arguments, dialog, drag and drop), loading them off the
+ * main thread, and showing two of them side by side with linked or independent viewports. */
+#include "cl-window.h"
+
+#include <glib/gi18n.h>
+#include <math.h>
+#include <string.h>
+
+#include "cl-config.h"
+#include "cl-document.h"
+
+/* One keyboard zoom step: two steps double the zoom, so 100 % → 200 % → 400 % stay on the grid. */
+#define CL_ZOOM_STEP G_SQRT2
+
+struct _ClWindow {
+    AdwApplicationWindow parent_instance;
+
+    /* template children */
+    AdwWindowTitle *window_title;
+    GtkSpinner *spinner;
+    GtkLabel *zoom_label;
+    AdwToastOverlay *toast_overlay;
+    GtkStack *stack;
+    ClImageView *view_a, *view_b;
+    GtkLabel *name_a, *info_a, *name_b, *info_b;
+
+    GSettings *settings; /* NULL when the schema is not installed */
+    GCancellable *load_cancellable;
+    GPtrArray *documents; /* ClDocument*, what is shown */
+
+    gboolean link_views;
+    ClViewport *shared_viewport;
+    ClViewport *own_viewport[2];
+    ClViewport *zoom_label_viewport; /* the one zoom_label follows */
+    gulong zoom_label_id;
+    guint zoom_label_idle; /* pending update_zoom_label */
+};
+
+G_DEFINE_FINAL_TYPE(ClWindow, cl_window, ADW_TYPE_APPLICATION_WINDOW)
+
+enum { PROP_0, PROP_LINK_VIEWS, PROP_BUSY, N_PROPS };
+static GParamSpec *properties[N_PROPS];
+
+static ClImageView *view_at(ClWindow *self, guint i)
+{
+    g_assert(i < 2);
+    return i == 0 ? self->view_a : self->view_b;
+}
+
+/* ---- busy indicator ---- */
+
+gboolean cl_window_get_busy(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    return self->load_cancellable != NULL || cl_image_view_get_loading(self->view_a) ||
+           cl_image_view_get_loading(self->view_b);
+}
+
+static void update_busy(ClWindow *self)
+{
+    gboolean busy = cl_window_get_busy(self);
+    gtk_widget_set_visible(GTK_WIDGET(self->spinner), busy);
+    gtk_spinner_set_spinning(self->spinner, busy);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_BUSY]);
+}
+
+/* ---- zoom readout and actions ---- */
+
+static gboolean update_zoom_label(gpointer data)
+{
+    ClWindow *self = data;
+    self->zoom_label_idle = 0;
+    double zoom = cl_viewport_get_zoom(cl_image_view_get_viewport(self->view_a));
+    /* Below 10 % one decimal keeps small zooms distinguishable. */
+    g_autofree char *text = zoom < 0.1 ? g_strdup_printf("%.1f %%", zoom * 100.0)
+                                       : g_strdup_printf("%.0f %%", zoom * 100.0);
+    gtk_label_set_label(self->zoom_label, text);
+    return G_SOURCE_REMOVE;
+}
+
+/* Zoom changes arrive during size allocation (fit on resize) and many times a frame while
+ * scrolling; relabelling then would queue a resize mid-layout, so it waits for an idle. */
+static void queue_zoom_label(ClWindow *self)
+{
+    if (!self->zoom_label_idle)
+        self->zoom_label_idle = g_idle_add(update_zoom_label, self);
+}
+
+static void follow_zoom_of_view_a(ClWindow *self)
+{
+    ClViewport *vp = cl_image_view_get_viewport(self->view_a);
+    if (vp == self->zoom_label_viewport)
+        return;
+    if (self->zoom_label_viewport)
+        g_clear_signal_handler(&self->zoom_label_id, self->zoom_label_viewport);
+    g_set_object(&self->zoom_label_viewport, vp);
+    self->zoom_label_id =
+        g_signal_connect_swapped(vp, "notify::zoom", G_CALLBACK(queue_zoom_label), self);
+    queue_zoom_label(self);
+}
+
+/* Linked: both views share one viewport. Unlinked: each has its own, starting where they were. */
+static void apply_link(ClWindow *self)
+{
+    ClViewport *current_a = cl_image_view_get_viewport(self->view_a);
+    if (self->link_views) {
+        if (current_a != self->shared_viewport) {
+            guint cw, ch;
+            cl_viewport_get_content_size(self->shared_viewport, &cw, &ch);
+            cl_viewport_copy_from(self->shared_viewport, current_a);
+            cl_viewport_set_content_size(self->shared_viewport, cw, ch);
+        }
+        cl_image_view_set_viewport(self->view_a, self->shared_viewport);
+        cl_image_view_set_viewport(self->view_b, self->shared_viewport);
+    } else {
+        for (guint i = 0; i < 2; i++) {
+            guint cw, ch;
+            cl_viewport_get_content_size(self->own_viewport[i], &cw, &ch);
+            cl_viewport_copy_from(self->own_viewport[i], self->shared_viewport);
+            cl_viewport_set_content_size(self->own_viewport[i], cw, ch);
+            cl_image_view_set_viewport(view_at(self, i), self->own_viewport[i]);
+        }
+    }
+    follow_zoom_of_view_a(self);
+}
+
+gboolean cl_window_get_link_views(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    return self->link_views;
+}
+
+void cl_window_set_link_views(ClWindow *self, gboolean link_views)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    link_views = !!link_views;
+    if (link_views == self->link_views)
+        return;
+    self->link_views = link_views;
+    apply_link(self);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_LINK_VIEWS]);
+}
+
+/* The distinct viewports the views use now (1 when linked, 2 when not). */
+static guint active_viewports(ClWindow *self, ClViewport *out[2])
+{
+    out[0] = cl_image_view_get_viewport(self->view_a);
+    out[1] = cl_image_view_get_viewport(self->view_b);
+    return out[0] == out[1] ? 1 : 2;
+}
+
+static void zoom_by(ClWindow *self, double factor)
+{
+    ClViewport *vps[2];
+    guint n = active_viewports(self, vps);
+    for (guint i = 0; i < n; i++)
+        cl_viewport_zoom_at(vps[i], factor, cl_viewport_get_center_x(vps[i]),
+                            cl_viewport_get_center_y(vps[i]));
+}
+
+static void action_zoom_in(GtkWidget *widget, const char *name, GVariant *param)
+{
+    zoom_by(CL_WINDOW(widget), CL_ZOOM_STEP);
+}
+
+static void action_zoom_out(GtkWidget *widget, const char *name, GVariant *param)
+{
+    zoom_by(CL_WINDOW(widget), 1.0 / CL_ZOOM_STEP);
+}
+
+static void action_zoom_100(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClViewport *vps[2];
+    guint n = active_viewports(CL_WINDOW(widget), vps);
+    for (guint i = 0; i < n; i++)
+        cl_viewport_set_zoom(vps[i], 1.0);
+}
+
+static void action_zoom_fit(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    cl_image_view_fit(self->view_a);
+    cl_image_view_fit(self->view_b);
+}
+
+static void update_actions(ClWindow *self)
+{
+    gboolean shown = self->documents->len > 0;
+    const char *zoom_actions[] = {"win.zoom-in", "win.zoom-out", "win.zoom-100", "win.zoom-fit"};
+    for (guint i = 0; i < G_N_ELEMENTS(zoom_actions); i++)
+        gtk_widget_action_set_enabled(GTK_WIDGET(self), zoom_actions[i], shown);
+}
+
+/* ---- showing documents ---- */
+
+static char *describe_frame(ClDocument *doc, guint frame)
+{
+    const ClImage *img = cl_document_get_image(doc);
+    /* TRANSLATORS: image size in pixels, width × height */
+    g_autofree char *size = g_strdup_printf(_("%u × %u px"), img->width, img->height);
+    guint n = cl_document_get_n_frames(doc);
+    if (n > 1) {
+        /* TRANSLATORS: format, size, and which frame of a multi-frame file is shown */
+        return g_strdup_printf(_("%s · %s · frame %u of %u"), cl_image_format_name(img->format),
+                               size, frame + 1, n);
+    }
+    return g_strdup_printf("%s · %s", cl_image_format_name(img->format), size);
+}
+
+static void set_caption(GtkLabel *name, GtkLabel *info, ClDocument *doc, guint frame)
+{
+    if (!doc) {
+        gtk_label_set_label(name, _("No second image"));
+        gtk_label_set_label(info, _("Open another image to compare"));
+        return;
+    }
+    g_autofree char *text = describe_frame(doc, frame);
+    gtk_label_set_label(name, cl_document_get_name(doc));
+    gtk_label_set_label(info, text);
+}
+
+/* Shows documents (at least one): the first two, or the first two frames of a lone
+ * multi-frame document. */
+static void show_documents(ClWindow *self, GPtrArray *documents)
+{
+    g_assert(documents->len > 0);
+    g_ptr_array_set_size(self->documents, 0);
+    for (guint i = 0; i < documents->len; i++)
+        g_ptr_array_add(self->documents, g_object_ref(documents->pdata[i]));
+
+    ClDocument *docs[2] = {documents->pdata[0], NULL};
+    guint frames[2] = {0, 0};
+    if (documents->len > 1) {
+        docs[1] = documents->pdata[1];
+    } else if (cl_document_get_n_frames(docs[0]) > 1) {
+        docs[1] = docs[0];
+        frames[1] = 1;
+    }
+
+    guint union_w = 0, union_h = 0;
+    for (guint i = 0; i < 2; i++) {
+        ClDocument *doc = docs[i] ? docs[i] : docs[0];
+        const ClImage *img = cl_document_get_image(doc);
+        cl_viewport_set_content_size(self->own_viewport[i], img->width, img->height);
+        union_w = MAX(union_w, img->width);
+        union_h = MAX(union_h, img->height);
+    }
+    cl_viewport_set_content_size(self->shared_viewport, union_w, union_h);
+
+    cl_image_view_set_image(self->view_a, docs[0], frames[0]);
+    cl_image_view_set_image(self->view_b, docs[1], frames[1]);
+    set_caption(self->name_a, self->info_a, docs[0], frames[0]);
+    set_caption(self->name_b, self->info_b, docs[1], frames[1]);
+    cl_image_view_fit(self->view_a);
+    cl_image_view_fit(self->view_b);
+
+    if (docs[1] && docs[1] != docs[0]) {
+        /* TRANSLATORS: window subtitle: the two files being compared */
+        g_autofree char *subtitle = g_strdup_printf(_("%s and %s"), cl_document_get_name(docs[0]),
+                                                    cl_document_get_name(docs[1]));
+        adw_window_title_set_subtitle(self->window_title, subtitle);
+    } else {
+        adw_window_title_set_subtitle(self->window_title, cl_document_get_name(docs[0]));
+    }
+    gtk_stack_set_visible_child_name(self->stack, "compare");
+    update_actions(self);
+}
+
+static void toast_error(ClWindow *self, GFile *file, const GError *error)
+{
+    g_autofree char *name = g_file_get_basename(file);
+    /* Loader messages start with "<path>: "; the toast names the file already. */
+    g_autofree char *path = g_file_get_path(file);
+    if (!path)
+        path = g_file_get_uri(file); /* what cl_document_load() names non-local files by */
+    const char *message = error->message;
+    gsize len = path ? strlen(path) : 0;
+    if (len && g_str_has_prefix(message, path) && message[len] == ':' && message[len + 1] == ' ')
+        message += len + 2;
+    /* AdwToast titles are Pango markup in libadwaita 1.2: file names may hold '&' or '<'. */
+    g_autofree char *text = g_strdup_printf(_("Could not open “%s”: %s"), name, message);
+    g_autofree char *markup = g_markup_escape_text(text, -1);
+    AdwToast *toast = adw_toast_new(markup);
+    adw_toast_set_timeout(toast, 8);
+    adw_toast_overlay_add_toast(self->toast_overlay, toast);
+}
+
+static void on_render_failed(ClImageView *view, GError *error, ClWindow *self)
+{
+    ClDocument *doc = cl_image_view_get_document(view);
+    /* TRANSLATORS: a file loaded but could not be drawn; the second %s says why */
+    g_autofree char *text = g_strdup_printf(_("Could not show “%s”: %s"),
+                                            doc ? cl_document_get_name(doc) : "", error->message);
+    g_autofree char *markup = g_markup_escape_text(text, -1);
+    AdwToast *toast = adw_toast_new(markup);
+    adw_toast_set_timeout(toast, 8);
+    adw_toast_overlay_add_toast(self->toast_overlay, toast);
+}
+
+/* ---- loading (worker thread) ---- */
+
+typedef struct {
+    GPtrArray *files;     /* GFile*, input */
+    GPtrArray *documents; /* ClDocument*, output */
+    GPtrArray *errors;    /* GError*, output; errors->pdata[i] belongs to error_files[i] */
+    GPtrArray *error_files;
+} LoadJob;
+
+static void load_job_free(LoadJob *job)
+{
+    g_clear_pointer(&job->files, g_ptr_array_unref);
+    g_clear_pointer(&job->documents, g_ptr_array_unref);
+    g_clear_pointer(&job->errors, g_ptr_array_unref);
+    g_clear_pointer(&job->error_files, g_ptr_array_unref);
+    g_free(job);
+}
+
+static void load_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+    LoadJob *job = task_data;
+    for (guint i = 0; i < job->files->len && job->documents->len < 2; i++) {
+        if (g_task_return_error_if_cancelled(task))
+            return;
+        GFile *file = job->files->pdata[i];
+        GError *error = NULL;
+        ClDocument *doc = cl_document_load(file, NULL, cancellable, &error);
+        if (doc) {
+            g_ptr_array_add(job->documents, doc);
+        } else {
+            g_ptr_array_add(job->errors, error);
+            g_ptr_array_add(job->error_files, g_object_ref(file));
+        }
+    }
+    if (g_task_return_error_if_cancelled(task))
+        return;
+    g_task_return_boolean(task, TRUE);
+}
+
+static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+    GTask *task = G_TASK(result);
+    /* Dropped when a newer open (or closing the window) cancelled it. */
+    if (g_cancellable_is_cancelled(g_task_get_cancellable(task)))
+        return;
+    ClWindow *self = CL_WINDOW(source);
+    g_clear_object(&self->load_cancellable);
+
+    g_autoptr(GError) error = NULL;
+    if (g_task_propagate_boolean(task, &error)) {
+        LoadJob *job = g_task_get_task_data(task);
+        for (guint i = 0; i < job->errors->len; i++)
+            toast_error(self, job->error_files->pdata[i], job->errors->pdata[i]);
+        if (job->documents->len > 0)
+            show_documents(self, job->documents);
+    }
+    update_busy(self);
+}
+
+void cl_window_open_files(ClWindow *self, GFile *const *files, guint n_files)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    g_return_if_fail(files != NULL || n_files == 0);
+    if (n_files == 0)
+        return;
+    if (self->load_cancellable) {
+        g_cancellable_cancel(self->load_cancellable);
+        g_clear_object(&self->load_cancellable);
+    }
+    LoadJob *job = g_new0(LoadJob, 1);
+    job->files = g_ptr_array_new_with_free_func(g_object_unref);
+    for (guint i = 0; i < n_files; i++)
+        g_ptr_array_add(job->files, g_object_ref(files[i]));
+    job->documents = g_ptr_array_new_with_free_func(g_object_unref);
+    job->errors = g_ptr_array_new_with_free_func((GDestroyNotify)g_error_free);
+    job->error_files = g_ptr_array_new_with_free_func(g_object_unref);
+
+    self->load_cancellable = g_cancellable_new();
+    g_autoptr(GTask) task = g_task_new(self, self->load_cancellable, load_done, NULL);
+    g_task_set_source_tag(task, cl_window_open_files);
+    g_task_set_task_data(task, job, (GDestroyNotify)load_job_free);
+    g_task_run_in_thread(task, load_thread);
+    update_busy(self);
+}
+
+static void open_file_list(ClWindow *self, GListModel *list)
+{
+    guint n = g_list_model_get_n_items(list);
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_object_unref);
+    for (guint i = 0; i < n; i++)
+        g_ptr_array_add(files, g_list_model_get_item(list, i));
+    cl_window_open_files(self, (GFile *const *)files->pdata, files->len);
+}
+
+/* ---- Open dialog ---- */
+
+static const char *const supported_mime_types[] = {
+    "image/png",  "image/tiff", "application/dicom", "image/jpeg",
+    "image/webp", "image/bmp",  "image/gif",
+};
+/* DICOM files often carry no MIME type the desktop knows: match their usual suffixes too. */
+static const char *const supported_suffixes[] = {
+    "png", "tif", "tiff", "dcm", "dicom", "jpg", "jpeg", "webp", "bmp", "gif",
+};
+
+static void on_chooser_response(GtkNativeDialog *dialog, int response, ClWindow *self)
+{
+    if (response == GTK_RESPONSE_ACCEPT) {
+        g_autoptr(GListModel) files = gtk_file_chooser_get_files(GTK_FILE_CHOOSER(dialog));
+        open_file_list(self, files);
+    }
+    gtk_native_dialog_destroy(dialog);
+    g_object_unref(dialog);
+}
+
+void cl_window_choose_files(ClWindow *self)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    GtkFileChooserNative *chooser = gtk_file_chooser_native_new(
+        _("Open Images"), GTK_WINDOW(self), GTK_FILE_CHOOSER_ACTION_OPEN, _("_Open"), _("_Cancel"));
+    GtkFileChooser *fc = GTK_FILE_CHOOSER(chooser);
+    gtk_native_dialog_set_modal(GTK_NATIVE_DIALOG(chooser), TRUE);
+    gtk_file_chooser_set_select_multiple(fc, TRUE);
+
+    g_autoptr(GtkFileFilter) images = gtk_file_filter_new();
+    gtk_file_filter_set_name(images, _("Supported images"));
+    for (guint i = 0; i < G_N_ELEMENTS(supported_mime_types); i++)
+        gtk_file_filter_add_mime_type(images, supported_mime_types[i]);
+    for (guint i = 0; i < G_N_ELEMENTS(supported_suffixes); i++)
+        gtk_file_filter_add_suffix(images, supported_suffixes[i]);
+    gtk_file_chooser_add_filter(fc, images);
+
+    g_autoptr(GtkFileFilter) dicom = gtk_file_filter_new();
+    gtk_file_filter_set_name(dicom, _("DICOM files"));
+    gtk_file_filter_add_mime_type(dicom, "application/dicom");
+    gtk_file_filter_add_suffix(dicom, "dcm");
+    gtk_file_filter_add_suffix(dicom, "dicom");
+    gtk_file_chooser_add_filter(fc, dicom);
+
+    g_autoptr(GtkFileFilter) all = gtk_file_filter_new();
+    gtk_file_filter_set_name(all, _("All files"));
+    gtk_file_filter_add_pattern(all, "*");
+    gtk_file_chooser_add_filter(fc, all);
+    gtk_file_chooser_set_filter(fc, images);
+
+    g_signal_connect(chooser, "response", G_CALLBACK(on_chooser_response), self);
+    gtk_native_dialog_show(GTK_NATIVE_DIALOG(chooser));
+}
+
+static void action_open(GtkWidget *widget, const char *name, GVariant *param)
+{
+    cl_window_choose_files(CL_WINDOW(widget));
+}
+
+/* ---- drag and drop ---- */
+
+static gboolean on_drop(GtkDropTarget *target, const GValue *value, double x, double y,
+                        ClWindow *self)
+{
+    if (!G_VALUE_HOLDS(value, GDK_TYPE_FILE_LIST))
+        return FALSE;
+    GSList *list = gdk_file_list_get_files(g_value_get_boxed(value));
+    g_autoptr(GPtrArray) files = g_ptr_array_new();
+    for (GSList *l = list; l; l = l->next)
+        g_ptr_array_add(files, l->data);
+    g_slist_free(list);
+    if (files->len == 0)
+        return FALSE;
+    cl_window_open_files(self, (GFile *const *)files->pdata, files->len);
+    return TRUE;
+}
+
+/* ---- window state ---- */
+
+static void restore_window_state(ClWindow *self)
+{
+    if (!self->settings)
+        return;
+    gtk_window_set_default_size(GTK_WINDOW(self),
+                                g_settings_get_int(self->settings, "window-width"),
+                                g_settings_get_int(self->settings, "window-height"));
+    if (g_settings_get_boolean(self->settings, "window-maximized"))
+        gtk_window_maximize(GTK_WINDOW(self));
+}
+
+static void save_window_state(ClWindow *self)
+{
+    if (!self->settings)
+        return;
+    gboolean maximized = gtk_window_is_maximized(GTK_WINDOW(self));
+    g_settings_set_boolean(self->settings, "window-maximized", maximized);
+    /* The unmaximized size is what should come back next time. */
+    if (!maximized) {
+        int w, h;
+        gtk_window_get_default_size(GTK_WINDOW(self), &w, &h);
+        if (w > 0 && h > 0) {
+            g_settings_set_int(self->settings, "window-width", w);
+            g_settings_set_int(self->settings, "window-height", h);
+        }
+    }
+}
+
+static gboolean cl_window_close_request(GtkWindow *window)
+{
+    save_window_state(CL_WINDOW(window));
+    return GTK_WINDOW_CLASS(cl_window_parent_class)->close_request(window);
+}
+
+/* A missing schema would abort in g_settings_new(); run without saved state instead. */
+static GSettings *settings_or_null(void)
+{
+    GSettingsSchemaSource *source = g_settings_schema_source_get_default();
+    g_autoptr(GSettingsSchema) schema =
+        source ? g_settings_schema_source_lookup(source, CL_APP_ID, TRUE) : NULL;
+    if (!schema) {
+        g_warning("GSettings schema %s is not installed: window state and preferences will not be "
+                  "saved (set GSETTINGS_SCHEMA_DIR to the build's data directory when running "
+                  "uninstalled)",
+                  CL_APP_ID);
+        return NULL;
+    }
+    return g_settings_new_full(schema, NULL, NULL);
+}
+
+/* ---- GObject ---- */
+
+ClWindow *cl_window_new(GtkApplication *application)
+{
+    return g_object_new(CL_TYPE_WINDOW, "application", application, NULL);
+}
+
+ClImageView *cl_window_get_view(ClWindow *self, guint index)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), NULL);
+    g_return_val_if_fail(index < 2, NULL);
+    return view_at(self, index);
+}
+
+static void cl_window_get_property(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
+{
+    ClWindow *self = CL_WINDOW(object);
+    switch (prop_id) {
+    case PROP_LINK_VIEWS:
+        g_value_set_boolean(value, self->link_views);
+        break;
+    case PROP_BUSY:
+        g_value_set_boolean(value, cl_window_get_busy(self));
+        break;
+    default:
+        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    }
+}
+
+static void cl_window_set_property(GObject *object, guint prop_id, const GValue *value,
+                                   GParamSpec *pspec)
+{
+    ClWindow *self = CL_WINDOW(object);
+    switch (prop_id) {
+    case PROP_LINK_VIEWS:
+        cl_window_set_link_views(self, g_value_get_boolean(value));
+        break;
+    default:
+        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    }
+}
+
+static void cl_window_dispose(GObject *object)
+{
+    ClWindow *self = CL_WINDOW(object);
+    if (self->load_cancellable) {
+        g_cancellable_cancel(self->load_cancellable);
+        g_clear_object(&self->load_cancellable);
+    }
+    if (self->zoom_label_viewport) {
+        g_clear_signal_handler(&self->zoom_label_id, self->zoom_label_viewport);
+        g_clear_object(&self->zoom_label_viewport);
+    }
+    g_clear_handle_id(&self->zoom_label_idle, g_source_remove);
+    gtk_widget_dispose_template(GTK_WIDGET(self), CL_TYPE_WINDOW);
+    g_clear_object(&self->settings);
+    g_clear_pointer(&self->documents, g_ptr_array_unref);
+    g_clear_object(&self->shared_viewport);
+    g_clear_object(&self->own_viewport[0]);
+    g_clear_object(&self->own_viewport[1]);
+    G_OBJECT_CLASS(cl_window_parent_class)->dispose(object);
+}
+
+static void cl_window_class_init(ClWindowClass *klass)
+{
+    GObjectClass *object_class = G_OBJECT_CLASS(klass);
+    GtkWidgetClass *widget_class = GTK_WIDGET_CLASS(klass);
+    GtkWindowClass *window_class = GTK_WINDOW_CLASS(klass);
+
+    object_class->get_property = cl_window_get_property;
+    object_class->set_property = cl_window_set_property;
+    object_class->dispose = cl_window_dispose;
+    window_class->close_request = cl_window_close_request;
+
+    properties[PROP_LINK_VIEWS] =
+        g_param_spec_boolean("link-views", NULL, NULL, TRUE,
+                             G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+    properties[PROP_BUSY] =
+        g_param_spec_boolean("busy", NULL, NULL, FALSE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    g_object_class_install_properties(object_class, N_PROPS, properties);
+
+    g_type_ensure(CL_TYPE_IMAGE_VIEW);
+    gtk_widget_class_set_template_from_resource(widget_class,
+                                                "/io/changelens/ChangeLens/cl-window.ui");
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, window_title);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, spinner);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, zoom_label);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, toast_overlay);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, stack);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, view_a);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, view_b);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, name_a);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, info_a);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, name_b);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, info_b);
+
+    gtk_widget_class_install_action(widget_class, "win.open", NULL, action_open);
+    gtk_widget_class_install_action(widget_class, "win.zoom-in", NULL, action_zoom_in);
+    gtk_widget_class_install_action(widget_class, "win.zoom-out", NULL, action_zoom_out);
+    gtk_widget_class_install_action(widget_class, "win.zoom-100", NULL, action_zoom_100);
+    gtk_widget_class_install_action(widget_class, "win.zoom-fit", NULL, action_zoom_fit);
+    gtk_widget_class_install_property_action(widget_class, "win.link-views", "link-views");
+}
+
+static void cl_window_init(ClWindow *self)
+{
+    /* Before the template: the link toggle reads the action state when it is built. */
+    self->link_views = TRUE;
+    gtk_widget_init_template(GTK_WIDGET(self));
+    self->documents = g_ptr_array_new_with_free_func(g_object_unref);
+    self->shared_viewport = cl_viewport_new();
+    self->own_viewport[0] = cl_viewport_new();
+    self->own_viewport[1] = cl_viewport_new();
+    apply_link(self);
+
+    g_signal_connect_swapped(self->view_a, "notify::loading", G_CALLBACK(update_busy), self);
+    g_signal_connect_swapped(self->view_b, "notify::loading", G_CALLBACK(update_busy), self);
+    g_signal_connect(self->view_a, "render-failed", G_CALLBACK(on_render_failed), self);
+    g_signal_connect(self->view_b, "render-failed", G_CALLBACK(on_render_failed), self);
+
+    GtkDropTarget *drop = gtk_drop_target_new(GDK_TYPE_FILE_LIST, GDK_ACTION_COPY);
+    g_signal_connect(drop, "drop", G_CALLBACK(on_drop), self);
+    gtk_widget_add_controller(GTK_WIDGET(self->toast_overlay), GTK_EVENT_CONTROLLER(drop));
+
+    self->settings = settings_or_null();
+    if (self->settings) {
+        g_settings_bind(self->settings, "link-views", self, "link-views", G_SETTINGS_BIND_DEFAULT);
+        restore_window_state(self);
+    }
+    gtk_stack_set_visible_child_name(self->stack, "empty");
+    update_actions(self);
+}
