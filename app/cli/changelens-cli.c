@@ -183,7 +183,7 @@ static void print_row(const char *key, const char *fmt, ...)
     va_start(ap, fmt);
     g_autofree char *v = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    printf("  %-16s %s\n", key, v);
+    printf("  %-20s %s\n", key, v);
 }
 
 static void image_to_text(const char *path, const ClImage *img, gboolean stats)
@@ -240,7 +240,7 @@ static void image_to_text(const char *path, const ClImage *img, gboolean stats)
         print_row("instance", "%d", img->instance_number);
     for (guint i = 0; i < img->metadata->len; i++) {
         const ClMetaEntry *e = g_ptr_array_index(img->metadata, i);
-        printf("  %-16s %s\n", e->key, e->value);
+        printf("  %-20s %s\n", e->key, e->value);
     }
     if (stats)
         for (guint f = 0; f < nf; f++) {
