@@ -360,6 +360,23 @@ static void test_multi_frame(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* DICOM files open in time order whatever order they were given in: the prior on the left. */
+static void test_dicom_order(void)
+{
+    g_autoptr(GPtrArray) fixtures = g_ptr_array_new_with_free_func((GDestroyNotify)cl_fixture_free);
+    g_autofree char *dir = g_build_filename(tmpdir, "fixtures-order", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0700), ==, 0);
+    g_assert_true(cl_fixtures_dicom(dir, fixtures, NULL));
+    g_autofree char *later = g_build_filename(dir, "dicom-mono2-u16-le.dcm", NULL);        /* 2024 */
+    g_autofree char *earlier = g_build_filename(dir, "dicom-mono1-12in16-implicit.dcm", NULL); /* 2023 */
+    g_assert_true(g_file_test(later, G_FILE_TEST_EXISTS) && g_file_test(earlier, G_FILE_TEST_EXISTS));
+    const char *paths[] = { later, earlier };
+    ClWindow *win = new_window_with(paths, 2);
+    assert_shows(cl_window_get_view(win, 0), "dicom-mono1-12in16-implicit.dcm", 0, 40, 30);
+    assert_shows(cl_window_get_view(win, 1), "dicom-mono2-u16-le.dcm", 0, 37, 23);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Wider than the texture limit: an overview at half resolution, full size kept for detail. */
 static void test_large_image(void)
 {
@@ -552,6 +569,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/newer-open-wins", test_newer_open_wins);
     g_test_add_func("/ui/window/failed-open-keeps-images", test_failed_open_keeps_images);
     g_test_add_func("/ui/window/multi-frame", test_multi_frame);
+    g_test_add_func("/ui/window/dicom-order", test_dicom_order);
     g_test_add_func("/ui/window/large-image", test_large_image);
     g_test_add_func("/ui/view/nearest-when-zoomed", test_nearest_when_zoomed);
     g_test_add_func("/ui/window/open-dialog", test_open_dialog);

@@ -8,9 +8,12 @@
 
 #include "cl-config.h"
 #include "cl-document.h"
+#include "sequence.h"
 
 /* One keyboard zoom step: two steps double the zoom, so 100 % → 200 % → 400 % stay on the grid. */
 #define CL_ZOOM_STEP G_SQRT2
+/* Files decoded per open; more are ignored with a notice (the filmstrip comes later). */
+#define MAX_OPEN_FILES 32
 
 struct _ClWindow {
     AdwApplicationWindow parent_instance;
@@ -304,6 +307,7 @@ typedef struct {
     GPtrArray *documents; /* ClDocument*, output */
     GPtrArray *errors;    /* GError*, output; errors->pdata[i] belongs to error_files[i] */
     GPtrArray *error_files;
+    GPtrArray *warnings; /* char*, output: mixed patients, sizes, ... */
 } LoadJob;
 
 static void load_job_free(LoadJob *job)
@@ -312,13 +316,16 @@ static void load_job_free(LoadJob *job)
     g_clear_pointer(&job->documents, g_ptr_array_unref);
     g_clear_pointer(&job->errors, g_ptr_array_unref);
     g_clear_pointer(&job->error_files, g_ptr_array_unref);
+    g_clear_pointer(&job->warnings, g_ptr_array_unref);
     g_free(job);
 }
 
 static void load_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
 {
     LoadJob *job = task_data;
-    for (guint i = 0; i < job->files->len && job->documents->len < 2; i++) {
+    /* Every file is loaded so the sequence can be ordered (DICOM priors by date); the first
+     * two in that order are shown. */
+    for (guint i = 0; i < job->files->len && i < MAX_OPEN_FILES; i++) {
         if (g_task_return_error_if_cancelled(task))
             return;
         GFile *file = job->files->pdata[i];
@@ -333,6 +340,20 @@ static void load_thread(GTask *task, gpointer source, gpointer task_data, GCance
     }
     if (g_task_return_error_if_cancelled(task))
         return;
+    guint n = job->documents->len;
+    g_autofree const ClImage **images = g_new(const ClImage *, n ? n : 1);
+    for (guint i = 0; i < n; i++)
+        images[i] = cl_document_get_image(job->documents->pdata[i]);
+    g_autofree guint *order = g_new(guint, n ? n : 1);
+    cl_sequence_order(images, n, order);
+    GPtrArray *sorted = g_ptr_array_new_with_free_func(g_object_unref);
+    for (guint i = 0; i < n; i++)
+        g_ptr_array_add(sorted, g_object_ref(job->documents->pdata[order[i]]));
+    for (guint i = 0; i < n; i++)
+        images[i] = cl_document_get_image(sorted->pdata[i]);
+    job->warnings = cl_sequence_warnings(images, n);
+    g_ptr_array_unref(job->documents);
+    job->documents = sorted;
     g_task_return_boolean(task, TRUE);
 }
 
@@ -350,6 +371,21 @@ static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
         LoadJob *job = g_task_get_task_data(task);
         for (guint i = 0; i < job->errors->len; i++)
             toast_error(self, job->error_files->pdata[i], job->errors->pdata[i]);
+        if (job->files->len > MAX_OPEN_FILES) {
+            g_autofree char *text = g_strdup_printf(
+                _("Only the first %u of %u files were opened"), MAX_OPEN_FILES, job->files->len);
+            adw_toast_overlay_add_toast(self->toast_overlay, adw_toast_new(text));
+        }
+        for (guint i = 0; job->warnings && i < job->warnings->len; i++) {
+            /* flagged, not refused: the user decides whether the comparison makes sense */
+            /* TRANSLATORS: the sequence was opened but looks odd (mixed patients, sizes, ...) */
+            g_autofree char *text =
+                g_strdup_printf(_("Warning: %s"), (char *)job->warnings->pdata[i]);
+            g_autofree char *markup = g_markup_escape_text(text, -1);
+            AdwToast *toast = adw_toast_new(markup);
+            adw_toast_set_timeout(toast, 8);
+            adw_toast_overlay_add_toast(self->toast_overlay, toast);
+        }
         if (job->documents->len > 0)
             show_documents(self, job->documents);
     }

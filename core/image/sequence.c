@@ -30,9 +30,10 @@ static const char *order_time(const ClImage *img)
 }
 
 /* Date-times are DICOM "YYYYMMDDHHMMSS.ffffff" prefixes: they order as strings. */
-static int cmp_dicom(gconstpointer a, gconstpointer b)
+static int cmp_dicom(gconstpointer a, gconstpointer b, gpointer user)
 {
-    const ClImage *x = *(ClImage *const *)a, *y = *(ClImage *const *)b;
+    const ClImage *const *images = user;
+    const ClImage *x = images[*(const guint *)a], *y = images[*(const guint *)b];
     const char *tx = order_time(x), *ty = order_time(y);
     if (tx && ty) {
         int c = strcmp(tx, ty);
@@ -60,13 +61,14 @@ static char *patient_key(const ClImage *img)
     return NULL;
 }
 
-static void add_warnings(ClSequence *seq)
+GPtrArray *cl_sequence_warnings(const ClImage *const *images, guint n)
 {
+    GPtrArray *warnings = g_ptr_array_new_with_free_func(g_free);
     /* patients */
     g_autofree char *first_patient = NULL;
     const char *first_patient_file = NULL;
-    for (guint i = 0; i < seq->images->len; i++) {
-        const ClImage *img = g_ptr_array_index(seq->images, i);
+    for (guint i = 0; i < n; i++) {
+        const ClImage *img = images[i];
         g_autofree char *key = patient_key(img);
         if (!key)
             continue;
@@ -74,7 +76,7 @@ static void add_warnings(ClSequence *seq)
             first_patient = g_steal_pointer(&key);
             first_patient_file = img->path;
         } else if (strcmp(first_patient, key) != 0) {
-            g_ptr_array_add(seq->warnings,
+            g_ptr_array_add(warnings,
                             g_strdup_printf("the sequence mixes patients: %s is patient %s, %s is "
                                             "patient %s",
                                             first_patient_file ? first_patient_file : "image 1",
@@ -83,11 +85,11 @@ static void add_warnings(ClSequence *seq)
         }
     }
     /* sizes */
-    const ClImage *first = seq->images->len ? g_ptr_array_index(seq->images, 0) : NULL;
-    for (guint i = 1; first && i < seq->images->len; i++) {
-        const ClImage *img = g_ptr_array_index(seq->images, i);
+    const ClImage *first = n ? images[0] : NULL;
+    for (guint i = 1; first && i < n; i++) {
+        const ClImage *img = images[i];
         if (img->width != first->width || img->height != first->height) {
-            g_ptr_array_add(seq->warnings,
+            g_ptr_array_add(warnings,
                             g_strdup_printf("the sequence mixes image sizes: %s is %u × %u, %s is "
                                             "%u × %u",
                                             first->path ? first->path : "image 1", first->width,
@@ -97,15 +99,31 @@ static void add_warnings(ClSequence *seq)
         }
     }
     /* modalities */
-    for (guint i = 1; first && i < seq->images->len; i++) {
-        const ClImage *img = g_ptr_array_index(seq->images, i);
+    for (guint i = 1; first && i < n; i++) {
+        const ClImage *img = images[i];
         if (first->modality && img->modality && strcmp(first->modality, img->modality) != 0) {
-            g_ptr_array_add(seq->warnings,
+            g_ptr_array_add(warnings,
                             g_strdup_printf("the sequence mixes modalities: %s and %s",
                                             first->modality, img->modality));
             break;
         }
     }
+    return warnings;
+}
+
+void cl_sequence_order(const ClImage *const *images, guint n, guint *order)
+{
+    /* Sort the DICOM images among the places DICOM images were given in. */
+    g_autofree guint *dicoms = g_new(guint, n ? n : 1);
+    guint nd = 0;
+    for (guint i = 0; i < n; i++)
+        if (images[i]->format == CL_IMAGE_FORMAT_DICOM)
+            dicoms[nd++] = i;
+    /* g_qsort_with_data is a stable sort */
+    g_qsort_with_data(dicoms, (gint)nd, sizeof(guint), cmp_dicom, (gpointer)images);
+    guint next = 0;
+    for (guint i = 0; i < n; i++)
+        order[i] = images[i]->format == CL_IMAGE_FORMAT_DICOM ? dicoms[next++] : i;
 }
 
 ClSequence *cl_sequence_new_from_images(ClImage **images, guint n_images)
@@ -115,20 +133,10 @@ ClSequence *cl_sequence_new_from_images(ClImage **images, guint n_images)
     seq->items = g_ptr_array_new_with_free_func(item_free);
     seq->warnings = g_ptr_array_new_with_free_func(g_free);
 
-    /* Sort the DICOM images among the places DICOM images were given in. */
-    GPtrArray *dicoms = g_ptr_array_new();
+    g_autofree guint *order = g_new(guint, n_images ? n_images : 1);
+    cl_sequence_order((const ClImage *const *)images, n_images, order);
     for (guint i = 0; i < n_images; i++)
-        if (images[i]->format == CL_IMAGE_FORMAT_DICOM)
-            g_ptr_array_add(dicoms, images[i]);
-    g_ptr_array_sort(dicoms, cmp_dicom); /* g_ptr_array_sort is a stable merge sort */
-    guint next_dicom = 0;
-    for (guint i = 0; i < n_images; i++) {
-        ClImage *img = images[i]->format == CL_IMAGE_FORMAT_DICOM
-                           ? g_ptr_array_index(dicoms, next_dicom++)
-                           : images[i];
-        g_ptr_array_add(seq->images, img);
-    }
-    g_ptr_array_unref(dicoms);
+        g_ptr_array_add(seq->images, images[order[i]]);
 
     for (guint i = 0; i < seq->images->len; i++) {
         ClImage *img = g_ptr_array_index(seq->images, i);
@@ -144,7 +152,8 @@ ClSequence *cl_sequence_new_from_images(ClImage **images, guint n_images)
             g_ptr_array_add(seq->items, it);
         }
     }
-    add_warnings(seq);
+    g_ptr_array_unref(seq->warnings);
+    seq->warnings = cl_sequence_warnings((const ClImage *const *)seq->images->pdata, seq->images->len);
     return seq;
 }
 

@@ -26,6 +26,11 @@ typedef struct {
  * naming that file. */
 ClSequence *cl_sequence_open(const char *const *paths, guint n_paths, const ClImageLimits *limits,
                              GError **error);
+/* The sequence order of images (the rules above): order[k] is the index of the k-th image. */
+void cl_sequence_order(const ClImage *const *images, guint n, guint *order);
+/* The warnings (mixed patients, sizes, modalities) for images in this order: char*, caller
+ * unrefs. */
+GPtrArray *cl_sequence_warnings(const ClImage *const *images, guint n);
 /* Builds a sequence from images already loaded (takes ownership of each). */
 ClSequence *cl_sequence_new_from_images(ClImage **images, guint n_images);
 void cl_sequence_free(ClSequence *seq);
