@@ -623,12 +623,7 @@ int main(int argc, char **argv)
     if (!cl_fixtures_dicom(tmpdir, fixtures, &err))
         g_error("writing DICOM fixtures: %s", err->message);
     g_assert_cmpuint(fixtures->len, >=, 14);
-    for (guint i = 0; i < fixtures->len; i++) {
-        const ClFixture *f = (const ClFixture *)g_ptr_array_index(fixtures, i);
-        g_autofree char *base = g_path_get_basename(f->path);
-        g_autofree char *name = g_strdup_printf("/dicom/fixture/%s", base);
-        g_test_add_data_func(name, f, test_fixture);
-    }
+    cl_fixture_add_tests("dicom", fixtures, test_fixture);
     g_test_add_func("/dicom/metadata", test_metadata);
     g_test_add_func("/dicom/charset-cyrillic", test_charset_cyrillic);
     g_test_add_func("/dicom/imager-spacing", test_imager_spacing);

@@ -316,12 +316,7 @@ int main(int argc, char **argv)
      * loader cache, so it writes no fixtures. */
     if (!g_test_subprocess() && !cl_fixtures_pixbuf(fixture_dir, fixtures, &err))
         g_error("writing fixtures: %s", err->message);
-    for (guint i = 0; i < fixtures->len; i++) {
-        const ClFixture *f = g_ptr_array_index(fixtures, i);
-        g_autofree char *base = g_path_get_basename(f->path);
-        g_autofree char *path = g_strdup_printf("/pixbuf/fixture/%s", base);
-        g_test_add_data_func(path, f, test_fixture);
-    }
+    cl_fixture_add_tests("pixbuf", fixtures, test_fixture);
     g_test_add_func("/pixbuf/lossy-tolerance", test_lossy_tolerance);
     g_test_add_func("/pixbuf/limits", test_limits);
     g_test_add_func("/pixbuf/missing-loader", test_missing_loader);

@@ -285,12 +285,7 @@ int main(int argc, char **argv)
     if (!cl_fixtures_png(fixture_dir, fixtures, &err))
         g_error("writing PNG fixtures: %s", err->message);
 
-    for (guint i = 0; i < fixtures->len; i++) {
-        const ClFixture *f = g_ptr_array_index(fixtures, i);
-        g_autofree char *base = g_path_get_basename(f->path);
-        g_autofree char *path = g_strdup_printf("/png/fixture/%s", base);
-        g_test_add_data_func(path, f, test_fixture);
-    }
+    cl_fixture_add_tests("png", fixtures, test_fixture);
     g_test_add_func("/png/cross-check-gdk-pixbuf", test_cross_check_gdk_pixbuf);
     g_test_add_func("/png/huge-header", test_huge_header);
     g_test_add_func("/png/header-without-data", test_header_without_data);

@@ -484,12 +484,7 @@ int main(int argc, char **argv)
     if (!cl_fixtures_tiff(tmpdir, fixtures, &err))
         g_error("writing TIFF fixtures: %s", err->message);
     g_assert_cmpuint(fixtures->len, >=, 20);
-    for (guint i = 0; i < fixtures->len; i++) {
-        const ClFixture *f = g_ptr_array_index(fixtures, i);
-        g_autofree char *base = g_path_get_basename(f->path);
-        g_autofree char *path = g_strdup_printf("/tiff/fixture/%s", base);
-        g_test_add_data_func(path, f, test_fixture);
-    }
+    cl_fixture_add_tests("tiff", fixtures, test_fixture);
     g_test_add_func("/tiff/geotiff/utm", test_geotiff_utm);
     g_test_add_func("/tiff/geotiff/matrix", test_geotiff_matrix);
     g_test_add_func("/tiff/geotiff/none", test_no_geo);
