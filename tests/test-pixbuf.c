@@ -12,12 +12,7 @@ static char *fixture_dir;
 
 static const ClFixture *find_fixture(const char *file)
 {
-    for (guint i = 0; i < fixtures->len; i++) {
-        const ClFixture *f = g_ptr_array_index(fixtures, i);
-        if (g_str_has_suffix(f->path, file))
-            return f;
-    }
-    return NULL;
+    return cl_fixture_find(fixtures, file);
 }
 
 static const ClFixture *need_fixture(const char *file)

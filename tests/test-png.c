@@ -11,13 +11,10 @@ static char *fixture_dir;
 
 static const ClFixture *find_fixture(const char *file)
 {
-    for (guint i = 0; i < fixtures->len; i++) {
-        const ClFixture *f = g_ptr_array_index(fixtures, i);
-        if (g_str_has_suffix(f->path, file))
-            return f;
-    }
-    g_error("no fixture %s", file);
-    return NULL;
+    const ClFixture *f = cl_fixture_find(fixtures, file);
+    if (!f)
+        g_error("no fixture %s", file);
+    return f;
 }
 
 static GBytes *read_fixture(const char *file)
@@ -120,25 +117,6 @@ static void test_huge_header(void)
     g_assert_nonnull(ok);
 }
 
-static guint32 crc32_png(const guint8 *p, gsize n)
-{
-    guint32 c = 0xFFFFFFFFu;
-    for (gsize i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1)));
-    }
-    return c ^ 0xFFFFFFFFu;
-}
-
-static void put_be32(guint8 *p, guint32 v)
-{
-    p[0] = (guint8)(v >> 24);
-    p[1] = (guint8)(v >> 16);
-    p[2] = (guint8)(v >> 8);
-    p[3] = (guint8)v;
-}
-
 /* Headers that fit the budget over files that hold almost no pixel data must fail cleanly, and
  * without first allocating gigabytes for the pixels the header promises. */
 static void test_header_without_data(void)
@@ -162,11 +140,11 @@ static void test_header_without_data(void)
     /* 16000 × 16000 16-bit RGBA (under the 2^28 pixel budget: 4 GiB as float) over the 37×23
      * file's own IDAT: refused from the IDAT size, in well under a second. */
     g_autofree guint8 *big = g_memdup2(d, len);
-    put_be32(big + 16, 16000);
-    put_be32(big + 20, 16000);
+    cl_fixture_put_be32(big + 16, 16000);
+    cl_fixture_put_be32(big + 20, 16000);
     big[24] = 16;
     big[25] = 6;
-    put_be32(big + 29, crc32_png(big + 12, 17));
+    cl_fixture_put_be32(big + 29, cl_fixture_crc32(big + 12, 17));
     gint64 t0 = g_get_monotonic_time();
     g_assert_null(cl_image_load_data(big, len, "claims-16000.png", NULL, &err));
     g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT);
