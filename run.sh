@@ -12,6 +12,7 @@ PACKAGES=(
   # core
   libglib2.0-dev libglib2.0-bin libgdk-pixbuf-2.0-dev libpng-dev zlib1g-dev libtiff-dev libgeotiff-dev
   libdcmtk-dev libsndfile1-dev libssl-dev libwrap0-dev libjson-glib-dev libcairo2-dev libpango1.0-dev
+  libopenblas-dev
   # image formats gdk-pixbuf loads at run time
   webp-pixbuf-loader libgdk-pixbuf2.0-bin
   # application

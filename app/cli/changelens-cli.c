@@ -11,6 +11,7 @@
 #include "image.h"
 #include "loaders.h"
 #include "sequence.h"
+#include "cli.h"
 
 static const char usage_text[] =
     "Usage: changelens-cli COMMAND [OPTIONS…]\n"
@@ -19,6 +20,10 @@ static const char usage_text[] =
     "  info [--json] [--stats] FILE…   describe images (format, size, depth, DICOM, geo, …)\n"
     "  demo --out DIR                  write the demo case (before.png, after.png)\n"
     "  version                         version, compute devices and codecs of this build\n"
+    "  describe [OPTIONS] IMG1 IMG2…    describe what changed across an image sequence\n"
+    "  model init|info|convert …       create, inspect and convert model files\n"
+    "  tokenizer train|encode|decode …  byte-level BPE tokenizer tools\n"
+    "  bench [OPTIONS]                 engine speed and memory (optionally against PyTorch)\n"
     "\n"
     "Run 'changelens-cli COMMAND --help' for a command's options.\n";
 
@@ -364,6 +369,9 @@ int main(int argc, char **argv)
         return cmd_demo(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
         return cmd_version();
+    for (const ClCliCommand *c = cl_cli_commands; c->name; c++)
+        if (strcmp(cmd, c->name) == 0)
+            return c->run(argc - 1, argv + 1);
     fprintf(stderr, "changelens-cli: unknown command '%s'\n\n%s", cmd, usage_text);
     return 2;
 }

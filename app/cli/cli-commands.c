@@ -1,0 +1,12 @@
+/* cli-commands.c - the table of CLI command families. */
+#include <stddef.h>
+
+#include "cli.h"
+
+const ClCliCommand cl_cli_commands[] = {
+    { "describe", cl_cli_describe },
+    { "model", cl_cli_model },
+    { "tokenizer", cl_cli_tokenizer },
+    { "bench", cl_cli_bench },
+    { NULL, NULL },
+};

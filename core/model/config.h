@@ -1,0 +1,90 @@
+/* config.h - the model's configuration (docs/MODEL.md §1): JSON in the model file, presets. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+    CL_SVE_STATELESS,
+    CL_SVE_CROSS,
+    CL_SVE_CROSS_FFN, /* the default */
+    CL_SVE_SELF_EXT,
+    CL_SVE_ADALN_ZERO,
+    CL_SVE_SELF_FFN,
+    CL_SVE_N_VARIANTS
+} ClSveVariant;
+
+typedef enum {
+    CL_SVE_FIRST_OWN,  /* the paper's Z1 fallback (adaln_zero: zero vector) */
+    CL_SVE_FIRST_NULL, /* learned null state */
+} ClSveFirst;
+
+/* Limits a config must respect (validated on load, so a hostile header cannot ask for
+ * absurd allocations). */
+#define CL_CONFIG_MAX_DIM 16384
+#define CL_CONFIG_MAX_DEPTH 256
+#define CL_CONFIG_MAX_HEADS 256
+#define CL_CONFIG_MAX_IMAGE 4096
+#define CL_CONFIG_MAX_VOCAB 1048576
+#define CL_CONFIG_MAX_LEN 1048576
+
+typedef struct {
+    int format; /* 1 */
+    int image_size, patch_size, channels;
+    int enc_dim, enc_depth, enc_heads, enc_mlp;
+    double enc_rope_base;
+    ClSveVariant sve_variant;
+    ClSveFirst sve_first;
+    gboolean sve_cross_pos;
+    double sve_out_init_std;
+    int merger_hidden;
+    int dec_dim, dec_depth, dec_heads, dec_kv_heads, dec_mlp;
+    int vocab_size;
+    double rope_base;
+    int max_len;
+    double norm_eps;
+    gboolean tie_embeddings;
+} ClModelConfig;
+
+#define CL_MODEL_ERROR (cl_model_error_quark())
+GQuark cl_model_error_quark(void);
+typedef enum {
+    CL_MODEL_ERROR_CONFIG,    /* invalid or inconsistent config */
+    CL_MODEL_ERROR_FILE,      /* malformed model file */
+    CL_MODEL_ERROR_TOKENIZER, /* malformed tokenizer */
+    CL_MODEL_ERROR_INPUT,     /* bad input to the model (too long, wrong size) */
+    CL_MODEL_ERROR_NO_MEMORY,
+} ClModelError;
+
+/* Presets "tiny", "base", "large"; FALSE + error for an unknown name. */
+gboolean cl_model_config_preset(ClModelConfig *cfg, const char *name, GError **error);
+/* Parses and validates JSON (missing keys take the tiny preset's values). */
+gboolean cl_model_config_from_json(ClModelConfig *cfg, const char *json, GError **error);
+/* Validates every constraint of docs/MODEL.md §1. */
+gboolean cl_model_config_validate(const ClModelConfig *cfg, GError **error);
+/* Newly allocated compact JSON. */
+char *cl_model_config_to_json(const ClModelConfig *cfg);
+
+const char *cl_sve_variant_name(ClSveVariant v);
+gboolean cl_sve_variant_from_name(const char *name, ClSveVariant *out);
+
+/* Derived sizes. */
+static inline int cl_config_grid(const ClModelConfig *c) { return c->image_size / c->patch_size; }
+static inline int cl_config_n_patches(const ClModelConfig *c)
+{
+    return cl_config_grid(c) * cl_config_grid(c);
+}
+static inline int cl_config_n_visual(const ClModelConfig *c) { return cl_config_n_patches(c) / 4; }
+/* TRUE when the variant has the cross-attention module (cross, cross_ffn, self_ffn). */
+static inline gboolean cl_config_has_cross(const ClModelConfig *c)
+{
+    return c->sve_variant == CL_SVE_CROSS || c->sve_variant == CL_SVE_CROSS_FFN ||
+           c->sve_variant == CL_SVE_SELF_FFN;
+}
+static inline gboolean cl_config_has_sve_ffn(const ClModelConfig *c)
+{
+    return c->sve_variant == CL_SVE_CROSS_FFN || c->sve_variant == CL_SVE_SELF_FFN;
+}
+
+G_END_DECLS

@@ -1,0 +1,35 @@
+/* decoder.h - the causal transformer decoder with a KV cache, docs/MODEL.md §4. */
+#pragma once
+
+#include <glib.h>
+
+#include "backend.h"
+#include "encoder.h"
+#include "model.h"
+
+G_BEGIN_DECLS
+
+/* Keys and values of every layer for up to `capacity` positions. */
+typedef struct _ClKVCache ClKVCache;
+ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity);
+int cl_kv_cache_len(const ClKVCache *cache);
+int cl_kv_cache_capacity(const ClKVCache *cache);
+/* Drop positions >= len. */
+void cl_kv_cache_truncate(ClKVCache *cache, int len);
+/* dst (same model, capacity >= src's length) becomes a copy of src (beam search). */
+void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src);
+void cl_kv_cache_free(ClKVCache *cache);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClKVCache, cl_kv_cache_free)
+
+/* Runs `n` new positions through the decoder, appending them to the cache.
+ * ids[i] >= 0: the token's embedding; ids[i] == CL_DECODER_VISUAL: the next row of `visual`
+ * (rows consumed in order; `visual` is (count, E)).
+ * logits: (V) for the last position, or NULL; logits_all: (n, V) for every position, or NULL.
+ * Fails (no change to the cache) when the cache would overflow or an id is out of range. */
+#define CL_DECODER_VISUAL (-1)
+gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cache,
+                            const gint32 *ids, int n, const float *visual, float *logits,
+                            float *logits_all, ClTensorTap tap, gpointer tap_data,
+                            GError **error);
+
+G_END_DECLS

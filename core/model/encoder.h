@@ -1,0 +1,44 @@
+/* encoder.h - the stateful visual encoder (SVE ViT + 2x2 merger), docs/MODEL.md §3. */
+#pragma once
+
+#include <glib.h>
+
+#include "backend.h"
+#include "model.h"
+
+G_BEGIN_DECLS
+
+/* Called with every named intermediate (docs/MODEL.md §8) when non-NULL; the data is only valid
+ * during the call. Used by the parity tests and by `--dump`. */
+typedef void (*ClTensorTap)(const char *name, const float *data, int ndim, const gint64 *shape,
+                            gpointer user_data);
+
+/* The encoder's state: every block's input X_in [N, D] of the last image encoded. */
+typedef struct _ClEncoderState ClEncoderState;
+ClEncoderState *cl_encoder_state_new(const ClModel *model);
+/* Forget the previous image: the next one is a first image. */
+void cl_encoder_state_reset(ClEncoderState *state);
+gboolean cl_encoder_state_has_prev(const ClEncoderState *state);
+void cl_encoder_state_free(ClEncoderState *state);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClEncoderState, cl_encoder_state_free)
+
+typedef struct {
+    float *visual;      /* (M, E) visual tokens for the decoder; owned */
+    float *update_norm; /* (enc_depth, N) per-block per-token update norms (0 for stateless) */
+    float *delta;       /* (M) the paper's Δ map, NULL unless asked for */
+    int grid;           /* G: the patch grid is G x G */
+    int n_patches;      /* N = G*G */
+    int n_visual;       /* M = N/4, on a (G/2 x G/2) grid */
+    double ms;          /* wall time of this call */
+} ClEncoderOutput;
+
+/* Encodes one image `pixels` [C, S, S] (preprocessed, docs/MODEL.md §2) reading the state's
+ * previous image (if any), then makes this image the state. `image_index` names the taps
+ * ("img{t}."). */
+gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState *state,
+                            const float *pixels, int image_index, gboolean want_delta,
+                            ClTensorTap tap, gpointer tap_data, ClEncoderOutput *out,
+                            GError **error);
+void cl_encoder_output_clear(ClEncoderOutput *out);
+
+G_END_DECLS
