@@ -1,9 +1,274 @@
-/* placeholder: being written */
+/* cli-model.c - `changelens-cli model init|info|convert`: create, inspect and convert model
+ * files (docs/MODEL.md). */
+#include <json-glib/json-glib.h>
 #include <stdio.h>
+#include <string.h>
+
 #include "cli.h"
+#include "model.h"
+#include "safetensors.h"
+
+static const char model_usage[] =
+    "Usage: changelens-cli model COMMAND [OPTIONS…]\n"
+    "\n"
+    "Commands:\n"
+    "  init (--preset tiny|base|large | --config FILE.json) [--variant V] [--first own|null]\n"
+    "       [--no-cross-pos] [--out-init-std X] [--seed N] [--dtype f32|f16|bf16] --out FILE\n"
+    "                                  write a randomly initialised model\n"
+    "  info [--json] FILE              config, parameters, dtypes, sha256, tokenizer size\n"
+    "  convert --dtype D IN OUT        rewrite a model file in another dtype\n";
+
+static int fail(const GError *err)
+{
+    fprintf(stderr, "changelens-cli model: %s\n", err->message);
+    return 1;
+}
+
+static int usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "changelens-cli model: %s\n", msg);
+    return 2;
+}
+
+/* "f32" etc. -> "F32"; NULL for anything else */
+static const char *dtype_arg(const char *s)
+{
+    ClDtype dt;
+    return s && cl_dtype_from_name(s, &dt) ? cl_dtype_name(dt) : NULL;
+}
+
+/* ---- init ----------------------------------------------------------------------------------- */
+
+static int cmd_init(int argc, char **argv)
+{
+    g_autofree char *preset = NULL, *variant = NULL, *first = NULL, *dtype = NULL;
+    g_autofree char *config = NULL, *out = NULL;
+    gboolean no_cross_pos = FALSE;
+    double out_init_std = -1;
+    gint64 seed = 0;
+    GOptionEntry entries[] = {
+        { "preset", 0, 0, G_OPTION_ARG_STRING, &preset, "Size preset", "tiny|base|large" },
+        { "config", 0, 0, G_OPTION_ARG_FILENAME, &config,
+          "Config JSON (docs/MODEL.md §1; missing keys take tiny's values)", "FILE.json" },
+        { "variant", 0, 0, G_OPTION_ARG_STRING, &variant, "SVE variant",
+          "stateless|cross|cross_ffn|self_ext|adaln_zero|self_ffn" },
+        { "first", 0, 0, G_OPTION_ARG_STRING, &first, "First image's state", "own|null" },
+        { "no-cross-pos", 0, 0, G_OPTION_ARG_NONE, &no_cross_pos,
+          "No RoPE in the state attention", NULL },
+        { "out-init-std", 0, 0, G_OPTION_ARG_DOUBLE, &out_init_std,
+          "Std of the SVE output weights at insertion (0 = zero init)", "X" },
+        { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 0)", "N" },
+        { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "Stored dtype (default f32)",
+          "f32|f16|bf16" },
+        { "out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Model file to write", "FILE" },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- write a randomly initialised model");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err))
+        return usage_error("%s", err->message);
+    if (argc > 1)
+        return usage_error("unexpected argument '%s'", argv[1]);
+    if (!out)
+        return usage_error("--out FILE is required");
+    if (!preset == !config)
+        return usage_error("give one of --preset tiny|base|large or --config FILE.json");
+    const char *dt = dtype_arg(dtype ? dtype : "f32");
+    if (!dt)
+        return usage_error("unknown --dtype '%s' (f32, f16 or bf16)", dtype);
+
+    ClModelConfig cfg;
+    if (preset) {
+        if (!cl_model_config_preset(&cfg, preset, &err))
+            return usage_error("%s", err->message);
+    } else {
+        g_autofree char *text = NULL;
+        if (!g_file_get_contents(config, &text, NULL, &err) ||
+            !cl_model_config_from_json(&cfg, text, &err)) {
+            g_prefix_error(&err, "%s: ", config);
+            return fail(err);
+        }
+    }
+    if (variant && !cl_sve_variant_from_name(variant, &cfg.sve_variant))
+        return usage_error("unknown --variant '%s' (stateless, cross, cross_ffn, self_ext, "
+                           "adaln_zero, self_ffn)",
+                           variant);
+    if (first && !cl_sve_first_from_name(first, &cfg.sve_first))
+        return usage_error("unknown --first '%s' (own or null)", first);
+    if (no_cross_pos)
+        cfg.sve_cross_pos = FALSE;
+    if (out_init_std != -1)
+        cfg.sve_out_init_std = out_init_std;
+
+    g_autoptr(ClModel) model = cl_model_new_random(&cfg, (guint64)seed, &err);
+    if (!model || !cl_model_save(model, out, dt, &err))
+        return fail(err);
+    printf("%s\n", out);
+    printf("  %-12s %zu\n", "params", model->n_params);
+    printf("  %-12s %s\n", "dtype", dt);
+    printf("  %-12s %s\n", "sha256", model->sha256);
+    return 0;
+}
+
+/* ---- info ----------------------------------------------------------------------------------- */
+
+/* "F32" or "F16 (n), F32 (m)" when mixed */
+static char *dtypes_of(const ClSafetensors *st, JsonBuilder *b)
+{
+    guint64 count[CL_N_DTYPES] = { 0 };
+    for (guint i = 0; i < st->tensors->len; i++)
+        count[((const ClSafeTensor *)g_ptr_array_index(st->tensors, i))->dtype]++;
+    GString *s = g_string_new(NULL);
+    int kinds = 0;
+    for (int d = 0; d < CL_N_DTYPES; d++)
+        kinds += count[d] > 0;
+    for (int d = 0; d < CL_N_DTYPES; d++) {
+        if (!count[d])
+            continue;
+        if (s->len)
+            g_string_append(s, ", ");
+        g_string_append(s, cl_dtype_name(d));
+        if (kinds > 1)
+            g_string_append_printf(s, " (%" G_GUINT64_FORMAT " tensors)", count[d]);
+        if (b)
+            json_builder_add_string_value(b, cl_dtype_name(d));
+    }
+    return g_string_free(s, FALSE);
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("FILE - describe a model file");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err))
+        return usage_error("%s", err->message);
+    if (argc != 2)
+        return usage_error("give exactly one model FILE (usage: changelens-cli model info "
+                           "[--json] FILE)");
+    const char *path = argv[1];
+    g_autoptr(ClModel) model = cl_model_load(path, &err);
+    if (!model)
+        return fail(err);
+    /* the header again, for the stored dtypes (the model holds f32) */
+    g_autoptr(ClSafetensors) st = cl_safetensors_open(path, &err);
+    if (!st)
+        return fail(err);
+    g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
+    int vocab = cl_tokenizer_vocab_size(model->tokenizer);
+    if (json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "path");
+        json_builder_add_string_value(b, path);
+        json_builder_set_member_name(b, "config");
+        g_autoptr(JsonNode) cfg_node = json_from_string(cfg_json, NULL);
+        json_builder_add_value(b, g_steal_pointer(&cfg_node));
+        json_builder_set_member_name(b, "params");
+        json_builder_add_int_value(b, (gint64)model->n_params);
+        json_builder_set_member_name(b, "tensors");
+        json_builder_add_int_value(b, st->tensors->len);
+        json_builder_set_member_name(b, "dtypes");
+        json_builder_begin_array(b);
+        g_free(dtypes_of(st, b));
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "file_size");
+        json_builder_add_int_value(b, (gint64)st->size);
+        json_builder_set_member_name(b, "sha256");
+        json_builder_add_string_value(b, model->sha256);
+        json_builder_set_member_name(b, "tokenizer_vocab");
+        json_builder_add_int_value(b, vocab);
+        json_builder_end_object(b);
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        g_autoptr(JsonNode) root = json_builder_get_root(b);
+        json_generator_set_root(gen, root);
+        json_generator_set_pretty(gen, TRUE);
+        g_autofree char *text = json_generator_to_data(gen, NULL);
+        printf("%s\n", text);
+        return 0;
+    }
+    const ClModelConfig *c = &model->config;
+    g_autofree char *dts = dtypes_of(st, NULL);
+    printf("%s\n", path);
+    printf("  %-14s %zu in %u tensors (%s), %" G_GSIZE_FORMAT " bytes\n", "params",
+           model->n_params, st->tensors->len, dts, st->size);
+    printf("  %-14s %s\n", "sha256", model->sha256);
+    printf("  %-14s %d × %d, %d channel%s, patch %d (grid %d × %d)\n", "image", c->image_size,
+           c->image_size, c->channels, c->channels == 1 ? "" : "s", c->patch_size,
+           cl_config_grid(c), cl_config_grid(c));
+    printf("  %-14s %d × %d (%d heads, MLP %d), RoPE base %g\n", "encoder", c->enc_dim,
+           c->enc_depth, c->enc_heads, c->enc_mlp, c->enc_rope_base);
+    printf("  %-14s %s, first %s, cross_pos %s, out_init_std %g\n", "SVE",
+           cl_sve_variant_name(c->sve_variant), cl_sve_first_name(c->sve_first),
+           c->sve_cross_pos ? "on" : "off", c->sve_out_init_std);
+    printf("  %-14s hidden %d\n", "merger", c->merger_hidden);
+    printf("  %-14s %d × %d (%d/%d heads, MLP %d), RoPE base %g, max_len %d%s\n", "decoder",
+           c->dec_dim, c->dec_depth, c->dec_heads, c->dec_kv_heads, c->dec_mlp, c->rope_base,
+           c->max_len, c->tie_embeddings ? ", tied embeddings" : "");
+    printf("  %-14s %d tokens (vocab_size %d)\n", "tokenizer", vocab, c->vocab_size);
+    printf("  %-14s %s\n", "config", cfg_json);
+    return 0;
+}
+
+/* ---- convert -------------------------------------------------------------------------------- */
+
+static int cmd_convert(int argc, char **argv)
+{
+    g_autofree char *dtype = NULL;
+    GOptionEntry entries[] = {
+        { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "Stored dtype of OUT", "f32|f16|bf16" },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("IN OUT - rewrite a model file");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err))
+        return usage_error("%s", err->message);
+    if (!dtype)
+        return usage_error("--dtype f32|f16|bf16 is required");
+    const char *dt = dtype_arg(dtype);
+    if (!dt)
+        return usage_error("unknown --dtype '%s' (f32, f16 or bf16)", dtype);
+    if (argc != 3)
+        return usage_error("give IN and OUT (usage: changelens-cli model convert --dtype D IN "
+                           "OUT)");
+    g_autoptr(ClModel) model = cl_model_load(argv[1], &err);
+    if (!model || !cl_model_save(model, argv[2], dt, &err))
+        return fail(err);
+    printf("%s\n", argv[2]);
+    printf("  %-12s %s\n", "dtype", dt);
+    printf("  %-12s %s\n", "sha256", model->sha256);
+    return 0;
+}
+
 int cl_cli_model(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "%s: not available yet\n", argv[0]);
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(model_usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *sub = argv[1];
+    /* the subcommand's program name: "changelens-cli model init" */
+    g_autofree char *prog = g_strdup_printf("%s %s", argv[0], sub);
+    argv[1] = prog;
+    if (strcmp(sub, "init") == 0)
+        return cmd_init(argc - 1, argv + 1);
+    if (strcmp(sub, "info") == 0)
+        return cmd_info(argc - 1, argv + 1);
+    if (strcmp(sub, "convert") == 0)
+        return cmd_convert(argc - 1, argv + 1);
+    fprintf(stderr, "changelens-cli model: unknown command '%s'\n\n%s", sub, model_usage);
     return 2;
 }

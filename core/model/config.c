@@ -1,1 +1,486 @@
-/* placeholder: being written */
+/* config.c - the model config (docs/MODEL.md §1): presets, strict JSON in and out, validation. */
+#include "config.h"
+
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "weights.h"
+
+G_DEFINE_QUARK(cl-model-error-quark, cl_model_error)
+
+#define CONFIG_FAIL(...) g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_CONFIG, __VA_ARGS__)
+
+/* ---- presets (docs/MODEL.md §1 table) ------------------------------------------------------- */
+
+static const ClModelConfig preset_tiny = {
+    .format = 1,
+    .image_size = 160, .patch_size = 16, .channels = 3,
+    .enc_dim = 192, .enc_depth = 6, .enc_heads = 3, .enc_mlp = 768, .enc_rope_base = 10000.0,
+    .sve_variant = CL_SVE_CROSS_FFN, .sve_first = CL_SVE_FIRST_OWN, .sve_cross_pos = TRUE,
+    .sve_out_init_std = 1e-4,
+    .merger_hidden = 768,
+    .dec_dim = 256, .dec_depth = 6, .dec_heads = 4, .dec_kv_heads = 2, .dec_mlp = 704,
+    .vocab_size = 4096, .rope_base = 10000.0, .max_len = 2048,
+    .norm_eps = 1e-6, .tie_embeddings = FALSE,
+};
+
+gboolean cl_model_config_preset(ClModelConfig *cfg, const char *name, GError **error)
+{
+    g_return_val_if_fail(cfg != NULL, FALSE);
+    ClModelConfig c = preset_tiny;
+    if (g_strcmp0(name, "tiny") == 0) {
+        /* as is */
+    } else if (g_strcmp0(name, "base") == 0) {
+        c.image_size = 384;
+        c.enc_dim = 768, c.enc_depth = 12, c.enc_heads = 12, c.enc_mlp = 3072;
+        c.merger_hidden = 3072;
+        c.dec_dim = 1024, c.dec_depth = 12, c.dec_heads = 16, c.dec_kv_heads = 4, c.dec_mlp = 2816;
+        c.vocab_size = 32000, c.max_len = 4096;
+    } else if (g_strcmp0(name, "large") == 0) {
+        c.image_size = 768;
+        c.enc_dim = 1152, c.enc_depth = 27, c.enc_heads = 16, c.enc_mlp = 4304;
+        c.merger_hidden = 4608;
+        c.dec_dim = 2560, c.dec_depth = 36, c.dec_heads = 32, c.dec_kv_heads = 8, c.dec_mlp = 9728;
+        c.vocab_size = 151936, c.max_len = 8192;
+    } else {
+        CONFIG_FAIL("unknown model preset '%s' (tiny, base or large)", name ? name : "(null)");
+        return FALSE;
+    }
+    *cfg = c;
+    return TRUE;
+}
+
+/* ---- names ---------------------------------------------------------------------------------- */
+
+static const char *const variant_names[CL_SVE_N_VARIANTS] = {
+    [CL_SVE_STATELESS] = "stateless", [CL_SVE_CROSS] = "cross",
+    [CL_SVE_CROSS_FFN] = "cross_ffn", [CL_SVE_SELF_EXT] = "self_ext",
+    [CL_SVE_ADALN_ZERO] = "adaln_zero", [CL_SVE_SELF_FFN] = "self_ffn",
+};
+
+const char *cl_sve_variant_name(ClSveVariant v)
+{
+    return (unsigned)v < CL_SVE_N_VARIANTS ? variant_names[v] : "invalid";
+}
+
+gboolean cl_sve_variant_from_name(const char *name, ClSveVariant *out)
+{
+    for (int v = 0; v < CL_SVE_N_VARIANTS && name; v++)
+        if (strcmp(name, variant_names[v]) == 0) {
+            if (out)
+                *out = (ClSveVariant)v;
+            return TRUE;
+        }
+    return FALSE;
+}
+
+const char *cl_sve_first_name(ClSveFirst f)
+{
+    return f == CL_SVE_FIRST_OWN ? "own" : f == CL_SVE_FIRST_NULL ? "null" : "invalid";
+}
+
+gboolean cl_sve_first_from_name(const char *name, ClSveFirst *out)
+{
+    ClSveFirst f;
+    if (g_strcmp0(name, "own") == 0)
+        f = CL_SVE_FIRST_OWN;
+    else if (g_strcmp0(name, "null") == 0)
+        f = CL_SVE_FIRST_NULL;
+    else
+        return FALSE;
+    if (out)
+        *out = f;
+    return TRUE;
+}
+
+/* ---- fields --------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    size_t offset;
+    int min, max;
+} IntField;
+
+#define INT_FIELD(f, lo, hi) { #f, offsetof(ClModelConfig, f), lo, hi }
+static const IntField int_fields[] = {
+    INT_FIELD(image_size, 1, CL_CONFIG_MAX_IMAGE),
+    INT_FIELD(patch_size, 1, CL_CONFIG_MAX_IMAGE),
+    INT_FIELD(channels, 1, 3),
+    INT_FIELD(enc_dim, 1, CL_CONFIG_MAX_DIM),
+    INT_FIELD(enc_depth, 1, CL_CONFIG_MAX_DEPTH),
+    INT_FIELD(enc_heads, 1, CL_CONFIG_MAX_HEADS),
+    INT_FIELD(enc_mlp, 1, CL_CONFIG_MAX_DIM),
+    INT_FIELD(merger_hidden, 1, CL_CONFIG_MAX_DIM),
+    INT_FIELD(dec_dim, 1, CL_CONFIG_MAX_DIM),
+    INT_FIELD(dec_depth, 1, CL_CONFIG_MAX_DEPTH),
+    INT_FIELD(dec_heads, 1, CL_CONFIG_MAX_HEADS),
+    INT_FIELD(dec_kv_heads, 1, CL_CONFIG_MAX_HEADS),
+    INT_FIELD(dec_mlp, 1, CL_CONFIG_MAX_DIM),
+    INT_FIELD(vocab_size, CL_CONFIG_MIN_VOCAB, CL_CONFIG_MAX_VOCAB),
+    INT_FIELD(max_len, 16, CL_CONFIG_MAX_LEN),
+};
+
+typedef struct {
+    const char *name;
+    size_t offset;
+    gboolean zero_ok; /* >= 0 rather than > 0 */
+} DoubleField;
+
+static const DoubleField double_fields[] = {
+    { "enc_rope_base", offsetof(ClModelConfig, enc_rope_base), FALSE },
+    { "rope_base", offsetof(ClModelConfig, rope_base), FALSE },
+    { "norm_eps", offsetof(ClModelConfig, norm_eps), FALSE },
+    { "sve.out_init_std", offsetof(ClModelConfig, sve_out_init_std), TRUE },
+};
+
+static inline int *int_at(ClModelConfig *c, size_t off) { return (int *)((char *)c + off); }
+static inline const int *cint_at(const ClModelConfig *c, size_t off)
+{
+    return (const int *)((const char *)c + off);
+}
+static inline double *double_at(ClModelConfig *c, size_t off)
+{
+    return (double *)((char *)c + off);
+}
+static inline double cdouble_at(const ClModelConfig *c, size_t off)
+{
+    return *(const double *)((const char *)c + off);
+}
+
+/* ---- validation ----------------------------------------------------------------------------- */
+
+/* a * b with the product's name for the message; FALSE when past CL_CONFIG_MAX_ELEMENTS */
+static gboolean check_product(gint64 a, gint64 b, const char *what, GError **error)
+{
+    guint64 p;
+    if (!g_uint64_checked_mul(&p, (guint64)a, (guint64)b) || p > (guint64)CL_CONFIG_MAX_ELEMENTS) {
+        CONFIG_FAIL("config: %s = %" G_GINT64_FORMAT " × %" G_GINT64_FORMAT
+                    " values is more than the limit of %" G_GINT64_FORMAT,
+                    what, a, b, CL_CONFIG_MAX_ELEMENTS);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
+{
+    g_return_val_if_fail(c != NULL, FALSE);
+    if (c->format != 1) {
+        CONFIG_FAIL("config: format must be 1 (got %d)", c->format);
+        return FALSE;
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(int_fields); i++) {
+        int v = *cint_at(c, int_fields[i].offset);
+        if (v < int_fields[i].min || v > int_fields[i].max) {
+            CONFIG_FAIL("config: %s must be between %d and %d (got %d)", int_fields[i].name,
+                        int_fields[i].min, int_fields[i].max, v);
+            return FALSE;
+        }
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(double_fields); i++) {
+        double v = cdouble_at(c, double_fields[i].offset);
+        if (!isfinite(v) || v < 0 || (v == 0 && !double_fields[i].zero_ok)) {
+            CONFIG_FAIL("config: %s must be a finite number %s 0 (got %g)", double_fields[i].name,
+                        double_fields[i].zero_ok ? ">=" : ">", v);
+            return FALSE;
+        }
+    }
+    if ((unsigned)c->sve_variant >= CL_SVE_N_VARIANTS) {
+        CONFIG_FAIL("config: sve.variant %d is not a variant", (int)c->sve_variant);
+        return FALSE;
+    }
+    if (c->sve_first != CL_SVE_FIRST_OWN && c->sve_first != CL_SVE_FIRST_NULL) {
+        CONFIG_FAIL("config: sve.first %d is neither own nor null", (int)c->sve_first);
+        return FALSE;
+    }
+    if (c->channels != 1 && c->channels != 3) {
+        CONFIG_FAIL("config: channels must be 1 or 3 (got %d)", c->channels);
+        return FALSE;
+    }
+    if (c->image_size % c->patch_size != 0) {
+        CONFIG_FAIL("config: image_size (%d) must be a multiple of patch_size (%d)", c->image_size,
+                    c->patch_size);
+        return FALSE;
+    }
+    int grid = c->image_size / c->patch_size;
+    if (grid % 2 != 0) {
+        CONFIG_FAIL("config: the patch grid image_size / patch_size = %d must be even (2×2 merger)",
+                    grid);
+        return FALSE;
+    }
+    if (c->enc_dim % c->enc_heads != 0) {
+        CONFIG_FAIL("config: enc_dim (%d) must be a multiple of enc_heads (%d)", c->enc_dim,
+                    c->enc_heads);
+        return FALSE;
+    }
+    if ((c->enc_dim / c->enc_heads) % 4 != 0) {
+        CONFIG_FAIL("config: the encoder head dim enc_dim / enc_heads = %d must be a multiple of 4 "
+                    "(2-D RoPE)",
+                    c->enc_dim / c->enc_heads);
+        return FALSE;
+    }
+    if (c->dec_dim % c->dec_heads != 0) {
+        CONFIG_FAIL("config: dec_dim (%d) must be a multiple of dec_heads (%d)", c->dec_dim,
+                    c->dec_heads);
+        return FALSE;
+    }
+    if ((c->dec_dim / c->dec_heads) % 2 != 0) {
+        CONFIG_FAIL("config: the decoder head dim dec_dim / dec_heads = %d must be even (RoPE)",
+                    c->dec_dim / c->dec_heads);
+        return FALSE;
+    }
+    if (c->dec_heads % c->dec_kv_heads != 0) {
+        CONFIG_FAIL("config: dec_heads (%d) must be a multiple of dec_kv_heads (%d)", c->dec_heads,
+                    c->dec_kv_heads);
+        return FALSE;
+    }
+
+    /* Activations: one image's largest per-layer tensors and the decoder's per-sequence ones. */
+    gint64 n = (gint64)grid * grid;
+    if (!check_product(n, 3 * (gint64)c->enc_dim, "N × 3·enc_dim (N = (image_size/patch_size)²)",
+                       error) ||
+        !check_product(n, c->enc_mlp, "N × enc_mlp (N = (image_size/patch_size)²)", error) ||
+        !check_product(n, n, "N × N attention scores (N = (image_size/patch_size)²)", error) ||
+        !check_product(n / 4, c->merger_hidden, "N/4 × merger_hidden", error) ||
+        !check_product(c->max_len, c->dec_dim, "max_len × dec_dim", error) ||
+        !check_product(c->max_len, c->dec_mlp, "max_len × dec_mlp", error))
+        return FALSE;
+
+    /* Parameters: every tensor, and their sum. */
+    g_autoptr(GPtrArray) specs = cl_model_weight_specs(c, NULL);
+    guint64 total = 0;
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        guint64 numel = 1;
+        gboolean ok = TRUE;
+        for (int d = 0; d < s->ndim; d++)
+            ok = ok && g_uint64_checked_mul(&numel, numel, (guint64)s->shape[d]);
+        if (!ok || numel > (guint64)CL_CONFIG_MAX_ELEMENTS) {
+            g_autoptr(GString) shape = g_string_new(NULL);
+            for (int d = 0; d < s->ndim; d++)
+                g_string_append_printf(shape, "%s%" G_GINT64_FORMAT, d ? ", " : "", s->shape[d]);
+            CONFIG_FAIL("config: tensor %s [%s] would hold more than %" G_GINT64_FORMAT
+                        " values (sizes too large)",
+                        s->name, shape->str, CL_CONFIG_MAX_ELEMENTS);
+            return FALSE;
+        }
+        total += numel;
+    }
+    if (total > (guint64)CL_CONFIG_MAX_PARAMS) {
+        CONFIG_FAIL("config: %" G_GUINT64_FORMAT " parameters, more than the limit of "
+                    "%" G_GINT64_FORMAT " (sizes too large)",
+                    total, CL_CONFIG_MAX_PARAMS);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- JSON in -------------------------------------------------------------------------------- */
+
+static gboolean json_int(JsonNode *node, const char *key, int *out, GError **error)
+{
+    if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_INT64) {
+        CONFIG_FAIL("config: %s must be an integer", key);
+        return FALSE;
+    }
+    gint64 v = json_node_get_int(node);
+    if (v < G_MININT || v > G_MAXINT) {
+        CONFIG_FAIL("config: %s = %" G_GINT64_FORMAT " is out of range", key, v);
+        return FALSE;
+    }
+    *out = (int)v;
+    return TRUE;
+}
+
+static gboolean json_number(JsonNode *node, const char *key, double *out, GError **error)
+{
+    if (!JSON_NODE_HOLDS_VALUE(node) || (json_node_get_value_type(node) != G_TYPE_INT64 &&
+                                         json_node_get_value_type(node) != G_TYPE_DOUBLE)) {
+        CONFIG_FAIL("config: %s must be a number", key);
+        return FALSE;
+    }
+    *out = json_node_get_value_type(node) == G_TYPE_INT64 ? (double)json_node_get_int(node)
+                                                           : json_node_get_double(node);
+    return TRUE;
+}
+
+static gboolean json_bool(JsonNode *node, const char *key, gboolean *out, GError **error)
+{
+    if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_BOOLEAN) {
+        CONFIG_FAIL("config: %s must be true or false", key);
+        return FALSE;
+    }
+    *out = json_node_get_boolean(node);
+    return TRUE;
+}
+
+static const char *json_string(JsonNode *node, const char *key, GError **error)
+{
+    if (!JSON_NODE_HOLDS_VALUE(node) || json_node_get_value_type(node) != G_TYPE_STRING) {
+        CONFIG_FAIL("config: %s must be a string", key);
+        return NULL;
+    }
+    return json_node_get_string(node);
+}
+
+static gboolean parse_sve(ClModelConfig *c, JsonNode *node, GError **error)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(node)) {
+        CONFIG_FAIL("config: sve must be an object");
+        return FALSE;
+    }
+    JsonObject *o = json_node_get_object(node);
+    g_autoptr(GList) members = json_object_get_members(o);
+    for (GList *l = members; l; l = l->next) {
+        const char *k = l->data;
+        JsonNode *v = json_object_get_member(o, k);
+        if (strcmp(k, "variant") == 0) {
+            const char *s = json_string(v, "sve.variant", error);
+            if (!s)
+                return FALSE;
+            if (!cl_sve_variant_from_name(s, &c->sve_variant)) {
+                CONFIG_FAIL("config: sve.variant '%s' is not one of stateless, cross, cross_ffn, "
+                            "self_ext, adaln_zero, self_ffn",
+                            s);
+                return FALSE;
+            }
+        } else if (strcmp(k, "first") == 0) {
+            const char *s = json_string(v, "sve.first", error);
+            if (!s)
+                return FALSE;
+            if (!cl_sve_first_from_name(s, &c->sve_first)) {
+                CONFIG_FAIL("config: sve.first '%s' is neither own nor null", s);
+                return FALSE;
+            }
+        } else if (strcmp(k, "cross_pos") == 0) {
+            if (!json_bool(v, "sve.cross_pos", &c->sve_cross_pos, error))
+                return FALSE;
+        } else if (strcmp(k, "out_init_std") == 0) {
+            if (!json_number(v, "sve.out_init_std", &c->sve_out_init_std, error))
+                return FALSE;
+        } else {
+            CONFIG_FAIL("config: unknown key 'sve.%s'", k);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GError **error)
+{
+    for (gsize i = 0; i < G_N_ELEMENTS(int_fields); i++)
+        if (strcmp(k, int_fields[i].name) == 0)
+            return json_int(v, k, int_at(c, int_fields[i].offset), error);
+    for (gsize i = 0; i < G_N_ELEMENTS(double_fields); i++)
+        if (strcmp(k, double_fields[i].name) == 0)
+            return json_number(v, k, double_at(c, double_fields[i].offset), error);
+    if (strcmp(k, "format") == 0)
+        return json_int(v, k, &c->format, error);
+    if (strcmp(k, "tie_embeddings") == 0)
+        return json_bool(v, k, &c->tie_embeddings, error);
+    if (strcmp(k, "sve") == 0)
+        return parse_sve(c, v, error);
+    CONFIG_FAIL("config: unknown key '%s'", k);
+    return FALSE;
+}
+
+gboolean cl_model_config_from_json(ClModelConfig *cfg, const char *json, GError **error)
+{
+    g_return_val_if_fail(cfg != NULL, FALSE);
+    if (!json) {
+        CONFIG_FAIL("config: no JSON");
+        return FALSE;
+    }
+    g_autoptr(JsonNode) root = cl_json_parse_strict(json, -1, CL_MODEL_ERROR_CONFIG, error);
+    if (!root) {
+        g_prefix_error(error, "config: ");
+        return FALSE;
+    }
+    if (!JSON_NODE_HOLDS_OBJECT(root)) {
+        CONFIG_FAIL("config: not a JSON object");
+        return FALSE;
+    }
+    ClModelConfig c = preset_tiny;
+    JsonObject *o = json_node_get_object(root);
+    g_autoptr(GList) members = json_object_get_members(o);
+    for (GList *l = members; l; l = l->next)
+        if (!parse_member(&c, l->data, json_object_get_member(o, l->data), error))
+            return FALSE;
+    if (!cl_model_config_validate(&c, error))
+        return FALSE;
+    *cfg = c;
+    return TRUE;
+}
+
+/* ---- JSON out ------------------------------------------------------------------------------- */
+
+/* The shortest decimal that reads back as the same double, always with a '.' or exponent so a
+ * reader sees a float. */
+static void append_double(GString *s, double v)
+{
+    if (!isfinite(v)) {
+        g_string_append(s, "null");
+        return;
+    }
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    if (v == floor(v) && fabs(v) < 1e15) {
+        /* 10000.0, not 1e+04; g_ascii_*: a decimal point whatever the locale */
+        g_string_append(s, g_ascii_formatd(buf, sizeof buf, "%.1f", v));
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        char fmt[8];
+        g_snprintf(fmt, sizeof fmt, "%%.%dg", prec);
+        g_ascii_formatd(buf, sizeof buf, fmt, v);
+        if (g_ascii_strtod(buf, NULL) == v)
+            break;
+    }
+    g_string_append(s, buf);
+    if (!strpbrk(buf, ".eE"))
+        g_string_append(s, ".0");
+}
+
+char *cl_model_config_to_json(const ClModelConfig *c)
+{
+    g_return_val_if_fail(c != NULL, NULL);
+    GString *s = g_string_new("{");
+    g_string_append_printf(s, "\"format\":%d,", c->format);
+#define PUT_INT(f) g_string_append_printf(s, "\"" #f "\":%d,", c->f)
+#define PUT_DOUBLE(f)                                                                              \
+    do {                                                                                           \
+        g_string_append(s, "\"" #f "\":");                                                        \
+        append_double(s, c->f);                                                                    \
+        g_string_append_c(s, ',');                                                                 \
+    } while (0)
+    PUT_INT(image_size);
+    PUT_INT(patch_size);
+    PUT_INT(channels);
+    PUT_INT(enc_dim);
+    PUT_INT(enc_depth);
+    PUT_INT(enc_heads);
+    PUT_INT(enc_mlp);
+    PUT_DOUBLE(enc_rope_base);
+    g_string_append_printf(s, "\"sve\":{\"variant\":\"%s\",\"first\":\"%s\",\"cross_pos\":%s,",
+                           cl_sve_variant_name(c->sve_variant), cl_sve_first_name(c->sve_first),
+                           c->sve_cross_pos ? "true" : "false");
+    g_string_append(s, "\"out_init_std\":");
+    append_double(s, c->sve_out_init_std);
+    g_string_append(s, "},");
+    PUT_INT(merger_hidden);
+    PUT_INT(dec_dim);
+    PUT_INT(dec_depth);
+    PUT_INT(dec_heads);
+    PUT_INT(dec_kv_heads);
+    PUT_INT(dec_mlp);
+    PUT_INT(vocab_size);
+    PUT_DOUBLE(rope_base);
+    PUT_INT(max_len);
+    PUT_DOUBLE(norm_eps);
+    g_string_append_printf(s, "\"tie_embeddings\":%s}", c->tie_embeddings ? "true" : "false");
+#undef PUT_INT
+#undef PUT_DOUBLE
+    return g_string_free(s, FALSE);
+}

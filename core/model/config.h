@@ -28,6 +28,13 @@ typedef enum {
 #define CL_CONFIG_MAX_IMAGE 4096
 #define CL_CONFIG_MAX_VOCAB 1048576
 #define CL_CONFIG_MAX_LEN 1048576
+/* Every tensor and every per-image activation of the config (N x 3D, N x F, N x N scores,
+ * max_len x F, ...) holds at most this many values, so one tensor's int indexing never
+ * overflows; the model holds at most CL_CONFIG_MAX_PARAMS parameters. */
+#define CL_CONFIG_MAX_ELEMENTS ((gint64)G_MAXINT32)
+#define CL_CONFIG_MAX_PARAMS ((gint64)1 << 34)
+/* Every tokenizer has the 256 bytes and the 5 special tokens (tokenizer.h). */
+#define CL_CONFIG_MIN_VOCAB 261
 
 typedef struct {
     int format; /* 1 */
@@ -68,6 +75,9 @@ char *cl_model_config_to_json(const ClModelConfig *cfg);
 
 const char *cl_sve_variant_name(ClSveVariant v);
 gboolean cl_sve_variant_from_name(const char *name, ClSveVariant *out);
+/* "own", "null" */
+const char *cl_sve_first_name(ClSveFirst f);
+gboolean cl_sve_first_from_name(const char *name, ClSveFirst *out);
 
 /* Derived sizes. */
 static inline int cl_config_grid(const ClModelConfig *c) { return c->image_size / c->patch_size; }

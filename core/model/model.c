@@ -1,1 +1,416 @@
-/* placeholder: being written */
+/* model.c - a model: config + weights + tokenizer, bound to a safetensors file (F32 used in
+ * place from a private mapping, F16/BF16 converted) or seeded random weights (docs/MODEL.md). */
+#include "model.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "half.h"
+#include "safetensors.h"
+
+#define MODEL_FAIL(code, ...) g_set_error(error, CL_MODEL_ERROR, code, __VA_ARGS__)
+
+void cl_model_free(ClModel *model)
+{
+    if (!model)
+        return;
+    g_clear_pointer(&model->tokenizer, cl_tokenizer_free);
+    g_free(model->arena);
+    g_clear_pointer(&model->mapping, g_mapped_file_unref);
+    g_free(model->path);
+    g_free(model->sha256);
+    cl_model_weights_clear(&model->w);
+    g_free(model);
+}
+
+size_t cl_model_n_params(const ClModelConfig *cfg)
+{
+    g_return_val_if_fail(cfg != NULL, 0);
+    g_autoptr(GPtrArray) specs = cl_model_weight_specs(cfg, NULL);
+    size_t n = 0;
+    for (guint i = 0; i < specs->len; i++)
+        n += (size_t)cl_weight_spec_numel(g_ptr_array_index(specs, i));
+    return n;
+}
+
+static char *sha256_hex(const guint8 *bytes, gsize size)
+{
+    GChecksum *sum = g_checksum_new(G_CHECKSUM_SHA256);
+    for (gsize at = 0; at < size;) {
+        gsize n = MIN(size - at, (gsize)1 << 30);
+        g_checksum_update(sum, bytes + at, (gssize)n);
+        at += n;
+    }
+    char *hex = g_strdup(g_checksum_get_string(sum));
+    g_checksum_free(sum);
+    return hex;
+}
+
+static char *shape_str(const gint64 *shape, int ndim)
+{
+    GString *s = g_string_new("[");
+    for (int d = 0; d < ndim; d++)
+        g_string_append_printf(s, "%s%" G_GINT64_FORMAT, d ? ", " : "", shape[d]);
+    g_string_append_c(s, ']');
+    return g_string_free(s, FALSE);
+}
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+/* F32 straight from the buffer: little-endian host and 4-byte aligned address. */
+static gboolean usable_in_place(const ClSafeTensor *t)
+{
+    return t->dtype == CL_DTYPE_F32 && G_BYTE_ORDER == G_LITTLE_ENDIAN &&
+           ((guintptr)t->data % sizeof(float)) == 0;
+}
+
+static void convert(float *dst, const ClSafeTensor *t)
+{
+    const guint8 *p = t->data; /* any alignment: read element by element */
+    if (t->dtype == CL_DTYPE_F32) {
+        if (G_BYTE_ORDER == G_LITTLE_ENDIAN) {
+            memcpy(dst, p, t->numel * sizeof(float));
+            return;
+        }
+        for (guint64 i = 0; i < t->numel; i++) {
+            guint32 v;
+            memcpy(&v, p + 4 * i, 4);
+            v = GUINT32_FROM_LE(v);
+            memcpy(&dst[i], &v, 4);
+        }
+        return;
+    }
+    for (guint64 i = 0; i < t->numel; i++) {
+        guint16 v;
+        memcpy(&v, p + 2 * i, 2);
+        v = GUINT16_FROM_LE(v);
+        dst[i] = t->dtype == CL_DTYPE_F16 ? cl_f16_to_f32(v) : cl_bf16_to_f32(v);
+    }
+}
+
+/* Binds the parsed file to a new model; `in_place`: F32 tensors may point into st->bytes
+ * (which must then stay valid: the caller keeps the mapping). */
+static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_place, GError **error)
+{
+    const char *format = cl_safetensors_metadata(st, "changelens.format");
+    if (!format) {
+        MODEL_FAIL(CL_MODEL_ERROR_FILE,
+                   "not a ChangeLens model: no changelens.format in __metadata__");
+        return NULL;
+    }
+    if (strcmp(format, "1") != 0) {
+        MODEL_FAIL(CL_MODEL_ERROR_FILE, "unsupported changelens.format '%s' (this build reads 1)",
+                   format);
+        return NULL;
+    }
+    const char *cfg_json = cl_safetensors_metadata(st, "changelens.config");
+    const char *tok_json = cl_safetensors_metadata(st, "changelens.tokenizer");
+    if (!cfg_json || !tok_json) {
+        MODEL_FAIL(CL_MODEL_ERROR_FILE, "no %s in __metadata__",
+                   !cfg_json ? "changelens.config" : "changelens.tokenizer");
+        return NULL;
+    }
+    g_autoptr(ClModel) model = g_new0(ClModel, 1);
+    if (!cl_model_config_from_json(&model->config, cfg_json, error))
+        return NULL;
+    /* untrusted: the strict checks (depth, NULs, duplicates) before the tokenizer's parser */
+    JsonNode *tok_root = cl_json_parse_strict(tok_json, -1, CL_MODEL_ERROR_TOKENIZER, error);
+    if (!tok_root) {
+        g_prefix_error(error, "tokenizer: ");
+        return NULL;
+    }
+    json_node_unref(tok_root);
+    model->tokenizer = cl_tokenizer_from_json(tok_json, error);
+    if (!model->tokenizer)
+        return NULL;
+    int tok_vocab = cl_tokenizer_vocab_size(model->tokenizer);
+    if (model->config.vocab_size < tok_vocab) {
+        MODEL_FAIL(CL_MODEL_ERROR_CONFIG,
+                   "config: vocab_size (%d) is smaller than the tokenizer's %d tokens",
+                   model->config.vocab_size, tok_vocab);
+        return NULL;
+    }
+
+    /* every expected tensor with its exact shape, before anything is allocated */
+    g_autoptr(GPtrArray) specs = cl_model_weight_specs(&model->config, &model->w);
+    g_autoptr(GHashTable) expected = g_hash_table_new(g_str_hash, g_str_equal);
+    guint64 arena_n = 0, n_params = 0;
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        g_hash_table_add(expected, s->name);
+        const ClSafeTensor *t = cl_safetensors_get(st, s->name);
+        if (!t) {
+            MODEL_FAIL(CL_MODEL_ERROR_FILE, "missing tensor '%s'", s->name);
+            return NULL;
+        }
+        gboolean same = t->ndim == s->ndim;
+        for (int d = 0; same && d < s->ndim; d++)
+            same = t->shape[d] == s->shape[d];
+        if (!same) {
+            g_autofree char *got = shape_str(t->shape, t->ndim);
+            g_autofree char *want = shape_str(s->shape, s->ndim);
+            MODEL_FAIL(CL_MODEL_ERROR_FILE, "tensor '%s' has shape %s, the config needs %s",
+                       s->name, got, want);
+            return NULL;
+        }
+        n_params += t->numel;
+        if (!(in_place && usable_in_place(t)))
+            arena_n += t->numel;
+    }
+    for (guint i = 0; i < st->tensors->len; i++) {
+        const ClSafeTensor *t = g_ptr_array_index(st->tensors, i);
+        if (!g_hash_table_contains(expected, t->name)) {
+            gboolean tied = model->config.tie_embeddings &&
+                            strcmp(t->name, "dec.lm_head.weight") == 0;
+            MODEL_FAIL(CL_MODEL_ERROR_FILE, "unexpected tensor '%s'%s (not part of this config)",
+                       t->name, tied ? " with tie_embeddings" : "");
+            return NULL;
+        }
+    }
+
+    if (arena_n) {
+        model->arena = g_try_malloc_n((gsize)arena_n, sizeof(float));
+        if (!model->arena) {
+            MODEL_FAIL(CL_MODEL_ERROR_NO_MEMORY, "out of memory for %" G_GUINT64_FORMAT
+                       " parameters", arena_n);
+            return NULL;
+        }
+    }
+    float *at = model->arena;
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        const ClSafeTensor *t = cl_safetensors_get(st, s->name);
+        if (in_place && usable_in_place(t)) {
+            /* the mapping is private and writable: in-place edits never reach the file */
+            *s->slot = (float *)(guintptr)t->data;
+        } else {
+            *s->slot = at;
+            convert(at, t);
+            at += t->numel;
+        }
+    }
+    if (model->config.tie_embeddings)
+        model->w.lm_head = model->w.embed;
+    model->n_params = (size_t)n_params;
+    model->sha256 = sha256_hex(st->bytes, st->size);
+    return g_steal_pointer(&model);
+}
+
+ClModel *cl_model_load(const char *path, GError **error)
+{
+    g_return_val_if_fail(path != NULL, NULL);
+    g_autoptr(ClSafetensors) st = cl_safetensors_open(path, error);
+    if (!st)
+        return NULL;
+    ClModel *model = model_from_safetensors(st, TRUE, error);
+    if (!model) {
+        g_autofree char *display = g_filename_display_name(path);
+        g_prefix_error(error, "%s: ", display);
+        return NULL;
+    }
+    model->mapping = g_mapped_file_ref(st->mapping);
+    model->path = g_strdup(path);
+    return model;
+}
+
+ClModel *cl_model_load_from_bytes(const guint8 *bytes, gsize size, GError **error)
+{
+    g_return_val_if_fail(bytes != NULL || size == 0, NULL);
+    g_autoptr(ClSafetensors) st = cl_safetensors_parse(bytes ? bytes : (const guint8 *)"", size,
+                                                       error);
+    if (!st)
+        return NULL;
+    return model_from_safetensors(st, FALSE, error);
+}
+
+/* ---- random init ---------------------------------------------------------------------------- */
+
+/* splitmix64: one independent stream per tensor, identical on every machine */
+static guint64 splitmix64(guint64 *s)
+{
+    guint64 z = (*s += G_GUINT64_CONSTANT(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static guint64 stream_seed(guint64 seed, guint64 domain, guint64 index)
+{
+    guint64 s = seed;
+    guint64 a = splitmix64(&s);
+    s = a ^ domain ^ ((index + 1) * G_GUINT64_CONSTANT(0xD1B54A32D192ED03));
+    return splitmix64(&s);
+}
+
+#define DOMAIN_INIT G_GUINT64_CONSTANT(0x494e4954)      /* "INIT" */
+#define DOMAIN_SVE G_GUINT64_CONSTANT(0x5356455f494e4954) /* "SVE_INIT" */
+
+/* N(0, std^2) by Box-Muller in double, both outputs used, cast to float. */
+static void fill_normal(float *dst, gint64 n, double std, guint64 state)
+{
+    if (std == 0) {
+        memset(dst, 0, (size_t)n * sizeof(float));
+        return;
+    }
+    for (gint64 i = 0; i < n; i += 2) {
+        double u1 = (double)((splitmix64(&state) >> 11) + 1) * 0x1p-53; /* (0, 1] */
+        double u2 = (double)(splitmix64(&state) >> 11) * 0x1p-53;       /* [0, 1) */
+        double r = std * sqrt(-2.0 * log(u1)), th = 2.0 * G_PI * u2;
+        dst[i] = (float)(r * cos(th));
+        if (i + 1 < n)
+            dst[i + 1] = (float)(r * sin(th));
+    }
+}
+
+static void fill_const(float *dst, gint64 n, float v)
+{
+    for (gint64 i = 0; i < n; i++)
+        dst[i] = v;
+}
+
+static gboolean has_suffix(const char *s, const char *suffix)
+{
+    return g_str_has_suffix(s, suffix);
+}
+
+/* LayerNorm / RMSNorm gains: every norm weight of docs/MODEL.md §3-4 */
+static gboolean is_norm_weight(const char *name)
+{
+    static const char *const norms[] = { ".ln1.weight",  ".ln2.weight",      ".attn_norm.weight",
+                                         ".mlp_norm.weight", "dec.norm.weight", "merger.ln.weight",
+                                         ".sve.ln.weight", ".sve.ffn_ln.weight" };
+    for (gsize i = 0; i < G_N_ELEMENTS(norms); i++)
+        if (has_suffix(name, norms[i]))
+            return TRUE;
+    return FALSE;
+}
+
+ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **error)
+{
+    g_return_val_if_fail(cfg != NULL, NULL);
+    if (!cl_model_config_validate(cfg, error))
+        return NULL;
+    g_autoptr(ClModel) model = g_new0(ClModel, 1);
+    model->config = *cfg;
+    model->tokenizer = cl_tokenizer_new_bytes();
+    if (cl_tokenizer_vocab_size(model->tokenizer) > cfg->vocab_size) {
+        MODEL_FAIL(CL_MODEL_ERROR_CONFIG, "config: vocab_size (%d) is smaller than the "
+                   "tokenizer's %d tokens",
+                   cfg->vocab_size, cl_tokenizer_vocab_size(model->tokenizer));
+        return NULL;
+    }
+    g_autoptr(GPtrArray) specs = cl_model_weight_specs(cfg, &model->w);
+    size_t n = 0;
+    for (guint i = 0; i < specs->len; i++)
+        n += (size_t)cl_weight_spec_numel(g_ptr_array_index(specs, i));
+    model->arena = g_try_malloc_n(MAX(n, 1), sizeof(float));
+    if (!model->arena) {
+        MODEL_FAIL(CL_MODEL_ERROR_NO_MEMORY, "out of memory for %zu parameters", n);
+        return NULL;
+    }
+    model->n_params = n;
+    float *at = model->arena;
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        gint64 numel = cl_weight_spec_numel(s);
+        *s->slot = at;
+        if (strstr(s->name, ".sve.")) {
+            /* cl_model_weights_insert_sve below */
+        } else if (has_suffix(s->name, ".bias")) {
+            fill_const(at, numel, 0.0f);
+        } else if (is_norm_weight(s->name)) {
+            fill_const(at, numel, 1.0f);
+        } else {
+            fill_normal(at, numel, 0.02, stream_seed(seed, DOMAIN_INIT, i));
+        }
+        at += numel;
+    }
+    if (cfg->tie_embeddings)
+        model->w.lm_head = model->w.embed;
+    cl_model_weights_insert_sve(model, seed);
+    return g_steal_pointer(&model);
+}
+
+/* ---- SVE insertion (docs/MODEL.md §3.7) ----------------------------------------------------- */
+
+static void copy_floats(float *dst, const float *src, size_t n)
+{
+    if (dst && src && dst != src)
+        memcpy(dst, src, n * sizeof(float));
+}
+
+void cl_model_weights_insert_sve(ClModel *model, guint64 seed)
+{
+    g_return_if_fail(model != NULL);
+    const ClModelConfig *c = &model->config;
+    const size_t D = (size_t)c->enc_dim, F = (size_t)c->enc_mlp;
+    for (int l = 0; l < c->enc_depth && model->w.enc; l++) {
+        ClEncoderLayerWeights *L = &model->w.enc[l];
+        guint64 idx = (guint64)l * 8;
+        copy_floats(L->sve_ln_w, L->ln1_w, D);
+        copy_floats(L->sve_ln_b, L->ln1_b, D);
+        copy_floats(L->sve_q_w, L->qkv_w, D * D);           /* q rows */
+        copy_floats(L->sve_q_b, L->qkv_b, D);
+        if (L->qkv_w)
+            copy_floats(L->sve_kv_w, L->qkv_w + D * D, 2 * D * D); /* k then v rows */
+        if (L->qkv_b)
+            copy_floats(L->sve_kv_b, L->qkv_b + D, 2 * D);
+        if (L->sve_out_w)
+            fill_normal(L->sve_out_w, (gint64)(D * D), c->sve_out_init_std,
+                        stream_seed(seed, DOMAIN_SVE, idx + 0));
+        if (L->sve_out_b)
+            fill_const(L->sve_out_b, (gint64)D, 0.0f);
+        copy_floats(L->sve_ffn_ln_w, L->ln2_w, D);
+        copy_floats(L->sve_ffn_ln_b, L->ln2_b, D);
+        copy_floats(L->sve_fc1_w, L->fc1_w, F * D);
+        copy_floats(L->sve_fc1_b, L->fc1_b, F);
+        if (L->sve_fc2_w)
+            fill_normal(L->sve_fc2_w, (gint64)(D * F), c->sve_out_init_std,
+                        stream_seed(seed, DOMAIN_SVE, idx + 1));
+        if (L->sve_fc2_b)
+            fill_const(L->sve_fc2_b, (gint64)D, 0.0f);
+        if (L->sve_ada_w)
+            fill_normal(L->sve_ada_w, (gint64)(6 * D * D), c->sve_out_init_std,
+                        stream_seed(seed, DOMAIN_SVE, idx + 2));
+        if (L->sve_ada_b)
+            fill_const(L->sve_ada_b, (gint64)(6 * D), 0.0f);
+        if (L->sve_null)
+            fill_normal(L->sve_null, (gint64)D, 0.02, stream_seed(seed, DOMAIN_SVE, idx + 3));
+    }
+    /* the weights no longer are the file's */
+    g_clear_pointer(&model->sha256, g_free);
+}
+
+/* ---- saving --------------------------------------------------------------------------------- */
+
+gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GError **error)
+{
+    g_return_val_if_fail(model != NULL && path != NULL, FALSE);
+    ClDtype dt;
+    if (!cl_dtype_from_name(dtype ? dtype : "F32", &dt)) {
+        MODEL_FAIL(CL_MODEL_ERROR_INPUT, "unknown dtype '%s' (F32, F16 or BF16)", dtype);
+        return FALSE;
+    }
+    g_autoptr(GPtrArray) specs = cl_model_weight_specs(&model->config, &model->w);
+    g_autofree ClSafetensorsEntry *entries = g_new0(ClSafetensorsEntry, specs->len + 1);
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        if (!*s->slot) {
+            MODEL_FAIL(CL_MODEL_ERROR_INPUT, "tensor '%s' has no data", s->name);
+            return FALSE;
+        }
+        entries[i] = (ClSafetensorsEntry){ s->name, dt, s->ndim, s->shape, *s->slot };
+    }
+    g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
+    g_autofree char *tok_json = cl_tokenizer_to_json(model->tokenizer);
+    const char *meta[] = { "changelens.format",    "1", "changelens.config", cfg_json,
+                           "changelens.tokenizer", tok_json, NULL };
+    char *sha = NULL;
+    if (!cl_safetensors_write(path, entries, specs->len, meta, &sha, error))
+        return FALSE;
+    g_free(model->sha256);
+    model->sha256 = sha;
+    g_free(model->path);
+    model->path = g_strdup(path);
+    return TRUE;
+}

@@ -21,18 +21,29 @@ typedef struct {
 } ClModel;
 
 /* Loads and validates a model file: header, config, tokenizer, every tensor present with the
- * config's shape and a known dtype. F16/BF16 are converted to f32. */
+ * config's shape and a known dtype, no other tensor. F32 tensors are used in place (pointers
+ * into a private copy-on-write mapping, so in-memory edits never reach the file); F16/BF16 are
+ * converted to f32 into the arena. model->sha256 is the file's SHA-256, computed here. */
 ClModel *cl_model_load(const char *path, GError **error);
+/* The same checks on a whole file held in memory (the fuzzer's entry point); every tensor is
+ * copied, so `bytes` may be freed afterwards. path is NULL, sha256 that of the bytes. */
+ClModel *cl_model_load_from_bytes(const guint8 *bytes, gsize size, GError **error);
+/* Number of parameters (floats) of a config: the sum over cl_model_weight_specs(). */
+size_t cl_model_n_params(const ClModelConfig *cfg);
 /* Seeded random weights (normal std 0.02, norms 1, biases 0; SVE modules initialised per
  * docs/MODEL.md §3.7) and a small built-in byte-level tokenizer. Deterministic for a seed on
  * every machine. */
 ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **error);
-/* Writes the model as safetensors (dtype "F32", "F16" or "BF16"), atomically. */
+/* Writes the model as safetensors (dtype "F32", "F16" or "BF16", any case), atomically, with
+ * __metadata__ changelens.format "1", changelens.config and changelens.tokenizer; tensors in
+ * cl_model_weight_specs() order. On success model->path and model->sha256 name the new file. */
 gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GError **error);
 void cl_model_free(ClModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClModel, cl_model_free)
 
-/* docs/MODEL.md §3.7: (re)initialises every SVE tensor from its block (clone + out_init_std). */
+/* docs/MODEL.md §3.7: (re)initialises every SVE tensor the model has from its block (clone +
+ * out_init_std; sve.null ~ N(0, 0.02²)), deterministically for `seed`. Clears model->sha256 (the
+ * weights no longer are the file's). */
 void cl_model_weights_insert_sve(ClModel *model, guint64 seed);
 
 G_END_DECLS

@@ -57,7 +57,14 @@ typedef struct {
     float **slot;     /* the ClModelWeights field that points at it */
 } ClWeightSpec;
 
-/* Every tensor the config has, in a fixed order (the file order when we write). */
+/* Every tensor the config has (ClWeightSpec *, freed with the array), in a fixed order (the
+ * file order when we write). With `w`, each spec's `slot` points at its field of `w`, and
+ * w->enc / w->dec are allocated (zeroed, enc_depth / dec_depth entries) when NULL; with
+ * w == NULL the slots are NULL (names and shapes only). */
 GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w);
+/* Product of the spec's shape. */
+gint64 cl_weight_spec_numel(const ClWeightSpec *s);
+/* Frees w->enc and w->dec (not the tensors: they live in a model's arena) and zeroes `w`. */
+void cl_model_weights_clear(ClModelWeights *w);
 
 G_END_DECLS

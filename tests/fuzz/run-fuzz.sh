@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run-fuzz.sh - builds the libFuzzer harnesses (clang, ASan+UBSan) and fuzzes every loader.
+# run-fuzz.sh - builds the libFuzzer harnesses (clang, ASan+UBSan) and fuzzes every loader
+# (images: png tiff dicom pixbuf; model files: safetensors).
 # Usage: tests/fuzz/run-fuzz.sh [SECONDS_PER_LOADER=600] [LOADER…]; not part of ./run.sh test.
 # Prints each loader's exec count; exits non-zero if any harness crashed, leaked or hung.
 set -euo pipefail
@@ -7,7 +8,7 @@ cd "$(dirname "$0")/../.."
 secs="${1:-600}"
 shift || true
 loaders=("$@")
-[ ${#loaders[@]} -eq 0 ] && loaders=(png tiff dicom pixbuf)
+[ ${#loaders[@]} -eq 0 ] && loaders=(png tiff dicom pixbuf safetensors)
 bdir=build-fuzz
 if [ ! -f "$bdir/build.ninja" ]; then
   CC=clang-14 CXX=clang++-14 meson setup "$bdir" -Dcuda=disabled -Dfuzzing=true \
@@ -30,13 +31,25 @@ for l in "${loaders[@]}"; do
     tiff) pat='*.tif*' ;;
     dicom) pat='*.dcm' ;;
     pixbuf) pat='*.jpg *.jpeg *.bmp *.gif *.webp' ;;
+    safetensors) pat='' ;;
   esac
-  for p in $pat; do find "$seeds" -maxdepth 1 -name "$p" -exec cp -n {} "$corpus/" \; ; done
+  if [ "$l" = safetensors ]; then
+    # the harness writes its own seeds: small models of every variant and dtype, broken files
+    [ -d "$out/seeds-safetensors" ] ||
+      CL_FUZZ_WRITE_SEEDS="$out/seeds-safetensors" "$bdir/tests/fuzz-safetensors" >/dev/null
+    find "$out/seeds-safetensors" -maxdepth 1 -name '*.safetensors' -exec cp -n {} "$corpus/" \;
+  else
+    for p in $pat; do find "$seeds" -maxdepth 1 -name "$p" -exec cp -n {} "$corpus/" \; ; done
+  fi
+  extra=()
+  [ -f "tests/fuzz/$l.dict" ] && extra+=("-dict=tests/fuzz/$l.dict")
   log="$out/fuzz-$l.log"
   echo "fuzzing $l for ${secs}s ($(ls "$corpus" | wc -l) seeds) -> $log"
   if ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1 \
      "$bdir/tests/fuzz-$l" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-       -malloc_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/$l-" "$corpus" \
+       -malloc_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/$l-" \
+       ${extra[@]+"${extra[@]}"} \
+       "$corpus" \
        >"$log" 2>&1; then
     status=ok
   else
