@@ -1,9 +1,488 @@
-/* placeholder: being written */
+/* cli-bench.c - `changelens-cli bench`: engine speed and memory, with ratios against a
+ * reference measured in the same run (OpenBLAS sgemm peak; optionally the PyTorch peer). */
+#include <cblas.h>
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "backend.h"
+#include "cl-config.h"
 #include "cli.h"
+#include "decoder.h"
+#include "encoder.h"
+#include "model.h"
+#include "tokenizer.h"
+
+static double now_ms(void) { return g_get_monotonic_time() / 1000.0; }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- the reference: OpenBLAS sgemm peak on this machine ------------------------------------ */
+
+/* Best GFLOP/s of C = A·B^T over a few shapes: square ones and the encoder's own products, so
+ * the "fraction of peak" is against the best this machine's sgemm does, not a datasheet. */
+static double sgemm_peak_gflops(const ClModelConfig *cfg)
+{
+    size_t n_tok = (size_t)cl_config_n_patches(cfg);
+    size_t shapes[][3] = {
+        { 1024, 1024, 1024 },
+        { 2048, 2048, 2048 },
+        { n_tok, (size_t)cfg->enc_mlp, (size_t)cfg->enc_dim },
+        { n_tok, 3 * (size_t)cfg->enc_dim, (size_t)cfg->enc_dim },
+    };
+    double best = 0;
+    for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++) {
+        size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+        float *a = g_malloc(m * k * sizeof(float));
+        float *b = g_malloc(n * k * sizeof(float));
+        float *c = g_malloc(m * n * sizeof(float));
+        for (size_t i = 0; i < m * k; i++)
+            a[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        for (size_t i = 0; i < n * k; i++)
+            b[i] = (float)((i * 40503u) % 1000) / 1000.0f - 0.5f;
+        double flops = 2.0 * m * n * k;
+        int reps = (int)CLAMP(2e10 / flops, 2, 200);
+        /* warm-up, then the best of several timed batches */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, a, k, b, k, 0, c, n);
+        for (int batch = 0; batch < 3; batch++) {
+            double t0 = now_ms();
+            for (int r = 0; r < reps; r++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1, a, k, b, k, 0, c,
+                            n);
+            double gf = flops * reps / ((now_ms() - t0) * 1e6);
+            best = MAX(best, gf);
+        }
+        g_free(a);
+        g_free(b);
+        g_free(c);
+    }
+    return best;
+}
+
+/* ---- FLOP counts (matrix products only: what sgemm does) ------------------------------------ */
+
+static double encoder_gemm_flops(const ClModelConfig *c, gboolean has_prev)
+{
+    double N = cl_config_n_patches(c), D = c->enc_dim, F = c->enc_mlp, K = N;
+    double M = cl_config_n_visual(c), E = c->dec_dim, Hm = c->merger_hidden;
+    double cpp = (double)c->channels * c->patch_size * c->patch_size;
+    double block = 2 * N * D * 3 * D + 4 * N * N * D + 2 * N * D * D + 4 * N * D * F;
+    double sve = 0;
+    switch (c->sve_variant) {
+    case CL_SVE_CROSS:
+    case CL_SVE_CROSS_FFN:
+    case CL_SVE_SELF_FFN:
+        sve = 2 * N * D * D + 2 * K * D * 2 * D + 4 * N * K * D + 2 * N * D * D;
+        if (cl_config_has_sve_ffn(c))
+            sve += 4 * N * D * F;
+        break;
+    case CL_SVE_SELF_EXT:
+        sve = has_prev || c->sve_first == CL_SVE_FIRST_OWN ? 2 * K * D * 2 * D + 4 * N * K * D : 0;
+        break;
+    case CL_SVE_ADALN_ZERO:
+        sve = 2 * D * 6 * D;
+        break;
+    default:
+        break;
+    }
+    return 2 * N * cpp * D + c->enc_depth * (block + sve) + 2 * M * 4 * D * Hm + 2 * M * Hm * E;
+}
+
+/* ---- the PyTorch peer ----------------------------------------------------------------------- */
+
+static char *find_torch_python(void)
+{
+    const char *env = g_getenv("CL_TORCH_PYTHON");
+    if (env && *env)
+        return g_strdup(env);
+    g_autofree char *venv = g_build_filename(CL_BUILD_DIR, "venv", "bin", "python", NULL);
+    if (g_file_test(venv, G_FILE_TEST_IS_EXECUTABLE))
+        return g_steal_pointer(&venv);
+    return g_strdup("/usr/bin/python3");
+}
+
+static gboolean write_floats(const char *path, const float *v, size_t n, GError **error)
+{
+    return g_file_set_contents(path, (const char *)v, (gssize)(n * sizeof(float)), error);
+}
+
+/* Runs tests/reference/bench_torch.py on the same model file and inputs; returns its JSON. */
+static JsonObject *run_torch(const char *model_path, const char *pixels_path,
+                             const char *prompt_path, int n_images, int tokens, int repeat,
+                             gboolean compile, GError **error)
+{
+    g_autofree char *python = find_torch_python();
+    g_autofree char *script =
+        g_build_filename(CL_SOURCE_DIR, "tests", "reference", "bench_torch.py", NULL);
+    g_autofree char *tok = g_strdup_printf("%d", tokens);
+    g_autofree char *rep = g_strdup_printf("%d", repeat);
+    g_autofree char *nimg = g_strdup_printf("%d", n_images);
+    const char *argv[] = { python, script, "--model", model_path, "--pixels", pixels_path,
+                           "--n-images", nimg, "--prompt", prompt_path, "--tokens", tok,
+                           "--repeat", rep, compile ? "--torch-compile" : NULL, NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status = 0;
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
+                      error))
+        return NULL;
+    if (!g_spawn_check_wait_status(status, NULL)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "PyTorch peer (%s) failed: %s",
+                    python, err ? err : "");
+        return NULL;
+    }
+    /* the last non-empty line is the JSON object */
+    g_strchomp(out);
+    const char *line = strrchr(out, '\n');
+    line = line ? line + 1 : out;
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!json_parser_load_from_data(parser, line, -1, error))
+        return NULL;
+    JsonNode *root = json_parser_get_root(parser);
+    if (!JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "PyTorch peer printed no JSON");
+        return NULL;
+    }
+    return json_object_ref(json_node_get_object(root));
+}
+
+static double obj_double(JsonObject *o, const char *key)
+{
+    if (!o || !json_object_has_member(o, key))
+        return NAN;
+    return json_object_get_double_member(o, key);
+}
+
+/* ---- the command ---------------------------------------------------------------------------- */
+
+static void fill_image(float *px, const ClModelConfig *c, int t)
+{
+    /* smooth patterns with a moving blob: realistic enough and deterministic */
+    int S = c->image_size;
+    for (int ch = 0; ch < c->channels; ch++)
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++) {
+                double v = 0.4 * sin(0.07 * x + 0.5 * ch) * cos(0.05 * y) +
+                           0.5 * exp(-(pow(x - S * (0.3 + 0.1 * t), 2) + pow(y - S * 0.5, 2)) /
+                                     (0.01 * S * S));
+                px[((size_t)ch * S + y) * S + x] = (float)CLAMP(v, -1.0, 1.0);
+            }
+}
+
 int cl_cli_bench(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "%s: not available yet\n", argv[0]);
-    return 2;
+    g_autofree char *preset = NULL, *device = NULL, *variant = NULL;
+    gboolean vs_torch = FALSE, torch_compile = FALSE, json = FALSE;
+    int tokens = 32, repeat = 3, threads = 0;
+    GOptionEntry entries[] = {
+        { "preset", 'p', 0, G_OPTION_ARG_STRING, &preset, "Model size: tiny, base or large",
+          "NAME" },
+        { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "auto, cpu or cuda (default cpu)",
+          "DEV" },
+        { "variant", 0, 0, G_OPTION_ARG_STRING, &variant, "SVE variant (default cross_ffn)", "V" },
+        { "tokens", 't', 0, G_OPTION_ARG_INT, &tokens, "Generated tokens per describe (32)", "N" },
+        { "repeat", 'r', 0, G_OPTION_ARG_INT, &repeat, "Timed repetitions (3; median)", "N" },
+        { "threads", 0, 0, G_OPTION_ARG_INT, &threads, "Threads (0 = all cores)", "N" },
+        { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &vs_torch,
+          "Run the PyTorch reference on the same weights", NULL },
+        { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &torch_compile,
+          "Also time torch.compile (PyTorch >= 2)", NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- engine speed and memory");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
+        fprintf(stderr, "changelens-cli bench: %s\n", err->message);
+        return 2;
+    }
+    if (tokens < 1 || tokens > 4096 || repeat < 1 || repeat > 100 || threads < 0) {
+        fprintf(stderr, "changelens-cli bench: --tokens 1..4096, --repeat 1..100\n");
+        return 2;
+    }
+    ClModelConfig cfg;
+    if (!cl_model_config_preset(&cfg, preset ? preset : "tiny", &err)) {
+        fprintf(stderr, "changelens-cli bench: %s\n", err->message);
+        return 2;
+    }
+    if (variant && !cl_sve_variant_from_name(variant, &cfg.sve_variant)) {
+        fprintf(stderr, "changelens-cli bench: unknown SVE variant '%s'\n", variant);
+        return 2;
+    }
+    cfg.sve_out_init_std = 0.02; /* a model whose SVE modules do something */
+
+    g_autofree char *notice = NULL;
+    g_autoptr(ClBackend) be = NULL;
+    if (threads > 0 && (!device || strcmp(device, "cpu") == 0))
+        be = cl_backend_cpu_new(threads);
+    else
+        be = cl_backend_new(device ? device : "cpu", &notice, &err);
+    if (!be) {
+        fprintf(stderr, "changelens-cli bench: %s\n", err->message);
+        return 1;
+    }
+    if (notice)
+        fprintf(stderr, "%s\n", notice);
+
+    if (!json)
+        fprintf(stderr, "bench: measuring sgemm peak…\n");
+    double peak = sgemm_peak_gflops(&cfg);
+
+    if (!json)
+        fprintf(stderr, "bench: initialising a random %s model…\n", preset ? preset : "tiny");
+    g_autoptr(ClModel) model = cl_model_new_random(&cfg, 1, &err);
+    if (!model) {
+        fprintf(stderr, "changelens-cli bench: %s\n", err->message);
+        return 1;
+    }
+
+    const int n_images = 2;
+    size_t img_floats = (size_t)cfg.channels * cfg.image_size * cfg.image_size;
+    g_autofree float *pixels = g_malloc(n_images * img_floats * sizeof(float));
+    for (int t = 0; t < n_images; t++)
+        fill_image(pixels + t * img_floats, &cfg, t);
+
+    /* the describe prompt: the paper's two-image conversation (ChatML) */
+    const char *prompt_text =
+        "<|im_start|>system\nYou are an expert at detecting and describing changes between two "
+        "images. Given a before and after image, describe what has changed.<|im_end|>\n"
+        "<|im_start|>user\n<image>\nThis is the before image.<|im_end|>\n"
+        "<|im_start|>assistant\nUnderstood. Please provide the after image.<|im_end|>\n"
+        "<|im_start|>user\n<image>\nThis is the after image. Describe what has changed."
+        "<|im_end|>\n<|im_start|>assistant\n";
+    g_autoptr(GArray) ids = cl_tokenizer_encode(model->tokenizer, prompt_text, -1, TRUE);
+    int M = cl_config_n_visual(&cfg);
+    /* expand each <image> into M visual rows */
+    g_autoptr(GArray) seq = g_array_new(FALSE, FALSE, sizeof(gint32));
+    for (guint i = 0; i < ids->len; i++) {
+        gint32 id = g_array_index(ids, gint32, i);
+        if (id == CL_TOKEN_IMAGE) {
+            for (int m = 0; m < M; m++) {
+                gint32 v = CL_DECODER_VISUAL;
+                g_array_append_val(seq, v);
+            }
+        } else {
+            g_array_append_val(seq, id);
+        }
+    }
+    int T = (int)seq->len;
+    size_t E = cfg.dec_dim, V = cfg.vocab_size;
+    g_autofree float *visual = g_malloc((size_t)n_images * M * E * sizeof(float));
+    g_autofree float *logits = g_malloc(V * sizeof(float));
+
+    double *enc_ms = g_new0(double, repeat * n_images), *pre_ms = g_new0(double, repeat),
+           *dec_ms = g_new0(double, repeat), *all_ms = g_new0(double, repeat);
+    g_autoptr(ClEncoderState) state = cl_encoder_state_new(model);
+    g_autoptr(ClKVCache) cache = cl_kv_cache_new(model, T + tokens + 1);
+    gint32 first_token = -1;
+    for (int r = -1; r < repeat; r++) { /* r == -1: warm-up */
+        double t_start = now_ms();
+        cl_encoder_state_reset(state);
+        for (int t = 0; t < n_images; t++) {
+            ClEncoderOutput out = { 0 };
+            double t0 = now_ms();
+            if (!cl_encoder_forward(be, model, state, pixels + t * img_floats, t, FALSE, NULL, NULL,
+                                    &out, &err)) {
+                fprintf(stderr, "changelens-cli bench: %s\n", err->message);
+                return 1;
+            }
+            if (r >= 0)
+                enc_ms[r * n_images + t] = now_ms() - t0;
+            memcpy(visual + (size_t)t * M * E, out.visual, (size_t)M * E * sizeof(float));
+            cl_encoder_output_clear(&out);
+        }
+        cl_kv_cache_truncate(cache, 0);
+        double t0 = now_ms();
+        if (!cl_decoder_forward(be, model, cache, (const gint32 *)seq->data, T, visual, logits,
+                                NULL, NULL, NULL, &err)) {
+            fprintf(stderr, "changelens-cli bench: %s\n", err->message);
+            return 1;
+        }
+        double t1 = now_ms();
+        /* greedy, exactly `tokens` new tokens (no stop: the same work every run) */
+        for (int k = 0; k < tokens; k++) {
+            gint32 best = 0;
+            for (size_t v = 1; v < V; v++)
+                if (logits[v] > logits[best])
+                    best = (gint32)v;
+            if (k == 0)
+                first_token = best;
+            if (k == tokens - 1)
+                break;
+            if (!cl_decoder_forward(be, model, cache, &best, 1, NULL, logits, NULL, NULL, NULL,
+                                    &err)) {
+                fprintf(stderr, "changelens-cli bench: %s\n", err->message);
+                return 1;
+            }
+        }
+        double t2 = now_ms();
+        if (r >= 0) {
+            pre_ms[r] = t1 - t0;
+            dec_ms[r] = t2 - t1;
+            all_ms[r] = t2 - t_start;
+        }
+    }
+    double encode_ms = median(enc_ms, repeat * n_images);
+    double prefill_ms = median(pre_ms, repeat);
+    double decode_ms = median(dec_ms, repeat);
+    double describe_ms = median(all_ms, repeat);
+    /* decode: `tokens - 1` forward steps produce tokens 2..N (token 1 comes from the prefill) */
+    double decode_tps = tokens > 1 ? (tokens - 1) / (decode_ms / 1000.0) : NAN;
+    double enc_flops = encoder_gemm_flops(&cfg, TRUE);
+    double enc_gflops = enc_flops / (encode_ms * 1e6);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double peak_rss_mb = ru.ru_maxrss / 1024.0;
+
+    g_autoptr(JsonObject) torch = NULL, torchc = NULL;
+    g_autofree char *torch_error = NULL;
+    if (vs_torch) {
+        if (!json)
+            fprintf(stderr, "bench: running the PyTorch peer on the same weights…\n");
+        g_autofree char *dir = g_dir_make_tmp("changelens-bench-XXXXXX", &err);
+        g_autofree char *mpath = dir ? g_build_filename(dir, "model.safetensors", NULL) : NULL;
+        g_autofree char *ppath = dir ? g_build_filename(dir, "pixels.f32", NULL) : NULL;
+        g_autofree char *ipath = dir ? g_build_filename(dir, "prompt.json", NULL) : NULL;
+        GString *pj = g_string_new("[");
+        for (guint i = 0; i < ids->len; i++)
+            g_string_append_printf(pj, "%s%d", i ? "," : "", g_array_index(ids, gint32, i));
+        g_string_append(pj, "]");
+        gboolean ok = dir && cl_model_save(model, mpath, "F32", &err) &&
+                      write_floats(ppath, pixels, n_images * img_floats, &err) &&
+                      g_file_set_contents(ipath, pj->str, -1, &err);
+        g_string_free(pj, TRUE);
+        if (ok)
+            torch = run_torch(mpath, ppath, ipath, n_images, tokens, repeat, FALSE, &err);
+        if (ok && torch && torch_compile) {
+            g_autoptr(GError) cerr = NULL;
+            torchc = run_torch(mpath, ppath, ipath, n_images, tokens, repeat, TRUE, &cerr);
+            if (!torchc)
+                fprintf(stderr, "bench: torch.compile run failed: %s\n", cerr->message);
+        }
+        if (!torch)
+            torch_error = g_strdup(err ? err->message : "unknown error");
+        if (mpath)
+            g_unlink(mpath);
+        if (ppath)
+            g_unlink(ppath);
+        if (ipath)
+            g_unlink(ipath);
+        if (dir)
+            g_rmdir(dir);
+        g_clear_error(&err);
+    }
+
+    double torch_ms = obj_double(torch, "describe_ms");
+    double torchc_ms = obj_double(torchc, "describe_ms");
+    if (json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+#define NUM(k, v)                                                                                  \
+    do {                                                                                           \
+        json_builder_set_member_name(b, k);                                                        \
+        if (isfinite(v))                                                                           \
+            json_builder_add_double_value(b, v);                                                   \
+        else                                                                                       \
+            json_builder_add_null_value(b);                                                        \
+    } while (0)
+        json_builder_set_member_name(b, "preset");
+        json_builder_add_string_value(b, preset ? preset : "tiny");
+        json_builder_set_member_name(b, "variant");
+        json_builder_add_string_value(b, cl_sve_variant_name(cfg.sve_variant));
+        json_builder_set_member_name(b, "device");
+        json_builder_add_string_value(b, cl_backend_name(be));
+        json_builder_set_member_name(b, "prompt_tokens");
+        json_builder_add_int_value(b, T);
+        json_builder_set_member_name(b, "gen_tokens");
+        json_builder_add_int_value(b, tokens);
+        json_builder_set_member_name(b, "first_token");
+        json_builder_add_int_value(b, first_token);
+        NUM("encode_ms_per_image", encode_ms);
+        NUM("prefill_ms", prefill_ms);
+        NUM("decode_tokens_per_s", decode_tps);
+        NUM("describe_ms", describe_ms);
+        NUM("peak_rss_mb", peak_rss_mb);
+        NUM("sgemm_peak_gflops", peak);
+        NUM("encoder_gflops", enc_gflops);
+        NUM("encoder_sgemm_fraction", enc_gflops / peak);
+        if (vs_torch) {
+            json_builder_set_member_name(b, "torch");
+            if (torch) {
+                JsonNode *n = json_node_new(JSON_NODE_OBJECT);
+                json_node_set_object(n, torch);
+                json_builder_add_value(b, n);
+            } else {
+                json_builder_add_string_value(b, torch_error);
+            }
+            NUM("torch_describe_ms", torch_ms);
+            NUM("speedup_vs_torch", torch_ms / describe_ms);
+            NUM("torch_encode_ms_per_image", obj_double(torch, "encode_ms_per_image"));
+            NUM("torch_prefill_ms", obj_double(torch, "prefill_ms"));
+            NUM("torch_decode_ms_per_token", obj_double(torch, "decode_ms_per_token"));
+            if (torch_compile) {
+                NUM("torch_compile_describe_ms", torchc_ms);
+                NUM("speedup_vs_torch_compile", torchc_ms / describe_ms);
+            }
+        }
+#undef NUM
+        json_builder_end_object(b);
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        g_autoptr(JsonNode) root = json_builder_get_root(b);
+        json_generator_set_root(gen, root);
+        json_generator_set_pretty(gen, TRUE);
+        g_autofree char *text = json_generator_to_data(gen, NULL);
+        printf("%s\n", text);
+    } else {
+        printf("ChangeLens bench: preset %s, SVE %s, %s, %d threads' worth of cores\n",
+               preset ? preset : "tiny", cl_sve_variant_name(cfg.sve_variant), cl_backend_name(be),
+               threads ? threads : (int)g_get_num_processors());
+        printf("  describe = %d images + prefill of %d tokens + %d generated tokens (median of %d)\n",
+               n_images, T, tokens, repeat);
+        printf("  %-28s %10s %12s %10s\n", "", "ChangeLens", "PyTorch", "ratio");
+        double te = obj_double(torch, "encode_ms_per_image"),
+               tp = obj_double(torch, "prefill_ms"),
+               td = obj_double(torch, "decode_ms_per_token");
+        double ours_tok_ms = tokens > 1 ? decode_ms / (tokens - 1) : NAN;
+        printf("  %-28s %10.1f %12.1f %9.2fx\n", "encode ms / image", encode_ms, te,
+               te / encode_ms);
+        printf("  %-28s %10.1f %12.1f %9.2fx\n", "prefill ms", prefill_ms, tp, tp / prefill_ms);
+        printf("  %-28s %10.1f %12.1f %9.2fx\n", "decode ms / token", ours_tok_ms, td,
+               td / ours_tok_ms);
+        printf("  %-28s %10.1f %12.1f %9.2fx\n", "describe ms (total)", describe_ms, torch_ms,
+               torch_ms / describe_ms);
+        if (torch_compile)
+            printf("  %-28s %10.1f %12.1f %9.2fx\n", "describe ms vs torch.compile", describe_ms,
+                   torchc_ms, torchc_ms / describe_ms);
+        printf("  decode tokens/s %.1f, peak RSS %.0f MB\n", decode_tps, peak_rss_mb);
+        printf("  sgemm peak %.1f GFLOP/s; encoder %.1f GFLOP/s = %.0f %% of peak\n", peak,
+               enc_gflops, 100 * enc_gflops / peak);
+        if (vs_torch && !torch)
+            printf("  PyTorch peer: %s\n", torch_error);
+        else if (torch)
+            printf("  PyTorch %s, %d threads\n",
+                   json_object_has_member(torch, "torch_version")
+                       ? json_object_get_string_member(torch, "torch_version")
+                       : "?",
+                   json_object_has_member(torch, "threads")
+                       ? (int)json_object_get_int_member(torch, "threads")
+                       : 0);
+    }
+    g_free(enc_ms);
+    g_free(pre_ms);
+    g_free(dec_ms);
+    g_free(all_ms);
+    return 0;
 }

@@ -1,0 +1,60 @@
+/* test-bench.c - `changelens-cli bench` runs and reports every figure the issue names, with
+ * sane values (not speed targets: those are read off the benchmark, never asserted in tests). */
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <sys/wait.h>
+
+#include <glib.h>
+#include <string.h>
+
+static void test_bench_tiny_json(void)
+{
+    const char *cli = g_getenv("CL_CLI");
+    g_assert_nonnull(cli);
+    const char *argv[] = { cli, "bench", "--preset", "tiny", "--tokens", "4", "--repeat", "1",
+                           "--json", NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status = 0;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                               &status, &error));
+    g_assert_no_error(error);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        g_error("bench failed: %s", err);
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_assert_true(json_parser_load_from_data(p, out, -1, &error));
+    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    const char *keys[] = { "encode_ms_per_image", "prefill_ms", "decode_tokens_per_s",
+                           "peak_rss_mb", "sgemm_peak_gflops", "encoder_sgemm_fraction",
+                           "describe_ms" };
+    for (gsize i = 0; i < G_N_ELEMENTS(keys); i++) {
+        g_assert_true(json_object_has_member(o, keys[i]));
+        double v = json_object_get_double_member(o, keys[i]);
+        g_test_message("%s = %g", keys[i], v);
+        g_assert_true(isfinite(v) && v > 0);
+    }
+    /* the encoder cannot beat the machine's own sgemm peak by much: a fraction far above 1
+     * would mean the FLOP count or the timing is wrong */
+    g_assert_cmpfloat(json_object_get_double_member(o, "encoder_sgemm_fraction"), <, 1.5);
+    g_assert_cmpint(json_object_get_int_member(o, "gen_tokens"), ==, 4);
+}
+
+static void test_bench_bad_args(void)
+{
+    const char *cli = g_getenv("CL_CLI");
+    const char *argv[] = { cli, "bench", "--preset", "huge", NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                               &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    g_assert_nonnull(strstr(err, "huge"));
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/bench/tiny-json", test_bench_tiny_json);
+    g_test_add_func("/bench/bad-args", test_bench_bad_args);
+    return g_test_run();
+}
