@@ -1,1 +1,249 @@
-/* placeholder: being written */
+/* describe.c - the describe pipeline: preprocess -> stateful encoder over the sequence -> chat
+ * prompt with the visual tokens -> generation (streamed) -> heatmaps and timings. */
+#include "describe.h"
+
+#include <string.h>
+
+#include "decoder.h"
+#include "encoder.h"
+
+void cl_describe_options_init(ClDescribeOptions *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->auto_domain = TRUE;
+    opts->domain = CL_CHAT_DOMAIN_GENERIC;
+    opts->max_new_tokens = 256;
+    opts->beam_size = 1;
+    opts->length_penalty = 1.0;
+    opts->heatmaps = TRUE;
+}
+
+void cl_describe_result_clear(ClDescribeResult *r)
+{
+    g_free(r->text);
+    if (r->ids)
+        g_array_unref(r->ids);
+    g_free(r->prompt_text);
+    g_free(r->letterbox);
+    if (r->heatmaps)
+        g_ptr_array_unref(r->heatmaps);
+    g_free(r->encode_ms);
+    if (r->notices)
+        g_ptr_array_unref(r->notices);
+    memset(r, 0, sizeof *r);
+}
+
+static gboolean str_is(const char *s, const char *const *list)
+{
+    for (int i = 0; s && list[i]; i++)
+        if (g_ascii_strcasecmp(s, list[i]) == 0)
+            return TRUE;
+    return FALSE;
+}
+
+ClChatDomain cl_describe_detect_domain(const ClImage *img)
+{
+    g_return_val_if_fail(img != NULL, CL_CHAT_DOMAIN_GENERIC);
+    static const char *const radiographs[] = {"CR", "DX", "DR", "RG", NULL};
+    if (str_is(img->modality, radiographs))
+        return CL_CHAT_DOMAIN_RADIOGRAPH;
+    if (img->modality) {
+        g_autofree char *low = g_ascii_strdown(img->modality, -1);
+        if (strstr(low, "radiograph"))
+            return CL_CHAT_DOMAIN_RADIOGRAPH;
+    }
+    if (img->geo)
+        return CL_CHAT_DOMAIN_AERIAL;
+    for (guint i = 0; img->metadata && i < img->metadata->len; i++) {
+        const ClMetaEntry *e = g_ptr_array_index(img->metadata, i);
+        if (g_str_has_prefix(e->key, "GPS") || strstr(e->key, "GeoKey"))
+            return CL_CHAT_DOMAIN_AERIAL;
+    }
+    if (img->format != CL_IMAGE_FORMAT_DICOM &&
+        (img->layout == CL_LAYOUT_RGB || img->layout == CL_LAYOUT_RGBA) &&
+        img->sample_format == CL_SAMPLE_UINT && img->bits <= 8)
+        return CL_CHAT_DOMAIN_EDITS;
+    return CL_CHAT_DOMAIN_GENERIC;
+}
+
+static inline double ms_since(gint64 t0)
+{
+    return (g_get_monotonic_time() - t0) / 1000.0;
+}
+
+gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeImage *images,
+                         guint n_images, const ClDescribeOptions *opts, ClDescribeResult *out,
+                         GError **error)
+{
+    g_return_val_if_fail(be != NULL && model != NULL && out != NULL, FALSE);
+    g_return_val_if_fail(images != NULL || n_images == 0, FALSE);
+    ClDescribeOptions defaults;
+    if (!opts) {
+        cl_describe_options_init(&defaults);
+        opts = &defaults;
+    }
+    memset(out, 0, sizeof *out);
+    out->ids = g_array_new(FALSE, FALSE, sizeof(gint32));
+    out->heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
+    out->notices = g_ptr_array_new_with_free_func(g_free);
+    out->n_images = n_images;
+
+    const ClModelConfig *cfg = &model->config;
+    if (n_images < 2 || n_images > CL_CHAT_MAX_IMAGES) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "a description needs 2 to %d images; %u given", CL_CHAT_MAX_IMAGES, n_images);
+        return FALSE;
+    }
+    for (guint t = 0; t < n_images; t++)
+        if (!images[t].image) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "image %u is missing", t + 1);
+            return FALSE;
+        }
+
+    /* ---- the prompt first: a prompt that cannot fit fails before any encoding ---- */
+    out->domain = opts->auto_domain ? cl_describe_detect_domain(images[0].image) : opts->domain;
+    g_autoptr(ClChatConversation) conv = cl_chat_describe_conversation(
+        out->domain, (int)n_images, opts->question && *opts->question ? opts->question : NULL,
+        error);
+    if (!conv)
+        return FALSE;
+    const ClChatTurn *turns = cl_chat_conversation_turns(conv);
+    gsize n_turns = cl_chat_conversation_len(conv);
+    g_autoptr(GArray) chat_ids =
+        cl_chat_encode(model->tokenizer, turns, n_turns, TRUE, NULL, error);
+    if (!chat_ids)
+        return FALSE;
+    out->prompt_text = cl_chat_render(turns, n_turns, TRUE);
+
+    const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, C = cfg->channels, S = cfg->image_size;
+    out->n_visual_per_image = M;
+    guint n_tags = 0;
+    for (guint i = 0; i < chat_ids->len; i++)
+        n_tags += g_array_index(chat_ids, gint32, i) == CL_TOKEN_IMAGE;
+    if (n_tags != n_images) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "the %s conversation has %u image tags for %u images",
+                    cl_chat_domain_name(out->domain), n_tags, n_images);
+        return FALSE;
+    }
+    gint64 positions = (gint64)chat_ids->len - n_images + (gint64)n_images * M;
+    if (positions >= cfg->max_len) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "the prompt for %u images takes %" G_GINT64_FORMAT " positions (%d per image) "
+                    "but the model's context holds %d: use fewer images",
+                    n_images, positions, M, cfg->max_len);
+        return FALSE;
+    }
+    GArray *dec_ids = g_array_sized_new(FALSE, FALSE, sizeof(gint32), (guint)positions);
+    const gint32 visual_id = CL_DECODER_VISUAL;
+    for (guint i = 0; i < chat_ids->len; i++) {
+        gint32 id = g_array_index(chat_ids, gint32, i);
+        if (id == CL_TOKEN_IMAGE)
+            for (int m = 0; m < M; m++)
+                g_array_append_val(dec_ids, visual_id);
+        else
+            g_array_append_val(dec_ids, id);
+    }
+    out->n_prompt = (int)dec_ids->len;
+
+    /* ---- preprocess and encode, image by image (the state carries the previous one) ---- */
+    out->letterbox = g_new0(ClLetterbox, n_images);
+    out->encode_ms = g_new0(double, n_images);
+    gsize px_n = (gsize)C * S * S;
+    float *pixels = g_new(float, px_n);
+    float *visual = g_try_new(float, (gsize)n_images *M *E);
+    ClEncoderState *state = cl_encoder_state_new(model);
+    gboolean ok = visual != NULL && state != NULL;
+    if (!ok)
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "not enough memory to encode %u images", n_images);
+    for (guint t = 0; ok && t < n_images; t++) {
+        if (g_cancellable_set_error_if_cancelled(opts->cancellable, error)) {
+            ok = FALSE;
+            break;
+        }
+        gint64 t0 = g_get_monotonic_time();
+        g_autoptr(GError) perr = NULL;
+        if (!cl_preprocess_image(images[t].image, images[t].frame, NULL, S, C, pixels,
+                                 &out->letterbox[t], &perr)) {
+            g_set_error(error, perr->domain, perr->code, "image %u (%s): %s", t + 1,
+                        images[t].image->path ? images[t].image->path : "in memory", perr->message);
+            ok = FALSE;
+            break;
+        }
+        out->preprocess_ms += ms_since(t0);
+
+        t0 = g_get_monotonic_time();
+        gboolean want_delta = opts->heatmaps && opts->delta && t > 0;
+        ClEncoderOutput eo;
+        memset(&eo, 0, sizeof eo);
+        if (!cl_encoder_forward(be, model, state, pixels, (int)t, want_delta, NULL, NULL, &eo,
+                                error)) {
+            cl_encoder_output_clear(&eo);
+            ok = FALSE;
+            break;
+        }
+        out->encode_ms[t] = ms_since(t0);
+        memcpy(visual + (gsize)t * M * E, eo.visual, sizeof(float) * (gsize)M * E);
+        if (opts->heatmaps && t > 0) {
+            ClHeatmap *hm = cl_heatmap_new_from_encoder(
+                &eo, cfg->enc_depth, opts->delta ? CL_HEATMAP_DELTA : CL_HEATMAP_UPDATE_NORM,
+                (int)t, error);
+            if (!hm)
+                ok = FALSE;
+            else
+                g_ptr_array_add(out->heatmaps, hm);
+        }
+        cl_encoder_output_clear(&eo);
+    }
+    g_free(pixels);
+    if (state)
+        cl_encoder_state_free(state);
+    if (ok && opts->heatmaps && cfg->sve_variant == CL_SVE_STATELESS)
+        g_ptr_array_add(out->notices,
+                        g_strdup("the model's encoder is stateless: its heatmaps are all zero"));
+
+    /* ---- prefill and generate ---- */
+    if (ok) {
+        ClGenerateOptions go;
+        cl_generate_options_init(&go);
+        go.max_new_tokens = opts->max_new_tokens;
+        go.beam_size = opts->beam_size;
+        go.length_penalty = opts->length_penalty;
+        /* The chat's special texts end the answer also when spelt out in plain bytes (a
+         * generated <|im_start|> id decodes to its text: the model opening another turn). */
+        g_autoptr(GPtrArray) stops = g_ptr_array_new();
+        for (int i = 0; opts->stop_strings && opts->stop_strings[i]; i++)
+            g_ptr_array_add(stops, (gpointer)opts->stop_strings[i]);
+        g_ptr_array_add(stops, (gpointer) "<|im_start|>");
+        g_ptr_array_add(stops, (gpointer) "<|im_end|>");
+        g_ptr_array_add(stops, (gpointer) "<|endoftext|>");
+        g_ptr_array_add(stops, NULL);
+        go.stop_strings = (const char *const *)stops->pdata;
+        go.on_token = opts->on_token;
+        go.user_data = opts->user_data;
+        go.cancellable = opts->cancellable;
+        ClGenerateResult gr;
+        ok = cl_generate(be, model, (const gint32 *)(gconstpointer)dec_ids->data, (int)dec_ids->len,
+                         visual, &go, &gr, error);
+        out->text = g_strndup(gr.text->str, gr.text->len);
+        g_array_append_vals(out->ids, gr.ids->data, gr.ids->len);
+        out->stop_reason = gr.stop_reason;
+        out->logprob = gr.logprob;
+        out->score = gr.score;
+        out->prefill_ms = gr.prefill_ms;
+        out->decode_ms = gr.decode_ms;
+        out->tokens_per_s = gr.decode_ms > 0 ? gr.ids->len / (gr.decode_ms / 1000.0) : 0;
+        if (ok && gr.stop_reason == CL_STOP_MAX_LEN)
+            g_ptr_array_add(out->notices,
+                            g_strdup_printf("the description was cut at the model's context "
+                                            "length (%d positions)",
+                                            cfg->max_len));
+        cl_generate_result_clear(&gr);
+    }
+    g_free(visual);
+    g_array_unref(dec_ids);
+    if (!out->text)
+        out->text = g_strdup("");
+    return ok;
+}

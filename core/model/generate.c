@@ -1,1 +1,630 @@
-/* placeholder: being written */
+/* generate.c - greedy and beam search over cl_decoder_forward with KV caches; stop strings,
+ * limits, UTF-8-safe streaming and cancellation (see generate.h for the contract). */
+#include "generate.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "decoder.h"
+
+void cl_generate_options_init(ClGenerateOptions *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    opts->max_new_tokens = 256;
+    opts->beam_size = 1;
+    opts->length_penalty = 1.0;
+}
+
+const char *cl_stop_reason_name(ClStopReason r)
+{
+    switch (r) {
+    case CL_STOP_END_TOKEN:
+        return "end_token";
+    case CL_STOP_STRING:
+        return "stop_string";
+    case CL_STOP_MAX_TOKENS:
+        return "max_tokens";
+    case CL_STOP_MAX_LEN:
+        return "max_len";
+    case CL_STOP_CANCELLED:
+        return "cancelled";
+    }
+    return "unknown";
+}
+
+void cl_generate_result_init(ClGenerateResult *r)
+{
+    memset(r, 0, sizeof *r);
+    r->ids = g_array_new(FALSE, FALSE, sizeof(gint32));
+    r->text = g_string_new(NULL);
+}
+
+void cl_generate_result_clear(ClGenerateResult *r)
+{
+    if (r->ids)
+        g_array_unref(r->ids);
+    if (r->text)
+        g_string_free(r->text, TRUE);
+    memset(r, 0, sizeof *r);
+}
+
+static inline double ms_since(gint64 t0)
+{
+    return (g_get_monotonic_time() - t0) / 1000.0;
+}
+
+/* ---- vocabulary, log-probabilities -------------------------------------------------------- */
+
+typedef struct {
+    const ClModel *model;
+    int V;     /* logits per position (config vocab_size) */
+    int n_tok; /* ids the tokenizer knows: the only ones that may be generated */
+} Vocab;
+
+static inline gboolean allowed(const Vocab *v, int id)
+{
+    /* the NUL byte never: descriptions travel as C strings (JSON, the case database, the UI) */
+    return id > 0 && id < v->n_tok && id != CL_TOKEN_IMAGE && id != CL_TOKEN_PAD;
+}
+
+static inline gboolean is_end(gint32 id)
+{
+    return id == CL_TOKEN_IM_END || id == CL_TOKEN_ENDOFTEXT;
+}
+
+/* log(sum exp) over the allowed ids, in double so that logit - lse keeps the logits' order. */
+static double log_sum_exp(const Vocab *v, const float *logits)
+{
+    double mx = -INFINITY;
+    for (int i = 0; i < v->n_tok && i < v->V; i++)
+        if (allowed(v, i) && logits[i] > mx)
+            mx = logits[i];
+    if (!isfinite(mx))
+        return mx;
+    double s = 0;
+    for (int i = 0; i < v->n_tok && i < v->V; i++)
+        if (allowed(v, i))
+            s += exp((double)logits[i] - mx);
+    return mx + log(s);
+}
+
+/* Ids of the k largest allowed logits, largest first, ties to the lower id. Returns how many
+ * were found (< k only when fewer ids are allowed). */
+static int top_k(const Vocab *v, const float *logits, int k, gint32 *ids)
+{
+    int n = 0;
+    int lim = MIN(v->n_tok, v->V);
+    for (int i = 0; i < lim; i++) {
+        if (!allowed(v, i) || isnan(logits[i]))
+            continue;
+        if (n == k && !(logits[i] > logits[ids[n - 1]]))
+            continue;
+        int j = n < k ? n++ : n - 1;
+        while (j > 0 && logits[i] > logits[ids[j - 1]]) {
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        ids[j] = i;
+    }
+    return n;
+}
+
+/* ---- text, stop strings, streaming -------------------------------------------------------- */
+
+/* Appends the token's bytes; returns the position of the earliest stop string that the new bytes
+ * complete, or -1. Only matches ending in the new bytes are looked for (older text was checked). */
+static gssize append_and_find_stop(const ClModel *model, GString *text, gint32 id,
+                                   const char *const *stops)
+{
+    gsize old = text->len, len = 0;
+    const char *b = cl_tokenizer_token_bytes(model->tokenizer, id, &len);
+    if (b)
+        g_string_append_len(text, b, (gssize)len);
+    if (!stops)
+        return -1;
+    gssize best = -1;
+    for (int s = 0; stops[s]; s++) {
+        gsize L = strlen(stops[s]);
+        if (L == 0 || L > text->len)
+            continue;
+        gsize from = old >= L - 1 ? old - (L - 1) : 0;
+        const char *hit = memmem(text->str + from, text->len - from, stops[s], L);
+        if (hit && (best < 0 || hit - text->str < best))
+            best = hit - text->str;
+    }
+    return best;
+}
+
+/* Length of the longest suffix of text that is a proper prefix of a stop string: text that may
+ * still become a stop string and so must not be shown yet. */
+static gsize stop_holdback(const GString *text, const char *const *stops)
+{
+    gsize best = 0;
+    for (int s = 0; stops && stops[s]; s++) {
+        gsize L = strlen(stops[s]);
+        for (gsize k = MIN(L ? L - 1 : 0, text->len); k > best; k--)
+            if (memcmp(text->str + text->len - k, stops[s], k) == 0) {
+                best = k;
+                break;
+            }
+    }
+    return best;
+}
+
+/* The largest end <= `end` such that s[start, end) does not finish with an incomplete UTF-8
+ * sequence. Invalid bytes pass through (they will never complete). */
+static gsize utf8_safe_end(const char *s, gsize start, gsize end)
+{
+    for (gsize back = 1; back <= 4 && back <= end - start; back++) {
+        guchar c = (guchar)s[end - back];
+        if ((c & 0xC0) == 0x80)
+            continue;
+        gsize need = c >= 0xF8 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? end - back : end;
+    }
+    return end;
+}
+
+typedef struct {
+    ClTokenCallback cb;
+    gpointer data;
+    const char *const *stops;
+    gsize emitted; /* bytes of the text already passed on */
+} Emitter;
+
+static void emit_token(Emitter *e, gint32 id, const GString *text)
+{
+    if (!e->cb)
+        return;
+    gsize hold = stop_holdback(text, e->stops);
+    gsize end = text->len - hold;
+    end = MAX(end, e->emitted);
+    end = utf8_safe_end(text->str, e->emitted, end);
+    e->cb(id, text->str + e->emitted, end - e->emitted, e->data);
+    e->emitted = end;
+}
+
+static void emit_finish(Emitter *e, const GString *text)
+{
+    if (e->cb && e->emitted < text->len)
+        e->cb(-1, text->str + e->emitted, text->len - e->emitted, e->data);
+    e->emitted = text->len;
+}
+
+/* ---- greedy ------------------------------------------------------------------------------- */
+
+typedef struct {
+    ClBackend *be;
+    const ClModel *model;
+    const ClGenerateOptions *opts;
+    Vocab vocab;
+    int max_new;        /* tokens that may be generated */
+    ClStopReason limit; /* what max_new stands for */
+    int capacity;       /* cache positions */
+} Gen;
+
+static gboolean cancelled(const Gen *g, GError **error)
+{
+    return g_cancellable_set_error_if_cancelled(g->opts->cancellable, error);
+}
+
+static double finish_score(double logprob, int n, double lp)
+{
+    return n > 0 ? logprob / pow((double)n, lp) : logprob;
+}
+
+static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult *out,
+                       GError **error)
+{
+    const ClGenerateOptions *o = g->opts;
+    Emitter em = {o->on_token, o->user_data, o->stop_strings, 0};
+    gint64 t0 = g_get_monotonic_time();
+    gboolean ok = TRUE;
+    for (;;) {
+        gint32 id;
+        if (top_k(&g->vocab, logits, 1, &id) < 1) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "the decoder produced no usable logits (NaN)");
+            ok = FALSE;
+            break;
+        }
+        out->logprob += (double)logits[id] - log_sum_exp(&g->vocab, logits);
+        out->n_scored++;
+        if (is_end(id)) {
+            out->stop_reason = CL_STOP_END_TOKEN;
+            break;
+        }
+        g_array_append_val(out->ids, id);
+        gssize stop = append_and_find_stop(g->model, out->text, id, o->stop_strings);
+        if (stop >= 0) {
+            g_string_truncate(out->text, (gsize)stop);
+            out->stop_reason = CL_STOP_STRING;
+            emit_token(&em, id, out->text);
+            break;
+        }
+        emit_token(&em, id, out->text);
+        if ((int)out->ids->len >= g->max_new) {
+            out->stop_reason = g->limit;
+            break;
+        }
+        if (cancelled(g, error)) {
+            out->stop_reason = CL_STOP_CANCELLED;
+            ok = FALSE;
+            break;
+        }
+        if (!cl_decoder_forward(g->be, g->model, cache, &id, 1, NULL, logits, NULL, NULL, NULL,
+                                error)) {
+            ok = FALSE;
+            break;
+        }
+        out->n_steps++;
+    }
+    if (ok)
+        emit_finish(&em, out->text);
+    out->score = finish_score(out->logprob, out->n_scored, o->length_penalty);
+    out->decode_ms = ms_since(t0);
+    return ok;
+}
+
+/* ---- beam search -------------------------------------------------------------------------- */
+
+typedef struct {
+    GArray *ids; /* gint32 */
+    GString *text;
+    double logprob;
+    int n_scored;
+    ClStopReason reason; /* finished hypotheses */
+    ClKVCache *cache;    /* live hypotheses */
+    float *logits;       /* live: (V) for the next token */
+} Hyp;
+
+static Hyp *hyp_new(void)
+{
+    Hyp *h = g_new0(Hyp, 1);
+    h->ids = g_array_new(FALSE, FALSE, sizeof(gint32));
+    h->text = g_string_new(NULL);
+    return h;
+}
+
+static void hyp_free(Hyp *h)
+{
+    if (!h)
+        return;
+    g_array_unref(h->ids);
+    g_string_free(h->text, TRUE);
+    if (h->cache)
+        cl_kv_cache_free(h->cache);
+    g_free(h->logits);
+    g_free(h);
+}
+
+static Hyp *hyp_child(const Hyp *p, gint32 id, double lp)
+{
+    Hyp *h = hyp_new();
+    g_array_append_vals(h->ids, p->ids->data, p->ids->len);
+    g_string_append_len(h->text, p->text->str, (gssize)p->text->len);
+    h->logprob = p->logprob + lp;
+    h->n_scored = p->n_scored + 1;
+    (void)id;
+    return h;
+}
+
+typedef struct {
+    int parent;
+    gint32 id;
+    float logit;  /* tie-break: same parent, same score -> larger logit first */
+    double lp;    /* log-probability of id */
+    double score; /* parent's logprob + lp */
+} Cand;
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const Cand *x = a, *y = b;
+    if (x->score != y->score)
+        return x->score > y->score ? -1 : 1;
+    if (x->parent != y->parent)
+        return x->parent < y->parent ? -1 : 1;
+    if (x->logit != y->logit)
+        return x->logit > y->logit ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static ClKVCache *take_cache(Gen *g, GPtrArray *spare, GError **error)
+{
+    if (spare->len > 0)
+        return g_ptr_array_steal_index_fast(spare, spare->len - 1);
+    ClKVCache *c = cl_kv_cache_new(g->model, g->capacity);
+    if (!c)
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "not enough memory for another beam's KV cache (%d positions)", g->capacity);
+    return c;
+}
+
+static double hyp_score(const Hyp *h, double lp)
+{
+    return finish_score(h->logprob, h->n_scored, lp);
+}
+
+static void result_from_hyp(ClGenerateResult *out, const Hyp *h, double lp)
+{
+    g_array_set_size(out->ids, 0);
+    g_array_append_vals(out->ids, h->ids->data, h->ids->len);
+    g_string_assign(out->text, "");
+    g_string_append_len(out->text, h->text->str, (gssize)h->text->len);
+    out->logprob = h->logprob;
+    out->n_scored = h->n_scored;
+    out->score = hyp_score(h, lp);
+    out->stop_reason = h->reason;
+}
+
+/* Replays the chosen hypothesis through the emitter, so the callback sees what greedy decoding
+ * of the same tokens would have shown. */
+static void replay(const Gen *g, const ClGenerateResult *out)
+{
+    const ClGenerateOptions *o = g->opts;
+    if (!o->on_token)
+        return;
+    Emitter em = {o->on_token, o->user_data, o->stop_strings, 0};
+    GString *t = g_string_new(NULL);
+    for (guint i = 0; i < out->ids->len; i++) {
+        gint32 id = g_array_index(out->ids, gint32, i);
+        gsize len = 0;
+        const char *b = cl_tokenizer_token_bytes(g->model->tokenizer, id, &len);
+        if (b)
+            g_string_append_len(t, b, (gssize)len);
+        if (t->len > out->text->len) /* the stop string's token: cut as the search did */
+            g_string_truncate(t, out->text->len);
+        emit_token(&em, id, t);
+    }
+    emit_finish(&em, t);
+    g_string_free(t, TRUE);
+}
+
+static gboolean beam(Gen *g, ClKVCache *cache0, float *logits0, ClGenerateResult *out,
+                     GError **error)
+{
+    const ClGenerateOptions *o = g->opts;
+    const int B = o->beam_size, V = g->vocab.V;
+    const double lpen = o->length_penalty;
+    gint64 t0 = g_get_monotonic_time();
+    gboolean ok = TRUE;
+
+    GPtrArray *live = g_ptr_array_new_with_free_func((GDestroyNotify)hyp_free);
+    GPtrArray *done = g_ptr_array_new_with_free_func((GDestroyNotify)hyp_free);
+    GPtrArray *spare = g_ptr_array_new_with_free_func((GDestroyNotify)cl_kv_cache_free);
+    Hyp *root = hyp_new();
+    root->cache = cache0;
+    root->logits = logits0;
+    g_ptr_array_add(live, root);
+
+    Cand *cands = g_new(Cand, (gsize)B * B);
+    gint32 *top = g_new(gint32, B);
+
+    /* Every finished hypothesis keeps its slot: the live beams shrink to B - finished, and the
+     * search ends when none is left. With B = 1 this is exactly greedy decoding. */
+    while (live->len > 0) {
+        int slots = B - (int)done->len;
+        int nc = 0;
+        for (guint b = 0; b < live->len; b++) {
+            Hyp *h = g_ptr_array_index(live, b);
+            double lse = log_sum_exp(&g->vocab, h->logits);
+            int k = top_k(&g->vocab, h->logits, slots, top);
+            for (int j = 0; j < k; j++) {
+                Cand *c = &cands[nc++];
+                c->parent = (int)b;
+                c->id = top[j];
+                c->logit = h->logits[top[j]];
+                c->lp = (double)c->logit - lse;
+                c->score = h->logprob + c->lp;
+            }
+        }
+        if (nc == 0) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "the decoder produced no usable logits (NaN)");
+            ok = FALSE;
+            break;
+        }
+        qsort(cands, (gsize)nc, sizeof(Cand), cand_cmp);
+
+        GPtrArray *next = g_ptr_array_new_with_free_func((GDestroyNotify)hyp_free);
+        GArray *parents = g_array_new(FALSE, FALSE, sizeof(int));
+        for (int j = 0; j < MIN(nc, slots); j++) {
+            const Cand *c = &cands[j];
+            const Hyp *p = g_ptr_array_index(live, c->parent);
+            Hyp *h = hyp_child(p, c->id, c->lp);
+            if (is_end(c->id)) {
+                h->reason = CL_STOP_END_TOKEN;
+                g_ptr_array_add(done, h);
+                continue;
+            }
+            g_array_append_val(h->ids, c->id);
+            gssize stop = append_and_find_stop(g->model, h->text, c->id, o->stop_strings);
+            if (stop >= 0) {
+                g_string_truncate(h->text, (gsize)stop);
+                h->reason = CL_STOP_STRING;
+                g_ptr_array_add(done, h);
+            } else if ((int)h->ids->len >= g->max_new) {
+                h->reason = g->limit;
+                g_ptr_array_add(done, h);
+            } else {
+                g_ptr_array_add(next, h);
+                g_array_append_val(parents, c->parent);
+            }
+        }
+
+        /* Caches: a child takes its parent's cache when it is the first to claim it, else a
+         * copy (made before any cache moves on); parents without children free theirs. */
+        gboolean *claimed = g_new0(gboolean, live->len);
+        for (guint j = 0; j < next->len; j++) {
+            int pi = g_array_index(parents, int, j);
+            Hyp *p = g_ptr_array_index(live, pi);
+            Hyp *h = g_ptr_array_index(next, j);
+            if (!claimed[pi]) {
+                claimed[pi] = TRUE;
+                h->cache = p->cache;
+                h->logits = p->logits; /* reused as this child's output buffer */
+            }
+        }
+        for (guint j = 0; ok && j < next->len; j++) {
+            Hyp *h = g_ptr_array_index(next, j);
+            if (h->cache)
+                continue;
+            Hyp *p = g_ptr_array_index(live, g_array_index(parents, int, j));
+            h->cache = take_cache(g, spare, error);
+            if (!h->cache) {
+                ok = FALSE;
+                break;
+            }
+            cl_kv_cache_copy_from(h->cache, p->cache);
+            h->logits = g_new(float, V);
+        }
+        for (guint b = 0; b < live->len; b++) {
+            Hyp *p = g_ptr_array_index(live, b);
+            if (claimed[b]) {
+                p->cache = NULL; /* moved to a child */
+                p->logits = NULL;
+            } else if (p->cache) {
+                g_ptr_array_add(spare, p->cache);
+                p->cache = NULL;
+            }
+        }
+        g_free(claimed);
+        g_array_unref(parents);
+        g_ptr_array_unref(live);
+        live = next;
+        if (!ok)
+            break;
+
+        for (guint j = 0; j < live->len; j++) {
+            Hyp *h = g_ptr_array_index(live, j);
+            if (cancelled(g, error)) {
+                ok = FALSE;
+                break;
+            }
+            gint32 id = g_array_index(h->ids, gint32, h->ids->len - 1);
+            if (!cl_decoder_forward(g->be, g->model, h->cache, &id, 1, NULL, h->logits, NULL, NULL,
+                                    NULL, error)) {
+                ok = FALSE;
+                break;
+            }
+            out->n_steps++;
+        }
+        if (!ok)
+            break;
+    }
+
+    /* The best finished hypothesis by length-normalised score (earlier wins ties); when
+     * cancelled or failed, the best of everything so far. */
+    const Hyp *best = NULL;
+    double best_s = -INFINITY;
+    for (int pass = 0; pass < 2; pass++) {
+        GPtrArray *set = pass == 0 ? done : live;
+        if (pass == 1 && ok)
+            break;
+        for (guint i = 0; i < set->len; i++) {
+            const Hyp *h = g_ptr_array_index(set, i);
+            double s = hyp_score(h, lpen);
+            if (!best || s > best_s) {
+                best = h;
+                best_s = s;
+            }
+        }
+    }
+    if (best) {
+        result_from_hyp(out, best, lpen);
+        if (!ok)
+            out->stop_reason = CL_STOP_CANCELLED;
+    }
+    if (ok)
+        replay(g, out);
+
+    g_free(cands);
+    g_free(top);
+    g_ptr_array_unref(live);
+    g_ptr_array_unref(done);
+    g_ptr_array_unref(spare);
+    out->decode_ms = ms_since(t0);
+    return ok;
+}
+
+/* ---- entry -------------------------------------------------------------------------------- */
+
+gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, int n_prompt,
+                     const float *visual, const ClGenerateOptions *opts, ClGenerateResult *out,
+                     GError **error)
+{
+    g_return_val_if_fail(be != NULL && model != NULL && out != NULL, FALSE);
+    g_return_val_if_fail(prompt != NULL || n_prompt == 0, FALSE);
+    ClGenerateOptions defaults;
+    if (!opts) {
+        cl_generate_options_init(&defaults);
+        opts = &defaults;
+    }
+    cl_generate_result_init(out);
+    out->n_prompt = n_prompt;
+
+    const ClModelConfig *cfg = &model->config;
+    if (n_prompt < 1) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "the prompt is empty");
+        return FALSE;
+    }
+    if (n_prompt >= cfg->max_len) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "the prompt is %d positions long (image tokens included) but the model's "
+                    "context holds %d: nothing can be generated; use fewer or smaller images or "
+                    "a shorter prompt",
+                    n_prompt, cfg->max_len);
+        return FALSE;
+    }
+    if (opts->beam_size < 1 || opts->beam_size > 64) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "beam size %d is out of range (1 to 64)", opts->beam_size);
+        return FALSE;
+    }
+
+    Gen g = {.be = be, .model = model, .opts = opts};
+    g.vocab.model = model;
+    g.vocab.V = cfg->vocab_size;
+    g.vocab.n_tok = MIN(cl_tokenizer_vocab_size(model->tokenizer), cfg->vocab_size);
+    /* the k-th generated token sits at position n_prompt + k - 1 */
+    int room = cfg->max_len - n_prompt;
+    if (opts->max_new_tokens > 0 && opts->max_new_tokens <= room) {
+        g.max_new = opts->max_new_tokens;
+        g.limit = CL_STOP_MAX_TOKENS;
+    } else {
+        g.max_new = room;
+        g.limit = CL_STOP_MAX_LEN;
+    }
+    g.capacity = n_prompt + g.max_new;
+
+    if (g_cancellable_set_error_if_cancelled(opts->cancellable, error)) {
+        out->stop_reason = CL_STOP_CANCELLED;
+        return FALSE;
+    }
+    ClKVCache *cache = cl_kv_cache_new(model, g.capacity);
+    float *logits = g_try_new(float, g.vocab.V);
+    if (!cache || !logits) {
+        if (cache)
+            cl_kv_cache_free(cache);
+        g_free(logits);
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "not enough memory for a KV cache of %d positions", g.capacity);
+        return FALSE;
+    }
+    gint64 t0 = g_get_monotonic_time();
+    if (!cl_decoder_forward(be, model, cache, prompt, n_prompt, visual, logits, NULL, NULL, NULL,
+                            error)) {
+        cl_kv_cache_free(cache);
+        g_free(logits);
+        return FALSE;
+    }
+    out->prefill_ms = ms_since(t0);
+
+    if (opts->beam_size == 1) {
+        gboolean ok = greedy(&g, cache, logits, out, error);
+        cl_kv_cache_free(cache);
+        g_free(logits);
+        return ok;
+    }
+    return beam(&g, cache, logits, out, error); /* takes cache and logits */
+}

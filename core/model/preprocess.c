@@ -1,1 +1,248 @@
-/* placeholder: being written */
+/* preprocess.c - a ClImage frame -> the model input [C, S, S] (docs/MODEL.md §2): display
+ * transform, channels, letterbox (area average down, bilinear up), normalisation. */
+#include "preprocess.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "config.h"
+
+void cl_letterbox_init(ClLetterbox *lb, guint width, guint height, int size)
+{
+    memset(lb, 0, sizeof *lb);
+    lb->size = size;
+    lb->src_width = MAX(width, 1u);
+    lb->src_height = MAX(height, 1u);
+    double s = MIN((double)size / lb->src_width, (double)size / lb->src_height);
+    /* the longer side fills the input exactly; the other is rounded to whole pixels */
+    lb->content_w = lb->src_width >= lb->src_height ? size : (int)lround(lb->src_width * s);
+    lb->content_h = lb->src_height >= lb->src_width ? size : (int)lround(lb->src_height * s);
+    lb->content_w = CLAMP(lb->content_w, 1, size);
+    lb->content_h = CLAMP(lb->content_h, 1, size);
+    lb->off_x = (size - lb->content_w) / 2;
+    lb->off_y = (size - lb->content_h) / 2;
+    lb->scale_x = (double)lb->content_w / lb->src_width;
+    lb->scale_y = (double)lb->content_h / lb->src_height;
+}
+
+void cl_letterbox_image_to_model(const ClLetterbox *lb, double x, double y, double *mx, double *my)
+{
+    *mx = lb->off_x + x * lb->scale_x;
+    *my = lb->off_y + y * lb->scale_y;
+}
+
+void cl_letterbox_model_to_image(const ClLetterbox *lb, double mx, double my, double *x, double *y)
+{
+    *x = (mx - lb->off_x) / lb->scale_x;
+    *y = (my - lb->off_y) / lb->scale_y;
+}
+
+/* ---- separable resampling ------------------------------------------------------------------- */
+
+/* One axis: output o reads n[o] consecutive sources from first[o] with weights w[o*stride ...]
+ * (weights sum to 1). */
+typedef struct {
+    int *first, *n;
+    float *w;
+    int stride;
+} Taps;
+
+static void taps_clear(Taps *t)
+{
+    g_free(t->first);
+    g_free(t->n);
+    g_free(t->w);
+}
+
+static void taps_init(Taps *t, int n_in, int n_out)
+{
+    t->first = g_new(int, n_out);
+    t->n = g_new0(int, n_out);
+    if (n_out < n_in) {
+        /* area average: output o covers [o * r, (o + 1) * r) in source pixels */
+        double r = (double)n_in / n_out;
+        t->stride = (int)ceil(r) + 1;
+        t->w = g_new0(float, (gsize)n_out * t->stride);
+        for (int o = 0; o < n_out; o++) {
+            double a = o * r, b = MIN((o + 1) * r, (double)n_in);
+            int i0 = (int)floor(a), i1 = MIN((int)ceil(b), n_in);
+            t->first[o] = i0;
+            double sum = 0;
+            for (int i = i0; i < i1; i++) {
+                double cover = MIN(b, i + 1.0) - MAX(a, (double)i);
+                t->w[(gsize)o * t->stride + (i - i0)] = (float)MAX(cover, 0.0);
+                sum += MAX(cover, 0.0);
+            }
+            t->n[o] = i1 - i0;
+            for (int k = 0; k < t->n[o]; k++)
+                t->w[(gsize)o * t->stride + k] = (float)(t->w[(gsize)o * t->stride + k] / sum);
+        }
+    } else {
+        /* bilinear, half-pixel centres, clamped at the edges */
+        t->stride = 2;
+        t->w = g_new0(float, (gsize)n_out * 2);
+        double r = (double)n_in / n_out;
+        for (int o = 0; o < n_out; o++) {
+            double s = (o + 0.5) * r - 0.5;
+            if (s <= 0) {
+                t->first[o] = 0, t->n[o] = 1, t->w[o * 2] = 1;
+            } else if (s >= n_in - 1) {
+                t->first[o] = n_in - 1, t->n[o] = 1, t->w[o * 2] = 1;
+            } else {
+                int i0 = (int)floor(s);
+                float f = (float)(s - i0);
+                t->first[o] = i0;
+                t->n[o] = f > 0 ? 2 : 1;
+                t->w[o * 2] = 1 - f;
+                t->w[o * 2 + 1] = f;
+            }
+        }
+    }
+}
+
+void cl_preprocess_resize(const float *src, int c, int sw, int sh, float *dst, int dw, int dh)
+{
+    g_return_if_fail(src && dst && c > 0 && sw > 0 && sh > 0 && dw > 0 && dh > 0);
+    Taps tx, ty;
+    taps_init(&tx, sw, dw);
+    taps_init(&ty, sh, dh);
+    float *tmp = g_new(float, (gsize)sh *dw); /* one plane after the horizontal pass */
+    for (int ch = 0; ch < c; ch++) {
+        const float *p = src + (gsize)ch * sw * sh;
+        for (int y = 0; y < sh; y++)
+            for (int x = 0; x < dw; x++) {
+                const float *row = p + (gsize)y * sw + tx.first[x];
+                const float *w = tx.w + (gsize)x * tx.stride;
+                float acc = 0;
+                for (int k = 0; k < tx.n[x]; k++)
+                    acc += w[k] * row[k];
+                tmp[(gsize)y * dw + x] = acc;
+            }
+        float *q = dst + (gsize)ch * dw * dh;
+        for (int y = 0; y < dh; y++) {
+            const float *w = ty.w + (gsize)y * ty.stride;
+            for (int x = 0; x < dw; x++) {
+                float acc = 0;
+                for (int k = 0; k < ty.n[y]; k++)
+                    acc += w[k] * tmp[(gsize)(ty.first[y] + k) * dw + x];
+                q[(gsize)y * dw + x] = acc;
+            }
+        }
+    }
+    g_free(tmp);
+    taps_clear(&tx);
+    taps_clear(&ty);
+}
+
+/* ---- display values ------------------------------------------------------------------------- */
+
+static guint8 *render(const ClImage *img, guint frame, const ClDisplaySettings *s, GError **error)
+{
+    g_return_val_if_fail(img != NULL, NULL);
+    if (frame >= cl_image_n_frames(img)) {
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID,
+                    "frame %u does not exist (the image has %u)", frame + 1,
+                    cl_image_n_frames(img));
+        return NULL;
+    }
+    ClDisplaySettings def;
+    if (!s) {
+        cl_display_settings_init(&def, img, frame);
+        s = &def;
+    }
+    return cl_display_render_rgba(img, frame, s, error);
+}
+
+float *cl_preprocess_display(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                             GError **error)
+{
+    g_autofree guint8 *rgba = render(img, frame, s, error);
+    if (!rgba)
+        return NULL;
+    gsize n = (gsize)img->width * img->height;
+    float *out = g_try_malloc(n * 3 * sizeof(float));
+    if (!out) {
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
+                    "not enough memory for %u × %u display values", img->width, img->height);
+        return NULL;
+    }
+    for (gsize i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++)
+            out[k * n + i] = rgba[i * 4 + k] / 255.0f;
+    return out;
+}
+
+gboolean cl_preprocess_image(const ClImage *img, guint frame, const ClDisplaySettings *s, int size,
+                             int channels, float *out, ClLetterbox *lb, GError **error)
+{
+    g_return_val_if_fail(img != NULL && out != NULL, FALSE);
+    if (size < 1 || size > CL_CONFIG_MAX_IMAGE || (channels != 1 && channels != 3)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "cannot make a %d-channel %d × %d model input", channels, size, size);
+        return FALSE;
+    }
+    g_autofree guint8 *rgba = render(img, frame, s, error);
+    if (!rgba)
+        return FALSE;
+
+    ClLetterbox box;
+    cl_letterbox_init(&box, img->width, img->height, size);
+    if (lb)
+        *lb = box;
+    const int W = (int)img->width, H = (int)img->height;
+    const int cw = box.content_w, chh = box.content_h;
+    const gboolean grey = img->layout == CL_LAYOUT_GREY || img->layout == CL_LAYOUT_GREY_ALPHA;
+
+    /* Horizontal pass straight from the 8-bit render (a full-size float copy of a large image
+     * would cost 12 bytes a pixel), then the vertical pass. */
+    Taps tx, ty;
+    taps_init(&tx, W, cw);
+    taps_init(&ty, H, chh);
+    float *tmp = g_try_malloc((gsize)H * cw * channels * sizeof(float));
+    if (!tmp) {
+        taps_clear(&tx);
+        taps_clear(&ty);
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
+                    "not enough memory to resize %u × %u pixels", img->width, img->height);
+        return FALSE;
+    }
+    for (int y = 0; y < H; y++) {
+        const guint8 *row = rgba + (gsize)y * W * 4;
+        for (int x = 0; x < cw; x++) {
+            const float *w = tx.w + (gsize)x * tx.stride;
+            float acc[3] = {0, 0, 0};
+            for (int k = 0; k < tx.n[x]; k++) {
+                const guint8 *px = row + (gsize)(tx.first[x] + k) * 4;
+                for (int c = 0; c < 3; c++)
+                    acc[c] += w[k] * (px[c] / 255.0f);
+            }
+            if (channels == 3) {
+                for (int c = 0; c < 3; c++)
+                    tmp[((gsize)c * H + y) * cw + x] = acc[c];
+            } else {
+                tmp[(gsize)y * cw + x] =
+                    grey ? acc[0] : 0.299f * acc[0] + 0.587f * acc[1] + 0.114f * acc[2];
+            }
+        }
+    }
+    /* padding is 0 after normalisation, i.e. mid grey */
+    memset(out, 0, (gsize)channels * size * size * sizeof(float));
+    for (int c = 0; c < channels; c++) {
+        const float *p = tmp + (gsize)c * H * cw;
+        float *q = out + (gsize)c * size * size;
+        for (int y = 0; y < chh; y++) {
+            const float *w = ty.w + (gsize)y * ty.stride;
+            float *qrow = q + (gsize)(box.off_y + y) * size + box.off_x;
+            for (int x = 0; x < cw; x++) {
+                float acc = 0;
+                for (int k = 0; k < ty.n[y]; k++)
+                    acc += w[k] * p[(gsize)(ty.first[y] + k) * cw + x];
+                qrow[x] = (acc - 0.5f) / 0.5f;
+            }
+        }
+    }
+    g_free(tmp);
+    taps_clear(&tx);
+    taps_clear(&ty);
+    return TRUE;
+}

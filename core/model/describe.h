@@ -1,0 +1,85 @@
+/* describe.h - the whole describe pipeline for an image sequence: preprocess, stateful encoding,
+ * the domain's chat conversation, prefill with the visual tokens, generation, heatmaps. */
+#pragma once
+
+#include <gio/gio.h>
+#include <glib.h>
+
+#include "backend.h"
+#include "chat.h"
+#include "generate.h"
+#include "heatmap.h"
+#include "image.h"
+#include "model.h"
+#include "preprocess.h"
+
+G_BEGIN_DECLS
+
+/* One image of the sequence: a frame of a loaded image (borrowed for the call). */
+typedef struct {
+    const ClImage *image;
+    guint frame;
+} ClDescribeImage;
+
+typedef struct {
+    gboolean auto_domain;  /* pick the conversation with cl_describe_detect_domain (default) */
+    ClChatDomain domain;   /* used when auto_domain is FALSE */
+    const char *question;  /* replaces the domain's final question; NULL or "" = the domain's */
+    int max_new_tokens;    /* see ClGenerateOptions (default 256) */
+    int beam_size;         /* 1 = greedy (default) */
+    double length_penalty; /* 1.0 */
+    const char *const *stop_strings; /* besides the end tokens and the texts <|im_start|>,
+                                      * <|im_end|>, <|endoftext|> (always stops); NULL-terminated,
+                                      * may be NULL */
+    gboolean heatmaps;               /* heat grids for every image after the first (default TRUE) */
+    gboolean delta; /* heat grids from the Δ map (a second encoder pass per image) instead
+                     * of the update norms */
+    ClTokenCallback on_token; /* streaming, see generate.h; may be NULL */
+    gpointer user_data;
+    GCancellable *cancellable; /* checked between images and at every decoder step */
+} ClDescribeOptions;
+
+void cl_describe_options_init(ClDescribeOptions *opts);
+
+typedef struct {
+    char *text;  /* the description (UTF-8 as generated; may be invalid if the model
+                  * produced invalid bytes) */
+    GArray *ids; /* gint32: the generated tokens (see ClGenerateResult) */
+    ClStopReason stop_reason;
+    double logprob, score;
+    ClChatDomain domain;    /* the conversation used */
+    char *prompt_text;      /* the prompt as ChatML text, <image> tags included */
+    int n_prompt;           /* decoder positions of the prompt (visual tokens included) */
+    int n_visual_per_image; /* M */
+    guint n_images;
+    ClLetterbox *letterbox; /* (n_images): how each image sits in the model input */
+    GPtrArray *heatmaps;    /* ClHeatmap*, one per image after the first, in order
+                             * (image_index 1, 2, ...); empty when not asked for */
+    /* timings, milliseconds */
+    double load_ms;       /* not measured here: for the caller (model + images) */
+    double preprocess_ms; /* all images */
+    double *encode_ms;    /* (n_images) each image's encoder pass(es) */
+    double prefill_ms;    /* the prompt through the decoder */
+    double decode_ms;     /* generation after the prefill */
+    double tokens_per_s;  /* generated tokens / decode time (0 when none) */
+    GPtrArray *notices;   /* char*: one-line notes for the user (device fallback, upscaled
+                           * images, ...); the caller may add its own */
+} ClDescribeResult;
+
+void cl_describe_result_clear(ClDescribeResult *r);
+
+/* The conversation for a sequence, from its first image: RADIOGRAPH for a DICOM whose modality
+ * is a projection radiograph (CR, DX, DR, RG, or the modality text says "radiograph"); AERIAL for
+ * a GeoTIFF or an image with GPS/geo metadata; EDITS for 8-bit colour photos (PNG, JPEG, WebP,
+ * BMP, GIF, TIFF without geo tags) — the edited-photo use case; GENERIC otherwise. */
+ClChatDomain cl_describe_detect_domain(const ClImage *first);
+
+/* Runs the pipeline on n_images (>= 2) frames in sequence order. `out` is initialised by the
+ * call (clear it after either outcome; on failure it holds what was done). FALSE + error when an
+ * image cannot be preprocessed, the prompt does not fit the model's context, the decoder fails,
+ * or the cancellable fires (G_IO_ERROR_CANCELLED). */
+gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeImage *images,
+                         guint n_images, const ClDescribeOptions *opts, ClDescribeResult *out,
+                         GError **error);
+
+G_END_DECLS

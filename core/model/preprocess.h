@@ -1,0 +1,55 @@
+/* preprocess.h - a ClImage frame -> the model's input tensor [C, S, S] (docs/MODEL.md §2), and the
+ * letterbox geometry that maps the model grid back onto the image (for the heatmaps). */
+#pragma once
+
+#include <glib.h>
+
+#include "display.h"
+#include "image.h"
+
+G_BEGIN_DECLS
+
+/* Where the image sits inside the S × S model input. Coordinates are continuous with pixel
+ * corners on integers: image point (x, y), 0 <= x <= src_width, lands on model point
+ * (off_x + x * scale_x, off_y + y * scale_y). scale_x and scale_y differ only by the rounding of
+ * the content size to whole model pixels. */
+typedef struct {
+    int size;        /* S */
+    guint src_width; /* the original frame */
+    guint src_height;
+    int off_x, off_y;         /* model pixel of the image's left / top edge */
+    int content_w, content_h; /* model pixels covered by the image (the rest is padding) */
+    double scale_x, scale_y;  /* content_w / src_width, content_h / src_height */
+} ClLetterbox;
+
+/* Letterbox of a width × height image into size × size: scaled to fit with the aspect kept
+ * (content sizes rounded to whole pixels, at least 1), centred (odd remainders put the extra
+ * padding pixel right / below). */
+void cl_letterbox_init(ClLetterbox *lb, guint width, guint height, int size);
+/* Image point -> model input point, and back (continuous coordinates, see above). */
+void cl_letterbox_image_to_model(const ClLetterbox *lb, double x, double y, double *mx, double *my);
+void cl_letterbox_model_to_image(const ClLetterbox *lb, double mx, double my, double *x, double *y);
+
+/* Separable resampling of planar float images (c planes of sw × sh) to dw × dh: per axis an
+ * area average (box filter with fractional coverage) when that axis shrinks, bilinear with
+ * half-pixel centres (edges clamped) when it grows or keeps its size (identity then). */
+void cl_preprocess_resize(const float *src, int c, int sw, int sh, float *dst, int dw, int dh);
+
+/* The frame's display values in [0, 1] as 3 planes (R, G, B) of width × height floats (newly
+ * allocated): the display transform of core/image/display.h with settings s (NULL: the frame's
+ * defaults from cl_display_settings_init — DICOM window/level preset, 16-bit and multi-band
+ * stretch), alpha dropped, grey replicated. Values are the 8-bit display levels / 255, so the
+ * model sees exactly what the viewer shows (and what 8-bit training images hold). NaN/Inf
+ * samples (float "no data") become 0. */
+float *cl_preprocess_display(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                             GError **error);
+
+/* The model input for one frame: display values (above), to `channels` planes (3: R, G, B;
+ * 1: grey images' value, colour images' BT.601 luma), letterboxed into size × size
+ * (cl_preprocess_resize for the content), normalised v' = (v - 0.5) / 0.5, padding 0.
+ * out: channels * size * size floats, caller-allocated. lb (may be NULL) receives the geometry.
+ * FALSE + error for a bad frame, size or channel count. */
+gboolean cl_preprocess_image(const ClImage *img, guint frame, const ClDisplaySettings *s, int size,
+                             int channels, float *out, ClLetterbox *lb, GError **error);
+
+G_END_DECLS
