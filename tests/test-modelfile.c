@@ -1193,6 +1193,43 @@ static void test_cli(void)
     g_assert_nonnull(strstr(e, "small.json"));
 }
 
+/* Escapes JSON does not have (json-glib takes octal ones) must not smuggle non-UTF-8 bytes into
+ * names and messages; found by fuzzing. Every message must be valid UTF-8. */
+static void test_safetensors_json_escapes(void)
+{
+    const char *headers[] = {
+        "{\"__metadat0922\\372036854775806ormat\":\"1\"}", /* octal escape */
+        "{\"a\\x41\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+        "{\"a\\ud800\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+        "{\"a\\udc00x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}",
+        "{\"a\\u12\":{}}",
+        "{\"a\tb\":{}}",
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(headers); i++) {
+        gsize hl = strlen(headers[i]);
+        g_autofree guint8 *buf = g_malloc0(8 + hl);
+        for (int b = 0; b < 8; b++)
+            buf[b] = (guint8)((guint64)hl >> (8 * b));
+        memcpy(buf + 8, headers[i], hl);
+        g_autoptr(GError) err = NULL;
+        g_autoptr(ClSafetensors) st = cl_safetensors_parse(buf, 8 + hl, &err);
+        g_assert_null(st);
+        g_assert_nonnull(err);
+        g_test_message("%s", err->message);
+        g_assert_true(g_utf8_validate(err->message, -1, NULL));
+    }
+    /* a proper surrogate pair is fine */
+    const char *good = "{\"a\\ud83d\\ude00\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+    gsize hl = strlen(good);
+    g_autofree guint8 *buf = g_malloc0(8 + hl);
+    buf[0] = (guint8)hl;
+    memcpy(buf + 8, good, hl);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClSafetensors) st = cl_safetensors_parse(buf, 8 + hl, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(cl_safetensors_get(st, "a\xf0\x9f\x98\x80"));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1204,6 +1241,7 @@ int main(int argc, char **argv)
     g_test_add_func("/modelfile/specs", test_specs);
     g_test_add_func("/modelfile/safetensors/roundtrip", test_safetensors_roundtrip);
     g_test_add_func("/modelfile/safetensors/malformed", test_safetensors_malformed);
+    g_test_add_func("/modelfile/safetensors/json-escapes", test_safetensors_json_escapes);
     g_test_add_func("/modelfile/model/random-init", test_random_init);
     g_test_add_func("/modelfile/model/save-load", test_save_load);
     g_test_add_func("/modelfile/model/file-errors", test_model_file_errors);

@@ -77,6 +77,22 @@ static gsize count_members(JsonNode *node)
     return n;
 }
 
+/* Four hex digits at text[at..at+4) into *cp. */
+static gboolean json_hex4(const char *text, gsize n, gsize at, guint *cp)
+{
+    if (at + 4 > n)
+        return FALSE;
+    guint v = 0;
+    for (gsize k = at; k < at + 4; k++) {
+        int d = g_ascii_xdigit_value(text[k]);
+        if (d < 0)
+            return FALSE;
+        v = v * 16 + (guint)d;
+    }
+    *cp = v;
+    return TRUE;
+}
+
 JsonNode *cl_json_parse_strict(const char *text, gssize len, int code, GError **error)
 {
     g_return_val_if_fail(text != NULL || len == 0, NULL);
@@ -102,14 +118,47 @@ JsonNode *cl_json_parse_strict(const char *text, gssize len, int code, GError **
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',') {
             continue;
         } else if (c == '"') {
-            for (i++; i < n && text[i] != '"'; i++)
-                if (text[i] == '\\' && i + 1 < n) {
-                    if (text[i + 1] == 'u' && i + 5 < n && memcmp(text + i + 2, "0000", 4) == 0) {
-                        g_set_error(error, CL_MODEL_ERROR, code, "JSON string contains \\u0000");
+            for (i++; i < n && text[i] != '"'; i++) {
+                if ((guchar)text[i] < 0x20) {
+                    g_set_error(error, CL_MODEL_ERROR, code,
+                                "JSON string contains a raw control character");
+                    return NULL;
+                }
+                if (text[i] != '\\')
+                    continue;
+                /* JSON's escapes only: json-glib also takes octal and other escapes that can
+                 * smuggle bytes that are not UTF-8 into names and messages */
+                char e = i + 1 < n ? text[i + 1] : 0;
+                if (e && strchr("\"\\/bfnrt", e)) {
+                    i++;
+                    continue;
+                }
+                guint cp = 0;
+                if (e != 'u' || !json_hex4(text, n, i + 2, &cp)) {
+                    g_set_error(error, CL_MODEL_ERROR, code, "JSON string has an invalid escape");
+                    return NULL;
+                }
+                if (cp == 0) {
+                    g_set_error(error, CL_MODEL_ERROR, code, "JSON string contains \\u0000");
+                    return NULL;
+                }
+                i += 5;
+                if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    g_set_error(error, CL_MODEL_ERROR, code,
+                                "JSON string has an unpaired surrogate escape");
+                    return NULL;
+                }
+                if (cp >= 0xD800 && cp <= 0xDBFF) {
+                    guint lo = 0;
+                    if (i + 2 >= n || text[i + 1] != '\\' || text[i + 2] != 'u' ||
+                        !json_hex4(text, n, i + 3, &lo) || lo < 0xDC00 || lo > 0xDFFF) {
+                        g_set_error(error, CL_MODEL_ERROR, code,
+                                    "JSON string has an unpaired surrogate escape");
                         return NULL;
                     }
-                    i++;
+                    i += 6;
                 }
+            }
         } else if (c == '{' || c == '[') {
             if (++depth > JSON_MAX_DEPTH) {
                 g_set_error(error, CL_MODEL_ERROR, code, "JSON nested deeper than %d levels",
