@@ -1,1 +1,299 @@
-/* placeholder: being written */
+/* decoder.c - the Llama-style causal decoder over a KV cache (docs/MODEL.md §4): chunked
+ * prefill with sgemm attention, single-position decode steps with fused attention. */
+#include "decoder.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Positions per pass through the layers: bounds the workspace (activations and the attention
+ * scores) however long the prompt. A call with a tap runs as one chunk (the taps are whole). */
+#define CHUNK 256
+
+struct _ClKVCache {
+    int depth, capacity, len;
+    int kv_dim;         /* Hkv · hd */
+    int e, f, heads, kv_heads, hd, vocab;
+    float *k, *v;       /* (depth, capacity, kv_dim) */
+
+    /* workspace for `rows` positions at a time, grown on demand */
+    const struct cl_backend_ops *ops;
+    int rows;
+    float *arena;
+    float *x;           /* (rows, E) the stream */
+    float *h;           /* (rows, E) normalised */
+    float *q;           /* (rows, Hq·hd) */
+    float *att;         /* (rows, Hq·hd) */
+    float *proj;        /* (rows, E) */
+    float *gate, *up;   /* (rows, F) */
+    float *scores;      /* attention scratch for (rows, capacity) */
+    float *rope_cos;    /* (rows, hd/2) */
+    float *rope_sin;
+};
+
+static gboolean same_model(const ClKVCache *c, const ClModelConfig *cfg)
+{
+    return c->depth == cfg->dec_depth && c->e == cfg->dec_dim && c->f == cfg->dec_mlp &&
+           c->heads == cfg->dec_heads && c->kv_heads == cfg->dec_kv_heads &&
+           c->vocab == cfg->vocab_size;
+}
+
+ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity)
+{
+    g_return_val_if_fail(model != NULL, NULL);
+    g_return_val_if_fail(capacity >= 1 && capacity <= CL_CONFIG_MAX_LEN, NULL);
+    const ClModelConfig *cfg = &model->config;
+    ClKVCache *c = g_new0(ClKVCache, 1);
+    c->depth = cfg->dec_depth;
+    c->capacity = capacity;
+    c->e = cfg->dec_dim;
+    c->f = cfg->dec_mlp;
+    c->heads = cfg->dec_heads;
+    c->kv_heads = cfg->dec_kv_heads;
+    c->hd = cfg->dec_dim / cfg->dec_heads;
+    c->kv_dim = c->kv_heads * c->hd;
+    c->vocab = cfg->vocab_size;
+    size_t n = 0;
+    if (!g_size_checked_mul(&n, (size_t)c->depth, (size_t)capacity) ||
+        !g_size_checked_mul(&n, n, (size_t)c->kv_dim) ||
+        !g_size_checked_mul(&n, n, sizeof(float)) || !(c->k = g_try_malloc(n)) ||
+        !(c->v = g_try_malloc(n))) {
+        g_free(c->k);
+        g_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int cl_kv_cache_len(const ClKVCache *cache)
+{
+    g_return_val_if_fail(cache != NULL, 0);
+    return cache->len;
+}
+
+int cl_kv_cache_capacity(const ClKVCache *cache)
+{
+    g_return_val_if_fail(cache != NULL, 0);
+    return cache->capacity;
+}
+
+void cl_kv_cache_truncate(ClKVCache *cache, int len)
+{
+    g_return_if_fail(cache != NULL);
+    if (len >= 0 && len < cache->len)
+        cache->len = len;
+}
+
+void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
+{
+    g_return_if_fail(dst != NULL && src != NULL);
+    g_return_if_fail(dst->depth == src->depth && dst->kv_dim == src->kv_dim &&
+                     dst->e == src->e && dst->vocab == src->vocab);
+    g_return_if_fail(dst->capacity >= src->len);
+    if (dst == src)
+        return;
+    size_t row = (size_t)src->kv_dim * sizeof(float);
+    for (int l = 0; l < src->depth; l++) {
+        memcpy(dst->k + (size_t)l * dst->capacity * dst->kv_dim,
+               src->k + (size_t)l * src->capacity * src->kv_dim, row * src->len);
+        memcpy(dst->v + (size_t)l * dst->capacity * dst->kv_dim,
+               src->v + (size_t)l * src->capacity * src->kv_dim, row * src->len);
+    }
+    dst->len = src->len;
+}
+
+void cl_kv_cache_free(ClKVCache *cache)
+{
+    if (!cache)
+        return;
+    g_free(cache->k);
+    g_free(cache->v);
+    g_free(cache->arena);
+    g_free(cache);
+}
+
+/* total += a·b floats (64-byte aligned views), FALSE on overflow */
+static gboolean add_floats(size_t *total, size_t a, size_t b)
+{
+    size_t p;
+    if (!g_size_checked_mul(&p, a, b))
+        return FALSE;
+    p = (p + 15) & ~(size_t)15;
+    return g_size_checked_add(total, *total, p);
+}
+
+static gboolean layout(ClKVCache *c, ClBackend *be, int rows, float *arena, size_t *total)
+{
+    size_t R = (size_t)rows, E = c->e, Q = (size_t)c->heads * c->hd, F = c->f;
+    struct {
+        float **view;
+        size_t a, b;
+    } parts[] = {
+        { &c->x, R, E },
+        { &c->h, R, E },
+        { &c->q, R, Q },
+        { &c->att, R, Q },
+        { &c->proj, R, E },
+        { &c->gate, R, F },
+        { &c->up, R, F },
+        { &c->scores, be->ops->attention_scratch(rows, c->capacity, c->heads), 1 },
+        { &c->rope_cos, R, (size_t)c->hd / 2 },
+        { &c->rope_sin, R, (size_t)c->hd / 2 },
+    };
+    size_t at = 0;
+    for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
+        size_t before = at;
+        if (!add_floats(&at, parts[i].a, parts[i].b))
+            return FALSE;
+        if (arena)
+            *parts[i].view = arena + before;
+    }
+    *total = at;
+    return TRUE;
+}
+
+static gboolean ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError **error)
+{
+    if (c->arena && c->ops == be->ops && c->rows >= rows)
+        return TRUE;
+    size_t total = 0, bytes = 0;
+    float *arena = NULL;
+    if (!layout(c, be, rows, NULL, &total) || !g_size_checked_mul(&bytes, total, sizeof(float)) ||
+        !(arena = g_try_malloc(bytes))) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "Not enough memory for the decoder's workspace (%d positions)", rows);
+        return FALSE;
+    }
+    g_free(c->arena);
+    c->arena = arena;
+    c->ops = be->ops;
+    c->rows = rows;
+    layout(c, be, rows, arena, &total);
+    return TRUE;
+}
+
+static void tap_rows(ClTensorTap tap, gpointer data, const char *name, const float *x,
+                     gint64 rows, gint64 cols)
+{
+    gint64 shape[2] = { rows, cols };
+    if (rows > 0)
+        tap(name, x, 2, shape, data);
+    else
+        tap(name, x, 1, shape + 1, data);
+}
+
+gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cache,
+                            const gint32 *ids, int n, const float *visual, float *logits,
+                            float *logits_all, ClTensorTap tap, gpointer tap_data,
+                            GError **error)
+{
+    g_return_val_if_fail(be != NULL && model != NULL && cache != NULL, FALSE);
+    g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
+    const ClModelConfig *cfg = &model->config;
+    const ClModelWeights *w = &model->w;
+
+    /* every check before anything is written: a refused call leaves the cache as it was */
+    if (!same_model(cache, cfg)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "The KV cache was made for a model of another shape");
+        return FALSE;
+    }
+    if (n < 1 || !ids) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "No positions to run through the decoder");
+        return FALSE;
+    }
+    if (n > cache->capacity - cache->len) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "The sequence is too long: %d positions after %d do not fit in %d", n,
+                    cache->len, cache->capacity);
+        return FALSE;
+    }
+    for (int i = 0; i < n; i++) {
+        if (ids[i] == CL_DECODER_VISUAL) {
+            if (!visual) {
+                g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                            "Position %d asks for a visual token but no image was given", i);
+                return FALSE;
+            }
+        } else if (ids[i] < 0 || ids[i] >= cfg->vocab_size) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "Token id %d at position %d is out of range (vocabulary %d)", ids[i], i,
+                        cfg->vocab_size);
+            return FALSE;
+        }
+    }
+    int rows = tap ? n : MIN(n, CHUNK);
+    if (!ensure_workspace(cache, be, rows, error))
+        return FALSE;
+
+    const struct cl_backend_ops *op = be->ops;
+    ClKVCache *c = cache;
+    const int E = c->e, F = c->f, Hq = c->heads, Hkv = c->kv_heads, hd = c->hd;
+    const int Q = Hq * hd, KV = c->kv_dim, V = c->vocab;
+    const float eps = (float)cfg->norm_eps, scale = (float)(1.0 / sqrt((double)hd));
+    const float *lm_head = w->lm_head ? w->lm_head : w->embed;
+    int vis_row = 0;
+
+    for (int c0 = 0; c0 < n; c0 += rows) {
+        const int cn = MIN(rows, n - c0);
+        const int pos0 = c->len + c0;
+        const gint32 *cid = ids + c0;
+
+        op->embed(be, c->x, w->embed, cid, cn, E);
+        for (int i = 0; i < cn; i++)
+            if (cid[i] == CL_DECODER_VISUAL)
+                memcpy(c->x + (size_t)i * E, visual + (size_t)vis_row++ * E,
+                       (size_t)E * sizeof(float));
+        cl_rope_table_1d(c->rope_cos, c->rope_sin, pos0, cn, hd, cfg->rope_base);
+
+        for (int l = 0; l < c->depth; l++) {
+            const ClDecoderLayerWeights *L = &w->dec[l];
+            float *kl = c->k + (size_t)l * c->capacity * KV;
+            float *vl = c->v + (size_t)l * c->capacity * KV;
+            float *kc = kl + (size_t)pos0 * KV, *vc = vl + (size_t)pos0 * KV;
+
+            op->rmsnorm(be, c->h, c->x, L->attn_norm, cn, E, eps);
+            op->linear(be, c->q, c->h, L->q, NULL, cn, E, Q);
+            op->linear(be, kc, c->h, L->k, NULL, cn, E, KV);
+            op->linear(be, vc, c->h, L->v, NULL, cn, E, KV);
+            op->rope(be, c->q, c->rope_cos, c->rope_sin, cn, Q, Hq, hd, 1);
+            op->rope(be, kc, c->rope_cos, c->rope_sin, cn, KV, Hkv, hd, 1);
+            op->attention(be, c->att, NULL, c->q, kl, vl, cn, pos0 + cn, Q, KV, KV, Q, Hq, Hkv,
+                          hd, scale, pos0, 0, c->scores);
+            op->linear(be, c->proj, c->att, L->o, NULL, cn, Q, E);
+            op->residual(be, c->x, c->proj, NULL, cn, E);
+
+            op->rmsnorm(be, c->h, c->x, L->mlp_norm, cn, E, eps);
+            op->linear(be, c->gate, c->h, L->gate, NULL, cn, E, F);
+            op->linear(be, c->up, c->h, L->up, NULL, cn, E, F);
+            op->silu_mul(be, c->gate, c->gate, c->up, (size_t)cn * F);
+            op->linear(be, c->proj, c->gate, L->down, NULL, cn, F, E);
+            op->residual(be, c->x, c->proj, NULL, cn, E);
+
+            if (tap) {
+                g_autofree char *name = g_strdup_printf("dec.%d.out", l);
+                tap_rows(tap, tap_data, name, c->x, cn, E);
+            }
+        }
+
+        if (logits_all) {
+            op->rmsnorm(be, c->h, c->x, w->dec_norm, cn, E, eps);
+            op->linear(be, logits_all + (size_t)c0 * V, c->h, lm_head, NULL, cn, E, V);
+        }
+        if (c0 + cn == n && logits) {
+            if (logits_all) {
+                memcpy(logits, logits_all + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+            } else {
+                const float *last = c->x + (size_t)(cn - 1) * E;
+                op->rmsnorm(be, c->h, last, w->dec_norm, 1, E, eps);
+                op->linear(be, logits, c->h, lm_head, NULL, 1, E, V);
+            }
+        }
+    }
+    c->len += n;
+
+    if (tap && (logits || logits_all))
+        tap_rows(tap, tap_data, "dec.logits", logits ? logits : logits_all + (size_t)(n - 1) * V,
+                 0, V);
+    return TRUE;
+}

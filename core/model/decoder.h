@@ -11,6 +11,8 @@ G_BEGIN_DECLS
 
 /* Keys and values of every layer for up to `capacity` positions. */
 typedef struct _ClKVCache ClKVCache;
+/* capacity: 1 .. CL_CONFIG_MAX_LEN positions; NULL when memory is short. The cache only serves
+ * models of this model's decoder shapes. */
 ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity);
 int cl_kv_cache_len(const ClKVCache *cache);
 int cl_kv_cache_capacity(const ClKVCache *cache);

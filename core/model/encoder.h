@@ -15,6 +15,8 @@ typedef void (*ClTensorTap)(const char *name, const float *data, int ndim, const
 
 /* The encoder's state: every block's input X_in [N, D] of the last image encoded. */
 typedef struct _ClEncoderState ClEncoderState;
+/* NULL when memory is short. The state only serves models of this model's shapes; its
+ * workspace is allocated by the first cl_encoder_forward(). */
 ClEncoderState *cl_encoder_state_new(const ClModel *model);
 /* Forget the previous image: the next one is a first image. */
 void cl_encoder_state_reset(ClEncoderState *state);

@@ -17,4 +17,114 @@ const char *cl_backend_name(const ClBackend *be);
 void cl_backend_free(ClBackend *be);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClBackend, cl_backend_free)
 
+#define CL_BACKEND_ERROR (cl_backend_error_quark())
+GQuark cl_backend_error_quark(void);
+typedef enum {
+    CL_BACKEND_ERROR_UNKNOWN,   /* not "auto", "cpu" or "cuda" */
+    CL_BACKEND_ERROR_NO_DEVICE, /* the device asked for is not there (or not built) */
+} ClBackendError;
+
+/* ---- the operations ------------------------------------------------------------------------
+ *
+ * Every tensor is row-major f32 in the backend's memory (host memory for the CPU backend).
+ * `ld*` arguments are row strides in floats (>= the row length), so an op can read the q, k or
+ * v columns of a fused [n, 3D] buffer in place. Sizes are ints (bounded by the config limits,
+ * core/model/config.h); element counts of whole tensors are size_t. An op may run in place
+ * (out == x) where its comment says so. A backend is used from one thread at a time. */
+struct cl_backend_ops {
+    /* Short name for people and logs: "cpu", "cuda". */
+    const char *name;
+    /* Releases the backend's private data (be->data); the ClBackend itself is freed by the
+     * caller. */
+    void (*destroy)(ClBackend *be);
+
+    /* out[m, n] = x[m, k] · w[n, k]^T + bias[n]   (a linear layer, PyTorch's [out, in] weight;
+     * bias may be NULL). The bias is preloaded into out and the product added with beta = 1. */
+    void (*linear)(ClBackend *be, float *out, const float *x, const float *w, const float *bias,
+                   int m, int k, int n);
+    /* c[m, n] = alpha · op(a) · op(b) + beta · c   (cblas_sgemm, row-major; op(a) is [m, k],
+     * op(b) is [k, n]; trans_* transposes the stored matrix). */
+    void (*gemm)(ClBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k,
+                 float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                 float *c, int ldc);
+
+    /* out[i, :] = (x[i, :] − mean) / sqrt(var + eps) · w + b, biased variance; in place ok. */
+    void (*layernorm)(ClBackend *be, float *out, const float *x, const float *w, const float *b,
+                      int m, int n, float eps);
+    /* out[i, :] = x[i, :] / sqrt(mean(x[i, :]²) + eps) · w; in place ok. */
+    void (*rmsnorm)(ClBackend *be, float *out, const float *x, const float *w, int m, int n,
+                    float eps);
+    /* x[i, j] = x[i, j] · (1 + scale[j]) + shift[j]   (adaLN modulation; exact when both are
+     * zero). */
+    void (*modulate)(ClBackend *be, float *x, const float *scale, const float *shift, int m,
+                     int n);
+    /* out = GELU(x) = x/2 · (1 + erf(x/√2)), exact-erf semantics (|error| ≤ 2e-7·(1+|x|));
+     * in place ok. */
+    void (*gelu)(ClBackend *be, float *out, const float *x, size_t count);
+    /* out = SiLU(x) = x / (1 + exp(−x)); in place ok. */
+    void (*silu)(ClBackend *be, float *out, const float *x, size_t count);
+    /* out = SiLU(gate) ⊙ up   (SwiGLU); out may alias gate or up. */
+    void (*silu_mul)(ClBackend *be, float *out, const float *gate, const float *up,
+                     size_t count);
+    /* out = a + b; out may alias a or b. */
+    void (*add)(ClBackend *be, float *out, const float *a, const float *b, size_t count);
+    /* x[i, j] += (1 + gate[j]) · a[i, j]; gate NULL: x += a (a residual connection). */
+    void (*residual)(ClBackend *be, float *x, const float *a, const float *gate, int m, int n);
+    /* out[i, j] = (accumulate ? out[i, j] : 0) + gate[j] · a[i, j]. */
+    void (*scale_cols)(ClBackend *be, float *out, const float *a, const float *gate, int m,
+                       int n, gboolean accumulate);
+    /* Rotate-half RoPE in place on n_tok rows of `x` (stride ld), heads of `head_dim` at column
+     * h·head_dim. Each head is cut into `n_sections` equal sections (1: decoder, 2: the
+     * encoder's row/column halves); in section s of size q the pair is (s·q + i, s·q + i + q/2)
+     * for i < q/2, rotated by the angle whose cos/sin are cos[t·head_dim/2 + s·q/2 + i]. */
+    void (*rope)(ClBackend *be, float *x, const float *cos, const float *sin, int n_tok, int ld,
+                 int n_head, int head_dim, int n_sections);
+    /* Softmax of each of m rows of n (stride ld), in place. */
+    void (*softmax)(ClBackend *be, float *x, int m, int n, int ld);
+    /* Multi-head attention. For query head h (kv head g = h / (n_head / n_kv_head)):
+     *   out[i, h·hd ..] = Σ_j p_ij v[j, g·hd ..],  p_i = softmax_j(q[i, h·hd ..] · k[j, g·hd ..]
+     *   · scale) over the keys query i sees: every j < n_kv when causal < 0, j <= causal + i
+     *   otherwise (the decoder: causal = the number of cached positions before these queries).
+     * out_tail (may be NULL): the same sum restricted to j >= tail_start (self_ext's
+     * predecessor share). `scratch` holds attention_scratch(n_q, n_kv, n_head) floats. */
+    void (*attention)(ClBackend *be, float *out, float *out_tail, const float *q, const float *k,
+                      const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo,
+                      int n_head, int n_kv_head, int head_dim, float scale, int causal,
+                      int tail_start, float *scratch);
+    /* Floats of scratch `attention` needs for these sizes. */
+    size_t (*attention_scratch)(int n_q, int n_kv, int n_head);
+    /* out[i] = ‖a[i, :] − b[i, :]‖₂ (b NULL: ‖a[i, :]‖₂); a and b have stride ld; accumulated in
+     * double. */
+    void (*row_norms)(ClBackend *be, float *out, const float *a, const float *b, int m, int n,
+                      int ld);
+    /* out[i, :] = table[ids[i], :] for ids[i] >= 0; rows with ids[i] < 0 are left alone. The
+     * caller has checked every id < the table's rows. */
+    void (*embed)(ClBackend *be, float *out, const float *table, const gint32 *ids, int n,
+                  int dim);
+};
+
+struct _ClBackend {
+    const struct cl_backend_ops *ops;
+    void *data; /* the backend's own state (CPU: thread pool, thread count) */
+};
+
+/* Threads the CPU backend uses for its own ops and for OpenBLAS. */
+int cl_backend_cpu_threads(const ClBackend *be);
+
+/* ---- host helpers (plain arrays in host memory; used by generation and the tests) ---------- */
+
+/* Index of the largest value (the first one on ties; NaN never wins); -1 when n <= 0. */
+int cl_argmax(const float *x, int n);
+/* In place, numerically stable; accumulates in double. */
+void cl_softmax(float *x, int n);
+void cl_log_softmax(float *x, int n);
+/* cos/sin tables for `rope`: 1-D positions pos0 .. pos0+n−1, angle pos·base^(−2i/head_dim)
+ * (i < head_dim/2); tables are [n, head_dim/2]. Angles and their cos/sin are computed in
+ * double, then rounded to float. */
+void cl_rope_table_1d(float *cos_t, float *sin_t, int pos0, int n, int head_dim, double base);
+/* 2-D for a grid×grid token grid in row-major order (token t = r·grid + c): the first half of
+ * each head (q = head_dim/2 dims) rotates with r, the second with c, angle pos·base^(−2i/q)
+ * (i < q/2); tables are [grid², head_dim/2]. */
+void cl_rope_table_2d(float *cos_t, float *sin_t, int grid, int head_dim, double base);
+
 G_END_DECLS

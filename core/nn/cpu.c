@@ -1,1 +1,831 @@
-/* placeholder: being written */
+/* cpu.c - the CPU backend: OpenBLAS products, threaded row ops, fast vectorisable exp/erf. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+#include "threadpool.h"
+
+typedef struct {
+    int n_threads;
+    ClThreadPool *pool;
+} CpuData;
+
+static ClThreadPool *pool_of(ClBackend *be)
+{
+    return ((CpuData *)be->data)->pool;
+}
+
+/* Loops are written over fixed blocks of LANES elements (then a scalar tail) so that GCC's
+ * -O2 vectoriser, which only vectorises loops it can cover entirely, turns them into SIMD code;
+ * reductions keep LANES partial sums, which fixes the summation order on every machine. */
+#define LANES 16
+
+/* Work per thread below which an op stays on the calling thread (a wake-up costs ~10 µs). */
+#define GRAIN_FLOATS 16384
+/* Elementwise ops are split into blocks of this many floats. */
+#define BLOCK_FLOATS 2048
+
+/* ---- SIMD ----------------------------------------------------------------------------------
+ * GCC/Clang vector extensions: 4 floats, the width every x86-64 and arm64 machine has. GCC's -O2
+ * vectoriser only takes loops it can cover entirely and no selects, so the hot loops are written
+ * with these types directly. Tails go through a zero-padded vector, so every element of a tensor
+ * is computed by the same instructions. */
+typedef float vf __attribute__((vector_size(16)));
+typedef gint32 vi __attribute__((vector_size(16)));
+#define VL 4
+#define V(c) ((vf){ (c), (c), (c), (c) })
+
+static inline vf vload(const float *p)
+{
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void vstore(float *p, vf v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* the first n (< VL) floats, the rest zero */
+static inline vf vload_n(const float *p, int n)
+{
+    float t[VL] = { 0 };
+    memcpy(t, p, (size_t)n * sizeof(float));
+    return vload(t);
+}
+
+static inline void vstore_n(float *p, vf v, int n)
+{
+    float t[VL];
+    vstore(t, v);
+    memcpy(p, t, (size_t)n * sizeof(float));
+}
+
+/* m ? a : b, lane by lane (m from a comparison: all ones or zero) */
+static inline vf vsel(vi m, vf a, vf b)
+{
+    return (vf)((m & (vi)a) | (~m & (vi)b));
+}
+
+/* ---- fast math ------------------------------------------------------------------------------
+ * Coefficients are Chebyshev interpolants fitted for this file (near-minimax), evaluated by
+ * Horner in float without FMA contraction (ISO C mode), so every build gives the same bits. */
+
+/* exp(x) with relative error <= 9e-8 for x in [-87.3, 88.3]; 0 below, clamped above.
+ * x = n·ln2 + r, |r| <= ln2/2, exp(r) = 1 + r + r²·p(r), times 2^n built from the bits. */
+static inline vf vexp(vf x)
+{
+    vf xc = vsel(x > V(88.3f), V(88.3f), x);
+    xc = vsel(xc < V(-87.3f), V(-87.3f), xc);
+    vf t = xc * V(1.44269504088896341f);
+    vf nf = (t + V(12582912.0f)) - V(12582912.0f); /* round to nearest: the 1.5·2^23 trick */
+    vf r = xc - nf * V(0.693145751953125f);        /* ln2 split hi/lo: nf·hi is exact */
+    r = r - nf * V(1.428606765330187045e-06f);
+    vf p = V(1.392618181e-03f);
+    p = p * r + V(8.363177630e-03f);
+    p = p * r + V(4.166655463e-02f);
+    p = p * r + V(1.666657700e-01f);
+    p = p * r + V(5.000000000e-01f);
+    p = p * (r * r) + r + V(1.0f);
+    vi n = __builtin_convertvector(nf, vi);
+    vf y = p * (vf)((n + 127) << 23);
+    return vsel(x < V(-87.3f), V(0.0f), y);
+}
+
+/* erf(z) for |z| < 1.25 as z·A(u), u = 1.28·z² − 1 (|error| <= 1.1e-7). */
+static inline vf verf_small(vf z)
+{
+    vf u = V(1.28f) * (z * z) - V(1.0f);
+    vf p = V(-1.352995692e-06f);
+    p = p * u + V(1.421704087e-05f);
+    p = p * u + V(-1.291520475e-04f);
+    p = p * u + V(1.034352678e-03f);
+    p = p * u + V(-7.047490190e-03f);
+    p = p * u + V(3.998836368e-02f);
+    p = p * u + V(-1.878515369e-01f);
+    p = p * u + V(8.923127005e-01f);
+    return z * p;
+}
+
+/* erfc(t) for t in [1.25, 4] as exp(−t²)·R(u), u = (2t − 5.25)/2.75, R ≈ erfc(t)·exp(t²)
+ * (|error| <= 3.2e-8). The exp and the polynomial are independent chains, which halves the
+ * latency of a Horner form over log erfc. t is clamped to [1.25, 4]: erfc(4) = 1.5e-8 is below
+ * float's resolution of erf near 1. */
+static inline vf verfc_large(vf t)
+{
+    t = vsel(t > V(4.0f), V(4.0f), t);
+    t = vsel(t < V(1.25f), V(1.25f), t);
+    vf e = vexp(-(t * t));
+    vf u = (V(2.0f) * t - V(5.25f)) * V(1.0f / 2.75f);
+    vf p = V(-7.275345704e-05f);
+    p = p * u + V(2.084283930e-04f);
+    p = p * u + V(-4.010921652e-04f);
+    p = p * u + V(1.068618976e-03f);
+    p = p * u + V(-2.921010118e-03f);
+    p = p * u + V(7.361911584e-03f);
+    p = p * u + V(-1.787126903e-02f);
+    p = p * u + V(4.188457068e-02f);
+    p = p * u + V(-9.414558657e-02f);
+    p = p * u + V(2.018876030e-01f);
+    return e * p;
+}
+
+/* GELU(x) = x/2 · (1 + erf(x/√2)). For |z| >= 1.25 the tail erfc is used directly, which keeps
+ * the relative accuracy on the negative side where 1 + erf(z) cancels. Both branches are
+ * computed and one selected. */
+static inline vf vgelu(vf x)
+{
+    vf z = x * V(0.707106781186547524f);
+    vf t = vsel(z < V(0.0f), -z, z);
+    vf half_x = V(0.5f) * x;
+    vf small = half_x * (V(1.0f) + verf_small(z));
+    vf c = verfc_large(t);
+    vf large = vsel(z > V(0.0f), x - half_x * c, half_x * c);
+    return vsel(t < V(1.25f), small, large);
+}
+
+/* The same values as vgelu; when every lane is in the polynomial range (most activations) the
+ * tail branch, three quarters of the work, is skipped. */
+static inline vf vgelu_fast(vf x)
+{
+    vf z = x * V(0.707106781186547524f);
+    vi in = (z < V(1.25f)) & (z > V(-1.25f));
+    if (in[0] & in[1] & in[2] & in[3])
+        return V(0.5f) * x * (V(1.0f) + verf_small(z));
+    return vgelu(x);
+}
+
+static inline vf vsilu(vf x)
+{
+    return x / (V(1.0f) + vexp(-x));
+}
+
+/* ---- products -------------------------------------------------------------------------------- */
+
+static void cpu_linear(ClBackend *be, float *out, const float *x, const float *w,
+                       const float *bias, int m, int k, int n)
+{
+    float beta = 0.0f;
+    if (bias) {
+        for (int i = 0; i < m; i++)
+            memcpy(out + (size_t)i * n, bias, (size_t)n * sizeof(float));
+        beta = 1.0f;
+    }
+    if (m == 1) /* one row (a decode step): a matrix-vector product, no packing */
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1, beta, out, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, beta,
+                    out, n);
+}
+
+static void cpu_gemm(ClBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k,
+                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                     float *c, int ldc)
+{
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc);
+}
+
+/* ---- reductions (LANES partial sums in double) -------------------------------------------- */
+
+static double sum_f(const float *x, int n)
+{
+    double acc[LANES] = { 0 };
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            acc[j] += x[i + j];
+    double s = 0;
+    for (int j = 0; j < LANES; j++)
+        s += acc[j];
+    for (; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+static double sumsq_centered(const float *x, int n, double mean)
+{
+    double acc[LANES] = { 0 };
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) {
+            double d = x[i + j] - mean;
+            acc[j] += d * d;
+        }
+    double s = 0;
+    for (int j = 0; j < LANES; j++)
+        s += acc[j];
+    for (; i < n; i++) {
+        double d = x[i] - mean;
+        s += d * d;
+    }
+    return s;
+}
+
+static float dot_f(const float *a, const float *b, int n)
+{
+    float acc[LANES] = { 0 };
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            acc[j] += a[i + j] * b[i + j];
+    float s = 0;
+    for (int j = 0; j < LANES; j++)
+        s += acc[j];
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* y += a · x */
+static void axpy_f(float *y, float a, const float *x, int n)
+{
+    int i = 0;
+    for (; i + VL <= n; i += VL)
+        vstore(y + i, vload(y + i) + V(a) * vload(x + i));
+    if (i < n)
+        vstore_n(y + i, vload_n(y + i, n - i) + V(a) * vload_n(x + i, n - i), n - i);
+}
+
+static void scale_f(float *y, float a, int n)
+{
+    int i = 0;
+    for (; i + VL <= n; i += VL)
+        vstore(y + i, vload(y + i) * V(a));
+    if (i < n)
+        vstore_n(y + i, vload_n(y + i, n - i) * V(a), n - i);
+}
+
+/* ---- norms ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    float *out;
+    const float *x, *w, *b;
+    int n;
+    float eps;
+} NormCtx;
+
+static void layernorm_rows(void *p, int begin, int end)
+{
+    const NormCtx *c = p;
+    int n = c->n;
+    for (int r = begin; r < end; r++) {
+        const float *x = c->x + (size_t)r * n;
+        float *y = c->out + (size_t)r * n;
+        double mean = sum_f(x, n) / n;
+        double var = sumsq_centered(x, n, mean) / n;
+        float mu = (float)mean;
+        float rstd = (float)(1.0 / sqrt(var + c->eps));
+        const float *w = c->w, *b = c->b;
+        int i = 0;
+        for (; i + VL <= n; i += VL)
+            vstore(y + i, (vload(x + i) - V(mu)) * V(rstd) * vload(w + i) + vload(b + i));
+        if (i < n) {
+            int k = n - i;
+            vf v = (vload_n(x + i, k) - V(mu)) * V(rstd) * vload_n(w + i, k) + vload_n(b + i, k);
+            vstore_n(y + i, v, k);
+        }
+    }
+}
+
+static int rows_grain(int n)
+{
+    return MAX(1, GRAIN_FLOATS / MAX(n, 1));
+}
+
+static void cpu_layernorm(ClBackend *be, float *out, const float *x, const float *w,
+                          const float *b, int m, int n, float eps)
+{
+    NormCtx c = { out, x, w, b, n, eps };
+    cl_threadpool_run(pool_of(be), m, rows_grain(n), layernorm_rows, &c);
+}
+
+static void rmsnorm_rows(void *p, int begin, int end)
+{
+    const NormCtx *c = p;
+    int n = c->n;
+    for (int r = begin; r < end; r++) {
+        const float *x = c->x + (size_t)r * n;
+        float *y = c->out + (size_t)r * n;
+        double ms = sumsq_centered(x, n, 0.0) / n;
+        float rs = (float)(1.0 / sqrt(ms + c->eps));
+        const float *w = c->w;
+        int i = 0;
+        for (; i + VL <= n; i += VL)
+            vstore(y + i, vload(x + i) * V(rs) * vload(w + i));
+        if (i < n)
+            vstore_n(y + i, vload_n(x + i, n - i) * V(rs) * vload_n(w + i, n - i), n - i);
+    }
+}
+
+static void cpu_rmsnorm(ClBackend *be, float *out, const float *x, const float *w, int m, int n,
+                        float eps)
+{
+    NormCtx c = { out, x, w, NULL, n, eps };
+    cl_threadpool_run(pool_of(be), m, rows_grain(n), rmsnorm_rows, &c);
+}
+
+/* ---- elementwise ------------------------------------------------------------------------------ */
+
+typedef struct {
+    float *out;
+    const float *a, *b;
+    size_t count;
+} MapCtx;
+
+/* out[i] = EXPR over vectors va = a[i..], vb = b[i..] (b may be NULL: then vb is zero) */
+#define MAP_FN(NAME, EXPR)                                                                         \
+    static void NAME(void *p, int begin, int end)                                                  \
+    {                                                                                              \
+        const MapCtx *c = p;                                                                       \
+        size_t i = (size_t)begin * BLOCK_FLOATS;                                                   \
+        size_t stop = MIN((size_t)end * BLOCK_FLOATS, c->count);                                   \
+        for (; i + VL <= stop; i += VL) {                                                          \
+            vf va = vload(c->a + i);                                                               \
+            vf vb = c->b ? vload(c->b + i) : V(0.0f);                                              \
+            (void)vb;                                                                              \
+            vstore(c->out + i, (EXPR));                                                            \
+        }                                                                                          \
+        if (i < stop) {                                                                            \
+            int k = (int)(stop - i);                                                               \
+            vf va = vload_n(c->a + i, k);                                                          \
+            vf vb = c->b ? vload_n(c->b + i, k) : V(0.0f);                                         \
+            (void)vb;                                                                              \
+            vstore_n(c->out + i, (EXPR), k);                                                       \
+        }                                                                                          \
+    }
+
+MAP_FN(gelu_blocks, vgelu_fast(va))
+MAP_FN(silu_blocks, vsilu(va))
+MAP_FN(silu_mul_blocks, vsilu(va) * vb)
+MAP_FN(add_blocks, va + vb)
+
+static void run_map(ClBackend *be, ClParallelFn fn, float *out, const float *a, const float *b,
+                    size_t count)
+{
+    MapCtx c = { out, a, b, count };
+    size_t n_blocks = (count + BLOCK_FLOATS - 1) / BLOCK_FLOATS;
+    g_assert(n_blocks <= G_MAXINT);
+    cl_threadpool_run(pool_of(be), (int)n_blocks, GRAIN_FLOATS / BLOCK_FLOATS, fn, &c);
+}
+
+static void cpu_gelu(ClBackend *be, float *out, const float *x, size_t count)
+{
+    run_map(be, gelu_blocks, out, x, NULL, count);
+}
+
+static void cpu_silu(ClBackend *be, float *out, const float *x, size_t count)
+{
+    run_map(be, silu_blocks, out, x, NULL, count);
+}
+
+static void cpu_silu_mul(ClBackend *be, float *out, const float *gate, const float *up,
+                         size_t count)
+{
+    run_map(be, silu_mul_blocks, out, gate, up, count);
+}
+
+static void cpu_add(ClBackend *be, float *out, const float *a, const float *b, size_t count)
+{
+    run_map(be, add_blocks, out, a, b, count);
+}
+
+/* Column-vector ops over [m, n]: modulate, residual, scale_cols. */
+typedef struct {
+    float *x;
+    const float *a, *g, *h;
+    int n;
+    gboolean accumulate;
+} ColCtx;
+
+static void modulate_rows(void *p, int begin, int end)
+{
+    const ColCtx *c = p;
+    for (int r = begin; r < end; r++) {
+        float *x = c->x + (size_t)r * c->n;
+        for (int i = 0; i < c->n; i++)
+            x[i] = x[i] * (1.0f + c->g[i]) + c->h[i];
+    }
+}
+
+static void cpu_modulate(ClBackend *be, float *x, const float *scale, const float *shift, int m,
+                         int n)
+{
+    ColCtx c = { x, NULL, scale, shift, n, FALSE };
+    cl_threadpool_run(pool_of(be), m, rows_grain(n), modulate_rows, &c);
+}
+
+static void residual_rows(void *p, int begin, int end)
+{
+    const ColCtx *c = p;
+    int n = c->n;
+    for (int r = begin; r < end; r++) {
+        float *x = c->x + (size_t)r * n;
+        const float *a = c->a + (size_t)r * n;
+        if (c->g) {
+            for (int i = 0; i < n; i++)
+                x[i] += (1.0f + c->g[i]) * a[i];
+        } else {
+            int i = 0;
+            for (; i + VL <= n; i += VL)
+                vstore(x + i, vload(x + i) + vload(a + i));
+            if (i < n)
+                vstore_n(x + i, vload_n(x + i, n - i) + vload_n(a + i, n - i), n - i);
+        }
+    }
+}
+
+static void cpu_residual(ClBackend *be, float *x, const float *a, const float *gate, int m, int n)
+{
+    ColCtx c = { x, a, gate, NULL, n, FALSE };
+    cl_threadpool_run(pool_of(be), m, rows_grain(n), residual_rows, &c);
+}
+
+static void scale_cols_rows(void *p, int begin, int end)
+{
+    const ColCtx *c = p;
+    for (int r = begin; r < end; r++) {
+        float *x = c->x + (size_t)r * c->n;
+        const float *a = c->a + (size_t)r * c->n;
+        for (int i = 0; i < c->n; i++)
+            x[i] = (c->accumulate ? x[i] : 0.0f) + c->g[i] * a[i];
+    }
+}
+
+static void cpu_scale_cols(ClBackend *be, float *out, const float *a, const float *gate, int m,
+                           int n, gboolean accumulate)
+{
+    ColCtx c = { out, a, gate, NULL, n, accumulate };
+    cl_threadpool_run(pool_of(be), m, rows_grain(n), scale_cols_rows, &c);
+}
+
+/* ---- RoPE ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    float *x;
+    const float *cos, *sin;
+    int ld, n_head, head_dim, n_sections;
+} RopeCtx;
+
+static void rope_rows(void *p, int begin, int end)
+{
+    const RopeCtx *c = p;
+    int half_dim = c->head_dim / 2;
+    int q = c->head_dim / c->n_sections;
+    int h2 = q / 2;
+    for (int t = begin; t < end; t++) {
+        const float *ct = c->cos + (size_t)t * half_dim;
+        const float *st = c->sin + (size_t)t * half_dim;
+        for (int h = 0; h < c->n_head; h++) {
+            float *x = c->x + (size_t)t * c->ld + (size_t)h * c->head_dim;
+            for (int s = 0; s < c->n_sections; s++) {
+                float *xs = x + s * q;
+                const float *cs = ct + s * h2, *ss = st + s * h2;
+                for (int i = 0; i < h2; i++) {
+                    float a = xs[i], b = xs[i + h2];
+                    xs[i] = a * cs[i] - b * ss[i];
+                    xs[i + h2] = b * cs[i] + a * ss[i];
+                }
+            }
+        }
+    }
+}
+
+static void cpu_rope(ClBackend *be, float *x, const float *cos_t, const float *sin_t, int n_tok,
+                     int ld, int n_head, int head_dim, int n_sections)
+{
+    RopeCtx c = { x, cos_t, sin_t, ld, n_head, head_dim, n_sections };
+    cl_threadpool_run(pool_of(be), n_tok, rows_grain(n_head * head_dim), rope_rows, &c);
+}
+
+/* ---- softmax ---------------------------------------------------------------------------------- */
+
+/* Softmax of x[0, n) in place; returns nothing, leaves zeros for an empty row. */
+static void softmax_row(float *x, int n)
+{
+    if (n <= 0)
+        return;
+    float mx[LANES];
+    for (int j = 0; j < LANES; j++)
+        mx[j] = -INFINITY;
+    int i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++)
+            mx[j] = x[i + j] > mx[j] ? x[i + j] : mx[j];
+    float m = -INFINITY;
+    for (int j = 0; j < LANES; j++)
+        m = mx[j] > m ? mx[j] : m;
+    for (; i < n; i++)
+        m = x[i] > m ? x[i] : m;
+    vf acc = V(0.0f);
+    i = 0;
+    for (; i + VL <= n; i += VL) {
+        vf e = vexp(vload(x + i) - V(m));
+        vstore(x + i, e);
+        acc += e;
+    }
+    if (i < n) {
+        /* padding lanes hold -inf - m -> exp = 0: they add nothing */
+        float t[VL];
+        for (int j = 0; j < VL; j++)
+            t[j] = i + j < n ? x[i + j] : -INFINITY;
+        vf e = vexp(vload(t) - V(m));
+        vstore_n(x + i, e, n - i);
+        acc += e;
+    }
+    double s = 0;
+    for (int j = 0; j < VL; j++)
+        s += acc[j];
+    scale_f(x, (float)(1.0 / s), n);
+}
+
+typedef struct {
+    float *x;
+    int n, ld;
+    int causal; /* < 0: none; else row r sees columns <= causal + r */
+    int row0;   /* row index of x's first row (for the causal limit) */
+} SoftmaxCtx;
+
+static void softmax_rows(void *p, int begin, int end)
+{
+    const SoftmaxCtx *c = p;
+    for (int r = begin; r < end; r++) {
+        float *x = c->x + (size_t)r * c->ld;
+        int n = c->n;
+        if (c->causal >= 0) {
+            n = MIN(c->n, c->causal + c->row0 + r + 1);
+            memset(x + n, 0, (size_t)(c->n - n) * sizeof(float));
+        }
+        softmax_row(x, n);
+    }
+}
+
+static void cpu_softmax(ClBackend *be, float *x, int m, int n, int ld)
+{
+    SoftmaxCtx c = { x, n, ld, -1, 0 };
+    cl_threadpool_run(pool_of(be), m, rows_grain(n), softmax_rows, &c);
+}
+
+/* ---- attention -------------------------------------------------------------------------------- */
+
+/* Up to this many queries, attention runs as one fused loop per (head, query) (a decode step):
+ * scores, softmax and the weighted sum stay in cache, threads split the heads. Beyond it, per
+ * head: S = Q K^T (sgemm), softmax rows (threaded), O = S V (sgemm). */
+#define FUSED_MAX_Q 4
+
+static size_t cpu_attention_scratch(int n_q, int n_kv, int n_head)
+{
+    if (n_q <= FUSED_MAX_Q)
+        return (size_t)n_q * n_head * n_kv;
+    return (size_t)n_q * n_kv;
+}
+
+typedef struct {
+    float *out, *out_tail;
+    const float *q, *k, *v;
+    int n_q, n_kv, ldq, ldk, ldv, ldo, n_head, group, hd;
+    float scale;
+    int causal, tail_start;
+    float *scratch;
+} AttnCtx;
+
+static void attention_fused(void *p, int begin, int end)
+{
+    const AttnCtx *c = p;
+    for (int item = begin; item < end; item++) {
+        int h = item / c->n_q, i = item % c->n_q;
+        int g = h / c->group;
+        int n_vis = c->causal < 0 ? c->n_kv : MIN(c->n_kv, c->causal + i + 1);
+        const float *q = c->q + (size_t)i * c->ldq + (size_t)h * c->hd;
+        float *s = c->scratch + (size_t)item * c->n_kv;
+        for (int j = 0; j < n_vis; j++)
+            s[j] = dot_f(q, c->k + (size_t)j * c->ldk + (size_t)g * c->hd, c->hd) * c->scale;
+        softmax_row(s, n_vis);
+        float *o = c->out + (size_t)i * c->ldo + (size_t)h * c->hd;
+        memset(o, 0, (size_t)c->hd * sizeof(float));
+        for (int j = 0; j < n_vis; j++)
+            axpy_f(o, s[j], c->v + (size_t)j * c->ldv + (size_t)g * c->hd, c->hd);
+        if (c->out_tail) {
+            float *ot = c->out_tail + (size_t)i * c->ldo + (size_t)h * c->hd;
+            memset(ot, 0, (size_t)c->hd * sizeof(float));
+            for (int j = MAX(c->tail_start, 0); j < n_vis; j++)
+                axpy_f(ot, s[j], c->v + (size_t)j * c->ldv + (size_t)g * c->hd, c->hd);
+        }
+    }
+}
+
+static void cpu_attention(ClBackend *be, float *out, float *out_tail, const float *q,
+                          const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
+                          int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
+                          int causal, int tail_start, float *scratch)
+{
+    int group = n_head / n_kv_head;
+    if (n_q <= FUSED_MAX_Q) {
+        AttnCtx c = { out, out_tail, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo,
+                      n_head, group, head_dim, scale, causal, tail_start, scratch };
+        /* one item = one head's query: n_kv·head_dim·2 multiply-adds */
+        int grain = MAX(1, GRAIN_FLOATS / MAX(1, n_kv * head_dim / 8));
+        cl_threadpool_run(pool_of(be), n_head * n_q, grain, attention_fused, &c);
+        return;
+    }
+    int tail = out_tail ? n_kv - MAX(tail_start, 0) : 0;
+    for (int h = 0; h < n_head; h++) {
+        int g = h / group;
+        const float *qh = q + (size_t)h * head_dim;
+        const float *kg = k + (size_t)g * head_dim;
+        const float *vg = v + (size_t)g * head_dim;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, head_dim, scale, qh, ldq,
+                    kg, ldk, 0.0f, scratch, n_kv);
+        SoftmaxCtx sc = { scratch, n_kv, n_kv, causal, 0 };
+        cl_threadpool_run(pool_of(be), n_q, rows_grain(n_kv), softmax_rows, &sc);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, head_dim, n_kv, 1.0f,
+                    scratch, n_kv, vg, ldv, 0.0f, out + (size_t)h * head_dim, ldo);
+        if (out_tail) {
+            float *oh = out_tail + (size_t)h * head_dim;
+            if (tail > 0)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, head_dim, tail, 1.0f,
+                            scratch + (n_kv - tail), n_kv, vg + (size_t)(n_kv - tail) * ldv, ldv,
+                            0.0f, oh, ldo);
+            else
+                for (int i = 0; i < n_q; i++)
+                    memset(oh + (size_t)i * ldo, 0, (size_t)head_dim * sizeof(float));
+        }
+    }
+}
+
+/* ---- row statistics, embedding ------------------------------------------------------------------ */
+
+typedef struct {
+    float *out;
+    const float *a, *b;
+    int n, ld;
+} RowStatCtx;
+
+static void row_norms_rows(void *p, int begin, int end)
+{
+    const RowStatCtx *c = p;
+    for (int r = begin; r < end; r++) {
+        const float *a = c->a + (size_t)r * c->ld;
+        if (!c->b) {
+            c->out[r] = (float)sqrt(sumsq_centered(a, c->n, 0.0));
+            continue;
+        }
+        const float *b = c->b + (size_t)r * c->ld;
+        double acc[LANES] = { 0 };
+        int i = 0;
+        for (; i + LANES <= c->n; i += LANES)
+            for (int j = 0; j < LANES; j++) {
+                double d = (double)a[i + j] - (double)b[i + j];
+                acc[j] += d * d;
+            }
+        double s = 0;
+        for (int j = 0; j < LANES; j++)
+            s += acc[j];
+        for (; i < c->n; i++) {
+            double d = (double)a[i] - (double)b[i];
+            s += d * d;
+        }
+        c->out[r] = (float)sqrt(s);
+    }
+}
+
+static void cpu_row_norms(ClBackend *be, float *out, const float *a, const float *b, int m, int n,
+                          int ld)
+{
+    RowStatCtx c = { out, a, b, n, ld };
+    cl_threadpool_run(pool_of(be), m, rows_grain(n), row_norms_rows, &c);
+}
+
+static void cpu_embed(ClBackend *be, float *out, const float *table, const gint32 *ids, int n,
+                      int dim)
+{
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0)
+            memcpy(out + (size_t)i * dim, table + (size_t)ids[i] * dim,
+                   (size_t)dim * sizeof(float));
+}
+
+/* ---- the backend -------------------------------------------------------------------------------- */
+
+static void cpu_destroy(ClBackend *be)
+{
+    CpuData *d = be->data;
+    cl_threadpool_free(d->pool);
+    g_free(d);
+}
+
+static const struct cl_backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .linear = cpu_linear,
+    .gemm = cpu_gemm,
+    .layernorm = cpu_layernorm,
+    .rmsnorm = cpu_rmsnorm,
+    .modulate = cpu_modulate,
+    .gelu = cpu_gelu,
+    .silu = cpu_silu,
+    .silu_mul = cpu_silu_mul,
+    .add = cpu_add,
+    .residual = cpu_residual,
+    .scale_cols = cpu_scale_cols,
+    .rope = cpu_rope,
+    .softmax = cpu_softmax,
+    .attention = cpu_attention,
+    .attention_scratch = cpu_attention_scratch,
+    .row_norms = cpu_row_norms,
+    .embed = cpu_embed,
+};
+
+ClBackend *cl_backend_cpu_new(int n_threads)
+{
+    if (n_threads <= 0)
+        n_threads = (int)g_get_num_processors();
+    n_threads = CLAMP(n_threads, 1, 256);
+    CpuData *d = g_new0(CpuData, 1);
+    d->pool = cl_threadpool_new(n_threads);
+    d->n_threads = cl_threadpool_size(d->pool);
+    /* OpenBLAS's thread count is process-wide: the last backend made sets it (never more
+     * threads than cores: its workers spin a while after each product). */
+    openblas_set_num_threads(MIN(d->n_threads, (int)g_get_num_processors()));
+    ClBackend *be = g_new0(ClBackend, 1);
+    be->ops = &cpu_ops;
+    be->data = d;
+    return be;
+}
+
+int cl_backend_cpu_threads(const ClBackend *be)
+{
+    g_return_val_if_fail(be != NULL, 0);
+    if (be->ops != &cpu_ops)
+        return 0;
+    return ((const CpuData *)be->data)->n_threads;
+}
+
+/* ---- host helpers -------------------------------------------------------------------------------- */
+
+int cl_argmax(const float *x, int n)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (!isnan(x[i]) && (best < 0 || x[i] > x[best]))
+            best = i;
+    return n > 0 && best < 0 ? 0 : best;
+}
+
+void cl_softmax(float *x, int n)
+{
+    if (n <= 0)
+        return;
+    float m = x[0];
+    for (int i = 1; i < n; i++)
+        m = MAX(m, x[i]);
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += exp((double)x[i] - m);
+    for (int i = 0; i < n; i++)
+        x[i] = (float)(exp((double)x[i] - m) / s);
+}
+
+void cl_log_softmax(float *x, int n)
+{
+    if (n <= 0)
+        return;
+    float m = x[0];
+    for (int i = 1; i < n; i++)
+        m = MAX(m, x[i]);
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += exp((double)x[i] - m);
+    double lse = m + log(s);
+    for (int i = 0; i < n; i++)
+        x[i] = (float)((double)x[i] - lse);
+}
+
+void cl_rope_table_1d(float *cos_t, float *sin_t, int pos0, int n, int head_dim, double base)
+{
+    int half = head_dim / 2;
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < half; i++) {
+            double a = (double)(pos0 + t) * pow(base, -2.0 * i / head_dim);
+            cos_t[(size_t)t * half + i] = (float)cos(a);
+            sin_t[(size_t)t * half + i] = (float)sin(a);
+        }
+}
+
+void cl_rope_table_2d(float *cos_t, float *sin_t, int grid, int head_dim, double base)
+{
+    int half = head_dim / 2; /* entries per token */
+    int q = head_dim / 2;    /* section size */
+    for (int t = 0; t < grid * grid; t++) {
+        int pos[2] = { t / grid, t % grid };
+        for (int s = 0; s < 2; s++)
+            for (int i = 0; i < q / 2; i++) {
+                double a = (double)pos[s] * pow(base, -2.0 * i / q);
+                cos_t[(size_t)t * half + s * (q / 2) + i] = (float)cos(a);
+                sin_t[(size_t)t * half + s * (q / 2) + i] = (float)sin(a);
+            }
+    }
+}

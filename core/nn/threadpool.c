@@ -1,1 +1,145 @@
-/* placeholder: being written */
+/* threadpool.c - persistent worker threads for the CPU backend's row-parallel ops. */
+#include "threadpool.h"
+
+struct _ClThreadPool {
+    int n_threads;   /* the caller included */
+    GThread **workers; /* (n_threads − 1) */
+    GMutex run_lock; /* one job at a time */
+    GMutex lock;     /* guards everything below */
+    GCond wake;      /* workers wait here for a new generation */
+    GCond done;      /* the caller waits here for pending == 0 */
+    guint64 generation;
+    int pending;     /* workers still busy with this generation's job */
+    int n_chunks;    /* threads taking part in this job (chunk 0 is the caller's) */
+    gboolean quit;
+    ClParallelFn fn;
+    void *ctx;
+    int n_items;
+};
+
+typedef struct {
+    ClThreadPool *pool;
+    int index; /* 1 .. n_threads − 1 */
+} Worker;
+
+static void chunk_bounds(int n_items, int n_chunks, int c, int *begin, int *end)
+{
+    *begin = (int)((gint64)n_items * c / n_chunks);
+    *end = (int)((gint64)n_items * (c + 1) / n_chunks);
+}
+
+static gpointer worker_main(gpointer data)
+{
+    Worker *w = data;
+    ClThreadPool *pool = w->pool;
+    guint64 seen = 0;
+    g_mutex_lock(&pool->lock);
+    for (;;) {
+        while (pool->generation == seen && !pool->quit)
+            g_cond_wait(&pool->wake, &pool->lock);
+        if (pool->quit)
+            break;
+        seen = pool->generation;
+        if (w->index >= pool->n_chunks)
+            continue; /* not needed for this (small) job */
+        ClParallelFn fn = pool->fn;
+        void *ctx = pool->ctx;
+        int begin, end;
+        chunk_bounds(pool->n_items, pool->n_chunks, w->index, &begin, &end);
+        g_mutex_unlock(&pool->lock);
+        if (end > begin)
+            fn(ctx, begin, end);
+        g_mutex_lock(&pool->lock);
+        if (--pool->pending == 0)
+            g_cond_signal(&pool->done);
+    }
+    g_mutex_unlock(&pool->lock);
+    g_free(w);
+    return NULL;
+}
+
+ClThreadPool *cl_threadpool_new(int n_threads)
+{
+    if (n_threads <= 0)
+        n_threads = (int)g_get_num_processors();
+    n_threads = CLAMP(n_threads, 1, 256);
+    ClThreadPool *pool = g_new0(ClThreadPool, 1);
+    pool->n_threads = n_threads;
+    g_mutex_init(&pool->run_lock);
+    g_mutex_init(&pool->lock);
+    g_cond_init(&pool->wake);
+    g_cond_init(&pool->done);
+    pool->workers = g_new0(GThread *, n_threads);
+    for (int i = 1; i < n_threads; i++) {
+        Worker *w = g_new(Worker, 1);
+        w->pool = pool;
+        w->index = i;
+        g_autofree char *name = g_strdup_printf("cl-worker-%d", i);
+        GError *err = NULL;
+        pool->workers[i - 1] = g_thread_try_new(name, worker_main, w, &err);
+        if (!pool->workers[i - 1]) {
+            /* fewer threads than asked: keep what started */
+            g_clear_error(&err);
+            g_free(w);
+            pool->n_threads = i;
+            break;
+        }
+    }
+    return pool;
+}
+
+int cl_threadpool_size(const ClThreadPool *pool)
+{
+    return pool->n_threads;
+}
+
+void cl_threadpool_run(ClThreadPool *pool, int n_items, int grain, ClParallelFn fn, void *ctx)
+{
+    if (n_items <= 0)
+        return;
+    grain = MAX(grain, 1);
+    int n_chunks = MIN(pool->n_threads, (n_items + grain - 1) / grain);
+    if (n_chunks <= 1) {
+        fn(ctx, 0, n_items);
+        return;
+    }
+    g_mutex_lock(&pool->run_lock);
+    g_mutex_lock(&pool->lock);
+    pool->fn = fn;
+    pool->ctx = ctx;
+    pool->n_items = n_items;
+    pool->n_chunks = n_chunks;
+    pool->pending = n_chunks - 1;
+    pool->generation++;
+    g_cond_broadcast(&pool->wake);
+    g_mutex_unlock(&pool->lock);
+
+    int begin, end;
+    chunk_bounds(n_items, n_chunks, 0, &begin, &end);
+    fn(ctx, begin, end);
+
+    g_mutex_lock(&pool->lock);
+    while (pool->pending > 0)
+        g_cond_wait(&pool->done, &pool->lock);
+    g_mutex_unlock(&pool->lock);
+    g_mutex_unlock(&pool->run_lock);
+}
+
+void cl_threadpool_free(ClThreadPool *pool)
+{
+    if (!pool)
+        return;
+    g_mutex_lock(&pool->lock);
+    pool->quit = TRUE;
+    g_cond_broadcast(&pool->wake);
+    g_mutex_unlock(&pool->lock);
+    for (int i = 0; i < pool->n_threads - 1; i++)
+        if (pool->workers[i])
+            g_thread_join(pool->workers[i]);
+    g_free(pool->workers);
+    g_mutex_clear(&pool->run_lock);
+    g_mutex_clear(&pool->lock);
+    g_cond_clear(&pool->wake);
+    g_cond_clear(&pool->done);
+    g_free(pool);
+}

@@ -1,0 +1,25 @@
+/* threadpool.h - a small persistent pool that splits a loop over rows; idle workers sleep. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct _ClThreadPool ClThreadPool;
+
+/* Processes items [begin, end) of a loop; `ctx` is the caller's argument block. */
+typedef void (*ClParallelFn)(void *ctx, int begin, int end);
+
+/* `n_threads` threads in all, the caller's included (so n_threads − 1 workers); 0 = one per
+ * core. The workers block on a condition variable between jobs: they never spin, because
+ * OpenBLAS's threads need the cores while a product runs. */
+ClThreadPool *cl_threadpool_new(int n_threads);
+int cl_threadpool_size(const ClThreadPool *pool);
+/* Runs fn over [0, n_items) cut into one contiguous chunk per thread (the caller takes the
+ * first) and returns when every chunk is done. Loops of fewer than `grain` items per thread run
+ * on fewer threads (all on the caller when n_items <= grain), so small ops do not pay for a
+ * wake-up. One job at a time: concurrent calls are serialised. */
+void cl_threadpool_run(ClThreadPool *pool, int n_items, int grain, ClParallelFn fn, void *ctx);
+void cl_threadpool_free(ClThreadPool *pool);
+
+G_END_DECLS
