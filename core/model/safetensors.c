@@ -197,7 +197,9 @@ JsonNode *cl_json_parse_strict(const char *text, gssize len, int code, GError **
     g_autoptr(JsonParser) parser = json_parser_new();
     g_autoptr(GError) jerr = NULL;
     if (!json_parser_load_from_data(parser, text, (gssize)n, &jerr)) {
-        g_set_error(error, CL_MODEL_ERROR, code, "invalid JSON: %s", jerr->message);
+        /* json-glib quotes the input near the error and may cut a UTF-8 sequence in half */
+        g_autofree char *msg = g_utf8_make_valid(jerr->message, -1);
+        g_set_error(error, CL_MODEL_ERROR, code, "invalid JSON: %s", msg);
         return NULL;
     }
     JsonNode *root = json_parser_steal_root(parser);

@@ -891,7 +891,9 @@ ClTokenizer *cl_tokenizer_from_json(const char *json, GError **error)
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) perr = NULL;
     if (!json_parser_load_from_data(parser, json, -1, &perr)) {
-        set_error(error, "invalid JSON: %s", perr->message);
+        /* json-glib quotes the input near the error and may cut a UTF-8 sequence in half */
+        g_autofree char *msg = g_utf8_make_valid(perr->message, -1);
+        set_error(error, "invalid JSON: %s", msg);
         return NULL;
     }
     JsonNode *root = json_parser_get_root(parser);
