@@ -83,7 +83,7 @@ static float *make_visual(int rows, int E, guint32 seed)
     return v;
 }
 
-/* ---- the double-precision reference ------------------------------------------------------------ */
+/* ---- the double-precision reference ---------------------------------------------------------- */
 
 static void r_rmsnorm(double *out, const double *x, const float *w, int n, double eps)
 {
@@ -439,6 +439,36 @@ static void test_visual_taps_errors(void)
     g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
 }
 
+/* one cache used by backends of different thread counts (the workspace follows) */
+static void test_backends(void)
+{
+    ClModelConfig cfg;
+    small_config(&cfg);
+    cfg.dec_dim = 128; /* 8 heads of 16: big enough to split 3-3-2 over three threads */
+    cfg.dec_heads = 8;
+    cfg.dec_kv_heads = 4;
+    g_autoptr(ClModel) m = make_model(&cfg, FALSE, 31);
+    const int T = 400, V = cfg.vocab_size;
+    g_autofree gint32 *ids = make_ids(T, V, 32, 0);
+    g_autofree float *ref = g_new(float, (size_t)T * V), *got = g_new(float, (size_t)T * V);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClKVCache) c1 = cl_kv_cache_new(m, T);
+    g_assert_true(cl_decoder_forward(be, m, c1, ids, T, NULL, NULL, ref, NULL, NULL, &err));
+    g_autoptr(ClBackend) one = cl_backend_cpu_new(1);
+    g_autoptr(ClBackend) three = cl_backend_cpu_new(3);
+    g_autoptr(ClKVCache) c2 = cl_kv_cache_new(m, T);
+    g_assert_true(cl_decoder_forward(one, m, c2, ids, 1, NULL, NULL, got, NULL, NULL, &err));
+    g_assert_true(cl_decoder_forward(three, m, c2, ids + 1, 2, NULL, NULL, got + V, NULL, NULL,
+                                     &err));
+    /* 200 rows on one thread, then 197 on three: the scratch must grow for three lanes */
+    g_assert_true(cl_decoder_forward(one, m, c2, ids + 3, 200, NULL, NULL, got + 3 * V, NULL,
+                                     NULL, &err));
+    g_assert_true(cl_decoder_forward(three, m, c2, ids + 203, T - 203, NULL, NULL,
+                                     got + (size_t)203 * V, NULL, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_cmpfloat(rel_err(got, ref, (size_t)T * V), <=, TOL_SAME);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -447,6 +477,7 @@ int main(int argc, char **argv)
     g_test_add_func("/decoder/cached-vs-full", test_cached_vs_full);
     g_test_add_func("/decoder/split-prefill", test_split_prefill);
     g_test_add_func("/decoder/visual-taps-errors", test_visual_taps_errors);
+    g_test_add_func("/decoder/backends", test_backends);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

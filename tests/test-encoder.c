@@ -13,7 +13,7 @@
 
 static ClBackend *be;
 
-/* ---- models and images ------------------------------------------------------------------------ */
+/* ---- models and images ----------------------------------------------------------------------- */
 
 /* A micro config: G = 4 (N = 16, M = 4), D = 24 with 2 heads of 12 (RoPE sections of 6, rows
  * not a multiple of the SIMD width), depth 2. */
@@ -90,7 +90,7 @@ static ClModel stateless_view(const ClModel *m)
     return v;
 }
 
-/* ---- taps ------------------------------------------------------------------------------------- */
+/* ---- taps ------------------------------------------------------------------------------------ */
 
 static void collect_tap(const char *name, const float *data, int ndim, const gint64 *shape,
                         gpointer user_data)
@@ -109,7 +109,7 @@ static GHashTable *new_taps(void)
     return g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_array_unref);
 }
 
-/* ---- the double-precision reference (docs/MODEL.md §3, written for this test) ------------------ */
+/* ---- the double-precision reference (docs/MODEL.md §3, written for this test) ---------------- */
 
 typedef struct {
     const ClModelConfig *c;
@@ -355,7 +355,8 @@ static void ref_encode(Ref *r, const float *pixels, gboolean own_pass, double *v
         if (ada)
             for (int t = 0; t < N; t++)
                 for (int d = 0; d < D; d++)
-                    h[(size_t)t * D + d] = (1 + mod[4 * D + d]) * h[(size_t)t * D + d] + mod[3 * D + d];
+                    h[(size_t)t * D + d] =
+                        (1 + mod[4 * D + d]) * h[(size_t)t * D + d] + mod[3 * D + d];
         r_linear(hid, h, L->fc1_w, L->fc1_b, N, D, F);
         r_gelu(hid, (size_t)N * F);
         r_linear(B, hid, L->fc2_w, L->fc2_b, N, F, D);
@@ -364,7 +365,8 @@ static void ref_encode(Ref *r, const float *pixels, gboolean own_pass, double *v
         if (ada && un)
             for (int t = 0; t < N; t++) {
                 for (int d = 0; d < D; d++)
-                    u[d] = mod[2 * D + d] * A[(size_t)t * D + d] + mod[5 * D + d] * B[(size_t)t * D + d];
+                    u[d] = mod[2 * D + d] * A[(size_t)t * D + d] +
+                           mod[5 * D + d] * B[(size_t)t * D + d];
                 un[t] = r_norm(u, D);
             }
         if (!own_pass)
@@ -482,7 +484,7 @@ static void test_reference(void)
         g_free(img[t]);
 }
 
-/* ---- the invariants (tiny preset) -------------------------------------------------------------- */
+/* ---- the invariants (tiny preset) ------------------------------------------------------------ */
 
 typedef struct {
     float *visual;       /* of the last image */
@@ -768,9 +770,25 @@ static void test_state(void)
     assert_bits_equal("reset", o1.visual, o4.visual, (size_t)M * E);
     cl_encoder_output_clear(&o4);
     cl_encoder_output_clear(&o3);
-    cl_encoder_output_clear(&o1);
     cl_encoder_output_clear(&o2);
-    cl_encoder_output_clear(&o3);
+
+    /* the same state with backends of other thread counts: the workspace follows */
+    {
+        g_autoptr(ClBackend) one = cl_backend_cpu_new(1);
+        g_autoptr(ClBackend) three = cl_backend_cpu_new(3);
+        cl_encoder_state_reset(st);
+        g_assert_true(cl_encoder_forward(one, m, st, images[2], 0, FALSE, NULL, NULL, &o2, &err));
+        g_assert_true(
+            cl_encoder_forward(three, m, st, images[3], 1, TRUE, NULL, NULL, &o3, &err));
+        g_assert_no_error(err);
+        double worst = 0;
+        for (int i = 0; i < M * E; i++)
+            worst = MAX(worst, fabs((double)o2.visual[i] - o1.visual[i]));
+        g_assert_cmpfloat(worst, <=, 1e-5); /* same image as o1, other column splits */
+        cl_encoder_output_clear(&o1);
+        cl_encoder_output_clear(&o2);
+        cl_encoder_output_clear(&o3);
+    }
 
     /* a state made for another model's shapes is refused */
     ClModelConfig other;

@@ -56,8 +56,11 @@ static double silu_ref(double x)
 
 static void test_linear(void)
 {
-    int shapes[][3] = { { 1, 7, 5 }, { 1, 64, 300 }, { 3, 17, 9 }, { 37, 33, 65 },
-                        { 128, 96, 40 }, { 5, 1, 1 } };
+    /* the last three exceed the backend's split threshold (2^22 multiply-adds): their output
+     * columns are cut into blocks, one per thread (sgemv blocks for m = 1) */
+    int shapes[][3] = { { 1, 7, 5 },     { 1, 64, 300 }, { 3, 17, 9 },      { 37, 33, 65 },
+                        { 128, 96, 40 }, { 5, 1, 1 },    { 1, 2300, 2001 }, { 70, 400, 181 },
+                        { 300, 130, 131 } };
     for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++) {
         int m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
         for (int with_bias = 0; with_bias < 2; with_bias++) {
@@ -86,7 +89,9 @@ static void test_linear(void)
 
 static void test_gemm(void)
 {
-    int m = 13, n = 21, k = 29;
+    /* 13x21x29, then one above the split threshold (2^22: column blocks per thread) */
+    for (int big = 0; big < 2; big++) {
+    int m = big ? 150 : 13, n = big ? 250 : 21, k = big ? 127 : 29;
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             /* strided: leading dims larger than the rows */
@@ -113,9 +118,10 @@ static void test_gemm(void)
             be->ops->gemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
             for (int i = 0; i < m; i++)
                 memcpy(got + i * n, c + i * ldc, n * sizeof(float));
-            g_autofree char *what = g_strdup_printf("gemm ta=%d tb=%d", ta, tb);
+            g_autofree char *what = g_strdup_printf("gemm %dx%dx%d ta=%d tb=%d", m, n, k, ta, tb);
             check_close(what, got, ref, mag, (size_t)m * n, 0, 0, DOT_TOL(k + 2));
         }
+    }
 }
 
 /* ---- norms ---- */
@@ -424,7 +430,7 @@ static void run_attention_case(int n_q, int n_kv, int n_head, int n_kv_head, int
     int tail_start = n_kv / 2;
     g_autofree float *out = g_new(float, (size_t)n_q * ldo);
     g_autofree float *tail = with_tail ? g_new(float, (size_t)n_q * ldo) : NULL;
-    g_autofree float *scratch = g_new(float, be->ops->attention_scratch(n_q, n_kv, n_head));
+    g_autofree float *scratch = g_new(float, be->ops->attention_scratch(be, n_q, n_kv, n_head));
     g_autofree double *ref = g_new(double, (size_t)n_q * ldo);
     g_autofree double *reft = g_new(double, (size_t)n_q * ldo);
     attention_ref(ref, reft, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head, n_kv_head, hd,
@@ -445,6 +451,9 @@ static void test_attention(void)
     /* sgemm path: non-causal (encoder), with the self_ext tail */
     run_attention_case(23, 46, 3, 3, 16, -1, TRUE);
     run_attention_case(64, 64, 4, 4, 8, -1, FALSE);
+    /* above the split threshold (2^22): heads in groups, one per thread (5 heads over 3) */
+    run_attention_case(120, 150, 5, 5, 52, -1, TRUE);
+    run_attention_case(100, 130, 6, 2, 64, 30, FALSE);
     /* cross-attention to a single key (the null state): output = v */
     run_attention_case(9, 1, 2, 2, 8, -1, FALSE);
     /* decoder: causal with an offset (prefill after 10 cached positions), GQA 4/2 */

@@ -18,6 +18,7 @@ struct _ClKVCache {
     /* workspace for `rows` positions at a time, grown on demand */
     const struct cl_backend_ops *ops;
     int rows;
+    size_t scratch_floats; /* attention scratch laid out (depends on the backend's threads) */
     float *arena;
     float *x;           /* (rows, E) the stream */
     float *h;           /* (rows, E) normalised */
@@ -135,7 +136,7 @@ static gboolean layout(ClKVCache *c, ClBackend *be, int rows, float *arena, size
         { &c->proj, R, E },
         { &c->gate, R, F },
         { &c->up, R, F },
-        { &c->scores, be->ops->attention_scratch(rows, c->capacity, c->heads), 1 },
+        { &c->scores, c->scratch_floats, 1 },
         { &c->rope_cos, R, (size_t)c->hd / 2 },
         { &c->rope_sin, R, (size_t)c->hd / 2 },
     };
@@ -153,12 +154,18 @@ static gboolean layout(ClKVCache *c, ClBackend *be, int rows, float *arena, size
 
 static gboolean ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError **error)
 {
-    if (c->arena && c->ops == be->ops && c->rows >= rows)
+    size_t scratch = be->ops->attention_scratch(be, rows, c->capacity, c->heads);
+    if (c->arena && c->ops == be->ops && c->rows >= rows && c->scratch_floats >= scratch)
         return TRUE;
+    rows = MAX(rows, c->arena ? c->rows : 0); /* never shrink */
+    scratch = be->ops->attention_scratch(be, rows, c->capacity, c->heads);
     size_t total = 0, bytes = 0;
     float *arena = NULL;
+    size_t old_scratch = c->scratch_floats;
+    c->scratch_floats = scratch;
     if (!layout(c, be, rows, NULL, &total) || !g_size_checked_mul(&bytes, total, sizeof(float)) ||
         !(arena = g_try_malloc(bytes))) {
+        c->scratch_floats = old_scratch;
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                     "Not enough memory for the decoder's workspace (%d positions)", rows);
         return FALSE;

@@ -27,6 +27,7 @@ struct _ClEncoderState {
 
     /* workspace: one allocation, made on the first forward for that backend */
     const struct cl_backend_ops *ops;
+    size_t scratch_floats; /* attention scratch laid out (depends on the backend's threads) */
     double rope_base;   /* the base the RoPE tables hold */
     float *arena;
     float *patches;     /* (N, C·P·P) the image cut into patches */
@@ -148,7 +149,7 @@ static gboolean layout(ClEncoderState *st, ClBackend *be, float *arena, size_t *
         { &st->proj, N, D },
         { &st->upd, N, D },
         { &st->hid, hid, 1 },
-        { &st->scores, be->ops->attention_scratch(s->n, 2 * s->n, s->heads), 1 },
+        { &st->scores, st->scratch_floats, 1 },
         { &st->rope_cos, N, (size_t)s->hd / 2 },
         { &st->rope_sin, N, (size_t)s->hd / 2 },
         { &st->mod, 6, D },
@@ -172,9 +173,13 @@ static gboolean layout(ClEncoderState *st, ClBackend *be, float *arena, size_t *
 static gboolean ensure_workspace(ClEncoderState *st, ClBackend *be, double rope_base,
                                  GError **error)
 {
-    if (st->arena && st->ops == be->ops && st->rope_base == rope_base)
+    /* self_ext attends over 2N keys; the other attentions over N or 1 */
+    size_t scratch = be->ops->attention_scratch(be, st->s.n, 2 * st->s.n, st->s.heads);
+    if (st->arena && st->ops == be->ops && st->scratch_floats >= scratch &&
+        st->rope_base == rope_base)
         return TRUE;
     g_clear_pointer(&st->arena, g_free);
+    st->scratch_floats = scratch;
     size_t total = 0, bytes = 0;
     if (!layout(st, be, NULL, &total) || !g_size_checked_mul(&bytes, total, sizeof(float)) ||
         !(st->arena = g_try_malloc(bytes))) {

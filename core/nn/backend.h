@@ -7,8 +7,9 @@ G_BEGIN_DECLS
 
 typedef struct _ClBackend ClBackend;
 
-/* The CPU backend: OpenBLAS sgemm for products, other ops on `n_threads` threads (0 = all
- * cores). */
+/* The CPU backend on `n_threads` threads (0 = all cores): its own pool runs every op, products
+ * included (OpenBLAS sgemm/sgemv, single-threaded inside the pool's tasks, on column blocks of
+ * the output or on attention heads), so no BLAS thread spins beside the pool's. */
 ClBackend *cl_backend_cpu_new(int n_threads);
 /* "auto" | "cpu" | "cuda": picks the device; "auto" falls back to the CPU with a one-line
  * notice in *notice (may be NULL). FALSE + error when "cuda" is asked for and absent. */
@@ -86,13 +87,13 @@ struct cl_backend_ops {
      *   · scale) over the keys query i sees: every j < n_kv when causal < 0, j <= causal + i
      *   otherwise (the decoder: causal = the number of cached positions before these queries).
      * out_tail (may be NULL): the same sum restricted to j >= tail_start (self_ext's
-     * predecessor share). `scratch` holds attention_scratch(n_q, n_kv, n_head) floats. */
+     * predecessor share). `scratch` holds attention_scratch(be, n_q, n_kv, n_head) floats. */
     void (*attention)(ClBackend *be, float *out, float *out_tail, const float *q, const float *k,
                       const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo,
                       int n_head, int n_kv_head, int head_dim, float scale, int causal,
                       int tail_start, float *scratch);
-    /* Floats of scratch `attention` needs for these sizes. */
-    size_t (*attention_scratch)(int n_q, int n_kv, int n_head);
+    /* Floats of scratch `attention` needs on this backend for any n_q' <= n_q, n_kv' <= n_kv. */
+    size_t (*attention_scratch)(ClBackend *be, int n_q, int n_kv, int n_head);
     /* out[i] = ‖a[i, :] − b[i, :]‖₂ (b NULL: ‖a[i, :]‖₂); a and b have stride ld; accumulated in
      * double. */
     void (*row_norms)(ClBackend *be, float *out, const float *a, const float *b, int m, int n,

@@ -1,4 +1,5 @@
-/* cpu.c - the CPU backend: OpenBLAS products, threaded row ops, fast vectorisable exp/erf. */
+/* cpu.c - the CPU backend: one thread pool for every op (OpenBLAS single-threaded inside its
+ * tasks), SIMD row ops, fast vectorisable exp/erf/GELU. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -16,13 +17,12 @@ static ClThreadPool *pool_of(ClBackend *be)
     return ((CpuData *)be->data)->pool;
 }
 
-/* Loops are written over fixed blocks of LANES elements (then a scalar tail) so that GCC's
- * -O2 vectoriser, which only vectorises loops it can cover entirely, turns them into SIMD code;
- * reductions keep LANES partial sums, which fixes the summation order on every machine. */
+/* Reductions keep LANES partial sums in fixed blocks (then a scalar tail): GCC's -O2 vectoriser
+ * takes such loops, and the summation order is the same on every machine. */
 #define LANES 16
 
-/* Work per thread below which an op stays on the calling thread (a wake-up costs ~10 µs). */
-#define GRAIN_FLOATS 16384
+/* Work per thread below which an op stays on the calling thread (a wake-up costs 10-40 µs). */
+#define GRAIN_FLOATS 32768
 /* Elementwise ops are split into blocks of this many floats. */
 #define BLOCK_FLOATS 2048
 
@@ -162,31 +162,120 @@ static inline vf vsilu(vf x)
     return x / (V(1.0f) + vexp(-x));
 }
 
-/* ---- products -------------------------------------------------------------------------------- */
+/* ---- products ------------------------------------------------------------------------------
+ * OpenBLAS's own threads busy-wait for ~2^28 cycles after every product (sched_yield loop), and
+ * so hold the core the pool's worker needs for the ops in between: measured on 2 cores, a
+ * second pool thread gained nothing. So the pool runs the products too: every BLAS call is
+ * single-threaded inside a pool task (on a block of output columns, or on a group of attention
+ * heads), OpenBLAS is switched to one thread around the pool's parallel regions and the
+ * process's setting is restored after (the switch costs nanoseconds). */
+
+static int blas_enter(void)
+{
+    int prev = openblas_get_num_threads();
+    if (prev != 1)
+        openblas_set_num_threads(1);
+    return prev;
+}
+
+static void blas_leave(int prev)
+{
+    if (prev != 1)
+        openblas_set_num_threads(prev);
+}
+
+/* Products smaller than this (multiply-adds) run as one task. */
+#define SPLIT_MACS (1 << 22)
+
+/* Column block b of nb over [0, n), boundaries on multiples of 16 floats (whole cache lines). */
+static void col_block(int n, int nb, int b, int *c0, int *c1)
+{
+    *c0 = b == 0 ? 0 : (int)(((gint64)n * b / nb) & ~(gint64)15);
+    *c1 = b == nb - 1 ? n : (int)(((gint64)n * (b + 1) / nb) & ~(gint64)15);
+}
+
+static int n_col_blocks(ClBackend *be, gint64 m, gint64 n, gint64 k)
+{
+    int t = ((CpuData *)be->data)->n_threads;
+    if (t <= 1 || m * n * k < SPLIT_MACS || n < 32)
+        return 1;
+    return (int)MIN((gint64)t, n / 16);
+}
+
+typedef struct {
+    float *out;
+    const float *x, *w, *bias;
+    int m, k, n, nb;
+} LinearCtx;
+
+static void linear_blocks(void *p, int begin, int end)
+{
+    const LinearCtx *c = p;
+    for (int b = begin; b < end; b++) {
+        int c0, c1;
+        col_block(c->n, c->nb, b, &c0, &c1);
+        int nc = c1 - c0;
+        if (nc <= 0)
+            continue;
+        float beta = 0.0f;
+        if (c->bias) {
+            for (int i = 0; i < c->m; i++)
+                memcpy(c->out + (size_t)i * c->n + c0, c->bias + c0, (size_t)nc * sizeof(float));
+            beta = 1.0f;
+        }
+        const float *w = c->w + (size_t)c0 * c->k;
+        if (c->m == 1) /* one row (a decode step): a matrix-vector product, no packing */
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, nc, c->k, 1.0f, w, c->k, c->x, 1, beta,
+                        c->out + c0, 1);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->m, nc, c->k, 1.0f, c->x,
+                        c->k, w, c->k, beta, c->out + c0, c->n);
+    }
+}
 
 static void cpu_linear(ClBackend *be, float *out, const float *x, const float *w,
                        const float *bias, int m, int k, int n)
 {
-    float beta = 0.0f;
-    if (bias) {
-        for (int i = 0; i < m; i++)
-            memcpy(out + (size_t)i * n, bias, (size_t)n * sizeof(float));
-        beta = 1.0f;
+    LinearCtx c = { out, x, w, bias, m, k, n, n_col_blocks(be, m, n, k) };
+    int prev = blas_enter();
+    cl_threadpool_run(pool_of(be), c.nb, 1, linear_blocks, &c);
+    blas_leave(prev);
+}
+
+typedef struct {
+    gboolean ta, tb;
+    int m, n, k, nb;
+    float alpha, beta;
+    const float *a, *b;
+    int lda, ldb, ldc;
+    float *c;
+} GemmCtx;
+
+static void gemm_blocks(void *p, int begin, int end)
+{
+    const GemmCtx *g = p;
+    for (int blk = begin; blk < end; blk++) {
+        int c0, c1;
+        col_block(g->n, g->nb, blk, &c0, &c1);
+        if (c1 <= c0)
+            continue;
+        /* op(b) columns c0..c1: rows of a transposed b, columns of a plain one */
+        const float *b = g->tb ? g->b + (size_t)c0 * g->ldb : g->b + c0;
+        cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                    g->tb ? CblasTrans : CblasNoTrans, g->m, c1 - c0, g->k, g->alpha, g->a,
+                    g->lda, b, g->ldb, g->beta, g->c + c0, g->ldc);
     }
-    if (m == 1) /* one row (a decode step): a matrix-vector product, no packing */
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, w, k, x, 1, beta, out, 1);
-    else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, x, k, w, k, beta,
-                    out, n);
 }
 
 static void cpu_gemm(ClBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k,
                      float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                      float *c, int ldc)
 {
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                ldc);
+    GemmCtx g = { trans_a, trans_b, m, n, k, n_col_blocks(be, m, n, k), alpha, beta, a, b,
+                  lda, ldb, ldc, c };
+    int prev = blas_enter();
+    cl_threadpool_run(pool_of(be), g.nb, 1, gemm_blocks, &g);
+    blas_leave(prev);
 }
 
 /* ---- reductions (LANES partial sums in double) -------------------------------------------- */
@@ -259,7 +348,7 @@ static void scale_f(float *y, float a, int n)
         vstore_n(y + i, vload_n(y + i, n - i) * V(a), n - i);
 }
 
-/* ---- norms ------------------------------------------------------------------------------------ */
+/* ---- norms ----------------------------------------------------------------------------------- */
 
 typedef struct {
     float *out;
@@ -328,7 +417,7 @@ static void cpu_rmsnorm(ClBackend *be, float *out, const float *x, const float *
     cl_threadpool_run(pool_of(be), m, rows_grain(n), rmsnorm_rows, &c);
 }
 
-/* ---- elementwise ------------------------------------------------------------------------------ */
+/* ---- elementwise ----------------------------------------------------------------------------- */
 
 typedef struct {
     float *out;
@@ -462,7 +551,7 @@ static void cpu_scale_cols(ClBackend *be, float *out, const float *a, const floa
     cl_threadpool_run(pool_of(be), m, rows_grain(n), scale_cols_rows, &c);
 }
 
-/* ---- RoPE ------------------------------------------------------------------------------------- */
+/* ---- RoPE ------------------------------------------------------------------------------------ */
 
 typedef struct {
     float *x;
@@ -501,7 +590,7 @@ static void cpu_rope(ClBackend *be, float *x, const float *cos_t, const float *s
     cl_threadpool_run(pool_of(be), n_tok, rows_grain(n_head * head_dim), rope_rows, &c);
 }
 
-/* ---- softmax ---------------------------------------------------------------------------------- */
+/* ---- softmax --------------------------------------------------------------------------------- */
 
 /* Softmax of x[0, n) in place; returns nothing, leaves zeros for an empty row. */
 static void softmax_row(float *x, int n)
@@ -569,18 +658,26 @@ static void cpu_softmax(ClBackend *be, float *x, int m, int n, int ld)
     cl_threadpool_run(pool_of(be), m, rows_grain(n), softmax_rows, &c);
 }
 
-/* ---- attention -------------------------------------------------------------------------------- */
+/* ---- attention ------------------------------------------------------------------------------- */
 
 /* Up to this many queries, attention runs as one fused loop per (head, query) (a decode step):
- * scores, softmax and the weighted sum stay in cache, threads split the heads. Beyond it, per
- * head: S = Q K^T (sgemm), softmax rows (threaded), O = S V (sgemm). */
+ * scores, softmax and the weighted sum stay in cache, threads split the heads. Beyond it, each
+ * thread takes a group of heads: S = Q K^T (sgemm), softmax rows, O = S V (sgemm), with its own
+ * slice of the scratch. */
 #define FUSED_MAX_Q 4
 
-static size_t cpu_attention_scratch(int n_q, int n_kv, int n_head)
+static int attention_lanes(ClBackend *be, int n_head)
 {
+    return MAX(1, MIN(((CpuData *)be->data)->n_threads, n_head));
+}
+
+/* enough for every n_q' <= n_q, n_kv' <= n_kv: the fused path's need grows with the heads */
+static size_t cpu_attention_scratch(ClBackend *be, int n_q, int n_kv, int n_head)
+{
+    size_t fused = (size_t)MIN(n_q, FUSED_MAX_Q) * n_head * n_kv;
     if (n_q <= FUSED_MAX_Q)
-        return (size_t)n_q * n_head * n_kv;
-    return (size_t)n_q * n_kv;
+        return fused;
+    return MAX(fused, (size_t)attention_lanes(be, n_head) * n_q * n_kv);
 }
 
 typedef struct {
@@ -590,6 +687,7 @@ typedef struct {
     float scale;
     int causal, tail_start;
     float *scratch;
+    int lanes;
 } AttnCtx;
 
 static void attention_fused(void *p, int begin, int end)
@@ -617,46 +715,64 @@ static void attention_fused(void *p, int begin, int end)
     }
 }
 
+/* lane = one task: heads [n_head·lane/lanes, n_head·(lane+1)/lanes) */
+static void attention_lanes_run(void *p, int begin, int end)
+{
+    const AttnCtx *c = p;
+    const int hd = c->hd, n_q = c->n_q, n_kv = c->n_kv;
+    const int tail = c->out_tail ? n_kv - MAX(c->tail_start, 0) : 0;
+    for (int lane = begin; lane < end; lane++) {
+        float *scores = c->scratch + (size_t)lane * n_q * n_kv;
+        int h0 = (int)((gint64)c->n_head * lane / c->lanes);
+        int h1 = (int)((gint64)c->n_head * (lane + 1) / c->lanes);
+        for (int h = h0; h < h1; h++) {
+            int g = h / c->group;
+            const float *qh = c->q + (size_t)h * hd;
+            const float *kg = c->k + (size_t)g * hd;
+            const float *vg = c->v + (size_t)g * hd;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, hd, c->scale, qh,
+                        c->ldq, kg, c->ldk, 0.0f, scores, n_kv);
+            SoftmaxCtx sc = { scores, n_kv, n_kv, c->causal, 0 };
+            softmax_rows(&sc, 0, n_q);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, hd, n_kv, 1.0f, scores,
+                        n_kv, vg, c->ldv, 0.0f, c->out + (size_t)h * hd, c->ldo);
+            if (c->out_tail) {
+                float *oh = c->out_tail + (size_t)h * hd;
+                if (tail > 0)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, hd, tail, 1.0f,
+                                scores + (n_kv - tail), n_kv, vg + (size_t)(n_kv - tail) * c->ldv,
+                                c->ldv, 0.0f, oh, c->ldo);
+                else
+                    for (int i = 0; i < n_q; i++)
+                        memset(oh + (size_t)i * c->ldo, 0, (size_t)hd * sizeof(float));
+            }
+        }
+    }
+}
+
 static void cpu_attention(ClBackend *be, float *out, float *out_tail, const float *q,
                           const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
                           int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
                           int causal, int tail_start, float *scratch)
 {
-    int group = n_head / n_kv_head;
+    AttnCtx c = { out, out_tail, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo,
+                  n_head, n_head / n_kv_head, head_dim, scale, causal, tail_start, scratch,
+                  attention_lanes(be, n_head) };
     if (n_q <= FUSED_MAX_Q) {
-        AttnCtx c = { out, out_tail, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo,
-                      n_head, group, head_dim, scale, causal, tail_start, scratch };
         /* one item = one head's query: n_kv·head_dim·2 multiply-adds */
         int grain = MAX(1, GRAIN_FLOATS / MAX(1, n_kv * head_dim / 8));
         cl_threadpool_run(pool_of(be), n_head * n_q, grain, attention_fused, &c);
         return;
     }
-    int tail = out_tail ? n_kv - MAX(tail_start, 0) : 0;
-    for (int h = 0; h < n_head; h++) {
-        int g = h / group;
-        const float *qh = q + (size_t)h * head_dim;
-        const float *kg = k + (size_t)g * head_dim;
-        const float *vg = v + (size_t)g * head_dim;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, head_dim, scale, qh, ldq,
-                    kg, ldk, 0.0f, scratch, n_kv);
-        SoftmaxCtx sc = { scratch, n_kv, n_kv, causal, 0 };
-        cl_threadpool_run(pool_of(be), n_q, rows_grain(n_kv), softmax_rows, &sc);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, head_dim, n_kv, 1.0f,
-                    scratch, n_kv, vg, ldv, 0.0f, out + (size_t)h * head_dim, ldo);
-        if (out_tail) {
-            float *oh = out_tail + (size_t)h * head_dim;
-            if (tail > 0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, head_dim, tail, 1.0f,
-                            scratch + (n_kv - tail), n_kv, vg + (size_t)(n_kv - tail) * ldv, ldv,
-                            0.0f, oh, ldo);
-            else
-                for (int i = 0; i < n_q; i++)
-                    memset(oh + (size_t)i * ldo, 0, (size_t)head_dim * sizeof(float));
-        }
-    }
+    /* small problems on one lane: a wake-up would cost more than it saves */
+    if ((gint64)n_q * n_kv * head_dim * n_head < SPLIT_MACS)
+        c.lanes = 1;
+    int prev = blas_enter();
+    cl_threadpool_run(pool_of(be), c.lanes, 1, attention_lanes_run, &c);
+    blas_leave(prev);
 }
 
-/* ---- row statistics, embedding ------------------------------------------------------------------ */
+/* ---- row statistics, embedding --------------------------------------------------------------- */
 
 typedef struct {
     float *out;
@@ -708,7 +824,7 @@ static void cpu_embed(ClBackend *be, float *out, const float *table, const gint3
                    (size_t)dim * sizeof(float));
 }
 
-/* ---- the backend -------------------------------------------------------------------------------- */
+/* ---- the backend ----------------------------------------------------------------------------- */
 
 static void cpu_destroy(ClBackend *be)
 {
@@ -747,9 +863,6 @@ ClBackend *cl_backend_cpu_new(int n_threads)
     CpuData *d = g_new0(CpuData, 1);
     d->pool = cl_threadpool_new(n_threads);
     d->n_threads = cl_threadpool_size(d->pool);
-    /* OpenBLAS's thread count is process-wide: the last backend made sets it (never more
-     * threads than cores: its workers spin a while after each product). */
-    openblas_set_num_threads(MIN(d->n_threads, (int)g_get_num_processors()));
     ClBackend *be = g_new0(ClBackend, 1);
     be->ops = &cpu_ops;
     be->data = d;
@@ -764,7 +877,7 @@ int cl_backend_cpu_threads(const ClBackend *be)
     return ((const CpuData *)be->data)->n_threads;
 }
 
-/* ---- host helpers -------------------------------------------------------------------------------- */
+/* ---- host helpers ---------------------------------------------------------------------------- */
 
 int cl_argmax(const float *x, int n)
 {
