@@ -12,13 +12,17 @@ PACKAGES=(
   # core
   libglib2.0-dev libglib2.0-bin libgdk-pixbuf-2.0-dev libpng-dev zlib1g-dev libtiff-dev libgeotiff-dev
   libdcmtk-dev libsndfile1-dev libssl-dev libwrap0-dev libjson-glib-dev libcairo2-dev libpango1.0-dev
-  libopenblas-dev
+  libopenblas-dev libsqlite3-dev
+  # fonts for the PDF and HTML reports (Pango)
+  fonts-dejavu-core
   # image formats gdk-pixbuf loads at run time
   webp-pixbuf-loader libgdk-pixbuf2.0-bin
   # application
   libgtk-4-dev libadwaita-1-dev librsvg2-common
   # tests: display server, desktop-file and AppStream validators
   xvfb xauth desktop-file-utils appstream
+  # tests: render exported PDFs to PNG (pdftoppm)
+  poppler-utils
 )
 
 log() { printf '\033[1mrun.sh:\033[0m %s\n' "$*" >&2; }

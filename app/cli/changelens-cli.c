@@ -23,7 +23,10 @@ static const char usage_text[] =
     "  describe [OPTIONS] IMG1 IMG2…    describe what changed across an image sequence\n"
     "  model init|info|convert …       create, inspect and convert model files\n"
     "  tokenizer train|encode|decode …  byte-level BPE tokenizer tools\n"
-    "  bench [OPTIONS]                 engine speed and memory (optionally against PyTorch)\n"
+    "  case new|add|list|show|search|describe|edit|accept|reject|export|delete …\n"
+    "                                  the case database: images, runs, reviewed descriptions, reports\n"
+    "  bench [OPTIONS]                 engine speed and memory (optionally against PyTorch);\n"
+    "                                  --casedb: case database inserts and search latency\n"
     "\n"
     "Run 'changelens-cli COMMAND --help' for a command's options.\n";
 

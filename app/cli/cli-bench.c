@@ -183,8 +183,11 @@ static void fill_image(float *px, const ClModelConfig *c, int t)
 
 int cl_cli_bench(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--casedb") == 0)
+            return cl_cli_bench_casedb(argc, argv);
     g_autofree char *preset = NULL, *device = NULL, *variant = NULL;
-    gboolean vs_torch = FALSE, torch_compile = FALSE, json = FALSE;
+    gboolean vs_torch = FALSE, torch_compile = FALSE, json = FALSE, casedb_unused = FALSE;
     int tokens = 32, repeat = 3, threads = 0;
     GOptionEntry entries[] = {
         { "preset", 'p', 0, G_OPTION_ARG_STRING, &preset, "Model size: tiny, base or large",
@@ -200,6 +203,8 @@ int cl_cli_bench(int argc, char **argv)
         { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &torch_compile,
           "Also time torch.compile (PyTorch >= 2)", NULL },
         { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        { "casedb", 0, 0, G_OPTION_ARG_NONE, &casedb_unused,
+          "Benchmark the case database instead (bench --casedb --help)", NULL },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- engine speed and memory");

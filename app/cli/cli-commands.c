@@ -8,5 +8,6 @@ const ClCliCommand cl_cli_commands[] = {
     { "model", cl_cli_model },
     { "tokenizer", cl_cli_tokenizer },
     { "bench", cl_cli_bench },
+    { "case", cl_cli_case },
     { NULL, NULL },
 };

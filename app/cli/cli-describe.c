@@ -47,7 +47,7 @@ static char *first_model_in(const char *dir)
     return g_build_filename(dir, best, NULL);
 }
 
-static char *find_default_model(GError **error)
+char *cl_cli_find_default_model(GError **error)
 {
     const char *env = g_getenv("CHANGELENS_MODEL");
     if (env && *env) {
@@ -84,7 +84,7 @@ static char *find_default_model(GError **error)
 
 /* The callback hands over complete UTF-8 sequences; bytes that are not UTF-8 at all (an untrained
  * model makes plenty) are shown as U+FFFD so the terminal only ever gets text. */
-static void stream_token(gint32 id, const char *text, gsize len, gpointer user_data)
+void cl_cli_stream_token(gint32 id, const char *text, gsize len, gpointer user_data)
 {
     (void)id;
     gboolean *any = user_data;
@@ -361,7 +361,7 @@ int cl_cli_describe(int argc, char **argv)
     if (random_init) {
         model = cl_model_new_random(&cfg, seed < 0 ? 0 : (guint64)seed, &err);
     } else {
-        resolved_path = model_path ? g_strdup(model_path) : find_default_model(&err);
+        resolved_path = model_path ? g_strdup(model_path) : cl_cli_find_default_model(&err);
         if (resolved_path)
             model = cl_model_load(resolved_path, &err);
     }
@@ -390,7 +390,7 @@ int cl_cli_describe(int argc, char **argv)
     opts.delta = delta;
     opts.heatmaps = TRUE; /* cheap; the JSON reports them even without --heatmap */
     if (!json) {
-        opts.on_token = stream_token;
+        opts.on_token = cl_cli_stream_token;
         opts.user_data = &streamed_any;
     }
     ClDescribeResult res;

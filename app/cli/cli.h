@@ -10,6 +10,18 @@ int cl_cli_describe(int argc, char **argv);  /* cli-describe.c */
 int cl_cli_model(int argc, char **argv);     /* cli-model.c */
 int cl_cli_tokenizer(int argc, char **argv); /* cli-tokenizer.c */
 int cl_cli_bench(int argc, char **argv);     /* cli-bench.c */
+int cl_cli_case(int argc, char **argv);      /* cli-case.c */
+/* `bench --casedb` (cli-bench-casedb.c; cl_cli_bench hands over when it sees --casedb) */
+int cl_cli_bench_casedb(int argc, char **argv);
+
+/* Shared by describe and case describe (cli-describe.c). */
+#include <glib.h>
+/* $CHANGELENS_MODEL, else the first model in data/model/ (build tree) or share/changelens/model/;
+ * NULL + an error telling the user what to pass. */
+char *cl_cli_find_default_model(GError **error);
+/* ClTokenCallback that prints the text to stdout (invalid UTF-8 shown as U+FFFD) and sets
+ * *(gboolean *)user_data once anything was printed. */
+void cl_cli_stream_token(gint32 id, const char *text, gsize len, gpointer user_data);
 
 /* NULL-terminated (cli-commands.c) */
 extern const ClCliCommand cl_cli_commands[];

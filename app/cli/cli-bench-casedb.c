@@ -1,0 +1,331 @@
+/* cli-bench-casedb.c - `changelens-cli bench --casedb`: fills a fresh case database with N cases
+ * of three images each (metadata, a run, a generated description, heatmaps, some edits and
+ * reviews, notes), then times full-text searches. Reports inserts/s and search latency
+ * percentiles; the target is p95 under 50 ms at 10,000 cases. */
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "casedb.h"
+#include "cli.h"
+
+#define PROG "changelens-cli bench --casedb"
+
+/* Words the generated texts are made of: the three domains' vocabularies, so searches hit a
+ * realistic spread of common and rare terms. */
+static const char *const subjects[] = {
+    "building",   "road",     "roof",      "parking lot", "tree line", "field",     "pond",
+    "opacity",    "effusion", "nodule",    "consolidation", "cardiomegaly", "pneumothorax",
+    "atelectasis", "edema",   "catheter",  "lamp",        "chair",     "vase",      "logo",
+    "sky",        "shadow",   "car",       "fence",       "bridge",    "warehouse", "runway",
+};
+static const char *const verbs[] = {
+    "appeared", "was removed", "grew", "shrank", "moved to the left", "moved to the right",
+    "changed colour", "is unchanged", "was replaced", "resolved", "worsened", "is new",
+};
+static const char *const places[] = {
+    "in the upper left", "in the lower right", "near the centre", "along the northern edge",
+    "in the right lower lobe", "in the left upper lobe", "at the costophrenic angle",
+    "next to the river", "behind the house", "in the background", "at the crossing",
+};
+static const char *const surnames[] = {
+    "Okafor", "Lindqvist", "Tanaka", "Moreau", "Kowalski", "Haddad", "Nguyen", "Schmidt",
+    "Rossi", "Fernandes", "Ivanova", "Mbeki", "Larsen", "Dubois", "Yilmaz", "Novak",
+};
+static const char *const modalities[] = { "DX", "CR", "TIFF", "PNG" };
+
+#define PICK(r, a) (a[g_rand_int_range((r), 0, (gint32)G_N_ELEMENTS(a))])
+
+static char *make_description(GRand *r)
+{
+    GString *s = g_string_new(NULL);
+    int n = g_rand_int_range(r, 1, 4);
+    for (int i = 0; i < n; i++) {
+        const char *subj = PICK(r, subjects);
+        g_string_append_printf(s, "%sThe %s %s %s (%d px).", i ? " " : "", subj, PICK(r, verbs),
+                               PICK(r, places), g_rand_int_range(r, 4, 400));
+    }
+    return g_string_free(s, FALSE);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double percentile(const double *sorted, int n, double p)
+{
+    if (n == 0)
+        return 0;
+    double pos = p * (n - 1);
+    int lo = (int)floor(pos), hi = (int)ceil(pos);
+    return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+static gboolean insert_case(ClCaseDb *db, GRand *r, int k, int n_images, int grid, GError **error)
+{
+    const char *surname = PICK(r, surnames);
+    const char *mod = PICK(r, modalities);
+    g_autofree char *name = g_strdup_printf("Case %05d %s follow-up", k, surname);
+    gint64 id = 0;
+    if (!cl_casedb_case_new(db, name, &id, error))
+        return FALSE;
+    g_autoptr(GPtrArray) imgs = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
+    for (int i = 0; i < n_images; i++) {
+        ClCaseImage *img = g_new0(ClCaseImage, 1);
+        img->position = (guint)i;
+        img->path = g_strdup_printf("/data/studies/%05d/image-%d.%s", k, i + 1,
+                                    strcmp(mod, "PNG") == 0 ? "png" : strcmp(mod, "TIFF") == 0 ? "tif" : "dcm");
+        GChecksum *ck = g_checksum_new(G_CHECKSUM_SHA256);
+        g_checksum_update(ck, (const guchar *)img->path, -1);
+        img->sha256 = g_strdup(g_checksum_get_string(ck));
+        g_checksum_free(ck);
+        img->file_size = g_rand_int_range(r, 100000, 20000000);
+        img->file_mtime = 1700000000 + k;
+        gboolean dicom = mod[0] == 'D' || mod[0] == 'C';
+        img->format = g_strdup(dicom ? "DICOM" : mod);
+        img->modality = dicom ? g_strdup(mod) : NULL;
+        img->width = img->height = 2048;
+        img->n_frames = 1;
+        img->acquired_at = g_strdup_printf("2026%02d%02d101500", 1 + (k + i) % 12, 1 + (k * 7 + i) % 28);
+        img->metadata_json =
+            dicom ? g_strdup_printf("{\"PatientName\": \"%s^Alex\", \"PatientID\": \"P%06d\", "
+                                    "\"StudyDescription\": \"Chest %s follow-up %d\", "
+                                    "\"InstitutionName\": \"General Hospital\"}",
+                                    surname, k, mod, i + 1)
+                  : g_strdup_printf("{\"Software\": \"Editor %d\", \"Tile\": \"T%05d\"}", i, k);
+        g_ptr_array_add(imgs, img);
+    }
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(gint64));
+    if (!cl_casedb_images_add(db, id, imgs, ids, error))
+        return FALSE;
+
+    ClCaseRun run = {
+        .model_name = "bench model",
+        .model_sha256 = "0000000000000000000000000000000000000000000000000000000000000000",
+        .model_config_json = "{\"preset\": \"tiny\"}",
+        .device = "cpu (2 threads)",
+        .settings_json = "{\"beam_size\": 1}",
+        .seed = (guint64)k,
+        .encode_ms = 60, .prefill_ms = 30, .decode_ms = 500, .total_ms = 600, .n_tokens = 64,
+    };
+    g_autoptr(GPtrArray) heat = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_heatmap_free);
+    for (int i = 1; i < n_images; i++) {
+        ClCaseHeatmap *h = g_new0(ClCaseHeatmap, 1);
+        h->image_id = g_array_index(ids, gint64, i);
+        h->layer = -1;
+        h->kind = g_strdup("update_norm");
+        h->input_size = grid * 16;
+        h->grid_w = h->grid_h = (guint)grid;
+        h->data = g_new(float, grid * grid);
+        for (int j = 0; j < grid * grid; j++)
+            h->data[j] = (float)g_rand_double(r);
+        g_ptr_array_add(heat, h);
+    }
+    g_autofree char *text = make_description(r);
+    if (!cl_casedb_run_record(db, id, &run, text, heat, NULL, NULL, error))
+        return FALSE;
+    /* a reviewer edits every fourth case and accepts every third; some get a note */
+    if (k % 4 == 0) {
+        g_autofree char *edited = g_strdup_printf("%s Reviewed against the prior of %s.", text,
+                                                  PICK(r, surnames));
+        if (!cl_casedb_description_edit(db, id, edited, "reviewer", 0, NULL, error))
+            return FALSE;
+    }
+    if (k % 3 == 0 && !cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, "reviewer", NULL, error))
+        return FALSE;
+    if (k % 5 == 0) {
+        g_autofree char *note = g_strdup_printf("Compare with the %s study next time.", PICK(r, subjects));
+        if (!cl_casedb_note_add(db, id, 0, note, NULL, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+static char *make_query(GRand *r, int i)
+{
+    switch (i % 5) {
+    case 0: return g_strdup(PICK(r, subjects));
+    case 1: return g_strdup_printf("%s %s", PICK(r, subjects), PICK(r, verbs));
+    case 2: return g_strdup(PICK(r, surnames));
+    case 3: { /* a prefix, as someone typing */
+        const char *w = PICK(r, subjects);
+        return g_strndup(w, MIN(strlen(w), 4));
+    }
+    default: return g_strdup_printf("%s %s", PICK(r, places), PICK(r, subjects));
+    }
+}
+
+int cl_cli_bench_casedb(int argc, char **argv)
+{
+    gboolean casedb = FALSE, json = FALSE, keep = FALSE;
+    int n_cases = 10000, n_images = 3, n_queries = 250, grid = 10;
+    gint64 seed = 1;
+    g_autofree char *db_path = NULL;
+    GOptionEntry entries[] = {
+        { "casedb", 0, 0, G_OPTION_ARG_NONE, &casedb, "Benchmark the case database", NULL },
+        { "cases", 'n', 0, G_OPTION_ARG_INT, &n_cases, "Cases to insert (10000)", "N" },
+        { "images", 0, 0, G_OPTION_ARG_INT, &n_images, "Images per case (3)", "N" },
+        { "queries", 'q', 0, G_OPTION_ARG_INT, &n_queries, "Searches to time (250)", "N" },
+        { "grid", 0, 0, G_OPTION_ARG_INT, &grid, "Heatmap grid side (10, the tiny model's)", "N" },
+        { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of the generated cases (1)", "N" },
+        { "db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
+          "Database file to create (default: a temporary one, deleted afterwards)", "PATH" },
+        { "keep", 0, 0, G_OPTION_ARG_NONE, &keep, "Keep the temporary database", NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- case database inserts and search latency");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
+        fprintf(stderr, "%s: %s\n", PROG, err->message);
+        return 2;
+    }
+    if (argc > 1) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", PROG, argv[1]);
+        return 2;
+    }
+    if (n_cases < 1 || n_images < 2 || n_images > 64 || n_queries < 1 || grid < 1 || grid > 256) {
+        fprintf(stderr, "%s: --cases and --queries must be at least 1, --images 2 to 64, --grid "
+                        "1 to 256\n", PROG);
+        return 2;
+    }
+    g_autofree char *tmpdir = NULL;
+    if (!db_path) {
+        tmpdir = g_dir_make_tmp("changelens-bench-XXXXXX", &err);
+        if (!tmpdir) {
+            fprintf(stderr, "%s: %s\n", PROG, err->message);
+            return 1;
+        }
+        db_path = g_build_filename(tmpdir, "cases.db", NULL);
+    } else if (g_file_test(db_path, G_FILE_TEST_EXISTS)) {
+        fprintf(stderr, "%s: %s exists; the benchmark fills a new database (give another path)\n",
+                PROG, db_path);
+        return 2;
+    }
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &err);
+    if (!db) {
+        fprintf(stderr, "%s: %s\n", PROG, err->message);
+        return 1;
+    }
+    cl_casedb_set_actor(db, "bench");
+    GRand *r = g_rand_new_with_seed((guint32)seed);
+    GPtrArray *all = NULL;
+    int rc = 0;
+
+    /* ---- inserts ---- */
+    gint64 t0 = g_get_monotonic_time(), last = t0;
+    for (int k = 1; k <= n_cases; k++) {
+        if (!insert_case(db, r, k, n_images, grid, &err)) {
+            fprintf(stderr, "%s: case %d: %s\n", PROG, k, err->message);
+            rc = 1;
+            goto out;
+        }
+        gint64 now = g_get_monotonic_time();
+        if (!json && now - last > 1000000) {
+            double rate = k / ((now - t0) / 1e6);
+            fprintf(stderr, "\r%s: inserted %d of %d cases (%.0f/s, %.0f s left)   ", PROG, k,
+                    n_cases, rate, (n_cases - k) / rate);
+            last = now;
+        }
+    }
+    double insert_s = (g_get_monotonic_time() - t0) / 1e6;
+    if (!json)
+        fprintf(stderr, "\r%60s\r", "");
+
+    /* ---- searches ---- */
+    double *lat = g_new(double, n_queries);
+    guint64 total_hits = 0;
+    int with_hits = 0;
+    for (int i = 0; i < n_queries; i++) {
+        g_autofree char *q = make_query(r, i);
+        gint64 s0 = g_get_monotonic_time();
+        g_autoptr(GPtrArray) hits = cl_casedb_search(db, q, 50, &err);
+        lat[i] = (g_get_monotonic_time() - s0) / 1000.0;
+        if (!hits) {
+            fprintf(stderr, "%s: search '%s': %s\n", PROG, q, err->message);
+            g_free(lat);
+            rc = 1;
+            goto out;
+        }
+        total_hits += hits->len;
+        with_hits += hits->len > 0;
+    }
+    qsort(lat, n_queries, sizeof *lat, cmp_double);
+    double p50 = percentile(lat, n_queries, 0.50), p95 = percentile(lat, n_queries, 0.95);
+    double pmax = lat[n_queries - 1];
+    g_free(lat);
+
+    /* ---- listing the whole database, as the app's case list does ---- */
+    gint64 l0 = g_get_monotonic_time();
+    all = cl_casedb_list(db, &err);
+    double list_ms = (g_get_monotonic_time() - l0) / 1000.0;
+    if (!all) {
+        fprintf(stderr, "%s: list: %s\n", PROG, err->message);
+        rc = 1;
+        goto out;
+    }
+    GStatBuf st;
+    double db_mb = g_stat(db_path, &st) == 0 ? st.st_size / 1048576.0 : 0;
+
+    if (json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+#define JD(k, v) (json_builder_set_member_name(b, k), json_builder_add_double_value(b, v))
+#define JI(k, v) (json_builder_set_member_name(b, k), json_builder_add_int_value(b, v))
+        JI("cases", n_cases);
+        JI("images_per_case", n_images);
+        JI("heatmap_grid", grid);
+        JD("insert_s", insert_s);
+        JD("insert_cases_per_s", n_cases / insert_s);
+        JD("insert_images_per_s", (double)n_cases * n_images / insert_s);
+        JI("search_queries", n_queries);
+        JI("search_queries_with_hits", with_hits);
+        JD("search_mean_hits", (double)total_hits / n_queries);
+        JD("search_p50_ms", p50);
+        JD("search_p95_ms", p95);
+        JD("search_max_ms", pmax);
+        JD("search_p95_target_ms", 50);
+        JD("list_ms", list_ms);
+        JI("listed_cases", all->len);
+        JD("db_mb", db_mb);
+        json_builder_end_object(b);
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        g_autoptr(JsonNode) root = json_builder_get_root(b);
+        json_generator_set_root(gen, root);
+        json_generator_set_pretty(gen, TRUE);
+        g_autofree char *out = json_generator_to_data(gen, NULL);
+        printf("%s\n", out);
+    } else {
+        printf("ChangeLens bench: case database (SQLite, WAL, FTS5), %s\n", db_path);
+        printf("  inserted %d cases × %d images (run, description, %d heatmaps of %d×%d, "
+               "edits, reviews, notes)\n", n_cases, n_images, n_images - 1, grid, grid);
+        printf("  inserts            %.1f s   %.0f cases/s   %.0f images/s\n", insert_s,
+               n_cases / insert_s, (double)n_cases * n_images / insert_s);
+        printf("  search (%d queries, %d with hits, %.1f hits on average, limit 50)\n", n_queries,
+               with_hits, (double)total_hits / n_queries);
+        printf("    p50 %.2f ms   p95 %.2f ms   max %.2f ms   (target p95 < 50 ms: %s)\n", p50, p95,
+               pmax, p95 < 50 ? "met" : "NOT met");
+        printf("  list of all %u cases  %.1f ms;  database %.1f MB\n", all->len, list_ms, db_mb);
+    }
+out:
+    g_rand_free(r);
+    if (all)
+        g_ptr_array_unref(all);
+    cl_casedb_close(db);
+    if (tmpdir && !keep) {
+        const char *suffixes[] = { "", "-wal", "-shm", "-journal" };
+        for (guint i = 0; i < G_N_ELEMENTS(suffixes); i++) {
+            g_autofree char *p = g_strconcat(db_path, suffixes[i], NULL);
+            g_unlink(p);
+        }
+        g_rmdir(tmpdir);
+    } else if (tmpdir) {
+        fprintf(stderr, "%s: kept %s\n", PROG, db_path);
+    }
+    return rc;
+}

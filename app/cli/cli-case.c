@@ -1,0 +1,973 @@
+/* cli-case.c - `changelens-cli case …`: the case database from the command line and scripts.
+ * The shapes scripts rely on: `case new NAME` prints the new id; `list`, `show` and `search`
+ * take --json; every other result goes to stderr as one line. The database is --db PATH, else
+ * $CHANGELENS_DB, else the user data dir (core/casedb). Exit status: 0 done, 1 failure (the
+ * message says what and what to do), 2 usage error. */
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "casedb.h"
+#include "cl-config.h"
+#include "cli.h"
+#include "describe.h"
+#include "report.h"
+
+#define PROG "changelens-cli case"
+
+static const char usage_text[] =
+    "Usage: changelens-cli case [--db PATH] COMMAND …\n"
+    "\n"
+    "Commands:\n"
+    "  new NAME                        create a case; prints its id\n"
+    "  add ID FILE…                    add images (every frame of a multi-frame file) in order\n"
+    "  list [--json]                   every case, most recently changed first\n"
+    "  show ID [--json]                images (and whether their files moved or changed), runs,\n"
+    "                                  the description and its history, notes\n"
+    "  search QUERY… [--json]          full-text search: names, descriptions, notes, metadata\n"
+    "  describe ID [OPTIONS]           run the model on the case's images; records the run,\n"
+    "                                  the description (streamed) and the heatmaps\n"
+    "  edit ID TEXT|-                  a new version of the description (- reads stdin)\n"
+    "  accept ID / reject ID           a new version with that status\n"
+    "  note ID TEXT                    add a note\n"
+    "  key ID IMAGE_ID [--label TEXT]  mark a key image\n"
+    "  export ID --format pdf|html|json --out PATH [--no-deidentify] [--paper a4|letter]\n"
+    "  delete ID                       delete the case (the audit log keeps a record)\n"
+    "\n"
+    "The database: --db PATH, else $CHANGELENS_DB, else ~/.local/share/changelens/cases.db.\n"
+    "Run 'changelens-cli case COMMAND --help' for a command's options.\n";
+
+/* ---- shared ---------------------------------------------------------------------------------- */
+
+static const char *db_path_opt; /* --db, taken out of argv before the command parses its own */
+
+static int fail(const char *what, const GError *err)
+{
+    if (what)
+        fprintf(stderr, "%s %s: %s\n", PROG, what, err ? err->message : "failed");
+    else
+        fprintf(stderr, "%s: %s\n", PROG, err ? err->message : "failed");
+    return 1;
+}
+
+static int usage(const char *cmd, const char *msg)
+{
+    fprintf(stderr, "%s %s: %s (see '%s %s --help')\n", PROG, cmd, msg, PROG, cmd);
+    return 2;
+}
+
+static ClCaseDb *open_db(gboolean write, GError **error)
+{
+    g_autofree char *path = db_path_opt ? g_strdup(db_path_opt) : cl_casedb_default_path();
+    /* reading commands never create a database; writing ones create it on first use */
+    ClCaseDbOpenFlags flags = write ? CL_CASEDB_OPEN_DEFAULT : CL_CASEDB_OPEN_NO_CREATE;
+    if (!write && strcmp(path, ":memory:") != 0 && !g_file_test(path, G_FILE_TEST_EXISTS)) {
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_NOT_FOUND,
+                    "there is no case database at %s yet (create a case with 'case new NAME', "
+                    "or pass --db PATH)",
+                    path);
+        return NULL;
+    }
+    return cl_casedb_open(path, flags, error);
+}
+
+/* A case id argument: a positive integer. */
+static gboolean parse_id(const char *s, gint64 *out)
+{
+    if (!s || !*s)
+        return FALSE;
+    char *end = NULL;
+    gint64 v = g_ascii_strtoll(s, &end, 10);
+    if (*end || v <= 0)
+        return FALSE;
+    *out = v;
+    return TRUE;
+}
+
+/* Parses the command's options; leaves the positional arguments in argc, argv (argv[0] kept).
+ * Returns -1 to go on, else the exit status. */
+static int parse(const char *cmd, const char *params, const char *summary, GOptionEntry *entries,
+                 int *argc, char ***argv)
+{
+    g_autofree char *pname = g_strdup_printf("%s %s", PROG, cmd);
+    g_autoptr(GOptionContext) ctx = g_option_context_new(params);
+    g_option_context_set_summary(ctx, summary);
+    if (entries)
+        g_option_context_add_main_entries(ctx, entries, NULL);
+    g_set_prgname(pname);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, argc, argv, &err)) {
+        fprintf(stderr, "%s: %s\n", pname, err->message);
+        return 2;
+    }
+    return -1;
+}
+
+static char *read_stdin_text(GError **error)
+{
+    g_autoptr(GString) s = g_string_new(NULL);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, stdin)) > 0)
+        g_string_append_len(s, buf, (gssize)n);
+    if (ferror(stdin)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_FAILED, "cannot read the text from stdin");
+        return NULL;
+    }
+    /* a trailing newline from `echo` or an editor is not part of the text */
+    while (s->len && (s->str[s->len - 1] == '\n' || s->str[s->len - 1] == '\r'))
+        g_string_truncate(s, s->len - 1);
+    return g_string_free(g_steal_pointer(&s), FALSE);
+}
+
+static void print_json(JsonBuilder *b)
+{
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    g_autofree char *out = json_generator_to_data(gen, NULL);
+    printf("%s\n", out);
+}
+
+static void jstr(JsonBuilder *b, const char *key, const char *v)
+{
+    json_builder_set_member_name(b, key);
+    if (v) {
+        g_autofree char *valid = g_utf8_make_valid(v, -1);
+        json_builder_add_string_value(b, valid);
+    } else {
+        json_builder_add_null_value(b);
+    }
+}
+
+static void jint(JsonBuilder *b, const char *key, gint64 v)
+{
+    json_builder_set_member_name(b, key);
+    json_builder_add_int_value(b, v);
+}
+
+/* Text for a terminal: valid UTF-8, control characters (but newline and tab) shown as U+FFFD,
+ * so a hostile description cannot drive the terminal. */
+static char *printable(const char *s)
+{
+    g_autofree char *valid = g_utf8_make_valid(s ? s : "", -1);
+    GString *out = g_string_sized_new(strlen(valid));
+    for (const char *p = valid; *p; p = g_utf8_next_char(p)) {
+        gunichar c = g_utf8_get_char(p);
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || (c >= 0x80 && c < 0xa0))
+            g_string_append(out, "\xef\xbf\xbd");
+        else
+            g_string_append_unichar(out, c);
+    }
+    return g_string_free(out, FALSE);
+}
+
+/* ---- new / add / delete ---------------------------------------------------------------------- */
+
+static int cmd_new(int argc, char **argv)
+{
+    int rc = parse("new", "NAME - create a case and print its id", NULL, NULL, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    if (argc != 2)
+        return usage("new", "give the case's name (quote it if it has spaces)");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    if (!db)
+        return fail("new", err);
+    gint64 id = 0;
+    if (!cl_casedb_case_new(db, argv[1], &id, &err))
+        return fail("new", err);
+    printf("%" G_GINT64_FORMAT "\n", id);
+    return 0;
+}
+
+static int cmd_add(int argc, char **argv)
+{
+    gboolean first_frame = FALSE;
+    GOptionEntry entries[] = {
+        {"first-frame", 0, 0, G_OPTION_ARG_NONE, &first_frame,
+         "Add only the first frame of multi-frame files", NULL},
+        {NULL},
+    };
+    int rc = parse("add", "ID FILE… - add images to a case, in order", NULL, entries, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    gint64 id;
+    if (argc < 3)
+        return usage("add", "give the case id and at least one image file");
+    if (!parse_id(argv[1], &id))
+        return usage("add", "the case id must be a positive number");
+    g_autoptr(GError) err = NULL;
+    /* every file is read and hashed before anything is written: all or none */
+    g_autoptr(GPtrArray) images = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
+    for (int i = 2; i < argc; i++) {
+        ClCaseImage *img = g_new0(ClCaseImage, 1);
+        if (!cl_case_image_from_file(argv[i], 0, img, &err)) {
+            cl_case_image_free(img);
+            fprintf(stderr, "%s add: %s; nothing was added\n", PROG, err->message);
+            return 1;
+        }
+        guint n_frames = img->n_frames ? img->n_frames : 1;
+        g_ptr_array_add(images, img);
+        for (guint f = 1; !first_frame && f < n_frames; f++) {
+            ClCaseImage *fr = g_new0(ClCaseImage, 1);
+            if (!cl_case_image_from_file(argv[i], f, fr, &err)) {
+                cl_case_image_free(fr);
+                fprintf(stderr, "%s add: %s; nothing was added\n", PROG, err->message);
+                return 1;
+            }
+            g_ptr_array_add(images, fr);
+        }
+    }
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    if (!db)
+        return fail("add", err);
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(gint64));
+    if (!cl_casedb_images_add(db, id, images, ids, &err))
+        return fail("add", err);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &err);
+    fprintf(stderr, "%s add: added %u image%s to case %" G_GINT64_FORMAT " (%u in all)\n", PROG,
+            images->len, images->len == 1 ? "" : "s", id, c ? c->images->len : 0);
+    return 0;
+}
+
+static int cmd_delete(int argc, char **argv)
+{
+    int rc = parse("delete", "ID - delete a case and everything in it", NULL, NULL, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    gint64 id;
+    if (argc != 2 || !parse_id(argv[1], &id))
+        return usage("delete", "give one case id");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    if (!db || !cl_casedb_case_delete(db, id, &err))
+        return fail("delete", err);
+    fprintf(stderr, "%s delete: deleted case %" G_GINT64_FORMAT "\n", PROG, id);
+    return 0;
+}
+
+/* ---- list / search ---------------------------------------------------------------------------- */
+
+static int cmd_list(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON array", NULL},
+        {NULL},
+    };
+    int rc = parse("list", "- every case, most recently changed first", NULL, entries, &argc,
+                   &argv);
+    if (rc >= 0)
+        return rc;
+    if (argc != 1)
+        return usage("list", "takes no arguments");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(FALSE, &err);
+    if (!db)
+        return fail("list", err);
+    g_autoptr(GPtrArray) cases = cl_casedb_list(db, &err);
+    if (!cases)
+        return fail("list", err);
+    if (json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_array(b);
+        for (guint i = 0; i < cases->len; i++) {
+            const ClCaseSummary *s = g_ptr_array_index(cases, i);
+            json_builder_begin_object(b);
+            jint(b, "id", s->id);
+            jstr(b, "name", s->name);
+            jint(b, "images", s->n_images);
+            jstr(b, "modalities", s->modalities);
+            jstr(b, "status", s->has_description ? cl_desc_status_name(s->status) : NULL);
+            jstr(b, "created_at", s->created_at);
+            jstr(b, "updated_at", s->updated_at);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        print_json(b);
+        return 0;
+    }
+    if (cases->len == 0) {
+        fprintf(stderr, "%s list: no cases yet (create one with 'case new NAME')\n", PROG);
+        return 0;
+    }
+    printf("%6s  %-9s  %6s  %-10s  %-24s  %s\n", "ID", "STATUS", "IMAGES", "MODALITY", "UPDATED",
+           "NAME");
+    for (guint i = 0; i < cases->len; i++) {
+        const ClCaseSummary *s = g_ptr_array_index(cases, i);
+        g_autofree char *name = printable(s->name);
+        printf("%6" G_GINT64_FORMAT "  %-9s  %6u  %-10s  %-24s  %s\n", s->id,
+               s->has_description ? cl_desc_status_name(s->status) : "-", s->n_images,
+               s->modalities && *s->modalities ? s->modalities : "-", s->updated_at, name);
+    }
+    return 0;
+}
+
+static int cmd_search(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    int limit = 50;
+    GOptionEntry entries[] = {
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON array", NULL},
+        {"limit", 'n', 0, G_OPTION_ARG_INT, &limit, "At most N cases (default 50)", "N"},
+        {NULL},
+    };
+    int rc = parse("search", "QUERY… - full-text search over names, descriptions, notes and "
+                             "image metadata (every word must match)",
+                   NULL, entries, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    if (argc < 2)
+        return usage("search", "give the words to search for");
+    if (limit < 1)
+        return usage("search", "--limit must be at least 1");
+    g_autofree char *query = g_strjoinv(" ", argv + 1);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(FALSE, &err);
+    if (!db)
+        return fail("search", err);
+    g_autoptr(GPtrArray) hits = cl_casedb_search(db, query, (guint)limit, &err);
+    if (!hits)
+        return fail("search", err);
+    if (json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_array(b);
+        for (guint i = 0; i < hits->len; i++) {
+            const ClCaseSearchHit *h = g_ptr_array_index(hits, i);
+            json_builder_begin_object(b);
+            jint(b, "id", h->case_id);
+            jstr(b, "name", h->case_name);
+            jstr(b, "field", h->field);
+            jstr(b, "snippet", h->snippet);
+            json_builder_set_member_name(b, "rank");
+            json_builder_add_double_value(b, isfinite(h->rank) ? h->rank : 0.0);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        print_json(b);
+        return 0;
+    }
+    for (guint i = 0; i < hits->len; i++) {
+        const ClCaseSearchHit *h = g_ptr_array_index(hits, i);
+        g_autofree char *name = printable(h->case_name);
+        g_autofree char *snip = printable(h->snippet);
+        for (char *p = snip; *p; p++)
+            if (*p == '\n' || *p == '\t')
+                *p = ' ';
+        printf("%6" G_GINT64_FORMAT "  %s\n        %s: %s\n", h->case_id, name, h->field, snip);
+    }
+    if (hits->len == 0)
+        fprintf(stderr, "%s search: nothing matches\n", PROG);
+    return 0;
+}
+
+/* ---- show ------------------------------------------------------------------------------------ */
+
+static void show_text(const ClCase *c)
+{
+    g_autofree char *name = printable(c->summary.name);
+    printf("Case %" G_GINT64_FORMAT ": %s\n", c->summary.id, name);
+    printf("  created %s, updated %s\n", c->summary.created_at, c->summary.updated_at);
+    printf("\nImages (%u)\n", c->images->len);
+    for (guint i = 0; i < c->images->len; i++) {
+        const ClCaseImage *img = g_ptr_array_index(c->images, i);
+        g_autofree char *path = printable(img->path);
+        g_autofree char *frame = img->n_frames > 1
+                                     ? g_strdup_printf(" [frame %u/%u]", img->frame + 1, img->n_frames)
+                                     : g_strdup("");
+        printf("  %u. #%" G_GINT64_FORMAT " %s%s\n     %s %s%s%u × %u, sha256 %.16s…, %s%s\n", i + 1,
+               img->id, path, frame, img->format ? img->format : "?",
+               img->modality ? img->modality : "", img->modality ? ", " : "", img->width,
+               img->height, img->sha256 ? img->sha256 : "", cl_file_state_name(img->file_state),
+               img->file_state == CL_FILE_MISSING   ? " (moved or deleted)"
+               : img->file_state == CL_FILE_CHANGED ? " (its content changed since it was added)"
+                                                    : "");
+    }
+    const ClCaseDescVersion *cur = cl_case_current_description(c);
+    printf("\nDescription");
+    if (!cur) {
+        printf(": none yet (run 'case describe %" G_GINT64_FORMAT "' or 'case edit')\n",
+               c->summary.id);
+    } else {
+        g_autofree char *text = printable(cur->text);
+        g_autofree char *author = printable(cur->author);
+        printf(" (version %u, %s, by %s, %s)\n%s\n", cur->version, cl_desc_status_name(cur->status),
+               author, cur->created_at, text);
+        const ClCaseDescVersion *gen = cl_case_generated_version(c, cur);
+        if (gen && gen != cur && g_strcmp0(gen->text, cur->text) != 0) {
+            g_autofree char *gtext = printable(gen->text);
+            printf("\nGenerated by the model (version 1):\n%s\n", gtext);
+        }
+    }
+    if (c->descriptions->len > 1) {
+        printf("\nHistory\n");
+        for (guint i = 0; i < c->descriptions->len; i++) {
+            const ClCaseDescVersion *v = g_ptr_array_index(c->descriptions, i);
+            g_autofree char *author = printable(v->author);
+            glong chars = g_utf8_strlen(v->text, -1);
+            printf("  #%" G_GINT64_FORMAT " v%u %-8s %-16s %s (%ld characters)\n",
+                   v->description_id, v->version, cl_desc_status_name(v->status), author,
+                   v->created_at, chars);
+        }
+    }
+    if (c->runs->len) {
+        printf("\nRuns\n");
+        for (guint i = 0; i < c->runs->len; i++) {
+            const ClCaseRun *r = g_ptr_array_index(c->runs, i);
+            g_autofree char *model = printable(r->model_name);
+            printf("  #%" G_GINT64_FORMAT " %s: %s (sha256 %.16s…), %s, seed %" G_GUINT64_FORMAT
+                   ", %u tokens, %.0f ms\n",
+                   r->id, r->created_at, model, r->model_sha256 ? r->model_sha256 : "",
+                   r->device ? r->device : "?", r->seed, r->n_tokens, r->total_ms);
+        }
+    }
+    if (c->notes->len) {
+        printf("\nNotes\n");
+        for (guint i = 0; i < c->notes->len; i++) {
+            const ClCaseNote *n = g_ptr_array_index(c->notes, i);
+            g_autofree char *text = printable(n->text);
+            g_autofree char *author = printable(n->author);
+            printf("  %s, %s: %s\n", n->created_at, author, text);
+        }
+    }
+    if (c->key_images->len) {
+        printf("\nKey images\n");
+        for (guint i = 0; i < c->key_images->len; i++) {
+            const ClCaseKeyImage *k = g_ptr_array_index(c->key_images, i);
+            g_autofree char *label = printable(k->label);
+            printf("  image #%" G_GINT64_FORMAT " %s\n", k->image_id, label);
+        }
+    }
+}
+
+static int cmd_show(int argc, char **argv)
+{
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        {"json", 0, 0, G_OPTION_ARG_NONE, &json,
+         "Print the whole case as JSON (the report schema, docs/REPORT.md, not de-identified)",
+         NULL},
+        {NULL},
+    };
+    int rc = parse("show", "ID - a case: images, runs, description and history, notes", NULL,
+                   entries, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    gint64 id;
+    if (argc != 2 || !parse_id(argv[1], &id))
+        return usage("show", "give one case id");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(FALSE, &err);
+    if (!db)
+        return fail("show", err);
+    ClCaseGetFlags flags = CL_CASE_CHECK_FILES | (json ? CL_CASE_HEATMAP_DATA : 0);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, flags, &err);
+    if (!c)
+        return fail("show", err);
+    if (json) {
+        ClReportOptions o;
+        cl_report_options_init(&o, c);
+        o.format = CL_REPORT_JSON;
+        o.deidentify = FALSE;
+        g_autofree char *out = cl_report_to_json(c, &o, NULL, &err);
+        if (!out)
+            return fail("show", err);
+        printf("%s\n", out);
+        return 0;
+    }
+    show_text(c);
+    return 0;
+}
+
+/* ---- edit / accept / reject / note / key ------------------------------------------------------ */
+
+static int cmd_edit(int argc, char **argv)
+{
+    g_autofree char *author = NULL;
+    gint64 base = 0;
+    GOptionEntry entries[] = {
+        {"author", 0, 0, G_OPTION_ARG_STRING, &author, "Who edits (default: the user name)", "NAME"},
+        {"base", 0, 0, G_OPTION_ARG_INT64, &base,
+         "The version id the edit starts from: refused if the description changed since", "VID"},
+        {NULL},
+    };
+    int rc = parse("edit", "ID TEXT|- - a new version of the case's description (- reads stdin)",
+                   NULL, entries, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    gint64 id;
+    if (argc != 3 || !parse_id(argv[1], &id))
+        return usage("edit", "give the case id and the new text (or - to read it from stdin)");
+    g_autoptr(GError) err = NULL;
+    g_autofree char *text = strcmp(argv[2], "-") == 0 ? read_stdin_text(&err) : g_strdup(argv[2]);
+    if (!text)
+        return fail("edit", err);
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    gint64 vid = 0;
+    if (!db || !cl_casedb_description_edit(db, id, text, author, base, &vid, &err)) {
+        /* the edit is the user's work: say plainly that it was not saved */
+        fprintf(stderr, "%s edit: %s\n%s edit: the edit was NOT saved; the database is unchanged\n",
+                PROG, err->message, PROG);
+        return 1;
+    }
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, NULL);
+    const ClCaseDescVersion *cur = c ? cl_case_current_description(c) : NULL;
+    fprintf(stderr, "%s edit: saved version %u (id %" G_GINT64_FORMAT ") of case %" G_GINT64_FORMAT
+            "'s description, status draft\n",
+            PROG, cur ? cur->version : 0, vid, id);
+    return 0;
+}
+
+static int cmd_status(const char *cmd, ClDescStatus status, int argc, char **argv)
+{
+    g_autofree char *reviewer = NULL;
+    GOptionEntry entries[] = {
+        {"reviewer", 0, 0, G_OPTION_ARG_STRING, &reviewer, "Who reviews (default: the user name)",
+         "NAME"},
+        {NULL},
+    };
+    g_autofree char *params = g_strdup_printf("ID - mark the case's current description %s",
+                                              cl_desc_status_name(status));
+    int rc = parse(cmd, params, NULL, entries, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    gint64 id;
+    if (argc != 2 || !parse_id(argv[1], &id))
+        return usage(cmd, "give one case id");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    gint64 vid = 0;
+    if (!db || !cl_casedb_description_set_status(db, id, status, reviewer, &vid, &err))
+        return fail(cmd, err);
+    fprintf(stderr, "%s %s: case %" G_GINT64_FORMAT "'s description is %s (version id %" G_GINT64_FORMAT
+            ")\n",
+            PROG, cmd, id, cl_desc_status_name(status), vid);
+    return 0;
+}
+
+static int cmd_note(int argc, char **argv)
+{
+    gint64 image_id = 0;
+    GOptionEntry entries[] = {
+        {"image", 0, 0, G_OPTION_ARG_INT64, &image_id, "About this image (id from 'case show')",
+         "IMAGE_ID"},
+        {NULL},
+    };
+    int rc = parse("note", "ID TEXT|- - add a note to a case", NULL, entries, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    gint64 id;
+    if (argc != 3 || !parse_id(argv[1], &id))
+        return usage("note", "give the case id and the note's text");
+    g_autoptr(GError) err = NULL;
+    g_autofree char *text = strcmp(argv[2], "-") == 0 ? read_stdin_text(&err) : g_strdup(argv[2]);
+    if (!text)
+        return fail("note", err);
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    gint64 nid = 0;
+    if (!db || !cl_casedb_note_add(db, id, image_id, text, &nid, &err))
+        return fail("note", err);
+    fprintf(stderr, "%s note: added note %" G_GINT64_FORMAT " to case %" G_GINT64_FORMAT "\n", PROG,
+            nid, id);
+    return 0;
+}
+
+static int cmd_key(int argc, char **argv)
+{
+    g_autofree char *label = NULL;
+    GOptionEntry entries[] = {
+        {"label", 0, 0, G_OPTION_ARG_STRING, &label, "What the key image shows", "TEXT"},
+        {NULL},
+    };
+    int rc = parse("key", "ID IMAGE_ID - mark a key image of a case", NULL, entries, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    gint64 id, image_id;
+    if (argc != 3 || !parse_id(argv[1], &id) || !parse_id(argv[2], &image_id))
+        return usage("key", "give the case id and the image id (from 'case show')");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    gint64 kid = 0;
+    if (!db || !cl_casedb_key_image_add(db, id, image_id, label ? label : "", &kid, &err))
+        return fail("key", err);
+    fprintf(stderr, "%s key: image %" G_GINT64_FORMAT " is a key image of case %" G_GINT64_FORMAT
+            "\n", PROG, image_id, id);
+    return 0;
+}
+
+/* ---- export ----------------------------------------------------------------------------------- */
+
+static int cmd_export(int argc, char **argv)
+{
+    g_autofree char *format = NULL, *out = NULL, *paper = NULL;
+    gboolean no_deid = FALSE, deid = FALSE;
+    GOptionEntry entries[] = {
+        {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "pdf, html or json", "FORMAT"},
+        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "The file to write", "PATH"},
+        {"paper", 0, 0, G_OPTION_ARG_STRING, &paper, "PDF paper size: a4 (default) or letter",
+         "SIZE"},
+        {"no-deidentify", 0, 0, G_OPTION_ARG_NONE, &no_deid,
+         "Keep names, IDs, dates and UIDs (de-identification is on by default for DICOM cases)",
+         NULL},
+        {"deidentify", 0, 0, G_OPTION_ARG_NONE, &deid,
+         "De-identify a case without DICOM images too", NULL},
+        {NULL},
+    };
+    int rc = parse("export", "ID - write a report of a case (PDF, HTML or JSON)", NULL, entries,
+                   &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    gint64 id;
+    if (argc != 2 || !parse_id(argv[1], &id))
+        return usage("export", "give one case id");
+    if (!format || !out)
+        return usage("export", "--format and --out are required");
+    if (deid && no_deid)
+        return usage("export", "--deidentify and --no-deidentify exclude each other");
+    ClReportFormat fmt;
+    if (!cl_report_format_parse(format, &fmt))
+        return usage("export", "--format must be pdf, html or json");
+    ClPaperSize ps = CL_PAPER_A4;
+    if (paper && !cl_paper_size_parse(paper, &ps))
+        return usage("export", "--paper must be a4 or letter");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(FALSE, &err);
+    if (!db)
+        return fail("export", err);
+    g_autoptr(ClCase) c =
+        cl_casedb_get_case(db, id, CL_CASE_HEATMAP_DATA | CL_CASE_CHECK_FILES, &err);
+    if (!c)
+        return fail("export", err);
+    ClReportOptions o;
+    cl_report_options_init(&o, c);
+    o.format = fmt;
+    o.paper = ps;
+    if (no_deid)
+        o.deidentify = FALSE;
+    if (deid)
+        o.deidentify = TRUE;
+    o.generator = "ChangeLens " CL_VERSION;
+    g_autoptr(GPtrArray) warnings = g_ptr_array_new_with_free_func(g_free);
+    if (!cl_report_export(c, &o, out, warnings, &err))
+        return fail("export", err);
+    for (guint i = 0; i < warnings->len; i++)
+        fprintf(stderr, "%s export: warning: %s\n", PROG, (const char *)g_ptr_array_index(warnings, i));
+    fprintf(stderr, "%s export: wrote %s (%s%s)\n", PROG, out, format,
+            o.deidentify ? ", de-identified" : "");
+    return 0;
+}
+
+/* ---- describe --------------------------------------------------------------------------------- */
+
+static char *weights_sha256(const ClModel *m)
+{
+    return g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)m->arena,
+                                       m->n_params * sizeof(float));
+}
+
+static char *run_settings_json(const ClCase *c, const ClDescribeOptions *opts,
+                               const ClDescribeResult *res, int max_tokens)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    jstr(b, "domain", cl_chat_domain_name(res->domain));
+    jstr(b, "question", opts->question && *opts->question ? opts->question : NULL);
+    jint(b, "max_new_tokens", max_tokens);
+    jint(b, "beam_size", opts->beam_size);
+    jstr(b, "heatmap_source", opts->delta ? "delta" : "update_norm");
+    jstr(b, "display", "defaults of each image (DICOM window / VOI LUT, full range otherwise)");
+    jstr(b, "preprocess", "letterbox to the model input, aspect kept, centred");
+    jstr(b, "stop_reason", cl_stop_reason_name(res->stop_reason));
+    jint(b, "prompt_positions", res->n_prompt);
+    json_builder_set_member_name(b, "images");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < c->images->len; i++) {
+        const ClCaseImage *img = g_ptr_array_index(c->images, i);
+        json_builder_begin_object(b);
+        jint(b, "image_id", img->id);
+        jstr(b, "path", img->path);
+        jint(b, "frame", img->frame);
+        jstr(b, "sha256", img->sha256);
+        if (i < res->n_images) {
+            const ClLetterbox *lb = &res->letterbox[i];
+            json_builder_set_member_name(b, "letterbox");
+            json_builder_begin_object(b);
+            jint(b, "size", lb->size);
+            jint(b, "off_x", lb->off_x);
+            jint(b, "off_y", lb->off_y);
+            jint(b, "content_w", lb->content_w);
+            jint(b, "content_h", lb->content_h);
+            json_builder_end_object(b);
+        }
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    return json_generator_to_data(gen, NULL);
+}
+
+static int cmd_describe(int argc, char **argv)
+{
+    g_autofree char *model_path = NULL, *random_init = NULL, *device = NULL, *prompt = NULL;
+    gint64 seed = -1;
+    int max_tokens = 256, beam_size = 1;
+    gboolean delta = FALSE;
+    GOptionEntry entries[] = {
+        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file (safetensors)", "FILE"},
+        {"random-init", 0, 0, G_OPTION_ARG_STRING, &random_init,
+         "An untrained model of this preset (tiny, base, large): its text is noise", "PRESET"},
+        {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of --random-init (default 0)", "N"},
+        {"device", 'd', 0, G_OPTION_ARG_STRING, &device, "auto (default), cpu or cuda", "DEVICE"},
+        {"prompt", 'p', 0, G_OPTION_ARG_STRING, &prompt,
+         "Ask this instead of the domain's final question", "TEXT"},
+        {"max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens, "At most N tokens (default 256)", "N"},
+        {"beam", 'b', 0, G_OPTION_ARG_INT, &beam_size, "Beam search with N beams (1 = greedy)", "N"},
+        {"delta", 0, 0, G_OPTION_ARG_NONE, &delta, "Heatmaps from the paper's Δ map", NULL},
+        {NULL},
+    };
+    int rc = parse("describe", "ID - run the model on a case's images and record the result", NULL,
+                   entries, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    gint64 id;
+    if (argc != 2 || !parse_id(argv[1], &id))
+        return usage("describe", "give one case id");
+    if (model_path && random_init)
+        return usage("describe", "--model and --random-init exclude each other");
+    if (seed != -1 && !random_init)
+        return usage("describe", "--seed only applies to --random-init");
+    if (seed < -1)
+        return usage("describe", "--seed must not be negative");
+    if (max_tokens < 1)
+        return usage("describe", "--max-tokens must be at least 1");
+    if (beam_size < 1 || beam_size > 64)
+        return usage("describe", "--beam must be 1 to 64");
+    if (!device)
+        device = g_strdup("auto");
+    if (strcmp(device, "auto") != 0 && strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)
+        return usage("describe", "--device must be auto, cpu or cuda");
+
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    if (!db)
+        return fail("describe", err);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_CHECK_FILES, &err);
+    if (!c)
+        return fail("describe", err);
+    if (c->images->len < 2) {
+        fprintf(stderr, "%s describe: case %" G_GINT64_FORMAT " has %u image%s; a description "
+                        "needs at least two (add them with 'case add')\n",
+                PROG, id, c->images->len, c->images->len == 1 ? "" : "s");
+        return 1;
+    }
+    /* the run must describe exactly the images the case recorded */
+    for (guint i = 0; i < c->images->len; i++) {
+        const ClCaseImage *img = g_ptr_array_index(c->images, i);
+        if (img->file_state != CL_FILE_OK) {
+            fprintf(stderr, "%s describe: image %u (%s) is %s%s; nothing was run\n", PROG, i + 1,
+                    img->path, cl_file_state_name(img->file_state),
+                    img->file_state == CL_FILE_MISSING
+                        ? " (moved or deleted: put it back, or make a new case)"
+                    : img->file_state == CL_FILE_CHANGED
+                        ? " (its content differs from when it was added: add the new file to a "
+                          "new case)"
+                        : "");
+            return 1;
+        }
+    }
+
+    /* images: each file loaded once, frames taken from it */
+    gint64 t0 = g_get_monotonic_time();
+    g_autoptr(GHashTable) loaded =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cl_image_free);
+    g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, c->images->len);
+    for (guint i = 0; i < c->images->len; i++) {
+        const ClCaseImage *ci = g_ptr_array_index(c->images, i);
+        ClImage *im = g_hash_table_lookup(loaded, ci->path);
+        if (!im) {
+            im = cl_image_load(ci->path, NULL, &err);
+            if (!im)
+                return fail("describe", err);
+            g_hash_table_insert(loaded, g_strdup(ci->path), im);
+        }
+        if (ci->frame >= cl_image_n_frames(im)) {
+            fprintf(stderr, "%s describe: %s has no frame %u any more\n", PROG, ci->path,
+                    ci->frame + 1);
+            return 1;
+        }
+        imgs[i].image = im;
+        imgs[i].frame = ci->frame;
+    }
+
+    ClModelConfig cfg;
+    g_autoptr(ClModel) model = NULL;
+    g_autofree char *resolved = NULL, *model_name = NULL, *model_sha = NULL;
+    if (random_init) {
+        if (!cl_model_config_preset(&cfg, random_init, &err))
+            return usage("describe", err->message);
+        model = cl_model_new_random(&cfg, seed < 0 ? 0 : (guint64)seed, &err);
+        if (model) {
+            model_name = g_strdup_printf("random-init %s seed %" G_GINT64_FORMAT " (%s)",
+                                         random_init, seed < 0 ? (gint64)0 : seed,
+                                         cl_sve_variant_name(cfg.sve_variant));
+            model_sha = weights_sha256(model);
+        }
+    } else {
+        resolved = model_path ? g_strdup(model_path) : cl_cli_find_default_model(&err);
+        if (resolved)
+            model = cl_model_load(resolved, &err);
+        if (model) {
+            model_name = g_canonicalize_filename(resolved, NULL);
+            model_sha = g_strdup(model->sha256);
+        }
+    }
+    if (!model)
+        return fail("describe", err);
+    g_autofree char *notice = NULL;
+    g_autoptr(ClBackend) be = cl_backend_new(device, &notice, &err);
+    if (!be)
+        return fail("describe", err);
+    if (notice)
+        fprintf(stderr, "%s describe: note: %s\n", PROG, notice);
+    if (random_init)
+        fprintf(stderr, "%s describe: note: %s: an untrained model, its text is noise\n", PROG,
+                model_name);
+    double load_ms = (g_get_monotonic_time() - t0) / 1000.0;
+
+    ClDescribeOptions opts;
+    cl_describe_options_init(&opts);
+    opts.question = prompt;
+    opts.max_new_tokens = max_tokens;
+    opts.beam_size = beam_size;
+    opts.delta = delta;
+    opts.heatmaps = TRUE;
+    gboolean streamed = FALSE;
+    opts.on_token = cl_cli_stream_token;
+    opts.user_data = &streamed;
+    ClDescribeResult res;
+    gboolean ok = cl_describe_run(be, model, imgs, c->images->len, &opts, &res, &err);
+    if (streamed)
+        fputc('\n', stdout);
+    fflush(stdout);
+    for (guint i = 0; i < res.notices->len; i++)
+        fprintf(stderr, "%s describe: note: %s\n", PROG, (const char *)g_ptr_array_index(res.notices, i));
+    if (!ok) {
+        cl_describe_result_clear(&res);
+        return fail("describe", err);
+    }
+
+    /* record: run + description version 1 + heatmaps, one transaction */
+    ClCaseRun run = {0};
+    run.model_name = model_name;
+    run.model_sha256 = model_sha;
+    g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
+    run.model_config_json = cfg_json;
+    g_autofree char *dev = g_strdup(cl_backend_name(be));
+    run.device = dev;
+    g_autofree char *settings = run_settings_json(c, &opts, &res, max_tokens);
+    run.settings_json = settings;
+    run.seed = seed < 0 ? 0 : (guint64)seed;
+    run.preprocess_ms = res.preprocess_ms;
+    for (guint t = 0; t < res.n_images; t++)
+        run.encode_ms += res.encode_ms[t];
+    run.prefill_ms = res.prefill_ms;
+    run.decode_ms = res.decode_ms;
+    run.total_ms = load_ms + run.preprocess_ms + run.encode_ms + run.prefill_ms + run.decode_ms;
+    run.n_tokens = res.ids->len;
+    g_autoptr(GPtrArray) heat = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_heatmap_free);
+    for (guint i = 0; i < res.heatmaps->len; i++) {
+        const ClHeatmap *hm = g_ptr_array_index(res.heatmaps, i);
+        const ClCaseImage *ci = g_ptr_array_index(c->images, (guint)hm->image_index);
+        ClCaseHeatmap *h = g_new0(ClCaseHeatmap, 1);
+        h->image_id = ci->id;
+        h->layer = -1;
+        h->kind = g_strdup(cl_heatmap_source_name(hm->source));
+        h->input_size = model->config.image_size;
+        h->grid_w = (guint)hm->width;
+        h->grid_h = (guint)hm->height;
+        h->data = g_memdup2(hm->values, sizeof(float) * (gsize)hm->width * (gsize)hm->height);
+        g_ptr_array_add(heat, h);
+    }
+    g_autofree char *text = g_utf8_make_valid(res.text ? res.text : "", -1);
+    gint64 run_id = 0, vid = 0;
+    ok = cl_casedb_run_record(db, id, &run, text, heat, &run_id, &vid, &err);
+    fprintf(stderr, "%s describe: %s, %u images (%s), %u tokens in %.0f ms\n", PROG, dev,
+            res.n_images, cl_chat_domain_name(res.domain), res.ids->len, run.total_ms);
+    cl_describe_result_clear(&res);
+    if (!ok) {
+        fprintf(stderr, "%s describe: %s\n%s describe: the run was NOT recorded\n", PROG,
+                err->message, PROG);
+        return 1;
+    }
+    fprintf(stderr, "%s describe: recorded run %" G_GINT64_FORMAT " and description version id %"
+            G_GINT64_FORMAT " (draft) in case %" G_GINT64_FORMAT "\n", PROG, run_id, vid, id);
+    return 0;
+}
+
+/* ---- dispatch --------------------------------------------------------------------------------- */
+
+int cl_cli_case(int argc, char **argv)
+{
+    /* take --db PATH / --db=PATH out, wherever it is */
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
+            db_path_opt = argv[++i];
+            continue;
+        }
+        if (g_str_has_prefix(argv[i], "--db=")) {
+            db_path_opt = argv[i] + 5;
+            continue;
+        }
+        if (strcmp(argv[i], "--db") == 0) {
+            fprintf(stderr, "%s: --db needs a path\n", PROG);
+            return 2;
+        }
+        argv[n++] = argv[i];
+    }
+    argc = n;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage_text, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    int sargc = argc - 1;
+    char **sargv = argv + 1;
+    if (strcmp(cmd, "new") == 0)
+        return cmd_new(sargc, sargv);
+    if (strcmp(cmd, "add") == 0)
+        return cmd_add(sargc, sargv);
+    if (strcmp(cmd, "list") == 0)
+        return cmd_list(sargc, sargv);
+    if (strcmp(cmd, "show") == 0)
+        return cmd_show(sargc, sargv);
+    if (strcmp(cmd, "search") == 0)
+        return cmd_search(sargc, sargv);
+    if (strcmp(cmd, "describe") == 0)
+        return cmd_describe(sargc, sargv);
+    if (strcmp(cmd, "edit") == 0)
+        return cmd_edit(sargc, sargv);
+    if (strcmp(cmd, "accept") == 0)
+        return cmd_status("accept", CL_DESC_ACCEPTED, sargc, sargv);
+    if (strcmp(cmd, "reject") == 0)
+        return cmd_status("reject", CL_DESC_REJECTED, sargc, sargv);
+    if (strcmp(cmd, "note") == 0)
+        return cmd_note(sargc, sargv);
+    if (strcmp(cmd, "key") == 0)
+        return cmd_key(sargc, sargv);
+    if (strcmp(cmd, "export") == 0)
+        return cmd_export(sargc, sargv);
+    if (strcmp(cmd, "delete") == 0)
+        return cmd_delete(sargc, sargv);
+    fprintf(stderr, "%s: unknown command '%s'\n\n%s", PROG, cmd, usage_text);
+    return 2;
+}

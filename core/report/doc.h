@@ -1,0 +1,72 @@
+/* doc.h - what a report shows, prepared once for the three writers: a cleaned copy of the case
+ * (valid UTF-8, no control characters; de-identified when asked), its pictures, the comparisons
+ * and the warnings. Internal to core/report. */
+#pragma once
+
+#include <json-glib/json-glib.h>
+
+#include "casedb.h"
+#include "render.h"
+#include "report.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    const ClCaseImage *img; /* in doc->c */
+    char *name;             /* the file name shown: its basename, or image-N.ext */
+    char *title;            /* "Image 2 (name)" */
+    ClRpPicture view;       /* the display image, or a placeholder */
+    gboolean burned_in;     /* BurnedInAnnotation = YES */
+    char *key_labels;       /* NULL unless marked as a key image: the labels, "; "-joined */
+    JsonObject *meta;       /* its metadata (de-identified), owned; never NULL */
+} ClRpImage;
+
+typedef struct {
+    guint before, after;          /* indices into doc->images */
+    const ClCaseHeatmap *heatmap; /* of the latest run for the after image, or NULL */
+    ClRpPicture overlay;          /* picture or placeholder */
+    ClRpPicture diff;
+    double diff_max;              /* display levels 0..1; < 0 when there is no difference image */
+} ClRpComparison;
+
+typedef struct {
+    ClCase *c;                /* cleaned (and de-identified) copy */
+    ClReportOptions o;        /* generator and secret not kept */
+    gboolean deidentified;
+    gboolean pictures;        /* the images were read (PDF, HTML) */
+    char *generator;
+    char *generated_at;       /* ISO 8601 UTC; shifted with the rest when de-identified */
+    GPtrArray *images;        /* ClRpImage* by position */
+    GPtrArray *comparisons;   /* ClRpComparison* */
+    GPtrArray *warnings;      /* char* */
+    const ClCaseDescVersion *current;   /* NULL when the case has no description */
+    const ClCaseDescVersion *generated; /* version 1 when its text differs from the current one */
+    const ClCaseRun *latest_run;
+} ClRpDoc;
+
+/* pictures FALSE: no image is read (the JSON report): no views, overlays or differences, and
+ * only the file states give warnings. */
+ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictures,
+                       GError **error);
+void cl_rp_doc_free(ClRpDoc *d);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClRpDoc, cl_rp_doc_free)
+
+/* Text helpers shared by the writers. */
+const ClRpImage *cl_rp_doc_image_by_id(const ClRpDoc *d, gint64 image_id);
+char *cl_rp_timings(const ClCaseRun *r);               /* "preprocess 1.0 ms, encode ..." */
+char *cl_rp_short(const char *text, guint max_chars);  /* first line, cut with … */
+char *cl_rp_compact_json(const char *json);            /* one line; the text itself if not JSON */
+const char *cl_rp_or(const char *s, const char *fallback); /* s when not empty */
+/* "1 → 2: update_norm heatmap of run 3 (grid 10 × 10)" style captions. */
+char *cl_rp_overlay_caption(const ClRpDoc *d, const ClRpComparison *cmp);
+char *cl_rp_diff_caption(const ClRpDoc *d, const ClRpComparison *cmp);
+/* The reviewer line: "Accepted by X on DATE", "Draft, last edited by X on DATE". */
+char *cl_rp_review_line(const ClRpDoc *d);
+
+/* Writers: each writes a complete file atomically (CL_REPORT_ERROR_WRITE on failure, leaving
+ * any old file as it was). */
+gboolean cl_rp_write_pdf(const ClRpDoc *d, const char *path, GError **error);
+char *cl_rp_html(const ClRpDoc *d);
+char *cl_rp_json(const ClRpDoc *d);
+
+G_END_DECLS

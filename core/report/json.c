@@ -1,0 +1,298 @@
+/* json.c - the JSON report, schema "changelens-report/1" (docs/REPORT.md documents every field):
+ * the case, its images, runs, description versions, heatmap grids, notes, key images, the
+ * comparisons and warnings, written pretty with json-glib. */
+#include "doc.h"
+#include "deid.h"
+
+#include <math.h>
+#include <string.h>
+
+static void str_or_null(JsonBuilder *b, const char *name, const char *value)
+{
+    json_builder_set_member_name(b, name);
+    if (value)
+        json_builder_add_string_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+static void id_or_null(JsonBuilder *b, const char *name, gint64 id)
+{
+    json_builder_set_member_name(b, name);
+    if (id)
+        json_builder_add_int_value(b, id);
+    else
+        json_builder_add_null_value(b);
+}
+
+/* A stored JSON text as a value (object, array...); text that is not JSON stays a string. */
+static void json_text(JsonBuilder *b, const char *name, const char *text)
+{
+    json_builder_set_member_name(b, name);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (text && json_parser_load_from_data(parser, text, -1, NULL) && json_parser_get_root(parser))
+        json_builder_add_value(b, json_node_copy(json_parser_get_root(parser)));
+    else if (text)
+        json_builder_add_string_value(b, text);
+    else
+        json_builder_add_null_value(b);
+}
+
+static void add_case(JsonBuilder *b, const ClRpDoc *d)
+{
+    const ClCaseSummary *s = &d->c->summary;
+    json_builder_set_member_name(b, "case");
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "id");
+    json_builder_add_int_value(b, s->id);
+    str_or_null(b, "name", s->name);
+    str_or_null(b, "created_at", s->created_at);
+    str_or_null(b, "updated_at", s->updated_at);
+    json_builder_set_member_name(b, "status");
+    json_builder_add_string_value(b, d->current ? cl_desc_status_name(d->current->status) : "none");
+    str_or_null(b, "modalities", s->modalities);
+    json_builder_set_member_name(b, "n_images");
+    json_builder_add_int_value(b, d->images->len);
+    id_or_null(b, "current_description_version_id", d->current ? d->current->id : 0);
+    json_builder_end_object(b);
+}
+
+static void add_images(JsonBuilder *b, const ClRpDoc *d)
+{
+    json_builder_set_member_name(b, "images");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < d->images->len; i++) {
+        const ClRpImage *ri = g_ptr_array_index(d->images, i);
+        const ClCaseImage *img = ri->img;
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "id");
+        json_builder_add_int_value(b, img->id);
+        json_builder_set_member_name(b, "position");
+        json_builder_add_int_value(b, img->position);
+        str_or_null(b, "name", ri->name);
+        str_or_null(b, "path", d->deidentified ? NULL : img->path);
+        json_builder_set_member_name(b, "frame");
+        json_builder_add_int_value(b, img->frame);
+        json_builder_set_member_name(b, "n_frames");
+        json_builder_add_int_value(b, img->n_frames);
+        str_or_null(b, "format", img->format);
+        str_or_null(b, "modality", img->modality);
+        json_builder_set_member_name(b, "width");
+        json_builder_add_int_value(b, img->width);
+        json_builder_set_member_name(b, "height");
+        json_builder_add_int_value(b, img->height);
+        str_or_null(b, "sha256", img->sha256);
+        json_builder_set_member_name(b, "file_size");
+        json_builder_add_int_value(b, img->file_size);
+        str_or_null(b, "acquired_at", img->acquired_at);
+        str_or_null(b, "added_at", img->added_at);
+        json_builder_set_member_name(b, "file_state");
+        json_builder_add_string_value(b, cl_file_state_name(img->file_state));
+        json_builder_set_member_name(b, "key_image");
+        json_builder_add_boolean_value(b, ri->key_labels != NULL);
+        json_builder_set_member_name(b, "burned_in_annotation");
+        json_builder_add_boolean_value(b, ri->burned_in);
+        json_builder_set_member_name(b, "metadata");
+        JsonNode *meta = json_node_new(JSON_NODE_OBJECT);
+        json_node_set_object(meta, ri->meta);
+        json_builder_add_value(b, meta);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+static void add_comparisons(JsonBuilder *b, const ClRpDoc *d)
+{
+    json_builder_set_member_name(b, "comparisons");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < d->comparisons->len; i++) {
+        const ClRpComparison *cmp = g_ptr_array_index(d->comparisons, i);
+        const ClRpImage *bi = g_ptr_array_index(d->images, cmp->before);
+        const ClRpImage *ai = g_ptr_array_index(d->images, cmp->after);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "before_image_id");
+        json_builder_add_int_value(b, bi->img->id);
+        json_builder_set_member_name(b, "after_image_id");
+        json_builder_add_int_value(b, ai->img->id);
+        id_or_null(b, "heatmap_id", cmp->heatmap ? cmp->heatmap->id : 0);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+static void add_runs(JsonBuilder *b, const ClRpDoc *d)
+{
+    json_builder_set_member_name(b, "runs");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < d->c->runs->len; i++) {
+        const ClCaseRun *r = g_ptr_array_index(d->c->runs, i);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "id");
+        json_builder_add_int_value(b, r->id);
+        str_or_null(b, "created_at", r->created_at);
+        str_or_null(b, "model_name", r->model_name);
+        str_or_null(b, "model_sha256", r->model_sha256);
+        json_text(b, "model_config", r->model_config_json);
+        str_or_null(b, "device", r->device);
+        json_text(b, "settings", r->settings_json);
+        /* a string: 64-bit seeds do not survive readers that hold numbers as doubles */
+        g_autofree char *seed = g_strdup_printf("%" G_GUINT64_FORMAT, r->seed);
+        json_builder_set_member_name(b, "seed");
+        json_builder_add_string_value(b, seed);
+        json_builder_set_member_name(b, "timings_ms");
+        json_builder_begin_object(b);
+        const struct {
+            const char *name;
+            double v;
+        } t[] = {{"preprocess", r->preprocess_ms}, {"encode", r->encode_ms},
+                 {"prefill", r->prefill_ms},       {"decode", r->decode_ms},
+                 {"total", r->total_ms}};
+        for (guint k = 0; k < G_N_ELEMENTS(t); k++) {
+            json_builder_set_member_name(b, t[k].name);
+            json_builder_add_double_value(b, isfinite(t[k].v) ? t[k].v : 0.0);
+        }
+        json_builder_end_object(b);
+        json_builder_set_member_name(b, "n_tokens");
+        json_builder_add_int_value(b, r->n_tokens);
+        json_builder_set_member_name(b, "latest");
+        json_builder_add_boolean_value(b, r == d->latest_run);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+static void add_descriptions(JsonBuilder *b, const ClRpDoc *d)
+{
+    json_builder_set_member_name(b, "descriptions");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < d->c->descriptions->len; i++) {
+        const ClCaseDescVersion *v = g_ptr_array_index(d->c->descriptions, i);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "id");
+        json_builder_add_int_value(b, v->id);
+        json_builder_set_member_name(b, "description_id");
+        json_builder_add_int_value(b, v->description_id);
+        id_or_null(b, "run_id", v->run_id);
+        json_builder_set_member_name(b, "version");
+        json_builder_add_int_value(b, v->version);
+        str_or_null(b, "text", v->text);
+        json_builder_set_member_name(b, "status");
+        json_builder_add_string_value(b, cl_desc_status_name(v->status));
+        str_or_null(b, "author", v->author);
+        str_or_null(b, "created_at", v->created_at);
+        json_builder_set_member_name(b, "current");
+        json_builder_add_boolean_value(b, v == d->current);
+        json_builder_set_member_name(b, "generated");
+        json_builder_add_boolean_value(b, v->run_id != 0 && v->version == 1);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+static void add_heatmaps(JsonBuilder *b, const ClRpDoc *d)
+{
+    json_builder_set_member_name(b, "heatmaps");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < d->c->heatmaps->len; i++) {
+        const ClCaseHeatmap *h = g_ptr_array_index(d->c->heatmaps, i);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "id");
+        json_builder_add_int_value(b, h->id);
+        json_builder_set_member_name(b, "run_id");
+        json_builder_add_int_value(b, h->run_id);
+        json_builder_set_member_name(b, "image_id");
+        json_builder_add_int_value(b, h->image_id);
+        json_builder_set_member_name(b, "layer");
+        json_builder_add_int_value(b, h->layer);
+        str_or_null(b, "kind", h->kind);
+        json_builder_set_member_name(b, "input_size");
+        json_builder_add_int_value(b, h->input_size);
+        json_builder_set_member_name(b, "grid_w");
+        json_builder_add_int_value(b, h->grid_w);
+        json_builder_set_member_name(b, "grid_h");
+        json_builder_add_int_value(b, h->grid_h);
+        json_builder_set_member_name(b, "values");
+        if (h->data) {
+            json_builder_begin_array(b);
+            for (gsize k = 0; k < (gsize)h->grid_w * h->grid_h; k++)
+                if (isfinite(h->data[k]))
+                    json_builder_add_double_value(b, h->data[k]);
+                else
+                    json_builder_add_null_value(b); /* JSON has no NaN or infinity */
+            json_builder_end_array(b);
+        } else {
+            json_builder_add_null_value(b);
+        }
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+static void add_notes(JsonBuilder *b, const ClRpDoc *d)
+{
+    json_builder_set_member_name(b, "notes");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < d->c->notes->len; i++) {
+        const ClCaseNote *n = g_ptr_array_index(d->c->notes, i);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "id");
+        json_builder_add_int_value(b, n->id);
+        id_or_null(b, "image_id", n->image_id);
+        str_or_null(b, "author", n->author);
+        str_or_null(b, "text", n->text);
+        str_or_null(b, "created_at", n->created_at);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+
+    json_builder_set_member_name(b, "key_images");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < d->c->key_images->len; i++) {
+        const ClCaseKeyImage *k = g_ptr_array_index(d->c->key_images, i);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "id");
+        json_builder_add_int_value(b, k->id);
+        json_builder_set_member_name(b, "image_id");
+        json_builder_add_int_value(b, k->image_id);
+        str_or_null(b, "label", k->label);
+        str_or_null(b, "created_at", k->created_at);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+}
+
+char *cl_rp_json(const ClRpDoc *d)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "schema");
+    json_builder_add_string_value(b, "changelens-report/1");
+    str_or_null(b, "generator", d->generator);
+    str_or_null(b, "generated_at", d->generated_at);
+    json_builder_set_member_name(b, "deidentified");
+    json_builder_add_boolean_value(b, d->deidentified);
+    str_or_null(b, "deidentification_method", d->deidentified ? cl_deid_method() : NULL);
+    add_case(b, d);
+    add_images(b, d);
+    add_comparisons(b, d);
+    add_runs(b, d);
+    add_descriptions(b, d);
+    add_heatmaps(b, d);
+    add_notes(b, d);
+    json_builder_set_member_name(b, "warnings");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < d->warnings->len; i++)
+        json_builder_add_string_value(b, g_ptr_array_index(d->warnings, i));
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_indent(gen, 2);
+    json_generator_set_root(gen, root);
+    char *text = json_generator_to_data(gen, NULL);
+    char *with_nl = g_strconcat(text, "\n", NULL);
+    g_free(text);
+    return with_nl;
+}
