@@ -51,10 +51,42 @@ static void test_bench_bad_args(void)
     g_assert_nonnull(strstr(err, "huge"));
 }
 
+/* `bench --casedb` on a small database: every figure present and sane, every search answered */
+static void test_bench_casedb_json(void)
+{
+    const char *cli = g_getenv("CL_CLI");
+    const char *argv[] = { cli, "bench", "--casedb", "--cases", "200", "--queries", "50", "--json",
+                           NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status = 0;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                               &status, &error));
+    g_assert_no_error(error);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        g_error("bench --casedb failed: %s", err);
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_assert_true(json_parser_load_from_data(p, out, -1, &error));
+    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    const char *keys[] = { "insert_cases_per_s", "search_p50_ms", "search_p95_ms", "db_mb" };
+    for (gsize i = 0; i < G_N_ELEMENTS(keys); i++) {
+        double v = json_object_get_double_member(o, keys[i]);
+        g_test_message("%s = %g", keys[i], v);
+        g_assert_true(isfinite(v) && v > 0);
+    }
+    g_assert_cmpint(json_object_get_int_member(o, "listed_cases"), ==, 200);
+    /* the queries are made of the cases' own words: nearly all find something (a random pair of
+     * words need not occur together in 200 cases) */
+    g_assert_cmpint(json_object_get_int_member(o, "search_queries_with_hits"), >=, 40);
+    g_assert_cmpfloat(json_object_get_double_member(o, "search_p50_ms"), <=,
+                      json_object_get_double_member(o, "search_p95_ms"));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/bench/tiny-json", test_bench_tiny_json);
     g_test_add_func("/bench/bad-args", test_bench_bad_args);
+    g_test_add_func("/bench/casedb-json", test_bench_casedb_json);
     return g_test_run();
 }

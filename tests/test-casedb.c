@@ -37,8 +37,7 @@ static int raw_exec(const char *path, const char *sql, char **msg)
     int rc = sqlite3_exec(s, sql, NULL, NULL, &err);
     if (msg)
         *msg = g_strdup(err);
-    sqlite3_free(err);
-    sqlite3_close(s);
+    sqlite3_free(err), sqlite3_close(s);
     return rc;
 }
 
@@ -316,11 +315,6 @@ static void test_not_a_database(void)
 
 /* ---- records --------------------------------------------------------------------------------- */
 
-static gboolean floats_equal_bits(const float *a, const float *b, gsize n)
-{
-    return memcmp(a, b, n * sizeof(float)) == 0;
-}
-
 static void test_records(void)
 {
     g_autofree char *path = tmp_path("records.db");
@@ -436,7 +430,8 @@ static void test_records(void)
         g_assert_nonnull(got);
         g_assert_cmpstr(got->kind, ==, want->kind);
         g_assert_cmpuint(got->grid_w, ==, want->grid_w);
-        g_assert_true(floats_equal_bits(got->data, want->data, want->grid_w * want->grid_h));
+        g_assert_cmpmem(got->data, got->grid_w * got->grid_h * sizeof(float), want->data,
+                        want->grid_w * want->grid_h * sizeof(float));
     }
     /* the versions: 1..5, none overwritten */
     const gint64 vids[] = { v1, v2, v3, v4, v5 };
@@ -528,6 +523,10 @@ static void test_records(void)
     g_assert_no_error(err);
     g_assert_cmpuint(list->len, ==, 2);
     g_assert_cmpint(((ClCaseSummary *)g_ptr_array_index(list, 0))->id, ==, id);
+    /* the list gathers modalities its own way: same answer as the case's */
+    g_assert_cmpstr(((ClCaseSummary *)g_ptr_array_index(list, 0))->modalities, ==,
+                    c->summary.modalities);
+    g_assert_nonnull(strchr(c->summary.modalities, ','));
     g_assert_cmpstr(((ClCaseSummary *)g_ptr_array_index(list, 1))->modalities, ==, "");
 
     /* delete: everything in the case goes, the audit log stays */
@@ -682,6 +681,7 @@ static void test_search(void)
     g_assert_true(finds(db, "left apical pneumo", a));
     g_assert_false(finds(db, "pneumo apical", a));
     g_assert_false(finds(db, "left effusion", a));
+    g_assert_true(finds(db, "knee pneumothorax", a)); /* words from two fields of one case */
     g_assert_true(finds(db, "pleural eff", b));
     /* empty queries */
     g_autoptr(GPtrArray) none = search(db, "   ");
@@ -746,7 +746,6 @@ static void test_search(void)
     g_assert_cmpuint(three->len, ==, 3);
     g_assert_cmpint(HIT(three, 0)->case_id, ==,
                     HIT(shared, 0)->case_id);
-    (void)ids_a, (void)ids_d;
 }
 
 /* ---- escaping -------------------------------------------------------------------------------- */

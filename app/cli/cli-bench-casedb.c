@@ -219,6 +219,7 @@ int cl_cli_bench_casedb(int argc, char **argv)
 
     /* ---- inserts ---- */
     gint64 t0 = g_get_monotonic_time(), last = t0;
+    gboolean progress_shown = FALSE;
     for (int k = 1; k <= n_cases; k++) {
         if (!insert_case(db, r, k, n_images, grid, &err)) {
             fprintf(stderr, "%s: case %d: %s\n", PROG, k, err->message);
@@ -231,11 +232,12 @@ int cl_cli_bench_casedb(int argc, char **argv)
             fprintf(stderr, "\r%s: inserted %d of %d cases (%.0f/s, %.0f s left)   ", PROG, k,
                     n_cases, rate, (n_cases - k) / rate);
             last = now;
+            progress_shown = TRUE;
         }
     }
     double insert_s = (g_get_monotonic_time() - t0) / 1e6;
-    if (!json)
-        fprintf(stderr, "\r%60s\r", "");
+    if (progress_shown)
+        fprintf(stderr, "\r%80s\r", "");
 
     /* ---- searches ---- */
     double *lat = g_new(double, n_queries);

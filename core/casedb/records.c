@@ -385,7 +385,7 @@ gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, G
             ok = audit_with(db, now, "image.add", case_id, b, error);
         }
     }
-    if (ok) {
+    if (ok && images->len) {
         /* the search index, once for all the images (002-search.sql) */
         sqlite3_stmt *st = cl_casedb_stmt(db,
             "UPDATE search SET metadata = (SELECT metadata FROM search_source WHERE case_id = ?1) "
@@ -396,7 +396,7 @@ gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, G
             ok = cl_casedb_exec_stmt(db, st, "indexing the images", error);
         }
     }
-    if (ok)
+    if (ok && images->len)
         ok = cl_casedb_touch_case(db, case_id, now, error);
     if (!finish(db, ok, "adding the images", error))
         return FALSE;
@@ -567,7 +567,7 @@ gboolean cl_casedb_description_edit(ClCaseDb *db, gint64 case_id, const char *te
         detail_int(b, "version_id", version_id);
         detail_int(b, "version", version);
         detail_int(b, "base_version_id", base_version_id);
-        detail_int(b, "chars", g_utf8_strlen(text, -1));
+        detail_int(b, "bytes", (gint64)strlen(text));
         ok = audit_with(db, now, "description.edit", case_id, b, error) &&
              cl_casedb_touch_case(db, case_id, now, error);
     }
