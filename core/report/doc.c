@@ -522,3 +522,17 @@ ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictu
     cl_rp_planes_clear(&prev);
     return d;
 }
+
+char *cl_rp_image_caption(const ClRpImage *ri, const char *role)
+{
+    GString *s = g_string_new(NULL);
+    g_string_append_printf(s, "%s: %s", role, ri->title);
+    if (ri->img->acquired_at && *ri->img->acquired_at)
+        g_string_append_printf(s, ", acquired %s", ri->img->acquired_at);
+    if (ri->key_labels)
+        g_string_append_printf(s, "\n★ Key image%s%s", *ri->key_labels ? ": " : "",
+                               ri->key_labels);
+    if (ri->burned_in)
+        g_string_append(s, "\nBurned-in annotation: the pixels may show identifying text");
+    return g_string_free(s, FALSE);
+}

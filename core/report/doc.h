@@ -58,6 +58,8 @@ char *cl_rp_short(const char *text, guint max_chars);  /* first line, cut with �
 char *cl_rp_compact_json(const char *json);            /* one line; the text itself if not JSON */
 const char *cl_rp_or(const char *s, const char *fallback); /* s when not empty */
 /* "1 → 2: update_norm heatmap of run 3 (grid 10 × 10)" style captions. */
+/* "Before: image-1.dcm, acquired …", key-image and burned-in lines added */
+char *cl_rp_image_caption(const ClRpImage *ri, const char *role);
 char *cl_rp_overlay_caption(const ClRpDoc *d, const ClRpComparison *cmp);
 char *cl_rp_diff_caption(const ClRpDoc *d, const ClRpComparison *cmp);
 /* The reviewer line: "Accepted by X on DATE", "Draft, last edited by X on DATE". */

@@ -79,19 +79,6 @@ static void picture(GString *s, const ClRpPicture *pic, const char *caption)
     g_string_append(s, "</figcaption></figure>\n");
 }
 
-static char *image_caption(const ClRpImage *ri, const char *role)
-{
-    GString *s = g_string_new(NULL);
-    g_string_append_printf(s, "%s: %s", role, ri->title);
-    if (ri->img->acquired_at && *ri->img->acquired_at)
-        g_string_append_printf(s, ", acquired %s", ri->img->acquired_at);
-    if (ri->key_labels)
-        g_string_append_printf(s, "\n★ Key image%s%s", *ri->key_labels ? ": " : "",
-                               ri->key_labels);
-    if (ri->burned_in)
-        g_string_append(s, "\nBurned-in annotation: the pixels may show identifying text");
-    return g_string_free(s, FALSE);
-}
 
 static void header(GString *s, const ClRpDoc *d)
 {
@@ -155,7 +142,7 @@ static void comparisons(GString *s, const ClRpDoc *d)
     if (d->comparisons->len == 0) {
         el(s, "p", NULL, "The case has one image: there is nothing to compare it with.");
         const ClRpImage *ri = g_ptr_array_index(d->images, 0);
-        g_autofree char *cap = image_caption(ri, "Image");
+        g_autofree char *cap = cl_rp_image_caption(ri, "Image");
         g_string_append(s, "<div class=\"grid\">\n");
         picture(s, &ri->view, cap);
         g_string_append(s, "</div>\n");
@@ -167,8 +154,8 @@ static void comparisons(GString *s, const ClRpDoc *d)
         g_autofree char *h = g_strdup_printf("Comparison %u: image %u → image %u", i + 1,
                                              cmp->before + 1, cmp->after + 1);
         el(s, "h3", NULL, h);
-        g_autofree char *cb = image_caption(b, "Before");
-        g_autofree char *ca = image_caption(a, "After");
+        g_autofree char *cb = cl_rp_image_caption(b, "Before");
+        g_autofree char *ca = cl_rp_image_caption(a, "After");
         g_autofree char *co = cl_rp_overlay_caption(d, cmp);
         g_autofree char *cd = cl_rp_diff_caption(d, cmp);
         g_string_append(s, "<div class=\"grid\">\n");

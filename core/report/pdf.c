@@ -299,19 +299,6 @@ static void cells(Pdf *p, const Cell *c, int n)
 
 /* ---- the document --------------------------------------------------------------------------- */
 
-static char *image_caption(const ClRpImage *ri, const char *role)
-{
-    GString *s = g_string_new(NULL);
-    g_string_append_printf(s, "%s: %s", role, ri->title);
-    if (ri->img->acquired_at && *ri->img->acquired_at)
-        g_string_append_printf(s, ", acquired %s", ri->img->acquired_at);
-    if (ri->key_labels)
-        g_string_append_printf(s, "\n★ Key image%s%s", *ri->key_labels ? ": " : "",
-                               ri->key_labels);
-    if (ri->burned_in)
-        g_string_append(s, "\nBurned-in annotation: the pixels may show identifying text");
-    return g_string_free(s, FALSE);
-}
 
 static void header(Pdf *p)
 {
@@ -399,8 +386,8 @@ static void quad_init(Quad *q, const ClRpDoc *d, const ClRpComparison *cmp)
 {
     const ClRpImage *b = g_ptr_array_index(d->images, cmp->before);
     const ClRpImage *a = g_ptr_array_index(d->images, cmp->after);
-    q->caption[0] = image_caption(b, "Before");
-    q->caption[1] = image_caption(a, "After");
+    q->caption[0] = cl_rp_image_caption(b, "Before");
+    q->caption[1] = cl_rp_image_caption(a, "After");
     q->caption[2] = cl_rp_overlay_caption(d, cmp);
     q->caption[3] = cl_rp_diff_caption(d, cmp);
     const ClRpPicture *pics[4] = {&b->view, &a->view, &cmp->overlay, &cmp->diff};
@@ -422,7 +409,7 @@ static void comparisons(Pdf *p)
         heading(p, "Comparisons", p->h2, 12, 120);
         para(p, "The case has one image: there is nothing to compare it with.", BODY);
         const ClRpImage *ri = g_ptr_array_index(d->images, 0);
-        g_autofree char *cap = image_caption(ri, "Image");
+        g_autofree char *cap = cl_rp_image_caption(ri, "Image");
         Cell c = {&ri->view, cap};
         cells(p, &c, 1);
         return;
