@@ -9,5 +9,6 @@ const ClCliCommand cl_cli_commands[] = {
     { "tokenizer", cl_cli_tokenizer },
     { "bench", cl_cli_bench },
     { "case", cl_cli_case },
+    { "synth", cl_cli_synth },
     { NULL, NULL },
 };

@@ -11,6 +11,7 @@ int cl_cli_model(int argc, char **argv);     /* cli-model.c */
 int cl_cli_tokenizer(int argc, char **argv); /* cli-tokenizer.c */
 int cl_cli_bench(int argc, char **argv);     /* cli-bench.c */
 int cl_cli_case(int argc, char **argv);      /* cli-case.c */
+int cl_cli_synth(int argc, char **argv);     /* cli-synth.c */
 /* `bench --casedb` (cli-bench-casedb.c; cl_cli_bench hands over when it sees --casedb) */
 int cl_cli_bench_casedb(int argc, char **argv);
 

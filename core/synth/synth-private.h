@@ -1,0 +1,55 @@
+/* synth-private.h - what the synthetic tasks share: a portable random generator, the task table
+ * and the renderer that turns a task's drawing into nuisance-laden images. */
+#pragma once
+
+#include <cairo.h>
+
+#include "synth.h"
+
+/* xoshiro256** seeded through splitmix64: the same stream on every machine (rand() is not). */
+typedef struct {
+    guint64 s[4];
+} ClSynthRng;
+
+guint64 cl_synth_splitmix64(guint64 *state);
+void cl_synth_rng_init(ClSynthRng *r, guint64 seed);
+guint64 cl_synth_rng_next(ClSynthRng *r);
+double cl_synth_rng_double(ClSynthRng *r);                 /* [0, 1), 53 bits */
+double cl_synth_rng_range(ClSynthRng *r, double lo, double hi);
+int cl_synth_rng_int(ClSynthRng *r, int lo, int hi);       /* lo..hi inclusive */
+
+/* Draws image `image` of a sample in scene pixels: the caller has already translated `cr` by the
+ * image's shift. It must cover the whole image plus a few pixels around it. */
+typedef void (*ClSynthDrawFunc)(cairo_t *cr, const ClSynthSample *s, int image, gpointer data);
+
+/* What a task's generator hands back besides the sample fields it fills. */
+typedef struct {
+    ClSynthDrawFunc draw;
+    gpointer data;
+    GDestroyNotify free_data;
+} ClSynthDrawing;
+
+/* A task fills s->n_images, s->objects (with boxes), s->conversation (answer last),
+ * s->changes, s->quantity/value and the drawing. The common code renders, adds the nuisances
+ * (from a stream of their own, so switching them off changes no answer) and the aux targets. */
+typedef gboolean (*ClSynthGenerateFunc)(ClSynthSample *s, ClSynthRng *rng,
+                                        const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                        GError **error);
+
+typedef struct {
+    const char *name;
+    const char *summary;
+    ClSynthGenerateFunc generate;
+} ClSynthTaskDef;
+
+gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                  ClSynthDrawing *drawing, GError **error);
+gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                ClSynthDrawing *drawing, GError **error);
+
+/* The image-area scale of the tasks' drawings: 1 at 160 px. */
+static inline double cl_synth_scale(const ClSynthSample *s, const ClSynthOptions *opts)
+{
+    (void)s;
+    return MIN(opts->width, opts->height) / 160.0;
+}

@@ -1,0 +1,1 @@
+/* checkpoint.c - placeholder until written */

@@ -1,0 +1,1 @@
+/* data.c - placeholder until written */

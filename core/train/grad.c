@@ -1,0 +1,1 @@
+/* grad.c - placeholder until written */

@@ -1,0 +1,1 @@
+/* trainlog.c - placeholder until written */

@@ -1,0 +1,1 @@
+/* trainmodel-dec.c - placeholder until written */

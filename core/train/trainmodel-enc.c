@@ -1,0 +1,1 @@
+/* trainmodel-enc.c - placeholder until written */

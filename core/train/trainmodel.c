@@ -1,0 +1,1 @@
+/* trainmodel.c - placeholder until written */
