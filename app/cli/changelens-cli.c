@@ -27,6 +27,8 @@ static const char usage_text[] =
     "                                  the case database: images, runs, reviewed descriptions, reports\n"
     "  bench [OPTIONS]                 engine speed and memory (optionally against PyTorch);\n"
     "                                  --casedb: case database inserts and search latency\n"
+    "  synth --task T --n N --seed S --out DIR\n"
+    "                                  write a synthetic training / test set (synth --list)\n"
     "\n"
     "Run 'changelens-cli COMMAND --help' for a command's options.\n";
 

@@ -36,16 +36,36 @@ typedef gboolean (*ClSynthGenerateFunc)(ClSynthSample *s, ClSynthRng *rng,
                                         const ClSynthOptions *opts, ClSynthDrawing *drawing,
                                         GError **error);
 
+/* Writes image k of a sample in the task's file format (radiographs as DICOM, aerial tiles as
+ * GeoTIFF, so the data sets exercise the real loaders); NULL in the table = PNG. `ext` is the
+ * file extension without the dot ("dcm", "tif", "png"). */
+typedef gboolean (*ClSynthWriteFunc)(const ClSynthSample *s, int k, const char *path,
+                                     GError **error);
 typedef struct {
     const char *name;
     const char *summary;
     ClSynthGenerateFunc generate;
+    const char *ext;         /* NULL = "png" */
+    ClSynthWriteFunc write;  /* NULL = cl_synth_image_write_png */
 } ClSynthTaskDef;
 
 gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                   ClSynthDrawing *drawing, GError **error);
 gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                 ClSynthDrawing *drawing, GError **error);
+/* radiograph.c (+ its DICOM writer) */
+gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng,
+                                      const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                      GError **error);
+gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, const char *path,
+                                   GError **error);
+/* aerial.c (+ its GeoTIFF writer) */
+gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                  ClSynthDrawing *drawing, GError **error);
+gboolean cl_synth_aerial_write(const ClSynthSample *s, int k, const char *path, GError **error);
+/* edits.c */
+gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                 ClSynthDrawing *drawing, GError **error);
 
 /* The image-area scale of the tasks' drawings: 1 at 160 px. */
 static inline double cl_synth_scale(const ClSynthSample *s, const ClSynthOptions *opts)

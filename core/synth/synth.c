@@ -9,15 +9,23 @@
 
 G_DEFINE_QUARK(cl-synth-error-quark, cl_synth_error)
 
-/* radiograph, aerial and edits slot in here as they are written */
 static const ClSynthTaskDef tasks[] = {
     { "shapes", "CLEVR-like scenes, 1-4 object changes (move/add/remove/replace), paper B.2",
-      cl_synth_shapes_generate },
+      cl_synth_shapes_generate, NULL, NULL },
     { "dots", "a red dot per image over screen-like backgrounds, 2-5 images; distance or "
               "convex-hull area, paper B.1",
-      cl_synth_dots_generate },
+      cl_synth_dots_generate, NULL, NULL },
+    { "radiograph", "chest-film phantoms with findings added or resolved, Medical-Diff-VQA "
+                    "phrasing (paper B.4); written as DICOM",
+      cl_synth_radiograph_generate, "dcm", cl_synth_radiograph_write },
+    { "aerial", "aerial tiles: constructions, demolitions, new roads, cleared vegetation, about "
+                "half unchanged, LEVIR-CC phrasing (paper B.6); written as GeoTIFF",
+      cl_synth_aerial_generate, "tif", cl_synth_aerial_write },
+    { "edits", "photo-like scenes with add/remove/replace/colour/background edits, instruction "
+               "phrasing (paper B.5)",
+      cl_synth_edits_generate, NULL, NULL },
 };
-static const char *const task_names[] = { "shapes", "dots", NULL };
+static const char *const task_names[] = { "shapes", "dots", "radiograph", "aerial", "edits", NULL };
 
 const char *const *cl_synth_tasks(void)
 {
@@ -578,11 +586,14 @@ gboolean cl_synth_write_dataset(const char *dir, const char *task, guint64 seed,
             break;
         }
         g_autoptr(GPtrArray) rel = g_ptr_array_new_with_free_func(g_free);
+        const ClSynthTaskDef *def = find_task(task);
         for (int k = 0; ok && k < s->n_images; k++) {
-            char *r = g_strdup_printf("images/%06d-%d.png", i + 1, k + 1);
+            char *r = g_strdup_printf("images/%06d-%d.%s", i + 1, k + 1,
+                                      def->ext ? def->ext : "png");
             g_ptr_array_add(rel, r);
             g_autofree char *path = g_build_filename(dir, r, NULL);
-            ok = cl_synth_image_write_png(&s->images[k], path, error);
+            ok = def->write ? def->write(s, k, path, error)
+                            : cl_synth_image_write_png(&s->images[k], path, error);
         }
         if (!ok)
             break;

@@ -1,0 +1,1 @@
+/* aerial-geotiff.c - placeholder until written: the aerial task's GeoTIFF writer */

@@ -1,0 +1,1 @@
+// radiograph-dicom.cc - placeholder until written: the radiograph task's DICOM writer (DCMTK)
