@@ -3,8 +3,8 @@
 
 Two parameter tensors (a 2-D "weight" that decays and a 1-D "bias" that does not, the rule of
 core/train/optim.c), float32, 7 steps with a different learning rate each step (as the
-warmup+cosine schedule gives) and fixed pseudo-random gradients. The gradients are produced
-here from a tiny LCG so the C test needs only the JSON, never torch.
+warmup+cosine schedule gives) and fixed pseudo-random gradients (written into the JSON with the
+results, so the C test needs only the JSON, never torch).
 
     /usr/bin/python3 tests/reference/optim_goldens.py > tests/goldens/optim.json
 """
@@ -51,7 +51,7 @@ def main():
         st_b = opt.state[b]
         steps.append({
             "lr": lr,
-            "grad_scale_w": 1000.0 if i == 3 else 1.0,
+            "grad": gw.reshape(-1).tolist() + gb.tolist(),
             "params": w.detach().reshape(-1).tolist() + b.detach().tolist(),
             "m": st_w["exp_avg"].reshape(-1).tolist() + st_b["exp_avg"].tolist(),
             "v": st_w["exp_avg_sq"].reshape(-1).tolist() + st_b["exp_avg_sq"].tolist(),
@@ -61,9 +61,8 @@ def main():
         "betas": list(cfg["betas"]), "eps": cfg["eps"], "weight_decay": cfg["weight_decay"],
         "n_weight": 12, "n_bias": 4,
         "init": w0 + b0,
-        "grad_seed_w": 100, "grad_seed_b": 200,
         "steps": steps,
-    }, indent=1))
+    }, separators=(",", ":")))
 
 
 if __name__ == "__main__":
