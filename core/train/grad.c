@@ -1,1 +1,383 @@
-/* grad.c - placeholder until written */
+/* grad.c - CPU f32 backward passes of the forward's ops (grad.h): products through OpenBLAS,
+ * row reductions in double, every gradient accumulated. */
+#include "grad.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+void cl_grad_linear(float *dx, float *dw, float *db, const float *dy, const float *x,
+                    const float *w, int m, int k, int n)
+{
+    if (m <= 0 || k <= 0 || n <= 0)
+        return;
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f, dy, n, w, k, 1.0f,
+                    dx, k);
+    if (dw)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, dy, n, x, k, 1.0f,
+                    dw, k);
+    if (db) {
+        double *acc = g_new0(double, n);
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                acc[j] += dy[(size_t)i * n + j];
+        for (int j = 0; j < n; j++)
+            db[j] += (float)acc[j];
+        g_free(acc);
+    }
+}
+
+void cl_grad_layernorm(float *dx, float *dw, float *db, const float *dy, const float *x,
+                       const float *w, int m, int n, float eps)
+{
+    double *dwa = dw ? g_new0(double, n) : NULL, *dba = db ? g_new0(double, n) : NULL;
+    for (int r = 0; r < m; r++) {
+        const float *xr = x + (size_t)r * n, *gr = dy + (size_t)r * n;
+        double mean = 0, var = 0;
+        for (int i = 0; i < n; i++)
+            mean += xr[i];
+        mean /= n;
+        for (int i = 0; i < n; i++)
+            var += (xr[i] - mean) * (xr[i] - mean);
+        var /= n;
+        double rstd = 1.0 / sqrt(var + eps);
+        double s1 = 0, s2 = 0; /* Σ dxhat, Σ dxhat·xhat */
+        for (int i = 0; i < n; i++) {
+            double xh = (xr[i] - mean) * rstd, g = (double)gr[i] * w[i];
+            s1 += g;
+            s2 += g * xh;
+            if (dwa)
+                dwa[i] += (double)gr[i] * xh;
+            if (dba)
+                dba[i] += gr[i];
+        }
+        if (dx) {
+            float *dr = dx + (size_t)r * n;
+            for (int i = 0; i < n; i++) {
+                double xh = (xr[i] - mean) * rstd, g = (double)gr[i] * w[i];
+                dr[i] += (float)(rstd * (g - s1 / n - xh * s2 / n));
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (dw)
+            dw[i] += (float)dwa[i];
+        if (db)
+            db[i] += (float)dba[i];
+    }
+    g_free(dwa);
+    g_free(dba);
+}
+
+void cl_grad_rmsnorm(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                     int m, int n, float eps)
+{
+    double *dwa = dw ? g_new0(double, n) : NULL;
+    for (int r = 0; r < m; r++) {
+        const float *xr = x + (size_t)r * n, *gr = dy + (size_t)r * n;
+        double ms = 0;
+        for (int i = 0; i < n; i++)
+            ms += (double)xr[i] * xr[i];
+        double rs = 1.0 / sqrt(ms / n + eps);
+        double s = 0; /* Σ dxhat·x */
+        for (int i = 0; i < n; i++) {
+            s += (double)gr[i] * w[i] * xr[i];
+            if (dwa)
+                dwa[i] += (double)gr[i] * xr[i] * rs;
+        }
+        if (dx) {
+            float *dr = dx + (size_t)r * n;
+            for (int i = 0; i < n; i++)
+                dr[i] += (float)(rs * ((double)gr[i] * w[i] - xr[i] * rs * rs * s / n));
+        }
+    }
+    if (dw)
+        for (int i = 0; i < n; i++)
+            dw[i] += (float)dwa[i];
+    g_free(dwa);
+}
+
+/* dst[j] += Σ_rows a[i, j]·(b ? b[i, j] : 1), in double */
+static void col_sums_add(float *dst, const float *a, const float *b, int m, int n)
+{
+    if (!dst)
+        return;
+    double *acc = g_new0(double, n);
+    for (int i = 0; i < m; i++) {
+        const float *ar = a + (size_t)i * n, *br = b ? b + (size_t)i * n : NULL;
+        for (int j = 0; j < n; j++)
+            acc[j] += br ? (double)ar[j] * br[j] : ar[j];
+    }
+    for (int j = 0; j < n; j++)
+        dst[j] += (float)acc[j];
+    g_free(acc);
+}
+
+void cl_grad_modulate(float *dx, float *dscale, float *dshift, const float *dy, const float *x,
+                      const float *scale, int m, int n)
+{
+    if (dx)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                dx[(size_t)i * n + j] += dy[(size_t)i * n + j] * (1.0f + scale[j]);
+    col_sums_add(dscale, dy, x, m, n);
+    col_sums_add(dshift, dy, NULL, m, n);
+}
+
+void cl_grad_gelu(float *dx, const float *dy, const float *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        double v = x[i];
+        double d = 0.5 * (1.0 + erf(v * M_SQRT1_2)) + v * exp(-0.5 * v * v) * (0.5 * M_2_SQRTPI *
+                                                                                M_SQRT1_2);
+        dx[i] += (float)(dy[i] * d);
+    }
+}
+
+static inline double dsilu(double v)
+{
+    double s = 1.0 / (1.0 + exp(-v));
+    return s * (1.0 + v * (1.0 - s));
+}
+
+void cl_grad_silu(float *dx, const float *dy, const float *x, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        dx[i] += (float)(dy[i] * dsilu(x[i]));
+}
+
+void cl_grad_silu_mul(float *dgate, float *dup, const float *dy, const float *gate,
+                      const float *up, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        double g = gate[i];
+        if (dgate)
+            dgate[i] += (float)(dy[i] * up[i] * dsilu(g));
+        if (dup)
+            dup[i] += (float)(dy[i] * (g / (1.0 + exp(-g))));
+    }
+}
+
+void cl_grad_residual(float *da, float *dgate, const float *dy, const float *a,
+                      const float *gate, int m, int n)
+{
+    if (da)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                da[(size_t)i * n + j] += (gate ? 1.0f + gate[j] : 1.0f) * dy[(size_t)i * n + j];
+    if (gate)
+        col_sums_add(dgate, dy, a, m, n);
+}
+
+void cl_grad_scale_cols(float *da, float *dgate, const float *dy, const float *a,
+                        const float *gate, int m, int n)
+{
+    if (da)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++)
+                da[(size_t)i * n + j] += gate[j] * dy[(size_t)i * n + j];
+    col_sums_add(dgate, dy, a, m, n);
+}
+
+void cl_grad_rope(float *dx, const float *cos_t, const float *sin_t, int n_tok, int ld,
+                  int n_head, int head_dim, int n_sections)
+{
+    const int half = head_dim / 2, q = head_dim / n_sections, h2 = q / 2;
+    for (int t = 0; t < n_tok; t++) {
+        const float *ct = cos_t + (size_t)t * half, *st = sin_t + (size_t)t * half;
+        for (int h = 0; h < n_head; h++) {
+            float *x = dx + (size_t)t * ld + (size_t)h * head_dim;
+            for (int s = 0; s < n_sections; s++) {
+                float *xs = x + s * q;
+                const float *cs = ct + s * h2, *ss = st + s * h2;
+                for (int i = 0; i < h2; i++) {
+                    float a = xs[i], b = xs[i + h2];
+                    xs[i] = a * cs[i] + b * ss[i];
+                    xs[i + h2] = b * cs[i] - a * ss[i];
+                }
+            }
+        }
+    }
+}
+
+void cl_grad_softmax(float *dx, const float *dy, const float *y, int m, int n, int ld)
+{
+    for (int i = 0; i < m; i++) {
+        const float *yr = y + (size_t)i * ld, *gr = dy + (size_t)i * ld;
+        double s = 0;
+        for (int j = 0; j < n; j++)
+            s += (double)gr[j] * yr[j];
+        float *dr = dx + (size_t)i * ld;
+        for (int j = 0; j < n; j++)
+            dr[j] += (float)(yr[j] * (gr[j] - s));
+    }
+}
+
+void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                       const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
+                       int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
+                       int causal)
+{
+    if (n_q <= 0 || n_kv <= 0)
+        return;
+    const int group = n_head / n_kv_head, hd = head_dim;
+    float *p = g_new(float, (size_t)n_q * n_kv);
+    float *dp = g_new(float, (size_t)n_q * n_kv);
+    for (int h = 0; h < n_head; h++) {
+        const int g = h / group;
+        const float *qh = q + (size_t)h * hd, *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
+        const float *doh = dout + (size_t)h * hd;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, hd, scale, qh, ldq, kg,
+                    ldk, 0.0f, p, n_kv);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, hd, 1.0f, doh, ldo, vg,
+                    ldv, 0.0f, dp, n_kv);
+        for (int i = 0; i < n_q; i++) {
+            float *pr = p + (size_t)i * n_kv, *dr = dp + (size_t)i * n_kv;
+            int n_vis = causal < 0 ? n_kv : MIN(n_kv, causal + i + 1);
+            double mx = -INFINITY, sum = 0, dot = 0;
+            for (int j = 0; j < n_vis; j++)
+                mx = MAX(mx, pr[j]);
+            for (int j = 0; j < n_vis; j++)
+                sum += exp(pr[j] - mx);
+            for (int j = 0; j < n_vis; j++) {
+                pr[j] = (float)(exp(pr[j] - mx) / sum);
+                dot += (double)pr[j] * dr[j];
+            }
+            for (int j = n_vis; j < n_kv; j++)
+                pr[j] = 0.0f;
+            /* dp becomes dS = P ⊙ (dP − Σ P dP) */
+            for (int j = 0; j < n_kv; j++)
+                dr[j] = j < n_vis ? (float)(pr[j] * (dr[j] - dot)) : 0.0f;
+        }
+        if (dq)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, hd, n_kv, scale, dp,
+                        n_kv, kg, ldk, 1.0f, dq + (size_t)h * hd, ldq);
+        if (dk)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_kv, hd, n_q, scale, dp, n_kv,
+                        qh, ldq, 1.0f, dk + (size_t)g * hd, ldk);
+        if (dv)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_kv, hd, n_q, 1.0f, p, n_kv,
+                        doh, ldo, 1.0f, dv + (size_t)g * hd, ldv);
+    }
+    g_free(p);
+    g_free(dp);
+}
+
+void cl_grad_row_norms(float *da, const float *dout, const float *a, const float *out, int m,
+                       int n)
+{
+    for (int i = 0; i < m; i++) {
+        if (out[i] == 0.0f)
+            continue;
+        float f = dout[i] / out[i];
+        for (int j = 0; j < n; j++)
+            da[(size_t)i * n + j] += f * a[(size_t)i * n + j];
+    }
+}
+
+void cl_grad_embed(float *dtable, const float *dy, const gint32 *ids, int n, int dim)
+{
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0)
+            continue;
+        float *row = dtable + (size_t)ids[i] * dim;
+        for (int j = 0; j < dim; j++)
+            row[j] += dy[(size_t)i * dim + j];
+    }
+}
+
+void cl_patch_unfold(float *patches, const float *pixels, int channels, int size, int patch)
+{
+    const int C = channels, P = patch, S = size, G = size / patch;
+    for (int r = 0; r < G; r++)
+        for (int cc = 0; cc < G; cc++) {
+            float *dst = patches + ((size_t)r * G + cc) * C * P * P;
+            for (int c = 0; c < C; c++)
+                for (int py = 0; py < P; py++)
+                    memcpy(dst + ((size_t)c * P + py) * P,
+                           pixels + ((size_t)c * S + (size_t)r * P + py) * S + (size_t)cc * P,
+                           (size_t)P * sizeof(float));
+        }
+}
+
+void cl_grad_patch_unfold(float *dpixels, const float *dpatches, int channels, int size,
+                          int patch)
+{
+    const int C = channels, P = patch, S = size, G = size / patch;
+    for (int r = 0; r < G; r++)
+        for (int cc = 0; cc < G; cc++) {
+            const float *src = dpatches + ((size_t)r * G + cc) * C * P * P;
+            for (int c = 0; c < C; c++)
+                for (int py = 0; py < P; py++) {
+                    float *d = dpixels + ((size_t)c * S + (size_t)r * P + py) * S + (size_t)cc * P;
+                    const float *s = src + ((size_t)c * P + py) * P;
+                    for (int px = 0; px < P; px++)
+                        d[px] += s[px];
+                }
+        }
+}
+
+/* token index of the q-th (0..3) member of merged token (i, j) */
+static size_t merge_src(int grid, int i, int j, int q)
+{
+    return (size_t)(2 * i + q / 2) * grid + 2 * j + q % 2;
+}
+
+void cl_merger_unfold(float *cat, const float *x, int grid, int dim)
+{
+    const int g2 = grid / 2;
+    for (int i = 0; i < g2; i++)
+        for (int j = 0; j < g2; j++)
+            for (int q = 0; q < 4; q++)
+                memcpy(cat + (((size_t)i * g2 + j) * 4 + q) * dim,
+                       x + merge_src(grid, i, j, q) * dim, (size_t)dim * sizeof(float));
+}
+
+void cl_grad_merger_unfold(float *dx, const float *dcat, int grid, int dim)
+{
+    const int g2 = grid / 2;
+    for (int i = 0; i < g2; i++)
+        for (int j = 0; j < g2; j++)
+            for (int q = 0; q < 4; q++) {
+                float *d = dx + merge_src(grid, i, j, q) * dim;
+                const float *s = dcat + (((size_t)i * g2 + j) * 4 + q) * dim;
+                for (int c = 0; c < dim; c++)
+                    d[c] += s[c];
+            }
+}
+
+double cl_cross_entropy(float *dlogits, const float *logits, const gint32 *targets,
+                        const guint8 *mask, int n, int vocab, float scale, int *n_supervised)
+{
+    int ns = 0;
+    for (int t = 0; t < n; t++)
+        ns += !mask || mask[t];
+    if (n_supervised)
+        *n_supervised = ns;
+    if (dlogits)
+        memset(dlogits, 0, (size_t)n * vocab * sizeof(float));
+    if (ns == 0)
+        return 0.0;
+    double total = 0;
+    for (int t = 0; t < n; t++) {
+        if (mask && !mask[t])
+            continue;
+        const float *z = logits + (size_t)t * vocab;
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < vocab; j++)
+            mx = MAX(mx, z[j]);
+        for (int j = 0; j < vocab; j++)
+            sum += exp(z[j] - mx);
+        double lse = mx + log(sum);
+        total += lse - z[targets[t]];
+        if (dlogits) {
+            float *d = dlogits + (size_t)t * vocab;
+            double f = (double)scale / ns;
+            for (int j = 0; j < vocab; j++)
+                d[j] = (float)(f * exp(z[j] - lse));
+            d[targets[t]] -= (float)f;
+        }
+    }
+    return total / ns;
+}

@@ -1,1 +1,173 @@
-/* trainmodel-dec.c - placeholder until written */
+/* trainmodel-dec.c - the decoder's training forward over a whole sequence (the backend's ops in
+ * decoder.c's order, one chunk, no cache) with its activations kept per layer, and its backward
+ * (docs/MODEL.md §4). */
+#include "trainmodel.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "decoder.h"
+#include "grad.h"
+
+typedef struct {
+    float *x_in, *h1, *q, *k, *v, *att, *x_mid, *h2, *gate, *up;
+} LayerAct;
+
+struct _ClTrainDec {
+    ClBackend *be;
+    const ClModelConfig *cfg;
+    int n, E, F, Hq, Hkv, hd, Q, KV, V;
+    float eps, scale;
+    const gint32 *ids;
+    LayerAct *layer;
+    float *x_out, *hn, *rope_cos, *rope_sin;
+    GPtrArray *bufs;
+    gboolean failed;
+};
+
+static float *alloc(ClTrainDec *d, size_t n)
+{
+    float *p = g_try_new(float, MAX(n, 1));
+    if (!p)
+        d->failed = TRUE;
+    else
+        g_ptr_array_add(d->bufs, p);
+    return p;
+}
+
+void cl_train_dec_free(ClTrainDec *d)
+{
+    if (!d)
+        return;
+    g_ptr_array_free(d->bufs, TRUE);
+    g_free(d->layer);
+    g_free(d);
+}
+
+ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint32 *ids, int n,
+                                 const float *visual, float *logits, GError **error)
+{
+    const ClModelConfig *cfg = &model->config;
+    const ClModelWeights *w = &model->w;
+    const struct cl_backend_ops *op = be->ops;
+    ClTrainDec *d = g_new0(ClTrainDec, 1);
+    d->be = be, d->cfg = cfg, d->n = n, d->ids = ids;
+    d->E = cfg->dec_dim, d->F = cfg->dec_mlp, d->Hq = cfg->dec_heads, d->Hkv = cfg->dec_kv_heads;
+    d->hd = d->E / d->Hq, d->Q = d->Hq * d->hd, d->KV = d->Hkv * d->hd, d->V = cfg->vocab_size;
+    d->eps = (float)cfg->norm_eps;
+    d->scale = (float)(1.0 / sqrt((double)d->hd));
+    d->bufs = g_ptr_array_new_with_free_func(g_free);
+    d->layer = g_new0(LayerAct, cfg->dec_depth);
+    const int E = d->E, F = d->F, Q = d->Q, KV = d->KV, hd = d->hd;
+    const size_t nE = (size_t)n * E, nF = (size_t)n * F;
+
+    float *x = alloc(d, nE), *proj = alloc(d, nE), *act = alloc(d, nF);
+    float *scratch = alloc(d, op->attention_scratch(be, n, n, d->Hq));
+    d->rope_cos = alloc(d, (size_t)n * hd / 2), d->rope_sin = alloc(d, (size_t)n * hd / 2);
+    d->hn = alloc(d, nE);
+    if (d->failed)
+        goto oom;
+    op->embed(be, x, w->embed, ids, n, E);
+    for (int i = 0, row = 0; i < n; i++)
+        if (ids[i] == CL_DECODER_VISUAL)
+            memcpy(x + (size_t)i * E, visual + (size_t)row++ * E, (size_t)E * sizeof(float));
+    cl_rope_table_1d(d->rope_cos, d->rope_sin, 0, n, hd, cfg->rope_base);
+
+    for (int l = 0; l < cfg->dec_depth; l++) {
+        const ClDecoderLayerWeights *L = &w->dec[l];
+        LayerAct *a = &d->layer[l];
+        a->x_in = alloc(d, nE), a->h1 = alloc(d, nE), a->q = alloc(d, (size_t)n * Q);
+        a->k = alloc(d, (size_t)n * KV), a->v = alloc(d, (size_t)n * KV);
+        a->att = alloc(d, (size_t)n * Q), a->x_mid = alloc(d, nE), a->h2 = alloc(d, nE);
+        a->gate = alloc(d, nF), a->up = alloc(d, nF);
+        if (d->failed)
+            goto oom;
+        memcpy(a->x_in, x, nE * sizeof(float));
+        op->rmsnorm(be, a->h1, x, L->attn_norm, n, E, d->eps);
+        op->linear(be, a->q, a->h1, L->q, NULL, n, E, Q);
+        op->linear(be, a->k, a->h1, L->k, NULL, n, E, KV);
+        op->linear(be, a->v, a->h1, L->v, NULL, n, E, KV);
+        op->rope(be, a->q, d->rope_cos, d->rope_sin, n, Q, d->Hq, hd, 1);
+        op->rope(be, a->k, d->rope_cos, d->rope_sin, n, KV, d->Hkv, hd, 1);
+        op->attention(be, a->att, NULL, a->q, a->k, a->v, n, n, Q, KV, KV, Q, d->Hq, d->Hkv, hd,
+                      d->scale, 0, 0, scratch);
+        op->linear(be, proj, a->att, L->o, NULL, n, Q, E);
+        op->residual(be, x, proj, NULL, n, E);
+        memcpy(a->x_mid, x, nE * sizeof(float));
+        op->rmsnorm(be, a->h2, x, L->mlp_norm, n, E, d->eps);
+        op->linear(be, a->gate, a->h2, L->gate, NULL, n, E, F);
+        op->linear(be, a->up, a->h2, L->up, NULL, n, E, F);
+        op->silu_mul(be, act, a->gate, a->up, nF);
+        op->linear(be, proj, act, L->down, NULL, n, F, E);
+        op->residual(be, x, proj, NULL, n, E);
+    }
+    d->x_out = x;
+    op->rmsnorm(be, d->hn, x, w->dec_norm, n, E, d->eps);
+    op->linear(be, logits, d->hn, w->lm_head ? w->lm_head : w->embed, NULL, n, E, d->V);
+    g_ptr_array_remove_fast(d->bufs, proj);
+    g_ptr_array_remove_fast(d->bufs, act);
+    g_ptr_array_remove_fast(d->bufs, scratch);
+    return d;
+
+oom:
+    cl_train_dec_free(d);
+    g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                "Not enough memory for the decoder's training activations (%d positions)", n);
+    return NULL;
+}
+
+void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *dlogits,
+                           float *dvisual, ClModelWeights *g)
+{
+    const int n = d->n, E = d->E, F = d->F, Q = d->Q, KV = d->KV, hd = d->hd;
+    const size_t nE = (size_t)n * E, nF = (size_t)n * F;
+    float *dx = g_new0(float, nE), *dh = g_new(float, nE), *act = g_new(float, nF);
+    float *dact = g_new(float, nF), *dgate = g_new(float, nF), *dup = g_new(float, nF);
+    float *datt = g_new(float, (size_t)n * Q), *dq = g_new(float, (size_t)n * Q);
+    float *dk = g_new(float, (size_t)n * KV), *dv = g_new(float, (size_t)n * KV);
+
+    /* logits = RMSNorm(x) lm_head^T (tied: the gradient lands in the embedding) */
+    memset(dh, 0, nE * sizeof(float));
+    cl_grad_linear(dh, g->lm_head ? g->lm_head : g->embed, NULL, dlogits, d->hn,
+                   w->lm_head ? w->lm_head : w->embed, n, E, d->V);
+    cl_grad_rmsnorm(dx, g->dec_norm, dh, d->x_out, w->dec_norm, n, E, d->eps);
+
+    for (int l = d->cfg->dec_depth - 1; l >= 0; l--) {
+        const ClDecoderLayerWeights *L = &w->dec[l];
+        ClDecoderLayerWeights *G = &g->dec[l];
+        LayerAct *a = &d->layer[l];
+        /* MLP: x += down(SiLU(gate) ⊙ up) */
+        d->be->ops->silu_mul(d->be, act, a->gate, a->up, nF);
+        memset(dact, 0, nF * sizeof(float));
+        cl_grad_linear(dact, G->down, NULL, dx, act, L->down, n, F, E);
+        memset(dgate, 0, nF * sizeof(float));
+        memset(dup, 0, nF * sizeof(float));
+        cl_grad_silu_mul(dgate, dup, dact, a->gate, a->up, nF);
+        memset(dh, 0, nE * sizeof(float));
+        cl_grad_linear(dh, G->gate, NULL, dgate, a->h2, L->gate, n, E, F);
+        cl_grad_linear(dh, G->up, NULL, dup, a->h2, L->up, n, E, F);
+        cl_grad_rmsnorm(dx, G->mlp_norm, dh, a->x_mid, L->mlp_norm, n, E, d->eps);
+        /* attention: x += o(Attn(rope(q), rope(k), v)) */
+        memset(datt, 0, (size_t)n * Q * sizeof(float));
+        cl_grad_linear(datt, G->o, NULL, dx, a->att, L->o, n, Q, E);
+        memset(dq, 0, (size_t)n * Q * sizeof(float));
+        memset(dk, 0, (size_t)n * KV * sizeof(float));
+        memset(dv, 0, (size_t)n * KV * sizeof(float));
+        cl_grad_attention(dq, dk, dv, datt, a->q, a->k, a->v, n, n, Q, KV, KV, Q, d->Hq, d->Hkv,
+                          hd, d->scale, 0);
+        cl_grad_rope(dq, d->rope_cos, d->rope_sin, n, Q, d->Hq, hd, 1);
+        cl_grad_rope(dk, d->rope_cos, d->rope_sin, n, KV, d->Hkv, hd, 1);
+        memset(dh, 0, nE * sizeof(float));
+        cl_grad_linear(dh, G->q, NULL, dq, a->h1, L->q, n, E, Q);
+        cl_grad_linear(dh, G->k, NULL, dk, a->h1, L->k, n, E, KV);
+        cl_grad_linear(dh, G->v, NULL, dv, a->h1, L->v, n, E, KV);
+        cl_grad_rmsnorm(dx, G->attn_norm, dh, a->x_in, L->attn_norm, n, E, d->eps);
+    }
+    /* the inputs: token rows into the embedding, visual rows out in order */
+    cl_grad_embed(g->embed, dx, d->ids, n, E);
+    for (int i = 0, row = 0; i < n; i++)
+        if (d->ids[i] == CL_DECODER_VISUAL && dvisual)
+            memcpy(dvisual + (size_t)row++ * E, dx + (size_t)i * E, (size_t)E * sizeof(float));
+    g_free(dx), g_free(dh), g_free(act), g_free(dact), g_free(dgate), g_free(dup);
+    g_free(datt), g_free(dq), g_free(dk), g_free(dv);
+}

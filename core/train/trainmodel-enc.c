@@ -1,1 +1,556 @@
-/* trainmodel-enc.c - placeholder until written */
+/* trainmodel-enc.c - the SVE encoder's training forward (the backend's ops in encoder.c's exact
+ * order, activations kept per image and block) and its backward, all six variants, with the
+ * paper's stop_grad on the predecessor's state (docs/MODEL.md §3). */
+#include "trainmodel.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "grad.h"
+
+typedef enum { Y_PREV, Y_OWN, Y_NULL } YSource;
+
+/* One block's saved activations (NULL where the variant has no such tensor). */
+typedef struct {
+    YSource ysrc;
+    int K;          /* state tokens: N, or 1 for the null state */
+    const float *y; /* the state read (the predecessor's x_in, own x_in, or sve.null) */
+    float *x_in;    /* (N, D) block input: the state the next image reads */
+    /* cross / cross_ffn / self_ffn */
+    float *hs, *sq, *skv, *shy, *sca, *x1, *hf, *sf;
+    /* adaln_zero: c pooled (before SiLU), SiLU(c), the modulation (6D) */
+    float *c, *sc, *mod;
+    /* the block */
+    float *x_a;     /* (N, D) after the SVE module (== x_in without one) */
+    float *h1, *h1m; /* LN1, modulated LN1 (adaln) */
+    float *qkv;     /* (N, 3D) roped q|k|v; self_ext: q (N, D) */
+    float *kv;      /* self_ext: (N + K, 2D) roped keys|values, own then state */
+    float *hy;      /* self_ext: LN1(Y) (K, D) unless own */
+    float *att, *pa, *x_b, *h2, *h2m, *f, *pm;
+} BlockAct;
+
+typedef struct {
+    float *patches;
+    BlockAct *blk;
+    float *x_out, *mcat, *mf; /* the merger's input, unfolded LN, pre-GELU hidden */
+    float *dstate;          /* (depth, N, D) gradient from the successor through the state */
+} ImageAct;
+
+struct _ClTrainEnc {
+    ClBackend *be;
+    const ClModelConfig *cfg;
+    int n_images, N, D, F, H, hd, G, M, E, Hm, cpp;
+    float eps, scale;
+    ClTrainEnc *states;       /* fixed states (owned), or NULL */
+    ImageAct *img;
+    GPtrArray *bufs;          /* every buffer, freed together */
+    gboolean failed;
+    float *rope_cos, *rope_sin, *scratch;
+};
+
+static float *alloc(ClTrainEnc *e, size_t n)
+{
+    float *p = g_try_new(float, MAX(n, 1));
+    if (!p)
+        e->failed = TRUE;
+    else
+        g_ptr_array_add(e->bufs, p);
+    return p;
+}
+
+void cl_train_enc_free(ClTrainEnc *e)
+{
+    if (!e)
+        return;
+    cl_train_enc_free(e->states);
+    if (e->bufs)
+        g_ptr_array_free(e->bufs, TRUE);
+    if (e->img)
+        for (int t = 0; t < e->n_images; t++)
+            g_free(e->img[t].blk);
+    g_free(e->img);
+    g_free(e);
+}
+
+/* ---- forward ---------------------------------------------------------------------------------- */
+
+static YSource ysource(const ClTrainEnc *e, int t)
+{
+    const ClModelConfig *cfg = e->cfg;
+    if (cfg->sve_variant == CL_SVE_SELF_FFN)
+        return Y_OWN;
+    if (t > 0)
+        return Y_PREV;
+    return cfg->sve_first == CL_SVE_FIRST_OWN ? Y_OWN : Y_NULL;
+}
+
+/* cross / cross_ffn / self_ffn: x (== x_in on entry) becomes the module's output. */
+static void fwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b, float *x)
+{
+    ClBackend *be = e->be;
+    const struct cl_backend_ops *op = be->ops;
+    const int N = e->N, D = e->D, H = e->H, hd = e->hd, F = e->F, K = b->K;
+    b->hs = alloc(e, (size_t)N * D), b->sq = alloc(e, (size_t)N * D);
+    b->skv = alloc(e, (size_t)K * 2 * D), b->sca = alloc(e, (size_t)N * D);
+    b->x1 = alloc(e, (size_t)N * D);
+    if (b->ysrc != Y_OWN)
+        b->shy = alloc(e, (size_t)K * D);
+    if (cl_config_has_sve_ffn(e->cfg))
+        b->hf = alloc(e, (size_t)N * D), b->sf = alloc(e, (size_t)N * F);
+    float *proj = b->pa; /* scratch here: the block's own pa is written later */
+    float *g = b->f;
+    if (e->failed)
+        return;
+
+    op->layernorm(be, b->hs, x, L->sve_ln_w, L->sve_ln_b, N, D, e->eps);
+    op->linear(be, b->sq, b->hs, L->sve_q_w, L->sve_q_b, N, D, D);
+    const float *hy = b->hs;
+    if (b->ysrc != Y_OWN) {
+        op->layernorm(be, b->shy, b->y, L->sve_ln_w, L->sve_ln_b, K, D, e->eps);
+        hy = b->shy;
+    }
+    op->linear(be, b->skv, hy, L->sve_kv_w, L->sve_kv_b, K, D, 2 * D);
+    if (e->cfg->sve_cross_pos) {
+        op->rope(be, b->sq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
+        if (b->ysrc != Y_NULL)
+            op->rope(be, b->skv, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
+    }
+    op->attention(be, b->sca, NULL, b->sq, b->skv, b->skv + D, N, K, D, 2 * D, 2 * D, D, H, H,
+                  hd, e->scale, -1, 0, e->scratch);
+    op->linear(be, proj, b->sca, L->sve_out_w, L->sve_out_b, N, D, D);
+    op->residual(be, x, proj, NULL, N, D);
+    memcpy(b->x1, x, (size_t)N * D * sizeof(float));
+    if (cl_config_has_sve_ffn(e->cfg)) {
+        op->layernorm(be, b->hf, x, L->sve_ffn_ln_w, L->sve_ffn_ln_b, N, D, e->eps);
+        op->linear(be, b->sf, b->hf, L->sve_fc1_w, L->sve_fc1_b, N, D, F);
+        op->gelu(be, g, b->sf, (size_t)N * F);
+        op->linear(be, proj, g, L->sve_fc2_w, L->sve_fc2_b, N, F, D);
+        op->residual(be, x, proj, NULL, N, D);
+    }
+}
+
+static void fwd_adaln(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b)
+{
+    const int N = e->N, D = e->D;
+    b->c = alloc(e, D), b->sc = alloc(e, D), b->mod = alloc(e, 6 * (size_t)D);
+    if (e->failed)
+        return;
+    if (b->ysrc == Y_OWN) {
+        memset(b->c, 0, (size_t)D * sizeof(float));
+    } else if (b->ysrc == Y_NULL) {
+        memcpy(b->c, L->sve_null, (size_t)D * sizeof(float));
+    } else {
+        for (int j = 0; j < D; j++) { /* as encoder.c: in double, token order */
+            double acc = 0;
+            for (int n = 0; n < N; n++)
+                acc += b->y[(size_t)n * D + j];
+            b->c[j] = (float)(acc / N);
+        }
+    }
+    e->be->ops->silu(e->be, b->sc, b->c, (size_t)D);
+    e->be->ops->linear(e->be, b->mod, b->sc, L->sve_ada_w, L->sve_ada_b, 1, D, 6 * D);
+}
+
+static void fwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b, float *x)
+{
+    ClBackend *be = e->be;
+    const struct cl_backend_ops *op = be->ops;
+    const int N = e->N, D = e->D, H = e->H, hd = e->hd, F = e->F, K = b->K;
+    const ClSveVariant v = e->cfg->sve_variant;
+    const gboolean self_ext = v == CL_SVE_SELF_EXT;
+    const float *mod = b->mod;
+
+    b->x_a = alloc(e, (size_t)N * D), b->h1 = alloc(e, (size_t)N * D);
+    if (mod)
+        b->h1m = alloc(e, (size_t)N * D), b->h2m = alloc(e, (size_t)N * D);
+    b->qkv = alloc(e, (size_t)N * (self_ext ? D : 3 * D));
+    if (self_ext) {
+        b->kv = alloc(e, (size_t)(N + K) * 2 * D);
+        if (b->ysrc != Y_OWN)
+            b->hy = alloc(e, (size_t)K * D);
+    }
+    b->att = alloc(e, (size_t)N * D), b->x_b = alloc(e, (size_t)N * D);
+    b->h2 = alloc(e, (size_t)N * D), b->f = alloc(e, (size_t)N * F);
+    b->pa = alloc(e, (size_t)N * D), b->pm = alloc(e, (size_t)N * D);
+    if (e->failed)
+        return;
+    memcpy(b->x_a, x, (size_t)N * D * sizeof(float));
+
+    op->layernorm(be, b->h1, x, L->ln1_w, L->ln1_b, N, D, e->eps);
+    const float *h = b->h1;
+    if (mod) {
+        memcpy(b->h1m, b->h1, (size_t)N * D * sizeof(float));
+        op->modulate(be, b->h1m, mod + D, mod, N, D);
+        h = b->h1m;
+    }
+    if (!self_ext) {
+        op->linear(be, b->qkv, h, L->qkv_w, L->qkv_b, N, D, 3 * D);
+        op->rope(be, b->qkv, e->rope_cos, e->rope_sin, N, 3 * D, H, hd, 2);
+        op->rope(be, b->qkv + D, e->rope_cos, e->rope_sin, N, 3 * D, H, hd, 2);
+        op->attention(be, b->att, NULL, b->qkv, b->qkv + D, b->qkv + 2 * D, N, N, 3 * D, 3 * D,
+                      3 * D, D, H, H, hd, e->scale, -1, 0, e->scratch);
+    } else {
+        float *kv_y = b->kv + (size_t)N * 2 * D;
+        op->linear(be, b->qkv, h, L->qkv_w, L->qkv_b, N, D, D);
+        op->linear(be, b->kv, h, L->qkv_w + (size_t)D * D, L->qkv_b + D, N, D, 2 * D);
+        if (b->ysrc == Y_OWN) {
+            memcpy(kv_y, b->kv, (size_t)N * 2 * D * sizeof(float));
+        } else {
+            op->layernorm(be, b->hy, b->y, L->ln1_w, L->ln1_b, K, D, e->eps);
+            op->linear(be, kv_y, b->hy, L->qkv_w + (size_t)D * D, L->qkv_b + D, K, D, 2 * D);
+        }
+        op->rope(be, b->qkv, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
+        op->rope(be, b->kv, e->rope_cos, e->rope_sin, N, 2 * D, H, hd, 2);
+        if (e->cfg->sve_cross_pos && b->ysrc != Y_NULL)
+            op->rope(be, kv_y, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
+        op->attention(be, b->att, NULL, b->qkv, b->kv, b->kv + D, N, N + K, D, 2 * D, 2 * D, D,
+                      H, H, hd, e->scale, -1, N, e->scratch);
+    }
+    op->linear(be, b->pa, b->att, L->attn_out_w, L->attn_out_b, N, D, D);
+    op->residual(be, x, b->pa, mod ? mod + 2 * D : NULL, N, D);
+    memcpy(b->x_b, x, (size_t)N * D * sizeof(float));
+
+    op->layernorm(be, b->h2, x, L->ln2_w, L->ln2_b, N, D, e->eps);
+    h = b->h2;
+    if (mod) {
+        memcpy(b->h2m, b->h2, (size_t)N * D * sizeof(float));
+        op->modulate(be, b->h2m, mod + 4 * D, mod + 3 * D, N, D);
+        h = b->h2m;
+    }
+    op->linear(be, b->f, h, L->fc1_w, L->fc1_b, N, D, F);
+    float *g = alloc(e, (size_t)N * F); /* GELU(f), dropped after the product */
+    if (e->failed)
+        return;
+    op->gelu(be, g, b->f, (size_t)N * F);
+    op->linear(be, b->pm, g, L->fc2_w, L->fc2_b, N, F, D);
+    g_ptr_array_remove_fast(e->bufs, g);
+    op->residual(be, x, b->pm, mod ? mod + 5 * D : NULL, N, D);
+}
+
+static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixels, int t,
+                      float *visual)
+{
+    ClBackend *be = e->be;
+    const struct cl_backend_ops *op = be->ops;
+    const ClModelConfig *cfg = e->cfg;
+    const int N = e->N, D = e->D, S = cfg->image_size;
+    ImageAct *im = &e->img[t];
+    im->blk = g_new0(BlockAct, cfg->enc_depth);
+    im->patches = alloc(e, (size_t)N * e->cpp);
+    float *x = alloc(e, (size_t)N * D);
+    if (e->failed)
+        return;
+    cl_patch_unfold(im->patches, pixels, cfg->channels, S, cfg->patch_size);
+    op->linear(be, x, im->patches, w->patch_w, w->patch_b, N, e->cpp, D);
+
+    const ClTrainEnc *src = e->states ? e->states : e;
+    for (int l = 0; l < cfg->enc_depth && !e->failed; l++) {
+        const ClEncoderLayerWeights *L = &w->enc[l];
+        BlockAct *b = &im->blk[l];
+        b->x_in = alloc(e, (size_t)N * D);
+        if (e->failed)
+            return;
+        memcpy(b->x_in, x, (size_t)N * D * sizeof(float));
+        b->ysrc = ysource(e, t);
+        b->K = b->ysrc == Y_NULL ? 1 : N;
+        b->y = b->ysrc == Y_PREV ? src->img[t - 1].blk[l].x_in
+               : b->ysrc == Y_OWN ? b->x_in : L->sve_null;
+        if (cfg->sve_variant == CL_SVE_ADALN_ZERO)
+            fwd_adaln(e, L, b);
+        /* fwd_cross borrows the block's pa and f buffers as scratch: allocate them first */
+        if (cl_config_has_cross(cfg)) {
+            b->pa = alloc(e, (size_t)N * D), b->f = alloc(e, (size_t)N * e->F);
+            if (e->failed)
+                return;
+            fwd_cross(e, L, b, x);
+            float *pa = b->pa, *f = b->f;
+            fwd_block(e, L, b, x); /* allocates its own pa, f */
+            g_ptr_array_remove_fast(e->bufs, pa);
+            g_ptr_array_remove_fast(e->bufs, f);
+        } else {
+            fwd_block(e, L, b, x);
+        }
+    }
+    if (e->failed)
+        return;
+    /* the merger */
+    const int G = e->G, M = e->M, Hm = e->Hm;
+    im->x_out = x;
+    float *hm = alloc(e, (size_t)N * D), *g = alloc(e, (size_t)M * Hm);
+    im->mcat = alloc(e, (size_t)M * 4 * D), im->mf = alloc(e, (size_t)M * Hm);
+    if (e->failed)
+        return;
+    op->layernorm(be, hm, x, w->merger_ln_w, w->merger_ln_b, N, D, e->eps);
+    cl_merger_unfold(im->mcat, hm, G, D);
+    op->linear(be, im->mf, im->mcat, w->merger_fc1_w, w->merger_fc1_b, M, 4 * D, Hm);
+    op->gelu(be, g, im->mf, (size_t)M * Hm);
+    op->linear(be, visual, g, w->merger_fc2_w, w->merger_fc2_b, M, Hm, e->E);
+    g_ptr_array_remove_fast(e->bufs, hm);
+    g_ptr_array_remove_fast(e->bufs, g);
+}
+
+ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClModelWeights *w,
+                                 const float *pixels, int n_images, ClTrainEnc *states,
+                                 float *visual, GError **error)
+{
+    const ClModelConfig *cfg = &model->config;
+    ClTrainEnc *e = g_new0(ClTrainEnc, 1);
+    e->be = be;
+    e->cfg = cfg;
+    e->n_images = n_images;
+    e->N = cl_config_n_patches(cfg), e->D = cfg->enc_dim, e->F = cfg->enc_mlp;
+    e->H = cfg->enc_heads, e->hd = cfg->enc_dim / cfg->enc_heads, e->G = cl_config_grid(cfg);
+    e->M = cl_config_n_visual(cfg), e->E = cfg->dec_dim, e->Hm = cfg->merger_hidden;
+    e->cpp = cfg->channels * cfg->patch_size * cfg->patch_size;
+    e->eps = (float)cfg->norm_eps;
+    e->scale = (float)(1.0 / sqrt((double)e->hd));
+    e->states = states;
+    e->bufs = g_ptr_array_new_with_free_func(g_free);
+    e->img = g_new0(ImageAct, n_images);
+    e->rope_cos = alloc(e, (size_t)e->N * e->hd / 2);
+    e->rope_sin = alloc(e, (size_t)e->N * e->hd / 2);
+    e->scratch = alloc(e, be->ops->attention_scratch(be, e->N, 2 * e->N, e->H));
+    if (!e->failed)
+        cl_rope_table_2d(e->rope_cos, e->rope_sin, e->G, e->hd, cfg->enc_rope_base);
+    const size_t img_floats = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
+    for (int t = 0; t < n_images && !e->failed; t++)
+        fwd_image(e, w, pixels + t * img_floats, t, visual + (size_t)t * e->M * e->E);
+    if (e->failed) {
+        cl_train_enc_free(e);
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "Not enough memory for the encoder's training activations (%d images)",
+                    n_images);
+        return NULL;
+    }
+    return e;
+}
+
+/* ---- backward --------------------------------------------------------------------------------- */
+
+/* Scratch for the backward of one block (sized for the largest use). */
+typedef struct {
+    float *dh, *dh2, *dp, *datt, *dq, *dkv, *df, *dg, *g, *dhy, *dmod, *dsc, *dc;
+} Scratch;
+
+static void zero(float *p, size_t n)
+{
+    memset(p, 0, n * sizeof(float));
+}
+
+/* Where the gradient of the state Y goes: the null parameter, the predecessor's dstate (no
+ * stop_grad, states from this run), or nowhere. */
+static float *dy_target(ClTrainEnc *e, int t, int l, const BlockAct *b, gboolean stop_grad,
+                        ClEncoderLayerWeights *G)
+{
+    if (b->ysrc == Y_NULL)
+        return G->sve_null;
+    if (b->ysrc == Y_PREV && !stop_grad && !e->states && e->img[t - 1].dstate)
+        return e->img[t - 1].dstate + (size_t)l * e->N * e->D;
+    return NULL;
+}
+
+/* dx: in d(block output), out d(block input's stream before the block, after the module). */
+static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLayerWeights *G,
+                      BlockAct *b, float *dx, Scratch *s, float *dyt)
+{
+    const int N = e->N, D = e->D, H = e->H, hd = e->hd, F = e->F, K = b->K;
+    const size_t ND = (size_t)N * D;
+    const float *mod = b->mod;
+    float *dmod = mod ? s->dmod : NULL;
+    const gboolean self_ext = e->cfg->sve_variant == CL_SVE_SELF_EXT;
+
+    /* MLP */
+    zero(s->dp, ND);
+    cl_grad_residual(s->dp, dmod ? dmod + 5 * D : NULL, dx, b->pm, mod ? mod + 5 * D : NULL, N,
+                     D);
+    e->be->ops->gelu(e->be, s->g, b->f, (size_t)N * F);
+    zero(s->dg, (size_t)N * F);
+    cl_grad_linear(s->dg, G->fc2_w, G->fc2_b, s->dp, s->g, L->fc2_w, N, F, D);
+    zero(s->df, (size_t)N * F);
+    cl_grad_gelu(s->df, s->dg, b->f, (size_t)N * F);
+    zero(s->dh, ND);
+    cl_grad_linear(s->dh, G->fc1_w, G->fc1_b, s->df, mod ? b->h2m : b->h2, L->fc1_w, N, D, F);
+    const float *dhn = s->dh;
+    if (mod) {
+        zero(s->dh2, ND);
+        cl_grad_modulate(s->dh2, dmod + 4 * D, dmod + 3 * D, s->dh, b->h2, mod + 4 * D, N, D);
+        dhn = s->dh2;
+    }
+    cl_grad_layernorm(dx, G->ln2_w, G->ln2_b, dhn, b->x_b, L->ln2_w, N, D, e->eps);
+
+    /* attention */
+    zero(s->dp, ND);
+    cl_grad_residual(s->dp, dmod ? dmod + 2 * D : NULL, dx, b->pa, mod ? mod + 2 * D : NULL, N,
+                     D);
+    zero(s->datt, ND);
+    cl_grad_linear(s->datt, G->attn_out_w, G->attn_out_b, s->dp, b->att, L->attn_out_w, N, D, D);
+    zero(s->dh, ND);
+    if (!self_ext) {
+        zero(s->dq, ND * 3);
+        cl_grad_attention(s->dq, s->dq + D, s->dq + 2 * D, s->datt, b->qkv, b->qkv + D,
+                          b->qkv + 2 * D, N, N, 3 * D, 3 * D, 3 * D, D, H, H, hd, e->scale, -1);
+        cl_grad_rope(s->dq, e->rope_cos, e->rope_sin, N, 3 * D, H, hd, 2);
+        cl_grad_rope(s->dq + D, e->rope_cos, e->rope_sin, N, 3 * D, H, hd, 2);
+        cl_grad_linear(s->dh, G->qkv_w, G->qkv_b, s->dq, mod ? b->h1m : b->h1, L->qkv_w, N, D,
+                       3 * D);
+    } else {
+        const size_t kvw = (size_t)D * D;
+        float *dkv_y = s->dkv + ND * 2;
+        zero(s->dq, ND);
+        zero(s->dkv, (size_t)(N + K) * 2 * D);
+        cl_grad_attention(s->dq, s->dkv, s->dkv + D, s->datt, b->qkv, b->kv, b->kv + D, N, N + K,
+                          D, 2 * D, 2 * D, D, H, H, hd, e->scale, -1);
+        cl_grad_rope(s->dq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
+        cl_grad_rope(s->dkv, e->rope_cos, e->rope_sin, N, 2 * D, H, hd, 2);
+        if (e->cfg->sve_cross_pos && b->ysrc != Y_NULL)
+            cl_grad_rope(dkv_y, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
+        if (b->ysrc == Y_OWN) /* the state's keys/values were a copy of the own ones */
+            for (size_t i = 0; i < ND * 2; i++)
+                s->dkv[i] += dkv_y[i];
+        cl_grad_linear(s->dh, G->qkv_w, G->qkv_b, s->dq, b->h1, L->qkv_w, N, D, D);
+        cl_grad_linear(s->dh, G->qkv_w + kvw, G->qkv_b + D, s->dkv, b->h1, L->qkv_w + kvw, N, D,
+                       2 * D);
+        if (b->ysrc != Y_OWN) {
+            zero(s->dhy, (size_t)K * D);
+            cl_grad_linear(s->dhy, G->qkv_w + kvw, G->qkv_b + D, dkv_y, b->hy, L->qkv_w + kvw, K,
+                           D, 2 * D);
+            cl_grad_layernorm(dyt, G->ln1_w, G->ln1_b, s->dhy, b->y, L->ln1_w, K, D, e->eps);
+        }
+    }
+    dhn = s->dh;
+    if (mod) {
+        zero(s->dh2, ND);
+        cl_grad_modulate(s->dh2, dmod + D, dmod, s->dh, b->h1, mod + D, N, D);
+        dhn = s->dh2;
+    }
+    cl_grad_layernorm(dx, G->ln1_w, G->ln1_b, dhn, b->x_a, L->ln1_w, N, D, e->eps);
+}
+
+/* dx: in d(module output x_a), out d(x_in). */
+static void bwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLayerWeights *G,
+                      BlockAct *b, float *dx, Scratch *s, float *dyt)
+{
+    const int N = e->N, D = e->D, H = e->H, hd = e->hd, F = e->F, K = b->K;
+    const size_t ND = (size_t)N * D;
+    if (cl_config_has_sve_ffn(e->cfg)) {
+        e->be->ops->gelu(e->be, s->g, b->sf, (size_t)N * F);
+        zero(s->dg, (size_t)N * F);
+        cl_grad_linear(s->dg, G->sve_fc2_w, G->sve_fc2_b, dx, s->g, L->sve_fc2_w, N, F, D);
+        zero(s->df, (size_t)N * F);
+        cl_grad_gelu(s->df, s->dg, b->sf, (size_t)N * F);
+        zero(s->dh, ND);
+        cl_grad_linear(s->dh, G->sve_fc1_w, G->sve_fc1_b, s->df, b->hf, L->sve_fc1_w, N, D, F);
+        cl_grad_layernorm(dx, G->sve_ffn_ln_w, G->sve_ffn_ln_b, s->dh, b->x1, L->sve_ffn_ln_w, N,
+                          D, e->eps);
+    }
+    zero(s->datt, ND);
+    cl_grad_linear(s->datt, G->sve_out_w, G->sve_out_b, dx, b->sca, L->sve_out_w, N, D, D);
+    zero(s->dq, ND);
+    zero(s->dkv, (size_t)K * 2 * D);
+    cl_grad_attention(s->dq, s->dkv, s->dkv + D, s->datt, b->sq, b->skv, b->skv + D, N, K, D,
+                      2 * D, 2 * D, D, H, H, hd, e->scale, -1);
+    if (e->cfg->sve_cross_pos) {
+        cl_grad_rope(s->dq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
+        if (b->ysrc != Y_NULL)
+            cl_grad_rope(s->dkv, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
+    }
+    zero(s->dh, ND);
+    cl_grad_linear(s->dh, G->sve_q_w, G->sve_q_b, s->dq, b->hs, L->sve_q_w, N, D, D);
+    if (b->ysrc == Y_OWN) {
+        cl_grad_linear(s->dh, G->sve_kv_w, G->sve_kv_b, s->dkv, b->hs, L->sve_kv_w, N, D, 2 * D);
+    } else {
+        zero(s->dhy, (size_t)K * D);
+        cl_grad_linear(s->dhy, G->sve_kv_w, G->sve_kv_b, s->dkv, b->shy, L->sve_kv_w, K, D,
+                       2 * D);
+        cl_grad_layernorm(dyt, G->sve_ln_w, G->sve_ln_b, s->dhy, b->y, L->sve_ln_w, K, D,
+                          e->eps);
+    }
+    cl_grad_layernorm(dx, G->sve_ln_w, G->sve_ln_b, s->dh, b->x_in, L->sve_ln_w, N, D, e->eps);
+}
+
+/* adaln_zero: s->dmod (accumulated by bwd_block) back to the weights and the state. */
+static void bwd_adaln(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLayerWeights *G,
+                      BlockAct *b, Scratch *s, float *dyt)
+{
+    const int N = e->N, D = e->D;
+    zero(s->dsc, D);
+    cl_grad_linear(s->dsc, G->sve_ada_w, G->sve_ada_b, s->dmod, b->sc, L->sve_ada_w, 1, D,
+                   6 * D);
+    zero(s->dc, D);
+    cl_grad_silu(s->dc, s->dsc, b->c, (size_t)D);
+    if (!dyt || b->ysrc == Y_OWN) /* own: c = 0, a constant */
+        return;
+    if (b->ysrc == Y_NULL) {
+        for (int j = 0; j < D; j++)
+            dyt[j] += s->dc[j];
+        return;
+    }
+    for (int n = 0; n < N; n++) /* c = mean_n Y_n */
+        for (int j = 0; j < D; j++)
+            dyt[(size_t)n * D + j] += s->dc[j] / N;
+}
+
+void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *dvisual,
+                           gboolean stop_grad, ClModelWeights *g)
+{
+    const ClModelConfig *cfg = e->cfg;
+    const int N = e->N, D = e->D, F = e->F, M = e->M, Hm = e->Hm, E = e->E;
+    const size_t ND = (size_t)N * D;
+    const gboolean flow = !stop_grad && !e->states && cfg->sve_variant != CL_SVE_STATELESS &&
+                          cfg->sve_variant != CL_SVE_SELF_FFN;
+    Scratch s;
+    size_t big = MAX((size_t)N * F, (size_t)M * Hm);
+    float *dx = g_new0(float, ND);
+    s.dh = g_new(float, MAX(ND, (size_t)M * 4 * D)), s.dh2 = g_new(float, ND);
+    s.dp = g_new(float, ND), s.datt = g_new(float, ND);
+    s.dq = g_new(float, 3 * ND), s.dkv = g_new(float, 4 * ND);
+    s.df = g_new(float, big), s.dg = g_new(float, big), s.g = g_new(float, big);
+    s.dhy = g_new(float, ND), s.dmod = g_new(float, 6 * (size_t)D);
+    s.dsc = g_new(float, D), s.dc = g_new(float, D);
+    if (flow)
+        for (int t = 0; t < e->n_images; t++)
+            e->img[t].dstate = g_new0(float, (size_t)cfg->enc_depth * ND);
+
+    for (int t = e->n_images - 1; t >= 0; t--) {
+        ImageAct *im = &e->img[t];
+        /* the merger */
+        const float *dvis = dvisual + (size_t)t * M * E;
+        e->be->ops->gelu(e->be, s.g, im->mf, (size_t)M * Hm);
+        zero(s.dg, (size_t)M * Hm);
+        cl_grad_linear(s.dg, g->merger_fc2_w, g->merger_fc2_b, dvis, s.g, w->merger_fc2_w, M, Hm,
+                       E);
+        zero(s.df, (size_t)M * Hm);
+        cl_grad_gelu(s.df, s.dg, im->mf, (size_t)M * Hm);
+        zero(s.dh, (size_t)M * 4 * D);
+        cl_grad_linear(s.dh, g->merger_fc1_w, g->merger_fc1_b, s.df, im->mcat, w->merger_fc1_w,
+                       M, 4 * D, Hm);
+        zero(s.dh2, ND);
+        cl_grad_merger_unfold(s.dh2, s.dh, e->G, D);
+        zero(dx, ND);
+        cl_grad_layernorm(dx, g->merger_ln_w, g->merger_ln_b, s.dh2, im->x_out, w->merger_ln_w,
+                          N, D, e->eps);
+
+        for (int l = cfg->enc_depth - 1; l >= 0; l--) {
+            const ClEncoderLayerWeights *L = &w->enc[l];
+            ClEncoderLayerWeights *G = &g->enc[l];
+            BlockAct *b = &im->blk[l];
+            float *dyt = dy_target(e, t, l, b, stop_grad, G);
+            if (b->mod)
+                zero(s.dmod, 6 * (size_t)D);
+            bwd_block(e, L, G, b, dx, &s, dyt);
+            if (cl_config_has_cross(cfg))
+                bwd_cross(e, L, G, b, dx, &s, dyt);
+            if (b->mod)
+                bwd_adaln(e, L, G, b, &s, dyt);
+            if (im->dstate) /* the successor's reading of this block input */
+                for (size_t i = 0; i < ND; i++)
+                    dx[i] += im->dstate[(size_t)l * ND + i];
+        }
+        cl_grad_linear(NULL, g->patch_w, g->patch_b, dx, im->patches, w->patch_w, N, e->cpp, D);
+    }
+    for (int t = 0; t < e->n_images; t++)
+        g_clear_pointer(&e->img[t].dstate, g_free);
+    g_free(dx), g_free(s.dh), g_free(s.dh2), g_free(s.dp), g_free(s.datt), g_free(s.dq);
+    g_free(s.dkv), g_free(s.df), g_free(s.dg), g_free(s.g), g_free(s.dhy), g_free(s.dmod);
+    g_free(s.dsc), g_free(s.dc);
+}

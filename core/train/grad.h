@@ -1,0 +1,76 @@
+/* grad.h - CPU f32 backward passes of the ops the model's forward uses (core/nn/backend.h).
+ *
+ * Conventions: every tensor is row-major host memory; every gradient output ACCUMULATES (+=),
+ * so the caller zeroes a buffer once and several paths can add into it; a NULL gradient output
+ * is skipped (its input is a constant). `dy` is the gradient of the op's output. Products run
+ * through cblas_sgemm; the rest are plain loops, reductions over rows in double. */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* y[m, n] = x[m, k] · w[n, k]^T + b[n]: dx += dy·w, dw += dy^T·x, db += Σ_rows dy. */
+void cl_grad_linear(float *dx, float *dw, float *db, const float *dy, const float *x,
+                    const float *w, int m, int k, int n);
+/* y = (x − mean) · rstd · w + b per row (biased variance): recomputes mean/rstd from x. */
+void cl_grad_layernorm(float *dx, float *dw, float *db, const float *dy, const float *x,
+                       const float *w, int m, int n, float eps);
+/* y = x · rs · w, rs = 1/sqrt(mean(x²) + eps) per row. */
+void cl_grad_rmsnorm(float *dx, float *dw, const float *dy, const float *x, const float *w,
+                     int m, int n, float eps);
+/* y[i, j] = x[i, j]·(1 + scale[j]) + shift[j]  (x: the input before modulation). */
+void cl_grad_modulate(float *dx, float *dscale, float *dshift, const float *dy, const float *x,
+                      const float *scale, int m, int n);
+/* y = GELU(x), exact erf. */
+void cl_grad_gelu(float *dx, const float *dy, const float *x, size_t count);
+/* y = SiLU(x). */
+void cl_grad_silu(float *dx, const float *dy, const float *x, size_t count);
+/* y = SiLU(gate) ⊙ up. */
+void cl_grad_silu_mul(float *dgate, float *dup, const float *dy, const float *gate,
+                      const float *up, size_t count);
+/* x += (1 + gate[j])·a (gate NULL: x += a): da += (1 + gate)·dy, dgate += Σ_rows dy ⊙ a.
+ * (The residual's own input passes dy through unchanged: nothing to do for it.) */
+void cl_grad_residual(float *da, float *dgate, const float *dy, const float *a,
+                      const float *gate, int m, int n);
+/* y[i, j] = gate[j]·a[i, j]: da += gate·dy, dgate += Σ_rows dy ⊙ a. */
+void cl_grad_scale_cols(float *da, float *dgate, const float *dy, const float *a,
+                        const float *gate, int m, int n);
+/* In place on the gradient `dx` (layout as backend.h's rope): the transpose of the rotation,
+ * i.e. the same rotation by −angle. */
+void cl_grad_rope(float *dx, const float *cos_t, const float *sin_t, int n_tok, int ld,
+                  int n_head, int head_dim, int n_sections);
+/* y = softmax of each row of x (y given): dx += y ⊙ (dy − Σ dy ⊙ y). Strides ld. */
+void cl_grad_softmax(float *dx, const float *dy, const float *y, int m, int n, int ld);
+/* The backward of backend.h's `attention` (out only, not out_tail): probabilities are
+ * recomputed one head at a time (O(n_q·n_kv) memory). dq: (n_q, ldq-strided like q), dk/dv
+ * like k/v; GQA groups add their heads' key/value gradients. */
+void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                       const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
+                       int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
+                       int causal);
+/* out[i] = ‖a[i, :]‖ (out given): da += dout[i]·a[i, :]/out[i] (0 where out is 0). */
+void cl_grad_row_norms(float *da, const float *dout, const float *a, const float *out, int m,
+                       int n);
+/* out[i] = table[ids[i]] for ids[i] >= 0: dtable[ids[i]] += dy[i]. */
+void cl_grad_embed(float *dtable, const float *dy, const gint32 *ids, int n, int dim);
+
+/* The patch embedding's unfold (im2col, docs/MODEL.md §3.1): pixels [C, S, S] → patches
+ * [G², C·P·P] in (c, py, px) order; the conv is then cl_grad_linear over the patches. */
+void cl_patch_unfold(float *patches, const float *pixels, int channels, int size, int patch);
+/* Its backward (col2im): dpixels += the patch gradients put back. */
+void cl_grad_patch_unfold(float *dpixels, const float *dpatches, int channels, int size,
+                          int patch);
+/* The 2×2 merger's unfold (§3.8): x [G², D] → cat [(G/2)², 4D]. */
+void cl_merger_unfold(float *cat, const float *x, int grid, int dim);
+void cl_grad_merger_unfold(float *dx, const float *dcat, int grid, int dim);
+
+/* Masked next-token cross-entropy: row t of logits [n, V] predicts targets[t] where mask[t]
+ * (mask NULL: every row). Returns the mean over supervised rows of −log p(target), in double,
+ * and *n_supervised; dlogits (may be NULL) is SET (not accumulated) to
+ * scale·(softmax − onehot)/n_supervised on supervised rows, 0 elsewhere. No supervised row:
+ * 0 and dlogits zeroed. The caller has checked every supervised target is in [0, V). */
+double cl_cross_entropy(float *dlogits, const float *logits, const gint32 *targets,
+                        const guint8 *mask, int n, int vocab, float scale, int *n_supervised);
+
+G_END_DECLS
