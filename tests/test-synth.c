@@ -359,6 +359,10 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
     for (int k = 1; k < s->n_images; k++) {
         const guint8 *mask = s->changed + cells * k;
         const double *shift = s->images[k].shift;
+        /* a pair may be unchanged (aerial's "there is no difference"): then nothing is marked */
+        gboolean has_change = FALSE;
+        for (guint i = 0; i < s->changes->len; i++)
+            has_change |= g_array_index(s->changes, ClSynthChange, i).image == k;
         int marked = 0;
         for (int gy = 0; gy < gh; gy++)
             for (int gx = 0; gx < gw; gx++) {
@@ -380,7 +384,7 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
                 g_assert_cmpint(mask[gy * gw + gx], ==, hit);
                 marked += hit;
             }
-        g_assert_cmpint(marked, >, 0);
+        g_assert_cmpint(marked > 0, ==, has_change);
         g_assert_cmpint(marked, <, (int)cells); /* unchanged areas stay unmarked */
         if (!pixel_check)
             continue;
@@ -390,8 +394,9 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
         int differing = 0;
         for (int y = 0; y < b->height; y++)
             for (int x = 0; x < b->width; x++)
-                if (memcmp(a->pixels + ((gsize)y * b->width + x) * 3,
-                           b->pixels + ((gsize)y * b->width + x) * 3, 3) != 0) {
+                if (memcmp(a->pixels + ((gsize)y * b->width + x) * b->channels,
+                           b->pixels + ((gsize)y * b->width + x) * b->channels,
+                           (size_t)b->channels) != 0) {
                     differing++;
                     if (!mask[(y / s->patch) * gw + x / s->patch])
                         g_error("%s: pixel (%d, %d) of image %d changed outside the mask",
@@ -413,7 +418,7 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
                         g_error("%s: pixel (%d, %d) of image %d changed outside every box",
                                 s->task, x, y, k);
                 }
-        g_assert_cmpint(differing, >, 0);
+        g_assert_cmpint(differing > 0, ==, has_change);
     }
 }
 
@@ -460,7 +465,7 @@ static void test_nuisance(void)
                 const ClSynthImage *x = &on->images[k], *y = &no->images[k];
                 g_assert_cmpfloat(fabs(x->shift[0]), <=, 2.0);
                 g_assert_cmpfloat(fabs(x->shift[1]), <=, 2.0);
-                g_assert_cmpfloat(fabs(x->gain - 1), <=, 0.12);
+                g_assert_cmpfloat(fabs(x->gain - 1), <=, 0.122); /* gain_q 900..1140 of 1024 */
                 g_assert_cmpfloat(x->noise_sigma, >, 0);
                 g_assert_cmpfloat(y->gain, ==, 1.0);
                 /* slight: different pixels, but the same picture: against the clean image

@@ -29,6 +29,10 @@ static const char usage_text[] =
     "                                  --casedb: case database inserts and search latency\n"
     "  synth --task T --n N --seed S --out DIR\n"
     "                                  write a synthetic training / test set (synth --list)\n"
+    "  eval --model M --task T --n N --seed S [--json]\n"
+    "                                  held-out scores with the paper's metrics, beside a baseline\n"
+    "  train --stage pretrain|sve (--task T|--data FILE) --steps N --out DIR\n"
+    "                                  train a model: stateless pretraining, then SVE\n"
     "\n"
     "Run 'changelens-cli COMMAND --help' for a command's options.\n";
 

@@ -10,5 +10,7 @@ const ClCliCommand cl_cli_commands[] = {
     { "bench", cl_cli_bench },
     { "case", cl_cli_case },
     { "synth", cl_cli_synth },
+    { "eval", cl_cli_eval },
+    { "train", cl_cli_train },
     { NULL, NULL },
 };

@@ -12,6 +12,8 @@ int cl_cli_tokenizer(int argc, char **argv); /* cli-tokenizer.c */
 int cl_cli_bench(int argc, char **argv);     /* cli-bench.c */
 int cl_cli_case(int argc, char **argv);      /* cli-case.c */
 int cl_cli_synth(int argc, char **argv);     /* cli-synth.c */
+int cl_cli_eval(int argc, char **argv);      /* cli-eval.c */
+int cl_cli_train(int argc, char **argv);     /* cli-train.c */
 /* `bench --casedb` (cli-bench-casedb.c; cl_cli_bench hands over when it sees --casedb) */
 int cl_cli_bench_casedb(int argc, char **argv);
 

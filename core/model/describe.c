@@ -102,13 +102,24 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
 
     /* ---- the prompt first: a prompt that cannot fit fails before any encoding ---- */
     out->domain = opts->auto_domain ? cl_describe_detect_domain(images[0].image) : opts->domain;
-    g_autoptr(ClChatConversation) conv = cl_chat_describe_conversation(
-        out->domain, (int)n_images, opts->question && *opts->question ? opts->question : NULL,
-        error);
-    if (!conv)
-        return FALSE;
-    const ClChatTurn *turns = cl_chat_conversation_turns(conv);
-    gsize n_turns = cl_chat_conversation_len(conv);
+    g_autoptr(ClChatConversation) conv = NULL;
+    const ClChatTurn *turns = opts->turns;
+    gsize n_turns = opts->n_turns;
+    if (turns) {
+        if (n_turns == 0 || turns[n_turns - 1].role != CL_CHAT_USER) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "the conversation must end with a user turn (the answer is generated)");
+            return FALSE;
+        }
+    } else {
+        conv = cl_chat_describe_conversation(
+            out->domain, (int)n_images, opts->question && *opts->question ? opts->question : NULL,
+            error);
+        if (!conv)
+            return FALSE;
+        turns = cl_chat_conversation_turns(conv);
+        n_turns = cl_chat_conversation_len(conv);
+    }
     g_autoptr(GArray) chat_ids =
         cl_chat_encode(model->tokenizer, turns, n_turns, TRUE, NULL, error);
     if (!chat_ids)

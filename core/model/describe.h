@@ -25,6 +25,11 @@ typedef struct {
     gboolean auto_domain;  /* pick the conversation with cl_describe_detect_domain (default) */
     ClChatDomain domain;   /* used when auto_domain is FALSE */
     const char *question;  /* replaces the domain's final question; NULL or "" = the domain's */
+    /* A whole conversation to use instead of the domain's (evaluation: a data set's own turns up
+     * to the answer); it must hold one <image> tag per image and end with a user turn. NULL =
+     * the domain's (default). `domain` and `question` are ignored when it is set. */
+    const ClChatTurn *turns;
+    gsize n_turns;
     int max_new_tokens;    /* see ClGenerateOptions (default 256) */
     int beam_size;         /* 1 = greedy (default) */
     double length_penalty; /* 1.0 */

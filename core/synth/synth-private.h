@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cairo.h>
+#include <json-glib/json-glib.h>
 
 #include "synth.h"
 
@@ -47,6 +48,8 @@ typedef struct {
     ClSynthGenerateFunc generate;
     const char *ext;         /* NULL = "png" */
     ClSynthWriteFunc write;  /* NULL = cl_synth_image_write_png */
+    /* The structured answer (cl_synth_sample_answer_json); NULL = the shapes / dots form. */
+    JsonNode *(*answer_json)(const ClSynthSample *s);
 } ClSynthTaskDef;
 
 gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
@@ -63,9 +66,13 @@ gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, const char *pa
 gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                   ClSynthDrawing *drawing, GError **error);
 gboolean cl_synth_aerial_write(const ClSynthSample *s, int k, const char *path, GError **error);
+JsonNode *cl_synth_aerial_answer_json(const ClSynthSample *s);
+/* aerial-geotiff.c: where the tile lies (UTM zone 33N) and its ground sample distance */
+void cl_synth_aerial_georef(const ClSynthSample *s, double origin[2], double *gsd);
 /* edits.c */
 gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                  ClSynthDrawing *drawing, GError **error);
+JsonNode *cl_synth_edits_answer_json(const ClSynthSample *s);
 
 /* The image-area scale of the tasks' drawings: 1 at 160 px. */
 static inline double cl_synth_scale(const ClSynthSample *s, const ClSynthOptions *opts)

@@ -1,6 +1,7 @@
 /* synth.c - the synthetic task registry, the common renderer (nuisances, auxiliary per-patch
  * targets) and the ShareGPT-style JSONL data-set writer. */
 #include "synth-private.h"
+#include "radiograph.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -11,19 +12,20 @@ G_DEFINE_QUARK(cl-synth-error-quark, cl_synth_error)
 
 static const ClSynthTaskDef tasks[] = {
     { "shapes", "CLEVR-like scenes, 1-4 object changes (move/add/remove/replace), paper B.2",
-      cl_synth_shapes_generate, NULL, NULL },
+      cl_synth_shapes_generate, NULL, NULL, NULL },
     { "dots", "a red dot per image over screen-like backgrounds, 2-5 images; distance or "
               "convex-hull area, paper B.1",
-      cl_synth_dots_generate, NULL, NULL },
+      cl_synth_dots_generate, NULL, NULL, NULL },
     { "radiograph", "chest-film phantoms with findings added or resolved, Medical-Diff-VQA "
                     "phrasing (paper B.4); written as DICOM",
-      cl_synth_radiograph_generate, "dcm", cl_synth_radiograph_write },
+      cl_synth_radiograph_generate, "dcm", cl_synth_radiograph_write,
+      cl_synth_radiograph_answer_json },
     { "aerial", "aerial tiles: constructions, demolitions, new roads, cleared vegetation, about "
                 "half unchanged, LEVIR-CC phrasing (paper B.6); written as GeoTIFF",
-      cl_synth_aerial_generate, "tif", cl_synth_aerial_write },
+      cl_synth_aerial_generate, "tif", cl_synth_aerial_write, cl_synth_aerial_answer_json },
     { "edits", "photo-like scenes with add/remove/replace/colour/background edits, instruction "
                "phrasing (paper B.5)",
-      cl_synth_edits_generate, NULL, NULL },
+      cl_synth_edits_generate, NULL, NULL, cl_synth_edits_answer_json },
 };
 static const char *const task_names[] = { "shapes", "dots", "radiograph", "aerial", "edits", NULL };
 
@@ -420,6 +422,9 @@ static void object_json(JsonBuilder *b, const ClSynthSample *s, const char *key,
 JsonNode *cl_synth_sample_answer_json(const ClSynthSample *s)
 {
     g_return_val_if_fail(s, NULL);
+    const ClSynthTaskDef *def = find_task(s->task);
+    if (def && def->answer_json)
+        return def->answer_json(s);
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     if (s->quantity == CL_SYNTH_QUANTITY_NONE) {

@@ -1,0 +1,75 @@
+/* eval.h - evaluating a model on a synthetic task's held-out samples with the paper's metrics
+ * (appendix C, F), next to the task's trivial baseline scored on the same samples.
+ *
+ * Per task (NaN where a metric does not apply):
+ *  - shapes: permutation-invariant per-change scoring (C.3): change accuracy, and BLEU-4,
+ *    METEOR, ROUGE-L, CIDEr-D over the matched (sentence, change) pairs, every wording of a
+ *    change a reference;
+ *  - dots: MAE and RMSE of the first number in the answer, ×10⁻² as the paper reports them
+ *    (0.0123 off → 1.23);
+ *  - radiograph: caption metrics on the whole answer, finding-level micro/macro F1 and change
+ *    accuracy (appendix F);
+ *  - aerial: caption metrics, change accuracy = agreement on "changed" vs "no change";
+ *  - edits: caption metrics.
+ * Perplexity (C.2: token-weighted under the training mask) for every task.
+ * Baseline: the most frequent answer of the task's training distribution (baseline_n samples
+ * from another seed) — for dots the mean value of the same quantity — as every prediction. */
+#pragma once
+
+#include <gio/gio.h>
+#include <glib.h>
+
+#include "backend.h"
+#include "model.h"
+#include "synth.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+    double change_accuracy, bleu4, meteor, rouge_l, cider, ppl;
+    double finding_f1_micro, finding_f1_macro, mae, rmse;
+} ClEvalScores;
+
+/* Called after each evaluated sample. */
+typedef void (*ClEvalProgress)(int done, int total, gpointer user_data);
+
+typedef struct {
+    const char *task;
+    int n;                /* held-out samples */
+    guint64 seed;         /* their data-set seed (cl_synth_stream_seed(seed, i)) */
+    int max_new_tokens;   /* 160 */
+    int baseline_n;       /* training samples the baseline is drawn from (200) */
+    guint64 baseline_seed; /* 0 = derived from seed */
+    gboolean perplexity;  /* TRUE: needs the CPU backend */
+    int n_examples;       /* (reference, prediction) pairs kept for the report (3) */
+    ClEvalProgress progress;
+    gpointer user_data;
+    GCancellable *cancellable;
+} ClEvalOptions;
+void cl_eval_options_init(ClEvalOptions *o);
+
+typedef struct {
+    char *task;
+    int n;
+    ClEvalScores model, baseline;
+    char *baseline_text;   /* what the baseline answers ("nothing has changed.", "0.2000", …) */
+    GPtrArray *examples;   /* char*: reference, prediction, reference, prediction, … */
+    double seconds;
+} ClEvalResult;
+void cl_eval_result_clear(ClEvalResult *r);
+
+/* Runs the model (greedy) on the task's n held-out samples, each prompted with its own
+ * conversation up to the answer, and scores it and the baseline. */
+gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o,
+                     ClEvalResult *out, GError **error);
+
+/* The scoring alone: predictions[i] for samples[i] (n of them) of `task`. ppl is left NaN. */
+gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
+                       const char *const *predictions, int n, ClEvalScores *out,
+                       GError **error);
+
+/* The scores as JSON members (task's n/a as null): change_accuracy, bleu4, meteor, rougeL,
+ * cider, ppl, finding_f1_micro, finding_f1_macro, mae, rmse. */
+char *cl_eval_result_to_json(const ClEvalResult *r);
+
+G_END_DECLS

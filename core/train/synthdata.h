@@ -1,0 +1,29 @@
+/* synthdata.h - synthetic samples (core/synth) as the trainer and the evaluator take them: their
+ * images as ClImage, and whole training samples (conversation, images preprocessed like
+ * inference, loss mask, auxiliary per-patch targets). */
+#pragma once
+
+#include <glib.h>
+
+#include "image.h"
+#include "model.h"
+#include "sample.h"
+#include "synth.h"
+
+G_BEGIN_DECLS
+
+/* The rendered 8-bit image as a ClImage (PNG-like: grey or RGB, 8 bits, values 0..255), so it
+ * goes through the same display transform and preprocessing as a file would. */
+ClImage *cl_synth_image_to_image(const ClSynthImage *img);
+
+/* A training sample from a synthetic one: cl_train_sample_from_turns on its conversation (answer
+ * last) and images; the auxiliary targets are copied when the synthetic grid equals the model's
+ * patch grid (synth options patch = the model's patch size, size = its input size), else left
+ * NULL. */
+ClTrainSample *cl_train_sample_from_synth(const ClModel *model, const ClSynthSample *s,
+                                          gboolean all_turns, GError **error);
+
+/* The synthetic options that match a model: its input size and patch size. */
+void cl_synth_options_for_model(ClSynthOptions *o, const ClModel *model);
+
+G_END_DECLS

@@ -1,0 +1,155 @@
+/* test-eval.c - the held-out evaluation: perfect answers score perfectly and empty ones score
+ * nothing on every task (so the per-task scoring is wired to the right metric), the baseline
+ * is a real answer of the task, and `changelens-cli eval --json` prints every key scripts use. */
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "eval.h"
+#include "synth.h"
+
+#define N 12
+
+static ClSynthSample **make_samples(const char *task, guint64 seed)
+{
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    ClSynthSample **s = g_new0(ClSynthSample *, N);
+    for (int i = 0; i < N; i++) {
+        g_autoptr(GError) err = NULL;
+        s[i] = cl_synth_generate(task, cl_synth_stream_seed(seed, (guint64)i), &so, &err);
+        g_assert_no_error(err);
+    }
+    return s;
+}
+
+static void free_samples(ClSynthSample **s)
+{
+    for (int i = 0; i < N; i++)
+        cl_synth_sample_free(s[i]);
+    g_free(s);
+}
+
+static void test_perfect_and_empty(gconstpointer data)
+{
+    const char *task = data;
+    ClSynthSample **s = make_samples(task, 77);
+    const char *perfect[N], *empty[N];
+    for (int i = 0; i < N; i++) {
+        perfect[i] = s[i]->answer;
+        empty[i] = "";
+    }
+    ClEvalScores good, bad;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_eval_score(task, s, perfect, N, &good, &err));
+    g_assert_no_error(err);
+    g_assert_true(cl_eval_score(task, s, empty, N, &bad, &err));
+    g_assert_no_error(err);
+    g_test_message("%s perfect: acc %.3f bleu4 %.3f meteor %.3f rougeL %.3f cider %.3f F1 %.3f "
+                   "mae %.4f", task, good.change_accuracy, good.bleu4, good.meteor, good.rouge_l,
+                   good.cider, good.finding_f1_micro, good.mae);
+    g_assert_true(isnan(good.ppl)); /* the scoring alone has no model */
+    if (strcmp(task, "dots") == 0) {
+        /* the answer is the value to 4 decimals: off by at most 0.00005 = 0.005 ×10⁻² */
+        g_assert_cmpfloat(good.mae, <=, 0.005 + 1e-9);
+        g_assert_cmpfloat(bad.mae, >, 1.0); /* no number: read as 0 */
+        g_assert_true(isnan(good.bleu4));
+        return free_samples(s);
+    }
+    g_assert_true(isnan(good.mae));
+    g_assert_cmpfloat(fabs(good.bleu4 - 1.0), <, 1e-6);
+    g_assert_cmpfloat(fabs(good.rouge_l - 1.0), <, 1e-6);
+    g_assert_cmpfloat(bad.bleu4, <, 1e-6);
+    if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0 ||
+        strcmp(task, "aerial") == 0) {
+        g_assert_cmpfloat(good.change_accuracy, ==, 1.0);
+        g_assert_cmpfloat(bad.change_accuracy, <, 1.0);
+    } else {
+        g_assert_true(isnan(good.change_accuracy));
+    }
+    if (strcmp(task, "radiograph") == 0 && isfinite(good.finding_f1_micro)) {
+        g_assert_cmpfloat(good.finding_f1_micro, ==, 1.0);
+        g_assert_cmpfloat(good.finding_f1_macro, ==, 1.0);
+    }
+    free_samples(s);
+}
+
+static void test_shapes_order_invariant(void)
+{
+    ClSynthSample **s = make_samples("shapes", 5);
+    /* each answer with its sentences reversed scores the same accuracy */
+    char *rev[N];
+    for (int i = 0; i < N; i++) {
+        g_auto(GStrv) parts = g_strsplit(s[i]->answer, ". ", -1);
+        guint n = g_strv_length(parts);
+        GString *r = g_string_new(NULL);
+        for (guint k = n; k-- > 0;) {
+            g_string_append(r, parts[k]);
+            if (!g_str_has_suffix(parts[k], "."))
+                g_string_append_c(r, '.');
+            if (k)
+                g_string_append_c(r, ' ');
+        }
+        rev[i] = g_string_free(r, FALSE);
+    }
+    ClEvalScores sc;
+    g_assert_true(cl_eval_score("shapes", s, (const char *const *)rev, N, &sc, NULL));
+    g_assert_cmpfloat(sc.change_accuracy, ==, 1.0);
+    for (int i = 0; i < N; i++)
+        g_free(rev[i]);
+    free_samples(s);
+}
+
+static void test_cli_json(void)
+{
+    const char *argv[] = { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "shapes",
+                           "--n", "2", "--max-tokens", "8", "--baseline-n", "20", "--json", NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status = 0;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                               &status, &error));
+    g_assert_no_error(error);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        g_error("eval failed: %s", err);
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_assert_true(json_parser_load_from_data(p, out, -1, &error));
+    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    const char *keys[] = { "task", "n", "change_accuracy", "bleu4", "meteor", "rougeL", "cider",
+                           "ppl", "finding_f1_micro", "finding_f1_macro", "mae", "rmse",
+                           "baseline" };
+    for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
+        g_assert_true(json_object_has_member(o, keys[i]));
+    g_assert_cmpstr(json_object_get_string_member(o, "task"), ==, "shapes");
+    g_assert_cmpint(json_object_get_int_member(o, "n"), ==, 2);
+    /* a random model's perplexity is finite and large; dots' metrics do not apply to shapes */
+    double ppl = json_object_get_double_member(o, "ppl");
+    g_assert_true(isfinite(ppl) && ppl > 2);
+    g_assert_true(json_node_is_null(json_object_get_member(o, "mae")));
+    JsonObject *b = json_object_get_object_member(o, "baseline");
+    g_assert_true(json_object_has_member(b, "change_accuracy"));
+    g_assert_true(json_node_is_null(json_object_get_member(b, "ppl")));
+    g_assert_true(strlen(json_object_get_string_member(b, "answer")) > 10);
+
+    /* usage errors exit 2 */
+    const char *bad[] = { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "nope", NULL };
+    g_free(err);
+    err = NULL;
+    g_assert_true(g_spawn_sync(NULL, (char **)bad, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
+                               NULL, &err, &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    g_assert_nonnull(strstr(err, "known tasks"));
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    for (const char *const *t = cl_synth_tasks(); *t; t++) {
+        g_autofree char *path = g_strdup_printf("/eval/score/%s", *t);
+        g_test_add_data_func(path, *t, test_perfect_and_empty);
+    }
+    g_test_add_func("/eval/shapes-order-invariant", test_shapes_order_invariant);
+    g_test_add_func("/eval/cli-json", test_cli_json);
+    return g_test_run();
+}
