@@ -16,6 +16,8 @@ int cl_cli_eval(int argc, char **argv);      /* cli-eval.c */
 int cl_cli_train(int argc, char **argv);     /* cli-train.c */
 /* `bench --casedb` (cli-bench-casedb.c; cl_cli_bench hands over when it sees --casedb) */
 int cl_cli_bench_casedb(int argc, char **argv);
+/* `bench --train` (cli-bench-train.c) */
+int cl_cli_bench_train(int argc, char **argv);
 
 /* Shared by describe and case describe (cli-describe.c). */
 #include <glib.h>

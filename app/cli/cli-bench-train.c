@@ -1,0 +1,297 @@
+/* cli-bench-train.c - `changelens-cli bench --train [--vs-torch]`: the trainer's optimiser step
+ * (forward + backward over a batch of synthetic samples, clipping, AdamW) timed through the real
+ * training loop, and optionally the PyTorch reference doing the same step on the same weights
+ * and samples in the same run (tests/reference/bench_train_torch.py, all cores). */
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cl-config.h"
+#include "cli.h"
+#include "model.h"
+#include "synthdata.h"
+#include "trainer.h"
+
+#define PROG "changelens-cli bench --train"
+
+typedef struct {
+    GArray *t; /* elapsed seconds after each step */
+    GArray *loss;
+} Steps;
+
+static void on_step(const ClTrainerStatus *st, gpointer user_data)
+{
+    Steps *s = user_data;
+    g_array_append_val(s->t, st->elapsed_s);
+    g_array_append_val(s->loss, st->loss);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Writes the samples the trainer's steps take (sample i of the task's stream) for the peer:
+ * JSON [{"ids", "mask", "n_images"}…] and the pixels back to back. Returns the mean decoder
+ * positions per sample. */
+static gboolean write_samples(const ClModel *model, const char *task, guint64 seed, int n,
+                              const char *json_path, const char *pix_path, double *positions,
+                              GError **error)
+{
+    ClSynthOptions so;
+    cl_synth_options_for_model(&so, model);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_array(b);
+    FILE *f = fopen(pix_path, "wb");
+    if (!f) {
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED, "cannot write %s", pix_path);
+        return FALSE;
+    }
+    double pos = 0;
+    gboolean ok = TRUE;
+    for (int i = 0; ok && i < n; i++) {
+        g_autoptr(ClSynthSample) s = cl_synth_generate(task, cl_synth_stream_seed(seed, (guint64)i), &so, error);
+        g_autoptr(ClTrainSample) ts = s ? cl_train_sample_from_synth(model, s, FALSE, error) : NULL;
+        if (!ts) {
+            ok = FALSE;
+            break;
+        }
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "ids");
+        json_builder_begin_array(b);
+        for (int t = 0; t < ts->n_ids; t++)
+            json_builder_add_int_value(b, ts->ids[t]);
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "mask");
+        json_builder_begin_array(b);
+        for (int t = 0; t < ts->n_ids; t++)
+            json_builder_add_int_value(b, ts->mask[t]);
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "n_images");
+        json_builder_add_int_value(b, ts->n_images);
+        json_builder_end_object(b);
+        gsize nf = (gsize)ts->n_images * ts->channels * ts->size * ts->size;
+        ok = fwrite(ts->pixels, sizeof(float), nf, f) == nf;
+        if (!ok)
+            g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED, "cannot write %s", pix_path);
+        pos += ts->n_ids;
+    }
+    if (fclose(f) != 0 && ok) {
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED, "cannot write %s", pix_path);
+        ok = FALSE;
+    }
+    if (!ok)
+        return FALSE;
+    json_builder_end_array(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    *positions = pos / n;
+    return json_generator_to_file(gen, json_path, error);
+}
+
+static char *peer_python(void)
+{
+    const char *env = g_getenv("CL_TORCH_PYTHON");
+    if (env && *env)
+        return g_strdup(env);
+    g_autofree char *venv = g_build_filename(CL_BUILD_DIR, "venv", "bin", "python", NULL);
+    if (g_file_test(venv, G_FILE_TEST_IS_EXECUTABLE))
+        return g_steal_pointer(&venv);
+    return g_strdup("/usr/bin/python3");
+}
+
+static void rm_tree(const char *dir)
+{
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *p = g_build_filename(dir, name, NULL);
+        if (g_file_test(p, G_FILE_TEST_IS_DIR))
+            rm_tree(p);
+        else
+            g_unlink(p);
+    }
+    g_rmdir(dir);
+}
+
+int cl_cli_bench_train(int argc, char **argv)
+{
+    gboolean train = FALSE, vs_torch = FALSE, json = FALSE;
+    g_autofree char *preset = NULL, *task = NULL;
+    int batch = 8, repeat = 3, warmup = 1, workers = 0;
+    GOptionEntry entries[] = {
+        { "train", 0, 0, G_OPTION_ARG_NONE, &train, "Benchmark a training step", NULL },
+        { "preset", 'p', 0, G_OPTION_ARG_STRING, &preset, "Model size: tiny (default) or base", "NAME" },
+        { "task", 0, 0, G_OPTION_ARG_STRING, &task, "Synthetic task of the samples (shapes)", "T" },
+        { "batch", 'b', 0, G_OPTION_ARG_INT, &batch, "Samples per step (8)", "N" },
+        { "repeat", 'r', 0, G_OPTION_ARG_INT, &repeat, "Timed steps (3; median)", "N" },
+        { "warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "Untimed steps first (1)", "N" },
+        { "workers", 0, 0, G_OPTION_ARG_INT, &workers, "Trainer workers (0: its choice)", "N" },
+        { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &vs_torch,
+          "Run the PyTorch reference's step on the same weights and samples", NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new("- training step speed");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    g_autoptr(GError) err = NULL;
+    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
+        fprintf(stderr, "%s: %s\n", PROG, err->message);
+        return 2;
+    }
+    if (argc > 1 || batch < 1 || batch > 1024 || repeat < 1 || repeat > 100 || warmup < 0 ||
+        workers < 0 || workers > 2) {
+        fprintf(stderr, "%s: --batch 1..1024, --repeat 1..100, --warmup >= 0, --workers 0..2\n",
+                PROG);
+        return 2;
+    }
+    ClModelConfig cfg;
+    if (!cl_model_config_preset(&cfg, preset ? preset : "tiny", &err)) {
+        fprintf(stderr, "%s: %s\n", PROG, err->message);
+        return 2;
+    }
+    if (!task)
+        task = g_strdup("shapes");
+
+    g_autofree char *tmp = g_dir_make_tmp("changelens-bench-train-XXXXXX", &err);
+    if (!tmp) {
+        fprintf(stderr, "%s: %s\n", PROG, err->message);
+        return 1;
+    }
+    int rc = 1;
+    g_autofree char *model_path = g_build_filename(tmp, "model.safetensors", NULL);
+    g_autofree char *run_dir = g_build_filename(tmp, "run", NULL);
+    g_autofree char *samples_path = g_build_filename(tmp, "samples.json", NULL);
+    g_autofree char *pixels_path = g_build_filename(tmp, "pixels.f32", NULL);
+    Steps st = { g_array_new(FALSE, FALSE, sizeof(double)), g_array_new(FALSE, FALSE, sizeof(double)) };
+    g_autofree char *peer_out = NULL, *peer_err = NULL, *torch_version = NULL;
+    g_autofree double *dt = NULL;
+    double positions = 0, torch_ms = NAN, torch_first = NAN;
+    const int steps = warmup + repeat;
+    const guint64 seed = 7;
+
+    /* the same weights for both: the random init written once */
+    g_autoptr(ClModel) model = cl_model_new_random(&cfg, seed, &err);
+    if (!model || !cl_model_save(model, model_path, "F32", &err))
+        goto fail;
+    if (!json)
+        fprintf(stderr, "%s: %d steps of %d %s samples on the %s preset…\n", PROG, steps, batch,
+                task, preset ? preset : "tiny");
+
+    ClTrainerOptions o;
+    cl_trainer_options_init(&o);
+    o.stage = CL_TRAINER_STAGE_PRETRAIN;
+    o.from = model_path;
+    o.task = task;
+    o.steps = steps;
+    o.batch = batch;
+    o.lr = 1e-3;
+    o.warmup = 0;
+    o.seed = seed;
+    o.workers = workers;
+    o.out_dir = run_dir;
+    o.checkpoint_every = 0;
+    o.quiet = TRUE;
+    ClTrainerResult res = { 0 };
+    gboolean ok = cl_trainer_run(&o, on_step, &st, NULL, &res, &err);
+    int used_workers = res.workers;
+    cl_trainer_result_clear(&res);
+    if (!ok)
+        goto fail;
+    dt = g_new(double, repeat);
+    for (int k = 0; k < repeat; k++) {
+        int s = warmup + k;
+        double prev = s > 0 ? g_array_index(st.t, double, s - 1) : 0;
+        dt[k] = (g_array_index(st.t, double, s) - prev) * 1e3;
+    }
+    qsort(dt, repeat, sizeof(double), cmp_double);
+    double step_ms = repeat % 2 ? dt[repeat / 2] : 0.5 * (dt[repeat / 2 - 1] + dt[repeat / 2]);
+    double first_loss = g_array_index(st.loss, double, 0);
+
+    if (vs_torch) {
+        if (!write_samples(model, task, seed, steps * batch, samples_path, pixels_path, &positions, &err))
+            goto fail;
+        g_autofree char *py = peer_python();
+        g_autofree char *script =
+            g_build_filename(CL_SOURCE_DIR, "tests", "reference", "bench_train_torch.py", NULL);
+        g_autofree char *bs = g_strdup_printf("%d", batch), *ws = g_strdup_printf("%d", warmup);
+        const char *pargv[] = { py, script, "--model", model_path, "--samples", samples_path,
+                                "--pixels", pixels_path, "--batch", bs, "--warmup", ws,
+                                "--lr", "1e-3", NULL };
+        if (!json)
+            fprintf(stderr, "%s: running the PyTorch peer (%s)…\n", PROG, py);
+        int status = 0;
+        if (!g_spawn_sync(NULL, (char **)pargv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &peer_out,
+                          &peer_err, &status, &err))
+            goto fail;
+        if (!g_spawn_check_wait_status(status, NULL)) {
+            fprintf(stderr, "%s: the PyTorch peer failed:\n%s\n", PROG, peer_err);
+            goto out;
+        }
+        g_autoptr(JsonParser) p = json_parser_new();
+        if (!json_parser_load_from_data(p, peer_out, -1, &err))
+            goto fail;
+        JsonObject *po = json_node_get_object(json_parser_get_root(p));
+        torch_ms = json_object_get_double_member(po, "step_ms");
+        torch_version = g_strdup(json_object_get_string_member(po, "torch_version"));
+        JsonArray *losses = json_object_get_array_member(po, "losses");
+        if (json_array_get_length(losses) > 0)
+            torch_first = json_array_get_double_element(losses, 0);
+    }
+
+    if (json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+#define JD(k, v) (json_builder_set_member_name(b, k), isfinite(v) ? json_builder_add_double_value(b, v) : json_builder_add_null_value(b))
+        json_builder_set_member_name(b, "preset");
+        json_builder_add_string_value(b, preset ? preset : "tiny");
+        json_builder_set_member_name(b, "task");
+        json_builder_add_string_value(b, task);
+        json_builder_set_member_name(b, "batch");
+        json_builder_add_int_value(b, batch);
+        json_builder_set_member_name(b, "workers");
+        json_builder_add_int_value(b, used_workers);
+        JD("train_step_ms", step_ms);
+        JD("train_samples_per_s", batch / (step_ms / 1e3));
+        JD("first_loss", first_loss);
+        JD("torch_train_step_ms", torch_ms);
+        JD("torch_first_loss", torch_first);
+        JD("train_speedup_vs_torch", torch_ms / step_ms);
+        json_builder_end_object(b);
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        g_autoptr(JsonNode) root = json_builder_get_root(b);
+        json_generator_set_root(gen, root);
+        json_generator_set_pretty(gen, TRUE);
+        g_autofree char *outs = json_generator_to_data(gen, NULL);
+        printf("%s\n", outs);
+    } else {
+        printf("ChangeLens bench: training step, preset %s, %s, batch %d (median of %d steps)\n",
+               preset ? preset : "tiny", task, batch, repeat);
+        printf("                               ChangeLens      PyTorch      ratio\n");
+        printf("  step ms                    %12.1f %12.1f %9.2fx\n", step_ms, torch_ms,
+               torch_ms / step_ms);
+        printf("  samples / s                %12.2f %12.2f\n", batch / (step_ms / 1e3),
+               batch / (torch_ms / 1e3));
+        printf("  first step's loss          %12.5f %12.5f   (same weights, same samples)\n",
+               first_loss, torch_first);
+        printf("  ChangeLens: %d worker%s", used_workers, used_workers == 1 ? "" : "s");
+        if (torch_version)
+            printf("; PyTorch %s", torch_version);
+        if (positions > 0)
+            printf("; %.0f decoder positions per sample", positions);
+        printf("\n");
+    }
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "%s: %s\n", PROG, err ? err->message : "failed");
+out:
+    g_array_unref(st.t);
+    g_array_unref(st.loss);
+    rm_tree(tmp);
+    return rc;
+}

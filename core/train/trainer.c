@@ -1,0 +1,977 @@
+/* trainer.c - the training loop (trainer.h): the starting model of each stage, the data
+ * source, data-parallel gradient accumulation, AdamW steps, checkpoints that resume exactly,
+ * the log. */
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "data.h"
+#include "optim.h"
+#include "params.h"
+#include "safetensors.h"
+#include "synth.h"
+#include "synthdata.h"
+#include "trainer.h"
+#include "trainlog.h"
+#include "trainmodel.h"
+
+/* Steps in a row whose gradient may be non-finite before the run is declared diverged. */
+#define MAX_NONFINITE_IN_A_ROW 10
+
+G_DEFINE_QUARK(cl-trainer-error-quark, cl_trainer_error)
+
+#define FAIL(code, ...) g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_##code, __VA_ARGS__)
+
+/* The standard init of a weight matrix and the paper's "zero init" alternative's std. */
+#define STANDARD_INIT_STD 0.02
+
+const char *cl_trainer_stage_name(ClTrainerStage s)
+{
+    return s == CL_TRAINER_STAGE_SVE ? "sve" : "pretrain";
+}
+
+gboolean cl_trainer_stage_from_name(const char *name, ClTrainerStage *out)
+{
+    if (g_strcmp0(name, "pretrain") == 0)
+        *out = CL_TRAINER_STAGE_PRETRAIN;
+    else if (g_strcmp0(name, "sve") == 0)
+        *out = CL_TRAINER_STAGE_SVE;
+    else
+        return FALSE;
+    return TRUE;
+}
+
+void cl_trainer_options_init(ClTrainerOptions *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->variant = CL_SVE_CROSS_FFN;
+    o->first = CL_SVE_FIRST_OWN;
+    o->batch = 8;
+    o->lr = 5e-4;
+    o->min_lr = -1;
+    o->warmup = -1;
+    o->weight_decay = 0.01;
+    o->clip = 1.0;
+    o->checkpoint_every = 500;
+    o->keep_checkpoints = 5;
+    o->log_every = 1;
+}
+
+void cl_trainer_result_clear(ClTrainerResult *r)
+{
+    g_clear_pointer(&r->model_path, g_free);
+    g_clear_pointer(&r->checkpoint_path, g_free);
+}
+
+/* "shapes,dots" -> {"shapes", "dots"}, every name a known task. */
+static gboolean parse_tasks(const char *spec, char ***out, GError **error)
+{
+    g_auto(GStrv) parts = g_strsplit(spec, ",", -1);
+    g_autoptr(GPtrArray) tasks = g_ptr_array_new_with_free_func(g_free);
+    const char *const *known = cl_synth_tasks();
+    for (char **p = parts; *p; p++) {
+        char *t = g_strstrip(*p);
+        if (!*t)
+            continue;
+        if (!g_strv_contains(known, t)) {
+            g_autofree char *list = g_strjoinv(", ", (char **)known);
+            FAIL(OPTIONS, "unknown task '%s' (tasks: %s)", t, list);
+            return FALSE;
+        }
+        g_ptr_array_add(tasks, g_strdup(t));
+    }
+    if (tasks->len == 0) {
+        FAIL(OPTIONS, "--task names no task");
+        return FALSE;
+    }
+    g_ptr_array_add(tasks, NULL);
+    *out = (char **)g_ptr_array_steal(tasks, NULL);
+    return TRUE;
+}
+
+static gboolean options_check(const ClTrainerOptions *o, GError **error)
+{
+    if (!o->out_dir || !*o->out_dir) {
+        FAIL(OPTIONS, "no output folder (--out DIR)");
+        return FALSE;
+    }
+    if (!o->config == !o->from) {
+        FAIL(OPTIONS, o->config ? "give either a config (--preset / --config) or --from, not both"
+                                : "no starting model: give --preset, --config or --from");
+        return FALSE;
+    }
+    if (o->stage == CL_TRAINER_STAGE_SVE && !o->from) {
+        FAIL(OPTIONS, "--stage sve starts from a stage-1 model: give --from MODEL_OR_CHECKPOINT");
+        return FALSE;
+    }
+    if (!o->task == !o->data) {
+        FAIL(OPTIONS, o->task ? "give either --task or --data, not both"
+                              : "no training data: give --task T[,T…] or --data FILE.jsonl");
+        return FALSE;
+    }
+    if (o->task) {
+        g_auto(GStrv) tasks = NULL;
+        if (!parse_tasks(o->task, &tasks, error))
+            return FALSE;
+    }
+    if (o->steps < 0 || (o->steps == 0 && !(o->data && o->epochs > 0))) {
+        FAIL(OPTIONS, o->data ? "--steps N (N > 0) or --epochs E is required"
+                              : "--steps N (N > 0) is required");
+        return FALSE;
+    }
+    if (o->epochs < 0 || !isfinite(o->epochs) || (o->epochs > 0 && o->task)) {
+        FAIL(OPTIONS, "--epochs needs --data and a positive value");
+        return FALSE;
+    }
+    if (o->batch < 1 || o->batch > 65536) {
+        FAIL(OPTIONS, "--batch must be 1 to 65536, not %d", o->batch);
+        return FALSE;
+    }
+    if (!(o->lr > 0) || !isfinite(o->lr) || (o->min_lr >= 0 && o->min_lr > o->lr) ||
+        !isfinite(o->min_lr)) {
+        FAIL(OPTIONS, "--lr must be positive and --min-lr between 0 and --lr");
+        return FALSE;
+    }
+    if (!(o->clip >= 0) || !isfinite(o->clip) || !(o->weight_decay >= 0) ||
+        !isfinite(o->weight_decay)) {
+        FAIL(OPTIONS, "--clip and --weight-decay must be finite and >= 0");
+        return FALSE;
+    }
+    if (!(o->sve_init_std >= 0) || !isfinite(o->sve_init_std)) {
+        FAIL(OPTIONS, "--sve-init-std must be finite and >= 0");
+        return FALSE;
+    }
+    if (o->workers < 0 || o->workers > 2) {
+        FAIL(OPTIONS, "--workers must be 1 or 2 (0: automatic)");
+        return FALSE;
+    }
+    if (o->checkpoint_every < 0 || o->log_every < 1) {
+        FAIL(OPTIONS, "--checkpoint-every must be >= 0 and --log-every >= 1");
+        return FALSE;
+    }
+    ClDtype dt;
+    if (o->dtype && !cl_dtype_from_name(o->dtype, &dt)) {
+        FAIL(OPTIONS, "unknown --dtype '%s' (f32, f16 or bf16)", o->dtype);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- the starting models -------------------------------------------------------------------- */
+
+/* N(0, std²) by Box-Muller from a splitmix64 stream (for the no-clone ablation). */
+static void fill_normal(float *dst, size_t n, double std, guint64 state)
+{
+    for (size_t i = 0; i < n; i += 2) {
+        guint64 a = state += G_GUINT64_CONSTANT(0x9E3779B97F4A7C15), b;
+        a = (a ^ (a >> 30)) * G_GUINT64_CONSTANT(0xBF58476D1CE4E5B9);
+        a = (a ^ (a >> 27)) * G_GUINT64_CONSTANT(0x94D049BB133111EB);
+        a ^= a >> 31;
+        b = state += G_GUINT64_CONSTANT(0x9E3779B97F4A7C15);
+        b = (b ^ (b >> 30)) * G_GUINT64_CONSTANT(0xBF58476D1CE4E5B9);
+        b = (b ^ (b >> 27)) * G_GUINT64_CONSTANT(0x94D049BB133111EB);
+        b ^= b >> 31;
+        double u1 = (double)((a >> 11) + 1) * 0x1p-53, u2 = (double)(b >> 11) * 0x1p-53;
+        double rad = std * sqrt(-2.0 * log(u1)), th = 2.0 * G_PI * u2;
+        dst[i] = (float)(rad * cos(th));
+        if (i + 1 < n)
+            dst[i + 1] = (float)(rad * sin(th));
+    }
+}
+
+static void fill_const(float *dst, size_t n, float v)
+{
+    for (size_t i = 0; i < n && dst; i++)
+        dst[i] = v;
+}
+
+/* The no-clone ablation: what §3.7 clones from the block gets a standard init instead. */
+static void sve_uncloned_init(ClModel *m, guint64 seed)
+{
+    const ClModelConfig *c = &m->config;
+    const size_t D = (size_t)c->enc_dim, F = (size_t)c->enc_mlp;
+    for (int l = 0; l < c->enc_depth; l++) {
+        ClEncoderLayerWeights *L = &m->w.enc[l];
+        guint64 s = seed ^ ((guint64)(l + 1) * G_GUINT64_CONSTANT(0xD1B54A32D192ED03));
+        fill_const(L->sve_ln_w, D, 1.0f);
+        fill_const(L->sve_ln_b, D, 0.0f);
+        fill_const(L->sve_ffn_ln_w, D, 1.0f);
+        fill_const(L->sve_ffn_ln_b, D, 0.0f);
+        if (L->sve_q_w)
+            fill_normal(L->sve_q_w, D * D, STANDARD_INIT_STD, s + 1);
+        if (L->sve_kv_w)
+            fill_normal(L->sve_kv_w, 2 * D * D, STANDARD_INIT_STD, s + 2);
+        if (L->sve_fc1_w)
+            fill_normal(L->sve_fc1_w, F * D, STANDARD_INIT_STD, s + 3);
+        fill_const(L->sve_q_b, D, 0.0f);
+        fill_const(L->sve_kv_b, 2 * D, 0.0f);
+        fill_const(L->sve_fc1_b, F, 0.0f);
+    }
+}
+
+/* The SVE switches of the options applied to a config. */
+static void apply_sve_switches(ClModelConfig *cfg, const ClTrainerOptions *o)
+{
+    if (o->first_set)
+        cfg->sve_first = o->first;
+    cfg->sve_cross_pos = !o->no_cross_pos;
+    cfg->sve_out_init_std = o->no_zero_init ? STANDARD_INIT_STD : o->sve_init_std;
+}
+
+ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o,
+                                   GError **error)
+{
+    g_return_val_if_fail(src != NULL && o != NULL, NULL);
+    if (src->config.sve_variant != CL_SVE_STATELESS) {
+        FAIL(MODEL, "--stage sve inserts SVE modules into a stateless (stage 1) model; this one "
+             "is already '%s' (train it further with --stage pretrain --from)",
+             cl_sve_variant_name(src->config.sve_variant));
+        return NULL;
+    }
+    ClModelConfig cfg = src->config;
+    cfg.sve_variant = o->variant_set ? o->variant : CL_SVE_CROSS_FFN;
+    apply_sve_switches(&cfg, o);
+    guint64 seed = o->seed ^ G_GUINT64_CONSTANT(0x5354414745325356); /* "STAGE2SV" */
+    g_autoptr(ClModel) m = cl_model_new_random(&cfg, seed, error);
+    if (!m)
+        return NULL;
+    /* the stage-1 tokenizer, not the random model's built-in one */
+    g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
+    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
+    if (!tok)
+        return NULL;
+    cl_tokenizer_free(m->tokenizer);
+    m->tokenizer = tok;
+
+    /* every stage-1 tensor by name; the new ones are the SVE modules' */
+    g_autoptr(GPtrArray) sspecs =
+        cl_model_weight_specs(&src->config, (ClModelWeights *)&src->w);
+    g_autoptr(GHashTable) by_name = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < sspecs->len; i++) {
+        ClWeightSpec *s = g_ptr_array_index(sspecs, i);
+        g_hash_table_insert(by_name, s->name, s);
+    }
+    g_autoptr(GPtrArray) dspecs = cl_model_weight_specs(&m->config, &m->w);
+    for (guint i = 0; i < dspecs->len; i++) {
+        const ClWeightSpec *d = g_ptr_array_index(dspecs, i);
+        const ClWeightSpec *s = g_hash_table_lookup(by_name, d->name);
+        if (!s) {
+            g_assert(strstr(d->name, ".sve.") != NULL);
+            continue;
+        }
+        g_assert(cl_weight_spec_numel(s) == cl_weight_spec_numel(d));
+        memcpy(*d->slot, *s->slot, (size_t)cl_weight_spec_numel(d) * sizeof(float));
+    }
+    /* §3.7 from the copied blocks: clone Q/K/V and W1 (and norms), W_O / W_2 at the std */
+    cl_model_weights_insert_sve(m, seed);
+    if (o->no_clone)
+        sve_uncloned_init(m, seed ^ G_GUINT64_CONSTANT(0x4e4f434c4f4e45)); /* "NOCLONE" */
+    if (!cl_model_make_trainable(m, error))
+        return NULL;
+    return g_steal_pointer(&m);
+}
+
+/* A model file or a checkpoint (its model; the optimiser is not carried over). */
+static ClModel *load_model_or_checkpoint(const char *path, GError **error)
+{
+    gboolean is_ck = FALSE;
+    {
+        g_autoptr(ClSafetensors) st = cl_safetensors_open(path, NULL);
+        is_ck = st && cl_safetensors_metadata(st, "changelens.checkpoint") != NULL;
+    }
+    ClModel *m = NULL;
+    if (is_ck) {
+        g_autoptr(ClCheckpoint) ck = cl_checkpoint_load(path, error);
+        if (ck)
+            m = g_steal_pointer(&ck->model);
+    } else {
+        m = cl_model_load(path, error);
+        if (m && !cl_model_make_trainable(m, error))
+            g_clear_pointer(&m, cl_model_free);
+    }
+    if (!m)
+        g_prefix_error(error, "--from %s: ", path);
+    return m;
+}
+
+/* The model the run starts from (before a resume replaces its parameters). */
+static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
+{
+    if (o->config) {
+        ClModelConfig cfg = *o->config;
+        cfg.sve_variant = o->variant_set ? o->variant : CL_SVE_STATELESS;
+        if (cfg.sve_variant != CL_SVE_STATELESS)
+            apply_sve_switches(&cfg, o);
+        ClModel *m = cl_model_new_random(&cfg, o->seed, error);
+        if (m && !cl_model_make_trainable(m, error))
+            g_clear_pointer(&m, cl_model_free);
+        return m;
+    }
+    g_autoptr(ClModel) src = load_model_or_checkpoint(o->from, error);
+    if (!src)
+        return NULL;
+    if (o->stage == CL_TRAINER_STAGE_SVE)
+        return cl_trainer_make_sve_model(src, o, error);
+    if (o->variant_set && o->variant != src->config.sve_variant) {
+        FAIL(MODEL, "--from %s is a '%s' model, not '%s' (insert modules with --stage sve)",
+             o->from, cl_sve_variant_name(src->config.sve_variant),
+             cl_sve_variant_name(o->variant));
+        return NULL;
+    }
+    return g_steal_pointer(&src);
+}
+
+/* ---- the options a checkpoint records ------------------------------------------------------- */
+
+/* The options that shape the loss curve (resolved: steps, warmup, min_lr), as JSON. */
+static char *options_to_json(const ClTrainerOptions *o)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+#define S(k, v) (json_builder_set_member_name(b, k), json_builder_add_string_value(b, v))
+#define INT(k, v) (json_builder_set_member_name(b, k), json_builder_add_int_value(b, v))
+#define D(k, v) (json_builder_set_member_name(b, k), json_builder_add_double_value(b, v))
+#define BOOL(k, v) (json_builder_set_member_name(b, k), json_builder_add_boolean_value(b, v))
+    S("stage", cl_trainer_stage_name(o->stage));
+    S("from", o->from ? o->from : "");
+    S("variant", o->variant_set ? cl_sve_variant_name(o->variant) : "");
+    BOOL("no_clone", o->no_clone);
+    BOOL("no_zero_init", o->no_zero_init);
+    D("sve_init_std", o->sve_init_std);
+    S("first", o->first_set ? cl_sve_first_name(o->first) : "");
+    BOOL("no_cross_pos", o->no_cross_pos);
+    BOOL("no_stop_grad", o->no_stop_grad);
+    S("task", o->task ? o->task : "");
+    S("data", o->data ? o->data : "");
+    BOOL("all_turns", o->all_turns);
+    INT("steps", o->steps);
+    INT("batch", o->batch);
+    D("lr", o->lr);
+    D("min_lr", o->min_lr);
+    INT("warmup", o->warmup);
+    D("weight_decay", o->weight_decay);
+    D("clip", o->clip);
+    /* a string: JSON integers are signed 64-bit */
+    g_autofree char *seed = g_strdup_printf("%" G_GUINT64_FORMAT, o->seed);
+    S("seed", seed);
+#undef S
+#undef INT
+#undef D
+#undef BOOL
+    json_builder_end_object(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    return json_to_string(root, FALSE);
+}
+
+/* FALSE + _RESUME naming the first option the checkpoint was trained with differently. */
+static gboolean options_match(const char *saved, const char *now, GError **error)
+{
+    g_autoptr(JsonNode) a = json_from_string(saved, NULL);
+    g_autoptr(JsonNode) b = json_from_string(now, NULL);
+    if (!a || !b || !JSON_NODE_HOLDS_OBJECT(a)) {
+        FAIL(RESUME, "the checkpoint has no trainer options (not written by `train`)");
+        return FALSE;
+    }
+    JsonObject *oa = json_node_get_object(a), *ob = json_node_get_object(b);
+    g_autoptr(GList) keys = json_object_get_members(ob);
+    for (GList *k = keys; k; k = k->next) {
+        JsonNode *va = json_object_get_member(oa, k->data);
+        JsonNode *vb = json_object_get_member(ob, k->data);
+        if (va && json_node_equal(va, vb))
+            continue;
+        g_autofree char *sa = va ? json_to_string(va, FALSE) : g_strdup("(absent)");
+        g_autofree char *sb = json_to_string(vb, FALSE);
+        FAIL(RESUME, "the checkpoint was trained with %s %s, this run asks for %s (resume with "
+             "the options of the interrupted run)", (const char *)k->data, sa, sb);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* ---- the data source ------------------------------------------------------------------------ */
+
+/* Which sample a batch slot takes: a synthetic (task, stream seed) or a data-set index. */
+typedef struct {
+    guint64 index; /* the sample's number in the stream (the cursor before it) */
+    int task;      /* synthetic: index into tasks */
+    guint64 seed;  /* synthetic: cl_synth_stream_seed(train seed, index) */
+    guint item;    /* data file: sample index in the file */
+} SampleRef;
+
+typedef struct {
+    /* synthetic */
+    char **tasks;
+    int n_tasks;
+    ClSynthOptions synth;
+    /* data file */
+    ClDataset *ds;
+    guint *order;
+    guint64 order_epoch; /* epoch whose permutation `order` holds; G_MAXUINT64: none yet */
+    guint64 seed;
+} Source;
+
+static void source_clear(Source *s)
+{
+    g_strfreev(s->tasks);
+    g_clear_pointer(&s->ds, cl_dataset_free);
+    g_free(s->order);
+    memset(s, 0, sizeof(*s));
+}
+
+static guint64 splitmix64(guint64 *state)
+{
+    guint64 z = (*state += G_GUINT64_CONSTANT(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/* The next sample of the stream: advances *cursor (and *rng for a task mix). */
+static void source_next(Source *s, guint64 *cursor, guint64 *rng, SampleRef *ref)
+{
+    ref->index = (*cursor)++;
+    if (s->ds) {
+        guint n = cl_dataset_count(s->ds);
+        guint64 epoch = ref->index / n;
+        if (epoch != s->order_epoch) {
+            cl_dataset_epoch_order(s->order, n, s->seed, epoch);
+            s->order_epoch = epoch;
+        }
+        ref->item = s->order[ref->index % n];
+        return;
+    }
+    /* the task of each sample is drawn (always, so a mix of one behaves like any other) */
+    guint64 r = splitmix64(rng) >> 11;
+    ref->task = MIN((int)((double)r * 0x1p-53 * s->n_tasks), s->n_tasks - 1);
+    ref->seed = cl_synth_stream_seed(s->seed, ref->index);
+}
+
+static ClTrainSample *source_get(Source *s, const ClModel *model, const SampleRef *ref,
+                                 gboolean all_turns, GError **error)
+{
+    if (s->ds)
+        return cl_dataset_get(s->ds, ref->item, error);
+    g_autoptr(GError) err = NULL;
+    const char *task = s->tasks[ref->task];
+    g_autoptr(ClSynthSample) syn = cl_synth_generate(task, ref->seed, &s->synth, &err);
+    ClTrainSample *ts = syn ? cl_train_sample_from_synth(model, syn, all_turns, &err) : NULL;
+    if (!ts)
+        g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_SAMPLE,
+                    "%s sample %" G_GUINT64_FORMAT " (seed %" G_GUINT64_FORMAT "): %s", task,
+                    ref->index, ref->seed, err->message);
+    return ts;
+}
+
+/* Opens the task mix or the data file; *count: samples in the file (synthetic: 0). */
+static gboolean source_open(Source *s, const ClTrainerOptions *o, const ClModel *model,
+                            GError **error)
+{
+    memset(s, 0, sizeof(*s));
+    s->seed = o->seed;
+    s->order_epoch = G_MAXUINT64;
+    if (o->data) {
+        ClDatasetOptions dopt;
+        cl_dataset_options_init(&dopt);
+        dopt.all_turns = o->all_turns;
+        dopt.image_cache = 512;
+        s->ds = cl_dataset_open(o->data, model, &dopt, error);
+        if (!s->ds)
+            return FALSE;
+        s->order = g_new(guint, cl_dataset_count(s->ds));
+        return TRUE;
+    }
+    if (!parse_tasks(o->task, &s->tasks, error))
+        return FALSE;
+    s->n_tasks = (int)g_strv_length(s->tasks);
+    cl_synth_options_for_model(&s->synth, model);
+    return TRUE;
+}
+
+/* ---- data-parallel workers ------------------------------------------------------------------ */
+
+typedef struct {
+    ClBackend *be;
+    ClParamBuf *grads;
+} Worker;
+
+/* One step's work, shared by the workers; worker w takes slots w, w + n_workers, ... */
+typedef struct {
+    const ClModel *model;
+    Source *src;
+    const SampleRef *refs;
+    int batch, n_workers;
+    const ClTrainGradOptions *gopt;
+    gboolean all_turns;
+    GCancellable *cancellable;
+    double *loss;     /* (batch) */
+    gint64 *tokens;   /* (batch) decoder positions */
+    GError **errors;  /* (n_workers) first error of each */
+} StepJob;
+
+typedef struct {
+    StepJob *job;
+    Worker *worker;
+    int w;
+} WorkerCall;
+
+static gpointer worker_run(gpointer data)
+{
+    WorkerCall *c = data;
+    StepJob *j = c->job;
+    for (int k = c->w; k < j->batch; k += j->n_workers) {
+        if (g_cancellable_is_cancelled(j->cancellable))
+            return NULL;
+        g_autoptr(ClTrainSample) s =
+            source_get(j->src, j->model, &j->refs[k], j->all_turns, &j->errors[c->w]);
+        if (!s)
+            return NULL;
+        ClTrainStepStats st;
+        GError *err = NULL;
+        if (!cl_train_forward_backward(c->worker->be, j->model, s, j->gopt, c->worker->grads,
+                                       &st, &err)) {
+            g_set_error(&j->errors[c->w], CL_TRAINER_ERROR, CL_TRAINER_ERROR_SAMPLE,
+                        "sample %s: %s", s->id ? s->id : "?", err->message);
+            g_error_free(err);
+            return NULL;
+        }
+        j->loss[k] = st.loss;
+        j->tokens[k] = st.n_positions;
+    }
+    return NULL;
+}
+
+/* Runs the batch over the workers (worker 0 on this thread). FALSE: an error, or cancelled. */
+static gboolean run_step(StepJob *job, Worker *workers, GError **error)
+{
+    WorkerCall calls[2];
+    GThread *threads[2] = { NULL, NULL };
+    for (int w = 0; w < job->n_workers; w++) {
+        cl_param_buf_zero(workers[w].grads);
+        calls[w] = (WorkerCall){ job, &workers[w], w };
+        job->errors[w] = NULL;
+    }
+    for (int w = 1; w < job->n_workers; w++)
+        threads[w] = g_thread_new("cl-train-worker", worker_run, &calls[w]);
+    worker_run(&calls[0]);
+    for (int w = 1; w < job->n_workers; w++)
+        g_thread_join(threads[w]);
+    gboolean ok = TRUE;
+    for (int w = 0; w < job->n_workers; w++) {
+        if (job->errors[w] && ok) {
+            g_propagate_error(error, job->errors[w]);
+            ok = FALSE;
+        } else {
+            g_clear_error(&job->errors[w]);
+        }
+    }
+    if (ok && g_cancellable_set_error_if_cancelled(job->cancellable, error))
+        ok = FALSE;
+    return ok;
+}
+
+static int default_workers(void)
+{
+    /* measured on 2 cores, tiny preset, shapes, batch 8: 2 workers 5.98 samples/s, 1 worker
+     * (backend pool of 2 + multi-threaded OpenBLAS in the backward) 3.96 samples/s: a sample
+     * per core beats splitting each sample's products, whose OpenBLAS threads spin between
+     * calls (a third of the 1-worker run's CPU time was system time) */
+    return g_get_num_processors() >= 2 ? 2 : 1;
+}
+
+/* ---- the log -------------------------------------------------------------------------------- */
+
+/* A resumed run's log: keeps the lines up to the checkpoint's step (a run that went on past its
+ * last checkpoint logged steps the resumed run does again) and returns the elapsed time they
+ * reached. */
+static gboolean log_truncate(const char *path, gint64 step, double *elapsed, GError **error)
+{
+    *elapsed = 0;
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    if (!g_file_test(path, G_FILE_TEST_EXISTS))
+        return TRUE;
+    if (!g_file_get_contents(path, &text, &len, error))
+        return FALSE;
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    g_autoptr(GString) kept = g_string_new(NULL);
+    for (char **l = lines; *l; l++) {
+        if (!**l)
+            continue;
+        g_autoptr(JsonParser) p = json_parser_new();
+        if (!json_parser_load_from_data(p, *l, -1, NULL))
+            continue; /* a line cut by a crash */
+        JsonNode *root = json_parser_get_root(p);
+        if (!JSON_NODE_HOLDS_OBJECT(root))
+            continue;
+        JsonObject *obj = json_node_get_object(root);
+        if (json_object_has_member(obj, "step") &&
+            json_object_get_int_member(obj, "step") > step)
+            continue;
+        if (json_object_has_member(obj, "elapsed_s") &&
+            JSON_NODE_TYPE(json_object_get_member(obj, "elapsed_s")) == JSON_NODE_VALUE)
+            *elapsed = json_object_get_double_member(obj, "elapsed_s");
+        g_string_append(kept, *l);
+        g_string_append_c(kept, '\n');
+    }
+    return g_file_set_contents(path, kept->str, (gssize)kept->len, error);
+}
+
+static gboolean log_raw(ClTrainLog *log, GError **error, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean log_raw(ClTrainLog *log, GError **error, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *line = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    return cl_trainlog_write_raw(log, line, error);
+}
+
+/* ---- checkpoints ---------------------------------------------------------------------------- */
+
+static gboolean save_checkpoint(const char *dir, guint keep, const ClModel *model,
+                                const ClAdamW *opt, gint64 step, guint64 rng, guint64 cursor,
+                                const char *options_json, char **path_out, GError **error)
+{
+    g_autofree char *path = cl_checkpoint_path(dir, "step", step);
+    g_autofree char *cursor_json = g_strdup_printf("{\"next\":%" G_GUINT64_FORMAT "}", cursor);
+    guint64 words[1] = { rng };
+    ClCheckpointState st = { step, words, 1, cursor_json, (char *)options_json };
+    if (!cl_checkpoint_save(path, model, opt, &st, error))
+        return FALSE;
+    if (keep > 0 && !cl_checkpoint_rotate(dir, "step", keep, error))
+        return FALSE;
+    g_free(*path_out);
+    *path_out = g_steal_pointer(&path);
+    return TRUE;
+}
+
+static gboolean parse_cursor(const char *json, guint64 *cursor, GError **error)
+{
+    g_autoptr(JsonParser) p = json_parser_new();
+    if (json_parser_load_from_data(p, json, -1, NULL) &&
+        JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p))) {
+        JsonObject *o = json_node_get_object(json_parser_get_root(p));
+        if (json_object_has_member(o, "next")) {
+            gint64 v = json_object_get_int_member(o, "next");
+            if (v >= 0) {
+                *cursor = (guint64)v;
+                return TRUE;
+            }
+        }
+    }
+    g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_RESUME,
+                "the checkpoint's data cursor is not the trainer's (%s)", json);
+    return FALSE;
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+typedef struct {
+    ClModel *model;
+    ClAdamW *opt;
+    Source src;
+    Worker workers[2];
+    int n_workers;
+    ClTrainLog *log;
+    char *options_json;
+    int blas_threads; /* OpenBLAS's setting before the run (restored), -1: untouched */
+} Run;
+
+static void run_clear(Run *r)
+{
+    for (int w = 0; w < 2; w++) {
+        g_clear_pointer(&r->workers[w].be, cl_backend_free);
+        g_clear_pointer(&r->workers[w].grads, cl_param_buf_free);
+    }
+    source_clear(&r->src);
+    g_clear_pointer(&r->log, cl_trainlog_free);
+    g_clear_pointer(&r->opt, cl_adamw_free);
+    g_clear_pointer(&r->model, cl_model_free);
+    g_free(r->options_json);
+    if (r->blas_threads > 0)
+        openblas_set_num_threads(r->blas_threads);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Run, run_clear)
+
+static char *resume_path(const ClTrainerOptions *o, const char *ck_dir, GError **error)
+{
+    if (o->resume_from)
+        return g_strdup(o->resume_from);
+    g_autoptr(GError) err = NULL;
+    char *p = cl_checkpoint_latest(ck_dir, "step", &err);
+    if (!p)
+        g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_RESUME,
+                    "--resume: no checkpoint in %s%s%s", ck_dir, err ? ": " : "",
+                    err ? err->message : "");
+    return p;
+}
+
+gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointer user_data,
+                        GCancellable *cancellable, ClTrainerResult *result, GError **error)
+{
+    g_return_val_if_fail(o != NULL, FALSE);
+    ClTrainerResult dummy;
+    if (!result)
+        result = &dummy;
+    memset(result, 0, sizeof(*result));
+    if (!options_check(o, error))
+        return FALSE;
+
+    g_auto(Run) r = { 0 };
+    r.blas_threads = -1;
+    r.model = initial_model(o, error);
+    if (!r.model)
+        return FALSE;
+
+    /* output folders */
+    g_autofree char *ck_dir = g_build_filename(o->out_dir, "checkpoints", NULL);
+    g_autofree char *log_path = g_build_filename(o->out_dir, "train.jsonl", NULL);
+    g_autofree char *model_path = g_build_filename(o->out_dir, "model.safetensors", NULL);
+    if (g_mkdir_with_parents(ck_dir, 0755) != 0) {
+        int e = errno;
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(e), "cannot create %s: %s", ck_dir,
+                    g_strerror(e));
+        return FALSE;
+    }
+
+    /* a resume: the checkpoint must be of the model these options make */
+    g_autoptr(ClCheckpoint) ck = NULL;
+    g_autofree char *ck_path = NULL;
+    if (o->resume || o->resume_from) {
+        ck_path = resume_path(o, ck_dir, error);
+        if (!ck_path)
+            return FALSE;
+        ck = cl_checkpoint_load(ck_path, error);
+        if (!ck)
+            return FALSE;
+        if (!cl_checkpoint_check_config(ck, &r.model->config, error)) {
+            g_prefix_error(error, "--resume from %s: ", ck_path);
+            return FALSE;
+        }
+        cl_model_free(r.model);
+        r.model = g_steal_pointer(&ck->model);
+    }
+    /* with the final model: the data set keeps it for its tokenizer and sizes */
+    if (!source_open(&r.src, o, r.model, error))
+        return FALSE;
+
+    /* resolved options */
+    ClTrainerOptions ro = *o;
+    if (ro.steps <= 0) {
+        guint n = cl_dataset_count(r.src.ds);
+        ro.steps = (gint64)ceil(ro.epochs * n / ro.batch);
+        ro.steps = MAX(ro.steps, 1);
+    }
+    if (ro.warmup < 0)
+        ro.warmup = MIN(ro.steps / 20, 200);
+    ro.min_lr = ro.min_lr < 0 ? ro.lr / 10 : ro.min_lr;
+    r.n_workers = ro.workers > 0 ? ro.workers : default_workers();
+    r.n_workers = MIN(r.n_workers, MAX(ro.batch, 1));
+    r.options_json = options_to_json(&ro);
+
+    ClLrSchedule sched = { ro.lr, ro.min_lr, ro.warmup, ro.steps };
+    if (!cl_lr_schedule_validate(&sched, error))
+        return FALSE;
+    ClAdamWOptions aopt;
+    cl_adamw_options_init(&aopt);
+    aopt.weight_decay = ro.weight_decay;
+    if (!cl_adamw_options_validate(&aopt, error))
+        return FALSE;
+
+    /* fresh, or the checkpoint's state */
+    gint64 step = 0;
+    guint64 rng = ro.seed ^ G_GUINT64_CONSTANT(0x5441534b4d4958); /* "TASKMIX" */
+    guint64 cursor = 0;
+    double start_elapsed = 0;
+    if (ck) {
+        if (!options_match(ck->state.options_json, r.options_json, error)) {
+            g_prefix_error(error, "--resume from %s: ", ck_path);
+            return FALSE;
+        }
+        if (ck->state.n_rng != 1 || !parse_cursor(ck->state.cursor_json, &cursor, error)) {
+            g_clear_error(error);
+            g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_RESUME,
+                        "--resume from %s: the checkpoint was not written by this trainer",
+                        ck_path);
+            return FALSE;
+        }
+        step = ck->state.step;
+        rng = ck->state.rng[0];
+        r.opt = g_steal_pointer(&ck->opt);
+        if (step > ro.steps) {
+            g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_RESUME,
+                        "--resume from %s: the checkpoint is at step %" G_GINT64_FORMAT
+                        ", past --steps %" G_GINT64_FORMAT, ck_path, step, ro.steps);
+            return FALSE;
+        }
+        if (!log_truncate(log_path, step, &start_elapsed, error))
+            return FALSE;
+        result->checkpoint_path = g_steal_pointer(&ck_path);
+    } else {
+        r.opt = cl_adamw_new_for_config(&r.model->config, &aopt, error);
+        if (!r.opt)
+            return FALSE;
+    }
+
+    /* workers: one backend and one gradient buffer each */
+    if (r.n_workers > 1) {
+        /* each worker's products single-threaded: both cores are busy with samples */
+        r.blas_threads = openblas_get_num_threads();
+        openblas_set_num_threads(1);
+    }
+    for (int w = 0; w < r.n_workers; w++) {
+        r.workers[w].be = cl_backend_cpu_new(r.n_workers > 1 ? 1 : 0);
+        r.workers[w].grads = cl_param_buf_new(&r.model->config, error);
+        if (!r.workers[w].grads)
+            return FALSE;
+    }
+    g_assert(r.workers[0].grads->n == r.model->n_params);
+
+    ClTrainLogOptions lopt = { 0 };
+    lopt.total_steps = ro.steps;
+    lopt.start_step = step;
+    lopt.start_elapsed_s = start_elapsed;
+    lopt.append = step > 0;
+    lopt.progress = o->progress;
+    lopt.quiet = o->quiet;
+    r.log = cl_trainlog_open(log_path, &lopt, error);
+    if (!r.log)
+        return FALSE;
+    if (!log_raw(r.log, error,
+                 "{\"type\":\"start\",\"step\":%" G_GINT64_FORMAT ",\"stage\":\"%s\","
+                 "\"variant\":\"%s\",\"params\":%zu,\"workers\":%d,\"options\":%s}",
+                 step, cl_trainer_stage_name(o->stage),
+                 cl_sve_variant_name(r.model->config.sve_variant), r.model->n_params,
+                 r.n_workers, r.options_json))
+        return FALSE;
+
+    ClTrainGradOptions gopt;
+    cl_train_grad_options_init(&gopt);
+    gopt.stop_grad = !o->no_stop_grad;
+    const int B = ro.batch;
+    g_autofree SampleRef *refs = g_new0(SampleRef, B);
+    g_autofree double *losses = g_new0(double, B);
+    g_autofree gint64 *tokens = g_new0(gint64, B);
+    GError *errors[2] = { NULL, NULL };
+    StepJob job = { r.model, &r.src, refs, B, r.n_workers, &gopt, o->all_turns, cancellable,
+                    losses, tokens, errors };
+
+    result->start_step = step;
+    result->workers = r.n_workers;
+    double window_loss = 0;
+    int window_n = 0, nonfinite = 0;
+    gint64 t0 = g_get_monotonic_time();
+    gboolean cancelled = FALSE;
+    while (step < ro.steps) {
+        guint64 cursor0 = cursor, rng0 = rng;
+        for (int k = 0; k < B; k++)
+            source_next(&r.src, &cursor, &rng, &refs[k]);
+        g_autoptr(GError) err = NULL;
+        if (!run_step(&job, r.workers, &err)) {
+            if (g_error_matches(err, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+                /* the unfinished step is dropped: the checkpoint takes its samples again */
+                cursor = cursor0, rng = rng0;
+                cancelled = TRUE;
+                break;
+            }
+            g_propagate_prefixed_error(error, g_steal_pointer(&err),
+                                       "step %" G_GINT64_FORMAT ": ", step + 1);
+            return FALSE;
+        }
+        /* the batch's gradient: workers' sums in worker order, then the mean */
+        ClParamBuf *g = r.workers[0].grads;
+        for (int w = 1; w < r.n_workers; w++)
+            cl_grad_accumulate(g->data, r.workers[w].grads->data, g->n);
+        cl_grad_scale(g->data, g->n, 1.0 / B);
+        double loss = 0;
+        gint64 step_tokens = 0;
+        for (int k = 0; k < B; k++)
+            loss += losses[k], step_tokens += tokens[k];
+        loss /= B;
+
+        double lr = cl_lr_schedule_at(&sched, step), norm = NAN;
+        if (cl_optim_step(r.opt, r.model->arena, g->data, lr, ro.clip, &norm, &err)) {
+            nonfinite = 0;
+        } else {
+            /* nothing moved; the step still counts (its samples were seen) */
+            if (!log_raw(r.log, error,
+                         "{\"type\":\"skip\",\"step\":%" G_GINT64_FORMAT ",\"reason\":\"%s\"}",
+                         step + 1, "non-finite gradient"))
+                return FALSE;
+            if (++nonfinite >= MAX_NONFINITE_IN_A_ROW) {
+                g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_DIVERGED,
+                            "training diverged: %d steps in a row up to step %" G_GINT64_FORMAT
+                            " had non-finite gradients (%s); lower --lr or set --clip",
+                            nonfinite, step + 1, err->message);
+                return FALSE;
+            }
+        }
+        step++;
+        if (result->samples == 0)
+            result->first_loss = loss;
+        result->final_loss = loss;
+        result->samples += B;
+        result->tokens += step_tokens;
+
+        window_loss += loss, window_n++;
+        if (step % ro.log_every == 0 || step == ro.steps) {
+            ClTrainLogStep rec = { step, window_loss / window_n, lr, norm, step_tokens, B };
+            if (!cl_trainlog_step(r.log, &rec, error))
+                return FALSE;
+            window_loss = 0, window_n = 0;
+        }
+        if (cb) {
+            ClTrainerStatus st = { step, ro.steps, loss, lr, norm, result->samples,
+                                   result->tokens, (g_get_monotonic_time() - t0) / 1e6 };
+            cb(&st, user_data);
+        }
+        if (ro.checkpoint_every > 0 && step % ro.checkpoint_every == 0 && step < ro.steps &&
+            !save_checkpoint(ck_dir, ro.keep_checkpoints, r.model, r.opt, step, rng, cursor,
+                             r.options_json, &result->checkpoint_path, error))
+            return FALSE;
+    }
+    result->steps = step;
+    result->elapsed_s = (g_get_monotonic_time() - t0) / 1e6;
+    if (result->elapsed_s > 0) {
+        result->samples_per_s = result->samples / result->elapsed_s;
+        result->tokens_per_s = result->tokens / result->elapsed_s;
+    }
+
+    /* the last checkpoint: where the run stopped (unless nothing ran since the loaded one) */
+    if (step > result->start_step || !result->checkpoint_path) {
+        if (!save_checkpoint(ck_dir, ro.keep_checkpoints, r.model, r.opt, step, rng, cursor,
+                             r.options_json, &result->checkpoint_path, error))
+            return FALSE;
+    }
+    if (!log_raw(r.log, error,
+                 "{\"type\":\"end\",\"step\":%" G_GINT64_FORMAT ",\"cancelled\":%s,"
+                 "\"samples\":%" G_GINT64_FORMAT ",\"tokens\":%" G_GINT64_FORMAT
+                 ",\"run_s\":%.3f,\"samples_per_s\":%.3f,\"tokens_per_s\":%.1f,\"workers\":%d}",
+                 step, cancelled ? "true" : "false", result->samples, result->tokens,
+                 result->elapsed_s, result->samples_per_s, result->tokens_per_s, r.n_workers))
+        return FALSE;
+    if (!cl_trainlog_close(g_steal_pointer(&r.log), error))
+        return FALSE;
+    if (cancelled) {
+        result->cancelled = TRUE;
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_CANCELLED,
+                    "training interrupted at step %" G_GINT64_FORMAT " of %" G_GINT64_FORMAT
+                    "; resume with --resume (checkpoint %s)",
+                    step, ro.steps, result->checkpoint_path);
+        return FALSE;
+    }
+    const char *dtype = o->dtype ? o->dtype : "f32";
+    if (!cl_model_save(r.model, model_path, dtype, error)) {
+        g_prefix_error(error, "%s: ", model_path);
+        return FALSE;
+    }
+    result->model_path = g_steal_pointer(&model_path);
+    return TRUE;
+}

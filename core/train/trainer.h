@@ -1,0 +1,144 @@
+/* trainer.h - the training loop (DESIGN.md §5): stage 1 (stateless pretraining from a random
+ * config or a model file) and stage 2 (SVE insertion with the paper's clone / zero init, then
+ * fine-tuning with stop_grad), from synthetic tasks generated on the fly or a ShareGPT JSONL
+ * file, with AdamW + warmup/cosine + clipping, gradient accumulation, checkpoints that resume
+ * exactly, a JSONL log and a progress line. `changelens-cli train` is a thin wrapper.
+ *
+ * Batch: one optimiser step takes `batch` samples; each sample's backward adds the gradient of
+ * its own mean token loss, and the sum is scaled by 1/batch, so the step minimises the mean of
+ * the per-sample means (every sample weighs the same, whatever its answer's length; the logged
+ * loss is that same mean).
+ *
+ * Determinism: the same options (seed included) and the same number of workers give bit-equal
+ * parameters and losses, and a resumed run continues the uninterrupted one bit-exactly. With 2
+ * workers (data parallelism: each has its own CPU backend on one thread and its own gradient
+ * buffer, taking the batch's samples j = w, w + 2, ...; the buffers are summed in worker order)
+ * the floating-point sums differ from those of 1 worker, so the two agree to rounding only. */
+#pragma once
+
+#include <stdio.h>
+
+#include <gio/gio.h>
+#include <glib.h>
+
+#include "model.h"
+
+G_BEGIN_DECLS
+
+#define CL_TRAINER_ERROR (cl_trainer_error_quark())
+GQuark cl_trainer_error_quark(void);
+typedef enum {
+    CL_TRAINER_ERROR_OPTIONS,  /* a bad or contradictory option (the message names it) */
+    CL_TRAINER_ERROR_MODEL,    /* the starting model does not fit the stage */
+    CL_TRAINER_ERROR_RESUME,   /* no checkpoint to resume, or one made with other options */
+    CL_TRAINER_ERROR_DIVERGED, /* too many steps in a row with non-finite gradients */
+    CL_TRAINER_ERROR_SAMPLE,   /* a sample could not be made or does not fit the model */
+} ClTrainerError;
+
+typedef enum {
+    CL_TRAINER_STAGE_PRETRAIN, /* stage 1: train the model as it is (stateless by default) */
+    CL_TRAINER_STAGE_SVE,      /* stage 2: insert SVE modules into a stateless model, train */
+} ClTrainerStage;
+
+/* "pretrain" / "sve" */
+const char *cl_trainer_stage_name(ClTrainerStage s);
+gboolean cl_trainer_stage_from_name(const char *name, ClTrainerStage *out);
+
+typedef struct {
+    ClTrainerStage stage;
+
+    /* The starting model: exactly one of `config` (random init, seeded by `seed`; the pretrain
+     * stage, where sve_variant is taken from `variant` when variant_set, else stateless) and
+     * `from` (a model file or a checkpoint; for the sve stage a stateless one). */
+    const ClModelConfig *config;
+    const char *from;
+
+    /* Stage 2 (and the pretrain stage's variant). */
+    gboolean variant_set;
+    ClSveVariant variant;      /* default cross_ffn (sve) */
+    gboolean no_clone;         /* CA Q/K/V, FFN W1 and their norms random (N(0, 0.02²), ones)
+                                * instead of cloned from the block (the ablation) */
+    gboolean no_zero_init;     /* W_O / W_2 / adaLN ~ N(0, 0.02²) instead of sve_init_std */
+    double sve_init_std;       /* W_O / W_2 std; default 0 (paper table 16: synthetic tasks);
+                                * 1e-4 for real-world data */
+    gboolean first_set;
+    ClSveFirst first;          /* own (default) or null */
+    gboolean no_cross_pos;     /* no 2-D positions in the CA (the ablation) */
+    gboolean no_stop_grad;     /* gradients through the predecessor path (the ablation) */
+
+    /* Data: exactly one of `task` (a synthetic task or a comma-separated mix; sample i is
+     * cl_synth_stream_seed(seed, i), its task drawn from the trainer's RNG) and `data` (a
+     * ShareGPT JSONL file; one seeded permutation per epoch). */
+    const char *task;
+    const char *data;
+    gboolean all_turns;        /* supervise every assistant turn, not only the final answer */
+
+    /* Optimisation. steps: optimiser steps (> 0), or 0 with `epochs` > 0 for a data file. */
+    gint64 steps;
+    double epochs;
+    int batch;                 /* samples per step (default 8) */
+    double lr, min_lr;         /* peak and final learning rate (default 5e-4, lr / 10) */
+    gint64 warmup;             /* warmup steps (default -1: steps / 20, at most 200) */
+    double weight_decay;       /* AdamW (default 0.01; not on norms, biases, sve.null) */
+    double clip;               /* global gradient-norm clip (default 1; 0: off) */
+    guint64 seed;              /* init, data order, task mix, SVE init (default 0) */
+    int workers;               /* 1 or 2 data-parallel workers; 0 (default): the faster for
+                                * this machine (2 when there are at least 2 cores) */
+
+    /* Output: DIR/model.safetensors, DIR/checkpoints/step-NNNNNNNN.safetensors, DIR/train.jsonl */
+    const char *out_dir;
+    gboolean resume;           /* continue from the newest checkpoint in DIR/checkpoints */
+    const char *resume_from;   /* ... or from this checkpoint file */
+    gint64 checkpoint_every;   /* steps between checkpoints (default 500; 0: only at the end) */
+    guint keep_checkpoints;    /* newest kept (default 5; 0: all) */
+    gint64 log_every;          /* steps per log line (default 1); loss averaged over them */
+    const char *dtype;         /* final model: "f32" (default), "f16" or "bf16" */
+
+    FILE *progress;            /* progress line (NULL: stderr) */
+    gboolean quiet;            /* no progress line */
+} ClTrainerOptions;
+
+void cl_trainer_options_init(ClTrainerOptions *o);
+
+/* Where a run stands, for the callback (after every optimiser step). */
+typedef struct {
+    gint64 step, total_steps;
+    double loss;               /* this step's mean loss */
+    double lr, grad_norm;
+    gint64 samples, tokens;    /* since this run started (not counting a resumed run's) */
+    double elapsed_s;          /* of this run */
+} ClTrainerStatus;
+
+typedef void (*ClTrainerProgress)(const ClTrainerStatus *st, gpointer user_data);
+
+/* Results of a run. */
+typedef struct {
+    gint64 start_step, steps;  /* resumed from, and reached */
+    double final_loss;         /* mean loss of the last step */
+    double first_loss;         /* of this run's first step */
+    gint64 samples, tokens;    /* this run's */
+    double elapsed_s;
+    double samples_per_s, tokens_per_s;
+    int workers;
+    gboolean cancelled;        /* stopped by the cancellable: a checkpoint was written */
+    char *model_path;          /* the final model (NULL when cancelled) */
+    char *checkpoint_path;     /* the last checkpoint written */
+} ClTrainerResult;
+
+void cl_trainer_result_clear(ClTrainerResult *r);
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(ClTrainerResult, cl_trainer_result_clear)
+
+/* Runs the training the options describe. Cancelling `cancellable` stops after the current
+ * sample: the unfinished step is dropped, a checkpoint of the last finished step is written,
+ * and the call returns FALSE with G_IO_ERROR_CANCELLED (result->cancelled set). result may be
+ * NULL. */
+gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointer user_data,
+                        GCancellable *cancellable, ClTrainerResult *result, GError **error);
+
+/* The stage-2 starting model without training: `src` (stateless) with o's variant and SVE
+ * switches, its parameters copied by name, SVE modules initialised as the options say
+ * (docs/MODEL.md §3.7 unless no_clone / no_zero_init). For tests and `model` tools. */
+ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o,
+                                   GError **error);
+
+G_END_DECLS

@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""bench_train_torch.py - the PyTorch peer of `changelens-cli bench --train`: the same training
+step (forward over each sample's image sequence with stop_grad on the predecessor state, the
+decoder over the whole sequence, masked next-token cross-entropy averaged per sample and over
+the batch, backward, gradient clipping, AdamW) on the same model file and the same samples, in
+float32 on the CPU with all cores; prints one JSON object.
+
+    /usr/bin/python3 tests/reference/bench_train_torch.py --model M --samples S.json --pixels P.f32
+
+--samples is a JSON list, one object per sample: {"ids": [...], "mask": [...], "n_images": k}
+where ids are the decoder positions with every visual position as -1 (M of them per image, in
+order) and mask[t] = 1 when position t's prediction of ids[t+1] is supervised, exactly the C
+trainer's ClTrainSample. --pixels holds every sample's images back to back as little-endian f32
+[C, S, S] each. The C bench writes both; the step is timed as the median of --repeat steps
+after --warmup steps; step k trains on samples [k·batch, (k+1)·batch).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sve_reference as R  # noqa: E402
+
+
+def sample_loss(model, pixels, ids, mask, n_images):
+    """Mean masked cross-entropy of one sample, as core/train/trainmodel.c computes it."""
+    cfg = model.cfg
+    state = R.EncoderState()
+    visuals = []
+    for t in range(n_images):
+        out = model.encode(pixels[t], state, image_index=t)
+        visuals.append(out.visual)
+        # the paper's stop_grad: the next image reads this one's block inputs as constants
+        state.blocks = [b.detach() for b in state.blocks]
+    # rebuild the prompt with one <image> per image (assemble expands it to M rows)
+    prompt, i, m = [], 0, cfg.n_visual
+    while i < len(ids):
+        if ids[i] == -1:
+            prompt.append(R.TOKEN_IMAGE)
+            i += m
+        else:
+            prompt.append(ids[i])
+            i += 1
+    x = model.assemble(prompt, visuals)
+    cache = R.KVCache(cfg, capacity=x.shape[0])
+    logits = model.dec.forward_embeds(x, cache, all_logits=True)  # [T, V]
+    sel = torch.tensor([t for t in range(len(ids) - 1) if mask[t]], dtype=torch.long)
+    targets = torch.tensor([ids[t + 1] for t in sel.tolist()], dtype=torch.long)
+    return F.cross_entropy(logits[sel], targets)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--samples", required=True)
+    ap.add_argument("--pixels", required=True)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--clip", type=float, default=1.0)
+    ap.add_argument("--batch", type=int, required=True,
+                    help="samples per step: step k takes samples [k*batch, (k+1)*batch)")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    model, _ = R.load_model(args.model, dtype=torch.float32)
+    cfg = model.cfg
+    with open(args.samples) as f:
+        samples = json.load(f)
+    raw = np.fromfile(args.pixels, dtype="<f4")
+    per_image = cfg.channels * cfg.image_size * cfg.image_size
+    need = sum(s["n_images"] for s in samples) * per_image
+    if raw.size != need:
+        sys.exit(f"bench_train_torch: {args.pixels} holds {raw.size} floats, expected {need}")
+    pix, at = [], 0
+    for s in samples:
+        n = s["n_images"] * per_image
+        pix.append(torch.from_numpy(raw[at:at + n].reshape(
+            s["n_images"], cfg.channels, cfg.image_size, cfg.image_size).copy()))
+        at += n
+
+    # decay on matrices only, as core/train/optim.c does
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not n.endswith("sve.null")]
+    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and not n.endswith("sve.null"))]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=args.lr)
+
+    def step(k):
+        opt.zero_grad(set_to_none=True)
+        total = 0.0
+        lo, hi = k * args.batch, (k + 1) * args.batch
+        for s, p in zip(samples[lo:hi], pix[lo:hi]):
+            loss = sample_loss(model, p, s["ids"], s["mask"], s["n_images"]) / args.batch
+            loss.backward()
+            total += float(loss)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        opt.step()
+        return total
+
+    if args.batch < 1 or len(samples) % args.batch:
+        sys.exit("bench_train_torch: the samples must be whole batches")
+    n_steps = len(samples) // args.batch
+    if n_steps <= args.warmup:
+        sys.exit("bench_train_torch: no timed step after the warmup")
+    losses, times = [], []
+    for k in range(n_steps):
+        t0 = time.perf_counter()
+        loss = step(k)
+        dt = (time.perf_counter() - t0) * 1e3
+        losses.append(loss)
+        if k >= args.warmup:
+            times.append(dt)
+    timed = samples[args.warmup * args.batch:]
+    positions = sum(len(s["ids"]) for s in timed) / (n_steps - args.warmup)
+    step_ms = statistics.median(times)
+    print(json.dumps({
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "batch": args.batch,
+        "steps": n_steps,
+        "positions_per_step": positions,
+        "step_ms": step_ms,
+        "samples_per_s": args.batch / (step_ms / 1e3),
+        "positions_per_s": positions / (step_ms / 1e3),
+        "losses": losses,
+    }))
+
+
+if __name__ == "__main__":
+    main()
