@@ -128,34 +128,41 @@ void cl_grad_modulate(float *dx, float *dscale, float *dshift, const float *dy, 
 void cl_grad_gelu(float *dx, const float *dy, const float *x, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
-        double v = x[i];
-        double d = 0.5 * (1.0 + erf(v * M_SQRT1_2)) + v * exp(-0.5 * v * v) * (0.5 * M_2_SQRTPI *
-                                                                                M_SQRT1_2);
-        dx[i] += (float)(dy[i] * d);
+        /* single precision: erff/expf are within an ulp or two, and several times faster than
+         * the double versions in these per-element loops */
+        float v = x[i];
+        float d = 0.5f * (1.0f + erff(v * (float)M_SQRT1_2)) +
+                  v * expf(-0.5f * v * v) * (float)(0.5 * M_2_SQRTPI * M_SQRT1_2);
+        dx[i] += dy[i] * d;
     }
 }
 
-static inline double dsilu(double v)
+static inline float sigmoidf(float v)
 {
-    double s = 1.0 / (1.0 + exp(-v));
-    return s * (1.0 + v * (1.0 - s));
+    return 1.0f / (1.0f + expf(-v));
+}
+
+static inline float dsilu(float v)
+{
+    float s = sigmoidf(v);
+    return s * (1.0f + v * (1.0f - s));
 }
 
 void cl_grad_silu(float *dx, const float *dy, const float *x, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        dx[i] += (float)(dy[i] * dsilu(x[i]));
+        dx[i] += dy[i] * dsilu(x[i]);
 }
 
 void cl_grad_silu_mul(float *dgate, float *dup, const float *dy, const float *gate,
                       const float *up, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
-        double g = gate[i];
+        float g = gate[i], sg = sigmoidf(g);
         if (dgate)
-            dgate[i] += (float)(dy[i] * up[i] * dsilu(g));
+            dgate[i] += dy[i] * up[i] * (sg * (1.0f + g * (1.0f - sg)));
         if (dup)
-            dup[i] += (float)(dy[i] * (g / (1.0 + exp(-g))));
+            dup[i] += dy[i] * (g * sg);
     }
 }
 
@@ -238,10 +245,14 @@ void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const
             double mx = -INFINITY, sum = 0, dot = 0;
             for (int j = 0; j < n_vis; j++)
                 mx = MAX(mx, pr[j]);
-            for (int j = 0; j < n_vis; j++)
-                sum += exp(pr[j] - mx);
+            const float fmx = (float)mx;
             for (int j = 0; j < n_vis; j++) {
-                pr[j] = (float)(exp(pr[j] - mx) / sum);
+                pr[j] = expf(pr[j] - fmx);
+                sum += pr[j];
+            }
+            const float inv = (float)(1.0 / sum);
+            for (int j = 0; j < n_vis; j++) {
+                pr[j] *= inv;
                 dot += (double)pr[j] * dr[j];
             }
             for (int j = n_vis; j < n_kv; j++)
@@ -367,16 +378,24 @@ double cl_cross_entropy(float *dlogits, const float *logits, const gint32 *targe
         double mx = -INFINITY, sum = 0;
         for (int j = 0; j < vocab; j++)
             mx = MAX(mx, z[j]);
-        for (int j = 0; j < vocab; j++)
-            sum += exp(z[j] - mx);
+        /* one pass of single-precision exponentials (kept in dlogits when asked for), summed in
+         * double: the loss is exact to float rounding, and the vocabulary-wide loop is the
+         * costliest elementwise work of a step */
+        const float fmx = (float)mx;
+        float *d = dlogits ? dlogits + (size_t)t * vocab : NULL;
+        for (int j = 0; j < vocab; j++) {
+            float e = expf(z[j] - fmx);
+            sum += e;
+            if (d)
+                d[j] = e;
+        }
         double lse = mx + log(sum);
         total += lse - z[targets[t]];
-        if (dlogits) {
-            float *d = dlogits + (size_t)t * vocab;
-            double f = (double)scale / ns;
+        if (d) {
+            const float f = (float)((double)scale / ns / sum);
             for (int j = 0; j < vocab; j++)
-                d[j] = (float)(f * exp(z[j] - lse));
-            d[targets[t]] -= (float)f;
+                d[j] *= f;
+            d[targets[t]] -= (float)((double)scale / ns);
         }
     }
     return total / ns;

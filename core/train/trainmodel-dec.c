@@ -21,6 +21,9 @@ struct _ClTrainDec {
     const gint32 *ids;
     LayerAct *layer;
     float *x_out, *hn, *rope_cos, *rope_sin;
+    int n_rows;        /* logit rows: every position, or the listed ones */
+    int *rows;         /* (n_rows) their positions, NULL = all */
+    float *hk;         /* (n_rows, E) the final norm's output at those rows */
     GPtrArray *bufs;
     gboolean failed;
 };
@@ -41,11 +44,13 @@ void cl_train_dec_free(ClTrainDec *d)
         return;
     g_ptr_array_free(d->bufs, TRUE);
     g_free(d->layer);
+    g_free(d->rows);
     g_free(d);
 }
 
 ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint32 *ids, int n,
-                                 const float *visual, float *logits, GError **error)
+                                 const float *visual, const int *rows, int n_rows, float *logits,
+                                 GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     const ClModelWeights *w = &model->w;
@@ -103,7 +108,19 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     }
     d->x_out = x;
     op->rmsnorm(be, d->hn, x, w->dec_norm, n, E, d->eps);
-    op->linear(be, logits, d->hn, w->lm_head ? w->lm_head : w->embed, NULL, n, E, d->V);
+    d->n_rows = rows ? n_rows : n;
+    d->hk = d->hn;
+    if (rows) {
+        d->rows = g_memdup2(rows, sizeof(int) * (size_t)MAX(n_rows, 1));
+        d->hk = alloc(d, (size_t)MAX(n_rows, 1) * E);
+        if (d->failed)
+            goto oom;
+        for (int r = 0; r < n_rows; r++)
+            memcpy(d->hk + (size_t)r * E, d->hn + (size_t)rows[r] * E, (size_t)E * sizeof(float));
+    }
+    if (d->n_rows > 0)
+        op->linear(be, logits, d->hk, w->lm_head ? w->lm_head : w->embed, NULL, d->n_rows, E,
+                   d->V);
     g_ptr_array_remove_fast(d->bufs, proj);
     g_ptr_array_remove_fast(d->bufs, act);
     g_ptr_array_remove_fast(d->bufs, scratch);
@@ -126,10 +143,21 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
     float *datt = g_new(float, (size_t)n * Q), *dq = g_new(float, (size_t)n * Q);
     float *dk = g_new(float, (size_t)n * KV), *dv = g_new(float, (size_t)n * KV);
 
-    /* logits = RMSNorm(x) lm_head^T (tied: the gradient lands in the embedding) */
+    /* logits = RMSNorm(x) lm_head^T at the logit rows (tied: the gradient lands in the
+     * embedding); the other positions get no gradient from the head */
     memset(dh, 0, nE * sizeof(float));
-    cl_grad_linear(dh, g->lm_head ? g->lm_head : g->embed, NULL, dlogits, d->hn,
-                   w->lm_head ? w->lm_head : w->embed, n, E, d->V);
+    if (d->rows) {
+        float *dhk = g_new0(float, (size_t)MAX(d->n_rows, 1) * E);
+        if (d->n_rows > 0)
+            cl_grad_linear(dhk, g->lm_head ? g->lm_head : g->embed, NULL, dlogits, d->hk,
+                           w->lm_head ? w->lm_head : w->embed, d->n_rows, E, d->V);
+        for (int r = 0; r < d->n_rows; r++)
+            memcpy(dh + (size_t)d->rows[r] * E, dhk + (size_t)r * E, (size_t)E * sizeof(float));
+        g_free(dhk);
+    } else {
+        cl_grad_linear(dh, g->lm_head ? g->lm_head : g->embed, NULL, dlogits, d->hn,
+                       w->lm_head ? w->lm_head : w->embed, n, E, d->V);
+    }
     cl_grad_rmsnorm(dx, g->dec_norm, dh, d->x_out, w->dec_norm, n, E, d->eps);
 
     for (int l = d->cfg->dec_depth - 1; l >= 0; l--) {

@@ -86,13 +86,14 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
 
 /* The forward of the whole model; keeps what the backward needs in *enc and *dec. */
 static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample *s,
-                        const ClTrainGradOptions *o, ClTrainEnc **enc, ClTrainDec **dec,
-                        float **visual, float **logits, GError **error)
+                        const ClTrainGradOptions *o, const int *rows, int n_rows,
+                        ClTrainEnc **enc, ClTrainDec **dec, float **visual, float **logits,
+                        GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     const size_t ME = (size_t)cl_config_n_visual(cfg) * cfg->dec_dim;
     *visual = g_try_new(float, MAX(s->n_images * ME, 1));
-    *logits = g_try_new(float, (size_t)s->n_ids * cfg->vocab_size);
+    *logits = g_try_new(float, (size_t)MAX(rows ? n_rows : s->n_ids, 1) * cfg->vocab_size);
     if (!*visual || !*logits) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                     "Not enough memory for the logits of %d positions", s->n_ids);
@@ -120,17 +121,9 @@ static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample
         if (!*enc)
             return FALSE;
     }
-    *dec = cl_train_dec_forward(be, model, s->ids, s->n_ids, *visual, *logits, error);
+    *dec = cl_train_dec_forward(be, model, s->ids, s->n_ids, *visual, rows, n_rows, *logits,
+                                error);
     return *dec != NULL;
-}
-
-/* Targets of the next-token loss: ids shifted by one (the mask keeps only valid ones). */
-static gint32 *targets_of(const ClTrainSample *s)
-{
-    gint32 *t = g_new0(gint32, s->n_ids);
-    for (int i = 0; i + 1 < s->n_ids; i++)
-        t[i] = s->mask && s->mask[i] ? s->ids[i + 1] : 0;
-    return t;
 }
 
 static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s,
@@ -146,19 +139,29 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
     ClTrainEnc *enc = NULL;
     ClTrainDec *dec = NULL;
     float *visual = NULL, *logits = NULL;
-    gboolean ok = forward(be, model, s, o, &enc, &dec, &visual, &logits, error);
+    /* the logits are only needed where the loss looks: the supervised positions */
+    g_autofree int *rows = g_new(int, MAX(s->n_ids, 1));
+    int n_rows = 0;
+    for (int t = 0; t + 1 < s->n_ids; t++)
+        if (s->mask && s->mask[t])
+            rows[n_rows++] = t;
+    gboolean ok = forward(be, model, s, o, rows, n_rows, &enc, &dec, &visual, &logits, error);
     if (ok) {
-        g_autofree gint32 *tgt = targets_of(s);
+        g_autofree gint32 *tgt = g_new(gint32, MAX(n_rows, 1));
+        g_autofree guint8 *ones = g_new(guint8, MAX(n_rows, 1));
+        for (int r = 0; r < n_rows; r++) {
+            tgt[r] = s->ids[rows[r] + 1];
+            ones[r] = 1;
+        }
         int ns = 0;
-        /* dlogits overwrite the logits (same shape; the loss is computed row by row first) */
-        float *dlogits = grads ? g_try_new(float, (size_t)s->n_ids * cfg->vocab_size) : NULL;
+        float *dlogits = grads ? g_try_new(float, (size_t)MAX(n_rows, 1) * cfg->vocab_size) : NULL;
         if (grads && !dlogits) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                         "Not enough memory for the logits' gradient");
             ok = FALSE;
         } else {
-            double loss = cl_cross_entropy(dlogits, logits, tgt, s->mask, s->n_ids,
-                                           cfg->vocab_size, 1.0f, &ns);
+            double loss = cl_cross_entropy(dlogits, logits, tgt, ones, n_rows, cfg->vocab_size,
+                                           1.0f, &ns);
             if (st) {
                 st->loss = loss;
                 st->n_supervised = ns;
@@ -211,7 +214,7 @@ gboolean cl_train_forward_outputs(ClBackend *be, const ClModel *model, const ClT
     ClTrainEnc *enc = NULL;
     ClTrainDec *dec = NULL;
     float *vis = NULL, *lg = NULL;
-    gboolean ok = forward(be, model, s, NULL, &enc, &dec, &vis, &lg, error);
+    gboolean ok = forward(be, model, s, NULL, NULL, 0, &enc, &dec, &vis, &lg, error);
     cl_train_enc_free(enc);
     cl_train_dec_free(dec);
     if (ok && visual)

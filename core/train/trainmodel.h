@@ -79,10 +79,14 @@ void cl_train_enc_free(ClTrainEnc *enc);
 
 /* The decoder's saved activations over one whole sequence (no cache). */
 typedef struct _ClTrainDec ClTrainDec;
-/* ids as cl_decoder_forward takes them (checked by the caller); logits (n, V). */
+/* ids as cl_decoder_forward takes them (checked by the caller). logits (n_rows, V) for the
+ * positions rows[0 .. n_rows) (ascending), or for every position (n, V) when rows is NULL: the
+ * loss only needs the supervised positions, and the LM head over a 4k-32k vocabulary is the
+ * largest product of a step when it runs on all of them. */
 ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint32 *ids, int n,
-                                 const float *visual, float *logits, GError **error);
-/* g += gradients for dlogits (n, V); dvisual (rows in visual order) is SET. */
+                                 const float *visual, const int *rows, int n_rows, float *logits,
+                                 GError **error);
+/* g += gradients for dlogits (the forward's logit rows); dvisual (rows in visual order) is SET. */
 void cl_train_dec_backward(ClTrainDec *dec, const ClModelWeights *w, const float *dlogits,
                            float *dvisual, ClModelWeights *g);
 void cl_train_dec_free(ClTrainDec *dec);

@@ -51,10 +51,19 @@ def sample_loss(model, pixels, ids, mask, n_images):
             i += 1
     x = model.assemble(prompt, visuals)
     cache = R.KVCache(cfg, capacity=x.shape[0])
-    logits = model.dec.forward_embeds(x, cache, all_logits=True)  # [T, V]
+    # the decoder's layers (forward_embeds without its head), then the LM head on the supervised
+    # rows only, as the C trainer does: the peer does no work the loss does not need
+    dec = model.dec
+    cos, sin = dec.rope(0, x.shape[0], x)
+    cache.reserve(x.shape[0], x)
+    for l, layer in enumerate(dec.layers()):
+        x = layer(x, cos, sin, cache, l, 0)
+    cache.length = x.shape[0]
     sel = torch.tensor([t for t in range(len(ids) - 1) if mask[t]], dtype=torch.long)
     targets = torch.tensor([ids[t + 1] for t in sel.tolist()], dtype=torch.long)
-    return F.cross_entropy(logits[sel], targets)
+    h = dec.norm(x[sel])
+    w = dec.embed.weight if cfg.tie_embeddings else dec.lm_head.weight
+    return F.cross_entropy(F.linear(h, w), targets)
 
 
 def main():
