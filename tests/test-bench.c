@@ -82,11 +82,38 @@ static void test_bench_casedb_json(void)
                       json_object_get_double_member(o, "search_p95_ms"));
 }
 
+/* `bench --train`: a timed training step through the real trainer, every figure present */
+static void test_bench_train_json(void)
+{
+    const char *cli = g_getenv("CL_CLI");
+    const char *argv[] = { cli, "bench", "--train", "--batch", "2", "--repeat", "1", "--warmup",
+                           "0", "--json", NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status = 0;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                               &status, &error));
+    g_assert_no_error(error);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        g_error("bench --train failed: %s", err);
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_assert_true(json_parser_load_from_data(p, out, -1, &error));
+    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    double ms = json_object_get_double_member(o, "train_step_ms");
+    double loss = json_object_get_double_member(o, "first_loss");
+    g_test_message("train step %.1f ms, first loss %.4f", ms, loss);
+    g_assert_true(isfinite(ms) && ms > 0);
+    /* an untrained model's loss is near ln(vocabulary): far from 0 */
+    g_assert_true(isfinite(loss) && loss > 3);
+    g_assert_true(json_node_is_null(json_object_get_member(o, "torch_train_step_ms")));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/bench/tiny-json", test_bench_tiny_json);
     g_test_add_func("/bench/bad-args", test_bench_bad_args);
     g_test_add_func("/bench/casedb-json", test_bench_casedb_json);
+    g_test_add_func("/bench/train-json", test_bench_train_json);
     return g_test_run();
 }

@@ -93,17 +93,6 @@ static gboolean write_samples(const ClModel *model, const char *task, guint64 se
     return json_generator_to_file(gen, json_path, error);
 }
 
-static char *peer_python(void)
-{
-    const char *env = g_getenv("CL_TORCH_PYTHON");
-    if (env && *env)
-        return g_strdup(env);
-    g_autofree char *venv = g_build_filename(CL_BUILD_DIR, "venv", "bin", "python", NULL);
-    if (g_file_test(venv, G_FILE_TEST_IS_EXECUTABLE))
-        return g_steal_pointer(&venv);
-    return g_strdup("/usr/bin/python3");
-}
-
 static void rm_tree(const char *dir)
 {
     g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
@@ -215,7 +204,7 @@ int cl_cli_bench_train(int argc, char **argv)
     if (vs_torch) {
         if (!write_samples(model, task, seed, steps * batch, samples_path, pixels_path, &positions, &err))
             goto fail;
-        g_autofree char *py = peer_python();
+        g_autofree char *py = cl_cli_torch_python();
         g_autofree char *script =
             g_build_filename(CL_SOURCE_DIR, "tests", "reference", "bench_train_torch.py", NULL);
         g_autofree char *bs = g_strdup_printf("%d", batch), *ws = g_strdup_printf("%d", warmup);

@@ -103,7 +103,7 @@ static double encoder_gemm_flops(const ClModelConfig *c, gboolean has_prev)
 
 /* ---- the PyTorch peer ----------------------------------------------------------------------- */
 
-static char *find_torch_python(void)
+char *cl_cli_torch_python(void)
 {
     const char *env = g_getenv("CL_TORCH_PYTHON");
     if (env && *env)
@@ -124,7 +124,7 @@ static JsonObject *run_torch(const char *model_path, const char *pixels_path,
                              const char *prompt_path, int n_images, int tokens, int repeat,
                              gboolean compile, GError **error)
 {
-    g_autofree char *python = find_torch_python();
+    g_autofree char *python = cl_cli_torch_python();
     g_autofree char *script =
         g_build_filename(CL_SOURCE_DIR, "tests", "reference", "bench_torch.py", NULL);
     g_autofree char *tok = g_strdup_printf("%d", tokens);

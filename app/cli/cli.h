@@ -16,6 +16,9 @@ int cl_cli_eval(int argc, char **argv);      /* cli-eval.c */
 int cl_cli_train(int argc, char **argv);     /* cli-train.c */
 /* `bench --casedb` (cli-bench-casedb.c; cl_cli_bench hands over when it sees --casedb) */
 int cl_cli_bench_casedb(int argc, char **argv);
+/* The Python that runs the PyTorch peers: $CL_TORCH_PYTHON, else BUILD/venv/bin/python when it
+ * exists, else /usr/bin/python3 (Debian's python3-torch). Newly allocated. (cli-bench.c) */
+char *cl_cli_torch_python(void);
 /* `bench --train` (cli-bench-train.c) */
 int cl_cli_bench_train(int argc, char **argv);
 
