@@ -26,6 +26,8 @@ VARIANTS=${VARIANTS:-"stateless self_ffn cross cross_ffn"}
 CLI=build/app/changelens-cli
 [ -x "$CLI" ] || { echo "study: build first (./run.sh test or ninja -C build)" >&2; exit 1; }
 mkdir -p "$OUT"
+# --resume when an interrupted run left a checkpoint
+resume() { compgen -G "$1/checkpoints/*.safetensors" >/dev/null && echo --resume || true; }
 log() { printf '\033[1mstudy:\033[0m %s\n' "$*" >&2; }
 train_tasks=$(echo $TASKS | tr ' ' ',')
 # stage 1 may add the grounded single-image tasks (DESIGN.md §5)
@@ -36,7 +38,7 @@ for seed in $SEEDS; do
   if [ ! -f "$s1/model.safetensors" ]; then
     log "seed $seed: stage 1 (stateless) on $STAGE1_TASKS, $STAGE1_STEPS steps"
     "$CLI" train --stage pretrain --preset "$PRESET" --task "$STAGE1_TASKS" --steps "$STAGE1_STEPS" \
-      --batch "$BATCH" --seed "$seed" --out "$s1" --resume
+      --batch "$BATCH" --seed "$seed" --out "$s1" $(resume "$s1")
   fi
   for v in $VARIANTS; do
     s2="$OUT/seed$seed/$v"
@@ -45,10 +47,10 @@ for seed in $SEEDS; do
       if [ "$v" = stateless ]; then
         # the baseline keeps training as it is, for the same steps and data
         "$CLI" train --stage pretrain --from "$s1/model.safetensors" --task "$train_tasks" \
-          --steps "$STAGE2_STEPS" --batch "$BATCH" --seed "$((seed + 100))" --out "$s2" --resume
+          --steps "$STAGE2_STEPS" --batch "$BATCH" --seed "$((seed + 100))" --out "$s2" $(resume "$s2")
       else
         "$CLI" train --stage sve --from "$s1/model.safetensors" --variant "$v" --task "$train_tasks" \
-          --steps "$STAGE2_STEPS" --batch "$BATCH" --seed "$((seed + 100))" --out "$s2" --resume
+          --steps "$STAGE2_STEPS" --batch "$BATCH" --seed "$((seed + 100))" --out "$s2" $(resume "$s2")
       fi
     fi
     for t in $TASKS; do
