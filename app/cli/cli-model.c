@@ -13,7 +13,8 @@ static const char model_usage[] =
     "\n"
     "Commands:\n"
     "  init (--preset tiny|base|large | --config FILE.json) [--variant V] [--first own|null]\n"
-    "       [--no-cross-pos] [--out-init-std X] [--seed N] [--dtype f32|f16|bf16] --out FILE\n"
+    "       [--no-cross-pos] [--out-init-std X] [--seed N] [--dtype f32|f16|bf16]\n"
+    "       [--tokenizer TOK.json] --out FILE\n"
     "                                  write a randomly initialised model\n"
     "  info [--json] FILE              config, parameters, dtypes, sha256, tokenizer size\n"
     "  convert --dtype D IN OUT        rewrite a model file in another dtype\n";
@@ -47,7 +48,7 @@ static const char *dtype_arg(const char *s)
 static int cmd_init(int argc, char **argv)
 {
     g_autofree char *preset = NULL, *variant = NULL, *first = NULL, *dtype = NULL;
-    g_autofree char *config = NULL, *out = NULL;
+    g_autofree char *config = NULL, *out = NULL, *tokenizer = NULL;
     gboolean no_cross_pos = FALSE;
     double out_init_std = -1;
     gint64 seed = 0;
@@ -65,6 +66,8 @@ static int cmd_init(int argc, char **argv)
         { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 0)", "N" },
         { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "Stored dtype (default f32)",
           "f32|f16|bf16" },
+        { "tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &tokenizer,
+          "Tokenizer JSON (tokenizer train --out; default: bytes only)", "TOK.json" },
         { "out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "Model file to write", "FILE" },
         { NULL },
     };
@@ -107,7 +110,27 @@ static int cmd_init(int argc, char **argv)
         cfg.sve_out_init_std = out_init_std;
 
     g_autoptr(ClModel) model = cl_model_new_random(&cfg, (guint64)seed, &err);
-    if (!model || !cl_model_save(model, out, dt, &err))
+    if (!model)
+        return fail(err);
+    if (tokenizer) {
+        g_autofree char *text = NULL;
+        ClTokenizer *tok = NULL;
+        if (g_file_get_contents(tokenizer, &text, NULL, &err))
+            tok = cl_tokenizer_from_json(text, &err);
+        if (!tok) {
+            g_prefix_error(&err, "%s: ", tokenizer);
+            return fail(err);
+        }
+        if (cl_tokenizer_vocab_size(tok) > cfg.vocab_size) {
+            int n = cl_tokenizer_vocab_size(tok);
+            cl_tokenizer_free(tok);
+            return usage_error("%s has %d tokens but the config's vocab_size is %d", tokenizer, n,
+                               cfg.vocab_size);
+        }
+        cl_tokenizer_free(model->tokenizer);
+        model->tokenizer = tok;
+    }
+    if (!cl_model_save(model, out, dt, &err))
         return fail(err);
     printf("%s\n", out);
     printf("  %-12s %zu\n", "params", model->n_params);

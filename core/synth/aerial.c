@@ -676,16 +676,9 @@ JsonNode *cl_synth_aerial_answer_json(const ClSynthSample *s)
     return json_builder_get_root(b);
 }
 
-gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
-                                  ClSynthDrawing *drawing, GError **error)
+/* The terrain and the features of the before image. */
+static AerialDrawing *new_tile(const ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts)
 {
-    int w = opts->width, h = opts->height;
-    if (opts->n_images != 0 && opts->n_images != 2) {
-        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
-                    "synth: aerial tiles come in pairs (before and after), not %d images",
-                    opts->n_images);
-        return FALSE;
-    }
     AerialDrawing *d = g_new0(AerialDrawing, 1);
     d->features = g_array_new(FALSE, TRUE, sizeof(Feature));
     for (int k = 0; k < 2; k++) {
@@ -699,7 +692,38 @@ gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
     double k = cl_synth_rng_range(rng, 0.9, 1.1);
     d->grass[0] = 0.42 * k, d->grass[1] = 0.50 * k, d->grass[2] = 0.30 * k;
     d->n_parcels = cl_synth_rng_int(rng, 0, 3);
-    build_scene(d, rng, w, h);
+    build_scene(d, rng, opts->width, opts->height);
+    return d;
+}
+
+void cl_synth_aerial_tile(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                          ClSynthDrawing *drawing)
+{
+    AerialDrawing *d = new_tile(s, rng, opts);
+    s->n_images = 1;
+    s->objects = g_new0(GArray *, 1);
+    s->objects[0] = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
+    for (guint i = 0; i < d->shown[0]->len; i++) {
+        ClSynthObject o =
+            to_object(&g_array_index(d->features, Feature, g_array_index(d->shown[0], int, i)));
+        g_array_append_val(s->objects[0], o);
+    }
+    drawing->draw = draw;
+    drawing->data = d;
+    drawing->free_data = aerial_drawing_free;
+}
+
+gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                  ClSynthDrawing *drawing, GError **error)
+{
+    int w = opts->width, h = opts->height;
+    if (opts->n_images != 0 && opts->n_images != 2) {
+        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
+                    "synth: aerial tiles come in pairs (before and after), not %d images",
+                    opts->n_images);
+        return FALSE;
+    }
+    AerialDrawing *d = new_tile(s, rng, opts);
 
     /* LEVIR-CC: about half the pairs unchanged */
     GArray *changes = g_array_new(FALSE, FALSE, sizeof(ClSynthChange));

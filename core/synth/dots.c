@@ -200,24 +200,41 @@ static void draw(cairo_t *cr, const ClSynthSample *s, int image, gpointer data)
 
 /* ---- the task -------------------------------------------------------------------------------- */
 
+/* One red dot anywhere inside the frame, with its box (radius plus antialiasing). */
+ClSynthObject cl_synth_dots_place(ClSynthRng *rng, int w, int h, double scale)
+{
+    double r = 3.5 * scale, lo = FRAME_MARGIN + r + 1.5;
+    ClSynthObject o = { .shape = CL_SYNTH_SHAPE_DOT };
+    o.x = cl_synth_rng_range(rng, lo, w - lo);
+    o.y = cl_synth_rng_range(rng, lo, h - lo);
+    o.box[0] = o.x - r - 1.5, o.box[1] = o.y - r - 1.5;
+    o.box[2] = o.x + r + 1.5, o.box[3] = o.y + r + 1.5;
+    return o;
+}
+
+void cl_synth_dots_drawing(ClSynthDrawing *drawing, guint64 background_seed, double scale)
+{
+    DotsDrawing *d = g_new(DotsDrawing, 1);
+    d->seed = background_seed;
+    d->scale = scale;
+    drawing->draw = draw;
+    drawing->data = d;
+    drawing->free_data = g_free;
+}
+
 gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                 ClSynthDrawing *drawing, GError **error)
 {
     (void)error;
     int w = opts->width, h = opts->height;
-    double u = cl_synth_scale(s, opts), r = 3.5 * u;
+    double u = cl_synth_scale(s, opts);
     int n = opts->n_images ? opts->n_images : cl_synth_rng_int(rng, 2, 5);
     s->n_images = n;
     s->objects = g_new0(GArray *, n);
     double pts[5][2];
-    double lo = FRAME_MARGIN + r + 1.5;
     for (int k = 0; k < n; k++) {
-        ClSynthObject o = { .shape = CL_SYNTH_SHAPE_DOT };
-        o.x = pts[k][0] = cl_synth_rng_range(rng, lo, w - lo);
-        o.y = pts[k][1] = cl_synth_rng_range(rng, lo, h - lo);
-        /* radius plus antialiasing */
-        o.box[0] = o.x - r - 1.5, o.box[1] = o.y - r - 1.5;
-        o.box[2] = o.x + r + 1.5, o.box[3] = o.y + r + 1.5;
+        ClSynthObject o = cl_synth_dots_place(rng, w, h, u);
+        pts[k][0] = o.x, pts[k][1] = o.y;
         s->objects[k] = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
         g_array_append_val(s->objects[k], o);
         if (k > 0) { /* the dot moves: both places show a change */
@@ -253,11 +270,6 @@ gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynth
     cl_chat_conversation_add(c, CL_CHAT_ASSISTANT, text);
     s->conversation = c;
 
-    DotsDrawing *d = g_new(DotsDrawing, 1);
-    d->seed = cl_synth_rng_next(rng);
-    d->scale = u;
-    drawing->draw = draw;
-    drawing->data = d;
-    drawing->free_data = g_free;
+    cl_synth_dots_drawing(drawing, cl_synth_rng_next(rng), u);
     return TRUE;
 }

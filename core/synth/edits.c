@@ -662,16 +662,11 @@ JsonNode *cl_synth_edits_answer_json(const ClSynthSample *s)
     return json_builder_get_root(j);
 }
 
-gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
-                                 ClSynthDrawing *drawing, GError **error)
+/* The original image's scene: setting, backdrop (object 0) and objects. */
+static EditsDrawing *new_scene(const ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                               GArray **objects)
 {
     int w = opts->width, h = opts->height;
-    if (opts->n_images != 0 && opts->n_images != 2) {
-        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
-                    "synth: edits come in pairs (original and edited), not %d images",
-                    opts->n_images);
-        return FALSE;
-    }
     EditsDrawing *d = g_new0(EditsDrawing, 1);
     d->setting = (Setting)cl_synth_rng_int(rng, 0, N_SETTINGS - 1);
     d->horizon = cl_synth_rng_range(rng, 0.42, 0.58) * h;
@@ -682,21 +677,63 @@ gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynt
     d->nuisance_seed = cl_synth_stream_seed(s->seed ^ G_GUINT64_CONSTANT(0xed175), 5);
     gboolean outdoor = d->setting == GARDEN;
 
-    GArray *before = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
+    GArray *scene = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
     ClSynthObject backdrop = { 0 };
     int theme = outdoor ? cl_synth_rng_int(rng, 8, 13) : cl_synth_rng_int(rng, 0, 7);
     backdrop.colour = theme % 8, backdrop.material = theme / 8;
     backdrop.x = w / 2.0, backdrop.y = d->horizon / 2;
     backdrop.box[0] = -8, backdrop.box[1] = -8, backdrop.box[2] = w + 8;
     backdrop.box[3] = d->horizon + 1.5;
-    g_array_append_val(before, backdrop);
+    g_array_append_val(scene, backdrop);
     double area = (double)w * h / (160.0 * 160.0);
     int want = cl_synth_rng_int(rng, CLAMP((int)(3 * area + 0.5), 2, 20), CLAMP((int)(6 * area + 0.5), 3, 40));
-    for (int t = 0; t < 20 * want && (int)before->len - 1 < want; t++) {
+    for (int t = 0; t < 20 * want && (int)scene->len - 1 < want; t++) {
         ClSynthObject o;
-        if (place_new(&o, rng, before, d, w, h, d->setting))
-            g_array_append_val(before, o);
+        if (place_new(&o, rng, scene, d, w, h, d->setting))
+            g_array_append_val(scene, o);
     }
+    *objects = scene;
+    return d;
+}
+
+int cl_synth_edits_scene(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                         ClSynthDrawing *drawing)
+{
+    s->n_images = 1;
+    s->objects = g_new0(GArray *, 1);
+    EditsDrawing *d = new_scene(s, rng, opts, &s->objects[0]);
+    drawing->draw = draw;
+    drawing->data = d;
+    drawing->free_data = g_free;
+    return d->setting;
+}
+
+const char *cl_synth_edits_object_name(const ClSynthObject *o)
+{
+    Kind k = kind_of(o);
+    return (int)k >= 0 && k < N_KINDS ? kind_names[k] : NULL;
+}
+
+const char *cl_synth_edits_backdrop_name(const ClSynthObject *backdrop)
+{
+    int t = theme_of(backdrop);
+    return t >= 0 && t < (int)G_N_ELEMENTS(themes) ? themes[t] : NULL;
+}
+
+gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                 ClSynthDrawing *drawing, GError **error)
+{
+    int w = opts->width, h = opts->height;
+    if (opts->n_images != 0 && opts->n_images != 2) {
+        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
+                    "synth: edits come in pairs (original and edited), not %d images",
+                    opts->n_images);
+        return FALSE;
+    }
+    GArray *before;
+    EditsDrawing *d = new_scene(s, rng, opts, &before);
+    gboolean outdoor = d->setting == GARDEN;
+    int theme = theme_of(&g_array_index(before, ClSynthObject, 0));
 
     GArray *after = g_array_copy(before);
     ClSynthChange c = { CL_SYNTH_CHANGE_REPLACE, 1, -1, -1 };

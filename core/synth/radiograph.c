@@ -1017,15 +1017,9 @@ static void add_object(GArray *objs, const Drawing *d, const Finding *f)
     g_array_append_val(objs, o);
 }
 
-gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
-                                      ClSynthDrawing *drawing, GError **error)
+/* The patient and the reference film's findings (0-3) present on every film. */
+static Drawing *new_patient(const ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts)
 {
-    if (opts->n_images != 0 && opts->n_images != 2) {
-        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
-                    "synth: radiograph studies come in pairs (reference and main), not %d images",
-                    opts->n_images);
-        return FALSE;
-    }
     Drawing *d = g_new0(Drawing, 1);
     d->w = opts->width, d->h = opts->height, d->sc = cl_synth_scale(s, opts);
     Anatomy *a = &d->an;
@@ -1040,7 +1034,6 @@ gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng, const C
     a->big = cl_synth_rng_range(rng, 1.3, 1.38);
     a->seed = cl_synth_rng_next(rng);
 
-    /* the reference film's findings: 0-3 */
     static const int n_ref_w[] = { 20, 35, 30, 15 };
     int pick = cl_synth_rng_int(rng, 0, 99), n_ref = 0;
     for (int acc = n_ref_w[0]; pick >= acc; acc += n_ref_w[++n_ref])
@@ -1050,7 +1043,55 @@ gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng, const C
             d->present[0][d->n] = d->present[1][d->n] = TRUE;
             d->n++;
         }
-    n_ref = d->n;
+    return d;
+}
+
+/* The acquisitions, from a stream of their own, drawn whether or not they are used. */
+static void acquisitions(Drawing *d, ClSynthRng *rng, const ClSynthOptions *opts)
+{
+    ClSynthRng acq;
+    cl_synth_rng_init(&acq, cl_synth_rng_next(rng));
+    d->nuisance = opts->nuisance;
+    for (int k = 0; k < 2; k++) {
+        d->rot[k] = cl_synth_rng_range(&acq, -MAX_ROT, MAX_ROT);
+        d->zoom[k] = 1 + cl_synth_rng_range(&acq, -MAX_ZOOM, MAX_ZOOM);
+        d->insp[k] = cl_synth_rng_range(&acq, -MAX_INSP, MAX_INSP);
+        /* exposure: a rational curve, lighter or darker film, integer arithmetic only */
+        int e = cl_synth_rng_int(&acq, 300, 1200), dir = cl_synth_rng_int(&acq, 0, 2);
+        for (int v = 0; v < 256; v++) {
+            int x = dir == 1 ? 255 - v : v;
+            int y = dir == 0 ? x : (x * (255 + e) + (x + e) / 2) / (x + e);
+            d->lut[k][v] = (guint8)CLAMP(dir == 1 ? 255 - y : y, 0, 255);
+        }
+    }
+}
+
+void cl_synth_radiograph_film(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                              ClSynthDrawing *drawing)
+{
+    Drawing *d = new_patient(s, rng, opts);
+    s->n_images = 1;
+    s->objects = g_new0(GArray *, 1);
+    s->objects[0] = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
+    for (int i = 0; i < d->n; i++)
+        add_object(s->objects[0], d, &d->f[i]);
+    acquisitions(d, rng, opts);
+    drawing->draw = draw;
+    drawing->data = d;
+    drawing->free_data = g_free;
+}
+
+gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                      ClSynthDrawing *drawing, GError **error)
+{
+    if (opts->n_images != 0 && opts->n_images != 2) {
+        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
+                    "synth: radiograph studies come in pairs (reference and main), not %d images",
+                    opts->n_images);
+        return FALSE;
+    }
+    Drawing *d = new_patient(s, rng, opts);
+    int n_ref = d->n;
     /* about one pair in seven is stable (the paper's test set: 2,317 of 16,347) */
     if (cl_synth_rng_int(rng, 0, 99) >= 15) {
         int n_add, n_res;
@@ -1110,22 +1151,7 @@ gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng, const C
     g_assert(s->conversation); /* a fixed, valid request */
     cl_chat_conversation_add(s->conversation, CL_CHAT_ASSISTANT, answer);
 
-    /* the acquisitions, from a stream of their own, drawn whether or not they are used */
-    ClSynthRng acq;
-    cl_synth_rng_init(&acq, cl_synth_rng_next(rng));
-    d->nuisance = opts->nuisance;
-    for (int k = 0; k < 2; k++) {
-        d->rot[k] = cl_synth_rng_range(&acq, -MAX_ROT, MAX_ROT);
-        d->zoom[k] = 1 + cl_synth_rng_range(&acq, -MAX_ZOOM, MAX_ZOOM);
-        d->insp[k] = cl_synth_rng_range(&acq, -MAX_INSP, MAX_INSP);
-        /* exposure: a rational curve, lighter or darker film, integer arithmetic only */
-        int e = cl_synth_rng_int(&acq, 300, 1200), dir = cl_synth_rng_int(&acq, 0, 2);
-        for (int v = 0; v < 256; v++) {
-            int x = dir == 1 ? 255 - v : v;
-            int y = dir == 0 ? x : (x * (255 + e) + (x + e) / 2) / (x + e);
-            d->lut[k][v] = (guint8)CLAMP(dir == 1 ? 255 - y : y, 0, 255);
-        }
-    }
+    acquisitions(d, rng, opts);
     drawing->draw = draw;
     drawing->data = d;
     drawing->free_data = g_free;

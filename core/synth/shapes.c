@@ -321,6 +321,38 @@ static void draw(cairo_t *cr, const ClSynthSample *s, int image, gpointer data)
 
 /* ---- the task -------------------------------------------------------------------------------- */
 
+/* The first scene of a sample (also the grounded task's, ground.c): about 10-15 objects at
+ * 160 px, 30-40 at the paper's 768, each inside the frame and apart from the others. */
+GArray *cl_synth_shapes_scene(ClSynthRng *rng, const ClSynthOptions *opts, double scale)
+{
+    int w = opts->width, h = opts->height;
+    double area = (double)w * h / (160.0 * 160.0);
+    int lo = opts->min_objects ? opts->min_objects : CLAMP((int)(10 * area + 0.5), 3, 30);
+    int hi = opts->max_objects ? opts->max_objects : CLAMP((int)(15 * area + 0.5), 4, 40);
+    if (hi < lo)
+        hi = lo;
+
+    GArray *scene = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
+    int want = cl_synth_rng_int(rng, lo, hi);
+    for (int tries = 0; (int)scene->len < want && tries < 200 * want; tries++) {
+        ClSynthObject o = { 0 };
+        random_attrs(&o, rng);
+        random_position(&o, rng, w, h, scale);
+        if (in_frame(&o, w, h) && apart_from(&o, scene, -1))
+            g_array_append_val(scene, o);
+    }
+    return scene;
+}
+
+void cl_synth_shapes_drawing(ClSynthDrawing *drawing, double scale)
+{
+    ShapesDrawing *d = g_new(ShapesDrawing, 1);
+    d->scale = scale;
+    drawing->draw = draw;
+    drawing->data = d;
+    drawing->free_data = g_free;
+}
+
 /* A fresh look for an added or replacing object: one no object before or after already has,
  * so each sentence names exactly one object in either scene. */
 static void fresh_attrs(ClSynthObject *o, ClSynthRng *rng, const guint8 *used)
@@ -340,22 +372,7 @@ gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
                     "synth: shapes scenes come in pairs (2 images), not %d", opts->n_images);
         return FALSE;
     }
-    /* about 10-15 objects at 160 px, 30-40 at the paper's 768 */
-    double area = (double)w * h / (160.0 * 160.0);
-    int lo = opts->min_objects ? opts->min_objects : CLAMP((int)(10 * area + 0.5), 3, 30);
-    int hi = opts->max_objects ? opts->max_objects : CLAMP((int)(15 * area + 0.5), 4, 40);
-    if (hi < lo)
-        hi = lo;
-
-    GArray *before = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
-    int want = cl_synth_rng_int(rng, lo, hi);
-    for (int tries = 0; (int)before->len < want && tries < 200 * want; tries++) {
-        ClSynthObject o = { 0 };
-        random_attrs(&o, rng);
-        random_position(&o, rng, w, h, scale);
-        if (in_frame(&o, w, h) && apart_from(&o, before, -1))
-            g_array_append_val(before, o);
-    }
+    GArray *before = cl_synth_shapes_scene(rng, opts, scale);
     guint8 count[N_KEYS] = { 0 }, used[N_KEYS] = { 0 };
     for (guint i = 0; i < before->len; i++) {
         int k = attr_key(&g_array_index(before, ClSynthObject, i));
@@ -465,10 +482,6 @@ gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
     cl_chat_conversation_add(s->conversation, CL_CHAT_ASSISTANT, answer->str);
     g_string_free(answer, TRUE);
 
-    ShapesDrawing *d = g_new(ShapesDrawing, 1);
-    d->scale = scale;
-    drawing->draw = draw;
-    drawing->data = d;
-    drawing->free_data = g_free;
+    cl_synth_shapes_drawing(drawing, scale);
     return TRUE;
 }

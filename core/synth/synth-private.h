@@ -50,6 +50,8 @@ typedef struct {
     ClSynthWriteFunc write;  /* NULL = cl_synth_image_write_png */
     /* The structured answer (cl_synth_sample_answer_json); NULL = the shapes / dots form. */
     JsonNode *(*answer_json)(const ClSynthSample *s);
+    /* One image, no change: the grounded single-image tasks (ground.c); the others take 2-5. */
+    gboolean single;
 } ClSynthTaskDef;
 
 gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
@@ -73,6 +75,33 @@ void cl_synth_aerial_georef(const ClSynthSample *s, double origin[2], double *gs
 gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                  ClSynthDrawing *drawing, GError **error);
 JsonNode *cl_synth_edits_answer_json(const ClSynthSample *s);
+
+/* The change tasks' scenes for one image, for the grounded tasks (ground.c): each gives what the
+ * first image of its change task would show, drawn the same way, without touching the sample's
+ * other fields. */
+/* shapes.c: the objects of a first scene; the drawing of s->objects[image] */
+GArray *cl_synth_shapes_scene(ClSynthRng *rng, const ClSynthOptions *opts, double scale);
+void cl_synth_shapes_drawing(ClSynthDrawing *drawing, double scale);
+/* dots.c: one dot inside the frame; the screen-like background from its seed, then the dot */
+ClSynthObject cl_synth_dots_place(ClSynthRng *rng, int w, int h, double scale);
+void cl_synth_dots_drawing(ClSynthDrawing *drawing, guint64 background_seed, double scale);
+/* radiograph.c: one film (a patient with a reference film's 0-3 findings and an acquisition):
+ * sets s->n_images = 1, s->objects and the drawing */
+void cl_synth_radiograph_film(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                              ClSynthDrawing *drawing);
+/* aerial.c: one tile (a before image): sets s->n_images = 1, s->objects and the drawing */
+void cl_synth_aerial_tile(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                          ClSynthDrawing *drawing);
+/* edits.c: one scene (object 0 the backdrop): sets s->n_images = 1, s->objects and the drawing;
+ * returns the setting (0 table-top, 1 room, 2 garden) */
+int cl_synth_edits_scene(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                         ClSynthDrawing *drawing);
+const char *cl_synth_edits_object_name(const ClSynthObject *o);           /* "cup" */
+const char *cl_synth_edits_backdrop_name(const ClSynthObject *backdrop);  /* "a red brick wall" */
+/* ground.c: the grounded tasks */
+gboolean cl_synth_ground_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                  ClSynthDrawing *drawing, GError **error);
+JsonNode *cl_synth_ground_answer_json(const ClSynthSample *s);
 
 /* The image-area scale of the tasks' drawings: 1 at 160 px. */
 static inline double cl_synth_scale(const ClSynthSample *s, const ClSynthOptions *opts)

@@ -26,8 +26,24 @@ static const ClSynthTaskDef tasks[] = {
     { "edits", "photo-like scenes with add/remove/replace/colour/background edits, instruction "
                "phrasing (paper B.5)",
       cl_synth_edits_generate, NULL, NULL, cl_synth_edits_answer_json },
+    /* grounded single-image tasks for stage-1 pretraining (DESIGN.md §5), ground.c */
+    { "shapes-ground", "one shapes scene: list the objects with attributes and coarse positions",
+      cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
+    { "dots-ground", "one dots screenshot: the red dot's normalised coordinates",
+      cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
+    { "radiograph-ground", "one chest-film phantom: the findings present; written as DICOM",
+      cl_synth_ground_generate, "dcm", cl_synth_radiograph_write, cl_synth_ground_answer_json,
+      TRUE },
+    { "aerial-ground", "one aerial tile: its buildings, roads, trees and water; written as "
+                       "GeoTIFF",
+      cl_synth_ground_generate, "tif", cl_synth_aerial_write, cl_synth_ground_answer_json, TRUE },
+    { "edits-ground", "one photo-like scene: its objects and backdrop",
+      cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
 };
-static const char *const task_names[] = { "shapes", "dots", "radiograph", "aerial", "edits", NULL };
+static const char *const task_names[] = { "shapes",        "dots",        "radiograph",
+                                          "aerial",        "edits",       "shapes-ground",
+                                          "dots-ground",   "radiograph-ground",
+                                          "aerial-ground", "edits-ground", NULL };
 
 const char *const *cl_synth_tasks(void)
 {
@@ -177,14 +193,17 @@ void cl_synth_options_init(ClSynthOptions *opts)
     };
 }
 
-static gboolean check_options(const ClSynthOptions *o, GError **error)
+static gboolean check_options(const ClSynthTaskDef *def, const ClSynthOptions *o,
+                              GError **error)
 {
     const char *bad = NULL;
     if (o->width < 32 || o->width > 4096 || o->height < 32 || o->height > 4096)
         bad = "the image size must be 32 to 4096 pixels";
     else if (o->patch < 1 || o->patch > MIN(o->width, o->height))
         bad = "the patch size must be 1 to the image size";
-    else if (o->n_images != 0 && (o->n_images < 2 || o->n_images > 5))
+    else if (def->single && o->n_images != 0 && o->n_images != 1)
+        bad = "a grounded task has one image (0 or 1 images)";
+    else if (!def->single && o->n_images != 0 && (o->n_images < 2 || o->n_images > 5))
         bad = "the number of images must be 2 to 5 (or 0: drawn from the seed)";
     else if (o->min_objects < 0 || o->max_objects < 0 || o->min_objects > CL_SYNTH_MAX_OBJECTS ||
              o->max_objects > CL_SYNTH_MAX_OBJECTS ||
@@ -320,7 +339,7 @@ ClSynthSample *cl_synth_generate(const char *task, guint64 seed, const ClSynthOp
                     "synth: unknown task \"%s\" (known tasks: %s)", task, known);
         return NULL;
     }
-    if (!check_options(opts, error))
+    if (!check_options(def, opts, error))
         return NULL;
 
     g_autoptr(ClSynthSample) s = g_new0(ClSynthSample, 1);
@@ -340,7 +359,8 @@ ClSynthSample *cl_synth_generate(const char *task, guint64 seed, const ClSynthOp
     ClSynthDrawing drawing = { 0 };
     gboolean ok = def->generate(s, &scene_rng, opts, &drawing, error);
     if (ok) {
-        g_assert(s->n_images >= 2 && s->objects && s->conversation && drawing.draw);
+        g_assert((def->single ? s->n_images == 1 : s->n_images >= 2) && s->objects &&
+                 s->conversation && drawing.draw);
         gsize n = cl_chat_conversation_len(s->conversation);
         const ClChatTurn *last = &cl_chat_conversation_turns(s->conversation)[n - 1];
         g_assert(last->role == CL_CHAT_ASSISTANT);
