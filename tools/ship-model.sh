@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# tools/ship-model.sh - trains the model ChangeLens ships (data/models/changelens-default.safetensors)
+# with the paper's recipe, from nothing but this repository, and evaluates it (issue 4, DESIGN.md
+# §5): a BPE tokenizer trained on the synthetic tasks' conversations; stage 1, a stateless model on
+# the grounded single-image tasks and the change tasks together; stage 2, cross_ffn inserted with
+# the paper's init (cloned Q/K/V and W1, zero W_O and W2) and fine-tuned with stop_grad on the
+# change tasks; held-out evaluation of every task next to its trivial baseline.
+#
+#   tools/ship-model.sh [OUT=runs/ship] [STAGE1_STEPS=3000] [STAGE2_STEPS=1500] [BATCH=8]
+#                       [N_EVAL=100] [SEED=1]
+#
+# Every setting is an environment variable with the default above. Re-running skips finished
+# parts and resumes an interrupted stage from its last checkpoint.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-runs/ship}
+STAGE1_STEPS=${STAGE1_STEPS:-3000}
+STAGE2_STEPS=${STAGE2_STEPS:-1500}
+BATCH=${BATCH:-8}
+N_EVAL=${N_EVAL:-100}
+SEED=${SEED:-1}
+CHANGE_TASKS=shapes,dots,radiograph,aerial,edits
+GROUND_TASKS=shapes-ground,dots-ground,radiograph-ground,aerial-ground,edits-ground
+CLI=build/app/changelens-cli
+[ -x "$CLI" ] || { echo "ship-model: build first (./run.sh test or ninja -C build)" >&2; exit 1; }
+log() { printf '\033[1mship-model:\033[0m %s\n' "$*" >&2; }
+resume() { compgen -G "$1/checkpoints/*.safetensors" >/dev/null && echo --resume || true; }
+mkdir -p "$OUT"
+
+# 1. the tokenizer: byte-level BPE on 400 conversations of every task (held-out seeds are
+#    different: evaluation uses seed 900001)
+if [ ! -f "$OUT/tokenizer.json" ]; then
+  log "tokenizer corpus"
+  rm -rf "$OUT/corpus" && mkdir -p "$OUT/corpus/text"
+  for t in ${CHANGE_TASKS//,/ } ${GROUND_TASKS//,/ }; do
+    "$CLI" synth --task "$t" --n 400 --seed 424242 --size 64 --out "$OUT/corpus/$t" --quiet
+  done
+  python3 - "$OUT/corpus" <<'PY'
+import glob, json, os, sys
+root = sys.argv[1]
+for f in glob.glob(os.path.join(root, "*", "data.jsonl")):
+    task = os.path.basename(os.path.dirname(f))
+    for i, line in enumerate(open(f)):
+        msgs = json.loads(line)["messages"]
+        text = "\n".join(m["content"].replace("<image>\n", "").replace("<image>", "") for m in msgs)
+        open(os.path.join(root, "text", f"{task}-{i}.txt"), "w").write(text)
+PY
+  "$CLI" tokenizer train --vocab 1024 --out "$OUT/tokenizer.json" "$OUT"/corpus/text/*.txt
+fi
+
+# 2. the starting model: the tiny preset (160 px, patch 16, encoder 192 × 6, decoder 256 × 6),
+#    stateless, with a vocabulary the size of the tokenizer's, tied embeddings
+if [ ! -f "$OUT/init.safetensors" ]; then
+  python3 - "$OUT/config.json" <<'PY'
+import json, sys
+json.dump({"image_size": 160, "patch_size": 16, "enc_dim": 192, "enc_depth": 6, "enc_heads": 3,
+           "enc_mlp": 768, "merger_hidden": 768, "dec_dim": 256, "dec_depth": 6, "dec_heads": 4,
+           "dec_kv_heads": 2, "dec_mlp": 704, "vocab_size": 1024, "max_len": 1024,
+           "tie_embeddings": True, "sve": {"variant": "stateless", "out_init_std": 0.0}},
+          open(sys.argv[1], "w"), indent=1)
+PY
+  "$CLI" model init --config "$OUT/config.json" --tokenizer "$OUT/tokenizer.json" --seed "$SEED" \
+    --out "$OUT/init.safetensors"
+fi
+
+# 3. stage 1: stateless, grounded + change tasks
+if [ ! -f "$OUT/stage1/model.safetensors" ]; then
+  log "stage 1: $STAGE1_STEPS steps"
+  "$CLI" train --stage pretrain --from "$OUT/init.safetensors" --task "$GROUND_TASKS,$CHANGE_TASKS" \
+    --steps "$STAGE1_STEPS" --batch "$BATCH" --lr 1e-3 --seed "$SEED" --checkpoint-every 250 \
+    --out "$OUT/stage1" $(resume "$OUT/stage1")
+fi
+
+# 4. stage 2: cross_ffn with the paper's init, change tasks (grounded ones kept at a share)
+if [ ! -f "$OUT/stage2/model.safetensors" ]; then
+  log "stage 2: $STAGE2_STEPS steps"
+  "$CLI" train --stage sve --from "$OUT/stage1/model.safetensors" --variant cross_ffn \
+    --task "$CHANGE_TASKS,$CHANGE_TASKS,$GROUND_TASKS" --steps "$STAGE2_STEPS" --batch "$BATCH" \
+    --lr 5e-4 --seed "$((SEED + 1))" --checkpoint-every 250 --dtype f16 \
+    --out "$OUT/stage2" $(resume "$OUT/stage2")
+fi
+
+# 5. held-out evaluation of every change task
+for t in ${CHANGE_TASKS//,/ }; do
+  if [ ! -f "$OUT/eval-$t.json" ]; then
+    log "eval $t ($N_EVAL held-out samples)"
+    "$CLI" eval --model "$OUT/stage2/model.safetensors" --task "$t" --n "$N_EVAL" --seed 900001 \
+      --json > "$OUT/eval-$t.json.tmp" && mv "$OUT/eval-$t.json.tmp" "$OUT/eval-$t.json"
+  fi
+done
+log "done: $OUT/stage2/model.safetensors; evaluations in $OUT/eval-*.json"
