@@ -3,7 +3,8 @@
  * earlier checkpoint reproduce the uninterrupted one bit-exactly (log and parameters); the same
  * seed gives the same parameters and 1 or 2 workers the same to rounding; the SVE stage starts
  * exactly at the stage-1 model's logits and then moves the SVE weights; a JSONL data set
- * trains; bad options are refused with clear errors. */
+ * trains; bad options are refused with clear errors; the auxiliary losses fall, resume exactly
+ * with their heads, and stay out of the final model. */
 #include <math.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include "fixtures.h"
 #include "model.h"
 #include "params.h"
+#include "safetensors.h"
 #include "synth.h"
 #include "synthdata.h"
 #include "trainer.h"
@@ -290,6 +292,160 @@ static void test_determinism(void)
         cl_model_free(m[i]);
 }
 
+/* ---- the auxiliary losses ------------------------------------------------------------------ */
+
+/* The "aux" lines of DIR/train.jsonl: objects_loss, changed_loss per step (2 per step, from
+ * the first logged step on). */
+static GArray *logged_aux(const char *dir)
+{
+    g_autofree char *path = g_build_filename(dir, "train.jsonl", NULL);
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    GArray *out = g_array_new(FALSE, FALSE, sizeof(double));
+    gint64 first = -1;
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    for (char **l = lines; *l; l++) {
+        g_autoptr(JsonNode) node = **l ? json_from_string(*l, NULL) : NULL;
+        if (!node)
+            continue;
+        JsonObject *obj = json_node_get_object(node);
+        if (g_strcmp0(json_object_get_string_member(obj, "type"), "aux") != 0)
+            continue;
+        gint64 step = json_object_get_int_member(obj, "step");
+        if (first < 0)
+            first = step;
+        g_assert_cmpint(step, ==, first + out->len / 2); /* one line per step */
+        double v[2] = { json_object_get_double_member(obj, "objects_loss"),
+                        json_object_get_double_member(obj, "changed_loss") };
+        g_array_append_vals(out, v, 2);
+    }
+    return out;
+}
+
+/* The final checkpoint's extra tensor `name`, copied (NULL when absent). */
+static float *checkpoint_extra(const char *dir, gint64 step, const char *name, size_t *n)
+{
+    g_autofree char *ckdir = g_build_filename(dir, "checkpoints", NULL);
+    g_autofree char *path = cl_checkpoint_path(ckdir, "step", step);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCheckpoint) ck = cl_checkpoint_load(path, &err);
+    g_assert_no_error(err);
+    const ClCheckpointExtra *x = cl_checkpoint_state_extra(&ck->state, name);
+    if (!x)
+        return NULL;
+    *n = x->n;
+    return g_memdup2(x->data, x->n * sizeof(float));
+}
+
+static void test_aux(void)
+{
+    /* 20 steps with the auxiliary losses (on by default): both fall */
+    g_autofree char *a = out_dir("aux-a");
+    ClTrainerOptions o;
+    base_options(&o, a, 20);
+    g_assert_cmpfloat(o.aux_weight_objects, ==, 1.0);
+    g_assert_cmpfloat(o.aux_weight_changed, ==, 1.0);
+    /* the zero-initialised heads move by about lr per step (Adam): a higher rate than the
+     * caption runs' so that 20 steps show it on a 16-wide encoder */
+    o.lr = 1e-2;
+    /* an 8 x 8 grid, where a change covers a minority of the patches (on 4 x 4 about half:
+     * nothing for 20 steps to learn from) */
+    ClModelConfig fine = micro;
+    fine.image_size = 64;
+    o.config = &fine;
+    g_auto(ClTrainerResult) ra = { 0 };
+    run_ok(&o, &ra);
+    g_autoptr(GArray) la = logged_aux(a);
+    g_assert_cmpuint(la->len, ==, 40);
+    double first[2] = { 0, 0 }, last[2] = { 0, 0 };
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++) {
+            first[k] += g_array_index(la, double, 2 * i + k) / 3;
+            last[k] += g_array_index(la, double, 2 * (17 + i) + k) / 3;
+        }
+    g_test_message("aux losses, steps 1-3 → 18-20: objects %.4f → %.4f, changed %.4f → %.4f",
+                   first[0], last[0], first[1], last[1]);
+    /* zero heads start at ln 2 = 0.693 (p = 0.5) */
+    g_assert_cmpfloat(fabs(first[0] - G_LN2), <, 0.05);
+    g_assert_cmpfloat(last[0], <, first[0] - 0.01);
+    g_assert_cmpfloat(last[1], <, first[1] - 0.01);
+    /* the log writes 9 significant digits */
+    g_assert_cmpfloat_with_epsilon(ra.final_aux_objects_loss, g_array_index(la, double, 38), 1e-8);
+    g_assert_cmpfloat_with_epsilon(ra.final_aux_changed_loss, g_array_index(la, double, 39), 1e-8);
+
+    /* the checkpoints carry the heads and their moments; the model file has no aux tensor and
+     * loads as a model */
+    size_t n = 0;
+    g_autofree float *ha = checkpoint_extra(a, 20, "aux.objects.weight", &n);
+    g_assert_nonnull(ha);
+    g_assert_cmpuint(n, ==, (guint)micro.enc_dim);
+    g_autofree float *ma_m = checkpoint_extra(a, 20, "aux.adam.m", &n);
+    g_assert_nonnull(ma_m);
+    g_assert_cmpuint(n, ==, 2 * (guint)micro.enc_dim + 2);
+    g_autofree char *model_path = g_build_filename(a, "model.safetensors", NULL);
+    {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(ClSafetensors) st = cl_safetensors_open(model_path, &err);
+        g_assert_no_error(err);
+        for (guint i = 0; i < st->tensors->len; i++) {
+            const ClSafeTensor *t = g_ptr_array_index(st->tensors, i);
+            g_assert_false(g_str_has_prefix(t->name, "aux."));
+        }
+    }
+    g_autoptr(ClModel) ma = load_model(a);
+
+    /* resumed from step 10 in another folder: the same caption and auxiliary losses, the same
+     * model and the same heads, bit for bit */
+    g_autofree char *b = out_dir("aux-b");
+    g_autofree char *ck10 = g_build_filename(a, "checkpoints", "step-00000010.safetensors", NULL);
+    base_options(&o, b, 20);
+    o.lr = 1e-2;
+    o.config = &fine;
+    o.resume_from = ck10;
+    g_auto(ClTrainerResult) rb = { 0 };
+    run_ok(&o, &rb);
+    g_assert_cmpint(rb.start_step, ==, 10);
+    g_autoptr(GArray) lb = logged_aux(b);
+    g_assert_cmpuint(lb->len, ==, 20);
+    for (guint i = 0; i < 20; i++)
+        g_assert_cmpfloat(g_array_index(lb, double, i), ==, g_array_index(la, double, 20 + i));
+    g_autoptr(ClModel) mb = load_model(b);
+    g_assert_true(same_params(ma, mb));
+    for (int i = 0; i < 4; i++) {
+        size_t n1 = 0, n2 = 0;
+        g_autofree float *x1 = checkpoint_extra(a, 20, cl_train_aux_head_names[i], &n1);
+        g_autofree float *x2 = checkpoint_extra(b, 20, cl_train_aux_head_names[i], &n2);
+        g_assert_cmpmem(x1, n1 * sizeof(float), x2, n2 * sizeof(float));
+    }
+
+    /* --no-aux: no aux lines, no heads in the checkpoints, and a resume of an aux run with
+     * other auxiliary weights is refused, naming them */
+    g_autofree char *c = out_dir("aux-c");
+    base_options(&o, c, 10);
+    o.aux_weight_objects = o.aux_weight_changed = 0;
+    g_auto(ClTrainerResult) rc = { 0 };
+    run_ok(&o, &rc);
+    g_assert_true(isnan(rc.final_aux_objects_loss) && isnan(rc.final_aux_changed_loss));
+    g_autoptr(GArray) lc = logged_aux(c);
+    g_assert_cmpuint(lc->len, ==, 0);
+    g_assert_null(checkpoint_extra(c, 10, "aux.objects.weight", &n));
+    base_options(&o, c, 20);
+    o.lr = 1e-2;
+    o.config = &fine;
+    o.aux_weight_objects = 0;
+    o.resume_from = ck10;
+    g_autoptr(GError) err = NULL;
+    g_assert_false(cl_trainer_run(&o, NULL, NULL, NULL, NULL, &err));
+    g_assert_error(err, CL_TRAINER_ERROR, CL_TRAINER_ERROR_RESUME);
+    g_assert_nonnull(strstr(err->message, "aux_weight_objects"));
+    /* a negative weight is a bad option */
+    base_options(&o, c, 20);
+    o.aux_weight_changed = -1;
+    g_clear_error(&err);
+    g_assert_false(cl_trainer_run(&o, NULL, NULL, NULL, NULL, &err));
+    g_assert_error(err, CL_TRAINER_ERROR, CL_TRAINER_ERROR_OPTIONS);
+}
+
 /* ---- the SVE stage ------------------------------------------------------------------------- */
 
 static void test_sve_stage(void)
@@ -494,6 +650,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainer/sve-stage", test_sve_stage);
     g_test_add_func("/trainer/jsonl", test_jsonl);
     g_test_add_func("/trainer/cli", test_cli);
+    g_test_add_func("/trainer/aux", test_aux);
     int rc = g_test_run();
     cl_fixture_rmdir(tmp);
     return rc;

@@ -2,7 +2,9 @@
  * against finite differences for every SVE variant (and the learned null first state), the
  * paper's stop_grad (the gradient is exactly that of a loss whose predecessor states are held
  * fixed; without it, gradients reach earlier images), parity of the training forward with the
- * inference path, determinism, and refusal of bad samples. */
+ * inference path, determinism, refusal of bad samples, and the dense auxiliary losses (the
+ * whole loss's gradient, the heads' included, against finite differences; weight 0 and a
+ * sample without targets leave the gradient bit for bit as without them). */
 #include <math.h>
 #include <string.h>
 
@@ -276,6 +278,174 @@ static void test_determinism(void)
         g_assert_cmpfloat(fabs(b->data[i] - 2 * a->data[i]), <=, 1e-6 * (1 + fabs(a->data[i])));
 }
 
+/* ---- the auxiliary losses ------------------------------------------------------------------ */
+
+/* The sample's dense targets on the model's grid: random object bitmasks (about half the
+ * patches empty) and change flags for images 1.. (image 0's are 0, as core/synth writes). */
+static void add_aux_targets(const ClModel *m, ClTrainSample *s, guint32 seed)
+{
+    const int G = cl_config_grid(&m->config);
+    const size_t n = (size_t)s->n_images * G * G;
+    GRand *r = g_rand_new_with_seed(seed);
+    s->grid = G;
+    s->aux_objects = g_new0(guint64, n);
+    s->aux_changed = g_new0(guint8, n);
+    for (size_t i = 0; i < n; i++) {
+        if (g_rand_boolean(r))
+            s->aux_objects[i] = (guint64)1 << g_rand_int_range(r, 0, 64);
+        s->aux_changed[i] = i >= (size_t)G * G && g_rand_int_range(r, 0, 3) == 0;
+    }
+    g_rand_free(r);
+}
+
+static ClTrainAuxHeads *random_heads(int dim, guint32 seed)
+{
+    g_autoptr(GError) err = NULL;
+    ClTrainAuxHeads *h = cl_train_aux_heads_new(dim, &err);
+    g_assert_no_error(err);
+    GRand *r = g_rand_new_with_seed(seed);
+    for (size_t i = 0; i < h->n; i++)
+        h->data[i] = (float)g_rand_double_range(r, -0.5, 0.5);
+    g_rand_free(r);
+    return h;
+}
+
+static double total_loss_of(const ClModel *m, const ClTrainSample *s, const ClTrainGradOptions *o)
+{
+    ClTrainStepStats st = { 0 };
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_train_loss(be, m, s, o, &st, &err));
+    g_assert_no_error(err);
+    return st.total_loss;
+}
+
+/* Finite differences of the whole loss (caption + 0.7 objects + 1.3 changed) on every model
+ * tensor (FD_PER_TENSOR entries) and every entry of the heads, stop_grad as in training. */
+static void test_aux_fd(gconstpointer data)
+{
+    ClSveVariant v = GPOINTER_TO_INT(data);
+    g_autoptr(ClModel) m = micro_model(v, CL_SVE_FIRST_OWN, 200 + v);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 61);
+    add_aux_targets(m, s, 62);
+    g_autoptr(ClTrainAuxHeads) heads = random_heads(m->config.enc_dim, 63);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClParamBuf) g = cl_param_buf_new(&m->config, &err);
+    g_autoptr(ClTrainAuxHeads) hg = cl_train_aux_heads_new(m->config.enc_dim, &err);
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    o.aux_objects_weight = 0.7;
+    o.aux_changed_weight = 1.3;
+    o.aux_heads = heads;
+    ClTrainStepStats st = { 0 };
+    g_assert_true(cl_train_forward_backward_aux(be, m, s, &o, g, hg, &st, &err));
+    g_assert_no_error(err);
+    g_assert_true(isfinite(st.aux_objects_loss) && st.aux_objects_loss > 0);
+    g_assert_true(isfinite(st.aux_changed_loss) && st.aux_changed_loss > 0);
+    g_assert_cmpfloat(fabs(st.total_loss - (st.loss + 0.7 * st.aux_objects_loss +
+                                            1.3 * st.aux_changed_loss)), <, 1e-9);
+
+    g_autoptr(ClParamBuf) snap = cl_param_buf_new(&m->config, &err);
+    memcpy(snap->data, m->arena, m->n_params * sizeof(float));
+    o.state_params = snap;
+    size_t *off = NULL;
+    g_autoptr(GPtrArray) specs = cl_param_specs(&m->config, &off);
+    GRand *r = g_rand_new_with_seed(64);
+    double num = 0, den = 0, worst = 0;
+    int n_checked = 0;
+    /* entries: the model's (FD_PER_TENSOR per tensor), then every head entry */
+    const guint n_tensors = specs->len;
+    for (guint i = 0; i <= n_tensors; i++) {
+        size_t n = i < n_tensors ? off[i + 1] - off[i] : heads->n;
+        int k = i < n_tensors ? (int)MIN(n, FD_PER_TENSOR) : (int)n;
+        for (int j = 0; j < k; j++) {
+            size_t at = i == n_tensors || n <= FD_PER_TENSOR
+                            ? (size_t)j : (size_t)g_rand_int_range(r, 0, (int)n);
+            float *p = i < n_tensors ? &m->arena[off[i] + at] : &heads->data[at];
+            double an = i < n_tensors ? g->data[off[i] + at] : hg->data[at];
+            float keep = *p;
+            *p = keep + (float)FD_EPS;
+            double lp = total_loss_of(m, s, &o);
+            *p = keep - (float)FD_EPS;
+            double lm = total_loss_of(m, s, &o);
+            *p = keep;
+            double fd = (lp - lm) / (2 * FD_EPS);
+            num += (fd - an) * (fd - an);
+            den += fd * fd;
+            /* as check_model_grads: f32 finite-difference noise or 2 % */
+            worst = MAX(worst, fabs(fd - an) / (3e-4 + 0.02 * fabs(fd)));
+            n_checked++;
+        }
+    }
+    double rel = sqrt(num / den);
+    g_test_message("aux fd %-10s %d entries, rel err %.2e, worst %.2f of its tolerance",
+                   cl_sve_variant_name(v), n_checked, rel, worst);
+    g_assert_cmpfloat(rel, <, 5e-3);
+    g_assert_cmpfloat(worst, <, 1.0);
+    /* the heads' gradient is not trivially zero (the check above would pass on zeros) */
+    g_assert_cmpfloat(fabs(hg->objects_b[0]) + fabs(hg->changed_b[0]), >, 1e-4);
+    g_rand_free(r);
+    g_free(off);
+}
+
+/* Weights 0, or a sample without targets: the gradient is bit for bit the plain one, the
+ * stats' auxiliary losses NaN and the whole loss the caption loss. With targets and weights
+ * the encoder's gradient changes (the heads' gradient reaches it). */
+static void test_aux_off(void)
+{
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 71);
+    g_autoptr(ClTrainSample) plain = micro_sample(m, 72);
+    g_autoptr(ClTrainSample) with = micro_sample(m, 72);
+    add_aux_targets(m, with, 73);
+    g_autoptr(ClTrainAuxHeads) heads = random_heads(m->config.enc_dim, 74);
+    g_autoptr(ClParamBuf) ref = grads_of(m, plain, TRUE);
+
+    for (int c = 0; c < 3; c++) {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(ClParamBuf) g = cl_param_buf_new(&m->config, &err);
+        g_autoptr(ClTrainAuxHeads) hg = cl_train_aux_heads_new(m->config.enc_dim, &err);
+        ClTrainGradOptions o;
+        cl_train_grad_options_init(&o);
+        o.aux_heads = heads;
+        /* 0: weights 0 with targets; 1: weights > 0, no targets; 2: weights > 0 and targets */
+        o.aux_objects_weight = o.aux_changed_weight = c == 0 ? 0.0 : 1.0;
+        ClTrainStepStats st = { 0 };
+        g_assert_true(cl_train_forward_backward_aux(be, m, c == 1 ? plain : with, &o, g, hg, &st,
+                                                    &err));
+        g_assert_no_error(err);
+        double hnorm = 0;
+        for (size_t i = 0; i < hg->n; i++)
+            hnorm += fabs(hg->data[i]);
+        if (c < 2) {
+            g_assert_cmpmem(g->data, g->n * sizeof(float), ref->data, ref->n * sizeof(float));
+            g_assert_true(isnan(st.aux_objects_loss) && isnan(st.aux_changed_loss));
+            g_assert_cmpfloat(st.total_loss, ==, st.loss);
+            g_assert_cmpfloat(hnorm, ==, 0.0);
+        } else {
+            g_assert_true(isfinite(st.aux_objects_loss) && isfinite(st.aux_changed_loss));
+            g_assert_cmpfloat(hnorm, >, 0.0);
+            double diff = 0;
+            for (size_t i = 0; i < g->n; i++)
+                diff += fabs((double)g->data[i] - ref->data[i]);
+            g_assert_cmpfloat(diff, >, 1e-4);
+        }
+    }
+
+    /* refused: weights without heads, and targets on another grid */
+    g_autoptr(ClParamBuf) g = cl_param_buf_new(&m->config, NULL);
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    o.aux_objects_weight = 1.0;
+    g_autoptr(GError) err = NULL;
+    g_assert_false(cl_train_forward_backward(be, m, with, &o, g, NULL, &err));
+    g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
+    g_clear_error(&err);
+    o.aux_heads = heads;
+    with->grid = 2;
+    g_assert_false(cl_train_forward_backward(be, m, with, &o, g, NULL, &err));
+    g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
+    g_test_message("%s", err->message);
+}
+
 static void test_bad_samples(void)
 {
     g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS, CL_SVE_FIRST_OWN, 41);
@@ -343,6 +513,12 @@ int main(int argc, char **argv)
     }
     g_test_add_func("/trainmodel/determinism", test_determinism);
     g_test_add_func("/trainmodel/bad-samples", test_bad_samples);
+    const ClSveVariant aux[] = { CL_SVE_STATELESS, CL_SVE_CROSS_FFN, CL_SVE_SELF_EXT };
+    for (guint i = 0; i < G_N_ELEMENTS(aux); i++) {
+        g_autofree char *p = g_strdup_printf("/trainmodel/aux/fd/%s", cl_sve_variant_name(aux[i]));
+        g_test_add_data_func(p, GINT_TO_POINTER(aux[i]), test_aux_fd);
+    }
+    g_test_add_func("/trainmodel/aux/off", test_aux_off);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

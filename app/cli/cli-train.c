@@ -49,6 +49,12 @@ static const char usage_text[] =
     "  --clip X             gradient clipping by global norm (default 1; 0: off)\n"
     "  --seed S             init, data and task-mix seed (default 0)\n"
     "  --workers N          data-parallel workers, 1 or 2 (default: automatic)\n"
+    "Auxiliary losses (training-only heads on the encoder's patch tokens, not in the model):\n"
+    "  --aux-objects W      weight of the per-patch 'contains an object' loss (default 1)\n"
+    "  --aux-changed W      weight of the per-patch 'changed from the previous image' loss\n"
+    "                       (default 1); both run on samples that carry targets (synthetic\n"
+    "                       tasks), 0 switches one off\n"
+    "  --no-aux             no auxiliary losses (--aux-objects 0 --aux-changed 0)\n"
     "SVE ablations (stage 2):\n"
     "  --no-clone           random CA/FFN input weights instead of cloning the block's\n"
     "  --no-zero-init       output weights with a standard init (std 0.02)\n"
@@ -183,6 +189,9 @@ int cl_cli_train(int argc, char **argv)
         } else if (!strcmp(a, "--no-cross-pos")) {
             o.no_cross_pos = TRUE;
             continue;
+        } else if (!strcmp(a, "--no-aux")) {
+            o.aux_weight_objects = o.aux_weight_changed = 0;
+            continue;
         } else if (!strcmp(a, "--quiet")) {
             o.quiet = TRUE;
             continue;
@@ -249,7 +258,8 @@ int cl_cli_train(int argc, char **argv)
                 return usage_error("--seed needs an unsigned integer, not '%s'", v);
         } else if (!strcmp(a, "--epochs") || !strcmp(a, "--lr") || !strcmp(a, "--min-lr") ||
                    !strcmp(a, "--weight-decay") || !strcmp(a, "--clip") ||
-                   !strcmp(a, "--sve-init-std")) {
+                   !strcmp(a, "--sve-init-std") || !strcmp(a, "--aux-objects") ||
+                   !strcmp(a, "--aux-changed")) {
             if (!parse_double(v, &x) || x < 0)
                 return usage_error("%s needs a number >= 0, not '%s'", a, v);
             if (!strcmp(a, "--epochs"))
@@ -262,6 +272,10 @@ int cl_cli_train(int argc, char **argv)
                 o.weight_decay = x;
             else if (!strcmp(a, "--clip"))
                 o.clip = x;
+            else if (!strcmp(a, "--aux-objects"))
+                o.aux_weight_objects = x;
+            else if (!strcmp(a, "--aux-changed"))
+                o.aux_weight_changed = x;
             else
                 o.sve_init_std = x;
         } else {
@@ -310,6 +324,10 @@ int cl_cli_train(int argc, char **argv)
             fprintf(stderr, "trained steps %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
                             ": loss %.4f -> %.4f\n",
                     r->start_step + 1, r->steps, r->first_loss, r->final_loss);
+            if (isfinite(r->final_aux_objects_loss) || isfinite(r->final_aux_changed_loss))
+                fprintf(stderr, "auxiliary losses: objects %.4f -> %.4f, changed %.4f -> %.4f\n",
+                        r->first_aux_objects_loss, r->final_aux_objects_loss,
+                        r->first_aux_changed_loss, r->final_aux_changed_loss);
             fprintf(stderr,
                     "throughput: %.2f samples/s, %.0f tokens/s (%" G_GINT64_FORMAT " samples, %"
                     G_GINT64_FORMAT " tokens in %.1f s, %d worker%s)\n",

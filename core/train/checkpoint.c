@@ -23,8 +23,24 @@ void cl_checkpoint_state_clear(ClCheckpointState *s)
     g_clear_pointer(&s->rng, g_free);
     g_clear_pointer(&s->cursor_json, g_free);
     g_clear_pointer(&s->options_json, g_free);
+    for (guint i = 0; i < s->n_extra; i++) {
+        g_free(s->extra[i].name);
+        g_free(s->extra[i].data);
+    }
+    g_clear_pointer(&s->extra, g_free);
+    s->n_extra = 0;
     s->n_rng = 0;
     s->step = 0;
+}
+
+const ClCheckpointExtra *cl_checkpoint_state_extra(const ClCheckpointState *s,
+                                                   const char *name)
+{
+    g_return_val_if_fail(s != NULL && name != NULL, NULL);
+    for (guint i = 0; i < s->n_extra; i++)
+        if (strcmp(s->extra[i].name, name) == 0)
+            return &s->extra[i];
+    return NULL;
 }
 
 void cl_checkpoint_free(ClCheckpoint *ck)
@@ -110,7 +126,24 @@ gboolean cl_checkpoint_save(const char *path, const ClModel *model, const ClAdam
 
     ClModelWeights w = model->w; /* spec slots point into a copy: model stays const */
     g_autoptr(GPtrArray) specs = cl_model_weight_specs(&model->config, &w);
-    g_autofree ClSafetensorsEntry *entries = g_new0(ClSafetensorsEntry, specs->len + 2);
+    g_autoptr(GHashTable) names = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < specs->len; i++)
+        g_hash_table_add(names, ((ClWeightSpec *)g_ptr_array_index(specs, i))->name);
+    g_hash_table_add(names, (gpointer) "adam.m");
+    g_hash_table_add(names, (gpointer) "adam.v");
+    for (guint i = 0; i < state->n_extra; i++) {
+        const ClCheckpointExtra *x = &state->extra[i];
+        if (!x->name || !*x->name || strchr(x->name, ',') || !x->data || x->n == 0 ||
+            g_hash_table_contains(names, x->name)) {
+            CK_FAIL(CL_CHECKPOINT_ERROR_INPUT, "extra tensor %u ('%s') is empty, unnamed or "
+                    "named like another tensor", i, x->name ? x->name : "");
+            return FALSE;
+        }
+        g_hash_table_add(names, x->name);
+    }
+    const guint n_entries = specs->len + 2 + state->n_extra;
+    g_autofree ClSafetensorsEntry *entries = g_new0(ClSafetensorsEntry, n_entries);
+    g_autofree gint64 *extra_shapes = g_new0(gint64, MAX(state->n_extra, 1));
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
     for (guint i = 0; i < specs->len; i++) {
         const ClWeightSpec *s = g_ptr_array_index(specs, i);
@@ -127,6 +160,16 @@ gboolean cl_checkpoint_save(const char *path, const ClModel *model, const ClAdam
         (ClSafetensorsEntry){ "adam.v", CL_DTYPE_F32, 1, moment_shape, opt->v };
     hash_floats(sum, opt->m, n);
     hash_floats(sum, opt->v, n);
+    GString *extra = g_string_new(NULL);
+    for (guint i = 0; i < state->n_extra; i++) {
+        const ClCheckpointExtra *x = &state->extra[i];
+        extra_shapes[i] = (gint64)x->n;
+        entries[specs->len + 2 + i] =
+            (ClSafetensorsEntry){ x->name, CL_DTYPE_F32, 1, &extra_shapes[i], x->data };
+        hash_floats(sum, x->data, x->n);
+        g_string_append_printf(extra, "%s%s", i ? "," : "", x->name);
+    }
+    g_autofree char *extra_str = g_string_free(extra, FALSE);
 
     g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
     g_autofree char *tok_json = cl_tokenizer_to_json(model->tokenizer);
@@ -149,9 +192,10 @@ gboolean cl_checkpoint_save(const char *path, const ClModel *model, const ClAdam
         "adam.step", adam_step,
         "adam.options", adam_options,
         "train.data_sha256", g_checksum_get_string(sum),
+        state->n_extra ? "train.extra" : NULL, extra_str,
         NULL,
     };
-    if (!cl_safetensors_write(path, entries, specs->len + 2, meta, NULL, error)) {
+    if (!cl_safetensors_write(path, entries, n_entries, meta, NULL, error)) {
         g_prefix_error(error, "cannot write checkpoint: ");
         return FALSE;
     }
@@ -347,6 +391,21 @@ static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
     }
     g_hash_table_add(expected, (gpointer) "adam.m");
     g_hash_table_add(expected, (gpointer) "adam.v");
+    /* the trainer's extra vectors, as train.extra lists them */
+    const char *extra_meta = cl_safetensors_metadata(st, "train.extra");
+    g_auto(GStrv) extra = extra_meta && *extra_meta ? g_strsplit(extra_meta, ",", -1)
+                                                    : g_new0(char *, 1);
+    const guint n_extra = g_strv_length(extra);
+    for (guint i = 0; i < n_extra; i++) {
+        const ClSafeTensor *t = cl_safetensors_get(st, extra[i]);
+        if (!t || t->dtype != CL_DTYPE_F32 || t->ndim != 1 || t->numel == 0 ||
+            g_hash_table_contains(expected, extra[i])) {
+            CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "train.extra names '%.60s', which is not a "
+                    "distinct non-empty F32 vector in the file", extra[i]);
+            return NULL;
+        }
+        g_hash_table_add(expected, extra[i]);
+    }
     for (guint i = 0; i < st->tensors->len; i++) {
         const ClSafeTensor *t = g_ptr_array_index(st->tensors, i);
         if (!g_hash_table_contains(expected, t->name)) {
@@ -358,9 +417,11 @@ static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
 
     /* checksum before any allocation of the state's size is worth making */
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-    for (guint i = 0; i < specs->len + 2; i++) {
-        const char *name = i < specs->len ? ((ClWeightSpec *)g_ptr_array_index(specs, i))->name
-                                          : i == specs->len ? "adam.m" : "adam.v";
+    for (guint i = 0; i < specs->len + 2 + n_extra; i++) {
+        const char *name = i < specs->len       ? ((ClWeightSpec *)g_ptr_array_index(specs, i))->name
+                           : i == specs->len     ? "adam.m"
+                           : i == specs->len + 1 ? "adam.v"
+                                                 : extra[i - specs->len - 2];
         const ClSafeTensor *t = cl_safetensors_get(st, name);
         const guint8 *bytes = t->data;
         guint64 left = t->end - t->begin;
@@ -400,6 +461,20 @@ static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
         return NULL;
     copy_f32(ck->opt->m, tm);
     copy_f32(ck->opt->v, tv);
+    ck->state.extra = g_new0(ClCheckpointExtra, MAX(n_extra, 1));
+    for (guint i = 0; i < n_extra; i++) {
+        const ClSafeTensor *t = cl_safetensors_get(st, extra[i]);
+        ClCheckpointExtra *x = &ck->state.extra[ck->state.n_extra];
+        x->data = g_try_malloc_n(t->numel, sizeof(float));
+        if (!x->data) {
+            CK_FAIL(CL_CHECKPOINT_ERROR_IO, "out of memory for tensor '%s'", extra[i]);
+            return NULL;
+        }
+        x->name = g_strdup(extra[i]);
+        x->n = (size_t)t->numel;
+        copy_f32(x->data, t);
+        ck->state.n_extra++;
+    }
     ck->model = g_steal_pointer(&model);
     return g_steal_pointer(&ck);
 }

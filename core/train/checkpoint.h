@@ -21,6 +21,10 @@ G_BEGIN_DECLS
  *             train.options         the caller's JSON (training options)
  *             adam.step, adam.options (JSON: beta1, beta2, eps, weight_decay)
  *             train.data_sha256     SHA-256 of the data section, so flipped bits are caught
+ *             train.extra           (only with extra tensors) their names, comma-separated
+ *   extra     the trainer's own F32 vectors after the moments (training-only parameters such
+ *             as the auxiliary heads "aux.objects.weight", and their moments), in the listed
+ *             order, covered by the checksum; any other tensor is still refused
  */
 
 #define CL_CHECKPOINT_ERROR (cl_checkpoint_error_quark())
@@ -32,6 +36,13 @@ typedef enum {
     CL_CHECKPOINT_ERROR_IO,
 } ClCheckpointError;
 
+/* One of the trainer's own vectors (not part of the model). */
+typedef struct {
+    char *name;           /* unique, not a model tensor's, no ',' */
+    float *data;          /* (n) */
+    size_t n;
+} ClCheckpointExtra;
+
 /* Everything a trainer needs back, besides the model and the optimiser. */
 typedef struct {
     gint64 step;          /* training steps completed */
@@ -39,7 +50,13 @@ typedef struct {
     size_t n_rng;
     char *cursor_json;    /* the data cursor; "null" when none was given */
     char *options_json;   /* the training options; "null" when none was given */
+    ClCheckpointExtra *extra; /* n_extra tensors (loaded: owned, names and data too) */
+    guint n_extra;
 } ClCheckpointState;
+
+/* The loaded extra tensor `name`, or NULL. */
+const ClCheckpointExtra *cl_checkpoint_state_extra(const ClCheckpointState *s,
+                                                   const char *name);
 
 void cl_checkpoint_state_clear(ClCheckpointState *s);
 

@@ -63,6 +63,8 @@ void cl_trainer_options_init(ClTrainerOptions *o)
     o->checkpoint_every = 500;
     o->keep_checkpoints = 5;
     o->log_every = 1;
+    o->aux_weight_objects = 1.0;
+    o->aux_weight_changed = 1.0;
 }
 
 void cl_trainer_result_clear(ClTrainerResult *r)
@@ -147,6 +149,11 @@ static gboolean options_check(const ClTrainerOptions *o, GError **error)
     }
     if (!(o->sve_init_std >= 0) || !isfinite(o->sve_init_std)) {
         FAIL(OPTIONS, "--sve-init-std must be finite and >= 0");
+        return FALSE;
+    }
+    if (!(o->aux_weight_objects >= 0) || !isfinite(o->aux_weight_objects) ||
+        !(o->aux_weight_changed >= 0) || !isfinite(o->aux_weight_changed)) {
+        FAIL(OPTIONS, "--aux-objects and --aux-changed must be finite and >= 0");
         return FALSE;
     }
     if (o->workers < 0 || o->workers > 2) {
@@ -359,6 +366,8 @@ static char *options_to_json(const ClTrainerOptions *o)
     INT("warmup", o->warmup);
     D("weight_decay", o->weight_decay);
     D("clip", o->clip);
+    D("aux_weight_objects", o->aux_weight_objects);
+    D("aux_weight_changed", o->aux_weight_changed);
     /* a string: JSON integers are signed 64-bit */
     g_autofree char *seed = g_strdup_printf("%" G_GUINT64_FORMAT, o->seed);
     S("seed", seed);
@@ -500,6 +509,7 @@ static gboolean source_open(Source *s, const ClTrainerOptions *o, const ClModel 
 typedef struct {
     ClBackend *be;
     ClParamBuf *grads;
+    ClTrainAuxHeads *aux_grads; /* NULL when the auxiliary losses are off */
 } Worker;
 
 /* One step's work, shared by the workers; worker w takes slots w, w + n_workers, ... */
@@ -512,6 +522,7 @@ typedef struct {
     gboolean all_turns;
     GCancellable *cancellable;
     double *loss;     /* (batch) */
+    double *aux;      /* (batch, 2) objects, changed (NaN: not run) */
     gint64 *tokens;   /* (batch) decoder positions */
     GError **errors;  /* (n_workers) first error of each */
 } StepJob;
@@ -535,14 +546,16 @@ static gpointer worker_run(gpointer data)
             return NULL;
         ClTrainStepStats st;
         GError *err = NULL;
-        if (!cl_train_forward_backward(c->worker->be, j->model, s, j->gopt, c->worker->grads,
-                                       &st, &err)) {
+        if (!cl_train_forward_backward_aux(c->worker->be, j->model, s, j->gopt,
+                                           c->worker->grads, c->worker->aux_grads, &st, &err)) {
             g_set_error(&j->errors[c->w], CL_TRAINER_ERROR, CL_TRAINER_ERROR_SAMPLE,
                         "sample %s: %s", s->id ? s->id : "?", err->message);
             g_error_free(err);
             return NULL;
         }
         j->loss[k] = st.loss;
+        j->aux[2 * k] = st.aux_objects_loss;
+        j->aux[2 * k + 1] = st.aux_changed_loss;
         j->tokens[k] = st.n_positions;
     }
     return NULL;
@@ -555,6 +568,8 @@ static gboolean run_step(StepJob *job, Worker *workers, GError **error)
     GThread *threads[2] = { NULL, NULL };
     for (int w = 0; w < job->n_workers; w++) {
         cl_param_buf_zero(workers[w].grads);
+        if (workers[w].aux_grads)
+            cl_train_aux_heads_zero(workers[w].aux_grads);
         calls[w] = (WorkerCall){ job, &workers[w], w };
         job->errors[w] = NULL;
     }
@@ -636,14 +651,62 @@ static gboolean log_raw(ClTrainLog *log, GError **error, const char *fmt, ...)
 
 /* ---- checkpoints ---------------------------------------------------------------------------- */
 
+/* The auxiliary heads and their optimiser (both NULL when the losses are off). Their AdamW
+ * steps with the model's (a skipped step skips both), so its step count is the model's. */
+typedef struct {
+    ClTrainAuxHeads *heads;
+    ClAdamW *opt;
+} Aux;
+
+/* The checkpoint's extra tensors: the four heads, then the heads' moments. */
+#define AUX_N_EXTRA 6
+static const char *const aux_moment_names[2] = { "aux.adam.m", "aux.adam.v" };
+
+static void aux_extras(const Aux *aux, ClCheckpointExtra *x)
+{
+    float *at = aux->heads->data;
+    for (int i = 0; i < 4; i++) {
+        size_t n = cl_train_aux_head_len(aux->heads->dim, i);
+        x[i] = (ClCheckpointExtra){ (char *)cl_train_aux_head_names[i], at, n };
+        at += n;
+    }
+    x[4] = (ClCheckpointExtra){ (char *)aux_moment_names[0], aux->opt->m, aux->opt->n };
+    x[5] = (ClCheckpointExtra){ (char *)aux_moment_names[1], aux->opt->v, aux->opt->n };
+}
+
+/* A resume: the heads and moments back from the checkpoint. */
+static gboolean aux_restore(Aux *aux, const ClCheckpoint *ck, GError **error)
+{
+    ClCheckpointExtra want[AUX_N_EXTRA];
+    aux_extras(aux, want);
+    for (int i = 0; i < AUX_N_EXTRA; i++) {
+        const ClCheckpointExtra *x = cl_checkpoint_state_extra(&ck->state, want[i].name);
+        if (!x || x->n != want[i].n) {
+            g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_RESUME,
+                        "the checkpoint has no auxiliary head tensor '%s' of %zu values",
+                        want[i].name, want[i].n);
+            return FALSE;
+        }
+        memcpy(want[i].data, x->data, x->n * sizeof(float));
+    }
+    aux->opt->step = ck->opt->step;
+    return TRUE;
+}
+
 static gboolean save_checkpoint(const char *dir, guint keep, const ClModel *model,
-                                const ClAdamW *opt, gint64 step, guint64 rng, guint64 cursor,
-                                const char *options_json, char **path_out, GError **error)
+                                const ClAdamW *opt, const Aux *aux, gint64 step, guint64 rng,
+                                guint64 cursor, const char *options_json, char **path_out,
+                                GError **error)
 {
     g_autofree char *path = cl_checkpoint_path(dir, "step", step);
     g_autofree char *cursor_json = g_strdup_printf("{\"next\":%" G_GUINT64_FORMAT "}", cursor);
     guint64 words[1] = { rng };
-    ClCheckpointState st = { step, words, 1, cursor_json, (char *)options_json };
+    ClCheckpointExtra extra[AUX_N_EXTRA];
+    ClCheckpointState st = { step, words, 1, cursor_json, (char *)options_json, NULL, 0 };
+    if (aux->heads) {
+        aux_extras(aux, extra);
+        st.extra = extra, st.n_extra = AUX_N_EXTRA;
+    }
     if (!cl_checkpoint_save(path, model, opt, &st, error))
         return FALSE;
     if (keep > 0 && !cl_checkpoint_rotate(dir, "step", keep, error))
@@ -677,6 +740,7 @@ static gboolean parse_cursor(const char *json, guint64 *cursor, GError **error)
 typedef struct {
     ClModel *model;
     ClAdamW *opt;
+    Aux aux;
     Source src;
     Worker workers[2];
     int n_workers;
@@ -690,7 +754,10 @@ static void run_clear(Run *r)
     for (int w = 0; w < 2; w++) {
         g_clear_pointer(&r->workers[w].be, cl_backend_free);
         g_clear_pointer(&r->workers[w].grads, cl_param_buf_free);
+        g_clear_pointer(&r->workers[w].aux_grads, cl_train_aux_heads_free);
     }
+    g_clear_pointer(&r->aux.heads, cl_train_aux_heads_free);
+    g_clear_pointer(&r->aux.opt, cl_adamw_free);
     source_clear(&r->src);
     g_clear_pointer(&r->log, cl_trainlog_free);
     g_clear_pointer(&r->opt, cl_adamw_free);
@@ -792,6 +859,17 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
     if (!cl_adamw_options_validate(&aopt, error))
         return FALSE;
 
+    /* the auxiliary heads: zero-initialised (trainmodel.h), weights decay, biases do not */
+    if (ro.aux_weight_objects > 0 || ro.aux_weight_changed > 0) {
+        const int D = r.model->config.enc_dim;
+        const ClOptimSpan spans[4] = { { 0, D, TRUE }, { D, D + 1, FALSE },
+                                       { D + 1, 2 * D + 1, TRUE }, { 2 * D + 1, 2 * D + 2, FALSE } };
+        if (!(r.aux.heads = cl_train_aux_heads_new(D, error)) ||
+            !(r.aux.opt = cl_adamw_new(r.aux.heads->n, &aopt, error)) ||
+            !cl_adamw_set_spans(r.aux.opt, spans, 4, error))
+            return FALSE;
+    }
+
     /* fresh, or the checkpoint's state */
     gint64 step = 0;
     guint64 rng = ro.seed ^ G_GUINT64_CONSTANT(0x5441534b4d4958); /* "TASKMIX" */
@@ -811,6 +889,10 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
         }
         step = ck->state.step;
         rng = ck->state.rng[0];
+        if (r.aux.heads && !aux_restore(&r.aux, ck, error)) {
+            g_prefix_error(error, "--resume from %s: ", ck_path);
+            return FALSE;
+        }
         r.opt = g_steal_pointer(&ck->opt);
         if (step > ro.steps) {
             g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_RESUME,
@@ -838,6 +920,9 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
         r.workers[w].grads = cl_param_buf_new(&r.model->config, error);
         if (!r.workers[w].grads)
             return FALSE;
+        if (r.aux.heads && !(r.workers[w].aux_grads = cl_train_aux_heads_new(r.aux.heads->dim,
+                                                                             error)))
+            return FALSE;
     }
     g_assert(r.workers[0].grads->n == r.model->n_params);
 
@@ -862,18 +947,24 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
     ClTrainGradOptions gopt;
     cl_train_grad_options_init(&gopt);
     gopt.stop_grad = !o->no_stop_grad;
+    gopt.aux_objects_weight = ro.aux_weight_objects;
+    gopt.aux_changed_weight = ro.aux_weight_changed;
+    gopt.aux_heads = r.aux.heads;
     const int B = ro.batch;
     g_autofree SampleRef *refs = g_new0(SampleRef, B);
     g_autofree double *losses = g_new0(double, B);
+    g_autofree double *aux_losses = g_new0(double, 2 * (size_t)B);
     g_autofree gint64 *tokens = g_new0(gint64, B);
     GError *errors[2] = { NULL, NULL };
     StepJob job = { r.model, &r.src, refs, B, r.n_workers, &gopt, o->all_turns, cancellable,
-                    losses, tokens, errors };
+                    losses, aux_losses, tokens, errors };
 
     result->start_step = step;
     result->workers = r.n_workers;
-    double window_loss = 0;
-    int window_n = 0, nonfinite = 0;
+    double window_loss = 0, window_aux[2] = { 0, 0 };
+    int window_n = 0, window_aux_n[2] = { 0, 0 }, nonfinite = 0;
+    result->first_aux_objects_loss = result->first_aux_changed_loss = NAN;
+    result->final_aux_objects_loss = result->final_aux_changed_loss = NAN;
     gint64 t0 = g_get_monotonic_time();
     gboolean cancelled = FALSE;
     while (step < ro.steps) {
@@ -897,15 +988,35 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
         for (int w = 1; w < r.n_workers; w++)
             cl_grad_accumulate(g->data, r.workers[w].grads->data, g->n);
         cl_grad_scale(g->data, g->n, 1.0 / B);
-        double loss = 0;
+        ClTrainAuxHeads *ag = r.workers[0].aux_grads;
+        for (int w = 1; ag && w < r.n_workers; w++)
+            cl_grad_accumulate(ag->data, r.workers[w].aux_grads->data, ag->n);
+        if (ag)
+            cl_grad_scale(ag->data, ag->n, 1.0 / B);
+        double loss = 0, aux[2] = { 0, 0 };
+        int aux_n[2] = { 0, 0 };
         gint64 step_tokens = 0;
-        for (int k = 0; k < B; k++)
+        for (int k = 0; k < B; k++) {
             loss += losses[k], step_tokens += tokens[k];
+            for (int a = 0; a < 2; a++)
+                if (isfinite(aux_losses[2 * k + a]))
+                    aux[a] += aux_losses[2 * k + a], aux_n[a]++;
+        }
         loss /= B;
+        for (int a = 0; a < 2; a++) {
+            window_aux[a] += aux[a], window_aux_n[a] += aux_n[a];
+            aux[a] = aux_n[a] ? aux[a] / aux_n[a] : NAN;
+        }
 
         double lr = cl_lr_schedule_at(&sched, step), norm = NAN;
-        if (cl_optim_step(r.opt, r.model->arena, g->data, lr, ro.clip, &norm, &err)) {
+        /* the heads step with the model (clipped by their own norm), or neither does */
+        if (ag && !isfinite(cl_grad_norm(ag->data, ag->n)))
+            g_set_error(&err, CL_OPTIM_ERROR, CL_OPTIM_ERROR_NONFINITE,
+                        "an auxiliary head's gradient is not finite");
+        if (!err && cl_optim_step(r.opt, r.model->arena, g->data, lr, ro.clip, &norm, &err)) {
             nonfinite = 0;
+            if (ag)
+                cl_optim_step(r.aux.opt, r.aux.heads->data, ag->data, lr, ro.clip, NULL, NULL);
         } else {
             /* nothing moved; the step still counts (its samples were seen) */
             if (!log_raw(r.log, error,
@@ -921,9 +1032,14 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
             }
         }
         step++;
-        if (result->samples == 0)
+        if (result->samples == 0) {
             result->first_loss = loss;
+            result->first_aux_objects_loss = aux[0];
+            result->first_aux_changed_loss = aux[1];
+        }
         result->final_loss = loss;
+        result->final_aux_objects_loss = aux[0];
+        result->final_aux_changed_loss = aux[1];
         result->samples += B;
         result->tokens += step_tokens;
 
@@ -932,15 +1048,30 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
             ClTrainLogStep rec = { step, window_loss / window_n, lr, norm, step_tokens, B };
             if (!cl_trainlog_step(r.log, &rec, error))
                 return FALSE;
+            /* the auxiliary losses, window means over the samples that ran them */
+            if (r.aux.heads) {
+                char b0[G_ASCII_DTOSTR_BUF_SIZE], b1[G_ASCII_DTOSTR_BUF_SIZE];
+                const char *v[2];
+                for (int a = 0; a < 2; a++)
+                    v[a] = window_aux_n[a] ? g_ascii_formatd(a ? b1 : b0, sizeof b0, "%.9g",
+                                                             window_aux[a] / window_aux_n[a])
+                                           : "null";
+                if (!log_raw(r.log, error,
+                             "{\"type\":\"aux\",\"step\":%" G_GINT64_FORMAT
+                             ",\"objects_loss\":%s,\"changed_loss\":%s}", step, v[0], v[1]))
+                    return FALSE;
+            }
             window_loss = 0, window_n = 0;
+            window_aux[0] = window_aux[1] = 0, window_aux_n[0] = window_aux_n[1] = 0;
         }
         if (cb) {
-            ClTrainerStatus st = { step, ro.steps, loss, lr, norm, result->samples,
-                                   result->tokens, (g_get_monotonic_time() - t0) / 1e6 };
+            ClTrainerStatus st = { step, ro.steps, loss, aux[0], aux[1], lr, norm,
+                                   result->samples, result->tokens,
+                                   (g_get_monotonic_time() - t0) / 1e6 };
             cb(&st, user_data);
         }
         if (ro.checkpoint_every > 0 && step % ro.checkpoint_every == 0 && step < ro.steps &&
-            !save_checkpoint(ck_dir, ro.keep_checkpoints, r.model, r.opt, step, rng, cursor,
+            !save_checkpoint(ck_dir, ro.keep_checkpoints, r.model, r.opt, &r.aux, step, rng, cursor,
                              r.options_json, &result->checkpoint_path, error))
             return FALSE;
     }
@@ -953,7 +1084,7 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
 
     /* the last checkpoint: where the run stopped (unless nothing ran since the loaded one) */
     if (step > result->start_step || !result->checkpoint_path) {
-        if (!save_checkpoint(ck_dir, ro.keep_checkpoints, r.model, r.opt, step, rng, cursor,
+        if (!save_checkpoint(ck_dir, ro.keep_checkpoints, r.model, r.opt, &r.aux, step, rng, cursor,
                              r.options_json, &result->checkpoint_path, error))
             return FALSE;
     }

@@ -85,6 +85,14 @@ typedef struct {
     int workers;               /* 1 or 2 data-parallel workers; 0 (default): the faster for
                                 * this machine (2 when there are at least 2 cores) */
 
+    /* The dense auxiliary losses (DESIGN.md §5, trainmodel.h): weights of the per-patch
+     * objectness and changed BCE terms on training-only heads (default 1 each; 0 switches one
+     * off). They run on the samples that carry targets (the synthetic tasks whose grid is the
+     * model's patch grid) and are skipped on the others. The heads are checkpointed with the
+     * run and left out of the final model. */
+    double aux_weight_objects;
+    double aux_weight_changed;
+
     /* Output: DIR/model.safetensors, DIR/checkpoints/step-NNNNNNNN.safetensors, DIR/train.jsonl */
     const char *out_dir;
     gboolean resume;           /* continue from the newest checkpoint in DIR/checkpoints */
@@ -104,6 +112,8 @@ void cl_trainer_options_init(ClTrainerOptions *o);
 typedef struct {
     gint64 step, total_steps;
     double loss;               /* this step's mean loss */
+    double aux_objects_loss;   /* this step's mean auxiliary losses over the samples that */
+    double aux_changed_loss;   /* ran them (unweighted BCE; NaN: none did) */
     double lr, grad_norm;
     gint64 samples, tokens;    /* since this run started (not counting a resumed run's) */
     double elapsed_s;          /* of this run */
@@ -116,6 +126,8 @@ typedef struct {
     gint64 start_step, steps;  /* resumed from, and reached */
     double final_loss;         /* mean loss of the last step */
     double first_loss;         /* of this run's first step */
+    double first_aux_objects_loss, first_aux_changed_loss; /* of its first and last steps */
+    double final_aux_objects_loss, final_aux_changed_loss; /* (NaN: not run) */
     gint64 samples, tokens;    /* this run's */
     double elapsed_s;
     double samples_per_s, tokens_per_s;

@@ -490,8 +490,14 @@ static void bwd_adaln(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
             dyt[(size_t)n * D + j] += s->dc[j] / N;
 }
 
+const float *cl_train_enc_tokens(const ClTrainEnc *e, int t)
+{
+    g_return_val_if_fail(e != NULL && t >= 0 && t < e->n_images, NULL);
+    return e->img[t].x_out;
+}
+
 void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *dvisual,
-                           gboolean stop_grad, ClModelWeights *g)
+                           const float *dtokens, gboolean stop_grad, ClModelWeights *g)
 {
     const ClModelConfig *cfg = e->cfg;
     const int N = e->N, D = e->D, F = e->F, M = e->M, Hm = e->Hm, E = e->E;
@@ -529,6 +535,9 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
         zero(dx, ND);
         cl_grad_layernorm(dx, g->merger_ln_w, g->merger_ln_b, s.dh2, im->x_out, w->merger_ln_w,
                           N, D, e->eps);
+        if (dtokens) /* the auxiliary heads read the merger's input too */
+            for (size_t i = 0; i < ND; i++)
+                dx[i] += dtokens[(size_t)t * ND + i];
 
         for (int l = cfg->enc_depth - 1; l >= 0; l--) {
             const ClEncoderLayerWeights *L = &w->enc[l];

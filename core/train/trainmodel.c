@@ -3,6 +3,7 @@
  * (trainmodel.h). */
 #include "trainmodel.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "decoder.h"
@@ -14,6 +15,55 @@ void cl_train_grad_options_init(ClTrainGradOptions *o)
     o->stop_grad = TRUE;
 }
 
+/* ---- the auxiliary heads ------------------------------------------------------------------- */
+
+const char *const cl_train_aux_head_names[4] = {
+    "aux.objects.weight", "aux.objects.bias", "aux.changed.weight", "aux.changed.bias",
+};
+
+size_t cl_train_aux_head_len(int dim, int i)
+{
+    return i % 2 == 0 ? (size_t)dim : 1;
+}
+
+ClTrainAuxHeads *cl_train_aux_heads_new(int dim, GError **error)
+{
+    g_return_val_if_fail(dim > 0, NULL);
+    ClTrainAuxHeads *h = g_new0(ClTrainAuxHeads, 1);
+    h->dim = dim;
+    h->n = 2 * (size_t)dim + 2;
+    h->data = g_try_new0(float, h->n);
+    if (!h->data) {
+        g_free(h);
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "Not enough memory for the auxiliary heads");
+        return NULL;
+    }
+    h->objects_w = h->data;
+    h->objects_b = h->objects_w + dim;
+    h->changed_w = h->objects_b + 1;
+    h->changed_b = h->changed_w + dim;
+    return h;
+}
+
+void cl_train_aux_heads_zero(ClTrainAuxHeads *h)
+{
+    memset(h->data, 0, h->n * sizeof(float));
+}
+
+void cl_train_aux_heads_free(ClTrainAuxHeads *h)
+{
+    if (!h)
+        return;
+    g_free(h->data);
+    g_free(h);
+}
+
+static gboolean aux_on(const ClTrainGradOptions *o)
+{
+    return o && (o->aux_objects_weight > 0 || o->aux_changed_weight > 0);
+}
+
 static const char *sample_name(const ClTrainSample *s)
 {
     return s->id ? s->id : "(unnamed)";
@@ -21,10 +71,28 @@ static const char *sample_name(const ClTrainSample *s)
 
 /* Everything the forward relies on, so a bad sample is an error, never a crash. */
 static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainSample *s,
-                             gboolean need_mask, GError **error)
+                             const ClTrainGradOptions *o, gboolean need_mask, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     const int M = cl_config_n_visual(cfg);
+    if (aux_on(o)) {
+        if (!isfinite(o->aux_objects_weight) || !isfinite(o->aux_changed_weight) ||
+            !o->aux_heads || o->aux_heads->dim != cfg->enc_dim) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "The auxiliary losses need finite weights and heads of the encoder's "
+                        "width %d", cfg->enc_dim);
+            return FALSE;
+        }
+        if ((s->aux_objects || s->aux_changed) && s->n_images > 0 &&
+            s->grid != cl_config_grid(cfg)) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "Sample %s: its auxiliary targets are on a %dx%d grid but the model's "
+                        "patch grid is %dx%d; make the masks at the model's patch size",
+                        sample_name(s), s->grid, s->grid, cl_config_grid(cfg),
+                        cl_config_grid(cfg));
+            return FALSE;
+        }
+    }
     if (strcmp(cl_backend_name(be), "cpu") != 0) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "Training runs on the CPU backend only (got \"%s\"); use --device cpu",
@@ -126,14 +194,82 @@ static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample
     return *dec != NULL;
 }
 
+/* One auxiliary head over images [t0, n_images): the mean sigmoid BCE of its logits
+ * z = w·x + b against the targets; dtokens (may be NULL) += weight · dBCE/dx, hw / hb (NULL
+ * with dtokens) += weight · dBCE/dw, /db. NaN when there is no token to average. */
+static double aux_head(const ClTrainEnc *enc, const ClTrainSample *s, int t0, gboolean objects,
+                       const float *w, const float *b, double weight, int N, int D,
+                       float *dtokens, float *hw, float *hb)
+{
+    const int n_img = (int)s->n_images - t0;
+    if (n_img <= 0)
+        return NAN;
+    const double count = (double)n_img * N;
+    double loss = 0, db = 0;
+    g_autofree double *dw = hw ? g_new0(double, D) : NULL;
+    for (int t = t0; t < (int)s->n_images; t++) {
+        const float *x = cl_train_enc_tokens(enc, t);
+        for (int p = 0; p < N; p++) {
+            const size_t at = (size_t)t * N + p;
+            const float *xp = x + (size_t)p * D;
+            double z = b[0];
+            for (int j = 0; j < D; j++)
+                z += (double)w[j] * xp[j];
+            const double y = objects ? (s->aux_objects[at] != 0) : (s->aux_changed[at] != 0);
+            /* log(1 + e^z) − z·y without overflow */
+            loss += MAX(z, 0) - z * y + log1p(exp(-fabs(z)));
+            if (!dtokens)
+                continue;
+            const double dz = weight * (1.0 / (1.0 + exp(-z)) - y) / count;
+            float *dx = dtokens + at * D;
+            for (int j = 0; j < D; j++) {
+                dx[j] += (float)(dz * w[j]);
+                dw[j] += dz * xp[j];
+            }
+            db += dz;
+        }
+    }
+    if (hw) {
+        for (int j = 0; j < D; j++)
+            hw[j] += (float)dw[j];
+        hb[0] += (float)db;
+    }
+    return loss / count;
+}
+
+/* The auxiliary losses of a sample whose encoder ran: fills st's aux fields and returns the
+ * weighted sum of the terms that ran (0 when none). dtokens / hg as aux_head's. */
+static double aux_losses(const ClTrainEnc *enc, const ClModel *model, const ClTrainSample *s,
+                         const ClTrainGradOptions *o, float *dtokens, ClTrainAuxHeads *hg,
+                         double *l_objects, double *l_changed)
+{
+    const int N = cl_config_n_patches(&model->config), D = model->config.enc_dim;
+    const ClTrainAuxHeads *h = o->aux_heads;
+    double sum = 0;
+    *l_objects = *l_changed = NAN;
+    if (o->aux_objects_weight > 0 && s->aux_objects) {
+        *l_objects = aux_head(enc, s, 0, TRUE, h->objects_w, h->objects_b, o->aux_objects_weight,
+                              N, D, dtokens, hg ? hg->objects_w : NULL,
+                              hg ? hg->objects_b : NULL);
+        sum += o->aux_objects_weight * *l_objects;
+    }
+    if (o->aux_changed_weight > 0 && s->aux_changed && s->n_images > 1) {
+        *l_changed = aux_head(enc, s, 1, FALSE, h->changed_w, h->changed_b,
+                              o->aux_changed_weight, N, D, dtokens, hg ? hg->changed_w : NULL,
+                              hg ? hg->changed_b : NULL);
+        sum += o->aux_changed_weight * *l_changed;
+    }
+    return sum;
+}
+
 static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s,
-                     const ClTrainGradOptions *o, ClParamBuf *grads, ClTrainStepStats *st,
-                     GError **error)
+                     const ClTrainGradOptions *o, ClParamBuf *grads, ClTrainAuxHeads *aux_grads,
+                     ClTrainStepStats *st, GError **error)
 {
     g_return_val_if_fail(be != NULL && model != NULL && s != NULL, FALSE);
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
     gint64 t0 = g_get_monotonic_time();
-    if (!check_sample(be, model, s, TRUE, error))
+    if (!check_sample(be, model, s, o, TRUE, error))
         return FALSE;
     const ClModelConfig *cfg = &model->config;
     ClTrainEnc *enc = NULL;
@@ -146,6 +282,21 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
         if (s->mask && s->mask[t])
             rows[n_rows++] = t;
     gboolean ok = forward(be, model, s, o, rows, n_rows, &enc, &dec, &visual, &logits, error);
+    /* the auxiliary terms while the encoder's tokens are at hand; their token gradients join
+     * the merger's in the encoder's backward */
+    float *dtokens = NULL;
+    double aux_sum = 0, l_objects = NAN, l_changed = NAN;
+    if (ok && enc && aux_on(o)) {
+        const size_t NDi = (size_t)s->n_images * cl_config_n_patches(cfg) * cfg->enc_dim;
+        if (grads && (dtokens = g_try_new0(float, NDi)) == NULL) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                        "Not enough memory for the auxiliary losses' gradient");
+            ok = FALSE;
+        } else {
+            aux_sum = aux_losses(enc, model, s, o, dtokens, grads ? aux_grads : NULL,
+                                 &l_objects, &l_changed);
+        }
+    }
     if (ok) {
         g_autofree gint32 *tgt = g_new(gint32, MAX(n_rows, 1));
         g_autofree guint8 *ones = g_new(guint8, MAX(n_rows, 1));
@@ -166,6 +317,9 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
                 st->loss = loss;
                 st->n_supervised = ns;
                 st->n_positions = s->n_ids;
+                st->aux_objects_loss = l_objects;
+                st->aux_changed_loss = l_changed;
+                st->total_loss = loss + aux_sum;
             }
         }
         if (ok && grads) {
@@ -176,8 +330,8 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
             cl_train_dec_free(dec);
             dec = NULL;
             if (enc)
-                cl_train_enc_backward(enc, &model->w, dvisual, o ? o->stop_grad : TRUE,
-                                      &grads->w);
+                cl_train_enc_backward(enc, &model->w, dvisual, dtokens,
+                                      o ? o->stop_grad : TRUE, &grads->w);
             g_free(dvisual);
         }
         g_free(dlogits);
@@ -186,6 +340,7 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
     cl_train_dec_free(dec);
     g_free(visual);
     g_free(logits);
+    g_free(dtokens);
     if (ok && st)
         st->ms = (g_get_monotonic_time() - t0) / 1000.0;
     return ok;
@@ -196,20 +351,30 @@ gboolean cl_train_forward_backward(ClBackend *be, const ClModel *model, const Cl
                                    ClTrainStepStats *st, GError **error)
 {
     g_return_val_if_fail(grads != NULL && grads->n == model->n_params, FALSE);
-    return step(be, model, s, o, grads, st, error);
+    return step(be, model, s, o, grads, NULL, st, error);
+}
+
+gboolean cl_train_forward_backward_aux(ClBackend *be, const ClModel *model,
+                                       const ClTrainSample *s, const ClTrainGradOptions *o,
+                                       ClParamBuf *grads, ClTrainAuxHeads *aux_grads,
+                                       ClTrainStepStats *st, GError **error)
+{
+    g_return_val_if_fail(grads != NULL && grads->n == model->n_params, FALSE);
+    g_return_val_if_fail(aux_grads == NULL || aux_grads->dim == model->config.enc_dim, FALSE);
+    return step(be, model, s, o, grads, aux_grads, st, error);
 }
 
 gboolean cl_train_loss(ClBackend *be, const ClModel *model, const ClTrainSample *s,
                        const ClTrainGradOptions *o, ClTrainStepStats *st, GError **error)
 {
-    return step(be, model, s, o, NULL, st, error);
+    return step(be, model, s, o, NULL, NULL, st, error);
 }
 
 gboolean cl_train_forward_outputs(ClBackend *be, const ClModel *model, const ClTrainSample *s,
                                   float **visual, float **logits, GError **error)
 {
     g_return_val_if_fail(be != NULL && model != NULL && s != NULL, FALSE);
-    if (!check_sample(be, model, s, FALSE, error))
+    if (!check_sample(be, model, s, NULL, FALSE, error))
         return FALSE;
     ClTrainEnc *enc = NULL;
     ClTrainDec *dec = NULL;

@@ -29,18 +29,56 @@ typedef struct {
      * taken from a forward of the whole sequence with these parameters instead of the model's,
      * i.e. held fixed while the model's parameters move. NULL in training. */
     const ClParamBuf *state_params;
-    /* TODO(aux): weights of the dense auxiliary losses (grounding, changed) once the model has
-     * their heads (DESIGN.md §5); ClTrainSample already carries their targets. */
+    /* The dense auxiliary losses (DESIGN.md §5), training-only heads on the encoder's final
+     * patch tokens (ClTrainAuxHeads): weight · mean sigmoid BCE per patch token of
+     *   objects: every image, target aux_objects != 0 (the patch overlaps an object);
+     *   changed: every image t >= 1, target aux_changed (the patch changed from t − 1).
+     * 0 (the default) switches a loss off; its gradient reaches the encoder where the
+     * merger's does (the last block's output), stop_grad as above. A sample without targets
+     * (NULL) skips them. aux_heads: the heads' parameters, needed when a weight is > 0. */
+    double aux_objects_weight;
+    double aux_changed_weight;
+    const struct _ClTrainAuxHeads *aux_heads;
 } ClTrainGradOptions;
 
 /* stop_grad TRUE, nothing else. */
 void cl_train_grad_options_init(ClTrainGradOptions *o);
+
+/* The auxiliary losses' heads: two linear maps D → 1 (D = enc_dim) from a final patch token to
+ * a logit. Training-only: not part of the model file (the trainer checkpoints them beside the
+ * model as "aux.objects.weight" ...). Zero-initialised (weights and biases): the first steps
+ * then send no gradient into the encoder (d token = d logit · w = 0) and the heads learn a
+ * linear read-out of the tokens first; a logit of 0 is the uninformed p = 0.5. */
+typedef struct _ClTrainAuxHeads {
+    int dim;                  /* D */
+    size_t n;                 /* 2D + 2 */
+    float *data;              /* (n) owned: the four tensors below, in this order */
+    float *objects_w;         /* (D) */
+    float *objects_b;         /* (1) */
+    float *changed_w;         /* (D) */
+    float *changed_b;         /* (1) */
+} ClTrainAuxHeads;
+
+/* Zero-filled heads for tokens of width dim; NULL + CL_MODEL_ERROR_NO_MEMORY. */
+ClTrainAuxHeads *cl_train_aux_heads_new(int dim, GError **error);
+void cl_train_aux_heads_zero(ClTrainAuxHeads *h);
+void cl_train_aux_heads_free(ClTrainAuxHeads *h);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClTrainAuxHeads, cl_train_aux_heads_free)
+/* The checkpoint names of the four tensors, in data order ("aux.objects.weight", ...), and
+ * their lengths for dim D. */
+extern const char *const cl_train_aux_head_names[4];
+size_t cl_train_aux_head_len(int dim, int i);
 
 typedef struct {
     double loss;       /* mean masked next-token cross-entropy of the sample (nats) */
     int n_supervised;  /* positions it averages over */
     int n_positions;   /* decoder positions run */
     double ms;         /* wall time of the call */
+    /* the auxiliary losses (mean BCE, unweighted; NaN when off or the sample has no targets)
+     * and the sample's whole loss: loss + the weighted auxiliary terms that ran */
+    double aux_objects_loss;
+    double aux_changed_loss;
+    double total_loss;
 } ClTrainStepStats;
 
 /* Forward + backward for one sample: grads += d loss / d params (the loss is the sample's mean
@@ -50,6 +88,13 @@ typedef struct {
 gboolean cl_train_forward_backward(ClBackend *be, const ClModel *model, const ClTrainSample *s,
                                    const ClTrainGradOptions *o, ClParamBuf *grads,
                                    ClTrainStepStats *st, GError **error);
+
+/* The same, with the auxiliary heads' gradients: aux_grads (a ClTrainAuxHeads of the heads'
+ * dim; may be NULL) += d loss / d heads. cl_train_forward_backward is this with NULL. */
+gboolean cl_train_forward_backward_aux(ClBackend *be, const ClModel *model,
+                                       const ClTrainSample *s, const ClTrainGradOptions *o,
+                                       ClParamBuf *grads, ClTrainAuxHeads *aux_grads,
+                                       ClTrainStepStats *st, GError **error);
 
 /* The same forward, loss only (finite differences, evaluation perplexity). o may be NULL. */
 gboolean cl_train_loss(ClBackend *be, const ClModel *model, const ClTrainSample *s,
@@ -72,9 +117,12 @@ typedef struct _ClTrainEnc ClTrainEnc;
 ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClModelWeights *w,
                                  const float *pixels, int n_images, ClTrainEnc *states,
                                  float *visual, GError **error);
-/* g += the gradients for d loss / d visual = dvisual (n_images, M, E). */
+/* Image t's final patch tokens (N, D): the last block's output, the merger's input. */
+const float *cl_train_enc_tokens(const ClTrainEnc *enc, int t);
+/* g += the gradients for d loss / d visual = dvisual (n_images, M, E) and, when dtokens is not
+ * NULL, d loss / d (the final patch tokens) = dtokens (n_images, N, D). */
 void cl_train_enc_backward(ClTrainEnc *enc, const ClModelWeights *w, const float *dvisual,
-                           gboolean stop_grad, ClModelWeights *g);
+                           const float *dtokens, gboolean stop_grad, ClModelWeights *g);
 void cl_train_enc_free(ClTrainEnc *enc);
 
 /* The decoder's saved activations over one whole sequence (no cache). */
