@@ -20,14 +20,15 @@ static const char summary_text[] =
     "DICOM files are ordered by acquisition time. The description is streamed to stdout.\n"
     "\n"
     "Without --model and --random-init the default model is used: $CHANGELENS_MODEL, else\n"
-    "data/model/ of the source tree (or share/changelens/model/ when installed).\n"
+    "data/models/changelens-default.safetensors of the source tree (or\n"
+    "share/changelens/models/ when installed).\n"
     "Exit status: 0 done, 1 failure, 2 usage error.";
 
 /* ---- default model ---------------------------------------------------------------------- */
 
 static char *first_model_in(const char *dir)
 {
-    g_autofree char *def = g_build_filename(dir, "default.safetensors", NULL);
+    g_autofree char *def = g_build_filename(dir, "changelens-default.safetensors", NULL);
     if (g_file_test(def, G_FILE_TEST_IS_REGULAR))
         return g_steal_pointer(&def);
     g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
@@ -63,8 +64,8 @@ char *cl_cli_find_default_model(GError **error)
     g_autofree char *bindir = exe ? g_path_get_dirname(exe) : g_strdup(".");
     /* build trees live in the source tree (BUILD/app/changelens-cli); installs in prefix/bin */
     char *dirs[] = {
-        g_build_filename(bindir, "..", "..", "data", "model", NULL),
-        g_build_filename(bindir, "..", "share", "changelens", "model", NULL),
+        g_build_filename(bindir, "..", "..", "data", "models", NULL),
+        g_build_filename(bindir, "..", "share", "changelens", "models", NULL),
     };
     char *found = NULL;
     for (guint i = 0; i < G_N_ELEMENTS(dirs) && !found; i++)

@@ -24,7 +24,7 @@ int cl_cli_bench_train(int argc, char **argv);
 
 /* Shared by describe and case describe (cli-describe.c). */
 #include <glib.h>
-/* $CHANGELENS_MODEL, else the first model in data/model/ (build tree) or share/changelens/model/;
+/* $CHANGELENS_MODEL, else data/models/changelens-default.safetensors (build tree) or share/changelens/models/;
  * NULL + an error telling the user what to pass. */
 char *cl_cli_find_default_model(GError **error);
 /* ClTokenCallback that prints the text to stdout (invalid UTF-8 shown as U+FFFD) and sets
