@@ -7,23 +7,14 @@
 #include <glib.h>
 #include <string.h>
 
+#include "fixtures.h"
+
 static void test_bench_tiny_json(void)
 {
-    const char *cli = g_getenv("CL_CLI");
-    g_assert_nonnull(cli);
-    const char *argv[] = { cli, "bench", "--preset", "tiny", "--tokens", "4", "--repeat", "1",
+    const char *args[] = { "bench", "--preset", "tiny", "--tokens", "4", "--repeat", "1",
                            "--json", NULL };
-    g_autofree char *out = NULL, *err = NULL;
-    int status = 0;
-    g_autoptr(GError) error = NULL;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                               &status, &error));
-    g_assert_no_error(error);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        g_error("bench failed: %s", err);
-    g_autoptr(JsonParser) p = json_parser_new();
-    g_assert_true(json_parser_load_from_data(p, out, -1, &error));
-    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
+    JsonObject *o = json_node_get_object(root);
     const char *keys[] = { "encode_ms_per_image", "prefill_ms", "decode_tokens_per_s",
                            "peak_rss_mb", "sgemm_peak_gflops", "encoder_sgemm_fraction",
                            "describe_ms" };
@@ -41,8 +32,7 @@ static void test_bench_tiny_json(void)
 
 static void test_bench_bad_args(void)
 {
-    const char *cli = g_getenv("CL_CLI");
-    const char *argv[] = { cli, "bench", "--preset", "huge", NULL };
+    const char *argv[] = { g_getenv("CL_CLI"), "bench", "--preset", "huge", NULL };
     g_autofree char *out = NULL, *err = NULL;
     int status = 0;
     g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
@@ -54,20 +44,10 @@ static void test_bench_bad_args(void)
 /* `bench --casedb` on a small database: every figure present and sane, every search answered */
 static void test_bench_casedb_json(void)
 {
-    const char *cli = g_getenv("CL_CLI");
-    const char *argv[] = { cli, "bench", "--casedb", "--cases", "200", "--queries", "50", "--json",
+    const char *args[] = { "bench", "--casedb", "--cases", "200", "--queries", "50", "--json",
                            NULL };
-    g_autofree char *out = NULL, *err = NULL;
-    int status = 0;
-    g_autoptr(GError) error = NULL;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                               &status, &error));
-    g_assert_no_error(error);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        g_error("bench --casedb failed: %s", err);
-    g_autoptr(JsonParser) p = json_parser_new();
-    g_assert_true(json_parser_load_from_data(p, out, -1, &error));
-    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
+    JsonObject *o = json_node_get_object(root);
     const char *keys[] = { "insert_cases_per_s", "search_p50_ms", "search_p95_ms", "db_mb" };
     for (gsize i = 0; i < G_N_ELEMENTS(keys); i++) {
         double v = json_object_get_double_member(o, keys[i]);
@@ -85,20 +65,10 @@ static void test_bench_casedb_json(void)
 /* `bench --train`: a timed training step through the real trainer, every figure present */
 static void test_bench_train_json(void)
 {
-    const char *cli = g_getenv("CL_CLI");
-    const char *argv[] = { cli, "bench", "--train", "--batch", "2", "--repeat", "1", "--warmup",
-                           "0", "--json", NULL };
-    g_autofree char *out = NULL, *err = NULL;
-    int status = 0;
-    g_autoptr(GError) error = NULL;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                               &status, &error));
-    g_assert_no_error(error);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        g_error("bench --train failed: %s", err);
-    g_autoptr(JsonParser) p = json_parser_new();
-    g_assert_true(json_parser_load_from_data(p, out, -1, &error));
-    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    const char *args[] = { "bench", "--train", "--batch", "2", "--repeat", "1", "--warmup", "0",
+                           "--json", NULL };
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
+    JsonObject *o = json_node_get_object(root);
     double ms = json_object_get_double_member(o, "train_step_ms");
     double loss = json_object_get_double_member(o, "first_loss");
     g_test_message("train step %.1f ms, first loss %.4f", ms, loss);

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include "eval.h"
+#include "fixtures.h"
 #include "synth.h"
 
 #define N 12
@@ -103,19 +104,10 @@ static void test_shapes_order_invariant(void)
 
 static void test_cli_json(void)
 {
-    const char *argv[] = { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "shapes",
-                           "--n", "2", "--max-tokens", "8", "--baseline-n", "20", "--json", NULL };
-    g_autofree char *out = NULL, *err = NULL;
-    int status = 0;
-    g_autoptr(GError) error = NULL;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
-                               &status, &error));
-    g_assert_no_error(error);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        g_error("eval failed: %s", err);
-    g_autoptr(JsonParser) p = json_parser_new();
-    g_assert_true(json_parser_load_from_data(p, out, -1, &error));
-    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    const char *args[] = { "eval", "--random-init", "tiny", "--task", "shapes", "--n", "2",
+                           "--max-tokens", "8", "--baseline-n", "20", "--json", NULL };
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
+    JsonObject *o = json_node_get_object(root);
     const char *keys[] = { "task", "n", "change_accuracy", "bleu4", "meteor", "rougeL", "cider",
                            "ppl", "finding_f1_micro", "finding_f1_macro", "mae", "rmse",
                            "baseline" };
@@ -134,8 +126,8 @@ static void test_cli_json(void)
 
     /* usage errors exit 2 */
     const char *bad[] = { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "nope", NULL };
-    g_free(err);
-    err = NULL;
+    g_autofree char *err = NULL;
+    int status = 0;
     g_assert_true(g_spawn_sync(NULL, (char **)bad, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
                                NULL, &err, &status, NULL));
     g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
