@@ -514,24 +514,13 @@ static void test_masks(void)
 
 static int run_cli(const char *const *args)
 {
-    const char *cli = g_getenv("CL_CLI");
-    g_assert_nonnull(cli); /* set by tests/meson.build */
-    g_autoptr(GPtrArray) argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (char *)cli);
-    g_ptr_array_add(argv, "synth");
+    /* changelens-cli synth ARGS… */
+    g_autoptr(GPtrArray) a = g_ptr_array_new();
+    g_ptr_array_add(a, "synth");
     for (int i = 0; args[i]; i++)
-        g_ptr_array_add(argv, (char *)args[i]);
-    g_ptr_array_add(argv, NULL);
-    int status = 0;
-    g_autofree char *out = NULL, *err = NULL;
-    g_autoptr(GError) error = NULL;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
-                               &out, &err, &status, &error));
-    g_assert_no_error(error);
-    g_assert_true(WIFEXITED(status));
-    if (WEXITSTATUS(status) != 0)
-        g_test_message("synth: %s", err);
-    return WEXITSTATUS(status);
+        g_ptr_array_add(a, (char *)args[i]);
+    g_ptr_array_add(a, NULL);
+    return cl_fixture_run_cli((const char *const *)a->pdata, NULL);
 }
 
 /* The trainer's tiny model, shrunk: image 64 / patch 16 (a 4 × 4 grid), byte vocabulary. */

@@ -499,24 +499,13 @@ static void test_nuisance(void)
 
 static int run_cli(const char *const *args, char **err_out)
 {
-    const char *cli = g_getenv("CL_CLI");
-    g_assert_nonnull(cli); /* set by tests/meson.build */
-    g_autoptr(GPtrArray) argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (char *)cli);
-    g_ptr_array_add(argv, "synth");
+    /* changelens-cli synth ARGS… */
+    g_autoptr(GPtrArray) a = g_ptr_array_new();
+    g_ptr_array_add(a, "synth");
     for (int i = 0; args[i]; i++)
-        g_ptr_array_add(argv, (char *)args[i]);
-    g_ptr_array_add(argv, NULL);
-    int status = 0;
-    g_autofree char *out = NULL, *err = NULL;
-    g_autoptr(GError) error = NULL;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
-                               &out, &err, &status, &error));
-    g_assert_no_error(error);
-    g_assert_true(WIFEXITED(status));
-    if (err_out)
-        *err_out = g_steal_pointer(&err);
-    return WEXITSTATUS(status);
+        g_ptr_array_add(a, (char *)args[i]);
+    g_ptr_array_add(a, NULL);
+    return cl_fixture_run_cli((const char *const *)a->pdata, err_out);
 }
 
 static void check_written(const char *dir, const char *task, guint64 seed, int n, int size)
