@@ -649,7 +649,23 @@ static void test_train_sample(void)
                             16 * sizeof(guint64));
             if (s->objects[0]->len > 0)
                 g_assert_cmpuint(any, !=, 0);
+            /* the labels: a patch has an object's attribute bits exactly when the object is on
+             * it (the patch's bits are the union of its objects' labels) */
+            g_assert_nonnull(ts->aux_labels);
+            for (int p = 0; p < 16; p++) {
+                guint32 want = 0;
+                for (guint k = 0; k < s->objects[0]->len; k++)
+                    if (s->grounding[p] >> k & 1)
+                        want |= cl_train_aux_label(&g_array_index(s->objects[0], ClSynthObject, k));
+                g_assert_cmphex(ts->aux_labels[p], ==, want);
+                g_assert_cmpint(ts->aux_labels[p] != 0, ==, ts->aux_objects[p] != 0);
+            }
         }
+    /* the label bits of a CLEVR object: shape, then colour, size, material */
+    ClSynthObject o = { .shape = CL_SYNTH_SHAPE_SPHERE, .colour = 7, .size = 1, .material = 0 };
+    g_assert_cmphex(cl_train_aux_label(&o), ==, (1u << 1) | (1u << 11) | (1u << 13) | (1u << 14));
+    o.colour = 99; /* out of range: no colour bit */
+    g_assert_cmphex(cl_train_aux_label(&o), ==, (1u << 1) | (1u << 13) | (1u << 14));
 }
 
 int main(int argc, char **argv)

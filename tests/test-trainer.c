@@ -365,8 +365,11 @@ static void test_aux(void)
         }
     g_test_message("aux losses, steps 1-3 → 18-20: objects %.4f → %.4f, changed %.4f → %.4f",
                    first[0], last[0], first[1], last[1]);
-    /* zero heads start at ln 2 = 0.693 (p = 0.5) */
-    g_assert_cmpfloat(fabs(first[0] - G_LN2), <, 0.05);
+    /* zero heads start at ln 2 = 0.693 (p = 0.5) per logit: the objects head has one for
+     * "an object" and one per attribute label (the synthetic samples carry labels) */
+    g_assert_cmpfloat(fabs(g_array_index(la, double, 0) - CL_TRAIN_AUX_N_OBJECT_OUT * G_LN2), <,
+                      1e-6);
+    g_assert_cmpfloat(fabs(g_array_index(la, double, 1) - G_LN2), <, 1e-6);
     g_assert_cmpfloat(last[0], <, first[0] - 0.01);
     g_assert_cmpfloat(last[1], <, first[1] - 0.01);
     /* the log writes 9 significant digits */
@@ -378,10 +381,10 @@ static void test_aux(void)
     size_t n = 0;
     g_autofree float *ha = checkpoint_extra(a, 20, "aux.objects.weight", &n);
     g_assert_nonnull(ha);
-    g_assert_cmpuint(n, ==, (guint)micro.enc_dim);
+    g_assert_cmpuint(n, ==, (guint)(CL_TRAIN_AUX_N_OBJECT_OUT * micro.enc_dim));
     g_autofree float *ma_m = checkpoint_extra(a, 20, "aux.adam.m", &n);
     g_assert_nonnull(ma_m);
-    g_assert_cmpuint(n, ==, 2 * (guint)micro.enc_dim + 2);
+    g_assert_cmpuint(n, ==, (guint)((CL_TRAIN_AUX_N_OBJECT_OUT + 1) * (micro.enc_dim + 1)));
     g_autofree char *model_path = g_build_filename(a, "model.safetensors", NULL);
     {
         g_autoptr(GError) err = NULL;

@@ -290,9 +290,12 @@ static void add_aux_targets(const ClModel *m, ClTrainSample *s, guint32 seed)
     s->grid = G;
     s->aux_objects = g_new0(guint64, n);
     s->aux_changed = g_new0(guint8, n);
+    s->aux_labels = g_new0(guint32, n);
     for (size_t i = 0; i < n; i++) {
-        if (g_rand_boolean(r))
+        if (g_rand_boolean(r)) {
             s->aux_objects[i] = (guint64)1 << g_rand_int_range(r, 0, 64);
+            s->aux_labels[i] = (guint32)g_rand_int_range(r, 1, 1 << CL_TRAIN_AUX_N_LABELS);
+        }
         s->aux_changed[i] = i >= (size_t)G * G && g_rand_int_range(r, 0, 3) == 0;
     }
     g_rand_free(r);
@@ -383,6 +386,8 @@ static void test_aux_fd(gconstpointer data)
     g_assert_cmpfloat(worst, <, 1.0);
     /* the heads' gradient is not trivially zero (the check above would pass on zeros) */
     g_assert_cmpfloat(fabs(hg->objects_b[0]) + fabs(hg->changed_b[0]), >, 1e-4);
+    for (int k = 1; k < CL_TRAIN_AUX_N_OBJECT_OUT; k++)
+        g_assert_cmpfloat(fabs(hg->objects_b[k]), >, 1e-6);
     g_rand_free(r);
     g_free(off);
 }

@@ -31,10 +31,16 @@ typedef struct {
      * change (image t >= 1, patch p: 1 when the patch changed from image t - 1) */
     int grid;
     guint64 *aux_objects; /* n_images × grid × grid */
+    /* what the objects on a patch are (NULL: only whether there is one): bit j of patch p is
+     * attribute label j of any object overlapping it, j < CL_TRAIN_AUX_N_LABELS (core/synth's
+     * shape, colour, size and material indices: 4 + 8 + 2 + 2 bits, cl_train_aux_label) */
+    guint32 *aux_labels;  /* n_images × grid × grid */
     guint8 *aux_changed;  /* n_images × grid × grid (image 0's rows are 0) */
 
     char *id;          /* the example's id (JSONL "id" or "line N"), for messages */
 } ClTrainSample;
+
+#define CL_TRAIN_AUX_N_LABELS 16
 
 void cl_train_sample_free(ClTrainSample *s);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClTrainSample, cl_train_sample_free)

@@ -29,6 +29,23 @@ ClImage *cl_synth_image_to_image(const ClSynthImage *img)
     return out;
 }
 
+guint32 cl_train_aux_label(const ClSynthObject *o)
+{
+    guint32 bits = 0;
+    if ((int)o->shape >= 0 && o->shape < CL_SYNTH_N_SHAPES)
+        bits |= 1u << o->shape;
+    if (o->colour >= 0 && o->colour < CL_SYNTH_N_COLOURS)
+        bits |= 1u << (CL_SYNTH_N_SHAPES + o->colour);
+    if (o->size >= 0 && o->size < CL_SYNTH_N_SIZES)
+        bits |= 1u << (CL_SYNTH_N_SHAPES + CL_SYNTH_N_COLOURS + o->size);
+    if (o->material >= 0 && o->material < CL_SYNTH_N_MATERIALS)
+        bits |= 1u << (CL_SYNTH_N_SHAPES + CL_SYNTH_N_COLOURS + CL_SYNTH_N_SIZES + o->material);
+    return bits;
+}
+
+G_STATIC_ASSERT(CL_SYNTH_N_SHAPES + CL_SYNTH_N_COLOURS + CL_SYNTH_N_SIZES +
+                    CL_SYNTH_N_MATERIALS == CL_TRAIN_AUX_N_LABELS);
+
 void cl_synth_options_for_model(ClSynthOptions *o, const ClModel *model)
 {
     cl_synth_options_init(o);
@@ -65,6 +82,18 @@ ClTrainSample *cl_train_sample_from_synth(const ClModel *model, const ClSynthSam
         out->grid = grid;
         out->aux_objects = g_memdup2(s->grounding, n * sizeof(guint64));
         out->aux_changed = g_memdup2(s->changed, n);
+        /* each patch's labels: the attributes of the objects its grounding bits name */
+        out->aux_labels = g_new0(guint32, n);
+        for (int t = 0; t < s->n_images; t++) {
+            const GArray *objs = s->objects[t];
+            for (gsize p = 0; p < (gsize)grid * grid; p++) {
+                const gsize at = (gsize)t * grid * grid + p;
+                for (guint k = 0; k < objs->len && k < 64; k++)
+                    if (s->grounding[at] >> k & 1)
+                        out->aux_labels[at] |=
+                            cl_train_aux_label(&g_array_index(objs, ClSynthObject, k));
+            }
+        }
     }
 done:
     for (int k = 0; k < s->n_images; k++)

@@ -23,6 +23,11 @@ ClImage *cl_synth_image_to_image(const ClSynthImage *img);
 ClTrainSample *cl_train_sample_from_synth(const ClModel *model, const ClSynthSample *s,
                                           gboolean all_turns, GError **error);
 
+/* An object's attribute labels (ClTrainSample.aux_labels): bit shape, then 4 + colour,
+ * 12 + size, 14 + material; an index out of its range sets no bit. The tasks that keep a kind
+ * in these fields (radiograph, aerial, edits) get that kind's bits. */
+guint32 cl_train_aux_label(const ClSynthObject *o);
+
 /* The synthetic options that match a model: its input size and patch size. */
 void cl_synth_options_for_model(ClSynthOptions *o, const ClModel *model);
 

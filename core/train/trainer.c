@@ -862,8 +862,12 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
     /* the auxiliary heads: zero-initialised (trainmodel.h), weights decay, biases do not */
     if (ro.aux_weight_objects > 0 || ro.aux_weight_changed > 0) {
         const int D = r.model->config.enc_dim;
-        const ClOptimSpan spans[4] = { { 0, D, TRUE }, { D, D + 1, FALSE },
-                                       { D + 1, 2 * D + 1, TRUE }, { 2 * D + 1, 2 * D + 2, FALSE } };
+        ClOptimSpan spans[4];
+        for (size_t i = 0, at = 0; i < 4; i++) {
+            const size_t n = cl_train_aux_head_len(D, (int)i);
+            spans[i] = (ClOptimSpan){ at, at + n, i % 2 == 0 };
+            at += n;
+        }
         if (!(r.aux.heads = cl_train_aux_heads_new(D, error)) ||
             !(r.aux.opt = cl_adamw_new(r.aux.heads->n, &aopt, error)) ||
             !cl_adamw_set_spans(r.aux.opt, spans, 4, error))

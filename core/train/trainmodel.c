@@ -23,7 +23,8 @@ const char *const cl_train_aux_head_names[4] = {
 
 size_t cl_train_aux_head_len(int dim, int i)
 {
-    return i % 2 == 0 ? (size_t)dim : 1;
+    const size_t k = i < 2 ? CL_TRAIN_AUX_N_OBJECT_OUT : 1;
+    return i % 2 == 0 ? k * (size_t)dim : k;
 }
 
 ClTrainAuxHeads *cl_train_aux_heads_new(int dim, GError **error)
@@ -31,7 +32,9 @@ ClTrainAuxHeads *cl_train_aux_heads_new(int dim, GError **error)
     g_return_val_if_fail(dim > 0, NULL);
     ClTrainAuxHeads *h = g_new0(ClTrainAuxHeads, 1);
     h->dim = dim;
-    h->n = 2 * (size_t)dim + 2;
+    h->n = 0;
+    for (int i = 0; i < 4; i++)
+        h->n += cl_train_aux_head_len(dim, i);
     h->data = g_try_new0(float, h->n);
     if (!h->data) {
         g_free(h);
@@ -40,8 +43,8 @@ ClTrainAuxHeads *cl_train_aux_heads_new(int dim, GError **error)
         return NULL;
     }
     h->objects_w = h->data;
-    h->objects_b = h->objects_w + dim;
-    h->changed_w = h->objects_b + 1;
+    h->objects_b = h->objects_w + cl_train_aux_head_len(dim, 0);
+    h->changed_w = h->objects_b + cl_train_aux_head_len(dim, 1);
     h->changed_b = h->changed_w + dim;
     return h;
 }
@@ -194,9 +197,11 @@ static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample
     return *dec != NULL;
 }
 
-/* One auxiliary head over images [t0, n_images): the mean sigmoid BCE of its logits
- * z = w·x + b against the targets; dtokens (may be NULL) += weight · dBCE/dx, hw / hb (NULL
- * with dtokens) += weight · dBCE/dw, /db. NaN when there is no token to average. */
+/* One auxiliary head over images [t0, n_images): per token, the sigmoid BCE of each of its K
+ * logits z_k = w_k·x + b_k against its target (objects: k = 0 "an object", k >= 1 label k − 1
+ * when the sample has labels, else only k = 0; changed: K = 1), summed over k and averaged
+ * over the tokens. dtokens (may be NULL) += weight · dBCE/dx, hw / hb (NULL with dtokens)
+ * += weight · dBCE/dw, /db. NaN when there is no token to average. */
 static double aux_head(const ClTrainEnc *enc, const ClTrainSample *s, int t0, gboolean objects,
                        const float *w, const float *b, double weight, int N, int D,
                        float *dtokens, float *hw, float *hb)
@@ -204,35 +209,48 @@ static double aux_head(const ClTrainEnc *enc, const ClTrainSample *s, int t0, gb
     const int n_img = (int)s->n_images - t0;
     if (n_img <= 0)
         return NAN;
+    const int K = !objects ? 1 : s->aux_labels ? CL_TRAIN_AUX_N_OBJECT_OUT : 1;
     const double count = (double)n_img * N;
-    double loss = 0, db = 0;
-    g_autofree double *dw = hw ? g_new0(double, D) : NULL;
+    double loss = 0;
+    g_autofree double *dw = hw ? g_new0(double, (size_t)K * D) : NULL;
+    g_autofree double *db = hw ? g_new0(double, K) : NULL;
     for (int t = t0; t < (int)s->n_images; t++) {
         const float *x = cl_train_enc_tokens(enc, t);
         for (int p = 0; p < N; p++) {
             const size_t at = (size_t)t * N + p;
             const float *xp = x + (size_t)p * D;
-            double z = b[0];
-            for (int j = 0; j < D; j++)
-                z += (double)w[j] * xp[j];
-            const double y = objects ? (s->aux_objects[at] != 0) : (s->aux_changed[at] != 0);
-            /* log(1 + e^z) − z·y without overflow */
-            loss += MAX(z, 0) - z * y + log1p(exp(-fabs(z)));
-            if (!dtokens)
-                continue;
-            const double dz = weight * (1.0 / (1.0 + exp(-z)) - y) / count;
-            float *dx = dtokens + at * D;
-            for (int j = 0; j < D; j++) {
-                dx[j] += (float)(dz * w[j]);
-                dw[j] += dz * xp[j];
+            float *dx = dtokens ? dtokens + at * D : NULL;
+            for (int k = 0; k < K; k++) {
+                const float *wk = w + (size_t)k * D;
+                double z = b[k];
+                for (int j = 0; j < D; j++)
+                    z += (double)wk[j] * xp[j];
+                double y;
+                if (!objects)
+                    y = s->aux_changed[at] != 0;
+                else if (k == 0)
+                    y = s->aux_objects[at] != 0;
+                else
+                    y = (s->aux_labels[at] >> (k - 1)) & 1;
+                /* log(1 + e^z) − z·y without overflow */
+                loss += MAX(z, 0) - z * y + log1p(exp(-fabs(z)));
+                if (!dtokens)
+                    continue;
+                const double dz = weight * (1.0 / (1.0 + exp(-z)) - y) / count;
+                double *dwk = dw + (size_t)k * D;
+                for (int j = 0; j < D; j++) {
+                    dx[j] += (float)(dz * wk[j]);
+                    dwk[j] += dz * xp[j];
+                }
+                db[k] += dz;
             }
-            db += dz;
         }
     }
     if (hw) {
-        for (int j = 0; j < D; j++)
+        for (size_t j = 0; j < (size_t)K * D; j++)
             hw[j] += (float)dw[j];
-        hb[0] += (float)db;
+        for (int k = 0; k < K; k++)
+            hb[k] += (float)db[k];
     }
     return loss / count;
 }

@@ -31,7 +31,9 @@ typedef struct {
     const ClParamBuf *state_params;
     /* The dense auxiliary losses (DESIGN.md §5), training-only heads on the encoder's final
      * patch tokens (ClTrainAuxHeads): weight · mean sigmoid BCE per patch token of
-     *   objects: every image, target aux_objects != 0 (the patch overlaps an object);
+     *   objects: every image, target aux_objects != 0 (the patch overlaps an object), and
+     *            when the sample has aux_labels, one more BCE term per attribute label
+     *            (aux_labels bit j: an object on the patch has label j), summed per token;
      *   changed: every image t >= 1, target aux_changed (the patch changed from t − 1).
      * 0 (the default) switches a loss off; its gradient reaches the encoder where the
      * merger's does (the last block's output), stop_grad as above. A sample without targets
@@ -44,20 +46,23 @@ typedef struct {
 /* stop_grad TRUE, nothing else. */
 void cl_train_grad_options_init(ClTrainGradOptions *o);
 
-/* The auxiliary losses' heads: two linear maps D → 1 (D = enc_dim) from a final patch token to
- * a logit. Training-only: not part of the model file (the trainer checkpoints them beside the
+/* The auxiliary losses' heads: linear maps from a final patch token (D = enc_dim) to logits:
+ * objects D → 1 + CL_TRAIN_AUX_N_LABELS (logit 0 "an object", logit 1 + j "label j"), changed
+ * D → 1. Training-only: not part of the model file (the trainer checkpoints them beside the
  * model as "aux.objects.weight" ...). Zero-initialised (weights and biases): the first steps
  * then send no gradient into the encoder (d token = d logit · w = 0) and the heads learn a
  * linear read-out of the tokens first; a logit of 0 is the uninformed p = 0.5. */
 typedef struct _ClTrainAuxHeads {
     int dim;                  /* D */
-    size_t n;                 /* 2D + 2 */
+    size_t n;                 /* K·D + K + D + 1, K = CL_TRAIN_AUX_N_OBJECT_OUT */
     float *data;              /* (n) owned: the four tensors below, in this order */
-    float *objects_w;         /* (D) */
-    float *objects_b;         /* (1) */
+    float *objects_w;         /* (K, D) row-major */
+    float *objects_b;         /* (K) */
     float *changed_w;         /* (D) */
     float *changed_b;         /* (1) */
 } ClTrainAuxHeads;
+
+#define CL_TRAIN_AUX_N_OBJECT_OUT (1 + CL_TRAIN_AUX_N_LABELS)
 
 /* Zero-filled heads for tokens of width dim; NULL + CL_MODEL_ERROR_NO_MEMORY. */
 ClTrainAuxHeads *cl_train_aux_heads_new(int dim, GError **error);
