@@ -8,6 +8,12 @@
 #   tools/study.sh [OUT=runs/study] [SEEDS="1 2"] [STAGE1_STEPS=2000] [STAGE2_STEPS=1000]
 #                  [N_EVAL=200] [PRESET=tiny] [BATCH=8] [TASKS="shapes dots"]
 #                  [STAGE1_TASKS=shapes,dots] [VARIANTS="stateless self_ffn cross cross_ffn"]
+#                  [STAGE1_FROM=MODEL] [STAGE2_ARGS=]
+#
+# STAGE1_FROM: one converged stateless model shared by every seed (the paper fine-tunes every
+# variant from the same stage-1 checkpoint); the seeds then vary stage 2 only (its data order
+# and SVE init). STAGE2_ARGS: more `train` options for every stage-2 run (the same for all
+# variants; the auxiliary losses are on unless it says --no-aux).
 #
 # Every setting is an environment variable with the default above; the whole run on the 2-core
 # development machine takes hours (see the timing lines it prints). Re-running skips what is
@@ -23,6 +29,8 @@ PRESET=${PRESET:-tiny}
 BATCH=${BATCH:-8}
 TASKS=${TASKS:-"shapes dots"}
 VARIANTS=${VARIANTS:-"stateless self_ffn cross cross_ffn"}
+STAGE1_FROM=${STAGE1_FROM:-}
+STAGE2_ARGS=${STAGE2_ARGS:-}
 CLI=build/app/changelens-cli
 [ -x "$CLI" ] || { echo "study: build first (./run.sh test or ninja -C build)" >&2; exit 1; }
 mkdir -p "$OUT"
@@ -35,7 +43,11 @@ STAGE1_TASKS=${STAGE1_TASKS:-$train_tasks}
 
 for seed in $SEEDS; do
   s1="$OUT/seed$seed/stage1"
-  if [ ! -f "$s1/model.safetensors" ]; then
+  if [ -n "$STAGE1_FROM" ]; then
+    s1=$(dirname "$STAGE1_FROM")
+    [ "$(basename "$STAGE1_FROM")" = model.safetensors ] ||
+      { echo "study: STAGE1_FROM must be a run's model.safetensors" >&2; exit 1; }
+  elif [ ! -f "$s1/model.safetensors" ]; then
     log "seed $seed: stage 1 (stateless) on $STAGE1_TASKS, $STAGE1_STEPS steps"
     "$CLI" train --stage pretrain --preset "$PRESET" --task "$STAGE1_TASKS" --steps "$STAGE1_STEPS" \
       --batch "$BATCH" --seed "$seed" --out "$s1" $(resume "$s1")
@@ -47,10 +59,12 @@ for seed in $SEEDS; do
       if [ "$v" = stateless ]; then
         # the baseline keeps training as it is, for the same steps and data
         "$CLI" train --stage pretrain --from "$s1/model.safetensors" --task "$train_tasks" \
-          --steps "$STAGE2_STEPS" --batch "$BATCH" --seed "$((seed + 100))" --out "$s2" $(resume "$s2")
+          --steps "$STAGE2_STEPS" --batch "$BATCH" --seed "$((seed + 100))" $STAGE2_ARGS \
+          --out "$s2" $(resume "$s2")
       else
         "$CLI" train --stage sve --from "$s1/model.safetensors" --variant "$v" --task "$train_tasks" \
-          --steps "$STAGE2_STEPS" --batch "$BATCH" --seed "$((seed + 100))" --out "$s2" $(resume "$s2")
+          --steps "$STAGE2_STEPS" --batch "$BATCH" --seed "$((seed + 100))" $STAGE2_ARGS \
+          --out "$s2" $(resume "$s2")
       fi
     fi
     for t in $TASKS; do
@@ -65,6 +79,6 @@ for seed in $SEEDS; do
 done
 
 python3 tools/study_table.py "$OUT" $TASKS --variants $VARIANTS --seeds $SEEDS \
-  --command "OUT=$OUT SEEDS=\"$SEEDS\" STAGE1_STEPS=$STAGE1_STEPS STAGE2_STEPS=$STAGE2_STEPS N_EVAL=$N_EVAL PRESET=$PRESET BATCH=$BATCH tools/study.sh" \
+  --command "OUT=$OUT SEEDS=\"$SEEDS\" STAGE1_STEPS=$STAGE1_STEPS STAGE2_STEPS=$STAGE2_STEPS N_EVAL=$N_EVAL PRESET=$PRESET BATCH=$BATCH${STAGE1_FROM:+ STAGE1_FROM=$STAGE1_FROM} STAGE2_ARGS=\"$STAGE2_ARGS\" tools/study.sh" \
   > docs/STUDY.md
 log "wrote docs/STUDY.md"
