@@ -114,6 +114,11 @@ int cl_backend_cpu_threads(const ClBackend *be);
 
 /* ---- host helpers (plain arrays in host memory; used by generation and the tests) ---------- */
 
+/* dx[i] += dy[i] · GELU'(x[i]) = dy[i] · (Φ(x) + x·φ(x)), with the vectorised erf/exp of the
+ * CPU backend's GELU (|error| of the factor <= 3e-7); on the calling thread (the trainer's
+ * backward). */
+void cl_gelu_grad_accumulate(float *dx, const float *dy, const float *x, size_t count);
+
 /* Index of the largest value (the first one on ties; NaN never wins); -1 when n <= 0. */
 int cl_argmax(const float *x, int n);
 /* In place, numerically stable; accumulates in double. */

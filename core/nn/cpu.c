@@ -157,6 +157,34 @@ static inline vf vgelu_fast(vf x)
     return vgelu(x);
 }
 
+/* GELU'(x) = Φ(x) + x·φ(x), Φ from the same erf/erfc branches as vgelu; the erfc branch only
+ * when a lane needs it. */
+static inline vf vgelu_grad(vf x)
+{
+    vf z = x * V(0.707106781186547524f);
+    vf phi = vexp(V(-0.5f) * (x * x)) * V(0.398942280401432678f);
+    vi in = (z < V(1.25f)) & (z > V(-1.25f));
+    vf cdf = V(0.5f) * (V(1.0f) + verf_small(z));
+    if (!(in[0] & in[1] & in[2] & in[3])) {
+        vf t = vsel(z < V(0.0f), -z, z);
+        vf c = V(0.5f) * verfc_large(t);
+        cdf = vsel(in, cdf, vsel(z > V(0.0f), V(1.0f) - c, c));
+    }
+    return cdf + x * phi;
+}
+
+void cl_gelu_grad_accumulate(float *dx, const float *dy, const float *x, size_t count)
+{
+    size_t i = 0;
+    for (; i + VL <= count; i += VL)
+        vstore(dx + i, vload(dx + i) + vload(dy + i) * vgelu_grad(vload(x + i)));
+    if (i < count) {
+        int k = (int)(count - i);
+        vstore_n(dx + i, vload_n(dx + i, k) + vload_n(dy + i, k) * vgelu_grad(vload_n(x + i, k)),
+                 k);
+    }
+}
+
 static inline vf vsilu(vf x)
 {
     return x / (V(1.0f) + vexp(-x));
