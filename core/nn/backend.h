@@ -118,6 +118,10 @@ int cl_backend_cpu_threads(const ClBackend *be);
  * CPU backend's GELU (|error| of the factor <= 3e-7); on the calling thread (the trainer's
  * backward). */
 void cl_gelu_grad_accumulate(float *dx, const float *dy, const float *x, size_t count);
+/* y = silu(gate) · up: dgate[i] += dy · up · silu'(gate), dup[i] += dy · silu(gate) (either may
+ * be NULL), with the backend's vectorised exp; on the calling thread. */
+void cl_silu_mul_grad_accumulate(float *dgate, float *dup, const float *dy, const float *gate,
+                                 const float *up, size_t count);
 
 /* Index of the largest value (the first one on ties; NaN never wins); -1 when n <= 0. */
 int cl_argmax(const float *x, int n);

@@ -190,6 +190,32 @@ static inline vf vsilu(vf x)
     return x / (V(1.0f) + vexp(-x));
 }
 
+static inline void silu_mul_grad_lanes(float *dgate, float *dup, const float *dy,
+                                       const float *gate, const float *up, int k)
+{
+    const gboolean full = k == VL;
+    vf g = full ? vload(gate) : vload_n(gate, k), d = full ? vload(dy) : vload_n(dy, k);
+    vf sg = V(1.0f) / (V(1.0f) + vexp(-g));
+    if (dgate) {
+        vf u = full ? vload(up) : vload_n(up, k);
+        vf v = (full ? vload(dgate) : vload_n(dgate, k)) +
+               d * u * (sg * (V(1.0f) + g * (V(1.0f) - sg)));
+        full ? vstore(dgate, v) : vstore_n(dgate, v, k);
+    }
+    if (dup) {
+        vf v = (full ? vload(dup) : vload_n(dup, k)) + d * (g * sg);
+        full ? vstore(dup, v) : vstore_n(dup, v, k);
+    }
+}
+
+void cl_silu_mul_grad_accumulate(float *dgate, float *dup, const float *dy, const float *gate,
+                                 const float *up, size_t count)
+{
+    for (size_t i = 0; i < count; i += VL)
+        silu_mul_grad_lanes(dgate ? dgate + i : NULL, dup ? dup + i : NULL, dy + i, gate + i,
+                            up ? up + i : NULL, count - i < VL ? (int)(count - i) : VL);
+}
+
 /* ---- products ------------------------------------------------------------------------------
  * OpenBLAS's own threads busy-wait for ~2^28 cycles after every product (sched_yield loop), and
  * so hold the core the pool's worker needs for the ops in between: measured on 2 cores, a

@@ -153,13 +153,7 @@ void cl_grad_silu(float *dx, const float *dy, const float *x, size_t count)
 void cl_grad_silu_mul(float *dgate, float *dup, const float *dy, const float *gate,
                       const float *up, size_t count)
 {
-    for (size_t i = 0; i < count; i++) {
-        float g = gate[i], sg = sigmoidf(g);
-        if (dgate)
-            dgate[i] += dy[i] * up[i] * (sg * (1.0f + g * (1.0f - sg)));
-        if (dup)
-            dup[i] += dy[i] * (g * sg);
-    }
+    cl_silu_mul_grad_accumulate(dgate, dup, dy, gate, up, count);
 }
 
 void cl_grad_residual(float *da, float *dgate, const float *dy, const float *a,
