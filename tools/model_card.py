@@ -19,8 +19,11 @@ TASKS = ["shapes", "dots", "radiograph", "aerial", "edits"]
 def stage_summary(path):
     first = last = end = None
     steps = []
+    options = {}
     for line in open(path):
         d = json.loads(line)
+        if d.get("type") == "start" and not options:
+            options = d.get("options", {})
         if d.get("type") == "train":
             steps.append(d)
         elif d.get("type") == "end":
@@ -36,7 +39,16 @@ def stage_summary(path):
         "first_loss": first["loss"],
         "final_loss": sum(s["loss"] for s in tail) / len(tail),
         "end": end,
+        "aux": aux_phrase(options),
     }
+
+
+def aux_phrase(o):
+    w_obj, w_chg = o.get("aux_weight_objects", 0) or 0, o.get("aux_weight_changed", 0) or 0
+    if w_obj <= 0 and w_chg <= 0:
+        return "no auxiliary losses"
+    return (f"the auxiliary losses on (objects and their attribute labels × {w_obj:g}, "
+            f"changed patches × {w_chg:g}; training-only heads, not in the model)")
 
 
 def fmt(v, scale):
@@ -67,13 +79,14 @@ def main():
           "embeddings.")
     if s1:
         print(f"3. Stage 1 (stateless): {s1['steps']} steps of 8 samples from the grounded "
-              "single-image tasks and the change tasks, generated on the fly; loss "
+              f"single-image tasks and the change tasks, generated on the fly, {s1['aux']}; loss "
               f"{s1['first_loss']:.3f} → {s1['final_loss']:.3f} (mean of the last 50 steps); "
               f"{s1['elapsed_s'] / 60:.1f} min at {s1['samples_per_s']:.1f} samples/s.")
     if s2:
         print(f"4. Stage 2 (SVE): cross_ffn inserted with the paper's init (Q/K/V and W₁ cloned, "
               f"W_O and W₂ zero), stop_grad on the predecessor; {s2['steps']} steps on the change "
-              f"tasks (with a share of grounded samples); loss {s2['first_loss']:.3f} → "
+              f"tasks (with a share of grounded samples), {s2['aux']}; loss "
+              f"{s2['first_loss']:.3f} → "
               f"{s2['final_loss']:.3f}; {s2['elapsed_s'] / 60:.1f} min at "
               f"{s2['samples_per_s']:.1f} samples/s.")
     print(f"\nTraining time on the 2-core development machine (AMD EPYC, 2 data-parallel "
