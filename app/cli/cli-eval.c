@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "cli.h"
+#include "checkpoint.h"
 #include "eval.h"
 #include "synth.h"
 
@@ -99,7 +100,10 @@ int cl_cli_eval(int argc, char **argv)
             return usage(err->message);
         model = cl_model_new_random(&cfg, (guint64)init_seed, &err);
     } else {
-        model = cl_model_load(model_path, &err);
+        /* a training checkpoint evaluates as its model (a run in progress can be looked at) */
+        model = cl_checkpoint_file_is_checkpoint(model_path)
+                    ? cl_checkpoint_load_model(model_path, &err)
+                    : cl_model_load(model_path, &err);
     }
     if (!model) {
         fprintf(stderr, "%s: %s\n", PROG, err->message);

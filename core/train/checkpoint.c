@@ -618,3 +618,22 @@ char *cl_checkpoint_latest(const char *dir, const char *prefix, GError **error)
     step_files_free(files);
     return path;
 }
+
+gboolean cl_checkpoint_file_is_checkpoint(const char *path)
+{
+    g_autoptr(ClSafetensors) st = cl_safetensors_open(path, NULL);
+    return st && cl_safetensors_metadata(st, "changelens.checkpoint") != NULL;
+}
+
+ClModel *cl_checkpoint_load_model(const char *path, GError **error)
+{
+    g_return_val_if_fail(path != NULL, NULL);
+    if (cl_checkpoint_file_is_checkpoint(path)) {
+        g_autoptr(ClCheckpoint) ck = cl_checkpoint_load(path, error);
+        return ck ? g_steal_pointer(&ck->model) : NULL;
+    }
+    ClModel *m = cl_model_load(path, error);
+    if (m && !cl_model_make_trainable(m, error))
+        g_clear_pointer(&m, cl_model_free);
+    return m;
+}

@@ -81,6 +81,12 @@ ClCheckpoint *cl_checkpoint_load(const char *path, GError **error);
 void cl_checkpoint_free(ClCheckpoint *ck);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClCheckpoint, cl_checkpoint_free)
 
+/* The model of a model file or of a checkpoint (told apart by the header's metadata), trainable
+ * (parameters flat in model->arena); a checkpoint's optimiser and state are dropped. */
+ClModel *cl_checkpoint_load_model(const char *path, GError **error);
+/* Whether path is a readable safetensors file that says it is a checkpoint. */
+gboolean cl_checkpoint_file_is_checkpoint(const char *path);
+
 /* FALSE + CL_CHECKPOINT_ERROR_MISMATCH naming the first config key that differs, for a trainer
  * that resumes with a config given on its command line. */
 gboolean cl_checkpoint_check_config(const ClCheckpoint *ck, const ClModelConfig *cfg,

@@ -289,21 +289,7 @@ ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o
 /* A model file or a checkpoint (its model; the optimiser is not carried over). */
 static ClModel *load_model_or_checkpoint(const char *path, GError **error)
 {
-    gboolean is_ck = FALSE;
-    {
-        g_autoptr(ClSafetensors) st = cl_safetensors_open(path, NULL);
-        is_ck = st && cl_safetensors_metadata(st, "changelens.checkpoint") != NULL;
-    }
-    ClModel *m = NULL;
-    if (is_ck) {
-        g_autoptr(ClCheckpoint) ck = cl_checkpoint_load(path, error);
-        if (ck)
-            m = g_steal_pointer(&ck->model);
-    } else {
-        m = cl_model_load(path, error);
-        if (m && !cl_model_make_trainable(m, error))
-            g_clear_pointer(&m, cl_model_free);
-    }
+    ClModel *m = cl_checkpoint_load_model(path, error);
     if (!m)
         g_prefix_error(error, "--from %s: ", path);
     return m;
