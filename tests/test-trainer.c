@@ -171,6 +171,33 @@ static void cancel_at_13(const ClTrainerStatus *st, gpointer data)
 /* a task mix, so that the trainer's RNG (which draws each sample's task) matters too */
 #define RESUME_TASKS "shapes,dots"
 
+/* A mixed run's log ends with a per-task record at its last step: each task of the mix with
+ * a positive mean loss, and a sample of every task drawn in 20 steps. */
+static void check_task_record(const char *dir, gint64 step)
+{
+    g_autofree char *path = g_build_filename(dir, "train.jsonl", NULL);
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
+    gboolean found = FALSE;
+    for (int i = 0; lines[i]; i++) {
+        if (!*lines[i])
+            continue;
+        g_autoptr(JsonParser) p = json_parser_new();
+        g_assert_true(json_parser_load_from_data(p, lines[i], -1, NULL));
+        JsonObject *obj = json_node_get_object(json_parser_get_root(p));
+        if (g_strcmp0(json_object_get_string_member(obj, "type"), "tasks") != 0 ||
+            json_object_get_int_member(obj, "step") != step)
+            continue;
+        JsonObject *loss = json_object_get_object_member(obj, "loss");
+        g_assert_cmpuint(json_object_get_size(loss), ==, 2);
+        g_assert_cmpfloat(json_object_get_double_member(loss, "shapes"), >, 0);
+        g_assert_cmpfloat(json_object_get_double_member(loss, "dots"), >, 0);
+        found = TRUE;
+    }
+    g_assert_true(found);
+}
+
 static void test_resume(void)
 {
     /* the uninterrupted run */
@@ -184,6 +211,7 @@ static void test_resume(void)
     g_autoptr(GArray) la = logged_losses(a, &na);
     g_assert_cmpuint(na, ==, 20);
     g_autoptr(ClModel) ma = load_model(a);
+    check_task_record(a, 20);
 
     /* resumed from A's step-10 checkpoint into another folder: steps 11..20 again */
     g_autofree char *b = out_dir("resume-b");

@@ -679,6 +679,33 @@ static gboolean aux_restore(Aux *aux, const ClCheckpoint *ck, GError **error)
     return TRUE;
 }
 
+/* Steps between the per-task loss records of the log. */
+#define TASK_LOG_EVERY 50
+
+/* {"type":"tasks","step":N,"loss":{"shapes":x,...}}: each task's mean caption loss since the
+ * last record (null: none drawn). */
+static gboolean log_task_losses(ClTrainLog *log, gint64 step, char **tasks, const int *slot,
+                                int n_tasks, const double *loss, const int *n, GError **error)
+{
+    g_autoptr(GString) js = g_string_new(NULL);
+    g_string_append_printf(js, "{\"type\":\"tasks\",\"step\":%" G_GINT64_FORMAT ",\"loss\":{",
+                           step);
+    int written = -1;
+    for (int i = 0; i < n_tasks; i++) {
+        if (slot[i] <= written)
+            continue; /* a repeat of an earlier name */
+        written = slot[i];
+        char b[G_ASCII_DTOSTR_BUF_SIZE];
+        g_autofree char *name = g_strescape(tasks[i], NULL);
+        g_string_append_printf(js, "%s\"%s\":%s", i ? "," : "", name,
+                               n[slot[i]] ? g_ascii_formatd(b, sizeof b, "%.6g",
+                                                            loss[slot[i]] / n[slot[i]])
+                                          : "null");
+    }
+    g_string_append(js, "}}");
+    return log_raw(log, error, "%s", js->str);
+}
+
 static gboolean save_checkpoint(const char *dir, guint keep, const ClModel *model,
                                 const ClAdamW *opt, const Aux *aux, gint64 step, guint64 rng,
                                 guint64 cursor, const char *options_json, char **path_out,
@@ -951,6 +978,19 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
 
     result->start_step = step;
     result->workers = r.n_workers;
+    /* each task's mean caption loss over the last TASK_LOG_EVERY steps (synthetic tasks; one
+     * slot per distinct name, a task listed twice for weight shares it) */
+    const int n_src_tasks = r.src.tasks ? r.src.n_tasks : 0;
+    g_autofree int *task_slot = g_new0(int, MAX(n_src_tasks, 1));
+    g_autofree double *task_loss = g_new0(double, MAX(n_src_tasks, 1));
+    g_autofree int *task_n = g_new0(int, MAX(n_src_tasks, 1));
+    int n_slots = 0;
+    for (int i = 0; i < n_src_tasks; i++) {
+        int j = 0;
+        while (j < i && strcmp(r.src.tasks[j], r.src.tasks[i]) != 0)
+            j++;
+        task_slot[i] = j < i ? task_slot[j] : n_slots++;
+    }
     double window_loss = 0, window_aux[2] = { 0, 0 };
     int window_n = 0, window_aux_n[2] = { 0, 0 }, nonfinite = 0;
     result->first_aux_objects_loss = result->first_aux_changed_loss = NAN;
@@ -988,6 +1028,8 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
         gint64 step_tokens = 0;
         for (int k = 0; k < B; k++) {
             loss += losses[k], step_tokens += tokens[k];
+            if (n_slots > 1)
+                task_loss[task_slot[refs[k].task]] += losses[k], task_n[task_slot[refs[k].task]]++;
             for (int a = 0; a < 2; a++)
                 if (isfinite(aux_losses[2 * k + a]))
                     aux[a] += aux_losses[2 * k + a], aux_n[a]++;
@@ -1053,6 +1095,13 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
             }
             window_loss = 0, window_n = 0;
             window_aux[0] = window_aux[1] = 0, window_aux_n[0] = window_aux_n[1] = 0;
+        }
+        if (n_slots > 1 && (step % TASK_LOG_EVERY == 0 || step == ro.steps)) {
+            if (!log_task_losses(r.log, step, r.src.tasks, task_slot, n_src_tasks, task_loss,
+                                 task_n, error))
+                return FALSE;
+            memset(task_loss, 0, n_src_tasks * sizeof *task_loss);
+            memset(task_n, 0, n_src_tasks * sizeof *task_n);
         }
         if (cb) {
             ClTrainerStatus st = { step, ro.steps, loss, aux[0], aux[1], lr, norm,
