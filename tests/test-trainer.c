@@ -582,6 +582,9 @@ static void test_jsonl(void)
     o.data = jsonl;
     o.epochs = 2; /* 3 samples, batch 2: ceil(6 / 2) = 3 steps */
     o.batch = 2;
+    /* a value json-glib 1.6 would write as "1e-13.0" (jsonnum.h): the run's options must still
+     * be valid JSON */
+    o.min_lr = 1e-13;
     g_auto(ClTrainerResult) r = { 0 };
     run_ok(&o, &r);
     g_assert_cmpint(r.steps, ==, 3);

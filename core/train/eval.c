@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "describe.h"
+#include "jsonnum.h"
 #include "metrics.h"
 #include "synthdata.h"
 #include "taskmetrics.h"
@@ -315,7 +316,7 @@ static void add_scores(JsonBuilder *b, const ClEvalScores *s)
     for (gsize i = 0; i < G_N_ELEMENTS(m); i++) {
         json_builder_set_member_name(b, m[i].key);
         if (isfinite(m[i].v))
-            json_builder_add_double_value(b, m[i].v);
+            json_builder_add_double_value(b, cl_json_double(m[i].v));
         else
             json_builder_add_null_value(b);
     }
