@@ -324,20 +324,21 @@ static double total_loss_of(const ClModel *m, const ClTrainSample *s, const ClTr
 
 /* Finite differences of the whole loss (caption + 0.7 objects + 1.3 changed) on every model
  * tensor (FD_PER_TENSOR entries) and every entry of the heads, stop_grad as in training. */
-static void test_aux_fd(gconstpointer data)
+static void check_aux_fd(ClSveVariant v, gboolean visual)
 {
-    ClSveVariant v = GPOINTER_TO_INT(data);
     g_autoptr(ClModel) m = micro_model(v, CL_SVE_FIRST_OWN, 200 + v);
     g_autoptr(ClTrainSample) s = micro_sample(m, 61);
     add_aux_targets(m, s, 62);
-    g_autoptr(ClTrainAuxHeads) heads = random_heads(m->config.enc_dim, 63);
+    const int width = visual ? m->config.dec_dim : m->config.enc_dim;
+    g_autoptr(ClTrainAuxHeads) heads = random_heads(width, 63);
     g_autoptr(GError) err = NULL;
     g_autoptr(ClParamBuf) g = cl_param_buf_new(&m->config, &err);
-    g_autoptr(ClTrainAuxHeads) hg = cl_train_aux_heads_new(m->config.enc_dim, &err);
+    g_autoptr(ClTrainAuxHeads) hg = cl_train_aux_heads_new(width, &err);
     ClTrainGradOptions o;
     cl_train_grad_options_init(&o);
     o.aux_objects_weight = 0.7;
     o.aux_changed_weight = 1.3;
+    o.aux_on_visual = visual;
     o.aux_heads = heads;
     ClTrainStepStats st = { 0 };
     g_assert_true(cl_train_forward_backward_aux(be, m, s, &o, g, hg, &st, &err));
@@ -380,8 +381,8 @@ static void test_aux_fd(gconstpointer data)
         }
     }
     double rel = sqrt(num / den);
-    g_test_message("aux fd %-10s %d entries, rel err %.2e, worst %.2f of its tolerance",
-                   cl_sve_variant_name(v), n_checked, rel, worst);
+    g_test_message("aux fd %-10s %-7s %d entries, rel err %.2e, worst %.2f of its tolerance",
+                   cl_sve_variant_name(v), visual ? "visual" : "patches", n_checked, rel, worst);
     g_assert_cmpfloat(rel, <, 5e-3);
     g_assert_cmpfloat(worst, <, 1.0);
     /* the heads' gradient is not trivially zero (the check above would pass on zeros) */
@@ -390,6 +391,52 @@ static void test_aux_fd(gconstpointer data)
         g_assert_cmpfloat(fabs(hg->objects_b[k]), >, 1e-6);
     g_rand_free(r);
     g_free(off);
+}
+
+static void test_aux_fd(gconstpointer data)
+{
+    check_aux_fd(GPOINTER_TO_INT(data), FALSE);
+}
+
+/* The pooled targets: with only an objectness bias b (weights 0), the objects loss is the mean
+ * over visual tokens of BCE(b, y), y = 1 when any of the token's 2 x 2 patches has an object */
+static void test_aux_visual_targets(void)
+{
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 81);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 82);
+    add_aux_targets(m, s, 83);
+    g_clear_pointer(&s->aux_labels, g_free); /* objectness only: one logit */
+    const int G = cl_config_grid(&m->config), H = G / 2;
+    double want = 0, b = 2.0;
+    int n = 0;
+    for (guint t = 0; t < s->n_images; t++)
+        for (int r = 0; r < H; r++)
+            for (int c = 0; c < H; c++, n++) {
+                gboolean y = FALSE;
+                for (int k = 0; k < 4; k++)
+                    y |= s->aux_objects[(t * G + 2 * r + k / 2) * G + 2 * c + k % 2] != 0;
+                want += y ? log1p(exp(-b)) : log1p(exp(b));
+            }
+    want /= n;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClTrainAuxHeads) heads = cl_train_aux_heads_new(m->config.dec_dim, &err);
+    heads->objects_b[0] = (float)b;
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    o.aux_objects_weight = 1.0;
+    o.aux_on_visual = TRUE;
+    o.aux_heads = heads;
+    ClTrainStepStats st = { 0 };
+    g_assert_true(cl_train_loss(be, m, s, &o, &st, &err));
+    g_assert_no_error(err);
+    g_test_message("pooled objectness loss %.9f, expected %.9f", st.aux_objects_loss, want);
+    g_assert_cmpfloat(fabs(st.aux_objects_loss - want), <, 1e-9);
+}
+
+/* The heads on the visual tokens (targets pooled 2 x 2, gradient into the merger's output) */
+static void test_aux_fd_visual(void)
+{
+    check_aux_fd(CL_SVE_CROSS_FFN, TRUE);
 }
 
 /* Weights 0, or a sample without targets: the gradient is bit for bit the plain one, the
@@ -524,6 +571,8 @@ int main(int argc, char **argv)
         g_test_add_data_func(p, GINT_TO_POINTER(aux[i]), test_aux_fd);
     }
     g_test_add_func("/trainmodel/aux/off", test_aux_off);
+    g_test_add_func("/trainmodel/aux/fd-visual", test_aux_fd_visual);
+    g_test_add_func("/trainmodel/aux/visual-targets", test_aux_visual_targets);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

@@ -55,6 +55,8 @@ static const char usage_text[] =
     "                       (default 1); both run on samples that carry targets (synthetic\n"
     "                       tasks), 0 switches one off\n"
     "  --no-aux             no auxiliary losses (--aux-objects 0 --aux-changed 0)\n"
+    "  --aux-on-visual      the heads read the visual tokens (after the merger; targets pooled\n"
+    "                       2 x 2) instead of the encoder's patch tokens\n"
     "SVE ablations (stage 2):\n"
     "  --no-clone           random CA/FFN input weights instead of cloning the block's\n"
     "  --no-zero-init       output weights with a standard init (std 0.02)\n"
@@ -188,6 +190,9 @@ int cl_cli_train(int argc, char **argv)
             continue;
         } else if (!strcmp(a, "--no-cross-pos")) {
             o.no_cross_pos = TRUE;
+            continue;
+        } else if (!strcmp(a, "--aux-on-visual")) {
+            o.aux_on_visual = TRUE;
             continue;
         } else if (!strcmp(a, "--no-aux")) {
             o.aux_weight_objects = o.aux_weight_changed = 0;

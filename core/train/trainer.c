@@ -355,6 +355,9 @@ static char *options_to_json(const ClTrainerOptions *o)
     D("clip", o->clip);
     D("aux_weight_objects", o->aux_weight_objects);
     D("aux_weight_changed", o->aux_weight_changed);
+    /* only when on, so that the checkpoints made before it still resume */
+    if (o->aux_on_visual)
+        BOOL("aux_on_visual", TRUE);
     /* a string: JSON integers are signed 64-bit */
     g_autofree char *seed = g_strdup_printf("%" G_GUINT64_FORMAT, o->seed);
     S("seed", seed);
@@ -875,7 +878,7 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
 
     /* the auxiliary heads: zero-initialised (trainmodel.h), weights decay, biases do not */
     if (ro.aux_weight_objects > 0 || ro.aux_weight_changed > 0) {
-        const int D = r.model->config.enc_dim;
+        const int D = ro.aux_on_visual ? r.model->config.dec_dim : r.model->config.enc_dim;
         ClOptimSpan spans[4];
         for (size_t i = 0, at = 0; i < 4; i++) {
             const size_t n = cl_train_aux_head_len(D, (int)i);
@@ -967,6 +970,7 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
     gopt.stop_grad = !o->no_stop_grad;
     gopt.aux_objects_weight = ro.aux_weight_objects;
     gopt.aux_changed_weight = ro.aux_weight_changed;
+    gopt.aux_on_visual = ro.aux_on_visual;
     gopt.aux_heads = r.aux.heads;
     const int B = ro.batch;
     g_autofree SampleRef *refs = g_new0(SampleRef, B);

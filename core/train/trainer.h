@@ -92,6 +92,8 @@ typedef struct {
      * run and left out of the final model. */
     double aux_weight_objects;
     double aux_weight_changed;
+    gboolean aux_on_visual;    /* the heads read the visual tokens (after the merger), not the
+                                * patch tokens (trainmodel.h) */
 
     /* Output: DIR/model.safetensors, DIR/checkpoints/step-NNNNNNNN.safetensors, DIR/train.jsonl */
     const char *out_dir;

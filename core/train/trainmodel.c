@@ -80,10 +80,11 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
     const int M = cl_config_n_visual(cfg);
     if (aux_on(o)) {
         if (!isfinite(o->aux_objects_weight) || !isfinite(o->aux_changed_weight) ||
-            !o->aux_heads || o->aux_heads->dim != cfg->enc_dim) {
+            !o->aux_heads ||
+            o->aux_heads->dim != (o->aux_on_visual ? cfg->dec_dim : cfg->enc_dim)) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                        "The auxiliary losses need finite weights and heads of the encoder's "
-                        "width %d", cfg->enc_dim);
+                        "The auxiliary losses need finite weights and heads of the width of the "
+                        "tokens they read (%d)", o->aux_on_visual ? cfg->dec_dim : cfg->enc_dim);
             return FALSE;
         }
         if ((s->aux_objects || s->aux_changed) && s->n_images > 0 &&
@@ -197,29 +198,76 @@ static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample
     return *dec != NULL;
 }
 
+/* The auxiliary targets on the grid the heads read: the sample's own (patches), or pooled 2 × 2
+ * onto the visual tokens' grid (a visual token has a label when any of its four patches has). */
+typedef struct {
+    const guint64 *objects;
+    const guint32 *labels;
+    const guint8 *changed;
+    guint64 *own_objects; /* the pooled copies (NULL on the patch grid) */
+    guint32 *own_labels;
+    guint8 *own_changed;
+} AuxTargets;
+
+static void aux_targets_init(AuxTargets *a, const ClTrainSample *s, gboolean visual, int G)
+{
+    memset(a, 0, sizeof *a);
+    if (!visual) {
+        a->objects = s->aux_objects, a->labels = s->aux_labels, a->changed = s->aux_changed;
+        return;
+    }
+    const int H = G / 2, n = (int)s->n_images;
+    const size_t M = (size_t)H * H;
+    if (s->aux_objects)
+        a->objects = a->own_objects = g_new0(guint64, n * M);
+    if (s->aux_labels)
+        a->labels = a->own_labels = g_new0(guint32, n * M);
+    if (s->aux_changed)
+        a->changed = a->own_changed = g_new0(guint8, n * M);
+    for (int t = 0; t < n; t++)
+        for (int r = 0; r < G; r++)
+            for (int c = 0; c < G; c++) {
+                const size_t p = ((size_t)t * G + r) * G + c;
+                const size_t m = (size_t)t * M + (size_t)(r / 2) * H + c / 2;
+                if (a->own_objects)
+                    a->own_objects[m] |= s->aux_objects[p];
+                if (a->own_labels)
+                    a->own_labels[m] |= s->aux_labels[p];
+                if (a->own_changed)
+                    a->own_changed[m] |= s->aux_changed[p];
+            }
+}
+
+static void aux_targets_clear(AuxTargets *a)
+{
+    g_free(a->own_objects);
+    g_free(a->own_labels);
+    g_free(a->own_changed);
+}
+
 /* One auxiliary head over images [t0, n_images): per token, the sigmoid BCE of each of its K
  * logits z_k = w_k·x + b_k against its target (objects: k = 0 "an object", k >= 1 label k − 1
  * when the sample has labels, else only k = 0; changed: K = 1), summed over k and averaged
- * over the tokens. dtokens (may be NULL) += weight · dBCE/dx, hw / hb (NULL with dtokens)
- * += weight · dBCE/dw, /db. NaN when there is no token to average. */
-static double aux_head(const ClTrainEnc *enc, const ClTrainSample *s, int t0, gboolean objects,
-                       const float *w, const float *b, double weight, int N, int D,
-                       float *dtokens, float *hw, float *hb)
+ * over the tokens. Image t's N tokens of width D are x[t]. dx (may be NULL; same layout)
+ * += weight · dBCE/dx, hw / hb (NULL with dx) += weight · dBCE/dw, /db. NaN when there is no
+ * token to average. */
+static double aux_head(const float *const *x, int n_images, int t0, const AuxTargets *tg,
+                       gboolean objects, const float *w, const float *b, double weight, int N,
+                       int D, float *const *dx, float *hw, float *hb)
 {
-    const int n_img = (int)s->n_images - t0;
+    const int n_img = n_images - t0;
     if (n_img <= 0)
         return NAN;
-    const int K = !objects ? 1 : s->aux_labels ? CL_TRAIN_AUX_N_OBJECT_OUT : 1;
+    const int K = !objects ? 1 : tg->labels ? CL_TRAIN_AUX_N_OBJECT_OUT : 1;
     const double count = (double)n_img * N;
     double loss = 0;
     g_autofree double *dw = hw ? g_new0(double, (size_t)K * D) : NULL;
     g_autofree double *db = hw ? g_new0(double, K) : NULL;
-    for (int t = t0; t < (int)s->n_images; t++) {
-        const float *x = cl_train_enc_tokens(enc, t);
+    for (int t = t0; t < n_images; t++) {
         for (int p = 0; p < N; p++) {
             const size_t at = (size_t)t * N + p;
-            const float *xp = x + (size_t)p * D;
-            float *dx = dtokens ? dtokens + at * D : NULL;
+            const float *xp = x[t] + (size_t)p * D;
+            float *dxp = dx ? dx[t] + (size_t)p * D : NULL;
             for (int k = 0; k < K; k++) {
                 const float *wk = w + (size_t)k * D;
                 double z = b[k];
@@ -227,19 +275,19 @@ static double aux_head(const ClTrainEnc *enc, const ClTrainSample *s, int t0, gb
                     z += (double)wk[j] * xp[j];
                 double y;
                 if (!objects)
-                    y = s->aux_changed[at] != 0;
+                    y = tg->changed[at] != 0;
                 else if (k == 0)
-                    y = s->aux_objects[at] != 0;
+                    y = tg->objects[at] != 0;
                 else
-                    y = (s->aux_labels[at] >> (k - 1)) & 1;
+                    y = (tg->labels[at] >> (k - 1)) & 1;
                 /* log(1 + e^z) − z·y without overflow */
                 loss += MAX(z, 0) - z * y + log1p(exp(-fabs(z)));
-                if (!dtokens)
+                if (!dxp)
                     continue;
                 const double dz = weight * (1.0 / (1.0 + exp(-z)) - y) / count;
                 double *dwk = dw + (size_t)k * D;
                 for (int j = 0; j < D; j++) {
-                    dx[j] += (float)(dz * wk[j]);
+                    dxp[j] += (float)(dz * wk[j]);
                     dwk[j] += dz * xp[j];
                 }
                 db[k] += dz;
@@ -255,28 +303,44 @@ static double aux_head(const ClTrainEnc *enc, const ClTrainSample *s, int t0, gb
     return loss / count;
 }
 
-/* The auxiliary losses of a sample whose encoder ran: fills st's aux fields and returns the
- * weighted sum of the terms that ran (0 when none). dtokens / hg as aux_head's. */
-static double aux_losses(const ClTrainEnc *enc, const ClModel *model, const ClTrainSample *s,
-                         const ClTrainGradOptions *o, float *dtokens, ClTrainAuxHeads *hg,
-                         double *l_objects, double *l_changed)
+/* The auxiliary losses of a sample whose encoder ran, on the patch tokens or (aux_on_visual)
+ * the visual tokens: fills st's aux fields and returns the weighted sum of the terms that ran
+ * (0 when none). dtok (may be NULL): the gradient of the tokens read, (n_images, tokens, width);
+ * hg as aux_head's. */
+static double aux_losses(const ClTrainEnc *enc, const float *visual, const ClModel *model,
+                         const ClTrainSample *s, const ClTrainGradOptions *o, float *dtok,
+                         ClTrainAuxHeads *hg, double *l_objects, double *l_changed)
 {
-    const int N = cl_config_n_patches(&model->config), D = model->config.enc_dim;
+    const ClModelConfig *cfg = &model->config;
+    const gboolean vis = o->aux_on_visual;
+    const int N = vis ? cl_config_n_visual(cfg) : cl_config_n_patches(cfg);
+    const int D = vis ? cfg->dec_dim : cfg->enc_dim;
+    const int n = (int)s->n_images;
     const ClTrainAuxHeads *h = o->aux_heads;
+    g_autofree const float **x = g_new(const float *, n);
+    g_autofree float **dx = dtok ? g_new(float *, n) : NULL;
+    for (int t = 0; t < n; t++) {
+        x[t] = vis ? visual + (size_t)t * N * D : cl_train_enc_tokens(enc, t);
+        if (dx)
+            dx[t] = dtok + (size_t)t * N * D;
+    }
+    AuxTargets tg;
+    aux_targets_init(&tg, s, vis, cl_config_grid(cfg));
     double sum = 0;
     *l_objects = *l_changed = NAN;
-    if (o->aux_objects_weight > 0 && s->aux_objects) {
-        *l_objects = aux_head(enc, s, 0, TRUE, h->objects_w, h->objects_b, o->aux_objects_weight,
-                              N, D, dtokens, hg ? hg->objects_w : NULL,
+    if (o->aux_objects_weight > 0 && tg.objects) {
+        *l_objects = aux_head(x, n, 0, &tg, TRUE, h->objects_w, h->objects_b,
+                              o->aux_objects_weight, N, D, dx, hg ? hg->objects_w : NULL,
                               hg ? hg->objects_b : NULL);
         sum += o->aux_objects_weight * *l_objects;
     }
-    if (o->aux_changed_weight > 0 && s->aux_changed && s->n_images > 1) {
-        *l_changed = aux_head(enc, s, 1, FALSE, h->changed_w, h->changed_b,
-                              o->aux_changed_weight, N, D, dtokens, hg ? hg->changed_w : NULL,
+    if (o->aux_changed_weight > 0 && tg.changed && n > 1) {
+        *l_changed = aux_head(x, n, 1, &tg, FALSE, h->changed_w, h->changed_b,
+                              o->aux_changed_weight, N, D, dx, hg ? hg->changed_w : NULL,
                               hg ? hg->changed_b : NULL);
         sum += o->aux_changed_weight * *l_changed;
     }
+    aux_targets_clear(&tg);
     return sum;
 }
 
@@ -305,13 +369,15 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
     float *dtokens = NULL;
     double aux_sum = 0, l_objects = NAN, l_changed = NAN;
     if (ok && enc && aux_on(o)) {
-        const size_t NDi = (size_t)s->n_images * cl_config_n_patches(cfg) * cfg->enc_dim;
+        const size_t NDi = (size_t)s->n_images *
+                           (o->aux_on_visual ? (size_t)cl_config_n_visual(cfg) * cfg->dec_dim
+                                             : (size_t)cl_config_n_patches(cfg) * cfg->enc_dim);
         if (grads && (dtokens = g_try_new0(float, NDi)) == NULL) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                         "Not enough memory for the auxiliary losses' gradient");
             ok = FALSE;
         } else {
-            aux_sum = aux_losses(enc, model, s, o, dtokens, grads ? aux_grads : NULL,
+            aux_sum = aux_losses(enc, visual, model, s, o, dtokens, grads ? aux_grads : NULL,
                                  &l_objects, &l_changed);
         }
     }
@@ -347,6 +413,13 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
             cl_train_dec_backward(dec, &model->w, dlogits, dvisual, &grads->w);
             cl_train_dec_free(dec);
             dec = NULL;
+            /* heads on the visual tokens: their gradient joins the decoder's */
+            if (dtokens && o->aux_on_visual) {
+                const size_t nv = (size_t)s->n_images * cl_config_n_visual(cfg) * cfg->dec_dim;
+                for (size_t i = 0; i < nv; i++)
+                    dvisual[i] += dtokens[i];
+                g_clear_pointer(&dtokens, g_free);
+            }
             if (enc)
                 cl_train_enc_backward(enc, &model->w, dvisual, dtokens,
                                       o ? o->stop_grad : TRUE, &grads->w);
@@ -378,7 +451,10 @@ gboolean cl_train_forward_backward_aux(ClBackend *be, const ClModel *model,
                                        ClTrainStepStats *st, GError **error)
 {
     g_return_val_if_fail(grads != NULL && grads->n == model->n_params, FALSE);
-    g_return_val_if_fail(aux_grads == NULL || aux_grads->dim == model->config.enc_dim, FALSE);
+    g_return_val_if_fail(aux_grads == NULL || aux_grads->dim == (o && o->aux_on_visual
+                                                                 ? model->config.dec_dim
+                                                                 : model->config.enc_dim),
+                         FALSE);
     return step(be, model, s, o, grads, aux_grads, st, error);
 }
 

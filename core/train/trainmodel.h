@@ -40,6 +40,10 @@ typedef struct {
      * (NULL) skips them. aux_heads: the heads' parameters, needed when a weight is > 0. */
     double aux_objects_weight;
     double aux_changed_weight;
+    /* TRUE: the heads read the visual tokens (the merger's output, width dec_dim) against the
+     * targets pooled 2 × 2 (a visual token has a label when any of its patches has), and their
+     * gradient joins the decoder's; FALSE (default): the encoder's patch tokens. */
+    gboolean aux_on_visual;
     const struct _ClTrainAuxHeads *aux_heads;
 } ClTrainGradOptions;
 
