@@ -332,7 +332,8 @@ static char *options_to_json(const ClTrainerOptions *o)
     json_builder_begin_object(b);
 #define S(k, v) (json_builder_set_member_name(b, k), json_builder_add_string_value(b, v))
 #define INT(k, v) (json_builder_set_member_name(b, k), json_builder_add_int_value(b, v))
-#define D(k, v) (json_builder_set_member_name(b, k), json_builder_add_double_value(b, cl_json_double(v)))
+#define D(k, v)                                                                                    \
+    (json_builder_set_member_name(b, k), json_builder_add_double_value(b, cl_json_double(v)))
 #define BOOL(k, v) (json_builder_set_member_name(b, k), json_builder_add_boolean_value(b, v))
     S("stage", cl_trainer_stage_name(o->stage));
     S("from", o->from ? o->from : "");
