@@ -13,29 +13,9 @@
 
 #define N_SEEDS 100
 
-static ClSynthSample *generate(const char *task, guint64 seed, const ClSynthOptions *opts)
-{
-    g_autoptr(GError) error = NULL;
-    ClSynthSample *s = cl_synth_generate(task, seed, opts, &error);
-    g_assert_no_error(error);
-    g_assert_nonnull(s);
-    return s;
-}
-
 static gsize n_bytes(const ClSynthImage *im)
 {
     return (gsize)im->width * im->height * im->channels;
-}
-
-static gboolean same_pixels(const ClSynthSample *a, const ClSynthSample *b)
-{
-    if (a->n_images != b->n_images)
-        return FALSE;
-    for (int k = 0; k < a->n_images; k++)
-        if (n_bytes(&a->images[k]) != n_bytes(&b->images[k]) ||
-            memcmp(a->images[k].pixels, b->images[k].pixels, n_bytes(&a->images[k])) != 0)
-            return FALSE;
-    return TRUE;
 }
 
 static char *json_text(JsonNode *n)
@@ -104,10 +84,10 @@ static void test_determinism(void)
     static const char *const tasks[] = { "aerial", "edits" };
     for (gsize t = 0; t < G_N_ELEMENTS(tasks); t++)
         for (guint64 seed = 7; seed < 10; seed++) {
-            g_autoptr(ClSynthSample) a = generate(tasks[t], seed, NULL);
-            g_autoptr(ClSynthSample) b = generate(tasks[t], seed, NULL);
-            g_autoptr(ClSynthSample) c = generate(tasks[t], seed + 100, NULL);
-            g_assert_true(same_pixels(a, b));
+            g_autoptr(ClSynthSample) a = cl_fixture_synth(tasks[t], seed, NULL);
+            g_autoptr(ClSynthSample) b = cl_fixture_synth(tasks[t], seed, NULL);
+            g_autoptr(ClSynthSample) c = cl_fixture_synth(tasks[t], seed + 100, NULL);
+            g_assert_true(cl_fixture_synth_same_pixels(a, b));
             g_assert_cmpstr(a->answer, ==, b->answer);
             JsonNode *(*structured)(const ClSynthSample *) =
                 t == 0 ? cl_synth_aerial_answer_json : cl_synth_edits_answer_json;
@@ -119,7 +99,7 @@ static void test_determinism(void)
                 g_assert_cmpmem(a->objects[k]->data, a->objects[k]->len * sizeof(ClSynthObject),
                                 b->objects[k]->data, b->objects[k]->len * sizeof(ClSynthObject));
             }
-            g_assert_false(same_pixels(a, c)); /* another seed, another scene */
+            g_assert_false(cl_fixture_synth_same_pixels(a, c)); /* another seed, another scene */
         }
 }
 
@@ -150,8 +130,8 @@ static void test_aerial_answers(void)
     static const char *const types[4] = { "construction", "demolition", "road",
                                           "vegetation_cleared" };
     for (guint64 seed = 0; seed < N_SEEDS; seed++) {
-        g_autoptr(ClSynthSample) s = generate("aerial", seed, &clean);
-        g_autoptr(ClSynthSample) noisy = generate("aerial", seed, NULL);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("aerial", seed, &clean);
+        g_autoptr(ClSynthSample) noisy = cl_fixture_synth("aerial", seed, NULL);
         check_conversation(s,
                            "You are an expert at detecting and describing changes between two "
                            "images. Given a before and after image, describe what has changed.",
@@ -247,7 +227,7 @@ static void test_aerial_nuisance(void)
 {
     /* with the acquisition on, the same unchanged ground still looks alike: correlated, not equal */
     for (guint64 seed = 0; seed < 6; seed++) {
-        g_autoptr(ClSynthSample) s = generate("aerial", seed, NULL);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("aerial", seed, NULL);
         const ClSynthImage *a = &s->images[0], *b = &s->images[1];
         double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0, n = 0;
         for (gsize i = 0; i < n_bytes(a); i++) {
@@ -268,7 +248,7 @@ static void test_aerial_geotiff(void)
     cl_synth_options_init(&big);
     big.width = big.height = 320;
     for (guint64 seed = 0; seed < 4; seed++) {
-        g_autoptr(ClSynthSample) s = generate("aerial", seed, seed == 3 ? &big : NULL);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("aerial", seed, seed == 3 ? &big : NULL);
         ClImage *img[2];
         for (int k = 0; k < 2; k++) {
             g_autofree char *path = g_strdup_printf("%s/%d-%d.tif", dir, (int)seed, k);
@@ -331,7 +311,7 @@ static void test_aerial_geotiff(void)
     }
 
     /* errors a user can act on, and nothing left behind */
-    g_autoptr(ClSynthSample) s = generate("aerial", 1, NULL);
+    g_autoptr(ClSynthSample) s = cl_fixture_synth("aerial", 1, NULL);
     g_autoptr(GError) error = NULL;
     g_autofree char *nowhere = g_build_filename(dir, "missing", "x.tif", NULL);
     g_assert_false(cl_synth_aerial_write(s, 0, nowhere, &error));
@@ -396,7 +376,7 @@ static void test_edits(void)
     cl_synth_options_init(&clean);
     clean.nuisance = FALSE;
     for (guint64 seed = 0; seed < N_SEEDS; seed++) {
-        g_autoptr(ClSynthSample) s = generate("edits", seed, &clean);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("edits", seed, &clean);
         check_conversation(s, "You are given a pair of images. Describe the edit made between them.",
                            "What was edited between the two images?");
         g_assert_cmpuint(s->changes->len, ==, 1);
@@ -485,8 +465,8 @@ static void test_edits_nuisance(void)
     cl_synth_options_init(&off);
     off.nuisance = FALSE;
     for (guint64 seed = 0; seed < 8; seed++) {
-        g_autoptr(ClSynthSample) on = generate("edits", seed, NULL);
-        g_autoptr(ClSynthSample) no = generate("edits", seed, &off);
+        g_autoptr(ClSynthSample) on = cl_fixture_synth("edits", seed, NULL);
+        g_autoptr(ClSynthSample) no = cl_fixture_synth("edits", seed, &off);
         g_assert_cmpstr(on->answer, ==, no->answer);
         for (int k = 0; k < 2; k++)
             g_assert_cmpmem(on->objects[k]->data, on->objects[k]->len * sizeof(ClSynthObject),

@@ -23,36 +23,6 @@
 static const char *const tasks[] = { "shapes-ground", "dots-ground", "radiograph-ground",
                                      "aerial-ground", "edits-ground" };
 
-static ClSynthSample *generate(const char *task, guint64 seed, const ClSynthOptions *opts)
-{
-    g_autoptr(GError) error = NULL;
-    ClSynthSample *s = cl_synth_generate(task, seed, opts, &error);
-    g_assert_no_error(error);
-    g_assert_nonnull(s);
-    return s;
-}
-
-static ClSynthOptions clean_options(void)
-{
-    ClSynthOptions o;
-    cl_synth_options_init(&o);
-    o.nuisance = FALSE;
-    return o;
-}
-
-static gboolean same_pixels(const ClSynthSample *a, const ClSynthSample *b)
-{
-    if (a->n_images != b->n_images)
-        return FALSE;
-    for (int k = 0; k < a->n_images; k++) {
-        const ClSynthImage *x = &a->images[k], *y = &b->images[k];
-        if (x->width != y->width || x->height != y->height ||
-            memcmp(x->pixels, y->pixels, (gsize)x->width * x->height * x->channels) != 0)
-            return FALSE;
-    }
-    return TRUE;
-}
-
 static char *jsonl(const ClSynthSample *s)
 {
     const char *paths[] = { "1.png", NULL };
@@ -288,22 +258,22 @@ static void check_conversation(const ClSynthSample *s)
 
 static void test_determinism(void)
 {
-    ClSynthOptions clean = clean_options();
+    ClSynthOptions clean = cl_fixture_synth_clean_options();
     for (int t = 0; t < 5; t++) {
-        g_autoptr(ClSynthSample) a = generate(tasks[t], 42, NULL);
-        g_autoptr(ClSynthSample) b = generate(tasks[t], 42, NULL);
-        g_autoptr(ClSynthSample) c = generate(tasks[t], 43, NULL);
-        g_autoptr(ClSynthSample) off = generate(tasks[t], 42, &clean);
+        g_autoptr(ClSynthSample) a = cl_fixture_synth(tasks[t], 42, NULL);
+        g_autoptr(ClSynthSample) b = cl_fixture_synth(tasks[t], 42, NULL);
+        g_autoptr(ClSynthSample) c = cl_fixture_synth(tasks[t], 43, NULL);
+        g_autoptr(ClSynthSample) off = cl_fixture_synth(tasks[t], 42, &clean);
         check_conversation(a);
-        g_assert_true(same_pixels(a, b));
+        g_assert_true(cl_fixture_synth_same_pixels(a, b));
         g_autofree char *ja = jsonl(a), *jb = jsonl(b), *jc = jsonl(c), *joff = jsonl(off);
         g_assert_cmpstr(ja, ==, jb);
         gsize cells = (gsize)a->grid_w * a->grid_h;
         g_assert_cmpmem(a->grounding, cells * 8, b->grounding, cells * 8);
-        g_assert_false(same_pixels(a, c));
+        g_assert_false(cl_fixture_synth_same_pixels(a, c));
         g_assert_cmpstr(ja, !=, jc);
         /* the acquisition changes the pixels, never the scene or the answer */
-        g_assert_false(same_pixels(a, off));
+        g_assert_false(cl_fixture_synth_same_pixels(a, off));
         g_assert_cmpstr(a->answer, ==, off->answer);
         g_assert_cmpuint(a->objects[0]->len, ==, off->objects[0]->len);
         g_assert_cmpmem(a->objects[0]->data, a->objects[0]->len * sizeof(ClSynthObject),
@@ -328,7 +298,7 @@ static void test_errors(void)
         g_clear_error(&error);
     }
     o.n_images = 1; /* allowed for them, still refused for the change tasks */
-    g_autoptr(ClSynthSample) s = generate("dots-ground", 1, &o);
+    g_autoptr(ClSynthSample) s = cl_fixture_synth("dots-ground", 1, &o);
     g_assert_cmpint(s->n_images, ==, 1);
     g_assert_null(cl_synth_generate("dots", 1, &o, &error));
     g_assert_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS);
@@ -346,7 +316,8 @@ static void test_answers(void)
                                                                NULL);
         int n_objects[3] = { 0 }; /* samples with 0, 1, more objects (backdrop excepted) */
         for (guint64 seed = 0; seed < N_SEEDS; seed++) {
-            g_autoptr(ClSynthSample) s = generate(tasks[t], seed, seed % 4 == 3 ? &wide : NULL);
+            g_autoptr(ClSynthSample) s =
+                cl_fixture_synth(tasks[t], seed, seed % 4 == 3 ? &wide : NULL);
             check_conversation(s);
             g_autofree char *want = expect(s);
             if (strcmp(want, s->answer) != 0)
@@ -405,9 +376,9 @@ static void test_answers(void)
 /* The red dot's pixels (nuisances off) centre on the coordinates the answer gives. */
 static void test_dots_pixels(void)
 {
-    ClSynthOptions clean = clean_options();
+    ClSynthOptions clean = cl_fixture_synth_clean_options();
     for (guint64 seed = 0; seed < 12; seed++) {
-        g_autoptr(ClSynthSample) s = generate("dots-ground", seed, &clean);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("dots-ground", seed, &clean);
         const ClSynthImage *img = &s->images[0];
         double sx = 0, sy = 0, n = 0;
         for (int y = 0; y < img->height; y++)
@@ -491,21 +462,21 @@ static void check_shapes_pixels(const ClSynthSample *s)
 
 static void test_masks(void)
 {
-    ClSynthOptions clean = clean_options();
+    ClSynthOptions clean = cl_fixture_synth_clean_options();
     ClSynthOptions odd; /* a grid that does not divide the image, with nuisances */
     cl_synth_options_init(&odd);
     odd.width = 150, odd.height = 130, odd.patch = 14;
     for (int t = 0; t < 5; t++)
         for (guint64 seed = 0; seed < 10; seed++) {
-            g_autoptr(ClSynthSample) a = generate(tasks[t], seed, &clean);
+            g_autoptr(ClSynthSample) a = cl_fixture_synth(tasks[t], seed, &clean);
             check_grounding(a);
             if (t == 0)
                 check_shapes_pixels(a);
-            g_autoptr(ClSynthSample) b = generate(tasks[t], seed, &odd);
+            g_autoptr(ClSynthSample) b = cl_fixture_synth(tasks[t], seed, &odd);
             g_assert_cmpint(b->grid_w, ==, 11);
             g_assert_cmpint(b->grid_h, ==, 10);
             check_grounding(b);
-            g_autoptr(ClSynthSample) c = generate(tasks[t], seed, NULL);
+            g_autoptr(ClSynthSample) c = cl_fixture_synth(tasks[t], seed, NULL);
             check_grounding(c);
         }
 }
@@ -587,7 +558,8 @@ static void test_files(void)
             }
             g_assert_cmpuint(tags, ==, 1);
             /* the line is the library's sample from the stream seed, its file loads */
-            g_autoptr(ClSynthSample) s = generate(tasks[t], cl_synth_stream_seed(9, i), &opts);
+            g_autoptr(ClSynthSample) s =
+                cl_fixture_synth(tasks[t], cl_synth_stream_seed(9, i), &opts);
             const char *last = json_object_get_string_member(
                 json_array_get_object_element(msgs, nm - 1), "content");
             g_assert_cmpstr(last, ==, s->answer);
@@ -625,7 +597,7 @@ static void test_train_sample(void)
     for (int t = 0; t < 5; t++)
         for (guint64 seed = 0; seed < 3; seed++) {
             g_autoptr(GError) err = NULL;
-            g_autoptr(ClSynthSample) s = generate(tasks[t], seed, &so);
+            g_autoptr(ClSynthSample) s = cl_fixture_synth(tasks[t], seed, &so);
             g_autoptr(ClTrainSample) ts = cl_train_sample_from_synth(model, s, FALSE, &err);
             g_assert_no_error(err);
             g_assert_nonnull(ts);

@@ -33,23 +33,6 @@ static gboolean in_table18(const char *name)
     return FALSE;
 }
 
-static ClSynthSample *generate(guint64 seed, const ClSynthOptions *opts)
-{
-    g_autoptr(GError) error = NULL;
-    ClSynthSample *s = cl_synth_generate("radiograph", seed, opts, &error);
-    g_assert_no_error(error);
-    g_assert_nonnull(s);
-    return s;
-}
-
-static ClSynthOptions clean_options(void)
-{
-    ClSynthOptions o;
-    cl_synth_options_init(&o);
-    o.nuisance = FALSE;
-    return o;
-}
-
 static const char *finding(const ClSynthSample *s, int image, int index)
 {
     return cl_synth_radiograph_finding(&g_array_index(s->objects[image], ClSynthObject, index));
@@ -107,9 +90,9 @@ static char *format_answer(GPtrArray *added, GPtrArray *missing)
 static void test_determinism(void)
 {
     for (guint64 seed = 0; seed < 6; seed++) {
-        g_autoptr(ClSynthSample) a = generate(seed, NULL);
-        g_autoptr(ClSynthSample) b = generate(seed, NULL);
-        g_autoptr(ClSynthSample) c = generate(seed + 100, NULL);
+        g_autoptr(ClSynthSample) a = cl_fixture_synth("radiograph", seed, NULL);
+        g_autoptr(ClSynthSample) b = cl_fixture_synth("radiograph", seed, NULL);
+        g_autoptr(ClSynthSample) c = cl_fixture_synth("radiograph", seed + 100, NULL);
         for (int k = 0; k < 2; k++) {
             gsize n = (gsize)a->images[k].width * a->images[k].height * 3;
             g_assert_cmpmem(a->images[k].pixels, n, b->images[k].pixels, n);
@@ -132,7 +115,7 @@ static void test_determinism(void)
 
 static void test_conversation(void)
 {
-    g_autoptr(ClSynthSample) s = generate(3, NULL);
+    g_autoptr(ClSynthSample) s = cl_fixture_synth("radiograph", 3, NULL);
     const ClChatTurn *t = cl_chat_conversation_turns(s->conversation);
     g_assert_cmpuint(cl_chat_conversation_len(s->conversation), ==, 5);
     g_assert_cmpint(t[0].role, ==, CL_CHAT_SYSTEM);
@@ -159,9 +142,9 @@ static void test_answers(void)
         g_assert_true(in_table18(cats[i])); /* every category the task uses */
     g_assert_cmpint(n_cats, >=, 10);
 
-    ClSynthOptions opts = clean_options();
+    ClSynthOptions opts = cl_fixture_synth_clean_options();
     for (guint64 seed = 0; seed < N_SEEDS; seed++) {
-        g_autoptr(ClSynthSample) s = generate(seed, seed % 2 ? &opts : NULL);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("radiograph", seed, seed % 2 ? &opts : NULL);
         g_assert_cmpint(s->n_images, ==, 2);
         /* every object is a Table 18 finding, named once per film */
         for (int k = 0; k < 2; k++)
@@ -290,10 +273,10 @@ static gboolean pixel_in_box(int x, int y, const double b[4])
 
 static void test_pixels(void)
 {
-    ClSynthOptions opts = clean_options();
+    ClSynthOptions opts = cl_fixture_synth_clean_options();
     int checked_changes = 0;
     for (guint64 seed = 0; seed < 40; seed++) {
-        g_autoptr(ClSynthSample) s = generate(seed, &opts);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("radiograph", seed, &opts);
         const ClSynthImage *a = &s->images[0], *b = &s->images[1];
         int w = a->width, h = a->height;
         gsize cells = (gsize)s->grid_w * s->grid_h;
@@ -366,7 +349,7 @@ static void test_nuisance(void)
 {
     int stable = 0;
     for (guint64 seed = 0; seed < 60 && stable < 3; seed++) {
-        g_autoptr(ClSynthSample) s = generate(seed, NULL);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("radiograph", seed, NULL);
         if (s->changes->len)
             continue;
         stable++;
@@ -455,7 +438,8 @@ static void test_dicom(void)
         JsonObject *o = json_node_get_object(json_parser_get_root(parser));
         JsonArray *imgs = json_object_get_array_member(o, "images");
         g_assert_cmpuint(json_array_get_length(imgs), ==, 2);
-        g_autoptr(ClSynthSample) s = generate(cl_synth_stream_seed(seed, i), NULL);
+        g_autoptr(ClSynthSample) s =
+            cl_fixture_synth("radiograph", cl_synth_stream_seed(seed, i), NULL);
         ClImage *films[2] = { NULL, NULL };
         for (int k = 0; k < 2; k++) {
             const char *rel = json_array_get_string_element(imgs, k);
@@ -484,13 +468,13 @@ static void test_dicom(void)
     }
 
     /* the writer on its own: the same bytes twice; a clear error where it cannot write */
-    g_autoptr(ClSynthSample) s = generate(5, NULL);
+    g_autoptr(ClSynthSample) s = cl_fixture_synth("radiograph", 5, NULL);
     g_autofree char *p1 = g_build_filename(tmp, "a.dcm", NULL);
     g_autofree char *p2 = g_build_filename(tmp, "b.dcm", NULL);
     ClSynthOptions opts;
     cl_synth_options_init(&opts);
     opts.width = 200, opts.height = 120; /* not square: rows and columns kept apart */
-    g_autoptr(ClSynthSample) wide = generate(6, &opts);
+    g_autoptr(ClSynthSample) wide = cl_fixture_synth("radiograph", 6, &opts);
     g_autofree char *pw = g_build_filename(tmp, "wide.dcm", NULL);
     g_assert_true(cl_synth_radiograph_write(wide, 1, pw, &error));
     g_assert_no_error(error);

@@ -11,32 +11,10 @@
 
 #define N_SEEDS 40
 
-static ClSynthSample *generate(const char *task, guint64 seed, const ClSynthOptions *opts)
-{
-    g_autoptr(GError) error = NULL;
-    ClSynthSample *s = cl_synth_generate(task, seed, opts, &error);
-    g_assert_no_error(error);
-    g_assert_nonnull(s);
-    return s;
-}
-
 static char *conversation_text(const ClSynthSample *s)
 {
     return cl_chat_render(cl_chat_conversation_turns(s->conversation),
                           cl_chat_conversation_len(s->conversation), FALSE);
-}
-
-static gboolean same_pixels(const ClSynthSample *a, const ClSynthSample *b)
-{
-    if (a->n_images != b->n_images)
-        return FALSE;
-    for (int k = 0; k < a->n_images; k++) {
-        const ClSynthImage *x = &a->images[k], *y = &b->images[k];
-        if (x->width != y->width || x->height != y->height ||
-            memcmp(x->pixels, y->pixels, (gsize)x->width * x->height * x->channels) != 0)
-            return FALSE;
-    }
-    return TRUE;
 }
 
 /* Every sample's conversation binds one <image> per image and ends with its answer. */
@@ -55,10 +33,10 @@ static void check_conversation(const ClSynthSample *s)
 static void test_determinism(void)
 {
     for (const char *const *task = cl_synth_tasks(); *task; task++) {
-        g_autoptr(ClSynthSample) a = generate(*task, 42, NULL);
-        g_autoptr(ClSynthSample) b = generate(*task, 42, NULL);
-        g_autoptr(ClSynthSample) c = generate(*task, 43, NULL);
-        g_assert_true(same_pixels(a, b));
+        g_autoptr(ClSynthSample) a = cl_fixture_synth(*task, 42, NULL);
+        g_autoptr(ClSynthSample) b = cl_fixture_synth(*task, 42, NULL);
+        g_autoptr(ClSynthSample) c = cl_fixture_synth(*task, 43, NULL);
+        g_assert_true(cl_fixture_synth_same_pixels(a, b));
         g_autofree char *ta = conversation_text(a), *tb = conversation_text(b);
         g_assert_cmpstr(ta, ==, tb);
         const char *paths[] = { "1.png", "2.png", "3.png", "4.png", "5.png", NULL };
@@ -69,7 +47,7 @@ static void test_determinism(void)
         g_assert_cmpmem(a->grounding, cells * 8, b->grounding, cells * 8);
         g_assert_cmpmem(a->changed, cells, b->changed, cells);
         /* another seed, another sample */
-        g_assert_false(same_pixels(a, c));
+        g_assert_false(cl_fixture_synth_same_pixels(a, c));
         g_autofree char *jc = cl_synth_sample_to_jsonl(c, "x", paths);
         g_assert_cmpstr(ja, !=, jc);
         /* the data-set streams differ per index and per seed */
@@ -173,7 +151,7 @@ static void test_shapes_answers(void)
 {
     int types_seen[4] = { 0 };
     for (guint64 seed = 0; seed < N_SEEDS; seed++) {
-        g_autoptr(ClSynthSample) s = generate("shapes", seed, NULL);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("shapes", seed, NULL);
         check_conversation(s);
         g_assert_cmpint(s->n_images, ==, 2);
         g_assert_cmpint(s->quantity, ==, CL_SYNTH_QUANTITY_NONE);
@@ -236,7 +214,7 @@ static void test_shapes_answers(void)
     ClSynthOptions four;
     cl_synth_options_init(&four);
     four.min_changes = four.max_changes = 4;
-    g_autoptr(ClSynthSample) s = generate("shapes", 5, &four);
+    g_autoptr(ClSynthSample) s = cl_fixture_synth("shapes", 5, &four);
     g_assert_cmpuint(s->changes->len, ==, 4);
     /* the paper's example sentences are among the phrasings */
     ClSynthObject yellow = { CL_SYNTH_SHAPE_CYLINDER, 7, 1, 1, 0, 0, { 0 } };
@@ -281,7 +259,7 @@ static void test_dots_answers(void)
     cl_synth_options_init(&wide);
     wide.width = 192, wide.height = 108;
     for (guint64 seed = 0; seed < 2 * N_SEEDS; seed++) {
-        g_autoptr(ClSynthSample) s = generate("dots", seed, seed < N_SEEDS ? NULL : &wide);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("dots", seed, seed < N_SEEDS ? NULL : &wide);
         check_conversation(s);
         int n = s->n_images;
         g_assert_cmpint(n, >=, 2);
@@ -432,13 +410,13 @@ static void test_masks(void)
     odd.width = 150, odd.height = 130, odd.patch = 14;
     for (const char *const *task = cl_synth_tasks(); *task; task++)
         for (guint64 seed = 0; seed < 12; seed++) {
-            g_autoptr(ClSynthSample) a = generate(*task, seed, &clean);
+            g_autoptr(ClSynthSample) a = cl_fixture_synth(*task, seed, &clean);
             check_masks(a, TRUE);
-            g_autoptr(ClSynthSample) b = generate(*task, seed, &odd);
+            g_autoptr(ClSynthSample) b = cl_fixture_synth(*task, seed, &odd);
             g_assert_cmpint(b->grid_w, ==, 11);
             g_assert_cmpint(b->grid_h, ==, 10);
             check_masks(b, FALSE);
-            g_autoptr(ClSynthSample) c = generate(*task, seed, NULL);
+            g_autoptr(ClSynthSample) c = cl_fixture_synth(*task, seed, NULL);
             check_masks(c, FALSE);
         }
 }
@@ -452,8 +430,8 @@ static void test_nuisance(void)
     off.nuisance = FALSE;
     for (const char *const *task = cl_synth_tasks(); *task; task++)
         for (guint64 seed = 0; seed < 8; seed++) {
-            g_autoptr(ClSynthSample) on = generate(*task, seed, NULL);
-            g_autoptr(ClSynthSample) no = generate(*task, seed, &off);
+            g_autoptr(ClSynthSample) on = cl_fixture_synth(*task, seed, NULL);
+            g_autoptr(ClSynthSample) no = cl_fixture_synth(*task, seed, &off);
             g_autofree char *ta = conversation_text(on), *tb = conversation_text(no);
             g_assert_cmpstr(ta, ==, tb); /* the answer does not depend on the acquisition */
             g_assert_cmpfloat(on->value, ==, no->value);
@@ -491,7 +469,7 @@ static void test_nuisance(void)
             }
             /* with nuisances even the unchanged first images of two samples differ by acquisition
              * only: the first image of `on` is not bit-identical to its clean version */
-            g_assert_false(same_pixels(on, no));
+            g_assert_false(cl_fixture_synth_same_pixels(on, no));
         }
 }
 
@@ -546,7 +524,7 @@ static void check_written(const char *dir, const char *task, guint64 seed, int n
         g_assert_cmpstr(last_role, ==, "assistant");
 
         /* the sample is the one the library makes from the stream seed */
-        g_autoptr(ClSynthSample) s = generate(task, cl_synth_stream_seed(seed, i), &opts);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth(task, cl_synth_stream_seed(seed, i), &opts);
         g_assert_cmpstr(last, ==, s->answer);
         g_assert_cmpint(s->n_images, ==, (int)json_array_get_length(imgs));
         for (int k = 0; k < s->n_images; k++) {
