@@ -6,7 +6,8 @@
 # the paper's init (cloned Q/K/V and W1, zero W_O and W2) and fine-tuned with stop_grad on the
 # change tasks; held-out evaluation of every task next to its trivial baseline.
 #
-#   tools/ship-model.sh [OUT=runs/ship] [STAGE1_STEPS=2500] [STAGE2_STEPS=3000] [BATCH=8]
+#   tools/ship-model.sh [OUT=runs/ship] [STAGE1_STEPS=4000] [STAGE2_STEPS=3000] [BATCH=8]
+#                       [LR1=2e-3] [LR2=5e-4] [ENC_DEPTH=2] [DEC_DEPTH=6]
 #                       [N_EVAL=100] [SEED=1] [AUX1="--aux-objects 1 --aux-changed 1"]
 #                       [AUX2="--aux-objects 1 --aux-changed 1"]
 #
@@ -15,9 +16,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/ship}
-STAGE1_STEPS=${STAGE1_STEPS:-2500}
+STAGE1_STEPS=${STAGE1_STEPS:-4000}
 STAGE2_STEPS=${STAGE2_STEPS:-3000}
 BATCH=${BATCH:-8}
+LR1=${LR1:-2e-3}
+LR2=${LR2:-5e-4}
+# a 2-block encoder: at 160 px a 6-block one learns to ignore the images even with the
+# auxiliary losses (docs/runs/2026-11-22-ship2.md: gap own/another's images 0.0003 with 6
+# blocks, 0.028 with 2, same decoder), and the 2-block one reaches the lower loss
+ENC_DEPTH=${ENC_DEPTH:-2}
+DEC_DEPTH=${DEC_DEPTH:-6}
 N_EVAL=${N_EVAL:-100}
 SEED=${SEED:-1}
 # the dense auxiliary losses (DESIGN.md §5), on in both stages: without them in stage 1 the
@@ -56,13 +64,15 @@ PY
   "$CLI" tokenizer train --vocab 1024 --out "$OUT/tokenizer.json" "$OUT"/corpus/text/*.txt
 fi
 
-# 2. the starting model: the tiny preset (160 px, patch 16, encoder 192 × 6, decoder 256 × 6),
-#    stateless, with a vocabulary the size of the tokenizer's, tied embeddings
+# 2. the starting model: the tiny preset's widths (160 px, patch 16, encoder 192 wide, decoder
+#    256 wide) with ENC_DEPTH and DEC_DEPTH blocks, stateless, with a vocabulary the size of the
+#    tokenizer's, tied embeddings
 if [ ! -f "$OUT/init.safetensors" ]; then
-  python3 - "$OUT/config.json" <<'PY'
+  python3 - "$OUT/config.json" "$ENC_DEPTH" "$DEC_DEPTH" <<'PY'
 import json, sys
-json.dump({"image_size": 160, "patch_size": 16, "enc_dim": 192, "enc_depth": 6, "enc_heads": 3,
-           "enc_mlp": 768, "merger_hidden": 768, "dec_dim": 256, "dec_depth": 6, "dec_heads": 4,
+json.dump({"image_size": 160, "patch_size": 16, "enc_dim": 192, "enc_depth": int(sys.argv[2]),
+           "enc_heads": 3, "enc_mlp": 768, "merger_hidden": 768, "dec_dim": 256,
+           "dec_depth": int(sys.argv[3]), "dec_heads": 4,
            "dec_kv_heads": 2, "dec_mlp": 704, "vocab_size": 1024, "max_len": 1024,
            "tie_embeddings": True, "sve": {"variant": "stateless", "out_init_std": 0.0}},
           open(sys.argv[1], "w"), indent=1)
@@ -75,7 +85,7 @@ fi
 if [ ! -f "$OUT/stage1/model.safetensors" ]; then
   log "stage 1: $STAGE1_STEPS steps"
   "$CLI" train --stage pretrain --from "$OUT/init.safetensors" --task "$GROUND_TASKS,$CHANGE_TASKS" \
-    --steps "$STAGE1_STEPS" --batch "$BATCH" --lr 1e-3 --seed "$SEED" --checkpoint-every 250 $AUX1 \
+    --steps "$STAGE1_STEPS" --batch "$BATCH" --lr "$LR1" --seed "$SEED" --checkpoint-every 250 $AUX1 \
     --out "$OUT/stage1" $(resume "$OUT/stage1")
 fi
 
@@ -84,7 +94,7 @@ if [ ! -f "$OUT/stage2/model.safetensors" ]; then
   log "stage 2: $STAGE2_STEPS steps"
   "$CLI" train --stage sve --from "$OUT/stage1/model.safetensors" --variant cross_ffn \
     --task "$CHANGE_TASKS,$CHANGE_TASKS,$GROUND_TASKS" --steps "$STAGE2_STEPS" --batch "$BATCH" \
-    --lr 5e-4 --seed "$((SEED + 1))" --checkpoint-every 250 --dtype f16 $AUX2 \
+    --lr "$LR2" --seed "$((SEED + 1))" --checkpoint-every 250 --dtype f16 $AUX2 \
     --out "$OUT/stage2" $(resume "$OUT/stage2")
 fi
 
