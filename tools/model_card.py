@@ -40,6 +40,8 @@ def stage_summary(path):
         "final_loss": sum(s["loss"] for s in tail) / len(tail),
         "end": end,
         "aux": aux_phrase(options),
+        "batch": options.get("batch", 8),
+        "lr": options.get("lr"),
     }
 
 
@@ -78,19 +80,28 @@ def main():
           f"(GQA {cfg['dec_heads']}/{cfg['dec_kv_heads']}), vocabulary {cfg['vocab_size']}, tied "
           "embeddings.")
     if s1:
-        print(f"3. Stage 1 (stateless): {s1['steps']} steps of 8 samples from the grounded "
+        print(f"3. Stage 1 (stateless): {s1['steps']} steps of {s1['batch']} samples (peak lr "
+              f"{s1['lr']:g}) from the grounded "
               f"single-image tasks and the change tasks, generated on the fly, {s1['aux']}; loss "
               f"{s1['first_loss']:.3f} → {s1['final_loss']:.3f} (mean of the last 50 steps); "
               f"{s1['elapsed_s'] / 60:.1f} min at {s1['samples_per_s']:.1f} samples/s.")
     if s2:
         print(f"4. Stage 2 (SVE): cross_ffn inserted with the paper's init (Q/K/V and W₁ cloned, "
-              f"W_O and W₂ zero), stop_grad on the predecessor; {s2['steps']} steps on the change "
+              f"W_O and W₂ zero), stop_grad on the predecessor; {s2['steps']} steps of "
+              f"{s2['batch']} (peak lr {s2['lr']:g}) on the change "
               f"tasks (with a share of grounded samples), {s2['aux']}; loss "
               f"{s2['first_loss']:.3f} → "
               f"{s2['final_loss']:.3f}; {s2['elapsed_s'] / 60:.1f} min at "
               f"{s2['samples_per_s']:.1f} samples/s.")
     print(f"\nTraining time on the 2-core development machine (AMD EPYC, 2 data-parallel "
           f"workers): **{total / 60:.1f} minutes** in all.\n")
+    rel = os.path.join(run, "reliance.txt")
+    if os.path.exists(rel):
+        print("## Does it read the images?\n")
+        print("The loss of the answer on 40 held-out samples with their own images and with "
+              "another sample's images (`tools/image-reliance.sh`); a model that ignored its "
+              "images would score both alike (the gap would be 0).\n")
+        print("```\n" + open(rel).read().rstrip() + "\n```\n")
     print("## Held-out results\n")
     print("Each task's held-out set is 'changelens-cli eval --task T --seed 900001' (training "
           "samples come from other seeds); the baseline answers every sample with the task's most "
