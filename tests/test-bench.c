@@ -78,6 +78,26 @@ static void test_bench_train_json(void)
     g_assert_true(json_node_is_null(json_object_get_member(o, "torch_train_step_ms")));
 }
 
+/* `bench --train --config`: the step runs on the given config, which the JSON echoes back */
+static void test_bench_train_config(void)
+{
+    const char *cfg = "{\"image_size\": 64, \"patch_size\": 16, \"enc_dim\": 64, \"enc_depth\": 1, "
+                      "\"enc_heads\": 2, \"enc_mlp\": 128, \"merger_hidden\": 128, \"dec_dim\": 64, "
+                      "\"dec_depth\": 1, \"dec_heads\": 2, \"dec_kv_heads\": 1, \"dec_mlp\": 128, "
+                      "\"vocab_size\": 512, \"max_len\": 1024}";
+    const char *args[] = { "bench", "--train", "--config", cfg, "--batch", "2", "--repeat", "1",
+                           "--warmup", "0", "--json", NULL };
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
+    JsonObject *o = json_node_get_object(root);
+    g_assert_true(json_node_is_null(json_object_get_member(o, "preset")));
+    JsonObject *c = json_object_get_object_member(o, "config");
+    g_assert_cmpint(json_object_get_int_member(c, "enc_depth"), ==, 1);
+    g_assert_cmpint(json_object_get_int_member(c, "vocab_size"), ==, 512);
+    double loss = json_object_get_double_member(o, "first_loss");
+    /* near ln 512 = 6.24 for an untrained model */
+    g_assert_true(isfinite(loss) && loss > 4 && loss < 9);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -85,5 +105,6 @@ int main(int argc, char **argv)
     g_test_add_func("/bench/bad-args", test_bench_bad_args);
     g_test_add_func("/bench/casedb-json", test_bench_casedb_json);
     g_test_add_func("/bench/train-json", test_bench_train_json);
+    g_test_add_func("/bench/train-config", test_bench_train_config);
     return g_test_run();
 }

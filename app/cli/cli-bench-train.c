@@ -110,11 +110,13 @@ static void rm_tree(const char *dir)
 int cl_cli_bench_train(int argc, char **argv)
 {
     gboolean train = FALSE, vs_torch = FALSE, json = FALSE;
-    g_autofree char *preset = NULL, *task = NULL;
+    g_autofree char *preset = NULL, *task = NULL, *config = NULL;
     int batch = 8, repeat = 3, warmup = 1, workers = 0;
     GOptionEntry entries[] = {
         { "train", 0, 0, G_OPTION_ARG_NONE, &train, "Benchmark a training step", NULL },
         { "preset", 'p', 0, G_OPTION_ARG_STRING, &preset, "Model size: tiny (default) or base", "NAME" },
+        { "config", 0, 0, G_OPTION_ARG_STRING, &config,
+          "A model config instead (JSON text or a .json file, as train --config)", "JSON" },
         { "task", 0, 0, G_OPTION_ARG_STRING, &task, "Synthetic task of the samples (shapes)", "T" },
         { "batch", 'b', 0, G_OPTION_ARG_INT, &batch, "Samples per step (8)", "N" },
         { "repeat", 'r', 0, G_OPTION_ARG_INT, &repeat, "Timed steps (3; median)", "N" },
@@ -138,9 +140,14 @@ int cl_cli_bench_train(int argc, char **argv)
                 PROG);
         return 2;
     }
+    if (preset && config) {
+        fprintf(stderr, "%s: give one of --preset and --config\n", PROG);
+        return 2;
+    }
     ClModelConfig cfg;
-    if (!cl_model_config_preset(&cfg, preset ? preset : "tiny", &err)) {
-        fprintf(stderr, "%s: %s\n", PROG, err->message);
+    if (config ? !cl_cli_load_config(config, &cfg, &err)
+               : !cl_model_config_preset(&cfg, preset ? preset : "tiny", &err)) {
+        fprintf(stderr, "%s: %s%s\n", PROG, config ? "--config: " : "", err->message);
         return 2;
     }
     if (!task)
@@ -168,8 +175,8 @@ int cl_cli_bench_train(int argc, char **argv)
     if (!model || !cl_model_save(model, model_path, "F32", &err))
         goto fail;
     if (!json)
-        fprintf(stderr, "%s: %d steps of %d %s samples on the %s preset…\n", PROG, steps, batch,
-                task, preset ? preset : "tiny");
+        fprintf(stderr, "%s: %d steps of %d %s samples on %s%s…\n", PROG, steps, batch, task,
+                config ? "the config " : "the preset ", config ? config : preset ? preset : "tiny");
 
     ClTrainerOptions o;
     cl_trainer_options_init(&o);
@@ -237,7 +244,13 @@ int cl_cli_bench_train(int argc, char **argv)
         json_builder_begin_object(b);
 #define JD(k, v) (json_builder_set_member_name(b, k), isfinite(v) ? json_builder_add_double_value(b, v) : json_builder_add_null_value(b))
         json_builder_set_member_name(b, "preset");
-        json_builder_add_string_value(b, preset ? preset : "tiny");
+        if (config)
+            json_builder_add_null_value(b);
+        else
+            json_builder_add_string_value(b, preset ? preset : "tiny");
+        json_builder_set_member_name(b, "config");
+        g_autofree char *cfg_json = cl_model_config_to_json(&cfg);
+        json_builder_add_value(b, json_from_string(cfg_json, NULL));
         json_builder_set_member_name(b, "task");
         json_builder_add_string_value(b, task);
         json_builder_set_member_name(b, "batch");
@@ -258,8 +271,9 @@ int cl_cli_bench_train(int argc, char **argv)
         g_autofree char *outs = json_generator_to_data(gen, NULL);
         printf("%s\n", outs);
     } else {
-        printf("ChangeLens bench: training step, preset %s, %s, batch %d (median of %d steps)\n",
-               preset ? preset : "tiny", task, batch, repeat);
+        printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d steps)\n",
+               config ? "config" : "preset", config ? config : preset ? preset : "tiny", task,
+               batch, repeat);
         printf("                               ChangeLens      PyTorch      ratio\n");
         printf("  step ms                    %12.1f %12.1f %9.2fx\n", step_ms, torch_ms,
                torch_ms / step_ms);

@@ -106,8 +106,7 @@ static gboolean parse_double(const char *s, double *out)
     return TRUE;
 }
 
-/* --config: JSON text when it starts with '{', else a file holding it. */
-static gboolean load_config(const char *arg, ClModelConfig *cfg, GError **error)
+gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error)
 {
     g_autofree char *text = NULL;
     const char *json = arg;
@@ -294,7 +293,7 @@ int cl_cli_train(int argc, char **argv)
         return usage_error("give one of --preset, --config and --from");
     if (preset && !cl_model_config_preset(&cfg, preset, &err))
         return usage_error("%s", err->message);
-    if (config && !load_config(config, &cfg, &err))
+    if (config && !cl_cli_load_config(config, &cfg, &err))
         return usage_error("--config: %s", err->message);
     have_cfg = preset || config;
     if (o.stage == CL_TRAINER_STAGE_PRETRAIN && !have_cfg && !o.from)

@@ -20,6 +20,10 @@ int cl_cli_bench_casedb(int argc, char **argv);
  * exists, else /usr/bin/python3 (Debian's python3-torch). Newly allocated. (cli-bench.c) */
 char *cl_cli_torch_python(void);
 /* `bench --train` (cli-bench-train.c) */
+#include "config.h"
+/* --config of train and bench --train: JSON text when it starts with '{', else a file holding it
+ * (cli-train.c). */
+gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error);
 int cl_cli_bench_train(int argc, char **argv);
 
 /* Shared by describe and case describe (cli-describe.c). */
