@@ -49,10 +49,14 @@ static void micro_config(ClModelConfig *cfg, ClSveVariant v, ClSveFirst first)
     g_assert_true(cl_model_config_validate(cfg, &err));
 }
 
+/* micro_model's configs have a learned visual position table ("merger.pos") when set */
+static gboolean micro_visual_pos;
+
 static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
 {
     ClModelConfig cfg;
     micro_config(&cfg, v, first);
+    cfg.visual_pos = micro_visual_pos;
     g_autoptr(GError) err = NULL;
     ClModel *m = cl_model_new_random(&cfg, seed, &err);
     g_assert_no_error(err);
@@ -205,6 +209,28 @@ static void test_variant(gconstpointer data)
         g_assert_cmpfloat(sqrt(diff / norm), >, 1e-4);
     else
         g_assert_cmpfloat(diff, ==, 0.0);
+}
+
+/* The learned visual positions: their gradient (the visual tokens' gradient summed over the
+ * images) checked against finite differences with the rest of the model, and they change the
+ * loss (so the table is really read). */
+static void test_visual_pos(void)
+{
+    micro_visual_pos = TRUE;
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 131);
+    micro_visual_pos = FALSE;
+    g_assert_nonnull(m->w.merger_pos);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 5);
+    check_model_grads(m, s, TRUE, "cross_ffn/visual_pos");
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    double with = loss_of(m, s, &o);
+    const ClModelConfig *c = &m->config;
+    const int gm = c->image_size / c->patch_size / 2;
+    memset(m->w.merger_pos, 0, (size_t)gm * gm * c->dec_dim * sizeof(float));
+    double without = loss_of(m, s, &o);
+    g_test_message("loss with the position table %.6f, with it zeroed %.6f", with, without);
+    g_assert_cmpfloat(fabs(with - without), >, 1e-4);
 }
 
 /* With every SVE output projection zeroed the module reads the state but passes nothing on, so
@@ -559,6 +585,7 @@ int main(int argc, char **argv)
         g_test_add_data_func(p, GINT_TO_POINTER(16 + nulls[i]), test_variant);
     }
     g_test_add_func("/trainmodel/stop-grad-unread-state", test_stop_grad_zero_module);
+    g_test_add_func("/trainmodel/fd/visual-pos", test_visual_pos);
     for (int v = 0; v < CL_SVE_N_VARIANTS; v++) {
         g_autofree char *p = g_strdup_printf("/trainmodel/parity/%s", cl_sve_variant_name(v));
         g_test_add_data_func(p, GINT_TO_POINTER(v), test_parity);

@@ -381,6 +381,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_int(v, k, &c->format, error);
     if (strcmp(k, "tie_embeddings") == 0)
         return json_bool(v, k, &c->tie_embeddings, error);
+    if (strcmp(k, "visual_pos") == 0)
+        return json_bool(v, k, &c->visual_pos, error);
     if (strcmp(k, "sve") == 0)
         return parse_sve(c, v, error);
     CONFIG_FAIL("config: unknown key '%s'", k);
@@ -479,7 +481,9 @@ char *cl_model_config_to_json(const ClModelConfig *c)
     PUT_DOUBLE(rope_base);
     PUT_INT(max_len);
     PUT_DOUBLE(norm_eps);
-    g_string_append_printf(s, "\"tie_embeddings\":%s}", c->tie_embeddings ? "true" : "false");
+    g_string_append_printf(s, "\"tie_embeddings\":%s", c->tie_embeddings ? "true" : "false");
+    /* written only when on, so the files of models without it read as before */
+    g_string_append(s, c->visual_pos ? ",\"visual_pos\":true}" : "}");
 #undef PUT_INT
 #undef PUT_DOUBLE
     return g_string_free(s, FALSE);

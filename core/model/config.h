@@ -52,6 +52,10 @@ typedef struct {
     int max_len;
     double norm_eps;
     gboolean tie_embeddings;
+    /* a learned absolute position per visual token ("merger.pos" [M, E], added to the merger's
+     * output): the decoder gives visual tokens 1-D positions and the encoder has only relative
+     * (RoPE) ones, so without it *where* a token sits on the grid is not in its value */
+    gboolean visual_pos;
 } ClModelConfig;
 
 #define CL_MODEL_ERROR (cl_model_error_quark())

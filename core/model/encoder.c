@@ -453,6 +453,8 @@ static void merger(const Enc *E, const ClModelWeights *w, float *visual)
     op->linear(be, st->hid, cat, w->merger_fc1_w, w->merger_fc1_b, M, 4 * D, Hm);
     op->gelu(be, st->hid, st->hid, (size_t)M * Hm);
     op->linear(be, visual, st->hid, w->merger_fc2_w, w->merger_fc2_b, M, Hm, st->s.e);
+    if (w->merger_pos)
+        op->add(be, visual, visual, w->merger_pos, (size_t)M * st->s.e);
 }
 
 /* Cut [C, S, S] into patches [N, C·P·P], each flattened in (c, py, px) order. */

@@ -98,6 +98,10 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
     V1(SLOT(w->merger_fc1_b), Hm, "merger.fc1.bias");
     M2(SLOT(w->merger_fc2_w), E, Hm, "merger.fc2.weight");
     V1(SLOT(w->merger_fc2_b), E, "merger.fc2.bias");
+    if (cfg->visual_pos) {
+        const gint64 Gm = (gint64)(cfg->image_size / cfg->patch_size) / 2;
+        M2(SLOT(w->merger_pos), Gm * Gm, E, "merger.pos");
+    }
     M2(SLOT(w->embed), V, E, "dec.embed.weight");
     for (int l = 0; l < cfg->dec_depth; l++) {
         ClDecoderLayerWeights *L = w ? &w->dec[l] : NULL;

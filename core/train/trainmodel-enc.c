@@ -285,6 +285,8 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
     op->linear(be, im->mf, im->mcat, w->merger_fc1_w, w->merger_fc1_b, M, 4 * D, Hm);
     op->gelu(be, g, im->mf, (size_t)M * Hm);
     op->linear(be, visual, g, w->merger_fc2_w, w->merger_fc2_b, M, Hm, e->E);
+    if (w->merger_pos)
+        op->add(be, visual, visual, w->merger_pos, (size_t)M * e->E);
     g_ptr_array_remove_fast(e->bufs, hm);
     g_ptr_array_remove_fast(e->bufs, g);
 }
@@ -521,6 +523,9 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
         ImageAct *im = &e->img[t];
         /* the merger */
         const float *dvis = dvisual + (size_t)t * M * E;
+        if (g->merger_pos)
+            for (size_t i = 0; i < (size_t)M * E; i++)
+                g->merger_pos[i] += dvis[i];
         e->be->ops->gelu(e->be, s.g, im->mf, (size_t)M * Hm);
         zero(s.dg, (size_t)M * Hm);
         cl_grad_linear(s.dg, g->merger_fc2_w, g->merger_fc2_b, dvis, s.g, w->merger_fc2_w, M, Hm,

@@ -152,6 +152,7 @@ class Config:
     max_len: int = 2048
     norm_eps: float = 1e-6
     tie_embeddings: bool = False
+    visual_pos: bool = False
 
     @classmethod
     def from_dict(cls, d):
@@ -474,12 +475,16 @@ class Merger(nn.Module):
         self.ln = nn.LayerNorm(d, eps=cfg.norm_eps)
         self.fc1 = nn.Linear(4 * d, cfg.merger_hidden)
         self.fc2 = nn.Linear(cfg.merger_hidden, cfg.dec_dim)
+        # the learned visual positions ("merger.pos", config visual_pos), one per visual token
+        self.pos = nn.Parameter(torch.zeros(self.grid ** 2 // 4, cfg.dec_dim)) \
+            if cfg.visual_pos else None
 
     def forward(self, x):
         g, d = self.grid, x.shape[-1]
         x = self.ln(x).view(g // 2, 2, g // 2, 2, d)  # [i, a, j, b, D]: token (2i+a, 2j+b)
         x = x.permute(0, 2, 1, 3, 4).reshape(g * g // 4, 4 * d)  # (a,b) = 00, 01, 10, 11
-        return self.fc2(F.gelu(self.fc1(x)))
+        y = self.fc2(F.gelu(self.fc1(x)))
+        return y + self.pos if self.pos is not None else y
 
 
 @dataclass
