@@ -673,6 +673,33 @@ static void test_cli(void)
     g_assert_nonnull(strstr(e, "dec_depth"));
 }
 
+/* --objects: the shapes scenes hold that many objects (the grounded task lists each one, so the
+ * answers of 1-object scenes are far shorter than those of 12-object ones, same seeds) */
+static gint64 tokens_with_objects(const char *name, int lo, int hi)
+{
+    g_autofree char *dir = out_dir(name);
+    ClTrainerOptions o;
+    base_options(&o, dir, 1);
+    o.task = "shapes-ground";
+    o.checkpoint_every = 0;
+    o.warmup = 0;
+    o.min_objects = lo, o.max_objects = hi;
+    g_auto(ClTrainerResult) r = { 0 };
+    run_ok(&o, &r);
+    return r.tokens;
+}
+
+static void test_objects(void)
+{
+    gint64 one = tokens_with_objects("objects-1", 1, 1);
+    gint64 many = tokens_with_objects("objects-12", 12, 12);
+    gint64 dflt = tokens_with_objects("objects-default", 0, 0);
+    g_test_message("tokens in a step of 4 samples: 1 object %" G_GINT64_FORMAT ", 12 objects %"
+                   G_GINT64_FORMAT ", default %" G_GINT64_FORMAT, one, many, dflt);
+    g_assert_cmpint(one, <, many - 4 * 8 * 10);
+    g_assert_cmpint(one, <, dflt);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -685,6 +712,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainer/jsonl", test_jsonl);
     g_test_add_func("/trainer/cli", test_cli);
     g_test_add_func("/trainer/aux", test_aux);
+    g_test_add_func("/trainer/objects", test_objects);
     int rc = g_test_run();
     cl_fixture_rmdir(tmp);
     return rc;

@@ -6,6 +6,7 @@
 # the loss; nothing is saved but the numbers.
 #
 #   tools/image-reliance.sh MODEL [TASKS=shapes,dots,radiograph,aerial,edits] [N=40] [SEED=5]
+#   OBJECTS=MIN-MAX tools/image-reliance.sh …   (shapes scenes with that many objects)
 #
 # Prints one line per task: own, another's, gap (another's − own).
 set -euo pipefail
@@ -30,7 +31,8 @@ for l in open(sys.argv[1]):
 }
 printf '%-20s %8s %10s %8s\n' task own another gap
 for t in ${TASKS//,/ }; do
-  "$CLI" synth --task "$t" --n "$N" --seed "$SEED" --out "$tmp/$t" --quiet
+  "$CLI" synth --task "$t" --n "$N" --seed "$SEED" ${OBJECTS:+--objects "$OBJECTS"} \
+    --out "$tmp/$t" --quiet
   python3 - "$tmp/$t/data.jsonl" "$tmp/$t/swap.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

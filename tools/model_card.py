@@ -53,6 +53,39 @@ def aux_phrase(o):
             f"changed patches × {w_chg:g}; training-only heads, not in the model)")
 
 
+# the figure that says whether the model beats its task's baseline, and which way is better
+HEADLINE = {"shapes": ("cider", 1), "dots": ("mae", -1), "radiograph": ("finding_f1_micro", 1),
+            "aerial": ("cider", 1), "edits": ("cider", 1)}
+
+
+def verdicts(run):
+    """One line per task: the headline metric of the model and the baseline, and which wins:
+    clearly (by over 20 % of the baseline's value), slightly (5-20 %), or not (a tie or worse)."""
+    lines = []
+    for t in TASKS:
+        p = os.path.join(run, f"eval-{t}.json")
+        if not os.path.exists(p):
+            continue
+        d = json.load(open(p))
+        k, sign = HEADLINE[t]
+        m, b = d.get(k), d.get("baseline", {}).get(k)
+        if m is None or b is None:
+            continue
+        label = next(lab for key, lab, _ in KEYS if key == k)
+        margin = 0.05 * abs(b) if b else 1e-3
+        if sign * (m - b) > 4 * margin:
+            word = "**clearly better** than the baseline"
+        elif sign * (m - b) > margin:
+            word = "slightly better than the baseline"
+        elif sign * (b - m) > margin:
+            word = "**worse** than the baseline"
+        else:
+            word = "**no better** than the baseline"
+        scale = 100 if k != "mae" else 1
+        lines.append(f"- {t}: {label} {m * scale:.2f} vs {b * scale:.2f} — {word}")
+    return lines
+
+
 def fmt(v, scale):
     return "–" if v is None else f"{v * scale:.2f}"
 
@@ -74,7 +107,7 @@ def main():
     print("```sh\n" + command + "\n```\n")
     print("1. A byte-level BPE tokenizer trained on 400 conversations of each of the ten tasks "
           "(seed 424242).")
-    print("2. A stateless model of the tiny preset's size: "
+    print("2. A stateless model of the tiny preset's widths: "
           f"{cfg['image_size']} px input, patch {cfg['patch_size']}, encoder {cfg['enc_dim']} × "
           f"{cfg['enc_depth']}, decoder {cfg['dec_dim']} × {cfg['dec_depth']} "
           f"(GQA {cfg['dec_heads']}/{cfg['dec_kv_heads']}), vocabulary {cfg['vocab_size']}, tied "
@@ -102,6 +135,16 @@ def main():
               "another sample's images (`tools/image-reliance.sh`); a model that ignored its "
               "images would score both alike (the gap would be 0).\n")
         print("```\n" + open(rel).read().rstrip() + "\n```\n")
+    print("## Where it stands\n")
+    print("Each task's headline figure on its held-out set against the trivial baseline "
+          "(details below):\n")
+    lines = verdicts(run)
+    print("\n".join(lines) + "\n")
+    behind = [ln[2:].split(":")[0] for ln in lines if "clearly better" not in ln]
+    if behind:
+        print(f"**Not yet good enough on {', '.join(behind)}**: on these tasks the model is not "
+              "clearly better than the trivial answer; where the reading check above shows no "
+              "gap, it does not use the images at all. Do not rely on its descriptions there.\n")
     print("## Held-out results\n")
     print("Each task's held-out set is 'changelens-cli eval --task T --seed 900001' (training "
           "samples come from other seeds); the baseline answers every sample with the task's most "

@@ -45,7 +45,7 @@ static int usage_error(const char *fmt, ...)
 }
 
 /* "A" or "A-B" into lo, hi */
-static gboolean parse_range(const char *s, int *lo, int *hi)
+gboolean cl_cli_parse_range(const char *s, int *lo, int *hi)
 {
     g_auto(GStrv) parts = g_strsplit(s, "-", 2);
     guint64 a, b;
@@ -141,9 +141,9 @@ int cl_cli_synth(int argc, char **argv)
         opts.patch = patch;
     opts.n_images = images;
     opts.nuisance = !no_nuisance;
-    if (objects && !parse_range(objects, &opts.min_objects, &opts.max_objects))
+    if (objects && !cl_cli_parse_range(objects, &opts.min_objects, &opts.max_objects))
         return usage_error("--objects takes N or MIN-MAX, not \"%s\"", objects);
-    if (changes && !parse_range(changes, &opts.min_changes, &opts.max_changes))
+    if (changes && !cl_cli_parse_range(changes, &opts.min_changes, &opts.max_changes))
         return usage_error("--changes takes N or MIN-MAX, not \"%s\"", changes);
     /* bad option values are usage errors: try one sample before touching DIR */
     g_autoptr(ClSynthSample) probe = cl_synth_generate(task, 0, &opts, &err);

@@ -24,6 +24,8 @@ char *cl_cli_torch_python(void);
 /* --config of train and bench --train: JSON text when it starts with '{', else a file holding it
  * (cli-train.c). */
 gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error);
+/* "N" or "MIN-MAX" (each 0..1000) as *lo, *hi (cli-synth.c) */
+gboolean cl_cli_parse_range(const char *s, int *lo, int *hi);
 int cl_cli_bench_train(int argc, char **argv);
 
 /* Shared by describe and case describe (cli-describe.c). */

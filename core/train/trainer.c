@@ -356,6 +356,11 @@ static char *options_to_json(const ClTrainerOptions *o)
     D("clip", o->clip);
     D("aux_weight_objects", o->aux_weight_objects);
     D("aux_weight_changed", o->aux_weight_changed);
+    /* only when set, so that the checkpoints made before them still resume */
+    if (o->min_objects || o->max_objects) {
+        INT("min_objects", o->min_objects);
+        INT("max_objects", o->max_objects);
+    }
     /* only when on, so that the checkpoints made before it still resume */
     if (o->aux_on_visual)
         BOOL("aux_on_visual", TRUE);
@@ -492,6 +497,8 @@ static gboolean source_open(Source *s, const ClTrainerOptions *o, const ClModel 
         return FALSE;
     s->n_tasks = (int)g_strv_length(s->tasks);
     cl_synth_options_for_model(&s->synth, model);
+    s->synth.min_objects = o->min_objects;
+    s->synth.max_objects = o->max_objects;
     return TRUE;
 }
 

@@ -72,6 +72,7 @@ typedef struct {
     const char *task;
     const char *data;
     gboolean all_turns;        /* supervise every assistant turn, not only the final answer */
+    int min_objects, max_objects; /* shapes scenes' object count (0: from the image size) */
 
     /* Optimisation. steps: optimiser steps (> 0), or 0 with `epochs` > 0 for a data file. */
     gint64 steps;
