@@ -41,7 +41,6 @@ def stage_summary(path):
         "end": end,
         "aux": aux_phrase(options),
         "batch": options.get("batch", 8),
-        "objects": f"{options.get('min_objects')}-{options.get('max_objects')}",
         "lr": options.get("lr"),
     }
 
@@ -113,13 +112,6 @@ def main():
           f"{cfg['enc_depth']}, decoder {cfg['dec_dim']} × {cfg['dec_depth']} "
           f"(GQA {cfg['dec_heads']}/{cfg['dec_kv_heads']}), vocabulary {cfg['vocab_size']}, tied "
           "embeddings.")
-    s0 = stage_summary(os.path.join(run, "stage0", "train.jsonl")) \
-        if os.path.exists(os.path.join(run, "stage0", "train.jsonl")) else None
-    if s0:
-        total += s0["elapsed_s"]
-        print(f"2b. An easy start (stage 0): {s0['steps']} steps of {s0['batch']} on the same "
-              f"tasks with shapes scenes of {s0['objects']} objects only; loss "
-              f"{s0['first_loss']:.3f} → {s0['final_loss']:.3f}; {s0['elapsed_s'] / 60:.1f} min.")
     if s1:
         print(f"3. Stage 1 (stateless): {s1['steps']} steps of {s1['batch']} samples (peak lr "
               f"{s1['lr']:g}) from the grounded "

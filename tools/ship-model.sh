@@ -8,7 +8,6 @@
 #
 #   tools/ship-model.sh [OUT=runs/ship] [STAGE1_STEPS=4000] [STAGE2_STEPS=3000] [BATCH=8]
 #                       [LR1=2e-3] [LR2=5e-4] [ENC_DEPTH=2] [DEC_DEPTH=6]
-#                       [STAGE0_STEPS=0] [STAGE0_OBJECTS=1-3]
 #                       [N_EVAL=100] [SEED=1] [AUX1="--aux-objects 1 --aux-changed 1"]
 #                       [AUX2="--aux-objects 1 --aux-changed 1"]
 #
@@ -26,11 +25,6 @@ LR2=${LR2:-5e-4}
 # auxiliary losses (docs/runs/2026-11-22-ship2.md: gap own/another's images 0.0003 with 6
 # blocks, 0.028 with 2, same decoder), and the 2-block one reaches the lower loss
 ENC_DEPTH=${ENC_DEPTH:-2}
-# an easy start (a curriculum): STAGE0_STEPS steps of stage 1 on shapes scenes of only
-# STAGE0_OBJECTS objects, then stage 1 from there (docs/runs/2026-11-22-ship3.md: a probe reads
-# 1-3-object scenes after 300 steps, gap 0.119, where 10-15-object ones give 0.028 after 400)
-STAGE0_STEPS=${STAGE0_STEPS:-0}
-STAGE0_OBJECTS=${STAGE0_OBJECTS:-1-3}
 DEC_DEPTH=${DEC_DEPTH:-6}
 N_EVAL=${N_EVAL:-100}
 SEED=${SEED:-1}
@@ -87,21 +81,10 @@ PY
     --out "$OUT/init.safetensors"
 fi
 
-# 3. stage 1: stateless, grounded + change tasks (after the easy start when there is one)
-START="$OUT/init.safetensors"
-if [ "$STAGE0_STEPS" -gt 0 ]; then
-  if [ ! -f "$OUT/stage0/model.safetensors" ]; then
-    log "stage 0: $STAGE0_STEPS steps, shapes scenes of $STAGE0_OBJECTS objects"
-    "$CLI" train --stage pretrain --from "$OUT/init.safetensors" \
-      --task "$GROUND_TASKS,$CHANGE_TASKS" --objects "$STAGE0_OBJECTS" --steps "$STAGE0_STEPS" \
-      --batch "$BATCH" --lr "$LR1" --seed "$((SEED + 10))" --checkpoint-every 250 $AUX1 \
-      --out "$OUT/stage0" $(resume "$OUT/stage0")
-  fi
-  START="$OUT/stage0/model.safetensors"
-fi
+# 3. stage 1: stateless, grounded + change tasks
 if [ ! -f "$OUT/stage1/model.safetensors" ]; then
   log "stage 1: $STAGE1_STEPS steps"
-  "$CLI" train --stage pretrain --from "$START" --task "$GROUND_TASKS,$CHANGE_TASKS" \
+  "$CLI" train --stage pretrain --from "$OUT/init.safetensors" --task "$GROUND_TASKS,$CHANGE_TASKS" \
     --steps "$STAGE1_STEPS" --batch "$BATCH" --lr "$LR1" --seed "$SEED" --checkpoint-every 250 $AUX1 \
     --out "$OUT/stage1" $(resume "$OUT/stage1")
 fi
