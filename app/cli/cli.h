@@ -1,6 +1,10 @@
 /* cli.h - the CLI's commands: one file per command family (cli-*.c), dispatched by main. */
 #pragma once
 
+#include <glib.h>
+
+#include "config.h"
+
 typedef struct {
     const char *name;
     int (*run)(int argc, char **argv); /* argv[0] is "changelens-cli NAME" */
@@ -19,17 +23,15 @@ int cl_cli_bench_casedb(int argc, char **argv);
 /* The Python that runs the PyTorch peers: $CL_TORCH_PYTHON, else BUILD/venv/bin/python when it
  * exists, else /usr/bin/python3 (Debian's python3-torch). Newly allocated. (cli-bench.c) */
 char *cl_cli_torch_python(void);
-/* `bench --train` (cli-bench-train.c) */
-#include "config.h"
 /* --config of train and bench --train: JSON text when it starts with '{', else a file holding it
  * (cli-train.c). */
 gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error);
 /* "N" or "MIN-MAX" (each 0..1000) as *lo, *hi (cli-synth.c) */
 gboolean cl_cli_parse_range(const char *s, int *lo, int *hi);
+/* `bench --train` (cli-bench-train.c) */
 int cl_cli_bench_train(int argc, char **argv);
 
 /* Shared by describe and case describe (cli-describe.c). */
-#include <glib.h>
 /* $CHANGELENS_MODEL, else data/models/changelens-default.safetensors (build tree) or share/changelens/models/;
  * NULL + an error telling the user what to pass. */
 char *cl_cli_find_default_model(GError **error);
