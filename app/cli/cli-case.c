@@ -821,7 +821,7 @@ static int cmd_describe(int argc, char **argv)
             model_sha = weights_sha256(model);
         }
     } else {
-        resolved = model_path ? g_strdup(model_path) : cl_cli_find_default_model(&err);
+        resolved = model_path ? g_strdup(model_path) : cl_model_find_default(&err);
         if (resolved)
             model = cl_model_load(resolved, &err);
         if (model) {

@@ -32,9 +32,6 @@ gboolean cl_cli_parse_range(const char *s, int *lo, int *hi);
 int cl_cli_bench_train(int argc, char **argv);
 
 /* Shared by describe and case describe (cli-describe.c). */
-/* $CHANGELENS_MODEL, else data/models/changelens-default.safetensors (build tree) or share/changelens/models/;
- * NULL + an error telling the user what to pass. */
-char *cl_cli_find_default_model(GError **error);
 /* ClTokenCallback that prints the text to stdout (invalid UTF-8 shown as U+FFFD) and sets
  * *(gboolean *)user_data once anything was printed. */
 void cl_cli_stream_token(gint32 id, const char *text, gsize len, gpointer user_data);

@@ -173,6 +173,8 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
             ok = FALSE;
             break;
         }
+        if (opts->on_progress)
+            opts->on_progress(CL_DESCRIBE_ENCODING, t, n_images, opts->user_data);
         gint64 t0 = g_get_monotonic_time();
         g_autoptr(GError) perr = NULL;
         if (!cl_preprocess_image(images[t].image, images[t].frame, NULL, S, C, pixels,
@@ -216,6 +218,8 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
 
     /* ---- prefill and generate ---- */
     if (ok) {
+        if (opts->on_progress)
+            opts->on_progress(CL_DESCRIBE_GENERATING, n_images, n_images, opts->user_data);
         ClGenerateOptions go;
         cl_generate_options_init(&go);
         go.max_new_tokens = opts->max_new_tokens;

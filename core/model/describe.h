@@ -21,6 +21,14 @@ typedef struct {
     guint frame;
 } ClDescribeImage;
 
+/* What the pipeline is doing, for progress reports. */
+typedef enum {
+    CL_DESCRIBE_ENCODING,   /* image `image` (0-based) of `n_images`: preprocess + encoder */
+    CL_DESCRIBE_GENERATING, /* the prompt through the decoder, then the generated tokens */
+} ClDescribeStage;
+typedef void (*ClDescribeProgress)(ClDescribeStage stage, guint image, guint n_images,
+                                   gpointer user_data);
+
 typedef struct {
     gboolean auto_domain;  /* pick the conversation with cl_describe_detect_domain (default) */
     ClChatDomain domain;   /* used when auto_domain is FALSE */
@@ -40,7 +48,9 @@ typedef struct {
     gboolean delta; /* heat grids from the Δ map (a second encoder pass per image) instead
                      * of the update norms */
     ClTokenCallback on_token; /* streaming, see generate.h; may be NULL */
-    gpointer user_data;
+    ClDescribeProgress on_progress; /* before each image's encoding and before the generation;
+                                     * may be NULL */
+    gpointer user_data;       /* for on_token and on_progress */
     GCancellable *cancellable; /* checked between images and at every decoder step */
 } ClDescribeOptions;
 

@@ -414,3 +414,60 @@ gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GErr
     model->path = g_strdup(path);
     return TRUE;
 }
+
+/* ---- the default model ---------------------------------------------------------------------- */
+
+static char *first_model_in(const char *dir)
+{
+    g_autofree char *def = g_build_filename(dir, "changelens-default.safetensors", NULL);
+    if (g_file_test(def, G_FILE_TEST_IS_REGULAR))
+        return g_steal_pointer(&def);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    if (!d)
+        return NULL;
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    const char *name;
+    while ((name = g_dir_read_name(d)))
+        if (g_str_has_suffix(name, ".safetensors"))
+            g_ptr_array_add(names, g_strdup(name));
+    if (names->len == 0)
+        return NULL;
+    const char *best = NULL;
+    for (guint i = 0; i < names->len; i++)
+        if (!best || strcmp(g_ptr_array_index(names, i), best) < 0)
+            best = g_ptr_array_index(names, i);
+    return g_build_filename(dir, best, NULL);
+}
+
+char *cl_model_find_default(GError **error)
+{
+    const char *env = g_getenv("CHANGELENS_MODEL");
+    if (env && *env) {
+        if (g_file_test(env, G_FILE_TEST_IS_REGULAR))
+            return g_strdup(env);
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                    "CHANGELENS_MODEL is set to %s, which is not a model file; pass --model FILE, "
+                    "or --random-init tiny for an untrained model (its text is noise)",
+                    env);
+        return NULL;
+    }
+    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
+    g_autofree char *bindir = exe ? g_path_get_dirname(exe) : g_strdup(".");
+    /* build trees live in the source tree (BUILD/app/changelens-cli); installs in prefix/bin */
+    char *dirs[] = {
+        g_build_filename(bindir, "..", "..", "data", "models", NULL),
+        g_build_filename(bindir, "..", "share", "changelens", "models", NULL),
+    };
+    char *found = NULL;
+    for (guint i = 0; i < G_N_ELEMENTS(dirs) && !found; i++)
+        found = first_model_in(dirs[i]);
+    if (!found)
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
+                    "no model given and no default model found (CHANGELENS_MODEL is not set; "
+                    "nothing in %s or %s): pass --model FILE, or --random-init tiny for an "
+                    "untrained model (its text is noise)",
+                    dirs[0], dirs[1]);
+    for (guint i = 0; i < G_N_ELEMENTS(dirs); i++)
+        g_free(dirs[i]);
+    return found;
+}

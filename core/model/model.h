@@ -46,4 +46,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClModel, cl_model_free)
  * weights no longer are the file's). */
 void cl_model_weights_insert_sve(ClModel *model, guint64 seed);
 
+/* The model used when none is named: $CHANGELENS_MODEL, else changelens-default.safetensors (or
+ * the first *.safetensors by name) in data/models/ of the source tree the program was built in,
+ * else in share/changelens/models/ of its install prefix. NULL + an error telling the user what
+ * to pass instead. */
+char *cl_model_find_default(GError **error);
+
 G_END_DECLS

@@ -1,0 +1,381 @@
+/* test-worker.c - ClWorker (core/worker): a describe job runs off the main thread while the main
+ * loop keeps ticking (the longest gap is measured and must stay under 50 ms), its text streams
+ * in pieces that add up to the result, which equals the synchronous pipeline's; jobs queue and
+ * reuse the loaded model; cancelling stops a run at once and silences it; errors arrive as
+ * GErrors; the images' owners are released. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "describe.h"
+#include "device.h"
+#include "fixtures.h"
+#include "worker.h"
+
+#define WAIT_TIMEOUT_US (120 * G_USEC_PER_SEC)
+/* DESIGN.md §3 / issue 6: the UI's main loop never stalls while the model runs. */
+#define MAX_STALL_MS 50.0
+/* The ticker's period: far below the bound, so a stall shows as one long gap. */
+#define TICK_MS 5
+
+static int owners_alive;
+
+static void owner_free(gpointer p)
+{
+    cl_image_free(p);
+    g_atomic_int_add(&owners_alive, -1);
+}
+
+/* A 96 × 96 RGB image: a grey background and a square whose place depends on `shift`. */
+static ClImage *square_image(int shift)
+{
+    ClImage *img = cl_image_new(CL_IMAGE_FORMAT_PNG);
+    img->width = img->height = 96;
+    img->channels = 3;
+    img->layout = CL_LAYOUT_RGB;
+    img->bits = img->bits_allocated = 8;
+    img->sample_format = CL_SAMPLE_UINT;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(cl_image_alloc_frames(img, 1, &error));
+    ClFrame *f = g_ptr_array_index(img->frames, 0);
+    f->rescale_slope = 1;
+    for (guint c = 0; c < 3; c++) {
+        float *p = cl_image_plane(img, 0, c);
+        for (guint y = 0; y < 96; y++)
+            for (guint x = 0; x < 96; x++) {
+                gboolean in = x >= 20u + shift && x < 50u + shift && y >= 30 && y < 60;
+                p[y * 96 + x] = in ? (c == 0 ? 220 : 40) : 128;
+            }
+    }
+    return img;
+}
+
+/* Images for a job: fresh copies the job owns. */
+static ClWorkerImage *job_images(guint n)
+{
+    ClWorkerImage *imgs = g_new0(ClWorkerImage, n);
+    for (guint i = 0; i < n; i++) {
+        ClImage *img = square_image((int)i * 12);
+        imgs[i] = (ClWorkerImage){ img, 0, img, owner_free };
+        g_atomic_int_inc(&owners_alive);
+    }
+    return imgs;
+}
+
+typedef struct {
+    GString *text;
+    guint n_text, n_progress;
+    GPtrArray *stages;
+    gboolean done;
+    ClWorkerDescribeResult *result;
+    GError *error;
+    gint64 done_us;
+    gboolean freed;
+    gboolean cancel_on_text;
+    GCancellable *cancellable;
+    gint64 cancelled_us;
+    guint text_after_cancel;
+} Run;
+
+static void run_init(Run *r)
+{
+    memset(r, 0, sizeof *r);
+    r->text = g_string_new(NULL);
+    r->stages = g_ptr_array_new_with_free_func(g_free);
+}
+
+static void run_clear(Run *r)
+{
+    g_string_free(r->text, TRUE);
+    g_ptr_array_unref(r->stages);
+    cl_worker_describe_result_free(r->result);
+    g_clear_error(&r->error);
+    g_clear_object(&r->cancellable);
+}
+
+static void on_progress(const char *stage, double fraction, gpointer data)
+{
+    Run *r = data;
+    g_assert_true(fraction <= 1.0);
+    r->n_progress++;
+    g_ptr_array_add(r->stages, g_strdup(stage));
+}
+
+static void on_text(const char *text, gpointer data)
+{
+    Run *r = data;
+    g_assert_true(g_utf8_validate(text, -1, NULL));
+    if (r->cancelled_us)
+        r->text_after_cancel++;
+    g_string_append(r->text, text);
+    r->n_text++;
+    if (r->cancel_on_text && !r->cancelled_us) {
+        r->cancelled_us = g_get_monotonic_time();
+        g_cancellable_cancel(r->cancellable);
+    }
+}
+
+static void on_freed(gpointer data)
+{
+    ((Run *)data)->freed = TRUE;
+}
+
+static void on_done(GObject *source, GAsyncResult *res, gpointer data)
+{
+    Run *r = data;
+    r->result = cl_worker_describe_finish(CL_WORKER(source), res, &r->error);
+    r->done = TRUE;
+    r->done_us = g_get_monotonic_time();
+}
+
+/* Measures the main loop: the longest time between two ticks of a TICK_MS timeout. */
+typedef struct {
+    gint64 last_us;
+    double max_gap_ms;
+    guint ticks;
+} Ticker;
+
+static gboolean tick(gpointer data)
+{
+    Ticker *t = data;
+    gint64 now = g_get_monotonic_time();
+    if (t->last_us)
+        t->max_gap_ms = MAX(t->max_gap_ms, (now - t->last_us) / 1000.0);
+    t->last_us = now;
+    t->ticks++;
+    return G_SOURCE_CONTINUE;
+}
+
+static void wait_done(Run *const *runs, guint n)
+{
+    gint64 deadline = g_get_monotonic_time() + WAIT_TIMEOUT_US;
+    for (;;) {
+        gboolean all = TRUE;
+        for (guint i = 0; i < n; i++)
+            all = all && runs[i]->done && runs[i]->freed;
+        if (all)
+            return;
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_main_context_iteration(NULL, TRUE);
+    }
+}
+
+static void start(ClWorker *w, const ClWorkerModel *m, guint n_images, const ClDescribeOptions *o,
+                  Run *r)
+{
+    ClWorkerImage *imgs = job_images(n_images);
+    ClWorkerCallbacks cb = { on_progress, on_text, r, on_freed };
+    cl_worker_describe_async(w, m, imgs, n_images, o, &cb, r->cancellable, on_done, r);
+    g_free(imgs);
+}
+
+static void describe_options(ClDescribeOptions *o, int max_tokens)
+{
+    cl_describe_options_init(o);
+    o->auto_domain = FALSE;
+    o->domain = CL_CHAT_DOMAIN_EDITS;
+    o->max_new_tokens = max_tokens;
+    o->stop_strings = NULL;
+}
+
+/* ---- tests ----------------------------------------------------------------------------------- */
+
+static void test_streams_without_stalls(void)
+{
+    g_autoptr(ClWorker) w = cl_worker_new("cpu");
+    ClWorkerModel m = { NULL, "tiny", "cross_ffn", 3 };
+    ClDescribeOptions o;
+    describe_options(&o, 160);
+    Run r;
+    run_init(&r);
+    Ticker t = { 0 };
+    guint id = g_timeout_add(TICK_MS, tick, &t);
+    gint64 t0 = g_get_monotonic_time();
+    start(w, &m, 3, &o, &r);
+    g_assert_cmpuint(cl_worker_get_n_jobs(w), ==, 1);
+    Run *rs[] = { &r };
+    wait_done(rs, 1);
+    g_source_remove(id);
+    double run_ms = (r.done_us - t0) / 1000.0;
+    g_assert_no_error(r.error);
+    g_assert_nonnull(r.result);
+    g_assert_cmpuint(cl_worker_get_n_jobs(w), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&owners_alive), ==, 0);
+
+    /* the text came in pieces, as decoded, and adds up to the result's */
+    g_autofree char *valid = g_utf8_make_valid(r.result->result.text, -1);
+    g_assert_cmpstr(r.text->str, ==, valid);
+    g_assert_cmpuint(r.result->result.ids->len, >, 20);
+    g_assert_cmpuint(r.n_text, >, 1);
+    /* progress: the model load, each image, the generation, done */
+    g_assert_cmpuint(r.n_progress, >=, 3);
+    gboolean saw_encoding = FALSE, saw_describing = FALSE;
+    for (guint i = 0; i < r.stages->len; i++) {
+        saw_encoding |= g_str_has_prefix(g_ptr_array_index(r.stages, i), "Encoding image");
+        saw_describing |= g_str_equal(g_ptr_array_index(r.stages, i), "Describing");
+    }
+    g_assert_true(saw_encoding && saw_describing);
+    g_assert_cmpuint(r.result->result.heatmaps->len, ==, 2);
+    g_assert_cmpstr(r.result->device, ==, "cpu");
+    g_assert_null(r.result->model_path);
+    g_assert_cmpfloat(r.result->load_ms, >, 0);
+
+    /* the main loop kept ticking through the whole run */
+    printf("# main loop during a %.0f ms model run: %u ticks, longest gap %.1f ms (bound %.0f)\n",
+           run_ms, t.ticks, t.max_gap_ms, MAX_STALL_MS);
+    g_assert_cmpfloat(run_ms, >, 200.0); /* long enough to mean something */
+    g_assert_cmpuint(t.ticks, >, (guint)(run_ms / TICK_MS / 4));
+    g_assert_cmpfloat(t.max_gap_ms, <, MAX_STALL_MS);
+
+    /* the same text as the synchronous pipeline on the same model and images */
+    ClModelConfig cfg;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", NULL));
+    g_assert_true(cl_sve_variant_from_name("cross_ffn", &cfg.sve_variant));
+    g_autoptr(ClModel) model = cl_model_new_random(&cfg, 3, NULL);
+    g_autoptr(ClBackend) be = cl_backend_cpu_new(0);
+    ClImage *a = square_image(0), *b = square_image(12), *c = square_image(24);
+    ClDescribeImage di[] = { { a, 0 }, { b, 0 }, { c, 0 } };
+    ClDescribeResult sync;
+    g_autoptr(GError) error = NULL;
+    g_assert_true(cl_describe_run(be, model, di, 3, &o, &sync, &error));
+    g_assert_cmpstr(sync.text, ==, r.result->result.text);
+    cl_describe_result_clear(&sync);
+    cl_image_free(a), cl_image_free(b), cl_image_free(c);
+    run_clear(&r);
+}
+
+static void test_queue_reuses_model(void)
+{
+    g_autoptr(ClWorker) w = cl_worker_new("cpu");
+    ClWorkerModel m = { NULL, "tiny", NULL, 0 };
+    ClDescribeOptions o;
+    describe_options(&o, 8);
+    Run r1, r2;
+    run_init(&r1), run_init(&r2);
+    start(w, &m, 2, &o, &r1);
+    start(w, &m, 2, &o, &r2);
+    g_assert_cmpuint(cl_worker_get_n_jobs(w), ==, 2);
+    Run *rs[] = { &r1, &r2 };
+    wait_done(rs, 2);
+    g_assert_no_error(r1.error);
+    g_assert_no_error(r2.error);
+    g_assert_cmpint(r1.done_us, <=, r2.done_us); /* in order */
+    g_assert_cmpfloat(r1.result->load_ms, >, 0);
+    g_assert_cmpfloat(r2.result->load_ms, ==, 0); /* the loaded model was reused */
+    g_assert_cmpstr(r1.result->result.text, ==, r2.result->result.text);
+    g_assert_cmpuint(cl_worker_get_n_jobs(w), ==, 0);
+    g_assert_cmpint(g_atomic_int_get(&owners_alive), ==, 0);
+    run_clear(&r1), run_clear(&r2);
+}
+
+static void test_cancel(void)
+{
+    g_autoptr(ClWorker) w = cl_worker_new("cpu");
+    ClWorkerModel m = { NULL, "tiny", NULL, 0 };
+    ClDescribeOptions o;
+    describe_options(&o, 400);
+    o.stop_strings = NULL;
+    Run r, after;
+    run_init(&r), run_init(&after);
+    r.cancel_on_text = TRUE;
+    r.cancellable = g_cancellable_new();
+    start(w, &m, 2, &o, &r);
+    describe_options(&o, 4);
+    start(w, &m, 2, &o, &after); /* queued behind it: runs normally */
+    Run *rs[] = { &r, &after };
+    wait_done(rs, 2);
+    g_assert_error(r.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_assert_null(r.result);
+    g_assert_cmpuint(r.text_after_cancel, ==, 0);
+    double stop_ms = (r.done_us - r.cancelled_us) / 1000.0;
+    g_test_message("cancelled run ended %.1f ms after the cancel", stop_ms);
+    g_assert_cmpfloat(stop_ms, <, 1000.0);
+    g_assert_no_error(after.error);
+    g_assert_nonnull(after.result);
+    g_assert_cmpint(g_atomic_int_get(&owners_alive), ==, 0);
+
+    /* cancel_all: a queued job never runs */
+    Run q;
+    run_init(&q);
+    start(w, &m, 2, &o, &q);
+    cl_worker_cancel_all(w);
+    Run *qs[] = { &q };
+    wait_done(qs, 1);
+    g_assert_error(q.error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+    g_assert_cmpuint(q.n_text, ==, 0);
+    run_clear(&r), run_clear(&after), run_clear(&q);
+}
+
+static void test_errors(void)
+{
+    g_autoptr(ClWorker) w = cl_worker_new("cpu");
+    ClDescribeOptions o;
+    describe_options(&o, 4);
+    /* a model file that is not there */
+    ClWorkerModel missing = { (char *)"/nonexistent/model.safetensors", NULL, NULL, 0 };
+    Run r;
+    run_init(&r);
+    start(w, &missing, 2, &o, &r);
+    Run *rs[] = { &r };
+    wait_done(rs, 1);
+    g_assert_nonnull(r.error);
+    g_assert_nonnull(strstr(r.error->message, "model.safetensors"));
+    g_assert_cmpint(g_atomic_int_get(&owners_alive), ==, 0);
+    /* one image: the pipeline's own message */
+    ClWorkerModel m = { NULL, "tiny", NULL, 0 };
+    Run one;
+    run_init(&one);
+    start(w, &m, 1, &o, &one);
+    Run *os[] = { &one };
+    wait_done(os, 1);
+    g_assert_nonnull(one.error);
+    /* an unknown variant */
+    ClWorkerModel bad = { NULL, "tiny", (char *)"sideways", 0 };
+    Run v;
+    run_init(&v);
+    start(w, &bad, 2, &o, &v);
+    Run *vs[] = { &v };
+    wait_done(vs, 1);
+    g_assert_nonnull(v.error);
+    g_assert_nonnull(strstr(v.error->message, "sideways"));
+    /* and the worker still works */
+    Run ok;
+    run_init(&ok);
+    start(w, &m, 2, &o, &ok);
+    Run *oks[] = { &ok };
+    wait_done(oks, 1);
+    g_assert_no_error(ok.error);
+    run_clear(&r), run_clear(&one), run_clear(&v), run_clear(&ok);
+}
+
+/* A device that is absent fails the job with the backend's message; the worker stays usable. */
+static void test_absent_device(void)
+{
+    if (cl_device_cuda_count() > 0) {
+        g_test_skip("a CUDA device is present");
+        return;
+    }
+    g_autoptr(ClWorker) w = cl_worker_new("cuda");
+    ClWorkerModel m = { NULL, "tiny", NULL, 0 };
+    ClDescribeOptions o;
+    describe_options(&o, 4);
+    Run r;
+    run_init(&r);
+    start(w, &m, 2, &o, &r);
+    Run *rs[] = { &r };
+    wait_done(rs, 1);
+    g_assert_error(r.error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_NO_DEVICE);
+    run_clear(&r);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/worker/streams-without-stalls", test_streams_without_stalls);
+    g_test_add_func("/worker/queue-reuses-model", test_queue_reuses_model);
+    g_test_add_func("/worker/cancel", test_cancel);
+    g_test_add_func("/worker/errors", test_errors);
+    g_test_add_func("/worker/absent-device", test_absent_device);
+    return g_test_run();
+}
