@@ -3,6 +3,8 @@
 #include <adwaita.h>
 #include <cairo.h>
 #include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "cl-document.h"
 #include "cl-image-view.h"
@@ -520,6 +522,208 @@ static void test_open_dialog(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* ---- compare modes and the model (issue 6) ---- */
+
+/* Writes what the window shows to $CL_SCREENSHOT_DIR/name.png (test artefacts; skipped when the
+ * variable is unset). */
+static void save_screenshot(ClWindow *win, const char *name)
+{
+    const char *dir = g_getenv("CL_SCREENSHOT_DIR");
+    if (!dir || !*dir)
+        return;
+    g_mkdir_with_parents(dir, 0755);
+    /* let pending frames and redraws happen first */
+    for (int i = 0; i < 20; i++) {
+        while (g_main_context_iteration(NULL, FALSE))
+            ;
+        g_usleep(5000);
+    }
+    GtkWidget *w = GTK_WIDGET(win);
+    int width = gtk_widget_get_width(w), height = gtk_widget_get_height(w);
+    g_autoptr(GdkPaintable) paintable = gtk_widget_paintable_new(w);
+    GtkSnapshot *snapshot = gtk_snapshot_new();
+    gdk_paintable_snapshot(paintable, snapshot, width, height);
+    g_autoptr(GskRenderNode) node = gtk_snapshot_free_to_node(snapshot);
+    g_assert_nonnull(node);
+    GskRenderer *renderer = gtk_native_get_renderer(gtk_widget_get_native(w));
+    g_autoptr(GdkTexture) tex = gsk_renderer_render_texture(
+        renderer, node, &GRAPHENE_RECT_INIT(0, 0, (float)width, (float)height));
+    g_autofree char *file = g_strconcat(name, ".png", NULL);
+    g_autofree char *path = g_build_filename(dir, file, NULL);
+    g_assert_true(gdk_texture_save_to_png(tex, path));
+    g_test_message("screenshot %s", path);
+}
+
+static void set_mode(ClWindow *win, const char *mode)
+{
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.compare-mode", "s", mode));
+    g_assert_cmpstr(cl_window_get_compare_mode(win), ==, mode);
+}
+
+static gboolean diff_ready(gpointer data)
+{
+    return cl_image_view_get_changed_fraction(data) >= 0;
+}
+
+typedef struct {
+    ClImageView *view;
+    gboolean want;
+} FlickerWait;
+
+static gboolean flicker_shows(gpointer data)
+{
+    FlickerWait *f = data;
+    return cl_image_view_get_showing_partner(f->view) == f->want;
+}
+
+/* Larger images with a shared scene and one change, for the compare modes and the model. */
+static void write_scene(const char *path, gboolean changed)
+{
+    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 320, 240);
+    cairo_t *cr = cairo_create(s);
+    cairo_set_source_rgb(cr, 0.45, 0.55, 0.4);
+    cairo_paint(cr);
+    cairo_set_source_rgb(cr, 0.8, 0.8, 0.75);
+    cairo_rectangle(cr, 40, 40, 80, 60);
+    cairo_fill(cr);
+    cairo_set_source_rgb(cr, 0.3, 0.3, 0.35);
+    cairo_rectangle(cr, 0, 150, 320, 20);
+    cairo_fill(cr);
+    if (changed) {
+        cairo_set_source_rgb(cr, 0.7, 0.2, 0.15);
+        cairo_rectangle(cr, 200, 50, 70, 70);
+        cairo_fill(cr);
+    }
+    cairo_destroy(cr);
+    g_assert_true(cairo_surface_write_to_png(s, path) == CAIRO_STATUS_SUCCESS);
+    cairo_surface_destroy(s);
+}
+
+static void test_compare_modes(void)
+{
+    const char *paths[] = {path_a, path_b};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    g_assert_cmpstr(cl_window_get_compare_mode(win), ==, "side-by-side");
+    g_assert_true(gtk_widget_is_visible(GTK_WIDGET(b)));
+
+    /* swipe: one pane, the right one's image drawn into the left view */
+    set_mode(win, "swipe");
+    g_assert_cmpint(cl_image_view_get_compare_mode(a), ==, CL_COMPARE_SWIPE);
+    g_assert_true(cl_image_view_get_partner(a) == b);
+    g_assert_false(gtk_widget_is_visible(GTK_WIDGET(b)));
+    cl_image_view_set_swipe_position(a, 0.3);
+    g_assert_cmpfloat(cl_image_view_get_swipe_position(a), ==, 0.3);
+    save_screenshot(win, "swipe");
+
+    set_mode(win, "blend");
+    g_assert_cmpint(cl_image_view_get_compare_mode(a), ==, CL_COMPARE_BLEND);
+
+    /* flicker alternates the two images */
+    set_mode(win, "flicker");
+    cl_image_view_set_flicker_rate(a, CL_VIEW_MAX_FLICKER);
+    FlickerWait fw = { a, TRUE };
+    g_assert_true(wait_for(flicker_shows, &fw));
+    fw.want = FALSE;
+    g_assert_true(wait_for(flicker_shows, &fw));
+
+    /* difference: red vs blue everywhere but the white squares, which line up once the larger
+     * image is stretched onto the smaller (both at a quarter of the width and height) */
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_ready, a));
+    double f = cl_image_view_get_changed_fraction(a);
+    g_assert_cmpfloat(f, >, 0.90);
+    g_assert_cmpfloat(f, <, 0.97);
+    save_screenshot(win, "difference");
+    /* a tolerance above every difference leaves nothing changed */
+    cl_image_view_set_tolerance(a, 255);
+    g_assert_true(wait_for(diff_ready, a));
+    g_assert_cmpfloat(cl_image_view_get_changed_fraction(a), ==, 0.0);
+
+    set_mode(win, "side-by-side");
+    g_assert_cmpint(cl_image_view_get_compare_mode(a), ==, CL_COMPARE_NONE);
+    g_assert_null(cl_image_view_get_partner(a));
+    g_assert_true(gtk_widget_is_visible(GTK_WIDGET(b)));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static gboolean not_describing(gpointer data)
+{
+    return !cl_window_get_describing(data);
+}
+
+typedef struct {
+    gint64 last_us;
+    double max_gap_ms;
+    guint ticks;
+} Ticker;
+
+static gboolean tick(gpointer data)
+{
+    Ticker *t = data;
+    gint64 now = g_get_monotonic_time();
+    if (t->last_us)
+        t->max_gap_ms = MAX(t->max_gap_ms, (now - t->last_us) / 1000.0);
+    t->last_us = now;
+    t->ticks++;
+    return G_SOURCE_CONTINUE;
+}
+
+static void test_describe(void)
+{
+    g_autofree char *before = g_build_filename(tmpdir, "scene-before.png", NULL);
+    g_autofree char *after = g_build_filename(tmpdir, "scene-after.png", NULL);
+    write_scene(before, FALSE);
+    write_scene(after, TRUE);
+    const char *paths[] = {before, after};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *b = cl_window_get_view(win, 1);
+    g_assert_false(cl_window_get_describing(win));
+
+    /* A first run shows the panel, its widgets and the heat map: with Xvfb's software GL the
+     * first draw of each kind of node compiles shaders on the main thread (hundreds of ms, once
+     * per process), which says nothing about the model run; the second run is measured. */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    save_screenshot(win, "warm-up");
+
+    /* the window keeps drawing while the model runs: the main loop's longest gap is measured */
+    Ticker t = { 0 };
+    guint id = g_timeout_add(5, tick, &t);
+    gint64 t0 = g_get_monotonic_time();
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(cl_window_get_describing(win));
+    g_assert_true(wait_for(not_describing, win));
+    double run_ms = (g_get_monotonic_time() - t0) / 1000.0;
+    g_source_remove(id);
+    printf("# window: model run %.0f ms, %u main-loop ticks, longest gap %.1f ms (bound 50)\n",
+           run_ms, t.ticks, t.max_gap_ms);
+    g_assert_cmpfloat(t.max_gap_ms, <, 50.0);
+
+    g_autofree char *text = cl_window_get_description(win);
+    g_assert_cmpuint(strlen(text), >, 0);
+    g_assert_true(cl_window_get_show_heatmap(win));
+    g_assert_true(cl_image_view_get_has_heatmap(b));
+    save_screenshot(win, "describe-side-by-side");
+
+    /* the heat map follows the later image into the overlaid modes */
+    set_mode(win, "swipe");
+    g_assert_true(cl_image_view_get_has_heatmap(cl_window_get_view(win, 0)));
+    g_assert_false(cl_image_view_get_has_heatmap(b));
+    save_screenshot(win, "describe-swipe");
+    set_mode(win, "side-by-side");
+    gtk_widget_activate_action(GTK_WIDGET(win), "win.show-heatmap", NULL); /* toggles off */
+    g_assert_false(cl_window_get_show_heatmap(win));
+    g_assert_false(cl_image_view_get_has_heatmap(b));
+
+    /* stopping a run: it ends at once, the text so far stays editable */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(cl_window_get_describing(win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.stop-describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Templates in the GResource parse (the help overlay is otherwise only loaded by the app). */
 static void test_resources(void)
 {
@@ -573,6 +777,8 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/large-image", test_large_image);
     g_test_add_func("/ui/view/nearest-when-zoomed", test_nearest_when_zoomed);
     g_test_add_func("/ui/window/open-dialog", test_open_dialog);
+    g_test_add_func("/ui/window/compare-modes", test_compare_modes);
+    g_test_add_func("/ui/window/describe", test_describe);
     int rc = g_test_run();
 
     cl_fixture_rmdir(tmpdir);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "display.h"
+#include "heatmap.h"
 
 /* Above this many pixels per side the overview texture is box-downsampled: GL drivers cap
  * texture sizes (often at 8192 or 16384) and a 10k × 10k RGBA texture would cost 400 MB of VRAM
@@ -36,6 +37,28 @@ struct _ClImageView {
     int detail_x, detail_y, detail_w, detail_h; /* image pixels covered */
     int detail_k;                               /* texels per image pixel */
 
+    /* Comparison with the partner view's image, drawn into this image's rectangle (a partner of
+     * another size is stretched onto it: same scene, other resolution). */
+    ClImageView *partner; /* weak: cleared when it goes */
+    gulong partner_texture_id;
+    ClCompareMode mode;
+    double swipe;        /* divider at this fraction of the widget's width */
+    double blend;        /* partner's opacity */
+    double flicker_rate; /* image switches per second */
+    double tolerance;    /* difference: display levels (0-255) a pixel may differ by */
+    guint flicker_id;
+    gboolean flicker_phase; /* TRUE: the partner's image shows */
+    gboolean dragging_divider;
+    GCancellable *diff_cancellable;
+    GdkTexture *diff;        /* difference mode's picture (overview resolution) */
+    double changed_fraction; /* of the pixels, over the tolerance; < 0 while unknown */
+
+    /* Heat overlay: a small texture stretched over the model input's square, in this image's
+     * normalised coordinates (u, v in [0, 1] cover the image; the letterbox padding lies beyond). */
+    GdkTexture *heat;
+    double heat_u0, heat_v0, heat_u1, heat_v1;
+    double heat_opacity;
+
     /* Input state */
     double pointer_x, pointer_y;
     gboolean has_pointer;
@@ -45,7 +68,17 @@ struct _ClImageView {
 
 G_DEFINE_FINAL_TYPE(ClImageView, cl_image_view, GTK_TYPE_WIDGET)
 
-enum { PROP_0, PROP_DOCUMENT, PROP_FRAME, PROP_VIEWPORT, PROP_TEXTURE, PROP_LOADING, N_PROPS };
+enum {
+    PROP_0,
+    PROP_DOCUMENT,
+    PROP_FRAME,
+    PROP_VIEWPORT,
+    PROP_TEXTURE,
+    PROP_LOADING,
+    PROP_COMPARE_MODE,
+    PROP_CHANGED_FRACTION,
+    N_PROPS
+};
 static GParamSpec *properties[N_PROPS];
 
 enum { SIGNAL_RENDER_FAILED, N_SIGNALS };
@@ -152,6 +185,8 @@ static void render_thread(GTask *task, gpointer source, gpointer task_data,
     g_task_return_pointer(task, g_steal_pointer(&res), (GDestroyNotify)render_result_free);
 }
 
+static void update_diff(ClImageView *self);
+
 static void clear_detail(ClImageView *self)
 {
     g_clear_object(&self->detail);
@@ -190,6 +225,7 @@ static void render_done(GObject *source, GAsyncResult *result, gpointer user_dat
         if (cl_viewport_get_fit(self->viewport))
             cl_image_view_fit(self);
     }
+    update_diff(self);
     g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_TEXTURE]);
     g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_LOADING]);
     gtk_widget_queue_draw(GTK_WIDGET(self));
@@ -351,6 +387,314 @@ void cl_image_view_fit(ClImageView *self)
         cl_viewport_set_fit(self->viewport, TRUE); /* applied at the first allocation */
 }
 
+/* ---- comparison with the partner ---- */
+
+typedef struct {
+    GBytes *a, *b;
+    guint wa, ha, wb, hb;
+    double tolerance;
+} DiffJob;
+
+typedef struct {
+    GBytes *rgba;
+    guint width, height;
+    double changed_fraction;
+} DiffResult;
+
+static void diff_job_free(DiffJob *j)
+{
+    g_bytes_unref(j->a);
+    g_bytes_unref(j->b);
+    g_free(j);
+}
+
+static void diff_result_free(DiffResult *r)
+{
+    g_clear_pointer(&r->rgba, g_bytes_unref);
+    g_free(r);
+}
+
+/* Per pixel of A: the largest channel difference against B's pixel at the same relative place
+ * (nearest). Over the tolerance: red, brighter the bigger the difference; else A's grey,
+ * faded, for context. Downsampled like the overview for large images. */
+static void diff_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+    DiffJob *j = task_data;
+    const guint8 *a = g_bytes_get_data(j->a, NULL), *b = g_bytes_get_data(j->b, NULL);
+    guint8 *out = g_try_malloc((gsize)j->wa * j->ha * 4);
+    if (!out) {
+        g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_NO_SPACE,
+                                "not enough memory for the difference image");
+        return;
+    }
+    g_autofree guint *xmap = g_new(guint, j->wa);
+    for (guint x = 0; x < j->wa; x++)
+        xmap[x] = MIN(j->wb - 1, (guint)(((double)x + 0.5) * j->wb / j->wa));
+    guint64 changed = 0;
+    for (guint y = 0; y < j->ha; y++) {
+        if (g_cancellable_is_cancelled(cancellable)) {
+            g_free(out);
+            g_task_return_error_if_cancelled(task);
+            return;
+        }
+        guint yb = MIN(j->hb - 1, (guint)(((double)y + 0.5) * j->hb / j->ha));
+        const guint8 *ra = a + (gsize)y * j->wa * 4, *rb = b + (gsize)yb * j->wb * 4;
+        guint8 *ro = out + (gsize)y * j->wa * 4;
+        for (guint x = 0; x < j->wa; x++) {
+            const guint8 *pa = ra + x * 4, *pb = rb + xmap[x] * 4;
+            int d = 0;
+            for (int c = 0; c < 3; c++)
+                d = MAX(d, abs((int)pa[c] - (int)pb[c]));
+            guint8 *po = ro + x * 4;
+            if (d > j->tolerance) {
+                changed++;
+                po[0] = (guint8)(128 + d / 2), po[1] = 24, po[2] = 24;
+            } else {
+                guint8 grey = (guint8)((pa[0] * 77 + pa[1] * 150 + pa[2] * 29) >> 8);
+                po[0] = po[1] = po[2] = (guint8)(grey * 3 / 10);
+            }
+            po[3] = 255;
+        }
+    }
+    g_autoptr(GBytes) full = g_bytes_new_take(out, (gsize)j->wa * j->ha * 4);
+    DiffResult *r = g_new0(DiffResult, 1);
+    r->changed_fraction = (double)changed / ((double)j->wa * j->ha);
+    guint f = 1;
+    while (j->wa / f > CL_VIEW_MAX_TEXTURE || j->ha / f > CL_VIEW_MAX_TEXTURE)
+        f *= 2;
+    if (f > 1) {
+        r->rgba = downsample(out, j->wa, j->ha, f, &r->width, &r->height, cancellable);
+        if (!r->rgba) {
+            diff_result_free(r);
+            if (!g_task_return_error_if_cancelled(task))
+                g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_NO_SPACE,
+                                        "not enough memory for the difference image");
+            return;
+        }
+    } else {
+        r->rgba = g_bytes_ref(full);
+        r->width = j->wa, r->height = j->ha;
+    }
+    g_task_return_pointer(task, r, (GDestroyNotify)diff_result_free);
+}
+
+static void diff_done(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+    GTask *task = G_TASK(result);
+    g_autoptr(GError) error = NULL;
+    DiffResult *r = g_task_propagate_pointer(task, &error);
+    if (g_cancellable_is_cancelled(g_task_get_cancellable(task))) {
+        if (r)
+            diff_result_free(r);
+        return;
+    }
+    ClImageView *self = CL_IMAGE_VIEW(source);
+    g_clear_object(&self->diff_cancellable);
+    if (r) {
+        self->diff = gdk_memory_texture_new((int)r->width, (int)r->height, GDK_MEMORY_R8G8B8A8,
+                                            r->rgba, (gsize)r->width * 4);
+        self->changed_fraction = r->changed_fraction;
+        diff_result_free(r);
+    } else {
+        g_signal_emit(self, signals[SIGNAL_RENDER_FAILED], 0, error);
+    }
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_CHANGED_FRACTION]);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+/* Drops the difference picture and, in difference mode with both images rendered, starts
+ * computing the new one. */
+static void update_diff(ClImageView *self)
+{
+    if (self->diff_cancellable) {
+        g_cancellable_cancel(self->diff_cancellable);
+        g_clear_object(&self->diff_cancellable);
+    }
+    g_clear_object(&self->diff);
+    gboolean was_known = self->changed_fraction >= 0;
+    self->changed_fraction = -1;
+    if (self->mode == CL_COMPARE_DIFFERENCE && self->rgba && self->partner &&
+        self->partner->rgba) {
+        DiffJob *j = g_new0(DiffJob, 1);
+        j->a = g_bytes_ref(self->rgba);
+        j->b = g_bytes_ref(self->partner->rgba);
+        j->wa = self->image_width, j->ha = self->image_height;
+        j->wb = self->partner->image_width, j->hb = self->partner->image_height;
+        j->tolerance = self->tolerance;
+        self->diff_cancellable = g_cancellable_new();
+        g_autoptr(GTask) task = g_task_new(self, self->diff_cancellable, diff_done, NULL);
+        g_task_set_source_tag(task, update_diff);
+        g_task_set_task_data(task, j, (GDestroyNotify)diff_job_free);
+        g_task_run_in_thread(task, diff_thread);
+    }
+    if (was_known)
+        g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_CHANGED_FRACTION]);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+static void partner_texture_changed(ClImageView *self)
+{
+    update_diff(self);
+}
+
+static void partner_gone(gpointer data, GObject *where)
+{
+    ClImageView *self = data;
+    self->partner = NULL;
+    self->partner_texture_id = 0;
+    update_diff(self);
+}
+
+void cl_image_view_set_partner(ClImageView *self, ClImageView *partner)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_return_if_fail(partner == NULL || (CL_IS_IMAGE_VIEW(partner) && partner != self));
+    if (partner == self->partner)
+        return;
+    if (self->partner) {
+        g_clear_signal_handler(&self->partner_texture_id, self->partner);
+        g_object_weak_unref(G_OBJECT(self->partner), partner_gone, self);
+    }
+    self->partner = partner;
+    if (partner) {
+        g_object_weak_ref(G_OBJECT(partner), partner_gone, self);
+        self->partner_texture_id = g_signal_connect_swapped(
+            partner, "notify::texture", G_CALLBACK(partner_texture_changed), self);
+    }
+    update_diff(self);
+}
+
+ClImageView *cl_image_view_get_partner(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), NULL);
+    return self->partner;
+}
+
+static gboolean flicker_tick(gpointer data)
+{
+    ClImageView *self = data;
+    self->flicker_phase = !self->flicker_phase;
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+    return G_SOURCE_CONTINUE;
+}
+
+static void update_flicker(ClImageView *self)
+{
+    g_clear_handle_id(&self->flicker_id, g_source_remove);
+    self->flicker_phase = FALSE;
+    if (self->mode == CL_COMPARE_FLICKER && gtk_widget_get_mapped(GTK_WIDGET(self)))
+        self->flicker_id = g_timeout_add((guint)lround(1000.0 / self->flicker_rate), flicker_tick,
+                                         self);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+void cl_image_view_set_compare_mode(ClImageView *self, ClCompareMode mode)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_return_if_fail(mode <= CL_COMPARE_DIFFERENCE);
+    if (mode == self->mode)
+        return;
+    self->mode = mode;
+    update_flicker(self);
+    update_diff(self);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_COMPARE_MODE]);
+}
+
+ClCompareMode cl_image_view_get_compare_mode(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), CL_COMPARE_NONE);
+    return self->mode;
+}
+
+void cl_image_view_set_swipe_position(ClImageView *self, double fraction)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    self->swipe = CLAMP(fraction, 0.0, 1.0);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+double cl_image_view_get_swipe_position(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), 0.5);
+    return self->swipe;
+}
+
+void cl_image_view_set_blend(ClImageView *self, double opacity)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    self->blend = CLAMP(opacity, 0.0, 1.0);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+void cl_image_view_set_flicker_rate(ClImageView *self, double switches_per_second)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    self->flicker_rate = CLAMP(switches_per_second, CL_VIEW_MIN_FLICKER, CL_VIEW_MAX_FLICKER);
+    if (self->flicker_id)
+        update_flicker(self);
+}
+
+gboolean cl_image_view_get_showing_partner(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), FALSE);
+    return self->mode == CL_COMPARE_FLICKER && self->flicker_phase;
+}
+
+void cl_image_view_set_tolerance(ClImageView *self, double levels)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    levels = CLAMP(levels, 0.0, 255.0);
+    if (levels == self->tolerance)
+        return;
+    self->tolerance = levels;
+    update_diff(self);
+}
+
+double cl_image_view_get_changed_fraction(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), -1);
+    return self->changed_fraction;
+}
+
+void cl_image_view_set_heatmap(ClImageView *self, const ClHeatmap *hm, const ClLetterbox *lb)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_clear_object(&self->heat);
+    if (hm && lb && hm->width > 0 && hm->height > 0 && lb->content_w > 0 && lb->content_h > 0) {
+        gsize n = (gsize)hm->width * hm->height;
+        guint8 *px = g_new(guint8, n * 4);
+        for (gsize i = 0; i < n; i++) {
+            double v = hm->max > 0 && isfinite(hm->values[i]) ? hm->values[i] / hm->max : 0.0;
+            v = CLAMP(v, 0.0, 1.0);
+            cl_heatmap_colour(v, px + i * 4);
+            /* cold cells let the image through, as in the exported overlays */
+            px[i * 4 + 3] = (guint8)lround(255.0 * v);
+        }
+        g_autoptr(GBytes) bytes = g_bytes_new_take(px, n * 4);
+        self->heat = gdk_memory_texture_new(hm->width, hm->height, GDK_MEMORY_R8G8B8A8, bytes,
+                                            (gsize)hm->width * 4);
+        /* the model input's square in the image's normalised coordinates */
+        self->heat_u0 = -(double)lb->off_x / lb->content_w;
+        self->heat_v0 = -(double)lb->off_y / lb->content_h;
+        self->heat_u1 = (double)(lb->size - lb->off_x) / lb->content_w;
+        self->heat_v1 = (double)(lb->size - lb->off_y) / lb->content_h;
+    }
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+gboolean cl_image_view_get_has_heatmap(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), FALSE);
+    return self->heat != NULL;
+}
+
+void cl_image_view_set_heatmap_opacity(ClImageView *self, double opacity)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    self->heat_opacity = CLAMP(opacity, 0.0, 1.0);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
 /* ---- drawing ---- */
 
 /* Builds the full-resolution crop (x, y, w, h) upscaled k times, nearest neighbour. */
@@ -412,6 +756,26 @@ static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, double
     return TRUE;
 }
 
+/* This view's own image: the overview texture, or the full-resolution crop when zoomed in. */
+static void draw_own(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy, double lz,
+                     double zoom)
+{
+    gboolean need_detail = zoom > CL_VIEW_NEAREST_ZOOM || zoom > self->texture_scale * 1.001;
+    if (need_detail && snapshot_detail(self, snapshot, ox, oy, lz, zoom))
+        return;
+    gtk_snapshot_append_texture(snapshot, self->texture,
+                                &GRAPHENE_RECT_INIT((float)ox, (float)oy,
+                                                    (float)(self->image_width * lz),
+                                                    (float)(self->image_height * lz)));
+}
+
+static void draw_divider(GtkSnapshot *snapshot, double x, double h)
+{
+    GdkRGBA dark = { 0, 0, 0, 0.5 }, light = { 1, 1, 1, 0.9 };
+    gtk_snapshot_append_color(snapshot, &dark, &GRAPHENE_RECT_INIT((float)x - 2, 0, 4, (float)h));
+    gtk_snapshot_append_color(snapshot, &light, &GRAPHENE_RECT_INIT((float)x - 1, 0, 2, (float)h));
+}
+
 static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
 {
     ClImageView *self = CL_IMAGE_VIEW(widget);
@@ -425,14 +789,72 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
     double s = view_scale(self);
     double ox = round((w / 2.0 - cl_viewport_get_center_x(self->viewport) * lz) * s) / s;
     double oy = round((h / 2.0 - cl_viewport_get_center_y(self->viewport) * lz) * s) / s;
+    double iw = self->image_width * lz, ih = self->image_height * lz;
+    graphene_rect_t image_rect = GRAPHENE_RECT_INIT((float)ox, (float)oy, (float)iw, (float)ih);
+    GdkTexture *other = self->partner ? self->partner->texture : NULL;
 
-    gboolean need_detail = zoom > CL_VIEW_NEAREST_ZOOM || zoom > self->texture_scale * 1.001;
-    if (need_detail && snapshot_detail(self, snapshot, ox, oy, lz, zoom))
-        return;
-    gtk_snapshot_append_texture(snapshot, self->texture,
-                                &GRAPHENE_RECT_INIT((float)ox, (float)oy,
-                                                    (float)(self->image_width * lz),
-                                                    (float)(self->image_height * lz)));
+    switch (self->mode) {
+    case CL_COMPARE_NONE:
+        draw_own(self, snapshot, ox, oy, lz, zoom);
+        break;
+    case CL_COMPARE_SWIPE: {
+        double x = round(w * self->swipe);
+        draw_own(self, snapshot, ox, oy, lz, zoom);
+        if (other) {
+            gtk_snapshot_push_clip(snapshot,
+                                   &GRAPHENE_RECT_INIT((float)x, 0, (float)(w - x), (float)h));
+            gtk_snapshot_append_texture(snapshot, other, &image_rect);
+            gtk_snapshot_pop(snapshot);
+        }
+        draw_divider(snapshot, x, h);
+        break;
+    }
+    case CL_COMPARE_BLEND:
+        draw_own(self, snapshot, ox, oy, lz, zoom);
+        if (other) {
+            gtk_snapshot_push_opacity(snapshot, self->blend);
+            gtk_snapshot_append_texture(snapshot, other, &image_rect);
+            gtk_snapshot_pop(snapshot);
+        }
+        break;
+    case CL_COMPARE_FLICKER:
+        if (self->flicker_phase && other)
+            gtk_snapshot_append_texture(snapshot, other, &image_rect);
+        else
+            draw_own(self, snapshot, ox, oy, lz, zoom);
+        break;
+    case CL_COMPARE_DIFFERENCE:
+        if (self->diff)
+            gtk_snapshot_append_texture(snapshot, self->diff, &image_rect);
+        else
+            draw_own(self, snapshot, ox, oy, lz, zoom); /* while it is computed */
+        break;
+    }
+
+    if (self->heat && self->heat_opacity > 0) {
+        gtk_snapshot_push_clip(snapshot, &image_rect);
+        gtk_snapshot_push_opacity(snapshot, self->heat_opacity);
+        gtk_snapshot_append_texture(
+            snapshot, self->heat,
+            &GRAPHENE_RECT_INIT((float)(ox + self->heat_u0 * iw), (float)(oy + self->heat_v0 * ih),
+                                (float)((self->heat_u1 - self->heat_u0) * iw),
+                                (float)((self->heat_v1 - self->heat_v0) * ih)));
+        gtk_snapshot_pop(snapshot);
+        gtk_snapshot_pop(snapshot);
+    }
+}
+
+static void cl_image_view_map(GtkWidget *widget)
+{
+    GTK_WIDGET_CLASS(cl_image_view_parent_class)->map(widget);
+    update_flicker(CL_IMAGE_VIEW(widget));
+}
+
+static void cl_image_view_unmap(GtkWidget *widget)
+{
+    ClImageView *self = CL_IMAGE_VIEW(widget);
+    g_clear_handle_id(&self->flicker_id, g_source_remove);
+    GTK_WIDGET_CLASS(cl_image_view_parent_class)->unmap(widget);
 }
 
 static void cl_image_view_size_allocate(GtkWidget *widget, int width, int height, int baseline)
@@ -470,15 +892,28 @@ static gboolean on_scroll(GtkEventControllerScroll *scroll, double dx, double dy
     return TRUE;
 }
 
+/* Pointer distance (logical pixels) at which a drag takes the swipe divider instead of panning. */
+#define DIVIDER_GRAB 12.0
+
 static void on_drag_begin(GtkGestureDrag *drag, double x, double y, ClImageView *self)
 {
     self->drag_last_x = self->drag_last_y = 0.0;
-    gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "grabbing");
+    double w = gtk_widget_get_width(GTK_WIDGET(self));
+    self->dragging_divider =
+        self->mode == CL_COMPARE_SWIPE && fabs(x - w * self->swipe) <= DIVIDER_GRAB;
+    gtk_widget_set_cursor_from_name(GTK_WIDGET(self),
+                                    self->dragging_divider ? "col-resize" : "grabbing");
 }
 
 static void on_drag_update(GtkGestureDrag *drag, double offset_x, double offset_y,
                            ClImageView *self)
 {
+    if (self->dragging_divider) {
+        double x0, y0, w = gtk_widget_get_width(GTK_WIDGET(self));
+        if (w > 0 && gtk_gesture_drag_get_start_point(drag, &x0, &y0))
+            cl_image_view_set_swipe_position(self, (x0 + offset_x) / w);
+        return;
+    }
     if (!self->texture)
         return;
     cl_image_view_pan_by(self, offset_x - self->drag_last_x, offset_y - self->drag_last_y);
@@ -488,6 +923,7 @@ static void on_drag_update(GtkGestureDrag *drag, double offset_x, double offset_
 
 static void on_drag_end(GtkGestureDrag *drag, double offset_x, double offset_y, ClImageView *self)
 {
+    self->dragging_divider = FALSE;
     gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "grab");
 }
 
@@ -533,6 +969,12 @@ static void cl_image_view_get_property(GObject *object, guint prop_id, GValue *v
     case PROP_LOADING:
         g_value_set_boolean(value, cl_image_view_get_loading(self));
         break;
+    case PROP_COMPARE_MODE:
+        g_value_set_int(value, self->mode);
+        break;
+    case PROP_CHANGED_FRACTION:
+        g_value_set_double(value, self->changed_fraction);
+        break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
@@ -562,6 +1004,18 @@ static void cl_image_view_dispose(GObject *object)
         g_clear_signal_handler(&self->viewport_notify_id, self->viewport);
         g_clear_object(&self->viewport);
     }
+    if (self->diff_cancellable) {
+        g_cancellable_cancel(self->diff_cancellable);
+        g_clear_object(&self->diff_cancellable);
+    }
+    g_clear_handle_id(&self->flicker_id, g_source_remove);
+    if (self->partner) {
+        g_clear_signal_handler(&self->partner_texture_id, self->partner);
+        g_object_weak_unref(G_OBJECT(self->partner), partner_gone, self);
+        self->partner = NULL;
+    }
+    g_clear_object(&self->diff);
+    g_clear_object(&self->heat);
     g_clear_object(&self->document);
     g_clear_object(&self->texture);
     g_clear_pointer(&self->rgba, g_bytes_unref);
@@ -579,6 +1033,8 @@ static void cl_image_view_class_init(ClImageViewClass *klass)
     object_class->dispose = cl_image_view_dispose;
     widget_class->snapshot = cl_image_view_snapshot;
     widget_class->size_allocate = cl_image_view_size_allocate;
+    widget_class->map = cl_image_view_map;
+    widget_class->unmap = cl_image_view_unmap;
 
     properties[PROP_DOCUMENT] = g_param_spec_object("document", NULL, NULL, CL_TYPE_DOCUMENT,
                                                     G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
@@ -591,6 +1047,12 @@ static void cl_image_view_class_init(ClImageViewClass *klass)
                                                    G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
     properties[PROP_LOADING] = g_param_spec_boolean("loading", NULL, NULL, FALSE,
                                                     G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    properties[PROP_COMPARE_MODE] =
+        g_param_spec_int("compare-mode", NULL, NULL, CL_COMPARE_NONE, CL_COMPARE_DIFFERENCE,
+                         CL_COMPARE_NONE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    /* difference mode: the fraction of pixels over the tolerance; < 0 while unknown */
+    properties[PROP_CHANGED_FRACTION] = g_param_spec_double(
+        "changed-fraction", NULL, NULL, -1, 1, -1, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
     g_object_class_install_properties(object_class, N_PROPS, properties);
 
     /* The frame could not be rendered (memory, bad frame): the GError says why, naming the file. */
@@ -609,6 +1071,12 @@ static void cl_image_view_init(ClImageView *self)
     gtk_widget_set_vexpand(widget, TRUE);
     gtk_widget_set_cursor_from_name(widget, "grab");
     self->texture_scale = 1.0;
+    self->swipe = 0.5;
+    self->blend = 0.5;
+    self->flicker_rate = 2.0;
+    self->tolerance = CL_VIEW_DEFAULT_TOLERANCE;
+    self->changed_fraction = -1;
+    self->heat_opacity = 0.6;
     cl_image_view_set_viewport(self, NULL);
 
     GtkEventController *motion = gtk_event_controller_motion_new();

@@ -5,6 +5,7 @@
 #include <gtk/gtk.h>
 
 #include "cl-document.h"
+#include "heatmap.h"
 #include "cl-viewport.h"
 
 G_BEGIN_DECLS
@@ -38,5 +39,44 @@ void cl_image_view_pan_by(ClImageView *self, double dx, double dy);
 void cl_image_view_fit(ClImageView *self);
 void cl_image_view_widget_to_image(ClImageView *self, double x, double y, double *image_x,
                                    double *image_y);
+
+/* ---- comparison: this view's image with its partner's, in this view ----
+ * The partner's image is drawn into this image's rectangle (stretched when its size differs:
+ * the same scene at another resolution). */
+typedef enum {
+    CL_COMPARE_NONE,       /* this image alone (side by side puts two views next to each other) */
+    CL_COMPARE_SWIPE,      /* the partner's image right of a draggable divider */
+    CL_COMPARE_BLEND,      /* the partner's image over this one at an opacity (onion skin) */
+    CL_COMPARE_FLICKER,    /* the two alternating at a rate */
+    CL_COMPARE_DIFFERENCE, /* pixels differing by more than the tolerance in red over a faded
+                            * grey of this image */
+} ClCompareMode;
+
+#define CL_VIEW_MIN_FLICKER 0.5 /* switches per second */
+#define CL_VIEW_MAX_FLICKER 20.0
+#define CL_VIEW_DEFAULT_TOLERANCE 16.0 /* display levels of 255 */
+
+/* The view compared with (weak: cleared when it is destroyed); NULL for none. */
+void cl_image_view_set_partner(ClImageView *self, ClImageView *partner);
+ClImageView *cl_image_view_get_partner(ClImageView *self);
+void cl_image_view_set_compare_mode(ClImageView *self, ClCompareMode mode);
+ClCompareMode cl_image_view_get_compare_mode(ClImageView *self);
+void cl_image_view_set_swipe_position(ClImageView *self, double fraction); /* of the width */
+double cl_image_view_get_swipe_position(ClImageView *self);
+void cl_image_view_set_blend(ClImageView *self, double opacity);
+void cl_image_view_set_flicker_rate(ClImageView *self, double switches_per_second);
+/* Flicker: TRUE while the partner's image is the one shown. */
+gboolean cl_image_view_get_showing_partner(ClImageView *self);
+/* Difference: a pixel is changed when a channel differs by more than `levels` (of 255) on the
+ * display images. The picture is computed off the main thread; "changed-fraction" tells the
+ * fraction of changed pixels when it is ready (< 0 until then). */
+void cl_image_view_set_tolerance(ClImageView *self, double levels);
+double cl_image_view_get_changed_fraction(ClImageView *self);
+
+/* The heat overlay: where the model saw change, for this view's image (hm's letterbox lb maps
+ * the model input onto it); copied. NULL clears it. Drawn over every mode at the opacity. */
+void cl_image_view_set_heatmap(ClImageView *self, const ClHeatmap *hm, const ClLetterbox *lb);
+gboolean cl_image_view_get_has_heatmap(ClImageView *self);
+void cl_image_view_set_heatmap_opacity(ClImageView *self, double opacity);
 
 G_END_DECLS

@@ -1,5 +1,7 @@
 /* cl-window.c - ClWindow: opening files (arguments, dialog, drag and drop), loading them off the
- * main thread, and showing two of them side by side with linked or independent viewports. */
+ * main thread, showing two of them side by side (linked or independent viewports) or overlaid
+ * (swipe, blend, flicker, difference), and describing the change with the model in the
+ * background worker: streamed text in the description panel, heat map over the later image. */
 #include "cl-window.h"
 
 #include <glib/gi18n.h>
@@ -8,7 +10,9 @@
 
 #include "cl-config.h"
 #include "cl-document.h"
+#include "model.h"
 #include "sequence.h"
+#include "worker.h"
 
 /* One keyboard zoom step: two steps double the zoom, so 100 % → 200 % → 400 % stay on the grid. */
 #define CL_ZOOM_STEP G_SQRT2
@@ -26,6 +30,13 @@ struct _ClWindow {
     GtkStack *stack;
     ClImageView *view_a, *view_b;
     GtkLabel *name_a, *info_a, *name_b, *info_b;
+    GtkWidget *pane_b;
+    GtkRevealer *panel_revealer;
+    GtkLabel *panel_stage, *panel_model, *mode_label, *changed_label;
+    GtkProgressBar *panel_progress;
+    GtkTextView *description_view;
+    GtkActionBar *mode_bar;
+    GtkScale *mode_scale, *heat_scale;
 
     GSettings *settings; /* NULL when the schema is not installed */
     GCancellable *load_cancellable;
@@ -37,11 +48,26 @@ struct _ClWindow {
     ClViewport *zoom_label_viewport; /* the one zoom_label follows */
     gulong zoom_label_id;
     guint zoom_label_idle; /* pending update_zoom_label */
+
+    /* comparison */
+    ClCompareMode mode;  /* NONE = side by side */
+    double blend;        /* the mode bar's value per mode */
+    double flicker_rate;
+    double tolerance;
+    gboolean updating_scale;
+
+    /* the model */
+    ClWorker *worker;
+    GCancellable *describe_cancellable; /* the run in progress, NULL when none */
+    gboolean show_heatmap;
+    ClHeatmap *heatmap; /* of the last run: image 2 of the shown pair, on its letterbox */
+    ClLetterbox heat_letterbox;
 };
 
 G_DEFINE_FINAL_TYPE(ClWindow, cl_window, ADW_TYPE_APPLICATION_WINDOW)
 
-enum { PROP_0, PROP_LINK_VIEWS, PROP_BUSY, N_PROPS };
+enum { PROP_0, PROP_LINK_VIEWS, PROP_BUSY, PROP_COMPARE_MODE, PROP_SHOW_HEATMAP, PROP_DESCRIBING,
+       N_PROPS };
 static GParamSpec *properties[N_PROPS];
 
 static ClImageView *view_at(ClWindow *self, guint i)
@@ -189,9 +215,376 @@ static void action_zoom_fit(GtkWidget *widget, const char *name, GVariant *param
 static void update_actions(ClWindow *self)
 {
     gboolean shown = self->documents->len > 0;
+    gboolean pair = cl_image_view_get_document(self->view_a) != NULL &&
+                    cl_image_view_get_document(self->view_b) != NULL;
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.describe", pair);
     const char *zoom_actions[] = {"win.zoom-in", "win.zoom-out", "win.zoom-100", "win.zoom-fit"};
     for (guint i = 0; i < G_N_ELEMENTS(zoom_actions); i++)
         gtk_widget_action_set_enabled(GTK_WIDGET(self), zoom_actions[i], shown);
+}
+
+/* ---- compare modes ---- */
+
+static const struct {
+    const char *name;
+    ClCompareMode mode;
+} compare_modes[] = {
+    { "side-by-side", CL_COMPARE_NONE },   { "swipe", CL_COMPARE_SWIPE },
+    { "blend", CL_COMPARE_BLEND },         { "flicker", CL_COMPARE_FLICKER },
+    { "difference", CL_COMPARE_DIFFERENCE },
+};
+
+static const char *mode_name(ClCompareMode mode)
+{
+    for (guint i = 0; i < G_N_ELEMENTS(compare_modes); i++)
+        if (compare_modes[i].mode == mode)
+            return compare_modes[i].name;
+    return "side-by-side";
+}
+
+/* The heat map goes on the view that shows the later image: the right pane side by side, the
+ * overlaid view otherwise (its normalised coordinates put it on the stretched later image). */
+static void update_heat(ClWindow *self)
+{
+    gboolean on = self->show_heatmap && self->heatmap;
+    ClImageView *target = self->mode == CL_COMPARE_NONE ? self->view_b : self->view_a;
+    ClImageView *other = target == self->view_a ? self->view_b : self->view_a;
+    cl_image_view_set_heatmap(other, NULL, NULL);
+    cl_image_view_set_heatmap(target, on ? self->heatmap : NULL, on ? &self->heat_letterbox : NULL);
+    double opacity = gtk_range_get_value(GTK_RANGE(self->heat_scale));
+    cl_image_view_set_heatmap_opacity(target, opacity);
+    gtk_widget_set_sensitive(GTK_WIDGET(self->heat_scale), on);
+}
+
+static void update_changed_label(ClWindow *self)
+{
+    double f = cl_image_view_get_changed_fraction(self->view_a);
+    if (self->mode != CL_COMPARE_DIFFERENCE) {
+        gtk_label_set_label(self->changed_label, "");
+    } else if (f < 0) {
+        gtk_label_set_label(self->changed_label, _("Computing…"));
+    } else {
+        /* TRANSLATORS: difference mode, share of pixels over the tolerance */
+        g_autofree char *text = g_strdup_printf(_("%.2f %% of pixels differ"), f * 100.0);
+        gtk_label_set_label(self->changed_label, text);
+    }
+}
+
+/* The mode bar's slider: what it sets depends on the mode. */
+static void update_mode_bar(ClWindow *self)
+{
+    GtkAdjustment *adj = gtk_range_get_adjustment(GTK_RANGE(self->mode_scale));
+    self->updating_scale = TRUE;
+    gboolean slider = TRUE;
+    switch (self->mode) {
+    case CL_COMPARE_BLEND:
+        gtk_label_set_label(self->mode_label, _("Opacity"));
+        gtk_adjustment_configure(adj, self->blend * 100.0, 0, 100, 5, 10, 0);
+        break;
+    case CL_COMPARE_FLICKER:
+        gtk_label_set_label(self->mode_label, _("Switches per second"));
+        gtk_adjustment_configure(adj, self->flicker_rate, CL_VIEW_MIN_FLICKER, CL_VIEW_MAX_FLICKER,
+                                 0.5, 1, 0);
+        break;
+    case CL_COMPARE_DIFFERENCE:
+        gtk_label_set_label(self->mode_label, _("Tolerance"));
+        gtk_adjustment_configure(adj, self->tolerance, 0, 255, 1, 8, 0);
+        break;
+    default:
+        slider = FALSE;
+        gtk_label_set_label(self->mode_label, self->mode == CL_COMPARE_SWIPE
+                                                  ? _("Drag the divider to swipe")
+                                                  : "");
+        break;
+    }
+    gtk_scale_set_digits(self->mode_scale, self->mode == CL_COMPARE_FLICKER ? 1 : 0);
+    gtk_widget_set_visible(GTK_WIDGET(self->mode_scale), slider);
+    self->updating_scale = FALSE;
+    update_changed_label(self);
+}
+
+static void on_mode_scale_changed(GtkRange *range, ClWindow *self)
+{
+    if (self->updating_scale)
+        return;
+    double v = gtk_range_get_value(range);
+    switch (self->mode) {
+    case CL_COMPARE_BLEND:
+        self->blend = v / 100.0;
+        cl_image_view_set_blend(self->view_a, self->blend);
+        break;
+    case CL_COMPARE_FLICKER:
+        self->flicker_rate = v;
+        cl_image_view_set_flicker_rate(self->view_a, v);
+        break;
+    case CL_COMPARE_DIFFERENCE:
+        self->tolerance = v;
+        cl_image_view_set_tolerance(self->view_a, v);
+        break;
+    default:
+        break;
+    }
+}
+
+const char *cl_window_get_compare_mode(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), NULL);
+    return mode_name(self->mode);
+}
+
+void cl_window_set_compare_mode(ClWindow *self, const char *name)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    ClCompareMode mode = CL_COMPARE_NONE;
+    gboolean known = FALSE;
+    for (guint i = 0; i < G_N_ELEMENTS(compare_modes); i++)
+        if (g_strcmp0(compare_modes[i].name, name) == 0)
+            mode = compare_modes[i].mode, known = TRUE;
+    g_return_if_fail(known);
+    if (mode == self->mode)
+        return;
+    self->mode = mode;
+    /* overlaid modes show one view, the later image drawn into the earlier one's */
+    gtk_widget_set_visible(self->pane_b, mode == CL_COMPARE_NONE);
+    cl_image_view_set_partner(self->view_a, mode == CL_COMPARE_NONE ? NULL : self->view_b);
+    cl_image_view_set_blend(self->view_a, self->blend);
+    cl_image_view_set_flicker_rate(self->view_a, self->flicker_rate);
+    cl_image_view_set_tolerance(self->view_a, self->tolerance);
+    cl_image_view_set_compare_mode(self->view_a, mode);
+    update_mode_bar(self);
+    update_heat(self);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_COMPARE_MODE]);
+}
+
+gboolean cl_window_get_show_heatmap(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    return self->show_heatmap;
+}
+
+void cl_window_set_show_heatmap(ClWindow *self, gboolean show)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    show = !!show;
+    if (show == self->show_heatmap)
+        return;
+    self->show_heatmap = show;
+    update_heat(self);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_SHOW_HEATMAP]);
+}
+
+/* ---- describing with the model ---- */
+
+gboolean cl_window_get_describing(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    return self->describe_cancellable != NULL;
+}
+
+static void set_describing(ClWindow *self, GCancellable *cancellable)
+{
+    g_set_object(&self->describe_cancellable, cancellable);
+    gboolean on = cancellable != NULL;
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.stop-describe", on);
+    gtk_widget_set_visible(GTK_WIDGET(self->panel_progress), on);
+    gtk_text_view_set_editable(self->description_view, !on);
+    update_actions(self);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_DESCRIBING]);
+}
+
+typedef struct {
+    ClWindow *self; /* weak */
+    GCancellable *cancellable;
+} DescribeRun;
+
+static void describe_run_free(gpointer data)
+{
+    DescribeRun *run = data;
+    g_clear_weak_pointer(&run->self);
+    g_clear_object(&run->cancellable);
+    g_free(run);
+}
+
+/* The run's callbacks act only while it is the window's current one. */
+static ClWindow *run_window(DescribeRun *run)
+{
+    return run->self && run->self->describe_cancellable == run->cancellable ? run->self : NULL;
+}
+
+static void on_describe_progress(const char *stage, double fraction, gpointer data)
+{
+    ClWindow *self = run_window(data);
+    if (!self)
+        return;
+    gtk_label_set_label(self->panel_stage, stage);
+    if (fraction >= 0)
+        gtk_progress_bar_set_fraction(self->panel_progress, fraction);
+    else
+        gtk_progress_bar_pulse(self->panel_progress);
+}
+
+static void on_describe_text(const char *text, gpointer data)
+{
+    ClWindow *self = run_window(data);
+    if (!self)
+        return;
+    GtkTextBuffer *buf = gtk_text_view_get_buffer(self->description_view);
+    GtkTextIter end;
+    gtk_text_buffer_get_end_iter(buf, &end);
+    gtk_text_buffer_insert(buf, &end, text, -1);
+}
+
+static void describe_done(GObject *source, GAsyncResult *result, gpointer data)
+{
+    DescribeRun *run = data;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ClWorkerDescribeResult) r =
+        cl_worker_describe_finish(CL_WORKER(source), result, &error);
+    ClWindow *self = run_window(run);
+    describe_run_free(run);
+    if (!self)
+        return; /* replaced by a newer run, or the window is gone */
+    set_describing(self, NULL);
+    if (!r) {
+        gboolean cancelled = g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+        gtk_label_set_label(self->panel_stage, cancelled ? _("Stopped") : _("Failed"));
+        if (!cancelled) {
+            /* TRANSLATORS: the model run failed; %s says why */
+            g_autofree char *text = g_strdup_printf(_("The model could not describe the change: %s"),
+                                                    error->message);
+            g_autofree char *markup = g_markup_escape_text(text, -1);
+            AdwToast *toast = adw_toast_new(markup);
+            adw_toast_set_timeout(toast, 8);
+            adw_toast_overlay_add_toast(self->toast_overlay, toast);
+        }
+        return;
+    }
+    /* the streamed text may have been coalesced; the result is the reference */
+    g_autofree char *text = g_utf8_make_valid(r->result.text, -1);
+    gtk_text_buffer_set_text(gtk_text_view_get_buffer(self->description_view), text, -1);
+    /* TRANSLATORS: after a model run: tokens, their rate, the device */
+    g_autofree char *stage =
+        g_strdup_printf(_("Done: %u tokens at %.0f per second on the %s"), r->result.ids->len,
+                        r->result.tokens_per_s, r->device);
+    gtk_label_set_label(self->panel_stage, stage);
+    GString *model = g_string_new(NULL);
+    /* TRANSLATORS: which model wrote the description */
+    g_string_append_printf(model, _("Model: %s"), r->model_name);
+    if (!r->model_path)
+        g_string_append_printf(model, " — %s",
+                               _("untrained: no model is installed, so this text is noise"));
+    for (guint i = 0; r->result.notices && i < r->result.notices->len; i++)
+        g_string_append_printf(model, "\n%s", (char *)r->result.notices->pdata[i]);
+    if (r->notice)
+        g_string_append_printf(model, "\n%s", r->notice);
+    gtk_label_set_label(self->panel_model, model->str);
+    g_string_free(model, TRUE);
+
+    g_clear_pointer(&self->heatmap, cl_heatmap_free);
+    if (r->result.heatmaps->len > 0 && r->result.n_images >= 2) {
+        self->heatmap = cl_heatmap_copy(r->result.heatmaps->pdata[0]);
+        self->heat_letterbox = r->result.letterbox[1];
+        if (!self->show_heatmap)
+            cl_window_set_show_heatmap(self, TRUE);
+    }
+    update_heat(self);
+    update_actions(self);
+}
+
+static void release_document(gpointer doc)
+{
+    g_object_unref(doc);
+}
+
+void cl_window_describe(ClWindow *self)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    ClDocument *a = cl_image_view_get_document(self->view_a);
+    ClDocument *b = cl_image_view_get_document(self->view_b);
+    if (!a || !b)
+        return;
+    if (self->describe_cancellable)
+        g_cancellable_cancel(self->describe_cancellable);
+    if (!self->worker) {
+        const char *device = "auto";
+        g_autofree char *dev = self->settings ? g_settings_get_string(self->settings, "device")
+                                              : NULL;
+        if (dev && *dev)
+            device = dev;
+        self->worker = cl_worker_new(device);
+    }
+
+    ClWorkerModel model = { NULL, NULL, NULL, 0 };
+    g_autofree char *setting = self->settings ? g_settings_get_string(self->settings, "model-file")
+                                              : NULL;
+    g_autofree char *found = NULL;
+    if (setting && *setting) {
+        model.path = setting;
+    } else {
+        found = cl_model_find_default(NULL);
+        model.path = found; /* NULL: the untrained tiny model, said so in the panel */
+    }
+    if (!model.path)
+        model.random_preset = (char *)"tiny";
+
+    ClWorkerImage imgs[2];
+    ClImageView *views[2] = { self->view_a, self->view_b };
+    for (guint i = 0; i < 2; i++) {
+        ClDocument *doc = cl_image_view_get_document(views[i]);
+        imgs[i] = (ClWorkerImage){ cl_document_get_image(doc), cl_image_view_get_frame(views[i]),
+                                   g_object_ref(doc), release_document };
+    }
+    ClDescribeOptions opts;
+    cl_describe_options_init(&opts);
+
+    g_autoptr(GCancellable) cancellable = g_cancellable_new();
+    DescribeRun *run = g_new0(DescribeRun, 1);
+    g_set_weak_pointer(&run->self, self);
+    run->cancellable = g_object_ref(cancellable);
+    set_describing(self, cancellable);
+
+    gtk_text_buffer_set_text(gtk_text_view_get_buffer(self->description_view), "", -1);
+    gtk_label_set_label(self->panel_stage, _("Starting…"));
+    gtk_label_set_label(self->panel_model, "");
+    gtk_progress_bar_set_fraction(self->panel_progress, 0);
+    gtk_revealer_set_reveal_child(self->panel_revealer, TRUE);
+
+    /* the progress and text callbacks share the run with the result callback, which frees it
+     * after the worker has dropped the callbacks (user_data_free runs before the result) */
+    DescribeRun *cb_run = g_new0(DescribeRun, 1);
+    g_set_weak_pointer(&cb_run->self, self);
+    cb_run->cancellable = g_object_ref(cancellable);
+    ClWorkerCallbacks cb = { on_describe_progress, on_describe_text, cb_run, describe_run_free };
+    cl_worker_describe_async(self->worker, &model, imgs, 2, &opts, &cb, cancellable,
+                             describe_done, run);
+}
+
+static void action_describe(GtkWidget *widget, const char *name, GVariant *param)
+{
+    cl_window_describe(CL_WINDOW(widget));
+}
+
+static void action_stop_describe(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (self->describe_cancellable)
+        g_cancellable_cancel(self->describe_cancellable);
+}
+
+static void action_close_panel(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    action_stop_describe(widget, name, param);
+    gtk_revealer_set_reveal_child(self->panel_revealer, FALSE);
+}
+
+char *cl_window_get_description(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), NULL);
+    GtkTextBuffer *buf = gtk_text_view_get_buffer(self->description_view);
+    GtkTextIter a, b;
+    gtk_text_buffer_get_bounds(buf, &a, &b);
+    return gtk_text_buffer_get_text(buf, &a, &b, FALSE);
 }
 
 /* ---- showing documents ---- */
@@ -250,6 +643,11 @@ static void show_documents(ClWindow *self, GPtrArray *documents)
     }
     cl_viewport_set_content_size(self->shared_viewport, union_w, union_h);
 
+    /* what the model said was about the images shown until now */
+    if (self->describe_cancellable)
+        g_cancellable_cancel(self->describe_cancellable);
+    g_clear_pointer(&self->heatmap, cl_heatmap_free);
+    update_heat(self);
     cl_image_view_set_image(self->view_a, docs[0], frames[0]);
     cl_image_view_set_image(self->view_b, docs[1], frames[1]);
     set_caption(self->name_a, self->info_a, docs[0], frames[0]);
@@ -581,6 +979,15 @@ static void cl_window_get_property(GObject *object, guint prop_id, GValue *value
     case PROP_BUSY:
         g_value_set_boolean(value, cl_window_get_busy(self));
         break;
+    case PROP_COMPARE_MODE:
+        g_value_set_string(value, mode_name(self->mode));
+        break;
+    case PROP_SHOW_HEATMAP:
+        g_value_set_boolean(value, self->show_heatmap);
+        break;
+    case PROP_DESCRIBING:
+        g_value_set_boolean(value, self->describe_cancellable != NULL);
+        break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
@@ -594,6 +1001,12 @@ static void cl_window_set_property(GObject *object, guint prop_id, const GValue 
     case PROP_LINK_VIEWS:
         cl_window_set_link_views(self, g_value_get_boolean(value));
         break;
+    case PROP_COMPARE_MODE:
+        cl_window_set_compare_mode(self, g_value_get_string(value));
+        break;
+    case PROP_SHOW_HEATMAP:
+        cl_window_set_show_heatmap(self, g_value_get_boolean(value));
+        break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
@@ -606,6 +1019,12 @@ static void cl_window_dispose(GObject *object)
         g_cancellable_cancel(self->load_cancellable);
         g_clear_object(&self->load_cancellable);
     }
+    if (self->describe_cancellable) {
+        g_cancellable_cancel(self->describe_cancellable);
+        g_clear_object(&self->describe_cancellable);
+    }
+    g_clear_object(&self->worker);
+    g_clear_pointer(&self->heatmap, cl_heatmap_free);
     if (self->zoom_label_viewport) {
         g_clear_signal_handler(&self->zoom_label_id, self->zoom_label_viewport);
         g_clear_object(&self->zoom_label_viewport);
@@ -636,6 +1055,15 @@ static void cl_window_class_init(ClWindowClass *klass)
                              G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
     properties[PROP_BUSY] =
         g_param_spec_boolean("busy", NULL, NULL, FALSE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    /* "side-by-side", "swipe", "blend", "flicker" or "difference" */
+    properties[PROP_COMPARE_MODE] =
+        g_param_spec_string("compare-mode", NULL, NULL, "side-by-side",
+                            G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+    properties[PROP_SHOW_HEATMAP] =
+        g_param_spec_boolean("show-heatmap", NULL, NULL, FALSE,
+                             G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+    properties[PROP_DESCRIBING] = g_param_spec_boolean(
+        "describing", NULL, NULL, FALSE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
     g_object_class_install_properties(object_class, N_PROPS, properties);
 
     g_type_ensure(CL_TYPE_IMAGE_VIEW);
@@ -652,6 +1080,17 @@ static void cl_window_class_init(ClWindowClass *klass)
     gtk_widget_class_bind_template_child(widget_class, ClWindow, info_a);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, name_b);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, info_b);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, pane_b);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, panel_revealer);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, panel_stage);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, panel_model);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, panel_progress);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, description_view);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, mode_bar);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, mode_label);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, mode_scale);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, changed_label);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, heat_scale);
 
     gtk_widget_class_install_action(widget_class, "win.open", NULL, action_open);
     gtk_widget_class_install_action(widget_class, "win.zoom-in", NULL, action_zoom_in);
@@ -659,12 +1098,20 @@ static void cl_window_class_init(ClWindowClass *klass)
     gtk_widget_class_install_action(widget_class, "win.zoom-100", NULL, action_zoom_100);
     gtk_widget_class_install_action(widget_class, "win.zoom-fit", NULL, action_zoom_fit);
     gtk_widget_class_install_property_action(widget_class, "win.link-views", "link-views");
+    gtk_widget_class_install_property_action(widget_class, "win.compare-mode", "compare-mode");
+    gtk_widget_class_install_property_action(widget_class, "win.show-heatmap", "show-heatmap");
+    gtk_widget_class_install_action(widget_class, "win.describe", NULL, action_describe);
+    gtk_widget_class_install_action(widget_class, "win.stop-describe", NULL, action_stop_describe);
+    gtk_widget_class_install_action(widget_class, "win.close-panel", NULL, action_close_panel);
 }
 
 static void cl_window_init(ClWindow *self)
 {
     /* Before the template: the link toggle reads the action state when it is built. */
     self->link_views = TRUE;
+    self->blend = 0.5;
+    self->flicker_rate = 2.0;
+    self->tolerance = CL_VIEW_DEFAULT_TOLERANCE;
     gtk_widget_init_template(GTK_WIDGET(self));
     self->documents = g_ptr_array_new_with_free_func(g_object_unref);
     self->shared_viewport = cl_viewport_new();
@@ -686,6 +1133,13 @@ static void cl_window_init(ClWindow *self)
         g_settings_bind(self->settings, "link-views", self, "link-views", G_SETTINGS_BIND_DEFAULT);
         restore_window_state(self);
     }
+    g_signal_connect(self->mode_scale, "value-changed", G_CALLBACK(on_mode_scale_changed), self);
+    g_signal_connect_swapped(self->heat_scale, "value-changed", G_CALLBACK(update_heat), self);
+    g_signal_connect_swapped(self->view_a, "notify::changed-fraction",
+                             G_CALLBACK(update_changed_label), self);
+    set_describing(self, NULL);
+    update_mode_bar(self);
+    update_heat(self);
     gtk_stack_set_visible_child_name(self->stack, "empty");
     update_actions(self);
 }

@@ -30,4 +30,22 @@ void cl_window_set_link_views(ClWindow *self, gboolean link_views);
 /* TRUE while files are being loaded or frames rendered. */
 gboolean cl_window_get_busy(ClWindow *self);
 
+/* How the two images are compared: "side-by-side" (two panes, the default), or overlaid in the
+ * left pane: "swipe", "blend", "flicker", "difference" (action win.compare-mode). */
+const char *cl_window_get_compare_mode(ClWindow *self);
+void cl_window_set_compare_mode(ClWindow *self, const char *mode);
+/* The last model run's heat map over the later image (action win.show-heatmap). */
+gboolean cl_window_get_show_heatmap(ClWindow *self);
+void cl_window_set_show_heatmap(ClWindow *self, gboolean show);
+
+/* Describes the change between the two shown images with the model in the background worker
+ * (action win.describe): the model file of the "model-file" setting, else the installed
+ * default, else an untrained one (the panel says so); the text streams into the description
+ * panel, the heat map arrives with the result. A newer run or new images stop an older run. */
+void cl_window_describe(ClWindow *self);
+/* TRUE while a run is in progress ("describing" property). */
+gboolean cl_window_get_describing(ClWindow *self);
+/* The description panel's text (newly allocated). */
+char *cl_window_get_description(ClWindow *self);
+
 G_END_DECLS
