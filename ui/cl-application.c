@@ -73,18 +73,24 @@ static void cl_application_startup(GApplication *app)
     };
     g_action_map_add_action_entries(G_ACTION_MAP(app), app_actions, G_N_ELEMENTS(app_actions), app);
 
-    /* Plain-key shortcuts are safe: the window has no text entry to steal them from. */
+    /* Only modifier shortcuts here: application accelerators run before the focused widget
+     * sees a key, and the description panel is a text editor. The plain keys (0, 1, +, -, L,
+     * H, Escape) are the window's own bindings, which text fields get to first (cl-window.c). */
     static const struct {
         const char *action;
         const char *accels[6];
     } shortcuts[] = {
         {"app.quit", {"<Control>q", NULL}},
         {"win.open", {"<Control>o", NULL}},
-        {"win.zoom-fit", {"0", "<Control>0", "KP_0", NULL}},
-        {"win.zoom-100", {"1", "KP_1", NULL}},
-        {"win.zoom-in", {"plus", "equal", "KP_Add", "<Control>plus", "<Control>equal", NULL}},
-        {"win.zoom-out", {"minus", "KP_Subtract", "<Control>minus", NULL}},
-        {"win.link-views", {"l", NULL}},
+        {"win.zoom-fit", {"<Control>0", NULL}},
+        {"win.zoom-in", {"<Control>plus", "<Control>equal", NULL}},
+        {"win.zoom-out", {"<Control>minus", NULL}},
+        {"win.compare-mode('side-by-side')", {"<Control>1", NULL}},
+        {"win.compare-mode('swipe')", {"<Control>2", NULL}},
+        {"win.compare-mode('blend')", {"<Control>3", NULL}},
+        {"win.compare-mode('flicker')", {"<Control>4", NULL}},
+        {"win.compare-mode('difference')", {"<Control>5", NULL}},
+        {"win.describe", {"<Control>d", NULL}},
     };
     for (guint i = 0; i < G_N_ELEMENTS(shortcuts); i++)
         gtk_application_set_accels_for_action(GTK_APPLICATION(app), shortcuts[i].action,

@@ -1103,6 +1103,21 @@ static void cl_window_class_init(ClWindowClass *klass)
     gtk_widget_class_install_action(widget_class, "win.describe", NULL, action_describe);
     gtk_widget_class_install_action(widget_class, "win.stop-describe", NULL, action_stop_describe);
     gtk_widget_class_install_action(widget_class, "win.close-panel", NULL, action_close_panel);
+
+    /* Plain keys as the window's bindings (bubble phase): a focused text field types them. */
+    static const struct {
+        guint key;
+        const char *action;
+    } keys[] = {
+        { GDK_KEY_0, "win.zoom-fit" },         { GDK_KEY_KP_0, "win.zoom-fit" },
+        { GDK_KEY_1, "win.zoom-100" },         { GDK_KEY_KP_1, "win.zoom-100" },
+        { GDK_KEY_plus, "win.zoom-in" },       { GDK_KEY_equal, "win.zoom-in" },
+        { GDK_KEY_KP_Add, "win.zoom-in" },     { GDK_KEY_minus, "win.zoom-out" },
+        { GDK_KEY_KP_Subtract, "win.zoom-out" }, { GDK_KEY_l, "win.link-views" },
+        { GDK_KEY_h, "win.show-heatmap" },     { GDK_KEY_Escape, "win.stop-describe" },
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
+        gtk_widget_class_add_binding_action(widget_class, keys[i].key, 0, keys[i].action, NULL);
 }
 
 static void cl_window_init(ClWindow *self)
