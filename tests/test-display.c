@@ -229,6 +229,67 @@ static void test_8bit_rgba(void)
     cl_image_free(img);
 }
 
+/* Regions: step 1 is the crop of the whole render, larger steps its block means; every render
+ * of a 16-bit stretch uses the same resolved range; rectangles outside the image are errors. */
+static void test_regions(void)
+{
+    const guint W = 37, H = 23; /* odd sizes: partial blocks at the edges */
+    g_autoptr(ClImage) img = cl_image_new(CL_IMAGE_FORMAT_TIFF);
+    img->width = W, img->height = H, img->channels = 1;
+    img->bits = 16, img->bits_allocated = 16;
+    img->sample_format = CL_SAMPLE_UINT;
+    img->layout = CL_LAYOUT_GREY;
+    g_assert_true(cl_image_alloc_frames(img, 1, NULL));
+    float *p = cl_image_plane(img, 0, 0);
+    for (guint i = 0; i < W * H; i++)
+        p[i] = (float)((i * 7919u) % 60000u);
+    ClDisplaySettings s;
+    cl_display_settings_init(&s, img, 0);
+    g_assert_cmpint(s.mode, ==, CL_DISPLAY_PERCENTILE);
+    g_autofree guint8 *full = render(img, &s);
+    ClDisplayRanges r;
+    cl_display_resolve_ranges(img, 0, &s, &r);
+
+    g_autoptr(GError) err = NULL;
+    guint ow, oh;
+    g_autofree guint8 *crop =
+        cl_display_render_rgba_region(img, 0, &s, &r, 5, 3, 20, 11, 1, &ow, &oh, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(ow, ==, 20);
+    g_assert_cmpuint(oh, ==, 11);
+    for (guint y = 0; y < 11; y++)
+        g_assert_cmpmem(crop + (gsize)y * 20 * 4, 20 * 4, full + ((gsize)(y + 3) * W + 5) * 4,
+                        20 * 4);
+
+    g_autofree guint8 *half =
+        cl_display_render_rgba_region(img, 0, &s, NULL, 0, 0, W, H, 4, &ow, &oh, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(ow, ==, 10); /* ceil(37 / 4) */
+    g_assert_cmpuint(oh, ==, 6);
+    for (guint oy = 0; oy < oh; oy++)
+        for (guint ox = 0; ox < ow; ox++) {
+            guint sum = 0, n = 0;
+            for (guint y = oy * 4; y < MIN(H, oy * 4 + 4); y++)
+                for (guint x = ox * 4; x < MIN(W, ox * 4 + 4); x++)
+                    sum += full[((gsize)y * W + x) * 4], n++;
+            g_assert_cmpuint(half[((gsize)oy * ow + ox) * 4], ==, (sum + n / 2) / n);
+        }
+
+    g_assert_null(
+        cl_display_render_rgba_region(img, 0, &s, &r, 30, 0, 10, 5, 1, &ow, &oh, NULL, &err));
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID);
+    g_clear_error(&err);
+    g_assert_null(
+        cl_display_render_rgba_region(img, 0, &s, &r, 0, 0, 0, 5, 1, &ow, &oh, NULL, &err));
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID);
+    g_clear_error(&err);
+    g_autoptr(GCancellable) c = g_cancellable_new();
+    g_cancellable_cancel(c);
+    g_assert_null(
+        cl_display_render_rgba_region(img, 0, &s, &r, 0, 0, W, H, 1, &ow, &oh, c, &err));
+    g_assert_error(err, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -240,5 +301,6 @@ int main(int argc, char **argv)
     g_test_add_func("/display/float-nodata", test_float_and_nodata);
     g_test_add_func("/display/bands", test_bands);
     g_test_add_func("/display/8bit-rgba", test_8bit_rgba);
+    g_test_add_func("/display/regions", test_regions);
     return g_test_run();
 }

@@ -5,12 +5,15 @@
 #include <string.h>
 
 #include "display.h"
+#include "worker.h"
 #include "heatmap.h"
 
-/* Above this many pixels per side the overview texture is box-downsampled: GL drivers cap
- * texture sizes (often at 8192 or 16384) and a 10k × 10k RGBA texture would cost 400 MB of VRAM
- * just to be shown at 10 %. Zoomed-in views draw full-resolution crops instead. */
-#define CL_VIEW_MAX_TEXTURE 4096
+/* Above this many pixels per side the overview texture is box-downsampled by a power of two: GL
+ * drivers cap texture sizes, a 10k × 10k RGBA texture would cost 400 MB just to be shown at
+ * 10 %, and the renderer converts or uploads a new texture on the main thread (a 4096² one took
+ * about 100 ms under Xvfb, a frame-long stall). Views zoomed in past the overview draw crops of
+ * the visible part instead, rendered at the zoom's own power-of-two level. */
+#define CL_VIEW_MAX_TEXTURE 2048
 
 /* GTK 4.8 has no per-node scaling filter (GskTextureScaleNode is 4.10) and scales textures
  * linearly. Past this zoom the view upscales the visible crop itself, nearest neighbour, so
@@ -25,17 +28,27 @@ struct _ClImageView {
     ClViewport *viewport;
     gulong viewport_notify_id;
 
-    /* Rendered frame: full-resolution RGBA (non-premultiplied, stride width*4). */
+    /* The rendered overview: the whole frame through the display transform, box-downsampled when
+     * larger than CL_VIEW_MAX_TEXTURE (RGBA, non-premultiplied, stride overview_w * 4). The
+     * full-resolution frame is never rendered whole: memory stays bounded by the overview and
+     * the crop on screen, whatever the image's size. */
     GCancellable *render_cancellable;
-    GBytes *rgba;
+    GBytes *overview;
+    guint overview_w, overview_h;
     guint image_width, image_height;
-    GdkTexture *texture;  /* overview: full resolution or downsampled */
+    GdkTexture *texture;  /* of the overview */
     double texture_scale; /* texture width / image width (1 unless downsampled) */
+    ClDisplaySettings settings; /* what the overview was rendered with, for the crops */
+    ClDisplayRanges ranges;
 
-    /* Full-resolution crop for zoomed-in drawing, cached while the view stays inside it. */
+    /* Full-resolution crop for zoomed-in drawing, cached while the view stays inside it;
+     * rendered off the main thread unless it is small. */
     GdkTexture *detail;
     int detail_x, detail_y, detail_w, detail_h; /* image pixels covered */
-    int detail_k;                               /* texels per image pixel */
+    int detail_k;                               /* texels per image pixel (step 1) */
+    int detail_step;                            /* image pixels per texel (k 1) */
+    GCancellable *detail_cancellable;           /* the crop being rendered */
+    int pending_x, pending_y, pending_w, pending_h, pending_k, pending_step;
 
     /* Comparison with the partner view's image, drawn into this image's rectangle (a partner of
      * another size is stretched onto it: same scene, other resolution). */
@@ -92,9 +105,10 @@ typedef struct {
 } RenderJob;
 
 typedef struct {
-    GBytes *rgba;
-    GBytes *overview; /* NULL when rgba is small enough to be the overview */
+    GBytes *overview;
     guint overview_width, overview_height;
+    ClDisplaySettings settings;
+    ClDisplayRanges ranges;
 } RenderResult;
 
 static void render_job_free(RenderJob *job)
@@ -105,81 +119,40 @@ static void render_job_free(RenderJob *job)
 
 static void render_result_free(RenderResult *res)
 {
-    g_clear_pointer(&res->rgba, g_bytes_unref);
     g_clear_pointer(&res->overview, g_bytes_unref);
     g_free(res);
 }
 
-/* Box-averages rgba (w × h) by factor into a new buffer of ceil(w/f) × ceil(h/f). */
-static GBytes *downsample(const guint8 *rgba, guint w, guint h, guint f, guint *out_w, guint *out_h,
-                          GCancellable *cancellable)
-{
-    guint ow = (w + f - 1) / f, oh = (h + f - 1) / f;
-    guint8 *out = g_try_malloc((gsize)ow * oh * 4);
-    if (!out)
-        return NULL;
-    g_autofree guint32 *acc = g_new(guint32, (gsize)ow * 5); /* r, g, b, a, count per column */
-    for (guint oy = 0; oy < oh; oy++) {
-        if (g_cancellable_is_cancelled(cancellable)) {
-            g_free(out);
-            return NULL;
-        }
-        memset(acc, 0, sizeof(guint32) * ow * 5);
-        for (guint y = oy * f; y < MIN(h, (oy + 1) * f); y++) {
-            const guint8 *row = rgba + (gsize)y * w * 4;
-            for (guint x = 0; x < w; x++) {
-                guint32 *a = acc + (x / f) * 5;
-                a[0] += row[x * 4];
-                a[1] += row[x * 4 + 1];
-                a[2] += row[x * 4 + 2];
-                a[3] += row[x * 4 + 3];
-                a[4]++;
-            }
-        }
-        guint8 *orow = out + (gsize)oy * ow * 4;
-        for (guint ox = 0; ox < ow; ox++) {
-            guint32 *a = acc + ox * 5;
-            for (int c = 0; c < 4; c++)
-                orow[ox * 4 + c] = (guint8)((a[c] + a[4] / 2) / a[4]);
-        }
-    }
-    *out_w = ow;
-    *out_h = oh;
-    return g_bytes_new_take(out, (gsize)ow * oh * 4);
-}
-
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(RenderResult, render_result_free)
+
+/* The overview's step: the power of two that brings both sides within CL_VIEW_MAX_TEXTURE. */
+static guint overview_step(guint width, guint height)
+{
+    guint f = 1;
+    while (width / f > CL_VIEW_MAX_TEXTURE || height / f > CL_VIEW_MAX_TEXTURE)
+        f *= 2;
+    return f;
+}
 
 static void render_thread(GTask *task, gpointer source, gpointer task_data,
                           GCancellable *cancellable)
 {
+    cl_worker_thread_background();
     RenderJob *job = task_data;
     const ClImage *img = cl_document_get_image(job->document);
-    ClDisplaySettings settings;
-    cl_display_settings_init(&settings, img, job->frame);
-
+    g_autoptr(RenderResult) res = g_new0(RenderResult, 1);
+    cl_display_settings_init(&res->settings, img, job->frame);
+    cl_display_resolve_ranges(img, job->frame, &res->settings, &res->ranges);
     GError *error = NULL;
-    guint8 *rgba = cl_display_render_rgba(img, job->frame, &settings, &error);
+    guint8 *rgba = cl_display_render_rgba_region(
+        img, job->frame, &res->settings, &res->ranges, 0, 0, img->width, img->height,
+        overview_step(img->width, img->height), &res->overview_width, &res->overview_height,
+        cancellable, &error);
     if (!rgba) {
         g_task_return_error(task, error);
         return;
     }
-    g_autoptr(RenderResult) res = g_new0(RenderResult, 1);
-    res->rgba = g_bytes_new_take(rgba, (gsize)img->width * img->height * 4);
-
-    guint f = 1;
-    while (img->width / f > CL_VIEW_MAX_TEXTURE || img->height / f > CL_VIEW_MAX_TEXTURE)
-        f *= 2;
-    if (f > 1) {
-        res->overview = downsample(rgba, img->width, img->height, f, &res->overview_width,
-                                   &res->overview_height, cancellable);
-        if (!res->overview && !g_cancellable_is_cancelled(cancellable)) {
-            g_task_return_new_error(task, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
-                                    "%s: not enough memory to show the image",
-                                    cl_document_get_name(job->document));
-            return;
-        }
-    }
+    res->overview = g_bytes_new_take(rgba, (gsize)res->overview_width * res->overview_height * 4);
     if (g_task_return_error_if_cancelled(task))
         return;
     g_task_return_pointer(task, g_steal_pointer(&res), (GDestroyNotify)render_result_free);
@@ -191,6 +164,10 @@ static void clear_detail(ClImageView *self)
 {
     g_clear_object(&self->detail);
     self->detail_w = self->detail_h = 0;
+    if (self->detail_cancellable) {
+        g_cancellable_cancel(self->detail_cancellable);
+        g_clear_object(&self->detail_cancellable);
+    }
 }
 
 static void render_done(GObject *source, GAsyncResult *result, gpointer user_data)
@@ -209,19 +186,17 @@ static void render_done(GObject *source, GAsyncResult *result, gpointer user_dat
     } else {
         RenderJob *job = g_task_get_task_data(task);
         const ClImage *img = cl_document_get_image(job->document);
-        self->rgba = g_steal_pointer(&res->rgba);
         self->image_width = img->width;
         self->image_height = img->height;
-        if (res->overview) {
-            self->texture = gdk_memory_texture_new(res->overview_width, res->overview_height,
-                                                   GDK_MEMORY_R8G8B8A8, res->overview,
-                                                   (gsize)res->overview_width * 4);
-            self->texture_scale = (double)res->overview_width / img->width;
-        } else {
-            self->texture = gdk_memory_texture_new(img->width, img->height, GDK_MEMORY_R8G8B8A8,
-                                                   self->rgba, (gsize)img->width * 4);
-            self->texture_scale = 1.0;
-        }
+        self->settings = res->settings;
+        self->ranges = res->ranges;
+        self->overview = g_steal_pointer(&res->overview);
+        self->overview_w = res->overview_width;
+        self->overview_h = res->overview_height;
+        self->texture = gdk_memory_texture_new((int)self->overview_w, (int)self->overview_h,
+                                               GDK_MEMORY_R8G8B8A8, self->overview,
+                                               (gsize)self->overview_w * 4);
+        self->texture_scale = (double)self->overview_w / img->width;
         if (cl_viewport_get_fit(self->viewport))
             cl_image_view_fit(self);
     }
@@ -251,7 +226,7 @@ void cl_image_view_set_image(ClImageView *self, ClDocument *document, guint fram
     g_set_object(&self->document, document);
     self->frame = frame;
     g_clear_object(&self->texture);
-    g_clear_pointer(&self->rgba, g_bytes_unref);
+    g_clear_pointer(&self->overview, g_bytes_unref);
     self->image_width = self->image_height = 0;
     clear_detail(self);
 
@@ -414,11 +389,13 @@ static void diff_result_free(DiffResult *r)
     g_free(r);
 }
 
-/* Per pixel of A: the largest channel difference against B's pixel at the same relative place
- * (nearest). Over the tolerance: red, brighter the bigger the difference; else A's grey,
- * faded, for context. Downsampled like the overview for large images. */
+/* Per pixel of A's overview: the largest channel difference against B's overview pixel at the
+ * same relative place (nearest). Over the tolerance: red, brighter the bigger the difference;
+ * else A's grey, faded, for context. Images up to CL_VIEW_MAX_TEXTURE a side are compared at
+ * full resolution; larger ones at their overview's (block means). */
 static void diff_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
 {
+    cl_worker_thread_background();
     DiffJob *j = task_data;
     const guint8 *a = g_bytes_get_data(j->a, NULL), *b = g_bytes_get_data(j->b, NULL);
     guint8 *out = g_try_malloc((gsize)j->wa * j->ha * 4);
@@ -456,25 +433,10 @@ static void diff_thread(GTask *task, gpointer source, gpointer task_data, GCance
             po[3] = 255;
         }
     }
-    g_autoptr(GBytes) full = g_bytes_new_take(out, (gsize)j->wa * j->ha * 4);
     DiffResult *r = g_new0(DiffResult, 1);
     r->changed_fraction = (double)changed / ((double)j->wa * j->ha);
-    guint f = 1;
-    while (j->wa / f > CL_VIEW_MAX_TEXTURE || j->ha / f > CL_VIEW_MAX_TEXTURE)
-        f *= 2;
-    if (f > 1) {
-        r->rgba = downsample(out, j->wa, j->ha, f, &r->width, &r->height, cancellable);
-        if (!r->rgba) {
-            diff_result_free(r);
-            if (!g_task_return_error_if_cancelled(task))
-                g_task_return_new_error(task, G_IO_ERROR, G_IO_ERROR_NO_SPACE,
-                                        "not enough memory for the difference image");
-            return;
-        }
-    } else {
-        r->rgba = g_bytes_ref(full);
-        r->width = j->wa, r->height = j->ha;
-    }
+    r->rgba = g_bytes_new_take(out, (gsize)j->wa * j->ha * 4);
+    r->width = j->wa, r->height = j->ha;
     g_task_return_pointer(task, r, (GDestroyNotify)diff_result_free);
 }
 
@@ -513,13 +475,13 @@ static void update_diff(ClImageView *self)
     g_clear_object(&self->diff);
     gboolean was_known = self->changed_fraction >= 0;
     self->changed_fraction = -1;
-    if (self->mode == CL_COMPARE_DIFFERENCE && self->rgba && self->partner &&
-        self->partner->rgba) {
+    if (self->mode == CL_COMPARE_DIFFERENCE && self->overview && self->partner &&
+        self->partner->overview) {
         DiffJob *j = g_new0(DiffJob, 1);
-        j->a = g_bytes_ref(self->rgba);
-        j->b = g_bytes_ref(self->partner->rgba);
-        j->wa = self->image_width, j->ha = self->image_height;
-        j->wb = self->partner->image_width, j->hb = self->partner->image_height;
+        j->a = g_bytes_ref(self->overview);
+        j->b = g_bytes_ref(self->partner->overview);
+        j->wa = self->overview_w, j->ha = self->overview_h;
+        j->wb = self->partner->overview_w, j->hb = self->partner->overview_h;
         j->tolerance = self->tolerance;
         self->diff_cancellable = g_cancellable_new();
         g_autoptr(GTask) task = g_task_new(self, self->diff_cancellable, diff_done, NULL);
@@ -697,21 +659,24 @@ void cl_image_view_set_heatmap_opacity(ClImageView *self, double opacity)
 
 /* ---- drawing ---- */
 
-/* Builds the full-resolution crop (x, y, w, h) upscaled k times, nearest neighbour. */
-static GdkTexture *make_detail(ClImageView *self, int x, int y, int w, int h, int k)
+/* Crops up to this many image pixels are rendered while drawing (a millisecond or two);
+ * larger ones in a worker thread while the overview stands in. */
+#define SYNC_DETAIL_PIXELS (512 * 512)
+
+/* rgba (w × h, stride w * 4) upscaled k times, nearest neighbour, as a texture. */
+static GdkTexture *upscale_nearest(const guint8 *src, int w, int h, int k)
 {
-    const guint8 *src = g_bytes_get_data(self->rgba, NULL);
-    gsize src_stride = (gsize)self->image_width * 4;
+    gsize src_stride = (gsize)w * 4;
     gsize out_w = (gsize)w * k, out_h = (gsize)h * k, out_stride = out_w * 4;
     guint8 *out = g_try_malloc(out_stride * out_h);
     if (!out)
         return NULL;
     for (int row = 0; row < h; row++) {
-        const guint8 *s = src + (gsize)(y + row) * src_stride + (gsize)x * 4;
+        const guint8 *sp = src + (gsize)row * src_stride;
         guint8 *d = out + (gsize)row * k * out_stride;
         for (int col = 0; col < w; col++)
             for (int r = 0; r < k; r++)
-                memcpy(d + ((gsize)col * k + r) * 4, s + (gsize)col * 4, 4);
+                memcpy(d + ((gsize)col * k + r) * 4, sp + (gsize)col * 4, 4);
         for (int r = 1; r < k; r++)
             memcpy(d + (gsize)r * out_stride, d, out_stride);
     }
@@ -719,7 +684,70 @@ static GdkTexture *make_detail(ClImageView *self, int x, int y, int w, int h, in
     return gdk_memory_texture_new((int)out_w, (int)out_h, GDK_MEMORY_R8G8B8A8, bytes, out_stride);
 }
 
-/* Draws the visible part at full resolution; returns FALSE if it could not (memory). */
+typedef struct {
+    ClDocument *document;
+    guint frame;
+    ClDisplaySettings settings;
+    ClDisplayRanges ranges;
+    int x, y, w, h; /* image pixels */
+    int k;          /* texels per image pixel (nearest upscaling), when step is 1 */
+    int step;       /* image pixels per texel (block means), when k is 1 */
+} DetailJob;
+
+static void detail_job_free(DetailJob *j)
+{
+    g_clear_object(&j->document);
+    g_free(j);
+}
+
+static GdkTexture *render_detail(const DetailJob *j, GCancellable *cancellable, GError **error)
+{
+    guint ow, oh;
+    g_autofree guint8 *rgba = cl_display_render_rgba_region(
+        cl_document_get_image(j->document), j->frame, &j->settings, &j->ranges, (guint)j->x,
+        (guint)j->y, (guint)j->w, (guint)j->h, (guint)j->step, &ow, &oh, cancellable, error);
+    if (!rgba)
+        return NULL;
+    GdkTexture *t = upscale_nearest(rgba, (int)ow, (int)oh, j->k);
+    if (!t)
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_NO_SPACE,
+                            "not enough memory for the zoomed-in view");
+    return t;
+}
+
+static void detail_thread(GTask *task, gpointer source, gpointer task_data,
+                          GCancellable *cancellable)
+{
+    cl_worker_thread_background();
+    GError *error = NULL;
+    GdkTexture *t = render_detail(task_data, cancellable, &error);
+    if (t)
+        g_task_return_pointer(task, t, g_object_unref);
+    else
+        g_task_return_error(task, error);
+}
+
+static void detail_done(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+    GTask *task = G_TASK(result);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GdkTexture) t = g_task_propagate_pointer(task, &error);
+    if (g_cancellable_is_cancelled(g_task_get_cancellable(task)))
+        return;
+    ClImageView *self = CL_IMAGE_VIEW(source);
+    g_clear_object(&self->detail_cancellable);
+    if (!t)
+        return; /* the overview keeps standing in */
+    const DetailJob *j = g_task_get_task_data(task);
+    g_set_object(&self->detail, t);
+    self->detail_x = j->x, self->detail_y = j->y, self->detail_w = j->w, self->detail_h = j->h;
+    self->detail_k = j->k;
+    self->detail_step = j->step;
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+/* Draws the visible part at full resolution; FALSE when it is not ready (being rendered, or no
+ * memory): the caller draws the overview instead. */
 static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy,
                                 double lz, double zoom)
 {
@@ -731,7 +759,11 @@ static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, double
         return TRUE; /* the image is out of sight */
 
     int k = zoom > CL_VIEW_NEAREST_ZOOM ? (int)ceil(zoom) : 1;
-    gboolean cached = self->detail && self->detail_k == k && vx0 >= self->detail_x &&
+    int step = 1; /* below 100 %: the coarsest power of two that still has a texel per pixel */
+    while (zoom * step * 2 <= 1.0 && step < (1 << 20))
+        step *= 2;
+    gboolean cached = self->detail && self->detail_k == k && self->detail_step == step &&
+                      vx0 >= self->detail_x &&
                       vy0 >= self->detail_y && vx1 <= self->detail_x + self->detail_w &&
                       vy1 <= self->detail_y + self->detail_h;
     if (!cached) {
@@ -739,15 +771,44 @@ static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, double
         int mx = (vx1 - vx0) / 4 + 1, my = (vy1 - vy0) / 4 + 1;
         int x0 = MAX(0, vx0 - mx), y0 = MAX(0, vy0 - my);
         int x1 = MIN((int)self->image_width, vx1 + mx), y1 = MIN((int)self->image_height, vy1 + my);
-        clear_detail(self);
-        self->detail = make_detail(self, x0, y0, x1 - x0, y1 - y0, k);
-        if (!self->detail)
+        gboolean pending = self->detail_cancellable && self->pending_k == k &&
+                           self->pending_step == step &&
+                           vx0 >= self->pending_x && vy0 >= self->pending_y &&
+                           vx1 <= self->pending_x + self->pending_w &&
+                           vy1 <= self->pending_y + self->pending_h;
+        if (pending)
             return FALSE;
-        self->detail_x = x0;
-        self->detail_y = y0;
-        self->detail_w = x1 - x0;
-        self->detail_h = y1 - y0;
-        self->detail_k = k;
+        DetailJob *j = g_new0(DetailJob, 1);
+        j->document = g_object_ref(self->document);
+        j->frame = self->frame;
+        j->settings = self->settings;
+        j->ranges = self->ranges;
+        j->x = x0, j->y = y0, j->w = x1 - x0, j->h = y1 - y0, j->k = k, j->step = step;
+        if ((gint64)j->w * j->h <= SYNC_DETAIL_PIXELS) {
+            GdkTexture *t = render_detail(j, NULL, NULL);
+            detail_job_free(j);
+            if (!t)
+                return FALSE;
+            clear_detail(self);
+            self->detail = t;
+            self->detail_x = x0, self->detail_y = y0;
+            self->detail_w = x1 - x0, self->detail_h = y1 - y0;
+            self->detail_k = k;
+            self->detail_step = step;
+        } else {
+            if (self->detail_cancellable)
+                g_cancellable_cancel(self->detail_cancellable);
+            g_clear_object(&self->detail_cancellable);
+            self->detail_cancellable = g_cancellable_new();
+            self->pending_x = j->x, self->pending_y = j->y;
+            self->pending_w = j->w, self->pending_h = j->h, self->pending_k = k;
+            self->pending_step = step;
+            g_autoptr(GTask) task = g_task_new(self, self->detail_cancellable, detail_done, NULL);
+            g_task_set_source_tag(task, snapshot_detail);
+            g_task_set_task_data(task, j, (GDestroyNotify)detail_job_free);
+            g_task_run_in_thread(task, detail_thread);
+            return FALSE;
+        }
     }
     gtk_snapshot_append_texture(
         snapshot, self->detail,
@@ -1018,7 +1079,7 @@ static void cl_image_view_dispose(GObject *object)
     g_clear_object(&self->heat);
     g_clear_object(&self->document);
     g_clear_object(&self->texture);
-    g_clear_pointer(&self->rgba, g_bytes_unref);
+    g_clear_pointer(&self->overview, g_bytes_unref);
     clear_detail(self);
     G_OBJECT_CLASS(cl_image_view_parent_class)->dispose(object);
 }

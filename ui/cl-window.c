@@ -720,6 +720,7 @@ static void load_job_free(LoadJob *job)
 
 static void load_thread(GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
 {
+    cl_worker_thread_background();
     LoadJob *job = task_data;
     /* Every file is loaded so the sequence can be ordered (DICOM priors by date); the first
      * two in that order are shown. */

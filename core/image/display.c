@@ -5,6 +5,7 @@
  *   --MONOCHROME1 inversion (after VOI)--> 0..1 --> 8-bit. */
 #include "display.h"
 
+#include <gio/gio.h>
 #include <math.h>
 #include <string.h>
 
@@ -247,8 +248,82 @@ static inline guint8 to8(double y)
     return (guint8)lround(CLAMP(y, 0.0, 1.0) * 255.0);
 }
 
-guint8 *cl_display_render_rgba(const ClImage *img, guint frame, const ClDisplaySettings *s,
-                               GError **error)
+void cl_display_resolve_ranges(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                               ClDisplayRanges *r)
+{
+    for (int k = 0; k < 3; k++)
+        r->lo[k] = 0, r->hi[k] = 1;
+    gboolean needs_range = s->mode != CL_DISPLAY_WINDOW && s->mode != CL_DISPLAY_VOI_LUT;
+    if (!needs_range || frame >= cl_image_n_frames(img))
+        return;
+    for (int k = 0; k < 3; k++) {
+        if (s->bands[k] < 0 || s->bands[k] >= (int)img->channels)
+            continue;
+        gboolean done = FALSE;
+        for (int j = 0; j < k && !done; j++)
+            if (s->bands[j] == s->bands[k])
+                r->lo[k] = r->lo[j], r->hi[k] = r->hi[j], done = TRUE;
+        if (!done)
+            cl_display_channel_range(img, frame, (guint)s->bands[k], s, &r->lo[k], &r->hi[k]);
+    }
+    if (!s->per_band && s->mode != CL_DISPLAY_FULL_RANGE) {
+        /* one range over the shown bands keeps colour balance */
+        double a = INFINITY, b = -INFINITY;
+        for (int k = 0; k < 3; k++)
+            if (s->bands[k] >= 0)
+                a = MIN(a, r->lo[k]), b = MAX(b, r->hi[k]);
+        for (int k = 0; k < 3; k++)
+            r->lo[k] = a, r->hi[k] = b;
+    }
+}
+
+/* What every pixel of a render needs, resolved once. */
+typedef struct {
+    const ClImage *img;
+    const ClDisplaySettings *s;
+    const float *src[3], *alpha;
+    gboolean grey;
+    double sl, ic, alpha_max;
+    double lo[3], hi[3];
+} PixelMap;
+
+static inline void map_pixel(const PixelMap *m, gsize i, guint8 *px)
+{
+    gboolean nodata = FALSE;
+    if (m->grey) {
+        float v = m->src[0][i];
+        nodata = !isfinite(v);
+        guint8 g = nodata ? 0
+                          : to8(cl_display_map_value(m->img, m->s, v * m->sl + m->ic, m->lo[0],
+                                                     m->hi[0]));
+        px[0] = px[1] = px[2] = g;
+    } else {
+        for (int k = 0; k < 3; k++) {
+            if (!m->src[k]) {
+                px[k] = 0;
+                continue;
+            }
+            float v = m->src[k][i];
+            if (!isfinite(v)) {
+                nodata = TRUE;
+                px[k] = 0;
+                continue;
+            }
+            px[k] = to8(cl_display_map_value(m->img, m->s, v * m->sl + m->ic, m->lo[k], m->hi[k]));
+        }
+    }
+    if (nodata)
+        px[3] = 0; /* NaN/Inf (float nodata) shows as transparent */
+    else if (m->alpha)
+        px[3] = to8(m->alpha[i] / m->alpha_max);
+    else
+        px[3] = 255;
+}
+
+guint8 *cl_display_render_rgba_region(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                                      const ClDisplayRanges *ranges, guint x, guint y, guint w,
+                                      guint h, guint step, guint *out_w, guint *out_h,
+                                      GCancellable *cancellable, GError **error)
 {
     g_return_val_if_fail(img != NULL && s != NULL, NULL);
     if (frame >= cl_image_n_frames(img)) {
@@ -268,88 +343,92 @@ guint8 *cl_display_render_rgba(const ClImage *img, guint frame, const ClDisplayS
                     img->voi_luts->len);
         return NULL;
     }
-
-    const ClFrame *f = cl_image_frame(img, frame);
-    gsize n = (gsize)img->width * img->height;
-    guint8 *out = g_try_malloc(n * 4);
+    if (w == 0 || h == 0 || step == 0 || x >= img->width || y >= img->height ||
+        w > img->width - x || h > img->height - y) {
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID,
+                    "the region %u × %u at (%u, %u) in steps of %u is not inside the %u × %u image",
+                    w, h, x, y, step, img->width, img->height);
+        return NULL;
+    }
+    guint ow = (w + step - 1) / step, oh = (h + step - 1) / step;
+    guint8 *out = g_try_malloc((gsize)ow * oh * 4);
     if (!out) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
-                    "not enough memory to display %u × %u pixels", img->width, img->height);
+                    "not enough memory to display %u × %u pixels", ow, oh);
         return NULL;
     }
 
-    /* Resolve each output colour's range once. Bands sharing a source share the range. */
-    double lo[3], hi[3];
-    gboolean needs_range = s->mode != CL_DISPLAY_WINDOW && s->mode != CL_DISPLAY_VOI_LUT;
-    if (needs_range) {
-        for (int k = 0; k < 3; k++) {
-            if (s->bands[k] < 0) {
-                lo[k] = 0, hi[k] = 1;
-                continue;
-            }
-            gboolean done = FALSE;
-            for (int j = 0; j < k && !done; j++)
-                if (s->bands[j] == s->bands[k])
-                    lo[k] = lo[j], hi[k] = hi[j], done = TRUE;
-            if (!done)
-                cl_display_channel_range(img, frame, (guint)s->bands[k], s, &lo[k], &hi[k]);
-        }
-        if (!s->per_band && s->mode != CL_DISPLAY_FULL_RANGE) {
-            /* one range over the shown bands keeps colour balance */
-            double a = INFINITY, b = -INFINITY;
-            for (int k = 0; k < 3; k++)
-                if (s->bands[k] >= 0)
-                    a = MIN(a, lo[k]), b = MAX(b, hi[k]);
-            for (int k = 0; k < 3; k++)
-                lo[k] = a, hi[k] = b;
-        }
+    PixelMap m = { .img = img, .s = s };
+    ClDisplayRanges own;
+    if (!ranges) {
+        cl_display_resolve_ranges(img, frame, s, &own);
+        ranges = &own;
     }
-
+    memcpy(m.lo, ranges->lo, sizeof m.lo);
+    memcpy(m.hi, ranges->hi, sizeof m.hi);
     int alpha_ch = -1;
     if (img->layout == CL_LAYOUT_GREY_ALPHA)
         alpha_ch = 1;
     else if (img->layout == CL_LAYOUT_RGBA)
         alpha_ch = 3;
-    double alpha_max = 1.0;
+    m.alpha_max = 1.0;
     if (alpha_ch >= 0 && img->sample_format != CL_SAMPLE_FLOAT)
-        alpha_max = ldexp(1.0, (int)MIN(img->bits ? img->bits : 8, 32u)) - 1;
-
-    const double sl = f->rescale_slope, ic = f->rescale_intercept;
-    const float *src[3];
+        m.alpha_max = ldexp(1.0, (int)MIN(img->bits ? img->bits : 8, 32u)) - 1;
+    const ClFrame *f = cl_image_frame(img, frame);
+    m.sl = f->rescale_slope, m.ic = f->rescale_intercept;
     for (int k = 0; k < 3; k++)
-        src[k] = s->bands[k] >= 0 ? cl_image_plane(img, frame, (guint)s->bands[k]) : NULL;
-    const float *alpha = alpha_ch >= 0 ? cl_image_plane(img, frame, (guint)alpha_ch) : NULL;
-    gboolean grey = src[0] == src[1] && src[1] == src[2] && src[0] != NULL;
+        m.src[k] = s->bands[k] >= 0 ? cl_image_plane(img, frame, (guint)s->bands[k]) : NULL;
+    m.alpha = alpha_ch >= 0 ? cl_image_plane(img, frame, (guint)alpha_ch) : NULL;
+    m.grey = m.src[0] == m.src[1] && m.src[1] == m.src[2] && m.src[0] != NULL;
 
-    for (gsize i = 0; i < n; i++) {
-        guint8 *px = out + i * 4;
-        gboolean nodata = FALSE;
-        if (grey) {
-            float v = src[0][i];
-            nodata = !isfinite(v);
-            guint8 g = nodata ? 0 : to8(cl_display_map_value(img, s, v * sl + ic, lo[0], hi[0]));
-            px[0] = px[1] = px[2] = g;
-        } else {
-            for (int k = 0; k < 3; k++) {
-                if (!src[k]) {
-                    px[k] = 0;
-                    continue;
+    if (step == 1) {
+        for (guint r = 0; r < h; r++) {
+            if (g_cancellable_is_cancelled(cancellable))
+                goto cancelled;
+            gsize base = (gsize)(y + r) * img->width + x;
+            guint8 *row = out + (gsize)r * ow * 4;
+            for (guint c = 0; c < w; c++)
+                map_pixel(&m, base + c, row + (gsize)c * 4);
+        }
+    } else {
+        /* each output pixel: the mean of the displayed values of its step × step block */
+        g_autofree guint32 *acc = g_new(guint32, (gsize)ow * 5);
+        for (guint orow = 0; orow < oh; orow++) {
+            if (g_cancellable_is_cancelled(cancellable))
+                goto cancelled;
+            memset(acc, 0, sizeof(guint32) * ow * 5);
+            for (guint r = orow * step; r < MIN(h, (orow + 1) * step); r++) {
+                gsize base = (gsize)(y + r) * img->width + x;
+                for (guint c = 0; c < w; c++) {
+                    guint8 px[4];
+                    map_pixel(&m, base + c, px);
+                    guint32 *a = acc + (c / step) * 5;
+                    a[0] += px[0], a[1] += px[1], a[2] += px[2], a[3] += px[3], a[4]++;
                 }
-                float v = src[k][i];
-                if (!isfinite(v)) {
-                    nodata = TRUE;
-                    px[k] = 0;
-                    continue;
-                }
-                px[k] = to8(cl_display_map_value(img, s, v * sl + ic, lo[k], hi[k]));
+            }
+            guint8 *row = out + (gsize)orow * ow * 4;
+            for (guint oc = 0; oc < ow; oc++) {
+                guint32 *a = acc + oc * 5;
+                for (int k = 0; k < 4; k++)
+                    row[oc * 4 + k] = (guint8)((a[k] + a[4] / 2) / a[4]);
             }
         }
-        if (nodata)
-            px[3] = 0; /* NaN/Inf (float nodata) shows as transparent */
-        else if (alpha)
-            px[3] = to8(alpha[i] / alpha_max);
-        else
-            px[3] = 255;
     }
+    *out_w = ow;
+    *out_h = oh;
     return out;
+
+cancelled:
+    g_free(out);
+    g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "Cancelled");
+    return NULL;
+}
+
+guint8 *cl_display_render_rgba(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                               GError **error)
+{
+    g_return_val_if_fail(img != NULL && s != NULL, NULL);
+    guint w, h;
+    return cl_display_render_rgba_region(img, frame, s, NULL, 0, 0, img->width, img->height, 1,
+                                         &w, &h, NULL, error);
 }

@@ -1,6 +1,8 @@
 /* display.h - the display transform: original values -> 8-bit RGBA for the screen. */
 #pragma once
 
+#include <gio/gio.h>
+
 #include "image.h"
 
 G_BEGIN_DECLS
@@ -41,6 +43,25 @@ gboolean cl_display_effective_window(const ClImage *img, guint frame, const ClDi
  * image's alpha channel when it has one, else 255. Always computed from the original values. */
 guint8 *cl_display_render_rgba(const ClImage *img, guint frame, const ClDisplaySettings *s,
                                GError **error);
+
+/* The low/high values each output colour's stretch maps to 0 and 1 (for the stretch modes; unused
+ * by a window or a VOI LUT), resolved once so that many region renders of one frame agree and
+ * do not recompute percentiles. */
+typedef struct {
+    double lo[3], hi[3];
+} ClDisplayRanges;
+void cl_display_resolve_ranges(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                               ClDisplayRanges *ranges);
+
+/* Renders the rectangle (x, y, w, h) of the frame, each step × step block box-averaged (on the
+ * 8-bit display values) into one output pixel — step 1 is full resolution — into a new
+ * ceil(w / step) × ceil(h / step) RGBA buffer (stride out_w * 4). ranges may be NULL (resolved
+ * here). NULL + error for a rectangle outside the image, a bad frame or band, no memory, or
+ * G_IO_ERROR_CANCELLED (checked every row). Memory is bounded by the output, never the frame. */
+guint8 *cl_display_render_rgba_region(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                                      const ClDisplayRanges *ranges, guint x, guint y, guint w,
+                                      guint h, guint step, guint *out_w, guint *out_h,
+                                      GCancellable *cancellable, GError **error);
 
 /* Maps one modality value to 0..1 under s (the grey pipeline: VOI then inversion), for tests and
  * for the pixel readout. Percentile/min-max ranges must be resolved first: see below. */

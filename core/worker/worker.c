@@ -378,13 +378,18 @@ static void run_describe(State *s, Job *job)
     job->result = r;
 }
 
-static gpointer thread_main(gpointer data)
+void cl_worker_thread_background(void)
 {
-    State *s = data;
 #ifdef __linux__
     /* best effort: a failure leaves the normal priority */
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WORKER_NICE);
 #endif
+}
+
+static gpointer thread_main(gpointer data)
+{
+    State *s = data;
+    cl_worker_thread_background();
     for (;;) {
         Job *job = g_async_queue_pop(s->queue);
         if (job == &quit_job)

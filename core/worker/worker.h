@@ -87,4 +87,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClWorkerDescribeResult, cl_worker_describe_result_
 /* Cancels every queued and running job (their callbacks get G_IO_ERROR_CANCELLED). */
 void cl_worker_cancel_all(ClWorker *self);
 
+/* Marks the calling thread as background work: on Linux a lower priority (nice +5, inherited by
+ * threads it starts), so that it never takes the CPU from the thread that draws the window.
+ * The worker's thread does it; so do the UI's loading and rendering threads. */
+void cl_worker_thread_background(void);
+
 G_END_DECLS
