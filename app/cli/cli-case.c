@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "casedb.h"
+#include "caserun.h"
 #include "cl-config.h"
 #include "cli.h"
 #include "describe.h"
@@ -670,50 +671,6 @@ static char *weights_sha256(const ClModel *m)
                                        m->n_params * sizeof(float));
 }
 
-static char *run_settings_json(const ClCase *c, const ClDescribeOptions *opts,
-                               const ClDescribeResult *res, int max_tokens)
-{
-    g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
-    jstr(b, "domain", cl_chat_domain_name(res->domain));
-    jstr(b, "question", opts->question && *opts->question ? opts->question : NULL);
-    jint(b, "max_new_tokens", max_tokens);
-    jint(b, "beam_size", opts->beam_size);
-    jstr(b, "heatmap_source", opts->delta ? "delta" : "update_norm");
-    jstr(b, "display", "defaults of each image (DICOM window / VOI LUT, full range otherwise)");
-    jstr(b, "preprocess", "letterbox to the model input, aspect kept, centred");
-    jstr(b, "stop_reason", cl_stop_reason_name(res->stop_reason));
-    jint(b, "prompt_positions", res->n_prompt);
-    json_builder_set_member_name(b, "images");
-    json_builder_begin_array(b);
-    for (guint i = 0; i < c->images->len; i++) {
-        const ClCaseImage *img = g_ptr_array_index(c->images, i);
-        json_builder_begin_object(b);
-        jint(b, "image_id", img->id);
-        jstr(b, "path", img->path);
-        jint(b, "frame", img->frame);
-        jstr(b, "sha256", img->sha256);
-        if (i < res->n_images) {
-            const ClLetterbox *lb = &res->letterbox[i];
-            json_builder_set_member_name(b, "letterbox");
-            json_builder_begin_object(b);
-            jint(b, "size", lb->size);
-            jint(b, "off_x", lb->off_x);
-            jint(b, "off_y", lb->off_y);
-            jint(b, "content_w", lb->content_w);
-            jint(b, "content_h", lb->content_h);
-            json_builder_end_object(b);
-        }
-        json_builder_end_object(b);
-    }
-    json_builder_end_array(b);
-    json_builder_end_object(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    return json_generator_to_data(gen, NULL);
-}
-
 static int cmd_describe(int argc, char **argv)
 {
     g_autofree char *model_path = NULL, *random_init = NULL, *device = NULL, *prompt = NULL;
@@ -865,42 +822,18 @@ static int cmd_describe(int argc, char **argv)
     }
 
     /* record: run + description version 1 + heatmaps, one transaction */
-    ClCaseRun run = {0};
-    run.model_name = model_name;
-    run.model_sha256 = model_sha;
     g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
-    run.model_config_json = cfg_json;
     g_autofree char *dev = g_strdup(cl_backend_name(be));
-    run.device = dev;
-    g_autofree char *settings = run_settings_json(c, &opts, &res, max_tokens);
-    run.settings_json = settings;
-    run.seed = seed < 0 ? 0 : (guint64)seed;
-    run.preprocess_ms = res.preprocess_ms;
-    for (guint t = 0; t < res.n_images; t++)
-        run.encode_ms += res.encode_ms[t];
-    run.prefill_ms = res.prefill_ms;
-    run.decode_ms = res.decode_ms;
-    run.total_ms = load_ms + run.preprocess_ms + run.encode_ms + run.prefill_ms + run.decode_ms;
-    run.n_tokens = res.ids->len;
-    g_autoptr(GPtrArray) heat = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_heatmap_free);
-    for (guint i = 0; i < res.heatmaps->len; i++) {
-        const ClHeatmap *hm = g_ptr_array_index(res.heatmaps, i);
-        const ClCaseImage *ci = g_ptr_array_index(c->images, (guint)hm->image_index);
-        ClCaseHeatmap *h = g_new0(ClCaseHeatmap, 1);
-        h->image_id = ci->id;
-        h->layer = -1;
-        h->kind = g_strdup(cl_heatmap_source_name(hm->source));
-        h->input_size = model->config.image_size;
-        h->grid_w = (guint)hm->width;
-        h->grid_h = (guint)hm->height;
-        h->data = g_memdup2(hm->values, sizeof(float) * (gsize)hm->width * (gsize)hm->height);
-        g_ptr_array_add(heat, h);
-    }
+    g_autoptr(GPtrArray) heat = NULL;
+    ClCaseRun *run = cl_case_run_from_describe(c->images, &opts, &res, model_name, model_sha,
+                                               cfg_json, model->config.image_size, dev,
+                                               seed < 0 ? 0 : (guint64)seed, load_ms, &heat);
     g_autofree char *text = g_utf8_make_valid(res.text ? res.text : "", -1);
     gint64 run_id = 0, vid = 0;
-    ok = cl_casedb_run_record(db, id, &run, text, heat, &run_id, &vid, &err);
+    ok = cl_casedb_run_record(db, id, run, text, heat, &run_id, &vid, &err);
     fprintf(stderr, "%s describe: %s, %u images (%s), %u tokens in %.0f ms\n", PROG, dev,
-            res.n_images, cl_chat_domain_name(res.domain), res.ids->len, run.total_ms);
+            res.n_images, cl_chat_domain_name(res.domain), res.ids->len, run->total_ms);
+    cl_case_run_free(run);
     cl_describe_result_clear(&res);
     if (!ok) {
         fprintf(stderr, "%s describe: %s\n%s describe: the run was NOT recorded\n", PROG,

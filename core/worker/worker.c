@@ -366,7 +366,13 @@ static void run_describe(State *s, Job *job)
     r->load_ms = load_ms;
     r->model_name = model_name(&job->model);
     r->model_path = g_strdup(s->model->path);
-    r->model_sha256 = g_strdup(s->model->sha256);
+    r->model_sha256 = s->model->sha256
+                          ? g_strdup(s->model->sha256)
+                          : g_compute_checksum_for_data(G_CHECKSUM_SHA256,
+                                                        (const guchar *)s->model->arena,
+                                                        s->model->n_params * sizeof(float));
+    r->model_config_json = cl_model_config_to_json(&s->model->config);
+    r->model_image_size = s->model->config.image_size;
     r->device = g_strdup(cl_backend_name(s->be));
     r->notice = g_strdup(s->be_notice);
     if (!ok) {
@@ -570,6 +576,7 @@ void cl_worker_describe_result_free(ClWorkerDescribeResult *r)
     g_free(r->model_name);
     g_free(r->model_path);
     g_free(r->model_sha256);
+    g_free(r->model_config_json);
     g_free(r->device);
     g_free(r->notice);
     g_free(r);

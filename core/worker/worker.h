@@ -73,7 +73,9 @@ typedef struct {
     ClDescribeResult result; /* as cl_describe_run fills it */
     char *model_name;        /* the model file's name, or "random-init tiny seed 0" */
     char *model_path;        /* NULL for random init */
-    char *model_sha256;      /* NULL for random init */
+    char *model_sha256;      /* of the file, or of the weights for random init */
+    char *model_config_json; /* the model's config */
+    int model_image_size;    /* its input size S */
     char *device;            /* the backend that ran it: "cpu", "cuda" */
     char *notice;            /* a device fallback notice, or NULL */
     double load_ms;          /* model (and backend) loading, 0 when reused */

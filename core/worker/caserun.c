@@ -1,0 +1,107 @@
+/* caserun.c - the case-database records of a describe run. */
+#include "caserun.h"
+
+#include <json-glib/json-glib.h>
+
+static void jstr(JsonBuilder *b, const char *key, const char *v)
+{
+    json_builder_set_member_name(b, key);
+    if (v) {
+        g_autofree char *valid = g_utf8_make_valid(v, -1);
+        json_builder_add_string_value(b, valid);
+    } else {
+        json_builder_add_null_value(b);
+    }
+}
+
+static void jint(JsonBuilder *b, const char *key, gint64 v)
+{
+    json_builder_set_member_name(b, key);
+    json_builder_add_int_value(b, v);
+}
+
+static char *settings_json(GPtrArray *images, const ClDescribeOptions *opts,
+                           const ClDescribeResult *res)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    jstr(b, "domain", cl_chat_domain_name(res->domain));
+    jstr(b, "question", opts->question && *opts->question ? opts->question : NULL);
+    jint(b, "max_new_tokens", opts->max_new_tokens);
+    jint(b, "beam_size", opts->beam_size);
+    jstr(b, "heatmap_source", opts->delta ? "delta" : "update_norm");
+    jstr(b, "display", "defaults of each image (DICOM window / VOI LUT, full range otherwise)");
+    jstr(b, "preprocess", "letterbox to the model input, aspect kept, centred");
+    jstr(b, "stop_reason", cl_stop_reason_name(res->stop_reason));
+    jint(b, "prompt_positions", res->n_prompt);
+    json_builder_set_member_name(b, "images");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < images->len; i++) {
+        const ClCaseImage *img = g_ptr_array_index(images, i);
+        json_builder_begin_object(b);
+        jint(b, "image_id", img->id);
+        jstr(b, "path", img->path);
+        jint(b, "frame", img->frame);
+        jstr(b, "sha256", img->sha256);
+        if (i < res->n_images && res->letterbox) {
+            const ClLetterbox *lb = &res->letterbox[i];
+            json_builder_set_member_name(b, "letterbox");
+            json_builder_begin_object(b);
+            jint(b, "size", lb->size);
+            jint(b, "off_x", lb->off_x);
+            jint(b, "off_y", lb->off_y);
+            jint(b, "content_w", lb->content_w);
+            jint(b, "content_h", lb->content_h);
+            json_builder_end_object(b);
+        }
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    return json_generator_to_data(gen, NULL);
+}
+
+ClCaseRun *cl_case_run_from_describe(GPtrArray *images, const ClDescribeOptions *opts,
+                                     const ClDescribeResult *res, const char *model_name,
+                                     const char *model_sha256, const char *model_config_json,
+                                     int model_image_size, const char *device, guint64 seed,
+                                     double load_ms, GPtrArray **heatmaps)
+{
+    g_return_val_if_fail(images != NULL && res != NULL && heatmaps != NULL, NULL);
+    ClCaseRun *run = g_new0(ClCaseRun, 1);
+    run->model_name = g_strdup(model_name);
+    run->model_sha256 = g_strdup(model_sha256);
+    run->model_config_json = g_strdup(model_config_json);
+    run->device = g_strdup(device);
+    run->settings_json = settings_json(images, opts, res);
+    run->seed = seed;
+    run->preprocess_ms = res->preprocess_ms;
+    for (guint t = 0; t < res->n_images && res->encode_ms; t++)
+        run->encode_ms += res->encode_ms[t];
+    run->prefill_ms = res->prefill_ms;
+    run->decode_ms = res->decode_ms;
+    run->total_ms = load_ms + run->preprocess_ms + run->encode_ms + run->prefill_ms + run->decode_ms;
+    run->n_tokens = res->ids ? res->ids->len : 0;
+
+    GPtrArray *heat = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_heatmap_free);
+    for (guint i = 0; res->heatmaps && i < res->heatmaps->len; i++) {
+        const ClHeatmap *hm = g_ptr_array_index(res->heatmaps, i);
+        if (hm->image_index < 0 || (guint)hm->image_index >= images->len)
+            continue;
+        const ClCaseImage *ci = g_ptr_array_index(images, (guint)hm->image_index);
+        ClCaseHeatmap *h = g_new0(ClCaseHeatmap, 1);
+        h->image_id = ci->id;
+        h->layer = -1;
+        h->kind = g_strdup(cl_heatmap_source_name(hm->source));
+        h->input_size = model_image_size;
+        h->grid_w = (guint)hm->width;
+        h->grid_h = (guint)hm->height;
+        h->data = g_memdup2(hm->values, sizeof(float) * (gsize)hm->width * (gsize)hm->height);
+        g_ptr_array_add(heat, h);
+    }
+    *heatmaps = heat;
+    return run;
+}
