@@ -81,12 +81,10 @@ case "$cmd" in
     exec build/app/changelens-cli "$@"
     ;;
   app)
-    demo=build/demo
-    if [ ! -f "$demo/before.png" ] || [ ! -f "$demo/after.png" ]; then
-      build/app/changelens-cli demo --out "$demo"
-    fi
+    # opens on the most recent case; on the first run the database gets the demo cases
+    # (data/demo: a radiograph, an aerial and an edited-photo pair)
     export GSETTINGS_SCHEMA_DIR="$PWD/build/data${GSETTINGS_SCHEMA_DIR:+:$GSETTINGS_SCHEMA_DIR}"
-    exec build/app/changelens "$demo/before.png" "$demo/after.png"
+    exec build/app/changelens "$@"
     ;;
   *)
     log "unknown command '$cmd' (use: ./run.sh, ./run.sh test, ./run.sh cli ARGS...)"

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "casedb.h"
+#include "cl-application.h"
 #include "cl-document.h"
 #include "cl-image-view.h"
 #include "cl-viewport.h"
@@ -840,6 +842,130 @@ static void test_huge_pair(void)
     g_unlink(pb);
 }
 
+/* ---- cases (issue 6: sidebar, demo cases, runs recorded, review with versions) ---- */
+
+static gboolean case_shown(gpointer data)
+{
+    ClWindow *win = data;
+    return window_idle(win) && cl_image_view_get_document(cl_window_get_view(win, 0)) != NULL;
+}
+
+static void set_description_text(ClWindow *win, const char *text)
+{
+    /* the panel's editor, as a user types into it */
+    GtkWidget *w = GTK_WIDGET(win);
+    GtkTextView *tv = NULL;
+    for (GtkWidget *c = w; c;) {
+        if (GTK_IS_TEXT_VIEW(c)) {
+            tv = GTK_TEXT_VIEW(c);
+            break;
+        }
+        /* depth-first walk */
+        GtkWidget *next = gtk_widget_get_first_child(c);
+        while (!next && c && c != w) {
+            next = gtk_widget_get_next_sibling(c);
+            if (!next)
+                c = gtk_widget_get_parent(c);
+        }
+        c = next;
+    }
+    g_assert_nonnull(tv);
+    GtkTextBuffer *b = gtk_text_view_get_buffer(tv);
+    gtk_text_buffer_set_text(b, text, -1);
+    gtk_text_buffer_set_modified(b, TRUE);
+}
+
+static void test_cases(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "cases.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    const char *demo = g_getenv("CL_DEMO_DIR");
+    g_assert_nonnull(demo);
+    g_assert_true(cl_application_add_demo_cases(db, demo, &error));
+    g_assert_no_error(error);
+    g_autoptr(GPtrArray) cases = cl_casedb_list(db, &error);
+    g_assert_cmpuint(cases->len, ==, 3);
+    /* the first listed (most recent) is the first of cases.json: the radiograph */
+    const ClCaseSummary *first = cases->pdata[0];
+    g_assert_nonnull(strstr(first->name, "radiograph"));
+    g_assert_cmpstr(first->modalities, !=, "");
+
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1200, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    cl_window_open_case(win, first->id);
+    g_assert_cmpint(cl_window_get_case_id(win), ==, first->id);
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 0))),
+                    ==, "before.dcm");
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 1))),
+                    ==, "after.dcm");
+
+    /* a model run is recorded in the case: run, version 1 by the model, heat map */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, first->id, CL_CASE_HEATMAP_DATA, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(c->runs->len, ==, 1);
+    const ClCaseDescVersion *v = cl_case_current_description(c);
+    g_assert_nonnull(v);
+    g_assert_cmpuint(v->version, ==, 1);
+    g_assert_cmpstr(v->author, ==, "model");
+    g_autofree char *shown = cl_window_get_description(win);
+    g_assert_cmpstr(shown, ==, v->text);
+    g_assert_cmpuint(c->heatmaps->len, ==, 1);
+    save_screenshot(win, "case-described");
+
+    /* the reviewer edits and accepts: two new versions, the text kept as typed */
+    set_description_text(win, "Edited by the reviewer: new finding at the right base.");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.accept-description", NULL));
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, first->id, CL_CASE_GET_DEFAULT, &error);
+    v = cl_case_current_description(c);
+    g_assert_cmpuint(v->version, ==, 3);
+    g_assert_cmpint(v->status, ==, CL_DESC_ACCEPTED);
+    g_assert_cmpstr(v->text, ==, "Edited by the reviewer: new finding at the right base.");
+
+    /* an edit left unsaved when another case is opened is kept, not lost */
+    set_description_text(win, "A later thought, never saved by hand.");
+    const ClCaseSummary *second = cases->pdata[1];
+    cl_window_open_case(win, second->id);
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_cmpint(cl_window_get_case_id(win), ==, second->id);
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, first->id, CL_CASE_GET_DEFAULT, &error);
+    v = cl_case_current_description(c);
+    g_assert_cmpuint(v->version, ==, 4);
+    g_assert_cmpstr(v->text, ==, "A later thought, never saved by hand.");
+    g_assert_cmpint(v->status, ==, CL_DESC_DRAFT);
+    /* the second case has no description: the editor is empty */
+    g_autofree char *empty = cl_window_get_description(win);
+    g_assert_cmpstr(empty, ==, "");
+
+    /* opened files become a new case */
+    g_autofree char *before = g_build_filename(tmpdir, "scene-before.png", NULL);
+    g_autofree char *after = g_build_filename(tmpdir, "scene-after.png", NULL);
+    write_scene(before, FALSE);
+    write_scene(after, TRUE);
+    const char *paths[] = {before, after};
+    open_paths(win, paths, 2);
+    g_assert_true(wait_for(window_idle, win));
+    g_autoptr(GPtrArray) now = cl_casedb_list(db, &error);
+    g_assert_cmpuint(now->len, ==, 4);
+    const ClCaseSummary *made = now->pdata[0];
+    g_assert_cmpstr(made->name, ==, "scene-before.png and scene-after.png");
+    g_assert_cmpuint(made->n_images, ==, 2);
+    g_assert_cmpint(cl_window_get_case_id(win), ==, made->id);
+    save_screenshot(win, "cases");
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
 /* Templates in the GResource parse (the help overlay is otherwise only loaded by the app). */
 static void test_resources(void)
 {
@@ -896,6 +1022,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/compare-modes", test_compare_modes);
     g_test_add_func("/ui/window/describe", test_describe);
     g_test_add_func("/ui/window/huge-pair", test_huge_pair);
+    g_test_add_func("/ui/window/cases", test_cases);
     int rc = g_test_run();
 
     cl_fixture_rmdir(tmpdir);

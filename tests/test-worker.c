@@ -219,6 +219,8 @@ static void test_streams_without_stalls(void)
     g_assert_cmpuint(r.result->result.heatmaps->len, ==, 2);
     g_assert_cmpstr(r.result->device, ==, "cpu");
     g_assert_null(r.result->model_path);
+    g_assert_cmpuint(strlen(r.result->model_sha256), ==, 64); /* of the random weights */
+    g_assert_nonnull(strstr(r.result->model_config_json, "\"image_size\""));
     g_assert_cmpfloat(r.result->load_ms, >, 0);
 
     /* the main loop kept ticking through the whole run */

@@ -3,32 +3,155 @@
 #include "cl-application.h"
 
 #include <glib/gi18n.h>
+#include <json-glib/json-glib.h>
 
+#include "casedb.h"
 #include "cl-config.h"
 #include "cl-window.h"
 
 struct _ClApplication {
     AdwApplication parent_instance;
+    ClCaseDb *db;        /* the user's case database (main thread), NULL when it cannot open */
+    char *db_error;      /* why, told in the first window */
 };
 
 G_DEFINE_FINAL_TYPE(ClApplication, cl_application, ADW_TYPE_APPLICATION)
 
-static ClWindow *get_window(ClApplication *self)
+static ClWindow *get_window(ClApplication *self, gboolean *created)
 {
     GtkWindow *window = gtk_application_get_active_window(GTK_APPLICATION(self));
-    if (CL_IS_WINDOW(window))
+    *created = !CL_IS_WINDOW(window);
+    if (!*created)
         return CL_WINDOW(window);
-    return cl_window_new(GTK_APPLICATION(self));
+    ClWindow *win = cl_window_new(GTK_APPLICATION(self));
+    cl_window_set_case_db(win, self->db);
+    if (self->db_error) {
+        /* TRANSLATORS: the case database could not be opened; %s says why */
+        g_autofree char *text = g_strdup_printf(
+            _("Cases are not kept this time: %s"), self->db_error);
+        cl_window_toast(win, text);
+        g_warning("%s", text);
+    }
+    return win;
 }
 
 static void cl_application_activate(GApplication *app)
 {
-    gtk_window_present(GTK_WINDOW(get_window(CL_APPLICATION(app))));
+    ClApplication *self = CL_APPLICATION(app);
+    gboolean created;
+    ClWindow *win = get_window(self, &created);
+    /* a new window opens on the most recent case (the demo cases on the first run) */
+    if (created && self->db) {
+        g_autoptr(GPtrArray) cases = cl_casedb_list(self->db, NULL);
+        if (cases && cases->len > 0)
+            cl_window_open_case(win, ((ClCaseSummary *)cases->pdata[0])->id);
+    }
+    gtk_window_present(GTK_WINDOW(win));
+}
+
+/* The demo cases' folder: data/demo of the source tree the program was built in, else
+ * share/changelens/demo of its install prefix. NULL when neither holds cases.json. */
+static char *demo_dir(void)
+{
+    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
+    g_autofree char *bindir = exe ? g_path_get_dirname(exe) : g_strdup(".");
+    char *dirs[] = {
+        g_build_filename(bindir, "..", "..", "data", "demo", NULL),
+        g_build_filename(bindir, "..", "share", "changelens", "demo", NULL),
+    };
+    char *found = NULL;
+    for (guint i = 0; i < G_N_ELEMENTS(dirs); i++) {
+        g_autofree char *json = g_build_filename(dirs[i], "cases.json", NULL);
+        if (!found && g_file_test(json, G_FILE_TEST_IS_REGULAR))
+            found = g_canonicalize_filename(dirs[i], NULL);
+        g_free(dirs[i]);
+    }
+    return found;
+}
+
+gboolean cl_application_add_demo_cases(ClCaseDb *db, const char *dir, GError **error)
+{
+    g_autofree char *path = g_build_filename(dir, "cases.json", NULL);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    if (!json_parser_load_from_file(parser, path, error))
+        return FALSE;
+    JsonNode *root = json_parser_get_root(parser);
+    JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+    JsonArray *cases = o && json_object_has_member(o, "cases")
+                           ? json_object_get_array_member(o, "cases")
+                           : NULL;
+    if (!cases) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s has no \"cases\"", path);
+        return FALSE;
+    }
+    /* the most recent case is the first one listed: add them in reverse */
+    for (guint i = json_array_get_length(cases); i-- > 0;) {
+        JsonObject *c = json_array_get_object_element(cases, i);
+        const char *name = c ? json_object_get_string_member_with_default(c, "name", NULL) : NULL;
+        JsonArray *imgs = c && json_object_has_member(c, "images")
+                              ? json_object_get_array_member(c, "images")
+                              : NULL;
+        if (!name || !imgs)
+            continue;
+        g_autoptr(GPtrArray) records =
+            g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
+        for (guint k = 0; k < json_array_get_length(imgs); k++) {
+            g_autofree char *file = g_build_filename(dir, json_array_get_string_element(imgs, k),
+                                                     NULL);
+            ClCaseImage *ci = g_new0(ClCaseImage, 1);
+            if (!cl_case_image_from_file(file, 0, ci, error)) {
+                cl_case_image_free(ci);
+                return FALSE;
+            }
+            g_ptr_array_add(records, ci);
+        }
+        gint64 id = 0;
+        if (!cl_casedb_case_new(db, name, &id, error) ||
+            !cl_casedb_images_add(db, id, records, NULL, error))
+            return FALSE;
+        const char *reference = json_object_get_string_member_with_default(c, "reference", NULL);
+        if (reference) {
+            /* TRANSLATORS: a note on a demo case: what really changed in its synthetic images */
+            g_autofree char *note = g_strdup_printf(_("What changed (the generator's ground "
+                                                      "truth): %s"),
+                                                    reference);
+            cl_casedb_note_add(db, id, 0, note, NULL, NULL);
+        }
+    }
+    return TRUE;
+}
+
+/* The user's case database; on the first run (an empty database, demo cases never added) the
+ * demo cases go in. */
+static void open_database(ClApplication *self)
+{
+    g_autoptr(GError) error = NULL;
+    g_autofree char *path = cl_casedb_default_path();
+    self->db = cl_casedb_open(path, CL_CASEDB_OPEN_DEFAULT, &error);
+    if (!self->db) {
+        self->db_error = g_strdup(error->message);
+        return;
+    }
+    GSettingsSchemaSource *source = g_settings_schema_source_get_default();
+    g_autoptr(GSettingsSchema) schema =
+        source ? g_settings_schema_source_lookup(source, CL_APP_ID, TRUE) : NULL;
+    g_autoptr(GSettings) settings = schema ? g_settings_new_full(schema, NULL, NULL) : NULL;
+    if (settings && g_settings_get_boolean(settings, "demo-cases-added"))
+        return;
+    g_autoptr(GPtrArray) cases = cl_casedb_list(self->db, NULL);
+    g_autofree char *dir = demo_dir();
+    if (cases && cases->len == 0 && dir) {
+        if (!cl_application_add_demo_cases(self->db, dir, &error))
+            g_warning("the demo cases could not be added: %s", error->message);
+    }
+    if (settings)
+        g_settings_set_boolean(settings, "demo-cases-added", TRUE);
 }
 
 static void cl_application_open(GApplication *app, GFile **files, int n_files, const char *hint)
 {
-    ClWindow *window = get_window(CL_APPLICATION(app));
+    gboolean created;
+    ClWindow *window = get_window(CL_APPLICATION(app), &created);
     cl_window_open_files(window, files, (guint)MAX(n_files, 0));
     gtk_window_present(GTK_WINDOW(window));
 }
@@ -66,6 +189,7 @@ static void action_about(GSimpleAction *action, GVariant *param, gpointer user_d
 static void cl_application_startup(GApplication *app)
 {
     G_APPLICATION_CLASS(cl_application_parent_class)->startup(app);
+    open_database(CL_APPLICATION(app));
 
     static const GActionEntry app_actions[] = {
         {"quit", action_quit, NULL, NULL, NULL, {0}},
@@ -91,16 +215,29 @@ static void cl_application_startup(GApplication *app)
         {"win.compare-mode('flicker')", {"<Control>4", NULL}},
         {"win.compare-mode('difference')", {"<Control>5", NULL}},
         {"win.describe", {"<Control>d", NULL}},
+        {"win.save-description", {"<Control>s", NULL}},
+        {"win.accept-description", {"<Control>Return", NULL}},
+        {"win.toggle-sidebar", {"F9", NULL}},
     };
     for (guint i = 0; i < G_N_ELEMENTS(shortcuts); i++)
         gtk_application_set_accels_for_action(GTK_APPLICATION(app), shortcuts[i].action,
                                               shortcuts[i].accels);
 }
 
+static void cl_application_shutdown(GApplication *app)
+{
+    ClApplication *self = CL_APPLICATION(app);
+    G_APPLICATION_CLASS(cl_application_parent_class)->shutdown(app);
+    /* after the windows (which borrow it) are gone */
+    g_clear_pointer(&self->db, cl_casedb_close);
+    g_clear_pointer(&self->db_error, g_free);
+}
+
 static void cl_application_class_init(ClApplicationClass *klass)
 {
     GApplicationClass *app_class = G_APPLICATION_CLASS(klass);
     app_class->startup = cl_application_startup;
+    app_class->shutdown = cl_application_shutdown;
     app_class->activate = cl_application_activate;
     app_class->open = cl_application_open;
 }

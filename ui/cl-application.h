@@ -10,4 +10,9 @@ G_DECLARE_FINAL_TYPE(ClApplication, cl_application, CL, APPLICATION, AdwApplicat
 
 ClApplication *cl_application_new(void);
 
+/* Adds the demo cases listed in dir/cases.json (data/demo, made by tools/make-demo.sh) to db,
+ * with a note telling what really changed. */
+typedef struct _ClCaseDb ClCaseDb;
+gboolean cl_application_add_demo_cases(ClCaseDb *db, const char *dir, GError **error);
+
 G_END_DECLS

@@ -37,6 +37,8 @@ struct _ClImageView {
     guint overview_w, overview_h;
     guint image_width, image_height;
     GdkTexture *texture;  /* of the overview */
+    GPtrArray *mips;      /* GdkTexture*: the overview halved again and again (texture first),
+                           * so that a view drawn small scales a texture by at most 2× */
     double texture_scale; /* texture width / image width (1 unless downsampled) */
     ClDisplaySettings settings; /* what the overview was rendered with, for the crops */
     ClDisplayRanges ranges;
@@ -64,6 +66,7 @@ struct _ClImageView {
     gboolean dragging_divider;
     GCancellable *diff_cancellable;
     GdkTexture *diff;        /* difference mode's picture (overview resolution) */
+    GPtrArray *diff_mips;    /* and its halvings, as mips */
     double changed_fraction; /* of the pixels, over the tolerance; < 0 while unknown */
 
     /* Heat overlay: a small texture stretched over the model input's square, in this image's
@@ -107,6 +110,7 @@ typedef struct {
 typedef struct {
     GBytes *overview;
     guint overview_width, overview_height;
+    GPtrArray *mips;
     ClDisplaySettings settings;
     ClDisplayRanges ranges;
 } RenderResult;
@@ -120,6 +124,7 @@ static void render_job_free(RenderJob *job)
 static void render_result_free(RenderResult *res)
 {
     g_clear_pointer(&res->overview, g_bytes_unref);
+    g_clear_pointer(&res->mips, g_ptr_array_unref);
     g_free(res);
 }
 
@@ -132,6 +137,59 @@ static guint overview_step(guint width, guint height)
     while (width / f > CL_VIEW_MAX_TEXTURE || height / f > CL_VIEW_MAX_TEXTURE)
         f *= 2;
     return f;
+}
+
+/* rgba (w × h) with each 2 × 2 block averaged: ceil(w/2) × ceil(h/2). */
+static guint8 *halve_rgba(const guint8 *src, guint w, guint h, guint *ow, guint *oh)
+{
+    *ow = (w + 1) / 2, *oh = (h + 1) / 2;
+    guint8 *out = g_try_malloc((gsize)*ow * *oh * 4);
+    if (!out)
+        return NULL;
+    for (guint y = 0; y < *oh; y++)
+        for (guint x = 0; x < *ow; x++)
+            for (int c = 0; c < 4; c++) {
+                guint sum = 0, n = 0;
+                for (guint dy = 0; dy < 2 && 2 * y + dy < h; dy++)
+                    for (guint dx = 0; dx < 2 && 2 * x + dx < w; dx++)
+                        sum += src[((gsize)(2 * y + dy) * w + 2 * x + dx) * 4 + c], n++;
+                out[((gsize)y * *ow + x) * 4 + c] = (guint8)((sum + n / 2) / n);
+            }
+    return out;
+}
+
+/* The first texture for rgba, then its halvings down to MIP_MIN a side (made in a worker: the
+ * textures are immutable and only drawn on the main thread). */
+#define MIP_MIN 128
+static GPtrArray *make_mips(GBytes *rgba, guint w, guint h)
+{
+    GPtrArray *mips = g_ptr_array_new_with_free_func(g_object_unref);
+    g_ptr_array_add(mips, gdk_memory_texture_new((int)w, (int)h, GDK_MEMORY_R8G8B8A8, rgba,
+                                                 (gsize)w * 4));
+    g_autoptr(GBytes) level = g_bytes_ref(rgba);
+    while (w > MIP_MIN || h > MIP_MIN) {
+        guint ow, oh;
+        guint8 *half = halve_rgba(g_bytes_get_data(level, NULL), w, h, &ow, &oh);
+        if (!half)
+            break;
+        g_bytes_unref(level);
+        level = g_bytes_new_take(half, (gsize)ow * oh * 4);
+        w = ow, h = oh;
+        g_ptr_array_add(mips, gdk_memory_texture_new((int)w, (int)h, GDK_MEMORY_R8G8B8A8, level,
+                                                     (gsize)w * 4));
+    }
+    return mips;
+}
+
+/* The mip to draw `image_width` image pixels at zoom (device pixels per image pixel): the
+ * smallest that still has a texel per screen pixel. */
+static GdkTexture *pick_mip(GPtrArray *mips, guint image_width, double zoom)
+{
+    guint best = 0;
+    for (guint i = 1; i < mips->len; i++)
+        if (gdk_texture_get_width(mips->pdata[i]) >= image_width * zoom)
+            best = i;
+    return mips->pdata[best];
 }
 
 static void render_thread(GTask *task, gpointer source, gpointer task_data,
@@ -153,6 +211,7 @@ static void render_thread(GTask *task, gpointer source, gpointer task_data,
         return;
     }
     res->overview = g_bytes_new_take(rgba, (gsize)res->overview_width * res->overview_height * 4);
+    res->mips = make_mips(res->overview, res->overview_width, res->overview_height);
     if (g_task_return_error_if_cancelled(task))
         return;
     g_task_return_pointer(task, g_steal_pointer(&res), (GDestroyNotify)render_result_free);
@@ -193,9 +252,8 @@ static void render_done(GObject *source, GAsyncResult *result, gpointer user_dat
         self->overview = g_steal_pointer(&res->overview);
         self->overview_w = res->overview_width;
         self->overview_h = res->overview_height;
-        self->texture = gdk_memory_texture_new((int)self->overview_w, (int)self->overview_h,
-                                               GDK_MEMORY_R8G8B8A8, self->overview,
-                                               (gsize)self->overview_w * 4);
+        self->mips = g_steal_pointer(&res->mips);
+        self->texture = g_object_ref(self->mips->pdata[0]);
         self->texture_scale = (double)self->overview_w / img->width;
         if (cl_viewport_get_fit(self->viewport))
             cl_image_view_fit(self);
@@ -226,6 +284,7 @@ void cl_image_view_set_image(ClImageView *self, ClDocument *document, guint fram
     g_set_object(&self->document, document);
     self->frame = frame;
     g_clear_object(&self->texture);
+    g_clear_pointer(&self->mips, g_ptr_array_unref);
     g_clear_pointer(&self->overview, g_bytes_unref);
     self->image_width = self->image_height = 0;
     clear_detail(self);
@@ -373,6 +432,7 @@ typedef struct {
 typedef struct {
     GBytes *rgba;
     guint width, height;
+    GPtrArray *mips;
     double changed_fraction;
 } DiffResult;
 
@@ -386,6 +446,7 @@ static void diff_job_free(DiffJob *j)
 static void diff_result_free(DiffResult *r)
 {
     g_clear_pointer(&r->rgba, g_bytes_unref);
+    g_clear_pointer(&r->mips, g_ptr_array_unref);
     g_free(r);
 }
 
@@ -437,6 +498,7 @@ static void diff_thread(GTask *task, gpointer source, gpointer task_data, GCance
     r->changed_fraction = (double)changed / ((double)j->wa * j->ha);
     r->rgba = g_bytes_new_take(out, (gsize)j->wa * j->ha * 4);
     r->width = j->wa, r->height = j->ha;
+    r->mips = make_mips(r->rgba, r->width, r->height);
     g_task_return_pointer(task, r, (GDestroyNotify)diff_result_free);
 }
 
@@ -453,8 +515,8 @@ static void diff_done(GObject *source, GAsyncResult *result, gpointer user_data)
     ClImageView *self = CL_IMAGE_VIEW(source);
     g_clear_object(&self->diff_cancellable);
     if (r) {
-        self->diff = gdk_memory_texture_new((int)r->width, (int)r->height, GDK_MEMORY_R8G8B8A8,
-                                            r->rgba, (gsize)r->width * 4);
+        self->diff_mips = g_steal_pointer(&r->mips);
+        self->diff = g_object_ref(self->diff_mips->pdata[0]);
         self->changed_fraction = r->changed_fraction;
         diff_result_free(r);
     } else {
@@ -473,6 +535,7 @@ static void update_diff(ClImageView *self)
         g_clear_object(&self->diff_cancellable);
     }
     g_clear_object(&self->diff);
+    g_clear_pointer(&self->diff_mips, g_ptr_array_unref);
     gboolean was_known = self->changed_fraction >= 0;
     self->changed_fraction = -1;
     if (self->mode == CL_COMPARE_DIFFERENCE && self->overview && self->partner &&
@@ -824,7 +887,7 @@ static void draw_own(ClImageView *self, GtkSnapshot *snapshot, double ox, double
     gboolean need_detail = zoom > CL_VIEW_NEAREST_ZOOM || zoom > self->texture_scale * 1.001;
     if (need_detail && snapshot_detail(self, snapshot, ox, oy, lz, zoom))
         return;
-    gtk_snapshot_append_texture(snapshot, self->texture,
+    gtk_snapshot_append_texture(snapshot, pick_mip(self->mips, self->image_width, zoom),
                                 &GRAPHENE_RECT_INIT((float)ox, (float)oy,
                                                     (float)(self->image_width * lz),
                                                     (float)(self->image_height * lz)));
@@ -852,7 +915,10 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
     double oy = round((h / 2.0 - cl_viewport_get_center_y(self->viewport) * lz) * s) / s;
     double iw = self->image_width * lz, ih = self->image_height * lz;
     graphene_rect_t image_rect = GRAPHENE_RECT_INIT((float)ox, (float)oy, (float)iw, (float)ih);
-    GdkTexture *other = self->partner ? self->partner->texture : NULL;
+    /* the partner's image at the size it is drawn here */
+    GdkTexture *other = self->partner && self->partner->mips
+                            ? pick_mip(self->partner->mips, self->image_width, zoom)
+                            : NULL;
 
     switch (self->mode) {
     case CL_COMPARE_NONE:
@@ -886,7 +952,9 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
         break;
     case CL_COMPARE_DIFFERENCE:
         if (self->diff)
-            gtk_snapshot_append_texture(snapshot, self->diff, &image_rect);
+            gtk_snapshot_append_texture(snapshot,
+                                        pick_mip(self->diff_mips, self->image_width, zoom),
+                                        &image_rect);
         else
             draw_own(self, snapshot, ox, oy, lz, zoom); /* while it is computed */
         break;
@@ -1076,9 +1144,11 @@ static void cl_image_view_dispose(GObject *object)
         self->partner = NULL;
     }
     g_clear_object(&self->diff);
+    g_clear_pointer(&self->diff_mips, g_ptr_array_unref);
     g_clear_object(&self->heat);
     g_clear_object(&self->document);
     g_clear_object(&self->texture);
+    g_clear_pointer(&self->mips, g_ptr_array_unref);
     g_clear_pointer(&self->overview, g_bytes_unref);
     clear_detail(self);
     G_OBJECT_CLASS(cl_image_view_parent_class)->dispose(object);

@@ -2,7 +2,7 @@
  * main thread, showing two of them side by side (linked or independent viewports) or overlaid
  * (swipe, blend, flicker, difference), and describing the change with the model in the
  * background worker: streamed text in the description panel, heat map over the later image. */
-#include "cl-window.h"
+#include "cl-window-private.h"
 
 #include <glib/gi18n.h>
 #include <math.h>
@@ -19,50 +19,7 @@
 /* Files decoded per open; more are ignored with a notice (the filmstrip comes later). */
 #define MAX_OPEN_FILES 32
 
-struct _ClWindow {
-    AdwApplicationWindow parent_instance;
 
-    /* template children */
-    AdwWindowTitle *window_title;
-    GtkSpinner *spinner;
-    GtkLabel *zoom_label;
-    AdwToastOverlay *toast_overlay;
-    GtkStack *stack;
-    ClImageView *view_a, *view_b;
-    GtkLabel *name_a, *info_a, *name_b, *info_b;
-    GtkWidget *pane_b;
-    GtkRevealer *panel_revealer;
-    GtkLabel *panel_stage, *panel_model, *mode_label, *changed_label;
-    GtkProgressBar *panel_progress;
-    GtkTextView *description_view;
-    GtkActionBar *mode_bar;
-    GtkScale *mode_scale, *heat_scale;
-
-    GSettings *settings; /* NULL when the schema is not installed */
-    GCancellable *load_cancellable;
-    GPtrArray *documents; /* ClDocument*, what is shown */
-
-    gboolean link_views;
-    ClViewport *shared_viewport;
-    ClViewport *own_viewport[2];
-    ClViewport *zoom_label_viewport; /* the one zoom_label follows */
-    gulong zoom_label_id;
-    guint zoom_label_idle; /* pending update_zoom_label */
-
-    /* comparison */
-    ClCompareMode mode;  /* NONE = side by side */
-    double blend;        /* the mode bar's value per mode */
-    double flicker_rate;
-    double tolerance;
-    gboolean updating_scale;
-
-    /* the model */
-    ClWorker *worker;
-    GCancellable *describe_cancellable; /* the run in progress, NULL when none */
-    gboolean show_heatmap;
-    ClHeatmap *heatmap; /* of the last run: image 2 of the shown pair, on its letterbox */
-    ClLetterbox heat_letterbox;
-};
 
 G_DEFINE_FINAL_TYPE(ClWindow, cl_window, ADW_TYPE_APPLICATION_WINDOW)
 
@@ -212,12 +169,16 @@ static void action_zoom_fit(GtkWidget *widget, const char *name, GVariant *param
     cl_image_view_fit(self->view_b);
 }
 
-static void update_actions(ClWindow *self)
+void cl_window_update_actions(ClWindow *self)
 {
     gboolean shown = self->documents->len > 0;
     gboolean pair = cl_image_view_get_document(self->view_a) != NULL &&
                     cl_image_view_get_document(self->view_b) != NULL;
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.describe", pair);
+    gboolean review = cl_window_cases_can_review(self);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.save-description", review);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.accept-description", review);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.reject-description", review);
     const char *zoom_actions[] = {"win.zoom-in", "win.zoom-out", "win.zoom-100", "win.zoom-fit"};
     for (guint i = 0; i < G_N_ELEMENTS(zoom_actions); i++)
         gtk_widget_action_set_enabled(GTK_WIDGET(self), zoom_actions[i], shown);
@@ -244,7 +205,7 @@ static const char *mode_name(ClCompareMode mode)
 
 /* The heat map goes on the view that shows the later image: the right pane side by side, the
  * overlaid view otherwise (its normalised coordinates put it on the stretched later image). */
-static void update_heat(ClWindow *self)
+void cl_window_update_heat(ClWindow *self)
 {
     gboolean on = self->show_heatmap && self->heatmap;
     ClImageView *target = self->mode == CL_COMPARE_NONE ? self->view_b : self->view_a;
@@ -352,7 +313,7 @@ void cl_window_set_compare_mode(ClWindow *self, const char *name)
     cl_image_view_set_tolerance(self->view_a, self->tolerance);
     cl_image_view_set_compare_mode(self->view_a, mode);
     update_mode_bar(self);
-    update_heat(self);
+    cl_window_update_heat(self);
     g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_COMPARE_MODE]);
 }
 
@@ -369,7 +330,7 @@ void cl_window_set_show_heatmap(ClWindow *self, gboolean show)
     if (show == self->show_heatmap)
         return;
     self->show_heatmap = show;
-    update_heat(self);
+    cl_window_update_heat(self);
     g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_SHOW_HEATMAP]);
 }
 
@@ -388,7 +349,7 @@ static void set_describing(ClWindow *self, GCancellable *cancellable)
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.stop-describe", on);
     gtk_widget_set_visible(GTK_WIDGET(self->panel_progress), on);
     gtk_text_view_set_editable(self->description_view, !on);
-    update_actions(self);
+    cl_window_update_actions(self);
     g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_DESCRIBING]);
 }
 
@@ -487,8 +448,9 @@ static void describe_done(GObject *source, GAsyncResult *result, gpointer data)
         if (!self->show_heatmap)
             cl_window_set_show_heatmap(self, TRUE);
     }
-    update_heat(self);
-    update_actions(self);
+    cl_window_update_heat(self);
+    cl_window_cases_record_run(self, r);
+    cl_window_update_actions(self);
 }
 
 static void release_document(gpointer doc)
@@ -647,7 +609,7 @@ static void show_documents(ClWindow *self, GPtrArray *documents)
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
-    update_heat(self);
+    cl_window_update_heat(self);
     cl_image_view_set_image(self->view_a, docs[0], frames[0]);
     cl_image_view_set_image(self->view_b, docs[1], frames[1]);
     set_caption(self->name_a, self->info_a, docs[0], frames[0]);
@@ -664,7 +626,16 @@ static void show_documents(ClWindow *self, GPtrArray *documents)
         adw_window_title_set_subtitle(self->window_title, cl_document_get_name(docs[0]));
     }
     gtk_stack_set_visible_child_name(self->stack, "compare");
-    update_actions(self);
+    cl_window_update_actions(self);
+}
+
+void cl_window_toast(ClWindow *self, const char *text)
+{
+    /* AdwToast titles are Pango markup in libadwaita 1.2: file names may hold '&' or '<'. */
+    g_autofree char *markup = g_markup_escape_text(text, -1);
+    AdwToast *toast = adw_toast_new(markup);
+    adw_toast_set_timeout(toast, 8);
+    adw_toast_overlay_add_toast(self->toast_overlay, toast);
 }
 
 static void toast_error(ClWindow *self, GFile *file, const GError *error)
@@ -706,6 +677,10 @@ typedef struct {
     GPtrArray *errors;    /* GError*, output; errors->pdata[i] belongs to error_files[i] */
     GPtrArray *error_files;
     GPtrArray *warnings; /* char*, output: mixed patients, sizes, ... */
+    gboolean want_case_images; /* a new case will be made of the files: describe them */
+    GPtrArray *case_images;    /* ClCaseImage*, output: the shown images' records (path,
+                                * frame, sha256, metadata), NULL when not wanted or failed */
+    gint64 case_id;            /* the case being opened (its images are its own), or 0 */
 } LoadJob;
 
 static void load_job_free(LoadJob *job)
@@ -715,6 +690,7 @@ static void load_job_free(LoadJob *job)
     g_clear_pointer(&job->errors, g_ptr_array_unref);
     g_clear_pointer(&job->error_files, g_ptr_array_unref);
     g_clear_pointer(&job->warnings, g_ptr_array_unref);
+    g_clear_pointer(&job->case_images, g_ptr_array_unref);
     g_free(job);
 }
 
@@ -753,6 +729,30 @@ static void load_thread(GTask *task, gpointer source, gpointer task_data, GCance
     job->warnings = cl_sequence_warnings(images, n);
     g_ptr_array_unref(job->documents);
     job->documents = sorted;
+    /* the records of the two shown images (or the two frames of a lone multi-frame file), for
+     * the case the window makes of them: hashing reads each file once more, here and not on
+     * the main thread */
+    if (job->want_case_images && n > 0) {
+        job->case_images = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
+        for (guint i = 0; i < 2 && job->case_images; i++) {
+            ClDocument *doc = n > 1 ? sorted->pdata[i] : sorted->pdata[0];
+            guint frame = n > 1 ? 0 : i;
+            GFile *file = cl_document_get_file(doc);
+            g_autofree char *path = file ? g_file_get_path(file) : NULL;
+            if (!path || frame >= cl_document_get_n_frames(doc) ||
+                g_cancellable_is_cancelled(cancellable)) {
+                g_clear_pointer(&job->case_images, g_ptr_array_unref);
+                break;
+            }
+            ClCaseImage *ci = g_new0(ClCaseImage, 1);
+            if (!cl_case_image_from_file(path, frame, ci, NULL)) {
+                cl_case_image_free(ci);
+                g_clear_pointer(&job->case_images, g_ptr_array_unref);
+                break;
+            }
+            g_ptr_array_add(job->case_images, ci);
+        }
+    }
     g_task_return_boolean(task, TRUE);
 }
 
@@ -785,8 +785,12 @@ static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
             adw_toast_set_timeout(toast, 8);
             adw_toast_overlay_add_toast(self->toast_overlay, toast);
         }
-        if (job->documents->len > 0)
+        if (job->documents->len > 0) {
+            if (!job->case_id)
+                cl_window_cases_save_pending(self);
             show_documents(self, job->documents);
+            cl_window_cases_loaded(self, job->documents, job->case_images);
+        }
     }
     update_busy(self);
 }
@@ -794,6 +798,11 @@ static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
 void cl_window_open_files(ClWindow *self, GFile *const *files, guint n_files)
 {
     g_return_if_fail(CL_IS_WINDOW(self));
+    cl_window_load_files(self, files, n_files, 0);
+}
+
+void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gint64 case_id)
+{
     g_return_if_fail(files != NULL || n_files == 0);
     if (n_files == 0)
         return;
@@ -808,6 +817,9 @@ void cl_window_open_files(ClWindow *self, GFile *const *files, guint n_files)
     job->documents = g_ptr_array_new_with_free_func(g_object_unref);
     job->errors = g_ptr_array_new_with_free_func((GDestroyNotify)g_error_free);
     job->error_files = g_ptr_array_new_with_free_func(g_object_unref);
+    job->case_id = case_id;
+    job->want_case_images = self->db != NULL && case_id == 0;
+    self->pending_case_id = case_id;
 
     self->load_cancellable = g_cancellable_new();
     g_autoptr(GTask) task = g_task_new(self, self->load_cancellable, load_done, NULL);
@@ -936,6 +948,7 @@ static void save_window_state(ClWindow *self)
 
 static gboolean cl_window_close_request(GtkWindow *window)
 {
+    cl_window_cases_save_pending(CL_WINDOW(window));
     save_window_state(CL_WINDOW(window));
     return GTK_WINDOW_CLASS(cl_window_parent_class)->close_request(window);
 }
@@ -1026,6 +1039,7 @@ static void cl_window_dispose(GObject *object)
     }
     g_clear_object(&self->worker);
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
+    cl_window_cases_dispose(self);
     if (self->zoom_label_viewport) {
         g_clear_signal_handler(&self->zoom_label_id, self->zoom_label_viewport);
         g_clear_object(&self->zoom_label_viewport);
@@ -1104,6 +1118,7 @@ static void cl_window_class_init(ClWindowClass *klass)
     gtk_widget_class_install_action(widget_class, "win.describe", NULL, action_describe);
     gtk_widget_class_install_action(widget_class, "win.stop-describe", NULL, action_stop_describe);
     gtk_widget_class_install_action(widget_class, "win.close-panel", NULL, action_close_panel);
+    cl_window_cases_class_init(widget_class);
 
     /* Plain keys as the window's bindings (bubble phase): a focused text field types them. */
     static const struct {
@@ -1150,12 +1165,13 @@ static void cl_window_init(ClWindow *self)
         restore_window_state(self);
     }
     g_signal_connect(self->mode_scale, "value-changed", G_CALLBACK(on_mode_scale_changed), self);
-    g_signal_connect_swapped(self->heat_scale, "value-changed", G_CALLBACK(update_heat), self);
+    g_signal_connect_swapped(self->heat_scale, "value-changed", G_CALLBACK(cl_window_update_heat), self);
     g_signal_connect_swapped(self->view_a, "notify::changed-fraction",
                              G_CALLBACK(update_changed_label), self);
+    cl_window_cases_init(self);
     set_describing(self, NULL);
     update_mode_bar(self);
-    update_heat(self);
+    cl_window_update_heat(self);
     gtk_stack_set_visible_child_name(self->stack, "empty");
-    update_actions(self);
+    cl_window_update_actions(self);
 }

@@ -48,4 +48,18 @@ gboolean cl_window_get_describing(ClWindow *self);
 /* The description panel's text (newly allocated). */
 char *cl_window_get_description(ClWindow *self);
 
+/* Tells the user something in a toast (text, not markup). */
+void cl_window_toast(ClWindow *self, const char *text);
+
+/* ---- cases (cl-window-cases.c) ---- */
+typedef struct _ClCaseDb ClCaseDb;
+/* The case database the window lists, opens and records into (borrowed: it must outlive the
+ * window; main thread only). With one, opened files become a new case and model runs, edits,
+ * accepts and rejects are kept in it; NULL: a plain viewer. */
+void cl_window_set_case_db(ClWindow *self, ClCaseDb *db);
+/* Shows a case: its images, its current description with its versions, its last heat map. */
+void cl_window_open_case(ClWindow *self, gint64 case_id);
+/* The case shown, 0 when none. */
+gint64 cl_window_get_case_id(ClWindow *self);
+
 G_END_DECLS

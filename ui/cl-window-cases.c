@@ -1,0 +1,492 @@
+/* cl-window-cases.c - ClWindow's cases: the sidebar (search, most recent first), opening a case,
+ * making a case of newly opened files, recording model runs, and the review of the description
+ * (save as a new version, accept, reject, every version kept and browsable). Edits are never
+ * lost: switching case, opening files or closing the window keeps an edited text as a version. */
+#include "cl-window-private.h"
+
+#include <glib/gi18n.h>
+#include <math.h>
+#include <string.h>
+
+#include "caserun.h"
+#include "preprocess.h"
+
+/* ---- helpers ---- */
+
+static const char *status_label(ClDescStatus s)
+{
+    switch (s) {
+    case CL_DESC_ACCEPTED:
+        return _("accepted");
+    case CL_DESC_REJECTED:
+        return _("rejected");
+    default:
+        return _("draft");
+    }
+}
+
+static GtkTextBuffer *buffer(ClWindow *self)
+{
+    return gtk_text_view_get_buffer(self->description_view);
+}
+
+static char *buffer_text(ClWindow *self)
+{
+    GtkTextIter a, b;
+    gtk_text_buffer_get_bounds(buffer(self), &a, &b);
+    return gtk_text_buffer_get_text(buffer(self), &a, &b, FALSE);
+}
+
+/* The versions of the case's current description, oldest first (borrowed pointers). */
+static GPtrArray *current_versions(const ClCase *c)
+{
+    GPtrArray *out = g_ptr_array_new();
+    const ClCaseDescVersion *cur = c ? cl_case_current_description(c) : NULL;
+    for (guint i = 0; cur && i < c->descriptions->len; i++) {
+        const ClCaseDescVersion *v = g_ptr_array_index(c->descriptions, i);
+        if (v->description_id == cur->description_id)
+            g_ptr_array_add(out, (gpointer)v);
+    }
+    return out;
+}
+
+static gboolean reload_case(ClWindow *self, GError **error)
+{
+    gint64 id = self->current_case->summary.id;
+    ClCase *c = cl_casedb_get_case(self->db, id, CL_CASE_HEATMAP_DATA, error);
+    if (!c)
+        return FALSE;
+    cl_case_free(self->current_case);
+    self->current_case = c;
+    return TRUE;
+}
+
+/* ---- the list ---- */
+
+static GtkWidget *case_row(gint64 id, const char *name, const char *subtitle)
+{
+    GtkWidget *box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 2);
+    gtk_widget_set_margin_top(box, 6);
+    gtk_widget_set_margin_bottom(box, 6);
+    GtkWidget *title = gtk_label_new(name);
+    gtk_label_set_xalign(GTK_LABEL(title), 0);
+    gtk_label_set_ellipsize(GTK_LABEL(title), PANGO_ELLIPSIZE_END);
+    gtk_box_append(GTK_BOX(box), title);
+    GtkWidget *sub = gtk_label_new(subtitle);
+    gtk_label_set_xalign(GTK_LABEL(sub), 0);
+    gtk_label_set_ellipsize(GTK_LABEL(sub), PANGO_ELLIPSIZE_END);
+    gtk_widget_add_css_class(sub, "caption");
+    gtk_widget_add_css_class(sub, "dim-label");
+    gtk_box_append(GTK_BOX(box), sub);
+    GtkWidget *row = gtk_list_box_row_new();
+    gtk_list_box_row_set_child(GTK_LIST_BOX_ROW(row), box);
+    gint64 *pid = g_new(gint64, 1);
+    *pid = id;
+    g_object_set_data_full(G_OBJECT(row), "case-id", pid, g_free);
+    return row;
+}
+
+static gint64 row_case_id(GtkListBoxRow *row)
+{
+    gint64 *pid = row ? g_object_get_data(G_OBJECT(row), "case-id") : NULL;
+    return pid ? *pid : 0;
+}
+
+static void refresh_list(ClWindow *self)
+{
+    if (!self->db)
+        return;
+    self->refreshing_list = TRUE;
+    GtkWidget *child;
+    while ((child = gtk_widget_get_first_child(GTK_WIDGET(self->case_list))))
+        gtk_list_box_remove(self->case_list, child);
+    const char *query = gtk_editable_get_text(GTK_EDITABLE(self->case_search));
+    g_autoptr(GError) error = NULL;
+    gint64 current = cl_window_get_case_id(self);
+    GtkWidget *select = NULL;
+    if (!query || !*query) {
+        g_autoptr(GPtrArray) list = cl_casedb_list(self->db, &error);
+        for (guint i = 0; list && i < list->len; i++) {
+            const ClCaseSummary *s = g_ptr_array_index(list, i);
+            /* TRANSLATORS: case list subtitle: modalities, number of images, review status */
+            g_autofree char *sub = g_strdup_printf(
+                ngettext("%s · %u image · %s", "%s · %u images · %s", s->n_images),
+                s->modalities && *s->modalities ? s->modalities : _("no images"), s->n_images,
+                s->has_description ? status_label(s->status) : _("not described"));
+            GtkWidget *row = case_row(s->id, s->name, sub);
+            gtk_list_box_append(self->case_list, row);
+            if (s->id == current)
+                select = row;
+        }
+    } else {
+        g_autoptr(GPtrArray) hits = cl_casedb_search(self->db, query, 200, &error);
+        for (guint i = 0; hits && i < hits->len; i++) {
+            const ClCaseSearchHit *h = g_ptr_array_index(hits, i);
+            GtkWidget *row = case_row(h->case_id, h->case_name, h->snippet);
+            gtk_list_box_append(self->case_list, row);
+            if (h->case_id == current)
+                select = row;
+        }
+    }
+    if (error) {
+        /* TRANSLATORS: the case database could not be read; %s says why */
+        g_autofree char *text = g_strdup_printf(_("Could not list the cases: %s"), error->message);
+        cl_window_toast(self, text);
+    }
+    gtk_list_box_select_row(self->case_list, select ? GTK_LIST_BOX_ROW(select) : NULL);
+    self->refreshing_list = FALSE;
+}
+
+static void on_row_selected(GtkListBox *box, GtkListBoxRow *row, ClWindow *self)
+{
+    if (self->refreshing_list || !row)
+        return;
+    gint64 id = row_case_id(row);
+    if (id && id != cl_window_get_case_id(self))
+        cl_window_open_case(self, id);
+}
+
+/* ---- the description's review ---- */
+
+/* Shows the case's description, its versions and its last heat map. keep_text: leave the
+ * editor's text as it is (it is what was just saved or generated). */
+static void apply_case_state(ClWindow *self, gboolean keep_text)
+{
+    const ClCase *c = self->current_case;
+    g_autoptr(GPtrArray) versions = current_versions(c);
+    const ClCaseDescVersion *cur = versions->len ? g_ptr_array_index(versions, versions->len - 1)
+                                                 : NULL;
+    GtkStringList *list = gtk_string_list_new(NULL);
+    for (guint i = 0; i < versions->len; i++) {
+        const ClCaseDescVersion *v = g_ptr_array_index(versions, i);
+        /* TRANSLATORS: one version of a description: number, review status, author */
+        g_autofree char *item = g_strdup_printf(_("Version %u · %s · %s"), v->version,
+                                                status_label(v->status), v->author);
+        gtk_string_list_append(list, item);
+    }
+    self->shown_version = G_MAXUINT;
+    gtk_drop_down_set_model(self->version_dropdown, G_LIST_MODEL(list));
+    g_object_unref(list);
+    if (versions->len)
+        gtk_drop_down_set_selected(self->version_dropdown, versions->len - 1);
+    gtk_widget_set_visible(GTK_WIDGET(self->version_dropdown), versions->len > 1);
+    if (cur) {
+        /* TRANSLATORS: the description shown: version, status, author, time */
+        g_autofree char *label = g_strdup_printf(_("Version %u · %s · %s · %s"), cur->version,
+                                                 status_label(cur->status), cur->author,
+                                                 cur->created_at);
+        gtk_label_set_label(self->version_label, label);
+    } else {
+        gtk_label_set_label(self->version_label, c ? _("Not described yet") : "");
+    }
+    if (!keep_text) {
+        gtk_text_buffer_set_text(buffer(self), cur ? cur->text : "", -1);
+        gtk_text_buffer_set_modified(buffer(self), FALSE);
+        gtk_label_set_label(self->panel_stage, "");
+        gtk_label_set_label(self->panel_model, "");
+        const ClCaseRun *run = c ? cl_case_latest_run(c) : NULL;
+        if (run) {
+            /* TRANSLATORS: which model run the description comes from */
+            g_autofree char *m = g_strdup_printf(_("Model: %s · %s · %s"), run->model_name,
+                                                 run->device, run->created_at);
+            gtk_label_set_label(self->panel_model, m);
+        }
+    }
+    gtk_text_view_set_editable(self->description_view, !cl_window_get_describing(self));
+    gtk_widget_set_visible(self->review_box, c != NULL);
+    if (cur)
+        gtk_revealer_set_reveal_child(self->panel_revealer, TRUE);
+
+    /* the last run's heat map over the second image */
+    const ClCaseRun *run = c ? cl_case_latest_run(c) : NULL;
+    if (!keep_text && run && c->images->len >= 2) {
+        const ClCaseImage *img = g_ptr_array_index(c->images, 1);
+        const ClCaseHeatmap *h = cl_case_find_heatmap(c, run->id, img->id, -1);
+        if (h && h->data && h->grid_w > 0 && h->grid_h > 0 && h->input_size > 0) {
+            g_clear_pointer(&self->heatmap, cl_heatmap_free);
+            ClHeatmap *hm = g_new0(ClHeatmap, 1);
+            hm->source = g_strcmp0(h->kind, "delta") == 0 ? CL_HEATMAP_DELTA
+                                                          : CL_HEATMAP_UPDATE_NORM;
+            hm->image_index = 1;
+            hm->width = (int)h->grid_w;
+            hm->height = (int)h->grid_h;
+            hm->values = g_memdup2(h->data, sizeof(float) * h->grid_w * h->grid_h);
+            for (guint i = 0; i < h->grid_w * h->grid_h; i++)
+                if (isfinite(hm->values[i]))
+                    hm->max = MAX(hm->max, hm->values[i]);
+            self->heatmap = hm;
+            cl_letterbox_init(&self->heat_letterbox, img->width, img->height, h->input_size);
+            cl_window_update_heat(self);
+        }
+    }
+    cl_window_update_actions(self);
+}
+
+/* Keeps the editor's text as a new version when it differs from the current one. FALSE when it
+ * could not be kept (the text stays in the editor, and the user is told why). */
+static gboolean save_description(ClWindow *self)
+{
+    if (!self->db || !self->current_case || cl_window_get_describing(self))
+        return TRUE;
+    g_autofree char *text = buffer_text(self);
+    const ClCaseDescVersion *cur = cl_case_current_description(self->current_case);
+    if ((cur && strcmp(cur->text, text) == 0) || (!cur && !*text)) {
+        gtk_text_buffer_set_modified(buffer(self), FALSE);
+        return TRUE;
+    }
+    g_autoptr(GError) error = NULL;
+    gint64 vid = 0;
+    if (!cl_casedb_description_edit(self->db, self->current_case->summary.id, text, NULL,
+                                    cur ? cur->id : 0, &vid, &error)) {
+        /* TRANSLATORS: an edit could not be kept; %s says why */
+        g_autofree char *msg = g_strdup_printf(
+            _("The description was not saved: %s. Your text is still in the editor."),
+            error->message);
+        cl_window_toast(self, msg);
+        return FALSE;
+    }
+    gtk_text_buffer_set_modified(buffer(self), FALSE);
+    if (reload_case(self, &error))
+        apply_case_state(self, TRUE);
+    refresh_list(self);
+    return TRUE;
+}
+
+void cl_window_cases_save_pending(ClWindow *self)
+{
+    if (self->db && self->current_case && gtk_text_buffer_get_modified(buffer(self)))
+        save_description(self);
+}
+
+static void set_status(ClWindow *self, ClDescStatus status)
+{
+    if (!self->db || !self->current_case || !save_description(self))
+        return;
+    g_autoptr(GError) error = NULL;
+    if (!cl_casedb_description_set_status(self->db, self->current_case->summary.id, status, NULL,
+                                          NULL, &error)) {
+        g_autofree char *msg = g_strdup_printf(_("Could not record the review: %s"),
+                                               error->message);
+        cl_window_toast(self, msg);
+        return;
+    }
+    if (reload_case(self, &error))
+        apply_case_state(self, TRUE);
+    refresh_list(self);
+}
+
+static void action_save(GtkWidget *widget, const char *name, GVariant *param)
+{
+    save_description(CL_WINDOW(widget));
+}
+
+static void action_accept(GtkWidget *widget, const char *name, GVariant *param)
+{
+    set_status(CL_WINDOW(widget), CL_DESC_ACCEPTED);
+}
+
+static void action_reject(GtkWidget *widget, const char *name, GVariant *param)
+{
+    set_status(CL_WINDOW(widget), CL_DESC_REJECTED);
+}
+
+/* Browsing versions: an older one is shown read-only; the latest is the one edited. */
+static void on_version_selected(GtkDropDown *dd, GParamSpec *pspec, ClWindow *self)
+{
+    guint sel = gtk_drop_down_get_selected(dd);
+    g_autoptr(GPtrArray) versions = current_versions(self->current_case);
+    if (sel == GTK_INVALID_LIST_POSITION || sel >= versions->len || sel == self->shown_version)
+        return;
+    cl_window_cases_save_pending(self);
+    /* saving may have added a version and rebuilt the list */
+    g_autoptr(GPtrArray) now = current_versions(self->current_case);
+    sel = MIN(gtk_drop_down_get_selected(dd), now->len - 1);
+    const ClCaseDescVersion *v = g_ptr_array_index(now, sel);
+    gboolean latest = sel == now->len - 1;
+    self->shown_version = latest ? G_MAXUINT : sel;
+    gtk_text_buffer_set_text(buffer(self), v->text, -1);
+    gtk_text_buffer_set_modified(buffer(self), FALSE);
+    gtk_text_view_set_editable(self->description_view, latest && !cl_window_get_describing(self));
+    g_autofree char *label = g_strdup_printf(_("Version %u · %s · %s · %s"), v->version,
+                                             status_label(v->status), v->author, v->created_at);
+    gtk_label_set_label(self->version_label, label);
+    cl_window_update_actions(self);
+}
+
+/* ---- opening and recording ---- */
+
+void cl_window_set_case_db(ClWindow *self, ClCaseDb *db)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    cl_window_cases_save_pending(self);
+    self->db = db;
+    g_clear_pointer(&self->current_case, cl_case_free);
+    gtk_widget_set_visible(GTK_WIDGET(self->sidebar_button), db != NULL);
+    gtk_toggle_button_set_active(self->sidebar_button, db != NULL);
+    refresh_list(self);
+    apply_case_state(self, TRUE);
+}
+
+gint64 cl_window_get_case_id(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), 0);
+    return self->current_case ? self->current_case->summary.id : 0;
+}
+
+void cl_window_open_case(ClWindow *self, gint64 case_id)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    if (!self->db)
+        return;
+    cl_window_cases_save_pending(self);
+    g_autoptr(GError) error = NULL;
+    ClCase *c = cl_casedb_get_case(self->db, case_id, CL_CASE_HEATMAP_DATA | CL_CASE_CHECK_FILES,
+                                   &error);
+    if (!c) {
+        g_autofree char *msg = g_strdup_printf(_("Could not open the case: %s"), error->message);
+        cl_window_toast(self, msg);
+        return;
+    }
+    g_clear_pointer(&self->current_case, cl_case_free);
+    self->current_case = c;
+    g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_object_unref);
+    for (guint i = 0; i < c->images->len; i++) {
+        const ClCaseImage *img = g_ptr_array_index(c->images, i);
+        if (img->file_state == CL_FILE_MISSING || img->file_state == CL_FILE_UNREADABLE) {
+            /* TRANSLATORS: an image of a case cannot be read any more */
+            g_autofree char *msg = g_strdup_printf(_("“%s” is missing or unreadable"), img->path);
+            cl_window_toast(self, msg);
+            continue;
+        }
+        if (img->file_state == CL_FILE_CHANGED) {
+            g_autofree char *msg = g_strdup_printf(
+                _("“%s” changed since it was added to the case"), img->path);
+            cl_window_toast(self, msg);
+        }
+        g_ptr_array_add(files, g_file_new_for_path(img->path));
+    }
+    apply_case_state(self, FALSE);
+    refresh_list(self);
+    if (files->len > 0)
+        cl_window_load_files(self, (GFile *const *)files->pdata, files->len, case_id);
+}
+
+void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *case_images)
+{
+    if (!self->db)
+        return;
+    if (self->pending_case_id) {
+        /* the case's own images: its description and heat map go with them */
+        self->pending_case_id = 0;
+        apply_case_state(self, FALSE);
+        return;
+    }
+    g_clear_pointer(&self->current_case, cl_case_free);
+    if (!case_images || case_images->len < 2) {
+        apply_case_state(self, FALSE);
+        refresh_list(self);
+        return;
+    }
+    const ClCaseImage *a = g_ptr_array_index(case_images, 0), *b = g_ptr_array_index(case_images, 1);
+    g_autofree char *na = g_path_get_basename(a->path), *nb = g_path_get_basename(b->path);
+    /* TRANSLATORS: the name of a case made of two opened files */
+    g_autofree char *name = g_strcmp0(a->path, b->path) == 0
+                                ? g_strdup(na)
+                                : g_strdup_printf(_("%s and %s"), na, nb);
+    g_autoptr(GError) error = NULL;
+    gint64 id = 0;
+    if (!cl_casedb_case_new(self->db, name, &id, &error) ||
+        !cl_casedb_images_add(self->db, id, case_images, NULL, &error)) {
+        g_autofree char *msg = g_strdup_printf(_("The images were not added as a case: %s"),
+                                               error->message);
+        cl_window_toast(self, msg);
+        if (id)
+            cl_casedb_case_delete(self->db, id, NULL);
+        apply_case_state(self, FALSE);
+        return;
+    }
+    self->current_case = cl_casedb_get_case(self->db, id, CL_CASE_HEATMAP_DATA, NULL);
+    refresh_list(self);
+    apply_case_state(self, FALSE);
+}
+
+void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r)
+{
+    if (!self->db || !self->current_case || self->current_case->images->len < 2)
+        return;
+    ClDescribeOptions opts;
+    cl_describe_options_init(&opts);
+    g_autoptr(GPtrArray) heat = NULL;
+    ClCaseRun *run = cl_case_run_from_describe(
+        self->current_case->images, &opts, &r->result,
+        r->model_path ? r->model_path : r->model_name, r->model_sha256, r->model_config_json,
+        r->model_image_size, r->device, 0, r->load_ms, &heat);
+    g_autofree char *text = g_utf8_make_valid(r->result.text ? r->result.text : "", -1);
+    g_autoptr(GError) error = NULL;
+    gboolean ok = cl_casedb_run_record(self->db, self->current_case->summary.id, run, text, heat,
+                                       NULL, NULL, &error);
+    cl_case_run_free(run);
+    if (!ok) {
+        /* the text stays in the editor, marked as edited, so it is kept at the next save */
+        g_autofree char *msg = g_strdup_printf(
+            _("The description was not recorded in the case: %s"), error->message);
+        cl_window_toast(self, msg);
+        gtk_text_buffer_set_modified(buffer(self), TRUE);
+        return;
+    }
+    gtk_text_buffer_set_modified(buffer(self), FALSE);
+    if (reload_case(self, &error))
+        apply_case_state(self, TRUE);
+    refresh_list(self);
+}
+
+gboolean cl_window_cases_can_review(ClWindow *self)
+{
+    return self->db && self->current_case && !cl_window_get_describing(self) &&
+           self->shown_version == G_MAXUINT;
+}
+
+static void action_toggle_sidebar(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (gtk_widget_get_visible(GTK_WIDGET(self->sidebar_button)))
+        gtk_toggle_button_set_active(self->sidebar_button,
+                                     !gtk_toggle_button_get_active(self->sidebar_button));
+}
+
+/* ---- set-up ---- */
+
+void cl_window_cases_class_init(GtkWidgetClass *widget_class)
+{
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, sidebar_revealer);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, case_search);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, case_list);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, sidebar_button);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, version_label);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, version_dropdown);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, review_box);
+    gtk_widget_class_install_action(widget_class, "win.save-description", NULL, action_save);
+    gtk_widget_class_install_action(widget_class, "win.accept-description", NULL, action_accept);
+    gtk_widget_class_install_action(widget_class, "win.reject-description", NULL, action_reject);
+    gtk_widget_class_install_action(widget_class, "win.toggle-sidebar", NULL,
+                                    action_toggle_sidebar);
+}
+
+void cl_window_cases_init(ClWindow *self)
+{
+    self->shown_version = G_MAXUINT;
+    g_object_bind_property(self->sidebar_button, "active", self->sidebar_revealer,
+                           "reveal-child", G_BINDING_SYNC_CREATE);
+    gtk_widget_set_visible(GTK_WIDGET(self->sidebar_button), FALSE);
+    gtk_widget_set_visible(self->review_box, FALSE);
+    g_signal_connect(self->case_list, "row-selected", G_CALLBACK(on_row_selected), self);
+    g_signal_connect_swapped(self->case_search, "search-changed", G_CALLBACK(refresh_list), self);
+    g_signal_connect(self->version_dropdown, "notify::selected", G_CALLBACK(on_version_selected),
+                     self);
+}
+
+void cl_window_cases_dispose(ClWindow *self)
+{
+    g_clear_pointer(&self->current_case, cl_case_free);
+    self->db = NULL;
+}

@@ -1,0 +1,92 @@
+/* cl-window-private.h - ClWindow's instance struct, shared with its companion files
+ * (cl-window-cases.c: the case sidebar and the case database). */
+#pragma once
+
+#include "casedb.h"
+#include "cl-window.h"
+#include "heatmap.h"
+#include "worker.h"
+
+G_BEGIN_DECLS
+
+struct _ClWindow {
+    AdwApplicationWindow parent_instance;
+
+    /* template children */
+    AdwWindowTitle *window_title;
+    GtkSpinner *spinner;
+    GtkLabel *zoom_label;
+    AdwToastOverlay *toast_overlay;
+    GtkStack *stack;
+    ClImageView *view_a, *view_b;
+    GtkLabel *name_a, *info_a, *name_b, *info_b;
+    GtkWidget *pane_b;
+    GtkRevealer *panel_revealer;
+    GtkLabel *panel_stage, *panel_model, *mode_label, *changed_label;
+    GtkProgressBar *panel_progress;
+    GtkTextView *description_view;
+    GtkActionBar *mode_bar;
+    GtkScale *mode_scale, *heat_scale;
+
+    GSettings *settings; /* NULL when the schema is not installed */
+    GCancellable *load_cancellable;
+    GPtrArray *documents; /* ClDocument*, what is shown */
+
+    gboolean link_views;
+    ClViewport *shared_viewport;
+    ClViewport *own_viewport[2];
+    ClViewport *zoom_label_viewport; /* the one zoom_label follows */
+    gulong zoom_label_id;
+    guint zoom_label_idle; /* pending update_zoom_label */
+
+    /* comparison */
+    ClCompareMode mode;  /* NONE = side by side */
+    double blend;        /* the mode bar's value per mode */
+    double flicker_rate;
+    double tolerance;
+    gboolean updating_scale;
+
+    /* the model */
+    ClWorker *worker;
+    GCancellable *describe_cancellable; /* the run in progress, NULL when none */
+    gboolean show_heatmap;
+    ClHeatmap *heatmap; /* of the last run: image 2 of the shown pair, on its letterbox */
+    ClLetterbox heat_letterbox;
+
+    /* cases (cl-window-cases.c); db borrowed, NULL: a plain viewer without cases */
+    ClCaseDb *db;
+    ClCase *current_case;   /* the case shown, with its heatmap grids; NULL when none */
+    gint64 pending_case_id; /* the case whose images are being loaded, 0 when none */
+    gboolean refreshing_list;
+    guint shown_version;    /* index into the versions dropdown that is shown, G_MAXUINT: latest */
+    GtkRevealer *sidebar_revealer;
+    GtkSearchEntry *case_search;
+    GtkListBox *case_list;
+    GtkToggleButton *sidebar_button;
+    GtkLabel *version_label;
+    GtkDropDown *version_dropdown;
+    GtkWidget *review_box;
+};
+
+/* cl-window.c */
+void cl_window_update_actions(ClWindow *self);
+void cl_window_update_heat(ClWindow *self);
+/* Loads files as cl_window_open_files does; case_id: the case they belong to (0: new files, of
+ * which the window makes a case when it has a database). */
+void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gint64 case_id);
+
+/* cl-window-cases.c */
+void cl_window_cases_init(ClWindow *self);
+void cl_window_cases_class_init(GtkWidgetClass *widget_class);
+void cl_window_cases_dispose(ClWindow *self);
+/* After a load: a case for newly opened files (documents, the files' paths), or the state of the
+ * case that was opened (description, versions, heat map). */
+void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *case_images);
+/* After a model run: records it in the current case; FALSE when there is none. */
+void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r);
+/* TRUE when the description can be saved, accepted or rejected now. */
+gboolean cl_window_cases_can_review(ClWindow *self);
+/* Keeps an edited description before the window shows something else (nothing is lost). */
+void cl_window_cases_save_pending(ClWindow *self);
+
+G_END_DECLS
