@@ -290,6 +290,31 @@ static void test_regions(void)
     g_assert_error(err, G_IO_ERROR, G_IO_ERROR_CANCELLED);
 }
 
+static void test_readout(void)
+{
+    const float v[] = { 100, 2000, -5 };
+    g_autoptr(ClImage) img = row_image(CL_IMAGE_FORMAT_DICOM, v, 3, 12, CL_SAMPLE_INT);
+    ClFrame *f = g_ptr_array_index(img->frames, 0);
+    f->rescale_slope = 1, f->rescale_intercept = -1024;
+    img->rescale_type = g_strdup("HU");
+    img->has_pixel_spacing = TRUE;
+    img->pixel_spacing[0] = 0.5, img->pixel_spacing[1] = 0.25;
+    g_autofree char *r = cl_display_pixel_readout(img, 0, 1.7, 0.2);
+    g_assert_cmpstr(r, ==, "x 1 y 0 (0.2, 0.0 mm) · 976 HU");
+    g_assert_null(cl_display_pixel_readout(img, 0, 3.0, 0));
+    g_assert_null(cl_display_pixel_readout(img, 0, -0.5, 0));
+    g_assert_null(cl_display_pixel_readout(img, 1, 0, 0));
+
+    g_autoptr(ClImage) geo = row_image(CL_IMAGE_FORMAT_TIFF, v, 3, 16, CL_SAMPLE_UINT);
+    geo->geo = g_new0(ClGeoInfo, 1);
+    geo->geo->has_transform = TRUE;
+    geo->geo->epsg = 32633;
+    const double t[6] = { 500000, 0.5, 0, 4000000, 0, -0.5 };
+    memcpy(geo->geo->transform, t, sizeof t);
+    g_autofree char *g = cl_display_pixel_readout(geo, 0, 2.5, 0.5);
+    g_assert_cmpstr(g, ==, "x 2 y 0 (500001.25, 3999999.75 EPSG:32633) · -5");
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -302,5 +327,6 @@ int main(int argc, char **argv)
     g_test_add_func("/display/bands", test_bands);
     g_test_add_func("/display/8bit-rgba", test_8bit_rgba);
     g_test_add_func("/display/regions", test_regions);
+    g_test_add_func("/display/readout", test_readout);
     return g_test_run();
 }

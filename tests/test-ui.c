@@ -966,6 +966,56 @@ static void test_cases(void)
     cl_casedb_close(db);
 }
 
+static gboolean views_idle(gpointer data)
+{
+    ClWindow *win = data;
+    return !cl_image_view_get_loading(cl_window_get_view(win, 0)) &&
+           !cl_image_view_get_loading(cl_window_get_view(win, 1)) && window_idle(win);
+}
+
+/* Window/level: set on a view, followed by the linked one, presets on both. */
+static void test_window_level(void)
+{
+    const char *demo = g_getenv("CL_DEMO_DIR");
+    g_autofree char *pa = g_build_filename(demo, "radiograph", "before.dcm", NULL);
+    g_autofree char *pb = g_build_filename(demo, "radiograph", "after.dcm", NULL);
+    const char *paths[] = {pa, pb};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    ClDisplaySettings s, sb;
+    g_assert_true(cl_image_view_get_display(a, &s));
+    guint32 before = texture_pixel(a, 160, 160);
+
+    /* a narrow window, as a drag would set it: the picture changes, the other view follows */
+    s.mode = CL_DISPLAY_WINDOW;
+    double c0, w0;
+    g_assert_true(cl_display_effective_window(
+        cl_document_get_image(cl_image_view_get_document(a)), 0, &s, &c0, &w0));
+    s.center = c0 + w0 / 4;
+    s.width = w0 / 8;
+    cl_image_view_set_display(a, &s);
+    g_signal_emit_by_name(a, "display-changed");
+    g_assert_true(wait_for(views_idle, win));
+    ClDisplaySettings got;
+    g_assert_true(cl_image_view_get_display(a, &got));
+    g_assert_cmpint(got.mode, ==, CL_DISPLAY_WINDOW);
+    g_assert_cmpfloat(got.width, ==, s.width);
+    g_assert_true(texture_pixel(a, 160, 160) != before);
+    g_assert_true(cl_image_view_get_display(b, &sb));
+    g_assert_cmpint(sb.mode, ==, CL_DISPLAY_WINDOW);
+    g_assert_cmpfloat(sb.center, ==, s.center);
+    g_assert_cmpfloat(sb.width, ==, s.width);
+
+    /* a preset goes to both views */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s", "minmax"));
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_image_view_get_display(a, &got));
+    g_assert_cmpint(got.mode, ==, CL_DISPLAY_MINMAX);
+    g_assert_true(cl_image_view_get_display(b, &got));
+    g_assert_cmpint(got.mode, ==, CL_DISPLAY_MINMAX);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Templates in the GResource parse (the help overlay is otherwise only loaded by the app). */
 static void test_resources(void)
 {
@@ -1023,6 +1073,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/describe", test_describe);
     g_test_add_func("/ui/window/huge-pair", test_huge_pair);
     g_test_add_func("/ui/window/cases", test_cases);
+    g_test_add_func("/ui/window/window-level", test_window_level);
     int rc = g_test_run();
 
     cl_fixture_rmdir(tmpdir);

@@ -80,6 +80,7 @@ struct _ClImageView {
     gboolean has_pointer;
     double drag_last_x, drag_last_y;
     double pinch_start_zoom, pinch_anchor_x, pinch_anchor_y;
+    double wl_center, wl_width, wl_step; /* window/level drag: where it started, units/pixel */
 };
 
 G_DEFINE_FINAL_TYPE(ClImageView, cl_image_view, GTK_TYPE_WIDGET)
@@ -97,7 +98,7 @@ enum {
 };
 static GParamSpec *properties[N_PROPS];
 
-enum { SIGNAL_RENDER_FAILED, N_SIGNALS };
+enum { SIGNAL_RENDER_FAILED, SIGNAL_DISPLAY_CHANGED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 /* ---- rendering worker ---- */
@@ -105,6 +106,8 @@ static guint signals[N_SIGNALS];
 typedef struct {
     ClDocument *document;
     guint frame;
+    gboolean has_settings; /* else the frame's defaults */
+    ClDisplaySettings settings;
 } RenderJob;
 
 typedef struct {
@@ -199,7 +202,10 @@ static void render_thread(GTask *task, gpointer source, gpointer task_data,
     RenderJob *job = task_data;
     const ClImage *img = cl_document_get_image(job->document);
     g_autoptr(RenderResult) res = g_new0(RenderResult, 1);
-    cl_display_settings_init(&res->settings, img, job->frame);
+    if (job->has_settings)
+        res->settings = job->settings;
+    else
+        cl_display_settings_init(&res->settings, img, job->frame);
     cl_display_resolve_ranges(img, job->frame, &res->settings, &res->ranges);
     GError *error = NULL;
     guint8 *rgba = cl_display_render_rgba_region(
@@ -245,6 +251,11 @@ static void render_done(GObject *source, GAsyncResult *result, gpointer user_dat
     } else {
         RenderJob *job = g_task_get_task_data(task);
         const ClImage *img = cl_document_get_image(job->document);
+        /* a new display transform replaces the pictures of the old one */
+        g_clear_object(&self->texture);
+        g_clear_pointer(&self->mips, g_ptr_array_unref);
+        g_clear_pointer(&self->overview, g_bytes_unref);
+        clear_detail(self);
         self->image_width = img->width;
         self->image_height = img->height;
         self->settings = res->settings;
@@ -306,6 +317,40 @@ void cl_image_view_set_image(ClImageView *self, ClDocument *document, guint fram
     g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_LOADING]);
     g_object_thaw_notify(G_OBJECT(self));
     gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+void cl_image_view_set_display(ClImageView *self, const ClDisplaySettings *settings)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_return_if_fail(settings != NULL);
+    if (!self->document)
+        return;
+    /* the current picture stays until the new one is ready: no flash while dragging */
+    if (self->render_cancellable) {
+        g_cancellable_cancel(self->render_cancellable);
+        g_clear_object(&self->render_cancellable);
+    }
+    self->settings = *settings;
+    self->render_cancellable = g_cancellable_new();
+    RenderJob *job = g_new0(RenderJob, 1);
+    job->document = g_object_ref(self->document);
+    job->frame = self->frame;
+    job->has_settings = TRUE;
+    job->settings = *settings;
+    g_autoptr(GTask) task = g_task_new(self, self->render_cancellable, render_done, NULL);
+    g_task_set_source_tag(task, cl_image_view_set_image);
+    g_task_set_task_data(task, job, (GDestroyNotify)render_job_free);
+    g_task_run_in_thread(task, render_thread);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_LOADING]);
+}
+
+gboolean cl_image_view_get_display(ClImageView *self, ClDisplaySettings *out)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), FALSE);
+    if (!self->document || !self->mips)
+        return FALSE;
+    *out = self->settings;
+    return TRUE;
 }
 
 ClDocument *cl_image_view_get_document(ClImageView *self)
@@ -1056,6 +1101,46 @@ static void on_drag_end(GtkGestureDrag *drag, double offset_x, double offset_y, 
     gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "grab");
 }
 
+/* ---- window/level by dragging with the secondary button ---- */
+
+static void on_wl_begin(GtkGestureDrag *drag, double x, double y, ClImageView *self)
+{
+    if (!self->document || !self->mips) {
+        gtk_gesture_set_state(GTK_GESTURE(drag), GTK_EVENT_SEQUENCE_DENIED);
+        return;
+    }
+    const ClImage *img = cl_document_get_image(self->document);
+    double c, w;
+    if (!cl_display_effective_window(img, self->frame, &self->settings, &c, &w)) {
+        /* a VOI LUT: start from the frame's value range */
+        ClDisplaySettings mm = self->settings;
+        mm.mode = CL_DISPLAY_MINMAX;
+        cl_display_effective_window(img, self->frame, &mm, &c, &w);
+    }
+    self->wl_center = c;
+    self->wl_width = MAX(w, 1e-6);
+    /* a drag across the view spans about the starting width, whatever the units */
+    self->wl_step = self->wl_width / MAX(gtk_widget_get_width(GTK_WIDGET(self)), 100);
+    gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "move");
+}
+
+static void on_wl_update(GtkGestureDrag *drag, double dx, double dy, ClImageView *self)
+{
+    if (!self->document)
+        return;
+    ClDisplaySettings s = self->settings;
+    s.mode = CL_DISPLAY_WINDOW;
+    s.width = MAX(self->wl_width + dx * self->wl_step, self->wl_step);
+    s.center = self->wl_center + dy * self->wl_step;
+    cl_image_view_set_display(self, &s);
+    g_signal_emit(self, signals[SIGNAL_DISPLAY_CHANGED], 0);
+}
+
+static void on_wl_end(GtkGestureDrag *drag, double dx, double dy, ClImageView *self)
+{
+    gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "grab");
+}
+
 static void on_pinch_begin(GtkGesture *gesture, GdkEventSequence *sequence, ClImageView *self)
 {
     double x, y;
@@ -1191,6 +1276,11 @@ static void cl_image_view_class_init(ClImageViewClass *klass)
         g_signal_new("render-failed", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                      NULL, G_TYPE_NONE, 1, G_TYPE_ERROR);
 
+    /* The user set a window/level by dragging (cl_image_view_get_display tells it). */
+    signals[SIGNAL_DISPLAY_CHANGED] = g_signal_new("display-changed", G_TYPE_FROM_CLASS(klass),
+                                                   G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                                   G_TYPE_NONE, 0);
+
     gtk_widget_class_set_css_name(widget_class, "imageview");
 }
 
@@ -1226,6 +1316,13 @@ static void cl_image_view_init(ClImageView *self)
     g_signal_connect(drag, "drag-update", G_CALLBACK(on_drag_update), self);
     g_signal_connect(drag, "drag-end", G_CALLBACK(on_drag_end), self);
     gtk_widget_add_controller(widget, GTK_EVENT_CONTROLLER(drag));
+
+    GtkGesture *wl = gtk_gesture_drag_new();
+    gtk_gesture_single_set_button(GTK_GESTURE_SINGLE(wl), GDK_BUTTON_SECONDARY);
+    g_signal_connect(wl, "drag-begin", G_CALLBACK(on_wl_begin), self);
+    g_signal_connect(wl, "drag-update", G_CALLBACK(on_wl_update), self);
+    g_signal_connect(wl, "drag-end", G_CALLBACK(on_wl_end), self);
+    gtk_widget_add_controller(widget, GTK_EVENT_CONTROLLER(wl));
 
     GtkGesture *pinch = gtk_gesture_zoom_new();
     g_signal_connect(pinch, "begin", G_CALLBACK(on_pinch_begin), self);

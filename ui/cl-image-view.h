@@ -7,6 +7,7 @@
 #include "cl-document.h"
 #include "heatmap.h"
 #include "cl-viewport.h"
+#include "display.h"
 
 G_BEGIN_DECLS
 
@@ -39,6 +40,13 @@ void cl_image_view_pan_by(ClImageView *self, double dx, double dy);
 void cl_image_view_fit(ClImageView *self);
 void cl_image_view_widget_to_image(ClImageView *self, double x, double y, double *image_x,
                                    double *image_y);
+
+/* The display transform (window/level, stretch, bands): the frame's defaults until set. Setting
+ * one re-renders off the main thread; the current picture stays until the new one is ready.
+ * Dragging with the secondary button sets a window (horizontal: width, vertical: level) and
+ * emits "display-changed" so that linked views can follow. get: FALSE while nothing is shown. */
+void cl_image_view_set_display(ClImageView *self, const ClDisplaySettings *settings);
+gboolean cl_image_view_get_display(ClImageView *self, ClDisplaySettings *out);
 
 /* ---- comparison: this view's image with its partner's, in this view ----
  * The partner's image is drawn into this image's rectangle (stretched when its size differs:

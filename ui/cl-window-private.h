@@ -27,6 +27,7 @@ struct _ClWindow {
     GtkTextView *description_view;
     GtkActionBar *mode_bar;
     GtkScale *mode_scale, *heat_scale;
+    GtkMenuButton *preset_button;
 
     GSettings *settings; /* NULL when the schema is not installed */
     GCancellable *load_cancellable;

@@ -10,6 +10,7 @@
 
 #include "cl-config.h"
 #include "cl-document.h"
+#include "display.h"
 #include "model.h"
 #include "sequence.h"
 #include "worker.h"
@@ -577,6 +578,137 @@ static void set_caption(GtkLabel *name, GtkLabel *info, ClDocument *doc, guint f
     gtk_label_set_label(info, text);
 }
 
+/* ---- pointer readout and window/level ---- */
+
+static void show_readout(ClWindow *self, ClImageView *view, double wx, double wy)
+{
+    GtkLabel *info = view == self->view_a ? self->info_a : self->info_b;
+    ClDocument *doc = cl_image_view_get_document(view);
+    if (!doc)
+        return;
+    double x, y;
+    cl_image_view_widget_to_image(view, wx, wy, &x, &y);
+    g_autofree char *text = cl_display_pixel_readout(cl_document_get_image(doc),
+                                                     cl_image_view_get_frame(view), x, y);
+    if (!text)
+        text = describe_frame(doc, cl_image_view_get_frame(view));
+    gtk_label_set_label(info, text);
+}
+
+static void on_view_motion(GtkEventControllerMotion *m, double x, double y, ClWindow *self)
+{
+    show_readout(self, CL_IMAGE_VIEW(gtk_event_controller_get_widget(GTK_EVENT_CONTROLLER(m))),
+                 x, y);
+}
+
+static void on_view_leave(GtkEventControllerMotion *m, ClWindow *self)
+{
+    ClImageView *view =
+        CL_IMAGE_VIEW(gtk_event_controller_get_widget(GTK_EVENT_CONTROLLER(m)));
+    ClDocument *doc = cl_image_view_get_document(view);
+    if (doc) {
+        g_autofree char *text = describe_frame(doc, cl_image_view_get_frame(view));
+        gtk_label_set_label(view == self->view_a ? self->info_a : self->info_b, text);
+    }
+}
+
+/* Linked views follow a window/level drag in either (each keeps its bands and inversion). */
+static void on_display_changed(ClImageView *view, ClWindow *self)
+{
+    if (!self->link_views)
+        return;
+    ClImageView *other = view == self->view_a ? self->view_b : self->view_a;
+    ClDisplaySettings src, dst;
+    if (!cl_image_view_get_display(view, &src) || !cl_image_view_get_display(other, &dst))
+        return;
+    dst.mode = CL_DISPLAY_WINDOW;
+    dst.center = src.center;
+    dst.width = src.width;
+    cl_image_view_set_display(other, &dst);
+}
+
+/* win.display-preset("default" | "minmax" | "percentile" | "file:N" | "ct:NAME"), on both views:
+ * each image gets its own defaults, ranges and presets. */
+static void apply_preset(ClImageView *view, const char *preset)
+{
+    ClDocument *doc = cl_image_view_get_document(view);
+    if (!doc)
+        return;
+    const ClImage *img = cl_document_get_image(doc);
+    guint frame = cl_image_view_get_frame(view);
+    ClDisplaySettings s;
+    cl_display_settings_init(&s, img, frame);
+    static const struct {
+        const char *name;
+        double center, width;
+    } ct[] = { { "ct:soft-tissue", 40, 400 }, { "ct:lung", -600, 1500 },
+               { "ct:bone", 400, 1800 },      { "ct:brain", 40, 80 } };
+    if (g_str_equal(preset, "minmax")) {
+        s.mode = CL_DISPLAY_MINMAX;
+    } else if (g_str_equal(preset, "percentile")) {
+        s.mode = CL_DISPLAY_PERCENTILE;
+        s.low_pct = 2, s.high_pct = 98;
+    } else if (g_str_has_prefix(preset, "file:")) {
+        guint i = (guint)g_ascii_strtoull(preset + 5, NULL, 10);
+        if (img->windows && i < img->windows->len) {
+            const ClWindowPreset *w = &g_array_index(img->windows, ClWindowPreset, i);
+            s.mode = CL_DISPLAY_WINDOW, s.center = w->center, s.width = w->width;
+        }
+    } else {
+        for (guint i = 0; i < G_N_ELEMENTS(ct); i++)
+            if (g_str_equal(preset, ct[i].name))
+                s.mode = CL_DISPLAY_WINDOW, s.center = ct[i].center, s.width = ct[i].width;
+    }
+    cl_image_view_set_display(view, &s);
+}
+
+static void action_display_preset(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    const char *preset = g_variant_get_string(param, NULL);
+    apply_preset(self->view_a, preset);
+    apply_preset(self->view_b, preset);
+}
+
+/* The presets menu for the shown images: the stretches, the first image's own windows (DICOM),
+ * the usual CT windows for CT. */
+static void update_presets(ClWindow *self, ClDocument *doc)
+{
+    GMenu *menu = g_menu_new();
+    GMenu *stretch = g_menu_new();
+    g_menu_append(stretch, _("Default"), "win.display-preset('default')");
+    g_menu_append(stretch, _("Minimum to maximum"), "win.display-preset('minmax')");
+    g_menu_append(stretch, _("2 to 98 percentile"), "win.display-preset('percentile')");
+    g_menu_append_section(menu, NULL, G_MENU_MODEL(stretch));
+    g_object_unref(stretch);
+    const ClImage *img = doc ? cl_document_get_image(doc) : NULL;
+    if (img && img->windows && img->windows->len > 0) {
+        GMenu *file = g_menu_new();
+        for (guint i = 0; i < img->windows->len && i < 16; i++) {
+            const ClWindowPreset *w = &g_array_index(img->windows, ClWindowPreset, i);
+            /* TRANSLATORS: a window preset from the DICOM file: its name, centre and width */
+            g_autofree char *label = g_strdup_printf(_("%s (centre %g, width %g)"),
+                                                     w->explanation ? w->explanation : _("File"),
+                                                     w->center, w->width);
+            g_autofree char *action = g_strdup_printf("win.display-preset('file:%u')", i);
+            g_menu_append(file, label, action);
+        }
+        g_menu_append_section(menu, _("From the file"), G_MENU_MODEL(file));
+        g_object_unref(file);
+    }
+    if (img && g_strcmp0(img->modality, "CT") == 0) {
+        GMenu *ct = g_menu_new();
+        g_menu_append(ct, _("Soft tissue"), "win.display-preset('ct:soft-tissue')");
+        g_menu_append(ct, _("Lung"), "win.display-preset('ct:lung')");
+        g_menu_append(ct, _("Bone"), "win.display-preset('ct:bone')");
+        g_menu_append(ct, _("Brain"), "win.display-preset('ct:brain')");
+        g_menu_append_section(menu, "CT", G_MENU_MODEL(ct));
+        g_object_unref(ct);
+    }
+    gtk_menu_button_set_menu_model(self->preset_button, G_MENU_MODEL(menu));
+    g_object_unref(menu);
+}
+
 /* Shows documents (at least one): the first two, or the first two frames of a lone
  * multi-frame document. */
 static void show_documents(ClWindow *self, GPtrArray *documents)
@@ -612,6 +744,7 @@ static void show_documents(ClWindow *self, GPtrArray *documents)
     cl_window_update_heat(self);
     cl_image_view_set_image(self->view_a, docs[0], frames[0]);
     cl_image_view_set_image(self->view_b, docs[1], frames[1]);
+    update_presets(self, docs[0]);
     set_caption(self->name_a, self->info_a, docs[0], frames[0]);
     set_caption(self->name_b, self->info_b, docs[1], frames[1]);
     cl_image_view_fit(self->view_a);
@@ -1119,6 +1252,9 @@ static void cl_window_class_init(ClWindowClass *klass)
     gtk_widget_class_install_action(widget_class, "win.stop-describe", NULL, action_stop_describe);
     gtk_widget_class_install_action(widget_class, "win.close-panel", NULL, action_close_panel);
     cl_window_cases_class_init(widget_class);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, preset_button);
+    gtk_widget_class_install_action(widget_class, "win.display-preset", "s",
+                                    action_display_preset);
 
     /* Plain keys as the window's bindings (bubble phase): a focused text field types them. */
     static const struct {
@@ -1169,6 +1305,14 @@ static void cl_window_init(ClWindow *self)
     g_signal_connect_swapped(self->view_a, "notify::changed-fraction",
                              G_CALLBACK(update_changed_label), self);
     cl_window_cases_init(self);
+    ClImageView *views[2] = { self->view_a, self->view_b };
+    for (guint i = 0; i < 2; i++) {
+        GtkEventController *motion = gtk_event_controller_motion_new();
+        g_signal_connect(motion, "motion", G_CALLBACK(on_view_motion), self);
+        g_signal_connect(motion, "leave", G_CALLBACK(on_view_leave), self);
+        gtk_widget_add_controller(GTK_WIDGET(views[i]), motion);
+        g_signal_connect(views[i], "display-changed", G_CALLBACK(on_display_changed), self);
+    }
     set_describing(self, NULL);
     update_mode_bar(self);
     cl_window_update_heat(self);

@@ -432,3 +432,49 @@ guint8 *cl_display_render_rgba(const ClImage *img, guint frame, const ClDisplayS
     return cl_display_render_rgba_region(img, frame, s, NULL, 0, 0, img->width, img->height, 1,
                                          &w, &h, NULL, error);
 }
+
+char *cl_display_pixel_readout(const ClImage *img, guint frame, double x, double y)
+{
+    g_return_val_if_fail(img != NULL, NULL);
+    if (frame >= cl_image_n_frames(img) || !(x >= 0) || !(y >= 0) || x >= img->width ||
+        y >= img->height)
+        return NULL;
+    guint px = (guint)x, py = (guint)y;
+    const ClFrame *f = cl_image_frame(img, frame);
+    gsize i = (gsize)py * img->width + px;
+    GString *s = g_string_new(NULL);
+    g_string_append_printf(s, "x %u y %u", px, py);
+    /* where, in the world: millimetres from the top-left pixel's centre, or map coordinates */
+    if (img->has_pixel_spacing && img->pixel_spacing[0] > 0 && img->pixel_spacing[1] > 0) {
+        g_string_append_printf(s, " (%.1f, %.1f mm)", px * img->pixel_spacing[1],
+                               py * img->pixel_spacing[0]);
+    } else if (img->geo && img->geo->has_transform) {
+        const double *t = img->geo->transform;
+        double cx = px + 0.5, cy = py + 0.5; /* the pixel's centre (PixelIsArea) */
+        double gx = t[0] + cx * t[1] + cy * t[2], gy = t[3] + cx * t[4] + cy * t[5];
+        if (img->geo->epsg > 0)
+            g_string_append_printf(s, " (%.2f, %.2f EPSG:%d)", gx, gy, img->geo->epsg);
+        else
+            g_string_append_printf(s, " (%.2f, %.2f)", gx, gy);
+    }
+    g_string_append(s, " · ");
+    /* what: the values in modality units (rescale applied; 16-bit stays 16-bit) */
+    guint n = MIN(img->channels, 4u);
+    for (guint c = 0; c < n; c++) {
+        float v = cl_image_plane(img, frame, c)[i];
+        double m = v * f->rescale_slope + f->rescale_intercept;
+        if (c)
+            g_string_append_c(s, ' ');
+        if (!isfinite(v))
+            g_string_append(s, "nodata");
+        else if (img->sample_format == CL_SAMPLE_FLOAT || f->rescale_slope != floor(f->rescale_slope))
+            g_string_append_printf(s, "%.4g", m);
+        else
+            g_string_append_printf(s, "%.0f", m);
+    }
+    if (img->channels > n)
+        g_string_append(s, " …");
+    if (img->rescale_type && *img->rescale_type && img->channels == 1)
+        g_string_append_printf(s, " %s", img->rescale_type);
+    return g_string_free(s, FALSE);
+}

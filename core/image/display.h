@@ -72,4 +72,10 @@ double cl_display_map_value(const ClImage *img, const ClDisplaySettings *s, doub
 void cl_display_channel_range(const ClImage *img, guint frame, guint channel,
                               const ClDisplaySettings *s, double *lo, double *hi);
 
+/* The pointer readout at image point (x, y) of a frame: the pixel, its place in the world
+ * (millimetres from PixelSpacing, map coordinates from a GeoTIFF transform) and its values in
+ * modality units (rescale applied, the DICOM rescale type as unit), e.g.
+ * "x 120 y 88 (84.0, 61.6 mm) · 1023 HU". NULL outside the image. */
+char *cl_display_pixel_readout(const ClImage *img, guint frame, double x, double y);
+
 G_END_DECLS
