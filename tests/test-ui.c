@@ -844,6 +844,11 @@ static void test_huge_pair(void)
 
 /* ---- cases (issue 6: sidebar, demo cases, runs recorded, review with versions) ---- */
 
+static gboolean not_exporting(gpointer data)
+{
+    return !cl_window_get_exporting(data);
+}
+
 static gboolean case_shown(gpointer data)
 {
     ClWindow *win = data;
@@ -928,6 +933,25 @@ static void test_cases(void)
     g_assert_cmpuint(v->version, ==, 3);
     g_assert_cmpint(v->status, ==, CL_DESC_ACCEPTED);
     g_assert_cmpstr(v->text, ==, "Edited by the reviewer: new finding at the right base.");
+
+    /* the case's report, as the menu's Export Report writes it */
+    g_autofree char *pdf = g_build_filename(tmpdir, "report.pdf", NULL);
+    g_autoptr(GFile) pdf_file = g_file_new_for_path(pdf);
+    cl_window_export_report(win, pdf_file);
+    g_assert_true(cl_window_get_exporting(win));
+    g_assert_true(wait_for(not_exporting, win));
+    g_assert_true(cl_window_get_last_export_ok(win));
+    g_autofree char *bytes = NULL;
+    gsize len = 0;
+    g_assert_true(g_file_get_contents(pdf, &bytes, &len, NULL));
+    g_assert_cmpuint(len, >, 10000);
+    g_assert_true(memcmp(bytes, "%PDF-", 5) == 0);
+    const char *shots = g_getenv("CL_SCREENSHOT_DIR");
+    if (shots && *shots) {
+        g_mkdir_with_parents(shots, 0755);
+        g_autofree char *copy = g_build_filename(shots, "case-report.pdf", NULL);
+        g_assert_true(g_file_set_contents(copy, bytes, (gssize)len, NULL));
+    }
 
     /* an edit left unsaved when another case is opened is kept, not lost */
     set_description_text(win, "A later thought, never saved by hand.");

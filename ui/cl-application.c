@@ -218,6 +218,7 @@ static void cl_application_startup(GApplication *app)
         {"win.save-description", {"<Control>s", NULL}},
         {"win.accept-description", {"<Control>Return", NULL}},
         {"win.toggle-sidebar", {"F9", NULL}},
+        {"win.export-report", {"<Control>e", NULL}},
     };
     for (guint i = 0; i < G_N_ELEMENTS(shortcuts); i++)
         gtk_application_set_accels_for_action(GTK_APPLICATION(app), shortcuts[i].action,

@@ -9,7 +9,10 @@
 #include <string.h>
 
 #include "caserun.h"
+#include "cl-config.h"
 #include "preprocess.h"
+#include "report.h"
+#include "worker.h"
 
 /* ---- helpers ---- */
 
@@ -446,6 +449,151 @@ gboolean cl_window_cases_can_review(ClWindow *self)
            self->shown_version == G_MAXUINT;
 }
 
+/* ---- report export ---- */
+
+typedef struct {
+    ClCase *c;
+    char *path;
+    ClReportFormat format;
+    GPtrArray *warnings;
+} ExportJob;
+
+static void export_job_free(ExportJob *j)
+{
+    cl_case_free(j->c);
+    g_free(j->path);
+    g_ptr_array_unref(j->warnings);
+    g_free(j);
+}
+
+static void export_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+    cl_worker_thread_background();
+    ExportJob *j = data;
+    ClReportOptions o;
+    cl_report_options_init(&o, j->c);
+    o.format = j->format;
+    o.generator = "ChangeLens " CL_VERSION;
+    GError *error = NULL;
+    if (cl_report_export(j->c, &o, j->path, j->warnings, &error))
+        g_task_return_boolean(task, TRUE);
+    else
+        g_task_return_error(task, error);
+}
+
+static void export_done(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+    ClWindow *self = CL_WINDOW(source);
+    GTask *task = G_TASK(result);
+    ExportJob *j = g_task_get_task_data(task);
+    g_autoptr(GError) error = NULL;
+    gboolean ok = g_task_propagate_boolean(task, &error);
+    g_clear_object(&self->export_cancellable);
+    g_autofree char *name = g_path_get_basename(j->path);
+    if (ok) {
+        /* TRANSLATORS: a report was written; %s is its file name */
+        g_autofree char *msg = j->warnings->len
+                                   ? g_strdup_printf(_("Report saved as “%s” (%s)"), name,
+                                                     (char *)j->warnings->pdata[0])
+                                   : g_strdup_printf(_("Report saved as “%s”"), name);
+        cl_window_toast(self, msg);
+    } else {
+        g_autofree char *msg = g_strdup_printf(_("The report was not saved: %s"), error->message);
+        cl_window_toast(self, msg);
+    }
+    self->last_export_ok = ok;
+    cl_window_update_actions(self);
+    g_object_notify(G_OBJECT(self), "busy");
+}
+
+void cl_window_export_report(ClWindow *self, GFile *file)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    g_return_if_fail(G_IS_FILE(file));
+    if (!self->db || !self->current_case || self->export_cancellable)
+        return;
+    cl_window_cases_save_pending(self);
+    g_autofree char *path = g_file_get_path(file);
+    if (!path) {
+        cl_window_toast(self, _("Reports are saved to local files only"));
+        return;
+    }
+    ExportJob *j = g_new0(ExportJob, 1);
+    j->format = g_str_has_suffix(path, ".html") || g_str_has_suffix(path, ".htm") ? CL_REPORT_HTML
+                : g_str_has_suffix(path, ".json")                                  ? CL_REPORT_JSON
+                                                                                   : CL_REPORT_PDF;
+    g_autoptr(GError) error = NULL;
+    j->c = cl_casedb_get_case(self->db, self->current_case->summary.id,
+                              CL_CASE_HEATMAP_DATA | CL_CASE_CHECK_FILES, &error);
+    if (!j->c) {
+        g_autofree char *msg = g_strdup_printf(_("The report was not saved: %s"), error->message);
+        cl_window_toast(self, msg);
+        g_free(j);
+        return;
+    }
+    j->path = g_steal_pointer(&path);
+    j->warnings = g_ptr_array_new_with_free_func(g_free);
+    self->export_cancellable = g_cancellable_new();
+    self->last_export_ok = FALSE;
+    g_autoptr(GTask) task = g_task_new(self, self->export_cancellable, export_done, NULL);
+    g_task_set_task_data(task, j, (GDestroyNotify)export_job_free);
+    g_task_run_in_thread(task, export_thread);
+    cl_window_update_actions(self);
+    g_object_notify(G_OBJECT(self), "busy");
+}
+
+static void on_export_response(GtkNativeDialog *dialog, int response, ClWindow *self)
+{
+    if (response == GTK_RESPONSE_ACCEPT) {
+        g_autoptr(GFile) file = gtk_file_chooser_get_file(GTK_FILE_CHOOSER(dialog));
+        if (file)
+            cl_window_export_report(self, file);
+    }
+    gtk_native_dialog_destroy(dialog);
+    g_object_unref(dialog);
+}
+
+static void action_export(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (!self->current_case)
+        return;
+    GtkFileChooserNative *chooser = gtk_file_chooser_native_new(
+        _("Export Report"), GTK_WINDOW(self), GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"),
+        _("_Cancel"));
+    GtkFileChooser *fc = GTK_FILE_CHOOSER(chooser);
+    gtk_native_dialog_set_modal(GTK_NATIVE_DIALOG(chooser), TRUE);
+    static const struct {
+        const char *name, *pattern;
+    } kinds[] = { { N_("PDF document"), "*.pdf" },
+                  { N_("Web page (HTML)"), "*.html" },
+                  { N_("JSON for machines"), "*.json" } };
+    for (guint i = 0; i < G_N_ELEMENTS(kinds); i++) {
+        g_autoptr(GtkFileFilter) f = gtk_file_filter_new();
+        gtk_file_filter_set_name(f, _(kinds[i].name));
+        gtk_file_filter_add_pattern(f, kinds[i].pattern);
+        gtk_file_chooser_add_filter(fc, f);
+    }
+    g_autofree char *base = g_strdup(self->current_case->summary.name);
+    g_strdelimit(base, "/\\:", '-');
+    g_autofree char *suggested = g_strconcat(base, ".pdf", NULL);
+    gtk_file_chooser_set_current_name(fc, suggested);
+    g_signal_connect(chooser, "response", G_CALLBACK(on_export_response), self);
+    gtk_native_dialog_show(GTK_NATIVE_DIALOG(chooser));
+}
+
+gboolean cl_window_get_exporting(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    return self->export_cancellable != NULL;
+}
+
+gboolean cl_window_get_last_export_ok(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    return self->last_export_ok;
+}
+
 static void action_toggle_sidebar(GtkWidget *widget, const char *name, GVariant *param)
 {
     ClWindow *self = CL_WINDOW(widget);
@@ -470,6 +618,7 @@ void cl_window_cases_class_init(GtkWidgetClass *widget_class)
     gtk_widget_class_install_action(widget_class, "win.reject-description", NULL, action_reject);
     gtk_widget_class_install_action(widget_class, "win.toggle-sidebar", NULL,
                                     action_toggle_sidebar);
+    gtk_widget_class_install_action(widget_class, "win.export-report", NULL, action_export);
 }
 
 void cl_window_cases_init(ClWindow *self)
@@ -487,6 +636,10 @@ void cl_window_cases_init(ClWindow *self)
 
 void cl_window_cases_dispose(ClWindow *self)
 {
+    if (self->export_cancellable) {
+        g_cancellable_cancel(self->export_cancellable);
+        g_clear_object(&self->export_cancellable);
+    }
     g_clear_pointer(&self->current_case, cl_case_free);
     self->db = NULL;
 }

@@ -67,6 +67,8 @@ struct _ClWindow {
     GtkLabel *version_label;
     GtkDropDown *version_dropdown;
     GtkWidget *review_box;
+    GCancellable *export_cancellable; /* a report being written */
+    gboolean last_export_ok;
 };
 
 /* cl-window.c */

@@ -39,7 +39,8 @@ static ClImageView *view_at(ClWindow *self, guint i)
 gboolean cl_window_get_busy(ClWindow *self)
 {
     g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
-    return self->load_cancellable != NULL || cl_image_view_get_loading(self->view_a) ||
+    return self->load_cancellable != NULL || self->export_cancellable != NULL ||
+           cl_image_view_get_loading(self->view_a) ||
            cl_image_view_get_loading(self->view_b);
 }
 
@@ -180,6 +181,8 @@ void cl_window_update_actions(ClWindow *self)
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.save-description", review);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.accept-description", review);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.reject-description", review);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.export-report",
+                                  self->current_case != NULL && !self->export_cancellable);
     const char *zoom_actions[] = {"win.zoom-in", "win.zoom-out", "win.zoom-100", "win.zoom-fit"};
     for (guint i = 0; i < G_N_ELEMENTS(zoom_actions); i++)
         gtk_widget_action_set_enabled(GTK_WIDGET(self), zoom_actions[i], shown);

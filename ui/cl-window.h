@@ -61,5 +61,10 @@ void cl_window_set_case_db(ClWindow *self, ClCaseDb *db);
 void cl_window_open_case(ClWindow *self, gint64 case_id);
 /* The case shown, 0 when none. */
 gint64 cl_window_get_case_id(ClWindow *self);
+/* Writes the shown case's report to file in a worker thread (action win.export-report asks
+ * where): PDF, or HTML / JSON by the name's suffix; a toast says how it went. */
+void cl_window_export_report(ClWindow *self, GFile *file);
+gboolean cl_window_get_exporting(ClWindow *self);
+gboolean cl_window_get_last_export_ok(ClWindow *self);
 
 G_END_DECLS
