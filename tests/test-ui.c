@@ -4,6 +4,7 @@
 #include <cairo.h>
 #include <glib/gstdio.h>
 #include <tiffio.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -581,12 +582,19 @@ static gboolean flicker_shows(gpointer data)
 }
 
 /* Larger images with a shared scene and one change, for the compare modes and the model. */
-static void write_scene(const char *path, gboolean changed)
+static void write_scene_at(const char *path, gboolean changed, double dx, double dy)
 {
     cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 320, 240);
     cairo_t *cr = cairo_create(s);
+    cairo_translate(cr, dx, dy);
     cairo_set_source_rgb(cr, 0.45, 0.55, 0.4);
     cairo_paint(cr);
+    /* texture to align on */
+    for (int i = 0; i < 40; i++) {
+        cairo_set_source_rgb(cr, 0.3 + 0.012 * i, 0.5, 0.35 + 0.01 * (i % 7));
+        cairo_arc(cr, (i * 73) % 320, (i * 41) % 240, 4 + i % 6, 0, 2 * G_PI);
+        cairo_fill(cr);
+    }
     cairo_set_source_rgb(cr, 0.8, 0.8, 0.75);
     cairo_rectangle(cr, 40, 40, 80, 60);
     cairo_fill(cr);
@@ -601,6 +609,11 @@ static void write_scene(const char *path, gboolean changed)
     cairo_destroy(cr);
     g_assert_true(cairo_surface_write_to_png(s, path) == CAIRO_STATUS_SUCCESS);
     cairo_surface_destroy(s);
+}
+
+static void write_scene(const char *path, gboolean changed)
+{
+    write_scene_at(path, changed, 0, 0);
 }
 
 static void test_compare_modes(void)
@@ -1040,6 +1053,55 @@ static void test_window_level(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+static gboolean not_busy(gpointer data)
+{
+    return !cl_window_get_busy(data);
+}
+
+/* Align: a shifted later image is laid back over the earlier one; the difference shrinks to the
+ * real change; Alt+arrow nudges move it by a pixel. */
+static void test_align(void)
+{
+    g_autofree char *pa = g_build_filename(tmpdir, "align-a.png", NULL);
+    g_autofree char *pb = g_build_filename(tmpdir, "align-b.png", NULL);
+    write_scene_at(pa, FALSE, 0, 0);
+    write_scene_at(pb, TRUE, 6, -4); /* the later shot is off by (6, -4) pixels */
+    const char *paths[] = {pa, pb};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_ready, a));
+    double unaligned = cl_image_view_get_changed_fraction(a);
+
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.align", NULL));
+    g_assert_true(wait_for(not_busy, win));
+    g_assert_true(cl_window_get_aligned(win));
+    double m[6];
+    g_assert_true(cl_image_view_get_alignment(b, m));
+    g_test_message("alignment: shift (%.2f, %.2f), linear %.4f %.4f %.4f %.4f", m[0], m[3], m[1],
+                   m[2], m[4], m[5]);
+    g_assert_cmpfloat(fabs(m[0] - 6), <, 0.5);
+    g_assert_cmpfloat(fabs(m[3] + 4), <, 0.5);
+    g_assert_true(wait_for(diff_ready, a));
+    double aligned = cl_image_view_get_changed_fraction(a);
+    printf("# difference: %.1f %% of pixels changed unaligned, %.1f %% aligned (the real change "
+           "is 6.4 %%)\n", unaligned * 100, aligned * 100);
+    g_assert_cmpfloat(aligned, <, unaligned);
+    g_assert_cmpfloat(aligned, <, 0.10);
+    save_screenshot(win, "difference-aligned");
+
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.nudge", "(ii)", 1, 0));
+    double n[6];
+    g_assert_true(cl_image_view_get_alignment(b, n));
+    g_assert_cmpfloat(fabs(n[0] - (m[0] - m[1])), <, 1e-9);
+
+    /* off: the images as they are */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.align", NULL));
+    g_assert_false(cl_window_get_aligned(win));
+    g_assert_false(cl_image_view_get_alignment(b, NULL));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Templates in the GResource parse (the help overlay is otherwise only loaded by the app). */
 static void test_resources(void)
 {
@@ -1098,6 +1160,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/huge-pair", test_huge_pair);
     g_test_add_func("/ui/window/cases", test_cases);
     g_test_add_func("/ui/window/window-level", test_window_level);
+    g_test_add_func("/ui/window/align", test_align);
     int rc = g_test_run();
 
     cl_fixture_rmdir(tmpdir);

@@ -69,6 +69,11 @@ struct _ClImageView {
     GPtrArray *diff_mips;    /* and its halvings, as mips */
     double changed_fraction; /* of the pixels, over the tolerance; < 0 while unknown */
 
+    /* Alignment: this image is drawn in the frame of the image it was aligned onto; a point u
+     * of that frame shows this image's pixel align(u) (register.h's map). */
+    gboolean has_align;
+    double align[6], align_inv[6];
+
     /* Heat overlay: a small texture stretched over the model input's square, in this image's
      * normalised coordinates (u, v in [0, 1] cover the image; the letterbox padding lies beyond). */
     GdkTexture *heat;
@@ -224,6 +229,8 @@ static void render_thread(GTask *task, gpointer source, gpointer task_data,
 }
 
 static void update_diff(ClImageView *self);
+static void frame_to_image(ClImageView *self, ClImageView *v, double m[6]);
+static void invert_affine(const double m[6], double inv[6]);
 
 static void clear_detail(ClImageView *self)
 {
@@ -317,6 +324,28 @@ void cl_image_view_set_image(ClImageView *self, ClDocument *document, guint fram
     g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_LOADING]);
     g_object_thaw_notify(G_OBJECT(self));
     gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+void cl_image_view_set_alignment(ClImageView *self, const double m[6])
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    self->has_align = m != NULL;
+    if (m) {
+        memcpy(self->align, m, sizeof self->align);
+        invert_affine(self->align, self->align_inv);
+    }
+    clear_detail(self);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+    /* views showing this one as their partner redraw and recompute their difference */
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_TEXTURE]);
+}
+
+gboolean cl_image_view_get_alignment(ClImageView *self, double m[6])
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), FALSE);
+    if (self->has_align && m)
+        memcpy(m, self->align, sizeof self->align);
+    return self->has_align;
 }
 
 void cl_image_view_set_display(ClImageView *self, const ClDisplaySettings *settings)
@@ -472,6 +501,7 @@ typedef struct {
     GBytes *a, *b;
     guint wa, ha, wb, hb;
     double tolerance;
+    double map[6]; /* A's overview point -> B's overview point (the alignment, or the stretch) */
 } DiffJob;
 
 typedef struct {
@@ -510,25 +540,33 @@ static void diff_thread(GTask *task, gpointer source, gpointer task_data, GCance
                                 "not enough memory for the difference image");
         return;
     }
-    g_autofree guint *xmap = g_new(guint, j->wa);
-    for (guint x = 0; x < j->wa; x++)
-        xmap[x] = MIN(j->wb - 1, (guint)(((double)x + 0.5) * j->wb / j->wa));
-    guint64 changed = 0;
+    guint64 changed = 0, compared = 0;
+    const double *m = j->map;
     for (guint y = 0; y < j->ha; y++) {
         if (g_cancellable_is_cancelled(cancellable)) {
             g_free(out);
             g_task_return_error_if_cancelled(task);
             return;
         }
-        guint yb = MIN(j->hb - 1, (guint)(((double)y + 0.5) * j->hb / j->ha));
-        const guint8 *ra = a + (gsize)y * j->wa * 4, *rb = b + (gsize)yb * j->wb * 4;
+        const guint8 *ra = a + (gsize)y * j->wa * 4;
         guint8 *ro = out + (gsize)y * j->wa * 4;
+        double cy = y + 0.5;
         for (guint x = 0; x < j->wa; x++) {
-            const guint8 *pa = ra + x * 4, *pb = rb + xmap[x] * 4;
+            const guint8 *pa = ra + x * 4;
+            guint8 *po = ro + x * 4;
+            double cx = x + 0.5;
+            double bx = m[0] + m[1] * cx + m[2] * cy, by = m[3] + m[4] * cx + m[5] * cy;
+            po[3] = 255;
+            if (!(bx >= 0 && by >= 0 && bx < j->wb && by < j->hb)) {
+                /* no pixel of B here (alignment moved it away): not compared */
+                po[0] = po[1] = 36, po[2] = 56;
+                continue;
+            }
+            const guint8 *pb = b + ((gsize)(guint)by * j->wb + (guint)bx) * 4;
             int d = 0;
             for (int c = 0; c < 3; c++)
                 d = MAX(d, abs((int)pa[c] - (int)pb[c]));
-            guint8 *po = ro + x * 4;
+            compared++;
             if (d > j->tolerance) {
                 changed++;
                 po[0] = (guint8)(128 + d / 2), po[1] = 24, po[2] = 24;
@@ -536,11 +574,10 @@ static void diff_thread(GTask *task, gpointer source, gpointer task_data, GCance
                 guint8 grey = (guint8)((pa[0] * 77 + pa[1] * 150 + pa[2] * 29) >> 8);
                 po[0] = po[1] = po[2] = (guint8)(grey * 3 / 10);
             }
-            po[3] = 255;
         }
     }
     DiffResult *r = g_new0(DiffResult, 1);
-    r->changed_fraction = (double)changed / ((double)j->wa * j->ha);
+    r->changed_fraction = compared ? (double)changed / (double)compared : 0.0;
     r->rgba = g_bytes_new_take(out, (gsize)j->wa * j->ha * 4);
     r->width = j->wa, r->height = j->ha;
     r->mips = make_mips(r->rgba, r->width, r->height);
@@ -590,6 +627,12 @@ static void update_diff(ClImageView *self)
         j->b = g_bytes_ref(self->partner->overview);
         j->wa = self->overview_w, j->ha = self->overview_h;
         j->wb = self->partner->overview_w, j->hb = self->partner->overview_h;
+        /* overview pixels -> full A -> (alignment or stretch) -> full B -> overview pixels */
+        double fm[6];
+        frame_to_image(self, self->partner, fm);
+        double sa = self->texture_scale, sb = self->partner->texture_scale;
+        j->map[0] = sb * fm[0], j->map[1] = sb * fm[1] / sa, j->map[2] = sb * fm[2] / sa;
+        j->map[3] = sb * fm[3], j->map[4] = sb * fm[4] / sa, j->map[5] = sb * fm[5] / sa;
         j->tolerance = self->tolerance;
         self->diff_cancellable = g_cancellable_new();
         g_autoptr(GTask) task = g_task_new(self, self->diff_cancellable, diff_done, NULL);
@@ -856,13 +899,9 @@ static void detail_done(GObject *source, GAsyncResult *result, gpointer user_dat
 
 /* Draws the visible part at full resolution; FALSE when it is not ready (being rendered, or no
  * memory): the caller draws the overview instead. */
-static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy,
-                                double lz, double zoom)
+static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, int vx0, int vy0,
+                                int vx1, int vy1, double zoom, double ox, double oy, double lz)
 {
-    double w = gtk_widget_get_width(GTK_WIDGET(self)), h = gtk_widget_get_height(GTK_WIDGET(self));
-    int vx0 = (int)floor(MAX(0.0, -ox / lz)), vy0 = (int)floor(MAX(0.0, -oy / lz));
-    int vx1 = (int)ceil(MIN((double)self->image_width, (w - ox) / lz));
-    int vy1 = (int)ceil(MIN((double)self->image_height, (h - oy) / lz));
     if (vx1 <= vx0 || vy1 <= vy0)
         return TRUE; /* the image is out of sight */
 
@@ -925,17 +964,112 @@ static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, double
     return TRUE;
 }
 
-/* This view's own image: the overview texture, or the full-resolution crop when zoomed in. */
+/* The map from frame coordinates (what the viewport centres) to v's pixels, drawn in self: v's
+ * alignment; for a partner without one, the stretch onto self's image; else the identity. */
+static void frame_to_image(ClImageView *self, ClImageView *v, double m[6])
+{
+    if (v->has_align) {
+        memcpy(m, v->align, sizeof v->align);
+        return;
+    }
+    double sx = v != self && self->image_width ? (double)v->image_width / self->image_width : 1;
+    double sy = v != self && self->image_height ? (double)v->image_height / self->image_height : 1;
+    const double t[6] = { 0, sx, 0, 0, 0, sy };
+    memcpy(m, t, sizeof t);
+}
+
+static void invert_affine(const double m[6], double inv[6])
+{
+    double det = m[1] * m[5] - m[2] * m[4];
+    if (fabs(det) < 1e-12)
+        det = 1e-12;
+    inv[1] = m[5] / det, inv[2] = -m[2] / det, inv[4] = -m[4] / det, inv[5] = m[1] / det;
+    inv[0] = -(inv[1] * m[0] + inv[2] * m[3]);
+    inv[3] = -(inv[4] * m[0] + inv[5] * m[3]);
+}
+
+/* Pushes the transform under which v's pixel coordinates land on self's screen; pop with
+ * gtk_snapshot_restore. Fills v's visible pixel rectangle (clamped to its image). */
+static void push_image_space(ClImageView *self, ClImageView *v, GtkSnapshot *snapshot, double ox,
+                             double oy, double lz, int vis[4])
+{
+    double m[6], inv[6];
+    frame_to_image(self, v, m);
+    invert_affine(m, inv);
+    gtk_snapshot_save(snapshot);
+    gtk_snapshot_translate(snapshot, &GRAPHENE_POINT_INIT((float)ox, (float)oy));
+    gtk_snapshot_scale(snapshot, (float)lz, (float)lz);
+    graphene_matrix_t gm;
+    graphene_matrix_init_from_2d(&gm, inv[1], inv[4], inv[2], inv[5], inv[0], inv[3]);
+    gtk_snapshot_transform_matrix(snapshot, &gm);
+    double w = gtk_widget_get_width(GTK_WIDGET(self)), h = gtk_widget_get_height(GTK_WIDGET(self));
+    double x0 = G_MAXDOUBLE, y0 = G_MAXDOUBLE, x1 = -G_MAXDOUBLE, y1 = -G_MAXDOUBLE;
+    const double cx[4] = { 0, w, 0, w }, cy[4] = { 0, 0, h, h };
+    for (int i = 0; i < 4; i++) {
+        double ux = (cx[i] - ox) / lz, uy = (cy[i] - oy) / lz;
+        double px = m[0] + m[1] * ux + m[2] * uy, py = m[3] + m[4] * ux + m[5] * uy;
+        x0 = MIN(x0, px), y0 = MIN(y0, py), x1 = MAX(x1, px), y1 = MAX(y1, py);
+    }
+    vis[0] = (int)floor(MAX(0.0, x0)), vis[1] = (int)floor(MAX(0.0, y0));
+    vis[2] = (int)ceil(MIN((double)v->image_width, x1));
+    vis[3] = (int)ceil(MIN((double)v->image_height, y1));
+}
+
+/* The zoom (device pixels per image pixel) at which v's image is drawn in self. */
+static double zoom_of(ClImageView *self, ClImageView *v, double zoom)
+{
+    double m[6];
+    frame_to_image(self, v, m);
+    double det = fabs(m[1] * m[5] - m[2] * m[4]);
+    return det > 1e-12 ? zoom / sqrt(det) : zoom;
+}
+
+/* This view's own image: the overview's mip for the zoom, or the crop of what is on screen at
+ * full resolution when zoomed past the overview. */
 static void draw_own(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy, double lz,
                      double zoom)
 {
-    gboolean need_detail = zoom > CL_VIEW_NEAREST_ZOOM || zoom > self->texture_scale * 1.001;
-    if (need_detail && snapshot_detail(self, snapshot, ox, oy, lz, zoom))
+    if (!self->has_align) {
+        /* straight onto the screen: texel edges land on whole device pixels when zoomed in, so
+         * the nearest-neighbour crop stays sharp (no transform for the renderer to filter) */
+        double w = gtk_widget_get_width(GTK_WIDGET(self));
+        double h = gtk_widget_get_height(GTK_WIDGET(self));
+        int vx0 = (int)floor(MAX(0.0, -ox / lz)), vy0 = (int)floor(MAX(0.0, -oy / lz));
+        int vx1 = (int)ceil(MIN((double)self->image_width, (w - ox) / lz));
+        int vy1 = (int)ceil(MIN((double)self->image_height, (h - oy) / lz));
+        gboolean need_detail = zoom > CL_VIEW_NEAREST_ZOOM || zoom > self->texture_scale * 1.001;
+        if (need_detail && snapshot_detail(self, snapshot, vx0, vy0, vx1, vy1, zoom, ox, oy, lz))
+            return;
+        gtk_snapshot_append_texture(snapshot, pick_mip(self->mips, self->image_width, zoom),
+                                    &GRAPHENE_RECT_INIT((float)ox, (float)oy,
+                                                        (float)(self->image_width * lz),
+                                                        (float)(self->image_height * lz)));
         return;
-    gtk_snapshot_append_texture(snapshot, pick_mip(self->mips, self->image_width, zoom),
-                                &GRAPHENE_RECT_INIT((float)ox, (float)oy,
-                                                    (float)(self->image_width * lz),
-                                                    (float)(self->image_height * lz)));
+    }
+    int vis[4];
+    push_image_space(self, self, snapshot, ox, oy, lz, vis);
+    double z = zoom_of(self, self, zoom);
+    gboolean need_detail = z > CL_VIEW_NEAREST_ZOOM || z > self->texture_scale * 1.001;
+    if (!need_detail ||
+        !snapshot_detail(self, snapshot, vis[0], vis[1], vis[2], vis[3], z, 0, 0, 1))
+        gtk_snapshot_append_texture(snapshot, pick_mip(self->mips, self->image_width, z),
+                                    &GRAPHENE_RECT_INIT(0, 0, (float)self->image_width,
+                                                        (float)self->image_height));
+    gtk_snapshot_restore(snapshot);
+}
+
+/* The partner's image (the mip for its size here), laid over this one: through its alignment,
+ * or stretched onto this image. */
+static void draw_partner(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy, double lz,
+                         double zoom)
+{
+    ClImageView *p = self->partner;
+    int vis[4];
+    push_image_space(self, p, snapshot, ox, oy, lz, vis);
+    gtk_snapshot_append_texture(snapshot, pick_mip(p->mips, p->image_width, zoom_of(self, p, zoom)),
+                                &GRAPHENE_RECT_INIT(0, 0, (float)p->image_width,
+                                                    (float)p->image_height));
+    gtk_snapshot_restore(snapshot);
 }
 
 static void draw_divider(GtkSnapshot *snapshot, double x, double h)
@@ -960,10 +1094,7 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
     double oy = round((h / 2.0 - cl_viewport_get_center_y(self->viewport) * lz) * s) / s;
     double iw = self->image_width * lz, ih = self->image_height * lz;
     graphene_rect_t image_rect = GRAPHENE_RECT_INIT((float)ox, (float)oy, (float)iw, (float)ih);
-    /* the partner's image at the size it is drawn here */
-    GdkTexture *other = self->partner && self->partner->mips
-                            ? pick_mip(self->partner->mips, self->image_width, zoom)
-                            : NULL;
+    gboolean other = self->partner && self->partner->mips;
 
     switch (self->mode) {
     case CL_COMPARE_NONE:
@@ -975,7 +1106,7 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
         if (other) {
             gtk_snapshot_push_clip(snapshot,
                                    &GRAPHENE_RECT_INIT((float)x, 0, (float)(w - x), (float)h));
-            gtk_snapshot_append_texture(snapshot, other, &image_rect);
+            draw_partner(self, snapshot, ox, oy, lz, zoom);
             gtk_snapshot_pop(snapshot);
         }
         draw_divider(snapshot, x, h);
@@ -985,13 +1116,13 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
         draw_own(self, snapshot, ox, oy, lz, zoom);
         if (other) {
             gtk_snapshot_push_opacity(snapshot, self->blend);
-            gtk_snapshot_append_texture(snapshot, other, &image_rect);
+            draw_partner(self, snapshot, ox, oy, lz, zoom);
             gtk_snapshot_pop(snapshot);
         }
         break;
     case CL_COMPARE_FLICKER:
         if (self->flicker_phase && other)
-            gtk_snapshot_append_texture(snapshot, other, &image_rect);
+            draw_partner(self, snapshot, ox, oy, lz, zoom);
         else
             draw_own(self, snapshot, ox, oy, lz, zoom);
         break;
@@ -1005,16 +1136,22 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
         break;
     }
 
+    /* the heat map belongs to the later image: the partner's in an overlaid mode */
     if (self->heat && self->heat_opacity > 0) {
-        gtk_snapshot_push_clip(snapshot, &image_rect);
+        ClImageView *v = self->mode != CL_COMPARE_NONE && other ? self->partner : self;
+        int vis[4];
+        push_image_space(self, v, snapshot, ox, oy, lz, vis);
+        double vw = v->image_width, vh = v->image_height;
+        gtk_snapshot_push_clip(snapshot, &GRAPHENE_RECT_INIT(0, 0, (float)vw, (float)vh));
         gtk_snapshot_push_opacity(snapshot, self->heat_opacity);
         gtk_snapshot_append_texture(
             snapshot, self->heat,
-            &GRAPHENE_RECT_INIT((float)(ox + self->heat_u0 * iw), (float)(oy + self->heat_v0 * ih),
-                                (float)((self->heat_u1 - self->heat_u0) * iw),
-                                (float)((self->heat_v1 - self->heat_v0) * ih)));
+            &GRAPHENE_RECT_INIT((float)(self->heat_u0 * vw), (float)(self->heat_v0 * vh),
+                                (float)((self->heat_u1 - self->heat_u0) * vw),
+                                (float)((self->heat_v1 - self->heat_v0) * vh)));
         gtk_snapshot_pop(snapshot);
         gtk_snapshot_pop(snapshot);
+        gtk_snapshot_restore(snapshot);
     }
 }
 

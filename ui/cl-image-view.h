@@ -48,6 +48,12 @@ void cl_image_view_widget_to_image(ClImageView *self, double x, double y, double
 void cl_image_view_set_display(ClImageView *self, const ClDisplaySettings *settings);
 gboolean cl_image_view_get_display(ClImageView *self, ClDisplaySettings *out);
 
+/* Alignment (register.h): this image is drawn in the frame of the image it was aligned onto,
+ * where a frame point u shows this image's pixel m(u) (m as ClRegistration.m); NULL clears it.
+ * Views comparing with this one (their partner) lay it over theirs through it. */
+void cl_image_view_set_alignment(ClImageView *self, const double m[6]);
+gboolean cl_image_view_get_alignment(ClImageView *self, double m[6]);
+
 /* ---- comparison: this view's image with its partner's, in this view ----
  * The partner's image is drawn into this image's rectangle (stretched when its size differs:
  * the same scene at another resolution). */

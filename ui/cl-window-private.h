@@ -28,6 +28,9 @@ struct _ClWindow {
     GtkActionBar *mode_bar;
     GtkScale *mode_scale, *heat_scale;
     GtkMenuButton *preset_button;
+    GtkLabel *align_label;
+    gboolean aligned;
+    GCancellable *align_cancellable;
 
     GSettings *settings; /* NULL when the schema is not installed */
     GCancellable *load_cancellable;

@@ -12,6 +12,7 @@
 #include "cl-document.h"
 #include "display.h"
 #include "model.h"
+#include "register.h"
 #include "sequence.h"
 #include "worker.h"
 
@@ -25,7 +26,7 @@
 G_DEFINE_FINAL_TYPE(ClWindow, cl_window, ADW_TYPE_APPLICATION_WINDOW)
 
 enum { PROP_0, PROP_LINK_VIEWS, PROP_BUSY, PROP_COMPARE_MODE, PROP_SHOW_HEATMAP, PROP_DESCRIBING,
-       N_PROPS };
+       PROP_ALIGNED, N_PROPS };
 static GParamSpec *properties[N_PROPS];
 
 static ClImageView *view_at(ClWindow *self, guint i)
@@ -40,6 +41,7 @@ gboolean cl_window_get_busy(ClWindow *self)
 {
     g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
     return self->load_cancellable != NULL || self->export_cancellable != NULL ||
+           self->align_cancellable != NULL ||
            cl_image_view_get_loading(self->view_a) ||
            cl_image_view_get_loading(self->view_b);
 }
@@ -581,6 +583,137 @@ static void set_caption(GtkLabel *name, GtkLabel *info, ClDocument *doc, guint f
     gtk_label_set_label(info, text);
 }
 
+/* ---- alignment ---- */
+
+typedef struct {
+    ClDocument *a, *b;
+    guint fa, fb;
+    ClRegistration r;
+} AlignJob;
+
+static void align_job_free(AlignJob *j)
+{
+    g_clear_object(&j->a);
+    g_clear_object(&j->b);
+    g_free(j);
+}
+
+static void align_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+    cl_worker_thread_background();
+    AlignJob *j = data;
+    GError *error = NULL;
+    if (cl_register_images(cl_document_get_image(j->a), j->fa, cl_document_get_image(j->b), j->fb,
+                           CL_REGISTER_RIGID, &j->r, cancellable, &error))
+        g_task_return_boolean(task, TRUE);
+    else
+        g_task_return_error(task, error);
+}
+
+static void set_align_label(ClWindow *self, const char *text)
+{
+    gtk_label_set_label(self->align_label, text ? text : "");
+}
+
+static void align_done(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+    GTask *task = G_TASK(result);
+    if (g_cancellable_is_cancelled(g_task_get_cancellable(task)))
+        return;
+    ClWindow *self = CL_WINDOW(source);
+    g_clear_object(&self->align_cancellable);
+    AlignJob *j = g_task_get_task_data(task);
+    g_autoptr(GError) error = NULL;
+    if (!g_task_propagate_boolean(task, &error)) {
+        g_autofree char *msg = g_strdup_printf(_("The images could not be aligned: %s"),
+                                               error->message);
+        cl_window_toast(self, msg);
+        cl_window_set_aligned(self, FALSE);
+    } else if (!j->r.improved) {
+        /* TRANSLATORS: registration found nothing better than the images as they are */
+        g_autofree char *msg = g_strdup_printf(
+            _("No better alignment found (match %.2f as they are)"), j->r.before);
+        cl_window_toast(self, msg);
+        cl_window_set_aligned(self, FALSE);
+    } else {
+        cl_image_view_set_alignment(self->view_b, j->r.m);
+        /* TRANSLATORS: the registration's quality: normalised cross-correlation after and before */
+        g_autofree char *text = g_strdup_printf(_("Aligned: match %.2f (was %.2f)"), j->r.quality,
+                                                j->r.before);
+        set_align_label(self, text);
+    }
+    update_busy(self);
+}
+
+gboolean cl_window_get_aligned(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    return self->aligned;
+}
+
+void cl_window_set_aligned(ClWindow *self, gboolean aligned)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    aligned = !!aligned;
+    if (self->align_cancellable) {
+        g_cancellable_cancel(self->align_cancellable);
+        g_clear_object(&self->align_cancellable);
+    }
+    ClDocument *a = cl_image_view_get_document(self->view_a);
+    ClDocument *b = cl_image_view_get_document(self->view_b);
+    if (aligned && (!a || !b))
+        aligned = FALSE;
+    gboolean changed = aligned != self->aligned;
+    self->aligned = aligned;
+    cl_image_view_set_alignment(self->view_b, NULL);
+    set_align_label(self, NULL);
+    if (aligned) {
+        set_align_label(self, _("Aligning…"));
+        AlignJob *j = g_new0(AlignJob, 1);
+        j->a = g_object_ref(a), j->b = g_object_ref(b);
+        j->fa = cl_image_view_get_frame(self->view_a);
+        j->fb = cl_image_view_get_frame(self->view_b);
+        self->align_cancellable = g_cancellable_new();
+        g_autoptr(GTask) task = g_task_new(self, self->align_cancellable, align_done, NULL);
+        g_task_set_task_data(task, j, (GDestroyNotify)align_job_free);
+        g_task_run_in_thread(task, align_thread);
+    }
+    update_busy(self);
+    if (changed)
+        g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_ALIGNED]);
+}
+
+/* win.nudge((dx, dy)): moves the later image by whole pixels of the earlier one, from where
+ * the alignment (or the plain stretch) put it; the result stays until Align is turned off. */
+static void action_nudge(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (!cl_image_view_get_document(self->view_a) || !cl_image_view_get_document(self->view_b))
+        return;
+    int dx, dy;
+    g_variant_get(param, "(ii)", &dx, &dy);
+    if (self->align_cancellable)
+        return; /* an automatic alignment is under way */
+    double m[6];
+    if (!cl_image_view_get_alignment(self->view_b, m)) {
+        guint wa, ha, wb, hb;
+        cl_image_view_get_image_size(self->view_a, &wa, &ha);
+        cl_image_view_get_image_size(self->view_b, &wb, &hb);
+        ClRegistration id;
+        cl_registration_identity(&id, wa, ha, wb, hb);
+        memcpy(m, id.m, sizeof m);
+    }
+    /* the later image moves by (dx, dy) in the frame: it shows at u what it showed at u - d */
+    m[0] -= m[1] * dx + m[2] * dy;
+    m[3] -= m[4] * dx + m[5] * dy;
+    cl_image_view_set_alignment(self->view_b, m);
+    if (!self->aligned) {
+        self->aligned = TRUE;
+        g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_ALIGNED]);
+    }
+    set_align_label(self, _("Aligned by hand"));
+}
+
 /* ---- pointer readout and window/level ---- */
 
 static void show_readout(ClWindow *self, ClImageView *view, double wx, double wy)
@@ -740,6 +873,8 @@ static void show_documents(ClWindow *self, GPtrArray *documents)
     }
     cl_viewport_set_content_size(self->shared_viewport, union_w, union_h);
 
+    /* an alignment belonged to the images shown until now */
+    cl_window_set_aligned(self, FALSE);
     /* what the model said was about the images shown until now */
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
@@ -1138,6 +1273,9 @@ static void cl_window_get_property(GObject *object, guint prop_id, GValue *value
     case PROP_DESCRIBING:
         g_value_set_boolean(value, self->describe_cancellable != NULL);
         break;
+    case PROP_ALIGNED:
+        g_value_set_boolean(value, self->aligned);
+        break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
@@ -1157,6 +1295,9 @@ static void cl_window_set_property(GObject *object, guint prop_id, const GValue 
     case PROP_SHOW_HEATMAP:
         cl_window_set_show_heatmap(self, g_value_get_boolean(value));
         break;
+    case PROP_ALIGNED:
+        cl_window_set_aligned(self, g_value_get_boolean(value));
+        break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
@@ -1172,6 +1313,10 @@ static void cl_window_dispose(GObject *object)
     if (self->describe_cancellable) {
         g_cancellable_cancel(self->describe_cancellable);
         g_clear_object(&self->describe_cancellable);
+    }
+    if (self->align_cancellable) {
+        g_cancellable_cancel(self->align_cancellable);
+        g_clear_object(&self->align_cancellable);
     }
     g_clear_object(&self->worker);
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
@@ -1212,6 +1357,9 @@ static void cl_window_class_init(ClWindowClass *klass)
                             G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
     properties[PROP_SHOW_HEATMAP] =
         g_param_spec_boolean("show-heatmap", NULL, NULL, FALSE,
+                             G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
+    properties[PROP_ALIGNED] =
+        g_param_spec_boolean("aligned", NULL, NULL, FALSE,
                              G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
     properties[PROP_DESCRIBING] = g_param_spec_boolean(
         "describing", NULL, NULL, FALSE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
@@ -1256,6 +1404,17 @@ static void cl_window_class_init(ClWindowClass *klass)
     gtk_widget_class_install_action(widget_class, "win.close-panel", NULL, action_close_panel);
     cl_window_cases_class_init(widget_class);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, preset_button);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, align_label);
+    gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");
+    gtk_widget_class_install_action(widget_class, "win.nudge", "(ii)", action_nudge);
+    static const struct {
+        guint key;
+        int dx, dy;
+    } nudges[] = { { GDK_KEY_Left, -1, 0 }, { GDK_KEY_Right, 1, 0 }, { GDK_KEY_Up, 0, -1 },
+                   { GDK_KEY_Down, 0, 1 } };
+    for (guint i = 0; i < G_N_ELEMENTS(nudges); i++)
+        gtk_widget_class_add_binding_action(widget_class, nudges[i].key, GDK_ALT_MASK,
+                                            "win.nudge", "(ii)", nudges[i].dx, nudges[i].dy);
     gtk_widget_class_install_action(widget_class, "win.display-preset", "s",
                                     action_display_preset);
 

@@ -34,6 +34,12 @@ gboolean cl_window_get_busy(ClWindow *self);
  * left pane: "swipe", "blend", "flicker", "difference" (action win.compare-mode). */
 const char *cl_window_get_compare_mode(ClWindow *self);
 void cl_window_set_compare_mode(ClWindow *self, const char *mode);
+/* Aligns the later image onto the earlier one (action win.align; rigid, core/prep/register.h)
+ * off the main thread; the match before and after is shown. Alt+arrows nudge it by a pixel
+ * (win.nudge). Turning it off shows the images as they are. */
+gboolean cl_window_get_aligned(ClWindow *self);
+void cl_window_set_aligned(ClWindow *self, gboolean aligned);
+
 /* The last model run's heat map over the later image (action win.show-heatmap). */
 gboolean cl_window_get_show_heatmap(ClWindow *self);
 void cl_window_set_show_heatmap(ClWindow *self, gboolean show);
