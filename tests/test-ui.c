@@ -537,8 +537,8 @@ static void save_screenshot(ClWindow *win, const char *name)
     if (!dir || !*dir)
         return;
     g_mkdir_with_parents(dir, 0755);
-    /* let pending frames and redraws happen first */
-    for (int i = 0; i < 20; i++) {
+    /* let pending frames, redraws and the page crossfade (200 ms) finish first */
+    for (int i = 0; i < 60; i++) {
         while (g_main_context_iteration(NULL, FALSE))
             ;
         g_usleep(5000);
@@ -1102,6 +1102,43 @@ static void test_align(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* Ignore regions: left out of the difference, shown on both views, cleared by the action. */
+static void test_masks(void)
+{
+    g_autofree char *pa = g_build_filename(tmpdir, "mask-a.png", NULL);
+    g_autofree char *pb = g_build_filename(tmpdir, "mask-b.png", NULL);
+    write_scene(pa, FALSE);
+    write_scene(pb, TRUE); /* the change: a 70 × 70 square at (200, 50) */
+    const char *paths[] = {pa, pb};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_ready, a));
+    double before = cl_image_view_get_changed_fraction(a);
+    g_assert_cmpfloat(before, >, 0.05);
+
+    cl_window_add_mask(win, 195, 45, 275, 125);
+    g_assert_cmpuint(cl_window_get_n_masks(win), ==, 1);
+    g_assert_cmpuint(cl_image_view_get_n_masks(a), ==, 1);
+    g_assert_cmpuint(cl_image_view_get_n_masks(b), ==, 1);
+    g_assert_true(wait_for(diff_ready, a));
+    double after = cl_image_view_get_changed_fraction(a);
+    printf("# difference: %.2f %% changed, %.2f %% with the change masked\n", before * 100,
+           after * 100);
+    g_assert_cmpfloat(after, <, 0.002);
+    save_screenshot(win, "difference-masked");
+
+    /* the model runs with them (its input masked: tests/test-describe.c /masks) */
+    set_mode(win, "side-by-side");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.clear-masks", NULL));
+    g_assert_cmpuint(cl_window_get_n_masks(win), ==, 0);
+    g_assert_cmpuint(cl_image_view_get_n_masks(b), ==, 0);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Templates in the GResource parse (the help overlay is otherwise only loaded by the app). */
 static void test_resources(void)
 {
@@ -1161,6 +1198,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/cases", test_cases);
     g_test_add_func("/ui/window/window-level", test_window_level);
     g_test_add_func("/ui/window/align", test_align);
+    g_test_add_func("/ui/window/masks", test_masks);
     int rc = g_test_run();
 
     cl_fixture_rmdir(tmpdir);

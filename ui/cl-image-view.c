@@ -74,6 +74,12 @@ struct _ClImageView {
     gboolean has_align;
     double align[6], align_inv[6];
 
+    /* Ignore regions in this image's pixels (x0, y0, x1, y1 each), drawn hatched; the
+     * difference leaves them out. Shift+drag draws one ("mask-drawn"). */
+    GArray *masks; /* double */
+    gboolean drawing_mask;
+    double mask_x0, mask_y0, mask_x1, mask_y1; /* the one being drawn, image pixels */
+
     /* Heat overlay: a small texture stretched over the model input's square, in this image's
      * normalised coordinates (u, v in [0, 1] cover the image; the letterbox padding lies beyond). */
     GdkTexture *heat;
@@ -103,7 +109,7 @@ enum {
 };
 static GParamSpec *properties[N_PROPS];
 
-enum { SIGNAL_RENDER_FAILED, SIGNAL_DISPLAY_CHANGED, N_SIGNALS };
+enum { SIGNAL_RENDER_FAILED, SIGNAL_DISPLAY_CHANGED, SIGNAL_MASK_DRAWN, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 /* ---- rendering worker ---- */
@@ -326,6 +332,22 @@ void cl_image_view_set_image(ClImageView *self, ClDocument *document, guint fram
     gtk_widget_queue_draw(GTK_WIDGET(self));
 }
 
+void cl_image_view_set_masks(ClImageView *self, const double *rects, guint n)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_array_set_size(self->masks, 0);
+    if (n)
+        g_array_append_vals(self->masks, rects, n * 4);
+    update_diff(self);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+guint cl_image_view_get_n_masks(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), 0);
+    return self->masks->len / 4;
+}
+
 void cl_image_view_set_alignment(ClImageView *self, const double m[6])
 {
     g_return_if_fail(CL_IS_IMAGE_VIEW(self));
@@ -502,6 +524,7 @@ typedef struct {
     guint wa, ha, wb, hb;
     double tolerance;
     double map[6]; /* A's overview point -> B's overview point (the alignment, or the stretch) */
+    GArray *masks; /* double: A's ignore regions in A's overview pixels */
 } DiffJob;
 
 typedef struct {
@@ -513,6 +536,7 @@ typedef struct {
 
 static void diff_job_free(DiffJob *j)
 {
+    g_clear_pointer(&j->masks, g_array_unref);
     g_bytes_unref(j->a);
     g_bytes_unref(j->b);
     g_free(j);
@@ -557,6 +581,17 @@ static void diff_thread(GTask *task, gpointer source, gpointer task_data, GCance
             double cx = x + 0.5;
             double bx = m[0] + m[1] * cx + m[2] * cy, by = m[3] + m[4] * cx + m[5] * cy;
             po[3] = 255;
+            gboolean masked = FALSE;
+            for (guint k = 0; k + 3 < j->masks->len && !masked; k += 4) {
+                const double *r = &g_array_index(j->masks, double, k);
+                masked = cx >= r[0] && cx < r[2] && cy >= r[1] && cy < r[3];
+            }
+            if (masked) {
+                /* an ignore region: not compared */
+                guint8 grey = (guint8)((pa[0] * 77 + pa[1] * 150 + pa[2] * 29) >> 8);
+                po[0] = po[1] = (guint8)(grey / 8), po[2] = (guint8)(40 + grey / 8);
+                continue;
+            }
             if (!(bx >= 0 && by >= 0 && bx < j->wb && by < j->hb)) {
                 /* no pixel of B here (alignment moved it away): not compared */
                 po[0] = po[1] = 36, po[2] = 56;
@@ -627,6 +662,11 @@ static void update_diff(ClImageView *self)
         j->b = g_bytes_ref(self->partner->overview);
         j->wa = self->overview_w, j->ha = self->overview_h;
         j->wb = self->partner->overview_w, j->hb = self->partner->overview_h;
+        j->masks = g_array_new(FALSE, FALSE, sizeof(double));
+        for (guint k = 0; k < self->masks->len; k++) {
+            double v = g_array_index(self->masks, double, k) * self->texture_scale;
+            g_array_append_val(j->masks, v);
+        }
         /* overview pixels -> full A -> (alignment or stretch) -> full B -> overview pixels */
         double fm[6];
         frame_to_image(self, self->partner, fm);
@@ -999,9 +1039,18 @@ static void push_image_space(ClImageView *self, ClImageView *v, GtkSnapshot *sna
     gtk_snapshot_save(snapshot);
     gtk_snapshot_translate(snapshot, &GRAPHENE_POINT_INIT((float)ox, (float)oy));
     gtk_snapshot_scale(snapshot, (float)lz, (float)lz);
-    graphene_matrix_t gm;
-    graphene_matrix_init_from_2d(&gm, inv[1], inv[4], inv[2], inv[5], inv[0], inv[3]);
-    gtk_snapshot_transform_matrix(snapshot, &gm);
+    /* inv as translate · rotate · skew · scale: transforms the renderers know as 2-D (a general
+     * matrix node falls outside what GTK 4.8's cairo renderer draws) */
+    double a = inv[1], b = inv[2], c = inv[4], d = inv[5];
+    double sx = hypot(a, c), th = atan2(c, a);
+    double m01 = cos(th) * b + sin(th) * d, sy = -sin(th) * b + cos(th) * d;
+    double k = fabs(sy) > 1e-12 ? m01 / sy : 0;
+    gtk_snapshot_translate(snapshot, &GRAPHENE_POINT_INIT((float)inv[0], (float)inv[3]));
+    if (fabs(th) > 1e-9)
+        gtk_snapshot_rotate(snapshot, (float)(th * 180 / G_PI));
+    if (fabs(k) > 1e-9)
+        gtk_snapshot_transform(snapshot, gsk_transform_skew(NULL, (float)(atan(k) * 180 / G_PI), 0));
+    gtk_snapshot_scale(snapshot, (float)sx, (float)sy);
     double w = gtk_widget_get_width(GTK_WIDGET(self)), h = gtk_widget_get_height(GTK_WIDGET(self));
     double x0 = G_MAXDOUBLE, y0 = G_MAXDOUBLE, x1 = -G_MAXDOUBLE, y1 = -G_MAXDOUBLE;
     const double cx[4] = { 0, w, 0, w }, cy[4] = { 0, 0, h, h };
@@ -1136,6 +1185,33 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
         break;
     }
 
+    /* the ignore regions (and the one being drawn) */
+    if (self->masks->len || self->drawing_mask) {
+        GdkRGBA fill = { 0.2, 0.35, 0.8, 0.35 }, edge = { 0.55, 0.7, 1.0, 0.9 };
+        guint n = self->masks->len / 4 + (self->drawing_mask ? 1 : 0);
+        for (guint k = 0; k < n; k++) {
+            double r[4];
+            if (k < self->masks->len / 4) {
+                memcpy(r, &g_array_index(self->masks, double, k * 4), sizeof r);
+            } else {
+                r[0] = MIN(self->mask_x0, self->mask_x1), r[2] = MAX(self->mask_x0, self->mask_x1);
+                r[1] = MIN(self->mask_y0, self->mask_y1), r[3] = MAX(self->mask_y0, self->mask_y1);
+            }
+            int vis[4];
+            push_image_space(self, self, snapshot, ox, oy, lz, vis);
+            graphene_rect_t gr = GRAPHENE_RECT_INIT((float)r[0], (float)r[1],
+                                                    (float)(r[2] - r[0]), (float)(r[3] - r[1]));
+            gtk_snapshot_append_color(snapshot, &fill, &gr);
+            float bw = (float)(1.5 / lz), x = gr.origin.x, y = gr.origin.y;
+            float rw = gr.size.width, rh = gr.size.height;
+            gtk_snapshot_append_color(snapshot, &edge, &GRAPHENE_RECT_INIT(x, y, rw, bw));
+            gtk_snapshot_append_color(snapshot, &edge, &GRAPHENE_RECT_INIT(x, y + rh - bw, rw, bw));
+            gtk_snapshot_append_color(snapshot, &edge, &GRAPHENE_RECT_INIT(x, y, bw, rh));
+            gtk_snapshot_append_color(snapshot, &edge, &GRAPHENE_RECT_INIT(x + rw - bw, y, bw, rh));
+            gtk_snapshot_restore(snapshot);
+        }
+    }
+
     /* the heat map belongs to the later image: the partner's in an overlaid mode */
     if (self->heat && self->heat_opacity > 0) {
         ClImageView *v = self->mode != CL_COMPARE_NONE && other ? self->partner : self;
@@ -1209,6 +1285,15 @@ static gboolean on_scroll(GtkEventControllerScroll *scroll, double dx, double dy
 static void on_drag_begin(GtkGestureDrag *drag, double x, double y, ClImageView *self)
 {
     self->drag_last_x = self->drag_last_y = 0.0;
+    GdkModifierType mods =
+        gtk_event_controller_get_current_event_state(GTK_EVENT_CONTROLLER(drag));
+    self->drawing_mask = (mods & GDK_SHIFT_MASK) && self->texture && !self->has_align;
+    if (self->drawing_mask) {
+        cl_image_view_widget_to_image(self, x, y, &self->mask_x0, &self->mask_y0);
+        self->mask_x1 = self->mask_x0, self->mask_y1 = self->mask_y0;
+        gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "crosshair");
+        return;
+    }
     double w = gtk_widget_get_width(GTK_WIDGET(self));
     self->dragging_divider =
         self->mode == CL_COMPARE_SWIPE && fabs(x - w * self->swipe) <= DIVIDER_GRAB;
@@ -1219,6 +1304,14 @@ static void on_drag_begin(GtkGestureDrag *drag, double x, double y, ClImageView 
 static void on_drag_update(GtkGestureDrag *drag, double offset_x, double offset_y,
                            ClImageView *self)
 {
+    if (self->drawing_mask) {
+        double x0, y0;
+        if (gtk_gesture_drag_get_start_point(drag, &x0, &y0))
+            cl_image_view_widget_to_image(self, x0 + offset_x, y0 + offset_y, &self->mask_x1,
+                                          &self->mask_y1);
+        gtk_widget_queue_draw(GTK_WIDGET(self));
+        return;
+    }
     if (self->dragging_divider) {
         double x0, y0, w = gtk_widget_get_width(GTK_WIDGET(self));
         if (w > 0 && gtk_gesture_drag_get_start_point(drag, &x0, &y0))
@@ -1234,6 +1327,16 @@ static void on_drag_update(GtkGestureDrag *drag, double offset_x, double offset_
 
 static void on_drag_end(GtkGestureDrag *drag, double offset_x, double offset_y, ClImageView *self)
 {
+    if (self->drawing_mask) {
+        self->drawing_mask = FALSE;
+        double x0 = CLAMP(MIN(self->mask_x0, self->mask_x1), 0, self->image_width);
+        double x1 = CLAMP(MAX(self->mask_x0, self->mask_x1), 0, self->image_width);
+        double y0 = CLAMP(MIN(self->mask_y0, self->mask_y1), 0, self->image_height);
+        double y1 = CLAMP(MAX(self->mask_y0, self->mask_y1), 0, self->image_height);
+        if (x1 - x0 >= 1 && y1 - y0 >= 1)
+            g_signal_emit(self, signals[SIGNAL_MASK_DRAWN], 0, x0, y0, x1, y1);
+        gtk_widget_queue_draw(GTK_WIDGET(self));
+    }
     self->dragging_divider = FALSE;
     gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "grab");
 }
@@ -1368,6 +1471,7 @@ static void cl_image_view_dispose(GObject *object)
     g_clear_object(&self->diff);
     g_clear_pointer(&self->diff_mips, g_ptr_array_unref);
     g_clear_object(&self->heat);
+    g_clear_pointer(&self->masks, g_array_unref);
     g_clear_object(&self->document);
     g_clear_object(&self->texture);
     g_clear_pointer(&self->mips, g_ptr_array_unref);
@@ -1418,6 +1522,13 @@ static void cl_image_view_class_init(ClImageViewClass *klass)
                                                    G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                                    G_TYPE_NONE, 0);
 
+    /* Shift+drag drew an ignore region: x0, y0, x1, y1 in this image's pixels (the owner of the
+     * masks decides what to do with it: cl_image_view_set_masks shows them). */
+    signals[SIGNAL_MASK_DRAWN] = g_signal_new("mask-drawn", G_TYPE_FROM_CLASS(klass),
+                                              G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE,
+                                              4, G_TYPE_DOUBLE, G_TYPE_DOUBLE, G_TYPE_DOUBLE,
+                                              G_TYPE_DOUBLE);
+
     gtk_widget_class_set_css_name(widget_class, "imageview");
 }
 
@@ -1435,6 +1546,7 @@ static void cl_image_view_init(ClImageView *self)
     self->tolerance = CL_VIEW_DEFAULT_TOLERANCE;
     self->changed_fraction = -1;
     self->heat_opacity = 0.6;
+    self->masks = g_array_new(FALSE, FALSE, sizeof(double));
     cl_image_view_set_viewport(self, NULL);
 
     GtkEventController *motion = gtk_event_controller_motion_new();

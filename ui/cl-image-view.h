@@ -54,6 +54,12 @@ gboolean cl_image_view_get_display(ClImageView *self, ClDisplaySettings *out);
 void cl_image_view_set_alignment(ClImageView *self, const double m[6]);
 gboolean cl_image_view_get_alignment(ClImageView *self, double m[6]);
 
+/* Ignore regions: n rectangles (x0, y0, x1, y1) in this image's pixels, copied; drawn over the
+ * image, left out of the difference. Shift+drag on the view draws one and emits "mask-drawn"
+ * (x0, y0, x1, y1) without adding it: whoever owns the masks sets them. */
+void cl_image_view_set_masks(ClImageView *self, const double *rects, guint n);
+guint cl_image_view_get_n_masks(ClImageView *self);
+
 /* ---- comparison: this view's image with its partner's, in this view ----
  * The partner's image is drawn into this image's rectangle (stretched when its size differs:
  * the same scene at another resolution). */

@@ -29,6 +29,8 @@ struct _ClWindow {
     GtkScale *mode_scale, *heat_scale;
     GtkMenuButton *preset_button;
     GtkLabel *align_label;
+    GtkButton *masks_button;
+    GArray *masks; /* double: ignore regions, x0 y0 x1 y1 in the earlier image's pixels */
     gboolean aligned;
     GCancellable *align_cancellable;
 

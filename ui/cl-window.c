@@ -25,6 +25,9 @@
 
 G_DEFINE_FINAL_TYPE(ClWindow, cl_window, ADW_TYPE_APPLICATION_WINDOW)
 
+static double *masks_for_later(ClWindow *self);
+static void apply_masks(ClWindow *self);
+
 enum { PROP_0, PROP_LINK_VIEWS, PROP_BUSY, PROP_COMPARE_MODE, PROP_SHOW_HEATMAP, PROP_DESCRIBING,
        PROP_ALIGNED, N_PROPS };
 static GParamSpec *properties[N_PROPS];
@@ -497,10 +500,14 @@ void cl_window_describe(ClWindow *self)
 
     ClWorkerImage imgs[2];
     ClImageView *views[2] = { self->view_a, self->view_b };
+    /* the ignore regions apply to the model's input too: it sees nothing there */
+    g_autofree double *later_masks = masks_for_later(self);
+    const double *masks[2] = { (const double *)(gpointer)self->masks->data, later_masks };
     for (guint i = 0; i < 2; i++) {
         ClDocument *doc = cl_image_view_get_document(views[i]);
         imgs[i] = (ClWorkerImage){ cl_document_get_image(doc), cl_image_view_get_frame(views[i]),
-                                   g_object_ref(doc), release_document };
+                                   g_object_ref(doc), release_document, masks[i],
+                                   self->masks->len / 4 };
     }
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);
@@ -637,6 +644,7 @@ static void align_done(GObject *source, GAsyncResult *result, gpointer user_data
         cl_window_set_aligned(self, FALSE);
     } else {
         cl_image_view_set_alignment(self->view_b, j->r.m);
+        apply_masks(self);
         /* TRANSLATORS: the registration's quality: normalised cross-correlation after and before */
         g_autofree char *text = g_strdup_printf(_("Aligned: match %.2f (was %.2f)"), j->r.quality,
                                                 j->r.before);
@@ -666,6 +674,8 @@ void cl_window_set_aligned(ClWindow *self, gboolean aligned)
     gboolean changed = aligned != self->aligned;
     self->aligned = aligned;
     cl_image_view_set_alignment(self->view_b, NULL);
+    if (self->masks)
+        apply_masks(self);
     set_align_label(self, NULL);
     if (aligned) {
         set_align_label(self, _("Aligning…"));
@@ -707,11 +717,103 @@ static void action_nudge(GtkWidget *widget, const char *name, GVariant *param)
     m[0] -= m[1] * dx + m[2] * dy;
     m[3] -= m[4] * dx + m[5] * dy;
     cl_image_view_set_alignment(self->view_b, m);
+    apply_masks(self);
     if (!self->aligned) {
         self->aligned = TRUE;
         g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_ALIGNED]);
     }
     set_align_label(self, _("Aligned by hand"));
+}
+
+/* ---- ignore regions ---- */
+
+/* The later image's pixels that a frame point shows: its alignment, or the stretch. */
+static void later_map(ClWindow *self, double m[6])
+{
+    if (cl_image_view_get_alignment(self->view_b, m))
+        return;
+    guint wa, ha, wb, hb;
+    cl_image_view_get_image_size(self->view_a, &wa, &ha);
+    cl_image_view_get_image_size(self->view_b, &wb, &hb);
+    ClRegistration id;
+    cl_registration_identity(&id, wa, ha, wb, hb);
+    memcpy(m, id.m, sizeof id.m);
+}
+
+/* The masks (frame = the earlier image's pixels) as rectangles of the later image: bounding
+ * boxes of the mapped corners. Newly allocated, n × 4. */
+static double *masks_for_later(ClWindow *self)
+{
+    guint n = self->masks->len / 4;
+    double *out = g_new(double, MAX(n, 1) * 4), m[6];
+    later_map(self, m);
+    for (guint k = 0; k < n; k++) {
+        const double *r = &g_array_index(self->masks, double, k * 4);
+        double x0 = G_MAXDOUBLE, y0 = G_MAXDOUBLE, x1 = -G_MAXDOUBLE, y1 = -G_MAXDOUBLE;
+        for (int c = 0; c < 4; c++) {
+            double u = c & 1 ? r[2] : r[0], v = c & 2 ? r[3] : r[1];
+            double x = m[0] + m[1] * u + m[2] * v, y = m[3] + m[4] * u + m[5] * v;
+            x0 = MIN(x0, x), y0 = MIN(y0, y), x1 = MAX(x1, x), y1 = MAX(y1, y);
+        }
+        out[k * 4 + 0] = x0, out[k * 4 + 1] = y0, out[k * 4 + 2] = x1, out[k * 4 + 3] = y1;
+    }
+    return out;
+}
+
+static void apply_masks(ClWindow *self)
+{
+    guint n = self->masks->len / 4;
+    cl_image_view_set_masks(self->view_a, (const double *)(gpointer)self->masks->data, n);
+    g_autofree double *later = masks_for_later(self);
+    cl_image_view_set_masks(self->view_b, later, n);
+    gtk_widget_set_visible(GTK_WIDGET(self->masks_button), n > 0);
+    /* TRANSLATORS: button that removes the ignore regions; %u is how many there are */
+    g_autofree char *label = g_strdup_printf(
+        ngettext("Clear %u Mask", "Clear %u Masks", n), n);
+    gtk_button_set_label(self->masks_button, label);
+}
+
+static void on_mask_drawn(ClImageView *view, double x0, double y0, double x1, double y1,
+                          ClWindow *self)
+{
+    double r[4] = { x0, y0, x1, y1 };
+    if (view == self->view_b) {
+        /* back into the frame through the inverse of the later image's map */
+        double m[6];
+        later_map(self, m);
+        double det = m[1] * m[5] - m[2] * m[4];
+        if (fabs(det) < 1e-12)
+            return;
+        double fx0 = G_MAXDOUBLE, fy0 = G_MAXDOUBLE, fx1 = -G_MAXDOUBLE, fy1 = -G_MAXDOUBLE;
+        for (int c = 0; c < 4; c++) {
+            double x = (c & 1 ? x1 : x0) - m[0], y = (c & 2 ? y1 : y0) - m[3];
+            double u = (m[5] * x - m[2] * y) / det, v = (-m[4] * x + m[1] * y) / det;
+            fx0 = MIN(fx0, u), fy0 = MIN(fy0, v), fx1 = MAX(fx1, u), fy1 = MAX(fy1, v);
+        }
+        r[0] = fx0, r[1] = fy0, r[2] = fx1, r[3] = fy1;
+    }
+    cl_window_add_mask(self, r[0], r[1], r[2], r[3]);
+}
+
+void cl_window_add_mask(ClWindow *self, double x0, double y0, double x1, double y1)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    double r[4] = { MIN(x0, x1), MIN(y0, y1), MAX(x0, x1), MAX(y0, y1) };
+    g_array_append_vals(self->masks, r, 4);
+    apply_masks(self);
+}
+
+guint cl_window_get_n_masks(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), 0);
+    return self->masks->len / 4;
+}
+
+static void action_clear_masks(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    g_array_set_size(self->masks, 0);
+    apply_masks(self);
 }
 
 /* ---- pointer readout and window/level ---- */
@@ -873,8 +975,9 @@ static void show_documents(ClWindow *self, GPtrArray *documents)
     }
     cl_viewport_set_content_size(self->shared_viewport, union_w, union_h);
 
-    /* an alignment belonged to the images shown until now */
+    /* an alignment and ignore regions belonged to the images shown until now */
     cl_window_set_aligned(self, FALSE);
+    g_array_set_size(self->masks, 0);
     /* what the model said was about the images shown until now */
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
@@ -882,6 +985,7 @@ static void show_documents(ClWindow *self, GPtrArray *documents)
     cl_window_update_heat(self);
     cl_image_view_set_image(self->view_a, docs[0], frames[0]);
     cl_image_view_set_image(self->view_b, docs[1], frames[1]);
+    apply_masks(self);
     update_presets(self, docs[0]);
     set_caption(self->name_a, self->info_a, docs[0], frames[0]);
     set_caption(self->name_b, self->info_b, docs[1], frames[1]);
@@ -1329,6 +1433,7 @@ static void cl_window_dispose(GObject *object)
     gtk_widget_dispose_template(GTK_WIDGET(self), CL_TYPE_WINDOW);
     g_clear_object(&self->settings);
     g_clear_pointer(&self->documents, g_ptr_array_unref);
+    g_clear_pointer(&self->masks, g_array_unref);
     g_clear_object(&self->shared_viewport);
     g_clear_object(&self->own_viewport[0]);
     g_clear_object(&self->own_viewport[1]);
@@ -1405,6 +1510,8 @@ static void cl_window_class_init(ClWindowClass *klass)
     cl_window_cases_class_init(widget_class);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, preset_button);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, align_label);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, masks_button);
+    gtk_widget_class_install_action(widget_class, "win.clear-masks", NULL, action_clear_masks);
     gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");
     gtk_widget_class_install_action(widget_class, "win.nudge", "(ii)", action_nudge);
     static const struct {
@@ -1443,6 +1550,7 @@ static void cl_window_init(ClWindow *self)
     self->tolerance = CL_VIEW_DEFAULT_TOLERANCE;
     gtk_widget_init_template(GTK_WIDGET(self));
     self->documents = g_ptr_array_new_with_free_func(g_object_unref);
+    self->masks = g_array_new(FALSE, FALSE, sizeof(double));
     self->shared_viewport = cl_viewport_new();
     self->own_viewport[0] = cl_viewport_new();
     self->own_viewport[1] = cl_viewport_new();
@@ -1474,6 +1582,7 @@ static void cl_window_init(ClWindow *self)
         g_signal_connect(motion, "leave", G_CALLBACK(on_view_leave), self);
         gtk_widget_add_controller(GTK_WIDGET(views[i]), motion);
         g_signal_connect(views[i], "display-changed", G_CALLBACK(on_display_changed), self);
+        g_signal_connect(views[i], "mask-drawn", G_CALLBACK(on_mask_drawn), self);
     }
     set_describing(self, NULL);
     update_mode_bar(self);

@@ -40,6 +40,12 @@ void cl_window_set_compare_mode(ClWindow *self, const char *mode);
 gboolean cl_window_get_aligned(ClWindow *self);
 void cl_window_set_aligned(ClWindow *self, gboolean aligned);
 
+/* Ignore regions (USERS.md: masks apply everywhere, the model's input included), in the
+ * earlier image's pixels; Shift+drag on either view draws one; win.clear-masks removes them.
+ * New images start without any. */
+void cl_window_add_mask(ClWindow *self, double x0, double y0, double x1, double y1);
+guint cl_window_get_n_masks(ClWindow *self);
+
 /* The last model run's heat map over the later image (action win.show-heatmap). */
 gboolean cl_window_get_show_heatmap(ClWindow *self);
 void cl_window_set_show_heatmap(ClWindow *self, gboolean show);

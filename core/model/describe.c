@@ -184,6 +184,9 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
             ok = FALSE;
             break;
         }
+        if (images[t].masks && images[t].n_masks)
+            cl_preprocess_apply_masks(pixels, C, &out->letterbox[t], images[t].masks,
+                                      images[t].n_masks);
         out->preprocess_ms += ms_since(t0);
 
         t0 = g_get_monotonic_time();

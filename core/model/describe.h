@@ -19,6 +19,10 @@ G_BEGIN_DECLS
 typedef struct {
     const ClImage *image;
     guint frame;
+    /* ignore regions of this image (cl_preprocess_apply_masks): n_masks × (x0, y0, x1, y1) in
+     * its pixels; NULL / 0 for none */
+    const double *masks;
+    guint n_masks;
 } ClDescribeImage;
 
 /* What the pipeline is doing, for progress reports. */

@@ -246,3 +246,27 @@ gboolean cl_preprocess_image(const ClImage *img, guint frame, const ClDisplaySet
     taps_clear(&ty);
     return TRUE;
 }
+
+void cl_preprocess_apply_masks(float *pixels, int channels, const ClLetterbox *lb,
+                               const double *rects, guint n)
+{
+    const int S = lb->size;
+    for (guint r = 0; r < n; r++) {
+        double x0 = CLAMP(rects[r * 4 + 0], 0.0, (double)lb->src_width);
+        double y0 = CLAMP(rects[r * 4 + 1], 0.0, (double)lb->src_height);
+        double x1 = CLAMP(rects[r * 4 + 2], 0.0, (double)lb->src_width);
+        double y1 = CLAMP(rects[r * 4 + 3], 0.0, (double)lb->src_height);
+        if (!(x1 > x0 && y1 > y0))
+            continue;
+        double mx0, my0, mx1, my1;
+        cl_letterbox_image_to_model(lb, x0, y0, &mx0, &my0);
+        cl_letterbox_image_to_model(lb, x1, y1, &mx1, &my1);
+        /* every model pixel the rectangle touches */
+        int i0 = CLAMP((int)floor(mx0), 0, S), j0 = CLAMP((int)floor(my0), 0, S);
+        int i1 = CLAMP((int)ceil(mx1), 0, S), j1 = CLAMP((int)ceil(my1), 0, S);
+        for (int c = 0; c < channels; c++)
+            for (int j = j0; j < j1; j++)
+                for (int i = i0; i < i1; i++)
+                    pixels[((gsize)c * S + j) * S + i] = 0.0f;
+    }
+}

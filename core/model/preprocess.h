@@ -52,4 +52,11 @@ float *cl_preprocess_display(const ClImage *img, guint frame, const ClDisplaySet
 gboolean cl_preprocess_image(const ClImage *img, guint frame, const ClDisplaySettings *s, int size,
                              int channels, float *out, ClLetterbox *lb, GError **error);
 
+/* Ignore regions (USERS.md: masks apply to the model's input too): every model pixel that an
+ * image rectangle touches is set to the padding value 0, in every channel, so the model sees the
+ * same nothing there in every image. rects: n × (x0, y0, x1, y1) in the frame's pixel
+ * coordinates (x0 < x1, y0 < y1; clipped to the image); lb: the frame's letterbox. */
+void cl_preprocess_apply_masks(float *pixels, int channels, const ClLetterbox *lb,
+                               const double *rects, guint n);
+
 G_END_DECLS

@@ -121,9 +121,11 @@ static Job *job_ref(Job *job)
 
 static void release_images(Job *job)
 {
-    for (guint i = 0; i < job->n_images; i++)
+    for (guint i = 0; i < job->n_images; i++) {
         if (job->images[i].owner_free && job->images[i].owner)
             job->images[i].owner_free(job->images[i].owner);
+        g_free((gpointer)job->images[i].masks);
+    }
     g_clear_pointer(&job->images, g_free);
     job->n_images = 0;
 }
@@ -355,7 +357,8 @@ static void run_describe(State *s, Job *job)
     ClWorkerDescribeResult *r = g_new0(ClWorkerDescribeResult, 1);
     g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, MAX(job->n_images, 1));
     for (guint i = 0; i < job->n_images; i++)
-        imgs[i] = (ClDescribeImage){ job->images[i].image, job->images[i].frame };
+        imgs[i] = (ClDescribeImage){ job->images[i].image, job->images[i].frame,
+                                     job->images[i].masks, job->images[i].n_masks };
     ClDescribeOptions o = job->opts;
     o.on_token = on_token;
     o.on_progress = on_progress;
@@ -535,6 +538,10 @@ void cl_worker_describe_async(ClWorker *self, const ClWorkerModel *model, ClWork
     job->model.random_seed = model->random_seed;
     job->images = g_memdup2(images, sizeof(ClWorkerImage) * MAX(n_images, 1));
     job->n_images = n_images;
+    for (guint i = 0; i < n_images; i++)
+        job->images[i].masks = images[i].n_masks
+                                   ? g_memdup2(images[i].masks, sizeof(double) * 4 * images[i].n_masks)
+                                   : NULL;
     if (opts)
         job->opts = *opts;
     else

@@ -39,6 +39,8 @@ typedef struct {
     guint frame;
     gpointer owner;
     GDestroyNotify owner_free;
+    const double *masks; /* ignore regions (ClDescribeImage.masks), copied; may be NULL */
+    guint n_masks;
 } ClWorkerImage;
 
 /* Progress of a job, on the caller's main context, at most ~10 times a second (the first and
