@@ -11,6 +11,7 @@
 #include "casedb.h"
 #include "cl-application.h"
 #include "cl-document.h"
+#include "cl-preferences.h"
 #include "cl-image-view.h"
 #include "cl-viewport.h"
 #include "cl-window.h"
@@ -58,9 +59,12 @@ static gboolean window_idle(gpointer data)
     ClWindow *win = data;
     if (cl_window_get_busy(win))
         return FALSE;
-    for (guint i = 0; i < 2; i++)
-        if (gtk_widget_get_width(GTK_WIDGET(cl_window_get_view(win, i))) <= 0)
+    /* every shown view has been laid out (overlaid modes hide the second one) */
+    for (guint i = 0; i < 2; i++) {
+        GtkWidget *v = GTK_WIDGET(cl_window_get_view(win, i));
+        if (gtk_widget_is_visible(v) && gtk_widget_get_width(v) <= 0)
             return FALSE;
+    }
     return TRUE;
 }
 
@@ -1096,6 +1100,7 @@ static void test_align(void)
     g_assert_cmpfloat(fabs(n[0] - (m[0] - m[1])), <, 1e-9);
 
     /* off: the images as they are */
+    set_mode(win, "side-by-side"); /* the mode is remembered for the next window */
     g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.align", NULL));
     g_assert_false(cl_window_get_aligned(win));
     g_assert_false(cl_image_view_get_alignment(b, NULL));
@@ -1136,6 +1141,28 @@ static void test_masks(void)
     g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.clear-masks", NULL));
     g_assert_cmpuint(cl_window_get_n_masks(win), ==, 0);
     g_assert_cmpuint(cl_image_view_get_n_masks(b), ==, 0);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Preferences: every row is a setting; the compare mode is remembered for new windows. */
+static void test_preferences(void)
+{
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    GtkWidget *prefs = cl_preferences_new(NULL, settings);
+    g_assert_true(ADW_IS_PREFERENCES_WINDOW(prefs));
+    gtk_window_present(GTK_WINDOW(prefs));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    gtk_window_destroy(GTK_WINDOW(prefs));
+
+    g_settings_set_string(settings, "compare-mode", "flicker");
+    ClWindow *win = cl_window_new(NULL);
+    g_assert_cmpstr(cl_window_get_compare_mode(win), ==, "flicker");
+    cl_window_set_compare_mode(win, "swipe");
+    g_autofree char *kept = g_settings_get_string(settings, "compare-mode");
+    g_assert_cmpstr(kept, ==, "swipe");
+    g_settings_reset(settings, "compare-mode");
+    g_assert_cmpstr(cl_window_get_compare_mode(win), ==, "side-by-side");
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
@@ -1199,6 +1226,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/window-level", test_window_level);
     g_test_add_func("/ui/window/align", test_align);
     g_test_add_func("/ui/window/masks", test_masks);
+    g_test_add_func("/ui/preferences", test_preferences);
     int rc = g_test_run();
 
     cl_fixture_rmdir(tmpdir);

@@ -219,6 +219,7 @@ static void cl_application_startup(GApplication *app)
         {"win.accept-description", {"<Control>Return", NULL}},
         {"win.toggle-sidebar", {"F9", NULL}},
         {"win.export-report", {"<Control>e", NULL}},
+        {"win.preferences", {"<Control>comma", NULL}},
     };
     for (guint i = 0; i < G_N_ELEMENTS(shortcuts); i++)
         gtk_application_set_accels_for_action(GTK_APPLICATION(app), shortcuts[i].action,

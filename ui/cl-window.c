@@ -10,6 +10,7 @@
 
 #include "cl-config.h"
 #include "cl-document.h"
+#include "cl-preferences.h"
 #include "display.h"
 #include "model.h"
 #include "register.h"
@@ -725,6 +726,18 @@ static void action_nudge(GtkWidget *widget, const char *name, GVariant *param)
     set_align_label(self, _("Aligned by hand"));
 }
 
+/* ---- preferences ---- */
+
+static void action_preferences(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (!self->settings) {
+        cl_window_toast(self, _("Preferences need the installed settings schema"));
+        return;
+    }
+    gtk_window_present(GTK_WINDOW(cl_preferences_new(GTK_WINDOW(self), self->settings)));
+}
+
 /* ---- ignore regions ---- */
 
 /* The later image's pixels that a frame point shows: its alignment, or the stretch. */
@@ -853,7 +866,8 @@ static void on_view_leave(GtkEventControllerMotion *m, ClWindow *self)
 /* Linked views follow a window/level drag in either (each keeps its bands and inversion). */
 static void on_display_changed(ClImageView *view, ClWindow *self)
 {
-    if (!self->link_views)
+    if (!self->link_views ||
+        (self->settings && !g_settings_get_boolean(self->settings, "sync-window-level")))
         return;
     ClImageView *other = view == self->view_a ? self->view_b : self->view_a;
     ClDisplaySettings src, dst;
@@ -1512,6 +1526,7 @@ static void cl_window_class_init(ClWindowClass *klass)
     gtk_widget_class_bind_template_child(widget_class, ClWindow, align_label);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, masks_button);
     gtk_widget_class_install_action(widget_class, "win.clear-masks", NULL, action_clear_masks);
+    gtk_widget_class_install_action(widget_class, "win.preferences", NULL, action_preferences);
     gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");
     gtk_widget_class_install_action(widget_class, "win.nudge", "(ii)", action_nudge);
     static const struct {
@@ -1568,6 +1583,8 @@ static void cl_window_init(ClWindow *self)
     self->settings = settings_or_null();
     if (self->settings) {
         g_settings_bind(self->settings, "link-views", self, "link-views", G_SETTINGS_BIND_DEFAULT);
+        g_settings_bind(self->settings, "compare-mode", self, "compare-mode",
+                        G_SETTINGS_BIND_DEFAULT);
         restore_window_state(self);
     }
     g_signal_connect(self->mode_scale, "value-changed", G_CALLBACK(on_mode_scale_changed), self);
