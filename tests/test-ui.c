@@ -982,6 +982,12 @@ static void test_cases(void)
     g_assert_cmpuint(v->version, ==, 4);
     g_assert_cmpstr(v->text, ==, "A later thought, never saved by hand.");
     g_assert_cmpint(v->status, ==, CL_DESC_DRAFT);
+    /* keyboard review: the next case in the list (the third), then back */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.next-case", NULL));
+    g_assert_cmpint(cl_window_get_case_id(win), ==, ((ClCaseSummary *)cases->pdata[2])->id);
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.previous-case", NULL));
+    g_assert_true(wait_for(case_shown, win));
     /* the second case has no description: the editor is empty */
     g_autofree char *empty = cl_window_get_description(win);
     g_assert_cmpstr(empty, ==, "");

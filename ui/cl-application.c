@@ -220,6 +220,8 @@ static void cl_application_startup(GApplication *app)
         {"win.toggle-sidebar", {"F9", NULL}},
         {"win.export-report", {"<Control>e", NULL}},
         {"win.preferences", {"<Control>comma", NULL}},
+        {"win.next-case", {"<Control>Page_Down", NULL}},
+        {"win.previous-case", {"<Control>Page_Up", NULL}},
     };
     for (guint i = 0; i < G_N_ELEMENTS(shortcuts); i++)
         gtk_application_set_accels_for_action(GTK_APPLICATION(app), shortcuts[i].action,

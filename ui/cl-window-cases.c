@@ -594,6 +594,28 @@ gboolean cl_window_get_last_export_ok(ClWindow *self)
     return self->last_export_ok;
 }
 
+/* Keyboard review: the next or previous case of the list, as the list is sorted or filtered. */
+static void step_case(ClWindow *self, int delta)
+{
+    if (!self->db)
+        return;
+    GtkListBoxRow *sel = gtk_list_box_get_selected_row(self->case_list);
+    int i = sel ? gtk_list_box_row_get_index(sel) + delta : 0;
+    GtkListBoxRow *row = gtk_list_box_get_row_at_index(self->case_list, MAX(i, 0));
+    if (row && row != sel)
+        gtk_list_box_select_row(self->case_list, row); /* opens it (row-selected) */
+}
+
+static void action_next_case(GtkWidget *widget, const char *name, GVariant *param)
+{
+    step_case(CL_WINDOW(widget), 1);
+}
+
+static void action_previous_case(GtkWidget *widget, const char *name, GVariant *param)
+{
+    step_case(CL_WINDOW(widget), -1);
+}
+
 static void action_toggle_sidebar(GtkWidget *widget, const char *name, GVariant *param)
 {
     ClWindow *self = CL_WINDOW(widget);
@@ -619,6 +641,9 @@ void cl_window_cases_class_init(GtkWidgetClass *widget_class)
     gtk_widget_class_install_action(widget_class, "win.toggle-sidebar", NULL,
                                     action_toggle_sidebar);
     gtk_widget_class_install_action(widget_class, "win.export-report", NULL, action_export);
+    gtk_widget_class_install_action(widget_class, "win.next-case", NULL, action_next_case);
+    gtk_widget_class_install_action(widget_class, "win.previous-case", NULL,
+                                    action_previous_case);
 }
 
 void cl_window_cases_init(ClWindow *self)
