@@ -992,6 +992,54 @@ static void test_wrong_thread(void)
     g_test_trap_assert_stderr("*CRITICAL*g_thread_self*");
 }
 
+/* Reordering a case's images: a new order is kept, with the audit; anything but the case's own
+ * images, each once, is refused and changes nothing. */
+static void test_reorder(void)
+{
+    g_autoptr(ClCaseDb) db = cl_casedb_open(":memory:", CL_CASEDB_OPEN_DEFAULT, NULL);
+    gint64 id = new_case(db, "priors");
+    g_autoptr(GPtrArray) imgs = images_new();
+    const ClFixture *fx[3] = { fx_png, fx_ct, fx_dx };
+    for (guint i = 0; i < 3; i++)
+        g_ptr_array_add(imgs, image_from(fx[i]->path, 0));
+    g_autoptr(GArray) ids = add_images(db, id, imgs);
+    gint64 *v = (gint64 *)(gpointer)ids->data;
+    const gint64 order[3] = { v[2], v[0], v[1] };
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_casedb_images_reorder(db, id, order, 3, &err));
+    g_assert_no_error(err);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &err);
+    for (guint i = 0; i < 3; i++) {
+        const ClCaseImage *img = g_ptr_array_index(c->images, i);
+        g_assert_cmpint(img->id, ==, order[i]);
+        g_assert_cmpuint(img->position, ==, i);
+    }
+    const ClCaseAudit *last = g_ptr_array_index(c->audit, c->audit->len - 1);
+    g_assert_cmpstr(last->action, ==, "image.reorder");
+
+    const gint64 twice[3] = { v[0], v[0], v[1] };
+    g_assert_false(cl_casedb_images_reorder(db, id, twice, 3, &err));
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID);
+    g_clear_error(&err);
+    const gint64 short_[2] = { v[0], v[1] };
+    g_assert_false(cl_casedb_images_reorder(db, id, short_, 2, &err));
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID);
+    g_clear_error(&err);
+    gint64 other = new_case(db, "other");
+    g_autoptr(GPtrArray) one = images_new();
+    g_ptr_array_add(one, image_from(fx_png->path, 0));
+    g_autoptr(GArray) oid = add_images(db, other, one);
+    const gint64 foreign[3] = { v[0], v[1], g_array_index(oid, gint64, 0) };
+    g_assert_false(cl_casedb_images_reorder(db, id, foreign, 3, &err));
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID);
+    g_clear_error(&err);
+    /* nothing changed */
+    g_autoptr(ClCase) d = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, NULL);
+    for (guint i = 0; i < 3; i++)
+        g_assert_cmpint(((ClCaseImage *)g_ptr_array_index(d->images, i))->id, ==, order[i]);
+    g_assert_true(cl_casedb_check_integrity(db, NULL));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1018,6 +1066,7 @@ int main(int argc, char **argv)
     g_assert_true(fx_png && fx_ct && fx_dx && fx_multi);
 
     g_test_add_func("/casedb/migrations-fresh", test_open_fresh);
+    g_test_add_func("/casedb/reorder", test_reorder);
     g_test_add_func("/casedb/migrations-step-by-step", test_migrate_steps);
     g_test_add_func("/casedb/migrations-too-new", test_too_new);
     g_test_add_func("/casedb/migrations-not-a-database", test_not_a_database);

@@ -240,6 +240,11 @@ gboolean cl_case_image_from_file(const char *path, guint frame, ClCaseImage *out
 gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, GArray *out_ids,
                               GError **error);
 
+/* Puts the case's images in this order (image_ids: every image of the case, once); the model
+ * reads them in it. INVALID when the ids are not exactly the case's images. */
+gboolean cl_casedb_images_reorder(ClCaseDb *db, gint64 case_id, const gint64 *image_ids, guint n,
+                                  GError **error);
+
 /* Records a run, its generated description (version 1, draft, author "model") and its heatmaps
  * (ClCaseHeatmap* with image_id, layer, kind, input_size, grid and data; run_id is ignored) in
  * one transaction. generated_text may be "" (an empty description is still recorded). */

@@ -405,6 +405,75 @@ gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, G
     return TRUE;
 }
 
+gboolean cl_casedb_images_reorder(ClCaseDb *db, gint64 case_id, const gint64 *image_ids, guint n,
+                                  GError **error)
+{
+    CL_CASEDB_CHECK(db, FALSE);
+    g_return_val_if_fail(image_ids != NULL || n == 0, FALSE);
+    if (!cl_casedb_begin(db, error))
+        return FALSE;
+    g_autofree char *now = cl_casedb_now();
+    gboolean ok = find_case(db, case_id, NULL, error);
+    /* the ids must be exactly the case's images, each once */
+    gint64 count = -1;
+    if (ok) {
+        sqlite3_stmt *st = cl_casedb_stmt(db, "SELECT count(*) FROM images WHERE case_id = ?1",
+                                          error);
+        ok = st != NULL;
+        if (ok) {
+            sqlite3_bind_int64(st, 1, case_id);
+            int rc = sqlite3_step(st);
+            count = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+            sqlite3_reset(st);
+        }
+    }
+    if (ok && count != (gint64)n) {
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
+                    "the new order names %u images but the case has %" G_GINT64_FORMAT, n, count);
+        ok = FALSE;
+    }
+    for (guint i = 0; ok && i < n; i++)
+        for (guint k = 0; k < i && ok; k++)
+            if (image_ids[k] == image_ids[i]) {
+                g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
+                            "image %" G_GINT64_FORMAT " is named twice in the new order",
+                            image_ids[i]);
+                ok = FALSE;
+            }
+    /* two passes keep UNIQUE (case_id, position) true at every statement: first out of the
+     * way (negative positions are refused by the CHECK, so past the end), then into place */
+    for (int pass = 0; ok && pass < 2; pass++)
+        for (guint i = 0; ok && i < n; i++) {
+            sqlite3_stmt *st = cl_casedb_stmt(db,
+                "UPDATE images SET position = ?1 WHERE id = ?2 AND case_id = ?3", error);
+            ok = st != NULL;
+            if (!ok)
+                break;
+            sqlite3_bind_int64(st, 1, pass == 0 ? (gint64)n + i : (gint64)i);
+            sqlite3_bind_int64(st, 2, image_ids[i]);
+            sqlite3_bind_int64(st, 3, case_id);
+            ok = cl_casedb_exec_stmt(db, st, "reordering the images", error);
+            if (ok && sqlite3_changes(db->sql) != 1) {
+                g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
+                            "image %" G_GINT64_FORMAT " is not in case %" G_GINT64_FORMAT,
+                            image_ids[i], case_id);
+                ok = FALSE;
+            }
+        }
+    if (ok) {
+        g_autoptr(JsonBuilder) b = detail_new();
+        json_builder_set_member_name(b, "order");
+        json_builder_begin_array(b);
+        for (guint i = 0; i < n; i++)
+            json_builder_add_int_value(b, image_ids[i]);
+        json_builder_end_array(b);
+        ok = audit_with(db, now, "image.reorder", case_id, b, error);
+    }
+    if (ok)
+        ok = cl_casedb_touch_case(db, case_id, now, error);
+    return finish(db, ok, "reordering the images", error);
+}
+
 /* ---- runs ------------------------------------------------------------------------------------ */
 
 static gboolean check_heatmap(const ClCaseHeatmap *hm, guint i, GError **error)
