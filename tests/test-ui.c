@@ -1172,6 +1172,73 @@ static void test_preferences(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* The filmstrip: a sequence of three, any pair shown, the order changed by a move, the case's
+ * order in the database following. */
+static void test_filmstrip(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "film.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    g_autofree char *p1 = g_build_filename(tmpdir, "film-1.png", NULL);
+    g_autofree char *p2 = g_build_filename(tmpdir, "film-2.png", NULL);
+    g_autofree char *p3 = g_build_filename(tmpdir, "film-3.png", NULL);
+    write_scene_at(p1, FALSE, 0, 0);
+    write_scene_at(p2, FALSE, 3, 0);
+    write_scene_at(p3, TRUE, 3, 0);
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    const char *paths[] = {p1, p2, p3};
+    open_paths(win, paths, 3);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_cmpuint(cl_window_get_n_sequence(win), ==, 3);
+    guint a, b;
+    cl_window_get_pair(win, &a, &b);
+    g_assert_cmpuint(a, ==, 0);
+    g_assert_cmpuint(b, ==, 1);
+    /* the case holds all three */
+    gint64 id = cl_window_get_case_id(win);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_cmpuint(c->images->len, ==, 3);
+    g_assert_cmpstr(c->summary.name, ==, "film-1.png and 2 more");
+
+    /* the third next to the second */
+    cl_window_show_pair(win, 2);
+    g_assert_true(wait_for(window_idle, win));
+    cl_window_get_pair(win, &a, &b);
+    g_assert_cmpuint(a, ==, 1);
+    g_assert_cmpuint(b, ==, 2);
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 1))),
+                    ==, "film-3.png");
+    save_screenshot(win, "filmstrip");
+
+    /* the third becomes the first: in the window and in the case */
+    cl_window_move_image(win, 2, 0);
+    g_assert_true(wait_for(window_idle, win));
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_true(g_str_has_suffix(((ClCaseImage *)c->images->pdata[0])->path, "film-3.png"));
+    g_assert_true(g_str_has_suffix(((ClCaseImage *)c->images->pdata[1])->path, "film-1.png"));
+    g_assert_true(g_str_has_suffix(((ClCaseImage *)c->images->pdata[2])->path, "film-2.png"));
+
+    /* a model run on the pair shown is recorded against those two images */
+    cl_window_show_pair(win, 2);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, id, CL_CASE_HEATMAP_DATA, &error);
+    g_assert_cmpuint(c->runs->len, ==, 1);
+    const ClCaseHeatmap *hm = g_ptr_array_index(c->heatmaps, 0);
+    g_assert_cmpint(hm->image_id, ==, ((ClCaseImage *)c->images->pdata[2])->id);
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
 /* Templates in the GResource parse (the help overlay is otherwise only loaded by the app). */
 static void test_resources(void)
 {
@@ -1233,6 +1300,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/align", test_align);
     g_test_add_func("/ui/window/masks", test_masks);
     g_test_add_func("/ui/preferences", test_preferences);
+    g_test_add_func("/ui/window/filmstrip", test_filmstrip);
     int rc = g_test_run();
 
     cl_fixture_rmdir(tmpdir);

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <string.h>
 
+
 #include "caserun.h"
 #include "cl-config.h"
 #include "preprocess.h"
@@ -151,6 +152,73 @@ static void on_row_selected(GtkListBox *box, GtkListBoxRow *row, ClWindow *self)
 
 /* ---- the description's review ---- */
 
+/* The case image shown as the pair's later one, when the sequence is the case's. */
+static const ClCaseImage *case_image_at(ClWindow *self, guint index)
+{
+    const ClCase *c = self->current_case;
+    if (!c || !self->sequence || self->sequence->len != c->images->len ||
+        index >= c->images->len)
+        return NULL;
+    return g_ptr_array_index(c->images, index);
+}
+
+/* The latest run's heat map of the pair's later image, if that run read it. */
+static void apply_case_heat(ClWindow *self)
+{
+    const ClCase *c = self->current_case;
+    const ClCaseRun *run = c ? cl_case_latest_run(c) : NULL;
+    const ClCaseImage *img = case_image_at(self, self->pair_b);
+    const ClCaseHeatmap *h = run && img ? cl_case_find_heatmap(c, run->id, img->id, -1) : NULL;
+    if (!h || !h->data || h->grid_w == 0 || h->grid_h == 0 || h->input_size <= 0)
+        return;
+    g_clear_pointer(&self->heatmap, cl_heatmap_free);
+    ClHeatmap *hm = g_new0(ClHeatmap, 1);
+    hm->source = g_strcmp0(h->kind, "delta") == 0 ? CL_HEATMAP_DELTA : CL_HEATMAP_UPDATE_NORM;
+    hm->image_index = 1;
+    hm->width = (int)h->grid_w;
+    hm->height = (int)h->grid_h;
+    hm->values = g_memdup2(h->data, sizeof(float) * h->grid_w * h->grid_h);
+    for (guint i = 0; i < h->grid_w * h->grid_h; i++)
+        if (isfinite(hm->values[i]))
+            hm->max = MAX(hm->max, hm->values[i]);
+    self->heatmap = hm;
+    cl_letterbox_init(&self->heat_letterbox, img->width, img->height, h->input_size);
+    cl_window_update_heat(self);
+}
+
+void cl_window_cases_pair_changed(ClWindow *self)
+{
+    apply_case_heat(self);
+    cl_window_update_actions(self);
+}
+
+gboolean cl_window_cases_reorder(ClWindow *self, guint from, guint to)
+{
+    const ClCase *c = self->current_case;
+    if (!self->db || !c || !self->sequence || self->sequence->len != c->images->len)
+        return TRUE; /* not a case's sequence: only the window's order changes */
+    guint n = c->images->len;
+    g_autofree gint64 *ids = g_new(gint64, n);
+    for (guint i = 0; i < n; i++)
+        ids[i] = ((ClCaseImage *)g_ptr_array_index(c->images, i))->id;
+    gint64 moved = ids[from];
+    if (from < to)
+        memmove(ids + from, ids + from + 1, sizeof(gint64) * (to - from));
+    else
+        memmove(ids + to + 1, ids + to, sizeof(gint64) * (from - to));
+    ids[to] = moved;
+    g_autoptr(GError) error = NULL;
+    if (!cl_casedb_images_reorder(self->db, c->summary.id, ids, n, &error) ||
+        !reload_case(self, &error)) {
+        g_autofree char *msg = g_strdup_printf(_("The new order was not kept: %s"),
+                                               error->message);
+        cl_window_toast(self, msg);
+        return FALSE;
+    }
+    refresh_list(self);
+    return TRUE;
+}
+
 /* Shows the case's description, its versions and its last heat map. keep_text: leave the
  * editor's text as it is (it is what was just saved or generated). */
 static void apply_case_state(ClWindow *self, gboolean keep_text)
@@ -200,28 +268,8 @@ static void apply_case_state(ClWindow *self, gboolean keep_text)
     if (cur)
         gtk_revealer_set_reveal_child(self->panel_revealer, TRUE);
 
-    /* the last run's heat map over the second image */
-    const ClCaseRun *run = c ? cl_case_latest_run(c) : NULL;
-    if (!keep_text && run && c->images->len >= 2) {
-        const ClCaseImage *img = g_ptr_array_index(c->images, 1);
-        const ClCaseHeatmap *h = cl_case_find_heatmap(c, run->id, img->id, -1);
-        if (h && h->data && h->grid_w > 0 && h->grid_h > 0 && h->input_size > 0) {
-            g_clear_pointer(&self->heatmap, cl_heatmap_free);
-            ClHeatmap *hm = g_new0(ClHeatmap, 1);
-            hm->source = g_strcmp0(h->kind, "delta") == 0 ? CL_HEATMAP_DELTA
-                                                          : CL_HEATMAP_UPDATE_NORM;
-            hm->image_index = 1;
-            hm->width = (int)h->grid_w;
-            hm->height = (int)h->grid_h;
-            hm->values = g_memdup2(h->data, sizeof(float) * h->grid_w * h->grid_h);
-            for (guint i = 0; i < h->grid_w * h->grid_h; i++)
-                if (isfinite(hm->values[i]))
-                    hm->max = MAX(hm->max, hm->values[i]);
-            self->heatmap = hm;
-            cl_letterbox_init(&self->heat_letterbox, img->width, img->height, h->input_size);
-            cl_window_update_heat(self);
-        }
-    }
+    if (!keep_text)
+        apply_case_heat(self);
     cl_window_update_actions(self);
 }
 
@@ -392,10 +440,12 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
     }
     const ClCaseImage *a = g_ptr_array_index(case_images, 0), *b = g_ptr_array_index(case_images, 1);
     g_autofree char *na = g_path_get_basename(a->path), *nb = g_path_get_basename(b->path);
-    /* TRANSLATORS: the name of a case made of two opened files */
-    g_autofree char *name = g_strcmp0(a->path, b->path) == 0
-                                ? g_strdup(na)
-                                : g_strdup_printf(_("%s and %s"), na, nb);
+    /* TRANSLATORS: the name of a case made of opened files: two names, or the first and how
+     * many more */
+    g_autofree char *name = g_strcmp0(a->path, b->path) == 0 ? g_strdup(na)
+                            : case_images->len == 2
+                                ? g_strdup_printf(_("%s and %s"), na, nb)
+                                : g_strdup_printf(_("%s and %u more"), na, case_images->len - 1);
     g_autoptr(GError) error = NULL;
     gint64 id = 0;
     if (!cl_casedb_case_new(self->db, name, &id, &error) ||
@@ -415,13 +465,19 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
 
 void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r)
 {
-    if (!self->db || !self->current_case || self->current_case->images->len < 2)
+    const ClCaseImage *ia = case_image_at(self, self->pair_a);
+    const ClCaseImage *ib = case_image_at(self, self->pair_b);
+    if (!self->db || !ia || !ib || ia == ib)
         return;
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);
     g_autoptr(GPtrArray) heat = NULL;
+    /* the run read the pair shown: those two images, in that order */
+    g_autoptr(GPtrArray) pair = g_ptr_array_new();
+    g_ptr_array_add(pair, (gpointer)ia);
+    g_ptr_array_add(pair, (gpointer)ib);
     ClCaseRun *run = cl_case_run_from_describe(
-        self->current_case->images, &opts, &r->result,
+        pair, &opts, &r->result,
         r->model_path ? r->model_path : r->model_name, r->model_sha256, r->model_config_json,
         r->model_image_size, r->device, 0, r->load_ms, &heat);
     g_autofree char *text = g_utf8_make_valid(r->result.text ? r->result.text : "", -1);

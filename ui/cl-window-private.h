@@ -30,6 +30,10 @@ struct _ClWindow {
     GtkMenuButton *preset_button;
     GtkLabel *align_label;
     GtkButton *masks_button;
+    GtkBox *filmstrip;
+    GtkWidget *filmstrip_scroller;
+    GArray *sequence;       /* SeqItem (cl-window.c): every image of the sequence, in order */
+    guint pair_a, pair_b;   /* the items shown */
     GArray *masks; /* double: ignore regions, x0 y0 x1 y1 in the earlier image's pixels */
     gboolean aligned;
     GCancellable *align_cancellable;
@@ -92,6 +96,10 @@ void cl_window_cases_dispose(ClWindow *self);
 void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *case_images);
 /* After a model run: records it in the current case; FALSE when there is none. */
 void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r);
+/* The pair shown changed (filmstrip): the case's state for it. */
+void cl_window_cases_pair_changed(ClWindow *self);
+/* A move in the filmstrip: the case's image order follows; FALSE when it could not be kept. */
+gboolean cl_window_cases_reorder(ClWindow *self, guint from, guint to);
 /* TRUE when the description can be saved, accepted or rejected now. */
 gboolean cl_window_cases_can_review(ClWindow *self);
 /* Keeps an edited description before the window shows something else (nothing is lost). */

@@ -963,27 +963,33 @@ static void update_presets(ClWindow *self, ClDocument *doc)
 
 /* Shows documents (at least one): the first two, or the first two frames of a lone
  * multi-frame document. */
-static void show_documents(ClWindow *self, GPtrArray *documents)
-{
-    g_assert(documents->len > 0);
-    g_ptr_array_set_size(self->documents, 0);
-    for (guint i = 0; i < documents->len; i++)
-        g_ptr_array_add(self->documents, g_object_ref(documents->pdata[i]));
+/* ---- the sequence: filmstrip and the pair shown ---- */
 
-    ClDocument *docs[2] = {documents->pdata[0], NULL};
-    guint frames[2] = {0, 0};
-    if (documents->len > 1) {
-        docs[1] = documents->pdata[1];
-    } else if (cl_document_get_n_frames(docs[0]) > 1) {
-        docs[1] = docs[0];
-        frames[1] = 1;
-    }
+typedef struct {
+    ClDocument *doc;
+    guint frame;
+} SeqItem;
+
+static void seq_item_clear(gpointer p)
+{
+    g_clear_object(&((SeqItem *)p)->doc);
+}
+
+/* Shows items i and j of the sequence in the two views (j may equal i for a lone image). */
+static void show_pair(ClWindow *self, guint i, guint j)
+{
+    g_assert(i < self->sequence->len && j < self->sequence->len);
+    self->pair_a = i, self->pair_b = j;
+    const SeqItem *ia = &g_array_index(self->sequence, SeqItem, i);
+    const SeqItem *ib = &g_array_index(self->sequence, SeqItem, j);
+    ClDocument *docs[2] = { ia->doc, i == j ? NULL : ib->doc };
+    guint frames[2] = { ia->frame, ib->frame };
 
     guint union_w = 0, union_h = 0;
-    for (guint i = 0; i < 2; i++) {
-        ClDocument *doc = docs[i] ? docs[i] : docs[0];
+    for (guint k = 0; k < 2; k++) {
+        ClDocument *doc = docs[k] ? docs[k] : docs[0];
         const ClImage *img = cl_document_get_image(doc);
-        cl_viewport_set_content_size(self->own_viewport[i], img->width, img->height);
+        cl_viewport_set_content_size(self->own_viewport[k], img->width, img->height);
         union_w = MAX(union_w, img->width);
         union_h = MAX(union_h, img->height);
     }
@@ -1014,8 +1020,206 @@ static void show_documents(ClWindow *self, GPtrArray *documents)
     } else {
         adw_window_title_set_subtitle(self->window_title, cl_document_get_name(docs[0]));
     }
+    /* the filmstrip marks the pair */
+    guint k = 0;
+    for (GtkWidget *c = gtk_widget_get_first_child(GTK_WIDGET(self->filmstrip)); c;
+         c = gtk_widget_get_next_sibling(c), k++) {
+        if (k == i || k == j)
+            gtk_widget_add_css_class(c, "cl-film-current");
+        else
+            gtk_widget_remove_css_class(c, "cl-film-current");
+    }
     gtk_stack_set_visible_child_name(self->stack, "compare");
     cl_window_update_actions(self);
+}
+
+void cl_window_show_pair(ClWindow *self, guint later)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    if (!self->sequence || later >= self->sequence->len)
+        return;
+    cl_window_cases_save_pending(self);
+    /* an item and its predecessor; the first with the second */
+    guint b = MAX(later, MIN(1u, self->sequence->len - 1));
+    show_pair(self, b > 0 ? b - 1 : 0, b);
+    cl_window_cases_pair_changed(self);
+}
+
+guint cl_window_get_n_sequence(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), 0);
+    return self->sequence ? self->sequence->len : 0;
+}
+
+void cl_window_get_pair(ClWindow *self, guint *a, guint *b)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    *a = self->pair_a, *b = self->pair_b;
+}
+
+/* Thumbnails, rendered off the main thread. */
+typedef struct {
+    ClDocument *doc;
+    guint frame;
+} ThumbJob;
+
+static void thumb_job_free(ThumbJob *j)
+{
+    g_clear_object(&j->doc);
+    g_free(j);
+}
+
+#define THUMB_SIDE 96
+
+static void thumb_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+    cl_worker_thread_background();
+    ThumbJob *j = data;
+    const ClImage *img = cl_document_get_image(j->doc);
+    ClDisplaySettings s;
+    cl_display_settings_init(&s, img, j->frame);
+    guint step = 1;
+    while (img->width / step > THUMB_SIDE || img->height / step > THUMB_SIDE)
+        step *= 2;
+    guint w, h;
+    GError *error = NULL;
+    guint8 *rgba = cl_display_render_rgba_region(img, j->frame, &s, NULL, 0, 0, img->width,
+                                                 img->height, step, &w, &h, cancellable, &error);
+    if (!rgba) {
+        g_task_return_error(task, error);
+        return;
+    }
+    g_autoptr(GBytes) bytes = g_bytes_new_take(rgba, (gsize)w * h * 4);
+    g_task_return_pointer(task,
+                          gdk_memory_texture_new((int)w, (int)h, GDK_MEMORY_R8G8B8A8, bytes,
+                                                 (gsize)w * 4),
+                          g_object_unref);
+}
+
+static void thumb_done(GObject *source, GAsyncResult *result, gpointer user_data)
+{
+    GtkPicture *pic = user_data; /* a reference, held by the task */
+    g_autoptr(GdkTexture) t = g_task_propagate_pointer(G_TASK(result), NULL);
+    if (t)
+        gtk_picture_set_paintable(pic, GDK_PAINTABLE(t));
+    g_object_unref(pic);
+}
+
+static void rebuild_filmstrip(ClWindow *self);
+
+static void on_film_clicked(GtkGestureClick *click, int n, double x, double y, ClWindow *self)
+{
+    GtkWidget *item = gtk_event_controller_get_widget(GTK_EVENT_CONTROLLER(click));
+    cl_window_show_pair(self, GPOINTER_TO_UINT(g_object_get_data(G_OBJECT(item), "index")));
+}
+
+static GdkContentProvider *on_film_drag_prepare(GtkDragSource *src, double x, double y,
+                                                gpointer data)
+{
+    GtkWidget *item = gtk_event_controller_get_widget(GTK_EVENT_CONTROLLER(src));
+    return gdk_content_provider_new_typed(G_TYPE_UINT, GPOINTER_TO_UINT(g_object_get_data(
+                                                           G_OBJECT(item), "index")));
+}
+
+static gboolean on_film_drop(GtkDropTarget *target, const GValue *value, double x, double y,
+                             ClWindow *self)
+{
+    GtkWidget *item = gtk_event_controller_get_widget(GTK_EVENT_CONTROLLER(target));
+    guint from = g_value_get_uint(value);
+    guint to = GPOINTER_TO_UINT(g_object_get_data(G_OBJECT(item), "index"));
+    cl_window_move_image(self, from, to);
+    return TRUE;
+}
+
+static void rebuild_filmstrip(ClWindow *self)
+{
+    GtkWidget *c;
+    while ((c = gtk_widget_get_first_child(GTK_WIDGET(self->filmstrip))))
+        gtk_box_remove(self->filmstrip, c);
+    guint n = self->sequence ? self->sequence->len : 0;
+    gtk_widget_set_visible(self->filmstrip_scroller, n > 2);
+    for (guint i = 0; i < n; i++) {
+        const SeqItem *it = &g_array_index(self->sequence, SeqItem, i);
+        GtkWidget *box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 2);
+        gtk_widget_add_css_class(box, "cl-film-item");
+        GtkWidget *pic = gtk_picture_new();
+        gtk_widget_set_size_request(pic, THUMB_SIDE, THUMB_SIDE * 3 / 4);
+        gtk_box_append(GTK_BOX(box), pic);
+        g_autofree char *label = cl_document_get_n_frames(it->doc) > 1
+                                     ? g_strdup_printf("%s [%u]", cl_document_get_name(it->doc),
+                                                       it->frame + 1)
+                                     : g_strdup(cl_document_get_name(it->doc));
+        GtkWidget *name = gtk_label_new(label);
+        gtk_label_set_ellipsize(GTK_LABEL(name), PANGO_ELLIPSIZE_MIDDLE);
+        gtk_label_set_max_width_chars(GTK_LABEL(name), 14);
+        gtk_widget_add_css_class(name, "caption");
+        gtk_box_append(GTK_BOX(box), name);
+        g_object_set_data(G_OBJECT(box), "index", GUINT_TO_POINTER(i));
+        GtkGesture *click = gtk_gesture_click_new();
+        g_signal_connect(click, "released", G_CALLBACK(on_film_clicked), self);
+        gtk_widget_add_controller(box, GTK_EVENT_CONTROLLER(click));
+        GtkDragSource *drag = gtk_drag_source_new();
+        g_signal_connect(drag, "prepare", G_CALLBACK(on_film_drag_prepare), NULL);
+        gtk_widget_add_controller(box, GTK_EVENT_CONTROLLER(drag));
+        GtkDropTarget *drop = gtk_drop_target_new(G_TYPE_UINT, GDK_ACTION_MOVE | GDK_ACTION_COPY);
+        g_signal_connect(drop, "drop", G_CALLBACK(on_film_drop), self);
+        gtk_widget_add_controller(box, GTK_EVENT_CONTROLLER(drop));
+        gtk_widget_set_tooltip_text(box, _("Click to compare with the image before it; drag to "
+                                           "reorder"));
+        gtk_box_append(self->filmstrip, box);
+        ThumbJob *j = g_new0(ThumbJob, 1);
+        j->doc = g_object_ref(it->doc);
+        j->frame = it->frame;
+        g_autoptr(GTask) task = g_task_new(NULL, self->load_cancellable, thumb_done,
+                                           g_object_ref(pic));
+        g_task_set_task_data(task, j, (GDestroyNotify)thumb_job_free);
+        g_task_run_in_thread(task, thumb_thread);
+    }
+}
+
+void cl_window_move_image(ClWindow *self, guint from, guint to)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    if (!self->sequence || from >= self->sequence->len || to >= self->sequence->len ||
+        from == to)
+        return;
+    if (!cl_window_cases_reorder(self, from, to))
+        return; /* the case database refused it: nothing moves */
+    /* move the item: shift the others by one (no clear function runs: nothing is freed) */
+    SeqItem *v = &g_array_index(self->sequence, SeqItem, 0);
+    SeqItem it = v[from];
+    if (from < to)
+        memmove(v + from, v + from + 1, sizeof(SeqItem) * (to - from));
+    else
+        memmove(v + to + 1, v + to, sizeof(SeqItem) * (from - to));
+    v[to] = it;
+    rebuild_filmstrip(self);
+    cl_window_show_pair(self, MAX(to, 1u));
+}
+
+/* Shows documents (at least one): all their images go in the filmstrip (a lone multi-frame file
+ * gives one item per frame), the first two are shown. */
+static void show_documents(ClWindow *self, GPtrArray *documents)
+{
+    g_assert(documents->len > 0);
+    g_ptr_array_set_size(self->documents, 0);
+    for (guint i = 0; i < documents->len; i++)
+        g_ptr_array_add(self->documents, g_object_ref(documents->pdata[i]));
+    g_array_set_size(self->sequence, 0);
+    ClDocument *first = documents->pdata[0];
+    if (documents->len == 1) {
+        for (guint f = 0; f < MIN(cl_document_get_n_frames(first), (guint)MAX_OPEN_FILES); f++) {
+            SeqItem it = { g_object_ref(first), f };
+            g_array_append_val(self->sequence, it);
+        }
+    } else {
+        for (guint i = 0; i < documents->len; i++) {
+            SeqItem it = { g_object_ref(documents->pdata[i]), 0 };
+            g_array_append_val(self->sequence, it);
+        }
+    }
+    rebuild_filmstrip(self);
+    show_pair(self, 0, MIN(1u, self->sequence->len - 1));
 }
 
 void cl_window_toast(ClWindow *self, const char *text)
@@ -1109,7 +1313,13 @@ static void load_thread(GTask *task, gpointer source, gpointer task_data, GCance
     for (guint i = 0; i < n; i++)
         images[i] = cl_document_get_image(job->documents->pdata[i]);
     g_autofree guint *order = g_new(guint, n ? n : 1);
-    cl_sequence_order(images, n, order);
+    if (job->case_id) {
+        /* a case's images come in the order the case keeps */
+        for (guint i = 0; i < n; i++)
+            order[i] = i;
+    } else {
+        cl_sequence_order(images, n, order);
+    }
     GPtrArray *sorted = g_ptr_array_new_with_free_func(g_object_unref);
     for (guint i = 0; i < n; i++)
         g_ptr_array_add(sorted, g_object_ref(job->documents->pdata[order[i]]));
@@ -1123,13 +1333,14 @@ static void load_thread(GTask *task, gpointer source, gpointer task_data, GCance
      * the main thread */
     if (job->want_case_images && n > 0) {
         job->case_images = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
-        for (guint i = 0; i < 2 && job->case_images; i++) {
+        guint items = n > 1 ? n : MIN(cl_document_get_n_frames(sorted->pdata[0]),
+                                      (guint)MAX_OPEN_FILES);
+        for (guint i = 0; i < items && job->case_images; i++) {
             ClDocument *doc = n > 1 ? sorted->pdata[i] : sorted->pdata[0];
             guint frame = n > 1 ? 0 : i;
             GFile *file = cl_document_get_file(doc);
             g_autofree char *path = file ? g_file_get_path(file) : NULL;
-            if (!path || frame >= cl_document_get_n_frames(doc) ||
-                g_cancellable_is_cancelled(cancellable)) {
+            if (!path || g_cancellable_is_cancelled(cancellable)) {
                 g_clear_pointer(&job->case_images, g_ptr_array_unref);
                 break;
             }
@@ -1448,6 +1659,7 @@ static void cl_window_dispose(GObject *object)
     g_clear_object(&self->settings);
     g_clear_pointer(&self->documents, g_ptr_array_unref);
     g_clear_pointer(&self->masks, g_array_unref);
+    g_clear_pointer(&self->sequence, g_array_unref);
     g_clear_object(&self->shared_viewport);
     g_clear_object(&self->own_viewport[0]);
     g_clear_object(&self->own_viewport[1]);
@@ -1525,6 +1737,8 @@ static void cl_window_class_init(ClWindowClass *klass)
     gtk_widget_class_bind_template_child(widget_class, ClWindow, preset_button);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, align_label);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, masks_button);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, filmstrip);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, filmstrip_scroller);
     gtk_widget_class_install_action(widget_class, "win.clear-masks", NULL, action_clear_masks);
     gtk_widget_class_install_action(widget_class, "win.preferences", NULL, action_preferences);
     gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");
@@ -1566,6 +1780,8 @@ static void cl_window_init(ClWindow *self)
     gtk_widget_init_template(GTK_WIDGET(self));
     self->documents = g_ptr_array_new_with_free_func(g_object_unref);
     self->masks = g_array_new(FALSE, FALSE, sizeof(double));
+    self->sequence = g_array_new(FALSE, TRUE, sizeof(SeqItem));
+    g_array_set_clear_func(self->sequence, seq_item_clear);
     self->shared_viewport = cl_viewport_new();
     self->own_viewport[0] = cl_viewport_new();
     self->own_viewport[1] = cl_viewport_new();

@@ -21,6 +21,14 @@ void cl_window_open_files(ClWindow *self, GFile *const *files, guint n_files);
 /* Shows the Open dialog (GtkFileChooserNative, several files at once). */
 void cl_window_choose_files(ClWindow *self);
 
+/* The sequence (all opened images, or a case's): its length, the pair shown (indices), showing
+ * item `later` next to the one before it (the filmstrip's click), moving an item (its drag; a
+ * case's order in the database follows). */
+guint cl_window_get_n_sequence(ClWindow *self);
+void cl_window_get_pair(ClWindow *self, guint *a, guint *b);
+void cl_window_show_pair(ClWindow *self, guint later);
+void cl_window_move_image(ClWindow *self, guint from, guint to);
+
 /* index 0 = left, 1 = right. (transfer none) */
 ClImageView *cl_window_get_view(ClWindow *self, guint index);
 
