@@ -725,6 +725,12 @@ static void test_describe(void)
 
     g_autofree char *text = cl_window_get_description(win);
     g_assert_cmpuint(strlen(text), >, 0);
+    /* a sentence under the pointer: its own map over the later image; away: the run's again */
+    g_assert_true(cl_window_highlight_sentence(win, 0));
+    g_assert_cmpint(cl_window_get_highlighted_sentence(win), ==, 0);
+    g_assert_true(cl_image_view_get_has_heatmap(cl_window_get_view(win, 1)));
+    g_assert_false(cl_window_highlight_sentence(win, -1));
+    g_assert_cmpint(cl_window_get_highlighted_sentence(win), ==, -1);
     g_assert_true(cl_window_get_show_heatmap(win));
     g_assert_true(cl_image_view_get_has_heatmap(b));
     save_screenshot(win, "describe-side-by-side");

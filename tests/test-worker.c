@@ -11,6 +11,7 @@
 #include "describe.h"
 #include "device.h"
 #include "fixtures.h"
+#include "sentences.h"
 #include "worker.h"
 
 #define WAIT_TIMEOUT_US (120 * G_USEC_PER_SEC)
@@ -217,6 +218,23 @@ static void test_streams_without_stalls(void)
     }
     g_assert_true(saw_encoding && saw_describing);
     g_assert_cmpuint(r.result->result.heatmaps->len, ==, 2);
+    /* sentence maps: byte ranges in order inside the text, each an attention share of the
+     * last image's tokens: positive, at most the whole */
+    g_assert_nonnull(r.result->sentences);
+    g_assert_cmpuint(r.result->sentences->len, >=, 1);
+    gsize prev_end = 0;
+    for (guint i = 0; i < r.result->sentences->len; i++) {
+        const ClSentenceMap *sm = g_ptr_array_index(r.result->sentences, i);
+        g_assert_cmpuint(sm->start, >=, prev_end);
+        g_assert_cmpuint(sm->end, >, sm->start);
+        g_assert_cmpuint(sm->end, <=, strlen(r.result->result.text));
+        double sum = 0;
+        for (int k = 0; k < sm->map->width * sm->map->height; k++)
+            sum += sm->map->values[k];
+        g_assert_cmpfloat(sum, >, 0.0);
+        g_assert_cmpfloat(sum, <=, 1.0 + 1e-4);
+        prev_end = sm->end;
+    }
     g_assert_cmpstr(r.result->device, ==, "cpu");
     g_assert_null(r.result->model_path);
     g_assert_cmpuint(strlen(r.result->model_sha256), ==, 64); /* of the random weights */

@@ -5,6 +5,7 @@
 #include "casedb.h"
 #include "cl-window.h"
 #include "heatmap.h"
+#include "sentences.h"
 #include "worker.h"
 
 G_BEGIN_DECLS
@@ -62,6 +63,9 @@ struct _ClWindow {
     gboolean show_heatmap;
     ClHeatmap *heatmap; /* of the last run: image 2 of the shown pair, on its letterbox */
     ClLetterbox heat_letterbox;
+    GPtrArray *sentences;   /* ClSentenceMap* of the last run, for its text */
+    char *generated_text;   /* that text (the maps hold while the editor shows it unchanged) */
+    int highlighted;        /* the sentence shown, -1 when none */
 
     /* cases (cl-window-cases.c); db borrowed, NULL: a plain viewer without cases */
     ClCaseDb *db;

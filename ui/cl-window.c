@@ -451,6 +451,12 @@ static void describe_done(GObject *source, GAsyncResult *result, gpointer data)
     gtk_label_set_label(self->panel_model, model->str);
     g_string_free(model, TRUE);
 
+    g_clear_pointer(&self->sentences, g_ptr_array_unref);
+    g_clear_pointer(&self->generated_text, g_free);
+    if (r->sentences) {
+        self->sentences = g_ptr_array_ref(r->sentences);
+        self->generated_text = g_strdup(text);
+    }
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
     if (r->result.heatmaps->len > 0 && r->result.n_images >= 2) {
         self->heatmap = cl_heatmap_copy(r->result.heatmaps->pdata[0]);
@@ -724,6 +730,71 @@ static void action_nudge(GtkWidget *widget, const char *name, GVariant *param)
         g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_ALIGNED]);
     }
     set_align_label(self, _("Aligned by hand"));
+}
+
+/* ---- sentences tied to regions ---- */
+
+/* Shows the attention map of the sentence at character offset `offset` of the description (and
+ * marks the sentence), or the run's heat map again for offset < 0 or outside every sentence.
+ * Only while the editor holds the generated text unchanged. TRUE when a sentence is shown. */
+gboolean cl_window_highlight_sentence(ClWindow *self, int offset)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    GtkTextBuffer *buf = gtk_text_view_get_buffer(self->description_view);
+    GtkTextIter a, b;
+    gtk_text_buffer_get_bounds(buf, &a, &b);
+    gtk_text_buffer_remove_tag_by_name(buf, "sentence", &a, &b);
+    int found = -1;
+    g_autofree char *text = gtk_text_buffer_get_text(buf, &a, &b, FALSE);
+    if (offset >= 0 && self->sentences && self->generated_text &&
+        g_str_equal(text, self->generated_text)) {
+        gsize byte = (gsize)(g_utf8_offset_to_pointer(text, MIN(offset, (int)g_utf8_strlen(text, -1))) - text);
+        for (guint i = 0; i < self->sentences->len && found < 0; i++) {
+            const ClSentenceMap *sm = g_ptr_array_index(self->sentences, i);
+            if (byte >= sm->start && byte < sm->end)
+                found = (int)i;
+        }
+    }
+    self->highlighted = found;
+    if (found < 0) {
+        cl_window_update_heat(self);
+        return FALSE;
+    }
+    const ClSentenceMap *sm = g_ptr_array_index(self->sentences, (guint)found);
+    GtkTextIter s0, s1;
+    gtk_text_buffer_get_iter_at_offset(buf, &s0, (int)g_utf8_pointer_to_offset(text, text + sm->start));
+    gtk_text_buffer_get_iter_at_offset(buf, &s1, (int)g_utf8_pointer_to_offset(text, text + sm->end));
+    gtk_text_buffer_apply_tag_by_name(buf, "sentence", &s0, &s1);
+    ClImageView *target = self->mode == CL_COMPARE_NONE ? self->view_b : self->view_a;
+    cl_image_view_set_heatmap(target, sm->map, &self->heat_letterbox);
+    cl_image_view_set_heatmap_opacity(target, gtk_range_get_value(GTK_RANGE(self->heat_scale)));
+    return TRUE;
+}
+
+int cl_window_get_highlighted_sentence(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), -1);
+    return self->highlighted;
+}
+
+static void on_text_motion(GtkEventControllerMotion *m, double x, double y, ClWindow *self)
+{
+    int bx, by;
+    gtk_text_view_window_to_buffer_coords(self->description_view, GTK_TEXT_WINDOW_WIDGET, (int)x,
+                                          (int)y, &bx, &by);
+    GtkTextIter it;
+    int offset = -1;
+    if (gtk_text_view_get_iter_at_location(self->description_view, &it, bx, by))
+        offset = gtk_text_iter_get_offset(&it);
+    if (offset < 0 && self->highlighted < 0)
+        return;
+    cl_window_highlight_sentence(self, offset);
+}
+
+static void on_text_leave(GtkEventControllerMotion *m, ClWindow *self)
+{
+    if (self->highlighted >= 0)
+        cl_window_highlight_sentence(self, -1);
 }
 
 /* ---- preferences ---- */
@@ -1649,6 +1720,8 @@ static void cl_window_dispose(GObject *object)
     }
     g_clear_object(&self->worker);
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
+    g_clear_pointer(&self->sentences, g_ptr_array_unref);
+    g_clear_pointer(&self->generated_text, g_free);
     cl_window_cases_dispose(self);
     if (self->zoom_label_viewport) {
         g_clear_signal_handler(&self->zoom_label_id, self->zoom_label_viewport);
@@ -1808,6 +1881,13 @@ static void cl_window_init(ClWindow *self)
     g_signal_connect_swapped(self->view_a, "notify::changed-fraction",
                              G_CALLBACK(update_changed_label), self);
     cl_window_cases_init(self);
+    self->highlighted = -1;
+    gtk_text_buffer_create_tag(gtk_text_view_get_buffer(self->description_view), "sentence",
+                               "background", "rgba(255, 200, 0, 0.35)", NULL);
+    GtkEventController *tm = gtk_event_controller_motion_new();
+    g_signal_connect(tm, "motion", G_CALLBACK(on_text_motion), self);
+    g_signal_connect(tm, "leave", G_CALLBACK(on_text_leave), self);
+    gtk_widget_add_controller(GTK_WIDGET(self->description_view), tm);
     ClImageView *views[2] = { self->view_a, self->view_b };
     for (guint i = 0; i < 2; i++) {
         GtkEventController *motion = gtk_event_controller_motion_new();

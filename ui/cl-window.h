@@ -65,6 +65,13 @@ void cl_window_set_show_heatmap(ClWindow *self, gboolean show);
 void cl_window_describe(ClWindow *self);
 /* TRUE while a run is in progress ("describing" property). */
 gboolean cl_window_get_describing(ClWindow *self);
+/* Hovering a sentence of the generated description shows where in the later image the model
+ * looked while writing it (the last decoder block's attention over its visual tokens) and marks
+ * the sentence; callable directly with a character offset (< 0: back to the run's heat map).
+ * TRUE when a sentence is shown; only while the text is the model's, unedited. */
+gboolean cl_window_highlight_sentence(ClWindow *self, int offset);
+int cl_window_get_highlighted_sentence(ClWindow *self);
+
 /* The description panel's text (newly allocated). */
 char *cl_window_get_description(ClWindow *self);
 

@@ -28,6 +28,9 @@ void cl_describe_result_clear(ClDescribeResult *r)
     if (r->heatmaps)
         g_ptr_array_unref(r->heatmaps);
     g_free(r->encode_ms);
+    if (r->prompt_ids)
+        g_array_unref(r->prompt_ids);
+    g_free(r->visual);
     if (r->notices)
         g_ptr_array_unref(r->notices);
     memset(r, 0, sizeof *r);
@@ -259,8 +262,9 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
                                             cfg->max_len));
         cl_generate_result_clear(&gr);
     }
-    g_free(visual);
-    g_array_unref(dec_ids);
+    /* kept for what comes after (the attention of the generated text over the images) */
+    out->visual = visual;
+    out->prompt_ids = dec_ids;
     if (!out->text)
         out->text = g_strdup("");
     return ok;

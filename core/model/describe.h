@@ -83,6 +83,9 @@ typedef struct {
     double tokens_per_s;  /* generated tokens / decode time (0 when none) */
     GPtrArray *notices;   /* char*: one-line notes for the user (device fallback, upscaled
                            * images, ...); the caller may add its own */
+    GArray *prompt_ids;   /* gint32: the decoder's prompt (CL_DECODER_VISUAL where the visual
+                           * tokens go), n_prompt of them */
+    float *visual;        /* (n_images, M, dec_dim): the visual tokens the decoder read */
 } ClDescribeResult;
 
 void cl_describe_result_clear(ClDescribeResult *r);

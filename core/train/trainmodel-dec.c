@@ -199,3 +199,39 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
     g_free(dx), g_free(dh), g_free(act), g_free(dact), g_free(dgate), g_free(dup);
     g_free(datt), g_free(dq), g_free(dk), g_free(dv);
 }
+
+gboolean cl_train_dec_attention(const ClTrainDec *d, int layer, int q0, float *out)
+{
+    const int L = d->cfg->dec_depth, n = d->n;
+    if (layer < 0)
+        layer += L;
+    if (layer < 0 || layer >= L || q0 < 0 || q0 > n)
+        return FALSE;
+    const LayerAct *a = &d->layer[layer];
+    const int hd = d->hd, group = d->Hq / d->Hkv;
+    float *s = g_new(float, MAX(n, 1));
+    memset(out, 0, sizeof(float) * (size_t)(n - q0) * n);
+    for (int t = q0; t < n; t++) {
+        float *row = out + (size_t)(t - q0) * n;
+        for (int h = 0; h < d->Hq; h++) {
+            const float *q = a->q + (size_t)t * d->Q + (size_t)h * hd;
+            int kh = h / group;
+            float mx = -INFINITY;
+            for (int j = 0; j <= t; j++) {
+                const float *k = a->k + (size_t)j * d->KV + (size_t)kh * hd;
+                float dot = 0;
+                for (int e = 0; e < hd; e++)
+                    dot += q[e] * k[e];
+                s[j] = dot * d->scale;
+                mx = MAX(mx, s[j]);
+            }
+            double sum = 0;
+            for (int j = 0; j <= t; j++)
+                sum += (s[j] = expf(s[j] - mx));
+            for (int j = 0; j <= t; j++)
+                row[j] += (float)(s[j] / sum / d->Hq);
+        }
+    }
+    g_free(s);
+    return TRUE;
+}

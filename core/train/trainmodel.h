@@ -147,5 +147,10 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
 void cl_train_dec_backward(ClTrainDec *dec, const ClModelWeights *w, const float *dlogits,
                            float *dvisual, ClModelWeights *g);
 void cl_train_dec_free(ClTrainDec *dec);
+/* The attention of each position in [q0, n) over every position at decoder block `layer` (< 0:
+ * counted from the end), averaged over the heads, from the forward's saved queries and keys:
+ * out (n - q0, n) row-major, each row a distribution over positions <= its own (0 after it).
+ * FALSE for a bad layer or q0. */
+gboolean cl_train_dec_attention(const ClTrainDec *dec, int layer, int q0, float *out);
 
 G_END_DECLS

@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "cl-config.h"
 #include "model.h"
+#include "sentences.h"
 
 /* Progress at most every 100 ms, text at most every 33 ms (STYLE.md: coalesced updates). */
 #define PROGRESS_INTERVAL_US (100 * 1000)
@@ -383,6 +384,10 @@ static void run_describe(State *s, Job *job)
         job->error = error;
         return;
     }
+    /* which part of the later image each sentence rests on (CPU: the training forward keeps
+     * the queries and keys it needs) */
+    if (g_str_equal(cl_backend_name(s->be), "cpu") && r->result.n_images >= 2)
+        r->sentences = cl_sentence_maps(s->be, s->model, &r->result, r->result.n_images - 1, NULL);
     set_stage(job, _("Done"), 1.0);
     job->result = r;
 }
@@ -584,6 +589,8 @@ void cl_worker_describe_result_free(ClWorkerDescribeResult *r)
     g_free(r->model_path);
     g_free(r->model_sha256);
     g_free(r->model_config_json);
+    if (r->sentences)
+        g_ptr_array_unref(r->sentences);
     g_free(r->device);
     g_free(r->notice);
     g_free(r);

@@ -81,6 +81,8 @@ typedef struct {
     char *device;            /* the backend that ran it: "cpu", "cuda" */
     char *notice;            /* a device fallback notice, or NULL */
     double load_ms;          /* model (and backend) loading, 0 when reused */
+    GPtrArray *sentences;    /* ClSentenceMap* (sentences.h) over the last image, or NULL when
+                              * they could not be computed */
 } ClWorkerDescribeResult;
 
 ClWorkerDescribeResult *cl_worker_describe_finish(ClWorker *self, GAsyncResult *result,
