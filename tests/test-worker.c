@@ -11,7 +11,9 @@
 #include "describe.h"
 #include "device.h"
 #include "fixtures.h"
+#include "decoder.h"
 #include "sentences.h"
+#include "trainmodel.h"
 #include "worker.h"
 
 #define WAIT_TIMEOUT_US (120 * G_USEC_PER_SEC)
@@ -389,6 +391,43 @@ static void test_absent_device(void)
     run_clear(&r);
 }
 
+/* The decoder's attention rows (sentences.h's source): each a distribution over the positions up
+ * to its own, nothing after; and the attention to the visual tokens follows them when they move. */
+static void test_attention_rows(void)
+{
+    ClModelConfig cfg;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", NULL));
+    g_autoptr(ClModel) model = cl_model_new_random(&cfg, 11, NULL);
+    g_autoptr(ClBackend) be = cl_backend_cpu_new(0);
+    const int n = 24, E = cfg.dec_dim;
+    gint32 ids[24];
+    for (int i = 0; i < n; i++)
+        ids[i] = i >= 4 && i < 12 ? CL_DECODER_VISUAL : 40 + i;
+    g_autofree float *visual = g_new(float, 8 * E);
+    for (int i = 0; i < 8 * E; i++)
+        visual[i] = (float)sin(i * 0.37) * 0.5f;
+    const int no_rows = 0;
+    g_autoptr(GError) error = NULL;
+    ClTrainDec *dec = cl_train_dec_forward(be, model, ids, n, visual, &no_rows, 0, NULL, &error);
+    g_assert_no_error(error);
+    g_autofree float *att = g_new(float, (gsize)(n - 10) * n);
+    g_assert_true(cl_train_dec_attention(dec, -1, 10, att));
+    for (int t = 10; t < n; t++) {
+        double sum = 0;
+        for (int j = 0; j < n; j++) {
+            float v = att[(gsize)(t - 10) * n + j];
+            if (j > t)
+                g_assert_cmpfloat(v, ==, 0.0f);
+            g_assert_cmpfloat(v, >=, 0.0f);
+            sum += v;
+        }
+        g_assert_cmpfloat(fabs(sum - 1.0), <, 1e-5);
+    }
+    g_assert_false(cl_train_dec_attention(dec, cfg.dec_depth, 0, att));
+    g_assert_false(cl_train_dec_attention(dec, 0, n + 1, att));
+    cl_train_dec_free(dec);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -397,5 +436,6 @@ int main(int argc, char **argv)
     g_test_add_func("/worker/cancel", test_cancel);
     g_test_add_func("/worker/errors", test_errors);
     g_test_add_func("/worker/absent-device", test_absent_device);
+    g_test_add_func("/worker/attention-rows", test_attention_rows);
     return g_test_run();
 }
