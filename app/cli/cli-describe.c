@@ -322,7 +322,7 @@ int cl_cli_describe(int argc, char **argv)
     double load_ms = (g_get_monotonic_time() - t0) / 1000.0;
 
     /* ---- run ---- */
-    g_autofree ClDescribeImage *imgs = g_new(ClDescribeImage, n_images);
+    g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, n_images);
     for (guint t = 0; t < n_images; t++) {
         imgs[t].image = cl_sequence_item(seq, t)->image;
         imgs[t].frame = cl_sequence_item(seq, t)->frame;
