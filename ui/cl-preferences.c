@@ -6,8 +6,10 @@
 
 #include "cl-config.h"
 
-static const char *const devices[] = { "auto", "cpu", "cuda" };
-static const char *const modes[] = { "side-by-side", "swipe", "blend", "flicker", "difference" };
+static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
+static const char *const modes[] = { "side-by-side", "swipe", "blend", "flicker", "difference",
+                                     NULL };
+static const char *const sources[] = { "update-norm", "delta", NULL };
 
 static gboolean name_to_index(GValue *value, GVariant *variant, gpointer user_data)
 {
@@ -142,6 +144,12 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
     g_object_set_data_full(G_OBJECT(m->row), "cl-model-row", m, model_row_free);
     model_row_update(m);
     adw_preferences_group_add(model, m->row);
+    const char *source_labels[] = { _("Encoder updates"), _("Change map (Δ, slower)"), NULL };
+    adw_preferences_group_add(model,
+                              combo_row(settings, "heatmap-source", _("Heat maps"),
+                                        _("How much the stateful encoder rewrote each patch, or "
+                                          "the paper's change map from a second encoder pass"),
+                                        sources, source_labels));
     adw_preferences_page_add(page, model);
 
     AdwPreferencesGroup *view = ADW_PREFERENCES_GROUP(adw_preferences_group_new());

@@ -518,6 +518,10 @@ void cl_window_describe(ClWindow *self)
     }
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);
+    if (self->settings) {
+        g_autofree char *src = g_settings_get_string(self->settings, "heatmap-source");
+        opts.delta = g_strcmp0(src, "delta") == 0;
+    }
 
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
     DescribeRun *run = g_new0(DescribeRun, 1);
