@@ -130,6 +130,50 @@ static void test_open_files(void)
     cl_fixture_rmdir(dir);
 }
 
+static void test_group(void)
+{
+    ClImage *imgs[] = {
+        fake(CL_IMAGE_FORMAT_PNG, "/p/site-before.png", 8, 8, 1),
+        fake_dicom("/d/1.dcm", "20240101", NULL, 1, "P1"),
+        fake(CL_IMAGE_FORMAT_PNG, "/p/site_after.png", 8, 8, 1),
+        fake_dicom("/d/2.dcm", "20240102", NULL, 1, "P2"),
+        fake(CL_IMAGE_FORMAT_PNG, "/p/Site (2).png", 8, 8, 1),
+        fake_dicom("/d/3.dcm", "20240103", NULL, 1, "P1"),
+        fake(CL_IMAGE_FORMAT_PNG, "/p/other-v3.png", 8, 8, 1),
+        fake(CL_IMAGE_FORMAT_TIFF, "/g/a.tif", 100, 100, 1),
+        fake(CL_IMAGE_FORMAT_TIFF, "/g/b.tif", 100, 100, 1),
+        fake(CL_IMAGE_FORMAT_TIFF, "/g/far.tif", 100, 100, 1),
+    };
+    const double t[3][6] = { { 500000, 10, 0, 4000000, 0, -10 },
+                             { 500020, 10, 0, 3999980, 0, -10 }, /* shifted by 2 pixels */
+                             { 600000, 10, 0, 4000000, 0, -10 } };
+    for (int k = 0; k < 3; k++) {
+        ClImage *g = imgs[7 + k];
+        g->geo = g_new0(ClGeoInfo, 1);
+        g->geo->has_transform = TRUE;
+        g->geo->epsg = 32633;
+        memcpy(g->geo->transform, t[k], sizeof t[k]);
+    }
+    guint group[G_N_ELEMENTS(imgs)];
+    guint n = cl_sequence_group((const ClImage *const *)imgs, G_N_ELEMENTS(imgs), group);
+    /* site×3, P1×2, P2, other, the two near tiles, the far one */
+    g_assert_cmpuint(n, ==, 6);
+    g_assert_cmpuint(group[0], ==, group[2]);
+    g_assert_cmpuint(group[0], ==, group[4]);
+    g_assert_cmpuint(group[1], ==, group[5]);
+    g_assert_cmpuint(group[1], !=, group[3]);
+    g_assert_cmpuint(group[6], !=, group[0]);
+    g_assert_cmpuint(group[7], ==, group[8]);
+    g_assert_cmpuint(group[9], !=, group[7]);
+    g_assert_cmpuint(group[0], ==, 0);
+    g_assert_cmpuint(group[1], ==, 1);
+    for (guint i = 0; i < G_N_ELEMENTS(imgs); i++) {
+        if (imgs[i]->geo)
+            g_free(imgs[i]->geo), imgs[i]->geo = NULL;
+        cl_image_free(imgs[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -137,5 +181,6 @@ int main(int argc, char **argv)
     g_test_add_func("/sequence/mixed", test_mixed_patients_and_sizes);
     g_test_add_func("/sequence/given-order-and-frames", test_given_order_and_frames);
     g_test_add_func("/sequence/open-files", test_open_files);
+    g_test_add_func("/sequence/group", test_group);
     return g_test_run();
 }

@@ -1245,6 +1245,45 @@ static void test_filmstrip(void)
     cl_casedb_close(db);
 }
 
+/* One import of two photo pairs makes two cases (same file stem, version words dropped). */
+static void test_import_pairs(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "pairs.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    const char *names[] = { "harbour-before.png", "garden-before.png", "harbour-after.png",
+                            "garden-after.png" };
+    char *paths[4];
+    for (int i = 0; i < 4; i++) {
+        paths[i] = g_build_filename(tmpdir, names[i], NULL);
+        write_scene_at(paths[i], i >= 2, 0, 0);
+    }
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    open_paths(win, (const char *const *)paths, 4);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_true(wait_for(case_shown, win));
+    g_autoptr(GPtrArray) list = cl_casedb_list(db, &error);
+    g_assert_cmpuint(list->len, ==, 2);
+    for (guint i = 0; i < 2; i++) {
+        const ClCaseSummary *cs = list->pdata[i];
+        g_assert_cmpuint(cs->n_images, ==, 2);
+        g_assert_true(g_str_has_suffix(cs->name, "-after.png"));
+    }
+    /* the first pair is the one shown, as its own case */
+    g_assert_cmpuint(cl_window_get_n_sequence(win), ==, 2);
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 0))),
+                    ==, "harbour-before.png");
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+    for (int i = 0; i < 4; i++)
+        g_free(paths[i]);
+}
+
 /* Templates in the GResource parse (the help overlay is otherwise only loaded by the app). */
 static void test_resources(void)
 {
@@ -1307,6 +1346,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/masks", test_masks);
     g_test_add_func("/ui/preferences", test_preferences);
     g_test_add_func("/ui/window/filmstrip", test_filmstrip);
+    g_test_add_func("/ui/window/import-pairs", test_import_pairs);
     int rc = g_test_run();
 
     cl_fixture_rmdir(tmpdir);

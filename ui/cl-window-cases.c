@@ -422,7 +422,34 @@ void cl_window_open_case(ClWindow *self, gint64 case_id)
         cl_window_load_files(self, (GFile *const *)files->pdata, files->len, case_id);
 }
 
-void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *case_images)
+/* A new case of these images (ClCaseImage*); its id, or 0 with a toast. */
+static gint64 make_case(ClWindow *self, GPtrArray *images)
+{
+    const ClCaseImage *a = g_ptr_array_index(images, 0);
+    const ClCaseImage *b = images->len > 1 ? g_ptr_array_index(images, 1) : a;
+    g_autofree char *na = g_path_get_basename(a->path), *nb = g_path_get_basename(b->path);
+    /* TRANSLATORS: the name of a case made of opened files: two names, or the first and how
+     * many more */
+    g_autofree char *name = g_strcmp0(a->path, b->path) == 0 ? g_strdup(na)
+                            : images->len == 2
+                                ? g_strdup_printf(_("%s and %s"), na, nb)
+                                : g_strdup_printf(_("%s and %u more"), na, images->len - 1);
+    g_autoptr(GError) error = NULL;
+    gint64 id = 0;
+    if (!cl_casedb_case_new(self->db, name, &id, &error) ||
+        !cl_casedb_images_add(self->db, id, images, NULL, &error)) {
+        g_autofree char *msg = g_strdup_printf(_("The images were not added as a case: %s"),
+                                               error->message);
+        cl_window_toast(self, msg);
+        if (id)
+            cl_casedb_case_delete(self->db, id, NULL);
+        return 0;
+    }
+    return id;
+}
+
+void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *case_images,
+                            const guint *groups, guint n_groups)
 {
     if (!self->db)
         return;
@@ -438,23 +465,29 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
         refresh_list(self);
         return;
     }
-    const ClCaseImage *a = g_ptr_array_index(case_images, 0), *b = g_ptr_array_index(case_images, 1);
-    g_autofree char *na = g_path_get_basename(a->path), *nb = g_path_get_basename(b->path);
-    /* TRANSLATORS: the name of a case made of opened files: two names, or the first and how
-     * many more */
-    g_autofree char *name = g_strcmp0(a->path, b->path) == 0 ? g_strdup(na)
-                            : case_images->len == 2
-                                ? g_strdup_printf(_("%s and %s"), na, nb)
-                                : g_strdup_printf(_("%s and %u more"), na, case_images->len - 1);
-    g_autoptr(GError) error = NULL;
-    gint64 id = 0;
-    if (!cl_casedb_case_new(self->db, name, &id, &error) ||
-        !cl_casedb_images_add(self->db, id, case_images, NULL, &error)) {
-        g_autofree char *msg = g_strdup_printf(_("The images were not added as a case: %s"),
-                                               error->message);
+    if (groups && n_groups > 1) {
+        /* one import, several studies / places / photos: a case each; the first is opened */
+        gint64 first = 0;
+        for (guint g = 0; g < n_groups; g++) {
+            g_autoptr(GPtrArray) part = g_ptr_array_new();
+            for (guint i = 0; i < case_images->len; i++)
+                if (groups[i] == g)
+                    g_ptr_array_add(part, g_ptr_array_index(case_images, i));
+            gint64 id = make_case(self, part);
+            if (!first)
+                first = id;
+        }
+        /* TRANSLATORS: the opened files were sorted into this many cases */
+        g_autofree char *msg = g_strdup_printf(
+            ngettext("The files make %u case", "The files make %u cases", n_groups), n_groups);
         cl_window_toast(self, msg);
-        if (id)
-            cl_casedb_case_delete(self->db, id, NULL);
+        refresh_list(self);
+        if (first)
+            cl_window_open_case(self, first);
+        return;
+    }
+    gint64 id = make_case(self, case_images);
+    if (!id) {
         apply_case_state(self, FALSE);
         return;
     }

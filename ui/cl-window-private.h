@@ -97,7 +97,8 @@ void cl_window_cases_class_init(GtkWidgetClass *widget_class);
 void cl_window_cases_dispose(ClWindow *self);
 /* After a load: a case for newly opened files (documents, the files' paths), or the state of the
  * case that was opened (description, versions, heat map). */
-void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *case_images);
+void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *case_images,
+                            const guint *groups, guint n_groups);
 /* After a model run: records it in the current case; FALSE when there is none. */
 void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r);
 /* The pair shown changed (filmstrip): the case's state for it. */

@@ -1349,6 +1349,8 @@ typedef struct {
     GPtrArray *case_images;    /* ClCaseImage*, output: the shown images' records (path,
                                 * frame, sha256, metadata), NULL when not wanted or failed */
     gint64 case_id;            /* the case being opened (its images are its own), or 0 */
+    guint *groups;             /* output with case_images: each image's group (cl_sequence_group) */
+    guint n_groups;
 } LoadJob;
 
 static void load_job_free(LoadJob *job)
@@ -1359,6 +1361,7 @@ static void load_job_free(LoadJob *job)
     g_clear_pointer(&job->error_files, g_ptr_array_unref);
     g_clear_pointer(&job->warnings, g_ptr_array_unref);
     g_clear_pointer(&job->case_images, g_ptr_array_unref);
+    g_free(job->groups);
     g_free(job);
 }
 
@@ -1427,6 +1430,11 @@ static void load_thread(GTask *task, gpointer source, gpointer task_data, GCance
             }
             g_ptr_array_add(job->case_images, ci);
         }
+        /* files that belong to different studies, places or photos make different cases */
+        if (job->case_images && n > 1) {
+            job->groups = g_new(guint, n);
+            job->n_groups = cl_sequence_group(images, n, job->groups);
+        }
     }
     g_task_return_boolean(task, TRUE);
 }
@@ -1464,7 +1472,8 @@ static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
             if (!job->case_id)
                 cl_window_cases_save_pending(self);
             show_documents(self, job->documents);
-            cl_window_cases_loaded(self, job->documents, job->case_images);
+            cl_window_cases_loaded(self, job->documents, job->case_images, job->groups,
+                                   job->n_groups);
         }
     }
     update_busy(self);

@@ -1,6 +1,8 @@
 /* sequence.c - several files, or one multi-frame/multi-page file, as one ordered sequence. */
 #include "sequence.h"
 
+#include <math.h>
+
 #include <string.h>
 
 static void item_free(gpointer p)
@@ -178,4 +180,123 @@ ClSequence *cl_sequence_open(const char *const *paths, guint n_paths, const ClIm
     ClSequence *seq = cl_sequence_new_from_images(images, n_paths);
     g_free(images);
     return seq;
+}
+
+/* ---- grouping the files of one import (USERS.md table stake 6) ---- */
+
+/* A photo's stem: the name without its extension and without trailing version words
+ * ("scan-before.png", "scan_after.png", "scan (2).png", "scan-v3.png" are all "scan"). */
+static char *photo_stem(const char *path)
+{
+    g_autofree char *base = g_path_get_basename(path ? path : "");
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base)
+        *dot = '\0';
+    char *s = g_ascii_strdown(base, -1);
+    static const char *const words[] = { "before", "after", "original", "orig", "edited", "edit",
+                                         "new", "old", "prior", "current", "final", "copy" };
+    for (gboolean again = TRUE; again;) {
+        again = FALSE;
+        g_strchomp(s);
+        gsize len = strlen(s);
+        /* "(2)" */
+        if (len > 2 && s[len - 1] == ')') {
+            char *open = strrchr(s, '(');
+            if (open && open > s) {
+                *open = '\0';
+                again = TRUE;
+                continue;
+            }
+        }
+        char *sep = NULL;
+        for (char *p = s + len; p > s; p--)
+            if (p[-1] == '-' || p[-1] == '_' || p[-1] == ' ' || p[-1] == '.') {
+                sep = p - 1;
+                break;
+            }
+        if (!sep || sep == s)
+            break;
+        const char *tail = sep + 1;
+        gboolean word = FALSE;
+        for (guint i = 0; i < G_N_ELEMENTS(words) && !word; i++)
+            word = g_str_equal(tail, words[i]);
+        /* "v2", "2", "t1" */
+        gboolean numbered = *tail && (g_ascii_isdigit(tail[0]) ||
+                                      ((tail[0] == 'v' || tail[0] == 't') && g_ascii_isdigit(tail[1])));
+        for (const char *q = tail + (g_ascii_isdigit(tail[0]) ? 0 : 1); numbered && *q; q++)
+            numbered = g_ascii_isdigit(*q);
+        if (word || numbered) {
+            *sep = '\0';
+            again = TRUE;
+        }
+    }
+    return s;
+}
+
+/* The key an image is grouped by; NULL: a group of its own. */
+static char *group_key(const ClImage *img)
+{
+    if (img->format == CL_IMAGE_FORMAT_DICOM) {
+        g_autofree char *patient = patient_key(img);
+        const char *part = cl_image_get_meta(img, "BodyPartExamined");
+        return g_strdup_printf("dicom|%s|%s|%s", patient ? patient : "?",
+                               img->modality ? img->modality : "?", part ? part : "?");
+    }
+    g_autofree char *stem = photo_stem(img->path);
+    return g_strdup_printf("photo|%s", stem);
+}
+
+/* The footprint of a georeferenced image in its CRS: x0, y0, x1, y1. */
+static gboolean footprint(const ClImage *img, double f[4])
+{
+    if (!img->geo || !img->geo->has_transform)
+        return FALSE;
+    const double *t = img->geo->transform;
+    double xs[4], ys[4];
+    const double cx[4] = { 0, img->width, 0, img->width }, cy[4] = { 0, 0, img->height, img->height };
+    for (int k = 0; k < 4; k++) {
+        xs[k] = t[0] + t[1] * cx[k] + t[2] * cy[k];
+        ys[k] = t[3] + t[4] * cx[k] + t[5] * cy[k];
+    }
+    f[0] = MIN(MIN(xs[0], xs[1]), MIN(xs[2], xs[3]));
+    f[2] = MAX(MAX(xs[0], xs[1]), MAX(xs[2], xs[3]));
+    f[1] = MIN(MIN(ys[0], ys[1]), MIN(ys[2], ys[3]));
+    f[3] = MAX(MAX(ys[0], ys[1]), MAX(ys[2], ys[3]));
+    return f[2] > f[0] && f[3] > f[1];
+}
+
+/* Share of the smaller footprint that the two have in common. */
+static double overlap(const double a[4], const double b[4])
+{
+    double w = MIN(a[2], b[2]) - MAX(a[0], b[0]), h = MIN(a[3], b[3]) - MAX(a[1], b[1]);
+    if (w <= 0 || h <= 0)
+        return 0;
+    double aa = (a[2] - a[0]) * (a[3] - a[1]), ab = (b[2] - b[0]) * (b[3] - b[1]);
+    return w * h / MIN(aa, ab);
+}
+
+guint cl_sequence_group(const ClImage *const *images, guint n, guint *group_of)
+{
+    g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func(g_free);
+    guint groups = 0;
+    for (guint i = 0; i < n; i++) {
+        guint g = G_MAXUINT;
+        double fi[4], fk[4];
+        char *key = NULL;
+        if (footprint(images[i], fi)) {
+            /* the same place: footprints in one CRS sharing most of their area */
+            for (guint k = 0; k < i && g == G_MAXUINT; k++)
+                if (footprint(images[k], fk) && images[k]->geo->epsg == images[i]->geo->epsg &&
+                    overlap(fi, fk) > 0.5)
+                    g = group_of[k];
+        } else {
+            key = group_key(images[i]);
+            for (guint k = 0; k < i && g == G_MAXUINT; k++)
+                if (g_strcmp0(g_ptr_array_index(keys, k), key) == 0)
+                    g = group_of[k];
+        }
+        group_of[i] = g == G_MAXUINT ? groups++ : g;
+        g_ptr_array_add(keys, key);
+    }
+    return groups;
 }

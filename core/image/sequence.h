@@ -31,6 +31,13 @@ void cl_sequence_order(const ClImage *const *images, guint n, guint *order);
 /* The warnings (mixed patients, sizes, modalities) for images in this order: char*, caller
  * unrefs. */
 GPtrArray *cl_sequence_warnings(const ClImage *const *images, guint n);
+/* The files of one import, grouped the way they belong together: DICOM by patient, modality and
+ * body part; GeoTIFF by footprint (the same place at a tenth of its size); other images by file
+ * stem, trailing version words dropped ("site-before.png", "site_after.png", "site (2).png").
+ * group_of[i] receives image i's group (0, 1, ... in order of first appearance); returns the
+ * number of groups. */
+guint cl_sequence_group(const ClImage *const *images, guint n, guint *group_of);
+
 /* Builds a sequence from images already loaded (takes ownership of each). */
 ClSequence *cl_sequence_new_from_images(ClImage **images, guint n_images);
 void cl_sequence_free(ClSequence *seq);
