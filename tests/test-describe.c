@@ -707,6 +707,27 @@ static void test_masks(void)
     g_assert_cmpfloat(heat_sum[0], ==, heat_sum[1]);
     /* unmasked, the change reaches the encoder */
     g_assert_cmpfloat(heat_sum[2], !=, heat_sum[1]);
+
+    /* the display transform on screen is what the model reads: the defaults given explicitly
+     * change nothing, an inverted one changes the input */
+    ClDisplaySettings defaults, inverted;
+    cl_display_settings_init(&defaults, b, 0);
+    inverted = defaults;
+    inverted.invert = TRUE;
+    double sums[3];
+    const ClDisplaySettings *shown[3] = { NULL, &defaults, &inverted };
+    for (int k = 0; k < 3; k++) {
+        ClDescribeImage di[2] = { { a, 0, NULL, 0, shown[k] }, { b, 0, NULL, 0, shown[k] } };
+        ClDescribeResult r;
+        g_assert_true(cl_describe_run(be, model, di, 2, &o, &r, NULL));
+        const ClHeatmap *hm = g_ptr_array_index(r.heatmaps, 0);
+        sums[k] = 0;
+        for (int i = 0; i < hm->width * hm->height; i++)
+            sums[k] += hm->values[i];
+        cl_describe_result_clear(&r);
+    }
+    g_assert_cmpfloat(sums[0], ==, sums[1]);
+    g_assert_cmpfloat(sums[2], !=, sums[0]);
     for (int k = 0; k < 3; k++)
         g_free(text[k]);
 }

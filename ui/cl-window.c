@@ -515,6 +515,8 @@ void cl_window_describe(ClWindow *self)
         imgs[i] = (ClWorkerImage){ cl_document_get_image(doc), cl_image_view_get_frame(views[i]),
                                    g_object_ref(doc), release_document, masks[i],
                                    self->masks->len / 4 };
+        /* the model reads the image through the window/level on screen */
+        imgs[i].has_display = cl_image_view_get_display(views[i], &imgs[i].display);
     }
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);

@@ -23,6 +23,9 @@ typedef struct {
      * its pixels; NULL / 0 for none */
     const double *masks;
     guint n_masks;
+    /* the display transform the model's input goes through (USERS.md: the model sees what the
+     * user sees: the same window/level); NULL: the frame's defaults */
+    const ClDisplaySettings *display;
 } ClDescribeImage;
 
 /* What the pipeline is doing, for progress reports. */

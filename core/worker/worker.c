@@ -359,7 +359,9 @@ static void run_describe(State *s, Job *job)
     g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, MAX(job->n_images, 1));
     for (guint i = 0; i < job->n_images; i++)
         imgs[i] = (ClDescribeImage){ job->images[i].image, job->images[i].frame,
-                                     job->images[i].masks, job->images[i].n_masks };
+                                     job->images[i].masks, job->images[i].n_masks,
+                                     job->images[i].has_display ? &job->images[i].display
+                                                                : NULL };
     ClDescribeOptions o = job->opts;
     o.on_token = on_token;
     o.on_progress = on_progress;

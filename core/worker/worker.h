@@ -41,6 +41,8 @@ typedef struct {
     GDestroyNotify owner_free;
     const double *masks; /* ignore regions (ClDescribeImage.masks), copied; may be NULL */
     guint n_masks;
+    gboolean has_display; /* display: the window/level the user sees (copied), else defaults */
+    ClDisplaySettings display;
 } ClWorkerImage;
 
 /* Progress of a job, on the caller's main context, at most ~10 times a second (the first and
