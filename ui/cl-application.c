@@ -6,6 +6,7 @@
 #include <json-glib/json-glib.h>
 
 #include "casedb.h"
+#include "model.h"
 #include "cl-config.h"
 #include "cl-window.h"
 
@@ -53,12 +54,8 @@ static void cl_application_activate(GApplication *app)
  * share/changelens/demo of its install prefix. NULL when neither holds cases.json. */
 static char *demo_dir(void)
 {
-    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
-    g_autofree char *bindir = exe ? g_path_get_dirname(exe) : g_strdup(".");
-    char *dirs[] = {
-        g_build_filename(bindir, "..", "..", "data", "demo", NULL),
-        g_build_filename(bindir, "..", "share", "changelens", "demo", NULL),
-    };
+    char *dirs[2];
+    cl_data_dirs("demo", &dirs[0], &dirs[1]);
     char *found = NULL;
     for (guint i = 0; i < G_N_ELEMENTS(dirs); i++) {
         g_autofree char *json = g_build_filename(dirs[i], "cases.json", NULL);

@@ -415,6 +415,15 @@ gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GErr
     return TRUE;
 }
 
+void cl_data_dirs(const char *sub, char **source_dir, char **install_dir)
+{
+    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
+    g_autofree char *bindir = exe ? g_path_get_dirname(exe) : g_strdup(".");
+    /* build trees live in the source tree (BUILD/app/changelens-cli); installs in prefix/bin */
+    *source_dir = g_build_filename(bindir, "..", "..", "data", sub, NULL);
+    *install_dir = g_build_filename(bindir, "..", "share", "changelens", sub, NULL);
+}
+
 /* ---- the default model ---------------------------------------------------------------------- */
 
 static char *first_model_in(const char *dir)
@@ -451,13 +460,8 @@ char *cl_model_find_default(GError **error)
                     env);
         return NULL;
     }
-    g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
-    g_autofree char *bindir = exe ? g_path_get_dirname(exe) : g_strdup(".");
-    /* build trees live in the source tree (BUILD/app/changelens-cli); installs in prefix/bin */
-    char *dirs[] = {
-        g_build_filename(bindir, "..", "..", "data", "models", NULL),
-        g_build_filename(bindir, "..", "share", "changelens", "models", NULL),
-    };
+    char *dirs[2];
+    cl_data_dirs("models", &dirs[0], &dirs[1]);
     char *found = NULL;
     for (guint i = 0; i < G_N_ELEMENTS(dirs) && !found; i++)
         found = first_model_in(dirs[i]);

@@ -46,6 +46,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClModel, cl_model_free)
  * weights no longer are the file's). */
 void cl_model_weights_insert_sve(ClModel *model, guint64 seed);
 
+/* Where the program's data folder `sub` ("models", "demo") would be: data/<sub> of the source
+ * tree it was built in, and share/changelens/<sub> of its install prefix (both newly allocated;
+ * neither need exist). */
+void cl_data_dirs(const char *sub, char **source_dir, char **install_dir);
+
 /* The model used when none is named: $CHANGELENS_MODEL, else changelens-default.safetensors (or
  * the first *.safetensors by name) in data/models/ of the source tree the program was built in,
  * else in share/changelens/models/ of its install prefix. NULL + an error telling the user what
