@@ -230,7 +230,17 @@ static void test_heatmap_grid(void)
 
 static void test_heatmap_colour_png(void)
 {
-    guint8 c[3];
+    guint8 c[3], d[3];
+    /* the other colour maps: their ends, and inferno is the default */
+    cl_heatmap_colour_map(CL_HEATMAP_VIRIDIS, 0, c);
+    g_assert_true(c[0] == 68 && c[1] == 1 && c[2] == 84);
+    cl_heatmap_colour_map(CL_HEATMAP_REDS, 1, c);
+    g_assert_true(c[0] == 255 && c[1] == 240 && c[2] == 80);
+    for (double v = 0; v <= 1.0; v += 0.1) {
+        cl_heatmap_colour_map(CL_HEATMAP_INFERNO, v, c);
+        cl_heatmap_colour(v, d);
+        g_assert_true(c[0] == d[0] && c[1] == d[1] && c[2] == d[2]);
+    }
     cl_heatmap_colour(0, c);
     g_assert_cmpint(c[0], ==, 0);
     g_assert_cmpint(c[2], ==, 4);

@@ -1026,6 +1026,57 @@ static gboolean views_idle(gpointer data)
            !cl_image_view_get_loading(cl_window_get_view(win, 1)) && window_idle(win);
 }
 
+/* Bands of a multi-band image: any band to red, green and blue; one band alone in grey. */
+static void test_bands(void)
+{
+    /* a 4-band 16-bit TIFF whose bands differ */
+    g_autofree char *path = g_build_filename(tmpdir, "bands.tif", NULL);
+    TIFF *t = TIFFOpen(path, "w");
+    g_assert_nonnull(t);
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, 16);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, 16);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 4);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 16);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    guint16 extra = EXTRASAMPLE_UNSPECIFIED;
+    guint16 extras[3] = { extra, extra, extra };
+    TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 3, extras);
+    guint16 row[16 * 4];
+    for (guint y = 0; y < 16; y++) {
+        for (guint x = 0; x < 16; x++)
+            for (guint b = 0; b < 4; b++)
+                row[x * 4 + b] = (guint16)((b + 1) * 1000 + x * 100 * (b == 3 ? 1 : 0) + y * 10);
+        g_assert_cmpint(TIFFWriteScanline(t, row, y, 0), ==, 1);
+    }
+    TIFFClose(t);
+    const char *paths[] = {path, path};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0);
+    ClDisplaySettings s;
+    g_assert_true(cl_image_view_get_display(a, &s));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s",
+                                             "bands:4,3,2"));
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_image_view_get_display(a, &s));
+    g_assert_cmpint(s.bands[0], ==, 3);
+    g_assert_cmpint(s.bands[1], ==, 2);
+    g_assert_cmpint(s.bands[2], ==, 1);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s",
+                                             "bands:2"));
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_image_view_get_display(a, &s));
+    g_assert_cmpint(s.bands[0], ==, 1);
+    g_assert_cmpint(s.bands[2], ==, 1);
+    /* a band the image does not have changes nothing */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s",
+                                             "bands:9"));
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_image_view_get_display(a, &s));
+    g_assert_cmpint(s.bands[0], ==, 1);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Window/level: set on a view, followed by the linked one, presets on both. */
 static void test_window_level(void)
 {
@@ -1342,6 +1393,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ui/window/huge-pair", test_huge_pair);
     g_test_add_func("/ui/window/cases", test_cases);
     g_test_add_func("/ui/window/window-level", test_window_level);
+    g_test_add_func("/ui/window/bands", test_bands);
     g_test_add_func("/ui/window/align", test_align);
     g_test_add_func("/ui/window/masks", test_masks);
     g_test_add_func("/ui/preferences", test_preferences);

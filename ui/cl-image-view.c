@@ -85,6 +85,7 @@ struct _ClImageView {
     GdkTexture *heat;
     double heat_u0, heat_v0, heat_u1, heat_v1;
     double heat_opacity;
+    ClHeatmapColours heat_colours;
 
     /* Input state */
     double pointer_x, pointer_y;
@@ -819,7 +820,7 @@ void cl_image_view_set_heatmap(ClImageView *self, const ClHeatmap *hm, const ClL
         for (gsize i = 0; i < n; i++) {
             double v = hm->max > 0 && isfinite(hm->values[i]) ? hm->values[i] / hm->max : 0.0;
             v = CLAMP(v, 0.0, 1.0);
-            cl_heatmap_colour(v, px + i * 4);
+            cl_heatmap_colour_map(self->heat_colours, v, px + i * 4);
             /* cold cells let the image through, as in the exported overlays */
             px[i * 4 + 3] = (guint8)lround(255.0 * v);
         }
@@ -833,6 +834,12 @@ void cl_image_view_set_heatmap(ClImageView *self, const ClHeatmap *hm, const ClL
         self->heat_v1 = (double)(lb->size - lb->off_y) / lb->content_h;
     }
     gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+void cl_image_view_set_heatmap_colours(ClImageView *self, ClHeatmapColours colours)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    self->heat_colours = colours; /* used from the next cl_image_view_set_heatmap */
 }
 
 gboolean cl_image_view_get_has_heatmap(ClImageView *self)

@@ -10,6 +10,7 @@ static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
 static const char *const modes[] = { "side-by-side", "swipe", "blend", "flicker", "difference",
                                      NULL };
 static const char *const sources[] = { "update-norm", "delta", NULL };
+static const char *const colour_maps[] = { "inferno", "viridis", "reds", NULL };
 
 static gboolean name_to_index(GValue *value, GVariant *variant, gpointer user_data)
 {
@@ -165,6 +166,10 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
                                                _("Link window/level"),
                                                _("A window/level set on one linked view is set "
                                                  "on the other")));
+    const char *colour_labels[] = { _("Inferno"), _("Viridis"), _("Dark red to yellow"), NULL };
+    adw_preferences_group_add(view, combo_row(settings, "heatmap-colours", _("Heat map colours"),
+                                              _("The colour map of the heat maps"), colour_maps,
+                                              colour_labels));
     adw_preferences_page_add(page, view);
     adw_preferences_window_add(win, page);
     return GTK_WIDGET(win);

@@ -217,6 +217,14 @@ static const char *mode_name(ClCompareMode mode)
  * overlaid view otherwise (its normalised coordinates put it on the stretched later image). */
 void cl_window_update_heat(ClWindow *self)
 {
+    if (self->settings) {
+        g_autofree char *c = g_settings_get_string(self->settings, "heatmap-colours");
+        ClHeatmapColours map = g_strcmp0(c, "viridis") == 0 ? CL_HEATMAP_VIRIDIS
+                               : g_strcmp0(c, "reds") == 0  ? CL_HEATMAP_REDS
+                                                            : CL_HEATMAP_INFERNO;
+        cl_image_view_set_heatmap_colours(self->view_a, map);
+        cl_image_view_set_heatmap_colours(self->view_b, map);
+    }
     gboolean on = self->show_heatmap && self->heatmap;
     ClImageView *target = self->mode == CL_COMPARE_NONE ? self->view_b : self->view_a;
     ClImageView *other = target == self->view_a ? self->view_b : self->view_a;
@@ -977,6 +985,18 @@ static void apply_preset(ClImageView *view, const char *preset)
     } else if (g_str_equal(preset, "percentile")) {
         s.mode = CL_DISPLAY_PERCENTILE;
         s.low_pct = 2, s.high_pct = 98;
+    } else if (g_str_has_prefix(preset, "bands:")) {
+        /* "bands:R,G,B" (1-based band numbers; one number: that band in grey) */
+        g_auto(GStrv) parts = g_strsplit(preset + 6, ",", 3);
+        guint np = g_strv_length(parts);
+        for (int k = 0; k < 3; k++) {
+            guint64 b = g_ascii_strtoull(parts[np == 3 ? k : 0], NULL, 10);
+            if (b < 1 || b > img->channels)
+                return; /* not this image's band: it keeps its display */
+            s.bands[k] = (int)b - 1;
+        }
+        if (s.mode == CL_DISPLAY_FULL_RANGE || s.mode == CL_DISPLAY_WINDOW)
+            s.mode = CL_DISPLAY_PERCENTILE, s.low_pct = 2, s.high_pct = 98;
     } else if (g_str_has_prefix(preset, "file:")) {
         guint i = (guint)g_ascii_strtoull(preset + 5, NULL, 10);
         if (img->windows && i < img->windows->len) {
@@ -1024,6 +1044,24 @@ static void update_presets(ClWindow *self, ClDocument *doc)
         }
         g_menu_append_section(menu, _("From the file"), G_MENU_MODEL(file));
         g_object_unref(file);
+    }
+    if (img && img->channels >= 3 && img->layout == CL_LAYOUT_BANDS) {
+        /* multi-band (remote sensing): which band goes to red, green and blue */
+        GMenu *bands = g_menu_new();
+        g_menu_append(bands, _("Bands 1, 2, 3 as red, green, blue"), "win.display-preset('bands:1,2,3')");
+        g_menu_append(bands, _("Bands 3, 2, 1 as red, green, blue"), "win.display-preset('bands:3,2,1')");
+        if (img->channels >= 4) {
+            /* TRANSLATORS: a false-colour composite of multispectral bands */
+            g_menu_append(bands, _("Bands 4, 3, 2 (false colour)"), "win.display-preset('bands:4,3,2')");
+        }
+        for (guint b = 1; b <= MIN(img->channels, 12u); b++) {
+            /* TRANSLATORS: one band of a multi-band image shown in grey */
+            g_autofree char *label = g_strdup_printf(_("Band %u alone"), b);
+            g_autofree char *action = g_strdup_printf("win.display-preset('bands:%u')", b);
+            g_menu_append(bands, label, action);
+        }
+        g_menu_append_section(menu, _("Bands"), G_MENU_MODEL(bands));
+        g_object_unref(bands);
     }
     if (img && g_strcmp0(img->modality, "CT") == 0) {
         GMenu *ct = g_menu_new();
@@ -1889,6 +1927,8 @@ static void cl_window_init(ClWindow *self)
         g_settings_bind(self->settings, "link-views", self, "link-views", G_SETTINGS_BIND_DEFAULT);
         g_settings_bind(self->settings, "compare-mode", self, "compare-mode",
                         G_SETTINGS_BIND_DEFAULT);
+        g_signal_connect_swapped(self->settings, "changed::heatmap-colours",
+                                 G_CALLBACK(cl_window_update_heat), self);
         restore_window_state(self);
     }
     g_signal_connect(self->mode_scale, "value-changed", G_CALLBACK(on_mode_scale_changed), self);

@@ -135,8 +135,22 @@ static const guint8 inferno[8][3] = {
     {212, 72, 66}, {245, 125, 21}, {250, 193, 39}, {252, 255, 164},
 };
 
-void cl_heatmap_colour(double v, guint8 rgb[3])
+/* matplotlib's "viridis" (CC0) at the same stops; and a ramp from dark red through red to
+ * yellow, which stays readable over grey radiographs */
+static const guint8 viridis[8][3] = {
+    {68, 1, 84},    {70, 50, 126},  {54, 92, 141},  {39, 127, 142},
+    {31, 161, 135}, {74, 193, 109}, {160, 218, 57}, {253, 231, 37},
+};
+static const guint8 reds[8][3] = {
+    {60, 0, 0},    {110, 0, 0},   {160, 10, 0},  {205, 30, 0},
+    {235, 70, 0},  {250, 120, 0}, {255, 180, 0}, {255, 240, 80},
+};
+
+void cl_heatmap_colour_map(ClHeatmapColours map, double v, guint8 rgb[3])
 {
+    const guint8(*stops)[3] = map == CL_HEATMAP_VIRIDIS ? viridis
+                              : map == CL_HEATMAP_REDS  ? reds
+                                                        : inferno;
     if (!(v > 0))
         v = 0;
     if (v > 1)
@@ -145,7 +159,12 @@ void cl_heatmap_colour(double v, guint8 rgb[3])
     int i = MIN((int)t, 6);
     double f = t - i;
     for (int k = 0; k < 3; k++)
-        rgb[k] = (guint8)lround(inferno[i][k] + f * (inferno[i + 1][k] - inferno[i][k]));
+        rgb[k] = (guint8)lround(stops[i][k] + f * (stops[i + 1][k] - stops[i][k]));
+}
+
+void cl_heatmap_colour(double v, guint8 rgb[3])
+{
+    cl_heatmap_colour_map(CL_HEATMAP_INFERNO, v, rgb);
 }
 
 guint8 *cl_heatmap_render_overlay(const ClHeatmap *hm, const ClLetterbox *lb, const ClImage *img,

@@ -50,6 +50,14 @@ float *cl_heatmap_to_image(const ClHeatmap *hm, const ClLetterbox *lb);
 /* The colour map: a perceptual black-purple-orange-yellow ramp ("inferno"), 8 control colours
  * interpolated linearly. v is clamped to [0, 1]. */
 void cl_heatmap_colour(double v, guint8 rgb[3]);
+/* The colour maps the app offers: inferno (the default above), viridis, and a dark-red to yellow
+ * ramp; each from 8 control colours, v clamped to [0, 1]. */
+typedef enum {
+    CL_HEATMAP_INFERNO,
+    CL_HEATMAP_VIRIDIS,
+    CL_HEATMAP_REDS,
+} ClHeatmapColours;
+void cl_heatmap_colour_map(ClHeatmapColours map, double v, guint8 rgb[3]);
 
 /* The overlay: the frame's display image (settings s, NULL = its defaults; alpha composited over
  * black) with the coloured heat blended over it, per pixel alpha = opacity × heat (cold areas
