@@ -733,6 +733,11 @@ static void test_describe(void)
     g_assert_cmpint(cl_window_get_highlighted_sentence(win), ==, -1);
     g_assert_true(cl_window_get_show_heatmap(win));
     g_assert_true(cl_image_view_get_has_heatmap(b));
+    /* every encoder block has its own map too */
+    g_assert_cmpuint(cl_window_get_n_heat_layers(win), >=, 2);
+    cl_window_set_heat_layer(win, 1);
+    g_assert_true(cl_image_view_get_has_heatmap(b));
+    cl_window_set_heat_layer(win, -1);
     save_screenshot(win, "describe-side-by-side");
 
     /* the heat map follows the later image into the overlaid modes */
@@ -944,7 +949,8 @@ static void test_cases(void)
     g_assert_cmpstr(v->author, ==, "model");
     g_autofree char *shown = cl_window_get_description(win);
     g_assert_cmpstr(shown, ==, v->text);
-    g_assert_cmpuint(c->heatmaps->len, ==, 1);
+    /* the mean and each encoder block's map */
+    g_assert_cmpuint(c->heatmaps->len, ==, 1 + cl_window_get_n_heat_layers(win));
     save_screenshot(win, "case-described");
 
     /* the reviewer edits and accepts: two new versions, the text kept as typed */
@@ -1288,8 +1294,10 @@ static void test_filmstrip(void)
     g_clear_pointer(&c, cl_case_free);
     c = cl_casedb_get_case(db, id, CL_CASE_HEATMAP_DATA, &error);
     g_assert_cmpuint(c->runs->len, ==, 1);
-    const ClCaseHeatmap *hm = g_ptr_array_index(c->heatmaps, 0);
-    g_assert_cmpint(hm->image_id, ==, ((ClCaseImage *)c->images->pdata[2])->id);
+    for (guint i = 0; i < c->heatmaps->len; i++) {
+        const ClCaseHeatmap *hm = g_ptr_array_index(c->heatmaps, i);
+        g_assert_cmpint(hm->image_id, ==, ((ClCaseImage *)c->images->pdata[2])->id);
+    }
     gtk_window_destroy(GTK_WINDOW(win));
     for (int i = 0; i < 10; i++)
         g_main_context_iteration(NULL, FALSE);

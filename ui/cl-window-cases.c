@@ -181,8 +181,27 @@ static void apply_case_heat(ClWindow *self)
     for (guint i = 0; i < h->grid_w * h->grid_h; i++)
         if (isfinite(hm->values[i]))
             hm->max = MAX(hm->max, hm->values[i]);
+    hm->layer = -1;
     self->heatmap = hm;
     cl_letterbox_init(&self->heat_letterbox, img->width, img->height, h->input_size);
+    /* and the run's map of each encoder block, when it kept them */
+    g_autoptr(GPtrArray) layers = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
+    for (int l = 0; l < 64; l++) {
+        const ClCaseHeatmap *lh = cl_case_find_heatmap(c, run->id, img->id, l);
+        if (!lh || !lh->data || lh->grid_w != h->grid_w || lh->grid_h != h->grid_h)
+            break;
+        ClHeatmap *m = g_new0(ClHeatmap, 1);
+        m->source = CL_HEATMAP_UPDATE_NORM;
+        m->image_index = 1;
+        m->layer = l;
+        m->width = (int)lh->grid_w, m->height = (int)lh->grid_h;
+        m->values = g_memdup2(lh->data, sizeof(float) * lh->grid_w * lh->grid_h);
+        for (guint i = 0; i < lh->grid_w * lh->grid_h; i++)
+            if (isfinite(m->values[i]))
+                m->max = MAX(m->max, m->values[i]);
+        g_ptr_array_add(layers, m);
+    }
+    cl_window_set_layer_heatmaps(self, layers);
     cl_window_update_heat(self);
 }
 

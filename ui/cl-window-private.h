@@ -63,6 +63,8 @@ struct _ClWindow {
     gboolean show_heatmap;
     ClHeatmap *heatmap; /* of the last run: image 2 of the shown pair, on its letterbox */
     ClLetterbox heat_letterbox;
+    GPtrArray *layer_heatmaps; /* ClHeatmap*: the same image's map per encoder block */
+    GtkDropDown *layer_dropdown;
     GPtrArray *sentences;   /* ClSentenceMap* of the last run, for its text */
     char *generated_text;   /* that text (the maps hold while the editor shows it unchanged) */
     int highlighted;        /* the sentence shown, -1 when none */
@@ -87,6 +89,8 @@ struct _ClWindow {
 /* cl-window.c */
 void cl_window_update_actions(ClWindow *self);
 void cl_window_update_heat(ClWindow *self);
+/* The per-block heat maps of the later image (ClHeatmap*, borrowed ref) for the layer list. */
+void cl_window_set_layer_heatmaps(ClWindow *self, GPtrArray *layers);
 /* Loads files as cl_window_open_files does; case_id: the case they belong to (0: new files, of
  * which the window makes a case when it has a database). */
 void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gint64 case_id);

@@ -225,11 +225,18 @@ void cl_window_update_heat(ClWindow *self)
         cl_image_view_set_heatmap_colours(self->view_a, map);
         cl_image_view_set_heatmap_colours(self->view_b, map);
     }
-    gboolean on = self->show_heatmap && self->heatmap;
+    /* the mean over the encoder's blocks, or the block picked in the layer list */
+    const ClHeatmap *shown = self->heatmap;
+    guint layers = self->layer_heatmaps ? self->layer_heatmaps->len : 0;
+    guint pick = gtk_drop_down_get_selected(self->layer_dropdown);
+    if (shown && pick != GTK_INVALID_LIST_POSITION && pick > 0 && pick <= layers)
+        shown = g_ptr_array_index(self->layer_heatmaps, pick - 1);
+    gtk_widget_set_visible(GTK_WIDGET(self->layer_dropdown), self->heatmap && layers > 1);
+    gboolean on = self->show_heatmap && shown;
     ClImageView *target = self->mode == CL_COMPARE_NONE ? self->view_b : self->view_a;
     ClImageView *other = target == self->view_a ? self->view_b : self->view_a;
     cl_image_view_set_heatmap(other, NULL, NULL);
-    cl_image_view_set_heatmap(target, on ? self->heatmap : NULL, on ? &self->heat_letterbox : NULL);
+    cl_image_view_set_heatmap(target, on ? shown : NULL, on ? &self->heat_letterbox : NULL);
     double opacity = gtk_range_get_value(GTK_RANGE(self->heat_scale));
     cl_image_view_set_heatmap_opacity(target, opacity);
     gtk_widget_set_sensitive(GTK_WIDGET(self->heat_scale), on);
@@ -352,6 +359,36 @@ void cl_window_set_show_heatmap(ClWindow *self, gboolean show)
     g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_SHOW_HEATMAP]);
 }
 
+void cl_window_set_layer_heatmaps(ClWindow *self, GPtrArray *layers)
+{
+    g_clear_pointer(&self->layer_heatmaps, g_ptr_array_unref);
+    if (layers && layers->len)
+        self->layer_heatmaps = g_ptr_array_ref(layers);
+    guint n = self->layer_heatmaps ? self->layer_heatmaps->len : 0;
+    GtkStringList *list = gtk_string_list_new(NULL);
+    gtk_string_list_append(list, _("All blocks"));
+    for (guint i = 0; i < n; i++) {
+        /* TRANSLATORS: one block (layer) of the image encoder, for its own heat map */
+        g_autofree char *item = g_strdup_printf(_("Block %u"), i + 1);
+        gtk_string_list_append(list, item);
+    }
+    gtk_drop_down_set_model(self->layer_dropdown, G_LIST_MODEL(list));
+    g_object_unref(list);
+    gtk_drop_down_set_selected(self->layer_dropdown, 0);
+}
+
+guint cl_window_get_n_heat_layers(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), 0);
+    return self->layer_heatmaps ? self->layer_heatmaps->len : 0;
+}
+
+void cl_window_set_heat_layer(ClWindow *self, int layer)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    gtk_drop_down_set_selected(self->layer_dropdown, layer < 0 ? 0 : (guint)layer + 1);
+}
+
 /* ---- describing with the model ---- */
 
 gboolean cl_window_get_describing(ClWindow *self)
@@ -466,8 +503,17 @@ static void describe_done(GObject *source, GAsyncResult *result, gpointer data)
         self->generated_text = g_strdup(text);
     }
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
+    cl_window_set_layer_heatmaps(self, NULL);
     if (r->result.heatmaps->len > 0 && r->result.n_images >= 2) {
         self->heatmap = cl_heatmap_copy(r->result.heatmaps->pdata[0]);
+        g_autoptr(GPtrArray) layers =
+            g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
+        for (guint i = 0; r->result.layer_heatmaps && i < r->result.layer_heatmaps->len; i++) {
+            const ClHeatmap *lh = r->result.layer_heatmaps->pdata[i];
+            if (lh->image_index == 1)
+                g_ptr_array_add(layers, cl_heatmap_copy(lh));
+        }
+        cl_window_set_layer_heatmaps(self, layers);
         self->heat_letterbox = r->result.letterbox[1];
         if (!self->show_heatmap)
             cl_window_set_show_heatmap(self, TRUE);
@@ -1117,6 +1163,7 @@ static void show_pair(ClWindow *self, guint i, guint j)
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
+    cl_window_set_layer_heatmaps(self, NULL);
     cl_window_update_heat(self);
     cl_image_view_set_image(self->view_a, docs[0], frames[0]);
     cl_image_view_set_image(self->view_b, docs[1], frames[1]);
@@ -1775,6 +1822,7 @@ static void cl_window_dispose(GObject *object)
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
     g_clear_pointer(&self->sentences, g_ptr_array_unref);
     g_clear_pointer(&self->generated_text, g_free);
+    g_clear_pointer(&self->layer_heatmaps, g_ptr_array_unref);
     cl_window_cases_dispose(self);
     if (self->zoom_label_viewport) {
         g_clear_signal_handler(&self->zoom_label_id, self->zoom_label_viewport);
@@ -1865,6 +1913,7 @@ static void cl_window_class_init(ClWindowClass *klass)
     gtk_widget_class_bind_template_child(widget_class, ClWindow, masks_button);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, filmstrip);
     gtk_widget_class_bind_template_child(widget_class, ClWindow, filmstrip_scroller);
+    gtk_widget_class_bind_template_child(widget_class, ClWindow, layer_dropdown);
     gtk_widget_class_install_action(widget_class, "win.clear-masks", NULL, action_clear_masks);
     gtk_widget_class_install_action(widget_class, "win.preferences", NULL, action_preferences);
     gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");
@@ -1933,6 +1982,8 @@ static void cl_window_init(ClWindow *self)
     }
     g_signal_connect(self->mode_scale, "value-changed", G_CALLBACK(on_mode_scale_changed), self);
     g_signal_connect_swapped(self->heat_scale, "value-changed", G_CALLBACK(cl_window_update_heat), self);
+    g_signal_connect_swapped(self->layer_dropdown, "notify::selected",
+                             G_CALLBACK(cl_window_update_heat), self);
     g_signal_connect_swapped(self->view_a, "notify::changed-fraction",
                              G_CALLBACK(update_changed_label), self);
     cl_window_cases_init(self);

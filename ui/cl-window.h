@@ -54,6 +54,11 @@ void cl_window_set_aligned(ClWindow *self, gboolean aligned);
 void cl_window_add_mask(ClWindow *self, double x0, double y0, double x1, double y1);
 guint cl_window_get_n_masks(ClWindow *self);
 
+/* The heat map's encoder block: the mean over all (-1, the default) or one block's; how many
+ * blocks the last run has maps of (0 for Δ maps). */
+guint cl_window_get_n_heat_layers(ClWindow *self);
+void cl_window_set_heat_layer(ClWindow *self, int layer);
+
 /* The last model run's heat map over the later image (action win.show-heatmap). */
 gboolean cl_window_get_show_heatmap(ClWindow *self);
 void cl_window_set_show_heatmap(ClWindow *self, gboolean show);

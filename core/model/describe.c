@@ -27,6 +27,8 @@ void cl_describe_result_clear(ClDescribeResult *r)
     g_free(r->letterbox);
     if (r->heatmaps)
         g_ptr_array_unref(r->heatmaps);
+    if (r->layer_heatmaps)
+        g_ptr_array_unref(r->layer_heatmaps);
     g_free(r->encode_ms);
     if (r->prompt_ids)
         g_array_unref(r->prompt_ids);
@@ -88,6 +90,7 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
     memset(out, 0, sizeof *out);
     out->ids = g_array_new(FALSE, FALSE, sizeof(gint32));
     out->heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
+    out->layer_heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
     out->notices = g_ptr_array_new_with_free_func(g_free);
     out->n_images = n_images;
 
@@ -212,6 +215,12 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
                 ok = FALSE;
             else
                 g_ptr_array_add(out->heatmaps, hm);
+            for (int l = 0; ok && !opts->delta && l < cfg->enc_depth; l++) {
+                ClHeatmap *lh = cl_heatmap_new_from_encoder_layer(&eo, cfg->enc_depth, l, (int)t,
+                                                                  NULL);
+                if (lh)
+                    g_ptr_array_add(out->layer_heatmaps, lh);
+            }
         }
         cl_encoder_output_clear(&eo);
     }

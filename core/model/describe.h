@@ -77,6 +77,8 @@ typedef struct {
     ClLetterbox *letterbox; /* (n_images): how each image sits in the model input */
     GPtrArray *heatmaps;    /* ClHeatmap*, one per image after the first, in order
                              * (image_index 1, 2, ...); empty when not asked for */
+    GPtrArray *layer_heatmaps; /* ClHeatmap*: with update-norm heat maps, each image's per
+                                * block too (image 1 blocks 0..depth-1, image 2 ...) */
     /* timings, milliseconds */
     double load_ms;       /* not measured here: for the caller (model + images) */
     double preprocess_ms; /* all images */

@@ -35,6 +35,7 @@ ClHeatmap *cl_heatmap_new_from_encoder(const ClEncoderOutput *enc, int depth,
     ClHeatmap *hm = g_new0(ClHeatmap, 1);
     hm->source = source;
     hm->image_index = image_index;
+    hm->layer = -1;
     if (source == CL_HEATMAP_DELTA) {
         if (!enc->delta) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
@@ -61,6 +62,26 @@ ClHeatmap *cl_heatmap_new_from_encoder(const ClEncoderOutput *enc, int depth,
         for (int n = 0; n < N; n++)
             hm->values[n] /= (float)depth;
     }
+    update_max(hm);
+    return hm;
+}
+
+ClHeatmap *cl_heatmap_new_from_encoder_layer(const ClEncoderOutput *enc, int depth, int layer,
+                                             int image_index, GError **error)
+{
+    g_return_val_if_fail(enc != NULL, NULL);
+    const int G = enc->grid, N = enc->n_patches;
+    if (G < 2 || N != G * G || layer < 0 || layer >= depth || !enc->update_norm) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "no update norms of block %d for image %d", layer + 1, image_index + 1);
+        return NULL;
+    }
+    ClHeatmap *hm = g_new0(ClHeatmap, 1);
+    hm->source = CL_HEATMAP_UPDATE_NORM;
+    hm->image_index = image_index;
+    hm->layer = layer;
+    hm->width = hm->height = G;
+    hm->values = g_memdup2(enc->update_norm + (gsize)layer * N, sizeof(float) * (gsize)N);
     update_max(hm);
     return hm;
 }

@@ -31,12 +31,17 @@ typedef struct {
     int width, height;
     float *values; /* (height, width) the raw values, row-major; owned */
     float max;     /* their largest value (0 when all are 0, or none is finite) */
+    int layer;     /* the encoder block of an update-norm map, -1: the mean over the blocks
+                    * (and every Δ map) */
 } ClHeatmap;
 
 /* From one image's encoder output. `depth` is the config's enc_depth (rows of update_norm).
  * NULL + CL_MODEL_ERROR_INPUT when the source is missing (Δ not computed). */
 ClHeatmap *cl_heatmap_new_from_encoder(const ClEncoderOutput *enc, int depth,
                                        ClHeatmapSource source, int image_index, GError **error);
+/* The update norms of one encoder block (0-based), not their mean. */
+ClHeatmap *cl_heatmap_new_from_encoder_layer(const ClEncoderOutput *enc, int depth, int layer,
+                                             int image_index, GError **error);
 ClHeatmap *cl_heatmap_copy(const ClHeatmap *hm);
 void cl_heatmap_free(ClHeatmap *hm);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClHeatmap, cl_heatmap_free)

@@ -87,14 +87,18 @@ ClCaseRun *cl_case_run_from_describe(GPtrArray *images, const ClDescribeOptions 
     run->n_tokens = res->ids ? res->ids->len : 0;
 
     GPtrArray *heat = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_heatmap_free);
-    for (guint i = 0; res->heatmaps && i < res->heatmaps->len; i++) {
-        const ClHeatmap *hm = g_ptr_array_index(res->heatmaps, i);
+    /* the maps (mean over the blocks, layer -1) and each block's (layer 0, 1, ...) */
+    guint n_mean = res->heatmaps ? res->heatmaps->len : 0;
+    guint n_layer = res->layer_heatmaps ? res->layer_heatmaps->len : 0;
+    for (guint i = 0; i < n_mean + n_layer; i++) {
+        const ClHeatmap *hm = i < n_mean ? g_ptr_array_index(res->heatmaps, i)
+                                         : g_ptr_array_index(res->layer_heatmaps, i - n_mean);
         if (hm->image_index < 0 || (guint)hm->image_index >= images->len)
             continue;
         const ClCaseImage *ci = g_ptr_array_index(images, (guint)hm->image_index);
         ClCaseHeatmap *h = g_new0(ClCaseHeatmap, 1);
         h->image_id = ci->id;
-        h->layer = -1;
+        h->layer = i < n_mean ? -1 : hm->layer;
         h->kind = g_strdup(cl_heatmap_source_name(hm->source));
         h->input_size = model_image_size;
         h->grid_w = (guint)hm->width;
