@@ -142,9 +142,14 @@ static void test_workflow(void)
     JsonObject *v1 = json_array_get_object_element(descs, 0);
     g_assert_cmpstr(json_object_get_string_member(v1, "author"), ==, "model");
     g_assert_cmpstr(json_object_get_string_member(v1, "status"), ==, "draft");
+    /* the mean over the encoder's blocks (layer -1), then each block's map (tiny: 6 blocks) */
     JsonArray *heat = member_array(s2, "heatmaps");
-    g_assert_cmpuint(json_array_get_length(heat), ==, 1);
+    g_assert_cmpuint(json_array_get_length(heat), ==, 7);
     JsonObject *h = json_array_get_object_element(heat, 0);
+    g_assert_cmpint(json_object_get_int_member(h, "layer"), ==, -1);
+    for (guint l = 1; l < 7; l++)
+        g_assert_cmpint(json_object_get_int_member(json_array_get_object_element(heat, l), "layer"),
+                        ==, (gint64)l - 1);
     g_assert_cmpint(json_object_get_int_member(h, "grid_w"), ==, 10); /* tiny: 160 px / 16 */
     g_assert_cmpuint(json_array_get_length(json_object_get_array_member(h, "values")), ==, 100);
     JsonObject *run0 = json_array_get_object_element(member_array(s2, "runs"), 0);
@@ -212,7 +217,8 @@ static void test_workflow(void)
     run_clear(&r);
     g_autoptr(JsonNode) s4 = show_json("2");
     g_assert_cmpuint(json_array_get_length(member_array(s4, "images")), ==, 3);
-    g_assert_cmpuint(json_array_get_length(member_array(s4, "heatmaps")), ==, 2);
+    /* images 2 and 3: each the mean and 6 blocks */
+    g_assert_cmpuint(json_array_get_length(member_array(s4, "heatmaps")), ==, 2 * 7);
 
     /* export every format */
     g_autofree char *pdf = g_build_filename(tmp, "case2.pdf", NULL);
