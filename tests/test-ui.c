@@ -877,6 +877,17 @@ static gboolean not_exporting(gpointer data)
     return !cl_window_get_exporting(data);
 }
 
+typedef struct {
+    ClWindow *win;
+    gint64 id;
+} CaseWait;
+
+static gboolean case_is(gpointer data)
+{
+    CaseWait *w = data;
+    return cl_window_get_case_id(w->win) == w->id;
+}
+
 static gboolean case_shown(gpointer data)
 {
     ClWindow *win = data;
@@ -996,9 +1007,12 @@ static void test_cases(void)
     g_assert_cmpint(v->status, ==, CL_DESC_DRAFT);
     /* keyboard review: the next case in the list (the third), then back */
     g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.next-case", NULL));
-    g_assert_cmpint(cl_window_get_case_id(win), ==, ((ClCaseSummary *)cases->pdata[2])->id);
+    CaseWait cw = { win, ((ClCaseSummary *)cases->pdata[2])->id };
+    g_assert_true(wait_for(case_is, &cw)); /* opened from an idle, after the list's signal */
     g_assert_true(wait_for(case_shown, win));
     g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.previous-case", NULL));
+    cw.id = second->id;
+    g_assert_true(wait_for(case_is, &cw));
     g_assert_true(wait_for(case_shown, win));
     /* the second case has no description: the editor is empty */
     g_autofree char *empty = cl_window_get_description(win);

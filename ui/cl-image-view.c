@@ -1029,7 +1029,7 @@ static void invert_affine(const double m[6], double inv[6])
 {
     double det = m[1] * m[5] - m[2] * m[4];
     if (fabs(det) < 1e-12)
-        det = 1e-12;
+        det = det < 0 ? -1e-12 : 1e-12;
     inv[1] = m[5] / det, inv[2] = -m[2] / det, inv[4] = -m[4] / det, inv[5] = m[1] / det;
     inv[0] = -(inv[1] * m[0] + inv[2] * m[3]);
     inv[3] = -(inv[4] * m[0] + inv[5] * m[3]);

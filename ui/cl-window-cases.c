@@ -141,13 +141,39 @@ static void refresh_list(ClWindow *self)
     self->refreshing_list = FALSE;
 }
 
+typedef struct {
+    ClWindow *self; /* weak */
+    gint64 id;
+} OpenLater;
+
+static gboolean open_later_cb(gpointer data)
+{
+    OpenLater *o = data;
+    if (o->self && o->id != cl_window_get_case_id(o->self))
+        cl_window_open_case(o->self, o->id);
+    return G_SOURCE_REMOVE;
+}
+
+static void open_later_free(gpointer data)
+{
+    OpenLater *o = data;
+    g_clear_weak_pointer(&o->self);
+    g_free(o);
+}
+
 static void on_row_selected(GtkListBox *box, GtkListBoxRow *row, ClWindow *self)
 {
     if (self->refreshing_list || !row)
         return;
     gint64 id = row_case_id(row);
-    if (id && id != cl_window_get_case_id(self))
-        cl_window_open_case(self, id);
+    if (!id || id == cl_window_get_case_id(self))
+        return;
+    /* opening rebuilds the list, and the list box still uses this row after the signal: the
+     * case opens from an idle, once the click is done with it */
+    OpenLater *o = g_new0(OpenLater, 1);
+    g_set_weak_pointer(&o->self, self);
+    o->id = id;
+    g_idle_add_full(G_PRIORITY_DEFAULT, open_later_cb, o, open_later_free);
 }
 
 /* ---- the description's review ---- */
@@ -156,8 +182,8 @@ static void on_row_selected(GtkListBox *box, GtkListBoxRow *row, ClWindow *self)
 static const ClCaseImage *case_image_at(ClWindow *self, guint index)
 {
     const ClCase *c = self->current_case;
-    if (!c || !self->sequence || self->sequence->len != c->images->len ||
-        index >= c->images->len)
+    if (!c || c->summary.id != self->sequence_case_id || !self->sequence ||
+        self->sequence->len != c->images->len || index >= c->images->len)
         return NULL;
     return g_ptr_array_index(c->images, index);
 }
@@ -214,7 +240,8 @@ void cl_window_cases_pair_changed(ClWindow *self)
 gboolean cl_window_cases_reorder(ClWindow *self, guint from, guint to)
 {
     const ClCase *c = self->current_case;
-    if (!self->db || !c || !self->sequence || self->sequence->len != c->images->len)
+    if (!self->db || !c || c->summary.id != self->sequence_case_id || !self->sequence ||
+        self->sequence->len != c->images->len)
         return TRUE; /* not a case's sequence: only the window's order changes */
     guint n = c->images->len;
     g_autofree gint64 *ids = g_new(gint64, n);
@@ -227,12 +254,16 @@ gboolean cl_window_cases_reorder(ClWindow *self, guint from, guint to)
         memmove(ids + to + 1, ids + to, sizeof(gint64) * (from - to));
     ids[to] = moved;
     g_autoptr(GError) error = NULL;
-    if (!cl_casedb_images_reorder(self->db, c->summary.id, ids, n, &error) ||
-        !reload_case(self, &error)) {
+    if (!cl_casedb_images_reorder(self->db, c->summary.id, ids, n, &error)) {
         g_autofree char *msg = g_strdup_printf(_("The new order was not kept: %s"),
                                                error->message);
         cl_window_toast(self, msg);
         return FALSE;
+    }
+    /* the order is kept; the window follows it even if the case cannot be read back now */
+    if (!reload_case(self, &error)) {
+        g_autofree char *msg = g_strdup_printf(_("Could not open the case: %s"), error->message);
+        cl_window_toast(self, msg);
     }
     refresh_list(self);
     return TRUE;
@@ -255,10 +286,13 @@ static void apply_case_state(ClWindow *self, gboolean keep_text)
         gtk_string_list_append(list, item);
     }
     self->shown_version = G_MAXUINT;
+    /* setting the list selects in it: that is not the user browsing versions */
+    self->updating_versions = TRUE;
     gtk_drop_down_set_model(self->version_dropdown, G_LIST_MODEL(list));
     g_object_unref(list);
     if (versions->len)
         gtk_drop_down_set_selected(self->version_dropdown, versions->len - 1);
+    self->updating_versions = FALSE;
     gtk_widget_set_visible(GTK_WIDGET(self->version_dropdown), versions->len > 1);
     if (cur) {
         /* TRANSLATORS: the description shown: version, status, author, time */
@@ -322,10 +356,11 @@ static gboolean save_description(ClWindow *self)
     return TRUE;
 }
 
-void cl_window_cases_save_pending(ClWindow *self)
+gboolean cl_window_cases_save_pending(ClWindow *self)
 {
     if (self->db && self->current_case && gtk_text_buffer_get_modified(buffer(self)))
-        save_description(self);
+        return save_description(self);
+    return TRUE;
 }
 
 static void set_status(ClWindow *self, ClDescStatus status)
@@ -363,14 +398,19 @@ static void action_reject(GtkWidget *widget, const char *name, GVariant *param)
 /* Browsing versions: an older one is shown read-only; the latest is the one edited. */
 static void on_version_selected(GtkDropDown *dd, GParamSpec *pspec, ClWindow *self)
 {
+    if (self->updating_versions)
+        return;
     guint sel = gtk_drop_down_get_selected(dd);
     g_autoptr(GPtrArray) versions = current_versions(self->current_case);
     if (sel == GTK_INVALID_LIST_POSITION || sel >= versions->len || sel == self->shown_version)
         return;
-    cl_window_cases_save_pending(self);
-    /* saving may have added a version and rebuilt the list */
+    if (!cl_window_cases_save_pending(self))
+        return;
+    /* saving may have added a version (versions are appended: the pick's index holds) */
     g_autoptr(GPtrArray) now = current_versions(self->current_case);
-    sel = MIN(gtk_drop_down_get_selected(dd), now->len - 1);
+    if (now->len == 0)
+        return;
+    sel = MIN(sel, now->len - 1);
     const ClCaseDescVersion *v = g_ptr_array_index(now, sel);
     gboolean latest = sel == now->len - 1;
     self->shown_version = latest ? G_MAXUINT : sel;
@@ -408,7 +448,11 @@ void cl_window_open_case(ClWindow *self, gint64 case_id)
     g_return_if_fail(CL_IS_WINDOW(self));
     if (!self->db)
         return;
-    cl_window_cases_save_pending(self);
+    /* an edit that cannot be kept stays on screen: the other case waits */
+    if (!cl_window_cases_save_pending(self))
+        return;
+    if (self->describe_cancellable)
+        g_cancellable_cancel(self->describe_cancellable);
     g_autoptr(GError) error = NULL;
     ClCase *c = cl_casedb_get_case(self->db, case_id, CL_CASE_HEATMAP_DATA | CL_CASE_CHECK_FILES,
                                    &error);
@@ -419,6 +463,7 @@ void cl_window_open_case(ClWindow *self, gint64 case_id)
     }
     g_clear_pointer(&self->current_case, cl_case_free);
     self->current_case = c;
+    self->sequence_case_id = 0; /* until its images are loaded */
     g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_object_unref);
     for (guint i = 0; i < c->images->len; i++) {
         const ClCaseImage *img = g_ptr_array_index(c->images, i);
@@ -474,10 +519,12 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
         return;
     if (self->pending_case_id) {
         /* the case's own images: its description and heat map go with them */
+        self->sequence_case_id = self->pending_case_id;
         self->pending_case_id = 0;
         apply_case_state(self, FALSE);
         return;
     }
+    self->sequence_case_id = 0;
     g_clear_pointer(&self->current_case, cl_case_free);
     if (!case_images || case_images->len < 2) {
         apply_case_state(self, FALSE);
@@ -492,6 +539,8 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
             for (guint i = 0; i < case_images->len; i++)
                 if (groups[i] == g)
                     g_ptr_array_add(part, g_ptr_array_index(case_images, i));
+            if (part->len < 2)
+                continue; /* a lone image is nothing to compare: shown, not made a case */
             gint64 id = make_case(self, part);
             if (!first)
                 first = id;
@@ -511,6 +560,7 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
         return;
     }
     self->current_case = cl_casedb_get_case(self->db, id, CL_CASE_HEATMAP_DATA, NULL);
+    self->sequence_case_id = id;
     refresh_list(self);
     apply_case_state(self, FALSE);
 }
@@ -523,6 +573,7 @@ void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r)
         return;
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);
+    opts.delta = self->describe_delta; /* what the run used */
     g_autoptr(GPtrArray) heat = NULL;
     /* the run read the pair shown: those two images, in that order */
     g_autoptr(GPtrArray) pair = g_ptr_array_new();
@@ -591,8 +642,11 @@ static void export_thread(GTask *task, gpointer source, gpointer data, GCancella
 
 static void export_done(GObject *source, GAsyncResult *result, gpointer user_data)
 {
-    ClWindow *self = CL_WINDOW(source);
     GTask *task = G_TASK(result);
+    /* the window went away while the report was written: nothing to tell */
+    if (g_cancellable_is_cancelled(g_task_get_cancellable(task)))
+        return;
+    ClWindow *self = CL_WINDOW(source);
     ExportJob *j = g_task_get_task_data(task);
     g_autoptr(GError) error = NULL;
     gboolean ok = g_task_propagate_boolean(task, &error);

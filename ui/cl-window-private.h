@@ -83,6 +83,9 @@ struct _ClWindow {
     GtkDropDown *version_dropdown;
     GtkWidget *review_box;
     GCancellable *export_cancellable; /* a report being written */
+    gboolean updating_versions;       /* the version list is being rebuilt, not browsed */
+    gint64 sequence_case_id;          /* the case whose images the sequence shows, 0: none */
+    gboolean describe_delta;          /* the running (or last) describe used Δ maps */
     gboolean last_export_ok;
 };
 
@@ -112,6 +115,6 @@ gboolean cl_window_cases_reorder(ClWindow *self, guint from, guint to);
 /* TRUE when the description can be saved, accepted or rejected now. */
 gboolean cl_window_cases_can_review(ClWindow *self);
 /* Keeps an edited description before the window shows something else (nothing is lost). */
-void cl_window_cases_save_pending(ClWindow *self);
+gboolean cl_window_cases_save_pending(ClWindow *self);
 
 G_END_DECLS

@@ -462,6 +462,8 @@ static void describe_done(GObject *source, GAsyncResult *result, gpointer data)
         return; /* replaced by a newer run, or the window is gone */
     set_describing(self, NULL);
     if (!r) {
+        /* the text streamed so far is not the reviewer's edit: never kept as a version */
+        gtk_text_buffer_set_modified(gtk_text_view_get_buffer(self->description_view), FALSE);
         gboolean cancelled = g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
         gtk_label_set_label(self->panel_stage, cancelled ? _("Stopped") : _("Failed"));
         if (!cancelled) {
@@ -535,6 +537,9 @@ void cl_window_describe(ClWindow *self)
     ClDocument *b = cl_image_view_get_document(self->view_b);
     if (!a || !b)
         return;
+    /* the editor is cleared for the new text: an edit in it is kept first, or nothing runs */
+    if (!cl_window_cases_save_pending(self))
+        return;
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
     if (!self->worker) {
@@ -578,6 +583,7 @@ void cl_window_describe(ClWindow *self)
         g_autofree char *src = g_settings_get_string(self->settings, "heatmap-source");
         opts.delta = g_strcmp0(src, "delta") == 0;
     }
+    self->describe_delta = opts.delta;
 
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
     DescribeRun *run = g_new0(DescribeRun, 1);

@@ -62,11 +62,13 @@ GPtrArray *cl_sentence_maps(ClBackend *be, const ClModel *model, const ClDescrib
     }
     cl_train_dec_free(dec);
 
-    /* sentences over the generated tokens' bytes */
+    /* sentences over the generated tokens' bytes; offsets in the text made valid UTF-8 (what
+     * people are shown), measured on each sentence's end: the prefix up to a '.' made valid */
     const int G = (int)lround(sqrt((double)M));
-    gsize pos = 0;
+    g_autoptr(GString) raw = g_string_new(NULL);
+    g_autofree char *full = g_utf8_make_valid(res->text ? res->text : "", -1);
+    gsize full_len = strlen(full), start = 0, pos = 0;
     int first = 0;
-    gsize start = 0;
     for (int k = 0; k < ng; k++) {
         gsize len = 0;
         const char *b = cl_tokenizer_token_bytes(model->tokenizer, g_array_index(res->ids, gint32, k),
@@ -74,13 +76,16 @@ GPtrArray *cl_sentence_maps(ClBackend *be, const ClModel *model, const ClDescrib
         gboolean ends = FALSE;
         for (gsize i = 0; b && i < len; i++)
             ends |= b[i] == '.' || b[i] == '!' || b[i] == '?' || b[i] == '\n';
-        pos += len;
+        if (b)
+            g_string_append_len(raw, b, (gssize)len);
         if (!ends && k < ng - 1)
             continue;
+        g_autofree char *valid = g_utf8_make_valid(raw->str, (gssize)raw->len);
+        pos = k == ng - 1 ? full_len : MIN(strlen(valid), full_len);
         /* tokens first..k make a sentence; its map is their mean attention over the image */
         ClSentenceMap *sm = g_new0(ClSentenceMap, 1);
-        sm->start = MIN(start, strlen(res->text));
-        sm->end = MIN(pos, strlen(res->text));
+        sm->start = start;
+        sm->end = MAX(pos, start);
         ClHeatmap *hm = g_new0(ClHeatmap, 1);
         hm->source = CL_HEATMAP_UPDATE_NORM;
         hm->image_index = (int)image;

@@ -14,7 +14,8 @@
 G_BEGIN_DECLS
 
 typedef struct {
-    gsize start, end; /* byte range of the sentence in the result's text */
+    gsize start, end; /* byte range of the sentence in the result's text made valid UTF-8
+                       * (g_utf8_make_valid: what the description panel shows) */
     ClHeatmap *map;   /* on the merger grid of the image (its letterbox maps it back), owned */
 } ClSentenceMap;
 

@@ -135,7 +135,8 @@ static void job_unref(Job *job)
 {
     if (!g_atomic_int_dec_and_test(&job->ref))
         return;
-    g_assert(job->task == NULL);
+    /* a completion source destroyed undispatched (its context went away) leaves the task */
+    g_clear_object(&job->task);
     release_images(job);
     worker_model_clear(&job->model);
     g_strfreev(job->stop_strings);
@@ -388,7 +389,8 @@ static void run_describe(State *s, Job *job)
     }
     /* which part of the later image each sentence rests on (CPU: the training forward keeps
      * the queries and keys it needs) */
-    if (g_str_equal(cl_backend_name(s->be), "cpu") && r->result.n_images >= 2)
+    if (g_str_equal(cl_backend_name(s->be), "cpu") && r->result.n_images >= 2 &&
+        !g_cancellable_is_cancelled(job->cancellable))
         r->sentences = cl_sentence_maps(s->be, s->model, &r->result, r->result.n_images - 1, NULL);
     set_stage(job, _("Done"), 1.0);
     job->result = r;
