@@ -657,6 +657,42 @@ static void test_cli_model_file(void)
     g_assert_nonnull(strstr(err, "<image>"));
 }
 
+/* Aligned input: the identity map gives the plain input; a shifted image read through its shift
+ * gives the unshifted image's input (away from the borders the shift uncovers). */
+static void test_aligned_input(void)
+{
+    g_autoptr(ClImage) a = mem_image(64, 48, CL_LAYOUT_GREY, 1, 8);
+    g_autoptr(ClImage) b = mem_image(64, 48, CL_LAYOUT_GREY, 1, 8);
+    float *pa = cl_image_plane(a, 0, 0), *pb = cl_image_plane(b, 0, 0);
+    for (int y = 0; y < 48; y++)
+        for (int x = 0; x < 64; x++) {
+            pa[y * 64 + x] = (float)((x * 7 + y * 13) % 256);
+            int sx = x - 5, sy = y - 3; /* b shows a moved by (5, 3) */
+            pb[y * 64 + x] = sx >= 0 && sy >= 0 ? (float)((sx * 7 + sy * 13) % 256) : 0;
+        }
+    ClDisplaySettings ds;
+    cl_display_settings_init(&ds, a, 0);
+    ds.mode = CL_DISPLAY_FULL_RANGE;
+    const int S = 64;
+    g_autofree float *plain = g_new(float, S * S), *same = g_new(float, S * S);
+    g_autofree float *shifted = g_new(float, S * S);
+    ClLetterbox lb1, lb2;
+    g_assert_true(cl_preprocess_image(a, 0, &ds, S, 1, plain, &lb1, NULL));
+    const double id[6] = { 0, 1, 0, 0, 0, 1 };
+    g_assert_true(cl_preprocess_image_aligned(a, 0, &ds, id, 64, 48, S, 1, same, &lb2, NULL));
+    for (int i = 0; i < S * S; i++)
+        g_assert_cmpfloat(fabsf(plain[i] - same[i]), <, 1e-6f);
+    const double shift[6] = { 5, 1, 0, 3, 0, 1 }; /* frame (x, y) -> b's (x + 5, y + 3) */
+    g_assert_true(cl_preprocess_image_aligned(b, 0, &ds, shift, 64, 48, S, 1, shifted, NULL, NULL));
+    /* the frame's right and bottom edges fall outside b; compare the rest */
+    for (int y = lb1.off_y; y < lb1.off_y + lb1.content_h - 4; y++)
+        for (int x = 0; x < 56; x++)
+            g_assert_cmpfloat(fabsf(plain[y * S + x] - shifted[y * S + x]), <, 1e-5f);
+    g_autoptr(GError) error = NULL;
+    g_assert_false(cl_preprocess_image_aligned(b, 0, &ds, shift, 0, 48, S, 1, shifted, NULL, &error));
+    g_assert_nonnull(error);
+}
+
 /* Masks: the model pixels a rectangle touches are zeroed (the padding), nothing else; a change
  * inside a masked region does not reach the model at all. */
 static void test_masks(void)
@@ -749,6 +785,7 @@ int main(int argc, char **argv)
     g_test_add_func("/describe/preprocess/resize", test_resize);
     g_test_add_func("/describe/preprocess/values", test_preprocess_values);
     g_test_add_func("/describe/preprocess/masks", test_masks);
+    g_test_add_func("/describe/preprocess/aligned", test_aligned_input);
     g_test_add_func("/describe/heatmap/grid", test_heatmap_grid);
     g_test_add_func("/describe/heatmap/colour-png", test_heatmap_colour_png);
     g_test_add_func("/describe/domain", test_domain);

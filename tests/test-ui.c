@@ -1177,6 +1177,14 @@ static void test_align(void)
     g_assert_cmpfloat(aligned, <, 0.10);
     save_screenshot(win, "difference-aligned");
 
+    /* the model reads the later image aligned (Preferences: on by default) */
+    set_mode(win, "side-by-side");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_assert_true(cl_image_view_get_has_heatmap(b));
+    save_screenshot(win, "describe-aligned");
+    set_mode(win, "difference");
+
     g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.nudge", "(ii)", 1, 0));
     double n[6];
     g_assert_true(cl_image_view_get_alignment(b, n));
@@ -1391,6 +1399,11 @@ int main(int argc, char **argv)
         return 77;
     }
     adw_init();
+    /* the app's stylesheet (AdwApplication loads it; these windows have no application) */
+    g_autoptr(GtkCssProvider) css = gtk_css_provider_new();
+    gtk_css_provider_load_from_resource(css, "/io/changelens/ChangeLens/style.css");
+    gtk_style_context_add_provider_for_display(gdk_display_get_default(), GTK_STYLE_PROVIDER(css),
+                                               GTK_STYLE_PROVIDER_PRIORITY_APPLICATION);
 
     path_a = g_build_filename(tmpdir, "a.png", NULL);
     path_b = g_build_filename(tmpdir, "b.png", NULL);

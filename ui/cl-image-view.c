@@ -86,6 +86,8 @@ struct _ClImageView {
     double heat_u0, heat_v0, heat_u1, heat_v1;
     double heat_opacity;
     ClHeatmapColours heat_colours;
+    gboolean heat_in_frame; /* the map is of the frame (an aligned model input), not an image */
+    double heat_fw, heat_fh; /* the frame's size then */
 
     /* Input state */
     double pointer_x, pointer_y;
@@ -832,7 +834,15 @@ void cl_image_view_set_heatmap(ClImageView *self, const ClHeatmap *hm, const ClL
         self->heat_v0 = -(double)lb->off_y / lb->content_h;
         self->heat_u1 = (double)(lb->size - lb->off_x) / lb->content_w;
         self->heat_v1 = (double)(lb->size - lb->off_y) / lb->content_h;
+        self->heat_fw = lb->src_width, self->heat_fh = lb->src_height;
     }
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+void cl_image_view_set_heatmap_in_frame(ClImageView *self, gboolean in_frame)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    self->heat_in_frame = in_frame;
     gtk_widget_queue_draw(GTK_WIDGET(self));
 }
 
@@ -1223,8 +1233,16 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
     if (self->heat && self->heat_opacity > 0) {
         ClImageView *v = self->mode != CL_COMPARE_NONE && other ? self->partner : self;
         int vis[4];
-        push_image_space(self, v, snapshot, ox, oy, lz, vis);
         double vw = v->image_width, vh = v->image_height;
+        if (self->heat_in_frame) {
+            /* the map is of the frame the viewport shows: no image's own transform */
+            gtk_snapshot_save(snapshot);
+            gtk_snapshot_translate(snapshot, &GRAPHENE_POINT_INIT((float)ox, (float)oy));
+            gtk_snapshot_scale(snapshot, (float)lz, (float)lz);
+            vw = self->heat_fw, vh = self->heat_fh;
+        } else {
+            push_image_space(self, v, snapshot, ox, oy, lz, vis);
+        }
         gtk_snapshot_push_clip(snapshot, &GRAPHENE_RECT_INIT(0, 0, (float)vw, (float)vh));
         gtk_snapshot_push_opacity(snapshot, self->heat_opacity);
         gtk_snapshot_append_texture(

@@ -97,6 +97,9 @@ double cl_image_view_get_changed_fraction(ClImageView *self);
  * the model input onto it); copied. NULL clears it. Drawn over every mode at the opacity. */
 void cl_image_view_set_heatmap(ClImageView *self, const ClHeatmap *hm, const ClLetterbox *lb);
 gboolean cl_image_view_get_has_heatmap(ClImageView *self);
+/* TRUE: the heat map's letterbox is of the frame the viewport shows (the model read the later
+ * image aligned onto the earlier one), so it is drawn in frame coordinates. */
+void cl_image_view_set_heatmap_in_frame(ClImageView *self, gboolean in_frame);
 /* The colour map of the heat maps set from now on (default inferno). */
 void cl_image_view_set_heatmap_colours(ClImageView *self, ClHeatmapColours colours);
 void cl_image_view_set_heatmap_opacity(ClImageView *self, double opacity);

@@ -151,6 +151,10 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
                                         _("How much the stateful encoder rewrote each patch, or "
                                           "the paper's change map from a second encoder pass"),
                                         sources, source_labels));
+    adw_preferences_group_add(model, switch_row(settings, "align-model-input",
+                                                _("Model reads aligned images"),
+                                                _("When Align is on, the model reads the later "
+                                                  "image aligned too")));
     adw_preferences_page_add(page, model);
 
     AdwPreferencesGroup *view = ADW_PREFERENCES_GROUP(adw_preferences_group_new());

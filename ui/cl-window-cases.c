@@ -209,6 +209,7 @@ static void apply_case_heat(ClWindow *self)
             hm->max = MAX(hm->max, hm->values[i]);
     hm->layer = -1;
     self->heatmap = hm;
+    self->heat_in_frame = FALSE; /* a stored map is drawn on the later image as it is */
     cl_letterbox_init(&self->heat_letterbox, img->width, img->height, h->input_size);
     /* and the run's map of each encoder block, when it kept them */
     g_autoptr(GPtrArray) layers = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);

@@ -86,6 +86,8 @@ struct _ClWindow {
     gboolean updating_versions;       /* the version list is being rebuilt, not browsed */
     gint64 sequence_case_id;          /* the case whose images the sequence shows, 0: none */
     gboolean describe_delta;          /* the running (or last) describe used Δ maps */
+    gboolean describe_aligned;        /* ... and read the later image aligned */
+    gboolean heat_in_frame;           /* the heat map is of the earlier image's frame */
     gboolean last_export_ok;
 };
 

@@ -236,6 +236,7 @@ void cl_window_update_heat(ClWindow *self)
     ClImageView *target = self->mode == CL_COMPARE_NONE ? self->view_b : self->view_a;
     ClImageView *other = target == self->view_a ? self->view_b : self->view_a;
     cl_image_view_set_heatmap(other, NULL, NULL);
+    cl_image_view_set_heatmap_in_frame(target, self->heat_in_frame);
     cl_image_view_set_heatmap(target, on ? shown : NULL, on ? &self->heat_letterbox : NULL);
     double opacity = gtk_range_get_value(GTK_RANGE(self->heat_scale));
     cl_image_view_set_heatmap_opacity(target, opacity);
@@ -508,6 +509,8 @@ static void describe_done(GObject *source, GAsyncResult *result, gpointer data)
     cl_window_set_layer_heatmaps(self, NULL);
     if (r->result.heatmaps->len > 0 && r->result.n_images >= 2) {
         self->heatmap = cl_heatmap_copy(r->result.heatmaps->pdata[0]);
+        /* an aligned input gives maps of the earlier image's frame */
+        self->heat_in_frame = self->describe_aligned && self->aligned;
         g_autoptr(GPtrArray) layers =
             g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
         for (guint i = 0; r->result.layer_heatmaps && i < r->result.layer_heatmaps->len; i++) {
@@ -576,6 +579,14 @@ void cl_window_describe(ClWindow *self)
                                    self->masks->len / 4 };
         /* the model reads the image through the window/level on screen */
         imgs[i].has_display = cl_image_view_get_display(views[i], &imgs[i].display);
+        /* and the later one aligned, when it is on screen (Preferences can turn it off) */
+        if (i == 1 && self->aligned &&
+            (!self->settings || g_settings_get_boolean(self->settings, "align-model-input")) &&
+            cl_image_view_get_alignment(views[1], imgs[1].align)) {
+            imgs[1].has_align = TRUE;
+            cl_image_view_get_image_size(views[0], &imgs[1].frame_w, &imgs[1].frame_h);
+            imgs[1].masks = masks[0]; /* in the frame's pixels, like the first image's */
+        }
     }
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);
@@ -584,6 +595,7 @@ void cl_window_describe(ClWindow *self)
         opts.delta = g_strcmp0(src, "delta") == 0;
     }
     self->describe_delta = opts.delta;
+    self->describe_aligned = self->aligned;
 
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
     DescribeRun *run = g_new0(DescribeRun, 1);
@@ -1169,6 +1181,7 @@ static void show_pair(ClWindow *self, guint i, guint j)
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
+    self->heat_in_frame = FALSE;
     cl_window_set_layer_heatmaps(self, NULL);
     cl_window_update_heat(self);
     cl_image_view_set_image(self->view_a, docs[0], frames[0]);

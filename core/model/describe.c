@@ -183,8 +183,15 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
             opts->on_progress(CL_DESCRIBE_ENCODING, t, n_images, opts->user_data);
         gint64 t0 = g_get_monotonic_time();
         g_autoptr(GError) perr = NULL;
-        if (!cl_preprocess_image(images[t].image, images[t].frame, images[t].display, S, C, pixels,
-                                 &out->letterbox[t], &perr)) {
+        gboolean pre = images[t].align
+                           ? cl_preprocess_image_aligned(images[t].image, images[t].frame,
+                                                         images[t].display, images[t].align,
+                                                         images[t].frame_w, images[t].frame_h, S,
+                                                         C, pixels, &out->letterbox[t], &perr)
+                           : cl_preprocess_image(images[t].image, images[t].frame,
+                                                 images[t].display, S, C, pixels,
+                                                 &out->letterbox[t], &perr);
+        if (!pre) {
             g_set_error(error, perr->domain, perr->code, "image %u (%s): %s", t + 1,
                         images[t].image->path ? images[t].image->path : "in memory", perr->message);
             ok = FALSE;

@@ -26,6 +26,11 @@ typedef struct {
     /* the display transform the model's input goes through (USERS.md: the model sees what the
      * user sees: the same window/level); NULL: the frame's defaults */
     const ClDisplaySettings *display;
+    /* the image aligned onto another (cl_preprocess_image_aligned): the model reads it in that
+     * image's frame of frame_w × frame_h pixels; NULL: as it is. Its masks are then in the
+     * frame's pixels, and so are its letterbox and heat maps. */
+    const double *align;
+    guint frame_w, frame_h;
 } ClDescribeImage;
 
 /* What the pipeline is doing, for progress reports. */

@@ -172,26 +172,15 @@ float *cl_preprocess_display(const ClImage *img, guint frame, const ClDisplaySet
     return out;
 }
 
-gboolean cl_preprocess_image(const ClImage *img, guint frame, const ClDisplaySettings *s, int size,
-                             int channels, float *out, ClLetterbox *lb, GError **error)
+/* The letterboxed, normalised model input from an 8-bit RGBA picture of W × H. */
+static gboolean letterbox_rgba(const guint8 *rgba, int W, int H, gboolean grey, int size,
+                               int channels, float *out, ClLetterbox *lb, GError **error)
 {
-    g_return_val_if_fail(img != NULL && out != NULL, FALSE);
-    if (size < 1 || size > CL_CONFIG_MAX_IMAGE || (channels != 1 && channels != 3)) {
-        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "cannot make a %d-channel %d × %d model input", channels, size, size);
-        return FALSE;
-    }
-    g_autofree guint8 *rgba = render(img, frame, s, error);
-    if (!rgba)
-        return FALSE;
-
     ClLetterbox box;
-    cl_letterbox_init(&box, img->width, img->height, size);
+    cl_letterbox_init(&box, (guint)W, (guint)H, size);
     if (lb)
         *lb = box;
-    const int W = (int)img->width, H = (int)img->height;
     const int cw = box.content_w, chh = box.content_h;
-    const gboolean grey = img->layout == CL_LAYOUT_GREY || img->layout == CL_LAYOUT_GREY_ALPHA;
 
     /* Horizontal pass straight from the 8-bit render (a full-size float copy of a large image
      * would cost 12 bytes a pixel), then the vertical pass. */
@@ -203,7 +192,7 @@ gboolean cl_preprocess_image(const ClImage *img, guint frame, const ClDisplaySet
         taps_clear(&tx);
         taps_clear(&ty);
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
-                    "not enough memory to resize %u × %u pixels", img->width, img->height);
+                    "not enough memory to resize %d × %d pixels", W, H);
         return FALSE;
     }
     for (int y = 0; y < H; y++) {
@@ -245,6 +234,81 @@ gboolean cl_preprocess_image(const ClImage *img, guint frame, const ClDisplaySet
     taps_clear(&tx);
     taps_clear(&ty);
     return TRUE;
+}
+
+static gboolean check_input(int size, int channels, GError **error)
+{
+    if (size < 1 || size > CL_CONFIG_MAX_IMAGE || (channels != 1 && channels != 3)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "cannot make a %d-channel %d × %d model input", channels, size, size);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean cl_preprocess_image(const ClImage *img, guint frame, const ClDisplaySettings *s, int size,
+                             int channels, float *out, ClLetterbox *lb, GError **error)
+{
+    g_return_val_if_fail(img != NULL && out != NULL, FALSE);
+    if (!check_input(size, channels, error))
+        return FALSE;
+    g_autofree guint8 *rgba = render(img, frame, s, error);
+    if (!rgba)
+        return FALSE;
+    const gboolean grey = img->layout == CL_LAYOUT_GREY || img->layout == CL_LAYOUT_GREY_ALPHA;
+    return letterbox_rgba(rgba, (int)img->width, (int)img->height, grey, size, channels, out, lb,
+                          error);
+}
+
+gboolean cl_preprocess_image_aligned(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                                     const double m[6], guint frame_w, guint frame_h, int size,
+                                     int channels, float *out, ClLetterbox *lb, GError **error)
+{
+    g_return_val_if_fail(img != NULL && out != NULL && m != NULL, FALSE);
+    if (!check_input(size, channels, error))
+        return FALSE;
+    if (frame_w == 0 || frame_h == 0 || (guint64)frame_w * frame_h > ((guint64)1 << 28)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "cannot align onto %u × %u pixels",
+                    frame_w, frame_h);
+        return FALSE;
+    }
+    g_autofree guint8 *rgba = render(img, frame, s, error);
+    if (!rgba)
+        return FALSE;
+    /* the picture resampled onto the frame: frame pixel (x, y) shows the image at m(x, y),
+     * bilinear; outside the image, mid grey (what the padding means) */
+    const int W = (int)img->width, H = (int)img->height;
+    guint8 *warped = g_try_malloc((gsize)frame_w * frame_h * 4);
+    if (!warped) {
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
+                    "not enough memory to align %u × %u pixels", frame_w, frame_h);
+        return FALSE;
+    }
+    for (guint y = 0; y < frame_h; y++)
+        for (guint x = 0; x < frame_w; x++) {
+            double cx = x + 0.5, cy = y + 0.5;
+            double fx = m[0] + m[1] * cx + m[2] * cy - 0.5, fy = m[3] + m[4] * cx + m[5] * cy - 0.5;
+            guint8 *o = warped + ((gsize)y * frame_w + x) * 4;
+            if (!(fx >= -0.5 && fy >= -0.5 && fx <= W - 0.5 && fy <= H - 0.5)) {
+                o[0] = o[1] = o[2] = 128, o[3] = 255;
+                continue;
+            }
+            fx = CLAMP(fx, 0.0, W - 1.0), fy = CLAMP(fy, 0.0, H - 1.0);
+            int x0 = (int)fx, y0 = (int)fy, x1 = MIN(x0 + 1, W - 1), y1 = MIN(y0 + 1, H - 1);
+            double ax = fx - x0, ay = fy - y0;
+            for (int c = 0; c < 4; c++) {
+                double v = (rgba[((gsize)y0 * W + x0) * 4 + c] * (1 - ax) +
+                            rgba[((gsize)y0 * W + x1) * 4 + c] * ax) * (1 - ay) +
+                           (rgba[((gsize)y1 * W + x0) * 4 + c] * (1 - ax) +
+                            rgba[((gsize)y1 * W + x1) * 4 + c] * ax) * ay;
+                o[c] = (guint8)lround(CLAMP(v, 0.0, 255.0));
+            }
+        }
+    const gboolean grey = img->layout == CL_LAYOUT_GREY || img->layout == CL_LAYOUT_GREY_ALPHA;
+    gboolean ok = letterbox_rgba(warped, (int)frame_w, (int)frame_h, grey, size, channels, out, lb,
+                                 error);
+    g_free(warped);
+    return ok;
 }
 
 void cl_preprocess_apply_masks(float *pixels, int channels, const ClLetterbox *lb,

@@ -52,6 +52,14 @@ float *cl_preprocess_display(const ClImage *img, guint frame, const ClDisplaySet
 gboolean cl_preprocess_image(const ClImage *img, guint frame, const ClDisplaySettings *s, int size,
                              int channels, float *out, ClLetterbox *lb, GError **error);
 
+/* The same for a frame aligned onto another image (register.h): the model input shows the frame
+ * of frame_w × frame_h pixels, where frame pixel (x, y) takes this image's pixel m(x, y)
+ * (ClRegistration.m), bilinear, mid grey outside it; lb (and the heat maps) then refer to the
+ * frame. */
+gboolean cl_preprocess_image_aligned(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                                     const double m[6], guint frame_w, guint frame_h, int size,
+                                     int channels, float *out, ClLetterbox *lb, GError **error);
+
 /* Ignore regions (USERS.md: masks apply to the model's input too): every model pixel that an
  * image rectangle touches is set to the padding value 0, in every channel, so the model sees the
  * same nothing there in every image. rects: n × (x0, y0, x1, y1) in the frame's pixel

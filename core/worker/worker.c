@@ -362,7 +362,9 @@ static void run_describe(State *s, Job *job)
         imgs[i] = (ClDescribeImage){ job->images[i].image, job->images[i].frame,
                                      job->images[i].masks, job->images[i].n_masks,
                                      job->images[i].has_display ? &job->images[i].display
-                                                                : NULL };
+                                                                : NULL,
+                                     job->images[i].has_align ? job->images[i].align : NULL,
+                                     job->images[i].frame_w, job->images[i].frame_h };
     ClDescribeOptions o = job->opts;
     o.on_token = on_token;
     o.on_progress = on_progress;

@@ -43,6 +43,9 @@ typedef struct {
     guint n_masks;
     gboolean has_display; /* display: the window/level the user sees (copied), else defaults */
     ClDisplaySettings display;
+    gboolean has_align;   /* read aligned onto a frame (ClDescribeImage.align) */
+    double align[6];
+    guint frame_w, frame_h;
 } ClWorkerImage;
 
 /* Progress of a job, on the caller's main context, at most ~10 times a second (the first and
