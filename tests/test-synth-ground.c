@@ -339,7 +339,7 @@ static void test_answers(void)
             if (t == 0) {
                 JsonArray *a = json_object_get_array_member(jo, "objects");
                 g_assert_cmpuint(json_array_get_length(a), ==, objs->len);
-                g_assert_cmpuint(objs->len, >=, 8); /* the change task's cluttered scenes */
+                g_assert_cmpuint(objs->len, >=, 3); /* the change task's scenes (4-8 at 160 px, at least 3) */
             } else if (t == 1) {
                 JsonArray *p = json_object_get_array_member(jo, "point");
                 const ClSynthObject *o = &g_array_index(objs, ClSynthObject, 0);

@@ -26,7 +26,7 @@ static const char usage_text[] =
     "  --width PX, --height PX\n"
     "  --patch PX          patch size of the auxiliary targets' grid (default 16)\n"
     "  --images K          dots: images per sample, 2-5 (default: drawn per sample)\n"
-    "  --objects A[-B]     shapes: objects per scene (default: 10-15 at 160 px)\n"
+    "  --objects A[-B]     shapes: objects per scene (default: 4-8 at 160 px, 30-40 at 768)\n"
     "  --changes A[-B]     shapes: changes per pair (default 1-4; the paper: 4)\n"
     "  --no-nuisance       no misregistration, exposure change or noise\n"
     "  --force             write into a non-empty DIR\n"

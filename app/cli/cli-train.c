@@ -40,7 +40,7 @@ static const char usage_text[] =
     "  --task T[,T…]        synthetic tasks generated on the fly, mixed at random (synth --list)\n"
     "  --data FILE.jsonl    ShareGPT-style JSONL (shuffled per epoch)\n"
     "  --all-turns          supervise every assistant turn, not only the final answer\n"
-    "  --objects N|MIN-MAX  shapes tasks: objects in a scene (default: about 10-15 at 160 px)\n"
+    "  --objects N|MIN-MAX  shapes tasks: objects in a scene (default: 4-8 at 160 px, 30-40 at 768)\n"
     "Optimisation:\n"
     "  --steps N            optimiser steps (or --epochs E with --data)\n"
     "  --batch B            samples per step (gradient accumulation; default 8)\n"
