@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "casedb.h"
 #include "caserun.h"
+#include "jsonbuild.h"
 #include "cl-config.h"
 #include "cli.h"
 #include "describe.h"
@@ -133,22 +134,6 @@ static void print_json(JsonBuilder *b)
     printf("%s\n", out);
 }
 
-static void jstr(JsonBuilder *b, const char *key, const char *v)
-{
-    json_builder_set_member_name(b, key);
-    if (v) {
-        g_autofree char *valid = g_utf8_make_valid(v, -1);
-        json_builder_add_string_value(b, valid);
-    } else {
-        json_builder_add_null_value(b);
-    }
-}
-
-static void jint(JsonBuilder *b, const char *key, gint64 v)
-{
-    json_builder_set_member_name(b, key);
-    json_builder_add_int_value(b, v);
-}
 
 /* Text for a terminal: valid UTF-8, control characters (but newline and tab) shown as U+FFFD,
  * so a hostile description cannot drive the terminal. */
@@ -280,13 +265,13 @@ static int cmd_list(int argc, char **argv)
         for (guint i = 0; i < cases->len; i++) {
             const ClCaseSummary *s = g_ptr_array_index(cases, i);
             json_builder_begin_object(b);
-            jint(b, "id", s->id);
-            jstr(b, "name", s->name);
-            jint(b, "images", s->n_images);
-            jstr(b, "modalities", s->modalities);
-            jstr(b, "status", s->has_description ? cl_desc_status_name(s->status) : NULL);
-            jstr(b, "created_at", s->created_at);
-            jstr(b, "updated_at", s->updated_at);
+            cl_json_int(b, "id", s->id);
+            cl_json_str(b, "name", s->name);
+            cl_json_int(b, "images", s->n_images);
+            cl_json_str(b, "modalities", s->modalities);
+            cl_json_str(b, "status", s->has_description ? cl_desc_status_name(s->status) : NULL);
+            cl_json_str(b, "created_at", s->created_at);
+            cl_json_str(b, "updated_at", s->updated_at);
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
@@ -341,10 +326,10 @@ static int cmd_search(int argc, char **argv)
         for (guint i = 0; i < hits->len; i++) {
             const ClCaseSearchHit *h = g_ptr_array_index(hits, i);
             json_builder_begin_object(b);
-            jint(b, "id", h->case_id);
-            jstr(b, "name", h->case_name);
-            jstr(b, "field", h->field);
-            jstr(b, "snippet", h->snippet);
+            cl_json_int(b, "id", h->case_id);
+            cl_json_str(b, "name", h->case_name);
+            cl_json_str(b, "field", h->field);
+            cl_json_str(b, "snippet", h->snippet);
             json_builder_set_member_name(b, "rank");
             json_builder_add_double_value(b, isfinite(h->rank) ? h->rank : 0.0);
             json_builder_end_object(b);

@@ -3,55 +3,41 @@
 
 #include <json-glib/json-glib.h>
 
-static void jstr(JsonBuilder *b, const char *key, const char *v)
-{
-    json_builder_set_member_name(b, key);
-    if (v) {
-        g_autofree char *valid = g_utf8_make_valid(v, -1);
-        json_builder_add_string_value(b, valid);
-    } else {
-        json_builder_add_null_value(b);
-    }
-}
+#include "jsonbuild.h"
 
-static void jint(JsonBuilder *b, const char *key, gint64 v)
-{
-    json_builder_set_member_name(b, key);
-    json_builder_add_int_value(b, v);
-}
 
 static char *settings_json(GPtrArray *images, const ClDescribeOptions *opts,
                            const ClDescribeResult *res)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-    jstr(b, "domain", cl_chat_domain_name(res->domain));
-    jstr(b, "question", opts->question && *opts->question ? opts->question : NULL);
-    jint(b, "max_new_tokens", opts->max_new_tokens);
-    jint(b, "beam_size", opts->beam_size);
-    jstr(b, "heatmap_source", opts->delta ? "delta" : "update_norm");
-    jstr(b, "display", "defaults of each image (DICOM window / VOI LUT, full range otherwise)");
-    jstr(b, "preprocess", "letterbox to the model input, aspect kept, centred");
-    jstr(b, "stop_reason", cl_stop_reason_name(res->stop_reason));
-    jint(b, "prompt_positions", res->n_prompt);
+    cl_json_str(b, "domain", cl_chat_domain_name(res->domain));
+    cl_json_str(b, "question", opts->question && *opts->question ? opts->question : NULL);
+    cl_json_int(b, "max_new_tokens", opts->max_new_tokens);
+    cl_json_int(b, "beam_size", opts->beam_size);
+    cl_json_str(b, "heatmap_source", opts->delta ? "delta" : "update_norm");
+    cl_json_str(b, "display", "defaults of each image (DICOM window / VOI LUT, full range otherwise)");
+    cl_json_str(b, "preprocess", "letterbox to the model input, aspect kept, centred");
+    cl_json_str(b, "stop_reason", cl_stop_reason_name(res->stop_reason));
+    cl_json_int(b, "prompt_positions", res->n_prompt);
     json_builder_set_member_name(b, "images");
     json_builder_begin_array(b);
     for (guint i = 0; i < images->len; i++) {
         const ClCaseImage *img = g_ptr_array_index(images, i);
         json_builder_begin_object(b);
-        jint(b, "image_id", img->id);
-        jstr(b, "path", img->path);
-        jint(b, "frame", img->frame);
-        jstr(b, "sha256", img->sha256);
+        cl_json_int(b, "image_id", img->id);
+        cl_json_str(b, "path", img->path);
+        cl_json_int(b, "frame", img->frame);
+        cl_json_str(b, "sha256", img->sha256);
         if (i < res->n_images && res->letterbox) {
             const ClLetterbox *lb = &res->letterbox[i];
             json_builder_set_member_name(b, "letterbox");
             json_builder_begin_object(b);
-            jint(b, "size", lb->size);
-            jint(b, "off_x", lb->off_x);
-            jint(b, "off_y", lb->off_y);
-            jint(b, "content_w", lb->content_w);
-            jint(b, "content_h", lb->content_h);
+            cl_json_int(b, "size", lb->size);
+            cl_json_int(b, "off_x", lb->off_x);
+            cl_json_int(b, "off_y", lb->off_y);
+            cl_json_int(b, "content_w", lb->content_w);
+            cl_json_int(b, "content_h", lb->content_h);
             json_builder_end_object(b);
         }
         json_builder_end_object(b);
