@@ -351,6 +351,10 @@ static void test_attention(void)
     /* the decoder: causal, GQA (4 query heads on 2 KV heads), from scratch and after a prefix */
     check_attention(r, "attn-causal", 7, 7, 4, 2, 4, 0, 0);
     check_attention(r, "attn-cached", 3, 8, 4, 1, 4, 5, 2);
+    /* long enough for the causal backward's row blocks (64 rows; the last one partial), from
+     * scratch and after a prefix */
+    check_attention(r, "attn-causal-blocks", 150, 150, 2, 1, 4, 0, 1);
+    check_attention(r, "attn-cached-blocks", 70, 90, 2, 2, 2, 20, 0);
 }
 
 /* ---- embedding, unfolds, cross-entropy ------------------------------------------------------- */

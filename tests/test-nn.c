@@ -454,6 +454,8 @@ static void test_attention(void)
     /* above the split threshold (2^22): heads in groups, one per thread (5 heads over 3) */
     run_attention_case(120, 150, 5, 5, 52, -1, TRUE);
     run_attention_case(100, 130, 6, 2, 64, 30, FALSE);
+    /* a training decoder's sequence: causal from scratch over several row blocks */
+    run_attention_case(200, 200, 4, 2, 16, 0, FALSE);
     /* cross-attention to a single key (the null state): output = v */
     run_attention_case(9, 1, 2, 2, 8, -1, FALSE);
     /* decoder: causal with an offset (prefill after 10 cached positions), GQA 4/2 */

@@ -769,6 +769,11 @@ static void attention_fused(void *p, int begin, int end)
     }
 }
 
+/* Rows per block of a long causal attention without a tail output (the training decoder's
+ * forward): each block's products stop at the last key its rows see, which skips most of the
+ * masked upper triangle. */
+#define CAUSAL_BLOCK_ROWS 64
+
 /* lane = one task: heads [n_head·lane/lanes, n_head·(lane+1)/lanes) */
 static void attention_lanes_run(void *p, int begin, int end)
 {
@@ -784,6 +789,21 @@ static void attention_lanes_run(void *p, int begin, int end)
             const float *qh = c->q + (size_t)h * hd;
             const float *kg = c->k + (size_t)g * hd;
             const float *vg = c->v + (size_t)g * hd;
+            if (c->causal >= 0 && !c->out_tail && n_q > CAUSAL_BLOCK_ROWS) {
+                /* causal: a block of rows only needs the keys its last row sees */
+                for (int i0 = 0; i0 < n_q; i0 += CAUSAL_BLOCK_ROWS) {
+                    const int r = MIN(CAUSAL_BLOCK_ROWS, n_q - i0);
+                    const int cols = MIN(n_kv, c->causal + i0 + r);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, cols, hd, c->scale,
+                                qh + (size_t)i0 * c->ldq, c->ldq, kg, c->ldk, 0.0f, scores, cols);
+                    SoftmaxCtx sc = { scores, cols, cols, c->causal, i0 };
+                    softmax_rows(&sc, 0, r);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, hd, cols, 1.0f,
+                                scores, cols, vg, c->ldv, 0.0f,
+                                c->out + (size_t)i0 * c->ldo + (size_t)h * hd, c->ldo);
+                }
+                continue;
+            }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, hd, c->scale, qh,
                         c->ldq, kg, c->ldk, 0.0f, scores, n_kv);
             SoftmaxCtx sc = { scores, n_kv, n_kv, c->causal, 0 };

@@ -211,6 +211,11 @@ void cl_grad_softmax(float *dx, const float *dy, const float *y, int m, int n, i
     }
 }
 
+/* Rows per block of the causal backward: a block of query rows only needs the keys its last row
+ * sees, so the products skip most of the masked upper triangle (about half the work on a long
+ * decoder sequence) while each stays big enough for OpenBLAS's kernels. */
+#define GRAD_ATTN_ROWS 64
+
 void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const float *q,
                        const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
                        int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
@@ -219,47 +224,56 @@ void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const
     if (n_q <= 0 || n_kv <= 0)
         return;
     const int group = n_head / n_kv_head, hd = head_dim;
-    float *p = g_new(float, (size_t)n_q * n_kv);
-    float *dp = g_new(float, (size_t)n_q * n_kv);
+    const int rows = causal < 0 ? n_q : MIN(n_q, GRAD_ATTN_ROWS);
+    float *p = g_new(float, (size_t)rows * n_kv);
+    float *dp = g_new(float, (size_t)rows * n_kv);
     for (int h = 0; h < n_head; h++) {
         const int g = h / group;
         const float *qh = q + (size_t)h * hd, *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
         const float *doh = dout + (size_t)h * hd;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, hd, scale, qh, ldq, kg,
-                    ldk, 0.0f, p, n_kv);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_q, n_kv, hd, 1.0f, doh, ldo, vg,
-                    ldv, 0.0f, dp, n_kv);
-        for (int i = 0; i < n_q; i++) {
-            float *pr = p + (size_t)i * n_kv, *dr = dp + (size_t)i * n_kv;
-            int n_vis = causal < 0 ? n_kv : MIN(n_kv, causal + i + 1);
-            double mx = -INFINITY, sum = 0, dot = 0;
-            for (int j = 0; j < n_vis; j++)
-                mx = MAX(mx, pr[j]);
-            const float fmx = (float)mx;
-            for (int j = 0; j < n_vis; j++) {
-                pr[j] = expf(pr[j] - fmx);
-                sum += pr[j];
+        for (int i0 = 0; i0 < n_q; i0 += rows) {
+            const int r = MIN(rows, n_q - i0);
+            /* the keys any row of the block sees: [0, c) */
+            const int c = causal < 0 ? n_kv : MIN(n_kv, causal + i0 + r);
+            if (c <= 0)
+                continue;
+            const float *qb = qh + (size_t)i0 * ldq, *dob = doh + (size_t)i0 * ldo;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, hd, scale, qb, ldq, kg,
+                        ldk, 0.0f, p, c);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, hd, 1.0f, dob, ldo, vg,
+                        ldv, 0.0f, dp, c);
+            for (int i = 0; i < r; i++) {
+                float *pr = p + (size_t)i * c, *dr = dp + (size_t)i * c;
+                int n_vis = causal < 0 ? c : MIN(c, causal + i0 + i + 1);
+                double mx = -INFINITY, sum = 0, dot = 0;
+                for (int j = 0; j < n_vis; j++)
+                    mx = MAX(mx, pr[j]);
+                const float fmx = (float)mx;
+                for (int j = 0; j < n_vis; j++) {
+                    pr[j] = expf(pr[j] - fmx);
+                    sum += pr[j];
+                }
+                const float inv = (float)(1.0 / sum);
+                for (int j = 0; j < n_vis; j++) {
+                    pr[j] *= inv;
+                    dot += (double)pr[j] * dr[j];
+                }
+                /* dp becomes dS = P ⊙ (dP − Σ P dP); the masked keys get nothing */
+                for (int j = 0; j < n_vis; j++)
+                    dr[j] = (float)(pr[j] * (dr[j] - dot));
+                for (int j = n_vis; j < c; j++)
+                    pr[j] = dr[j] = 0.0f;
             }
-            const float inv = (float)(1.0 / sum);
-            for (int j = 0; j < n_vis; j++) {
-                pr[j] *= inv;
-                dot += (double)pr[j] * dr[j];
-            }
-            for (int j = n_vis; j < n_kv; j++)
-                pr[j] = 0.0f;
-            /* dp becomes dS = P ⊙ (dP − Σ P dP) */
-            for (int j = 0; j < n_kv; j++)
-                dr[j] = j < n_vis ? (float)(pr[j] * (dr[j] - dot)) : 0.0f;
+            if (dq)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, hd, c, scale, dp, c, kg,
+                            ldk, 1.0f, dq + (size_t)i0 * ldq + (size_t)h * hd, ldq);
+            if (dk)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, hd, r, scale, dp, c, qb,
+                            ldq, 1.0f, dk + (size_t)g * hd, ldk);
+            if (dv)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, hd, r, 1.0f, p, c, dob,
+                            ldo, 1.0f, dv + (size_t)g * hd, ldv);
         }
-        if (dq)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n_q, hd, n_kv, scale, dp,
-                        n_kv, kg, ldk, 1.0f, dq + (size_t)h * hd, ldq);
-        if (dk)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_kv, hd, n_q, scale, dp, n_kv,
-                        qh, ldq, 1.0f, dk + (size_t)g * hd, ldk);
-        if (dv)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_kv, hd, n_q, 1.0f, p, n_kv,
-                        doh, ldo, 1.0f, dv + (size_t)g * hd, ldv);
     }
     g_free(p);
     g_free(dp);

@@ -510,7 +510,12 @@ typedef struct {
     ClTrainAuxHeads *aux_grads; /* NULL when the auxiliary losses are off */
 } Worker;
 
-/* One step's work, shared by the workers; worker w takes slots w, w + n_workers, ... */
+/* One step's work, shared by the workers, in two phases: worker w makes samples w,
+ * w + n_workers, ... (generation and loading), then each works through its share of the batch.
+ * The shares balance the samples' estimated cost (longest first onto the lighter worker; ties
+ * by index), so a step waits less for its slower worker; they depend only on the samples, and
+ * each worker accumulates its share in index order, so a step's gradient is the same on every
+ * run. */
 typedef struct {
     const ClModel *model;
     Source *src;
@@ -523,6 +528,9 @@ typedef struct {
     double *aux;      /* (batch, 2) objects, changed (NaN: not run) */
     gint64 *tokens;   /* (batch) decoder positions */
     GError **errors;  /* (n_workers) first error of each */
+    ClTrainSample **samples; /* (batch) phase 1's output */
+    int *share;       /* (batch) phase 2: the samples' worker */
+    gboolean compute; /* the phase: FALSE makes samples, TRUE trains on them */
 } StepJob;
 
 typedef struct {
@@ -531,17 +539,30 @@ typedef struct {
     int w;
 } WorkerCall;
 
-static gpointer worker_run(gpointer data)
+static void make_samples(WorkerCall *c)
 {
-    WorkerCall *c = data;
     StepJob *j = c->job;
+    cl_param_buf_zero(c->worker->grads);
+    if (c->worker->aux_grads)
+        cl_train_aux_heads_zero(c->worker->aux_grads);
     for (int k = c->w; k < j->batch; k += j->n_workers) {
         if (g_cancellable_is_cancelled(j->cancellable))
-            return NULL;
-        g_autoptr(ClTrainSample) s =
-            source_get(j->src, j->model, &j->refs[k], j->all_turns, &j->errors[c->w]);
-        if (!s)
-            return NULL;
+            return;
+        j->samples[k] = source_get(j->src, j->model, &j->refs[k], j->all_turns, &j->errors[c->w]);
+        if (!j->samples[k])
+            return;
+    }
+}
+
+static void train_share(WorkerCall *c)
+{
+    StepJob *j = c->job;
+    for (int k = 0; k < j->batch; k++) {
+        if (j->share[k] != c->w)
+            continue;
+        if (g_cancellable_is_cancelled(j->cancellable))
+            return;
+        const ClTrainSample *s = j->samples[k];
         ClTrainStepStats st;
         GError *err = NULL;
         if (!cl_train_forward_backward_aux(c->worker->be, j->model, s, j->gopt,
@@ -549,33 +570,93 @@ static gpointer worker_run(gpointer data)
             g_set_error(&j->errors[c->w], CL_TRAINER_ERROR, CL_TRAINER_ERROR_SAMPLE,
                         "sample %s: %s", s->id ? s->id : "?", err->message);
             g_error_free(err);
-            return NULL;
+            return;
         }
         j->loss[k] = st.loss;
         j->aux[2 * k] = st.aux_objects_loss;
         j->aux[2 * k + 1] = st.aux_changed_loss;
         j->tokens[k] = st.n_positions;
     }
+}
+
+static gpointer worker_run(gpointer data)
+{
+    WorkerCall *c = data;
+    if (c->job->compute)
+        train_share(c);
+    else
+        make_samples(c);
     return NULL;
 }
 
-/* Runs the batch over the workers (worker 0 on this thread). FALSE: an error, or cancelled. */
-static gboolean run_step(StepJob *job, Worker *workers, GError **error)
+/* A sample's training cost in multiply-adds, roughly: the decoder's products and attention
+ * over its positions, the encoder's over its images (forward and backward scale alike). */
+static double sample_cost(const ClModelConfig *cfg, const ClTrainSample *s)
+{
+    const double E = cfg->dec_dim, F = cfg->dec_mlp, hd = E / MAX(cfg->dec_heads, 1);
+    const double Q = cfg->dec_heads * hd, KV = cfg->dec_kv_heads * hd, n = s->n_ids;
+    const double D = cfg->enc_dim, Fe = cfg->enc_mlp, P = cl_config_n_patches(cfg);
+    const double dec = cfg->dec_depth * (n * (E * (Q + 2 * KV) + Q * E + 3 * E * F) + n * n * Q);
+    const double enc = cfg->enc_depth * (P * (4 * D * D + 2 * D * Fe) + P * P * D) +
+                       P * (double)cfg->channels * cfg->patch_size * cfg->patch_size * D;
+    return dec + (double)s->n_images * enc;
+}
+
+static void balance_shares(StepJob *j)
+{
+    const int B = j->batch;
+    g_autofree int *order = g_new(int, (size_t)MAX(B, 1));
+    g_autofree double *cost = g_new(double, (size_t)MAX(B, 1));
+    for (int k = 0; k < B; k++) {
+        order[k] = k;
+        cost[k] = sample_cost(&j->model->config, j->samples[k]);
+    }
+    /* longest first (insertion sort: a batch is small), ties by index */
+    for (int a = 1; a < B; a++) {
+        int k = order[a], b = a;
+        while (b > 0 && cost[order[b - 1]] < cost[k])
+            order[b] = order[b - 1], b--;
+        order[b] = k;
+    }
+    double load[2] = { 0, 0 };
+    for (int a = 0; a < B; a++) {
+        int w = j->n_workers > 1 && load[1] < load[0] ? 1 : 0;
+        j->share[order[a]] = w;
+        load[w] += cost[order[a]];
+    }
+}
+
+/* Runs one phase over the workers (worker 0 on this thread). */
+static void run_phase(StepJob *job, Worker *workers, gboolean compute)
 {
     WorkerCall calls[2];
     GThread *threads[2] = { NULL, NULL };
-    for (int w = 0; w < job->n_workers; w++) {
-        cl_param_buf_zero(workers[w].grads);
-        if (workers[w].aux_grads)
-            cl_train_aux_heads_zero(workers[w].aux_grads);
+    job->compute = compute;
+    for (int w = 0; w < job->n_workers; w++)
         calls[w] = (WorkerCall){ job, &workers[w], w };
-        job->errors[w] = NULL;
-    }
     for (int w = 1; w < job->n_workers; w++)
         threads[w] = g_thread_new("cl-train-worker", worker_run, &calls[w]);
     worker_run(&calls[0]);
     for (int w = 1; w < job->n_workers; w++)
         g_thread_join(threads[w]);
+}
+
+/* Runs the batch over the workers. FALSE: an error, or cancelled. */
+static gboolean run_step(StepJob *job, Worker *workers, GError **error)
+{
+    for (int w = 0; w < job->n_workers; w++)
+        job->errors[w] = NULL;
+    memset(job->samples, 0, sizeof(*job->samples) * (size_t)job->batch);
+    run_phase(job, workers, FALSE);
+    gboolean made = TRUE;
+    for (int k = 0; k < job->batch; k++)
+        made = made && job->samples[k];
+    if (made) {
+        balance_shares(job);
+        run_phase(job, workers, TRUE);
+    }
+    for (int k = 0; k < job->batch; k++)
+        g_clear_pointer(&job->samples[k], cl_train_sample_free);
     gboolean ok = TRUE;
     for (int w = 0; w < job->n_workers; w++) {
         if (job->errors[w] && ok) {
@@ -587,6 +668,10 @@ static gboolean run_step(StepJob *job, Worker *workers, GError **error)
     }
     if (ok && g_cancellable_set_error_if_cancelled(job->cancellable, error))
         ok = FALSE;
+    if (ok && !made) { /* a sample went missing without an error: only a cancel does that */
+        g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled");
+        ok = FALSE;
+    }
     return ok;
 }
 
@@ -986,8 +1071,10 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
     g_autofree double *aux_losses = g_new0(double, 2 * (size_t)B);
     g_autofree gint64 *tokens = g_new0(gint64, B);
     GError *errors[2] = { NULL, NULL };
+    g_autofree ClTrainSample **samples = g_new0(ClTrainSample *, B);
+    g_autofree int *share = g_new0(int, B);
     StepJob job = { r.model, &r.src, refs, B, r.n_workers, &gopt, o->all_turns, cancellable,
-                    losses, aux_losses, tokens, errors };
+                    losses, aux_losses, tokens, errors, samples, share, FALSE };
 
     result->start_step = step;
     result->workers = r.n_workers;
