@@ -302,6 +302,51 @@ static void test_decay_mask(void)
     g_assert_error(error, CL_OPTIM_ERROR, CL_OPTIM_ERROR_INPUT);
 }
 
+/* The update in pieces (what the trainer's two threads run: ranges that cut through decaying
+ * and plain spans, with the clip factor folded in) equals the whole update on gradients clipped
+ * first, bit for bit; the split norm equals the whole one to rounding. */
+static void test_update_ranges(void)
+{
+    g_autoptr(ClModel) model = small_model(4);
+    const ClModelConfig *cfg = &model->config;
+    ClAdamWOptions o;
+    cl_adamw_options_init(&o);
+    o.weight_decay = 0.1;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ClAdamW) whole = cl_adamw_new_for_config(cfg, &o, &error);
+    g_autoptr(ClAdamW) parts = cl_adamw_new_for_config(cfg, &o, &error);
+    g_assert_no_error(error);
+    const size_t n = model->n_params;
+    g_autofree float *p1 = g_memdup2(model->arena, n * sizeof(float));
+    g_autofree float *p2 = g_memdup2(model->arena, n * sizeof(float));
+    g_autofree float *g = g_new(float, n), *gc = g_new(float, n);
+    g_autoptr(GRand) r = g_rand_new_with_seed(11);
+    for (int step = 0; step < 3; step++) {
+        for (size_t i = 0; i < n; i++)
+            g[i] = (float)g_rand_double_range(r, -2, 2);
+        memcpy(gc, g, n * sizeof(float));
+        double norm = NAN;
+        g_assert_true(cl_grad_clip(gc, n, 1.0, &norm, &error));
+        cl_adamw_update(whole, p1, gc, 1e-2);
+        const size_t cut[4] = { 0, n / 3 + 1, 2 * n / 3 + 5, n };
+        double sumsq = 0;
+        for (int k = 0; k < 3; k++)
+            sumsq += cl_grad_sumsq(g, cut[k], cut[k + 1]);
+        g_assert_cmpfloat_with_epsilon(sqrt(sumsq), norm, 1e-9 * norm);
+        cl_adamw_next_step(parts);
+        for (int k = 2; k >= 0; k--)
+            cl_adamw_update_range(parts, p2, g, 1e-2, (float)(1.0 / norm), cut[k], cut[k + 1]);
+        g_assert_cmpint(memcmp(p1, p2, n * sizeof(float)), ==, 0);
+        g_assert_cmpint(memcmp(whole->m, parts->m, n * sizeof(float)), ==, 0);
+        g_assert_cmpint(memcmp(whole->v, parts->v, n * sizeof(float)), ==, 0);
+    }
+    /* a non-finite norm names the first bad gradient */
+    g[7] = NAN;
+    g_assert_false(cl_grad_check_norm(g, n, cl_grad_norm(g, n), &error));
+    g_assert_error(error, CL_OPTIM_ERROR, CL_OPTIM_ERROR_NONFINITE);
+    g_assert_nonnull(strstr(error->message, "gradient 7 of"));
+}
+
 /* ---- accumulation --------------------------------------------------------------------------- */
 
 /* Gradient of mean_b 0.5 (x_b . w - y_b)^2 over rows [r0, r1), written (not added) into g. */
@@ -745,6 +790,7 @@ int main(int argc, char **argv)
     g_test_add_func("/optim/clip", test_clip);
     g_test_add_func("/optim/decay-mask", test_decay_mask);
     g_test_add_func("/optim/accumulate", test_accumulate);
+    g_test_add_func("/optim/update-ranges", test_update_ranges);
     g_test_add_func("/optim/checkpoint-roundtrip", test_checkpoint_roundtrip);
     g_test_add_func("/optim/resume-exact", test_resume_exact);
     g_test_add_func("/optim/checkpoint-refused", test_checkpoint_refused);

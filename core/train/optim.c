@@ -147,14 +147,16 @@ ClOptimSpan *cl_optim_decay_spans(const ClModelConfig *cfg, guint *n_spans)
     return spans;
 }
 
-/* torch's per-element AdamW over [begin, end); the float scalars are computed once in double
- * and rounded, as torch's Python-side scalars are when they reach the float kernels. */
+/* torch's per-element AdamW over [begin, end) on gradients g · gscale; the float scalars are
+ * computed once in double and rounded, as torch's Python-side scalars are when they reach the
+ * float kernels. */
 static void adamw_range(float *restrict p, float *restrict m, float *restrict v,
                         const float *restrict g, size_t begin, size_t end, float decay,
-                        float w1, float b2, float w2, float bc2_sqrt, float eps, float step_size)
+                        float w1, float b2, float w2, float bc2_sqrt, float eps, float step_size,
+                        float gscale)
 {
     for (size_t i = begin; i < end; i++) {
-        float gi = g[i];
+        float gi = g[i] * gscale;
         float pi = p[i] * decay;
         float mi = m[i] + w1 * (gi - m[i]);
         float vi = v[i] * b2 + w2 * gi * gi;
@@ -165,10 +167,18 @@ static void adamw_range(float *restrict p, float *restrict m, float *restrict v,
     }
 }
 
-void cl_adamw_update(ClAdamW *a, float *params, const float *grads, double lr)
+void cl_adamw_next_step(ClAdamW *a)
 {
-    g_return_if_fail(a != NULL && (a->n == 0 || (params != NULL && grads != NULL)));
+    g_return_if_fail(a != NULL);
     a->step++;
+}
+
+void cl_adamw_update_range(const ClAdamW *a, float *params, const float *grads, double lr,
+                           float gscale, size_t begin, size_t end)
+{
+    g_return_if_fail(a != NULL && a->step > 0 && begin <= end && end <= a->n);
+    if (begin == end)
+        return;
     const ClAdamWOptions *o = &a->opt;
     double t = (double)a->step;
     double bc1 = 1.0 - pow(o->beta1, t);
@@ -181,32 +191,64 @@ void cl_adamw_update(ClAdamW *a, float *params, const float *grads, double lr)
     float step_size = (float)(-(lr / bc1));
     float decay = (float)(1.0 - lr * o->weight_decay);
     if (!a->n_spans) {
-        adamw_range(params, a->m, a->v, grads, 0, a->n, decay, w1, b2, w2, bc2_sqrt, eps,
-                    step_size);
+        adamw_range(params, a->m, a->v, grads, begin, end, decay, w1, b2, w2, bc2_sqrt, eps,
+                    step_size, gscale);
         return;
     }
-    for (guint s = 0; s < a->n_spans; s++)
-        adamw_range(params, a->m, a->v, grads, a->spans[s].begin, a->spans[s].end,
-                    a->spans[s].decay ? decay : 1.0f, w1, b2, w2, bc2_sqrt, eps, step_size);
+    for (guint s = 0; s < a->n_spans; s++) {
+        size_t b = MAX(begin, a->spans[s].begin), e = MIN(end, a->spans[s].end);
+        if (b < e)
+            adamw_range(params, a->m, a->v, grads, b, e, a->spans[s].decay ? decay : 1.0f, w1,
+                        b2, w2, bc2_sqrt, eps, step_size, gscale);
+    }
+}
+
+void cl_adamw_update(ClAdamW *a, float *params, const float *grads, double lr)
+{
+    g_return_if_fail(a != NULL && (a->n == 0 || (params != NULL && grads != NULL)));
+    cl_adamw_next_step(a);
+    cl_adamw_update_range(a, params, grads, lr, 1.0f, 0, a->n);
 }
 
 /* ---- gradients ------------------------------------------------------------------------------ */
 
-double cl_grad_norm(const float *grads, size_t n)
+double cl_grad_sumsq(const float *grads, size_t begin, size_t end)
 {
-    g_return_val_if_fail(grads != NULL || n == 0, NAN);
+    g_return_val_if_fail(grads != NULL || begin >= end, NAN);
     /* four partial sums: independent chains vectorise, and double keeps 1e9 terms exact enough */
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
+    size_t i = begin;
+    for (; i + 4 <= end; i += 4) {
         s0 += (double)grads[i] * grads[i];
         s1 += (double)grads[i + 1] * grads[i + 1];
         s2 += (double)grads[i + 2] * grads[i + 2];
         s3 += (double)grads[i + 3] * grads[i + 3];
     }
-    for (; i < n; i++)
+    for (; i < end; i++)
         s0 += (double)grads[i] * grads[i];
-    return sqrt((s0 + s1) + (s2 + s3));
+    return (s0 + s1) + (s2 + s3);
+}
+
+double cl_grad_norm(const float *grads, size_t n)
+{
+    g_return_val_if_fail(grads != NULL || n == 0, NAN);
+    return sqrt(cl_grad_sumsq(grads, 0, n));
+}
+
+gboolean cl_grad_check_norm(const float *grads, size_t n, double norm, GError **error)
+{
+    if (isfinite(norm))
+        return TRUE;
+    size_t bad = 0;
+    while (bad < n && isfinite(grads[bad]))
+        bad++;
+    if (bad < n)
+        OPTIM_FAIL(CL_OPTIM_ERROR_NONFINITE,
+                   "gradient %zu of %zu is %s: step skipped (lower the learning rate, or look "
+                   "for a bad sample)", bad, n, isnan(grads[bad]) ? "NaN" : "infinite");
+    else
+        OPTIM_FAIL(CL_OPTIM_ERROR_NONFINITE, "the gradient norm overflows: step skipped");
+    return FALSE;
 }
 
 gboolean cl_grad_clip(float *grads, size_t n, double max_norm, double *norm, GError **error)
@@ -215,18 +257,8 @@ gboolean cl_grad_clip(float *grads, size_t n, double max_norm, double *norm, GEr
     double total = cl_grad_norm(grads, n);
     if (norm)
         *norm = total;
-    if (!isfinite(total)) {
-        size_t bad = 0;
-        while (bad < n && isfinite(grads[bad]))
-            bad++;
-        if (bad < n)
-            OPTIM_FAIL(CL_OPTIM_ERROR_NONFINITE,
-                       "gradient %zu of %zu is %s: step skipped (lower the learning rate, or look "
-                       "for a bad sample)", bad, n, isnan(grads[bad]) ? "NaN" : "infinite");
-        else
-            OPTIM_FAIL(CL_OPTIM_ERROR_NONFINITE, "the gradient norm overflows: step skipped");
+    if (!cl_grad_check_norm(grads, n, total, error))
         return FALSE;
-    }
     if (max_norm > 0 && total > max_norm)
         cl_grad_scale(grads, n, max_norm / total);
     return TRUE;

@@ -81,6 +81,13 @@ gboolean cl_optim_tensor_decays(const char *name, int ndim);
  * kernels do (results agree to a few ulps: torch may fuse multiply-adds). Does not look at the
  * gradients' finiteness: use cl_optim_step() or cl_grad_clip() first. */
 void cl_adamw_update(ClAdamW *a, float *params, const float *grads, double lr);
+/* The same update in pieces, for threads: cl_adamw_next_step() advances t once, then
+ * cl_adamw_update_range() on disjoint [begin, end) ranges (any order, any thread) updates those
+ * elements at that t with every gradient multiplied by gscale first (as cl_grad_scale would:
+ * gscale = 1 changes nothing). The pieces together equal cl_adamw_update on grads · gscale. */
+void cl_adamw_next_step(ClAdamW *a);
+void cl_adamw_update_range(const ClAdamW *a, float *params, const float *grads, double lr,
+                           float gscale, size_t begin, size_t end);
 
 /* ---- gradients ------------------------------------------------------------------------------ */
 
@@ -93,6 +100,12 @@ double cl_grad_norm(const float *grads, size_t n);
  * <= 0: measure only. A NaN/inf gradient: FALSE + CL_OPTIM_ERROR_NONFINITE naming the first
  * bad index, grads untouched. */
 gboolean cl_grad_clip(float *grads, size_t n, double max_norm, double *norm, GError **error);
+/* cl_grad_clip's check on its own: TRUE when norm (of grads) is finite, else FALSE and its
+ * CL_OPTIM_ERROR_NONFINITE naming the first bad index. */
+gboolean cl_grad_check_norm(const float *grads, size_t n, double norm, GError **error);
+/* The sum of squares of grads[begin, end) as cl_grad_norm accumulates it (its square when the
+ * range is the whole vector). */
+double cl_grad_sumsq(const float *grads, size_t begin, size_t end);
 /* grads *= s. For accumulation: the backward passes of k micro-batches add into one buffer
  * (each micro-batch loss a mean over its samples), then cl_grad_scale(g, n, 1.0 / k) gives the
  * mean over all samples when the micro-batches are the same size. */

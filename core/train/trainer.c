@@ -675,6 +675,47 @@ static gboolean run_step(StepJob *job, Worker *workers, GError **error)
     return ok;
 }
 
+/* The batch's update over the workers' threads, each on its half of the parameters: first the
+ * workers' gradients summed in worker order and divided by the batch (cl_grad_accumulate, then
+ * cl_grad_scale) with the half's sum of squares, then (the global norm known) the clipped
+ * AdamW update (cl_optim_step's arithmetic). */
+typedef struct {
+    float *g0, *params;
+    const float *g1; /* NULL: one worker */
+    const ClAdamW *opt;
+    float inv_batch, gscale;
+    double lr, sumsq;
+    size_t begin, end;
+    gboolean update;
+} UpdateCall;
+
+static gpointer update_run(gpointer data)
+{
+    UpdateCall *u = data;
+    if (u->update) {
+        cl_adamw_update_range(u->opt, u->params, u->g0, u->lr, u->gscale, u->begin, u->end);
+        return NULL;
+    }
+    float *restrict g0 = u->g0;
+    const float *restrict g1 = u->g1;
+    for (size_t i = u->begin; i < u->end; i++)
+        g0[i] = (g1 ? g0[i] + g1[i] : g0[i]) * u->inv_batch;
+    u->sumsq = cl_grad_sumsq(g0, u->begin, u->end);
+    return NULL;
+}
+
+static void update_phase(UpdateCall *uc, int n, gboolean update)
+{
+    GThread *t = NULL;
+    for (int u = 0; u < n; u++)
+        uc[u].update = update;
+    if (n > 1)
+        t = g_thread_new("cl-train-update", update_run, &uc[1]);
+    update_run(&uc[0]);
+    if (t)
+        g_thread_join(t);
+}
+
 static int default_workers(void)
 {
     /* measured on 2 cores, tiny preset, shapes, batch 8: 2 workers 5.98 samples/s, 1 worker
@@ -858,6 +899,20 @@ typedef struct {
     char *options_json;
     int blas_threads; /* OpenBLAS's setting before the run (restored), -1: untouched */
 } Run;
+
+/* The halves of the update (one per worker; split on a 16-float boundary). Returns how many. */
+static int update_split(UpdateCall *uc, Run *r, int batch)
+{
+    const size_t n = r->workers[0].grads->n;
+    const int parts = r->n_workers > 1 && n >= 1024 ? 2 : 1;
+    const size_t mid = parts > 1 ? (n / 2) & ~(size_t)15 : n;
+    for (int u = 0; u < parts; u++)
+        uc[u] = (UpdateCall){ .g0 = r->workers[0].grads->data, .params = r->model->arena,
+                              .g1 = r->n_workers > 1 ? r->workers[1].grads->data : NULL,
+                              .opt = r->opt, .inv_batch = (float)(1.0 / batch), .gscale = 1.0f,
+                              .begin = u ? mid : 0, .end = u || parts == 1 ? n : mid };
+    return parts;
+}
 
 static void run_clear(Run *r)
 {
@@ -1115,9 +1170,10 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
         }
         /* the batch's gradient: workers' sums in worker order, then the mean */
         ClParamBuf *g = r.workers[0].grads;
-        for (int w = 1; w < r.n_workers; w++)
-            cl_grad_accumulate(g->data, r.workers[w].grads->data, g->n);
-        cl_grad_scale(g->data, g->n, 1.0 / B);
+        UpdateCall uc[2];
+        const int n_up = update_split(uc, &r, B);
+        update_phase(uc, n_up, FALSE);
+        double norm = sqrt(n_up > 1 ? uc[0].sumsq + uc[1].sumsq : uc[0].sumsq);
         ClTrainAuxHeads *ag = r.workers[0].aux_grads;
         for (int w = 1; ag && w < r.n_workers; w++)
             cl_grad_accumulate(ag->data, r.workers[w].aux_grads->data, ag->n);
@@ -1140,12 +1196,19 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
             aux[a] = aux_n[a] ? aux[a] / aux_n[a] : NAN;
         }
 
-        double lr = cl_lr_schedule_at(&sched, step), norm = NAN;
+        double lr = cl_lr_schedule_at(&sched, step);
         /* the heads step with the model (clipped by their own norm), or neither does */
         if (ag && !isfinite(cl_grad_norm(ag->data, ag->n)))
             g_set_error(&err, CL_OPTIM_ERROR, CL_OPTIM_ERROR_NONFINITE,
                         "an auxiliary head's gradient is not finite");
-        if (!err && cl_optim_step(r.opt, r.model->arena, g->data, lr, ro.clip, &norm, &err)) {
+        if (!err && cl_grad_check_norm(g->data, g->n, norm, &err)) {
+            /* clip by the global norm, folded into the update (cl_optim_step's arithmetic) */
+            for (int u = 0; u < n_up; u++) {
+                uc[u].lr = lr;
+                uc[u].gscale = ro.clip > 0 && norm > ro.clip ? (float)(ro.clip / norm) : 1.0f;
+            }
+            cl_adamw_next_step(r.opt);
+            update_phase(uc, n_up, TRUE);
             nonfinite = 0;
             if (ag)
                 cl_optim_step(r.aux.opt, r.aux.heads->data, ag->data, lr, ro.clip, NULL, NULL);
