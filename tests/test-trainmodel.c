@@ -250,6 +250,53 @@ static void test_stop_grad_zero_module(void)
     g_assert_cmpmem(a->data, a->n * sizeof(float), b->data, b->n * sizeof(float));
 }
 
+/* The decoder runs q/k/v and gate/up as stacked products over a trainable model's consecutive
+ * tensors; weights and gradients stored apart (a model as loaded) take the copying path, with
+ * the same gradients. */
+static void test_dec_unstacked(void)
+{
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 5);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 12);
+    g_autoptr(ClParamBuf) want = grads_of(m, s, TRUE);
+    const ClModelConfig *cfg = &m->config;
+    const int E = cfg->dec_dim, hd = E / cfg->dec_heads, KV = cfg->dec_kv_heads * hd;
+    const size_t nq = (size_t)cfg->dec_heads * hd * E, nkv = (size_t)KV * E;
+    const size_t nup = (size_t)cfg->dec_mlp * E;
+    g_autoptr(GPtrArray) own = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClParamBuf) got = cl_param_buf_new(cfg, &err);
+    g_assert_no_error(err);
+    float *saved[3 * 8];
+    g_assert_cmpint(cfg->dec_depth, <=, 8);
+    for (int l = 0; l < cfg->dec_depth; l++) {
+        ClDecoderLayerWeights *L = &m->w.dec[l], *G = &got->w.dec[l];
+        saved[3 * l] = L->k, saved[3 * l + 1] = L->v, saved[3 * l + 2] = L->up;
+        L->k = g_memdup2(L->k, nkv * sizeof(float)), g_ptr_array_add(own, L->k);
+        L->v = g_memdup2(L->v, nkv * sizeof(float)), g_ptr_array_add(own, L->v);
+        L->up = g_memdup2(L->up, nup * sizeof(float)), g_ptr_array_add(own, L->up);
+        G->k = g_new0(float, nkv), g_ptr_array_add(own, G->k);
+        G->up = g_new0(float, nup), g_ptr_array_add(own, G->up);
+    }
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    ClTrainStepStats st = { 0 };
+    g_assert_true(cl_train_forward_backward(be, m, s, &o, got, &st, &err));
+    g_assert_no_error(err);
+    for (int l = 0; l < cfg->dec_depth; l++) {
+        const ClDecoderLayerWeights *W = &want->w.dec[l], *G = &got->w.dec[l];
+        const struct { const float *a, *b; size_t n; } t[] = {
+            { W->q, G->q, nq }, { W->k, G->k, nkv }, { W->v, G->v, nkv },
+            { W->gate, G->gate, nup }, { W->up, G->up, nup }, { W->o, G->o, nq },
+        };
+        for (guint i = 0; i < G_N_ELEMENTS(t); i++)
+            for (size_t j = 0; j < t[i].n; j++)
+                g_assert_cmpfloat_with_epsilon(t[i].a[j], t[i].b[j],
+                                               1e-5 + 1e-4 * fabsf(t[i].a[j]));
+        m->w.dec[l].k = saved[3 * l], m->w.dec[l].v = saved[3 * l + 1];
+        m->w.dec[l].up = saved[3 * l + 2];
+    }
+}
+
 /* The training forward computes what inference computes. */
 static void test_parity(gconstpointer data)
 {
@@ -591,6 +638,7 @@ int main(int argc, char **argv)
         g_test_add_data_func(p, GINT_TO_POINTER(v), test_parity);
     }
     g_test_add_func("/trainmodel/determinism", test_determinism);
+    g_test_add_func("/trainmodel/decoder-unstacked", test_dec_unstacked);
     g_test_add_func("/trainmodel/bad-samples", test_bad_samples);
     const ClSveVariant aux[] = { CL_SVE_STATELESS, CL_SVE_CROSS_FFN, CL_SVE_SELF_EXT };
     for (guint i = 0; i < G_N_ELEMENTS(aux); i++) {

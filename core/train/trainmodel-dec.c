@@ -9,14 +9,17 @@
 #include "decoder.h"
 #include "grad.h"
 
+/* qkv: (n, Q + 2 KV) rows [q | k | v], one product with the layer's q, k and v weights
+ * stacked (they are consecutive in a trainable model); gu: (n, 2 F) rows [gate | up], likewise.
+ * Fewer, wider products: the activation is packed once instead of three times. */
 typedef struct {
-    float *x_in, *h1, *q, *k, *v, *att, *x_mid, *h2, *gate, *up;
+    float *x_in, *h1, *qkv, *att, *x_mid, *h2, *gu;
 } LayerAct;
 
 struct _ClTrainDec {
     ClBackend *be;
     const ClModelConfig *cfg;
-    int n, E, F, Hq, Hkv, hd, Q, KV, V;
+    int n, E, F, Hq, Hkv, hd, Q, KV, QKV, V;
     float eps, scale;
     const gint32 *ids;
     LayerAct *layer;
@@ -36,6 +39,21 @@ static float *alloc(ClTrainDec *d, size_t n)
     else
         g_ptr_array_add(d->bufs, p);
     return p;
+}
+
+/* Rows a (na, E) and b (nb, E) (and c (nc, E), may be NULL) as one (na + nb + nc, E) matrix:
+ * themselves when consecutive (a trainable model's flat parameters), else a copy in tmp. */
+static const float *stacked(const float *a, int na, const float *b, int nb, const float *c,
+                            int nc, int E, float *tmp)
+{
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
+    if (b == a + sa && (!c || c == b + sb))
+        return a;
+    memcpy(tmp, a, sa * sizeof(float));
+    memcpy(tmp + sa, b, sb * sizeof(float));
+    if (c)
+        memcpy(tmp + sa + sb, c, (size_t)nc * E * sizeof(float));
+    return tmp;
 }
 
 void cl_train_dec_free(ClTrainDec *d)
@@ -59,15 +77,17 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     d->be = be, d->cfg = cfg, d->n = n, d->ids = ids;
     d->E = cfg->dec_dim, d->F = cfg->dec_mlp, d->Hq = cfg->dec_heads, d->Hkv = cfg->dec_kv_heads;
     d->hd = d->E / d->Hq, d->Q = d->Hq * d->hd, d->KV = d->Hkv * d->hd, d->V = cfg->vocab_size;
+    d->QKV = d->Q + 2 * d->KV;
     d->eps = (float)cfg->norm_eps;
     d->scale = (float)(1.0 / sqrt((double)d->hd));
     d->bufs = g_ptr_array_new_with_free_func(g_free);
     d->layer = g_new0(LayerAct, cfg->dec_depth);
-    const int E = d->E, F = d->F, Q = d->Q, KV = d->KV, hd = d->hd;
+    const int E = d->E, F = d->F, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd;
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
 
     float *x = alloc(d, nE), *proj = alloc(d, nE), *act = alloc(d, nF);
     float *scratch = alloc(d, op->attention_scratch(be, n, n, d->Hq));
+    float *wtmp = alloc(d, (size_t)MAX(QKV, 2 * F) * E);
     d->rope_cos = alloc(d, (size_t)n * hd / 2), d->rope_sin = alloc(d, (size_t)n * hd / 2);
     d->hn = alloc(d, nE);
     if (d->failed)
@@ -81,28 +101,30 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     for (int l = 0; l < cfg->dec_depth; l++) {
         const ClDecoderLayerWeights *L = &w->dec[l];
         LayerAct *a = &d->layer[l];
-        a->x_in = alloc(d, nE), a->h1 = alloc(d, nE), a->q = alloc(d, (size_t)n * Q);
-        a->k = alloc(d, (size_t)n * KV), a->v = alloc(d, (size_t)n * KV);
+        a->x_in = alloc(d, nE), a->h1 = alloc(d, nE), a->qkv = alloc(d, (size_t)n * QKV);
         a->att = alloc(d, (size_t)n * Q), a->x_mid = alloc(d, nE), a->h2 = alloc(d, nE);
-        a->gate = alloc(d, nF), a->up = alloc(d, nF);
+        a->gu = alloc(d, 2 * nF);
         if (d->failed)
             goto oom;
         memcpy(a->x_in, x, nE * sizeof(float));
         op->rmsnorm(be, a->h1, x, L->attn_norm, n, E, d->eps);
-        op->linear(be, a->q, a->h1, L->q, NULL, n, E, Q);
-        op->linear(be, a->k, a->h1, L->k, NULL, n, E, KV);
-        op->linear(be, a->v, a->h1, L->v, NULL, n, E, KV);
-        op->rope(be, a->q, d->rope_cos, d->rope_sin, n, Q, d->Hq, hd, 1);
-        op->rope(be, a->k, d->rope_cos, d->rope_sin, n, KV, d->Hkv, hd, 1);
-        op->attention(be, a->att, NULL, a->q, a->k, a->v, n, n, Q, KV, KV, Q, d->Hq, d->Hkv, hd,
+        op->linear(be, a->qkv, a->h1, stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp), NULL, n, E,
+                   QKV);
+        float *q = a->qkv, *k = a->qkv + Q, *v = a->qkv + Q + KV;
+        op->rope(be, q, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
+        op->rope(be, k, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
+        op->attention(be, a->att, NULL, q, k, v, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd,
                       d->scale, 0, 0, scratch);
         op->linear(be, proj, a->att, L->o, NULL, n, Q, E);
         op->residual(be, x, proj, NULL, n, E);
         memcpy(a->x_mid, x, nE * sizeof(float));
         op->rmsnorm(be, a->h2, x, L->mlp_norm, n, E, d->eps);
-        op->linear(be, a->gate, a->h2, L->gate, NULL, n, E, F);
-        op->linear(be, a->up, a->h2, L->up, NULL, n, E, F);
-        op->silu_mul(be, act, a->gate, a->up, nF);
+        op->linear(be, a->gu, a->h2, stacked(L->gate, F, L->up, F, NULL, 0, E, wtmp), NULL, n,
+                   E, 2 * F);
+        for (int i = 0; i < n; i++) {
+            const float *gi = a->gu + (size_t)i * 2 * F;
+            op->silu_mul(be, act + (size_t)i * F, gi, gi + F, F);
+        }
         op->linear(be, proj, act, L->down, NULL, n, F, E);
         op->residual(be, x, proj, NULL, n, E);
     }
@@ -124,6 +146,7 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     g_ptr_array_remove_fast(d->bufs, proj);
     g_ptr_array_remove_fast(d->bufs, act);
     g_ptr_array_remove_fast(d->bufs, scratch);
+    g_ptr_array_remove_fast(d->bufs, wtmp);
     return d;
 
 oom:
@@ -133,15 +156,42 @@ oom:
     return NULL;
 }
 
+/* The gradient of a stacked product's weights (see stacked()): into g itself when its parts are
+ * consecutive, else through tmp, added back part by part by the caller's unstack(). */
+static float *stacked_grad(float *a, int na, float *b, int nb, float *c, int nc, int E,
+                           float *tmp)
+{
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
+    if (b == a + sa && (!c || c == b + sb))
+        return a;
+    memset(tmp, 0, (sa + sb + (c ? (size_t)nc * E : 0)) * sizeof(float));
+    return tmp;
+}
+
+static void unstack_grad(const float *at, float *a, int na, float *b, int nb, float *c, int nc,
+                         int E)
+{
+    if (at == a)
+        return;
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E, sc = c ? (size_t)nc * E : 0;
+    for (size_t i = 0; i < sa; i++)
+        a[i] += at[i];
+    for (size_t i = 0; i < sb; i++)
+        b[i] += at[sa + i];
+    for (size_t i = 0; i < sc; i++)
+        c[i] += at[sa + sb + i];
+}
+
 void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *dlogits,
                            float *dvisual, ClModelWeights *g)
 {
-    const int n = d->n, E = d->E, F = d->F, Q = d->Q, KV = d->KV, hd = d->hd;
+    const int n = d->n, E = d->E, F = d->F, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd;
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
     float *dx = g_new0(float, nE), *dh = g_new(float, nE), *act = g_new(float, nF);
-    float *dact = g_new(float, nF), *dgate = g_new(float, nF), *dup = g_new(float, nF);
-    float *datt = g_new(float, (size_t)n * Q), *dq = g_new(float, (size_t)n * Q);
-    float *dk = g_new(float, (size_t)n * KV), *dv = g_new(float, (size_t)n * KV);
+    float *dact = g_new(float, nF), *dgu = g_new(float, 2 * nF);
+    float *datt = g_new(float, (size_t)n * Q), *dqkv = g_new(float, (size_t)n * QKV);
+    float *wtmp = g_new(float, (size_t)MAX(QKV, 2 * F) * E);
+    float *gtmp = g_new(float, (size_t)MAX(QKV, 2 * F) * E);
 
     /* logits = RMSNorm(x) lm_head^T at the logit rows (tied: the gradient lands in the
      * embedding); the other positions get no gradient from the head */
@@ -164,31 +214,38 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
         const ClDecoderLayerWeights *L = &w->dec[l];
         ClDecoderLayerWeights *G = &g->dec[l];
         LayerAct *a = &d->layer[l];
-        /* MLP: x += down(SiLU(gate) ⊙ up) */
-        d->be->ops->silu_mul(d->be, act, a->gate, a->up, nF);
+        /* MLP: x += down(SiLU(gate) ⊙ up), gate and up one stacked product */
+        for (int i = 0; i < n; i++) {
+            const float *gi = a->gu + (size_t)i * 2 * F;
+            d->be->ops->silu_mul(d->be, act + (size_t)i * F, gi, gi + F, F);
+        }
         memset(dact, 0, nF * sizeof(float));
         cl_grad_linear(dact, G->down, NULL, dx, act, L->down, n, F, E);
-        memset(dgate, 0, nF * sizeof(float));
-        memset(dup, 0, nF * sizeof(float));
-        cl_grad_silu_mul(dgate, dup, dact, a->gate, a->up, nF);
+        memset(dgu, 0, 2 * nF * sizeof(float));
+        for (int i = 0; i < n; i++) {
+            const float *gi = a->gu + (size_t)i * 2 * F;
+            float *dgi = dgu + (size_t)i * 2 * F;
+            cl_grad_silu_mul(dgi, dgi + F, dact + (size_t)i * F, gi, gi + F, F);
+        }
         memset(dh, 0, nE * sizeof(float));
-        cl_grad_linear(dh, G->gate, NULL, dgate, a->h2, L->gate, n, E, F);
-        cl_grad_linear(dh, G->up, NULL, dup, a->h2, L->up, n, E, F);
+        float *ggu = stacked_grad(G->gate, F, G->up, F, NULL, 0, E, gtmp);
+        cl_grad_linear(dh, ggu, NULL, dgu, a->h2,
+                       stacked(L->gate, F, L->up, F, NULL, 0, E, wtmp), n, E, 2 * F);
+        unstack_grad(ggu, G->gate, F, G->up, F, NULL, 0, E);
         cl_grad_rmsnorm(dx, G->mlp_norm, dh, a->x_mid, L->mlp_norm, n, E, d->eps);
-        /* attention: x += o(Attn(rope(q), rope(k), v)) */
+        /* attention: x += o(Attn(rope(q), rope(k), v)), q, k and v one stacked product */
         memset(datt, 0, (size_t)n * Q * sizeof(float));
         cl_grad_linear(datt, G->o, NULL, dx, a->att, L->o, n, Q, E);
-        memset(dq, 0, (size_t)n * Q * sizeof(float));
-        memset(dk, 0, (size_t)n * KV * sizeof(float));
-        memset(dv, 0, (size_t)n * KV * sizeof(float));
-        cl_grad_attention(dq, dk, dv, datt, a->q, a->k, a->v, n, n, Q, KV, KV, Q, d->Hq, d->Hkv,
-                          hd, d->scale, 0);
-        cl_grad_rope(dq, d->rope_cos, d->rope_sin, n, Q, d->Hq, hd, 1);
-        cl_grad_rope(dk, d->rope_cos, d->rope_sin, n, KV, d->Hkv, hd, 1);
+        memset(dqkv, 0, (size_t)n * QKV * sizeof(float));
+        cl_grad_attention(dqkv, dqkv + Q, dqkv + Q + KV, datt, a->qkv, a->qkv + Q,
+                          a->qkv + Q + KV, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, 0);
+        cl_grad_rope(dqkv, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
+        cl_grad_rope(dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
         memset(dh, 0, nE * sizeof(float));
-        cl_grad_linear(dh, G->q, NULL, dq, a->h1, L->q, n, E, Q);
-        cl_grad_linear(dh, G->k, NULL, dk, a->h1, L->k, n, E, KV);
-        cl_grad_linear(dh, G->v, NULL, dv, a->h1, L->v, n, E, KV);
+        float *gqkv = stacked_grad(G->q, Q, G->k, KV, G->v, KV, E, gtmp);
+        cl_grad_linear(dh, gqkv, NULL, dqkv, a->h1, stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp),
+                       n, E, QKV);
+        unstack_grad(gqkv, G->q, Q, G->k, KV, G->v, KV, E);
         cl_grad_rmsnorm(dx, G->attn_norm, dh, a->x_in, L->attn_norm, n, E, d->eps);
     }
     /* the inputs: token rows into the embedding, visual rows out in order */
@@ -196,8 +253,8 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
     for (int i = 0, row = 0; i < n; i++)
         if (d->ids[i] == CL_DECODER_VISUAL && dvisual)
             memcpy(dvisual + (size_t)row++ * E, dx + (size_t)i * E, (size_t)E * sizeof(float));
-    g_free(dx), g_free(dh), g_free(act), g_free(dact), g_free(dgate), g_free(dup);
-    g_free(datt), g_free(dq), g_free(dk), g_free(dv);
+    g_free(dx), g_free(dh), g_free(act), g_free(dact), g_free(dgu);
+    g_free(datt), g_free(dqkv), g_free(wtmp), g_free(gtmp);
 }
 
 gboolean cl_train_dec_attention(const ClTrainDec *d, int layer, int q0, float *out)
@@ -214,11 +271,11 @@ gboolean cl_train_dec_attention(const ClTrainDec *d, int layer, int q0, float *o
     for (int t = q0; t < n; t++) {
         float *row = out + (size_t)(t - q0) * n;
         for (int h = 0; h < d->Hq; h++) {
-            const float *q = a->q + (size_t)t * d->Q + (size_t)h * hd;
+            const float *q = a->qkv + (size_t)t * d->QKV + (size_t)h * hd;
             int kh = h / group;
             float mx = -INFINITY;
             for (int j = 0; j <= t; j++) {
-                const float *k = a->k + (size_t)j * d->KV + (size_t)kh * hd;
+                const float *k = a->qkv + (size_t)j * d->QKV + d->Q + (size_t)kh * hd;
                 float dot = 0;
                 for (int e = 0; e < hd; e++)
                     dot += q[e] * k[e];
