@@ -336,6 +336,25 @@ static void check_attention(GRand *r, const char *name, int n_q, int n_kv, int h
             g_assert_cmpfloat(dk[i], ==, 0.0f);
     }
     check_input(&p, name, "v", c.v, dv, nv);
+
+    /* the training pair: the forward keeps the probabilities, the backward reads them */
+    float *probs = g_new(float, (size_t)h * n_q * n_kv), *y2 = g_new(float, no);
+    float *dq2 = g_new0(float, nq), *dk2 = g_new0(float, nk), *dv2 = g_new0(float, nv);
+    att_fwd(&c, y);
+    cl_train_attention(y2, probs, c.q, c.k, c.v, n_q, n_kv, c.ldq, c.ldk, c.ldv, c.ldo, h, hkv,
+                       hd, c.scale, causal);
+    cl_grad_attention_probs(dq2, dk2, dv2, dy, c.q, c.k, c.v, probs, n_q, n_kv, c.ldq, c.ldk,
+                            c.ldv, c.ldo, h, hkv, hd, c.scale, causal);
+    for (int i = 0; i < n_q; i++)
+        for (int j = 0; j < h * hd; j++)
+            g_assert_cmpfloat_with_epsilon(y2[(size_t)i * c.ldo + j], y[(size_t)i * c.ldo + j],
+                                           1e-5);
+    const struct { const float *a, *b; size_t n; } t[] = { { dq, dq2, nq }, { dk, dk2, nk },
+                                                           { dv, dv2, nv } };
+    for (guint i = 0; i < G_N_ELEMENTS(t); i++)
+        for (size_t j = 0; j < t[i].n; j++)
+            g_assert_cmpfloat_with_epsilon(t[i].a[j], t[i].b[j], 1e-5 + 1e-5 * fabsf(t[i].a[j]));
+    g_free(probs), g_free(y2), g_free(dq2), g_free(dk2), g_free(dv2);
     g_free(c.q), g_free(c.k), g_free(c.v), g_free(c.scratch), g_free(dy), g_free(y), g_free(dq),
         g_free(dk), g_free(dv);
 }

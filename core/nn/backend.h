@@ -123,6 +123,10 @@ void cl_gelu_grad_accumulate(float *dx, const float *dy, const float *x, size_t 
 void cl_silu_mul_grad_accumulate(float *dgate, float *dup, const float *dy, const float *gate,
                                  const float *up, size_t count);
 
+/* Softmax of m rows of n (stride ld) in place, with the vectorised exp; causal >= 0: row r sees
+ * columns <= causal + row0 + r and the rest of its n become 0. On the calling thread. */
+void cl_softmax_rows(float *x, int m, int n, int ld, int causal, int row0);
+
 /* Index of the largest value (the first one on ties; NaN never wins); -1 when n <= 0. */
 int cl_argmax(const float *x, int n);
 /* In place, numerically stable; accumulates in double. */

@@ -706,6 +706,12 @@ static void softmax_rows(void *p, int begin, int end)
     }
 }
 
+void cl_softmax_rows(float *x, int m, int n, int ld, int causal, int row0)
+{
+    SoftmaxCtx c = { x, n, ld, causal, row0 };
+    softmax_rows(&c, 0, m);
+}
+
 static void cpu_softmax(ClBackend *be, float *x, int m, int n, int ld)
 {
     SoftmaxCtx c = { x, n, ld, -1, 0 };

@@ -216,16 +216,45 @@ void cl_grad_softmax(float *dx, const float *dy, const float *y, int m, int n, i
  * decoder sequence) while each stays big enough for OpenBLAS's kernels. */
 #define GRAD_ATTN_ROWS 64
 
-void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                       const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
-                       int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
-                       int causal)
+void cl_train_attention(float *out, float *probs, const float *q, const float *k,
+                        const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo,
+                        int n_head, int n_kv_head, int head_dim, float scale, int causal)
 {
     if (n_q <= 0 || n_kv <= 0)
         return;
     const int group = n_head / n_kv_head, hd = head_dim;
     const int rows = causal < 0 ? n_q : MIN(n_q, GRAD_ATTN_ROWS);
-    float *p = g_new(float, (size_t)rows * n_kv);
+    for (int h = 0; h < n_head; h++) {
+        const int g = h / group;
+        const float *qh = q + (size_t)h * hd, *kg = k + (size_t)g * hd, *vg = v + (size_t)g * hd;
+        for (int i0 = 0; i0 < n_q; i0 += rows) {
+            const int r = MIN(rows, n_q - i0);
+            const int c = causal < 0 ? n_kv : MIN(n_kv, causal + i0 + r);
+            float *pb = probs + ((size_t)h * n_q + i0) * n_kv, *ob = out + (size_t)i0 * ldo + (size_t)h * hd;
+            if (c <= 0) {
+                for (int i = 0; i < r; i++)
+                    memset(ob + (size_t)i * ldo, 0, (size_t)hd * sizeof(float));
+                continue;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, hd, scale,
+                        qh + (size_t)i0 * ldq, ldq, kg, ldk, 0.0f, pb, n_kv);
+            cl_softmax_rows(pb, r, c, n_kv, causal, i0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, hd, c, 1.0f, pb, n_kv, vg,
+                        ldv, 0.0f, ob, ldo);
+        }
+    }
+}
+
+static void grad_attention(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                           const float *k, const float *v, const float *probs, int n_q, int n_kv,
+                           int ldq, int ldk, int ldv, int ldo, int n_head, int n_kv_head,
+                           int head_dim, float scale, int causal)
+{
+    if (n_q <= 0 || n_kv <= 0)
+        return;
+    const int group = n_head / n_kv_head, hd = head_dim;
+    const int rows = causal < 0 ? n_q : MIN(n_q, GRAD_ATTN_ROWS);
+    float *p = probs ? NULL : g_new(float, (size_t)rows * n_kv);
     float *dp = g_new(float, (size_t)rows * n_kv);
     for (int h = 0; h < n_head; h++) {
         const int g = h / group;
@@ -238,31 +267,32 @@ void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const
             if (c <= 0)
                 continue;
             const float *qb = qh + (size_t)i0 * ldq, *dob = doh + (size_t)i0 * ldo;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, hd, scale, qb, ldq, kg,
-                        ldk, 0.0f, p, c);
+            /* the block's probabilities: kept by the forward, or recomputed here */
+            float *pb = p;
+            int ldp = c;
+            if (probs) {
+                pb = (float *)probs + ((size_t)h * n_q + i0) * n_kv;
+                ldp = n_kv;
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, hd, scale, qb, ldq, kg,
+                            ldk, 0.0f, p, c);
+                cl_softmax_rows(p, r, c, c, causal, i0);
+            }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, hd, 1.0f, dob, ldo, vg,
                         ldv, 0.0f, dp, c);
             for (int i = 0; i < r; i++) {
-                float *pr = p + (size_t)i * c, *dr = dp + (size_t)i * c;
+                const float *pr = pb + (size_t)i * ldp;
+                float *dr = dp + (size_t)i * c;
                 int n_vis = causal < 0 ? c : MIN(c, causal + i0 + i + 1);
-                double mx = -INFINITY, sum = 0, dot = 0;
+                double dot = 0;
                 for (int j = 0; j < n_vis; j++)
-                    mx = MAX(mx, pr[j]);
-                const float fmx = (float)mx;
-                for (int j = 0; j < n_vis; j++) {
-                    pr[j] = expf(pr[j] - fmx);
-                    sum += pr[j];
-                }
-                const float inv = (float)(1.0 / sum);
-                for (int j = 0; j < n_vis; j++) {
-                    pr[j] *= inv;
                     dot += (double)pr[j] * dr[j];
-                }
                 /* dp becomes dS = P ⊙ (dP − Σ P dP); the masked keys get nothing */
+                const float fdot = (float)dot;
                 for (int j = 0; j < n_vis; j++)
-                    dr[j] = (float)(pr[j] * (dr[j] - dot));
+                    dr[j] = pr[j] * (dr[j] - fdot);
                 for (int j = n_vis; j < c; j++)
-                    pr[j] = dr[j] = 0.0f;
+                    dr[j] = 0.0f;
             }
             if (dq)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, hd, c, scale, dp, c, kg,
@@ -271,12 +301,30 @@ void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, hd, r, scale, dp, c, qb,
                             ldq, 1.0f, dk + (size_t)g * hd, ldk);
             if (dv)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, hd, r, 1.0f, p, c, dob,
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, hd, r, 1.0f, pb, ldp, dob,
                             ldo, 1.0f, dv + (size_t)g * hd, ldv);
         }
     }
     g_free(p);
     g_free(dp);
+}
+
+void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                       const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
+                       int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
+                       int causal)
+{
+    grad_attention(dq, dk, dv, dout, q, k, v, NULL, n_q, n_kv, ldq, ldk, ldv, ldo, n_head,
+                   n_kv_head, head_dim, scale, causal);
+}
+
+void cl_grad_attention_probs(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                             const float *k, const float *v, const float *probs, int n_q,
+                             int n_kv, int ldq, int ldk, int ldv, int ldo, int n_head,
+                             int n_kv_head, int head_dim, float scale, int causal)
+{
+    grad_attention(dq, dk, dv, dout, q, k, v, probs, n_q, n_kv, ldq, ldk, ldv, ldo, n_head,
+                   n_kv_head, head_dim, scale, causal);
 }
 
 void cl_grad_row_norms(float *da, const float *dout, const float *a, const float *out, int m,

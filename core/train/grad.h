@@ -49,6 +49,18 @@ void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const
                        const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
                        int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
                        int causal);
+/* The training forward of attention (backend.h's `attention`, no tail) that keeps what its
+ * backward needs: probs (n_head, n_q, n_kv) receives each head's probabilities (rows past a
+ * causal block's last key are left unwritten: cl_grad_attention_probs does not read them). */
+void cl_train_attention(float *out, float *probs, const float *q, const float *k,
+                        const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo,
+                        int n_head, int n_kv_head, int head_dim, float scale, int causal);
+/* cl_grad_attention with the forward's probabilities (cl_train_attention's probs) instead of
+ * recomputing them. */
+void cl_grad_attention_probs(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                             const float *k, const float *v, const float *probs, int n_q,
+                             int n_kv, int ldq, int ldk, int ldv, int ldo, int n_head,
+                             int n_kv_head, int head_dim, float scale, int causal);
 /* out[i] = ‖a[i, :]‖ (out given): da += dout[i]·a[i, :]/out[i] (0 where out is 0). */
 void cl_grad_row_norms(float *da, const float *dout, const float *a, const float *out, int m,
                        int n);

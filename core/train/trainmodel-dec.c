@@ -13,8 +13,13 @@
  * stacked (they are consecutive in a trainable model); gu: (n, 2 F) rows [gate | up], likewise.
  * Fewer, wider products: the activation is packed once instead of three times. */
 typedef struct {
-    float *x_in, *h1, *qkv, *att, *x_mid, *h2, *gu;
+    float *x_in, *h1, *qkv, *att, *x_mid, *h2, *gu, *act;
+    float *probs; /* (Hq, n, n) attention probabilities, or NULL: the backward recomputes them */
 } LayerAct;
+
+/* The attention probabilities are kept for the backward while all layers' take at most this
+ * (a short sequence; a long one recomputes them a block at a time). */
+#define KEEP_PROBS_BYTES ((size_t)96 << 20)
 
 struct _ClTrainDec {
     ClBackend *be;
@@ -84,8 +89,10 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     d->layer = g_new0(LayerAct, cfg->dec_depth);
     const int E = d->E, F = d->F, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd;
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
+    const gboolean keep_probs =
+        (size_t)d->Hq * n * n * sizeof(float) * cfg->dec_depth <= KEEP_PROBS_BYTES;
 
-    float *x = alloc(d, nE), *proj = alloc(d, nE), *act = alloc(d, nF);
+    float *x = alloc(d, nE), *proj = alloc(d, nE);
     float *scratch = alloc(d, op->attention_scratch(be, n, n, d->Hq));
     float *wtmp = alloc(d, (size_t)MAX(QKV, 2 * F) * E);
     d->rope_cos = alloc(d, (size_t)n * hd / 2), d->rope_sin = alloc(d, (size_t)n * hd / 2);
@@ -103,7 +110,9 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         LayerAct *a = &d->layer[l];
         a->x_in = alloc(d, nE), a->h1 = alloc(d, nE), a->qkv = alloc(d, (size_t)n * QKV);
         a->att = alloc(d, (size_t)n * Q), a->x_mid = alloc(d, nE), a->h2 = alloc(d, nE);
-        a->gu = alloc(d, 2 * nF);
+        a->gu = alloc(d, 2 * nF), a->act = alloc(d, nF);
+        if (keep_probs)
+            a->probs = alloc(d, (size_t)d->Hq * n * n);
         if (d->failed)
             goto oom;
         memcpy(a->x_in, x, nE * sizeof(float));
@@ -113,8 +122,12 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         float *q = a->qkv, *k = a->qkv + Q, *v = a->qkv + Q + KV;
         op->rope(be, q, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
         op->rope(be, k, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
-        op->attention(be, a->att, NULL, q, k, v, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd,
-                      d->scale, 0, 0, scratch);
+        if (a->probs)
+            cl_train_attention(a->att, a->probs, q, k, v, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv,
+                               hd, d->scale, 0);
+        else
+            op->attention(be, a->att, NULL, q, k, v, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd,
+                          d->scale, 0, 0, scratch);
         op->linear(be, proj, a->att, L->o, NULL, n, Q, E);
         op->residual(be, x, proj, NULL, n, E);
         memcpy(a->x_mid, x, nE * sizeof(float));
@@ -123,9 +136,9 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
                    E, 2 * F);
         for (int i = 0; i < n; i++) {
             const float *gi = a->gu + (size_t)i * 2 * F;
-            op->silu_mul(be, act + (size_t)i * F, gi, gi + F, F);
+            op->silu_mul(be, a->act + (size_t)i * F, gi, gi + F, F);
         }
-        op->linear(be, proj, act, L->down, NULL, n, F, E);
+        op->linear(be, proj, a->act, L->down, NULL, n, F, E);
         op->residual(be, x, proj, NULL, n, E);
     }
     d->x_out = x;
@@ -144,7 +157,6 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         op->linear(be, logits, d->hk, w->lm_head ? w->lm_head : w->embed, NULL, d->n_rows, E,
                    d->V);
     g_ptr_array_remove_fast(d->bufs, proj);
-    g_ptr_array_remove_fast(d->bufs, act);
     g_ptr_array_remove_fast(d->bufs, scratch);
     g_ptr_array_remove_fast(d->bufs, wtmp);
     return d;
@@ -187,7 +199,7 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
 {
     const int n = d->n, E = d->E, F = d->F, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd;
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
-    float *dx = g_new0(float, nE), *dh = g_new(float, nE), *act = g_new(float, nF);
+    float *dx = g_new0(float, nE), *dh = g_new(float, nE);
     float *dact = g_new(float, nF), *dgu = g_new(float, 2 * nF);
     float *datt = g_new(float, (size_t)n * Q), *dqkv = g_new(float, (size_t)n * QKV);
     float *wtmp = g_new(float, (size_t)MAX(QKV, 2 * F) * E);
@@ -215,12 +227,8 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
         ClDecoderLayerWeights *G = &g->dec[l];
         LayerAct *a = &d->layer[l];
         /* MLP: x += down(SiLU(gate) ⊙ up), gate and up one stacked product */
-        for (int i = 0; i < n; i++) {
-            const float *gi = a->gu + (size_t)i * 2 * F;
-            d->be->ops->silu_mul(d->be, act + (size_t)i * F, gi, gi + F, F);
-        }
         memset(dact, 0, nF * sizeof(float));
-        cl_grad_linear(dact, G->down, NULL, dx, act, L->down, n, F, E);
+        cl_grad_linear(dact, G->down, NULL, dx, a->act, L->down, n, F, E);
         memset(dgu, 0, 2 * nF * sizeof(float));
         for (int i = 0; i < n; i++) {
             const float *gi = a->gu + (size_t)i * 2 * F;
@@ -237,8 +245,9 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
         memset(datt, 0, (size_t)n * Q * sizeof(float));
         cl_grad_linear(datt, G->o, NULL, dx, a->att, L->o, n, Q, E);
         memset(dqkv, 0, (size_t)n * QKV * sizeof(float));
-        cl_grad_attention(dqkv, dqkv + Q, dqkv + Q + KV, datt, a->qkv, a->qkv + Q,
-                          a->qkv + Q + KV, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, 0);
+        cl_grad_attention_probs(dqkv, dqkv + Q, dqkv + Q + KV, datt, a->qkv, a->qkv + Q,
+                                a->qkv + Q + KV, a->probs, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv,
+                                hd, d->scale, 0);
         cl_grad_rope(dqkv, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
         cl_grad_rope(dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
         memset(dh, 0, nE * sizeof(float));
@@ -253,7 +262,7 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
     for (int i = 0, row = 0; i < n; i++)
         if (d->ids[i] == CL_DECODER_VISUAL && dvisual)
             memcpy(dvisual + (size_t)row++ * E, dx + (size_t)i * E, (size_t)E * sizeof(float));
-    g_free(dx), g_free(dh), g_free(act), g_free(dact), g_free(dgu);
+    g_free(dx), g_free(dh), g_free(dact), g_free(dgu);
     g_free(datt), g_free(dqkv), g_free(wtmp), g_free(gtmp);
 }
 
