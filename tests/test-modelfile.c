@@ -893,6 +893,7 @@ static void test_save_load(void)
         ClModelConfig c = small_config(v, v % 2 ? CL_SVE_FIRST_NULL : CL_SVE_FIRST_OWN);
         c.tie_embeddings = v == CL_SVE_SELF_EXT;
         c.visual_pos = v == CL_SVE_CROSS_FFN; /* the learned visual positions, "merger.pos" */
+        c.visual_center = v == CL_SVE_CROSS || v == CL_SVE_CROSS_FFN;
         g_autoptr(ClModel) m = cl_model_new_random(&c, 100 + v, &err);
         g_assert_no_error(err);
         for (int dt = 0; dt < CL_N_DTYPES; dt++) {
@@ -906,6 +907,7 @@ static void test_save_load(void)
             g_assert_cmpstr(back->path, ==, path);
             g_assert_cmpuint(back->n_params, ==, m->n_params);
             g_assert_cmpint(back->config.visual_pos, ==, c.visual_pos);
+            g_assert_cmpint(back->config.visual_center, ==, c.visual_center);
             g_assert_true(!back->w.merger_pos == !c.visual_pos);
             assert_weights_equal(m, back, dt);
             if (c.tie_embeddings)

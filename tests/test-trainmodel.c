@@ -51,12 +51,15 @@ static void micro_config(ClModelConfig *cfg, ClSveVariant v, ClSveFirst first)
 
 /* micro_model's configs have a learned visual position table ("merger.pos") when set */
 static gboolean micro_visual_pos;
+/* … and their visual tokens centred per image when set */
+static gboolean micro_visual_center;
 
 static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
 {
     ClModelConfig cfg;
     micro_config(&cfg, v, first);
     cfg.visual_pos = micro_visual_pos;
+    cfg.visual_center = micro_visual_center;
     g_autoptr(GError) err = NULL;
     ClModel *m = cl_model_new_random(&cfg, seed, &err);
     g_assert_no_error(err);
@@ -231,6 +234,64 @@ static void test_visual_pos(void)
     double without = loss_of(m, s, &o);
     g_test_message("loss with the position table %.6f, with it zeroed %.6f", with, without);
     g_assert_cmpfloat(fabs(with - without), >, 1e-4);
+}
+
+/* Centred visual tokens: the gradient (the centring applied to the visual tokens' gradient)
+ * against finite differences, with the learned positions added after it; a constant added to
+ * every visual token (the merger's output bias) then cannot change the loss, and without the
+ * centring it does; the inference encoder's tokens have zero mean over the image. */
+static void test_visual_center(void)
+{
+    micro_visual_pos = micro_visual_center = TRUE;
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 137);
+    micro_visual_pos = micro_visual_center = FALSE;
+    g_autoptr(ClTrainSample) s = micro_sample(m, 5);
+    check_model_grads(m, s, TRUE, "cross_ffn/visual_center");
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    const int E = m->config.dec_dim;
+    double before = loss_of(m, s, &o);
+    for (int j = 0; j < E; j++)
+        m->w.merger_fc2_b[j] += 0.5f * (float)((j % 3) - 1);
+    double shifted = loss_of(m, s, &o);
+    g_test_message("centred: loss %.9f, with the output bias shifted %.9f", before, shifted);
+    g_assert_cmpfloat(fabs(shifted - before), <, 1e-6 * fabs(before) + 1e-9);
+    m->config.visual_center = FALSE;
+    double uncentred = loss_of(m, s, &o);
+    for (int j = 0; j < E; j++)
+        m->w.merger_fc2_b[j] -= 0.5f * (float)((j % 3) - 1);
+    double uncentred0 = loss_of(m, s, &o);
+    g_test_message("not centred: loss %.9f, shifted %.9f", uncentred0, uncentred);
+    g_assert_cmpfloat(fabs(uncentred - uncentred0), >, 1e-4);
+    m->config.visual_center = TRUE;
+
+    /* the inference encoder: zero column means before the positions (zeroed here) */
+    memset(m->w.merger_pos, 0, (size_t)cl_config_n_visual(&m->config) * E * sizeof(float));
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClBackend) be = cl_backend_cpu_new(1);
+    g_autoptr(ClEncoderState) st = cl_encoder_state_new(m);
+    g_assert_nonnull(be);
+    g_assert_nonnull(st);
+    const int S = m->config.image_size;
+    g_autofree float *px = g_new(float, (size_t)3 * S * S);
+    for (int i = 0; i < 3 * S * S; i++)
+        px[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    ClEncoderOutput out;
+    g_assert_true(cl_encoder_forward(be, m, st, px, 0, FALSE, NULL, NULL, &out, &err));
+    g_assert_no_error(err);
+    double worst = 0, size = 0;
+    for (int j = 0; j < E; j++) {
+        double mean = 0;
+        for (int i = 0; i < out.n_visual; i++) {
+            mean += out.visual[(size_t)i * E + j];
+            size = MAX(size, fabs(out.visual[(size_t)i * E + j]));
+        }
+        worst = MAX(worst, fabs(mean / out.n_visual));
+    }
+    cl_encoder_output_clear(&out);
+    g_test_message("largest column mean %.3g (largest entry %.3g)", worst, size);
+    g_assert_cmpfloat(size, >, 1e-3);
+    g_assert_cmpfloat(worst, <, 1e-5 * size);
 }
 
 /* With every SVE output projection zeroed the module reads the state but passes nothing on, so
@@ -633,6 +694,7 @@ int main(int argc, char **argv)
     }
     g_test_add_func("/trainmodel/stop-grad-unread-state", test_stop_grad_zero_module);
     g_test_add_func("/trainmodel/fd/visual-pos", test_visual_pos);
+    g_test_add_func("/trainmodel/fd/visual-center", test_visual_center);
     for (int v = 0; v < CL_SVE_N_VARIANTS; v++) {
         g_autofree char *p = g_strdup_printf("/trainmodel/parity/%s", cl_sve_variant_name(v));
         g_test_add_data_func(p, GINT_TO_POINTER(v), test_parity);

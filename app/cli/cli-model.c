@@ -235,7 +235,9 @@ static int cmd_info(int argc, char **argv)
     printf("  %-14s %s, first %s, cross_pos %s, out_init_std %g\n", "SVE",
            cl_sve_variant_name(c->sve_variant), cl_sve_first_name(c->sve_first),
            c->sve_cross_pos ? "on" : "off", c->sve_out_init_std);
-    printf("  %-14s hidden %d\n", "merger", c->merger_hidden);
+    printf("  %-14s hidden %d%s%s\n", "merger", c->merger_hidden,
+           c->visual_center ? ", tokens centred per image" : "",
+           c->visual_pos ? ", learned positions" : "");
     printf("  %-14s %d × %d (%d/%d heads, MLP %d), RoPE base %g, max_len %d%s\n", "decoder",
            c->dec_dim, c->dec_depth, c->dec_heads, c->dec_kv_heads, c->dec_mlp, c->rope_base,
            c->max_len, c->tie_embeddings ? ", tied embeddings" : "");

@@ -383,6 +383,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_bool(v, k, &c->tie_embeddings, error);
     if (strcmp(k, "visual_pos") == 0)
         return json_bool(v, k, &c->visual_pos, error);
+    if (strcmp(k, "visual_center") == 0)
+        return json_bool(v, k, &c->visual_center, error);
     if (strcmp(k, "sve") == 0)
         return parse_sve(c, v, error);
     CONFIG_FAIL("config: unknown key '%s'", k);
@@ -483,7 +485,11 @@ char *cl_model_config_to_json(const ClModelConfig *c)
     PUT_DOUBLE(norm_eps);
     g_string_append_printf(s, "\"tie_embeddings\":%s", c->tie_embeddings ? "true" : "false");
     /* written only when on, so the files of models without it read as before */
-    g_string_append(s, c->visual_pos ? ",\"visual_pos\":true}" : "}");
+    if (c->visual_pos)
+        g_string_append(s, ",\"visual_pos\":true");
+    if (c->visual_center)
+        g_string_append(s, ",\"visual_center\":true");
+    g_string_append_c(s, '}');
 #undef PUT_INT
 #undef PUT_DOUBLE
     return g_string_free(s, FALSE);

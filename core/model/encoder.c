@@ -453,8 +453,26 @@ static void merger(const Enc *E, const ClModelWeights *w, float *visual)
     op->linear(be, st->hid, cat, w->merger_fc1_w, w->merger_fc1_b, M, 4 * D, Hm);
     op->gelu(be, st->hid, st->hid, (size_t)M * Hm);
     op->linear(be, visual, st->hid, w->merger_fc2_w, w->merger_fc2_b, M, Hm, st->s.e);
+    if (E->cfg->visual_center)
+        cl_visual_center(visual, M, st->s.e);
     if (w->merger_pos)
         op->add(be, visual, visual, w->merger_pos, (size_t)M * st->s.e);
+}
+
+void cl_visual_center(float *v, int m, int e)
+{
+    if (m <= 0 || e <= 0)
+        return;
+    double *mean = g_new0(double, (size_t)e);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < e; j++)
+            mean[j] += v[(size_t)i * e + j];
+    for (int j = 0; j < e; j++)
+        mean[j] /= m;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < e; j++)
+            v[(size_t)i * e + j] = (float)(v[(size_t)i * e + j] - mean[j]);
+    g_free(mean);
 }
 
 /* Cut [C, S, S] into patches [N, C·P·P], each flattened in (c, py, px) order. */

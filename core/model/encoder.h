@@ -43,4 +43,8 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
                             GError **error);
 void cl_encoder_output_clear(ClEncoderOutput *out);
 
+/* config.visual_center: each of the E columns of v [M, E] minus its mean over the M rows. A
+ * symmetric projection, so its backward is the same call on the gradient. */
+void cl_visual_center(float *v, int m, int e);
+
 G_END_DECLS

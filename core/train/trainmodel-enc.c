@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "encoder.h"
 #include "grad.h"
 
 typedef enum { Y_PREV, Y_OWN, Y_NULL } YSource;
@@ -285,6 +286,8 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
     op->linear(be, im->mf, im->mcat, w->merger_fc1_w, w->merger_fc1_b, M, 4 * D, Hm);
     op->gelu(be, g, im->mf, (size_t)M * Hm);
     op->linear(be, visual, g, w->merger_fc2_w, w->merger_fc2_b, M, Hm, e->E);
+    if (cfg->visual_center)
+        cl_visual_center(visual, M, e->E);
     if (w->merger_pos)
         op->add(be, visual, visual, w->merger_pos, (size_t)M * e->E);
     g_ptr_array_remove_fast(e->bufs, hm);
@@ -332,6 +335,7 @@ ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClMo
 /* Scratch for the backward of one block (sized for the largest use). */
 typedef struct {
     float *dh, *dh2, *dp, *datt, *dq, *dkv, *df, *dg, *g, *dhy, *dmod, *dsc, *dc;
+    float *dvc; /* (M, E) the centred visual gradient (visual_center), else NULL */
 } Scratch;
 
 static void zero(float *p, size_t n)
@@ -515,6 +519,7 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
     s.df = g_new(float, big), s.dg = g_new(float, big), s.g = g_new(float, big);
     s.dhy = g_new(float, ND), s.dmod = g_new(float, 6 * (size_t)D);
     s.dsc = g_new(float, D), s.dc = g_new(float, D);
+    s.dvc = cfg->visual_center ? g_new(float, (size_t)M * E) : NULL;
     if (flow)
         for (int t = 0; t < e->n_images; t++)
             e->img[t].dstate = g_new0(float, (size_t)cfg->enc_depth * ND);
@@ -526,6 +531,11 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
         if (g->merger_pos)
             for (size_t i = 0; i < (size_t)M * E; i++)
                 g->merger_pos[i] += dvis[i];
+        if (s.dvc) { /* visual_center: the centring is its own adjoint */
+            memcpy(s.dvc, dvis, (size_t)M * E * sizeof(float));
+            cl_visual_center(s.dvc, M, E);
+            dvis = s.dvc;
+        }
         e->be->ops->gelu(e->be, s.g, im->mf, (size_t)M * Hm);
         zero(s.dg, (size_t)M * Hm);
         cl_grad_linear(s.dg, g->merger_fc2_w, g->merger_fc2_b, dvis, s.g, w->merger_fc2_w, M, Hm,
@@ -566,5 +576,5 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
         g_clear_pointer(&e->img[t].dstate, g_free);
     g_free(dx), g_free(s.dh), g_free(s.dh2), g_free(s.dp), g_free(s.datt), g_free(s.dq);
     g_free(s.dkv), g_free(s.df), g_free(s.dg), g_free(s.g), g_free(s.dhy), g_free(s.dmod);
-    g_free(s.dsc), g_free(s.dc);
+    g_free(s.dsc), g_free(s.dc), g_free(s.dvc);
 }

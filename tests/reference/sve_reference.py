@@ -153,6 +153,7 @@ class Config:
     norm_eps: float = 1e-6
     tie_embeddings: bool = False
     visual_pos: bool = False
+    visual_center: bool = False
 
     @classmethod
     def from_dict(cls, d):
@@ -478,12 +479,16 @@ class Merger(nn.Module):
         # the learned visual positions ("merger.pos", config visual_pos), one per visual token
         self.pos = nn.Parameter(torch.zeros(self.grid ** 2 // 4, cfg.dec_dim)) \
             if cfg.visual_pos else None
+        # config visual_center: the tokens minus their mean over the image, before the positions
+        self.center = cfg.visual_center
 
     def forward(self, x):
         g, d = self.grid, x.shape[-1]
         x = self.ln(x).view(g // 2, 2, g // 2, 2, d)  # [i, a, j, b, D]: token (2i+a, 2j+b)
         x = x.permute(0, 2, 1, 3, 4).reshape(g * g // 4, 4 * d)  # (a,b) = 00, 01, 10, 11
         y = self.fc2(F.gelu(self.fc1(x)))
+        if self.center:
+            y = y - y.mean(dim=0, keepdim=True)
         return y + self.pos if self.pos is not None else y
 
 
