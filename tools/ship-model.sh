@@ -8,7 +8,8 @@
 #
 #   tools/ship-model.sh [OUT=runs/ship] [STAGE1_STEPS=4000] [STAGE2_STEPS=3000] [BATCH=8]
 #                       [LR1=2e-3] [LR2=5e-4] [ENC_DEPTH=2] [DEC_DEPTH=6]
-#                       [N_EVAL=100] [SEED=1] [AUX1="--aux-objects 1 --aux-changed 1"]
+#                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1]
+#                       [AUX1="--aux-objects 1 --aux-changed 1"]
 #                       [AUX2="--aux-objects 1 --aux-changed 1"]
 #
 # Every setting is an environment variable with the default above. Re-running skips finished
@@ -28,6 +29,10 @@ ENC_DEPTH=${ENC_DEPTH:-2}
 DEC_DEPTH=${DEC_DEPTH:-6}
 N_EVAL=${N_EVAL:-100}
 SEED=${SEED:-1}
+# visual tokens centred per image (docs/MODEL.md §1): on a shapes-ground probe the answer loss
+# with another sample's images rose above the loss with its own 2-4× sooner (0.046 against
+# 0.013 after 500 steps; docs/runs/2026-11-22-ship6.md)
+VISUAL_CENTER=${VISUAL_CENTER:-1}
 # the dense auxiliary losses (DESIGN.md §5), on in both stages: without them in stage 1 the
 # model learns to ignore the images (docs/runs/2026-11-22-ship2.md: on a 96 px shapes-ground
 # probe, 1500 steps, the answer loss with another sample's images is 0.004 above the loss with
@@ -68,14 +73,16 @@ fi
 #    256 wide) with ENC_DEPTH and DEC_DEPTH blocks, stateless, with a vocabulary the size of the
 #    tokenizer's, tied embeddings
 if [ ! -f "$OUT/init.safetensors" ]; then
-  python3 - "$OUT/config.json" "$ENC_DEPTH" "$DEC_DEPTH" <<'PY'
+  python3 - "$OUT/config.json" "$ENC_DEPTH" "$DEC_DEPTH" "$VISUAL_CENTER" <<'PY'
 import json, sys
-json.dump({"image_size": 160, "patch_size": 16, "enc_dim": 192, "enc_depth": int(sys.argv[2]),
-           "enc_heads": 3, "enc_mlp": 768, "merger_hidden": 768, "dec_dim": 256,
-           "dec_depth": int(sys.argv[3]), "dec_heads": 4,
-           "dec_kv_heads": 2, "dec_mlp": 704, "vocab_size": 1024, "max_len": 1024,
-           "tie_embeddings": True, "sve": {"variant": "stateless", "out_init_std": 0.0}},
-          open(sys.argv[1], "w"), indent=1)
+cfg = {"image_size": 160, "patch_size": 16, "enc_dim": 192, "enc_depth": int(sys.argv[2]),
+       "enc_heads": 3, "enc_mlp": 768, "merger_hidden": 768, "dec_dim": 256,
+       "dec_depth": int(sys.argv[3]), "dec_heads": 4,
+       "dec_kv_heads": 2, "dec_mlp": 704, "vocab_size": 1024, "max_len": 1024,
+       "tie_embeddings": True, "sve": {"variant": "stateless", "out_init_std": 0.0}}
+if sys.argv[4] == "1":
+    cfg["visual_center"] = True
+json.dump(cfg, open(sys.argv[1], "w"), indent=1)
 PY
   "$CLI" model init --config "$OUT/config.json" --tokenizer "$OUT/tokenizer.json" --seed "$SEED" \
     --out "$OUT/init.safetensors"
