@@ -42,6 +42,7 @@ def stage_summary(path):
         "aux": aux_phrase(options),
         "batch": options.get("batch", 8),
         "lr": options.get("lr"),
+        "task": options.get("task", ""),
     }
 
 
@@ -92,9 +93,11 @@ def fmt(v, scale):
 
 def main():
     run, command = sys.argv[1], sys.argv[2]
+    s0_path = os.path.join(run, "stage0", "train.jsonl")
+    s0 = stage_summary(s0_path) if os.path.exists(s0_path) else None
     s1 = stage_summary(os.path.join(run, "stage1", "train.jsonl"))
     s2 = stage_summary(os.path.join(run, "stage2", "train.jsonl"))
-    total = (s1["elapsed_s"] if s1 else 0) + (s2["elapsed_s"] if s2 else 0)
+    total = sum(s["elapsed_s"] for s in (s0, s1, s2) if s)
     cfg = json.load(open(os.path.join(run, "config.json")))
     print("# The ChangeLens default model\n")
     print("`changelens-default.safetensors` (f16) is what `changelens-cli describe` and the app use "
@@ -112,14 +115,19 @@ def main():
           f"{cfg['enc_depth']}, decoder {cfg['dec_dim']} × {cfg['dec_depth']} "
           f"(GQA {cfg['dec_heads']}/{cfg['dec_kv_heads']}), vocabulary {cfg['vocab_size']}, tied "
           "embeddings.")
+    if s0:
+        print(f"3. Stage 0 (stateless, reading first): {s0['steps']} steps of {s0['batch']} "
+              f"samples (peak lr {s0['lr']:g}) of `{s0['task']}` alone, {s0['aux']}; loss "
+              f"{s0['first_loss']:.3f} → {s0['final_loss']:.3f}; {s0['elapsed_s'] / 60:.1f} min at "
+              f"{s0['samples_per_s']:.1f} samples/s.")
     if s1:
-        print(f"3. Stage 1 (stateless): {s1['steps']} steps of {s1['batch']} samples (peak lr "
+        print(f"{4 if s0 else 3}. Stage 1 (stateless): {s1['steps']} steps of {s1['batch']} samples (peak lr "
               f"{s1['lr']:g}) from the grounded "
               f"single-image tasks and the change tasks, generated on the fly, {s1['aux']}; loss "
               f"{s1['first_loss']:.3f} → {s1['final_loss']:.3f} (mean of the last 50 steps); "
               f"{s1['elapsed_s'] / 60:.1f} min at {s1['samples_per_s']:.1f} samples/s.")
     if s2:
-        print(f"4. Stage 2 (SVE): cross_ffn inserted with the paper's init (Q/K/V and W₁ cloned, "
+        print(f"{5 if s0 else 4}. Stage 2 (SVE): cross_ffn inserted with the paper's init (Q/K/V and W₁ cloned, "
               f"W_O and W₂ zero), stop_grad on the predecessor; {s2['steps']} steps of "
               f"{s2['batch']} (peak lr {s2['lr']:g}) on the change "
               f"tasks (with a share of grounded samples), {s2['aux']}; loss "
