@@ -107,9 +107,59 @@ static void rm_tree(const char *dir)
     g_rmdir(dir);
 }
 
+/* One run of tests/reference/bench_train_torch.py on the written model and samples: its median
+ * step (ms), first step's loss and torch version. FALSE with a message on stderr when it fails. */
+typedef struct {
+    double step_ms, first_loss;
+    char *version;
+} PeerRun;
+
+static gboolean run_peer(const char *model_path, const char *samples_path, const char *pixels_path,
+                         int batch, int warmup, gboolean compile, gboolean quiet, PeerRun *out,
+                         GError **error)
+{
+    out->step_ms = out->first_loss = NAN;
+    out->version = NULL;
+    g_autofree char *py = cl_cli_torch_python();
+    g_autofree char *script =
+        g_build_filename(CL_SOURCE_DIR, "tests", "reference", "bench_train_torch.py", NULL);
+    g_autofree char *bs = g_strdup_printf("%d", batch), *ws = g_strdup_printf("%d", warmup);
+    const char *pargv[] = { py, script, "--model", model_path, "--samples", samples_path,
+                            "--pixels", pixels_path, "--batch", bs, "--warmup", ws,
+                            "--lr", "1e-3", compile ? "--torch-compile" : NULL, NULL };
+    if (!quiet)
+        fprintf(stderr, "%s: running the PyTorch peer%s (%s)…\n", PROG,
+                compile ? " with torch.compile" : "", py);
+    g_autofree char *peer_out = NULL, *peer_err = NULL;
+    int status = 0;
+    if (!g_spawn_sync(NULL, (char **)pargv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &peer_out,
+                      &peer_err, &status, error))
+        return FALSE;
+    if (!g_spawn_check_wait_status(status, NULL)) {
+        g_set_error(error, G_SPAWN_ERROR, G_SPAWN_ERROR_FAILED, "the PyTorch peer%s failed:\n%s",
+                    compile ? " (torch.compile)" : "", peer_err ? peer_err : "");
+        return FALSE;
+    }
+    g_autoptr(JsonParser) p = json_parser_new();
+    if (!json_parser_load_from_data(p, peer_out, -1, error))
+        return FALSE;
+    JsonNode *root = json_parser_get_root(p);
+    if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "the PyTorch peer printed no object");
+        return FALSE;
+    }
+    JsonObject *po = json_node_get_object(root);
+    out->step_ms = json_object_get_double_member_with_default(po, "step_ms", NAN);
+    out->version = g_strdup(json_object_get_string_member_with_default(po, "torch_version", "?"));
+    JsonArray *losses = json_object_get_array_member(po, "losses");
+    if (losses && json_array_get_length(losses) > 0)
+        out->first_loss = json_array_get_double_element(losses, 0);
+    return TRUE;
+}
+
 int cl_cli_bench_train(int argc, char **argv)
 {
-    gboolean train = FALSE, vs_torch = FALSE, json = FALSE;
+    gboolean train = FALSE, vs_torch = FALSE, torch_compile = FALSE, json = FALSE;
     g_autofree char *preset = NULL, *task = NULL, *config = NULL;
     int batch = 8, repeat = 3, warmup = 1, workers = 0;
     GOptionEntry entries[] = {
@@ -124,6 +174,9 @@ int cl_cli_bench_train(int argc, char **argv)
         { "workers", 0, 0, G_OPTION_ARG_INT, &workers, "Trainer workers (0: its choice)", "N" },
         { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &vs_torch,
           "Run the PyTorch reference's step on the same weights and samples", NULL },
+        { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &torch_compile,
+          "With --vs-torch: also the peer with torch.compile (give it --warmup 3 or more: it "
+          "compiles in the untimed steps)", NULL },
         { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
         { NULL },
     };
@@ -164,9 +217,9 @@ int cl_cli_bench_train(int argc, char **argv)
     g_autofree char *samples_path = g_build_filename(tmp, "samples.json", NULL);
     g_autofree char *pixels_path = g_build_filename(tmp, "pixels.f32", NULL);
     Steps st = { g_array_new(FALSE, FALSE, sizeof(double)), g_array_new(FALSE, FALSE, sizeof(double)) };
-    g_autofree char *peer_out = NULL, *peer_err = NULL, *torch_version = NULL;
+    g_autofree char *torch_version = NULL;
     g_autofree double *dt = NULL;
-    double positions = 0, torch_ms = NAN, torch_first = NAN;
+    double positions = 0, torch_ms = NAN, torch_first = NAN, torchc_ms = NAN, torchc_first = NAN;
     const int steps = warmup + repeat;
     const guint64 seed = 7;
 
@@ -208,35 +261,23 @@ int cl_cli_bench_train(int argc, char **argv)
     double step_ms = repeat % 2 ? dt[repeat / 2] : 0.5 * (dt[repeat / 2 - 1] + dt[repeat / 2]);
     double first_loss = g_array_index(st.loss, double, 0);
 
-    if (vs_torch) {
+    if (vs_torch || torch_compile) {
         if (!write_samples(model, task, seed, steps * batch, samples_path, pixels_path, &positions, &err))
             goto fail;
-        g_autofree char *py = cl_cli_torch_python();
-        g_autofree char *script =
-            g_build_filename(CL_SOURCE_DIR, "tests", "reference", "bench_train_torch.py", NULL);
-        g_autofree char *bs = g_strdup_printf("%d", batch), *ws = g_strdup_printf("%d", warmup);
-        const char *pargv[] = { py, script, "--model", model_path, "--samples", samples_path,
-                                "--pixels", pixels_path, "--batch", bs, "--warmup", ws,
-                                "--lr", "1e-3", NULL };
-        if (!json)
-            fprintf(stderr, "%s: running the PyTorch peer (%s)…\n", PROG, py);
-        int status = 0;
-        if (!g_spawn_sync(NULL, (char **)pargv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &peer_out,
-                          &peer_err, &status, &err))
+        PeerRun eager = { NAN, NAN, NULL };
+        if (!run_peer(model_path, samples_path, pixels_path, batch, warmup, FALSE, json, &eager,
+                      &err))
             goto fail;
-        if (!g_spawn_check_wait_status(status, NULL)) {
-            fprintf(stderr, "%s: the PyTorch peer failed:\n%s\n", PROG, peer_err);
-            goto out;
+        torch_ms = eager.step_ms, torch_first = eager.first_loss;
+        torch_version = eager.version;
+        if (torch_compile) {
+            PeerRun comp = { NAN, NAN, NULL };
+            if (!run_peer(model_path, samples_path, pixels_path, batch, warmup, TRUE, json, &comp,
+                          &err))
+                goto fail;
+            torchc_ms = comp.step_ms, torchc_first = comp.first_loss;
+            g_free(comp.version);
         }
-        g_autoptr(JsonParser) p = json_parser_new();
-        if (!json_parser_load_from_data(p, peer_out, -1, &err))
-            goto fail;
-        JsonObject *po = json_node_get_object(json_parser_get_root(p));
-        torch_ms = json_object_get_double_member(po, "step_ms");
-        torch_version = g_strdup(json_object_get_string_member(po, "torch_version"));
-        JsonArray *losses = json_object_get_array_member(po, "losses");
-        if (json_array_get_length(losses) > 0)
-            torch_first = json_array_get_double_element(losses, 0);
     }
 
     if (json) {
@@ -263,6 +304,9 @@ int cl_cli_bench_train(int argc, char **argv)
         JD("torch_train_step_ms", torch_ms);
         JD("torch_first_loss", torch_first);
         JD("train_speedup_vs_torch", torch_ms / step_ms);
+        JD("torch_compile_train_step_ms", torchc_ms);
+        JD("torch_compile_first_loss", torchc_first);
+        JD("train_speedup_vs_torch_compile", torchc_ms / step_ms);
         json_builder_end_object(b);
         g_autoptr(JsonGenerator) gen = json_generator_new();
         g_autoptr(JsonNode) root = json_builder_get_root(b);
@@ -281,6 +325,11 @@ int cl_cli_bench_train(int argc, char **argv)
                batch / (torch_ms / 1e3));
         printf("  first step's loss          %12.5f %12.5f   (same weights, same samples)\n",
                first_loss, torch_first);
+        if (torch_compile) {
+            printf("  torch.compile step ms      %12s %12.1f %9.2fx\n", "", torchc_ms,
+                   torchc_ms / step_ms);
+            printf("  torch.compile first loss   %12s %12.5f\n", "", torchc_first);
+        }
         printf("  ChangeLens: %d worker%s", used_workers, used_workers == 1 ? "" : "s");
         if (torch_version)
             printf("; PyTorch %s", torch_version);

@@ -6,6 +6,13 @@ the batch, backward, gradient clipping, AdamW) on the same model file and the sa
 float32 on the CPU with all cores; prints one JSON object.
 
     /usr/bin/python3 tests/reference/bench_train_torch.py --model M --samples S.json --pixels P.f32
+    .../venv/bin/python tests/reference/bench_train_torch.py ... --torch-compile
+
+The decoder runs each layer over the whole sequence without a KV cache (TrainLayer: the
+reference layer's weights and math, causal mask, no cache writes), as a training step needs.
+--torch-compile compiles the encoder blocks, the merger and these layers (dynamic shapes: the
+sequence length varies per sample; the backward through AOTAutograd); the compile happens in the
+untimed --warmup steps, so give it enough of them (the C bench passes its own --warmup).
 
 --samples is a JSON list, one object per sample: {"ids": [...], "mask": [...], "n_images": k}
 where ids are the decoder positions with every visual position as -1 (M of them per image, in
@@ -30,7 +37,39 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sve_reference as R  # noqa: E402
 
 
-def sample_loss(model, pixels, ids, mask, n_images):
+class TrainLayer(torch.nn.Module):
+    """A decoder layer over a whole sequence from position 0, without the KV cache: the
+    reference DecoderLayer's weights and math (RMSNorm, GQA attention with 1-D RoPE and a causal
+    mask, SwiGLU)."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x, cos, sin):
+        lay, a = self.layer, self.layer.attn
+        n, g = x.shape[0], a.hq // a.hkv
+        h = lay.attn_norm(x)
+        q = R.apply_rope_1d(R.split_heads(a.q(h), a.hq), cos, sin)
+        k = R.apply_rope_1d(R.split_heads(a.k(h), a.hkv), cos, sin)
+        v = R.split_heads(a.v(h), a.hkv)
+        qpos = torch.arange(n, device=x.device).repeat(g)  # row r of the g·n rows: position r % n
+        mask = torch.arange(n, device=x.device)[None, :] <= qpos[:, None]
+        o = R.attention(q.reshape(a.hkv, g * n, a.hd), k, v, mask).reshape(a.hq, n, a.hd)
+        x = x + a.o(R.merge_heads(o))
+        h = lay.mlp_norm(x)
+        return x + lay.mlp.down(F.silu(lay.mlp.gate(h)) * lay.mlp.up(h))
+
+
+def compile_for_training(model, layers):
+    """torch.compile the encoder blocks, the merger and the training layers."""
+    for l in range(model.cfg.enc_depth):
+        setattr(model.enc, str(l), torch.compile(getattr(model.enc, str(l))))
+    model.merger = torch.compile(model.merger)
+    return [torch.compile(t, dynamic=True) for t in layers]
+
+
+def sample_loss(model, layers, pixels, ids, mask, n_images):
     """Mean masked cross-entropy of one sample, as core/train/trainmodel.c computes it."""
     cfg = model.cfg
     state = R.EncoderState()
@@ -50,15 +89,13 @@ def sample_loss(model, pixels, ids, mask, n_images):
             prompt.append(ids[i])
             i += 1
     x = model.assemble(prompt, visuals)
-    cache = R.KVCache(cfg, capacity=x.shape[0])
-    # the decoder's layers (forward_embeds without its head), then the LM head on the supervised
-    # rows only, as the C trainer does: the peer does no work the loss does not need
+    # the decoder's layers (forward_embeds without its head and its KV cache), then the LM head
+    # on the supervised rows only, as the C trainer does: the peer does no work the loss does
+    # not need
     dec = model.dec
     cos, sin = dec.rope(0, x.shape[0], x)
-    cache.reserve(x.shape[0], x)
-    for l, layer in enumerate(dec.layers()):
-        x = layer(x, cos, sin, cache, l, 0)
-    cache.length = x.shape[0]
+    for layer in layers:
+        x = layer(x, cos, sin)
     sel = torch.tensor([t for t in range(len(ids) - 1) if mask[t]], dtype=torch.long)
     targets = torch.tensor([ids[t + 1] for t in sel.tolist()], dtype=torch.long)
     h = dec.norm(x[sel])
@@ -78,10 +115,16 @@ def main():
                     help="samples per step: step k takes samples [k*batch, (k+1)*batch)")
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--torch-compile", action="store_true")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     model, _ = R.load_model(args.model, dtype=torch.float32)
+    layers = [TrainLayer(layer) for layer in model.dec.layers()]
+    if args.torch_compile:
+        if not hasattr(torch, "compile"):
+            sys.exit(f"bench_train_torch: torch.compile is unavailable in torch {torch.__version__}")
+        layers = compile_for_training(model, layers)
     cfg = model.cfg
     with open(args.samples) as f:
         samples = json.load(f)
@@ -108,7 +151,7 @@ def main():
         total = 0.0
         lo, hi = k * args.batch, (k + 1) * args.batch
         for s, p in zip(samples[lo:hi], pix[lo:hi]):
-            loss = sample_loss(model, p, s["ids"], s["mask"], s["n_images"]) / args.batch
+            loss = sample_loss(model, layers, p, s["ids"], s["mask"], s["n_images"]) / args.batch
             loss.backward()
             total += float(loss)
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
@@ -133,6 +176,7 @@ def main():
     step_ms = statistics.median(times)
     print(json.dumps({
         "torch_version": torch.__version__,
+        "torch_compile": bool(args.torch_compile),
         "threads": torch.get_num_threads(),
         "batch": args.batch,
         "steps": n_steps,
