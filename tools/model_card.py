@@ -83,7 +83,12 @@ def verdicts(run):
         else:
             word = "**no better** than the baseline"
         scale = 100 if k != "mae" else 1
-        lines.append(f"- {t}: {label} {m * scale:.2f} vs {b * scale:.2f} — {word}")
+        # the other text metrics where they disagree with the headline
+        below = [lab for key, lab, _ in KEYS if key in ("bleu4", "meteor", "rougeL", "cider")
+                 and key != k and d.get(key) is not None and d["baseline"].get(key) is not None
+                 and d[key] < d["baseline"][key]]
+        extra = f" (but {', '.join(below)} below the baseline's)" if below and sign * (m - b) > margin else ""
+        lines.append(f"- {t}: {label} {m * scale:.2f} vs {b * scale:.2f} — {word}{extra}")
     return lines
 
 
