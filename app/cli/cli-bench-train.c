@@ -108,7 +108,8 @@ static void rm_tree(const char *dir)
 }
 
 /* One run of tests/reference/bench_train_torch.py on the written model and samples: its median
- * step (ms), first step's loss and torch version. FALSE with a message on stderr when it fails. */
+ * step (ms), first step's loss and torch version (out->version owned by the caller); FALSE with
+ * error set (the peer's stderr in the message) when it fails. */
 typedef struct {
     double step_ms, first_loss;
     char *version;

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sve_reference as R  # noqa: E402
+from bench_torch import compile_model  # noqa: E402
 
 
 class TrainLayer(torch.nn.Module):
@@ -62,10 +63,9 @@ class TrainLayer(torch.nn.Module):
 
 
 def compile_for_training(model, layers):
-    """torch.compile the encoder blocks, the merger and the training layers."""
-    for l in range(model.cfg.enc_depth):
-        setattr(model.enc, str(l), torch.compile(getattr(model.enc, str(l))))
-    model.merger = torch.compile(model.merger)
+    """torch.compile what bench_torch.py compiles (encoder blocks, merger) and the training
+    layers (dynamic shapes); the cached decoder layers it also wraps are not called here."""
+    compile_model(model)
     return [torch.compile(t, dynamic=True) for t in layers]
 
 
