@@ -37,7 +37,7 @@ struct _ClImageView {
     guint overview_w, overview_h;
     guint image_width, image_height;
     GdkTexture *texture;  /* of the overview */
-    GPtrArray *mips;      /* GdkTexture*: the overview halved again and again (texture first),
+    GPtrArray *mips;      /* Mip*: the overview halved again and again (texture first),
                            * so that a view drawn small scales a texture by at most 2× */
     double texture_scale; /* texture width / image width (1 unless downsampled) */
     ClDisplaySettings settings; /* what the overview was rendered with, for the crops */
@@ -175,14 +175,37 @@ static guint8 *halve_rgba(const guint8 *src, guint w, guint h, guint *ow, guint 
     return out;
 }
 
-/* The first texture for rgba, then its halvings down to MIP_MIN a side (made in a worker: the
+/* One level of a mip chain: the texture and the pixels it was made from, so that a part of it
+ * can be drawn without the rest. */
+typedef struct {
+    GdkTexture *texture;
+    GBytes *pixels; /* RGBA, stride width * 4 */
+    guint width, height;
+} Mip;
+
+static void mip_free(Mip *m)
+{
+    g_clear_object(&m->texture);
+    g_clear_pointer(&m->pixels, g_bytes_unref);
+    g_free(m);
+}
+
+static Mip *mip_new(GBytes *pixels, guint w, guint h)
+{
+    Mip *m = g_new0(Mip, 1);
+    m->pixels = g_bytes_ref(pixels);
+    m->width = w, m->height = h;
+    m->texture = gdk_memory_texture_new((int)w, (int)h, GDK_MEMORY_R8G8B8A8, pixels, (gsize)w * 4);
+    return m;
+}
+
+/* The first level for rgba, then its halvings down to MIP_MIN a side (made in a worker: the
  * textures are immutable and only drawn on the main thread). */
 #define MIP_MIN 128
 static GPtrArray *make_mips(GBytes *rgba, guint w, guint h)
 {
-    GPtrArray *mips = g_ptr_array_new_with_free_func(g_object_unref);
-    g_ptr_array_add(mips, gdk_memory_texture_new((int)w, (int)h, GDK_MEMORY_R8G8B8A8, rgba,
-                                                 (gsize)w * 4));
+    GPtrArray *mips = g_ptr_array_new_with_free_func((GDestroyNotify)mip_free);
+    g_ptr_array_add(mips, mip_new(rgba, w, h));
     g_autoptr(GBytes) level = g_bytes_ref(rgba);
     while (w > MIP_MIN || h > MIP_MIN) {
         guint ow, oh;
@@ -192,21 +215,55 @@ static GPtrArray *make_mips(GBytes *rgba, guint w, guint h)
         g_bytes_unref(level);
         level = g_bytes_new_take(half, (gsize)ow * oh * 4);
         w = ow, h = oh;
-        g_ptr_array_add(mips, gdk_memory_texture_new((int)w, (int)h, GDK_MEMORY_R8G8B8A8, level,
-                                                     (gsize)w * 4));
+        g_ptr_array_add(mips, mip_new(level, w, h));
     }
     return mips;
 }
 
 /* The mip to draw `image_width` image pixels at zoom (device pixels per image pixel): the
  * smallest that still has a texel per screen pixel. */
-static GdkTexture *pick_mip(GPtrArray *mips, guint image_width, double zoom)
+static const Mip *pick_mip(GPtrArray *mips, guint image_width, double zoom)
 {
     guint best = 0;
     for (guint i = 1; i < mips->len; i++)
-        if (gdk_texture_get_width(mips->pdata[i]) >= image_width * zoom)
+        if (((Mip *)mips->pdata[i])->width >= image_width * zoom)
             best = i;
     return mips->pdata[best];
+}
+
+/* Appends mip m of an image_w × image_h image whose whole lands on `rect`, of which only image
+ * pixels vis = [x0, y0, x1, y1) are in sight. When that is a small part of the mip, only the
+ * texels under it (and one more each side, for the filter) are drawn: a texture node costs
+ * GTK's cairo renderer a copy of the whole texture every frame, 15-30 ms for a 2048² level,
+ * which zoomed in would be spent on texels off screen. The part shares the mip's pixels. */
+static void append_mip(GtkSnapshot *snapshot, const Mip *m, guint image_w, guint image_h,
+                       const int vis[4], const graphene_rect_t *rect)
+{
+    if (!image_w || !image_h)
+        return;
+    double fx = (double)m->width / image_w, fy = (double)m->height / image_h;
+    int tx0 = CLAMP((int)floor(vis[0] * fx) - 1, 0, (int)m->width);
+    int ty0 = CLAMP((int)floor(vis[1] * fy) - 1, 0, (int)m->height);
+    int tx1 = CLAMP((int)ceil(vis[2] * fx) + 1, 0, (int)m->width);
+    int ty1 = CLAMP((int)ceil(vis[3] * fy) + 1, 0, (int)m->height);
+    if (tx1 <= tx0 || ty1 <= ty0)
+        return; /* out of sight */
+    gint64 part = (gint64)(tx1 - tx0) * (ty1 - ty0), whole = (gint64)m->width * m->height;
+    if (part * 2 > whole) {
+        gtk_snapshot_append_texture(snapshot, m->texture, rect);
+        return;
+    }
+    gsize stride = (gsize)m->width * 4;
+    gsize offset = (gsize)ty0 * stride + (gsize)tx0 * 4;
+    gsize size = (gsize)(ty1 - ty0 - 1) * stride + (gsize)(tx1 - tx0) * 4;
+    g_autoptr(GBytes) bytes = g_bytes_new_from_bytes(m->pixels, offset, size);
+    g_autoptr(GdkTexture) t = gdk_memory_texture_new(tx1 - tx0, ty1 - ty0, GDK_MEMORY_R8G8B8A8,
+                                                     bytes, stride);
+    float sx = rect->size.width / (float)m->width, sy = rect->size.height / (float)m->height;
+    gtk_snapshot_append_texture(
+        snapshot, t,
+        &GRAPHENE_RECT_INIT(rect->origin.x + (float)tx0 * sx, rect->origin.y + (float)ty0 * sy,
+                            (float)(tx1 - tx0) * sx, (float)(ty1 - ty0) * sy));
 }
 
 static void render_thread(GTask *task, gpointer source, gpointer task_data,
@@ -280,7 +337,7 @@ static void render_done(GObject *source, GAsyncResult *result, gpointer user_dat
         self->overview_w = res->overview_width;
         self->overview_h = res->overview_height;
         self->mips = g_steal_pointer(&res->mips);
-        self->texture = g_object_ref(self->mips->pdata[0]);
+        self->texture = g_object_ref(((Mip *)self->mips->pdata[0])->texture);
         self->texture_scale = (double)self->overview_w / img->width;
         if (cl_viewport_get_fit(self->viewport))
             cl_image_view_fit(self);
@@ -636,7 +693,7 @@ static void diff_done(GObject *source, GAsyncResult *result, gpointer user_data)
     g_clear_object(&self->diff_cancellable);
     if (r) {
         self->diff_mips = g_steal_pointer(&r->mips);
-        self->diff = g_object_ref(self->diff_mips->pdata[0]);
+        self->diff = g_object_ref(((Mip *)self->diff_mips->pdata[0])->texture);
         self->changed_fraction = r->changed_fraction;
         diff_result_free(r);
     } else {
@@ -1106,10 +1163,11 @@ static void draw_own(ClImageView *self, GtkSnapshot *snapshot, double ox, double
         gboolean need_detail = zoom > CL_VIEW_NEAREST_ZOOM || zoom > self->texture_scale * 1.001;
         if (need_detail && snapshot_detail(self, snapshot, vx0, vy0, vx1, vy1, zoom, ox, oy, lz))
             return;
-        gtk_snapshot_append_texture(snapshot, pick_mip(self->mips, self->image_width, zoom),
-                                    &GRAPHENE_RECT_INIT((float)ox, (float)oy,
-                                                        (float)(self->image_width * lz),
-                                                        (float)(self->image_height * lz)));
+        const int vis[4] = { vx0, vy0, vx1, vy1 };
+        append_mip(snapshot, pick_mip(self->mips, self->image_width, zoom), self->image_width,
+                   self->image_height,
+                   vis, &GRAPHENE_RECT_INIT((float)ox, (float)oy, (float)(self->image_width * lz),
+                                            (float)(self->image_height * lz)));
         return;
     }
     int vis[4];
@@ -1118,9 +1176,9 @@ static void draw_own(ClImageView *self, GtkSnapshot *snapshot, double ox, double
     gboolean need_detail = z > CL_VIEW_NEAREST_ZOOM || z > self->texture_scale * 1.001;
     if (!need_detail ||
         !snapshot_detail(self, snapshot, vis[0], vis[1], vis[2], vis[3], z, 0, 0, 1))
-        gtk_snapshot_append_texture(snapshot, pick_mip(self->mips, self->image_width, z),
-                                    &GRAPHENE_RECT_INIT(0, 0, (float)self->image_width,
-                                                        (float)self->image_height));
+        append_mip(snapshot, pick_mip(self->mips, self->image_width, z), self->image_width,
+                   self->image_height, vis,
+                   &GRAPHENE_RECT_INIT(0, 0, (float)self->image_width, (float)self->image_height));
     gtk_snapshot_restore(snapshot);
 }
 
@@ -1132,9 +1190,9 @@ static void draw_partner(ClImageView *self, GtkSnapshot *snapshot, double ox, do
     ClImageView *p = self->partner;
     int vis[4];
     push_image_space(self, p, snapshot, ox, oy, lz, vis);
-    gtk_snapshot_append_texture(snapshot, pick_mip(p->mips, p->image_width, zoom_of(self, p, zoom)),
-                                &GRAPHENE_RECT_INIT(0, 0, (float)p->image_width,
-                                                    (float)p->image_height));
+    append_mip(snapshot, pick_mip(p->mips, p->image_width, zoom_of(self, p, zoom)), p->image_width,
+               p->image_height, vis,
+               &GRAPHENE_RECT_INIT(0, 0, (float)p->image_width, (float)p->image_height));
     gtk_snapshot_restore(snapshot);
 }
 
@@ -1193,11 +1251,14 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
             draw_own(self, snapshot, ox, oy, lz, zoom);
         break;
     case CL_COMPARE_DIFFERENCE:
-        if (self->diff)
-            gtk_snapshot_append_texture(snapshot,
-                                        pick_mip(self->diff_mips, self->image_width, zoom),
-                                        &image_rect);
-        else
+        if (self->diff) {
+            const int vis[4] = {
+                (int)floor(MAX(0.0, -ox / lz)), (int)floor(MAX(0.0, -oy / lz)),
+                (int)ceil(MIN((double)self->image_width, (w - ox) / lz)),
+                (int)ceil(MIN((double)self->image_height, (h - oy) / lz)) };
+            append_mip(snapshot, pick_mip(self->diff_mips, self->image_width, zoom),
+                       self->image_width, self->image_height, vis, &image_rect);
+        } else
             draw_own(self, snapshot, ox, oy, lz, zoom); /* while it is computed */
         break;
     }
