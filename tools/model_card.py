@@ -102,7 +102,18 @@ def main():
     s0 = stage_summary(s0_path) if os.path.exists(s0_path) else None
     s1 = stage_summary(os.path.join(run, "stage1", "train.jsonl"))
     s2 = stage_summary(os.path.join(run, "stage2", "train.jsonl"))
-    total = sum(s["elapsed_s"] for s in (s0, s1, s2) if s)
+    focus = []  # stage 3: one task alone after another, in the order they ran
+    for d in sorted(os.listdir(run)):
+        path = os.path.join(run, d, "train.jsonl")
+        if d.startswith("focus-") and os.path.exists(path):
+            f = stage_summary(path)
+            if f:
+                f["started"] = os.path.getmtime(path) - f["elapsed_s"]
+                focus.append(f)
+    focus.sort(key=lambda f: f["started"])
+    s4_path = os.path.join(run, "stage4", "train.jsonl")
+    s4 = stage_summary(s4_path) if os.path.exists(s4_path) else None
+    total = sum(s["elapsed_s"] for s in [s0, s1, s2, s4] + focus if s)
     cfg = json.load(open(os.path.join(run, "config.json")))
     print("# The ChangeLens default model\n")
     print("`changelens-default.safetensors` (f16) is what `changelens-cli describe` and the app use "
@@ -139,6 +150,18 @@ def main():
               f"{s2['first_loss']:.3f} → "
               f"{s2['final_loss']:.3f}; {s2['elapsed_s'] / 60:.1f} min at "
               f"{s2['samples_per_s']:.1f} samples/s.")
+    n = (5 if s0 else 4) + 1
+    for f in focus:
+        print(f"{n}. Stage 3 (reading one task): {f['steps']} steps of {f['batch']} (peak lr "
+              f"{f['lr']:g}) of `{f['task']}` alone, {f['aux']}; loss {f['first_loss']:.3f} → "
+              f"{f['final_loss']:.3f}; {f['elapsed_s'] / 60:.1f} min at "
+              f"{f['samples_per_s']:.1f} samples/s.")
+        n += 1
+    if s4:
+        print(f"{n}. Stage 4 (the mix again): {s4['steps']} steps of {s4['batch']} (peak lr "
+              f"{s4['lr']:g}) on the stage-2 mix, so that every task's phrasing comes back after "
+              f"stage 3, {s4['aux']}; loss {s4['first_loss']:.3f} → {s4['final_loss']:.3f}; "
+              f"{s4['elapsed_s'] / 60:.1f} min at {s4['samples_per_s']:.1f} samples/s.")
     print(f"\nTraining time on the 2-core development machine (AMD EPYC, 2 data-parallel "
           f"workers): **{total / 60:.1f} minutes** in all.\n")
     rel = os.path.join(run, "reliance.txt")

@@ -9,6 +9,8 @@
 #   tools/ship-model.sh [OUT=runs/ship] [STAGE0_STEPS=1000] [STAGE0_TASKS=shapes-ground]
 #                       [STAGE1_STEPS=4000] [STAGE2_STEPS=3000] [BATCH=8]
 #                       [LR0=2e-3] [LR1=5e-4] [LR2=5e-4] [ENC_DEPTH=2] [DEC_DEPTH=6]
+#                       [FOCUS_TASKS=aerial] [FOCUS_STEPS=800] [LR3=1e-3]
+#                       [STAGE4_STEPS=1000] [LR4=3e-4]
 #                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1]
 #                       [AUX1="--aux-objects 1 --aux-changed 1"]
 #                       [AUX2="--aux-objects 1 --aux-changed 1"]
@@ -50,6 +52,11 @@ VISUAL_CENTER=${VISUAL_CENTER:-1}
 # attribute labels (shape, colour, size, material or the task's kind)
 AUX1=${AUX1:---aux-objects 1 --aux-changed 1}
 AUX2=${AUX2:---aux-objects 1 --aux-changed 1}
+FOCUS_TASKS=${FOCUS_TASKS-aerial}
+FOCUS_STEPS=${FOCUS_STEPS:-800}
+LR3=${LR3:-1e-3}
+STAGE4_STEPS=${STAGE4_STEPS:-1000}
+LR4=${LR4:-3e-4}
 CHANGE_TASKS=shapes,dots,radiograph,aerial,edits
 GROUND_TASKS=shapes-ground,dots-ground,radiograph-ground,aerial-ground,edits-ground
 CLI=build/app/changelens-cli
@@ -125,12 +132,42 @@ if [ ! -f "$OUT/stage2/model.safetensors" ]; then
     --out "$OUT/stage2" $(resume "$OUT/stage2")
 fi
 
-# 5. held-out evaluation of every change task
+# 5. stage 3, reading the tasks the mix leaves unread: each of FOCUS_TASKS alone, one after the
+#    other, FOCUS_STEPS at LR3 (docs/runs/2026-11-22-ship8.md: after stages 1-2 aerial changes
+#    were not read, image-reliance gap 0.0007; 800 aerial-only steps at 1e-3 made it 0.48, and
+#    also wiped the other tasks' phrasing, which stage 4 brings back; 800 dots-only steps after
+#    it left dots unread, gap 0.0000, so dots is not in the default); "" skips stages 3 and 4
+FINAL="$OUT/stage2/model.safetensors"
+if [ -n "$FOCUS_TASKS" ]; then
+  i=0
+  for t in $FOCUS_TASKS; do
+    i=$((i + 1))
+    if [ ! -f "$OUT/focus-$t/model.safetensors" ]; then
+      log "stage 3: $FOCUS_STEPS steps of $t alone"
+      "$CLI" train --stage pretrain --from "$FINAL" --task "$t" --steps "$FOCUS_STEPS" \
+        --batch "$BATCH" --lr "$LR3" --seed "$((SEED + 3 + i))" --checkpoint-every 200 $AUX2 \
+        --out "$OUT/focus-$t" $(resume "$OUT/focus-$t")
+    fi
+    FINAL="$OUT/focus-$t/model.safetensors"
+  done
+  # 6. stage 4: the stage-2 mix again at a lower rate, so every task's phrasing comes back
+  #    while the focused reading stays
+  if [ ! -f "$OUT/stage4/model.safetensors" ]; then
+    log "stage 4: $STAGE4_STEPS steps of the mix"
+    "$CLI" train --stage pretrain --from "$FINAL" \
+      --task "$CHANGE_TASKS,$CHANGE_TASKS,$GROUND_TASKS" --steps "$STAGE4_STEPS" --batch "$BATCH" \
+      --lr "$LR4" --seed "$((SEED + 2))" --checkpoint-every 250 --dtype f16 $AUX2 \
+      --out "$OUT/stage4" $(resume "$OUT/stage4")
+  fi
+  FINAL="$OUT/stage4/model.safetensors"
+fi
+
+# 7. held-out evaluation of every change task
 for t in ${CHANGE_TASKS//,/ }; do
   if [ ! -f "$OUT/eval-$t.json" ]; then
     log "eval $t ($N_EVAL held-out samples)"
-    "$CLI" eval --model "$OUT/stage2/model.safetensors" --task "$t" --n "$N_EVAL" --seed 900001 \
+    "$CLI" eval --model "$FINAL" --task "$t" --n "$N_EVAL" --seed 900001 \
       --json > "$OUT/eval-$t.json.tmp" && mv "$OUT/eval-$t.json.tmp" "$OUT/eval-$t.json"
   fi
 done
-log "done: $OUT/stage2/model.safetensors; evaluations in $OUT/eval-*.json"
+log "done: $FINAL; evaluations in $OUT/eval-*.json"
