@@ -171,6 +171,10 @@ def main():
               "another sample's images (`tools/image-reliance.sh`); a model that ignored its "
               "images would score both alike (the gap would be 0).\n")
         print("```\n" + open(rel).read().rstrip() + "\n```\n")
+    ex = os.path.join(run, "examples.md")
+    if os.path.exists(ex):
+        print("## What it says about held-out pairs\n")
+        print(open(ex).read().rstrip() + "\n")
     print("## Where it stands\n")
     print("Each task's headline figure on its held-out set against the trivial baseline "
           "(details below):\n")
