@@ -6,6 +6,7 @@
 #include <glib.h>
 
 #include "backend.h"
+#include "elementwise.h"
 #include "threadpool.h"
 
 /* Float sums of K products: the classic forward error bound of a dot product in any summation
@@ -565,6 +566,67 @@ static void test_backend_new(void)
     g_assert_error(err, CL_BACKEND_ERROR, CL_BACKEND_ERROR_UNKNOWN);
 }
 
+/* The 16-lane elementwise kernels give the 4-lane ones' bits for every element (elementwise.h:
+ * a result never depends on the machine), over ordinary values, both GELU branches, the exp
+ * clamps, odd lengths (tails) and infinities. */
+static void test_elementwise_widths(void)
+{
+    const ClElementwise *n4 = cl_elementwise_v4(), *n16 = cl_elementwise_v16();
+    g_assert_nonnull(cl_elementwise());
+    if (!n16) {
+        g_test_skip("no 16-lane kernels on this build or CPU");
+        return;
+    }
+    g_assert_cmpint(n4->lanes, ==, 4);
+    g_assert_cmpint(n16->lanes, ==, 16);
+    const size_t N = 4099; /* not a multiple of 16: a tail */
+    float *a = g_new(float, N), *b = g_new(float, N), *d = g_new(float, N);
+    float *o4 = g_new(float, N), *o16 = g_new(float, N), *p4 = g_new(float, N), *p16 = g_new(float, N);
+    GRand *r = g_rand_new_with_seed(17);
+    for (size_t i = 0; i < N; i++) {
+        double scale = i % 5 == 0 ? 100.0 : i % 5 == 1 ? 6.0 : 2.0;
+        a[i] = (float)g_rand_double_range(r, -scale, scale);
+        b[i] = (float)g_rand_double_range(r, -3, 3);
+        d[i] = (float)g_rand_double_range(r, -1, 1);
+    }
+    a[7] = INFINITY, a[8] = -INFINITY, a[9] = 0.0f, a[10] = -0.0f, a[11] = 88.5f, a[12] = -90.0f;
+    for (size_t n = 1; n <= N; n = n < 40 ? n + 1 : n * 3 + 1) {
+        void (*maps4[3])(float *, const float *, const float *, size_t) = { n4->gelu, n4->silu, n4->silu_mul };
+        void (*maps16[3])(float *, const float *, const float *, size_t) = { n16->gelu, n16->silu, n16->silu_mul };
+        for (int f = 0; f < 3; f++) {
+            maps4[f](o4, a, b, n);
+            maps16[f](o16, a, b, n);
+            g_assert_cmpmem(o4, n * sizeof(float), o16, n * sizeof(float));
+        }
+        memcpy(o4, b, n * sizeof(float));
+        memcpy(o16, b, n * sizeof(float));
+        n4->gelu_grad_acc(o4, d, a, n);
+        n16->gelu_grad_acc(o16, d, a, n);
+        g_assert_cmpmem(o4, n * sizeof(float), o16, n * sizeof(float));
+        memcpy(o4, b, n * sizeof(float)), memcpy(o16, b, n * sizeof(float));
+        memcpy(p4, d, n * sizeof(float)), memcpy(p16, d, n * sizeof(float));
+        n4->silu_mul_grad_acc(o4, p4, d, a, b, n);
+        n16->silu_mul_grad_acc(o16, p16, d, a, b, n);
+        g_assert_cmpmem(o4, n * sizeof(float), o16, n * sizeof(float));
+        g_assert_cmpmem(p4, n * sizeof(float), p16, n * sizeof(float));
+        memcpy(o4, a, n * sizeof(float)), memcpy(o16, a, n * sizeof(float));
+        n4->exp_shift(o4, n, 1.5f);
+        n16->exp_shift(o16, n, 1.5f);
+        g_assert_cmpmem(o4, n * sizeof(float), o16, n * sizeof(float));
+    }
+    /* and they compute what they say: a few values against libm */
+    const float x[4] = { -3.0f, -0.5f, 0.25f, 2.0f };
+    float y[4];
+    n16->silu(y, x, NULL, 4);
+    for (int i = 0; i < 4; i++)
+        g_assert_cmpfloat_with_epsilon(y[i], x[i] / (1.0 + exp(-x[i])), 1e-6);
+    n16->gelu(y, x, NULL, 4);
+    for (int i = 0; i < 4; i++)
+        g_assert_cmpfloat_with_epsilon(y[i], 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0))), 1e-6);
+    g_rand_free(r);
+    g_free(a), g_free(b), g_free(d), g_free(o4), g_free(o16), g_free(p4), g_free(p16);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -575,6 +637,7 @@ int main(int argc, char **argv)
     g_test_add_func("/nn/gemm", test_gemm);
     g_test_add_func("/nn/norms", test_norms);
     g_test_add_func("/nn/gelu-silu", test_gelu_silu);
+    g_test_add_func("/nn/elementwise-widths", test_elementwise_widths);
     g_test_add_func("/nn/residual-modulate", test_residual_modulate);
     g_test_add_func("/nn/rope", test_rope);
     g_test_add_func("/nn/softmax", test_softmax);

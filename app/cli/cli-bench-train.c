@@ -246,6 +246,10 @@ int cl_cli_bench_train(int argc, char **argv)
     o.out_dir = run_dir;
     o.checkpoint_every = 0;
     o.quiet = TRUE;
+    /* the peer's step: the caption loss alone (the auxiliary heads are a training option the
+     * peer does not have) */
+    o.aux_weight_objects = 0;
+    o.aux_weight_changed = 0;
     ClTrainerResult res = { 0 };
     gboolean ok = cl_trainer_run(&o, on_step, &st, NULL, &res, &err);
     int used_workers = res.workers;

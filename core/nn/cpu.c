@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "backend.h"
+#include "elementwise.h"
+#include "simd.h"
 #include "threadpool.h"
 
 typedef struct {
@@ -25,196 +27,6 @@ static ClThreadPool *pool_of(ClBackend *be)
 #define GRAIN_FLOATS 32768
 /* Elementwise ops are split into blocks of this many floats. */
 #define BLOCK_FLOATS 2048
-
-/* ---- SIMD ----------------------------------------------------------------------------------
- * GCC/Clang vector extensions: 4 floats, the width every x86-64 and arm64 machine has. GCC's -O2
- * vectoriser only takes loops it can cover entirely and no selects, so the hot loops are written
- * with these types directly. Tails go through a zero-padded vector, so every element of a tensor
- * is computed by the same instructions. */
-typedef float vf __attribute__((vector_size(16)));
-typedef gint32 vi __attribute__((vector_size(16)));
-#define VL 4
-#define V(c) ((vf){ (c), (c), (c), (c) })
-
-static inline vf vload(const float *p)
-{
-    vf v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-
-static inline void vstore(float *p, vf v)
-{
-    memcpy(p, &v, sizeof v);
-}
-
-/* the first n (< VL) floats, the rest zero */
-static inline vf vload_n(const float *p, int n)
-{
-    float t[VL] = { 0 };
-    memcpy(t, p, (size_t)n * sizeof(float));
-    return vload(t);
-}
-
-static inline void vstore_n(float *p, vf v, int n)
-{
-    float t[VL];
-    vstore(t, v);
-    memcpy(p, t, (size_t)n * sizeof(float));
-}
-
-/* m ? a : b, lane by lane (m from a comparison: all ones or zero) */
-static inline vf vsel(vi m, vf a, vf b)
-{
-    return (vf)((m & (vi)a) | (~m & (vi)b));
-}
-
-/* ---- fast math ------------------------------------------------------------------------------
- * Coefficients are Chebyshev interpolants fitted for this file (near-minimax), evaluated by
- * Horner in float without FMA contraction (ISO C mode), so every build gives the same bits. */
-
-/* exp(x) with relative error <= 9e-8 for x in [-87.3, 88.3]; 0 below, clamped above.
- * x = n·ln2 + r, |r| <= ln2/2, exp(r) = 1 + r + r²·p(r), times 2^n built from the bits. */
-static inline vf vexp(vf x)
-{
-    vf xc = vsel(x > V(88.3f), V(88.3f), x);
-    xc = vsel(xc < V(-87.3f), V(-87.3f), xc);
-    vf t = xc * V(1.44269504088896341f);
-    vf nf = (t + V(12582912.0f)) - V(12582912.0f); /* round to nearest: the 1.5·2^23 trick */
-    vf r = xc - nf * V(0.693145751953125f);        /* ln2 split hi/lo: nf·hi is exact */
-    r = r - nf * V(1.428606765330187045e-06f);
-    vf p = V(1.392618181e-03f);
-    p = p * r + V(8.363177630e-03f);
-    p = p * r + V(4.166655463e-02f);
-    p = p * r + V(1.666657700e-01f);
-    p = p * r + V(5.000000000e-01f);
-    p = p * (r * r) + r + V(1.0f);
-    vi n = __builtin_convertvector(nf, vi);
-    vf y = p * (vf)((n + 127) << 23);
-    return vsel(x < V(-87.3f), V(0.0f), y);
-}
-
-/* erf(z) for |z| < 1.25 as z·A(u), u = 1.28·z² − 1 (|error| <= 1.1e-7). */
-static inline vf verf_small(vf z)
-{
-    vf u = V(1.28f) * (z * z) - V(1.0f);
-    vf p = V(-1.352995692e-06f);
-    p = p * u + V(1.421704087e-05f);
-    p = p * u + V(-1.291520475e-04f);
-    p = p * u + V(1.034352678e-03f);
-    p = p * u + V(-7.047490190e-03f);
-    p = p * u + V(3.998836368e-02f);
-    p = p * u + V(-1.878515369e-01f);
-    p = p * u + V(8.923127005e-01f);
-    return z * p;
-}
-
-/* erfc(t) for t in [1.25, 4] as exp(−t²)·R(u), u = (2t − 5.25)/2.75, R ≈ erfc(t)·exp(t²)
- * (|error| <= 3.2e-8). The exp and the polynomial are independent chains, which halves the
- * latency of a Horner form over log erfc. t is clamped to [1.25, 4]: erfc(4) = 1.5e-8 is below
- * float's resolution of erf near 1. */
-static inline vf verfc_large(vf t)
-{
-    t = vsel(t > V(4.0f), V(4.0f), t);
-    t = vsel(t < V(1.25f), V(1.25f), t);
-    vf e = vexp(-(t * t));
-    vf u = (V(2.0f) * t - V(5.25f)) * V(1.0f / 2.75f);
-    vf p = V(-7.275345704e-05f);
-    p = p * u + V(2.084283930e-04f);
-    p = p * u + V(-4.010921652e-04f);
-    p = p * u + V(1.068618976e-03f);
-    p = p * u + V(-2.921010118e-03f);
-    p = p * u + V(7.361911584e-03f);
-    p = p * u + V(-1.787126903e-02f);
-    p = p * u + V(4.188457068e-02f);
-    p = p * u + V(-9.414558657e-02f);
-    p = p * u + V(2.018876030e-01f);
-    return e * p;
-}
-
-/* GELU(x) = x/2 · (1 + erf(x/√2)). For |z| >= 1.25 the tail erfc is used directly, which keeps
- * the relative accuracy on the negative side where 1 + erf(z) cancels. Both branches are
- * computed and one selected. */
-static inline vf vgelu(vf x)
-{
-    vf z = x * V(0.707106781186547524f);
-    vf t = vsel(z < V(0.0f), -z, z);
-    vf half_x = V(0.5f) * x;
-    vf small = half_x * (V(1.0f) + verf_small(z));
-    vf c = verfc_large(t);
-    vf large = vsel(z > V(0.0f), x - half_x * c, half_x * c);
-    return vsel(t < V(1.25f), small, large);
-}
-
-/* The same values as vgelu; when every lane is in the polynomial range (most activations) the
- * tail branch, three quarters of the work, is skipped. */
-static inline vf vgelu_fast(vf x)
-{
-    vf z = x * V(0.707106781186547524f);
-    vi in = (z < V(1.25f)) & (z > V(-1.25f));
-    if (in[0] & in[1] & in[2] & in[3])
-        return V(0.5f) * x * (V(1.0f) + verf_small(z));
-    return vgelu(x);
-}
-
-/* GELU'(x) = Φ(x) + x·φ(x), Φ from the same erf/erfc branches as vgelu; the erfc branch only
- * when a lane needs it. */
-static inline vf vgelu_grad(vf x)
-{
-    vf z = x * V(0.707106781186547524f);
-    vf phi = vexp(V(-0.5f) * (x * x)) * V(0.398942280401432678f);
-    vi in = (z < V(1.25f)) & (z > V(-1.25f));
-    vf cdf = V(0.5f) * (V(1.0f) + verf_small(z));
-    if (!(in[0] & in[1] & in[2] & in[3])) {
-        vf t = vsel(z < V(0.0f), -z, z);
-        vf c = V(0.5f) * verfc_large(t);
-        cdf = vsel(in, cdf, vsel(z > V(0.0f), V(1.0f) - c, c));
-    }
-    return cdf + x * phi;
-}
-
-void cl_gelu_grad_accumulate(float *dx, const float *dy, const float *x, size_t count)
-{
-    size_t i = 0;
-    for (; i + VL <= count; i += VL)
-        vstore(dx + i, vload(dx + i) + vload(dy + i) * vgelu_grad(vload(x + i)));
-    if (i < count) {
-        int k = (int)(count - i);
-        vstore_n(dx + i, vload_n(dx + i, k) + vload_n(dy + i, k) * vgelu_grad(vload_n(x + i, k)),
-                 k);
-    }
-}
-
-static inline vf vsilu(vf x)
-{
-    return x / (V(1.0f) + vexp(-x));
-}
-
-static inline void silu_mul_grad_lanes(float *dgate, float *dup, const float *dy,
-                                       const float *gate, const float *up, int k)
-{
-    const gboolean full = k == VL;
-    vf g = full ? vload(gate) : vload_n(gate, k), d = full ? vload(dy) : vload_n(dy, k);
-    vf sg = V(1.0f) / (V(1.0f) + vexp(-g));
-    if (dgate) {
-        vf u = full ? vload(up) : vload_n(up, k);
-        vf v = (full ? vload(dgate) : vload_n(dgate, k)) +
-               d * u * (sg * (V(1.0f) + g * (V(1.0f) - sg)));
-        full ? vstore(dgate, v) : vstore_n(dgate, v, k);
-    }
-    if (dup) {
-        vf v = (full ? vload(dup) : vload_n(dup, k)) + d * (g * sg);
-        full ? vstore(dup, v) : vstore_n(dup, v, k);
-    }
-}
-
-void cl_silu_mul_grad_accumulate(float *dgate, float *dup, const float *dy, const float *gate,
-                                 const float *up, size_t count)
-{
-    for (size_t i = 0; i < count; i += VL)
-        silu_mul_grad_lanes(dgate ? dgate + i : NULL, dup ? dup + i : NULL, dy + i, gate + i,
-                            up ? up + i : NULL, count - i < VL ? (int)(count - i) : VL);
-}
 
 /* ---- products ------------------------------------------------------------------------------
  * OpenBLAS's own threads busy-wait for ~2^28 cycles after every product (sched_yield loop), and
@@ -501,10 +313,33 @@ typedef struct {
         }                                                                                          \
     }
 
-MAP_FN(gelu_blocks, vgelu_fast(va))
-MAP_FN(silu_blocks, vsilu(va))
-MAP_FN(silu_mul_blocks, vsilu(va) * vb)
 MAP_FN(add_blocks, va + vb)
+
+/* the same over the elementwise kernels (elementwise.h: the widest the CPU runs) */
+#define EW_FN(NAME, KERNEL)                                                                        \
+    static void NAME(void *p, int begin, int end)                                                  \
+    {                                                                                              \
+        const MapCtx *c = p;                                                                       \
+        size_t i = (size_t)begin * BLOCK_FLOATS;                                                   \
+        size_t stop = MIN((size_t)end * BLOCK_FLOATS, c->count);                                   \
+        if (i < stop)                                                                              \
+            cl_elementwise()->KERNEL(c->out + i, c->a + i, c->b ? c->b + i : NULL, stop - i);      \
+    }
+
+EW_FN(gelu_blocks, gelu)
+EW_FN(silu_blocks, silu)
+EW_FN(silu_mul_blocks, silu_mul)
+
+void cl_gelu_grad_accumulate(float *dx, const float *dy, const float *x, size_t count)
+{
+    cl_elementwise()->gelu_grad_acc(dx, dy, x, count);
+}
+
+void cl_silu_mul_grad_accumulate(float *dgate, float *dup, const float *dy, const float *gate,
+                                 const float *up, size_t count)
+{
+    cl_elementwise()->silu_mul_grad_acc(dgate, dup, dy, gate, up, count);
+}
 
 static void run_map(ClBackend *be, ClParallelFn fn, float *out, const float *a, const float *b,
                     size_t count)
@@ -663,22 +498,15 @@ static void softmax_row(float *x, int n)
         m = mx[j] > m ? mx[j] : m;
     for (; i < n; i++)
         m = x[i] > m ? x[i] : m;
+    /* the exponentials (at the machine's width: the same bits), then their sum in VL partial
+     * sums in a fixed order */
+    cl_elementwise()->exp_shift(x, (size_t)n, m);
     vf acc = V(0.0f);
     i = 0;
-    for (; i + VL <= n; i += VL) {
-        vf e = vexp(vload(x + i) - V(m));
-        vstore(x + i, e);
-        acc += e;
-    }
-    if (i < n) {
-        /* padding lanes hold -inf - m -> exp = 0: they add nothing */
-        float t[VL];
-        for (int j = 0; j < VL; j++)
-            t[j] = i + j < n ? x[i + j] : -INFINITY;
-        vf e = vexp(vload(t) - V(m));
-        vstore_n(x + i, e, n - i);
-        acc += e;
-    }
+    for (; i + VL <= n; i += VL)
+        acc += vload(x + i);
+    if (i < n)
+        acc += vload_n(x + i, n - i);
     double s = 0;
     for (int j = 0; j < VL; j++)
         s += acc[j];
