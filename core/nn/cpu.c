@@ -828,12 +828,16 @@ void cl_log_softmax(float *x, int n)
 void cl_rope_table_1d(float *cos_t, float *sin_t, int pos0, int n, int head_dim, double base)
 {
     int half = head_dim / 2;
+    double *freq = g_new(double, MAX(half, 1)); /* the same doubles as pow() per entry */
+    for (int i = 0; i < half; i++)
+        freq[i] = pow(base, -2.0 * i / head_dim);
     for (int t = 0; t < n; t++)
         for (int i = 0; i < half; i++) {
-            double a = (double)(pos0 + t) * pow(base, -2.0 * i / head_dim);
+            double a = (double)(pos0 + t) * freq[i];
             cos_t[(size_t)t * half + i] = (float)cos(a);
             sin_t[(size_t)t * half + i] = (float)sin(a);
         }
+    g_free(freq);
 }
 
 void cl_rope_table_2d(float *cos_t, float *sin_t, int grid, int head_dim, double base)

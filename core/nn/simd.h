@@ -183,8 +183,9 @@ static inline vf vsilu(vf x)
     return x / (V(1.0f) + vexp(-x));
 }
 
-static inline void silu_mul_grad_lanes(float *dgate, float *dup, const float *dy,
-                                       const float *gate, const float *up, int k)
+static inline __attribute__((always_inline)) void
+silu_mul_grad_lanes(float *dgate, float *dup, const float *dy, const float *gate, const float *up,
+                    int k)
 {
     const gboolean full = k == VL;
     vf g = full ? vload(gate) : vload_n(gate, k), d = full ? vload(dy) : vload_n(dy, k);

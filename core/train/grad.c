@@ -312,11 +312,8 @@ static void grad_attention(float *dq, float *dk, float *dv, const float *dout, c
                 const float *pr = pb + (size_t)i * ldp;
                 float *dr = dp + (size_t)i * c;
                 int n_vis = causal < 0 ? c : MIN(c, causal + i0 + i + 1);
-                double dot = 0;
-                for (int j = 0; j < n_vis; j++)
-                    dot += (double)pr[j] * dr[j];
                 /* dp becomes dS = P ⊙ (dP − Σ P dP); the masked keys get nothing */
-                const float fdot = (float)dot;
+                const float fdot = (float)dot3(pr, dr, NULL, n_vis);
                 for (int j = 0; j < n_vis; j++)
                     dr[j] = pr[j] * (dr[j] - fdot);
                 for (int j = n_vis; j < c; j++)
