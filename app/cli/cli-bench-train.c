@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "blas.h"
 #include "cl-config.h"
 #include "cli.h"
 #include "model.h"
@@ -303,6 +304,8 @@ int cl_cli_bench_train(int argc, char **argv)
         json_builder_add_int_value(b, batch);
         json_builder_set_member_name(b, "workers");
         json_builder_add_int_value(b, used_workers);
+        json_builder_set_member_name(b, "blas_kernels");
+        json_builder_add_string_value(b, cl_blas_kernels());
         JD("train_step_ms", step_ms);
         JD("train_samples_per_s", batch / (step_ms / 1e3));
         JD("first_loss", first_loss);
@@ -335,7 +338,9 @@ int cl_cli_bench_train(int argc, char **argv)
                    torchc_ms / step_ms);
             printf("  torch.compile first loss   %12s %12.5f\n", "", torchc_first);
         }
-        printf("  ChangeLens: %d worker%s", used_workers, used_workers == 1 ? "" : "s");
+        printf("  ChangeLens: %d worker%s, OpenBLAS %s kernels%s", used_workers,
+               used_workers == 1 ? "" : "s", cl_blas_kernels(),
+               cl_blas_kernels_rechosen() ? " (re-chosen: the library fell back to Prescott)" : "");
         if (torch_version)
             printf("; PyTorch %s", torch_version);
         if (positions > 0)

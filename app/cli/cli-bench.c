@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "backend.h"
+#include "blas.h"
 #include "cl-config.h"
 #include "cli.h"
 #include "decoder.h"
@@ -425,6 +426,8 @@ int cl_cli_bench(int argc, char **argv)
         NUM("describe_ms", describe_ms);
         NUM("peak_rss_mb", peak_rss_mb);
         NUM("sgemm_peak_gflops", peak);
+        json_builder_set_member_name(b, "blas_kernels");
+        json_builder_add_string_value(b, cl_blas_kernels());
         NUM("encoder_gflops", enc_gflops);
         NUM("encoder_sgemm_fraction", enc_gflops / peak);
         if (vs_torch) {
@@ -476,7 +479,10 @@ int cl_cli_bench(int argc, char **argv)
             printf("  %-28s %10.1f %12.1f %9.2fx\n", "describe ms vs torch.compile", describe_ms,
                    torchc_ms, torchc_ms / describe_ms);
         printf("  decode tokens/s %.1f, peak RSS %.0f MB\n", decode_tps, peak_rss_mb);
-        printf("  sgemm peak %.1f GFLOP/s; encoder %.1f GFLOP/s = %.0f %% of peak\n", peak,
+        printf("  sgemm peak %.1f GFLOP/s (OpenBLAS %s kernels%s); encoder %.1f GFLOP/s = %.0f %% "
+               "of peak\n",
+               peak, cl_blas_kernels(),
+               cl_blas_kernels_rechosen() ? ", re-chosen: the library fell back to Prescott" : "",
                enc_gflops, 100 * enc_gflops / peak);
         if (vs_torch && !torch)
             printf("  PyTorch peer: %s\n", torch_error);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "blas.h"
 #include "elementwise.h"
 #include "simd.h"
 #include "threadpool.h"
@@ -768,6 +769,10 @@ ClBackend *cl_backend_cpu_new(int n_threads)
     if (n_threads <= 0)
         n_threads = (int)g_get_num_processors();
     n_threads = CLAMP(n_threads, 1, 256);
+    /* blas.c chose OpenBLAS's kernels before main; a CPU they do not fit is worth a warning */
+    if (!cl_blas_kernels_fit_cpu())
+        g_message("OpenBLAS runs its SSE3 kernels (%s) on a CPU with AVX2 or AVX-512: products "
+                  "will be several times slower than they could be", cl_blas_kernels());
     CpuData *d = g_new0(CpuData, 1);
     d->pool = cl_threadpool_new(n_threads);
     d->n_threads = cl_threadpool_size(d->pool);
