@@ -441,6 +441,69 @@ static void test_cancel(void)
     cl_generate_result_clear(&r);
 }
 
+/* median_numbers' descent: applied place by place with each place's conditional weights and
+ * the quantile carried down, it lands on the exact median of a distribution over 3-digit
+ * numbers (the smallest value whose cumulative probability reaches 1/2), which the digit-wise
+ * mode (greedy) and the digit-wise conditional median (quantile reset to 1/2 at each place)
+ * both miss on the skewed case below. */
+static int descend(const double *table, gboolean carry)
+{
+    double q = 0.5;
+    int prefix = 0;
+    for (int place = 0, width = 100; place < 3; place++, width /= 10) {
+        double p[10];
+        for (int d = 0; d < 10; d++) {
+            p[d] = 0;
+            for (int r = 0; r < width; r++)
+                p[d] += table[(prefix * 10 + d) * width + r];
+        }
+        if (!carry)
+            q = 0.5;
+        int d = cl_generate_quantile_pick(p, 10, &q);
+        g_assert_cmpint(d, >=, 0);
+        prefix = prefix * 10 + d;
+    }
+    return prefix;
+}
+
+static int table_median(const double *table)
+{
+    double sum = 0, c = 0;
+    for (int v = 0; v < 1000; v++)
+        sum += table[v];
+    for (int v = 0; v < 1000; v++) {
+        c += table[v];
+        if (c >= 0.5 * sum)
+            return v;
+    }
+    return 999;
+}
+
+static void test_median_numbers(void)
+{
+    GRand *r = g_rand_new_with_seed(77);
+    double table[1000];
+    for (int trial = 0; trial < 200; trial++) {
+        for (int v = 0; v < 1000; v++) /* sparse, lumpy distributions */
+            table[v] = g_rand_int_range(r, 0, 4) == 0 ? g_rand_double(r) : 0;
+        table[g_rand_int_range(r, 0, 1000)] += 1e-3;
+        g_assert_cmpint(descend(table, TRUE), ==, table_median(table));
+    }
+    /* skewed: 0.39 on 041, 0.25 spread over 050-059, 0.36 on 300 */
+    memset(table, 0, sizeof table);
+    table[41] = 0.39;
+    for (int v = 50; v < 60; v++)
+        table[v] = 0.025;
+    table[300] = 0.36;
+    g_assert_cmpint(table_median(table), ==, 54);
+    g_assert_cmpint(descend(table, TRUE), ==, 54);
+    g_assert_cmpint(descend(table, FALSE), !=, 54);
+    /* all weights 0: no choice */
+    double zero[3] = { 0, 0, 0 }, q = 0.5;
+    g_assert_cmpint(cl_generate_quantile_pick(zero, 3, &q), ==, -1);
+    g_rand_free(r);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -448,6 +511,7 @@ int main(int argc, char **argv)
     g_test_add_func("/generate/beam-beats-greedy", test_beam_beats_greedy);
     g_test_add_func("/generate/stop-string", test_stop_string);
     g_test_add_func("/generate/limits", test_limits);
+    g_test_add_func("/generate/median-numbers", test_median_numbers);
     g_test_add_func("/generate/cancel", test_cancel);
     return g_test_run();
 }

@@ -41,9 +41,9 @@ static void print_row(const char *name, double a, double b, gboolean pct)
 int cl_cli_eval(int argc, char **argv)
 {
     g_autofree char *model_path = NULL, *random_init = NULL, *task = NULL, *device = NULL;
-    int n = 100, max_tokens = 160, baseline_n = 200;
+    int n = 100, max_tokens = 160, baseline_n = 200, examples = 3;
     gint64 seed = 1000, init_seed = 0;
-    gboolean json = FALSE, no_ppl = FALSE;
+    gboolean json = FALSE, no_ppl = FALSE, greedy_numbers = FALSE;
     GOptionEntry entries[] = {
         { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file", "FILE" },
         { "random-init", 0, 0, G_OPTION_ARG_STRING, &random_init,
@@ -57,6 +57,11 @@ int cl_cli_eval(int argc, char **argv)
         { "max-tokens", 0, 0, G_OPTION_ARG_INT, &max_tokens, "Longest answer (160 tokens)", "N" },
         { "baseline-n", 0, 0, G_OPTION_ARG_INT, &baseline_n,
           "Training samples the baseline answer is drawn from (200)", "N" },
+        { "examples", 0, 0, G_OPTION_ARG_INT, &examples,
+          "(reference, prediction) pairs shown (3; the first ones)", "N" },
+        { "greedy-numbers", 0, 0, G_OPTION_ARG_NONE, &greedy_numbers,
+          "dots: greedy digits instead of the median of the model's distribution over numbers",
+          NULL },
         { "no-perplexity", 0, 0, G_OPTION_ARG_NONE, &no_ppl, "Skip the perplexity pass", NULL },
         { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "cpu (default) or auto", "DEV" },
         { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
@@ -90,8 +95,9 @@ int cl_cli_eval(int argc, char **argv)
     }
     if (!model_path == !random_init)
         return usage("give --model FILE or --random-init PRESET");
-    if (n < 1 || max_tokens < 1 || baseline_n < 1 || seed < 0 || init_seed < 0)
-        return usage("--n, --max-tokens and --baseline-n must be at least 1, seeds not negative");
+    if (n < 1 || max_tokens < 1 || baseline_n < 1 || seed < 0 || init_seed < 0 || examples < 0)
+        return usage("--n, --max-tokens and --baseline-n must be at least 1, seeds and --examples "
+                     "not negative");
 
     g_autoptr(ClModel) model = NULL;
     if (random_init) {
@@ -126,6 +132,8 @@ int cl_cli_eval(int argc, char **argv)
     o.seed = (guint64)seed;
     o.max_new_tokens = max_tokens;
     o.baseline_n = baseline_n;
+    o.n_examples = examples;
+    o.median_numbers = !greedy_numbers;
     o.perplexity = !no_ppl && strcmp(cl_backend_name(be), "cpu") == 0;
     gint64 last = 0;
     if (!json) {

@@ -53,6 +53,8 @@ typedef struct {
     int max_new_tokens;    /* see ClGenerateOptions (default 256) */
     int beam_size;         /* 1 = greedy (default) */
     double length_penalty; /* 1.0 */
+    gboolean median_numbers; /* numbers as the median of the model's distribution, see
+                              * ClGenerateOptions (default FALSE) */
     const char *const *stop_strings; /* besides the end tokens and the texts <|im_start|>,
                                       * <|im_end|>, <|endoftext|> (always stops); NULL-terminated,
                                       * may be NULL */

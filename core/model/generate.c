@@ -198,6 +198,7 @@ typedef struct {
     const ClModel *model;
     const ClGenerateOptions *opts;
     Vocab vocab;
+    gint32 digit_id[10]; /* the token that is exactly the digit d, or -1 */
     int max_new;        /* tokens that may be generated */
     ClStopReason limit; /* what max_new stands for */
     int capacity;       /* cache positions */
@@ -213,6 +214,60 @@ static double finish_score(double logprob, int n, double lp)
     return n > 0 ? logprob / pow((double)n, lp) : logprob;
 }
 
+int cl_generate_quantile_pick(const double *p, int n, double *q)
+{
+    double sum = 0;
+    int last = -1;
+    for (int d = 0; d < n; d++)
+        if (p[d] > 0) {
+            sum += p[d];
+            last = d;
+        }
+    if (last < 0)
+        return -1;
+    double below = 0;
+    for (int d = 0; d < n; d++) {
+        if (p[d] <= 0)
+            continue;
+        double pd = p[d] / sum;
+        if (below + pd >= *q) {
+            *q = CLAMP((*q - below) / pd, 0.0, 1.0);
+            return d;
+        }
+        below += pd;
+    }
+    *q = 1.0; /* rounding left q above the last cumulative sum: the largest choice, its top */
+    return last;
+}
+
+/* median_numbers: the single-digit token the number's median takes at this place (see
+ * cl_generate_quantile_pick); -1 when no digit token is allowed. */
+static gint32 median_digit(const Gen *g, const float *logits, double *q)
+{
+    double p[10], mx = -INFINITY;
+    for (int d = 0; d < 10; d++) {
+        gint32 id = g->digit_id[d];
+        if (id >= 0 && allowed(&g->vocab, id) && logits[id] > mx)
+            mx = logits[id];
+    }
+    if (!isfinite(mx))
+        return -1;
+    for (int d = 0; d < 10; d++) {
+        gint32 id = g->digit_id[d];
+        p[d] = id >= 0 && allowed(&g->vocab, id) ? exp((double)logits[id] - mx) : 0;
+    }
+    int d = cl_generate_quantile_pick(p, 10, q);
+    return d < 0 ? -1 : g->digit_id[d];
+}
+
+static gboolean is_digit_id(const Gen *g, gint32 id)
+{
+    for (int d = 0; d < 10; d++)
+        if (g->digit_id[d] == id)
+            return TRUE;
+    return FALSE;
+}
+
 static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult *out,
                        GError **error)
 {
@@ -220,6 +275,8 @@ static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult
     Emitter em = {o->on_token, o->user_data, o->stop_strings, 0};
     gint64 t0 = g_get_monotonic_time();
     gboolean ok = TRUE;
+    double q = 0.5;          /* median_numbers: the quantile still sought in this number */
+    gboolean in_num = FALSE; /* the last token was a digit or the '.' inside a number */
     for (;;) {
         gint32 id;
         if (top_k(&g->vocab, logits, 1, &id) < 1) {
@@ -227,6 +284,19 @@ static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult
                         "the decoder produced no usable logits (NaN)");
             ok = FALSE;
             break;
+        }
+        if (o->median_numbers) {
+            gboolean digit = is_digit_id(g, id);
+            if (!in_num)
+                q = 0.5; /* a new number starts */
+            if (digit) {
+                gint32 m = median_digit(g, logits, &q);
+                if (m >= 0)
+                    id = m;
+            }
+            gsize len = 0;
+            const char *b = cl_tokenizer_token_bytes(g->model->tokenizer, id, &len);
+            in_num = digit || (in_num && len == 1 && b && b[0] == '.');
         }
         out->logprob += (double)logits[id] - log_sum_exp(&g->vocab, logits);
         out->n_scored++;
@@ -586,6 +656,14 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
     g.vocab.model = model;
     g.vocab.V = cfg->vocab_size;
     g.vocab.n_tok = MIN(cl_tokenizer_vocab_size(model->tokenizer), cfg->vocab_size);
+    for (int d = 0; d < 10; d++)
+        g.digit_id[d] = -1;
+    for (gint32 id = 0; id < g.vocab.n_tok; id++) {
+        gsize len = 0;
+        const char *b = cl_tokenizer_token_bytes(model->tokenizer, id, &len);
+        if (b && len == 1 && b[0] >= '0' && b[0] <= '9' && g.digit_id[b[0] - '0'] < 0)
+            g.digit_id[b[0] - '0'] = id;
+    }
     /* the k-th generated token sits at position n_prompt + k - 1 */
     int room = cfg->max_len - n_prompt;
     if (opts->max_new_tokens > 0 && opts->max_new_tokens <= room) {

@@ -31,6 +31,15 @@ typedef struct {
     ClTokenCallback on_token;        /* may be NULL */
     gpointer user_data;
     GCancellable *cancellable; /* checked before every decoder step; may be NULL */
+    /* Greedy only. TRUE: where the most likely next token is a digit, the digits of a number
+     * are chosen so that the number is the median of the model's distribution over numbers
+     * (each digit by the quantile carried down from the digits before it; the tokens that are
+     * a single digit are the candidates), not the most likely digit at each place. The median
+     * minimises the expected absolute error, where greedy digits give each place's mode (for a
+     * quantity mostly below 0.1: "0.0034" for a median near 0.04). Meant for answers that are
+     * decimals of a fixed format ("0.dddd"), whose digit strings sort as their values do;
+     * other tokens, and '.', stay greedy. FALSE (default): plain greedy. */
+    gboolean median_numbers;
 } ClGenerateOptions;
 
 /* Defaults: max_new_tokens 256, beam_size 1, length_penalty 1.0, nothing else. */
@@ -74,5 +83,12 @@ void cl_generate_result_clear(ClGenerateResult *r);
 gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, int n_prompt,
                      const float *visual, const ClGenerateOptions *opts, ClGenerateResult *out,
                      GError **error);
+
+/* median_numbers' step, exposed for tests: among n choices in ascending order with weights p
+ * (>= 0, not necessarily normalised), the one where the cumulative share first reaches the
+ * quantile *q, and *q becomes the quantile within that choice's share. Applied place by place
+ * to digits (with each place's conditional weights) it finds the exact median of the whole
+ * number's distribution when *q starts at 0.5. -1 when every weight is 0. */
+int cl_generate_quantile_pick(const double *p, int n, double *q);
 
 G_END_DECLS

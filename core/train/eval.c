@@ -22,6 +22,7 @@ void cl_eval_options_init(ClEvalOptions *o)
     o->baseline_n = 200;
     o->perplexity = TRUE;
     o->n_examples = 3;
+    o->median_numbers = TRUE;
 }
 
 void cl_eval_result_clear(ClEvalResult *r)
@@ -251,6 +252,7 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
         cl_describe_options_init(&dopt);
         dopt.turns = prompt_turns(s, &dopt.n_turns);
         dopt.max_new_tokens = o->max_new_tokens;
+        dopt.median_numbers = o->median_numbers && strcmp(o->task, "dots") == 0;
         dopt.heatmaps = FALSE;
         dopt.cancellable = o->cancellable;
         ClDescribeResult res;

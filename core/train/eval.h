@@ -42,6 +42,10 @@ typedef struct {
     guint64 baseline_seed; /* 0 = derived from seed */
     gboolean perplexity;  /* TRUE: needs the CPU backend */
     int n_examples;       /* (reference, prediction) pairs kept for the report (3) */
+    /* dots: decode each answer's digits as the median of the model's distribution over numbers
+     * (ClGenerateOptions.median_numbers, the answer with the least expected absolute error)
+     * rather than greedily (TRUE by default); the other tasks ignore it */
+    gboolean median_numbers;
     ClEvalProgress progress;
     gpointer user_data;
     GCancellable *cancellable;
