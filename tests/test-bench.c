@@ -76,6 +76,10 @@ static void test_bench_train_json(void)
     /* an untrained model's loss is near ln(vocabulary): far from 0 */
     g_assert_true(isfinite(loss) && loss > 3);
     g_assert_true(json_node_is_null(json_object_get_member(o, "torch_train_step_ms")));
+    /* which OpenBLAS kernels ran the products (core/nn/blas.c) */
+    const char *k = json_object_get_string_member(o, "blas_kernels");
+    g_assert_true(k && *k);
+    g_test_message("OpenBLAS kernels %s", k);
 }
 
 /* `bench --train --config`: the step runs on the given config, which the JSON echoes back */

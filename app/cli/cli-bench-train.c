@@ -326,13 +326,20 @@ int cl_cli_bench_train(int argc, char **argv)
         printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d steps)\n",
                config ? "config" : "preset", config ? config : preset ? preset : "tiny", task,
                batch, repeat);
-        printf("                               ChangeLens      PyTorch      ratio\n");
-        printf("  step ms                    %12.1f %12.1f %9.2fx\n", step_ms, torch_ms,
-               torch_ms / step_ms);
-        printf("  samples / s                %12.2f %12.2f\n", batch / (step_ms / 1e3),
-               batch / (torch_ms / 1e3));
-        printf("  first step's loss          %12.5f %12.5f   (same weights, same samples)\n",
-               first_loss, torch_first);
+        if (vs_torch || torch_compile) {
+            printf("                               ChangeLens      PyTorch      ratio\n");
+            printf("  step ms                    %12.1f %12.1f %9.2fx\n", step_ms, torch_ms,
+                   torch_ms / step_ms);
+            printf("  samples / s                %12.2f %12.2f\n", batch / (step_ms / 1e3),
+                   batch / (torch_ms / 1e3));
+            printf("  first step's loss          %12.5f %12.5f   (same weights, same samples)\n",
+                   first_loss, torch_first);
+        } else { /* no peer: no columns of NaN */
+            printf("                               ChangeLens\n");
+            printf("  step ms                    %12.1f\n", step_ms);
+            printf("  samples / s                %12.2f\n", batch / (step_ms / 1e3));
+            printf("  first step's loss          %12.5f\n", first_loss);
+        }
         if (torch_compile) {
             printf("  torch.compile step ms      %12s %12.1f %9.2fx\n", "", torchc_ms,
                    torchc_ms / step_ms);
