@@ -463,18 +463,24 @@ int cl_cli_bench(int argc, char **argv)
                threads ? threads : (int)g_get_num_processors());
         printf("  describe = %d images + prefill of %d tokens + %d generated tokens (median of %d)\n",
                n_images, T, tokens, repeat);
-        printf("  %-28s %10s %12s %10s\n", "", "ChangeLens", "PyTorch", "ratio");
         double te = obj_double(torch, "encode_ms_per_image"),
                tp = obj_double(torch, "prefill_ms"),
                td = obj_double(torch, "decode_ms_per_token");
         double ours_tok_ms = tokens > 1 ? decode_ms / (tokens - 1) : NAN;
-        printf("  %-28s %10.1f %12.1f %9.2fx\n", "encode ms / image", encode_ms, te,
-               te / encode_ms);
-        printf("  %-28s %10.1f %12.1f %9.2fx\n", "prefill ms", prefill_ms, tp, tp / prefill_ms);
-        printf("  %-28s %10.1f %12.1f %9.2fx\n", "decode ms / token", ours_tok_ms, td,
-               td / ours_tok_ms);
-        printf("  %-28s %10.1f %12.1f %9.2fx\n", "describe ms (total)", describe_ms, torch_ms,
-               torch_ms / describe_ms);
+        const char *rows[4] = { "encode ms / image", "prefill ms", "decode ms / token",
+                                "describe ms (total)" };
+        const double ours[4] = { encode_ms, prefill_ms, ours_tok_ms, describe_ms };
+        const double peer[4] = { te, tp, td, torch_ms };
+        if (torch) {
+            printf("  %-28s %10s %12s %10s\n", "", "ChangeLens", "PyTorch", "ratio");
+            for (int i = 0; i < 4; i++)
+                printf("  %-28s %10.1f %12.1f %9.2fx\n", rows[i], ours[i], peer[i],
+                       peer[i] / ours[i]);
+        } else { /* no peer: no columns of NaN */
+            printf("  %-28s %10s\n", "", "ChangeLens");
+            for (int i = 0; i < 4; i++)
+                printf("  %-28s %10.1f\n", rows[i], ours[i]);
+        }
         if (torch_compile)
             printf("  %-28s %10.1f %12.1f %9.2fx\n", "describe ms vs torch.compile", describe_ms,
                    torchc_ms, torchc_ms / describe_ms);
