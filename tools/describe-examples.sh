@@ -6,6 +6,7 @@
 # pairs, with their heat maps).
 #
 #   tools/describe-examples.sh MODEL [OUT=runs/examples] [N=5] [TASKS="shapes radiograph aerial edits"]
+#   BEAM=4 tools/describe-examples.sh ...   beam search with 4 beams instead of greedy
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:?usage: tools/describe-examples.sh MODEL [OUT] [N] [TASKS]}
@@ -30,7 +31,7 @@ PY
   while IFS=$'\t' read -r i ref imgs; do
     files=()
     for f in $imgs; do files+=("$OUT/$t-data/$f"); done
-    got=$("$CLI" describe --model "$MODEL" --domain "$t" --device cpu -n 96 \
+    got=$("$CLI" describe --model "$MODEL" --domain "$t" --device cpu -n 96 --beam "${BEAM:-1}" \
             --heatmap "$OUT/$t-$i-heat" "${files[@]}" 2>/dev/null)
     printf '%s %s\n  reference: %s\n  model:     %s\n  heat map:  %s\n' "$t" "$i" "$ref" \
       "$got" "$OUT/$t-$i-heat-2.png"
