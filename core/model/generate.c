@@ -658,7 +658,7 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
     g.vocab.n_tok = MIN(cl_tokenizer_vocab_size(model->tokenizer), cfg->vocab_size);
     for (int d = 0; d < 10; d++)
         g.digit_id[d] = -1;
-    for (gint32 id = 0; id < g.vocab.n_tok; id++) {
+    for (gint32 id = 0; opts->median_numbers && id < g.vocab.n_tok; id++) {
         gsize len = 0;
         const char *b = cl_tokenizer_token_bytes(model->tokenizer, id, &len);
         if (b && len == 1 && b[0] >= '0' && b[0] <= '9' && g.digit_id[b[0] - '0'] < 0)
