@@ -12,11 +12,10 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <cblas.h>
 
-static char *chosen; /* the kernels ChangeLens chose, or NULL (the library's choice stood) */
+static gboolean rechosen; /* TRUE: ChangeLens replaced the library's fallback kernels */
 
 /* The best kernels of the 0.3.x tables that this CPU can run, or NULL. */
 static const char *best_core(void)
@@ -55,7 +54,7 @@ __attribute__((constructor)) static void blas_choose(void)
     unsetenv("OPENBLAS_CORETYPE"); /* child processes (the PyTorch peer) choose for themselves */
     const char *after = openblas_get_corename();
     if (after && g_ascii_strcasecmp(after, "Prescott") != 0)
-        chosen = g_strdup(after);
+        rechosen = TRUE;
 }
 
 const char *cl_blas_kernels(void)
@@ -66,7 +65,7 @@ const char *cl_blas_kernels(void)
 
 gboolean cl_blas_kernels_rechosen(void)
 {
-    return chosen != NULL;
+    return rechosen;
 }
 
 gboolean cl_blas_kernels_fit_cpu(void)
