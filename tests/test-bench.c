@@ -2,10 +2,10 @@
  * sane values (not speed targets: those are read off the benchmark, never asserted in tests). */
 #include <json-glib/json-glib.h>
 #include <math.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include <glib.h>
-#include <string.h>
 
 #include "fixtures.h"
 
@@ -102,6 +102,60 @@ static void test_bench_train_config(void)
     g_assert_true(isfinite(loss) && loss > 4 && loss < 9);
 }
 
+/* `bench --train --model FILE --rounds 2`: the step starts from the file's weights and config
+ * (an f16 cross_ffn model, so its first loss is the file's, not a preset's), and each round's
+ * median is reported */
+static void test_bench_train_model_rounds(void)
+{
+    g_autofree char *dir = cl_fixture_tmpdir("bench-model");
+    g_autofree char *cfg_path = g_build_filename(dir, "config.json", NULL);
+    g_autofree char *model = g_build_filename(dir, "m.safetensors", NULL);
+    g_assert_true(g_file_set_contents(
+        cfg_path,
+        "{\"image_size\": 64, \"patch_size\": 16, \"enc_dim\": 64, \"enc_depth\": 1, "
+        "\"enc_heads\": 2, \"enc_mlp\": 128, \"merger_hidden\": 128, \"dec_dim\": 64, "
+        "\"dec_depth\": 2, \"dec_heads\": 2, \"dec_kv_heads\": 1, \"dec_mlp\": 128, "
+        "\"vocab_size\": 300, \"max_len\": 1024}", -1, NULL));
+    const char *init[] = { "model", "init", "--config", cfg_path, "--variant", "cross_ffn",
+                           "--dtype", "f16", "--seed", "3", "--out", model, NULL };
+    g_assert_cmpint(cl_fixture_run_cli(init, NULL), ==, 0);
+    const char *args[] = { "bench", "--train", "--model", model, "--batch", "2", "--repeat", "1",
+                           "--warmup", "0", "--rounds", "2", "--json", NULL };
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
+    JsonObject *o = json_node_get_object(root);
+    g_assert_cmpstr(json_object_get_string_member(o, "model"), ==, model);
+    g_assert_true(json_node_is_null(json_object_get_member(o, "preset")));
+    JsonObject *c = json_object_get_object_member(o, "config");
+    g_assert_cmpint(json_object_get_int_member(c, "dec_depth"), ==, 2);
+    g_assert_cmpstr(json_object_get_string_member(json_object_get_object_member(c, "sve"),
+                                                  "variant"), ==, "cross_ffn");
+    g_assert_cmpint(json_object_get_int_member(o, "rounds"), ==, 2);
+    JsonArray *r = json_object_get_array_member(o, "round_train_step_ms");
+    g_assert_cmpint(json_array_get_length(r), ==, 2);
+    double ms = json_object_get_double_member(o, "train_step_ms");
+    double a0 = json_array_get_double_element(r, 0), a1 = json_array_get_double_element(r, 1);
+    g_assert_true(a0 > 0 && a1 > 0);
+    /* the median of two rounds is their mean */
+    g_assert_cmpfloat(fabs(ms - 0.5 * (a0 + a1)), <=, 1e-9 * ms);
+    /* no peer: the ratios are null */
+    JsonArray *sp = json_object_get_array_member(o, "round_speedups_vs_torch");
+    g_assert_cmpint(json_array_get_length(sp), ==, 2);
+    g_assert_true(json_node_is_null(json_array_get_element(sp, 0)));
+    double loss = json_object_get_double_member(o, "first_loss");
+    g_assert_true(isfinite(loss) && loss > 3);
+
+    const char *bad[] = { "bench", "--train", "--model", model, "--preset", "tiny", NULL };
+    g_autofree char *err = NULL;
+    g_assert_cmpint(cl_fixture_run_cli(bad, &err), ==, 2);
+    g_assert_nonnull(strstr(err, "one of --preset, --config and --model"));
+    g_autofree char *missing = g_build_filename(dir, "none.safetensors", NULL);
+    const char *bad2[] = { "bench", "--train", "--model", missing, NULL };
+    g_clear_pointer(&err, g_free);
+    g_assert_cmpint(cl_fixture_run_cli(bad2, &err), ==, 2);
+    g_assert_nonnull(strstr(err, "--model"));
+    cl_fixture_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -110,5 +164,6 @@ int main(int argc, char **argv)
     g_test_add_func("/bench/casedb-json", test_bench_casedb_json);
     g_test_add_func("/bench/train-json", test_bench_train_json);
     g_test_add_func("/bench/train-config", test_bench_train_config);
+    g_test_add_func("/bench/train-model-rounds", test_bench_train_model_rounds);
     return g_test_run();
 }

@@ -396,6 +396,75 @@ static void test_parity(gconstpointer data)
     g_assert_cmpfloat(lmax, <=, 1e-5 * lref);
 }
 
+/* Only the answer at the end supervised: the decoder's last layer runs past its keys and values
+ * on the answer's rows alone (cl_train_dec_forward's tail). Its gradients against finite
+ * differences, and the pruned pass against the whole one (every row's logits, the unsupervised
+ * ones given no gradient): the same logits, parameter gradients and visual gradients. */
+static void test_answer_tail(void)
+{
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_NULL, 31);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 32);
+    enum { A = 3 }; /* the last A predictions supervised */
+    const int n = s->n_ids;
+    memset(s->mask, 0, (size_t)n);
+    s->n_supervised = 0;
+    for (int t = n - 1 - A; t + 1 < n; t++)
+        s->mask[t] = 1, s->n_supervised++;
+    check_model_grads(m, s, TRUE, "answer tail");
+
+    const ClModelConfig *cfg = &m->config;
+    const int E = cfg->dec_dim, V = cfg->vocab_size, NV = N_IMAGES * cl_config_n_visual(cfg);
+    int rows[A];
+    for (int r = 0; r < A; r++)
+        rows[r] = n - 1 - A + r;
+    GRand *rnd = g_rand_new_with_seed(33);
+    g_autofree float *visual = g_new(float, (size_t)NV * E);
+    for (size_t i = 0; i < (size_t)NV * E; i++)
+        visual[i] = (float)g_rand_double_range(rnd, -1, 1);
+    g_autofree float *dl_tail = g_new(float, (size_t)A * V);
+    g_autofree float *dl_all = g_new0(float, (size_t)n * V);
+    for (int r = 0; r < A; r++)
+        for (int j = 0; j < V; j++)
+            dl_tail[(size_t)r * V + j] = dl_all[(size_t)rows[r] * V + j] =
+                (float)g_rand_double_range(rnd, -1, 1);
+    g_rand_free(rnd);
+
+    g_autoptr(GError) err = NULL;
+    g_autofree float *lt = g_new(float, (size_t)A * V), *la = g_new(float, (size_t)n * V);
+    g_autofree float *vt = g_new(float, (size_t)NV * E), *va = g_new(float, (size_t)NV * E);
+    g_autoptr(ClParamBuf) gt = cl_param_buf_new(cfg, &err);
+    g_autoptr(ClParamBuf) ga = cl_param_buf_new(cfg, &err);
+    ClTrainDec *dt = cl_train_dec_forward(be, m, s->ids, n, visual, rows, A, lt, &err);
+    g_assert_no_error(err);
+    cl_train_dec_backward(dt, &m->w, dl_tail, vt, &gt->w);
+    cl_train_dec_free(dt);
+    ClTrainDec *da = cl_train_dec_forward(be, m, s->ids, n, visual, NULL, 0, la, &err);
+    g_assert_no_error(err);
+    cl_train_dec_backward(da, &m->w, dl_all, va, &ga->w);
+    cl_train_dec_free(da);
+
+    double lmax = 0, lref = 0;
+    for (int r = 0; r < A; r++)
+        for (int j = 0; j < V; j++) {
+            float x = lt[(size_t)r * V + j], y = la[(size_t)rows[r] * V + j];
+            lmax = MAX(lmax, fabs(x - y)), lref = MAX(lref, fabs(y));
+        }
+    double gd = 0, gn = 0, vd = 0, vn = 0;
+    for (size_t i = 0; i < gt->n; i++)
+        gd += ((double)gt->data[i] - ga->data[i]) * ((double)gt->data[i] - ga->data[i]),
+        gn += (double)ga->data[i] * ga->data[i];
+    for (size_t i = 0; i < (size_t)NV * E; i++)
+        vd += ((double)vt[i] - va[i]) * ((double)vt[i] - va[i]), vn += (double)va[i] * va[i];
+    g_test_message("answer tail: logits max diff %.2e (of %.2f), gradients rel %.2e, visual "
+                   "gradients rel %.2e", lmax, lref, sqrt(gd / gn), sqrt(vd / vn));
+    g_assert_cmpfloat(lref, >, 0);
+    g_assert_cmpfloat(lmax, <=, 1e-5 * lref);
+    g_assert_cmpfloat(gn, >, 0);
+    g_assert_cmpfloat(vn, >, 0);
+    g_assert_cmpfloat(sqrt(gd / gn), <, 1e-5);
+    g_assert_cmpfloat(sqrt(vd / vn), <, 1e-5);
+}
+
 static void test_determinism(void)
 {
     g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 31);
@@ -700,6 +769,7 @@ int main(int argc, char **argv)
         g_test_add_data_func(p, GINT_TO_POINTER(v), test_parity);
     }
     g_test_add_func("/trainmodel/determinism", test_determinism);
+    g_test_add_func("/trainmodel/answer-tail", test_answer_tail);
     g_test_add_func("/trainmodel/decoder-unstacked", test_dec_unstacked);
     g_test_add_func("/trainmodel/bad-samples", test_bad_samples);
     const ClSveVariant aux[] = { CL_SVE_STATELESS, CL_SVE_CROSS_FFN, CL_SVE_SELF_EXT };

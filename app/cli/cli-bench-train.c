@@ -94,6 +94,17 @@ static gboolean write_samples(const ClModel *model, const char *task, guint64 se
     return json_generator_to_file(gen, json_path, error);
 }
 
+/* The median of n values (sorts them); NAN when any is NAN. */
+static double median(double *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (isnan(v[i]))
+            return NAN;
+    g_autofree double *c = g_memdup2(v, sizeof(double) * (gsize)n);
+    qsort(c, n, sizeof(double), cmp_double);
+    return n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+}
+
 static void rm_tree(const char *dir)
 {
     g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
@@ -162,18 +173,23 @@ static gboolean run_peer(const char *model_path, const char *samples_path, const
 int cl_cli_bench_train(int argc, char **argv)
 {
     gboolean train = FALSE, vs_torch = FALSE, torch_compile = FALSE, json = FALSE;
-    g_autofree char *preset = NULL, *task = NULL, *config = NULL;
-    int batch = 8, repeat = 3, warmup = 1, workers = 0;
+    g_autofree char *preset = NULL, *task = NULL, *config = NULL, *from = NULL;
+    int batch = 8, repeat = 3, warmup = 1, workers = 0, rounds = 1;
     GOptionEntry entries[] = {
         { "train", 0, 0, G_OPTION_ARG_NONE, &train, "Benchmark a training step", NULL },
         { "preset", 'p', 0, G_OPTION_ARG_STRING, &preset, "Model size: tiny (default) or base", "NAME" },
         { "config", 0, 0, G_OPTION_ARG_STRING, &config,
           "A model config instead (JSON text or a .json file, as train --config)", "JSON" },
+        { "model", 'm', 0, G_OPTION_ARG_FILENAME, &from,
+          "Start from this model file (its weights, config and tokenizer) instead", "FILE" },
         { "task", 0, 0, G_OPTION_ARG_STRING, &task, "Synthetic task of the samples (shapes)", "T" },
         { "batch", 'b', 0, G_OPTION_ARG_INT, &batch, "Samples per step (8)", "N" },
         { "repeat", 'r', 0, G_OPTION_ARG_INT, &repeat, "Timed steps (3; median)", "N" },
         { "warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "Untimed steps first (1)", "N" },
         { "workers", 0, 0, G_OPTION_ARG_INT, &workers, "Trainer workers (0: its choice)", "N" },
+        { "rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
+          "Rounds of ChangeLens then the peer, alternating (1); the medians over the rounds "
+          "(a shared machine's speed drifts between runs)", "N" },
         { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &vs_torch,
           "Run the PyTorch reference's step on the same weights and samples", NULL },
         { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &torch_compile,
@@ -190,21 +206,31 @@ int cl_cli_bench_train(int argc, char **argv)
         return 2;
     }
     if (argc > 1 || batch < 1 || batch > 1024 || repeat < 1 || repeat > 100 || warmup < 0 ||
-        workers < 0 || workers > 2) {
-        fprintf(stderr, "%s: --batch 1..1024, --repeat 1..100, --warmup >= 0, --workers 0..2\n",
-                PROG);
+        workers < 0 || workers > 2 || rounds < 1 || rounds > 20) {
+        fprintf(stderr, "%s: --batch 1..1024, --repeat 1..100, --warmup >= 0, --workers 0..2, "
+                "--rounds 1..20\n", PROG);
         return 2;
     }
-    if (preset && config) {
-        fprintf(stderr, "%s: give one of --preset and --config\n", PROG);
+    if (!!preset + !!config + !!from > 1) {
+        fprintf(stderr, "%s: give one of --preset, --config and --model\n", PROG);
         return 2;
     }
     ClModelConfig cfg;
-    if (config ? !cl_cli_load_config(config, &cfg, &err)
-               : !cl_model_config_preset(&cfg, preset ? preset : "tiny", &err)) {
+    g_autoptr(ClModel) model = NULL;
+    if (from) {
+        model = cl_model_load(from, &err);
+        if (!model) {
+            fprintf(stderr, "%s: --model: %s\n", PROG, err->message);
+            return 2;
+        }
+        cfg = model->config;
+    } else if (config ? !cl_cli_load_config(config, &cfg, &err)
+                      : !cl_model_config_preset(&cfg, preset ? preset : "tiny", &err)) {
         fprintf(stderr, "%s: %s%s\n", PROG, config ? "--config: " : "", err->message);
         return 2;
     }
+    const char *what = from ? "model" : config ? "config" : "preset";
+    const char *what_name = from ? from : config ? config : preset ? preset : "tiny";
     if (!task)
         task = g_strdup("shapes");
 
@@ -220,18 +246,28 @@ int cl_cli_bench_train(int argc, char **argv)
     g_autofree char *pixels_path = g_build_filename(tmp, "pixels.f32", NULL);
     Steps st = { g_array_new(FALSE, FALSE, sizeof(double)), g_array_new(FALSE, FALSE, sizeof(double)) };
     g_autofree char *torch_version = NULL;
-    g_autofree double *dt = NULL;
-    double positions = 0, torch_ms = NAN, torch_first = NAN, torchc_ms = NAN, torchc_first = NAN;
+    g_autofree double *dt = g_new(double, repeat);
+    /* each round's medians (ms) and first losses: ours, the peer's, the compiled peer's */
+    g_autofree double *ours = g_new(double, rounds), *eager = g_new(double, rounds);
+    g_autofree double *comp = g_new(double, rounds), *ratios = g_new(double, rounds);
+    double positions = 0, first_loss = NAN, torch_first = NAN, torchc_first = NAN;
+    int used_workers = 0;
     const int steps = warmup + repeat;
     const guint64 seed = 7;
 
-    /* the same weights for both: the random init written once */
-    g_autoptr(ClModel) model = cl_model_new_random(&cfg, seed, &err);
+    /* the same weights for both, written once in f32: the random init, or the given model's
+     * weights (an f16 file's values are exact in f32) */
+    if (!model)
+        model = cl_model_new_random(&cfg, seed, &err);
     if (!model || !cl_model_save(model, model_path, "F32", &err))
         goto fail;
     if (!json)
-        fprintf(stderr, "%s: %d steps of %d %s samples on %s%s…\n", PROG, steps, batch, task,
-                config ? "the config " : "the preset ", config ? config : preset ? preset : "tiny");
+        fprintf(stderr, "%s: %d round%s of %d steps of %d %s samples on the %s %s…\n", PROG,
+                rounds, rounds == 1 ? "" : "s", steps, batch, task, what, what_name);
+    if ((vs_torch || torch_compile) &&
+        !write_samples(model, task, seed, steps * batch, samples_path, pixels_path, &positions,
+                       &err))
+        goto fail;
 
     ClTrainerOptions o;
     cl_trainer_options_init(&o);
@@ -251,50 +287,79 @@ int cl_cli_bench_train(int argc, char **argv)
      * peer does not have) */
     o.aux_weight_objects = 0;
     o.aux_weight_changed = 0;
-    ClTrainerResult res = { 0 };
-    gboolean ok = cl_trainer_run(&o, on_step, &st, NULL, &res, &err);
-    int used_workers = res.workers;
-    cl_trainer_result_clear(&res);
-    if (!ok)
-        goto fail;
-    dt = g_new(double, repeat);
-    for (int k = 0; k < repeat; k++) {
-        int s = warmup + k;
-        double prev = s > 0 ? g_array_index(st.t, double, s - 1) : 0;
-        dt[k] = (g_array_index(st.t, double, s) - prev) * 1e3;
-    }
-    qsort(dt, repeat, sizeof(double), cmp_double);
-    double step_ms = repeat % 2 ? dt[repeat / 2] : 0.5 * (dt[repeat / 2 - 1] + dt[repeat / 2]);
-    double first_loss = g_array_index(st.loss, double, 0);
-
-    if (vs_torch || torch_compile) {
-        if (!write_samples(model, task, seed, steps * batch, samples_path, pixels_path, &positions, &err))
+    for (int r = 0; r < rounds; r++) {
+        g_autofree char *run_r = g_strdup_printf("%s-%d", run_dir, r);
+        o.out_dir = run_r;
+        g_array_set_size(st.t, 0);
+        g_array_set_size(st.loss, 0);
+        ClTrainerResult res = { 0 };
+        gboolean ok = cl_trainer_run(&o, on_step, &st, NULL, &res, &err);
+        used_workers = res.workers;
+        cl_trainer_result_clear(&res);
+        if (!ok)
             goto fail;
-        PeerRun eager = { NAN, NAN, NULL };
-        if (!run_peer(model_path, samples_path, pixels_path, batch, warmup, FALSE, json, &eager,
-                      &err))
-            goto fail;
-        torch_ms = eager.step_ms, torch_first = eager.first_loss;
-        torch_version = eager.version;
-        if (torch_compile) {
-            PeerRun comp = { NAN, NAN, NULL };
-            if (!run_peer(model_path, samples_path, pixels_path, batch, warmup, TRUE, json, &comp,
+        for (int k = 0; k < repeat; k++) {
+            int s = warmup + k;
+            double prev = s > 0 ? g_array_index(st.t, double, s - 1) : 0;
+            dt[k] = (g_array_index(st.t, double, s) - prev) * 1e3;
+        }
+        ours[r] = median(dt, repeat);
+        first_loss = g_array_index(st.loss, double, 0);
+        eager[r] = comp[r] = ratios[r] = NAN;
+        if (vs_torch || torch_compile) {
+            PeerRun pe = { NAN, NAN, NULL };
+            if (!run_peer(model_path, samples_path, pixels_path, batch, warmup, FALSE, json, &pe,
                           &err))
                 goto fail;
-            torchc_ms = comp.step_ms, torchc_first = comp.first_loss;
-            g_free(comp.version);
+            eager[r] = pe.step_ms, torch_first = pe.first_loss;
+            ratios[r] = eager[r] / ours[r];
+            g_free(torch_version);
+            torch_version = pe.version;
+        }
+        if (torch_compile) {
+            PeerRun pc = { NAN, NAN, NULL };
+            if (!run_peer(model_path, samples_path, pixels_path, batch, warmup, TRUE, json, &pc,
+                          &err))
+                goto fail;
+            comp[r] = pc.step_ms, torchc_first = pc.first_loss;
+            g_free(pc.version);
         }
     }
+    const double step_ms = median(ours, rounds), torch_ms = median(eager, rounds);
+    const double torchc_ms = median(comp, rounds);
+    /* the speed-up: each round's pair (ours, then the peer's right after) is one measurement;
+     * their median follows a drifting machine better than the ratio of the two medians */
+    const double speedup = median(ratios, rounds);
 
     if (json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
         json_builder_begin_object(b);
 #define JD(k, v) (json_builder_set_member_name(b, k), isfinite(v) ? json_builder_add_double_value(b, v) : json_builder_add_null_value(b))
         json_builder_set_member_name(b, "preset");
-        if (config)
+        if (config || from)
             json_builder_add_null_value(b);
         else
             json_builder_add_string_value(b, preset ? preset : "tiny");
+        json_builder_set_member_name(b, "model");
+        if (from)
+            json_builder_add_string_value(b, from);
+        else
+            json_builder_add_null_value(b);
+        json_builder_set_member_name(b, "rounds");
+        json_builder_add_int_value(b, rounds);
+        json_builder_set_member_name(b, "round_train_step_ms");
+        json_builder_begin_array(b);
+        for (int r = 0; r < rounds; r++)
+            json_builder_add_double_value(b, ours[r]);
+        json_builder_end_array(b);
+        json_builder_set_member_name(b, "round_speedups_vs_torch");
+        json_builder_begin_array(b);
+        for (int r = 0; r < rounds; r++)
+            if (isfinite(ratios[r]))
+                json_builder_add_double_value(b, ratios[r]);
+            else
+                json_builder_add_null_value(b);
+        json_builder_end_array(b);
         json_builder_set_member_name(b, "config");
         g_autofree char *cfg_json = cl_model_config_to_json(&cfg);
         json_builder_add_value(b, json_from_string(cfg_json, NULL));
@@ -311,7 +376,7 @@ int cl_cli_bench_train(int argc, char **argv)
         JD("first_loss", first_loss);
         JD("torch_train_step_ms", torch_ms);
         JD("torch_first_loss", torch_first);
-        JD("train_speedup_vs_torch", torch_ms / step_ms);
+        JD("train_speedup_vs_torch", speedup);
         JD("torch_compile_train_step_ms", torchc_ms);
         JD("torch_compile_first_loss", torchc_first);
         JD("train_speedup_vs_torch_compile", torchc_ms / step_ms);
@@ -323,17 +388,26 @@ int cl_cli_bench_train(int argc, char **argv)
         g_autofree char *outs = json_generator_to_data(gen, NULL);
         printf("%s\n", outs);
     } else {
-        printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d steps)\n",
-               config ? "config" : "preset", config ? config : preset ? preset : "tiny", task,
-               batch, repeat);
+        if (rounds > 1)
+            printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d rounds' "
+                   "medians of %d steps)\n", what, what_name, task, batch, rounds, repeat);
+        else
+            printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d steps)\n",
+                   what, what_name, task, batch, repeat);
         if (vs_torch || torch_compile) {
             printf("                               ChangeLens      PyTorch      ratio\n");
-            printf("  step ms                    %12.1f %12.1f %9.2fx\n", step_ms, torch_ms,
-                   torch_ms / step_ms);
+            printf("  step ms                    %12.1f %12.1f %9.2fx%s\n", step_ms, torch_ms,
+                   speedup, rounds > 1 ? " (the rounds' median)" : "");
             printf("  samples / s                %12.2f %12.2f\n", batch / (step_ms / 1e3),
                    batch / (torch_ms / 1e3));
             printf("  first step's loss          %12.5f %12.5f   (same weights, same samples)\n",
                    first_loss, torch_first);
+            if (rounds > 1) {
+                printf("  each round's ratio        ");
+                for (int r = 0; r < rounds; r++)
+                    printf(" %.2fx", ratios[r]);
+                printf("\n");
+            }
         } else { /* no peer: no columns of NaN */
             printf("                               ChangeLens\n");
             printf("  step ms                    %12.1f\n", step_ms);

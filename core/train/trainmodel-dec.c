@@ -30,6 +30,8 @@ struct _ClTrainDec {
     LayerAct *layer;
     float *x_out, *hn, *rope_cos, *rope_sin;
     int n_rows;        /* logit rows: every position, or the listed ones */
+    int tail;          /* the first logit row: the last layer's queries, output projection,
+                        * MLP and the final norm run on positions [tail, n) only */
     int *rows;         /* (n_rows) their positions, NULL = all */
     float *hk;         /* (n_rows, E) the final norm's output at those rows */
     GPtrArray *bufs;
@@ -99,6 +101,15 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     d->hn = alloc(d, nE);
     if (d->failed)
         goto oom;
+    /* Nothing reads the last layer's output before the first logit row: that layer still
+     * makes every position's keys and values (the tail attends to them), but its attention,
+     * projections and MLP run on the tail alone (the loss and every gradient are the same) */
+    d->tail = 0;
+    if (rows) {
+        d->tail = n;
+        for (int r = 0; r < n_rows; r++)
+            d->tail = MIN(d->tail, rows[r]);
+    }
     op->embed(be, x, w->embed, ids, n, E);
     for (int i = 0, row = 0; i < n; i++)
         if (ids[i] == CL_DECODER_VISUAL)
@@ -108,6 +119,9 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     for (int l = 0; l < cfg->dec_depth; l++) {
         const ClDecoderLayerWeights *L = &w->dec[l];
         LayerAct *a = &d->layer[l];
+        /* this layer's output rows [s, n), m of them (all but the last layer: every row) */
+        const int s = l == cfg->dec_depth - 1 ? d->tail : 0, m = n - s;
+        const size_t sE = (size_t)s * E, sF = (size_t)s * F;
         a->x_in = alloc(d, nE), a->h1 = alloc(d, nE), a->qkv = alloc(d, (size_t)n * QKV);
         a->att = alloc(d, (size_t)n * Q), a->x_mid = alloc(d, nE), a->h2 = alloc(d, nE);
         a->gu = alloc(d, 2 * nF), a->act = alloc(d, nF);
@@ -122,27 +136,32 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         float *q = a->qkv, *k = a->qkv + Q, *v = a->qkv + Q + KV;
         op->rope(be, q, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
         op->rope(be, k, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
+        if (m == 0)
+            continue;
+        /* queries from position s see keys [0, s + i]: the causal offset is s */
         if (a->probs)
-            cl_train_attention(a->att, a->probs, q, k, v, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv,
-                               hd, d->scale, 0);
+            cl_train_attention(a->att + (size_t)s * Q, a->probs, q + (size_t)s * QKV, k, v, m,
+                               n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, s);
         else
-            op->attention(be, a->att, NULL, q, k, v, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd,
-                          d->scale, 0, 0, scratch);
-        op->linear(be, proj, a->att, L->o, NULL, n, Q, E);
-        op->residual(be, x, proj, NULL, n, E);
-        memcpy(a->x_mid, x, nE * sizeof(float));
-        op->rmsnorm(be, a->h2, x, L->mlp_norm, n, E, d->eps);
-        op->linear(be, a->gu, a->h2, stacked(L->gate, F, L->up, F, NULL, 0, E, wtmp), NULL, n,
-                   E, 2 * F);
-        for (int i = 0; i < n; i++) {
+            op->attention(be, a->att + (size_t)s * Q, NULL, q + (size_t)s * QKV, k, v, m, n,
+                          QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, s, 0, scratch);
+        op->linear(be, proj, a->att + (size_t)s * Q, L->o, NULL, m, Q, E);
+        op->residual(be, x + sE, proj, NULL, m, E);
+        memcpy(a->x_mid + sE, x + sE, (size_t)m * E * sizeof(float));
+        op->rmsnorm(be, a->h2 + sE, x + sE, L->mlp_norm, m, E, d->eps);
+        op->linear(be, a->gu + 2 * sF, a->h2 + sE,
+                   stacked(L->gate, F, L->up, F, NULL, 0, E, wtmp), NULL, m, E, 2 * F);
+        for (int i = s; i < n; i++) {
             const float *gi = a->gu + (size_t)i * 2 * F;
             op->silu_mul(be, a->act + (size_t)i * F, gi, gi + F, F);
         }
-        op->linear(be, proj, a->act, L->down, NULL, n, F, E);
-        op->residual(be, x, proj, NULL, n, E);
+        op->linear(be, proj, a->act + sF, L->down, NULL, m, F, E);
+        op->residual(be, x + sE, proj, NULL, m, E);
     }
     d->x_out = x;
-    op->rmsnorm(be, d->hn, x, w->dec_norm, n, E, d->eps);
+    const size_t tE = (size_t)d->tail * E;
+    if (d->tail < n)
+        op->rmsnorm(be, d->hn + tE, x + tE, w->dec_norm, n - d->tail, E, d->eps);
     d->n_rows = rows ? n_rows : n;
     d->hk = d->hn;
     if (rows) {
@@ -220,34 +239,45 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
         cl_grad_linear(dh, g->lm_head ? g->lm_head : g->embed, NULL, dlogits, d->hn,
                        w->lm_head ? w->lm_head : w->embed, n, E, d->V);
     }
-    cl_grad_rmsnorm(dx, g->dec_norm, dh, d->x_out, w->dec_norm, n, E, d->eps);
+    const size_t tE = (size_t)d->tail * E;
+    if (d->tail < n)
+        cl_grad_rmsnorm(dx + tE, g->dec_norm, dh + tE, d->x_out + tE, w->dec_norm, n - d->tail,
+                        E, d->eps);
 
     for (int l = d->cfg->dec_depth - 1; l >= 0; l--) {
         const ClDecoderLayerWeights *L = &w->dec[l];
         ClDecoderLayerWeights *G = &g->dec[l];
         LayerAct *a = &d->layer[l];
-        /* MLP: x += down(SiLU(gate) ⊙ up), gate and up one stacked product */
-        memset(dact, 0, nF * sizeof(float));
-        cl_grad_linear(dact, G->down, NULL, dx, a->act, L->down, n, F, E);
-        memset(dgu, 0, 2 * nF * sizeof(float));
-        for (int i = 0; i < n; i++) {
-            const float *gi = a->gu + (size_t)i * 2 * F;
-            float *dgi = dgu + (size_t)i * 2 * F;
-            cl_grad_silu_mul(dgi, dgi + F, dact + (size_t)i * F, gi, gi + F, F);
-        }
-        memset(dh, 0, nE * sizeof(float));
-        float *ggu = stacked_grad(G->gate, F, G->up, F, NULL, 0, E, gtmp);
-        cl_grad_linear(dh, ggu, NULL, dgu, a->h2,
-                       stacked(L->gate, F, L->up, F, NULL, 0, E, wtmp), n, E, 2 * F);
-        unstack_grad(ggu, G->gate, F, G->up, F, NULL, 0, E);
-        cl_grad_rmsnorm(dx, G->mlp_norm, dh, a->x_mid, L->mlp_norm, n, E, d->eps);
-        /* attention: x += o(Attn(rope(q), rope(k), v)), q, k and v one stacked product */
-        memset(datt, 0, (size_t)n * Q * sizeof(float));
-        cl_grad_linear(datt, G->o, NULL, dx, a->att, L->o, n, Q, E);
+        /* the rows the forward ran past the keys and values: [s, n) (see tail) */
+        const int s = l == d->cfg->dec_depth - 1 ? d->tail : 0, m = n - s;
+        const size_t sE = (size_t)s * E, sF = (size_t)s * F;
         memset(dqkv, 0, (size_t)n * QKV * sizeof(float));
-        cl_grad_attention_probs(dqkv, dqkv + Q, dqkv + Q + KV, datt, a->qkv, a->qkv + Q,
-                                a->qkv + Q + KV, a->probs, n, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv,
-                                hd, d->scale, 0);
+        if (m > 0) {
+            /* MLP: x += down(SiLU(gate) ⊙ up), gate and up one stacked product */
+            memset(dact, 0, nF * sizeof(float));
+            cl_grad_linear(dact + sF, G->down, NULL, dx + sE, a->act + sF, L->down, m, F, E);
+            memset(dgu, 0, 2 * nF * sizeof(float));
+            for (int i = s; i < n; i++) {
+                const float *gi = a->gu + (size_t)i * 2 * F;
+                float *dgi = dgu + (size_t)i * 2 * F;
+                cl_grad_silu_mul(dgi, dgi + F, dact + (size_t)i * F, gi, gi + F, F);
+            }
+            memset(dh, 0, nE * sizeof(float));
+            float *ggu = stacked_grad(G->gate, F, G->up, F, NULL, 0, E, gtmp);
+            cl_grad_linear(dh + sE, ggu, NULL, dgu + 2 * sF, a->h2 + sE,
+                           stacked(L->gate, F, L->up, F, NULL, 0, E, wtmp), m, E, 2 * F);
+            unstack_grad(ggu, G->gate, F, G->up, F, NULL, 0, E);
+            cl_grad_rmsnorm(dx + sE, G->mlp_norm, dh + sE, a->x_mid + sE, L->mlp_norm, m, E,
+                            d->eps);
+            /* attention: x += o(Attn(rope(q), rope(k), v)), q, k and v one stacked product */
+            memset(datt, 0, (size_t)n * Q * sizeof(float));
+            cl_grad_linear(datt + (size_t)s * Q, G->o, NULL, dx + sE, a->att + (size_t)s * Q,
+                           L->o, m, Q, E);
+            cl_grad_attention_probs(dqkv + (size_t)s * QKV, dqkv + Q, dqkv + Q + KV,
+                                    datt + (size_t)s * Q, a->qkv + (size_t)s * QKV, a->qkv + Q,
+                                    a->qkv + Q + KV, a->probs, m, n, QKV, QKV, QKV, Q, d->Hq,
+                                    d->Hkv, hd, d->scale, s);
+        }
         cl_grad_rope(dqkv, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
         cl_grad_rope(dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
         memset(dh, 0, nE * sizeof(float));

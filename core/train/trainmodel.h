@@ -139,7 +139,9 @@ typedef struct _ClTrainDec ClTrainDec;
 /* ids as cl_decoder_forward takes them (checked by the caller). logits (n_rows, V) for the
  * positions rows[0 .. n_rows) (ascending), or for every position (n, V) when rows is NULL: the
  * loss only needs the supervised positions, and the LM head over a 4k-32k vocabulary is the
- * largest product of a step when it runs on all of them. */
+ * largest product of a step when it runs on all of them. With rows, the last layer runs its
+ * attention, projections and MLP from the first listed row on only (it still makes every
+ * position's keys and values): an answer at the end of a long sequence spares most of a layer. */
 ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint32 *ids, int n,
                                  const float *visual, const int *rows, int n_rows, float *logits,
                                  GError **error);
