@@ -1,6 +1,6 @@
 /* test-generate.c - generation on small random models: beam 1 is greedy, beam search scores at
  * least as well as greedy, stop strings cut the text, limits hold, the streaming callback gets
- * exactly the text in complete UTF-8 pieces, cancellation stops. */
+ * exactly the text in complete UTF-8 pieces, cancellation stops; median_numbers picks the digits its rule says. */
 #include <gio/gio.h>
 #include <math.h>
 #include <string.h>
@@ -8,6 +8,7 @@
 #include "decoder.h"
 #include "generate.h"
 #include "model.h"
+#include "tokenizer.h"
 
 /* A small model: 2 × 2 patch grid, narrow encoder and decoder; the decoder is what matters. */
 static ClModel *small_model(guint64 seed)
@@ -504,6 +505,131 @@ static void test_median_numbers(void)
     g_rand_free(r);
 }
 
+/* The digit token of each digit (bytes-only tokenizer: the byte itself), or -1. */
+static void digit_ids(const ClModel *m, gint32 digit[10])
+{
+    for (int d = 0; d < 10; d++) {
+        char c = (char)('0' + d);
+        g_autoptr(GArray) ids = cl_tokenizer_encode(m->tokenizer, &c, 1, FALSE);
+        digit[d] = ids->len == 1 ? g_array_index(ids, gint32, 0) : -1;
+    }
+}
+
+/* median_numbers in the greedy loop: the generated ids replayed through the decoder, and each
+ * checked against the rule (generate.h) computed here from the replayed logits: the top allowed
+ * token, except that where it is a digit the digit is the quantile pick of the ten digits'
+ * probabilities, the quantile starting at 0.5 where a number starts and carried through its
+ * digits and a '.' inside it. The models' output rows of the ten digits are made near copies of
+ * the row of a token greedy decoding repeats, so numbers of several digits with close
+ * probabilities come often. */
+static void test_median_numbers_loop(void)
+{
+    g_autoptr(ClBackend) be = backend();
+    int n_digit_steps = 0, n_changed = 0, n_carried = 0;
+    for (guint64 seed = 1; seed <= 8; seed++) {
+        g_autoptr(ClModel) m = small_model(seed);
+        const int E = m->config.dec_dim, V = m->config.vocab_size;
+        const int n_tok = MIN(cl_tokenizer_vocab_size(m->tokenizer), V);
+        g_autoptr(GArray) prompt = prompt_ids(m);
+        g_autofree float *visual = visual_rows(m, seed);
+        g_autoptr(GError) error = NULL;
+        gint32 digit[10];
+        digit_ids(m, digit);
+        for (int d = 0; d < 10; d++)
+            g_assert_cmpint(digit[d], >, 0);
+
+        ClGenerateOptions o;
+        cl_generate_options_init(&o);
+        o.max_new_tokens = 40;
+        ClGenerateResult g;
+        g_assert_true(run(be, m, prompt, visual, &o, &g, NULL, &error));
+        g_assert_no_error(error);
+        /* the pair of tokens greedy emits most often one after the other (a random model falls
+         * into loops like "4|4|4|"): digits 0-4 take the first's rows, 5-9 the second's, so
+         * that the loop becomes one long number */
+        g_autofree int *count = g_new0(int, V * V);
+        int best = -1;
+        for (guint i = 1; i < g.ids->len; i++) {
+            gint32 x = g_array_index(g.ids, gint32, i - 1), y = g_array_index(g.ids, gint32, i);
+            if (x == y)
+                continue;
+            int k = x * V + y;
+            if (++count[k] > (best < 0 ? 0 : count[best]))
+                best = k;
+        }
+        cl_generate_result_clear(&g);
+        g_assert_cmpint(best, >=, 0);
+        const gint32 pair[2] = { best / V, best % V };
+        GRand *r = g_rand_new_with_seed((guint32)seed + 100);
+        /* output rows near copies (digits of a group close in probability), input rows copies
+         * (a digit, read back, leads on as its token did) */
+        float *row[2], *emb[2];
+        for (int j = 0; j < 2; j++) {
+            row[j] = g_memdup2(m->w.lm_head + (size_t)pair[j] * E, sizeof(float) * E);
+            emb[j] = g_memdup2(m->w.embed + (size_t)pair[j] * E, sizeof(float) * E);
+        }
+        for (int d = 0; d < 10; d++)
+            for (int e = 0; e < E; e++) {
+                m->w.lm_head[(size_t)digit[d] * E + e] =
+                    row[d / 5][e] * (float)g_rand_double_range(r, 0.9, 1.1);
+                m->w.embed[(size_t)digit[d] * E + e] = emb[d / 5][e];
+            }
+        for (int j = 0; j < 2; j++)
+            g_free(row[j]), g_free(emb[j]);
+        g_rand_free(r);
+
+        o.median_numbers = TRUE;
+        g_assert_true(run(be, m, prompt, visual, &o, &g, NULL, &error));
+        g_assert_no_error(error);
+
+        g_autoptr(ClKVCache) kv = cl_kv_cache_new(m, m->config.max_len);
+        g_autofree float *logits = g_new(float, V);
+        g_assert_true(cl_decoder_forward(be, m, kv, (const gint32 *)(gconstpointer)prompt->data,
+                                         (int)prompt->len, visual, logits, NULL, NULL, NULL,
+                                         &error));
+        double q = 0.5;
+        gboolean in_num = FALSE;
+        for (guint i = 0; i < g.ids->len; i++) {
+            gint32 a = -1;
+            for (int id = 1; id < n_tok; id++)
+                if (id != CL_TOKEN_IMAGE && id != CL_TOKEN_PAD && (a < 0 || logits[id] > logits[a]))
+                    a = id;
+            gboolean is_digit = FALSE;
+            for (int d = 0; d < 10; d++)
+                is_digit |= a == digit[d];
+            if (!in_num)
+                q = 0.5;
+            gint32 want = a;
+            if (is_digit) {
+                double p[10], mx = -INFINITY;
+                for (int d = 0; d < 10; d++)
+                    mx = MAX(mx, logits[digit[d]]);
+                for (int d = 0; d < 10; d++)
+                    p[d] = exp((double)logits[digit[d]] - mx);
+                n_carried += in_num;
+                want = digit[cl_generate_quantile_pick(p, 10, &q)];
+                n_digit_steps++;
+                n_changed += want != a;
+            }
+            gint32 got = g_array_index(g.ids, gint32, i);
+            g_assert_cmpint(got, ==, want);
+            gsize len = 0;
+            const char *b = cl_tokenizer_token_bytes(m->tokenizer, got, &len);
+            in_num = is_digit || (in_num && len == 1 && b[0] == '.');
+            g_assert_true(cl_decoder_forward(be, m, kv, &got, 1, NULL, logits, NULL, NULL, NULL,
+                                             &error));
+        }
+        cl_generate_result_clear(&g);
+    }
+    g_test_message("median numbers: %d digit steps, %d of them not the top digit, %d inside a "
+                   "number", n_digit_steps, n_changed, n_carried);
+    /* the rule was exercised: digits came, the median differed from the top digit, and the
+     * quantile was carried from one place to the next */
+    g_assert_cmpint(n_digit_steps, >=, 20);
+    g_assert_cmpint(n_changed, >=, 5);
+    g_assert_cmpint(n_carried, >=, 10);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -512,6 +638,7 @@ int main(int argc, char **argv)
     g_test_add_func("/generate/stop-string", test_stop_string);
     g_test_add_func("/generate/limits", test_limits);
     g_test_add_func("/generate/median-numbers", test_median_numbers);
+    g_test_add_func("/generate/median-numbers-loop", test_median_numbers_loop);
     g_test_add_func("/generate/cancel", test_cancel);
     return g_test_run();
 }
