@@ -164,6 +164,15 @@ def main():
               f"{s4['elapsed_s'] / 60:.1f} min at {s4['samples_per_s']:.1f} samples/s.")
     print(f"\nTraining time on the 2-core development machine (AMD EPYC, 2 data-parallel "
           f"workers): **{total / 60:.1f} minutes** in all.\n")
+    bench = os.path.join(run, "bench-train.txt")
+    if os.path.exists(bench):
+        print("## The training step against PyTorch\n")
+        print("`changelens-cli bench --train --model MODEL --vs-torch --repeat 15 --warmup 2 "
+              "--rounds 5`: this model's own training step (batch 8, shapes samples, its "
+              "cross_ffn encoder with stop_grad, its tokens) against the PyTorch reference "
+              "doing the same step on the same weights and samples, rounds alternating "
+              "(docs/runs/2026-11-26-train-step.md):\n")
+        print("```\n" + open(bench).read().rstrip() + "\n```\n")
     rel = os.path.join(run, "reliance.txt")
     if os.path.exists(rel):
         print("## Does it read the images?\n")
