@@ -247,7 +247,7 @@ int cl_cli_bench_train(int argc, char **argv)
     Steps st = { g_array_new(FALSE, FALSE, sizeof(double)), g_array_new(FALSE, FALSE, sizeof(double)) };
     g_autofree char *torch_version = NULL;
     g_autofree double *dt = g_new(double, repeat);
-    /* each round's medians (ms) and first losses: ours, the peer's, the compiled peer's */
+    /* each round's median step (ms): ours, the peer's, the compiled peer's; the peer's / ours */
     g_autofree double *ours = g_new(double, rounds), *eager = g_new(double, rounds);
     g_autofree double *comp = g_new(double, rounds), *ratios = g_new(double, rounds);
     double positions = 0, first_loss = NAN, torch_first = NAN, torchc_first = NAN;
