@@ -11,7 +11,7 @@
 #                       [LR0=2e-3] [LR1=5e-4] [LR2=5e-4] [ENC_DEPTH=2] [DEC_DEPTH=6]
 #                       [FOCUS_TASKS="aerial shapes"] [FOCUS_STEPS=800] [LR3=1e-3]
 #                       [STAGE4_STEPS=2000] [LR4=3e-4]
-#                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1]
+#                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1] [VISUAL_POS=0]
 #                       [AUX1="--aux-objects 1 --aux-changed 1"]
 #                       [AUX2="--aux-objects 1 --aux-changed 1"]
 #
@@ -45,6 +45,9 @@ SEED=${SEED:-1}
 # with another sample's images rose above the loss with its own 2-4× sooner (0.046 against
 # 0.013 after 500 steps; docs/runs/2026-11-22-ship6.md)
 VISUAL_CENTER=${VISUAL_CENTER:-1}
+# learned absolute positions on the visual tokens (docs/MODEL.md §1): what a token's value
+# carries of where it is, for the dots' coordinates (docs/runs/2026-11-26-dots-positions.md)
+VISUAL_POS=${VISUAL_POS:-0}
 # the dense auxiliary losses (DESIGN.md §5), on in both stages: without them in stage 1 the
 # model learns to ignore the images (docs/runs/2026-11-22-ship2.md: on a 96 px shapes-ground
 # probe, 1500 steps, the answer loss with another sample's images is 0.004 above the loss with
@@ -93,7 +96,7 @@ fi
 #    256 wide) with ENC_DEPTH and DEC_DEPTH blocks, stateless, with a vocabulary the size of the
 #    tokenizer's, tied embeddings
 if [ ! -f "$OUT/init.safetensors" ]; then
-  python3 - "$OUT/config.json" "$ENC_DEPTH" "$DEC_DEPTH" "$VISUAL_CENTER" <<'PY'
+  python3 - "$OUT/config.json" "$ENC_DEPTH" "$DEC_DEPTH" "$VISUAL_CENTER" "$VISUAL_POS" <<'PY'
 import json, sys
 cfg = {"image_size": 160, "patch_size": 16, "enc_dim": 192, "enc_depth": int(sys.argv[2]),
        "enc_heads": 3, "enc_mlp": 768, "merger_hidden": 768, "dec_dim": 256,
@@ -102,6 +105,8 @@ cfg = {"image_size": 160, "patch_size": 16, "enc_dim": 192, "enc_depth": int(sys
        "tie_embeddings": True, "sve": {"variant": "stateless", "out_init_std": 0.0}}
 if sys.argv[4] == "1":
     cfg["visual_center"] = True
+if sys.argv[5] == "1":
+    cfg["visual_pos"] = True
 json.dump(cfg, open(sys.argv[1], "w"), indent=1)
 PY
   "$CLI" model init --config "$OUT/config.json" --tokenizer "$OUT/tokenizer.json" --seed "$SEED" \
