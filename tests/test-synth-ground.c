@@ -302,6 +302,16 @@ static void test_errors(void)
     g_assert_cmpint(s->n_images, ==, 1);
     g_assert_null(cl_synth_generate("dots", 1, &o, &error));
     g_assert_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS);
+    g_clear_error(&error);
+    const double bad_scales[] = { 0, 0.5, 4.5, NAN };
+    for (int k = 0; k < 4; k++) {
+        cl_synth_options_init(&o);
+        o.dot_scale = bad_scales[k];
+        g_assert_null(cl_synth_generate("dots-ground", 1, &o, &error));
+        g_assert_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS);
+        g_assert_nonnull(strstr(error->message, "dot scale"));
+        g_clear_error(&error);
+    }
 }
 
 /* ---- answers ---------------------------------------------------------------------------------- */
@@ -373,25 +383,41 @@ static void test_answers(void)
     }
 }
 
-/* The red dot's pixels (nuisances off) centre on the coordinates the answer gives. */
+/* The red dot's pixels (nuisances off) centre on the coordinates the answer gives, and cover
+ * the disc the dot scale asks for (a curriculum's larger dots). */
 static void test_dots_pixels(void)
 {
-    ClSynthOptions clean = cl_fixture_synth_clean_options();
-    for (guint64 seed = 0; seed < 12; seed++) {
-        g_autoptr(ClSynthSample) s = cl_fixture_synth("dots-ground", seed, &clean);
-        const ClSynthImage *img = &s->images[0];
-        double sx = 0, sy = 0, n = 0;
-        for (int y = 0; y < img->height; y++)
-            for (int x = 0; x < img->width; x++) {
-                const guint8 *p = img->pixels + ((gsize)y * img->width + x) * 3;
-                if (p[0] > 230 && p[1] < 30 && p[2] < 30)
-                    sx += x + 0.5, sy += y + 0.5, n++;
-            }
-        g_assert_cmpfloat(n, >, 20);
-        double ax = g_ascii_strtod(s->answer + 1, NULL);
-        double ay = g_ascii_strtod(strchr(s->answer, ',') + 1, NULL);
-        g_assert_cmpfloat(fabs(sx / n / img->width - ax), <, 0.01);
-        g_assert_cmpfloat(fabs(sy / n / img->height - ay), <, 0.01);
+    const double scales[] = { 1, 2, 3 };
+    for (int k = 0; k < 3; k++) {
+        ClSynthOptions clean = cl_fixture_synth_clean_options();
+        clean.dot_scale = scales[k];
+        const double r = 3.5 * scales[k];
+        double total = 0;
+        for (guint64 seed = 0; seed < 12; seed++) {
+            g_autoptr(ClSynthSample) s = cl_fixture_synth("dots-ground", seed, &clean);
+            const ClSynthImage *img = &s->images[0];
+            double sx = 0, sy = 0, n = 0;
+            for (int y = 0; y < img->height; y++)
+                for (int x = 0; x < img->width; x++) {
+                    const guint8 *p = img->pixels + ((gsize)y * img->width + x) * 3;
+                    if (p[0] > 230 && p[1] < 30 && p[2] < 30)
+                        sx += x + 0.5, sy += y + 0.5, n++;
+                }
+            g_assert_cmpfloat(n, >, 20);
+            total += n;
+            double ax = g_ascii_strtod(s->answer + 1, NULL);
+            double ay = g_ascii_strtod(strchr(s->answer, ',') + 1, NULL);
+            g_assert_cmpfloat(fabs(sx / n / img->width - ax), <, 0.01);
+            g_assert_cmpfloat(fabs(sy / n / img->height - ay), <, 0.01);
+            /* the grounding box holds the disc */
+            const ClSynthObject *o = &g_array_index(s->objects[0], ClSynthObject, 0);
+            g_assert_cmpfloat(o->box[2] - o->box[0], >=, 2 * r);
+            g_assert_cmpfloat(o->box[2] - o->box[0], <=, 2 * r + 4);
+        }
+        /* the pure-red interior of a disc of radius r (its antialiased rim excluded) */
+        const double mean = total / 12, disc = G_PI * r * r;
+        g_assert_cmpfloat(mean, >, 0.7 * disc);
+        g_assert_cmpfloat(mean, <, 1.1 * disc);
     }
 }
 

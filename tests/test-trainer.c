@@ -652,6 +652,10 @@ static void test_cli(void)
         { { "--config", cfg, "--steps", "2", "--out", dir, NULL }, "--task" },
         { { "--config", cfg, "--task", "shapes", "--steps", "2", "--variant", "wide", "--out",
             dir, NULL }, "wide" },
+        { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "0.5", "--out",
+            dir, NULL }, "--dot-scale must be 1 to 4" },
+        { { "--config", cfg, "--data", "x.jsonl", "--steps", "2", "--dot-scale", "2", "--out",
+            dir, NULL }, "--dot-scale applies to synthetic tasks" },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_clear_pointer(&e, g_free);
@@ -700,6 +704,31 @@ static void test_objects(void)
     g_assert_cmpint(one, <, dflt);
 }
 
+/* --dot-scale reaches the dots tasks' samples: 1 is the default's data, 3 other data */
+static double first_loss_with_dot_scale(const char *name, double scale)
+{
+    g_autofree char *dir = out_dir(name);
+    ClTrainerOptions o;
+    base_options(&o, dir, 1);
+    o.task = "dots-ground";
+    o.checkpoint_every = 0;
+    o.warmup = 0;
+    o.dot_scale = scale;
+    g_auto(ClTrainerResult) r = { 0 };
+    run_ok(&o, &r);
+    return r.first_loss;
+}
+
+static void test_dot_scale(void)
+{
+    double dflt = first_loss_with_dot_scale("dots-default", 0);
+    double one = first_loss_with_dot_scale("dots-1", 1);
+    double three = first_loss_with_dot_scale("dots-3", 3);
+    g_test_message("first loss: default %.6f, scale 1 %.6f, scale 3 %.6f", dflt, one, three);
+    g_assert_cmpfloat(one, ==, dflt);
+    g_assert_cmpfloat(three, !=, dflt);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -713,6 +742,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainer/cli", test_cli);
     g_test_add_func("/trainer/aux", test_aux);
     g_test_add_func("/trainer/objects", test_objects);
+    g_test_add_func("/trainer/dot-scale", test_dot_scale);
     int rc = g_test_run();
     cl_fixture_rmdir(tmp);
     return rc;

@@ -28,6 +28,7 @@ static const char usage_text[] =
     "  --images K          dots: images per sample, 2-5 (default: drawn per sample)\n"
     "  --objects A[-B]     shapes: objects per scene (default: 4-8 at 160 px, 30-40 at 768)\n"
     "  --changes A[-B]     shapes: changes per pair (default 1-4; the paper: 4)\n"
+    "  --dot-scale X       dots tasks: the red dot's radius times X, 1 to 4 (default 1)\n"
     "  --no-nuisance       no misregistration, exposure change or noise\n"
     "  --force             write into a non-empty DIR\n"
     "  --quiet             no progress on standard error\n"
@@ -81,6 +82,7 @@ int cl_cli_synth(int argc, char **argv)
 {
     g_autofree char *task = NULL, *seed_s = NULL, *out = NULL, *objects = NULL, *changes = NULL;
     int n = -1, size = 0, width = 0, height = 0, patch = 0, images = 0;
+    double dot_scale = 1.0;
     gboolean no_nuisance = FALSE, force = FALSE, quiet = FALSE, list = FALSE, help = FALSE;
     GOptionEntry entries[] = {
         { "task", 0, 0, G_OPTION_ARG_STRING, &task, NULL, NULL },
@@ -94,6 +96,7 @@ int cl_cli_synth(int argc, char **argv)
         { "images", 0, 0, G_OPTION_ARG_INT, &images, NULL, NULL },
         { "objects", 0, 0, G_OPTION_ARG_STRING, &objects, NULL, NULL },
         { "changes", 0, 0, G_OPTION_ARG_STRING, &changes, NULL, NULL },
+        { "dot-scale", 0, 0, G_OPTION_ARG_DOUBLE, &dot_scale, NULL, NULL },
         { "no-nuisance", 0, 0, G_OPTION_ARG_NONE, &no_nuisance, NULL, NULL },
         { "force", 0, 0, G_OPTION_ARG_NONE, &force, NULL, NULL },
         { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, NULL, NULL },
@@ -141,6 +144,7 @@ int cl_cli_synth(int argc, char **argv)
         opts.patch = patch;
     opts.n_images = images;
     opts.nuisance = !no_nuisance;
+    opts.dot_scale = dot_scale;
     if (objects && !cl_cli_parse_range(objects, &opts.min_objects, &opts.max_objects))
         return usage_error("--objects takes N or MIN-MAX, not \"%s\"", objects);
     if (changes && !cl_cli_parse_range(changes, &opts.min_changes, &opts.max_changes))

@@ -41,6 +41,8 @@ static const char usage_text[] =
     "  --data FILE.jsonl    ShareGPT-style JSONL (shuffled per epoch)\n"
     "  --all-turns          supervise every assistant turn, not only the final answer\n"
     "  --objects N|MIN-MAX  shapes tasks: objects in a scene (default: 4-8 at 160 px, 30-40 at 768)\n"
+    "  --dot-scale X        dots tasks: the red dot's radius times X, 1 to 4 (default 1); larger\n"
+    "                       dots first, then smaller, teach a small model to find the dot\n"
     "Optimisation:\n"
     "  --steps N            optimiser steps (or --epochs E with --data)\n"
     "  --batch B            samples per step (gradient accumulation; default 8)\n"
@@ -268,7 +270,7 @@ int cl_cli_train(int argc, char **argv)
         } else if (!strcmp(a, "--epochs") || !strcmp(a, "--lr") || !strcmp(a, "--min-lr") ||
                    !strcmp(a, "--weight-decay") || !strcmp(a, "--clip") ||
                    !strcmp(a, "--sve-init-std") || !strcmp(a, "--aux-objects") ||
-                   !strcmp(a, "--aux-changed")) {
+                   !strcmp(a, "--aux-changed") || !strcmp(a, "--dot-scale")) {
             if (!parse_double(v, &x) || x < 0)
                 return usage_error("%s needs a number >= 0, not '%s'", a, v);
             if (!strcmp(a, "--epochs"))
@@ -285,6 +287,8 @@ int cl_cli_train(int argc, char **argv)
                 o.aux_weight_objects = x;
             else if (!strcmp(a, "--aux-changed"))
                 o.aux_weight_changed = x;
+            else if (!strcmp(a, "--dot-scale"))
+                o.dot_scale = x;
             else
                 o.sve_init_std = x;
         } else {
@@ -296,6 +300,8 @@ int cl_cli_train(int argc, char **argv)
         return usage_error("--out DIR is required");
     if (o.data && o.max_objects)
         return usage_error("--objects applies to synthetic tasks (--task), not to --data");
+    if (o.data && o.dot_scale > 0)
+        return usage_error("--dot-scale applies to synthetic tasks (--task), not to --data");
     if (!!preset + !!config + !!o.from > 1)
         return usage_error("give one of --preset, --config and --from");
     if (preset && !cl_model_config_preset(&cfg, preset, &err))

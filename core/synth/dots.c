@@ -87,6 +87,7 @@ static const double accents[][3] = {
 typedef struct {
     guint64 seed; /* the background is redrawn from it, identically, for every image */
     double scale;
+    double radius; /* the dot's */
 } DotsDrawing;
 
 static void set_accent(cairo_t *cr, ClSynthRng *rng, double k)
@@ -194,16 +195,16 @@ static void draw(cairo_t *cr, const ClSynthSample *s, int image, gpointer data)
 
     const ClSynthObject *dot = &g_array_index(s->objects[image], ClSynthObject, 0);
     cairo_set_source_rgb(cr, 1, 0, 0);
-    cairo_arc(cr, dot->x, dot->y, 3.5 * u, 0, 2 * G_PI);
+    cairo_arc(cr, dot->x, dot->y, d->radius, 0, 2 * G_PI);
     cairo_fill(cr);
 }
 
 /* ---- the task -------------------------------------------------------------------------------- */
 
 /* One red dot anywhere inside the frame, with its box (radius plus antialiasing). */
-ClSynthObject cl_synth_dots_place(ClSynthRng *rng, int w, int h, double scale)
+ClSynthObject cl_synth_dots_place(ClSynthRng *rng, int w, int h, double radius)
 {
-    double r = 3.5 * scale, lo = FRAME_MARGIN + r + 1.5;
+    double r = radius, lo = FRAME_MARGIN + r + 1.5;
     ClSynthObject o = { .shape = CL_SYNTH_SHAPE_DOT };
     o.x = cl_synth_rng_range(rng, lo, w - lo);
     o.y = cl_synth_rng_range(rng, lo, h - lo);
@@ -212,11 +213,13 @@ ClSynthObject cl_synth_dots_place(ClSynthRng *rng, int w, int h, double scale)
     return o;
 }
 
-void cl_synth_dots_drawing(ClSynthDrawing *drawing, guint64 background_seed, double scale)
+void cl_synth_dots_drawing(ClSynthDrawing *drawing, guint64 background_seed, double scale,
+                           double radius)
 {
     DotsDrawing *d = g_new(DotsDrawing, 1);
     d->seed = background_seed;
     d->scale = scale;
+    d->radius = radius;
     drawing->draw = draw;
     drawing->data = d;
     drawing->free_data = g_free;
@@ -233,7 +236,7 @@ gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynth
     s->objects = g_new0(GArray *, n);
     double pts[5][2];
     for (int k = 0; k < n; k++) {
-        ClSynthObject o = cl_synth_dots_place(rng, w, h, u);
+        ClSynthObject o = cl_synth_dots_place(rng, w, h, cl_synth_dot_radius(s, opts));
         pts[k][0] = o.x, pts[k][1] = o.y;
         s->objects[k] = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
         g_array_append_val(s->objects[k], o);
@@ -270,6 +273,6 @@ gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynth
     cl_chat_conversation_add(c, CL_CHAT_ASSISTANT, text);
     s->conversation = c;
 
-    cl_synth_dots_drawing(drawing, cl_synth_rng_next(rng), u);
+    cl_synth_dots_drawing(drawing, cl_synth_rng_next(rng), u, cl_synth_dot_radius(s, opts));
     return TRUE;
 }

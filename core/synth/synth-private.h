@@ -83,8 +83,9 @@ JsonNode *cl_synth_edits_answer_json(const ClSynthSample *s);
 GArray *cl_synth_shapes_scene(ClSynthRng *rng, const ClSynthOptions *opts, double scale);
 void cl_synth_shapes_drawing(ClSynthDrawing *drawing, double scale);
 /* dots.c: one dot inside the frame; the screen-like background from its seed, then the dot */
-ClSynthObject cl_synth_dots_place(ClSynthRng *rng, int w, int h, double scale);
-void cl_synth_dots_drawing(ClSynthDrawing *drawing, guint64 background_seed, double scale);
+ClSynthObject cl_synth_dots_place(ClSynthRng *rng, int w, int h, double radius);
+void cl_synth_dots_drawing(ClSynthDrawing *drawing, guint64 background_seed, double scale,
+                           double radius);
 /* radiograph.c: one film (a patient with a reference film's 0-3 findings and an acquisition):
  * sets s->n_images = 1, s->objects and the drawing */
 void cl_synth_radiograph_film(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
@@ -108,4 +109,10 @@ static inline double cl_synth_scale(const ClSynthSample *s, const ClSynthOptions
 {
     (void)s;
     return MIN(opts->width, opts->height) / 160.0;
+}
+
+/* The red dot's radius in pixels: 3.5 at 160 px, times the options' dot scale. */
+static inline double cl_synth_dot_radius(const ClSynthSample *s, const ClSynthOptions *opts)
+{
+    return 3.5 * cl_synth_scale(s, opts) * opts->dot_scale;
 }

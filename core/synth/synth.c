@@ -190,6 +190,7 @@ void cl_synth_options_init(ClSynthOptions *opts)
         .max_objects = 0,
         .min_changes = 1,
         .max_changes = 4,
+        .dot_scale = 1.0,
     };
 }
 
@@ -211,6 +212,8 @@ static gboolean check_options(const ClSynthTaskDef *def, const ClSynthOptions *o
         bad = "the object counts must be 0 to 64, the minimum not above the maximum";
     else if (o->min_changes < 1 || o->max_changes > 8 || o->min_changes > o->max_changes)
         bad = "the change counts must be 1 to 8, the minimum not above the maximum";
+    else if (!(o->dot_scale >= 1.0 && o->dot_scale <= 4.0))
+        bad = "the dot scale must be 1 to 4";
     if (bad) {
         g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS, "synth: %s", bad);
         return FALSE;

@@ -30,6 +30,8 @@ typedef struct {
     int max_objects;     /*   (at most 64; the paper's 768 px scenes hold 30-40) */
     int min_changes;     /* shapes: simultaneous changes, default 1..4 (the paper: 4) */
     int max_changes;
+    double dot_scale;    /* dots tasks: the red dot's radius as a multiple of the default
+                          * (3.5 px at 160 px; default 1, 1..4): larger dots for a curriculum */
 } ClSynthOptions;
 
 void cl_synth_options_init(ClSynthOptions *opts);

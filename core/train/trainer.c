@@ -157,6 +157,10 @@ static gboolean options_check(const ClTrainerOptions *o, GError **error)
         FAIL(OPTIONS, "--aux-objects and --aux-changed must be finite and >= 0");
         return FALSE;
     }
+    if (o->dot_scale != 0 && !(o->dot_scale >= 1 && o->dot_scale <= 4)) {
+        FAIL(OPTIONS, "--dot-scale must be 1 to 4");
+        return FALSE;
+    }
     if (o->workers < 0 || o->workers > 2) {
         FAIL(OPTIONS, "--workers must be 1 or 2 (0: automatic)");
         return FALSE;
@@ -361,6 +365,9 @@ static char *options_to_json(const ClTrainerOptions *o)
         INT("min_objects", o->min_objects);
         INT("max_objects", o->max_objects);
     }
+    /* only when not the default, so that the checkpoints made before it still resume */
+    if (o->dot_scale > 0 && o->dot_scale != 1)
+        D("dot_scale", o->dot_scale);
     /* only when on, so that the checkpoints made before it still resume */
     if (o->aux_on_visual)
         BOOL("aux_on_visual", TRUE);
@@ -499,6 +506,8 @@ static gboolean source_open(Source *s, const ClTrainerOptions *o, const ClModel 
     cl_synth_options_for_model(&s->synth, model);
     s->synth.min_objects = o->min_objects;
     s->synth.max_objects = o->max_objects;
+    if (o->dot_scale > 0)
+        s->synth.dot_scale = o->dot_scale;
     return TRUE;
 }
 

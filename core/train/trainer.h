@@ -73,6 +73,8 @@ typedef struct {
     const char *data;
     gboolean all_turns;        /* supervise every assistant turn, not only the final answer */
     int min_objects, max_objects; /* shapes scenes' object count (0: from the image size) */
+    double dot_scale;          /* dots tasks' dot radius as a multiple of the default, 1..4
+                                * (0: the default, 1) */
 
     /* Optimisation. steps: optimiser steps (> 0), or 0 with `epochs` > 0 for a data file. */
     gint64 steps;
