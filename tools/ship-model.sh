@@ -7,11 +7,12 @@
 # change tasks; held-out evaluation of every task next to its trivial baseline.
 #
 #   tools/ship-model.sh [OUT=runs/ship] [STAGE0_STEPS=1000] [STAGE0_TASKS=shapes-ground]
+#                       [DOTS_CURRICULUM="3:1500 2:500 1.5:500"] [LR0D=5e-4]
 #                       [STAGE1_STEPS=6000] [STAGE2_STEPS=2000] [BATCH=8]
 #                       [LR0=2e-3] [LR1=5e-4] [LR2=5e-4] [ENC_DEPTH=2] [DEC_DEPTH=6]
 #                       [FOCUS_TASKS="aerial shapes"] [FOCUS_STEPS=800] [LR3=1e-3]
 #                       [STAGE4_STEPS=2000] [LR4=3e-4]
-#                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1] [VISUAL_POS=0]
+#                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1] [VISUAL_POS=1]
 #                       [AUX1="--aux-objects 1 --aux-changed 1"]
 #                       [AUX2="--aux-objects 1 --aux-changed 1"]
 #
@@ -26,6 +27,13 @@ OUT=${OUT:-runs/ship}
 STAGE0_STEPS=${STAGE0_STEPS:-1000}
 STAGE0_TASKS=${STAGE0_TASKS:-shapes-ground}
 LR0=${LR0:-2e-3}
+# stage 0d, finding the dot: dots-ground (with shapes-ground, so that stage 0's reading stays)
+# with dots SCALE times the task's radius for STEPS steps, for each SCALE:STEPS in turn. Over the
+# screen-like backgrounds the task's 3.5 px dot is never read from the start; a 10.5 px one is,
+# and the reading then carries over to 7, 5.25 and 3.5 px (docs/runs/2026-11-26-dots-clutter.md);
+# "" skips it
+DOTS_CURRICULUM=${DOTS_CURRICULUM-3:1500 2:500 1.5:500}
+LR0D=${LR0D:-5e-4}
 STAGE1_STEPS=${STAGE1_STEPS:-6000}
 STAGE2_STEPS=${STAGE2_STEPS:-2000}
 BATCH=${BATCH:-8}
@@ -46,8 +54,10 @@ SEED=${SEED:-1}
 # 0.013 after 500 steps; docs/runs/2026-11-22-ship6.md)
 VISUAL_CENTER=${VISUAL_CENTER:-1}
 # learned absolute positions on the visual tokens (docs/MODEL.md §1): what a token's value
-# carries of where it is, for the dots' coordinates (docs/runs/2026-11-26-dots-positions.md)
-VISUAL_POS=${VISUAL_POS:-0}
+# carries of where it is, for the dots' coordinates; alone they did not make the dot read
+# (docs/runs/2026-11-26-dots-positions.md), with stage 0d's curriculum they are how it is read
+# (docs/runs/2026-11-26-dots-clutter.md)
+VISUAL_POS=${VISUAL_POS:-1}
 # the dense auxiliary losses (DESIGN.md §5), on in both stages: without them in stage 1 the
 # model learns to ignore the images (docs/runs/2026-11-22-ship2.md: on a 96 px shapes-ground
 # probe, 1500 steps, the answer loss with another sample's images is 0.004 above the loss with
@@ -124,6 +134,16 @@ if [ "$STAGE0_STEPS" -gt 0 ]; then
   fi
   STAGE1_FROM="$OUT/stage0/model.safetensors"
 fi
+for c in $DOTS_CURRICULUM; do
+  scale=${c%%:*} steps=${c##*:}
+  if [ ! -f "$OUT/stage0d-$scale/model.safetensors" ]; then
+    log "stage 0d: $steps steps of dots-ground (dots $scale times larger) and shapes-ground"
+    "$CLI" train --stage pretrain --from "$STAGE1_FROM" --task dots-ground,dots-ground,shapes-ground \
+      --dot-scale "$scale" --steps "$steps" --batch "$BATCH" --lr "$LR0D" --seed "$SEED" \
+      --checkpoint-every 250 $AUX1 --out "$OUT/stage0d-$scale" $(resume "$OUT/stage0d-$scale")
+  fi
+  STAGE1_FROM="$OUT/stage0d-$scale/model.safetensors"
+done
 if [ ! -f "$OUT/stage1/model.safetensors" ]; then
   log "stage 1: $STAGE1_STEPS steps"
   "$CLI" train --stage pretrain --from "$STAGE1_FROM" --task "$GROUND_TASKS,$CHANGE_TASKS" \
