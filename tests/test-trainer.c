@@ -677,19 +677,28 @@ static void test_cli(void)
     g_assert_nonnull(strstr(e, "dec_depth"));
 }
 
-/* --objects: the shapes scenes hold that many objects (the grounded task lists each one, so the
- * answers of 1-object scenes are far shorter than those of 12-object ones, same seeds) */
-static gint64 tokens_with_objects(const char *name, int lo, int hi)
+/* One step of 4 samples of a synthetic task, with a shapes scene size and a dots scale (0: the
+ * defaults); fills r. */
+static void one_synth_step(const char *name, const char *task, int lo, int hi, double dot_scale,
+                           ClTrainerResult *r)
 {
     g_autofree char *dir = out_dir(name);
     ClTrainerOptions o;
     base_options(&o, dir, 1);
-    o.task = "shapes-ground";
+    o.task = task;
     o.checkpoint_every = 0;
     o.warmup = 0;
     o.min_objects = lo, o.max_objects = hi;
+    o.dot_scale = dot_scale;
+    run_ok(&o, r);
+}
+
+/* --objects: the shapes scenes hold that many objects (the grounded task lists each one, so the
+ * answers of 1-object scenes are far shorter than those of 12-object ones, same seeds) */
+static gint64 tokens_with_objects(const char *name, int lo, int hi)
+{
     g_auto(ClTrainerResult) r = { 0 };
-    run_ok(&o, &r);
+    one_synth_step(name, "shapes-ground", lo, hi, 0, &r);
     return r.tokens;
 }
 
@@ -707,15 +716,8 @@ static void test_objects(void)
 /* --dot-scale reaches the dots tasks' samples: 1 is the default's data, 3 other data */
 static double first_loss_with_dot_scale(const char *name, double scale)
 {
-    g_autofree char *dir = out_dir(name);
-    ClTrainerOptions o;
-    base_options(&o, dir, 1);
-    o.task = "dots-ground";
-    o.checkpoint_every = 0;
-    o.warmup = 0;
-    o.dot_scale = scale;
     g_auto(ClTrainerResult) r = { 0 };
-    run_ok(&o, &r);
+    one_synth_step(name, "dots-ground", 0, 0, scale, &r);
     return r.first_loss;
 }
 
