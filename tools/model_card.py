@@ -43,7 +43,18 @@ def stage_summary(path):
         "batch": options.get("batch", 8),
         "lr": options.get("lr"),
         "task": options.get("task", ""),
+        "dot_scale": options.get("dot_scale"),
     }
+
+
+def cpu_name():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
 
 
 def aux_phrase(o):
@@ -102,18 +113,22 @@ def main():
     s0 = stage_summary(s0_path) if os.path.exists(s0_path) else None
     s1 = stage_summary(os.path.join(run, "stage1", "train.jsonl"))
     s2 = stage_summary(os.path.join(run, "stage2", "train.jsonl"))
-    focus = []  # stage 3: one task alone after another, in the order they ran
-    for d in sorted(os.listdir(run)):
-        path = os.path.join(run, d, "train.jsonl")
-        if d.startswith("focus-") and os.path.exists(path):
-            f = stage_summary(path)
-            if f:
-                f["started"] = os.path.getmtime(path) - f["elapsed_s"]
-                focus.append(f)
-    focus.sort(key=lambda f: f["started"])
+    def in_order(prefix):  # the stages whose folders start with prefix, in the order they ran
+        found = []
+        for d in sorted(os.listdir(run)):
+            path = os.path.join(run, d, "train.jsonl")
+            if d.startswith(prefix) and os.path.exists(path):
+                f = stage_summary(path)
+                if f:
+                    f["started"] = os.path.getmtime(path) - f["elapsed_s"]
+                    f["dot_scale"] = f.get("dot_scale") or 1
+                    found.append(f)
+        return sorted(found, key=lambda f: f["started"])
+    dots0 = in_order("stage0d-")  # stage 0d: the dot-size curriculum
+    focus = in_order("focus-")  # stage 3: one task alone after another
     s4_path = os.path.join(run, "stage4", "train.jsonl")
     s4 = stage_summary(s4_path) if os.path.exists(s4_path) else None
-    total = sum(s["elapsed_s"] for s in [s0, s1, s2, s4] + focus if s)
+    total = sum(s["elapsed_s"] for s in [s0, s1, s2, s4] + dots0 + focus if s)
     cfg = json.load(open(os.path.join(run, "config.json")))
     print("# The ChangeLens default model\n")
     print("`changelens-default.safetensors` (f16) is what `changelens-cli describe` and the app use "
@@ -136,21 +151,30 @@ def main():
               f"samples (peak lr {s0['lr']:g}) of `{s0['task']}` alone, {s0['aux']}; loss "
               f"{s0['first_loss']:.3f} → {s0['final_loss']:.3f}; {s0['elapsed_s'] / 60:.1f} min at "
               f"{s0['samples_per_s']:.1f} samples/s.")
+    n = 4 if s0 else 3
+    for f in dots0:
+        print(f"{n}. Stage 0d (finding the red dot): {f['steps']} steps of {f['batch']} (peak lr "
+              f"{f['lr']:g}) of `{f['task']}` with dots {f['dot_scale']:g} times the task's "
+              f"radius (docs/runs/2026-11-26-dots-clutter.md), {f['aux']}; loss "
+              f"{f['first_loss']:.3f} → {f['final_loss']:.3f}; {f['elapsed_s'] / 60:.1f} min at "
+              f"{f['samples_per_s']:.1f} samples/s.")
+        n += 1
     if s1:
-        print(f"{4 if s0 else 3}. Stage 1 (stateless): {s1['steps']} steps of {s1['batch']} samples (peak lr "
+        print(f"{n}. Stage 1 (stateless): {s1['steps']} steps of {s1['batch']} samples (peak lr "
               f"{s1['lr']:g}) from the grounded "
               f"single-image tasks and the change tasks, generated on the fly, {s1['aux']}; loss "
               f"{s1['first_loss']:.3f} → {s1['final_loss']:.3f} (mean of the last 50 steps); "
               f"{s1['elapsed_s'] / 60:.1f} min at {s1['samples_per_s']:.1f} samples/s.")
+        n += 1
     if s2:
-        print(f"{5 if s0 else 4}. Stage 2 (SVE): cross_ffn inserted with the paper's init (Q/K/V and W₁ cloned, "
+        print(f"{n}. Stage 2 (SVE): cross_ffn inserted with the paper's init (Q/K/V and W₁ cloned, "
               f"W_O and W₂ zero), stop_grad on the predecessor; {s2['steps']} steps of "
               f"{s2['batch']} (peak lr {s2['lr']:g}) on the change "
               f"tasks (with a share of grounded samples), {s2['aux']}; loss "
               f"{s2['first_loss']:.3f} → "
               f"{s2['final_loss']:.3f}; {s2['elapsed_s'] / 60:.1f} min at "
               f"{s2['samples_per_s']:.1f} samples/s.")
-    n = (5 if s0 else 4) + 1
+        n += 1
     for f in focus:
         print(f"{n}. Stage 3 (reading one task): {f['steps']} steps of {f['batch']} (peak lr "
               f"{f['lr']:g}) of `{f['task']}` alone, {f['aux']}; loss {f['first_loss']:.3f} → "
@@ -162,8 +186,8 @@ def main():
               f"{s4['lr']:g}) on the stage-2 mix, so that every task's phrasing comes back after "
               f"stage 3, {s4['aux']}; loss {s4['first_loss']:.3f} → {s4['final_loss']:.3f}; "
               f"{s4['elapsed_s'] / 60:.1f} min at {s4['samples_per_s']:.1f} samples/s.")
-    print(f"\nTraining time on the 2-core development machine (AMD EPYC, 2 data-parallel "
-          f"workers): **{total / 60:.1f} minutes** in all.\n")
+    print(f"\nTraining time on the {os.cpu_count()}-core development machine ({cpu_name()}): "
+          f"**{total / 60:.1f} minutes** in all.\n")
     bench = os.path.join(run, "bench-train.txt")
     if os.path.exists(bench):
         print("## The training step against PyTorch\n")
