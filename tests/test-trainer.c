@@ -654,6 +654,10 @@ static void test_cli(void)
             dir, NULL }, "wide" },
         { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "0.5", "--out",
             dir, NULL }, "--dot-scale must be 1 to 4" },
+        { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "0", "--out",
+            dir, NULL }, "--dot-scale must be 1 to 4" },
+        { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "5", "--out",
+            dir, NULL }, "--dot-scale must be 1 to 4" },
         { { "--config", cfg, "--data", "x.jsonl", "--steps", "2", "--dot-scale", "2", "--out",
             dir, NULL }, "--dot-scale applies to synthetic tasks" },
     };

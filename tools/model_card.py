@@ -43,7 +43,7 @@ def stage_summary(path):
         "batch": options.get("batch", 8),
         "lr": options.get("lr"),
         "task": options.get("task", ""),
-        "dot_scale": options.get("dot_scale"),
+        "dot_scale": options.get("dot_scale", 1),  # written only when not 1
     }
 
 
@@ -121,7 +121,6 @@ def main():
                 f = stage_summary(path)
                 if f:
                     f["started"] = os.path.getmtime(path) - f["elapsed_s"]
-                    f["dot_scale"] = f.get("dot_scale") or 1
                     found.append(f)
         return sorted(found, key=lambda f: f["started"])
     dots0 = in_order("stage0d-")  # stage 0d: the dot-size curriculum

@@ -287,6 +287,8 @@ int cl_cli_train(int argc, char **argv)
                 o.aux_weight_objects = x;
             else if (!strcmp(a, "--aux-changed"))
                 o.aux_weight_changed = x;
+            else if (!strcmp(a, "--dot-scale") && x < 1)
+                return usage_error("--dot-scale must be 1 to 4, not '%s'", v);
             else if (!strcmp(a, "--dot-scale"))
                 o.dot_scale = x;
             else
