@@ -829,8 +829,15 @@ static void test_describe(void)
     double run_ms = (g_get_monotonic_time() - t0) / 1000.0;
     g_source_remove(id);
     g_autofree char *ticks = ticker_describe(&t);
-    printf("# window: model run %.0f ms, %s (bound 50)\n", run_ms, ticks);
-    g_assert_cmpfloat(t.max_gap_ms, <, 50.0);
+    printf("# window: model run %.0f ms, %s (bounds: 50 ms of main-thread work, 250 ms in "
+           "all)\n", run_ms, ticks);
+    /* The model runs off the main thread, so the main thread's own work in any one gap stays
+     * under 50 ms; a model run on it would spend the whole run there. The wall clock gets the
+     * wider bound of the large pair's test below: with other work on the two cores (a training
+     * run alongside) the scheduler alone made a 50-70 ms gap here with the main thread on the
+     * CPU for a few ms of it. */
+    g_assert_cmpfloat(t.max_cpu_ms, <, 50.0);
+    g_assert_cmpfloat(t.max_gap_ms, <, 250.0);
 
     g_autofree char *text = cl_window_get_description(win);
     g_assert_cmpuint(strlen(text), >, 0);
