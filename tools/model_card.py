@@ -176,7 +176,8 @@ def main():
         n += 1
     for f in focus:
         print(f"{n}. Stage 3 (reading one task): {f['steps']} steps of {f['batch']} (peak lr "
-              f"{f['lr']:g}) of `{f['task']}` alone, {f['aux']}; loss {f['first_loss']:.3f} → "
+              f"{f['lr']:g}) of `{f['task']}`{'' if ',' in f['task'] else ' alone'}, {f['aux']}; "
+              f"loss {f['first_loss']:.3f} → "
               f"{f['final_loss']:.3f}; {f['elapsed_s'] / 60:.1f} min at "
               f"{f['samples_per_s']:.1f} samples/s.")
         n += 1
