@@ -829,14 +829,14 @@ static void test_describe(void)
     double run_ms = (g_get_monotonic_time() - t0) / 1000.0;
     g_source_remove(id);
     g_autofree char *ticks = ticker_describe(&t);
-    printf("# window: model run %.0f ms, %s (bounds: 50 ms of main-thread work, 250 ms in "
-           "all)\n", run_ms, ticks);
+    printf("# window: model run %.0f ms, %s (bounds: main-thread work under 50 ms and half "
+           "the run, 250 ms in all)\n", run_ms, ticks);
     /* The model runs off the main thread, so the main thread's own work in any one gap stays
-     * under 50 ms; a model run on it would spend the whole run there. The wall clock gets the
-     * wider bound of the large pair's test below: with other work on the two cores (a training
-     * run alongside) the scheduler alone made a 50-70 ms gap here with the main thread on the
-     * CPU for a few ms of it. */
-    g_assert_cmpfloat(t.max_cpu_ms, <, 50.0);
+     * under 50 ms and under half the run (a run on the main thread would spend most of itself
+     * within one gap, however fast the machine). The wall clock gets the wider bound of the
+     * large pair's test below: a 50 ms wall bound here failed once with a training run sharing
+     * the two cores, where the scheduler, not the app, holds the main loop up. */
+    g_assert_cmpfloat(t.max_cpu_ms, <, MIN(50.0, run_ms / 2));
     g_assert_cmpfloat(t.max_gap_ms, <, 250.0);
 
     g_autofree char *text = cl_window_get_description(win);

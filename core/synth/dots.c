@@ -234,9 +234,9 @@ gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynth
     int n = opts->n_images ? opts->n_images : cl_synth_rng_int(rng, 2, 5);
     s->n_images = n;
     s->objects = g_new0(GArray *, n);
-    double pts[5][2];
+    double pts[5][2], radius = cl_synth_dot_radius(s, opts);
     for (int k = 0; k < n; k++) {
-        ClSynthObject o = cl_synth_dots_place(rng, w, h, cl_synth_dot_radius(s, opts));
+        ClSynthObject o = cl_synth_dots_place(rng, w, h, radius);
         pts[k][0] = o.x, pts[k][1] = o.y;
         s->objects[k] = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
         g_array_append_val(s->objects[k], o);
@@ -273,6 +273,6 @@ gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynth
     cl_chat_conversation_add(c, CL_CHAT_ASSISTANT, text);
     s->conversation = c;
 
-    cl_synth_dots_drawing(drawing, cl_synth_rng_next(rng), u, cl_synth_dot_radius(s, opts));
+    cl_synth_dots_drawing(drawing, cl_synth_rng_next(rng), u, radius);
     return TRUE;
 }

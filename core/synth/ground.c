@@ -266,14 +266,14 @@ gboolean cl_synth_ground_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
         break;
     }
     case G_DOTS: {
-        ClSynthObject dot = cl_synth_dots_place(rng, w, h, cl_synth_dot_radius(s, opts));
+        double radius = cl_synth_dot_radius(s, opts);
+        ClSynthObject dot = cl_synth_dots_place(rng, w, h, radius);
         s->n_images = 1;
         s->objects = g_new0(GArray *, 1);
         s->objects[0] = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
         g_array_append_val(s->objects[0], dot);
         answer = dots_answer(&dot, w, h);
-        cl_synth_dots_drawing(drawing, cl_synth_rng_next(rng), scale,
-                              cl_synth_dot_radius(s, opts));
+        cl_synth_dots_drawing(drawing, cl_synth_rng_next(rng), scale, radius);
         break;
     }
     case G_RADIOGRAPH:
