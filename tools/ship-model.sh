@@ -165,19 +165,22 @@ fi
 
 # 5. stage 3, reading the tasks the mix leaves unread: each of FOCUS_TASKS alone (an entry may be
 #    a comma list, a mix of its own: "dots,dots,dots-ground"), one after the
-#    other, FOCUS_STEPS at LR3 (docs/runs/2026-11-22-ship8.md: after stages 1-2 aerial changes
+#    other, FOCUS_STEPS at LR3 unless the entry says otherwise (TASKS:STEPS:LR, as in
+#    "dots,dots,dots-ground:1500:5e-4") (docs/runs/2026-11-22-ship8.md: after stages 1-2 aerial changes
 #    were not read, image-reliance gap 0.0007; 800 aerial-only steps at 1e-3 made it 0.48, and
 #    also wiped the other tasks' phrasing, which stage 4 brings back; 800 dots-only steps after
 #    it left dots unread, gap 0.0000, so dots is not in the default); "" skips stages 3 and 4
 FINAL="$OUT/stage2/model.safetensors"
 if [ -n "$FOCUS_TASKS" ]; then
   i=0
-  for t in $FOCUS_TASKS; do
+  for entry in $FOCUS_TASKS; do
     i=$((i + 1))
+    IFS=: read -r t steps lr <<< "$entry"
+    steps=${steps:-$FOCUS_STEPS} lr=${lr:-$LR3}
     if [ ! -f "$OUT/focus-$t/model.safetensors" ]; then
-      log "stage 3: $FOCUS_STEPS steps of $t"
-      "$CLI" train --stage pretrain --from "$FINAL" --task "$t" --steps "$FOCUS_STEPS" \
-        --batch "$BATCH" --lr "$LR3" --seed "$((SEED + 3 + i))" --checkpoint-every 200 $AUX2 \
+      log "stage 3: $steps steps of $t at $lr"
+      "$CLI" train --stage pretrain --from "$FINAL" --task "$t" --steps "$steps" \
+        --batch "$BATCH" --lr "$lr" --seed "$((SEED + 3 + i))" --checkpoint-every 200 $AUX2 \
         --out "$OUT/focus-$t" $(resume "$OUT/focus-$t")
     fi
     FINAL="$OUT/focus-$t/model.safetensors"
