@@ -11,6 +11,7 @@
 #                       [STAGE1_STEPS=6000] [STAGE2_STEPS=2000] [BATCH=8]
 #                       [LR0=2e-3] [LR1=5e-4] [LR2=5e-4] [ENC_DEPTH=2] [DEC_DEPTH=6]
 #                       [FOCUS_TASKS="aerial shapes"] [FOCUS_STEPS=800] [LR3=1e-3]
+#                       (a focus entry: TASK[,TASK…][:STEPS[:LR]])
 #                       [STAGE4_STEPS=2000] [LR4=3e-4]
 #                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1] [VISUAL_POS=0]
 #                       [AUX1="--aux-objects 1 --aux-changed 1"]
@@ -34,7 +35,8 @@ LR0=${LR0:-2e-3}
 # Off by default, the shipped model's recipe: with it ("3:1500 2:500 1.5:500" and VISUAL_POS=1,
 # docs/runs/2026-11-26-ship11.md) dots-ground stays read through the mix (gap 0.29) but the
 # dots task itself is not, and shapes, radiograph and edits came out below the shipped model;
-# "" skips it
+# again with a slower dots focus (docs/runs/2026-11-26-ship12.md: dots MAE 8.15, radiograph and
+# edits lost already by the end of stage 1); "" skips it
 DOTS_CURRICULUM=${DOTS_CURRICULUM-}
 LR0D=${LR0D:-5e-4}
 STAGE1_STEPS=${STAGE1_STEPS:-6000}
