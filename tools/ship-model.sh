@@ -36,7 +36,7 @@ LR0=${LR0:-2e-3}
 # docs/runs/2026-11-26-ship11.md) dots-ground stays read through the mix (gap 0.29) but the
 # dots task itself is not, and shapes, radiograph and edits came out below the shipped model;
 # again with a slower dots focus (docs/runs/2026-11-26-ship12.md: dots MAE 8.15, radiograph and
-# edits lost already by the end of stage 1); "" skips it
+# edits again below the shipped model); "" skips it
 DOTS_CURRICULUM=${DOTS_CURRICULUM-}
 LR0D=${LR0D:-5e-4}
 STAGE1_STEPS=${STAGE1_STEPS:-6000}
