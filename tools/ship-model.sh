@@ -165,10 +165,10 @@ if [ ! -f "$OUT/stage2/model.safetensors" ]; then
     --out "$OUT/stage2" $(resume "$OUT/stage2")
 fi
 
-# 5. stage 3, reading the tasks the mix leaves unread: each of FOCUS_TASKS alone (an entry may be
-#    a comma list, a mix of its own: "dots,dots,dots-ground"), one after the
-#    other, FOCUS_STEPS at LR3 unless the entry says otherwise (TASKS:STEPS:LR, as in
-#    "dots,dots,dots-ground:1500:5e-4") (docs/runs/2026-11-22-ship8.md: after stages 1-2 aerial changes
+# 5. stage 3, reading the tasks the mix leaves unread: each of FOCUS_TASKS alone, one after the
+#    other, FOCUS_STEPS at LR3; an entry may be a comma list (a mix of its own) and may carry its
+#    own steps and rate, as in "dots,dots,dots-ground:1500:5e-4" (the folder is focus-TASKS)
+#    (docs/runs/2026-11-22-ship8.md: after stages 1-2 aerial changes
 #    were not read, image-reliance gap 0.0007; 800 aerial-only steps at 1e-3 made it 0.48, and
 #    also wiped the other tasks' phrasing, which stage 4 brings back; 800 dots-only steps after
 #    it left dots unread, gap 0.0000, so dots is not in the default); "" skips stages 3 and 4
