@@ -13,7 +13,8 @@
  *  - edits: caption metrics.
  * Perplexity (C.2: token-weighted under the training mask) for every task.
  * Baseline: the most frequent answer of the task's training distribution (baseline_n samples
- * from another seed) — for dots the mean value of the same quantity — as every prediction. */
+ * from another seed) — for dots the mean value of the same question (quantity and number of
+ * images) — as every prediction. */
 #pragma once
 
 #include <gio/gio.h>
