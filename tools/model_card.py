@@ -221,7 +221,8 @@ def main():
     print("## Held-out results\n")
     print("Each task's held-out set is 'changelens-cli eval --task T --seed 900001' (training "
           "samples come from other seeds); the baseline answers every sample with the task's most "
-          "frequent training answer (dots: the mean value), scored on the same samples. The "
+          "frequent training answer (dots: the mean value of the question asked, by quantity and "
+          "number of images), scored on the same samples. The "
           "model answers greedily, except that a dots answer's digits are the median of the "
           "model's distribution over numbers (eval's default; `--greedy-numbers` gives the "
           "greedy digits), the answer with the least expected absolute error.\n")
