@@ -660,6 +660,12 @@ static void test_cli(void)
             dir, NULL }, "--dot-scale must be 1 to 4" },
         { { "--config", cfg, "--data", "x.jsonl", "--steps", "2", "--dot-scale", "2", "--out",
             dir, NULL }, "--dot-scale applies to synthetic tasks" },
+        { { "--config", cfg, "--task", "dots", "--steps", "2", "--images", "1", "--out", dir,
+            NULL }, "--images must be 2 to 5" },
+        { { "--config", cfg, "--task", "dots", "--steps", "2", "--images", "6", "--out", dir,
+            NULL }, "--images must be 2 to 5" },
+        { { "--config", cfg, "--data", "x.jsonl", "--steps", "2", "--images", "2", "--out",
+            dir, NULL }, "--images applies to synthetic tasks" },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_clear_pointer(&e, g_free);
@@ -735,6 +741,34 @@ static void test_dot_scale(void)
     g_assert_cmpfloat(three, !=, dflt);
 }
 
+/* --images reaches the dots task's samples: each image adds a user and an assistant turn and the
+ * image's tokens, so 4 samples of 5 images hold far more tokens than 4 of 2 */
+static gint64 tokens_with_images(const char *name, int images)
+{
+    g_autofree char *dir = out_dir(name);
+    ClTrainerOptions o;
+    base_options(&o, dir, 1);
+    o.task = "dots";
+    o.checkpoint_every = 0;
+    o.warmup = 0;
+    o.dot_images = images;
+    g_auto(ClTrainerResult) r = { 0 };
+    run_ok(&o, &r);
+    return r.tokens;
+}
+
+static void test_dot_images(void)
+{
+    gint64 two = tokens_with_images("images-2", 2);
+    gint64 five = tokens_with_images("images-5", 5);
+    gint64 dflt = tokens_with_images("images-default", 0);
+    g_test_message("tokens in a step of 4 samples: 2 images %" G_GINT64_FORMAT ", 5 images %"
+                   G_GINT64_FORMAT ", drawn per sample %" G_GINT64_FORMAT, two, five, dflt);
+    g_assert_cmpint(five, >, two + 4 * 3 * 16);
+    g_assert_cmpint(two, <=, dflt);
+    g_assert_cmpint(dflt, <=, five);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -749,6 +783,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainer/aux", test_aux);
     g_test_add_func("/trainer/objects", test_objects);
     g_test_add_func("/trainer/dot-scale", test_dot_scale);
+    g_test_add_func("/trainer/dot-images", test_dot_images);
     int rc = g_test_run();
     cl_fixture_rmdir(tmp);
     return rc;

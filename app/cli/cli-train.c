@@ -43,6 +43,7 @@ static const char usage_text[] =
     "  --objects N|MIN-MAX  shapes tasks: objects in a scene (default: 4-8 at 160 px, 30-40 at 768)\n"
     "  --dot-scale X        dots tasks: the red dot's radius times X, 1 to 4 (default 1); larger\n"
     "                       dots first, then smaller, teach a small model to find the dot\n"
+    "  --images K           dots task: K images per sample, 2 to 5 (default: drawn per sample)\n"
     "Optimisation:\n"
     "  --steps N            optimiser steps (or --epochs E with --data)\n"
     "  --batch B            samples per step (gradient accumulation; default 8)\n"
@@ -230,6 +231,10 @@ int cl_cli_train(int argc, char **argv)
             o.task = v;
         } else if (!strcmp(a, "--data")) {
             o.data = v;
+        } else if (!strcmp(a, "--images")) {
+            if (!parse_int(v, 2, 5, &n))
+                return usage_error("--images must be 2 to 5, not '%s'", v);
+            o.dot_images = (int)n;
         } else if (!strcmp(a, "--objects")) {
             if (!cl_cli_parse_range(v, &o.min_objects, &o.max_objects) || o.min_objects < 1 ||
                 o.max_objects > 64 || o.min_objects > o.max_objects)
@@ -302,6 +307,8 @@ int cl_cli_train(int argc, char **argv)
         return usage_error("--out DIR is required");
     if (o.data && o.max_objects)
         return usage_error("--objects applies to synthetic tasks (--task), not to --data");
+    if (o.data && o.dot_images)
+        return usage_error("--images applies to synthetic tasks (--task), not to --data");
     if (o.data && o.dot_scale > 0)
         return usage_error("--dot-scale applies to synthetic tasks (--task), not to --data");
     if (!!preset + !!config + !!o.from > 1)

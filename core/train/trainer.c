@@ -161,6 +161,10 @@ static gboolean options_check(const ClTrainerOptions *o, GError **error)
         FAIL(OPTIONS, "--dot-scale must be 1 to 4");
         return FALSE;
     }
+    if (o->dot_images != 0 && (o->dot_images < 2 || o->dot_images > 5)) {
+        FAIL(OPTIONS, "--images must be 2 to 5");
+        return FALSE;
+    }
     if (o->workers < 0 || o->workers > 2) {
         FAIL(OPTIONS, "--workers must be 1 or 2 (0: automatic)");
         return FALSE;
@@ -368,6 +372,9 @@ static char *options_to_json(const ClTrainerOptions *o)
     /* only when not the default, so that the checkpoints made before it still resume */
     if (o->dot_scale > 0 && o->dot_scale != 1)
         D("dot_scale", o->dot_scale);
+    /* only when set, so that the checkpoints made before it still resume */
+    if (o->dot_images)
+        INT("dot_images", o->dot_images);
     /* only when on, so that the checkpoints made before it still resume */
     if (o->aux_on_visual)
         BOOL("aux_on_visual", TRUE);
@@ -508,6 +515,7 @@ static gboolean source_open(Source *s, const ClTrainerOptions *o, const ClModel 
     s->synth.max_objects = o->max_objects;
     if (o->dot_scale > 0)
         s->synth.dot_scale = o->dot_scale;
+    s->synth.n_images = o->dot_images;
     return TRUE;
 }
 

@@ -75,6 +75,7 @@ typedef struct {
     int min_objects, max_objects; /* shapes scenes' object count (0: from the image size) */
     double dot_scale;          /* dots tasks' dot radius as a multiple of the default, 1..4
                                 * (0: the default, 1) */
+    int dot_images;            /* dots: images per sample, 2..5 (0: drawn per sample) */
 
     /* Optimisation. steps: optimiser steps (> 0), or 0 with `epochs` > 0 for a data file. */
     gint64 steps;
