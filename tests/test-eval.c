@@ -1,6 +1,7 @@
 /* test-eval.c - the held-out evaluation: perfect answers score perfectly and empty ones score
  * nothing on every task (so the per-task scoring is wired to the right metric), the baseline
- * is a real answer of the task, and `changelens-cli eval --json` prints every key scripts use. */
+ * is a real answer of the task (for dots, each question's own mean), and `changelens-cli eval
+ * --json` prints every key scripts use. */
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
@@ -134,6 +135,70 @@ static void test_cli_json(void)
     g_assert_nonnull(strstr(err, "known tasks"));
 }
 
+static ClSynthSample *dots_sample(guint64 seed, int i)
+{
+    ClSynthOptions so;
+    cl_synth_options_init(&so); /* the tiny preset's 160 px: the same samples as eval's */
+    g_autoptr(GError) err = NULL;
+    ClSynthSample *s = cl_synth_generate("dots", cl_synth_stream_seed(seed, (guint64)i), &so, &err);
+    g_assert_no_error(err);
+    return s;
+}
+
+/* The dots baseline answers each question's own mean (the question names the quantity and the
+ * number of images), the mean over its training draw (--baseline-n samples of the seed eval
+ * derives from the held-out one), not one mean per quantity: the area's mean grows with the
+ * number of dots. */
+static void test_dots_baseline_per_question(void)
+{
+    enum { M = 40, B = 100 };
+    const char *args[] = { "eval", "--random-init", "tiny", "--task", "dots", "--n", "40", "--seed",
+                           "5", "--max-tokens", "1", "--no-perplexity", "--baseline-n", "100",
+                           "--json", NULL };
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
+    JsonObject *b = json_object_get_object_member(json_node_get_object(root), "baseline");
+    double base_mae = json_object_get_double_member(b, "mae");
+
+    /* the question's means over the training draw, and one mean per quantity */
+    double sum[2][6] = { { 0 } }, cnt[2][6] = { { 0 } };
+    for (int i = 0; i < B; i++) {
+        g_autoptr(ClSynthSample) s = dots_sample(5 ^ G_GUINT64_CONSTANT(0x5eedba5e1ee7), i);
+        int q = s->quantity == CL_SYNTH_QUANTITY_DISTANCE ? 0 : 1;
+        g_assert_true(s->n_images >= 2 && s->n_images <= 5);
+        sum[q][s->n_images] += s->value, cnt[q][s->n_images]++;
+        sum[q][0] += s->value, cnt[q][0]++;
+    }
+    double per_question = 0, per_quantity = 0;
+    for (int i = 0; i < M; i++) {
+        g_autoptr(ClSynthSample) s = dots_sample(5, i);
+        int q = s->quantity == CL_SYNTH_QUANTITY_DISTANCE ? 0 : 1;
+        g_assert_cmpfloat(cnt[q][s->n_images], >, 0);
+        /* the baseline answers to 4 decimals, as the model must */
+        double mq = round(sum[q][s->n_images] / cnt[q][s->n_images] * 1e4) / 1e4;
+        double m1 = round(sum[q][0] / cnt[q][0] * 1e4) / 1e4;
+        per_question += fabs(s->value - mq) * 100 / M;
+        per_quantity += fabs(s->value - m1) * 100 / M;
+    }
+    g_test_message("dots baseline MAE %.4f; each question's mean %.4f, each quantity's %.4f",
+                   base_mae, per_question, per_quantity);
+    g_assert_cmpfloat(fabs(base_mae - per_question), <, 1e-6);
+    g_assert_cmpfloat(per_question, <, per_quantity);
+
+    /* --images is checked */
+    const char *bad[][9] = {
+        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "dots", "--images", "6", NULL },
+        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "shapes", "--images", "2", NULL },
+    };
+    for (gsize k = 0; k < G_N_ELEMENTS(bad); k++) {
+        g_autofree char *err = NULL;
+        int status = 0;
+        g_assert_true(g_spawn_sync(NULL, (char **)bad[k], NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL,
+                                   NULL, NULL, &err, &status, NULL));
+        g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+        g_assert_nonnull(strstr(err, "--images"));
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -143,5 +208,6 @@ int main(int argc, char **argv)
     }
     g_test_add_func("/eval/shapes-order-invariant", test_shapes_order_invariant);
     g_test_add_func("/eval/cli-json", test_cli_json);
+    g_test_add_func("/eval/dots-baseline-per-question", test_dots_baseline_per_question);
     return g_test_run();
 }

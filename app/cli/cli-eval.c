@@ -41,7 +41,7 @@ static void print_row(const char *name, double a, double b, gboolean pct)
 int cl_cli_eval(int argc, char **argv)
 {
     g_autofree char *model_path = NULL, *random_init = NULL, *task = NULL, *device = NULL;
-    int n = 100, max_tokens = 160, baseline_n = 200, examples = 3;
+    int n = 100, max_tokens = 160, baseline_n = 200, examples = 3, images = 0;
     gint64 seed = 1000, init_seed = 0;
     gboolean json = FALSE, no_ppl = FALSE, greedy_numbers = FALSE;
     GOptionEntry entries[] = {
@@ -59,6 +59,8 @@ int cl_cli_eval(int argc, char **argv)
           "Training samples the baseline answer is drawn from (200)", "N" },
         { "examples", 0, 0, G_OPTION_ARG_INT, &examples,
           "(reference, prediction) pairs shown (3; the first ones)", "N" },
+        { "images", 0, 0, G_OPTION_ARG_INT, &images,
+          "dots: K images per sample, 2-5 (default: drawn per sample)", "K" },
         { "greedy-numbers", 0, 0, G_OPTION_ARG_NONE, &greedy_numbers,
           "dots: greedy digits instead of the median of the model's distribution over numbers",
           NULL },
@@ -74,7 +76,8 @@ int cl_cli_eval(int argc, char **argv)
         "(greedy), and scores the answers with the paper's metrics: change accuracy, BLEU-4,\n"
         "METEOR, ROUGE-L, CIDEr-D, perplexity under the training mask, finding-level F1\n"
         "(radiograph), MAE/RMSE ×10⁻² (dots) — next to the task's trivial baseline (the most\n"
-        "frequent training answer; for dots the mean value) on the same samples.");
+        "frequent training answer; for dots the mean value of the question asked) on the same\n"
+        "samples.");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) err = NULL;
     if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
@@ -98,6 +101,11 @@ int cl_cli_eval(int argc, char **argv)
     if (n < 1 || max_tokens < 1 || baseline_n < 1 || seed < 0 || init_seed < 0 || examples < 0)
         return usage("--n, --max-tokens and --baseline-n must be at least 1, seeds and --examples "
                      "not negative");
+
+    if (images != 0 && (images < 2 || images > 5))
+        return usage("--images must be 2 to 5");
+    if (images != 0 && strcmp(task, "dots") != 0)
+        return usage("--images applies to the dots task");
 
     g_autoptr(ClModel) model = NULL;
     if (random_init) {
@@ -132,6 +140,7 @@ int cl_cli_eval(int argc, char **argv)
     o.seed = (guint64)seed;
     o.max_new_tokens = max_tokens;
     o.baseline_n = baseline_n;
+    o.dot_images = images;
     o.n_examples = examples;
     o.median_numbers = !greedy_numbers;
     o.perplexity = !no_ppl && strcmp(cl_backend_name(be), "cpu") == 0;

@@ -231,6 +231,7 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
     }
     ClSynthOptions so;
     cl_synth_options_for_model(&so, model);
+    so.n_images = o->dot_images;
     Baseline base;
     if (!make_baseline(o, &so, &base, error))
         return FALSE;

@@ -40,6 +40,7 @@ typedef struct {
     guint64 seed;         /* their data-set seed (cl_synth_stream_seed(seed, i)) */
     int max_new_tokens;   /* 160 */
     int baseline_n;       /* training samples the baseline is drawn from (200) */
+    int dot_images;       /* dots: images per sample, 2-5 (0: drawn per sample) */
     guint64 baseline_seed; /* 0 = derived from seed */
     gboolean perplexity;  /* TRUE: needs the CPU backend */
     int n_examples;       /* (reference, prediction) pairs kept for the report (3) */
