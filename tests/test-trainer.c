@@ -743,12 +743,12 @@ static void test_dot_scale(void)
 
 /* --images reaches the dots task's samples: each image adds a user and an assistant turn and the
  * image's tokens, so 4 samples of 5 images hold far more tokens than 4 of 2 */
-static gint64 tokens_with_images(const char *name, int images)
+static gint64 tokens_with_images(const char *name, const char *task, int images)
 {
     g_autofree char *dir = out_dir(name);
     ClTrainerOptions o;
     base_options(&o, dir, 1);
-    o.task = "dots";
+    o.task = task;
     o.checkpoint_every = 0;
     o.warmup = 0;
     o.dot_images = images;
@@ -759,9 +759,11 @@ static gint64 tokens_with_images(const char *name, int images)
 
 static void test_dot_images(void)
 {
-    gint64 two = tokens_with_images("images-2", 2);
-    gint64 five = tokens_with_images("images-5", 5);
-    gint64 dflt = tokens_with_images("images-default", 0);
+    gint64 two = tokens_with_images("images-2", "dots", 2);
+    gint64 five = tokens_with_images("images-5", "dots", 5);
+    gint64 dflt = tokens_with_images("images-default", "dots", 0);
+    /* in a mix, the other tasks draw their own: the grounded one keeps its one image */
+    g_assert_cmpint(tokens_with_images("images-mix", "dots,dots-ground,shapes", 3), >, 0);
     g_test_message("tokens in a step of 4 samples: 2 images %" G_GINT64_FORMAT ", 5 images %"
                    G_GINT64_FORMAT ", drawn per sample %" G_GINT64_FORMAT, two, five, dflt);
     g_assert_cmpint(five, >, two + 4 * 3 * 16);

@@ -480,7 +480,10 @@ static ClTrainSample *source_get(Source *s, const ClModel *model, const SampleRe
         return cl_dataset_get(s->ds, ref->item, error);
     g_autoptr(GError) err = NULL;
     const char *task = s->tasks[ref->task];
-    g_autoptr(ClSynthSample) syn = cl_synth_generate(task, ref->seed, &s->synth, &err);
+    ClSynthOptions so = s->synth;
+    if (strcmp(task, "dots") != 0) /* --images is the dots task's; the rest of a mix draws its own */
+        so.n_images = 0;
+    g_autoptr(ClSynthSample) syn = cl_synth_generate(task, ref->seed, &so, &err);
     ClTrainSample *ts = syn ? cl_train_sample_from_synth(model, syn, all_turns, &err) : NULL;
     if (!ts)
         g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_SAMPLE,
