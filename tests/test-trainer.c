@@ -687,10 +687,10 @@ static void test_cli(void)
     g_assert_nonnull(strstr(e, "dec_depth"));
 }
 
-/* One step of 4 samples of a synthetic task, with a shapes scene size and a dots scale (0: the
- * defaults); fills r. */
+/* One step of 4 samples of a synthetic task, with a shapes scene size, a dots scale and a dots
+ * image count (0: the defaults); fills r. */
 static void one_synth_step(const char *name, const char *task, int lo, int hi, double dot_scale,
-                           ClTrainerResult *r)
+                           int dot_images, ClTrainerResult *r)
 {
     g_autofree char *dir = out_dir(name);
     ClTrainerOptions o;
@@ -700,6 +700,7 @@ static void one_synth_step(const char *name, const char *task, int lo, int hi, d
     o.warmup = 0;
     o.min_objects = lo, o.max_objects = hi;
     o.dot_scale = dot_scale;
+    o.dot_images = dot_images;
     run_ok(&o, r);
 }
 
@@ -708,7 +709,7 @@ static void one_synth_step(const char *name, const char *task, int lo, int hi, d
 static gint64 tokens_with_objects(const char *name, int lo, int hi)
 {
     g_auto(ClTrainerResult) r = { 0 };
-    one_synth_step(name, "shapes-ground", lo, hi, 0, &r);
+    one_synth_step(name, "shapes-ground", lo, hi, 0, 0, &r);
     return r.tokens;
 }
 
@@ -727,7 +728,7 @@ static void test_objects(void)
 static double first_loss_with_dot_scale(const char *name, double scale)
 {
     g_auto(ClTrainerResult) r = { 0 };
-    one_synth_step(name, "dots-ground", 0, 0, scale, &r);
+    one_synth_step(name, "dots-ground", 0, 0, scale, 0, &r);
     return r.first_loss;
 }
 
@@ -745,15 +746,8 @@ static void test_dot_scale(void)
  * image's tokens, so 4 samples of 5 images hold far more tokens than 4 of 2 */
 static gint64 tokens_with_images(const char *name, const char *task, int images)
 {
-    g_autofree char *dir = out_dir(name);
-    ClTrainerOptions o;
-    base_options(&o, dir, 1);
-    o.task = task;
-    o.checkpoint_every = 0;
-    o.warmup = 0;
-    o.dot_images = images;
     g_auto(ClTrainerResult) r = { 0 };
-    run_ok(&o, &r);
+    one_synth_step(name, task, 0, 0, 0, images, &r);
     return r.tokens;
 }
 
