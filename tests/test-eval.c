@@ -140,7 +140,8 @@ static ClSynthSample *dots_sample(guint64 seed, int i)
     ClSynthOptions so;
     cl_synth_options_init(&so); /* the tiny preset's 160 px: the same samples as eval's */
     g_autoptr(GError) err = NULL;
-    ClSynthSample *s = cl_synth_generate("dots", cl_synth_stream_seed(seed, (guint64)i), &so, &err);
+    ClSynthSample *s =
+        cl_synth_generate("dots", cl_synth_stream_seed(seed, (guint64)i), &so, &err);
     g_assert_no_error(err);
     return s;
 }
@@ -186,8 +187,10 @@ static void test_dots_baseline_per_question(void)
 
     /* --images is checked */
     const char *bad[][9] = {
-        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "dots", "--images", "6", NULL },
-        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "shapes", "--images", "2", NULL },
+        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task",
+          "dots", "--images", "6", NULL },
+        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task",
+          "shapes", "--images", "2", NULL },
     };
     for (gsize k = 0; k < G_N_ELEMENTS(bad); k++) {
         g_autofree char *err = NULL;

@@ -231,12 +231,14 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
     }
     ClSynthOptions so;
     cl_synth_options_for_model(&so, model);
-    so.n_images = o->dot_images;
+    so.n_images = strcmp(o->task, "dots") == 0 ? o->dot_images : 0; /* a dots option (eval.h) */
     Baseline base;
     if (!make_baseline(o, &so, &base, error))
         return FALSE;
-    out->baseline_text = g_strdup(strcmp(o->task, "dots") == 0 ? "the mean value of the question asked (quantity and number of images)"
-                                                              : base.majority);
+    out->baseline_text =
+        g_strdup(strcmp(o->task, "dots") == 0
+                     ? "the mean value of the question asked (quantity and number of images)"
+                     : base.majority);
 
     ClSynthSample **samples = g_new0(ClSynthSample *, o->n);
     char **pred = g_new0(char *, o->n + 1), **bpred = g_new0(char *, o->n + 1);

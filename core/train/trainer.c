@@ -481,7 +481,8 @@ static ClTrainSample *source_get(Source *s, const ClModel *model, const SampleRe
     g_autoptr(GError) err = NULL;
     const char *task = s->tasks[ref->task];
     ClSynthOptions so = s->synth;
-    if (strcmp(task, "dots") != 0) /* --images is the dots task's; the rest of a mix draws its own */
+    /* --images is the dots task's; the rest of a mix draws its own */
+    if (strcmp(task, "dots") != 0)
         so.n_images = 0;
     g_autoptr(ClSynthSample) syn = cl_synth_generate(task, ref->seed, &so, &err);
     ClTrainSample *ts = syn ? cl_train_sample_from_synth(model, syn, all_turns, &err) : NULL;
