@@ -70,6 +70,13 @@ static void test_perfect_and_empty(gconstpointer data)
     } else {
         g_assert_true(isnan(good.change_accuracy));
     }
+    /* answers entirely right: where a parser judges the whole answer */
+    if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0) {
+        g_assert_cmpfloat(good.exact, ==, 1.0);
+        g_assert_cmpfloat(bad.exact, <, 1.0);
+    } else {
+        g_assert_true(isnan(good.exact));
+    }
     if (strcmp(task, "radiograph") == 0 && isfinite(good.finding_f1_micro)) {
         g_assert_cmpfloat(good.finding_f1_micro, ==, 1.0);
         g_assert_cmpfloat(good.finding_f1_macro, ==, 1.0);
@@ -98,6 +105,15 @@ static void test_shapes_order_invariant(void)
     ClEvalScores sc;
     g_assert_true(cl_eval_score("shapes", s, (const char *const *)rev, N, &sc, NULL));
     g_assert_cmpfloat(sc.change_accuracy, ==, 1.0);
+    g_assert_cmpfloat(sc.exact, ==, 1.0);
+    /* one change too many makes an answer not exact, though its changes are all there */
+    g_autofree char *more = g_strconcat(rev[0], " A new large red metal cube is visible.", NULL);
+    char *keep = rev[0];
+    rev[0] = more;
+    g_assert_true(cl_eval_score("shapes", s, (const char *const *)rev, N, &sc, NULL));
+    rev[0] = keep;
+    g_assert_cmpfloat(fabs(sc.exact - (double)(N - 1) / N), <, 1e-12);
+    g_assert_cmpfloat(sc.change_accuracy, <, 1.0);
     for (int i = 0; i < N; i++)
         g_free(rev[i]);
     free_samples(s);
@@ -111,7 +127,7 @@ static void test_cli_json(void)
     JsonObject *o = json_node_get_object(root);
     const char *keys[] = { "task", "n", "change_accuracy", "bleu4", "meteor", "rougeL", "cider",
                            "ppl", "finding_f1_micro", "finding_f1_macro", "mae", "rmse",
-                           "baseline" };
+                           "exact", "baseline" };
     for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
         g_assert_true(json_object_has_member(o, keys[i]));
     g_assert_cmpstr(json_object_get_string_member(o, "task"), ==, "shapes");

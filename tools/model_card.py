@@ -9,7 +9,8 @@ import json
 import os
 import sys
 
-KEYS = [("change_accuracy", "change acc. %", 100), ("bleu4", "BLEU-4", 100),
+KEYS = [("change_accuracy", "change acc. %", 100), ("exact", "answers exact %", 100),
+        ("bleu4", "BLEU-4", 100),
         ("meteor", "METEOR", 100), ("rougeL", "ROUGE-L", 100), ("cider", "CIDEr-D", 100),
         ("finding_f1_micro", "finding F1 micro", 100), ("finding_f1_macro", "finding F1 macro", 100),
         ("mae", "MAE ×10⁻²", 1), ("rmse", "RMSE ×10⁻²", 1), ("ppl", "perplexity", 1)]

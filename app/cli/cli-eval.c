@@ -171,6 +171,7 @@ int cl_cli_eval(int argc, char **argv)
                   r.baseline.finding_f1_micro * 100, FALSE);
         print_row("finding F1 macro", r.model.finding_f1_macro * 100,
                   r.baseline.finding_f1_macro * 100, FALSE);
+        print_row("answers exact %", r.model.exact, r.baseline.exact, TRUE);
         print_row("MAE ×10⁻²", r.model.mae, r.baseline.mae, FALSE);
         print_row("RMSE ×10⁻²", r.model.rmse, r.baseline.rmse, FALSE);
         print_row("perplexity", r.model.ppl, r.baseline.ppl, FALSE);

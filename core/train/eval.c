@@ -37,7 +37,7 @@ void cl_eval_result_clear(ClEvalResult *r)
 static void scores_nan(ClEvalScores *s)
 {
     s->change_accuracy = s->bleu4 = s->meteor = s->rouge_l = s->cider = s->ppl = NAN;
-    s->finding_f1_micro = s->finding_f1_macro = s->mae = s->rmse = NAN;
+    s->finding_f1_micro = s->finding_f1_macro = s->mae = s->rmse = s->exact = NAN;
 }
 
 /* Caption metrics of candidates against reference lists. */
@@ -109,6 +109,7 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
         g_autoptr(GPtrArray) cand = g_ptr_array_new_with_free_func(g_free);
         g_autoptr(GPtrArray) refs = g_ptr_array_new();
         double acc = 0;
+        int exact = 0;
         for (int i = 0; i < n; i++) {
             g_autoptr(GPtrArray) changes = shapes_variants(samples[i], store);
             ClRefChange *rc = g_new0(ClRefChange, MAX(changes->len, 1));
@@ -117,6 +118,7 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
             ClChangeMatch m;
             cl_change_match(predictions[i], rc, changes->len, &m);
             acc += cl_change_match_accuracy(&m);
+            exact += m.n_exact == changes->len && m.n_pred == changes->len;
             for (guint c = 0; c < changes->len; c++) {
                 g_ptr_array_add(cand, g_strdup(m.matched[c] ? m.matched[c] : ""));
                 g_ptr_array_add(refs, g_ptr_array_index(changes, c));
@@ -125,6 +127,7 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
             g_free(rc);
         }
         out->change_accuracy = acc / n;
+        out->exact = (double)exact / n;
         return caption_metrics((const char *const *)cand->pdata,
                                (const char *const *const *)refs->pdata, cand->len, out, error);
     }
@@ -147,6 +150,7 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
         ClFindingResult fr;
         cl_finding_score_result(&fs, &fr);
         out->change_accuracy = fr.change_accuracy;
+        out->exact = fr.n_pairs ? (double)fr.n_exact / fr.n_pairs : NAN;
         if (fr.n_changed_pairs) {
             out->finding_f1_micro = fr.micro_f1;
             out->finding_f1_macro = fr.macro_f1;
@@ -328,6 +332,7 @@ static void add_scores(JsonBuilder *b, const ClEvalScores *s)
         { "cider", s->cider },                     { "ppl", s->ppl },
         { "finding_f1_micro", s->finding_f1_micro }, { "finding_f1_macro", s->finding_f1_macro },
         { "mae", s->mae },                         { "rmse", s->rmse },
+        { "exact", s->exact },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(m); i++) {
         json_builder_set_member_name(b, m[i].key);

@@ -29,6 +29,10 @@ G_BEGIN_DECLS
 typedef struct {
     double change_accuracy, bleu4, meteor, rouge_l, cider, ppl;
     double finding_f1_micro, finding_f1_macro, mae, rmse;
+    /* the share of answers entirely right (0-1): shapes, every change matched exactly (one of
+     * its phrasings) and nothing else said; radiograph, the same findings added and missing;
+     * NaN for the tasks whose answers have no parser (aerial, edits) and for dots */
+    double exact;
 } ClEvalScores;
 
 /* Called after each evaluated sample. */
@@ -75,7 +79,7 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
                        GError **error);
 
 /* The scores as JSON members (task's n/a as null): change_accuracy, bleu4, meteor, rougeL,
- * cider, ppl, finding_f1_micro, finding_f1_macro, mae, rmse. */
+ * cider, ppl, finding_f1_micro, finding_f1_macro, mae, rmse, exact. */
 char *cl_eval_result_to_json(const ClEvalResult *r);
 
 G_END_DECLS

@@ -141,6 +141,7 @@ void cl_finding_score_add(ClFindingScore *s, const char *reference, const char *
     gboolean g0 = cl_findings_empty(&g), p0 = cl_findings_empty(&p);
     s->n_pairs++;
     s->n_change_correct += g0 == p0;
+    s->n_exact += memcmp(&g, &p, sizeof g) == 0;
     if (g0)
         return; /* F1 is over the pairs whose reference names a change (appendix F) */
     s->n_changed_pairs++;
@@ -176,6 +177,7 @@ void cl_finding_score_result(const ClFindingScore *s, ClFindingResult *out)
     out->change_accuracy = s->n_pairs ? (double)s->n_change_correct / s->n_pairs : 0;
     out->n_pairs = s->n_pairs;
     out->n_changed_pairs = s->n_changed_pairs;
+    out->n_exact = s->n_exact;
 }
 
 /* ---- change matching ----------------------------------------------------------------------- */

@@ -36,12 +36,13 @@ gboolean cl_findings_empty(const ClFindingLabels *l);
 typedef struct {
     guint tp[2 * CL_N_FINDINGS], fp[2 * CL_N_FINDINGS], fn[2 * CL_N_FINDINGS];
     guint n_pairs, n_changed_pairs, n_change_correct;
+    guint n_exact; /* pairs whose prediction names the same findings, added and missing */
 } ClFindingScore;
 void cl_finding_score_init(ClFindingScore *s);
 void cl_finding_score_add(ClFindingScore *s, const char *reference, const char *prediction);
 typedef struct {
     double micro_f1, macro_f1, macro_f1_all54, change_accuracy;
-    guint n_pairs, n_changed_pairs;
+    guint n_pairs, n_changed_pairs, n_exact;
 } ClFindingResult;
 void cl_finding_score_result(const ClFindingScore *s, ClFindingResult *out);
 
