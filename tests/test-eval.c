@@ -74,8 +74,11 @@ static void test_perfect_and_empty(gconstpointer data)
     if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0) {
         g_assert_cmpfloat(good.exact, ==, 1.0);
         g_assert_cmpfloat(bad.exact, <, 1.0);
+        for (int i = 0; i < N; i++)
+            g_assert_cmpint(cl_eval_answer_exact(task, s[i], s[i]->answer), ==, 1);
     } else {
         g_assert_true(isnan(good.exact));
+        g_assert_cmpint(cl_eval_answer_exact(task, s[0], s[0]->answer), ==, -1);
     }
     if (strcmp(task, "radiograph") == 0 && isfinite(good.finding_f1_micro)) {
         g_assert_cmpfloat(good.finding_f1_micro, ==, 1.0);
@@ -140,6 +143,37 @@ static void test_cli_json(void)
     g_assert_true(json_object_has_member(b, "change_accuracy"));
     g_assert_true(json_node_is_null(json_object_get_member(b, "ppl")));
     g_assert_true(strlen(json_object_get_string_member(b, "answer")) > 10);
+
+    /* --answers: a line per sample, numbered as synth numbers them, with its reference */
+    g_autofree char *dir = cl_fixture_tmpdir("eval-answers");
+    g_autofree char *path = g_build_filename(dir, "answers.jsonl", NULL);
+    const char *aargs[] = { "eval", "--random-init", "tiny", "--task", "radiograph", "--n", "3",
+                            "--seed", "11", "--max-tokens", "4", "--no-perplexity",
+                            "--baseline-n", "20", "--answers", path, NULL };
+    g_assert_cmpint(cl_fixture_run_cli(aargs, NULL), ==, 0);
+    g_autofree char *text = NULL;
+    g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
+    g_auto(GStrv) lines = g_strsplit(g_strchomp(text), "\n", -1);
+    g_assert_cmpuint(g_strv_length(lines), ==, 3);
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    for (int i = 0; i < 3; i++) {
+        g_autoptr(JsonNode) line = json_from_string(lines[i], NULL);
+        g_assert_nonnull(line);
+        JsonObject *a = json_node_get_object(line);
+        g_assert_cmpint(json_object_get_int_member(a, "sample"), ==, i + 1);
+        g_autoptr(ClSynthSample) s = cl_synth_generate("radiograph", cl_synth_stream_seed(11, i),
+                                                       &so, NULL);
+        g_assert_cmpstr(json_object_get_string_member(a, "reference"), ==, s->answer);
+        g_assert_true(json_object_has_member(a, "prediction"));
+        /* radiograph answers are judged whole: exact is true or false, never null */
+        JsonNode *e = json_object_get_member(a, "exact");
+        g_assert_true(JSON_NODE_HOLDS_VALUE(e));
+        g_assert_cmpint(json_object_get_boolean_member(a, "exact"), ==,
+                        cl_eval_answer_exact("radiograph", s,
+                                             json_object_get_string_member(a, "prediction")));
+    }
+    cl_fixture_rmdir(dir);
 
     /* usage errors exit 2 */
     const char *bad[] = { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "nope", NULL };

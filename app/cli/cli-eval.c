@@ -38,9 +38,42 @@ static void print_row(const char *name, double a, double b, gboolean pct)
     printf("  %-18s %10.2f %10.2f\n", name, isfinite(a) ? a * k : NAN, isfinite(b) ? b * k : NAN);
 }
 
+/* --answers: one JSON object per line and sample (its number as `synth --seed S` names it) */
+static gboolean write_answers(const char *path, const ClEvalResult *r, GError **error)
+{
+    GString *out = g_string_new(NULL);
+    for (guint i = 0; i < r->answers->len; i++) {
+        const ClEvalAnswer *a = &g_array_index(r->answers, ClEvalAnswer, i);
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "sample");
+        json_builder_add_int_value(b, (gint64)i + 1);
+        json_builder_set_member_name(b, "reference");
+        json_builder_add_string_value(b, a->reference);
+        json_builder_set_member_name(b, "prediction");
+        json_builder_add_string_value(b, a->prediction);
+        json_builder_set_member_name(b, "exact");
+        if (a->exact < 0)
+            json_builder_add_null_value(b);
+        else
+            json_builder_add_boolean_value(b, a->exact == 1);
+        json_builder_end_object(b);
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        g_autoptr(JsonNode) root = json_builder_get_root(b);
+        json_generator_set_root(gen, root);
+        g_autofree char *line = json_generator_to_data(gen, NULL);
+        g_string_append(out, line);
+        g_string_append_c(out, '\n');
+    }
+    gboolean ok = g_file_set_contents(path, out->str, (gssize)out->len, error);
+    g_string_free(out, TRUE);
+    return ok;
+}
+
 int cl_cli_eval(int argc, char **argv)
 {
     g_autofree char *model_path = NULL, *random_init = NULL, *task = NULL, *device = NULL;
+    g_autofree char *answers_path = NULL;
     int n = 100, max_tokens = 160, baseline_n = 200, examples = 3, images = 0;
     gint64 seed = 1000, init_seed = 0;
     gboolean json = FALSE, no_ppl = FALSE, greedy_numbers = FALSE;
@@ -64,6 +97,9 @@ int cl_cli_eval(int argc, char **argv)
         { "greedy-numbers", 0, 0, G_OPTION_ARG_NONE, &greedy_numbers,
           "dots: greedy digits instead of the median of the model's distribution over numbers",
           NULL },
+        { "answers", 0, 0, G_OPTION_ARG_FILENAME, &answers_path,
+          "Write every sample's answer to FILE (JSON lines: sample, as synth numbers it; "
+          "reference; prediction; exact)", "FILE" },
         { "no-perplexity", 0, 0, G_OPTION_ARG_NONE, &no_ppl, "Skip the perplexity pass", NULL },
         { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "cpu (default) or auto", "DEV" },
         { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
@@ -151,6 +187,11 @@ int cl_cli_eval(int argc, char **argv)
     }
     ClEvalResult r;
     if (!cl_eval_run(be, model, &o, &r, &err)) {
+        fprintf(stderr, "%s: %s\n", PROG, err->message);
+        cl_eval_result_clear(&r);
+        return 1;
+    }
+    if (answers_path && !write_answers(answers_path, &r, &err)) {
         fprintf(stderr, "%s: %s\n", PROG, err->message);
         cl_eval_result_clear(&r);
         return 1;

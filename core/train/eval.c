@@ -31,6 +31,14 @@ void cl_eval_result_clear(ClEvalResult *r)
     g_free(r->baseline_text);
     if (r->examples)
         g_ptr_array_unref(r->examples);
+    if (r->answers) {
+        for (guint i = 0; i < r->answers->len; i++) {
+            ClEvalAnswer *a = &g_array_index(r->answers, ClEvalAnswer, i);
+            g_free(a->reference);
+            g_free(a->prediction);
+        }
+        g_array_unref(r->answers);
+    }
     memset(r, 0, sizeof *r);
 }
 
@@ -90,6 +98,35 @@ static gboolean says_no_change(const char *text)
     return FALSE;
 }
 
+/* shapes: every change matched to one of its phrasings, and no sentence more */
+static gboolean shapes_exact(const ClSynthSample *s, const char *prediction)
+{
+    g_autoptr(GPtrArray) store = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+    g_autoptr(GPtrArray) changes = shapes_variants(s, store);
+    ClRefChange *rc = g_new0(ClRefChange, MAX(changes->len, 1));
+    for (guint c = 0; c < changes->len; c++)
+        rc[c].variants = (const char *const *)g_ptr_array_index(changes, c);
+    ClChangeMatch m;
+    cl_change_match(prediction, rc, changes->len, &m);
+    gboolean exact = m.n_exact == changes->len && m.n_pred == changes->len;
+    cl_change_match_clear(&m);
+    g_free(rc);
+    return exact;
+}
+
+int cl_eval_answer_exact(const char *task, const ClSynthSample *s, const char *prediction)
+{
+    if (strcmp(task, "shapes") == 0)
+        return shapes_exact(s, prediction ? prediction : "");
+    if (strcmp(task, "radiograph") == 0) {
+        ClFindingLabels g, p;
+        cl_findings_parse(s->answer, &g);
+        cl_findings_parse(prediction, &p);
+        return memcmp(&g, &p, sizeof g) == 0;
+    }
+    return -1;
+}
+
 gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
                        const char *const *predictions, int n, ClEvalScores *out, GError **error)
 {
@@ -118,7 +155,7 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
             ClChangeMatch m;
             cl_change_match(predictions[i], rc, changes->len, &m);
             acc += cl_change_match_accuracy(&m);
-            exact += m.n_exact == changes->len && m.n_pred == changes->len;
+            exact += m.n_exact == changes->len && m.n_pred == changes->len; /* shapes_exact */
             for (guint c = 0; c < changes->len; c++) {
                 g_ptr_array_add(cand, g_strdup(m.matched[c] ? m.matched[c] : ""));
                 g_ptr_array_add(refs, g_ptr_array_index(changes, c));
@@ -226,6 +263,7 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
     out->task = g_strdup(o->task);
     out->n = o->n;
     out->examples = g_ptr_array_new_with_free_func(g_free);
+    out->answers = g_array_new(FALSE, TRUE, sizeof(ClEvalAnswer));
     scores_nan(&out->model);
     scores_nan(&out->baseline);
     gint64 t0 = g_get_monotonic_time();
@@ -299,6 +337,9 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
                                                         [baseline_images(s)]);
         else
             bpred[i] = g_strdup(base.majority);
+        ClEvalAnswer a = { g_strdup(s->answer), g_strdup(pred[i]),
+                           cl_eval_answer_exact(o->task, s, pred[i]) };
+        g_array_append_val(out->answers, a);
         if (i < o->n_examples) {
             g_ptr_array_add(out->examples, g_strdup(s->answer));
             g_ptr_array_add(out->examples, g_strdup(pred[i]));

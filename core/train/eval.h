@@ -58,10 +58,17 @@ typedef struct {
 } ClEvalOptions;
 void cl_eval_options_init(ClEvalOptions *o);
 
+/* One held-out sample's answer (ClEvalResult.answers). */
+typedef struct {
+    char *reference, *prediction;
+    int exact; /* 1: entirely right, 0: not, -1: the task's answers are not judged whole */
+} ClEvalAnswer;
+
 typedef struct {
     char *task;
     int n;
     ClEvalScores model, baseline;
+    GArray *answers;       /* ClEvalAnswer, every sample's, in order */
     char *baseline_text;   /* what the baseline answers ("nothing has changed.", "0.2000", …) */
     GPtrArray *examples;   /* char*: reference, prediction, reference, prediction, … */
     double seconds;
@@ -77,6 +84,10 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
 gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
                        const char *const *predictions, int n, ClEvalScores *out,
                        GError **error);
+
+/* Whether `prediction` answers sample `s` of `task` entirely right (ClEvalScores.exact): 1 or 0,
+ * or -1 where the task's answers are not judged whole (dots, aerial, edits). */
+int cl_eval_answer_exact(const char *task, const ClSynthSample *s, const char *prediction);
 
 /* The scores as JSON members (task's n/a as null): change_accuracy, bleu4, meteor, rougeL,
  * cider, ppl, finding_f1_micro, finding_f1_macro, mae, rmse, exact. */
