@@ -7,6 +7,8 @@
 #
 #   tools/describe-examples.sh MODEL [OUT=runs/examples] [N=5] [TASKS="shapes radiograph aerial edits"]
 #   BEAM=4 tools/describe-examples.sh ...   beam search with 4 beams instead of greedy
+#   SAMPLES="282 946" tools/describe-examples.sh MODEL OUT 1000 shapes
+#                                           only these of the N pairs (as eval --answers numbers them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:?usage: tools/describe-examples.sh MODEL [OUT] [N] [TASKS]}
@@ -29,6 +31,7 @@ for i, line in enumerate(open(sys.argv[1])):
     print("\t".join([str(i + 1), s["messages"][-1]["content"]] + s["images"]))
 PY
   while IFS=$'\t' read -r i ref imgs; do
+    if [ -n "${SAMPLES:-}" ] && [[ " $SAMPLES " != *" $i "* ]]; then continue; fi
     files=()
     for f in $imgs; do files+=("$OUT/$t-data/$f"); done
     got=$("$CLI" describe --model "$MODEL" --domain "$t" --device cpu -n 96 --beam "${BEAM:-1}" \
