@@ -98,26 +98,36 @@ static gboolean says_no_change(const char *text)
     return FALSE;
 }
 
-/* shapes: every change matched to one of its phrasings, and no sentence more */
-static gboolean shapes_exact(const ClSynthSample *s, const char *prediction)
+/* The permutation-invariant change matching of a shapes answer (appendix C.3) against the
+ * sample's changes, each with all its phrasings (kept alive by `store`); returns the changes. */
+static GPtrArray *shapes_match(const ClSynthSample *s, const char *prediction, GPtrArray *store,
+                               ClChangeMatch *m)
 {
-    g_autoptr(GPtrArray) store = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
-    g_autoptr(GPtrArray) changes = shapes_variants(s, store);
+    GPtrArray *changes = shapes_variants(s, store);
     ClRefChange *rc = g_new0(ClRefChange, MAX(changes->len, 1));
     for (guint c = 0; c < changes->len; c++)
         rc[c].variants = (const char *const *)g_ptr_array_index(changes, c);
-    ClChangeMatch m;
-    cl_change_match(prediction, rc, changes->len, &m);
-    gboolean exact = m.n_exact == changes->len && m.n_pred == changes->len;
-    cl_change_match_clear(&m);
+    cl_change_match(prediction ? prediction : "", rc, changes->len, m);
     g_free(rc);
-    return exact;
+    return changes;
+}
+
+/* shapes: every change matched to one of its phrasings, and no sentence more */
+static gboolean shapes_exact(const ClChangeMatch *m, guint n_changes)
+{
+    return m->n_exact == n_changes && m->n_pred == n_changes;
 }
 
 int cl_eval_answer_exact(const char *task, const ClSynthSample *s, const char *prediction)
 {
-    if (strcmp(task, "shapes") == 0)
-        return shapes_exact(s, prediction ? prediction : "");
+    if (strcmp(task, "shapes") == 0) {
+        g_autoptr(GPtrArray) store = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
+        ClChangeMatch m;
+        g_autoptr(GPtrArray) changes = shapes_match(s, prediction, store, &m);
+        gboolean exact = shapes_exact(&m, changes->len);
+        cl_change_match_clear(&m);
+        return exact;
+    }
     if (strcmp(task, "radiograph") == 0) {
         ClFindingLabels g, p;
         cl_findings_parse(s->answer, &g);
@@ -148,20 +158,15 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
         double acc = 0;
         int exact = 0;
         for (int i = 0; i < n; i++) {
-            g_autoptr(GPtrArray) changes = shapes_variants(samples[i], store);
-            ClRefChange *rc = g_new0(ClRefChange, MAX(changes->len, 1));
-            for (guint c = 0; c < changes->len; c++)
-                rc[c].variants = (const char *const *)g_ptr_array_index(changes, c);
             ClChangeMatch m;
-            cl_change_match(predictions[i], rc, changes->len, &m);
+            g_autoptr(GPtrArray) changes = shapes_match(samples[i], predictions[i], store, &m);
             acc += cl_change_match_accuracy(&m);
-            exact += m.n_exact == changes->len && m.n_pred == changes->len; /* shapes_exact */
+            exact += shapes_exact(&m, changes->len);
             for (guint c = 0; c < changes->len; c++) {
                 g_ptr_array_add(cand, g_strdup(m.matched[c] ? m.matched[c] : ""));
                 g_ptr_array_add(refs, g_ptr_array_index(changes, c));
             }
             cl_change_match_clear(&m);
-            g_free(rc);
         }
         out->change_accuracy = acc / n;
         out->exact = (double)exact / n;
