@@ -1105,6 +1105,51 @@ static int run_cli(const char *const *args, char **out, char **err)
     return WEXITSTATUS(status);
 }
 
+/* --visual-pos-grid: merger.pos as a 2-D sin-cos grid (docs/MODEL.md §3.8): centred, the
+ * formula's values, and a cell's distance to another growing with their distance on the grid,
+ * the same along rows and columns */
+static void test_visual_pos_grid(void)
+{
+    g_autoptr(GError) err = NULL;
+    ClModelConfig c = small_config(CL_SVE_STATELESS, CL_SVE_FIRST_OWN);
+    c.image_size = 160; /* a 10 × 10 patch grid, 5 × 5 merged */
+    g_autoptr(ClModel) plain = cl_model_new_random(&c, 3, &err);
+    g_assert_no_error(err);
+    g_assert_false(cl_model_init_visual_pos_grid(plain, 0.1)); /* no merger.pos */
+    c.visual_pos = TRUE;
+    g_autoptr(ClModel) m = cl_model_new_random(&c, 3, &err);
+    g_assert_no_error(err);
+    g_assert_true(cl_model_init_visual_pos_grid(m, 0.5));
+    const int G = 5, M = G * G, E = c.dec_dim, q = E / 4;
+    const float *pos = m->w.merger_pos;
+    for (int e = 0; e < E; e++) {
+        double mean = 0;
+        for (int k = 0; k < M; k++)
+            mean += pos[k * E + e];
+        g_assert_cmpfloat(fabs(mean / M), <, 1e-6);
+    }
+    for (int k = 0; k < q; k++) { /* channel k: 0.5 · (sin(i f_k) − its mean over the rows) */
+        double f = pow(2.0, -4.0 * k / q), mean = 0;
+        for (int i = 0; i < G; i++)
+            mean += sin(i * f) / G;
+        for (int cell = 0; cell < M; cell++)
+            g_assert_cmpfloat(fabs(pos[cell * E + k] - 0.5 * (sin((cell / G) * f) - mean)), <,
+                              1e-6);
+    }
+    double last = 0;
+    for (int d = 1; d < G; d++) {
+        double dr = 0, dc = 0;
+        for (int e = 0; e < E; e++) {
+            double a = pos[e], r = pos[d * G * E + e], col = pos[d * E + e];
+            dr += (a - r) * (a - r);
+            dc += (a - col) * (a - col);
+        }
+        g_assert_cmpfloat(fabs(dr - dc), <, 1e-6);
+        g_assert_cmpfloat(dr, >, last);
+        last = dr;
+    }
+}
+
 static void test_cli(void)
 {
     const char *cli = g_getenv("CL_CLI");
@@ -1126,6 +1171,15 @@ static void test_cli(void)
                            "--seed", "11", "--dtype", "f16", "--out", out1, NULL };
     g_assert_cmpint(run_cli(init, &o, &e), ==, 0);
     g_autofree char *h1 = file_sha256(out1);
+    {
+        /* a grid for positions the config does not have is a usage error */
+        g_autofree char *o2 = NULL, *e2 = NULL;
+        const char *grid[] = { "model", "init", "--config", cfg_path, "--visual-pos-grid", "0.1",
+                               "--out", out3, NULL };
+        g_assert_cmpint(run_cli(grid, &o2, &e2), ==, 2);
+        g_assert_nonnull(strstr(e2, "visual_pos"));
+        g_assert_false(g_file_test(out3, G_FILE_TEST_EXISTS));
+    }
     g_assert_nonnull(strstr(o, h1));
     g_assert_nonnull(strstr(o, out1));
 
@@ -1250,6 +1304,7 @@ int main(int argc, char **argv)
     g_test_add_func("/modelfile/model/random-init", test_random_init);
     g_test_add_func("/modelfile/model/save-load", test_save_load);
     g_test_add_func("/modelfile/model/file-errors", test_model_file_errors);
+    g_test_add_func("/modelfile/model/visual-pos-grid", test_visual_pos_grid);
     g_test_add_func("/modelfile/cli", test_cli);
     int rc = g_test_run();
     /* remove what the tests wrote */

@@ -1,6 +1,7 @@
 /* cli-model.c - `changelens-cli model init|info|convert`: create, inspect and convert model
  * files (docs/MODEL.md). */
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,8 +14,8 @@ static const char model_usage[] =
     "\n"
     "Commands:\n"
     "  init (--preset tiny|base|large | --config FILE.json) [--variant V] [--first own|null]\n"
-    "       [--no-cross-pos] [--out-init-std X] [--seed N] [--dtype f32|f16|bf16]\n"
-    "       [--tokenizer TOK.json] --out FILE\n"
+    "       [--no-cross-pos] [--out-init-std X] [--visual-pos-grid SCALE] [--seed N]\n"
+    "       [--dtype f32|f16|bf16] [--tokenizer TOK.json] --out FILE\n"
     "                                  write a randomly initialised model\n"
     "  info [--json] FILE              config, parameters, dtypes, sha256, tokenizer size\n"
     "  convert --dtype D IN OUT        rewrite a model file in another dtype\n";
@@ -50,7 +51,7 @@ static int cmd_init(int argc, char **argv)
     g_autofree char *preset = NULL, *variant = NULL, *first = NULL, *dtype = NULL;
     g_autofree char *config = NULL, *out = NULL, *tokenizer = NULL;
     gboolean no_cross_pos = FALSE;
-    double out_init_std = -1;
+    double out_init_std = -1, pos_grid = 0;
     gint64 seed = 0;
     GOptionEntry entries[] = {
         { "preset", 0, 0, G_OPTION_ARG_STRING, &preset, "Size preset", "tiny|base|large" },
@@ -63,6 +64,9 @@ static int cmd_init(int argc, char **argv)
           "No RoPE in the state attention", NULL },
         { "out-init-std", 0, 0, G_OPTION_ARG_DOUBLE, &out_init_std,
           "Std of the SVE output weights at insertion (0 = zero init)", "X" },
+        { "visual-pos-grid", 0, 0, G_OPTION_ARG_DOUBLE, &pos_grid,
+          "With visual_pos: merger.pos as a 2-D sin-cos grid times SCALE, not random "
+          "(docs/MODEL.md §3.8)", "SCALE" },
         { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 0)", "N" },
         { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "Stored dtype (default f32)",
           "f32|f16|bf16" },
@@ -109,9 +113,16 @@ static int cmd_init(int argc, char **argv)
     if (out_init_std != -1)
         cfg.sve_out_init_std = out_init_std;
 
+    if (pos_grid != 0 && !cfg.visual_pos)
+        return usage_error("--visual-pos-grid needs a config with \"visual_pos\": true");
+    if (pos_grid < 0 || !isfinite(pos_grid))
+        return usage_error("--visual-pos-grid must be a positive scale");
+
     g_autoptr(ClModel) model = cl_model_new_random(&cfg, (guint64)seed, &err);
     if (!model)
         return fail(err);
+    if (pos_grid > 0)
+        cl_model_init_visual_pos_grid(model, pos_grid);
     if (tokenizer) {
         g_autofree char *text = NULL;
         ClTokenizer *tok = NULL;

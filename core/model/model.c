@@ -331,6 +331,36 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
     return g_steal_pointer(&model);
 }
 
+gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale)
+{
+    if (!model->config.visual_pos || !model->w.merger_pos)
+        return FALSE;
+    const int G = model->config.image_size / model->config.patch_size / 2, M = G * G;
+    const int E = model->config.dec_dim, q = E / 4;
+    float *pos = model->w.merger_pos;
+    for (int m = 0; m < M; m++) {
+        const double ij[2] = { m / G, m % G };
+        float *row = pos + (size_t)m * E;
+        memset(row, 0, sizeof(float) * (size_t)E);
+        for (int a = 0; a < 2; a++)
+            for (int k = 0; k < q; k++) {
+                double f = pow(2.0, -4.0 * k / q);
+                row[2 * a * q + k] = (float)sin(ij[a] * f);
+                row[2 * a * q + q + k] = (float)cos(ij[a] * f);
+            }
+    }
+    for (int e = 0; e < E; e++) {
+        double mean = 0;
+        for (int m = 0; m < M; m++)
+            mean += pos[(size_t)m * E + e];
+        mean /= M;
+        for (int m = 0; m < M; m++)
+            pos[(size_t)m * E + e] = (float)((pos[(size_t)m * E + e] - mean) * scale);
+    }
+    g_clear_pointer(&model->sha256, g_free);
+    return TRUE;
+}
+
 /* ---- SVE insertion (docs/MODEL.md §3.7) ----------------------------------------------------- */
 
 static void copy_floats(float *dst, const float *src, size_t n)

@@ -46,6 +46,14 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClModel, cl_model_free)
  * weights no longer are the file's). */
 void cl_model_weights_insert_sve(ClModel *model, guint64 seed);
 
+/* docs/MODEL.md §3.8: sets merger.pos (config.visual_pos) to a 2-D sin-cos grid: for the
+ * merged grid's cell (i, j), channels [0, E/4) sin(i·f_k), [E/4, E/2) cos(i·f_k), then the same
+ * of j, f_k = 2^(−4k/(E/4)) (1 down to about 1/16 per cell), centred over the cells and times
+ * `scale`; channels past 4·(E/4) are 0. A token's place is then a smooth function of its row and
+ * column from the first step, where N(0, 0.02²) rows are unrelated vectors. FALSE (and nothing
+ * changed) when the model has no merger.pos. Clears model->sha256. */
+gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale);
+
 /* Where the program's data folder `sub` ("models", "demo") would be: data/<sub> of the source
  * tree it was built in, and share/changelens/<sub> of its install prefix (both newly allocated;
  * neither need exist). */
