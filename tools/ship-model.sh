@@ -13,7 +13,7 @@
 #                       [FOCUS_TASKS="aerial shapes"] [FOCUS_STEPS=800] [LR3=1e-3]
 #                       (a focus entry: TASK[,TASK…][:STEPS[:LR]])
 #                       [STAGE4_STEPS=2000] [LR4=3e-4]
-#                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1] [VISUAL_POS=0]
+#                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1] [VISUAL_POS=0] [VISUAL_POS_GRID=""]
 #                       [AUX1="--aux-objects 1 --aux-changed 1"]
 #                       [AUX2="--aux-objects 1 --aux-changed 1"]
 #
@@ -63,6 +63,9 @@ VISUAL_CENTER=${VISUAL_CENTER:-1}
 # (docs/runs/2026-11-26-dots-positions.md), with stage 0d's curriculum they are how it is read
 # (docs/runs/2026-11-26-dots-clutter.md); off in the shipped model's recipe
 VISUAL_POS=${VISUAL_POS:-0}
+# with VISUAL_POS=1: the positions start as a 2-D sin-cos grid times this scale (model init
+# --visual-pos-grid, docs/MODEL.md §3.8) instead of random; "" keeps them random
+VISUAL_POS_GRID=${VISUAL_POS_GRID-}
 # the dense auxiliary losses (DESIGN.md §5), on in both stages: without them in stage 1 the
 # model learns to ignore the images (docs/runs/2026-11-22-ship2.md: on a 96 px shapes-ground
 # probe, 1500 steps, the answer loss with another sample's images is 0.004 above the loss with
@@ -125,7 +128,7 @@ if sys.argv[5] == "1":
 json.dump(cfg, open(sys.argv[1], "w"), indent=1)
 PY
   "$CLI" model init --config "$OUT/config.json" --tokenizer "$OUT/tokenizer.json" --seed "$SEED" \
-    --out "$OUT/init.safetensors"
+    ${VISUAL_POS_GRID:+--visual-pos-grid "$VISUAL_POS_GRID"} --out "$OUT/init.safetensors"
 fi
 
 # 3. stage 0 (reading first) and stage 1: stateless, grounded + change tasks
