@@ -45,6 +45,7 @@ def stage_summary(path):
         "lr": options.get("lr"),
         "task": options.get("task", ""),
         "dot_scale": options.get("dot_scale", 1),  # written only when not 1
+        "dot_images": options.get("dot_images", 0),  # written only when set (train --images)
     }
 
 
@@ -177,7 +178,9 @@ def main():
         n += 1
     for f in focus:
         print(f"{n}. Stage 3 (reading one task): {f['steps']} steps of {f['batch']} (peak lr "
-              f"{f['lr']:g}) of `{f['task']}`{'' if ',' in f['task'] else ' alone'}, {f['aux']}; "
+              f"{f['lr']:g}) of `{f['task']}`{'' if ',' in f['task'] else ' alone'}"
+              f"{', dots with ' + str(f['dot_images']) + ' images' if f['dot_images'] else ''}, "
+              f"{f['aux']}; "
               f"loss {f['first_loss']:.3f} → "
               f"{f['final_loss']:.3f}; {f['elapsed_s'] / 60:.1f} min at "
               f"{f['samples_per_s']:.1f} samples/s.")

@@ -11,7 +11,7 @@
 #                       [STAGE1_STEPS=6000] [STAGE2_STEPS=2000] [BATCH=8]
 #                       [LR0=2e-3] [LR1=5e-4] [LR2=5e-4] [ENC_DEPTH=2] [DEC_DEPTH=6]
 #                       [FOCUS_TASKS="aerial shapes"] [FOCUS_STEPS=800] [LR3=1e-3]
-#                       (a focus entry: TASK[,TASK…][:STEPS[:LR]])
+#                       (a focus entry: TASK[,TASK…][@IMAGES][:STEPS[:LR]])
 #                       [STAGE4_STEPS=2000] [LR4=3e-4]
 #                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1] [VISUAL_POS=0] [VISUAL_POS_GRID=""]
 #                       [AUX1="--aux-objects 1 --aux-changed 1"]
@@ -173,7 +173,10 @@ fi
 
 # 5. stage 3, reading the tasks the mix leaves unread: each of FOCUS_TASKS alone, one after the
 #    other, FOCUS_STEPS at LR3; an entry may be a comma list (a mix of its own) and may carry its
-#    own steps and rate, as in "dots,dots,dots-ground:1500:5e-4" (the folder is focus-TASKS)
+#    own steps and rate, as in "dots,dots,dots-ground:1500:5e-4" (the folder is focus-TASKS), and
+#    @K gives the dots task K images per sample, as in "dots,dots-ground@2:2000:5e-4" (the
+#    two-image distance first: docs/runs/2026-11-26-dots-combining.md; the folder is
+#    focus-TASKS-imagesK)
 #    (docs/runs/2026-11-22-ship8.md: after stages 1-2 aerial changes
 #    were not read, image-reliance gap 0.0007; 800 aerial-only steps at 1e-3 made it 0.48, and
 #    also wiped the other tasks' phrasing, which stage 4 brings back; 800 dots-only steps after
@@ -185,13 +188,17 @@ if [ -n "$FOCUS_TASKS" ]; then
     i=$((i + 1))
     IFS=: read -r t steps lr <<< "$entry"
     steps=${steps:-$FOCUS_STEPS} lr=${lr:-$LR3}
-    if [ ! -f "$OUT/focus-$t/model.safetensors" ]; then
-      log "stage 3: $steps steps of $t at $lr"
-      "$CLI" train --stage pretrain --from "$FINAL" --task "$t" --steps "$steps" \
-        --batch "$BATCH" --lr "$lr" --seed "$((SEED + 3 + i))" --checkpoint-every 200 $AUX2 \
-        --out "$OUT/focus-$t" $(resume "$OUT/focus-$t")
+    # TASKS@K: the dots task with K images per sample (train --images K)
+    images=""
+    [[ $t == *@* ]] && images=${t##*@} && t=${t%@*}
+    dir="$OUT/focus-$t${images:+-images$images}"
+    if [ ! -f "$dir/model.safetensors" ]; then
+      log "stage 3: $steps steps of $t${images:+ ($images images)} at $lr"
+      "$CLI" train --stage pretrain --from "$FINAL" --task "$t" ${images:+--images "$images"} \
+        --steps "$steps" --batch "$BATCH" --lr "$lr" --seed "$((SEED + 3 + i))" \
+        --checkpoint-every 200 $AUX2 --out "$dir" $(resume "$dir")
     fi
-    FINAL="$OUT/focus-$t/model.safetensors"
+    FINAL="$dir/model.safetensors"
   done
   # 6. stage 4: the stage-2 mix again at a lower rate, so every task's phrasing comes back
   #    while the focused reading stays
