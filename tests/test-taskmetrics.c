@@ -61,6 +61,19 @@ static void test_findings_parse(void)
     g_assert_true(cl_findings_empty(&l));
     cl_findings_parse(NULL, &l);
     g_assert_true(cl_findings_empty(&l));
+
+    /* equal: the same findings in either order and wording; not when one moves direction */
+    ClFindingLabels a, b;
+    cl_findings_parse("the main image has additional findings of hernia and edema than the "
+                      "reference image.", &a);
+    cl_findings_parse("the main image has an additional finding of edema than the reference "
+                      "image. the main image has an additional finding of hernia than the "
+                      "reference image.", &b);
+    g_assert_true(cl_findings_equal(&a, &b));
+    cl_findings_parse("the main image has an additional finding of edema than the reference "
+                      "image. the main image is missing the finding of hernia than the "
+                      "reference image.", &b);
+    g_assert_false(cl_findings_equal(&a, &b));
 }
 
 static void test_finding_score(void)

@@ -132,7 +132,7 @@ int cl_eval_answer_exact(const char *task, const ClSynthSample *s, const char *p
         ClFindingLabels g, p;
         cl_findings_parse(s->answer, &g);
         cl_findings_parse(prediction, &p);
-        return memcmp(&g, &p, sizeof g) == 0;
+        return cl_findings_equal(&g, &p);
     }
     return -1;
 }

@@ -128,6 +128,14 @@ gboolean cl_findings_empty(const ClFindingLabels *l)
     return TRUE;
 }
 
+gboolean cl_findings_equal(const ClFindingLabels *a, const ClFindingLabels *b)
+{
+    for (int i = 0; i < CL_N_FINDINGS; i++)
+        if (!a->added[i] != !b->added[i] || !a->missing[i] != !b->missing[i])
+            return FALSE;
+    return TRUE;
+}
+
 void cl_finding_score_init(ClFindingScore *s)
 {
     memset(s, 0, sizeof *s);
@@ -141,7 +149,7 @@ void cl_finding_score_add(ClFindingScore *s, const char *reference, const char *
     gboolean g0 = cl_findings_empty(&g), p0 = cl_findings_empty(&p);
     s->n_pairs++;
     s->n_change_correct += g0 == p0;
-    s->n_exact += memcmp(&g, &p, sizeof g) == 0;
+    s->n_exact += cl_findings_equal(&g, &p);
     if (g0)
         return; /* F1 is over the pairs whose reference names a change (appendix F) */
     s->n_changed_pairs++;

@@ -27,6 +27,8 @@ typedef struct {
 } ClFindingLabels;
 void cl_findings_parse(const char *text, ClFindingLabels *out);
 gboolean cl_findings_empty(const ClFindingLabels *l);
+/* The same findings added and the same missing (an answer entirely right). */
+gboolean cl_findings_equal(const ClFindingLabels *a, const ClFindingLabels *b);
 
 /* Accumulates pairs (reference, prediction) and reports the paper's metrics: micro and macro F1
  * over the 54 labels, on the pairs whose reference names at least one change; change accuracy
