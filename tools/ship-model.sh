@@ -36,7 +36,9 @@ LR0=${LR0:-2e-3}
 # docs/runs/2026-11-26-ship11.md) dots-ground stays read through the mix (gap 0.29) but the
 # dots task itself is not, and shapes, radiograph and edits came out below the shipped model;
 # again with a slower dots focus (docs/runs/2026-11-26-ship12.md: dots MAE 8.15, radiograph and
-# edits again below the shipped model); "" skips it
+# edits again below the shipped model); and with grid positions and a two-image dots focus
+# (docs/runs/2026-11-26-ship13.md: dots 8.63, every other task below the shipped model); ""
+# skips it
 DOTS_CURRICULUM=${DOTS_CURRICULUM-}
 LR0D=${LR0D:-5e-4}
 STAGE1_STEPS=${STAGE1_STEPS:-6000}
@@ -66,8 +68,10 @@ VISUAL_POS=${VISUAL_POS:-0}
 # with VISUAL_POS=1: the positions start as a 2-D sin-cos grid times this scale (model init
 # --visual-pos-grid, docs/MODEL.md §3.8) instead of random; "" keeps them random. On the dots
 # probe (docs/runs/2026-11-26-dots-combining.md) 0.12 made the two-image distance learnable
-# (MAE 5.07 against the question's 13.62 after 2000 steps; random positions 12.37); not yet
-# tried in a shipping run
+# (MAE 5.07 against the question's 13.62 after 2000 steps; random positions 12.37). In a full
+# run (docs/runs/2026-11-26-ship13.md) the grid survived every stage but the full model learned
+# the distance far slower (10.70 after the same 2000 steps), stage 4's mix forgot it (13.13), and
+# every other task came out below the shipped model
 VISUAL_POS_GRID=${VISUAL_POS_GRID-}
 # the dense auxiliary losses (DESIGN.md §5), on in both stages: without them in stage 1 the
 # model learns to ignore the images (docs/runs/2026-11-22-ship2.md: on a 96 px shapes-ground
