@@ -335,7 +335,7 @@ gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale)
 {
     if (!model->config.visual_pos || !model->w.merger_pos)
         return FALSE;
-    const int G = model->config.image_size / model->config.patch_size / 2, M = G * G;
+    const int G = cl_config_grid(&model->config) / 2, M = cl_config_n_visual(&model->config);
     const int E = model->config.dec_dim, q = E / 4;
     float *pos = model->w.merger_pos;
     for (int m = 0; m < M; m++) {
