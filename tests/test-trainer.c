@@ -666,6 +666,16 @@ static void test_cli(void)
             NULL }, "--images must be 2 to 5" },
         { { "--config", cfg, "--data", "x.jsonl", "--steps", "2", "--images", "2", "--out",
             dir, NULL }, "--images applies to synthetic tasks" },
+        { { "--config", cfg, "--task", "shapes,dots@1", "--steps", "2", "--out", dir, NULL },
+          "only the dots task takes @K" },
+        { { "--config", cfg, "--task", "dots@6", "--steps", "2", "--out", dir, NULL },
+          "only the dots task takes @K" },
+        { { "--config", cfg, "--task", "shapes@2", "--steps", "2", "--out", dir, NULL },
+          "only the dots task takes @K" },
+        { { "--config", cfg, "--task", "dots@2x", "--steps", "2", "--out", dir, NULL },
+          "only the dots task takes @K" },
+        { { "--config", cfg, "--task", "dots@", "--steps", "2", "--out", dir, NULL },
+          "only the dots task takes @K" },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_clear_pointer(&e, g_free);
@@ -763,6 +773,14 @@ static void test_dot_images(void)
     g_assert_cmpint(five, >, two + 4 * 3 * 16);
     g_assert_cmpint(two, <=, dflt);
     g_assert_cmpint(dflt, <=, five);
+    /* dots@K in the task list: the same samples as --images K (same seeds, one task); in a mix
+     * beside the whole task each entry keeps its own count */
+    g_assert_cmpint(tokens_with_images("at-2", "dots@2", 0), ==, two);
+    g_assert_cmpint(tokens_with_images("at-5", "dots@5", 0), ==, five);
+    gint64 both = tokens_with_images("at-mix", "dots@2,dots@5", 0);
+    g_test_message("dots@2,dots@5: %" G_GINT64_FORMAT, both);
+    g_assert_cmpint(both, >, two);
+    g_assert_cmpint(both, <, five);
 }
 
 int main(int argc, char **argv)

@@ -7,7 +7,7 @@
 # change tasks; held-out evaluation of every task next to its trivial baseline.
 #
 #   tools/ship-model.sh [OUT=runs/ship] [STAGE0_STEPS=1000] [STAGE0_TASKS=shapes-ground]
-#                       [DOTS_CURRICULUM=""] [LR0D=5e-4]
+#                       [DOTS_CURRICULUM=""] [LR0D=5e-4] [DOTS_PAIRS_STEPS=0] [MIX_EXTRA=""]
 #                       [STAGE1_STEPS=6000] [STAGE2_STEPS=2000] [BATCH=8]
 #                       [LR0=2e-3] [LR1=5e-4] [LR2=5e-4] [ENC_DEPTH=2] [DEC_DEPTH=6]
 #                       [FOCUS_TASKS="aerial shapes"] [FOCUS_STEPS=800] [LR3=1e-3]
@@ -41,6 +41,15 @@ LR0=${LR0:-2e-3}
 # skips it
 DOTS_CURRICULUM=${DOTS_CURRICULUM-}
 LR0D=${LR0D:-5e-4}
+# stage 0p, combining two dots: after the curriculum and before the mix, STEPS steps of the dots
+# task with two images and dots-ground, stateless, at LR0D: the conditions in which the probe
+# learned the two-image distance (docs/runs/2026-11-26-dots-combining.md: MAE 5.07 against the
+# question's 13.62 after 2000 steps with grid positions); 0 skips it
+DOTS_PAIRS_STEPS=${DOTS_PAIRS_STEPS:-0}
+# entries added to every mix (stages 1, 2 and 4), as in "dots@2": a share of two-image dots
+# questions, so that the mixes keep the distance (ship13's stage 4 forgot it,
+# docs/runs/2026-11-26-ship13.md); "" adds none
+MIX_EXTRA=${MIX_EXTRA-}
 STAGE1_STEPS=${STAGE1_STEPS:-6000}
 STAGE2_STEPS=${STAGE2_STEPS:-2000}
 BATCH=${BATCH:-8}
@@ -90,6 +99,7 @@ STAGE4_STEPS=${STAGE4_STEPS:-2000}
 LR4=${LR4:-3e-4}
 CHANGE_TASKS=shapes,dots,radiograph,aerial,edits
 GROUND_TASKS=shapes-ground,dots-ground,radiograph-ground,aerial-ground,edits-ground
+EXTRA=${MIX_EXTRA:+,$MIX_EXTRA}
 CLI=build/app/changelens-cli
 [ -x "$CLI" ] || { echo "ship-model: build first (./run.sh test or ninja -C build)" >&2; exit 1; }
 log() { printf '\033[1mship-model:\033[0m %s\n' "$*" >&2; }
@@ -159,9 +169,18 @@ for c in $DOTS_CURRICULUM; do
   fi
   STAGE1_FROM="$OUT/stage0d-$scale/model.safetensors"
 done
+if [ "$DOTS_PAIRS_STEPS" -gt 0 ]; then
+  if [ ! -f "$OUT/stage0p/model.safetensors" ]; then
+    log "stage 0p: $DOTS_PAIRS_STEPS steps of dots (2 images) and dots-ground"
+    "$CLI" train --stage pretrain --from "$STAGE1_FROM" --task dots,dots-ground --images 2 \
+      --steps "$DOTS_PAIRS_STEPS" --batch "$BATCH" --lr "$LR0D" --seed "$((SEED + 3))" \
+      --checkpoint-every 250 $AUX1 --out "$OUT/stage0p" $(resume "$OUT/stage0p")
+  fi
+  STAGE1_FROM="$OUT/stage0p/model.safetensors"
+fi
 if [ ! -f "$OUT/stage1/model.safetensors" ]; then
   log "stage 1: $STAGE1_STEPS steps"
-  "$CLI" train --stage pretrain --from "$STAGE1_FROM" --task "$GROUND_TASKS,$CHANGE_TASKS" \
+  "$CLI" train --stage pretrain --from "$STAGE1_FROM" --task "$GROUND_TASKS,$CHANGE_TASKS$EXTRA" \
     --steps "$STAGE1_STEPS" --batch "$BATCH" --lr "$LR1" --seed "$SEED" --checkpoint-every 250 $AUX1 \
     --out "$OUT/stage1" $(resume "$OUT/stage1")
 fi
@@ -170,7 +189,7 @@ fi
 if [ ! -f "$OUT/stage2/model.safetensors" ]; then
   log "stage 2: $STAGE2_STEPS steps"
   "$CLI" train --stage sve --from "$OUT/stage1/model.safetensors" --variant cross_ffn \
-    --task "$CHANGE_TASKS,$CHANGE_TASKS,$GROUND_TASKS" --steps "$STAGE2_STEPS" --batch "$BATCH" \
+    --task "$CHANGE_TASKS,$CHANGE_TASKS,$GROUND_TASKS$EXTRA" --steps "$STAGE2_STEPS" --batch "$BATCH" \
     --lr "$LR2" --seed "$((SEED + 1))" --checkpoint-every 250 --dtype f16 $AUX2 \
     --out "$OUT/stage2" $(resume "$OUT/stage2")
 fi
@@ -209,7 +228,7 @@ if [ -n "$FOCUS_TASKS" ]; then
   if [ ! -f "$OUT/stage4/model.safetensors" ]; then
     log "stage 4: $STAGE4_STEPS steps of the mix"
     "$CLI" train --stage pretrain --from "$FINAL" \
-      --task "$CHANGE_TASKS,$CHANGE_TASKS,$GROUND_TASKS" --steps "$STAGE4_STEPS" --batch "$BATCH" \
+      --task "$CHANGE_TASKS,$CHANGE_TASKS,$GROUND_TASKS$EXTRA" --steps "$STAGE4_STEPS" --batch "$BATCH" \
       --lr "$LR4" --seed "$((SEED + 2))" --checkpoint-every 250 --dtype f16 $AUX2 \
       --out "$OUT/stage4" $(resume "$OUT/stage4")
   fi

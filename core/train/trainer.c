@@ -84,9 +84,22 @@ static gboolean parse_tasks(const char *spec, char ***out, GError **error)
         char *t = g_strstrip(*p);
         if (!*t)
             continue;
-        if (!g_strv_contains(known, t)) {
+        int images = 0;
+        char *at = strchr(t, '@');
+        if (at) {
+            /* dots@K: the dots task with K images per sample, beside the mix's other entries */
+            char *end = NULL;
+            gint64 k = g_ascii_strtoll(at + 1, &end, 10);
+            if (at - t != 4 || strncmp(t, "dots", 4) != 0 || end == at + 1 || *end || k < 2 ||
+                k > 5) {
+                FAIL(OPTIONS, "'%s': only the dots task takes @K, with K from 2 to 5 (dots@2)", t);
+                return FALSE;
+            }
+            images = (int)k;
+        }
+        if (!images && !g_strv_contains(known, t)) {
             g_autofree char *list = g_strjoinv(", ", (char **)known);
-            FAIL(OPTIONS, "unknown task '%s' (tasks: %s)", t, list);
+            FAIL(OPTIONS, "unknown task '%s' (tasks: %s; dots@K for K images)", t, list);
             return FALSE;
         }
         g_ptr_array_add(tasks, g_strdup(t));
@@ -481,9 +494,13 @@ static ClTrainSample *source_get(Source *s, const ClModel *model, const SampleRe
     g_autoptr(GError) err = NULL;
     const char *task = s->tasks[ref->task];
     ClSynthOptions so = s->synth;
-    /* --images is the dots task's; the rest of a mix draws its own */
-    if (strcmp(task, "dots") != 0)
+    /* --images is the dots task's; the rest of a mix draws its own; dots@K has its own K */
+    if (g_str_has_prefix(task, "dots@")) {
+        so.n_images = (int)g_ascii_strtoll(task + 5, NULL, 10);
+        task = "dots";
+    } else if (strcmp(task, "dots") != 0) {
         so.n_images = 0;
+    }
     g_autoptr(ClSynthSample) syn = cl_synth_generate(task, ref->seed, &so, &err);
     ClTrainSample *ts = syn ? cl_train_sample_from_synth(model, syn, all_turns, &err) : NULL;
     if (!ts)
