@@ -49,6 +49,16 @@ def stage_summary(path):
     }
 
 
+def extra(stage):
+    """The dots@K entries of a mix (tools/ship-model.sh MIX_EXTRA), as words."""
+    at = [t for t in stage["task"].split(",") if t.startswith("dots@")]
+    if not at:
+        return ""
+    n = len(stage["task"].split(","))
+    return "".join(f", and `{t}` (the dots task with {t[5:]} images) at a share of "
+                   f"{at.count(t)} in {n}" for t in sorted(set(at)))
+
+
 def cpu_name():
     try:
         for line in open("/proc/cpuinfo"):
@@ -126,10 +136,12 @@ def main():
                     found.append(f)
         return sorted(found, key=lambda f: f["started"])
     dots0 = in_order("stage0d-")  # stage 0d: the dot-size curriculum
+    s0p_path = os.path.join(run, "stage0p", "train.jsonl")  # stage 0p: two-image dots
+    s0p = stage_summary(s0p_path) if os.path.exists(s0p_path) else None
     focus = in_order("focus-")  # stage 3: one task alone after another
     s4_path = os.path.join(run, "stage4", "train.jsonl")
     s4 = stage_summary(s4_path) if os.path.exists(s4_path) else None
-    total = sum(s["elapsed_s"] for s in [s0, s1, s2, s4] + dots0 + focus if s)
+    total = sum(s["elapsed_s"] for s in [s0, s0p, s1, s2, s4] + dots0 + focus if s)
     cfg = json.load(open(os.path.join(run, "config.json")))
     print("# The ChangeLens default model\n")
     print("`changelens-default.safetensors` (f16) is what `changelens-cli describe` and the app use "
@@ -160,10 +172,18 @@ def main():
               f"{f['first_loss']:.3f} → {f['final_loss']:.3f}; {f['elapsed_s'] / 60:.1f} min at "
               f"{f['samples_per_s']:.1f} samples/s.")
         n += 1
+    if s0p:
+        print(f"{n}. Stage 0p (combining two dots, stateless): {s0p['steps']} steps of "
+              f"{s0p['batch']} (peak lr {s0p['lr']:g}) of `{s0p['task']}`, dots with "
+              f"{s0p['dot_images']} images (docs/runs/2026-11-26-dots-combining.md), {s0p['aux']}; "
+              f"loss {s0p['first_loss']:.3f} → {s0p['final_loss']:.3f}; "
+              f"{s0p['elapsed_s'] / 60:.1f} min at {s0p['samples_per_s']:.1f} samples/s.")
+        n += 1
     if s1:
         print(f"{n}. Stage 1 (stateless): {s1['steps']} steps of {s1['batch']} samples (peak lr "
               f"{s1['lr']:g}) from the grounded "
-              f"single-image tasks and the change tasks, generated on the fly, {s1['aux']}; loss "
+              f"single-image tasks and the change tasks{extra(s1)}, generated on the fly, "
+              f"{s1['aux']}; loss "
               f"{s1['first_loss']:.3f} → {s1['final_loss']:.3f} (mean of the last 50 steps); "
               f"{s1['elapsed_s'] / 60:.1f} min at {s1['samples_per_s']:.1f} samples/s.")
         n += 1
@@ -171,7 +191,7 @@ def main():
         print(f"{n}. Stage 2 (SVE): cross_ffn inserted with the paper's init (Q/K/V and W₁ cloned, "
               f"W_O and W₂ zero), stop_grad on the predecessor; {s2['steps']} steps of "
               f"{s2['batch']} (peak lr {s2['lr']:g}) on the change "
-              f"tasks (with a share of grounded samples), {s2['aux']}; loss "
+              f"tasks (with a share of grounded samples{extra(s2)}), {s2['aux']}; loss "
               f"{s2['first_loss']:.3f} → "
               f"{s2['final_loss']:.3f}; {s2['elapsed_s'] / 60:.1f} min at "
               f"{s2['samples_per_s']:.1f} samples/s.")
@@ -187,7 +207,7 @@ def main():
         n += 1
     if s4:
         print(f"{n}. Stage 4 (the mix again): {s4['steps']} steps of {s4['batch']} (peak lr "
-              f"{s4['lr']:g}) on the stage-2 mix, so that every task's phrasing comes back after "
+              f"{s4['lr']:g}) on the stage-2 mix{extra(s4)}, so that every task's phrasing comes back after "
               f"stage 3, {s4['aux']}; loss {s4['first_loss']:.3f} → {s4['final_loss']:.3f}; "
               f"{s4['elapsed_s'] / 60:.1f} min at {s4['samples_per_s']:.1f} samples/s.")
     print(f"\nTraining time on the {os.cpu_count()}-core development machine ({cpu_name()}): "
