@@ -676,6 +676,8 @@ static void test_cli(void)
           "only the dots task takes @K" },
         { { "--config", cfg, "--task", "dots@", "--steps", "2", "--out", dir, NULL },
           "only the dots task takes @K" },
+        { { "--config", cfg, "--task", "dots@+3", "--steps", "2", "--out", dir, NULL },
+          "only the dots task takes @K" },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_clear_pointer(&e, g_free);

@@ -90,8 +90,8 @@ static gboolean parse_tasks(const char *spec, char ***out, GError **error)
             /* dots@K: the dots task with K images per sample, beside the mix's other entries */
             char *end = NULL;
             gint64 k = g_ascii_strtoll(at + 1, &end, 10);
-            if (at - t != 4 || strncmp(t, "dots", 4) != 0 || end == at + 1 || *end || k < 2 ||
-                k > 5) {
+            if (at - t != 4 || strncmp(t, "dots", 4) != 0 || !g_ascii_isdigit(at[1]) || *end ||
+                k < 2 || k > 5) {
                 FAIL(OPTIONS, "'%s': only the dots task takes @K, with K from 2 to 5 (dots@2)", t);
                 return FALSE;
             }
