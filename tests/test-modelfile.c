@@ -894,6 +894,7 @@ static void test_save_load(void)
         c.tie_embeddings = v == CL_SVE_SELF_EXT;
         c.visual_pos = v == CL_SVE_CROSS_FFN; /* the learned visual positions, "merger.pos" */
         c.visual_center = v == CL_SVE_CROSS || v == CL_SVE_CROSS_FFN;
+        c.enc_pos = v == CL_SVE_CROSS_FFN || v == CL_SVE_STATELESS; /* "enc.pos" */
         g_autoptr(ClModel) m = cl_model_new_random(&c, 100 + v, &err);
         g_assert_no_error(err);
         for (int dt = 0; dt < CL_N_DTYPES; dt++) {
@@ -909,6 +910,8 @@ static void test_save_load(void)
             g_assert_cmpint(back->config.visual_pos, ==, c.visual_pos);
             g_assert_cmpint(back->config.visual_center, ==, c.visual_center);
             g_assert_true(!back->w.merger_pos == !c.visual_pos);
+            g_assert_cmpint(back->config.enc_pos, ==, c.enc_pos);
+            g_assert_true(!back->w.enc_pos == !c.enc_pos);
             assert_weights_equal(m, back, dt);
             if (c.tie_embeddings)
                 g_assert_true(back->w.lm_head == back->w.embed);
@@ -1148,6 +1151,23 @@ static void test_visual_pos_grid(void)
         g_assert_cmpfloat(dr, >, last);
         last = dr;
     }
+    /* with enc_pos, enc.pos gets the same grid at the patch grid (10 × 10) and the encoder's
+     * width: patch (r, c)'s channel k is 0.5 · (sin(r f_k) − its mean over the rows) */
+    c.enc_pos = TRUE;
+    g_autoptr(ClModel) me = cl_model_new_random(&c, 3, &err);
+    g_assert_no_error(err);
+    g_assert_true(cl_model_init_visual_pos_grid(me, 0.5));
+    const int Gp = 10, D = c.enc_dim, qd = D / 4;
+    for (int k = 0; k < qd; k++) {
+        double f = pow(2.0, -4.0 * k / qd), mean = 0;
+        for (int i = 0; i < Gp; i++)
+            mean += sin(i * f) / Gp;
+        for (int cell = 0; cell < Gp * Gp; cell++)
+            g_assert_cmpfloat(fabs(me->w.enc_pos[cell * D + k] -
+                                   0.5 * (sin((cell / Gp) * f) - mean)), <, 1e-6);
+    }
+    g_assert_cmpmem(me->w.merger_pos, (gsize)M * E * sizeof(float), m->w.merger_pos,
+                    (gsize)M * E * sizeof(float));
 }
 
 static void test_cli(void)

@@ -53,6 +53,8 @@ static void micro_config(ClModelConfig *cfg, ClSveVariant v, ClSveFirst first)
 static gboolean micro_visual_pos;
 /* … and their visual tokens centred per image when set */
 static gboolean micro_visual_center;
+/* … and a learned position per patch ("enc.pos") when set */
+static gboolean micro_enc_pos;
 
 static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
 {
@@ -60,6 +62,7 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     micro_config(&cfg, v, first);
     cfg.visual_pos = micro_visual_pos;
     cfg.visual_center = micro_visual_center;
+    cfg.enc_pos = micro_enc_pos;
     g_autoptr(GError) err = NULL;
     ClModel *m = cl_model_new_random(&cfg, seed, &err);
     g_assert_no_error(err);
@@ -234,6 +237,38 @@ static void test_visual_pos(void)
     double without = loss_of(m, s, &o);
     g_test_message("loss with the position table %.6f, with it zeroed %.6f", with, without);
     g_assert_cmpfloat(fabs(with - without), >, 1e-4);
+}
+
+/* The learned patch positions (enc.pos, added to the patch embedding before the SVE blocks):
+ * their gradient (the embedding's gradient summed over the images, the successor's reading of
+ * the state included) against finite differences, and they change the loss. */
+static void test_enc_pos(void)
+{
+    micro_enc_pos = TRUE;
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 139);
+    micro_enc_pos = FALSE;
+    g_assert_nonnull(m->w.enc_pos);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 5);
+    check_model_grads(m, s, TRUE, "cross_ffn/enc_pos");
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    double with = loss_of(m, s, &o);
+    const ClModelConfig *c = &m->config;
+    memset(m->w.enc_pos, 0,
+           (size_t)cl_config_n_patches(c) * c->enc_dim * sizeof(float));
+    double without = loss_of(m, s, &o);
+    g_test_message("loss with the patch positions %.6f, with them zeroed %.6f", with, without);
+    g_assert_cmpfloat(fabs(with - without), >, 1e-4);
+}
+
+static void test_parity(gconstpointer data);
+
+/* enc.pos: the training forward computes what inference computes */
+static void test_enc_pos_parity(void)
+{
+    micro_enc_pos = TRUE;
+    test_parity(GINT_TO_POINTER(CL_SVE_CROSS_FFN));
+    micro_enc_pos = FALSE;
 }
 
 /* Centred visual tokens: the gradient (the centring applied to the visual tokens' gradient)
@@ -764,6 +799,8 @@ int main(int argc, char **argv)
     g_test_add_func("/trainmodel/stop-grad-unread-state", test_stop_grad_zero_module);
     g_test_add_func("/trainmodel/fd/visual-pos", test_visual_pos);
     g_test_add_func("/trainmodel/fd/visual-center", test_visual_center);
+    g_test_add_func("/trainmodel/fd/enc-pos", test_enc_pos);
+    g_test_add_func("/trainmodel/parity/enc-pos", test_enc_pos_parity);
     for (int v = 0; v < CL_SVE_N_VARIANTS; v++) {
         g_autofree char *p = g_strdup_printf("/trainmodel/parity/%s", cl_sve_variant_name(v));
         g_test_add_data_func(p, GINT_TO_POINTER(v), test_parity);

@@ -385,6 +385,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_bool(v, k, &c->visual_pos, error);
     if (strcmp(k, "visual_center") == 0)
         return json_bool(v, k, &c->visual_center, error);
+    if (strcmp(k, "enc_pos") == 0)
+        return json_bool(v, k, &c->enc_pos, error);
     if (strcmp(k, "sve") == 0)
         return parse_sve(c, v, error);
     CONFIG_FAIL("config: unknown key '%s'", k);
@@ -489,6 +491,8 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"visual_pos\":true");
     if (c->visual_center)
         g_string_append(s, ",\"visual_center\":true");
+    if (c->enc_pos)
+        g_string_append(s, ",\"enc_pos\":true");
     g_string_append_c(s, '}');
 #undef PUT_INT
 #undef PUT_DOUBLE

@@ -56,6 +56,10 @@ typedef struct {
      * output): the decoder gives visual tokens 1-D positions and the encoder has only relative
      * (RoPE) ones, so without it *where* a token sits on the grid is not in its value */
     gboolean visual_pos;
+    /* a learned absolute position per patch ("enc.pos" [N, D], added to the patch embedding
+     * before the first block): with it a token's place is in its value inside the encoder, so
+     * what an SVE block reads from the previous image carries where it was */
+    gboolean enc_pos;
     /* each image's visual tokens minus their mean over the image (before visual_pos): what the
      * merger emits for every image alike (a constant "soft prompt") is removed, so after the
      * decoder's RMSNorm a token is what sets it apart from the image's other tokens */

@@ -475,6 +475,15 @@ void cl_visual_center(float *v, int m, int e)
     g_free(mean);
 }
 
+/* x (N, D) = the patches' embedding, plus enc.pos when the model has it (config enc_pos). */
+static void embed_patches(ClBackend *be, float *x, const float *patches,
+                          const ClModelWeights *w, int N, int cpp, int D)
+{
+    be->ops->linear(be, x, patches, w->patch_w, w->patch_b, N, cpp, D);
+    if (w->enc_pos)
+        be->ops->add(be, x, x, w->enc_pos, (size_t)N * D);
+}
+
 /* Cut [C, S, S] into patches [N, C·P·P], each flattened in (c, py, px) order. */
 static void im2col(float *patches, const float *pixels, const EncShape *s)
 {
@@ -538,7 +547,7 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
     const size_t cpp = (size_t)s.channels * s.patch * s.patch;
 
     im2col(state->patches, pixels, &s);
-    be->ops->linear(be, state->x, state->patches, w->patch_w, w->patch_b, N, (int)cpp, D);
+    embed_patches(be, state->x, state->patches, w, N, (int)cpp, D);
     tap2(&t, "patch", state->x, N, D);
 
     gboolean had_prev = state->has_prev;
@@ -551,7 +560,7 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
         /* Δ_m = ‖V(Y = previous) − V(Y = own)‖² / E: 0 by construction for a first image and
          * for the variants whose output never reads the predecessor */
         if (had_prev && s.variant != CL_SVE_STATELESS && s.variant != CL_SVE_SELF_FFN) {
-            be->ops->linear(be, state->x, state->patches, w->patch_w, w->patch_b, N, (int)cpp, D);
+            embed_patches(be, state->x, state->patches, w, N, (int)cpp, D);
             encode_blocks(&enc, w, NULL, NULL, NULL);
             merger(&enc, w, state->visual_own);
             be->ops->row_norms(be, state->norms, out->visual, state->visual_own, M, E, E);

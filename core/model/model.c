@@ -331,13 +331,10 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
     return g_steal_pointer(&model);
 }
 
-gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale)
+/* pos (G·G, E) = a centred 2-D sin-cos grid times scale (docs/MODEL.md §3.8) */
+static void fill_pos_grid(float *pos, int G, int E, double scale)
 {
-    if (!model->config.visual_pos || !model->w.merger_pos)
-        return FALSE;
-    const int G = cl_config_grid(&model->config) / 2, M = cl_config_n_visual(&model->config);
-    const int E = model->config.dec_dim, q = E / 4;
-    float *pos = model->w.merger_pos;
+    const int M = G * G, q = E / 4;
     for (int m = 0; m < M; m++) {
         const double ij[2] = { m / G, m % G };
         float *row = pos + (size_t)m * E;
@@ -357,6 +354,16 @@ gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale)
         for (int m = 0; m < M; m++)
             pos[(size_t)m * E + e] = (float)((pos[(size_t)m * E + e] - mean) * scale);
     }
+}
+
+gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale)
+{
+    if (!model->config.visual_pos || !model->w.merger_pos)
+        return FALSE;
+    const int G = cl_config_grid(&model->config);
+    fill_pos_grid(model->w.merger_pos, G / 2, model->config.dec_dim, scale);
+    if (model->w.enc_pos) /* config enc_pos: the patch grid at the encoder's width */
+        fill_pos_grid(model->w.enc_pos, G, model->config.enc_dim, scale);
     g_clear_pointer(&model->sha256, g_free);
     return TRUE;
 }

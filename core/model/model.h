@@ -51,7 +51,8 @@ void cl_model_weights_insert_sve(ClModel *model, guint64 seed);
  * of j, f_k = 2^(−4k/(E/4)) (1 down to about 1/16 per cell), centred over the cells and times
  * `scale`; channels past 4·(E/4) are 0. A token's place is then a smooth function of its row and
  * column from the first step, where N(0, 0.02²) rows are unrelated vectors. FALSE (and nothing
- * changed) when the model has no merger.pos. Clears model->sha256. */
+ * changed) when the model has no merger.pos. With config.enc_pos, enc.pos gets the same grid at
+ * the patch grid and the encoder's width. Clears model->sha256. */
 gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale);
 
 /* Where the program's data folder `sub` ("models", "demo") would be: data/<sub> of the source

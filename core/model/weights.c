@@ -47,6 +47,10 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
 
     add(specs, SLOT(w->patch_w), 4, D, C, P, P, "enc.patch.weight");
     V1(SLOT(w->patch_b), D, "enc.patch.bias");
+    if (cfg->enc_pos) {
+        const gint64 G = (gint64)(cfg->image_size / cfg->patch_size);
+        M2(SLOT(w->enc_pos), G * G, D, "enc.pos");
+    }
     for (int l = 0; l < cfg->enc_depth; l++) {
         ClEncoderLayerWeights *L = w ? &w->enc[l] : NULL;
 #define LS(field) (L ? &L->field : NULL)

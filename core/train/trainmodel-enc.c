@@ -243,6 +243,8 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
         return;
     cl_patch_unfold(im->patches, pixels, cfg->channels, S, cfg->patch_size);
     op->linear(be, x, im->patches, w->patch_w, w->patch_b, N, e->cpp, D);
+    if (w->enc_pos)
+        op->add(be, x, x, w->enc_pos, (size_t)N * D);
 
     const ClTrainEnc *src = e->states ? e->states : e;
     for (int l = 0; l < cfg->enc_depth && !e->failed; l++) {
@@ -570,6 +572,9 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
                 for (size_t i = 0; i < ND; i++)
                     dx[i] += im->dstate[(size_t)l * ND + i];
         }
+        if (g->enc_pos)
+            for (size_t i = 0; i < ND; i++)
+                g->enc_pos[i] += dx[i];
         cl_grad_linear(NULL, g->patch_w, g->patch_b, dx, im->patches, w->patch_w, N, e->cpp, D);
     }
     for (int t = 0; t < e->n_images; t++)

@@ -154,6 +154,7 @@ class Config:
     tie_embeddings: bool = False
     visual_pos: bool = False
     visual_center: bool = False
+    enc_pos: bool = False
 
     @classmethod
     def from_dict(cls, d):
@@ -517,6 +518,8 @@ class Encoder(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.patch = nn.Conv2d(cfg.channels, cfg.enc_dim, cfg.patch_size, stride=cfg.patch_size)
+        # the learned patch positions ("enc.pos", config enc_pos), added to the patch embedding
+        self.pos = nn.Parameter(torch.zeros(cfg.grid ** 2, cfg.enc_dim)) if cfg.enc_pos else None
         for l in range(cfg.enc_depth):
             self.add_module(str(l), EncoderBlock(cfg))
         self._rope = None
@@ -534,7 +537,8 @@ class Encoder(nn.Module):
     def embed(self, pixels):
         """§3.1: [C, S, S] -> [N, D], token n = r*G + c."""
         x = self.patch(pixels.unsqueeze(0))[0]  # [D, G, G]
-        return x.flatten(1).transpose(0, 1).contiguous()
+        x = x.flatten(1).transpose(0, 1).contiguous()
+        return x + self.pos if self.pos is not None else x
 
     def blocks_forward(self, x, modes, prevs, prefix=None, taps=None):
         """Runs the blocks; returns (x, per-block inputs, per-block updates)."""
