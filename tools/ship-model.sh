@@ -14,6 +14,7 @@
 #                       (a focus entry: TASK[,TASK…][@IMAGES][:STEPS[:LR]])
 #                       [STAGE4_STEPS=2000] [LR4=3e-4]
 #                       [N_EVAL=100] [SEED=1] [VISUAL_CENTER=1] [VISUAL_POS=0] [VISUAL_POS_GRID=""]
+#                       [ENC_POS=0]
 #                       [AUX1="--aux-objects 1 --aux-changed 1"]
 #                       [AUX2="--aux-objects 1 --aux-changed 1"]
 #
@@ -44,11 +45,15 @@ LR0D=${LR0D:-5e-4}
 # stage 0p, combining two dots: after the curriculum and before the mix, STEPS steps of the dots
 # task with two images and dots-ground, stateless, at LR0D: the conditions in which the probe
 # learned the two-image distance (docs/runs/2026-11-26-dots-combining.md: MAE 5.07 against the
-# question's 13.62 after 2000 steps with grid positions); 0 skips it
+# question's 13.62 after 2000 steps with grid positions). In ship14 (3000 steps,
+# docs/runs/2026-11-27-ship14.md) the full model reached only 10.05, and the probe's result did
+# not reproduce (docs/runs/2026-11-27-dots-distance-repro.md); 0 skips it
 DOTS_PAIRS_STEPS=${DOTS_PAIRS_STEPS:-0}
 # entries added to every mix (stages 1, 2 and 4), as in "dots@2": a share of two-image dots
 # questions, so that the mixes keep the distance (ship13's stage 4 forgot it,
-# docs/runs/2026-11-26-ship13.md); "" adds none
+# docs/runs/2026-11-26-ship13.md). With "dots@2" ship14 kept most of it (11.62 at the end against
+# 13.13 in ship13) and scored dots MAE 7.81 against 8.87, but radiograph and edits came out far
+# below ship10, as in ship11-13; "" adds none
 MIX_EXTRA=${MIX_EXTRA-}
 STAGE1_STEPS=${STAGE1_STEPS:-6000}
 STAGE2_STEPS=${STAGE2_STEPS:-2000}
@@ -82,6 +87,10 @@ VISUAL_POS=${VISUAL_POS:-0}
 # the distance far slower (10.70 after the same 2000 steps), stage 4's mix forgot it (13.13), and
 # every other task came out below the shipped model
 VISUAL_POS_GRID=${VISUAL_POS_GRID-}
+# a learned position per patch at the encoder's input (config enc_pos, docs/MODEL.md §1), so that
+# what an SVE block reads of the previous image carries where it was
+# (docs/runs/2026-11-27-dots-distance-repro.md); with VISUAL_POS_GRID it starts as the grid too
+ENC_POS=${ENC_POS:-0}
 # the dense auxiliary losses (DESIGN.md §5), on in both stages: without them in stage 1 the
 # model learns to ignore the images (docs/runs/2026-11-22-ship2.md: on a 96 px shapes-ground
 # probe, 1500 steps, the answer loss with another sample's images is 0.004 above the loss with
@@ -131,7 +140,7 @@ fi
 #    256 wide) with ENC_DEPTH and DEC_DEPTH blocks, stateless, with a vocabulary the size of the
 #    tokenizer's, tied embeddings
 if [ ! -f "$OUT/init.safetensors" ]; then
-  python3 - "$OUT/config.json" "$ENC_DEPTH" "$DEC_DEPTH" "$VISUAL_CENTER" "$VISUAL_POS" <<'PY'
+  python3 - "$OUT/config.json" "$ENC_DEPTH" "$DEC_DEPTH" "$VISUAL_CENTER" "$VISUAL_POS" "$ENC_POS" <<'PY'
 import json, sys
 cfg = {"image_size": 160, "patch_size": 16, "enc_dim": 192, "enc_depth": int(sys.argv[2]),
        "enc_heads": 3, "enc_mlp": 768, "merger_hidden": 768, "dec_dim": 256,
@@ -142,6 +151,8 @@ if sys.argv[4] == "1":
     cfg["visual_center"] = True
 if sys.argv[5] == "1":
     cfg["visual_pos"] = True
+if sys.argv[6] == "1":
+    cfg["enc_pos"] = True
 json.dump(cfg, open(sys.argv[1], "w"), indent=1)
 PY
   "$CLI" model init --config "$OUT/config.json" --tokenizer "$OUT/tokenizer.json" --seed "$SEED" \
