@@ -217,48 +217,43 @@ static void test_variant(gconstpointer data)
         g_assert_cmpfloat(diff, ==, 0.0);
 }
 
-/* The learned visual positions: their gradient (the visual tokens' gradient summed over the
- * images) checked against finite differences with the rest of the model, and they change the
- * loss (so the table is really read). */
-static void test_visual_pos(void)
+/* A learned position table of a cross_ffn micro model (made with the micro_* switch `flag` on):
+ * its gradient checked against finite differences with the rest of the model, and the table
+ * changes the loss (so it is really read): the loss again with it zeroed. */
+static void check_position_table(gboolean *flag, guint64 seed, const char *label)
 {
-    micro_visual_pos = TRUE;
-    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 131);
-    micro_visual_pos = FALSE;
-    g_assert_nonnull(m->w.merger_pos);
+    *flag = TRUE;
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, seed);
+    *flag = FALSE;
+    const ClModelConfig *c = &m->config;
+    float *table = flag == &micro_enc_pos ? m->w.enc_pos : m->w.merger_pos;
+    const size_t n = flag == &micro_enc_pos ? (size_t)cl_config_n_patches(c) * c->enc_dim
+                                            : (size_t)cl_config_n_visual(c) * c->dec_dim;
+    g_assert_nonnull(table);
     g_autoptr(ClTrainSample) s = micro_sample(m, 5);
-    check_model_grads(m, s, TRUE, "cross_ffn/visual_pos");
+    check_model_grads(m, s, TRUE, label);
     ClTrainGradOptions o;
     cl_train_grad_options_init(&o);
     double with = loss_of(m, s, &o);
-    const ClModelConfig *c = &m->config;
-    const int gm = c->image_size / c->patch_size / 2;
-    memset(m->w.merger_pos, 0, (size_t)gm * gm * c->dec_dim * sizeof(float));
+    memset(table, 0, n * sizeof(float));
     double without = loss_of(m, s, &o);
-    g_test_message("loss with the position table %.6f, with it zeroed %.6f", with, without);
+    g_test_message("%s: loss with the table %.6f, with it zeroed %.6f", label, with, without);
     g_assert_cmpfloat(fabs(with - without), >, 1e-4);
 }
 
+/* The learned visual positions (merger.pos): their gradient is the visual tokens' gradient
+ * summed over the images. */
+static void test_visual_pos(void)
+{
+    check_position_table(&micro_visual_pos, 131, "cross_ffn/visual_pos");
+}
+
 /* The learned patch positions (enc.pos, added to the patch embedding before the SVE blocks):
- * their gradient (the embedding's gradient summed over the images, the successor's reading of
- * the state included) against finite differences, and they change the loss. */
+ * their gradient is the embedding's gradient summed over the images, the successor's reading of
+ * the state included. */
 static void test_enc_pos(void)
 {
-    micro_enc_pos = TRUE;
-    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 139);
-    micro_enc_pos = FALSE;
-    g_assert_nonnull(m->w.enc_pos);
-    g_autoptr(ClTrainSample) s = micro_sample(m, 5);
-    check_model_grads(m, s, TRUE, "cross_ffn/enc_pos");
-    ClTrainGradOptions o;
-    cl_train_grad_options_init(&o);
-    double with = loss_of(m, s, &o);
-    const ClModelConfig *c = &m->config;
-    memset(m->w.enc_pos, 0,
-           (size_t)cl_config_n_patches(c) * c->enc_dim * sizeof(float));
-    double without = loss_of(m, s, &o);
-    g_test_message("loss with the patch positions %.6f, with them zeroed %.6f", with, without);
-    g_assert_cmpfloat(fabs(with - without), >, 1e-4);
+    check_position_table(&micro_enc_pos, 139, "cross_ffn/enc_pos");
 }
 
 static void test_parity(gconstpointer data);
