@@ -121,8 +121,10 @@ def fmt(v, scale):
 
 def main():
     run, command = sys.argv[1], sys.argv[2]
-    s0_path = os.path.join(run, "stage0", "train.jsonl")
-    s0 = stage_summary(s0_path) if os.path.exists(s0_path) else None
+    def optional(stage):  # a stage the recipe may skip: its summary, or None
+        path = os.path.join(run, stage, "train.jsonl")
+        return stage_summary(path) if os.path.exists(path) else None
+    s0 = optional("stage0")
     s1 = stage_summary(os.path.join(run, "stage1", "train.jsonl"))
     s2 = stage_summary(os.path.join(run, "stage2", "train.jsonl"))
     def in_order(prefix):  # the stages whose folders start with prefix, in the order they ran
@@ -136,11 +138,9 @@ def main():
                     found.append(f)
         return sorted(found, key=lambda f: f["started"])
     dots0 = in_order("stage0d-")  # stage 0d: the dot-size curriculum
-    s0p_path = os.path.join(run, "stage0p", "train.jsonl")  # stage 0p: two-image dots
-    s0p = stage_summary(s0p_path) if os.path.exists(s0p_path) else None
+    s0p = optional("stage0p")  # stage 0p: two-image dots
     focus = in_order("focus-")  # stage 3: one task alone after another
-    s4_path = os.path.join(run, "stage4", "train.jsonl")
-    s4 = stage_summary(s4_path) if os.path.exists(s4_path) else None
+    s4 = optional("stage4")
     total = sum(s["elapsed_s"] for s in [s0, s0p, s1, s2, s4] + dots0 + focus if s)
     cfg = json.load(open(os.path.join(run, "config.json")))
     print("# The ChangeLens default model\n")

@@ -75,10 +75,14 @@ void cl_trainer_result_clear(ClTrainerResult *r)
 }
 
 /* "shapes,dots" -> {"shapes", "dots"}, every name a known task. */
-static gboolean parse_tasks(const char *spec, char ***out, GError **error)
+/* --task's entries: *out the entries as given (a mix's per-task losses keep "dots@2" apart),
+ * *images_out (may be NULL) each entry's image count (K for dots@K, else 0: the task's own or
+ * --images). */
+static gboolean parse_tasks(const char *spec, char ***out, int **images_out, GError **error)
 {
     g_auto(GStrv) parts = g_strsplit(spec, ",", -1);
     g_autoptr(GPtrArray) tasks = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GArray) counts = g_array_new(FALSE, FALSE, sizeof(int));
     const char *const *known = cl_synth_tasks();
     for (char **p = parts; *p; p++) {
         char *t = g_strstrip(*p);
@@ -103,6 +107,7 @@ static gboolean parse_tasks(const char *spec, char ***out, GError **error)
             return FALSE;
         }
         g_ptr_array_add(tasks, g_strdup(t));
+        g_array_append_val(counts, images);
     }
     if (tasks->len == 0) {
         FAIL(OPTIONS, "--task names no task");
@@ -110,6 +115,8 @@ static gboolean parse_tasks(const char *spec, char ***out, GError **error)
     }
     g_ptr_array_add(tasks, NULL);
     *out = (char **)g_ptr_array_steal(tasks, NULL);
+    if (images_out)
+        *images_out = (int *)(void *)g_array_free(g_steal_pointer(&counts), FALSE);
     return TRUE;
 }
 
@@ -135,7 +142,7 @@ static gboolean options_check(const ClTrainerOptions *o, GError **error)
     }
     if (o->task) {
         g_auto(GStrv) tasks = NULL;
-        if (!parse_tasks(o->task, &tasks, error))
+        if (!parse_tasks(o->task, &tasks, NULL, error))
             return FALSE;
     }
     if (o->steps < 0 || (o->steps == 0 && !(o->data && o->epochs > 0))) {
@@ -441,6 +448,7 @@ typedef struct {
 typedef struct {
     /* synthetic */
     char **tasks;
+    int *task_images; /* (n_tasks) dots@K's K, else 0 */
     int n_tasks;
     ClSynthOptions synth;
     /* data file */
@@ -453,6 +461,7 @@ typedef struct {
 static void source_clear(Source *s)
 {
     g_strfreev(s->tasks);
+    g_free(s->task_images);
     g_clear_pointer(&s->ds, cl_dataset_free);
     g_free(s->order);
     memset(s, 0, sizeof(*s));
@@ -495,8 +504,8 @@ static ClTrainSample *source_get(Source *s, const ClModel *model, const SampleRe
     const char *task = s->tasks[ref->task];
     ClSynthOptions so = s->synth;
     /* --images is the dots task's; the rest of a mix draws its own; dots@K has its own K */
-    if (g_str_has_prefix(task, "dots@")) {
-        so.n_images = (int)g_ascii_strtoll(task + 5, NULL, 10);
+    if (s->task_images[ref->task]) {
+        so.n_images = s->task_images[ref->task];
         task = "dots";
     } else if (strcmp(task, "dots") != 0) {
         so.n_images = 0;
@@ -528,7 +537,7 @@ static gboolean source_open(Source *s, const ClTrainerOptions *o, const ClModel 
         s->order = g_new(guint, cl_dataset_count(s->ds));
         return TRUE;
     }
-    if (!parse_tasks(o->task, &s->tasks, error))
+    if (!parse_tasks(o->task, &s->tasks, &s->task_images, error))
         return FALSE;
     s->n_tasks = (int)g_strv_length(s->tasks);
     cl_synth_options_for_model(&s->synth, model);
