@@ -74,10 +74,9 @@ void cl_trainer_result_clear(ClTrainerResult *r)
     g_clear_pointer(&r->checkpoint_path, g_free);
 }
 
-/* "shapes,dots" -> {"shapes", "dots"}, every name a known task. */
-/* --task's entries: *out the entries as given (a mix's per-task losses keep "dots@2" apart),
- * *images_out (may be NULL) each entry's image count (K for dots@K, else 0: the task's own or
- * --images). */
+/* --task "shapes,dots@2" -> {"shapes", "dots@2"}, every name a known task: *out the entries as
+ * given (a mix's per-task losses keep "dots@2" apart), *images_out (may be NULL) each entry's
+ * image count (K for dots@K, else 0: the task's own or --images). */
 static gboolean parse_tasks(const char *spec, char ***out, int **images_out, GError **error)
 {
     g_auto(GStrv) parts = g_strsplit(spec, ",", -1);
