@@ -4,6 +4,10 @@ tools/ship-model.sh run: the exact commands, the training time and throughput on
 the data, and every task's held-out metrics next to its trivial baseline.
 
     python3 tools/model_card.py runs/ship "OUT=runs/ship ... tools/ship-model.sh" > data/models/README.md
+
+Optional files in the run's folder, printed as they are: bench-train.txt (bench --train
+--vs-torch), reliance.txt (tools/image-reliance.sh), examples.md (describe on held-out pairs),
+notes.md (remarks on where the model stands).
 """
 import json
 import os
@@ -50,13 +54,15 @@ def stage_summary(path):
 
 
 def extra(stage):
-    """The dots@K entries of a mix (tools/ship-model.sh MIX_EXTRA), as words."""
-    at = [t for t in stage["task"].split(",") if t.startswith("dots@")]
-    if not at:
+    """A mix's entries (tools/ship-model.sh's task lists with MIX_EXTRA or MIX4_EXTRA), as
+    words: each sample is drawn from one entry, all entries alike."""
+    entries = stage["task"].split(",")
+    if len(entries) < 2:
         return ""
-    n = len(stage["task"].split(","))
-    return "".join(f", and `{t}` (the dots task with {t[5:]} images) at a share of "
-                   f"{at.count(t)} in {n}" for t in sorted(set(at)))
+    parts = [f"`{t}`" + (f" ×{entries.count(t)}" if entries.count(t) > 1 else "")
+             for t in dict.fromkeys(entries)]
+    note = "; `dots@K` is the dots task with K images" if any("@" in t for t in entries) else ""
+    return f" (samples drawn evenly from {len(entries)} entries: {', '.join(parts)}{note})"
 
 
 def cpu_name():
@@ -191,7 +197,7 @@ def main():
         print(f"{n}. Stage 2 (SVE): cross_ffn inserted with the paper's init (Q/K/V and W₁ cloned, "
               f"W_O and W₂ zero), stop_grad on the predecessor; {s2['steps']} steps of "
               f"{s2['batch']} (peak lr {s2['lr']:g}) on the change "
-              f"tasks (with a share of grounded samples{extra(s2)}), {s2['aux']}; loss "
+              f"tasks with a share of grounded samples{extra(s2)}, {s2['aux']}; loss "
               f"{s2['first_loss']:.3f} → "
               f"{s2['final_loss']:.3f}; {s2['elapsed_s'] / 60:.1f} min at "
               f"{s2['samples_per_s']:.1f} samples/s.")
@@ -207,7 +213,7 @@ def main():
         n += 1
     if s4:
         print(f"{n}. Stage 4 (the mix again): {s4['steps']} steps of {s4['batch']} (peak lr "
-              f"{s4['lr']:g}) on the stage-2 mix{extra(s4)}, so that every task's phrasing comes back after "
+              f"{s4['lr']:g}) on the change tasks and the grounded ones again{extra(s4)}, so that every task's phrasing comes back after "
               f"stage 3, {s4['aux']}; loss {s4['first_loss']:.3f} → {s4['final_loss']:.3f}; "
               f"{s4['elapsed_s'] / 60:.1f} min at {s4['samples_per_s']:.1f} samples/s.")
     print(f"\nTraining time on the {os.cpu_count()}-core development machine ({cpu_name()}): "
@@ -242,6 +248,9 @@ def main():
         print(f"**Not yet good enough on {', '.join(behind)}**: on these tasks the model is not "
               "clearly better than the trivial answer; where the reading check above shows no "
               "gap, it does not use the images at all. Do not rely on its descriptions there.\n")
+    notes = os.path.join(run, "notes.md")  # the run's own remarks, by hand
+    if os.path.exists(notes):
+        print(open(notes).read().rstrip() + "\n")
     print("## Held-out results\n")
     print("Each task's held-out set is 'changelens-cli eval --task T --seed 900001' (training "
           "samples come from other seeds); the baseline answers every sample with the task's most "
