@@ -39,10 +39,10 @@ LR0=${LR0:-2e-3}
 # On in the shipped model's recipe (ship20, docs/runs/2026-11-27-ship19-20.md). Earlier runs
 # with it and without ENC_POS and stage 4's dots share: ("3:1500 2:500 1.5:500" and VISUAL_POS=1,
 # docs/runs/2026-11-26-ship11.md) dots-ground stays read through the mix (gap 0.29) but the
-# dots task itself is not, and shapes, radiograph and edits came out below the shipped model;
+# dots task itself is not, and shapes, radiograph and edits came out below ship10 (then shipped);
 # again with a slower dots focus (docs/runs/2026-11-26-ship12.md: dots MAE 8.15, radiograph and
-# edits again below the shipped model); and with grid positions and a two-image dots focus
-# (docs/runs/2026-11-26-ship13.md: dots 8.63, every other task below the shipped model); ""
+# edits again below ship10); and with grid positions and a two-image dots focus
+# (docs/runs/2026-11-26-ship13.md: dots 8.63, every other task below ship10); ""
 # skips it
 DOTS_CURRICULUM=${DOTS_CURRICULUM-3:1000 2:500 1.5:500 1:500}
 LR0D=${LR0D:-5e-4}
@@ -81,8 +81,8 @@ LR2=${LR2:-5e-4}
 ENC_DEPTH=${ENC_DEPTH:-2}
 DEC_DEPTH=${DEC_DEPTH:-6}
 N_EVAL=${N_EVAL:-100}
-# dots' held-out set is larger: its answers are single numbers, and on 100 samples the MAE of a
-# model and of the question's mean moved by up to 20 % between draws (ship18: 21 % below the mean
+# dots' held-out set is larger: its answers are single numbers, and on 100 samples a model's
+# margin over the question's mean moved by up to 11 points between draws (ship18: 21 % below the mean
 # on seed 900001's first 100, 10-13 % on three draws of 300; docs/runs/2026-11-27-ship15-16.md)
 N_EVAL_DOTS=${N_EVAL_DOTS:-1000}
 SEED=${SEED:-1}
@@ -101,7 +101,7 @@ VISUAL_POS=${VISUAL_POS:-1}
 # (MAE 5.07 against the question's 13.62 after 2000 steps; random positions 12.37). In a full
 # run (docs/runs/2026-11-26-ship13.md) the grid survived every stage but the full model learned
 # the distance far slower (10.70 after the same 2000 steps), stage 4's mix forgot it (13.13), and
-# every other task came out below the shipped model
+# every other task came out below ship10
 VISUAL_POS_GRID=${VISUAL_POS_GRID-0.12}
 # a learned position per patch at the encoder's input (config enc_pos, docs/MODEL.md §1), so that
 # what an SVE block reads of the previous image carries where it was
