@@ -204,7 +204,7 @@ def main():
         n += 1
     for f in focus:
         print(f"{n}. Stage 3 (reading one task): {f['steps']} steps of {f['batch']} (peak lr "
-              f"{f['lr']:g}) of `{f['task']}`{'' if ',' in f['task'] else ' alone'}"
+              f"{f['lr']:g}) " + (f"of a mix{extra(f)}" if ',' in f['task'] else f"of `{f['task']}` alone") +
               f"{', dots with ' + str(f['dot_images']) + ' images' if f['dot_images'] else ''}, "
               f"{f['aux']}; "
               f"loss {f['first_loss']:.3f} → "
