@@ -204,7 +204,8 @@ def main():
         n += 1
     for f in focus:
         print(f"{n}. Stage 3 (reading one task): {f['steps']} steps of {f['batch']} (peak lr "
-              f"{f['lr']:g}) " + (f"of a mix{extra(f)}" if ',' in f['task'] else f"of `{f['task']}` alone") +
+              f"{f['lr']:g}) "
+              + (f"of a mix{extra(f)}" if "," in f["task"] else f"of `{f['task']}` alone") +
               f"{', dots with ' + str(f['dot_images']) + ' images' if f['dot_images'] else ''}, "
               f"{f['aux']}; "
               f"loss {f['first_loss']:.3f} → "
@@ -213,7 +214,8 @@ def main():
         n += 1
     if s4:
         print(f"{n}. Stage 4 (the mix again): {s4['steps']} steps of {s4['batch']} (peak lr "
-              f"{s4['lr']:g}) on the change tasks and the grounded ones again{extra(s4)}, so that every task's phrasing comes back after "
+              f"{s4['lr']:g}) on the change tasks and the grounded ones again{extra(s4)}, so that "
+              f"every task's phrasing comes back after "
               f"stage 3, {s4['aux']}; loss {s4['first_loss']:.3f} → {s4['final_loss']:.3f}; "
               f"{s4['elapsed_s'] / 60:.1f} min at {s4['samples_per_s']:.1f} samples/s.")
     print(f"\nTraining time on the {os.cpu_count()}-core development machine ({cpu_name()}): "
