@@ -14,9 +14,11 @@ struct _ClKVCache {
     int kv_dim;         /* Hkv · hd */
     int e, f, heads, kv_heads, hd, vocab;
     float *k, *v;       /* (depth, capacity, kv_dim) */
+    ClBackend *kv_be;   /* a reference to the device backend k and v live on; NULL: host memory
+                         * (g_malloc), which every host-memory backend uses as it is */
 
     /* workspace for `rows` positions at a time, grown on demand */
-    const struct cl_backend_ops *ops;
+    ClBackend *arena_be; /* a reference to the backend the arena belongs to */
     int rows;
     size_t scratch_floats; /* attention scratch laid out (depends on the backend's threads) */
     float *arena;
@@ -29,6 +31,10 @@ struct _ClKVCache {
     float *scores;      /* attention scratch for (rows, capacity) */
     float *rope_cos;    /* (rows, hd/2) */
     float *rope_sin;
+    /* device backends only: the logits before their download, (rows, V); the RoPE tables in
+     * host memory before their upload */
+    float *logits;
+    float *host_rope;
 };
 
 static gboolean same_model(const ClKVCache *c, const ClModelConfig *cfg)
@@ -84,6 +90,77 @@ void cl_kv_cache_truncate(ClKVCache *cache, int len)
         cache->len = len;
 }
 
+static void kv_copy(ClBackend *be, float *dst, const float *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+    if (be)
+        be->ops->copy(be, dst, src, bytes);
+    else
+        memcpy(dst, src, bytes);
+}
+
+static void kv_release(ClKVCache *c)
+{
+    if (c->kv_be) {
+        c->kv_be->ops->release(c->kv_be, c->k);
+        c->kv_be->ops->release(c->kv_be, c->v);
+        g_clear_pointer(&c->kv_be, cl_backend_free);
+    } else {
+        g_free(c->k);
+        g_free(c->v);
+    }
+    c->k = c->v = NULL;
+}
+
+/* Moves k and v into the memory of device backend `be` (NULL: the host), keeping the cached
+ * positions. FALSE (nothing changed) when that memory is short. */
+static gboolean kv_move_to(ClKVCache *c, ClBackend *be, GError **error)
+{
+    if (be == c->kv_be)
+        return TRUE;
+    size_t n = (size_t)c->depth * c->capacity * c->kv_dim * sizeof(float); /* checked in new */
+    float *k = be ? be->ops->alloc(be, n) : g_try_malloc(n);
+    float *v = be ? be->ops->alloc(be, n) : g_try_malloc(n);
+    if (!k || !v) {
+        if (be) {
+            if (k)
+                be->ops->release(be, k);
+            if (v)
+                be->ops->release(be, v);
+        } else {
+            g_free(k);
+            g_free(v);
+        }
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "Not enough %s memory for the KV cache (%d positions)",
+                    be ? cl_backend_name(be) : "host", c->capacity);
+        return FALSE;
+    }
+    size_t used = (size_t)c->len * c->kv_dim * sizeof(float);
+    for (int l = 0; l < c->depth && used; l++) {
+        size_t off = (size_t)l * c->capacity * c->kv_dim;
+        for (int which = 0; which < 2; which++) {
+            float *to = (which ? v : k) + off;
+            const float *from = (which ? c->v : c->k) + off;
+            if (be && c->kv_be) {
+                g_autofree float *tmp = g_malloc(used);
+                c->kv_be->ops->download(c->kv_be, tmp, from, used);
+                be->ops->upload(be, to, tmp, used);
+            } else if (be) {
+                be->ops->upload(be, to, from, used);
+            } else if (c->kv_be) {
+                c->kv_be->ops->download(c->kv_be, to, from, used);
+            }
+        }
+    }
+    kv_release(c);
+    c->k = k;
+    c->v = v;
+    c->kv_be = be ? cl_backend_ref(be) : NULL;
+    return TRUE;
+}
+
 void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
 {
     g_return_if_fail(dst != NULL && src != NULL);
@@ -92,12 +169,16 @@ void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
     g_return_if_fail(dst->capacity >= src->len);
     if (dst == src)
         return;
+    if (dst->kv_be != src->kv_be && !kv_move_to(dst, src->kv_be, NULL)) {
+        g_warning("Not enough memory to copy a KV cache");
+        return;
+    }
     size_t row = (size_t)src->kv_dim * sizeof(float);
     for (int l = 0; l < src->depth; l++) {
-        memcpy(dst->k + (size_t)l * dst->capacity * dst->kv_dim,
-               src->k + (size_t)l * src->capacity * src->kv_dim, row * src->len);
-        memcpy(dst->v + (size_t)l * dst->capacity * dst->kv_dim,
-               src->v + (size_t)l * src->capacity * src->kv_dim, row * src->len);
+        kv_copy(src->kv_be, dst->k + (size_t)l * dst->capacity * dst->kv_dim,
+                src->k + (size_t)l * src->capacity * src->kv_dim, row * src->len);
+        kv_copy(src->kv_be, dst->v + (size_t)l * dst->capacity * dst->kv_dim,
+                src->v + (size_t)l * src->capacity * src->kv_dim, row * src->len);
     }
     dst->len = src->len;
 }
@@ -106,9 +187,12 @@ void cl_kv_cache_free(ClKVCache *cache)
 {
     if (!cache)
         return;
-    g_free(cache->k);
-    g_free(cache->v);
-    g_free(cache->arena);
+    kv_release(cache);
+    if (cache->arena_be) {
+        cache->arena_be->ops->release(cache->arena_be, cache->arena);
+        cl_backend_free(cache->arena_be);
+    }
+    g_free(cache->host_rope);
     g_free(cache);
 }
 
@@ -139,6 +223,7 @@ static gboolean layout(ClKVCache *c, ClBackend *be, int rows, float *arena, size
         { &c->scores, c->scratch_floats, 1 },
         { &c->rope_cos, R, (size_t)c->hd / 2 },
         { &c->rope_sin, R, (size_t)c->hd / 2 },
+        { &c->logits, be->ops->host_memory ? 0 : R, (size_t)c->vocab },
     };
     size_t at = 0;
     for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
@@ -154,34 +239,51 @@ static gboolean layout(ClKVCache *c, ClBackend *be, int rows, float *arena, size
 
 static gboolean ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError **error)
 {
+    /* the keys and values: host memory serves every host-memory backend as it is */
+    if (!kv_move_to(c, be->ops->host_memory ? NULL : be, error))
+        return FALSE;
     size_t scratch = be->ops->attention_scratch(be, rows, c->capacity, c->heads);
-    if (c->arena && c->ops == be->ops && c->rows >= rows && c->scratch_floats >= scratch)
+    if (c->arena && c->arena_be == be && c->rows >= rows && c->scratch_floats >= scratch)
         return TRUE;
-    rows = MAX(rows, c->arena ? c->rows : 0); /* never shrink */
+    if (c->arena_be == be)
+        rows = MAX(rows, c->arena ? c->rows : 0); /* never shrink */
     scratch = be->ops->attention_scratch(be, rows, c->capacity, c->heads);
     size_t total = 0, bytes = 0;
     float *arena = NULL;
     size_t old_scratch = c->scratch_floats;
     c->scratch_floats = scratch;
     if (!layout(c, be, rows, NULL, &total) || !g_size_checked_mul(&bytes, total, sizeof(float)) ||
-        !(arena = g_try_malloc(bytes))) {
+        !(arena = be->ops->alloc(be, bytes))) {
         c->scratch_floats = old_scratch;
+        if (c->arena) /* the old views stay valid */
+            layout(c, c->arena_be, c->rows, c->arena, &total);
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
-                    "Not enough memory for the decoder's workspace (%d positions)", rows);
+                    "Not enough %s memory for the decoder's workspace (%d positions)",
+                    cl_backend_name(be), rows);
         return FALSE;
     }
-    g_free(c->arena);
+    if (c->arena_be) {
+        c->arena_be->ops->release(c->arena_be, c->arena);
+        cl_backend_free(c->arena_be);
+    }
     c->arena = arena;
-    c->ops = be->ops;
+    c->arena_be = cl_backend_ref(be);
     c->rows = rows;
     layout(c, be, rows, arena, &total);
+    if (!be->ops->host_memory) {
+        g_free(c->host_rope);
+        c->host_rope = g_new(float, (size_t)rows * MAX(c->hd, 2));
+    }
     return TRUE;
 }
 
-static void tap_rows(ClTensorTap tap, gpointer data, const char *name, const float *x,
-                     gint64 rows, gint64 cols)
+static void tap_rows(ClTensorTap tap, gpointer data, ClBackend *be, const char *name,
+                     const float *x, gint64 rows, gint64 cols)
 {
     gint64 shape[2] = { rows, cols };
+    g_autofree float *tmp = NULL;
+    if (be) /* x is in a device's memory */
+        x = cl_backend_host_view(be, x, (size_t)MAX(rows, 1) * cols, &tmp);
     if (rows > 0)
         tap(name, x, 2, shape, data);
     else
@@ -196,7 +298,6 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
     g_return_val_if_fail(be != NULL && model != NULL && cache != NULL, FALSE);
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
     const ClModelConfig *cfg = &model->config;
-    const ClModelWeights *w = &model->w;
 
     /* every check before anything is written: a refused call leaves the cache as it was */
     if (!same_model(cache, cfg)) {
@@ -232,6 +333,10 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
     int rows = tap ? n : MIN(n, CHUNK);
     if (!ensure_workspace(cache, be, rows, error))
         return FALSE;
+    const ClModelWeights *w = cl_model_weights_on(model, be, error);
+    if (!w)
+        return FALSE;
+    const gboolean host = be->ops->host_memory;
 
     const struct cl_backend_ops *op = be->ops;
     ClKVCache *c = cache;
@@ -247,11 +352,27 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
         const gint32 *cid = ids + c0;
 
         op->embed(be, c->x, w->embed, cid, cn, E);
-        for (int i = 0; i < cn; i++)
-            if (cid[i] == CL_DECODER_VISUAL)
-                memcpy(c->x + (size_t)i * E, visual + (size_t)vis_row++ * E,
-                       (size_t)E * sizeof(float));
-        cl_rope_table_1d(c->rope_cos, c->rope_sin, pos0, cn, hd, cfg->rope_base);
+        for (int i = 0; i < cn;) {
+            if (cid[i] != CL_DECODER_VISUAL) {
+                i++;
+                continue;
+            }
+            int run = 1; /* a run of visual rows is one copy */
+            while (i + run < cn && cid[i + run] == CL_DECODER_VISUAL)
+                run++;
+            op->upload(be, c->x + (size_t)i * E, visual + (size_t)vis_row * E,
+                       (size_t)run * E * sizeof(float));
+            vis_row += run;
+            i += run;
+        }
+        if (host) {
+            cl_rope_table_1d(c->rope_cos, c->rope_sin, pos0, cn, hd, cfg->rope_base);
+        } else {
+            size_t half = (size_t)cn * (hd / 2);
+            cl_rope_table_1d(c->host_rope, c->host_rope + half, pos0, cn, hd, cfg->rope_base);
+            op->upload(be, c->rope_cos, c->host_rope, half * sizeof(float));
+            op->upload(be, c->rope_sin, c->host_rope + half, half * sizeof(float));
+        }
 
         for (int l = 0; l < c->depth; l++) {
             const ClDecoderLayerWeights *L = &w->dec[l];
@@ -279,28 +400,37 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
 
             if (tap) {
                 g_autofree char *name = g_strdup_printf("dec.%d.out", l);
-                tap_rows(tap, tap_data, name, c->x, cn, E);
+                tap_rows(tap, tap_data, host ? NULL : be, name, c->x, cn, E);
             }
         }
 
+        /* on a device the logits are made in its memory, then downloaded */
         if (logits_all) {
+            float *dst = host ? logits_all + (size_t)c0 * V : c->logits;
             op->rmsnorm(be, c->h, c->x, w->dec_norm, cn, E, eps);
-            op->linear(be, logits_all + (size_t)c0 * V, c->h, lm_head, NULL, cn, E, V);
+            op->linear(be, dst, c->h, lm_head, NULL, cn, E, V);
+            if (!host)
+                op->download(be, logits_all + (size_t)c0 * V, dst, (size_t)cn * V * sizeof(float));
         }
         if (c0 + cn == n && logits) {
             if (logits_all) {
                 memcpy(logits, logits_all + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
             } else {
+                float *dst = host ? logits : c->logits;
                 const float *last = c->x + (size_t)(cn - 1) * E;
                 op->rmsnorm(be, c->h, last, w->dec_norm, 1, E, eps);
-                op->linear(be, logits, c->h, lm_head, NULL, 1, E, V);
+                op->linear(be, dst, c->h, lm_head, NULL, 1, E, V);
+                if (!host)
+                    op->download(be, logits, dst, (size_t)V * sizeof(float));
             }
         }
     }
+    if (!op->finish(be, error))
+        return FALSE; /* the cache keeps its length: the new positions are not in it */
     c->len += n;
 
     if (tap && (logits || logits_all))
-        tap_rows(tap, tap_data, "dec.logits", logits ? logits : logits_all + (size_t)(n - 1) * V,
-                 0, V);
+        tap_rows(tap, tap_data, NULL, "dec.logits",
+                 logits ? logits : logits_all + (size_t)(n - 1) * V, 0, V);
     return TRUE;
 }

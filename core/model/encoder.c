@@ -22,11 +22,11 @@ static gboolean same_shape(const EncShape *a, const EncShape *b)
 
 struct _ClEncoderState {
     EncShape s;
+    ClBackend *be;      /* a reference to the backend whose memory prev and arena are in */
     float *prev;        /* (depth, N, D) every block's X_in of the last image */
     gboolean has_prev;
 
     /* workspace: one allocation, made on the first forward for that backend */
-    const struct cl_backend_ops *ops;
     size_t scratch_floats; /* attention scratch laid out (depends on the backend's threads) */
     double rope_base;   /* the base the RoPE tables hold */
     float *arena;
@@ -50,6 +50,12 @@ struct _ClEncoderState {
     float *visual_own;  /* (M, E) the Δ pass's merger output */
     float *norms;       /* (M) */
     float *unorm_tmp;   /* (N) update norms nobody keeps (the Δ pass) */
+    /* a device backend's copies of what the caller gets in host memory (size 0 on the CPU,
+     * where the encoder writes straight into the caller's arrays) */
+    float *pixels;      /* (C, S, S) */
+    float *visual;      /* (M, E) */
+    float *unorm_all;   /* (depth, N) */
+    float *host_rope;   /* host memory: the RoPE tables before their upload (device only) */
 };
 
 static EncShape shape_of(const ClModelConfig *c)
@@ -90,7 +96,7 @@ ClEncoderState *cl_encoder_state_new(const ClModel *model)
     st->s = shape_of(&model->config);
     size_t n = 0;
     if (!add_floats(&n, (size_t)st->s.depth, (size_t)st->s.n * (size_t)st->s.d) ||
-        !g_size_checked_mul(&n, n, sizeof(float)) || !(st->prev = g_try_malloc(n))) {
+        !g_size_checked_mul(&n, n, sizeof(float))) {
         g_free(st);
         return NULL;
     }
@@ -113,8 +119,14 @@ void cl_encoder_state_free(ClEncoderState *state)
 {
     if (!state)
         return;
-    g_free(state->prev);
-    g_free(state->arena);
+    if (state->be) {
+        if (state->prev)
+            state->be->ops->release(state->be, state->prev);
+        if (state->arena)
+            state->be->ops->release(state->be, state->arena);
+        cl_backend_free(state->be);
+    }
+    g_free(state->host_rope);
     g_free(state);
 }
 
@@ -157,6 +169,9 @@ static gboolean layout(ClEncoderState *st, ClBackend *be, float *arena, size_t *
         { &st->visual_own, (size_t)s->m, (size_t)s->e },
         { &st->norms, (size_t)s->m, 1 },
         { &st->unorm_tmp, N, 1 },
+        { &st->pixels, be->ops->host_memory ? 0 : (size_t)s->channels * s->image, s->image },
+        { &st->visual, be->ops->host_memory ? 0 : (size_t)s->m, (size_t)s->e },
+        { &st->unorm_all, be->ops->host_memory ? 0 : (size_t)s->depth, N },
     };
     size_t at = 0;
     for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
@@ -175,22 +190,51 @@ static gboolean ensure_workspace(ClEncoderState *st, ClBackend *be, double rope_
 {
     /* self_ext attends over 2N keys; the other attentions over N or 1 */
     size_t scratch = be->ops->attention_scratch(be, st->s.n, 2 * st->s.n, st->s.heads);
-    if (st->arena && st->ops == be->ops && st->scratch_floats >= scratch &&
-        st->rope_base == rope_base)
+    if (st->arena && st->be == be && st->scratch_floats >= scratch && st->rope_base == rope_base)
         return TRUE;
-    g_clear_pointer(&st->arena, g_free);
+    if (st->be != be) {
+        /* another backend: its memory is not this one's; the state starts over */
+        if (st->be) {
+            if (st->prev)
+                st->be->ops->release(st->be, st->prev);
+            if (st->arena)
+                st->be->ops->release(st->be, st->arena);
+            cl_backend_free(st->be);
+        }
+        st->prev = NULL;
+        st->arena = NULL;
+        st->has_prev = FALSE;
+        st->be = cl_backend_ref(be);
+        size_t n = (size_t)st->s.depth * st->s.n * st->s.d * sizeof(float); /* checked in new */
+        if (!(st->prev = be->ops->alloc(be, n))) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                        "Not enough %s memory for the encoder's state", cl_backend_name(be));
+            return FALSE;
+        }
+    }
+    if (st->arena)
+        be->ops->release(be, st->arena);
+    st->arena = NULL;
     st->scratch_floats = scratch;
     size_t total = 0, bytes = 0;
     if (!layout(st, be, NULL, &total) || !g_size_checked_mul(&bytes, total, sizeof(float)) ||
-        !(st->arena = g_try_malloc(bytes))) {
+        !(st->arena = be->ops->alloc(be, bytes))) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
-                    "Not enough memory for the encoder's workspace");
+                    "Not enough %s memory for the encoder's workspace", cl_backend_name(be));
         return FALSE;
     }
     layout(st, be, st->arena, &total);
-    st->ops = be->ops;
     st->rope_base = rope_base;
-    cl_rope_table_2d(st->rope_cos, st->rope_sin, st->s.grid, st->s.hd, rope_base);
+    if (be->ops->host_memory) {
+        cl_rope_table_2d(st->rope_cos, st->rope_sin, st->s.grid, st->s.hd, rope_base);
+    } else {
+        size_t half = (size_t)st->s.n * (st->s.hd / 2);
+        g_free(st->host_rope);
+        st->host_rope = g_new(float, 2 * MAX(half, 1));
+        cl_rope_table_2d(st->host_rope, st->host_rope + half, st->s.grid, st->s.hd, rope_base);
+        be->ops->upload(be, st->rope_cos, st->host_rope, half * sizeof(float));
+        be->ops->upload(be, st->rope_sin, st->host_rope + half, half * sizeof(float));
+    }
     return TRUE;
 }
 
@@ -200,6 +244,7 @@ typedef struct {
     ClTensorTap fn;
     gpointer data;
     int image;
+    ClBackend *be; /* x is in its memory (NULL: host memory) */
 } Tap;
 
 static void tap2(const Tap *t, const char *suffix, const float *x, gint64 rows, gint64 cols)
@@ -208,6 +253,9 @@ static void tap2(const Tap *t, const char *suffix, const float *x, gint64 rows, 
         return;
     g_autofree char *name = g_strdup_printf("img%d.%s", t->image, suffix);
     gint64 shape[2] = { rows, cols };
+    g_autofree float *tmp = NULL;
+    if (t->be)
+        x = cl_backend_host_view(t->be, x, (size_t)rows * MAX(cols, 1), &tmp);
     t->fn(name, x, cols > 0 ? 2 : 1, shape, t->data);
 }
 
@@ -263,7 +311,7 @@ static void block_attention(const Enc *E, const ClEncoderLayerWeights *L, const 
     float *kv_y = st->kv + (size_t)N * 2 * D;
     if (ysrc == Y_OWN) {
         /* Y = X_in = X: the same rows (before RoPE) */
-        memcpy(kv_y, st->kv, (size_t)N * 2 * D * sizeof(float));
+        op->copy(be, kv_y, st->kv, (size_t)N * 2 * D * sizeof(float));
     } else {
         op->layernorm(be, st->hy, y, L->ln1_w, L->ln1_b, K, D, E->eps);
         op->linear(be, kv_y, st->hy, L->qkv_w + (size_t)D * D, L->qkv_b + D, K, D, 2 * D);
@@ -347,21 +395,15 @@ static void adaln_modulation(const Enc *E, const ClEncoderLayerWeights *L, YSour
                              const float *y)
 {
     ClEncoderState *st = E->st;
+    ClBackend *be = E->be;
     const int N = st->s.n, D = st->s.d;
     float *c = st->cvec;
-    if (ysrc == Y_OWN) {
-        memset(c, 0, (size_t)D * sizeof(float));
-    } else if (ysrc == Y_NULL) {
-        memcpy(c, L->sve_null, (size_t)D * sizeof(float));
-    } else {
-        /* column means, summed in double in token order */
-        for (int j = 0; j < D; j++) {
-            double acc = 0;
-            for (int n = 0; n < N; n++)
-                acc += y[(size_t)n * D + j];
-            c[j] = (float)(acc / N);
-        }
-    }
+    if (ysrc == Y_OWN)
+        be->ops->zero(be, c, (size_t)D * sizeof(float));
+    else if (ysrc == Y_NULL)
+        be->ops->copy(be, c, L->sve_null, (size_t)D * sizeof(float));
+    else /* column means, summed in double in token order */
+        be->ops->col_mean(be, c, y, N, D);
     E->be->ops->silu(E->be, c, c, (size_t)D);
     E->be->ops->linear(E->be, st->mod, c, L->sve_ada_w, L->sve_ada_b, 1, D, 6 * D);
 }
@@ -373,6 +415,7 @@ static void encode_blocks(const Enc *E, const ClModelWeights *w, ClEncoderState 
                           float *update_norm, const Tap *tap)
 {
     ClEncoderState *st = E->st;
+    ClBackend *be = E->be;
     const ClModelConfig *cfg = E->cfg;
     const int N = st->s.n, D = st->s.d;
     const size_t ND = (size_t)N * D;
@@ -381,7 +424,7 @@ static void encode_blocks(const Enc *E, const ClModelWeights *w, ClEncoderState 
     for (int l = 0; l < st->s.depth; l++) {
         const ClEncoderLayerWeights *L = &w->enc[l];
         float *unorm = update_norm ? update_norm + (size_t)l * N : st->unorm_tmp;
-        memcpy(st->x_in, st->x, ND * sizeof(float));
+        be->ops->copy(be, st->x_in, st->x, ND * sizeof(float));
 
         YSource ysrc;
         const float *y = st->x_in;
@@ -412,7 +455,7 @@ static void encode_blocks(const Enc *E, const ClModelWeights *w, ClEncoderState 
             mod = st->mod;
             break;
         case CL_SVE_STATELESS:
-            memset(unorm, 0, (size_t)N * sizeof(float));
+            be->ops->zero(be, unorm, (size_t)N * sizeof(float));
             break;
         case CL_SVE_SELF_EXT:
         case CL_SVE_N_VARIANTS:
@@ -422,7 +465,7 @@ static void encode_blocks(const Enc *E, const ClModelWeights *w, ClEncoderState 
         block_mlp(E, L, mod, unorm);
 
         if (state) /* this image's X_in becomes the state (Y, read above, is no longer needed) */
-            memcpy(state->prev + (size_t)l * ND, st->x_in, ND * sizeof(float));
+            be->ops->copy(be, state->prev + (size_t)l * ND, st->x_in, ND * sizeof(float));
         if (tap && tap->fn) {
             g_autofree char *un = g_strdup_printf("enc.%d.update_norm", l);
             g_autofree char *on = g_strdup_printf("enc.%d.out", l);
@@ -441,20 +484,12 @@ static void merger(const Enc *E, const ClModelWeights *w, float *visual)
     const int N = st->s.n, D = st->s.d, G = st->s.grid, M = st->s.m, Hm = st->s.hm;
     op->layernorm(be, st->h, st->x, w->merger_ln_w, w->merger_ln_b, N, D, E->eps);
     float *cat = st->qkv; /* (M, 4D) */
-    const size_t row = (size_t)D * sizeof(float);
-    for (int i = 0; i < G / 2; i++)
-        for (int j = 0; j < G / 2; j++) {
-            float *dst = cat + ((size_t)i * (G / 2) + j) * 4 * D;
-            memcpy(dst, st->h + ((size_t)(2 * i) * G + 2 * j) * D, row);
-            memcpy(dst + D, st->h + ((size_t)(2 * i) * G + 2 * j + 1) * D, row);
-            memcpy(dst + 2 * D, st->h + ((size_t)(2 * i + 1) * G + 2 * j) * D, row);
-            memcpy(dst + 3 * D, st->h + ((size_t)(2 * i + 1) * G + 2 * j + 1) * D, row);
-        }
+    op->merge2x2(be, cat, st->h, G, D);
     op->linear(be, st->hid, cat, w->merger_fc1_w, w->merger_fc1_b, M, 4 * D, Hm);
     op->gelu(be, st->hid, st->hid, (size_t)M * Hm);
     op->linear(be, visual, st->hid, w->merger_fc2_w, w->merger_fc2_b, M, Hm, st->s.e);
     if (E->cfg->visual_center)
-        cl_visual_center(visual, M, st->s.e);
+        op->center_cols(be, visual, M, st->s.e);
     if (w->merger_pos)
         op->add(be, visual, visual, w->merger_pos, (size_t)M * st->s.e);
 }
@@ -482,21 +517,6 @@ static void embed_patches(ClBackend *be, float *x, const float *patches,
     be->ops->linear(be, x, patches, w->patch_w, w->patch_b, N, cpp, D);
     if (w->enc_pos)
         be->ops->add(be, x, x, w->enc_pos, (size_t)N * D);
-}
-
-/* Cut [C, S, S] into patches [N, C·P·P], each flattened in (c, py, px) order. */
-static void im2col(float *patches, const float *pixels, const EncShape *s)
-{
-    const int C = s->channels, P = s->patch, S = s->image, G = s->grid;
-    for (int r = 0; r < G; r++)
-        for (int cc = 0; cc < G; cc++) {
-            float *dst = patches + ((size_t)r * G + cc) * C * P * P;
-            for (int c = 0; c < C; c++)
-                for (int py = 0; py < P; py++)
-                    memcpy(dst + ((size_t)c * P + py) * P,
-                           pixels + ((size_t)c * S + (size_t)r * P + py) * S + (size_t)cc * P,
-                           (size_t)P * sizeof(float));
-        }
 }
 
 gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState *state,
@@ -542,19 +562,33 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
         .eps = (float)cfg->norm_eps,
         .scale = (float)(1.0 / sqrt((double)s.hd)),
     };
-    Tap t = { tap, tap_data, image_index };
-    const ClModelWeights *w = &model->w;
+    const gboolean host = be->ops->host_memory;
+    Tap t = { tap, tap_data, image_index, host ? NULL : be };
+    const ClModelWeights *w = cl_model_weights_on(model, be, error);
+    if (!w) {
+        cl_encoder_output_clear(out);
+        return FALSE;
+    }
     const size_t cpp = (size_t)s.channels * s.patch * s.patch;
+    /* on a device, the results are made in its memory and downloaded at the end */
+    float *visual = host ? out->visual : state->visual;
+    float *update_norm = host ? out->update_norm : state->unorm_all;
 
-    im2col(state->patches, pixels, &s);
+    const float *px = pixels;
+    if (!host) {
+        be->ops->upload(be, state->pixels, pixels,
+                        (size_t)s.channels * s.image * s.image * sizeof(float));
+        px = state->pixels;
+    }
+    be->ops->im2col(be, state->patches, px, s.channels, s.image, s.patch);
     embed_patches(be, state->x, state->patches, w, N, (int)cpp, D);
     tap2(&t, "patch", state->x, N, D);
 
     gboolean had_prev = state->has_prev;
-    encode_blocks(&enc, w, state, out->update_norm, &t);
+    encode_blocks(&enc, w, state, update_norm, &t);
     state->has_prev = TRUE;
-    merger(&enc, w, out->visual);
-    tap2(&t, "visual", out->visual, M, E);
+    merger(&enc, w, visual);
+    tap2(&t, "visual", visual, M, E);
 
     if (want_delta) {
         /* Δ_m = ‖V(Y = previous) − V(Y = own)‖² / E: 0 by construction for a first image and
@@ -563,11 +597,26 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
             embed_patches(be, state->x, state->patches, w, N, (int)cpp, D);
             encode_blocks(&enc, w, NULL, NULL, NULL);
             merger(&enc, w, state->visual_own);
-            be->ops->row_norms(be, state->norms, out->visual, state->visual_own, M, E, E);
+            be->ops->row_norms(be, state->norms, visual, state->visual_own, M, E, E);
+            g_autofree float *tmp = NULL;
+            const float *norms = cl_backend_host_view(be, state->norms, (size_t)M, &tmp);
             for (int m = 0; m < M; m++)
-                out->delta[m] = (float)((double)state->norms[m] * state->norms[m] / E);
+                out->delta[m] = (float)((double)norms[m] * norms[m] / E);
         }
-        tap2(&t, "delta", out->delta, M, 0);
+        Tap host_tap = t;
+        host_tap.be = NULL; /* delta is in host memory */
+        tap2(&host_tap, "delta", out->delta, M, 0);
+    }
+    if (!host) {
+        be->ops->download(be, out->visual, visual, (size_t)M * E * sizeof(float));
+        be->ops->download(be, out->update_norm, update_norm,
+                          (size_t)s.depth * N * sizeof(float));
+    }
+    if (!be->ops->finish(be, error)) {
+        /* the state's contents are unknown after a failed op: start over */
+        state->has_prev = FALSE;
+        cl_encoder_output_clear(out);
+        return FALSE;
     }
     out->ms = (g_get_monotonic_time() - t0) / 1000.0;
     return TRUE;

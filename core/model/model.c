@@ -10,6 +10,95 @@
 
 #define MODEL_FAIL(code, ...) g_set_error(error, CL_MODEL_ERROR, code, __VA_ARGS__)
 
+static guint64 next_serial(void)
+{
+    static gint64 counter = 0; /* GLib has no 64-bit atomic add; a lock is cheap here */
+    static GMutex lock;
+    g_mutex_lock(&lock);
+    guint64 s = (guint64)++counter;
+    g_mutex_unlock(&lock);
+    return s;
+}
+
+void cl_model_weights_changed(ClModel *model)
+{
+    g_return_if_fail(model != NULL);
+    model->serial = next_serial();
+}
+
+/* ---- the device copy of the weights ---------------------------------------------------------- */
+
+typedef struct {
+    ClBackend *be;   /* not a reference: the copy lives on (and dies with) this backend */
+    guint64 serial;  /* of the model it copies */
+    ClModelWeights w;
+    void *block;     /* every tensor, in the backend's memory */
+} DeviceWeights;
+
+static void device_weights_free(gpointer p)
+{
+    DeviceWeights *d = p;
+    if (!d)
+        return;
+    if (d->block)
+        d->be->ops->release(d->be, d->block);
+    cl_model_weights_clear(&d->w);
+    g_free(d);
+}
+
+const ClModelWeights *cl_model_weights_on(const ClModel *model, ClBackend *be, GError **error)
+{
+    g_return_val_if_fail(model != NULL && be != NULL, NULL);
+    if (be->ops->host_memory)
+        return &model->w;
+    DeviceWeights *d = be->cache;
+    if (d && be->cache_free == device_weights_free && d->serial == model->serial)
+        return &d->w;
+    /* one model at a time: drop the copy of another */
+    if (be->cache && be->cache_free)
+        be->cache_free(be->cache);
+    be->cache = NULL;
+    be->cache_free = NULL;
+
+    ClModelWeights src = model->w; /* its enc/dec arrays are the model's: only read */
+    d = g_new0(DeviceWeights, 1);
+    d->be = be;
+    d->serial = model->serial;
+    g_autoptr(GPtrArray) from = cl_model_weight_specs(&model->config, &src);
+    g_autoptr(GPtrArray) to = cl_model_weight_specs(&model->config, &d->w);
+    size_t total = 0;
+    for (guint i = 0; i < from->len; i++) {
+        gint64 n = cl_weight_spec_numel(from->pdata[i]);
+        total += ((size_t)n + 63) & ~(size_t)63; /* 256-byte aligned tensors */
+    }
+    d->block = be->ops->alloc(be, MAX(total, 1) * sizeof(float));
+    if (!d->block) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "Not enough %s memory for the model's weights (%.1f MB)",
+                    cl_backend_name(be), total * 4.0 / 1e6);
+        device_weights_free(d);
+        return NULL;
+    }
+    float *at = d->block;
+    for (guint i = 0; i < from->len; i++) {
+        const ClWeightSpec *f = from->pdata[i], *t = to->pdata[i];
+        size_t n = (size_t)cl_weight_spec_numel(f);
+        *t->slot = at;
+        be->ops->upload(be, at, *f->slot, n * sizeof(float));
+        at += (n + 63) & ~(size_t)63;
+    }
+    /* tied embeddings: the head is the embedding */
+    if (model->w.lm_head && model->w.lm_head == model->w.embed)
+        d->w.lm_head = d->w.embed;
+    if (!be->ops->finish(be, error)) {
+        device_weights_free(d);
+        return NULL;
+    }
+    be->cache = d;
+    be->cache_free = device_weights_free;
+    return &d->w;
+}
+
 void cl_model_free(ClModel *model)
 {
     if (!model)
@@ -111,6 +200,7 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
         return NULL;
     }
     g_autoptr(ClModel) model = g_new0(ClModel, 1);
+    model->serial = next_serial();
     if (!cl_model_config_from_json(&model->config, cfg_json, error))
         return NULL;
     /* untrusted: the strict checks (depth, NULs, duplicates) before the tokenizer's parser */
@@ -291,6 +381,7 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
     if (!cl_model_config_validate(cfg, error))
         return NULL;
     g_autoptr(ClModel) model = g_new0(ClModel, 1);
+    model->serial = next_serial();
     model->config = *cfg;
     model->tokenizer = cl_tokenizer_new_bytes();
     if (cl_tokenizer_vocab_size(model->tokenizer) > cfg->vocab_size) {
@@ -365,6 +456,7 @@ gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale)
     if (model->w.enc_pos) /* config enc_pos: the patch grid at the encoder's width */
         fill_pos_grid(model->w.enc_pos, G, model->config.enc_dim, scale);
     g_clear_pointer(&model->sha256, g_free);
+    cl_model_weights_changed(model);
     return TRUE;
 }
 
@@ -416,6 +508,7 @@ void cl_model_weights_insert_sve(ClModel *model, guint64 seed)
     }
     /* the weights no longer are the file's */
     g_clear_pointer(&model->sha256, g_free);
+    cl_model_weights_changed(model);
 }
 
 /* ---- saving --------------------------------------------------------------------------------- */

@@ -3,6 +3,7 @@
 
 #include <glib.h>
 
+#include "backend.h"
 #include "config.h"
 #include "tokenizer.h"
 #include "weights.h"
@@ -18,6 +19,8 @@ typedef struct {
     GMappedFile *mapping;   /* owned; the model file when loaded from disk */
     char *path;             /* NULL for a random-init model */
     char *sha256;           /* of the file (hex); NULL for a random-init model until saved */
+    guint64 serial;         /* unique per process and per state of the weights (a device copy
+                             * is kept until it changes: cl_model_weights_changed) */
 } ClModel;
 
 /* Loads and validates a model file: header, config, tokenizer, every tensor present with the
@@ -40,6 +43,15 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
 gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GError **error);
 void cl_model_free(ClModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClModel, cl_model_free)
+
+/* The weights as backend `be` sees them: &model->w for a host-memory backend (the CPU); for a
+ * device, one copy of every tensor in the device's memory, made on first use and kept on the
+ * backend (for one model at a time) while model->serial stays the same. NULL + error when the
+ * device has not enough memory. */
+const ClModelWeights *cl_model_weights_on(const ClModel *model, ClBackend *be, GError **error);
+/* Code that edits a model's weights in place calls this before running it on a device again:
+ * it gives the model a new serial, so the next cl_model_weights_on() copies the new values. */
+void cl_model_weights_changed(ClModel *model);
 
 /* docs/MODEL.md §3.7: (re)initialises every SVE tensor the model has from its block (clone +
  * out_init_std; sve.null ~ N(0, 0.02²)), deterministically for `seed`. Clears model->sha256 (the

@@ -23,6 +23,7 @@ GQuark cl_backend_error_quark(void);
 typedef enum {
     CL_BACKEND_ERROR_UNKNOWN,   /* not "auto", "cpu" or "cuda" */
     CL_BACKEND_ERROR_NO_DEVICE, /* the device asked for is not there (or not built) */
+    CL_BACKEND_ERROR_DEVICE,    /* an op failed on the device (a GPU fault, out of memory) */
 } ClBackendError;
 
 /* ---- the operations ------------------------------------------------------------------------
@@ -38,6 +39,24 @@ struct cl_backend_ops {
     /* Releases the backend's private data (be->data); the ClBackend itself is freed by the
      * caller. */
     void (*destroy)(ClBackend *be);
+    /* TRUE when the backend's memory is the host's (the CPU backend): callers may then read and
+     * write its buffers directly and pass host arrays to every op. */
+    gboolean host_memory;
+
+    /* ---- memory. A backend buffer is what `alloc` returns (or a view into one); every op's
+     * float pointers are backend buffers, except where an op says "host". */
+    /* `bytes` of backend memory, 256-byte aligned, or NULL when there is not enough. */
+    void *(*alloc)(ClBackend *be, size_t bytes);
+    void (*release)(ClBackend *be, void *p);
+    /* Host → backend, backend → host (returns when the bytes are on the host), backend →
+     * backend (the ranges do not overlap). Ordered after every op issued before them. */
+    void (*upload)(ClBackend *be, void *dst, const void *src, size_t bytes);
+    void (*download)(ClBackend *be, void *dst, const void *src, size_t bytes);
+    void (*copy)(ClBackend *be, void *dst, const void *src, size_t bytes);
+    void (*zero)(ClBackend *be, void *dst, size_t bytes);
+    /* Waits for every op issued so far; FALSE + error when one of them failed since the last
+     * check (a GPU fault, an out-of-memory in a library call). The CPU backend never fails. */
+    gboolean (*finish)(ClBackend *be, GError **error);
 
     /* out[m, n] = x[m, k] · w[n, k]^T + bias[n]   (a linear layer, PyTorch's [out, in] weight;
      * bias may be NULL). The bias is preloaded into out and the product added with beta = 1. */
@@ -102,12 +121,47 @@ struct cl_backend_ops {
      * caller has checked every id < the table's rows. */
     void (*embed)(ClBackend *be, float *out, const float *table, const gint32 *ids, int n,
                   int dim);
+
+    /* ---- layout ops of the encoder */
+    /* pixels [C, S, S] → patches [G·G, C·P·P] (G = S / P), each patch flattened in (c, py, px)
+     * order, patches in row-major grid order. */
+    void (*im2col)(ClBackend *be, float *patches, const float *pixels, int channels, int size,
+                   int patch);
+    /* The 2×2 merger's gather: x is a grid×grid token grid of rows of d; out[(i·g/2 + j), :] =
+     * [x(2i,2j), x(2i,2j+1), x(2i+1,2j), x(2i+1,2j+1)] (4d floats per row). */
+    void (*merge2x2)(ClBackend *be, float *out, const float *x, int grid, int d);
+    /* out[j] = mean_i x[i, j] over m rows of n, summed in double in row order. */
+    void (*col_mean)(ClBackend *be, float *out, const float *x, int m, int n);
+    /* x[i, j] −= mean_i x[i, j] (the means in double), in place. */
+    void (*center_cols)(ClBackend *be, float *x, int m, int n);
 };
 
 struct _ClBackend {
     const struct cl_backend_ops *ops;
     void *data; /* the backend's own state (CPU: thread pool, thread count) */
+    int extra_refs; /* cl_backend_ref()s not yet matched by a cl_backend_free() */
+    /* one cache slot a model layer may keep on the backend (the device copy of a model's
+     * weights), freed with the backend */
+    gpointer cache;
+    GDestroyNotify cache_free;
 };
+
+/* Another reference: cl_backend_free() then only drops one (buffers that hold backend memory,
+ * such as an encoder state or a KV cache, keep their backend alive this way). */
+ClBackend *cl_backend_ref(ClBackend *be);
+
+/* Host-readable view of n floats of backend memory: x itself for a host-memory backend, else a
+ * downloaded copy in *tmp (g_free it). For taps and tests; not for hot paths. */
+const float *cl_backend_host_view(ClBackend *be, const float *x, size_t n, float **tmp);
+/* The CUDA backend on device `index` (cl_backend_new("cuda") takes device 0). NULL + error when
+ * CUDA is not built in or the device cannot be used. $CHANGELENS_CUDA_MATH=tf32 lets cuBLAS
+ * use TF32 tensor cores for the products (default: exact f32). */
+ClBackend *cl_backend_cuda_new(int index, GError **error);
+/* The CUDA backend's device name; NULL for any other backend. */
+const char *cl_backend_cuda_device_name(ClBackend *be);
+/* Milliseconds `reps` products [m, k]·[n, k]^T take on the CUDA backend's stream (the bench's
+ * peak); < 0 for another backend or on failure. */
+double cl_backend_cuda_time_gemm(ClBackend *be, int m, int n, int k, int reps);
 
 /* Threads the CPU backend uses for its own ops and for OpenBLAS. */
 int cl_backend_cpu_threads(const ClBackend *be);

@@ -733,6 +733,100 @@ static void cpu_embed(ClBackend *be, float *out, const float *table, const gint3
                    (size_t)dim * sizeof(float));
 }
 
+/* ---- the encoder's layout ops ---------------------------------------------------------------- */
+
+static void cpu_im2col(ClBackend *be, float *patches, const float *pixels, int C, int S, int P)
+{
+    (void)be;
+    const int G = S / P;
+    for (int r = 0; r < G; r++)
+        for (int cc = 0; cc < G; cc++) {
+            float *dst = patches + ((size_t)r * G + cc) * C * P * P;
+            for (int c = 0; c < C; c++)
+                for (int py = 0; py < P; py++)
+                    memcpy(dst + ((size_t)c * P + py) * P,
+                           pixels + ((size_t)c * S + (size_t)r * P + py) * S + (size_t)cc * P,
+                           (size_t)P * sizeof(float));
+        }
+}
+
+static void cpu_merge2x2(ClBackend *be, float *out, const float *x, int G, int D)
+{
+    (void)be;
+    const size_t row = (size_t)D * sizeof(float);
+    for (int i = 0; i < G / 2; i++)
+        for (int j = 0; j < G / 2; j++) {
+            float *dst = out + ((size_t)i * (G / 2) + j) * 4 * D;
+            memcpy(dst, x + ((size_t)(2 * i) * G + 2 * j) * D, row);
+            memcpy(dst + D, x + ((size_t)(2 * i) * G + 2 * j + 1) * D, row);
+            memcpy(dst + 2 * D, x + ((size_t)(2 * i + 1) * G + 2 * j) * D, row);
+            memcpy(dst + 3 * D, x + ((size_t)(2 * i + 1) * G + 2 * j + 1) * D, row);
+        }
+}
+
+static void cpu_col_mean(ClBackend *be, float *out, const float *x, int m, int n)
+{
+    (void)be;
+    for (int j = 0; j < n; j++) {
+        double acc = 0;
+        for (int i = 0; i < m; i++)
+            acc += x[(size_t)i * n + j];
+        out[j] = (float)(acc / m);
+    }
+}
+
+static void cpu_center_cols(ClBackend *be, float *x, int m, int n)
+{
+    (void)be;
+    if (m <= 0 || n <= 0)
+        return;
+    double *mean = g_new0(double, (size_t)n);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++)
+            mean[j] += x[(size_t)i * n + j];
+    for (int j = 0; j < n; j++)
+        mean[j] /= m;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++)
+            x[(size_t)i * n + j] = (float)(x[(size_t)i * n + j] - mean[j]);
+    g_free(mean);
+}
+
+/* ---- memory: the host's ------------------------------------------------------------------------ */
+
+static void *cpu_alloc(ClBackend *be, size_t bytes)
+{
+    (void)be;
+    return g_try_malloc(MAX(bytes, 1));
+}
+
+static void cpu_release(ClBackend *be, void *p)
+{
+    (void)be;
+    g_free(p);
+}
+
+static void cpu_memcpy(ClBackend *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (bytes)
+        memcpy(dst, src, bytes);
+}
+
+static void cpu_zero(ClBackend *be, void *dst, size_t bytes)
+{
+    (void)be;
+    if (bytes)
+        memset(dst, 0, bytes);
+}
+
+static gboolean cpu_finish(ClBackend *be, GError **error)
+{
+    (void)be;
+    (void)error;
+    return TRUE;
+}
+
 /* ---- the backend ----------------------------------------------------------------------------- */
 
 static void cpu_destroy(ClBackend *be)
@@ -745,6 +839,14 @@ static void cpu_destroy(ClBackend *be)
 static const struct cl_backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
+    .host_memory = TRUE,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_memcpy,
+    .download = cpu_memcpy,
+    .copy = cpu_memcpy,
+    .zero = cpu_zero,
+    .finish = cpu_finish,
     .linear = cpu_linear,
     .gemm = cpu_gemm,
     .layernorm = cpu_layernorm,
@@ -762,6 +864,10 @@ static const struct cl_backend_ops cpu_ops = {
     .attention_scratch = cpu_attention_scratch,
     .row_norms = cpu_row_norms,
     .embed = cpu_embed,
+    .im2col = cpu_im2col,
+    .merge2x2 = cpu_merge2x2,
+    .col_mean = cpu_col_mean,
+    .center_cols = cpu_center_cols,
 };
 
 ClBackend *cl_backend_cpu_new(int n_threads)

@@ -93,6 +93,7 @@ gboolean cl_model_make_trainable(ClModel *model, GError **error)
         model->w.lm_head = model->w.embed;
     model->n_params = n;
     g_clear_pointer(&model->sha256, g_free);
+    cl_model_weights_changed(model);
     return TRUE;
 }
 

@@ -1,0 +1,249 @@
+/* cuda.c - the CUDA backend: the op table over kernels/kernels.h (our kernels and cuBLAS), on
+ * one device with its own stream and cuBLAS handle per backend (so each worker thread has its
+ * own stream and the UI thread never waits on the GPU). Built only when nvcc is found. */
+#include "backend.h"
+
+#include "kernels.h"
+
+typedef struct {
+    ClkCtx *k;
+} CudaData;
+
+static ClkCtx *K(ClBackend *be)
+{
+    return ((CudaData *)be->data)->k;
+}
+
+static void cu_destroy(ClBackend *be)
+{
+    CudaData *d = be->data;
+    clk_free(d->k);
+    g_free(d);
+}
+
+static void *cu_alloc(ClBackend *be, size_t bytes)
+{
+    return clk_alloc(K(be), bytes);
+}
+
+static void cu_release(ClBackend *be, void *p)
+{
+    clk_release(K(be), p);
+}
+
+static void cu_upload(ClBackend *be, void *dst, const void *src, size_t bytes)
+{
+    clk_upload(K(be), dst, src, bytes);
+}
+
+static void cu_download(ClBackend *be, void *dst, const void *src, size_t bytes)
+{
+    clk_download(K(be), dst, src, bytes);
+}
+
+static void cu_copy(ClBackend *be, void *dst, const void *src, size_t bytes)
+{
+    clk_copy(K(be), dst, src, bytes);
+}
+
+static void cu_zero(ClBackend *be, void *dst, size_t bytes)
+{
+    clk_zero(K(be), dst, bytes);
+}
+
+static gboolean cu_finish(ClBackend *be, GError **error)
+{
+    char msg[512];
+    if (clk_take_error(K(be), msg, sizeof msg))
+        return TRUE;
+    g_set_error(error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_DEVICE, "GPU error: %s", msg);
+    return FALSE;
+}
+
+static void cu_linear(ClBackend *be, float *out, const float *x, const float *w, const float *bias,
+                      int m, int k, int n)
+{
+    clk_linear(K(be), out, x, w, bias, m, k, n);
+}
+
+static void cu_gemm(ClBackend *be, gboolean trans_a, gboolean trans_b, int m, int n, int k,
+                    float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                    float *c, int ldc)
+{
+    clk_gemm(K(be), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void cu_layernorm(ClBackend *be, float *out, const float *x, const float *w, const float *b,
+                         int m, int n, float eps)
+{
+    clk_layernorm(K(be), out, x, w, b, m, n, eps);
+}
+
+static void cu_rmsnorm(ClBackend *be, float *out, const float *x, const float *w, int m, int n,
+                       float eps)
+{
+    clk_rmsnorm(K(be), out, x, w, m, n, eps);
+}
+
+static void cu_modulate(ClBackend *be, float *x, const float *scale, const float *shift, int m,
+                        int n)
+{
+    clk_modulate(K(be), x, scale, shift, m, n);
+}
+
+static void cu_gelu(ClBackend *be, float *out, const float *x, size_t count)
+{
+    clk_gelu(K(be), out, x, count);
+}
+
+static void cu_silu(ClBackend *be, float *out, const float *x, size_t count)
+{
+    clk_silu(K(be), out, x, count);
+}
+
+static void cu_silu_mul(ClBackend *be, float *out, const float *gate, const float *up,
+                        size_t count)
+{
+    clk_silu_mul(K(be), out, gate, up, count);
+}
+
+static void cu_add(ClBackend *be, float *out, const float *a, const float *b, size_t count)
+{
+    clk_add(K(be), out, a, b, count);
+}
+
+static void cu_residual(ClBackend *be, float *x, const float *a, const float *gate, int m, int n)
+{
+    clk_residual(K(be), x, a, gate, m, n);
+}
+
+static void cu_scale_cols(ClBackend *be, float *out, const float *a, const float *gate, int m,
+                          int n, gboolean accumulate)
+{
+    clk_scale_cols(K(be), out, a, gate, m, n, accumulate);
+}
+
+static void cu_rope(ClBackend *be, float *x, const float *cos_t, const float *sin_t, int n_tok,
+                    int ld, int n_head, int head_dim, int n_sections)
+{
+    clk_rope(K(be), x, cos_t, sin_t, n_tok, ld, n_head, head_dim, n_sections);
+}
+
+static void cu_softmax(ClBackend *be, float *x, int m, int n, int ld)
+{
+    clk_softmax(K(be), x, m, n, ld);
+}
+
+static void cu_attention(ClBackend *be, float *out, float *out_tail, const float *q,
+                         const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
+                         int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
+                         int causal, int tail_start, float *scratch)
+{
+    (void)scratch; /* flash-style: the scores are never stored */
+    clk_attention(K(be), out, out_tail, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head, n_kv_head,
+                  head_dim, scale, causal, tail_start);
+}
+
+static size_t cu_attention_scratch(ClBackend *be, int n_q, int n_kv, int n_head)
+{
+    (void)be, (void)n_q, (void)n_kv, (void)n_head;
+    return 0;
+}
+
+static void cu_row_norms(ClBackend *be, float *out, const float *a, const float *b, int m, int n,
+                         int ld)
+{
+    clk_row_norms(K(be), out, a, b, m, n, ld);
+}
+
+static void cu_embed(ClBackend *be, float *out, const float *table, const gint32 *ids, int n,
+                     int dim)
+{
+    clk_embed(K(be), out, table, (const int32_t *)ids, n, dim);
+}
+
+static void cu_im2col(ClBackend *be, float *patches, const float *pixels, int channels, int size,
+                      int patch)
+{
+    clk_im2col(K(be), patches, pixels, channels, size, patch);
+}
+
+static void cu_merge2x2(ClBackend *be, float *out, const float *x, int grid, int d)
+{
+    clk_merge2x2(K(be), out, x, grid, d);
+}
+
+static void cu_col_mean(ClBackend *be, float *out, const float *x, int m, int n)
+{
+    clk_col_mean(K(be), out, x, m, n);
+}
+
+static void cu_center_cols(ClBackend *be, float *x, int m, int n)
+{
+    clk_center_cols(K(be), x, m, n);
+}
+
+static const struct cl_backend_ops cuda_ops = {
+    .name = "cuda",
+    .destroy = cu_destroy,
+    .host_memory = FALSE,
+    .alloc = cu_alloc,
+    .release = cu_release,
+    .upload = cu_upload,
+    .download = cu_download,
+    .copy = cu_copy,
+    .zero = cu_zero,
+    .finish = cu_finish,
+    .linear = cu_linear,
+    .gemm = cu_gemm,
+    .layernorm = cu_layernorm,
+    .rmsnorm = cu_rmsnorm,
+    .modulate = cu_modulate,
+    .gelu = cu_gelu,
+    .silu = cu_silu,
+    .silu_mul = cu_silu_mul,
+    .add = cu_add,
+    .residual = cu_residual,
+    .scale_cols = cu_scale_cols,
+    .rope = cu_rope,
+    .softmax = cu_softmax,
+    .attention = cu_attention,
+    .attention_scratch = cu_attention_scratch,
+    .row_norms = cu_row_norms,
+    .embed = cu_embed,
+    .im2col = cu_im2col,
+    .merge2x2 = cu_merge2x2,
+    .col_mean = cu_col_mean,
+    .center_cols = cu_center_cols,
+};
+
+ClBackend *cl_backend_cuda_new(int index, GError **error)
+{
+    char msg[512] = "";
+    ClkCtx *k = clk_new(index, msg, sizeof msg);
+    if (!k) {
+        g_set_error(error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_NO_DEVICE, "%s", msg);
+        return NULL;
+    }
+    const char *math = g_getenv("CHANGELENS_CUDA_MATH");
+    if (math && g_ascii_strcasecmp(math, "tf32") == 0)
+        clk_set_tf32(k, 1);
+    CudaData *d = g_new0(CudaData, 1);
+    d->k = k;
+    ClBackend *be = g_new0(ClBackend, 1);
+    be->ops = &cuda_ops;
+    be->data = d;
+    return be;
+}
+
+const char *cl_backend_cuda_device_name(ClBackend *be)
+{
+    g_return_val_if_fail(be != NULL, NULL);
+    return be->ops == &cuda_ops ? clk_device_name(K(be)) : NULL;
+}
+
+double cl_backend_cuda_time_gemm(ClBackend *be, int m, int n, int k, int reps)
+{
+    g_return_val_if_fail(be != NULL, -1);
+    return be->ops == &cuda_ops ? clk_time_gemm(K(be), m, n, k, reps) : -1;
+}
