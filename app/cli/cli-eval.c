@@ -101,7 +101,7 @@ int cl_cli_eval(int argc, char **argv)
           "Write every sample's answer to FILE (JSON lines: sample, as synth numbers it; "
           "reference; prediction; exact)", "FILE" },
         { "no-perplexity", 0, 0, G_OPTION_ARG_NONE, &no_ppl, "Skip the perplexity pass", NULL },
-        { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "cpu (default) or auto", "DEV" },
+        { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "cpu (default), cuda or auto", "DEV" },
         { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
         { NULL },
     };
