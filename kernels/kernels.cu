@@ -329,6 +329,32 @@ extern "C" double clk_time_gemm(ClkCtx *c, int m, int n, int k, int reps)
     return ms;
 }
 
+extern "C" double clk_time_copy(ClkCtx *c, size_t bytes, int reps)
+{
+    void *a = clk_alloc(c, bytes), *b = clk_alloc(c, bytes);
+    double ms = -1;
+    if (a && b) {
+        clk_zero(c, a, bytes);
+        clk_copy(c, b, a, bytes); /* warm-up */
+        cudaEvent_t e0, e1;
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
+        cudaEventRecord(e0, c->stream);
+        for (int r = 0; r < reps; r++)
+            clk_copy(c, b, a, bytes);
+        cudaEventRecord(e1, c->stream);
+        cudaEventSynchronize(e1);
+        float t = 0;
+        if (cudaEventElapsedTime(&t, e0, e1) == cudaSuccess)
+            ms = t;
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+    }
+    clk_release(c, a);
+    clk_release(c, b);
+    return ms;
+}
+
 /* ---- norms ----------------------------------------------------------------------------------- */
 
 __global__ void k_layernorm(float *out, const float *x, const float *w, const float *b, int n,

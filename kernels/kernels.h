@@ -72,6 +72,9 @@ void clk_center_cols(ClkCtx *ctx, float *x, int m, int n);
 /* Milliseconds the stream takes for `reps` products C[m, n] = A[m, k]·B[n, k]^T on scratch
  * buffers it allocates (for the bench's peak); < 0 on failure. */
 double clk_time_gemm(ClkCtx *ctx, int m, int n, int k, int reps);
+/* Milliseconds the stream takes for `reps` device-to-device copies of `bytes` (the bench's
+ * memory bandwidth: 2·bytes·reps moved); < 0 on failure. */
+double clk_time_copy(ClkCtx *ctx, size_t bytes, int reps);
 
 #ifdef __cplusplus
 }

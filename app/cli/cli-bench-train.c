@@ -135,7 +135,7 @@ static gboolean run_peer(const char *model_path, const char *samples_path, const
     out->version = NULL;
     g_autofree char *py = cl_cli_torch_python();
     g_autofree char *script =
-        g_build_filename(CL_SOURCE_DIR, "tests", "reference", "bench_train_torch.py", NULL);
+        g_build_filename(cl_cli_source_dir(), "tests", "reference", "bench_train_torch.py", NULL);
     g_autofree char *bs = g_strdup_printf("%d", batch), *ws = g_strdup_printf("%d", warmup);
     const char *pargv[] = { py, script, "--model", model_path, "--samples", samples_path,
                             "--pixels", pixels_path, "--batch", bs, "--warmup", ws,

@@ -73,6 +73,62 @@ static double sgemm_peak_gflops(const ClModelConfig *cfg)
     return best;
 }
 
+/* ---- the reference on a GPU: cuBLAS sgemm and a device copy, measured here --------------- */
+
+/* Best GFLOP/s of cuBLAS's C = A·B^T (TF32 when the backend allows it) over the same shapes. */
+static double cuda_peak_gflops(ClBackend *be, const ClModelConfig *cfg)
+{
+    int n_tok = cl_config_n_patches(cfg);
+    int shapes[][3] = {
+        { 4096, 4096, 4096 },
+        { 8192, 8192, 8192 },
+        { n_tok, cfg->enc_mlp, cfg->enc_dim },
+        { n_tok, 3 * cfg->enc_dim, cfg->enc_dim },
+    };
+    double best = 0;
+    for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++) {
+        double flops = 2.0 * shapes[s][0] * shapes[s][1] * shapes[s][2];
+        int reps = (int)CLAMP(2e12 / flops, 3, 2000);
+        for (int batch = 0; batch < 3; batch++) {
+            double ms = cl_backend_cuda_time_gemm(be, shapes[s][0], shapes[s][1], shapes[s][2],
+                                                  reps);
+            if (ms > 0)
+                best = MAX(best, flops * reps / (ms * 1e6));
+        }
+    }
+    return best;
+}
+
+/* Best GB/s (bytes read + written) of a 256 MiB device-to-device copy. */
+static double cuda_copy_gbs(ClBackend *be)
+{
+    const size_t bytes = (size_t)256 << 20;
+    double best = 0;
+    for (int batch = 0; batch < 3; batch++) {
+        double ms = cl_backend_cuda_time_copy(be, bytes, 10);
+        if (ms > 0)
+            best = MAX(best, 2.0 * bytes * 10 / (ms * 1e6));
+    }
+    return best;
+}
+
+/* Bytes of weights a decode step reads: every decoder tensor but the embedding table (one row
+ * of it), which is read whole as the head when tied. */
+static double decode_weight_bytes(const ClModelConfig *cfg)
+{
+    g_autoptr(GPtrArray) specs = cl_model_weight_specs(cfg, NULL);
+    double n = 0;
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *w = specs->pdata[i];
+        if (!g_str_has_prefix(w->name, "dec."))
+            continue;
+        if (strstr(w->name, "embed") && !cfg->tie_embeddings)
+            continue;
+        n += (double)cl_weight_spec_numel(w);
+    }
+    return 4.0 * n;
+}
+
 /* ---- FLOP counts (matrix products only: what sgemm does) ------------------------------------ */
 
 static double encoder_gemm_flops(const ClModelConfig *c, gboolean has_prev)
@@ -104,6 +160,12 @@ static double encoder_gemm_flops(const ClModelConfig *c, gboolean has_prev)
 
 /* ---- the PyTorch peer ----------------------------------------------------------------------- */
 
+const char *cl_cli_source_dir(void)
+{
+    const char *env = g_getenv("CL_SOURCE_ROOT");
+    return env && *env ? env : CL_SOURCE_DIR;
+}
+
 char *cl_cli_torch_python(void)
 {
     const char *env = g_getenv("CL_TORCH_PYTHON");
@@ -123,17 +185,27 @@ static gboolean write_floats(const char *path, const float *v, size_t n, GError 
 /* Runs tests/reference/bench_torch.py on the same model file and inputs; returns its JSON. */
 static JsonObject *run_torch(const char *model_path, const char *pixels_path,
                              const char *prompt_path, int n_images, int tokens, int repeat,
-                             gboolean compile, GError **error)
+                             gboolean compile, const char *torch_device, gboolean tf32,
+                             GError **error)
 {
     g_autofree char *python = cl_cli_torch_python();
     g_autofree char *script =
-        g_build_filename(CL_SOURCE_DIR, "tests", "reference", "bench_torch.py", NULL);
+        g_build_filename(cl_cli_source_dir(), "tests", "reference", "bench_torch.py", NULL);
     g_autofree char *tok = g_strdup_printf("%d", tokens);
     g_autofree char *rep = g_strdup_printf("%d", repeat);
     g_autofree char *nimg = g_strdup_printf("%d", n_images);
-    const char *argv[] = { python, script, "--model", model_path, "--pixels", pixels_path,
-                           "--n-images", nimg, "--prompt", prompt_path, "--tokens", tok,
-                           "--repeat", rep, compile ? "--torch-compile" : NULL, NULL };
+    const char *argv[20] = { python, script, "--model", model_path, "--pixels", pixels_path,
+                             "--n-images", nimg, "--prompt", prompt_path, "--tokens", tok,
+                             "--repeat", rep, NULL };
+    int argc = 14;
+    argv[argc++] = "--device";
+    argv[argc++] = torch_device;
+    if (tf32)
+        argv[argc++] = "--tf32";
+    if (compile)
+        argv[argc++] = "--torch-compile";
+    argv[argc] = NULL;
+    g_assert(argc < (int)G_N_ELEMENTS(argv));
     g_autofree char *out = NULL, *err = NULL;
     int status = 0;
     if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err, &status,
@@ -247,9 +319,12 @@ int cl_cli_bench(int argc, char **argv)
     if (notice)
         fprintf(stderr, "%s\n", notice);
 
+    const char *gpu = cl_backend_cuda_device_name(be); /* NULL: not on a GPU */
+    const gboolean tf32 = gpu && cl_backend_cuda_tf32(be);
     if (!json)
-        fprintf(stderr, "bench: measuring sgemm peak…\n");
-    double peak = sgemm_peak_gflops(&cfg);
+        fprintf(stderr, "bench: measuring %s peak…\n", gpu ? "cuBLAS sgemm and copy" : "sgemm");
+    double peak = gpu ? cuda_peak_gflops(be, &cfg) : sgemm_peak_gflops(&cfg);
+    double copy_gbs = gpu ? cuda_copy_gbs(be) : NAN;
 
     if (!json)
         fprintf(stderr, "bench: initialising a random %s model…\n", preset ? preset : "tiny");
@@ -375,10 +450,12 @@ int cl_cli_bench(int argc, char **argv)
                       g_file_set_contents(ipath, pj->str, -1, &err);
         g_string_free(pj, TRUE);
         if (ok)
-            torch = run_torch(mpath, ppath, ipath, n_images, tokens, repeat, FALSE, &err);
+            torch = run_torch(mpath, ppath, ipath, n_images, tokens, repeat, FALSE,
+                              gpu ? "cuda" : "cpu", tf32, &err);
         if (ok && torch && torch_compile) {
             g_autoptr(GError) cerr = NULL;
-            torchc = run_torch(mpath, ppath, ipath, n_images, tokens, repeat, TRUE, &cerr);
+            torchc = run_torch(mpath, ppath, ipath, n_images, tokens, repeat, TRUE,
+                               gpu ? "cuda" : "cpu", tf32, &cerr);
             if (!torchc)
                 fprintf(stderr, "bench: torch.compile run failed: %s\n", cerr->message);
         }
@@ -396,6 +473,9 @@ int cl_cli_bench(int argc, char **argv)
     }
 
     double torch_ms = obj_double(torch, "describe_ms");
+    /* a decode step streams the decoder's weights: its bandwidth against the device's copy */
+    double dec_gbs = tokens > 1 ? decode_weight_bytes(&cfg) / (decode_ms / (tokens - 1) * 1e6)
+                                : NAN;
     double torchc_ms = obj_double(torchc, "describe_ms");
     if (json) {
         g_autoptr(JsonBuilder) b = json_builder_new();
@@ -414,6 +494,15 @@ int cl_cli_bench(int argc, char **argv)
         json_builder_add_string_value(b, cl_sve_variant_name(cfg.sve_variant));
         json_builder_set_member_name(b, "device");
         json_builder_add_string_value(b, cl_backend_name(be));
+        if (gpu) {
+            json_builder_set_member_name(b, "gpu");
+            json_builder_add_string_value(b, gpu);
+            json_builder_set_member_name(b, "tf32");
+            json_builder_add_boolean_value(b, tf32);
+            NUM("copy_peak_gbs", copy_gbs);
+            NUM("decode_weight_gbs", dec_gbs);
+            NUM("decode_bandwidth_fraction", dec_gbs / copy_gbs);
+        }
         json_builder_set_member_name(b, "prompt_tokens");
         json_builder_add_int_value(b, T);
         json_builder_set_member_name(b, "gen_tokens");
@@ -458,9 +547,14 @@ int cl_cli_bench(int argc, char **argv)
         g_autofree char *text = json_generator_to_data(gen, NULL);
         printf("%s\n", text);
     } else {
-        printf("ChangeLens bench: preset %s, SVE %s, %s, %d threads' worth of cores\n",
-               preset ? preset : "tiny", cl_sve_variant_name(cfg.sve_variant), cl_backend_name(be),
-               threads ? threads : (int)g_get_num_processors());
+        if (gpu)
+            printf("ChangeLens bench: preset %s, SVE %s, cuda on %s (%s products)\n",
+                   preset ? preset : "tiny", cl_sve_variant_name(cfg.sve_variant), gpu,
+                   tf32 ? "TF32" : "f32");
+        else
+            printf("ChangeLens bench: preset %s, SVE %s, %s, %d threads' worth of cores\n",
+                   preset ? preset : "tiny", cl_sve_variant_name(cfg.sve_variant),
+                   cl_backend_name(be), threads ? threads : (int)g_get_num_processors());
         printf("  describe = %d images + prefill of %d tokens + %d generated tokens (median of %d)\n",
                n_images, T, tokens, repeat);
         double te = obj_double(torch, "encode_ms_per_image"),
@@ -485,11 +579,21 @@ int cl_cli_bench(int argc, char **argv)
             printf("  %-28s %10.1f %12.1f %9.2fx\n", "describe ms vs torch.compile", describe_ms,
                    torchc_ms, torchc_ms / describe_ms);
         printf("  decode tokens/s %.1f, peak RSS %.0f MB\n", decode_tps, peak_rss_mb);
-        printf("  sgemm peak %.1f GFLOP/s (OpenBLAS %s kernels%s); encoder %.1f GFLOP/s = %.0f %% "
-               "of peak\n",
-               peak, cl_blas_kernels(),
-               cl_blas_kernels_rechosen() ? ", re-chosen: the library fell back to Prescott" : "",
-               enc_gflops, 100 * enc_gflops / peak);
+        if (gpu) {
+            printf("  cuBLAS sgemm peak %.1f TFLOP/s (%s, measured here); encoder %.2f TFLOP/s = "
+                   "%.1f %% of peak\n",
+                   peak / 1e3, tf32 ? "TF32" : "f32", enc_gflops / 1e3, 100 * enc_gflops / peak);
+            printf("  device copy %.0f GB/s (read + write, measured here); a decode step streams "
+                   "the decoder's weights at %.0f GB/s = %.1f %% of it\n",
+                   copy_gbs, dec_gbs, 100 * dec_gbs / copy_gbs);
+        } else {
+            printf("  sgemm peak %.1f GFLOP/s (OpenBLAS %s kernels%s); encoder %.1f GFLOP/s = "
+                   "%.0f %% of peak\n",
+                   peak, cl_blas_kernels(),
+                   cl_blas_kernels_rechosen() ? ", re-chosen: the library fell back to Prescott"
+                                              : "",
+                   enc_gflops, 100 * enc_gflops / peak);
+        }
         if (vs_torch && !torch)
             printf("  PyTorch peer: %s\n", torch_error);
         else if (torch)

@@ -23,6 +23,9 @@ int cl_cli_bench_casedb(int argc, char **argv);
 /* The Python that runs the PyTorch peers: $CL_TORCH_PYTHON, else BUILD/venv/bin/python when it
  * exists, else /usr/bin/python3 (Debian's python3-torch). Newly allocated. (cli-bench.c) */
 char *cl_cli_torch_python(void);
+/* The source tree the PyTorch peers' scripts are read from: $CL_SOURCE_ROOT when set (a copy
+ * of the tree on another machine), else the tree this program was built in. */
+const char *cl_cli_source_dir(void);
 /* --config of train and bench --train: JSON text when it starts with '{', else a file holding it
  * (cli-train.c). */
 gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error);

@@ -96,4 +96,16 @@ double cl_backend_cuda_time_gemm(ClBackend *be, int m, int n, int k, int reps)
     (void)be, (void)m, (void)n, (void)k, (void)reps;
     return -1;
 }
+
+double cl_backend_cuda_time_copy(ClBackend *be, size_t bytes, int reps)
+{
+    (void)be, (void)bytes, (void)reps;
+    return -1;
+}
+
+gboolean cl_backend_cuda_tf32(ClBackend *be)
+{
+    (void)be;
+    return FALSE;
+}
 #endif

@@ -162,6 +162,11 @@ const char *cl_backend_cuda_device_name(ClBackend *be);
 /* Milliseconds `reps` products [m, k]·[n, k]^T take on the CUDA backend's stream (the bench's
  * peak); < 0 for another backend or on failure. */
 double cl_backend_cuda_time_gemm(ClBackend *be, int m, int n, int k, int reps);
+/* Milliseconds `reps` device-to-device copies of `bytes` take (2·bytes·reps moved); < 0 for
+ * another backend or on failure. */
+double cl_backend_cuda_time_copy(ClBackend *be, size_t bytes, int reps);
+/* TRUE when the CUDA backend lets cuBLAS use TF32 ($CHANGELENS_CUDA_MATH=tf32). */
+gboolean cl_backend_cuda_tf32(ClBackend *be);
 
 /* Threads the CPU backend uses for its own ops and for OpenBLAS. */
 int cl_backend_cpu_threads(const ClBackend *be);

@@ -247,3 +247,15 @@ double cl_backend_cuda_time_gemm(ClBackend *be, int m, int n, int k, int reps)
     g_return_val_if_fail(be != NULL, -1);
     return be->ops == &cuda_ops ? clk_time_gemm(K(be), m, n, k, reps) : -1;
 }
+
+double cl_backend_cuda_time_copy(ClBackend *be, size_t bytes, int reps)
+{
+    g_return_val_if_fail(be != NULL, -1);
+    return be->ops == &cuda_ops ? clk_time_copy(K(be), bytes, reps) : -1;
+}
+
+gboolean cl_backend_cuda_tf32(ClBackend *be)
+{
+    g_return_val_if_fail(be != NULL, FALSE);
+    return be->ops == &cuda_ops && clk_tf32(K(be));
+}

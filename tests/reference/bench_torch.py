@@ -84,14 +84,22 @@ def compile_model(model):
         setattr(model.dec, str(l), torch.compile(getattr(model.dec, str(l)), dynamic=True))
 
 
-def describe(model, pixels, prompt, tokens):
+def sync(device):
+    """Waits for the GPU's queued work (timings on CUDA must not stop at the launch)."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def describe(model, pixels, prompt, tokens, device="cpu"):
     """One describe run; returns (per-image encode ms, prefill ms, decode ms, total ms, first)."""
+    sync(device)
     t_start = time.perf_counter()
     state = R.EncoderState()
     enc_ms, visuals = [], []
     for t in range(pixels.shape[0]):
         t0 = time.perf_counter()
         visuals.append(model.encode(pixels[t], state, image_index=t).visual)
+        sync(device)
         enc_ms.append((time.perf_counter() - t0) * 1e3)
     t0 = time.perf_counter()
     cache = R.KVCache(model.cfg, capacity=0)
@@ -120,20 +128,30 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--torch-compile", action="store_true")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--tf32", action="store_true",
+                    help="let cuBLAS use TF32 for float32 products (as CHANGELENS_CUDA_MATH=tf32)")
     args = ap.parse_args()
     if args.tokens < 1 or args.repeat < 1 or args.n_images < 1:
         sys.exit("bench_torch: --tokens, --repeat and --n-images must be >= 1")
 
     torch.set_num_threads(args.threads)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        sys.exit("bench_torch: --device cuda, but this PyTorch sees no GPU")
+    # the same products as ours: exact f32 unless TF32 was asked for on both sides
+    torch.backends.cuda.matmul.allow_tf32 = bool(args.tf32)
     info = {"torch_version": torch.__version__, "threads": torch.get_num_threads(),
-            "sdpa": R.HAVE_SDPA, "torch_compile": bool(args.torch_compile)}
+            "sdpa": R.HAVE_SDPA, "torch_compile": bool(args.torch_compile),
+            "device": args.device, "tf32": bool(args.tf32)}
+    if args.device.startswith("cuda"):
+        info["gpu"] = torch.cuda.get_device_name(0)
     if args.torch_compile and not hasattr(torch, "compile"):
         info["error"] = f"torch.compile is unavailable in torch {torch.__version__} (needs >= 2.0)"
         print(info["error"], file=sys.stderr)
         print(json.dumps(info))
         sys.exit(2)
 
-    model, _ = R.load_model(args.model, dtype=torch.float32)
+    model, _ = R.load_model(args.model, dtype=torch.float32, device=args.device)
     cfg = model.cfg
     if args.pixels:
         raw = np.fromfile(args.pixels, dtype="<f4")
@@ -144,6 +162,7 @@ def main():
         pixels = torch.from_numpy(raw.reshape(shape).copy())
     else:
         pixels = torch.from_numpy(make_pixels(cfg, args.n_images))
+    pixels = pixels.to(args.device)
     if args.prompt:
         with open(args.prompt) as f:
             prompt = [int(i) for i in json.load(f)]
@@ -161,10 +180,10 @@ def main():
     with torch.inference_mode():
         t0 = time.perf_counter()
         for _ in range(args.warmup):
-            first = describe(model, pixels, prompt, args.tokens)[4]
+            first = describe(model, pixels, prompt, args.tokens, args.device)[4]
         warmup_ms = (time.perf_counter() - t0) * 1e3
         for _ in range(args.repeat):
-            e, p, d, t, first = describe(model, pixels, prompt, args.tokens)
+            e, p, d, t, first = describe(model, pixels, prompt, args.tokens, args.device)
             enc += e
             pre.append(p)
             dec.append(d)
