@@ -2,17 +2,22 @@
  * update norms, Δ maps, identical greedy and beam decodes), in exact f32 and in TF32. Exits 77
  * (skipped) where no GPU is found or CUDA is not built in.
  *
- * Tolerances, and why:
- * - elementwise (GELU, SiLU, exp): one rounding of a function per element, with CUDA's erff and
- *   expf (≤ 2 ulp) against the CPU's vectorised polynomials (≤ 3e-7 relative): 2e-6 relative.
+ * Tolerances, and why (values here are O(1), inputs within ±8):
+ * - elementwise (GELU, SiLU, exp): the CPU's vectorised erf/exp are within 2e-7·(1 + |x|) of
+ *   the true function (core/nn/backend.h), CUDA's erff/expf within 2 ulp; at |x| ≤ 8 that is
+ *   2e-6 absolute, and 2e-6 relative for large outputs.
  * - reductions (norms, softmax, attention): the same sums in another order (tree reductions,
- *   online softmax) in f32: a few ulp of the row's magnitude, 1e-5 relative + 1e-6 absolute.
- * - products, f32: cuBLAS and OpenBLAS accumulate k terms in different orders; the error grows
- *   like √k·ulp: 1e-4 relative + 1e-5 absolute at k ≤ 576. TF32 keeps 10 mantissa bits of each
- *   input (relative rounding 2^-11 ≈ 5e-4 per factor), so a product's error is about
- *   5e-4·‖row‖·‖col‖/√k: 2e-2 absolute on these ±1 inputs, normalised squared error 1e-5.
- * - the whole model: each layer's error is carried through the next; 1e-3 relative + 1e-4
- *   absolute in f32, and the bound is the normalised squared error 1e-8 (f32) / 1e-4 (TF32).
+ *   online softmax with __expf, whose error grows to ~25 ulp at arguments near −20): 1e-4
+ *   relative + 1e-5 absolute, normalised squared error 1e-9.
+ * - products, f32: cuBLAS and OpenBLAS add k terms in different orders; the difference grows
+ *   like √k·ulp(partial sums): at k ≤ 576 and sums near 3, about 6e-6: 1e-4 relative + 1e-4
+ *   absolute, normalised squared error 1e-9. TF32 keeps 10 mantissa bits of each factor
+ *   (rounding 2^-11 ≈ 5e-4 relative), so a sum of k products is off by about
+ *   5e-4·|term|·√k: 2e-2 relative + 2e-2 absolute, normalised squared error 1e-5.
+ * - the whole model: each layer's error is carried into the next: 1e-3 relative + 1e-3 absolute
+ *   and 1e-8 normalised in f32; 5e-2, 5e-2 and 1e-4 in TF32. Greedy and beam decodes must be
+ *   the CPU's token for token in both (the issue's bar; a near-tie between two logits would
+ *   show up here as a failure to look at, not be hidden by a tolerance).
  */
 #include <glib.h>
 
@@ -34,10 +39,10 @@ int main(int argc, char **argv)
     g_printerr("CUDA device: %s\n", cl_backend_cuda_device_name(f32));
 
     const ClTolerances t_f32 = {
-        .elementwise = { 2e-6, 1e-7, 1e-11 },
-        .reduction = { 1e-5, 1e-6, 1e-10 },
-        .product = { 1e-4, 1e-5, 1e-9 },
-        .model = { 1e-3, 1e-4, 1e-8 },
+        .elementwise = { 2e-6, 2e-6, 1e-10 },
+        .reduction = { 1e-4, 1e-5, 1e-9 },
+        .product = { 1e-4, 1e-4, 1e-9 },
+        .model = { 1e-3, 1e-3, 1e-8 },
     };
     const ClTolerances t_tf32 = {
         .elementwise = t_f32.elementwise,
