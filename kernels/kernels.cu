@@ -196,14 +196,7 @@ static unsigned grid_for(size_t count, int threads)
 
 #define ROW_THREADS 256
 
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ double warp_sum_d(double v)
+template <typename T> __device__ __forceinline__ T warp_sum(T v)
 {
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -211,45 +204,24 @@ __device__ __forceinline__ double warp_sum_d(double v)
 }
 
 /* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it. */
-__device__ float block_sum(float v)
+template <typename T> __device__ T block_sum(T v)
 {
-    __shared__ float part[32];
-    __shared__ float total;
+    __shared__ T part[32];
+    __shared__ T total;
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     v = warp_sum(v);
     if (lane == 0)
         part[warp] = v;
     __syncthreads();
     if (warp == 0) {
-        float t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0f;
+        T t = lane < (int)(blockDim.x >> 5) ? part[lane] : T(0);
         t = warp_sum(t);
         if (lane == 0)
             total = t;
     }
     __syncthreads();
-    float r = total;
+    T r = total;
     __syncthreads(); /* part/total may be reused by the next call */
-    return r;
-}
-
-__device__ double block_sum_d(double v)
-{
-    __shared__ double part[32];
-    __shared__ double total;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    v = warp_sum_d(v);
-    if (lane == 0)
-        part[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        double t = lane < (int)(blockDim.x >> 5) ? part[lane] : 0.0;
-        t = warp_sum_d(t);
-        if (lane == 0)
-            total = t;
-    }
-    __syncthreads();
-    double r = total;
-    __syncthreads();
     return r;
 }
 
@@ -300,6 +272,25 @@ extern "C" void clk_gemm(ClkCtx *c, int trans_a, int trans_b, int m, int n, int 
             "gemm (cublasSgemm)");
 }
 
+/* Milliseconds the stream takes for `reps` calls of f (after one warm-up), by CUDA events. */
+template <typename F> static double stream_ms(ClkCtx *c, int reps, F f)
+{
+    f(); /* warm-up */
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    cudaEventRecord(e0, c->stream);
+    for (int r = 0; r < reps; r++)
+        f();
+    cudaEventRecord(e1, c->stream);
+    cudaEventSynchronize(e1);
+    float t = 0;
+    double ms = cudaEventElapsedTime(&t, e0, e1) == cudaSuccess ? t : -1;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ms;
+}
+
 extern "C" double clk_time_gemm(ClkCtx *c, int m, int n, int k, int reps)
 {
     float *a = (float *)clk_alloc(c, (size_t)m * k * 4), *b = (float *)clk_alloc(c, (size_t)n * k * 4),
@@ -308,20 +299,7 @@ extern "C" double clk_time_gemm(ClkCtx *c, int m, int n, int k, int reps)
     if (a && b && o) {
         clk_zero(c, a, (size_t)m * k * 4);
         clk_zero(c, b, (size_t)n * k * 4);
-        clk_linear(c, o, a, b, NULL, m, k, n); /* warm-up */
-        cudaEvent_t e0, e1;
-        cudaEventCreate(&e0);
-        cudaEventCreate(&e1);
-        cudaEventRecord(e0, c->stream);
-        for (int r = 0; r < reps; r++)
-            clk_linear(c, o, a, b, NULL, m, k, n);
-        cudaEventRecord(e1, c->stream);
-        cudaEventSynchronize(e1);
-        float t = 0;
-        if (cudaEventElapsedTime(&t, e0, e1) == cudaSuccess)
-            ms = t;
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
+        ms = stream_ms(c, reps, [&] { clk_linear(c, o, a, b, NULL, m, k, n); });
     }
     clk_release(c, a);
     clk_release(c, b);
@@ -335,20 +313,7 @@ extern "C" double clk_time_copy(ClkCtx *c, size_t bytes, int reps)
     double ms = -1;
     if (a && b) {
         clk_zero(c, a, bytes);
-        clk_copy(c, b, a, bytes); /* warm-up */
-        cudaEvent_t e0, e1;
-        cudaEventCreate(&e0);
-        cudaEventCreate(&e1);
-        cudaEventRecord(e0, c->stream);
-        for (int r = 0; r < reps; r++)
-            clk_copy(c, b, a, bytes);
-        cudaEventRecord(e1, c->stream);
-        cudaEventSynchronize(e1);
-        float t = 0;
-        if (cudaEventElapsedTime(&t, e0, e1) == cudaSuccess)
-            ms = t;
-        cudaEventDestroy(e0);
-        cudaEventDestroy(e1);
+        ms = stream_ms(c, reps, [&] { clk_copy(c, b, a, bytes); });
     }
     clk_release(c, a);
     clk_release(c, b);
@@ -759,7 +724,7 @@ __global__ void k_row_norms(float *out, const float *a, const float *b, int n, i
         double d = br ? (double)ar[i] - (double)br[i] : (double)ar[i];
         s += d * d;
     }
-    s = block_sum_d(s);
+    s = block_sum(s);
     if (threadIdx.x == 0)
         out[blockIdx.x] = (float)sqrt(s);
 }

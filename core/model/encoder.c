@@ -115,17 +115,25 @@ gboolean cl_encoder_state_has_prev(const ClEncoderState *state)
     return state->has_prev;
 }
 
+/* Gives prev and the arena back to their backend and drops the reference to it. */
+static void release_buffers(ClEncoderState *st)
+{
+    if (!st->be)
+        return;
+    if (st->prev)
+        st->be->ops->release(st->be, st->prev);
+    if (st->arena)
+        st->be->ops->release(st->be, st->arena);
+    g_clear_pointer(&st->be, cl_backend_free);
+    st->prev = NULL;
+    st->arena = NULL;
+}
+
 void cl_encoder_state_free(ClEncoderState *state)
 {
     if (!state)
         return;
-    if (state->be) {
-        if (state->prev)
-            state->be->ops->release(state->be, state->prev);
-        if (state->arena)
-            state->be->ops->release(state->be, state->arena);
-        cl_backend_free(state->be);
-    }
+    release_buffers(state);
     g_free(state->host_rope);
     g_free(state);
 }
@@ -194,15 +202,7 @@ static gboolean ensure_workspace(ClEncoderState *st, ClBackend *be, double rope_
         return TRUE;
     if (st->be != be) {
         /* another backend: its memory is not this one's; the state starts over */
-        if (st->be) {
-            if (st->prev)
-                st->be->ops->release(st->be, st->prev);
-            if (st->arena)
-                st->be->ops->release(st->be, st->arena);
-            cl_backend_free(st->be);
-        }
-        st->prev = NULL;
-        st->arena = NULL;
+        release_buffers(st);
         st->has_prev = FALSE;
         st->be = cl_backend_ref(be);
         size_t n = (size_t)st->s.depth * st->s.n * st->s.d * sizeof(float); /* checked in new */
@@ -496,18 +496,7 @@ static void merger(const Enc *E, const ClModelWeights *w, float *visual)
 
 void cl_visual_center(float *v, int m, int e)
 {
-    if (m <= 0 || e <= 0)
-        return;
-    double *mean = g_new0(double, (size_t)e);
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < e; j++)
-            mean[j] += v[(size_t)i * e + j];
-    for (int j = 0; j < e; j++)
-        mean[j] /= m;
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < e; j++)
-            v[(size_t)i * e + j] = (float)(v[(size_t)i * e + j] - mean[j]);
-    g_free(mean);
+    cl_center_columns(v, m, e);
 }
 
 /* x (N, D) = the patches' embedding, plus enc.pos when the model has it (config enc_pos). */

@@ -186,6 +186,12 @@ void cl_silu_mul_grad_accumulate(float *dgate, float *dup, const float *dy, cons
  * columns <= causal + row0 + r and the rest of its n become 0. On the calling thread. */
 void cl_softmax_rows(float *x, int m, int n, int ld, int causal, int row0);
 
+/* pixels [C, S, S] → patches [(S/P)², C·P·P], each flattened in (c, py, px) order (the CPU's
+ * im2col). */
+void cl_patch_unfold(float *patches, const float *pixels, int channels, int size, int patch);
+/* x[i, j] −= mean_i x[i, j] over m rows of n, the means in double (the CPU's center_cols). */
+void cl_center_columns(float *x, int m, int n);
+
 /* Index of the largest value (the first one on ties; NaN never wins); -1 when n <= 0. */
 int cl_argmax(const float *x, int n);
 /* In place, numerically stable; accumulates in double. */

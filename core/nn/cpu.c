@@ -735,9 +735,8 @@ static void cpu_embed(ClBackend *be, float *out, const float *table, const gint3
 
 /* ---- the encoder's layout ops ---------------------------------------------------------------- */
 
-static void cpu_im2col(ClBackend *be, float *patches, const float *pixels, int C, int S, int P)
+void cl_patch_unfold(float *patches, const float *pixels, int C, int S, int P)
 {
-    (void)be;
     const int G = S / P;
     for (int r = 0; r < G; r++)
         for (int cc = 0; cc < G; cc++) {
@@ -748,6 +747,12 @@ static void cpu_im2col(ClBackend *be, float *patches, const float *pixels, int C
                            pixels + ((size_t)c * S + (size_t)r * P + py) * S + (size_t)cc * P,
                            (size_t)P * sizeof(float));
         }
+}
+
+static void cpu_im2col(ClBackend *be, float *patches, const float *pixels, int C, int S, int P)
+{
+    (void)be;
+    cl_patch_unfold(patches, pixels, C, S, P);
 }
 
 static void cpu_merge2x2(ClBackend *be, float *out, const float *x, int G, int D)
@@ -775,9 +780,8 @@ static void cpu_col_mean(ClBackend *be, float *out, const float *x, int m, int n
     }
 }
 
-static void cpu_center_cols(ClBackend *be, float *x, int m, int n)
+void cl_center_columns(float *x, int m, int n)
 {
-    (void)be;
     if (m <= 0 || n <= 0)
         return;
     double *mean = g_new0(double, (size_t)n);
@@ -790,6 +794,12 @@ static void cpu_center_cols(ClBackend *be, float *x, int m, int n)
         for (int j = 0; j < n; j++)
             x[(size_t)i * n + j] = (float)(x[(size_t)i * n + j] - mean[j]);
     g_free(mean);
+}
+
+static void cpu_center_cols(ClBackend *be, float *x, int m, int n)
+{
+    (void)be;
+    cl_center_columns(x, m, n);
 }
 
 /* ---- memory: the host's ------------------------------------------------------------------------ */

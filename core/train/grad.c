@@ -375,20 +375,6 @@ void cl_grad_embed(float *dtable, const float *dy, const gint32 *ids, int n, int
     }
 }
 
-void cl_patch_unfold(float *patches, const float *pixels, int channels, int size, int patch)
-{
-    const int C = channels, P = patch, S = size, G = size / patch;
-    for (int r = 0; r < G; r++)
-        for (int cc = 0; cc < G; cc++) {
-            float *dst = patches + ((size_t)r * G + cc) * C * P * P;
-            for (int c = 0; c < C; c++)
-                for (int py = 0; py < P; py++)
-                    memcpy(dst + ((size_t)c * P + py) * P,
-                           pixels + ((size_t)c * S + (size_t)r * P + py) * S + (size_t)cc * P,
-                           (size_t)P * sizeof(float));
-        }
-}
-
 void cl_grad_patch_unfold(float *dpixels, const float *dpatches, int channels, int size,
                           int patch)
 {

@@ -8,6 +8,8 @@
 
 #include <glib.h>
 
+#include "backend.h"
+
 G_BEGIN_DECLS
 
 /* y[m, n] = x[m, k] · w[n, k]^T + b[n]: dx += dy·w, dw += dy^T·x, db += Σ_rows dy. */
@@ -67,10 +69,8 @@ void cl_grad_row_norms(float *da, const float *dout, const float *a, const float
 /* out[i] = table[ids[i]] for ids[i] >= 0: dtable[ids[i]] += dy[i]. */
 void cl_grad_embed(float *dtable, const float *dy, const gint32 *ids, int n, int dim);
 
-/* The patch embedding's unfold (im2col, docs/MODEL.md §3.1): pixels [C, S, S] → patches
- * [G², C·P·P] in (c, py, px) order; the conv is then cl_grad_linear over the patches. */
-void cl_patch_unfold(float *patches, const float *pixels, int channels, int size, int patch);
-/* Its backward (col2im): dpixels += the patch gradients put back. */
+/* The patch embedding's unfold is cl_patch_unfold (backend.h); the conv is then cl_grad_linear
+ * over the patches. Its backward (col2im): dpixels += the patch gradients put back. */
 void cl_grad_patch_unfold(float *dpixels, const float *dpatches, int channels, int size,
                           int patch);
 /* The 2×2 merger's unfold (§3.8): x [G², D] → cat [(G/2)², 4D]. */
