@@ -33,6 +33,7 @@ typedef struct {
     GPtrArray *live;    /* Job*: queued or running, for cancel_all */
     /* the thread's own */
     ClBackend *be;
+    ClBackend *cpu_be; /* the sentence maps' (they run on the CPU), when `be` is a GPU */
     char *be_notice;
     ClModel *model;
     char *model_key;
@@ -101,6 +102,8 @@ static void state_unref(State *s)
         cl_model_free(s->model);
     if (s->be)
         cl_backend_free(s->be);
+    if (s->cpu_be)
+        cl_backend_free(s->cpu_be);
     g_free(s->be_notice);
     g_free(s->model_key);
     g_free(s->device);
@@ -389,11 +392,17 @@ static void run_describe(State *s, Job *job)
         job->error = error;
         return;
     }
-    /* which part of the later image each sentence rests on (CPU: the training forward keeps
-     * the queries and keys it needs) */
-    if (g_str_equal(cl_backend_name(s->be), "cpu") && r->result.n_images >= 2 &&
-        !g_cancellable_is_cancelled(job->cancellable))
-        r->sentences = cl_sentence_maps(s->be, s->model, &r->result, r->result.n_images - 1, NULL);
+    /* which part of the later image each sentence rests on: on the CPU (the training forward
+     * keeps the queries and keys it needs), a CPU backend of its own when the model ran on a GPU */
+    ClBackend *maps_be = s->be;
+    if (!g_str_equal(cl_backend_name(s->be), "cpu")) {
+        if (!s->cpu_be)
+            s->cpu_be = cl_backend_cpu_new(0);
+        maps_be = s->cpu_be;
+    }
+    if (r->result.n_images >= 2 && !g_cancellable_is_cancelled(job->cancellable))
+        r->sentences =
+            cl_sentence_maps(maps_be, s->model, &r->result, r->result.n_images - 1, NULL);
     set_stage(job, _("Done"), 1.0);
     job->result = r;
 }
