@@ -859,3 +859,17 @@ extern "C" void clk_center_cols(ClkCtx *c, float *x, int m, int n)
     k_center_cols<<<(n + 127) / 128, 128, 0, c->stream>>>(x, m, n);
     launched(c, "center_cols");
 }
+
+__global__ void k_scale_by(float *x, const float *s, size_t count)
+{
+    const float a = s[0];
+    GRID_STRIDE(i, count) x[i] *= a;
+}
+
+extern "C" void clk_scale_by(ClkCtx *c, float *x, const float *s, size_t count)
+{
+    if (!count)
+        return;
+    k_scale_by<<<grid_for(count, 256), 256, 0, c->stream>>>(x, s, count);
+    launched(c, "scale_by");
+}

@@ -68,6 +68,8 @@ void clk_im2col(ClkCtx *ctx, float *patches, const float *pixels, int channels, 
 void clk_merge2x2(ClkCtx *ctx, float *out, const float *x, int grid, int d);
 void clk_col_mean(ClkCtx *ctx, float *out, const float *x, int m, int n);
 void clk_center_cols(ClkCtx *ctx, float *x, int m, int n);
+/* x[i] *= s[0] (s: one float in device memory). */
+void clk_scale_by(ClkCtx *ctx, float *x, const float *s, size_t count);
 
 /* Milliseconds the stream takes for `reps` products C[m, n] = A[m, k]·B[n, k]^T on scratch
  * buffers it allocates (for the bench's peak); < 0 on failure. */

@@ -193,6 +193,12 @@ static void w_center_cols(ClBackend *be, float *x, int m, int n)
     c->ops->center_cols(c, U(x), m, n);
 }
 
+static void w_scale_by(ClBackend *be, float *x, const float *s, size_t n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->scale_by(c, U(x), U(s), n);
+}
+
 static const struct cl_backend_ops walled_ops = {
     .name = "walled-cpu",
     .destroy = w_destroy,
@@ -225,6 +231,7 @@ static const struct cl_backend_ops walled_ops = {
     .merge2x2 = w_merge2x2,
     .col_mean = w_col_mean,
     .center_cols = w_center_cols,
+    .scale_by = w_scale_by,
 };
 
 ClBackend *cl_test_walled_backend_new(void)
@@ -463,6 +470,10 @@ static void test_elementwise(gconstpointer p)
     cpu_be->ops->modulate(cpu_be, o, g, h, m, n);
     dev->ops->modulate(dev, dout, dg, dh, m, n);
     CHECK("modulate", &c->tol.elementwise);
+    RESET();
+    cpu_be->ops->scale_by(cpu_be, o, g + 3, mn);
+    dev->ops->scale_by(dev, dout, dg + 3, mn);
+    CHECK("scale_by", &c->tol.elementwise);
 
     /* embedding: ids in host memory, negative ids leave their rows alone */
     const gint32 ids[] = { 3, -1, 0, 12, 12, -1, 7 };

@@ -237,6 +237,35 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
                     c->dec_kv_heads);
         return FALSE;
     }
+    if (c->pvm_n_layers < 0 || c->pvm_n_layers > CL_CONFIG_MAX_PVM_LAYERS) {
+        CONFIG_FAIL("config: pvm.layers lists %d layers (at most %d)", c->pvm_n_layers,
+                    CL_CONFIG_MAX_PVM_LAYERS);
+        return FALSE;
+    }
+    for (int i = 0; i < c->pvm_n_layers; i++)
+        if (c->pvm_layers[i] < 0 || c->pvm_layers[i] >= c->dec_depth ||
+            (i > 0 && c->pvm_layers[i] <= c->pvm_layers[i - 1])) {
+            CONFIG_FAIL("config: pvm.layers must be ascending decoder layers below dec_depth "
+                        "(%d); entry %d is %d",
+                        c->dec_depth, i, c->pvm_layers[i]);
+            return FALSE;
+        }
+    if (c->pvm_n_layers > 0) {
+        if (c->pvm_rank < 1 || c->pvm_rank > CL_CONFIG_MAX_DIM || c->pvm_heads < 1 ||
+            c->pvm_heads > CL_CONFIG_MAX_HEADS || c->pvm_mlp < 1 ||
+            c->pvm_mlp > CL_CONFIG_MAX_DIM) {
+            CONFIG_FAIL("config: pvm.rank (%d), pvm.heads (%d) and pvm.mlp (%d) must be positive "
+                        "and at most %d, %d and %d",
+                        c->pvm_rank, c->pvm_heads, c->pvm_mlp, CL_CONFIG_MAX_DIM,
+                        CL_CONFIG_MAX_HEADS, CL_CONFIG_MAX_DIM);
+            return FALSE;
+        }
+        if (c->pvm_rank % c->pvm_heads != 0) {
+            CONFIG_FAIL("config: pvm.rank (%d) must be a multiple of pvm.heads (%d)", c->pvm_rank,
+                        c->pvm_heads);
+            return FALSE;
+        }
+    }
 
     /* Activations: one image's largest per-layer tensors and the decoder's per-sequence ones. */
     gint64 n = (gint64)grid * grid;
@@ -369,6 +398,68 @@ static gboolean parse_sve(ClModelConfig *c, JsonNode *node, GError **error)
     return TRUE;
 }
 
+static gboolean parse_pvm(ClModelConfig *c, JsonNode *node, GError **error)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(node)) {
+        CONFIG_FAIL("config: pvm must be an object");
+        return FALSE;
+    }
+    JsonObject *o = json_node_get_object(node);
+    g_autoptr(GList) members = json_object_get_members(o);
+    for (GList *l = members; l; l = l->next) {
+        const char *k = l->data;
+        JsonNode *v = json_object_get_member(o, k);
+        if (strcmp(k, "layers") == 0) {
+            if (!JSON_NODE_HOLDS_ARRAY(v)) {
+                CONFIG_FAIL("config: pvm.layers must be an array of layer indices");
+                return FALSE;
+            }
+            JsonArray *a = json_node_get_array(v);
+            guint n = json_array_get_length(a);
+            if (n > CL_CONFIG_MAX_PVM_LAYERS) {
+                CONFIG_FAIL("config: pvm.layers lists %u layers (at most %d)", n,
+                            CL_CONFIG_MAX_PVM_LAYERS);
+                return FALSE;
+            }
+            for (guint i = 0; i < n; i++)
+                if (!json_int(json_array_get_element(a, i), "pvm.layers[]", &c->pvm_layers[i],
+                              error))
+                    return FALSE;
+            c->pvm_n_layers = (int)n;
+        } else if (strcmp(k, "rank") == 0) {
+            if (!json_int(v, "pvm.rank", &c->pvm_rank, error))
+                return FALSE;
+        } else if (strcmp(k, "heads") == 0) {
+            if (!json_int(v, "pvm.heads", &c->pvm_heads, error))
+                return FALSE;
+        } else if (strcmp(k, "mlp") == 0) {
+            if (!json_int(v, "pvm.mlp", &c->pvm_mlp, error))
+                return FALSE;
+        } else {
+            CONFIG_FAIL("config: unknown key 'pvm.%s'", k);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+gboolean cl_config_set_pvm(ClModelConfig *c, int every, int rank)
+{
+    g_return_val_if_fail(c != NULL, FALSE);
+    c->pvm_n_layers = 0;
+    if (every <= 0)
+        return TRUE;
+    for (int l = every; l < c->dec_depth; l += every) {
+        if (c->pvm_n_layers == CL_CONFIG_MAX_PVM_LAYERS)
+            return FALSE;
+        c->pvm_layers[c->pvm_n_layers++] = l;
+    }
+    c->pvm_rank = rank;
+    c->pvm_heads = 4;
+    c->pvm_mlp = MAX(8, (int)((gint64)rank * c->dec_mlp / MAX(c->dec_dim, 1) + 4) / 8 * 8);
+    return TRUE;
+}
+
 static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GError **error)
 {
     for (gsize i = 0; i < G_N_ELEMENTS(int_fields); i++)
@@ -389,6 +480,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_bool(v, k, &c->enc_pos, error);
     if (strcmp(k, "sve") == 0)
         return parse_sve(c, v, error);
+    if (strcmp(k, "pvm") == 0)
+        return parse_pvm(c, v, error);
     CONFIG_FAIL("config: unknown key '%s'", k);
     return FALSE;
 }
@@ -493,6 +586,13 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"visual_center\":true");
     if (c->enc_pos)
         g_string_append(s, ",\"enc_pos\":true");
+    if (c->pvm_n_layers > 0) {
+        g_string_append(s, ",\"pvm\":{\"layers\":[");
+        for (int i = 0; i < c->pvm_n_layers; i++)
+            g_string_append_printf(s, "%s%d", i ? "," : "", c->pvm_layers[i]);
+        g_string_append_printf(s, "],\"rank\":%d,\"heads\":%d,\"mlp\":%d}", c->pvm_rank,
+                               c->pvm_heads, c->pvm_mlp);
+    }
     g_string_append_c(s, '}');
 #undef PUT_INT
 #undef PUT_DOUBLE

@@ -33,6 +33,8 @@ typedef enum {
  * overflows; the model holds at most CL_CONFIG_MAX_PARAMS parameters. */
 #define CL_CONFIG_MAX_ELEMENTS ((gint64)G_MAXINT32)
 #define CL_CONFIG_MAX_PARAMS ((gint64)1 << 34)
+/* Decoder layers that can carry a PVM branch. */
+#define CL_CONFIG_MAX_PVM_LAYERS 16
 /* Every tokenizer has the 256 bytes and the 5 special tokens (tokenizer.h). */
 #define CL_CONFIG_MIN_VOCAB 261
 
@@ -64,6 +66,14 @@ typedef struct {
      * merger emits for every image alike (a constant "soft prompt") is removed, so after the
      * decoder's RMSNorm a token is what sets it apart from the image's other tokens */
     gboolean visual_center;
+    /* PVM, persistent visual memory (SEEDS-DECODER.md §1, docs/MODEL.md §4.2): a gated
+     * cross-attention from text positions to the prompt's visual rows, parallel to the FFN, in
+     * the listed decoder layers (pvm_n_layers = 0: none). Latent width pvm_rank, pvm_heads query
+     * heads of pvm_rank / pvm_heads over one key/value head of that size, a SwiGLU of pvm_mlp on
+     * the latent. */
+    int pvm_n_layers;
+    int pvm_layers[CL_CONFIG_MAX_PVM_LAYERS]; /* ascending */
+    int pvm_rank, pvm_heads, pvm_mlp;
 } ClModelConfig;
 
 #define CL_MODEL_ERROR (cl_model_error_quark())
@@ -98,6 +108,18 @@ static inline int cl_config_n_patches(const ClModelConfig *c)
     return cl_config_grid(c) * cl_config_grid(c);
 }
 static inline int cl_config_n_visual(const ClModelConfig *c) { return cl_config_n_patches(c) / 4; }
+/* The PVM slot of decoder layer `layer`, or -1 when it has none. */
+static inline int cl_config_pvm_slot(const ClModelConfig *c, int layer)
+{
+    for (int i = 0; i < c->pvm_n_layers; i++)
+        if (c->pvm_layers[i] == layer)
+            return i;
+    return -1;
+}
+/* Sets the PVM layers to every `every`-th decoder layer from `every` (the paper's 8, 16, 24 of
+ * 36 for 8) and the sizes to rank r, 4 heads, a latent SwiGLU of r·dec_mlp/dec_dim (rounded
+ * to 8); every <= 0 switches PVM off. FALSE when more layers than the limit would carry it. */
+gboolean cl_config_set_pvm(ClModelConfig *c, int every, int rank);
 /* TRUE when the variant has the cross-attention module (cross, cross_ffn, self_ffn). */
 static inline gboolean cl_config_has_cross(const ClModelConfig *c)
 {

@@ -35,13 +35,69 @@ struct _ClKVCache {
      * host memory before their upload */
     float *logits;
     float *host_rope;
+
+    /* PVM (config pvm_layers): each PVM layer's keys and values of the prompt's visual rows,
+     * (n_pvm, pvm_cap, hp) each, made by the call that brought them (at position pvm_from) and
+     * kept for the decode steps after it */
+    int n_pvm, pvm_r, pvm_heads, pvm_hp, pvm_f;
+    ClBackend *pvm_be;  /* a reference to the backend pvm_k/pvm_v/pvm_vis live on */
+    int pvm_cap, pvm_n, pvm_from;
+    float *pvm_k, *pvm_v;
+    float *pvm_vis;     /* (pvm_cap, E) the visual rows in backend memory (device backends) */
+    /* the branch's activations, in the arena: (rows, r) ×3, (rows, Fp) ×2, (rows, E), (E) */
+    float *pa, *pb, *pc, *pg, *pu, *pp, *ones;
 };
 
 static gboolean same_model(const ClKVCache *c, const ClModelConfig *cfg)
 {
     return c->depth == cfg->dec_depth && c->e == cfg->dec_dim && c->f == cfg->dec_mlp &&
            c->heads == cfg->dec_heads && c->kv_heads == cfg->dec_kv_heads &&
-           c->vocab == cfg->vocab_size;
+           c->vocab == cfg->vocab_size && c->n_pvm == cfg->pvm_n_layers &&
+           (!c->n_pvm || (c->pvm_r == cfg->pvm_rank && c->pvm_heads == cfg->pvm_heads &&
+                          c->pvm_f == cfg->pvm_mlp));
+}
+
+/* ---- PVM's visual keys and values ---- */
+
+static gboolean c_has_pvm(const ClKVCache *c)
+{
+    return c->n_pvm > 0;
+}
+
+static void pvm_release(ClKVCache *c)
+{
+    if (!c->pvm_be)
+        return;
+    c->pvm_be->ops->release(c->pvm_be, c->pvm_k);
+    c->pvm_be->ops->release(c->pvm_be, c->pvm_v);
+    if (c->pvm_vis)
+        c->pvm_be->ops->release(c->pvm_be, c->pvm_vis);
+    g_clear_pointer(&c->pvm_be, cl_backend_free);
+    c->pvm_k = c->pvm_v = c->pvm_vis = NULL;
+    c->pvm_cap = c->pvm_n = 0;
+}
+
+/* Room for n visual rows' PVM keys and values on backend be (kept contents: none). */
+static gboolean pvm_reserve(ClKVCache *c, ClBackend *be, int n, GError **error)
+{
+    if (c->pvm_be == be && c->pvm_cap >= n)
+        return TRUE;
+    pvm_release(c);
+    size_t kv = (size_t)c->n_pvm * n * c->pvm_hp * sizeof(float);
+    size_t vis = be->ops->host_memory ? 0 : (size_t)n * c->e * sizeof(float);
+    c->pvm_k = be->ops->alloc(be, kv);
+    c->pvm_v = be->ops->alloc(be, kv);
+    c->pvm_vis = vis ? be->ops->alloc(be, vis) : NULL;
+    c->pvm_be = cl_backend_ref(be);
+    if (!c->pvm_k || !c->pvm_v || (vis && !c->pvm_vis)) {
+        pvm_release(c);
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "Not enough %s memory for the PVM's visual keys (%d rows)",
+                    cl_backend_name(be), n);
+        return FALSE;
+    }
+    c->pvm_cap = n;
+    return TRUE;
 }
 
 ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity)
@@ -59,6 +115,11 @@ ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity)
     c->hd = cfg->dec_dim / cfg->dec_heads;
     c->kv_dim = c->kv_heads * c->hd;
     c->vocab = cfg->vocab_size;
+    c->n_pvm = cfg->pvm_n_layers;
+    c->pvm_r = cfg->pvm_rank;
+    c->pvm_heads = cfg->pvm_heads;
+    c->pvm_hp = c->n_pvm ? cfg->pvm_rank / cfg->pvm_heads : 0;
+    c->pvm_f = cfg->pvm_mlp;
     size_t n = 0;
     if (!g_size_checked_mul(&n, (size_t)c->depth, (size_t)capacity) ||
         !g_size_checked_mul(&n, n, (size_t)c->kv_dim) ||
@@ -88,6 +149,8 @@ void cl_kv_cache_truncate(ClKVCache *cache, int len)
     g_return_if_fail(cache != NULL);
     if (len >= 0 && len < cache->len)
         cache->len = len;
+    if (cache->pvm_n > 0 && len <= cache->pvm_from)
+        cache->pvm_n = 0; /* the visual rows PVM read are gone */
 }
 
 static void kv_copy(ClBackend *be, float *dst, const float *src, size_t bytes)
@@ -181,6 +244,21 @@ void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
                 src->v + (size_t)l * src->capacity * src->kv_dim, row * src->len);
     }
     dst->len = src->len;
+    dst->pvm_n = 0;
+    if (src->pvm_n > 0 && pvm_reserve(dst, src->pvm_be, src->pvm_n, NULL)) {
+        /* the same (n_pvm, cap, hp) layout only when the capacities agree: copy per layer */
+        size_t prow = (size_t)src->pvm_hp * sizeof(float);
+        for (int l = 0; l < src->n_pvm; l++) {
+            size_t so = (size_t)l * src->pvm_cap * src->pvm_hp,
+                   d_o = (size_t)l * dst->pvm_cap * dst->pvm_hp;
+            src->pvm_be->ops->copy(src->pvm_be, dst->pvm_k + d_o, src->pvm_k + so,
+                                   prow * src->pvm_n);
+            src->pvm_be->ops->copy(src->pvm_be, dst->pvm_v + d_o, src->pvm_v + so,
+                                   prow * src->pvm_n);
+        }
+        dst->pvm_n = src->pvm_n;
+        dst->pvm_from = src->pvm_from;
+    }
 }
 
 void cl_kv_cache_free(ClKVCache *cache)
@@ -188,6 +266,7 @@ void cl_kv_cache_free(ClKVCache *cache)
     if (!cache)
         return;
     kv_release(cache);
+    pvm_release(cache);
     if (cache->arena_be) {
         cache->arena_be->ops->release(cache->arena_be, cache->arena);
         cl_backend_free(cache->arena_be);
@@ -224,6 +303,13 @@ static gboolean layout(ClKVCache *c, ClBackend *be, int rows, float *arena, size
         { &c->rope_cos, R, (size_t)c->hd / 2 },
         { &c->rope_sin, R, (size_t)c->hd / 2 },
         { &c->logits, be->ops->host_memory ? 0 : R, (size_t)c->vocab },
+        { &c->pa, c->n_pvm ? R : 0, (size_t)c->pvm_r },
+        { &c->pb, c->n_pvm ? R : 0, (size_t)c->pvm_r },
+        { &c->pc, c->n_pvm ? R : 0, (size_t)c->pvm_r },
+        { &c->pg, c->n_pvm ? R : 0, (size_t)c->pvm_f },
+        { &c->pu, c->n_pvm ? R : 0, (size_t)c->pvm_f },
+        { &c->pp, c->n_pvm ? R : 0, E },
+        { &c->ones, c->n_pvm ? 1 : 0, E },
     };
     size_t at = 0;
     for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
@@ -242,12 +328,14 @@ static gboolean ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError *
     /* the keys and values: host memory serves every host-memory backend as it is */
     if (!kv_move_to(c, be->ops->host_memory ? NULL : be, error))
         return FALSE;
-    size_t scratch = be->ops->attention_scratch(be, rows, c->capacity, c->heads);
+    /* PVM attends with its own heads over at most `capacity` visual rows */
+    const int heads = MAX(c->heads, c->n_pvm ? c->pvm_heads : 0);
+    size_t scratch = be->ops->attention_scratch(be, rows, c->capacity, heads);
     if (c->arena && c->arena_be == be && c->rows >= rows && c->scratch_floats >= scratch)
         return TRUE;
     if (c->arena_be == be)
         rows = MAX(rows, c->arena ? c->rows : 0); /* never shrink */
-    scratch = be->ops->attention_scratch(be, rows, c->capacity, c->heads);
+    scratch = be->ops->attention_scratch(be, rows, c->capacity, heads);
     size_t total = 0, bytes = 0;
     float *arena = NULL;
     size_t old_scratch = c->scratch_floats;
@@ -274,7 +362,85 @@ static gboolean ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError *
         g_free(c->host_rope);
         c->host_rope = g_new(float, (size_t)rows * MAX(c->hd, 2));
     }
+    if (c->n_pvm) { /* RMSNorm0's unit gain */
+        g_autofree float *ones = g_new(float, c->e);
+        for (int i = 0; i < c->e; i++)
+            ones[i] = 1.0f;
+        be->ops->upload(be, c->ones, ones, (size_t)c->e * sizeof(float));
+    }
     return TRUE;
+}
+
+/* PVM's keys and values of the call's n_vis visual rows (host memory `visual`), per PVM
+ * layer: zv = Vimg W_v^T, k = RMSNorm_head(zv W_k^T), v = zv W_vv^T. */
+static gboolean pvm_visual(ClKVCache *c, ClBackend *be, const ClModelConfig *cfg,
+                           const ClModelWeights *w, const float *visual, int n_vis, GError **error)
+{
+    const struct cl_backend_ops *op = be->ops;
+    if (!pvm_reserve(c, be, n_vis, error))
+        return FALSE;
+    const float *vis = visual;
+    if (!op->host_memory) {
+        op->upload(be, c->pvm_vis, visual, (size_t)n_vis * c->e * sizeof(float));
+        vis = c->pvm_vis;
+    }
+    /* zv needs (n_vis, r) floats: the cache's row-sized buffers hold `rows`, so a block of
+     * rows at a time */
+    const int r = c->pvm_r, hp = c->pvm_hp;
+    for (int slot = 0; slot < c->n_pvm; slot++) {
+        const ClDecoderLayerWeights *L = &w->dec[cfg->pvm_layers[slot]];
+        float *ks = c->pvm_k + (size_t)slot * c->pvm_cap * hp;
+        float *vs = c->pvm_v + (size_t)slot * c->pvm_cap * hp;
+        for (int i0 = 0; i0 < n_vis; i0 += c->rows) {
+            const int b = MIN(c->rows, n_vis - i0);
+            op->linear(be, c->pa, vis + (size_t)i0 * c->e, L->pvm_v, NULL, b, c->e, r);
+            op->linear(be, ks + (size_t)i0 * hp, c->pa, L->pvm_k, NULL, b, r, hp);
+            op->rmsnorm(be, ks + (size_t)i0 * hp, ks + (size_t)i0 * hp, L->pvm_k_norm, b, hp,
+                        (float)cfg->norm_eps);
+            op->linear(be, vs + (size_t)i0 * hp, c->pa, L->pvm_vv, NULL, b, r, hp);
+        }
+    }
+    c->pvm_n = n_vis;
+    c->pvm_from = c->len;
+    return TRUE;
+}
+
+/* P = α · RMSNorm0(m' W_up^T) for the chunk's cn rows of h (SEEDS-DECODER.md §1.1), zero at
+ * visual rows; into c->pp. */
+static void pvm_branch(ClKVCache *c, ClBackend *be, const ClDecoderLayerWeights *L, int slot,
+                       const float *h, const gint32 *cid, int cn, float eps)
+{
+    const struct cl_backend_ops *op = be->ops;
+    const int r = c->pvm_r, hp = c->pvm_hp, H = c->pvm_heads, Fp = c->pvm_f, E = c->e;
+    const float *ks = c->pvm_k + (size_t)slot * c->pvm_cap * hp;
+    const float *vs = c->pvm_v + (size_t)slot * c->pvm_cap * hp;
+    op->linear(be, c->pa, h, L->pvm_t, NULL, cn, E, r);                 /* h W_t^T */
+    op->rmsnorm(be, c->pa, c->pa, L->pvm_norm_a, cn, r, eps);          /* zq */
+    op->linear(be, c->pb, c->pa, L->pvm_q, NULL, cn, r, r);             /* zq W_q^T */
+    op->rmsnorm(be, c->pb, c->pb, L->pvm_q_norm, cn * H, hp, eps);     /* q, per head */
+    op->attention(be, c->pc, NULL, c->pb, ks, vs, cn, c->pvm_n, r, hp, hp, r, H, 1, hp,
+                  (float)(1.0 / sqrt((double)hp)), -1, 0, c->scores);
+    op->linear(be, c->pa, c->pc, L->pvm_o, NULL, cn, r, r);             /* m */
+    op->rmsnorm(be, c->pb, c->pa, L->pvm_norm_b, cn, r, eps);
+    op->linear(be, c->pg, c->pb, L->pvm_gate, NULL, cn, r, Fp);
+    op->linear(be, c->pu, c->pb, L->pvm_up, NULL, cn, r, Fp);
+    op->silu_mul(be, c->pg, c->pg, c->pu, (size_t)cn * Fp);
+    op->linear(be, c->pc, c->pg, L->pvm_down, NULL, cn, Fp, r);
+    op->residual(be, c->pc, c->pa, NULL, cn, r);                        /* m' = m + SwiGLU */
+    op->linear(be, c->pp, c->pc, L->pvm_out, NULL, cn, r, E);
+    op->rmsnorm(be, c->pp, c->pp, c->ones, cn, E, eps);                 /* RMSNorm0 */
+    op->scale_by(be, c->pp, L->pvm_alpha, (size_t)cn * E);              /* α · */
+    for (int i = 0; i < cn;) { /* the silencing mask: nothing at visual rows */
+        if (cid[i] != CL_DECODER_VISUAL) {
+            i++;
+            continue;
+        }
+        int run = 1;
+        while (i + run < cn && cid[i + run] == CL_DECODER_VISUAL)
+            run++;
+        op->zero(be, c->pp + (size_t)i * E, (size_t)run * E * sizeof(float));
+        i += run;
+    }
 }
 
 static void tap_rows(ClTensorTap tap, gpointer data, ClBackend *be, const char *name,
@@ -337,6 +503,13 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
     if (!w)
         return FALSE;
     const gboolean host = be->ops->host_memory;
+    if (c_has_pvm(cache)) {
+        int n_vis = 0;
+        for (int i = 0; i < n; i++)
+            n_vis += ids[i] == CL_DECODER_VISUAL;
+        if (n_vis > 0 && !pvm_visual(cache, be, cfg, w, visual, n_vis, error))
+            return FALSE;
+    }
 
     const struct cl_backend_ops *op = be->ops;
     ClKVCache *c = cache;
@@ -391,12 +564,19 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
             op->linear(be, c->proj, c->att, L->o, NULL, cn, Q, E);
             op->residual(be, c->x, c->proj, NULL, cn, E);
 
+            /* PVM beside the FFN: x = h + FFN(h) + P(h), P from h before the FFN's add */
+            const int slot = c->n_pvm ? cl_config_pvm_slot(cfg, l) : -1;
+            const gboolean pvm = slot >= 0 && c->pvm_n > 0;
+            if (pvm)
+                pvm_branch(c, be, L, slot, c->x, cid, cn, eps);
             op->rmsnorm(be, c->h, c->x, L->mlp_norm, cn, E, eps);
             op->linear(be, c->gate, c->h, L->gate, NULL, cn, E, F);
             op->linear(be, c->up, c->h, L->up, NULL, cn, E, F);
             op->silu_mul(be, c->gate, c->gate, c->up, (size_t)cn * F);
             op->linear(be, c->proj, c->gate, L->down, NULL, cn, F, E);
             op->residual(be, c->x, c->proj, NULL, cn, E);
+            if (pvm)
+                op->residual(be, c->x, c->pp, NULL, cn, E);
 
             if (tap) {
                 g_autofree char *name = g_strdup_printf("dec.%d.out", l);

@@ -368,7 +368,9 @@ static gboolean is_norm_weight(const char *name)
 {
     static const char *const norms[] = { ".ln1.weight",  ".ln2.weight",      ".attn_norm.weight",
                                          ".mlp_norm.weight", "dec.norm.weight", "merger.ln.weight",
-                                         ".sve.ln.weight", ".sve.ffn_ln.weight" };
+                                         ".sve.ln.weight", ".sve.ffn_ln.weight",
+                                         ".pvm.norm_a.weight", ".pvm.norm_b.weight",
+                                         ".pvm.q_norm.weight", ".pvm.k_norm.weight" };
     for (gsize i = 0; i < G_N_ELEMENTS(norms); i++)
         if (has_suffix(name, norms[i]))
             return TRUE;
@@ -407,7 +409,8 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
         *s->slot = at;
         if (strstr(s->name, ".sve.")) {
             /* cl_model_weights_insert_sve below */
-        } else if (has_suffix(s->name, ".bias")) {
+        } else if (has_suffix(s->name, ".bias") || has_suffix(s->name, ".pvm.alpha")) {
+            /* biases, and PVM's gate (its W_up stays random, so that d/dα is not 0) */
             fill_const(at, numel, 0.0f);
         } else if (is_norm_weight(s->name)) {
             fill_const(at, numel, 1.0f);

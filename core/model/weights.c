@@ -119,6 +119,24 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
         M2(LS(gate), Fd, E, "dec.%d.mlp.gate.weight", l);
         M2(LS(up), Fd, E, "dec.%d.mlp.up.weight", l);
         M2(LS(down), E, Fd, "dec.%d.mlp.down.weight", l);
+        if (cl_config_pvm_slot(cfg, l) >= 0) {
+            const gint64 r = cfg->pvm_rank, hp = r / MAX(cfg->pvm_heads, 1), Fp = cfg->pvm_mlp;
+            M2(LS(pvm_t), r, E, "dec.%d.pvm.t.weight", l);
+            V1(LS(pvm_norm_a), r, "dec.%d.pvm.norm_a.weight", l);
+            M2(LS(pvm_v), r, E, "dec.%d.pvm.v.weight", l);
+            M2(LS(pvm_q), r, r, "dec.%d.pvm.q.weight", l);
+            M2(LS(pvm_k), hp, r, "dec.%d.pvm.k.weight", l);
+            M2(LS(pvm_vv), hp, r, "dec.%d.pvm.vv.weight", l);
+            V1(LS(pvm_q_norm), hp, "dec.%d.pvm.q_norm.weight", l);
+            V1(LS(pvm_k_norm), hp, "dec.%d.pvm.k_norm.weight", l);
+            M2(LS(pvm_o), r, r, "dec.%d.pvm.o.weight", l);
+            V1(LS(pvm_norm_b), r, "dec.%d.pvm.norm_b.weight", l);
+            M2(LS(pvm_gate), Fp, r, "dec.%d.pvm.mlp.gate.weight", l);
+            M2(LS(pvm_up), Fp, r, "dec.%d.pvm.mlp.up.weight", l);
+            M2(LS(pvm_down), r, Fp, "dec.%d.pvm.mlp.down.weight", l);
+            M2(LS(pvm_out), E, r, "dec.%d.pvm.out.weight", l);
+            V1(LS(pvm_alpha), 1, "dec.%d.pvm.alpha", l);
+        }
 #undef LS
     }
     V1(SLOT(w->dec_norm), E, "dec.norm.weight");

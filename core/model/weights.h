@@ -35,6 +35,20 @@ typedef struct {
     float *mlp_norm;   /* (E) */
     float *gate, *up;  /* (F, E) */
     float *down;       /* (E, F) */
+    /* PVM (config pvm_layers; NULL in the other layers), r = pvm_rank, hp = r / pvm_heads,
+     * Fp = pvm_mlp. Consecutive in this order (k|vv and gate|up are stacked products). */
+    float *pvm_t;                   /* (r, E)  text query source: RMSNorm_a(h W_t^T) */
+    float *pvm_norm_a;              /* (r) */
+    float *pvm_v;                   /* (r, E)  visual source: Vimg W_v^T */
+    float *pvm_q;                   /* (r, r) */
+    float *pvm_k, *pvm_vv;          /* (hp, r), (hp, r)  one key/value head */
+    float *pvm_q_norm, *pvm_k_norm; /* (hp) per-head RMSNorm gains */
+    float *pvm_o;                   /* (r, r) */
+    float *pvm_norm_b;              /* (r) */
+    float *pvm_gate, *pvm_up;       /* (Fp, r) */
+    float *pvm_down;                /* (r, Fp) */
+    float *pvm_out;                 /* (E, r)  W_up, then RMSNorm without a gain */
+    float *pvm_alpha;               /* (1)  the gate, 0 at init */
 } ClDecoderLayerWeights;
 
 typedef struct {

@@ -134,6 +134,8 @@ struct cl_backend_ops {
     void (*col_mean)(ClBackend *be, float *out, const float *x, int m, int n);
     /* x[i, j] −= mean_i x[i, j] (the means in double), in place. */
     void (*center_cols)(ClBackend *be, float *x, int m, int n);
+    /* x[i] *= s[0] for i < count (s: one float in backend memory, a learned scalar gate). */
+    void (*scale_by)(ClBackend *be, float *x, const float *s, size_t count);
 };
 
 struct _ClBackend {

@@ -802,6 +802,14 @@ static void cpu_center_cols(ClBackend *be, float *x, int m, int n)
     cl_center_columns(x, m, n);
 }
 
+static void cpu_scale_by(ClBackend *be, float *x, const float *s, size_t count)
+{
+    (void)be;
+    const float a = s[0];
+    for (size_t i = 0; i < count; i++)
+        x[i] *= a;
+}
+
 /* ---- memory: the host's ------------------------------------------------------------------------ */
 
 static void *cpu_alloc(ClBackend *be, size_t bytes)
@@ -878,6 +886,7 @@ static const struct cl_backend_ops cpu_ops = {
     .merge2x2 = cpu_merge2x2,
     .col_mean = cpu_col_mean,
     .center_cols = cpu_center_cols,
+    .scale_by = cpu_scale_by,
 };
 
 ClBackend *cl_backend_cpu_new(int n_threads)

@@ -183,6 +183,11 @@ static void cu_center_cols(ClBackend *be, float *x, int m, int n)
     clk_center_cols(K(be), x, m, n);
 }
 
+static void cu_scale_by(ClBackend *be, float *x, const float *s, size_t count)
+{
+    clk_scale_by(K(be), x, s, count);
+}
+
 static const struct cl_backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cu_destroy,
@@ -215,6 +220,7 @@ static const struct cl_backend_ops cuda_ops = {
     .merge2x2 = cu_merge2x2,
     .col_mean = cu_col_mean,
     .center_cols = cu_center_cols,
+    .scale_by = cu_scale_by,
 };
 
 ClBackend *cl_backend_cuda_new(int index, GError **error)
