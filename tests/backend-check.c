@@ -602,7 +602,7 @@ static void test_attention(gconstpointer p)
 
 /* ---- the whole model ------------------------------------------------------------------------- */
 
-static ClModel *check_model(ClSveVariant v, gboolean tied, guint64 seed)
+static ClModel *check_model(ClSveVariant v, gboolean tied, guint64 seed, gboolean pvm)
 {
     ClModelConfig cfg;
     g_autoptr(GError) err = NULL;
@@ -625,6 +625,8 @@ static ClModel *check_model(ClSveVariant v, gboolean tied, guint64 seed)
     cfg.sve_out_init_std = 0.05;
     cfg.tie_embeddings = tied;
     cfg.visual_center = v == CL_SVE_ADALN_ZERO;
+    if (pvm) /* PVM beside the FFN of layer 1: rank 32, 4 heads */
+        g_assert_true(cl_config_set_pvm(&cfg, 1, 32));
     ClModel *m = cl_model_new_random(&cfg, seed, &err);
     g_assert_no_error(err);
     /* lively weights: random init's zero biases and unit norms would hide misplaced columns */
@@ -757,9 +759,11 @@ static void test_model_variants(gconstpointer p)
     const ClSveVariant variants[] = { CL_SVE_CROSS_FFN, CL_SVE_SELF_EXT, CL_SVE_ADALN_ZERO,
                                       CL_SVE_STATELESS };
     for (size_t i = 0; i < G_N_ELEMENTS(variants); i++) {
-        g_autoptr(ClModel) m = check_model(variants[i], i == 1, 31 + i);
+        g_autoptr(ClModel) m = check_model(variants[i], i == 1, 31 + i, FALSE);
         run_model_check(c, m, cl_sve_variant_name(variants[i]));
     }
+    g_autoptr(ClModel) pvm = check_model(CL_SVE_CROSS_FFN, FALSE, 39, TRUE);
+    run_model_check(c, pvm, "cross_ffn with PVM");
 }
 
 /* The shipped model, when the source tree has it: real weights, real decodes. */
@@ -784,7 +788,7 @@ static void test_model_shipped(gconstpointer p)
 static void test_weights_follow_edits(gconstpointer p)
 {
     const Ctx *c = p;
-    g_autoptr(ClModel) m = check_model(CL_SVE_CROSS_FFN, FALSE, 77);
+    g_autoptr(ClModel) m = check_model(CL_SVE_CROSS_FFN, FALSE, 77, FALSE);
     run_model_check(c, m, "before the edit");
     for (gint64 i = 0; i < (gint64)m->config.dec_dim * m->config.vocab_size; i++)
         m->w.lm_head[i] *= -1.0f;

@@ -37,8 +37,8 @@ struct _ClKVCache {
     float *host_rope;
 
     /* PVM (config pvm_layers): each PVM layer's keys and values of the prompt's visual rows,
-     * (n_pvm, pvm_cap, hp) each, made by the call that brought them (at position pvm_from) and
-     * kept for the decode steps after it */
+     * (n_pvm, pvm_cap, hp) each, made by the call that brought them (the first at position
+     * pvm_from) and kept for the decode steps after it */
     int n_pvm, pvm_r, pvm_heads, pvm_hp, pvm_f;
     ClBackend *pvm_be;  /* a reference to the backend pvm_k/pvm_v/pvm_vis live on */
     int pvm_cap, pvm_n, pvm_from;
@@ -374,7 +374,8 @@ static gboolean ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError *
 /* PVM's keys and values of the call's n_vis visual rows (host memory `visual`), per PVM
  * layer: zv = Vimg W_v^T, k = RMSNorm_head(zv W_k^T), v = zv W_vv^T. */
 static gboolean pvm_visual(ClKVCache *c, ClBackend *be, const ClModelConfig *cfg,
-                           const ClModelWeights *w, const float *visual, int n_vis, GError **error)
+                           const ClModelWeights *w, const float *visual, int n_vis,
+                           int first_pos, GError **error)
 {
     const struct cl_backend_ops *op = be->ops;
     if (!pvm_reserve(c, be, n_vis, error))
@@ -401,7 +402,7 @@ static gboolean pvm_visual(ClKVCache *c, ClBackend *be, const ClModelConfig *cfg
         }
     }
     c->pvm_n = n_vis;
-    c->pvm_from = c->len;
+    c->pvm_from = first_pos;
     return TRUE;
 }
 
@@ -504,10 +505,14 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
         return FALSE;
     const gboolean host = be->ops->host_memory;
     if (c_has_pvm(cache)) {
-        int n_vis = 0;
+        int n_vis = 0, first = -1;
         for (int i = 0; i < n; i++)
-            n_vis += ids[i] == CL_DECODER_VISUAL;
-        if (n_vis > 0 && !pvm_visual(cache, be, cfg, w, visual, n_vis, error))
+            if (ids[i] == CL_DECODER_VISUAL) {
+                n_vis++;
+                if (first < 0)
+                    first = cache->len + i;
+            }
+        if (n_vis > 0 && !pvm_visual(cache, be, cfg, w, visual, n_vis, first, error))
             return FALSE;
     }
 
