@@ -55,6 +55,8 @@ static gboolean micro_visual_pos;
 static gboolean micro_visual_center;
 /* … and a learned position per patch ("enc.pos") when set */
 static gboolean micro_enc_pos;
+/* … and PVM beside the FFN of both decoder layers (rank 8, 2 heads of 4) when set */
+static gboolean micro_pvm;
 
 static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
 {
@@ -63,6 +65,13 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     cfg.visual_pos = micro_visual_pos;
     cfg.visual_center = micro_visual_center;
     cfg.enc_pos = micro_enc_pos;
+    if (micro_pvm) {
+        g_assert_true(cl_config_set_pvm(&cfg, 1, 8));
+        cfg.pvm_n_layers = 2;
+        cfg.pvm_layers[0] = 0;
+        cfg.pvm_layers[1] = 1;
+        cfg.pvm_heads = 2;
+    }
     g_autoptr(GError) err = NULL;
     ClModel *m = cl_model_new_random(&cfg, seed, &err);
     g_assert_no_error(err);
@@ -257,6 +266,33 @@ static void test_enc_pos(void)
 }
 
 static void test_parity(gconstpointer data);
+
+/* PVM (its gate α perturbed away from 0 like every parameter): every PVM tensor's gradient,
+ * the gates' included, against finite differences with the rest of the model; the branch
+ * changes the loss; the training forward computes what inference computes; the answer-tail
+ * pruning keeps the gradients. */
+static void test_answer_tail(void);
+static void test_pvm(void)
+{
+    micro_pvm = TRUE;
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 151);
+    micro_pvm = FALSE;
+    g_assert_nonnull(m->w.dec[1].pvm_alpha);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 5);
+    check_model_grads(m, s, TRUE, "cross_ffn/pvm");
+    check_model_grads(m, s, FALSE, "cross_ffn/pvm");
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    double with = loss_of(m, s, &o);
+    m->w.dec[0].pvm_alpha[0] = m->w.dec[1].pvm_alpha[0] = 0;
+    double without = loss_of(m, s, &o);
+    g_test_message("pvm: loss with the branch %.6f, with α = 0 %.6f", with, without);
+    g_assert_cmpfloat(fabs(with - without), >, 1e-4);
+    micro_pvm = TRUE;
+    test_parity(GINT_TO_POINTER(CL_SVE_CROSS_FFN));
+    test_answer_tail();
+    micro_pvm = FALSE;
+}
 
 /* enc.pos: the training forward computes what inference computes */
 static void test_enc_pos_parity(void)
@@ -795,6 +831,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainmodel/fd/visual-pos", test_visual_pos);
     g_test_add_func("/trainmodel/fd/visual-center", test_visual_center);
     g_test_add_func("/trainmodel/fd/enc-pos", test_enc_pos);
+    g_test_add_func("/trainmodel/fd/pvm", test_pvm);
     g_test_add_func("/trainmodel/parity/enc-pos", test_enc_pos_parity);
     for (int v = 0; v < CL_SVE_N_VARIANTS; v++) {
         g_autofree char *p = g_strdup_printf("/trainmodel/parity/%s", cl_sve_variant_name(v));

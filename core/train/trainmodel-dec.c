@@ -12,9 +12,24 @@
 /* qkv: (n, Q + 2 KV) rows [q | k | v], one product with the layer's q, k and v weights
  * stacked (they are consecutive in a trainable model); gu: (n, 2 F) rows [gate | up], likewise.
  * Fewer, wider products: the activation is packed once instead of three times. */
+/* PVM's activations in a PVM layer (rows [s, n) of the text queries; nv visual rows):
+ * zv = Vimg W_v^T, kp = zv W_k^T, kn = RMSNorm_head(kp), vv = zv W_vv^T; zt = h W_t^T,
+ * zq = RMSNorm_a(zt), qp = zq W_q^T, qn = RMSNorm_head(qp), att = Attn(qn; kn, vv), mo = att W_o^T,
+ * nb = RMSNorm_b(mo), gu = nb [gate|up]^T, act = SiLU(gate) ⊙ up, m2 = mo + act W_down^T,
+ * y = m2 W_up^T, u = RMSNorm0(y); P = α u at text rows. */
+typedef struct {
+    float *zv, *kp, *kn, *vv;                 /* (nv, r), (nv, hp) ×3 */
+    float *zt, *zq, *qp, *qn, *att, *mo, *nb; /* (n, r) */
+    float *gu, *act;                          /* (n, 2 Fp), (n, Fp) */
+    float *m2;                                /* (n, r) */
+    float *y, *u;                             /* (n, E) */
+    float *probs;                             /* (H, n, nv) */
+} PvmAct;
+
 typedef struct {
     float *x_in, *h1, *qkv, *att, *x_mid, *h2, *gu, *act;
     float *probs; /* (Hq, n, n) attention probabilities, or NULL: the backward recomputes them */
+    PvmAct *pvm;  /* PVM layers with visual rows, else NULL */
 } LayerAct;
 
 /* The attention probabilities are kept for the backward while all layers' take at most this
@@ -34,6 +49,10 @@ struct _ClTrainDec {
                         * MLP and the final norm run on positions [tail, n) only */
     int *rows;         /* (n_rows) their positions, NULL = all */
     float *hk;         /* (n_rows, E) the final norm's output at those rows */
+    const float *visual; /* (n_vis, E) the visual rows (PVM's Vimg) */
+    float *ones;         /* (E) RMSNorm0's unit gain */
+    int n_vis;
+    PvmAct *pvm;       /* one per PVM layer */
     GPtrArray *bufs;
     gboolean failed;
 };
@@ -69,8 +88,67 @@ void cl_train_dec_free(ClTrainDec *d)
         return;
     g_ptr_array_free(d->bufs, TRUE);
     g_free(d->layer);
+    g_free(d->pvm);
     g_free(d->rows);
     g_free(d);
+}
+
+/* PVM's branch in the training forward for rows [s, n) of h (SEEDS-DECODER.md §1.1): keeps its
+ * activations in p and adds P into x (rows [s, n)), nothing at visual rows. */
+static gboolean pvm_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, PvmAct *p,
+                            const float *h, float *x, int s, float *wtmp)
+{
+    ClBackend *be = d->be;
+    const struct cl_backend_ops *op = be->ops;
+    const ClModelConfig *cfg = d->cfg;
+    const int n = d->n, E = d->E, nv = d->n_vis, m = n - s;
+    const int r = cfg->pvm_rank, H = cfg->pvm_heads, hp = r / H, Fp = cfg->pvm_mlp;
+    const size_t nr = (size_t)n * r, sr = (size_t)s * r, sE = (size_t)s * E;
+    p->zv = alloc(d, (size_t)nv * r), p->kp = alloc(d, (size_t)nv * hp);
+    p->kn = alloc(d, (size_t)nv * hp), p->vv = alloc(d, (size_t)nv * hp);
+    p->zt = alloc(d, nr), p->zq = alloc(d, nr), p->qp = alloc(d, nr), p->qn = alloc(d, nr);
+    p->att = alloc(d, nr), p->mo = alloc(d, nr), p->nb = alloc(d, nr), p->m2 = alloc(d, nr);
+    p->gu = alloc(d, (size_t)n * 2 * Fp), p->act = alloc(d, (size_t)n * Fp);
+    p->y = alloc(d, (size_t)n * E), p->u = alloc(d, (size_t)n * E);
+    p->probs = alloc(d, (size_t)H * n * nv);
+    float *pp = alloc(d, (size_t)n * E);
+    if (!d->ones && (d->ones = alloc(d, E)))
+        for (int i = 0; i < E; i++)
+            d->ones[i] = 1.0f;
+    if (d->failed)
+        return FALSE;
+    const float eps = d->eps;
+    op->linear(be, p->zv, d->visual, L->pvm_v, NULL, nv, E, r);
+    op->linear(be, p->kp, p->zv, L->pvm_k, NULL, nv, r, hp);
+    op->rmsnorm(be, p->kn, p->kp, L->pvm_k_norm, nv, hp, eps);
+    op->linear(be, p->vv, p->zv, L->pvm_vv, NULL, nv, r, hp);
+    op->linear(be, p->zt + sr, h + sE, L->pvm_t, NULL, m, E, r);
+    op->rmsnorm(be, p->zq + sr, p->zt + sr, L->pvm_norm_a, m, r, eps);
+    op->linear(be, p->qp + sr, p->zq + sr, L->pvm_q, NULL, m, r, r);
+    op->rmsnorm(be, p->qn + sr, p->qp + sr, L->pvm_q_norm, m * H, hp, eps);
+    cl_train_attention(p->att + sr, p->probs, p->qn + sr, p->kn, p->vv, m, nv, r, hp, hp, r, H,
+                       1, hp, (float)(1.0 / sqrt((double)hp)), -1);
+    op->linear(be, p->mo + sr, p->att + sr, L->pvm_o, NULL, m, r, r);
+    op->rmsnorm(be, p->nb + sr, p->mo + sr, L->pvm_norm_b, m, r, eps);
+    op->linear(be, p->gu + (size_t)s * 2 * Fp, p->nb + sr,
+               stacked(L->pvm_gate, Fp, L->pvm_up, Fp, NULL, 0, r, wtmp), NULL, m, r, 2 * Fp);
+    for (int i = s; i < n; i++) {
+        const float *gi = p->gu + (size_t)i * 2 * Fp;
+        op->silu_mul(be, p->act + (size_t)i * Fp, gi, gi + Fp, Fp);
+    }
+    op->linear(be, p->m2 + sr, p->act + (size_t)s * Fp, L->pvm_down, NULL, m, Fp, r);
+    op->residual(be, p->m2 + sr, p->mo + sr, NULL, m, r);
+    op->linear(be, p->y + sE, p->m2 + sr, L->pvm_out, NULL, m, r, E);
+    op->rmsnorm(be, p->u + sE, p->y + sE, d->ones, m, E, eps); /* RMSNorm0: a unit gain */
+    const float alpha = L->pvm_alpha[0];
+    for (int i = s; i < n; i++) {
+        if (d->ids[i] == CL_DECODER_VISUAL)
+            continue; /* the silencing mask */
+        for (int j = 0; j < E; j++)
+            pp[(size_t)i * E + j] = alpha * p->u[(size_t)i * E + j];
+        op->residual(be, x + (size_t)i * E, pp + (size_t)i * E, NULL, 1, E);
+    }
+    return TRUE;
 }
 
 ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint32 *ids, int n,
@@ -89,6 +167,10 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     d->scale = (float)(1.0 / sqrt((double)d->hd));
     d->bufs = g_ptr_array_new_with_free_func(g_free);
     d->layer = g_new0(LayerAct, cfg->dec_depth);
+    d->visual = visual;
+    for (int i = 0; i < n; i++)
+        d->n_vis += ids[i] == CL_DECODER_VISUAL;
+    d->pvm = g_new0(PvmAct, MAX(cfg->pvm_n_layers, 1));
     const int E = d->E, F = d->F, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd;
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
     const gboolean keep_probs =
@@ -96,7 +178,8 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
 
     float *x = alloc(d, nE), *proj = alloc(d, nE);
     float *scratch = alloc(d, op->attention_scratch(be, n, n, d->Hq));
-    float *wtmp = alloc(d, (size_t)MAX(QKV, 2 * F) * E);
+    float *wtmp = alloc(d, MAX((size_t)MAX(QKV, 2 * F) * E,
+                               cfg->pvm_n_layers ? (size_t)2 * cfg->pvm_mlp * cfg->pvm_rank : 0));
     d->rope_cos = alloc(d, (size_t)n * hd / 2), d->rope_sin = alloc(d, (size_t)n * hd / 2);
     d->hn = alloc(d, nE);
     if (d->failed)
@@ -157,6 +240,13 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         }
         op->linear(be, proj, a->act + sF, L->down, NULL, m, F, E);
         op->residual(be, x + sE, proj, NULL, m, E);
+        /* PVM beside the FFN, from the same h (x_mid): x = h + FFN(h) + P(h) */
+        const int slot = cl_config_pvm_slot(cfg, l);
+        if (slot >= 0 && d->n_vis > 0) {
+            a->pvm = &d->pvm[slot];
+            if (!pvm_forward(d, L, a->pvm, a->x_mid, x, s, wtmp))
+                goto oom;
+        }
     }
     d->x_out = x;
     const size_t tE = (size_t)d->tail * E;
@@ -213,6 +303,74 @@ static void unstack_grad(const float *at, float *a, int na, float *b, int nb, fl
         c[i] += at[sa + sb + i];
 }
 
+/* PVM's backward for a layer: dx is the gradient at the layer's output (the branch adds P to
+ * it); the gradient at h goes into dh (rows [s, n)), at the visual rows into dvis (n_vis, E),
+ * and the weights' into G. */
+static void pvm_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
+                         ClDecoderLayerWeights *G, const PvmAct *p, const float *h,
+                         const float *dx, int s, float *dh, float *dvis, float *wtmp,
+                         float *gtmp)
+{
+    const ClModelConfig *cfg = d->cfg;
+    const int n = d->n, E = d->E, nv = d->n_vis, m = n - s;
+    const int r = cfg->pvm_rank, H = cfg->pvm_heads, hp = r / H, Fp = cfg->pvm_mlp;
+    const size_t nr = (size_t)n * r, sr = (size_t)s * r, sE = (size_t)s * E;
+    const float eps = d->eps, alpha = L->pvm_alpha[0];
+    float *du = g_new0(float, (size_t)n * E), *dy = g_new0(float, (size_t)n * E);
+    float *dm2 = g_new0(float, nr), *dmo = g_new0(float, nr), *dnb = g_new0(float, nr);
+    float *datt = g_new0(float, nr), *dqn = g_new0(float, nr), *dqp = g_new0(float, nr);
+    float *dzq = g_new0(float, nr), *dzt = g_new0(float, nr);
+    float *dact = g_new0(float, (size_t)n * Fp), *dgu = g_new0(float, (size_t)n * 2 * Fp);
+    float *dkn = g_new0(float, (size_t)nv * hp), *dkp = g_new0(float, (size_t)nv * hp);
+    float *dvv = g_new0(float, (size_t)nv * hp), *dzv = g_new0(float, (size_t)nv * r);
+
+    /* P = α u at text rows: dα = Σ dP ⊙ u, du = α dP */
+    double da = 0;
+    for (int i = s; i < n; i++) {
+        if (d->ids[i] == CL_DECODER_VISUAL)
+            continue;
+        for (int j = 0; j < E; j++) {
+            const size_t at = (size_t)i * E + j;
+            da += (double)dx[at] * p->u[at];
+            du[at] = alpha * dx[at];
+        }
+    }
+    G->pvm_alpha[0] += (float)da;
+    cl_grad_rmsnorm(dy + sE, NULL, du + sE, p->y + sE, d->ones, m, E, eps);
+    cl_grad_linear(dm2 + sr, G->pvm_out, NULL, dy + sE, p->m2 + sr, L->pvm_out, m, r, E);
+    /* m2 = mo + down(SiLU(gate) ⊙ up)(RMSNorm_b(mo)) */
+    memcpy(dmo + sr, dm2 + sr, (size_t)m * r * sizeof(float));
+    cl_grad_linear(dact + (size_t)s * Fp, G->pvm_down, NULL, dm2 + sr, p->act + (size_t)s * Fp,
+                   L->pvm_down, m, Fp, r);
+    for (int i = s; i < n; i++) {
+        const float *gi = p->gu + (size_t)i * 2 * Fp;
+        float *dgi = dgu + (size_t)i * 2 * Fp;
+        cl_grad_silu_mul(dgi, dgi + Fp, dact + (size_t)i * Fp, gi, gi + Fp, Fp);
+    }
+    float *ggu = stacked_grad(G->pvm_gate, Fp, G->pvm_up, Fp, NULL, 0, r, gtmp);
+    cl_grad_linear(dnb + sr, ggu, NULL, dgu + (size_t)s * 2 * Fp, p->nb + sr,
+                   stacked(L->pvm_gate, Fp, L->pvm_up, Fp, NULL, 0, r, wtmp), m, r, 2 * Fp);
+    unstack_grad(ggu, G->pvm_gate, Fp, G->pvm_up, Fp, NULL, 0, r);
+    cl_grad_rmsnorm(dmo + sr, G->pvm_norm_b, dnb + sr, p->mo + sr, L->pvm_norm_b, m, r, eps);
+    /* mo = Attn(qn; kn, vv) W_o^T */
+    cl_grad_linear(datt + sr, G->pvm_o, NULL, dmo + sr, p->att + sr, L->pvm_o, m, r, r);
+    cl_grad_attention_probs(dqn + sr, dkn, dvv, datt + sr, p->qn + sr, p->kn, p->vv, p->probs, m,
+                            nv, r, hp, hp, r, H, 1, hp, (float)(1.0 / sqrt((double)hp)), -1);
+    /* the query side, back to h */
+    cl_grad_rmsnorm(dqp + sr, G->pvm_q_norm, dqn + sr, p->qp + sr, L->pvm_q_norm, m * H, hp, eps);
+    cl_grad_linear(dzq + sr, G->pvm_q, NULL, dqp + sr, p->zq + sr, L->pvm_q, m, r, r);
+    cl_grad_rmsnorm(dzt + sr, G->pvm_norm_a, dzq + sr, p->zt + sr, L->pvm_norm_a, m, r, eps);
+    cl_grad_linear(dh + sE, G->pvm_t, NULL, dzt + sr, h + sE, L->pvm_t, m, E, r);
+    /* the key/value side, back to the visual rows */
+    cl_grad_rmsnorm(dkp, G->pvm_k_norm, dkn, p->kp, L->pvm_k_norm, nv, hp, eps);
+    cl_grad_linear(dzv, G->pvm_k, NULL, dkp, p->zv, L->pvm_k, nv, r, hp);
+    cl_grad_linear(dzv, G->pvm_vv, NULL, dvv, p->zv, L->pvm_vv, nv, r, hp);
+    cl_grad_linear(dvis, G->pvm_v, NULL, dzv, d->visual, L->pvm_v, nv, E, r);
+    g_free(du), g_free(dy), g_free(dm2), g_free(dmo), g_free(dnb), g_free(datt), g_free(dqn);
+    g_free(dqp), g_free(dzq), g_free(dzt), g_free(dact), g_free(dgu), g_free(dkn), g_free(dkp);
+    g_free(dvv), g_free(dzv);
+}
+
 void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *dlogits,
                            float *dvisual, ClModelWeights *g)
 {
@@ -221,8 +379,16 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
     float *dx = g_new0(float, nE), *dh = g_new(float, nE);
     float *dact = g_new(float, nF), *dgu = g_new(float, 2 * nF);
     float *datt = g_new(float, (size_t)n * Q), *dqkv = g_new(float, (size_t)n * QKV);
-    float *wtmp = g_new(float, (size_t)MAX(QKV, 2 * F) * E);
-    float *gtmp = g_new(float, (size_t)MAX(QKV, 2 * F) * E);
+    const size_t tmp_n = MAX((size_t)MAX(QKV, 2 * F) * E,
+                             d->cfg->pvm_n_layers
+                                 ? (size_t)2 * d->cfg->pvm_mlp * d->cfg->pvm_rank
+                                 : 0);
+    float *wtmp = g_new(float, tmp_n);
+    float *gtmp = g_new(float, tmp_n);
+    /* PVM: the gradient at the visual rows through the branches' keys and values */
+    float *dvis_pvm = d->n_vis && d->cfg->pvm_n_layers ? g_new0(float, (size_t)d->n_vis * E)
+                                                        : NULL;
+    float *dh_pvm = d->cfg->pvm_n_layers ? g_new(float, nE) : NULL;
 
     /* logits = RMSNorm(x) lm_head^T at the logit rows (tied: the gradient lands in the
      * embedding); the other positions get no gradient from the head */
@@ -252,6 +418,11 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
         const int s = l == d->cfg->dec_depth - 1 ? d->tail : 0, m = n - s;
         const size_t sE = (size_t)s * E, sF = (size_t)s * F;
         memset(dqkv, 0, (size_t)n * QKV * sizeof(float));
+        /* PVM beside the FFN reads the same dx (the layer output's gradient) */
+        if (a->pvm && m > 0) {
+            memset(dh_pvm, 0, nE * sizeof(float));
+            pvm_backward(d, L, G, a->pvm, a->x_mid, dx, s, dh_pvm, dvis_pvm, wtmp, gtmp);
+        }
         if (m > 0) {
             /* MLP: x += down(SiLU(gate) ⊙ up), gate and up one stacked product */
             memset(dact, 0, nF * sizeof(float));
@@ -269,6 +440,9 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
             unstack_grad(ggu, G->gate, F, G->up, F, NULL, 0, E);
             cl_grad_rmsnorm(dx + sE, G->mlp_norm, dh + sE, a->x_mid + sE, L->mlp_norm, m, E,
                             d->eps);
+            if (a->pvm)
+                for (size_t i = sE; i < nE; i++)
+                    dx[i] += dh_pvm[i];
             /* attention: x += o(Attn(rope(q), rope(k), v)), q, k and v one stacked product */
             memset(datt, 0, (size_t)n * Q * sizeof(float));
             cl_grad_linear(datt + (size_t)s * Q, G->o, NULL, dx + sE, a->att + (size_t)s * Q,
@@ -290,8 +464,15 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
     /* the inputs: token rows into the embedding, visual rows out in order */
     cl_grad_embed(g->embed, dx, d->ids, n, E);
     for (int i = 0, row = 0; i < n; i++)
-        if (d->ids[i] == CL_DECODER_VISUAL && dvisual)
-            memcpy(dvisual + (size_t)row++ * E, dx + (size_t)i * E, (size_t)E * sizeof(float));
+        if (d->ids[i] == CL_DECODER_VISUAL && dvisual) {
+            float *dv = dvisual + (size_t)row * E;
+            memcpy(dv, dx + (size_t)i * E, (size_t)E * sizeof(float));
+            if (dvis_pvm)
+                for (int j = 0; j < E; j++)
+                    dv[j] += dvis_pvm[(size_t)row * E + j];
+            row++;
+        }
+    g_free(dvis_pvm), g_free(dh_pvm);
     g_free(dx), g_free(dh), g_free(dact), g_free(dgu);
     g_free(datt), g_free(dqkv), g_free(wtmp), g_free(gtmp);
 }
