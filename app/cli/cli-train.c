@@ -69,6 +69,11 @@ static const char usage_text[] =
     "  --first null|own     first image: learned null state or its own features (default own)\n"
     "  --no-stop-grad       let gradients flow through the predecessor image\n"
     "  --no-cross-pos       no 2-D positions in the cross-attention\n"
+    "Decoder options:\n"
+    "  --pvm-every K        PVM (a gated cross-attention to the prompt's visual rows beside the\n"
+    "                       FFN) in every K-th decoder layer from K; inserted into a --from\n"
+    "                       model without it (gate 0: the model starts as it was)\n"
+    "  --pvm-rank R         PVM's latent width (default 32; 4 heads of R/4)\n"
     "Output:\n"
     "  --out DIR            output folder (required)\n"
     "  --resume             continue from the newest checkpoint in DIR/checkpoints\n"
@@ -219,6 +224,14 @@ int cl_cli_train(int argc, char **argv)
             config = v;
         } else if (!strcmp(a, "--from")) {
             o.from = v;
+        } else if (!strcmp(a, "--pvm-every") || !strcmp(a, "--pvm-rank")) {
+            gint64 k;
+            if (!parse_int(v, 1, 4096, &k))
+                return usage_error("%s takes a whole number from 1 (got '%s')", a, v);
+            if (a[6] == 'e')
+                o.pvm_every = (int)k;
+            else
+                o.pvm_rank = (int)k;
         } else if (!strcmp(a, "--variant")) {
             if (!cl_sve_variant_from_name(v, &o.variant))
                 return usage_error("unknown --variant '%s' (stateless, cross, cross_ffn, "

@@ -261,6 +261,57 @@ static void apply_sve_switches(ClModelConfig *cfg, const ClTrainerOptions *o)
     cfg->sve_out_init_std = o->no_zero_init ? STANDARD_INIT_STD : o->sve_init_std;
 }
 
+/* Every tensor of dst that src has by name gets src's values; the others (their names hold
+ * `new_part`) keep their init. The shapes of shared names agree (the same config otherwise). */
+static void copy_by_name(ClModel *dst, const ClModel *src, const char *new_part)
+{
+    g_autoptr(GPtrArray) sspecs =
+        cl_model_weight_specs(&src->config, (ClModelWeights *)&src->w);
+    g_autoptr(GHashTable) by_name = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < sspecs->len; i++) {
+        ClWeightSpec *s = g_ptr_array_index(sspecs, i);
+        g_hash_table_insert(by_name, s->name, s);
+    }
+    g_autoptr(GPtrArray) dspecs = cl_model_weight_specs(&dst->config, &dst->w);
+    for (guint i = 0; i < dspecs->len; i++) {
+        const ClWeightSpec *d = g_ptr_array_index(dspecs, i);
+        const ClWeightSpec *s = g_hash_table_lookup(by_name, d->name);
+        if (!s) {
+            g_assert(strstr(d->name, new_part) != NULL);
+            continue;
+        }
+        g_assert(cl_weight_spec_numel(s) == cl_weight_spec_numel(d));
+        memcpy(*d->slot, *s->slot, (size_t)cl_weight_spec_numel(d) * sizeof(float));
+    }
+    cl_model_weights_changed(dst);
+}
+
+/* `src` with PVM inserted as o asks (pvm_every, pvm_rank): the same tensors and tokenizer, and
+ * the branch's new tensors at their init (α = 0: the model computes what src does). */
+static ClModel *insert_pvm(const ClModel *src, const ClTrainerOptions *o, GError **error)
+{
+    ClModelConfig cfg = src->config;
+    if (!cl_config_set_pvm(&cfg, o->pvm_every, o->pvm_rank > 0 ? o->pvm_rank : 32)) {
+        FAIL(OPTIONS, "--pvm-every %d puts PVM in more than %d layers", o->pvm_every,
+             CL_CONFIG_MAX_PVM_LAYERS);
+        return NULL;
+    }
+    guint64 seed = o->seed ^ G_GUINT64_CONSTANT(0x50564d494e534552); /* "PVMINSER" */
+    g_autoptr(ClModel) m = cl_model_new_random(&cfg, seed, error);
+    if (!m)
+        return NULL;
+    g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
+    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
+    if (!tok)
+        return NULL;
+    cl_tokenizer_free(m->tokenizer);
+    m->tokenizer = tok;
+    copy_by_name(m, src, ".pvm.");
+    if (!cl_model_make_trainable(m, error))
+        return NULL;
+    return g_steal_pointer(&m);
+}
+
 ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o,
                                    GError **error)
 {
@@ -287,24 +338,7 @@ ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o
     m->tokenizer = tok;
 
     /* every stage-1 tensor by name; the new ones are the SVE modules' */
-    g_autoptr(GPtrArray) sspecs =
-        cl_model_weight_specs(&src->config, (ClModelWeights *)&src->w);
-    g_autoptr(GHashTable) by_name = g_hash_table_new(g_str_hash, g_str_equal);
-    for (guint i = 0; i < sspecs->len; i++) {
-        ClWeightSpec *s = g_ptr_array_index(sspecs, i);
-        g_hash_table_insert(by_name, s->name, s);
-    }
-    g_autoptr(GPtrArray) dspecs = cl_model_weight_specs(&m->config, &m->w);
-    for (guint i = 0; i < dspecs->len; i++) {
-        const ClWeightSpec *d = g_ptr_array_index(dspecs, i);
-        const ClWeightSpec *s = g_hash_table_lookup(by_name, d->name);
-        if (!s) {
-            g_assert(strstr(d->name, ".sve.") != NULL);
-            continue;
-        }
-        g_assert(cl_weight_spec_numel(s) == cl_weight_spec_numel(d));
-        memcpy(*d->slot, *s->slot, (size_t)cl_weight_spec_numel(d) * sizeof(float));
-    }
+    copy_by_name(m, src, ".sve.");
     /* §3.7 from the copied blocks: clone Q/K/V and W1 (and norms), W_O / W_2 at the std */
     cl_model_weights_insert_sve(m, seed);
     if (o->no_clone)
@@ -331,6 +365,12 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
         cfg.sve_variant = o->variant_set ? o->variant : CL_SVE_STATELESS;
         if (cfg.sve_variant != CL_SVE_STATELESS)
             apply_sve_switches(&cfg, o);
+        if (o->pvm_every > 0 &&
+            !cl_config_set_pvm(&cfg, o->pvm_every, o->pvm_rank > 0 ? o->pvm_rank : 32)) {
+            FAIL(OPTIONS, "--pvm-every %d puts PVM in more than %d layers", o->pvm_every,
+                 CL_CONFIG_MAX_PVM_LAYERS);
+            return NULL;
+        }
         ClModel *m = cl_model_new_random(&cfg, o->seed, error);
         if (m && !cl_model_make_trainable(m, error))
             g_clear_pointer(&m, cl_model_free);
@@ -339,6 +379,19 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
     g_autoptr(ClModel) src = load_model_or_checkpoint(o->from, error);
     if (!src)
         return NULL;
+    if (o->pvm_every > 0) {
+        if (src->config.pvm_n_layers > 0) {
+            FAIL(MODEL, "--from %s already has PVM (layers from %d): leave out --pvm-every to "
+                 "train it further",
+                 o->from, src->config.pvm_layers[0]);
+            return NULL;
+        }
+        ClModel *with = insert_pvm(src, o, error);
+        if (!with)
+            return NULL;
+        cl_model_free(g_steal_pointer(&src));
+        src = with;
+    }
     if (o->stage == CL_TRAINER_STAGE_SVE)
         return cl_trainer_make_sve_model(src, o, error);
     if (o->variant_set && o->variant != src->config.sve_variant) {
@@ -397,6 +450,10 @@ static char *options_to_json(const ClTrainerOptions *o)
     /* only when on, so that the checkpoints made before it still resume */
     if (o->aux_on_visual)
         BOOL("aux_on_visual", TRUE);
+    if (o->pvm_every > 0) {
+        INT("pvm_every", o->pvm_every);
+        INT("pvm_rank", o->pvm_rank > 0 ? o->pvm_rank : 32);
+    }
     /* a string: JSON integers are signed 64-bit */
     g_autofree char *seed = g_strdup_printf("%" G_GUINT64_FORMAT, o->seed);
     S("seed", seed);

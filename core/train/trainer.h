@@ -66,6 +66,12 @@ typedef struct {
     gboolean no_cross_pos;     /* no 2-D positions in the CA (the ablation) */
     gboolean no_stop_grad;     /* gradients through the predecessor path (the ablation) */
 
+    /* PVM (SEEDS-DECODER.md §1) beside the FFN of every pvm_every-th decoder layer from
+     * pvm_every, latent width pvm_rank (default 32): set in a random-init config, or inserted
+     * into a --from model without PVM (its tensors copied, the branch new with α = 0). */
+    int pvm_every;
+    int pvm_rank;
+
     /* Data: exactly one of `task` (a synthetic task or a comma-separated mix; sample i is
      * cl_synth_stream_seed(seed, i), its task drawn from the trainer's RNG) and `data` (a
      * ShareGPT JSONL file; one seeded permutation per epoch). */
