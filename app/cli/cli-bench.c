@@ -261,6 +261,8 @@ int cl_cli_bench(int argc, char **argv)
             return cl_cli_bench_casedb(argc, argv);
         else if (strcmp(argv[i], "--train") == 0)
             return cl_cli_bench_train(argc, argv);
+        else if (strcmp(argv[i], "--long") == 0)
+            return cl_cli_bench_long(argc, argv);
     g_autofree char *preset = NULL, *device = NULL, *variant = NULL;
     gboolean vs_torch = FALSE, torch_compile = FALSE, json = FALSE, casedb_unused = FALSE;
     int tokens = 32, repeat = 3, threads = 0;
@@ -282,6 +284,8 @@ int cl_cli_bench(int argc, char **argv)
           "Benchmark the case database instead (bench --casedb --help)", NULL },
         { "train", 0, 0, G_OPTION_ARG_NONE, &casedb_unused,
           "Benchmark a training step instead (bench --train --help)", NULL },
+        { "long", 0, 0, G_OPTION_ARG_NONE, &casedb_unused,
+          "Benchmark the decoder options on long sequences (bench --long --help)", NULL },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- engine speed and memory");

@@ -33,6 +33,8 @@ gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error)
 gboolean cl_cli_parse_range(const char *s, int *lo, int *hi);
 /* `bench --train` (cli-bench-train.c) */
 int cl_cli_bench_train(int argc, char **argv);
+/* `bench --long` (cli-bench-long.c): the decoder options on long sequences */
+int cl_cli_bench_long(int argc, char **argv);
 
 /* Shared by describe and case describe (cli-describe.c). */
 /* ClTokenCallback that prints the text to stdout (invalid UTF-8 shown as U+FFFD) and sets

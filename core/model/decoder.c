@@ -138,6 +138,22 @@ int cl_kv_cache_len(const ClKVCache *cache)
     return cache->len;
 }
 
+static gboolean layout(ClKVCache *c, ClBackend *be, int rows, float *arena, size_t *total);
+
+size_t cl_kv_cache_bytes(const ClKVCache *cache)
+{
+    g_return_val_if_fail(cache != NULL, 0);
+    const ClKVCache *c = cache;
+    size_t kv = c->k ? 2 * (size_t)c->depth * c->capacity * c->kv_dim : 0;
+    size_t arena = 0;
+    if (c->arena)
+        layout((ClKVCache *)c, c->arena_be, c->rows, NULL, &arena);
+    size_t pvm = c->pvm_be ? (size_t)2 * c->n_pvm * c->pvm_cap * c->pvm_hp +
+                                 (c->pvm_vis ? (size_t)c->pvm_cap * c->e : 0)
+                           : 0;
+    return (kv + arena + pvm) * sizeof(float);
+}
+
 int cl_kv_cache_capacity(const ClKVCache *cache)
 {
     g_return_val_if_fail(cache != NULL, 0);

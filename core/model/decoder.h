@@ -16,6 +16,9 @@ typedef struct _ClKVCache ClKVCache;
 ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity);
 int cl_kv_cache_len(const ClKVCache *cache);
 int cl_kv_cache_capacity(const ClKVCache *cache);
+/* Bytes the cache holds now: keys and values at full capacity, the workspace, PVM's visual
+ * keys and values (what the decoder's state costs beside the weights). */
+size_t cl_kv_cache_bytes(const ClKVCache *cache);
 /* Drop positions >= len. */
 void cl_kv_cache_truncate(ClKVCache *cache, int len);
 /* dst (same model, capacity >= src's length) becomes a copy of src (beam search). */

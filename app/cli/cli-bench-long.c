@@ -1,0 +1,280 @@
+/* cli-bench-long.c - `changelens-cli bench --long`: the decoder on long sequences (many images,
+ * long outputs), token insertion against each decoder option, as the number of images and of
+ * generated tokens grows: the decoder state's memory and the time per generated token. */
+#include <json-glib/json-glib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "decoder.h"
+#include "model.h"
+
+#define PROG "changelens-cli bench --long"
+
+static const char usage_text[] =
+    "Usage: " PROG " [--options insertion,pvm] [--images 2,8,32,64] [--gen 32,512,4096]\n"
+    "       [--quick] [--json]\n"
+    "\n"
+    "Runs the tiny preset's decoder (random weights; the encoder is not timed: each image is its\n"
+    "merger's rows, random) on prompts of N images (2 text tokens and the image's visual rows\n"
+    "each, then a question) and generates exactly G tokens greedily, for every option, N and G.\n"
+    "Prints per run the decoder state's memory (keys and values at the run's capacity, the\n"
+    "workspace, PVM's visual keys; the weights are the same for all) and the milliseconds per\n"
+    "generated token (the decode steps after the prefill, median of --repeat runs).\n"
+    "\n"
+    "  --options LIST  insertion (visual rows in the sequence, every layer's KV cache holds them)\n"
+    "                  and pvm (insertion plus PVM beside the FFN of every 2nd layer, rank 32)\n"
+    "  --images LIST   images per prompt (default 2,8,32,64)\n"
+    "  --gen LIST      generated tokens (default 32,512,4096)\n"
+    "  --repeat N      timed runs per point (default 1; the longest runs take seconds)\n"
+    "  --quick         --images 2,8 --gen 8,32 (a smoke run)\n"
+    "  --json          an array of {option, images, gen_tokens, prompt_tokens, peak_mb,\n"
+    "                  ms_per_token}\n";
+
+static int usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    fprintf(stderr, PROG ": %s\n(see '" PROG " --help')\n", msg);
+    return 2;
+}
+
+/* "2,8,32" → ints in [lo, hi]; NULL when malformed */
+static GArray *parse_list(const char *s, int lo, int hi)
+{
+    g_auto(GStrv) parts = g_strsplit(s, ",", -1);
+    GArray *a = g_array_new(FALSE, FALSE, sizeof(int));
+    for (int i = 0; parts[i]; i++) {
+        gint64 v;
+        if (!g_ascii_string_to_signed(g_strstrip(parts[i]), 10, lo, hi, &v, NULL)) {
+            g_array_free(a, TRUE);
+            return NULL;
+        }
+        int x = (int)v;
+        g_array_append_val(a, x);
+    }
+    if (a->len == 0) {
+        g_array_free(a, TRUE);
+        return NULL;
+    }
+    return a;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    const char *option;
+    int images, gen, prompt;
+    double mb, ms_per_token;
+} Point;
+
+/* One prompt of `images` images through the decoder, then exactly `gen` greedy tokens. */
+static gboolean run_point(ClBackend *be, const ClModel *m, int images, int gen, int repeat,
+                          Point *pt, GError **error)
+{
+    const ClModelConfig *c = &m->config;
+    const int M = cl_config_n_visual(c), E = c->dec_dim, V = c->vocab_size;
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(gint32));
+    GRand *r = g_rand_new_with_seed(7);
+    for (int t = 0; t < images; t++) {
+        for (int k = 0; k < 2; k++) {
+            gint32 id = g_rand_int_range(r, 300, V);
+            g_array_append_val(ids, id);
+        }
+        for (int k = 0; k < M; k++) {
+            gint32 id = CL_DECODER_VISUAL;
+            g_array_append_val(ids, id);
+        }
+    }
+    for (int k = 0; k < 12; k++) {
+        gint32 id = g_rand_int_range(r, 300, V);
+        g_array_append_val(ids, id);
+    }
+    const int T = (int)ids->len;
+    g_autofree float *visual = g_new(float, (size_t)images * M * E);
+    for (size_t i = 0; i < (size_t)images * M * E; i++)
+        visual[i] = (float)g_rand_double_range(r, -1, 1);
+    g_rand_free(r);
+    g_autofree float *logits = g_new(float, V);
+    g_autofree double *ms = g_new(double, repeat);
+    size_t bytes = 0;
+    for (int rep = 0; rep < repeat; rep++) {
+        g_autoptr(ClKVCache) cache = cl_kv_cache_new(m, T + gen);
+        if (!cache) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                        "no memory for a KV cache of %d positions", T + gen);
+            return FALSE;
+        }
+        if (!cl_decoder_forward(be, m, cache, (const gint32 *)ids->data, T, visual, logits, NULL,
+                                NULL, NULL, error))
+            return FALSE;
+        gint64 t0 = g_get_monotonic_time();
+        for (int k = 1; k < gen; k++) { /* token 1 comes from the prefill */
+            gint32 best = cl_argmax(logits, V);
+            if (!cl_decoder_forward(be, m, cache, &best, 1, NULL, logits, NULL, NULL, NULL,
+                                    error))
+                return FALSE;
+        }
+        ms[rep] = (g_get_monotonic_time() - t0) / 1000.0 / MAX(gen - 1, 1);
+        bytes = MAX(bytes, cl_kv_cache_bytes(cache));
+    }
+    qsort(ms, repeat, sizeof(double), cmp_double);
+    pt->images = images;
+    pt->gen = gen;
+    pt->prompt = T;
+    pt->mb = bytes / 1e6;
+    pt->ms_per_token = repeat % 2 ? ms[repeat / 2] : 0.5 * (ms[repeat / 2 - 1] + ms[repeat / 2]);
+    return TRUE;
+}
+
+static ClModel *option_model(const char *option, int max_len, GError **error)
+{
+    ClModelConfig cfg;
+    if (!cl_model_config_preset(&cfg, "tiny", error))
+        return NULL;
+    cfg.max_len = max_len;
+    if (strcmp(option, "pvm") == 0)
+        cl_config_set_pvm(&cfg, 2, 32);
+    ClModel *m = cl_model_new_random(&cfg, 1, error);
+    if (m && strcmp(option, "pvm") == 0) /* an open gate: the branch's work is real either way,
+                                          * but its output should reach the logits */
+        for (int l = 0; l < cfg.dec_depth; l++)
+            if (m->w.dec[l].pvm_alpha)
+                m->w.dec[l].pvm_alpha[0] = 0.5f;
+    return m;
+}
+
+int cl_cli_bench_long(int argc, char **argv)
+{
+    const char *options = "insertion,pvm", *images_s = "2,8,32,64", *gen_s = "32,512,4096";
+    gboolean json = FALSE;
+    int repeat = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--long"))
+            continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = TRUE;
+            continue;
+        }
+        if (!strcmp(a, "--quick")) {
+            images_s = "2,8";
+            gen_s = "8,32";
+            continue;
+        }
+        if (i + 1 >= argc)
+            return usage_error("%s needs a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "--options"))
+            options = v;
+        else if (!strcmp(a, "--images"))
+            images_s = v;
+        else if (!strcmp(a, "--gen"))
+            gen_s = v;
+        else if (!strcmp(a, "--repeat")) {
+            gint64 k;
+            if (!g_ascii_string_to_signed(v, 10, 1, 100, &k, NULL))
+                return usage_error("--repeat takes 1 to 100 (got '%s')", v);
+            repeat = (int)k;
+        } else
+            return usage_error("unknown option '%s'", a);
+    }
+    g_autoptr(GArray) images = parse_list(images_s, 1, 1024);
+    g_autoptr(GArray) gens = parse_list(gen_s, 1, 65536);
+    if (!images || !gens)
+        return usage_error("--images and --gen take comma-separated whole numbers (1-1024, "
+                           "1-65536)");
+    g_auto(GStrv) opts = g_strsplit(options, ",", -1);
+    for (int i = 0; opts[i]; i++)
+        if (strcmp(opts[i], "insertion") != 0 && strcmp(opts[i], "pvm") != 0)
+            return usage_error("unknown option '%s' (insertion, pvm; CASA, the hybrid and VIST2 "
+                               "are not built yet)",
+                               opts[i]);
+
+    ClModelConfig tiny;
+    cl_model_config_preset(&tiny, "tiny", NULL);
+    const int M = cl_config_n_visual(&tiny);
+    int max_images = 0, max_gen = 0;
+    for (guint i = 0; i < images->len; i++)
+        max_images = MAX(max_images, g_array_index(images, int, i));
+    for (guint i = 0; i < gens->len; i++)
+        max_gen = MAX(max_gen, g_array_index(gens, int, i));
+    const int max_len = max_images * (M + 2) + 12 + max_gen + 16;
+
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClBackend) be = cl_backend_cpu_new(0);
+    g_autoptr(GArray) points = g_array_new(FALSE, FALSE, sizeof(Point));
+    for (int o = 0; opts[o]; o++) {
+        g_autoptr(ClModel) m = option_model(opts[o], MAX(max_len, 16), &err);
+        if (!m) {
+            fprintf(stderr, PROG ": %s\n", err->message);
+            return 1;
+        }
+        for (guint i = 0; i < images->len; i++)
+            for (guint g = 0; g < gens->len; g++) {
+                Point pt = { .option = opts[o] };
+                if (!json)
+                    fprintf(stderr, "bench: %s, %d images, %d tokens…\n", opts[o],
+                            g_array_index(images, int, i), g_array_index(gens, int, g));
+                if (!run_point(be, m, g_array_index(images, int, i), g_array_index(gens, int, g),
+                               repeat, &pt, &err)) {
+                    fprintf(stderr, PROG ": %s\n", err->message);
+                    return 1;
+                }
+                pt.option = g_intern_string(opts[o]);
+                g_array_append_val(points, pt);
+            }
+    }
+    if (json) {
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_array(b);
+        for (guint i = 0; i < points->len; i++) {
+            const Point *p = &g_array_index(points, Point, i);
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "option");
+            json_builder_add_string_value(b, p->option);
+            json_builder_set_member_name(b, "images");
+            json_builder_add_int_value(b, p->images);
+            json_builder_set_member_name(b, "gen_tokens");
+            json_builder_add_int_value(b, p->gen);
+            json_builder_set_member_name(b, "prompt_tokens");
+            json_builder_add_int_value(b, p->prompt);
+            json_builder_set_member_name(b, "peak_mb");
+            json_builder_add_double_value(b, p->mb);
+            json_builder_set_member_name(b, "ms_per_token");
+            json_builder_add_double_value(b, p->ms_per_token);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        g_autoptr(JsonNode) root = json_builder_get_root(b);
+        json_generator_set_root(gen, root);
+        json_generator_set_pretty(gen, TRUE);
+        g_autofree char *text = json_generator_to_data(gen, NULL);
+        printf("%s\n", text);
+        return 0;
+    }
+    printf("ChangeLens bench --long: tiny decoder (E %d, %d layers), %d visual rows per image, "
+           "CPU (%d threads)\n",
+           tiny.dec_dim, tiny.dec_depth, M, cl_backend_cpu_threads(be));
+    printf("  %-10s %7s %8s %8s %12s %14s\n", "option", "images", "prompt", "gen", "state MB",
+           "ms / token");
+    for (guint i = 0; i < points->len; i++) {
+        const Point *p = &g_array_index(points, Point, i);
+        printf("  %-10s %7d %8d %8d %12.2f %14.3f\n", p->option, p->images, p->prompt, p->gen,
+               p->mb, p->ms_per_token);
+    }
+    return 0;
+}
