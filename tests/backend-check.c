@@ -602,7 +602,8 @@ static void test_attention(gconstpointer p)
 
 /* ---- the whole model ------------------------------------------------------------------------- */
 
-static ClModel *check_model(ClSveVariant v, gboolean tied, guint64 seed, gboolean pvm)
+static ClModel *check_model(ClSveVariant v, gboolean tied, guint64 seed, gboolean pvm,
+                            ClCasaVariant casa)
 {
     ClModelConfig cfg;
     g_autoptr(GError) err = NULL;
@@ -627,6 +628,7 @@ static ClModel *check_model(ClSveVariant v, gboolean tied, guint64 seed, gboolea
     cfg.visual_center = v == CL_SVE_ADALN_ZERO;
     if (pvm) /* PVM beside the FFN of layer 1: rank 32, 4 heads */
         g_assert_true(cl_config_set_pvm(&cfg, 1, 32));
+    cfg.casa = casa;
     ClModel *m = cl_model_new_random(&cfg, seed, &err);
     g_assert_no_error(err);
     /* lively weights: random init's zero biases and unit norms would hide misplaced columns */
@@ -759,11 +761,13 @@ static void test_model_variants(gconstpointer p)
     const ClSveVariant variants[] = { CL_SVE_CROSS_FFN, CL_SVE_SELF_EXT, CL_SVE_ADALN_ZERO,
                                       CL_SVE_STATELESS };
     for (size_t i = 0; i < G_N_ELEMENTS(variants); i++) {
-        g_autoptr(ClModel) m = check_model(variants[i], i == 1, 31 + i, FALSE);
+        g_autoptr(ClModel) m = check_model(variants[i], i == 1, 31 + i, FALSE, CL_CASA_OFF);
         run_model_check(c, m, cl_sve_variant_name(variants[i]));
     }
-    g_autoptr(ClModel) pvm = check_model(CL_SVE_CROSS_FFN, FALSE, 39, TRUE);
+    g_autoptr(ClModel) pvm = check_model(CL_SVE_CROSS_FFN, FALSE, 39, TRUE, CL_CASA_OFF);
     run_model_check(c, pvm, "cross_ffn with PVM");
+    g_autoptr(ClModel) casa = check_model(CL_SVE_CROSS_FFN, FALSE, 43, FALSE, CL_CASA_CA);
+    run_model_check(c, casa, "cross_ffn with CASA");
 }
 
 /* The shipped model, when the source tree has it: real weights, real decodes. */
@@ -788,7 +792,7 @@ static void test_model_shipped(gconstpointer p)
 static void test_weights_follow_edits(gconstpointer p)
 {
     const Ctx *c = p;
-    g_autoptr(ClModel) m = check_model(CL_SVE_CROSS_FFN, FALSE, 77, FALSE);
+    g_autoptr(ClModel) m = check_model(CL_SVE_CROSS_FFN, FALSE, 77, FALSE, CL_CASA_OFF);
     run_model_check(c, m, "before the edit");
     for (gint64 i = 0; i < (gint64)m->config.dec_dim * m->config.vocab_size; i++)
         m->w.lm_head[i] *= -1.0f;

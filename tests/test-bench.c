@@ -157,15 +157,16 @@ static void test_bench_train_model_rounds(void)
 }
 
 /* bench --long: one row per option, image count and output length, with the fields the issue
- * names; the insertion KV cache grows with the images, PVM adds its visual keys on top. */
+ * names; the insertion KV cache grows with the images, PVM adds its visual keys on top, CASA's
+ * holds less. */
 static void test_bench_long_json(void)
 {
     const char *args[] = { "bench", "--long", "--quick", "--json", NULL };
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     g_assert_true(JSON_NODE_HOLDS_ARRAY(root));
     JsonArray *a = json_node_get_array(root);
-    g_assert_cmpint(json_array_get_length(a), ==, 2 * 2 * 2); /* options × images × gen */
-    double mb[2][2] = { { 0 } }; /* [option][images 2 | 8] at gen 32 */
+    g_assert_cmpint(json_array_get_length(a), ==, 3 * 2 * 2); /* options × images × gen */
+    double mb[3][2] = { { 0 } }; /* [insertion | pvm | casa][images 2 | 8] at gen 32 */
     for (guint i = 0; i < json_array_get_length(a); i++) {
         JsonObject *o = json_array_get_object_element(a, i);
         const char *opt = json_object_get_string_member(o, "option");
@@ -177,12 +178,14 @@ static void test_bench_long_json(void)
         g_assert_true(isfinite(peak) && peak > 0 && isfinite(ms) && ms > 0);
         g_assert_cmpint(json_object_get_int_member(o, "prompt_tokens"), >, images * 25);
         if (gen == 32)
-            mb[strcmp(opt, "pvm") == 0][images == 8] = peak;
+            mb[strcmp(opt, "pvm") == 0 ? 1 : strcmp(opt, "casa") == 0 ? 2 : 0][images == 8] = peak;
     }
     g_assert_cmpfloat(mb[0][1], >, mb[0][0]);
     g_assert_cmpfloat(mb[1][0], >, mb[0][0]);
     g_assert_cmpfloat(mb[1][1], >, mb[0][1]);
-    const char *bad[] = { "bench", "--long", "--options", "casa", NULL };
+    /* CASA: the cache holds the text alone, however many images */
+    g_assert_cmpfloat(mb[2][1], <, mb[0][1]);
+    const char *bad[] = { "bench", "--long", "--options", "hybrid", NULL };
     g_autofree char *err = NULL;
     g_assert_cmpint(cl_fixture_run_cli(bad, &err), ==, 2);
     g_assert_nonnull(strstr(err, "not built yet"));

@@ -237,6 +237,15 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
                     c->dec_kv_heads);
         return FALSE;
     }
+    if ((unsigned)c->casa > CL_CASA_SHARED) {
+        CONFIG_FAIL("config: unknown casa variant %d", (int)c->casa);
+        return FALSE;
+    }
+    if (c->casa != CL_CASA_OFF && c->pvm_n_layers > 0) {
+        CONFIG_FAIL("config: casa and pvm together are not supported (each reads the visual rows "
+                    "its own way)");
+        return FALSE;
+    }
     if (c->pvm_n_layers < 0 || c->pvm_n_layers > CL_CONFIG_MAX_PVM_LAYERS) {
         CONFIG_FAIL("config: pvm.layers lists %d layers (at most %d)", c->pvm_n_layers,
                     CL_CONFIG_MAX_PVM_LAYERS);
@@ -443,6 +452,23 @@ static gboolean parse_pvm(ClModelConfig *c, JsonNode *node, GError **error)
     return TRUE;
 }
 
+static const char *const casa_names[] = { "off", "ca", "ca_shared" };
+
+const char *cl_casa_variant_name(ClCasaVariant v)
+{
+    return (unsigned)v < G_N_ELEMENTS(casa_names) ? casa_names[v] : "?";
+}
+
+gboolean cl_casa_variant_from_name(const char *name, ClCasaVariant *out)
+{
+    for (gsize i = 0; i < G_N_ELEMENTS(casa_names); i++)
+        if (g_strcmp0(name, casa_names[i]) == 0) {
+            *out = (ClCasaVariant)i;
+            return TRUE;
+        }
+    return FALSE;
+}
+
 gboolean cl_config_set_pvm(ClModelConfig *c, int every, int rank)
 {
     g_return_val_if_fail(c != NULL, FALSE);
@@ -482,6 +508,16 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return parse_sve(c, v, error);
     if (strcmp(k, "pvm") == 0)
         return parse_pvm(c, v, error);
+    if (strcmp(k, "casa") == 0) {
+        const char *s = json_string(v, "casa", error);
+        if (!s)
+            return FALSE;
+        if (!cl_casa_variant_from_name(s, &c->casa)) {
+            CONFIG_FAIL("config: casa '%s' is not one of off, ca, ca_shared", s);
+            return FALSE;
+        }
+        return TRUE;
+    }
     CONFIG_FAIL("config: unknown key '%s'", k);
     return FALSE;
 }
@@ -586,6 +622,8 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"visual_center\":true");
     if (c->enc_pos)
         g_string_append(s, ",\"enc_pos\":true");
+    if (c->casa != CL_CASA_OFF)
+        g_string_append_printf(s, ",\"casa\":\"%s\"", cl_casa_variant_name(c->casa));
     if (c->pvm_n_layers > 0) {
         g_string_append(s, ",\"pvm\":{\"layers\":[");
         for (int i = 0; i < c->pvm_n_layers; i++)

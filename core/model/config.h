@@ -38,6 +38,12 @@ typedef enum {
 /* Every tokenizer has the 256 bytes and the 5 special tokens (tokenizer.h). */
 #define CL_CONFIG_MIN_VOCAB 261
 
+typedef enum {
+    CL_CASA_OFF,    /* token insertion (default) */
+    CL_CASA_CA,     /* CA with its own q/k/v/o per layer */
+    CL_CASA_SHARED, /* CA^φ: CA with the layer's self-attention projections */
+} ClCasaVariant;
+
 typedef struct {
     int format; /* 1 */
     int image_size, patch_size, channels;
@@ -74,6 +80,11 @@ typedef struct {
     int pvm_n_layers;
     int pvm_layers[CL_CONFIG_MAX_PVM_LAYERS]; /* ascending */
     int pvm_rank, pvm_heads, pvm_mlp;
+    /* CASA (SEEDS-DECODER.md §2, docs/MODEL.md §4.3): visual rows never enter the sequence or
+     * the KV cache; every layer's text self-attention runs beside a cross-attention to the
+     * current window's visual rows (a window: the images since the last text, and the text after
+     * them). */
+    ClCasaVariant casa;
 } ClModelConfig;
 
 #define CL_MODEL_ERROR (cl_model_error_quark())
@@ -96,6 +107,9 @@ gboolean cl_model_config_validate(const ClModelConfig *cfg, GError **error);
 char *cl_model_config_to_json(const ClModelConfig *cfg);
 
 const char *cl_sve_variant_name(ClSveVariant v);
+/* "off", "ca", "ca_shared" */
+const char *cl_casa_variant_name(ClCasaVariant v);
+gboolean cl_casa_variant_from_name(const char *name, ClCasaVariant *out);
 gboolean cl_sve_variant_from_name(const char *name, ClSveVariant *out);
 /* "own", "null" */
 const char *cl_sve_first_name(ClSveFirst f);

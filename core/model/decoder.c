@@ -46,15 +46,73 @@ struct _ClKVCache {
     float *pvm_vis;     /* (pvm_cap, E) the visual rows in backend memory (device backends) */
     /* the branch's activations, in the arena: (rows, r) ×3, (rows, Fp) ×2, (rows, E), (E) */
     float *pa, *pb, *pc, *pg, *pu, *pp, *ones;
+
+    /* CASA (config casa): the current window's visual rows as every layer's cross-attention
+     * keys and values, (depth, casa_cap, kv_dim) each; casa_open: the last position was visual
+     * (more visual rows extend the window; text closes it, the next image starts a new one) */
+    ClCasaVariant casa;
+    ClBackend *casa_be; /* a reference to the backend casa_k/casa_v live on */
+    int casa_cap, casa_rows;
+    gboolean casa_open;
+    float *casa_k, *casa_v;
 };
 
 static gboolean same_model(const ClKVCache *c, const ClModelConfig *cfg)
 {
     return c->depth == cfg->dec_depth && c->e == cfg->dec_dim && c->f == cfg->dec_mlp &&
            c->heads == cfg->dec_heads && c->kv_heads == cfg->dec_kv_heads &&
-           c->vocab == cfg->vocab_size && c->n_pvm == cfg->pvm_n_layers &&
+           c->vocab == cfg->vocab_size && c->n_pvm == cfg->pvm_n_layers && c->casa == cfg->casa &&
            (!c->n_pvm || (c->pvm_r == cfg->pvm_rank && c->pvm_heads == cfg->pvm_heads &&
                           c->pvm_f == cfg->pvm_mlp));
+}
+
+/* ---- CASA's window ---- */
+
+static void casa_release(ClKVCache *c)
+{
+    if (!c->casa_be)
+        return;
+    c->casa_be->ops->release(c->casa_be, c->casa_k);
+    c->casa_be->ops->release(c->casa_be, c->casa_v);
+    g_clear_pointer(&c->casa_be, cl_backend_free);
+    c->casa_k = c->casa_v = NULL;
+    c->casa_cap = c->casa_rows = 0;
+    c->casa_open = FALSE;
+}
+
+/* Room for n window rows on backend be, the rows already there kept. */
+static gboolean casa_reserve(ClKVCache *c, ClBackend *be, int n, GError **error)
+{
+    if (c->casa_be == be && c->casa_cap >= n)
+        return TRUE;
+    const int cap = MAX(n, c->casa_cap + c->casa_cap / 2); /* grow by half at least */
+    const size_t KV = (size_t)c->kv_dim, bytes = (size_t)c->depth * cap * KV * sizeof(float);
+    float *k = be->ops->alloc(be, bytes), *v = be->ops->alloc(be, bytes);
+    if (!k || !v) {
+        if (k)
+            be->ops->release(be, k);
+        if (v)
+            be->ops->release(be, v);
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "Not enough %s memory for CASA's window (%d visual rows)",
+                    cl_backend_name(be), n);
+        return FALSE;
+    }
+    const int keep = c->casa_be == be ? c->casa_rows : 0; /* another backend: start over */
+    for (int l = 0; l < c->depth && keep > 0; l++) {
+        be->ops->copy(be, k + (size_t)l * cap * KV, c->casa_k + (size_t)l * c->casa_cap * KV,
+                      (size_t)keep * KV * sizeof(float));
+        be->ops->copy(be, v + (size_t)l * cap * KV, c->casa_v + (size_t)l * c->casa_cap * KV,
+                      (size_t)keep * KV * sizeof(float));
+    }
+    const gboolean open = c->casa_open && keep > 0;
+    casa_release(c);
+    c->casa_k = k, c->casa_v = v;
+    c->casa_cap = cap;
+    c->casa_rows = keep;
+    c->casa_open = open;
+    c->casa_be = cl_backend_ref(be);
+    return TRUE;
 }
 
 /* ---- PVM's visual keys and values ---- */
@@ -120,6 +178,7 @@ ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity)
     c->pvm_heads = cfg->pvm_heads;
     c->pvm_hp = c->n_pvm ? cfg->pvm_rank / cfg->pvm_heads : 0;
     c->pvm_f = cfg->pvm_mlp;
+    c->casa = cfg->casa;
     size_t n = 0;
     if (!g_size_checked_mul(&n, (size_t)c->depth, (size_t)capacity) ||
         !g_size_checked_mul(&n, n, (size_t)c->kv_dim) ||
@@ -151,7 +210,8 @@ size_t cl_kv_cache_bytes(const ClKVCache *cache)
     size_t pvm = c->pvm_be ? (size_t)2 * c->n_pvm * c->pvm_cap * c->pvm_hp +
                                  (c->pvm_vis ? (size_t)c->pvm_cap * c->e : 0)
                            : 0;
-    return (kv + arena + pvm) * sizeof(float);
+    size_t casa = c->casa_be ? (size_t)2 * c->depth * c->casa_cap * c->kv_dim : 0;
+    return (kv + arena + pvm + casa) * sizeof(float);
 }
 
 int cl_kv_cache_capacity(const ClKVCache *cache)
@@ -167,6 +227,10 @@ void cl_kv_cache_truncate(ClKVCache *cache, int len)
         cache->len = len;
     if (cache->pvm_n > 0 && len <= cache->pvm_from)
         cache->pvm_n = 0; /* the visual rows PVM read are gone */
+    if (len == 0) { /* CASA: a new sequence has no window yet */
+        cache->casa_rows = 0;
+        cache->casa_open = FALSE;
+    }
 }
 
 static void kv_copy(ClBackend *be, float *dst, const float *src, size_t bytes)
@@ -260,6 +324,21 @@ void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
                 src->v + (size_t)l * src->capacity * src->kv_dim, row * src->len);
     }
     dst->len = src->len;
+    dst->casa_rows = 0;
+    dst->casa_open = FALSE;
+    if (src->casa_rows > 0 && casa_reserve(dst, src->casa_be, src->casa_rows, NULL)) {
+        const size_t KV = (size_t)src->kv_dim;
+        for (int l = 0; l < src->depth; l++) {
+            src->casa_be->ops->copy(src->casa_be, dst->casa_k + (size_t)l * dst->casa_cap * KV,
+                                    src->casa_k + (size_t)l * src->casa_cap * KV,
+                                    (size_t)src->casa_rows * KV * sizeof(float));
+            src->casa_be->ops->copy(src->casa_be, dst->casa_v + (size_t)l * dst->casa_cap * KV,
+                                    src->casa_v + (size_t)l * src->casa_cap * KV,
+                                    (size_t)src->casa_rows * KV * sizeof(float));
+        }
+        dst->casa_rows = src->casa_rows;
+        dst->casa_open = src->casa_open;
+    }
     dst->pvm_n = 0;
     if (src->pvm_n > 0 && pvm_reserve(dst, src->pvm_be, src->pvm_n, NULL)) {
         /* the same (n_pvm, cap, hp) layout only when the capacities agree: copy per layer */
@@ -283,6 +362,7 @@ void cl_kv_cache_free(ClKVCache *cache)
         return;
     kv_release(cache);
     pvm_release(cache);
+    casa_release(cache);
     if (cache->arena_be) {
         cache->arena_be->ops->release(cache->arena_be, cache->arena);
         cl_backend_free(cache->arena_be);
@@ -344,14 +424,16 @@ static gboolean ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError *
     /* the keys and values: host memory serves every host-memory backend as it is */
     if (!kv_move_to(c, be->ops->host_memory ? NULL : be, error))
         return FALSE;
-    /* PVM attends with its own heads over at most `capacity` visual rows */
+    /* PVM attends with its own heads over at most `capacity` visual rows, CASA over the
+     * window's */
     const int heads = MAX(c->heads, c->n_pvm ? c->pvm_heads : 0);
-    size_t scratch = be->ops->attention_scratch(be, rows, c->capacity, heads);
+    const int keys = MAX(c->capacity, c->casa_cap);
+    size_t scratch = be->ops->attention_scratch(be, rows, keys, heads);
     if (c->arena && c->arena_be == be && c->rows >= rows && c->scratch_floats >= scratch)
         return TRUE;
     if (c->arena_be == be)
         rows = MAX(rows, c->arena ? c->rows : 0); /* never shrink */
-    scratch = be->ops->attention_scratch(be, rows, c->capacity, heads);
+    scratch = be->ops->attention_scratch(be, rows, keys, heads);
     size_t total = 0, bytes = 0;
     float *arena = NULL;
     size_t old_scratch = c->scratch_floats;
@@ -473,6 +555,160 @@ static void tap_rows(ClTensorTap tap, gpointer data, ClBackend *be, const char *
         tap(name, x, 1, shape + 1, data);
 }
 
+/* What one forward call's helpers share. */
+typedef struct {
+    ClBackend *be;
+    const ClModelConfig *cfg;
+    const ClModelWeights *w;
+    ClKVCache *c;
+    gboolean host;
+    ClTensorTap tap;
+    gpointer tap_data;
+    float eps, scale;
+} Run;
+
+/* Positions cid[0, cn) at positions pos0.. through every layer into c->x, their keys and values
+ * into the cache. Insertion: visual ids take the next rows of `visual` from *vis_row. CASA: the
+ * cross-attention to the window's visual rows beside the self-attention. */
+static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const float *visual,
+                       int *vis_row)
+{
+    ClBackend *be = r->be;
+    const struct cl_backend_ops *op = be->ops;
+    const ClModelConfig *cfg = r->cfg;
+    const ClModelWeights *w = r->w;
+    ClKVCache *c = r->c;
+    const int E = c->e, F = c->f, Hq = c->heads, Hkv = c->kv_heads, hd = c->hd;
+    const int Q = Hq * hd, KV = c->kv_dim;
+    const float eps = r->eps, scale = r->scale;
+
+    op->embed(be, c->x, w->embed, cid, cn, E);
+    for (int i = 0; i < cn;) {
+        if (cid[i] != CL_DECODER_VISUAL) {
+            i++;
+            continue;
+        }
+        int run = 1; /* a run of visual rows is one copy */
+        while (i + run < cn && cid[i + run] == CL_DECODER_VISUAL)
+            run++;
+        op->upload(be, c->x + (size_t)i * E, visual + (size_t)*vis_row * E,
+                   (size_t)run * E * sizeof(float));
+        *vis_row += run;
+        i += run;
+    }
+    if (r->host) {
+        cl_rope_table_1d(c->rope_cos, c->rope_sin, pos0, cn, hd, cfg->rope_base);
+    } else {
+        size_t half = (size_t)cn * (hd / 2);
+        cl_rope_table_1d(c->host_rope, c->host_rope + half, pos0, cn, hd, cfg->rope_base);
+        op->upload(be, c->rope_cos, c->host_rope, half * sizeof(float));
+        op->upload(be, c->rope_sin, c->host_rope + half, half * sizeof(float));
+    }
+
+    for (int l = 0; l < c->depth; l++) {
+        const ClDecoderLayerWeights *L = &w->dec[l];
+        float *kl = c->k + (size_t)l * c->capacity * KV;
+        float *vl = c->v + (size_t)l * c->capacity * KV;
+        float *kc = kl + (size_t)pos0 * KV, *vc = vl + (size_t)pos0 * KV;
+
+        op->rmsnorm(be, c->h, c->x, L->attn_norm, cn, E, eps);
+        op->linear(be, c->q, c->h, L->q, NULL, cn, E, Q);
+        op->linear(be, kc, c->h, L->k, NULL, cn, E, KV);
+        op->linear(be, vc, c->h, L->v, NULL, cn, E, KV);
+        op->rope(be, c->q, c->rope_cos, c->rope_sin, cn, Q, Hq, hd, 1);
+        op->rope(be, kc, c->rope_cos, c->rope_sin, cn, KV, Hkv, hd, 1);
+        op->attention(be, c->att, NULL, c->q, kl, vl, cn, pos0 + cn, Q, KV, KV, Q, Hq, Hkv, hd,
+                      scale, pos0, 0, c->scores);
+        op->linear(be, c->proj, c->att, L->o, NULL, cn, Q, E);
+        op->residual(be, c->x, c->proj, NULL, cn, E);
+        if (c->casa_rows > 0) {
+            /* CASA: x += CA(RMSNorm(x), window), from the same normalised rows, no positions */
+            const gboolean own = cfg->casa == CL_CASA_CA;
+            op->linear(be, c->q, c->h, own ? L->casa_q : L->q, NULL, cn, E, Q);
+            op->attention(be, c->att, NULL, c->q, c->casa_k + (size_t)l * c->casa_cap * KV,
+                          c->casa_v + (size_t)l * c->casa_cap * KV, cn, c->casa_rows, Q, KV, KV,
+                          Q, Hq, Hkv, hd, scale, -1, 0, c->scores);
+            op->linear(be, c->proj, c->att, own ? L->casa_o : L->o, NULL, cn, Q, E);
+            op->residual(be, c->x, c->proj, NULL, cn, E);
+        }
+
+        /* PVM beside the FFN: x = h + FFN(h) + P(h), P from h before the FFN's add */
+        const int slot = c->n_pvm ? cl_config_pvm_slot(cfg, l) : -1;
+        const gboolean pvm = slot >= 0 && c->pvm_n > 0;
+        if (pvm)
+            pvm_branch(c, be, L, slot, c->x, cid, cn, eps);
+        op->rmsnorm(be, c->h, c->x, L->mlp_norm, cn, E, eps);
+        op->linear(be, c->gate, c->h, L->gate, NULL, cn, E, F);
+        op->linear(be, c->up, c->h, L->up, NULL, cn, E, F);
+        op->silu_mul(be, c->gate, c->gate, c->up, (size_t)cn * F);
+        op->linear(be, c->proj, c->gate, L->down, NULL, cn, F, E);
+        op->residual(be, c->x, c->proj, NULL, cn, E);
+        if (pvm)
+            op->residual(be, c->x, c->pp, NULL, cn, E);
+
+        if (r->tap) {
+            g_autofree char *name = g_strdup_printf("dec.%d.out", l);
+            tap_rows(r->tap, r->tap_data, r->host ? NULL : be, name, c->x, cn, E);
+        }
+    }
+}
+
+/* Logits of c->x's cn rows: every row's into rows_out (host, (cn, V)) when given, the last
+ * row's into last (host) when given. On a device they are made in its memory, then downloaded. */
+static void run_logits(const Run *r, int cn, float *rows_out, float *last)
+{
+    ClBackend *be = r->be;
+    const struct cl_backend_ops *op = be->ops;
+    ClKVCache *c = r->c;
+    const ClModelWeights *w = r->w;
+    const int E = c->e, V = c->vocab;
+    const float *lm_head = w->lm_head ? w->lm_head : w->embed;
+    if (rows_out) {
+        float *dst = r->host ? rows_out : c->logits;
+        op->rmsnorm(be, c->h, c->x, w->dec_norm, cn, E, r->eps);
+        op->linear(be, dst, c->h, lm_head, NULL, cn, E, V);
+        if (!r->host)
+            op->download(be, rows_out, dst, (size_t)cn * V * sizeof(float));
+    }
+    if (last) {
+        float *dst = r->host ? last : c->logits;
+        op->rmsnorm(be, c->h, c->x + (size_t)(cn - 1) * E, w->dec_norm, 1, E, r->eps);
+        op->linear(be, dst, c->h, lm_head, NULL, 1, E, V);
+        if (!r->host)
+            op->download(be, last, dst, (size_t)V * sizeof(float));
+    }
+}
+
+/* CASA: k visual rows (host memory) join the window — a new window when text came since the
+ * last visual row — as every layer's keys and values RMSNorm(y) W_k^T, RMSNorm(y) W_v^T. */
+static gboolean casa_window_add(const Run *r, const float *rows, int k, GError **error)
+{
+    ClBackend *be = r->be;
+    const struct cl_backend_ops *op = be->ops;
+    ClKVCache *c = r->c;
+    const int E = c->e, KV = c->kv_dim;
+    if (!c->casa_open)
+        c->casa_rows = 0;
+    if (!casa_reserve(c, be, c->casa_rows + k, error) ||
+        !ensure_workspace(c, be, c->rows, error))
+        return FALSE;
+    const gboolean own = r->cfg->casa == CL_CASA_CA;
+    for (int i0 = 0; i0 < k; i0 += c->rows) {
+        const int b = MIN(c->rows, k - i0);
+        op->upload(be, c->x, rows + (size_t)i0 * E, (size_t)b * E * sizeof(float));
+        for (int l = 0; l < c->depth; l++) {
+            const ClDecoderLayerWeights *L = &r->w->dec[l];
+            const size_t at = ((size_t)l * c->casa_cap + c->casa_rows + i0) * KV;
+            op->rmsnorm(be, c->h, c->x, L->casa_norm, b, E, r->eps);
+            op->linear(be, c->casa_k + at, c->h, own ? L->casa_k : L->k, NULL, b, E, KV);
+            op->linear(be, c->casa_v + at, c->h, own ? L->casa_v : L->v, NULL, b, E, KV);
+        }
+    }
+    c->casa_rows += k;
+    c->casa_open = TRUE;
+    return TRUE;
+}
+
 gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cache,
                             const gint32 *ids, int n, const float *visual, float *logits,
                             float *logits_all, ClTensorTap tap, gpointer tap_data,
@@ -493,9 +729,14 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
                     "No positions to run through the decoder");
         return FALSE;
     }
-    if (n > cache->capacity - cache->len) {
+    /* positions the call adds to the cache: every one, or (CASA) the text alone */
+    int adds = n;
+    if (cfg->casa != CL_CASA_OFF)
+        for (int i = 0; i < n; i++)
+            adds -= ids[i] == CL_DECODER_VISUAL;
+    if (adds > cache->capacity - cache->len) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "The sequence is too long: %d positions after %d do not fit in %d", n,
+                    "The sequence is too long: %d positions after %d do not fit in %d", adds,
                     cache->len, cache->capacity);
         return FALSE;
     }
@@ -514,6 +755,15 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
         }
     }
     int rows = tap ? n : MIN(n, CHUNK);
+    if (cfg->casa != CL_CASA_OFF && !tap) {
+        /* CASA: only text runs go through the layers (a window's rows in blocks of these) */
+        int longest = 1;
+        for (int i = 0, run = 0; i < n; i++) {
+            run = ids[i] == CL_DECODER_VISUAL ? 0 : run + 1;
+            longest = MAX(longest, run);
+        }
+        rows = MIN(longest, CHUNK);
+    }
     if (!ensure_workspace(cache, be, rows, error))
         return FALSE;
     const ClModelWeights *w = cl_model_weights_on(model, be, error);
@@ -532,103 +782,56 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
             return FALSE;
     }
 
-    const struct cl_backend_ops *op = be->ops;
+    Run r = { be, cfg, w, cache, host, tap, tap_data, (float)cfg->norm_eps,
+              (float)(1.0 / sqrt((double)cache->hd)) };
     ClKVCache *c = cache;
-    const int E = c->e, F = c->f, Hq = c->heads, Hkv = c->kv_heads, hd = c->hd;
-    const int Q = Hq * hd, KV = c->kv_dim, V = c->vocab;
-    const float eps = (float)cfg->norm_eps, scale = (float)(1.0 / sqrt((double)hd));
-    const float *lm_head = w->lm_head ? w->lm_head : w->embed;
-    int vis_row = 0;
-
-    for (int c0 = 0; c0 < n; c0 += rows) {
-        const int cn = MIN(rows, n - c0);
-        const int pos0 = c->len + c0;
-        const gint32 *cid = ids + c0;
-
-        op->embed(be, c->x, w->embed, cid, cn, E);
-        for (int i = 0; i < cn;) {
-            if (cid[i] != CL_DECODER_VISUAL) {
-                i++;
-                continue;
-            }
-            int run = 1; /* a run of visual rows is one copy */
-            while (i + run < cn && cid[i + run] == CL_DECODER_VISUAL)
+    const int V = c->vocab;
+    int pos = c->len;
+    if (cfg->casa == CL_CASA_OFF) {
+        int vis_row = 0;
+        for (int c0 = 0; c0 < n; c0 += rows) {
+            const int cn = MIN(rows, n - c0);
+            run_layers(&r, ids + c0, cn, pos + c0, visual, &vis_row);
+            const gboolean last = c0 + cn == n;
+            run_logits(&r, cn, logits_all ? logits_all + (size_t)c0 * V : NULL,
+                       last && logits && !logits_all ? logits : NULL);
+        }
+        pos += n;
+    } else {
+        /* CASA: a run of visual rows goes into the window; a run of text through the layers */
+        int vis_row = 0;
+        for (int i = 0; i < n;) {
+            int run = 1;
+            while (i + run < n &&
+                   (ids[i + run] == CL_DECODER_VISUAL) == (ids[i] == CL_DECODER_VISUAL))
                 run++;
-            op->upload(be, c->x + (size_t)i * E, visual + (size_t)vis_row * E,
-                       (size_t)run * E * sizeof(float));
-            vis_row += run;
+            if (ids[i] == CL_DECODER_VISUAL) {
+                if (!casa_window_add(&r, visual + (size_t)vis_row * c->e, run, error))
+                    return FALSE;
+                vis_row += run;
+                if (logits_all) /* visual rows have no logits here */
+                    memset(logits_all + (size_t)i * V, 0, (size_t)run * V * sizeof(float));
+                if (i + run == n && logits && !logits_all)
+                    memset(logits, 0, (size_t)V * sizeof(float));
+            } else {
+                c->casa_open = FALSE;
+                for (int c0 = 0; c0 < run; c0 += rows) {
+                    const int cn = MIN(rows, run - c0);
+                    run_layers(&r, ids + i + c0, cn, pos, NULL, NULL);
+                    const gboolean last = i + c0 + cn == n;
+                    run_logits(&r, cn, logits_all ? logits_all + (size_t)(i + c0) * V : NULL,
+                               last && logits && !logits_all ? logits : NULL);
+                    pos += cn;
+                }
+            }
             i += run;
         }
-        if (host) {
-            cl_rope_table_1d(c->rope_cos, c->rope_sin, pos0, cn, hd, cfg->rope_base);
-        } else {
-            size_t half = (size_t)cn * (hd / 2);
-            cl_rope_table_1d(c->host_rope, c->host_rope + half, pos0, cn, hd, cfg->rope_base);
-            op->upload(be, c->rope_cos, c->host_rope, half * sizeof(float));
-            op->upload(be, c->rope_sin, c->host_rope + half, half * sizeof(float));
-        }
-
-        for (int l = 0; l < c->depth; l++) {
-            const ClDecoderLayerWeights *L = &w->dec[l];
-            float *kl = c->k + (size_t)l * c->capacity * KV;
-            float *vl = c->v + (size_t)l * c->capacity * KV;
-            float *kc = kl + (size_t)pos0 * KV, *vc = vl + (size_t)pos0 * KV;
-
-            op->rmsnorm(be, c->h, c->x, L->attn_norm, cn, E, eps);
-            op->linear(be, c->q, c->h, L->q, NULL, cn, E, Q);
-            op->linear(be, kc, c->h, L->k, NULL, cn, E, KV);
-            op->linear(be, vc, c->h, L->v, NULL, cn, E, KV);
-            op->rope(be, c->q, c->rope_cos, c->rope_sin, cn, Q, Hq, hd, 1);
-            op->rope(be, kc, c->rope_cos, c->rope_sin, cn, KV, Hkv, hd, 1);
-            op->attention(be, c->att, NULL, c->q, kl, vl, cn, pos0 + cn, Q, KV, KV, Q, Hq, Hkv,
-                          hd, scale, pos0, 0, c->scores);
-            op->linear(be, c->proj, c->att, L->o, NULL, cn, Q, E);
-            op->residual(be, c->x, c->proj, NULL, cn, E);
-
-            /* PVM beside the FFN: x = h + FFN(h) + P(h), P from h before the FFN's add */
-            const int slot = c->n_pvm ? cl_config_pvm_slot(cfg, l) : -1;
-            const gboolean pvm = slot >= 0 && c->pvm_n > 0;
-            if (pvm)
-                pvm_branch(c, be, L, slot, c->x, cid, cn, eps);
-            op->rmsnorm(be, c->h, c->x, L->mlp_norm, cn, E, eps);
-            op->linear(be, c->gate, c->h, L->gate, NULL, cn, E, F);
-            op->linear(be, c->up, c->h, L->up, NULL, cn, E, F);
-            op->silu_mul(be, c->gate, c->gate, c->up, (size_t)cn * F);
-            op->linear(be, c->proj, c->gate, L->down, NULL, cn, F, E);
-            op->residual(be, c->x, c->proj, NULL, cn, E);
-            if (pvm)
-                op->residual(be, c->x, c->pp, NULL, cn, E);
-
-            if (tap) {
-                g_autofree char *name = g_strdup_printf("dec.%d.out", l);
-                tap_rows(tap, tap_data, host ? NULL : be, name, c->x, cn, E);
-            }
-        }
-
-        /* on a device the logits are made in its memory, then downloaded */
-        if (logits_all) {
-            float *dst = host ? logits_all + (size_t)c0 * V : c->logits;
-            op->rmsnorm(be, c->h, c->x, w->dec_norm, cn, E, eps);
-            op->linear(be, dst, c->h, lm_head, NULL, cn, E, V);
-            if (!host)
-                op->download(be, logits_all + (size_t)c0 * V, dst, (size_t)cn * V * sizeof(float));
-        }
-        if (c0 + cn == n && logits) {
-            if (logits_all) {
-                memcpy(logits, logits_all + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
-            } else {
-                float *dst = host ? logits : c->logits;
-                const float *last = c->x + (size_t)(cn - 1) * E;
-                op->rmsnorm(be, c->h, last, w->dec_norm, 1, E, eps);
-                op->linear(be, dst, c->h, lm_head, NULL, 1, E, V);
-                if (!host)
-                    op->download(be, logits, dst, (size_t)V * sizeof(float));
-            }
-        }
     }
-    if (!op->finish(be, error))
+    if (logits && logits_all)
+        memcpy(logits, logits_all + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+    if (!be->ops->finish(be, error))
         return FALSE; /* the cache keeps its length: the new positions are not in it */
-    c->len += n;
+    c->len = pos;
 
     if (tap && (logits || logits_all))
         tap_rows(tap, tap_data, NULL, "dec.logits",

@@ -370,7 +370,8 @@ static gboolean is_norm_weight(const char *name)
                                          ".mlp_norm.weight", "dec.norm.weight", "merger.ln.weight",
                                          ".sve.ln.weight", ".sve.ffn_ln.weight",
                                          ".pvm.norm_a.weight", ".pvm.norm_b.weight",
-                                         ".pvm.q_norm.weight", ".pvm.k_norm.weight" };
+                                         ".pvm.q_norm.weight", ".pvm.k_norm.weight",
+                                         ".casa.norm.weight" };
     for (gsize i = 0; i < G_N_ELEMENTS(norms); i++)
         if (has_suffix(name, norms[i]))
             return TRUE;
@@ -422,7 +423,26 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
     if (cfg->tie_embeddings)
         model->w.lm_head = model->w.embed;
     cl_model_weights_insert_sve(model, seed);
+    cl_model_weights_init_casa(model);
     return g_steal_pointer(&model);
+}
+
+void cl_model_weights_init_casa(ClModel *model)
+{
+    g_return_if_fail(model != NULL);
+    const ClModelConfig *c = &model->config;
+    if (c->casa != CL_CASA_CA)
+        return;
+    const size_t E = c->dec_dim, hd = E / c->dec_heads;
+    const size_t Q = c->dec_heads * hd, KV = c->dec_kv_heads * hd;
+    for (int l = 0; l < c->dec_depth; l++) {
+        ClDecoderLayerWeights *L = &model->w.dec[l];
+        memcpy(L->casa_q, L->q, Q * E * sizeof(float));
+        memcpy(L->casa_k, L->k, KV * E * sizeof(float));
+        memcpy(L->casa_v, L->v, KV * E * sizeof(float));
+        memcpy(L->casa_o, L->o, E * Q * sizeof(float));
+    }
+    cl_model_weights_changed(model);
 }
 
 /* pos (G·G, E) = a centred 2-D sin-cos grid times scale (docs/MODEL.md §3.8) */

@@ -58,6 +58,10 @@ void cl_model_weights_changed(ClModel *model);
  * weights no longer are the file's). */
 void cl_model_weights_insert_sve(ClModel *model, guint64 seed);
 
+/* docs/MODEL.md §4.3: CASA's cross-attention projections (config casa "ca") become copies of
+ * each layer's self-attention projections, as the paper initialises them. */
+void cl_model_weights_init_casa(ClModel *model);
+
 /* docs/MODEL.md §3.8: sets merger.pos (config.visual_pos) to a 2-D sin-cos grid: for the
  * merged grid's cell (i, j), channels [0, E/4) sin(i·f_k), [E/4, E/2) cos(i·f_k), then the same
  * of j, f_k = 2^(−4k/(E/4)) (1 down to about 1/16 per cell), centred over the cells and times

@@ -137,6 +137,14 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
             M2(LS(pvm_out), E, r, "dec.%d.pvm.out.weight", l);
             V1(LS(pvm_alpha), 1, "dec.%d.pvm.alpha", l);
         }
+        if (cfg->casa != CL_CASA_OFF)
+            V1(LS(casa_norm), E, "dec.%d.casa.norm.weight", l);
+        if (cfg->casa == CL_CASA_CA) {
+            M2(LS(casa_q), Q, E, "dec.%d.casa.q.weight", l);
+            M2(LS(casa_k), KV, E, "dec.%d.casa.k.weight", l);
+            M2(LS(casa_v), KV, E, "dec.%d.casa.v.weight", l);
+            M2(LS(casa_o), E, Q, "dec.%d.casa.o.weight", l);
+        }
 #undef LS
     }
     V1(SLOT(w->dec_norm), E, "dec.norm.weight");

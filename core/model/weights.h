@@ -49,6 +49,11 @@ typedef struct {
     float *pvm_down;                /* (r, Fp) */
     float *pvm_out;                 /* (E, r)  W_up, then RMSNorm without a gain */
     float *pvm_alpha;               /* (1)  the gate, 0 at init */
+    /* CASA (config casa): the norm of the window's visual rows (both variants) and, for ca,
+     * the cross-attention's own projections (ca_shared uses q/k/v/o above) */
+    float *casa_norm;               /* (E) */
+    float *casa_q, *casa_k, *casa_v; /* (Hq*hd, E), (Hkv*hd, E), (Hkv*hd, E) */
+    float *casa_o;                  /* (E, Hq*hd) */
 } ClDecoderLayerWeights;
 
 typedef struct {
