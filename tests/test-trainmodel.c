@@ -57,6 +57,8 @@ static gboolean micro_visual_center;
 static gboolean micro_enc_pos;
 /* … and PVM beside the FFN of both decoder layers (rank 8, 2 heads of 4) when set */
 static gboolean micro_pvm;
+/* … and CASA (this variant) when not off */
+static ClCasaVariant micro_casa;
 
 static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
 {
@@ -65,6 +67,7 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     cfg.visual_pos = micro_visual_pos;
     cfg.visual_center = micro_visual_center;
     cfg.enc_pos = micro_enc_pos;
+    cfg.casa = micro_casa;
     if (micro_pvm) {
         g_assert_true(cl_config_set_pvm(&cfg, 1, 8));
         cfg.pvm_n_layers = 2;
@@ -272,6 +275,38 @@ static void test_parity(gconstpointer data);
  * changes the loss; the training forward computes what inference computes; the answer-tail
  * pruning keeps the gradients. */
 static void test_answer_tail(void);
+
+/* CASA (both variants): every tensor's gradient (the windows' keys and values included, back
+ * into the encoder through the visual rows) against finite differences; the training forward
+ * computes what inference computes (text rows; visual rows' logits 0); a visual row asked to be
+ * supervised is refused. */
+static void test_casa(gconstpointer data)
+{
+    micro_casa = GPOINTER_TO_INT(data);
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 161 + micro_casa);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 5);
+    /* only text rows predict (a visual row has no logits under CASA) */
+    for (int t = 0; t < s->n_ids; t++)
+        if (s->ids[t] < 0 && s->mask[t]) {
+            s->mask[t] = 0;
+            s->n_supervised--;
+        }
+    g_autofree char *label = g_strdup_printf("cross_ffn/casa %s", cl_casa_variant_name(micro_casa));
+    check_model_grads(m, s, TRUE, label);
+    check_model_grads(m, s, FALSE, label);
+    test_parity(GINT_TO_POINTER(CL_SVE_CROSS_FFN));
+    /* a supervised visual row */
+    g_autoptr(ClTrainSample) bad = micro_sample(m, 5);
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    ClTrainStepStats st = { 0 };
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClParamBuf) g = cl_param_buf_new(&m->config, &err);
+    g_assert_false(cl_train_forward_backward(be, m, bad, &o, g, &st, &err));
+    g_assert_nonnull(strstr(err->message, "visual row"));
+    micro_casa = CL_CASA_OFF;
+}
+
 static void test_pvm(void)
 {
     micro_pvm = TRUE;
@@ -832,6 +867,9 @@ int main(int argc, char **argv)
     g_test_add_func("/trainmodel/fd/visual-center", test_visual_center);
     g_test_add_func("/trainmodel/fd/enc-pos", test_enc_pos);
     g_test_add_func("/trainmodel/fd/pvm", test_pvm);
+    g_test_add_data_func("/trainmodel/fd/casa-ca", GINT_TO_POINTER(CL_CASA_CA), test_casa);
+    g_test_add_data_func("/trainmodel/fd/casa-shared", GINT_TO_POINTER(CL_CASA_SHARED),
+                         test_casa);
     g_test_add_func("/trainmodel/parity/enc-pos", test_enc_pos_parity);
     for (int v = 0; v < CL_SVE_N_VARIANTS; v++) {
         g_autofree char *p = g_strdup_printf("/trainmodel/parity/%s", cl_sve_variant_name(v));

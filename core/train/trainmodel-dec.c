@@ -26,10 +26,18 @@ typedef struct {
     float *probs;                             /* (H, n, nv) */
 } PvmAct;
 
+/* CASA's activations in a layer: ny = RMSNorm(Vimg; casa.norm) (nv, E), kc/vc its keys and
+ * values (nv, KV), qc = h1 W_qc^T (n, Q), attc the cross-attention per window (n, Q; 0 at rows
+ * without a window). */
+typedef struct {
+    float *ny, *kc, *vc, *qc, *attc;
+} CasaAct;
+
 typedef struct {
     float *x_in, *h1, *qkv, *att, *x_mid, *h2, *gu, *act;
     float *probs; /* (Hq, n, n) attention probabilities, or NULL: the backward recomputes them */
     PvmAct *pvm;  /* PVM layers with visual rows, else NULL */
+    CasaAct casa; /* CASA models with visual rows */
 } LayerAct;
 
 /* The attention probabilities are kept for the backward while all layers' take at most this
@@ -53,6 +61,11 @@ struct _ClTrainDec {
     float *ones;         /* (E) RMSNorm0's unit gain */
     int n_vis;
     PvmAct *pvm;       /* one per PVM layer */
+    /* CASA: the text rows alone go through the layers (ids/n are theirs); text row t reads the
+     * window of visual rows [win0[t], win0[t] + winn[t]) (winn 0: no window yet) */
+    gboolean casa;
+    gint32 *tids;
+    int *win0, *winn;
     GPtrArray *bufs;
     gboolean failed;
 };
@@ -89,6 +102,9 @@ void cl_train_dec_free(ClTrainDec *d)
     g_ptr_array_free(d->bufs, TRUE);
     g_free(d->layer);
     g_free(d->pvm);
+    g_free(d->tids);
+    g_free(d->win0);
+    g_free(d->winn);
     g_free(d->rows);
     g_free(d);
 }
@@ -151,6 +167,45 @@ static gboolean pvm_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, PvmAc
     return TRUE;
 }
 
+/* CASA in the training forward, after the layer's self-attention residual: x += CA(h1, window)
+ * at the text rows [s, n) that have a window, in inference's order. */
+static gboolean casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, LayerAct *a,
+                             float *x, int s, float *proj, float *scratch)
+{
+    ClBackend *be = d->be;
+    const struct cl_backend_ops *op = be->ops;
+    const int n = d->n, E = d->E, Q = d->Q, KV = d->KV, nv = d->n_vis, m = n - s;
+    const gboolean own = d->cfg->casa == CL_CASA_CA;
+    CasaAct *c = &a->casa;
+    c->ny = alloc(d, (size_t)nv * E), c->kc = alloc(d, (size_t)nv * KV);
+    c->vc = alloc(d, (size_t)nv * KV), c->qc = alloc(d, (size_t)n * Q);
+    c->attc = alloc(d, (size_t)n * Q);
+    if (d->failed)
+        return FALSE;
+    memset(c->attc, 0, sizeof(float) * (size_t)n * Q);
+    op->rmsnorm(be, c->ny, d->visual, L->casa_norm, nv, E, d->eps);
+    op->linear(be, c->kc, c->ny, own ? L->casa_k : L->k, NULL, nv, E, KV);
+    op->linear(be, c->vc, c->ny, own ? L->casa_v : L->v, NULL, nv, E, KV);
+    op->linear(be, c->qc + (size_t)s * Q, a->h1 + (size_t)s * E, own ? L->casa_q : L->q, NULL, m,
+               E, Q);
+    /* one window at a time: a run of text rows with the same window */
+    for (int t0 = s; t0 < n;) {
+        int t1 = t0 + 1;
+        while (t1 < n && d->win0[t1] == d->win0[t0] && d->winn[t1] == d->winn[t0])
+            t1++;
+        if (d->winn[t0] > 0) {
+            const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0;
+            op->attention(be, c->attc + (size_t)t0 * Q, NULL, c->qc + (size_t)t0 * Q,
+                          c->kc + (size_t)w0 * KV, c->vc + (size_t)w0 * KV, r, wn, Q, KV, KV, Q,
+                          d->Hq, d->Hkv, d->hd, d->scale, -1, 0, scratch);
+            op->linear(be, proj, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o, NULL, r, Q, E);
+            op->residual(be, x + (size_t)t0 * E, proj, NULL, r, E);
+        }
+        t0 = t1;
+    }
+    return TRUE;
+}
+
 ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint32 *ids, int n,
                                  const float *visual, const int *rows, int n_rows, float *logits,
                                  GError **error)
@@ -159,6 +214,51 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     const ClModelWeights *w = &model->w;
     const struct cl_backend_ops *op = be->ops;
     ClTrainDec *d = g_new0(ClTrainDec, 1);
+    /* CASA: the text rows alone, each with its window; logit rows renumbered to text rows
+     * (every row: logits scattered back, visual rows' zero, as inference gives them) */
+    const int n_full = n;
+    g_autofree int *trows = NULL;
+    g_autofree int *full2text = NULL;
+    gboolean scatter = FALSE;
+    if (cfg->casa != CL_CASA_OFF) {
+        d->casa = TRUE;
+        d->tids = g_new(gint32, MAX(n, 1));
+        d->win0 = g_new(int, MAX(n, 1));
+        d->winn = g_new(int, MAX(n, 1));
+        full2text = g_new(int, MAX(n, 1));
+        int nt = 0, vr = 0, cur0 = 0, curn = 0;
+        gboolean open = FALSE;
+        for (int i = 0; i < n; i++) {
+            full2text[i] = -1;
+            if (ids[i] == CL_DECODER_VISUAL) {
+                if (!open)
+                    cur0 = vr, curn = 0;
+                curn++, vr++;
+                open = TRUE;
+                continue;
+            }
+            open = FALSE;
+            d->tids[nt] = ids[i], d->win0[nt] = cur0, d->winn[nt] = curn;
+            full2text[i] = nt++;
+        }
+        d->n_vis = vr;
+        if (rows) {
+            trows = g_new(int, MAX(n_rows, 1));
+            for (int r = 0; r < n_rows; r++)
+                if ((trows[r] = full2text[rows[r]]) < 0) {
+                    g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                                "Position %d is a visual row: a CASA decoder gives it no logits",
+                                rows[r]);
+                    g_free(d->tids), g_free(d->win0), g_free(d->winn), g_free(d);
+                    return NULL;
+                }
+            rows = trows;
+        } else {
+            scatter = TRUE;
+        }
+        ids = d->tids;
+        n = nt;
+    }
     d->be = be, d->cfg = cfg, d->n = n, d->ids = ids;
     d->E = cfg->dec_dim, d->F = cfg->dec_mlp, d->Hq = cfg->dec_heads, d->Hkv = cfg->dec_kv_heads;
     d->hd = d->E / d->Hq, d->Q = d->Hq * d->hd, d->KV = d->Hkv * d->hd, d->V = cfg->vocab_size;
@@ -168,8 +268,9 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     d->bufs = g_ptr_array_new_with_free_func(g_free);
     d->layer = g_new0(LayerAct, cfg->dec_depth);
     d->visual = visual;
-    for (int i = 0; i < n; i++)
-        d->n_vis += ids[i] == CL_DECODER_VISUAL;
+    if (!d->casa)
+        for (int i = 0; i < n; i++)
+            d->n_vis += ids[i] == CL_DECODER_VISUAL;
     d->pvm = g_new0(PvmAct, MAX(cfg->pvm_n_layers, 1));
     const int E = d->E, F = d->F, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd;
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
@@ -177,7 +278,8 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         (size_t)d->Hq * n * n * sizeof(float) * cfg->dec_depth <= KEEP_PROBS_BYTES;
 
     float *x = alloc(d, nE), *proj = alloc(d, nE);
-    float *scratch = alloc(d, op->attention_scratch(be, n, n, d->Hq));
+    /* (CASA: a window's rows may outnumber the text's) */
+    float *scratch = alloc(d, op->attention_scratch(be, n, MAX(n, d->casa ? d->n_vis : 0), d->Hq));
     float *wtmp = alloc(d, MAX((size_t)MAX(QKV, 2 * F) * E,
                                cfg->pvm_n_layers ? (size_t)2 * cfg->pvm_mlp * cfg->pvm_rank : 0));
     d->rope_cos = alloc(d, (size_t)n * hd / 2), d->rope_sin = alloc(d, (size_t)n * hd / 2);
@@ -230,6 +332,8 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
                           QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, s, 0, scratch);
         op->linear(be, proj, a->att + (size_t)s * Q, L->o, NULL, m, Q, E);
         op->residual(be, x + sE, proj, NULL, m, E);
+        if (d->casa && d->n_vis > 0 && !casa_forward(d, L, a, x, s, proj, scratch))
+            goto oom;
         memcpy(a->x_mid + sE, x + sE, (size_t)m * E * sizeof(float));
         op->rmsnorm(be, a->h2 + sE, x + sE, L->mlp_norm, m, E, d->eps);
         op->linear(be, a->gu + 2 * sF, a->h2 + sE,
@@ -262,9 +366,24 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         for (int r = 0; r < n_rows; r++)
             memcpy(d->hk + (size_t)r * E, d->hn + (size_t)rows[r] * E, (size_t)E * sizeof(float));
     }
-    if (d->n_rows > 0)
+    if (d->n_rows > 0 && !scatter)
         op->linear(be, logits, d->hk, w->lm_head ? w->lm_head : w->embed, NULL, d->n_rows, E,
                    d->V);
+    if (scatter) { /* CASA, every row: the text rows' logits in place, zeros at visual rows */
+        float *tl = alloc(d, (size_t)MAX(n, 1) * d->V);
+        if (d->failed)
+            goto oom;
+        if (n > 0)
+            op->linear(be, tl, d->hk, w->lm_head ? w->lm_head : w->embed, NULL, n, E, d->V);
+        for (int i = 0; i < n_full; i++) {
+            float *dst = logits + (size_t)i * d->V;
+            if (full2text[i] < 0)
+                memset(dst, 0, sizeof(float) * (size_t)d->V);
+            else
+                memcpy(dst, tl + (size_t)full2text[i] * d->V, sizeof(float) * (size_t)d->V);
+        }
+        g_ptr_array_remove_fast(d->bufs, tl);
+    }
     g_ptr_array_remove_fast(d->bufs, proj);
     g_ptr_array_remove_fast(d->bufs, scratch);
     g_ptr_array_remove_fast(d->bufs, wtmp);
@@ -371,6 +490,44 @@ static void pvm_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
     g_free(dvv), g_free(dzv);
 }
 
+/* CASA's backward in a layer: dx is the gradient at the layer's x after the attention and CA
+ * residuals; the gradient at h1 goes into dh (rows [s, n)), at the visual rows into dvis. */
+static void casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
+                          ClDecoderLayerWeights *G, const LayerAct *a, const float *dx, int s,
+                          float *dh, float *dvis)
+{
+    const int n = d->n, E = d->E, Q = d->Q, KV = d->KV, nv = d->n_vis;
+    const gboolean own = d->cfg->casa == CL_CASA_CA;
+    const CasaAct *c = &a->casa;
+    float *dattc = g_new0(float, (size_t)n * Q), *dqc = g_new0(float, (size_t)n * Q);
+    float *dkc = g_new0(float, (size_t)nv * KV), *dvc = g_new0(float, (size_t)nv * KV);
+    float *dny = g_new0(float, (size_t)nv * E);
+    for (int t0 = s; t0 < n;) {
+        int t1 = t0 + 1;
+        while (t1 < n && d->win0[t1] == d->win0[t0] && d->winn[t1] == d->winn[t0])
+            t1++;
+        if (d->winn[t0] > 0) {
+            const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0;
+            cl_grad_linear(dattc + (size_t)t0 * Q, own ? G->casa_o : G->o, NULL,
+                           dx + (size_t)t0 * E, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o,
+                           r, Q, E);
+            cl_grad_attention(dqc + (size_t)t0 * Q, dkc + (size_t)w0 * KV, dvc + (size_t)w0 * KV,
+                              dattc + (size_t)t0 * Q, c->qc + (size_t)t0 * Q,
+                              c->kc + (size_t)w0 * KV, c->vc + (size_t)w0 * KV, r, wn, Q, KV, KV,
+                              Q, d->Hq, d->Hkv, d->hd, d->scale, -1);
+        }
+        t0 = t1;
+    }
+    cl_grad_linear(dh + (size_t)s * E, own ? G->casa_q : G->q, NULL, dqc + (size_t)s * Q,
+                   a->h1 + (size_t)s * E, own ? L->casa_q : L->q, n - s, E, Q);
+    cl_grad_linear(dny, own ? G->casa_k : G->k, NULL, dkc, c->ny, own ? L->casa_k : L->k, nv, E,
+                   KV);
+    cl_grad_linear(dny, own ? G->casa_v : G->v, NULL, dvc, c->ny, own ? L->casa_v : L->v, nv, E,
+                   KV);
+    cl_grad_rmsnorm(dvis, G->casa_norm, dny, d->visual, L->casa_norm, nv, E, d->eps);
+    g_free(dattc), g_free(dqc), g_free(dkc), g_free(dvc), g_free(dny);
+}
+
 void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *dlogits,
                            float *dvisual, ClModelWeights *g)
 {
@@ -389,6 +546,9 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
     float *dvis_pvm = d->n_vis && d->cfg->pvm_n_layers ? g_new0(float, (size_t)d->n_vis * E)
                                                         : NULL;
     float *dh_pvm = d->cfg->pvm_n_layers ? g_new(float, nE) : NULL;
+    /* CASA: the visual rows' gradient through every layer's window keys and values */
+    float *dvis_casa = d->casa && d->n_vis ? g_new0(float, (size_t)d->n_vis * E) : NULL;
+    float *dh_casa = dvis_casa ? g_new(float, nE) : NULL;
 
     /* logits = RMSNorm(x) lm_head^T at the logit rows (tied: the gradient lands in the
      * embedding); the other positions get no gradient from the head */
@@ -451,6 +611,10 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
                                     datt + (size_t)s * Q, a->qkv + (size_t)s * QKV, a->qkv + Q,
                                     a->qkv + Q + KV, a->probs, m, n, QKV, QKV, QKV, Q, d->Hq,
                                     d->Hkv, hd, d->scale, s);
+            if (dh_casa) { /* CA beside the self-attention reads the same dx */
+                memset(dh_casa, 0, nE * sizeof(float));
+                casa_backward(d, L, G, a, dx, s, dh_casa, dvis_casa);
+            }
         }
         cl_grad_rope(dqkv, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
         cl_grad_rope(dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
@@ -459,6 +623,9 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
         cl_grad_linear(dh, gqkv, NULL, dqkv, a->h1, stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp),
                        n, E, QKV);
         unstack_grad(gqkv, G->q, Q, G->k, KV, G->v, KV, E);
+        if (dh_casa && m > 0)
+            for (size_t i = sE; i < nE; i++)
+                dh[i] += dh_casa[i];
         cl_grad_rmsnorm(dx, G->attn_norm, dh, a->x_in, L->attn_norm, n, E, d->eps);
     }
     /* the inputs: token rows into the embedding, visual rows out in order */
@@ -472,13 +639,17 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
                     dv[j] += dvis_pvm[(size_t)row * E + j];
             row++;
         }
-    g_free(dvis_pvm), g_free(dh_pvm);
+    if (dvis_casa && dvisual) /* CASA: no visual row is in the sequence */
+        memcpy(dvisual, dvis_casa, (size_t)d->n_vis * E * sizeof(float));
+    g_free(dvis_pvm), g_free(dh_pvm), g_free(dvis_casa), g_free(dh_casa);
     g_free(dx), g_free(dh), g_free(dact), g_free(dgu);
     g_free(datt), g_free(dqkv), g_free(wtmp), g_free(gtmp);
 }
 
 gboolean cl_train_dec_attention(const ClTrainDec *d, int layer, int q0, float *out)
 {
+    if (d->casa) /* its rows are the text's alone: no map onto the full sequence's positions */
+        return FALSE;
     const int L = d->cfg->dec_depth, n = d->n;
     if (layer < 0)
         layer += L;

@@ -103,13 +103,7 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
                     cl_backend_name(be));
         return FALSE;
     }
-    if (cfg->casa != CL_CASA_OFF) {
-        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "Training a CASA decoder (casa \"%s\") is not supported yet: it runs for "
-                    "inference and benchmarks only",
-                    cl_casa_variant_name(cfg->casa));
-        return FALSE;
-    }
+
     if (s->n_images > 0 && (!s->pixels || s->channels != cfg->channels ||
                             s->size != cfg->image_size)) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
