@@ -74,6 +74,10 @@ static const char usage_text[] =
     "                       FFN) in every K-th decoder layer from K; inserted into a --from\n"
     "                       model without it (gate 0: the model starts as it was)\n"
     "  --pvm-rank R         PVM's latent width (default 32; 4 heads of R/4)\n"
+    "  --casa ca|ca_shared  CASA: images stay out of the sequence and the KV cache; every layer\n"
+    "                       cross-attends to the current image's rows (ca: its own projections,\n"
+    "                       cloned from the self-attention when inserted into a --from model;\n"
+    "                       ca_shared: the self-attention's)\n"
     "Output:\n"
     "  --out DIR            output folder (required)\n"
     "  --resume             continue from the newest checkpoint in DIR/checkpoints\n"
@@ -224,6 +228,9 @@ int cl_cli_train(int argc, char **argv)
             config = v;
         } else if (!strcmp(a, "--from")) {
             o.from = v;
+        } else if (!strcmp(a, "--casa")) {
+            if (!cl_casa_variant_from_name(v, &o.casa) || o.casa == CL_CASA_OFF)
+                return usage_error("unknown --casa '%s' (ca or ca_shared)", v);
         } else if (!strcmp(a, "--pvm-every") || !strcmp(a, "--pvm-rank")) {
             gint64 k;
             if (!parse_int(v, 1, 4096, &k))

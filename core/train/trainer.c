@@ -286,6 +286,28 @@ static void copy_by_name(ClModel *dst, const ClModel *src, const char *new_part)
     cl_model_weights_changed(dst);
 }
 
+/* `src` (token insertion) as a CASA model of o's variant: the same tensors and tokenizer, the
+ * cross-attention cloned from each layer's self-attention (SEEDS-DECODER.md §2.2). */
+static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GError **error)
+{
+    ClModelConfig cfg = src->config;
+    cfg.casa = o->casa;
+    g_autoptr(ClModel) m = cl_model_new_random(&cfg, o->seed, error);
+    if (!m)
+        return NULL;
+    g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
+    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
+    if (!tok)
+        return NULL;
+    cl_tokenizer_free(m->tokenizer);
+    m->tokenizer = tok;
+    copy_by_name(m, src, ".casa.");
+    cl_model_weights_init_casa(m);
+    if (!cl_model_make_trainable(m, error))
+        return NULL;
+    return g_steal_pointer(&m);
+}
+
 /* `src` with PVM inserted as o asks (pvm_every, pvm_rank): the same tensors and tokenizer, and
  * the branch's new tensors at their init (α = 0: the model computes what src does). */
 static ClModel *insert_pvm(const ClModel *src, const ClTrainerOptions *o, GError **error)
@@ -365,6 +387,8 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
         cfg.sve_variant = o->variant_set ? o->variant : CL_SVE_STATELESS;
         if (cfg.sve_variant != CL_SVE_STATELESS)
             apply_sve_switches(&cfg, o);
+        if (o->casa != CL_CASA_OFF)
+            cfg.casa = o->casa;
         if (o->pvm_every > 0 &&
             !cl_config_set_pvm(&cfg, o->pvm_every, o->pvm_rank > 0 ? o->pvm_rank : 32)) {
             FAIL(OPTIONS, "--pvm-every %d puts PVM in more than %d layers", o->pvm_every,
@@ -379,6 +403,18 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
     g_autoptr(ClModel) src = load_model_or_checkpoint(o->from, error);
     if (!src)
         return NULL;
+    if (o->casa != CL_CASA_OFF && src->config.casa != o->casa) {
+        if (src->config.casa != CL_CASA_OFF) {
+            FAIL(MODEL, "--from %s is a CASA '%s' model, not '%s'", o->from,
+                 cl_casa_variant_name(src->config.casa), cl_casa_variant_name(o->casa));
+            return NULL;
+        }
+        ClModel *with = insert_casa(src, o, error);
+        if (!with)
+            return NULL;
+        cl_model_free(g_steal_pointer(&src));
+        src = with;
+    }
     if (o->pvm_every > 0) {
         if (src->config.pvm_n_layers > 0) {
             FAIL(MODEL, "--from %s already has PVM (layers from %d): leave out --pvm-every to "
@@ -450,6 +486,8 @@ static char *options_to_json(const ClTrainerOptions *o)
     /* only when on, so that the checkpoints made before it still resume */
     if (o->aux_on_visual)
         BOOL("aux_on_visual", TRUE);
+    if (o->casa != CL_CASA_OFF)
+        S("casa", cl_casa_variant_name(o->casa));
     if (o->pvm_every > 0) {
         INT("pvm_every", o->pvm_every);
         INT("pvm_rank", o->pvm_rank > 0 ? o->pvm_rank : 32);

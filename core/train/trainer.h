@@ -71,6 +71,10 @@ typedef struct {
      * into a --from model without PVM (its tensors copied, the branch new with α = 0). */
     int pvm_every;
     int pvm_rank;
+    /* CASA (SEEDS-DECODER.md §2): set in a random-init config, or inserted into a --from
+     * token-insertion model (its tensors copied, the cross-attention cloned from each layer's
+     * self-attention, the window norm's gain 1). CL_CASA_OFF: as the model is. */
+    ClCasaVariant casa;
 
     /* Data: exactly one of `task` (a synthetic task or a comma-separated mix; sample i is
      * cl_synth_stream_seed(seed, i), its task drawn from the trainer's RNG) and `data` (a
