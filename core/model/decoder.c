@@ -11,6 +11,9 @@
 
 struct _ClKVCache {
     int depth, capacity, len;
+    /* streaming (sink + window): positions p >= sink live in slot sink + (p − sink) % window
+     * and len may exceed capacity = sink + window; 0: an ordinary cache */
+    int sink, window;
     int kv_dim;         /* Hkv · hd */
     int e, f, heads, kv_heads, hd, vocab;
     float *k, *v;       /* (depth, capacity, kv_dim) */
@@ -191,6 +194,26 @@ ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity)
     return c;
 }
 
+ClKVCache *cl_kv_cache_new_streaming(const ClModel *model, int sink, int window)
+{
+    g_return_val_if_fail(model != NULL, NULL);
+    g_return_val_if_fail(sink >= 0 && window >= 1 && sink <= CL_CONFIG_MAX_LEN - window, NULL);
+    ClKVCache *c = cl_kv_cache_new(model, sink + window);
+    if (c) {
+        c->sink = sink;
+        c->window = window;
+    }
+    return c;
+}
+
+/* The slot of position p (streaming: the ring after the sink). */
+static int slot_of(const ClKVCache *c, int p)
+{
+    if (!c->window || p < c->sink)
+        return p;
+    return c->sink + (p - c->sink) % c->window;
+}
+
 int cl_kv_cache_len(const ClKVCache *cache)
 {
     g_return_val_if_fail(cache != NULL, 0);
@@ -223,6 +246,12 @@ int cl_kv_cache_capacity(const ClKVCache *cache)
 void cl_kv_cache_truncate(ClKVCache *cache, int len)
 {
     g_return_if_fail(cache != NULL);
+    /* streaming: the ring holds no position before the last window, so only a cut that
+     * leaves every kept position in its slot is possible */
+    if (cache->window && cache->len > cache->capacity && len > 0) {
+        g_warning("A streaming KV cache past its window can only be truncated to 0");
+        return;
+    }
     if (len >= 0 && len < cache->len)
         cache->len = len;
     if (cache->pvm_n > 0 && len <= cache->pvm_from)
@@ -280,7 +309,7 @@ static gboolean kv_move_to(ClKVCache *c, ClBackend *be, GError **error)
                     be ? cl_backend_name(be) : "host", c->capacity);
         return FALSE;
     }
-    size_t used = (size_t)c->len * c->kv_dim * sizeof(float);
+    size_t used = (size_t)MIN(c->len, c->capacity) * c->kv_dim * sizeof(float);
     for (int l = 0; l < c->depth && used; l++) {
         size_t off = (size_t)l * c->capacity * c->kv_dim;
         for (int which = 0; which < 2; which++) {
@@ -309,19 +338,23 @@ void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
     g_return_if_fail(dst != NULL && src != NULL);
     g_return_if_fail(dst->depth == src->depth && dst->kv_dim == src->kv_dim &&
                      dst->e == src->e && dst->vocab == src->vocab);
-    g_return_if_fail(dst->capacity >= src->len);
+    g_return_if_fail(dst->capacity >= MIN(src->len, src->capacity));
+    g_return_if_fail(dst->capacity == src->capacity || !src->window);
     if (dst == src)
         return;
+    dst->sink = src->sink;
+    dst->window = src->window;
     if (dst->kv_be != src->kv_be && !kv_move_to(dst, src->kv_be, NULL)) {
         g_warning("Not enough memory to copy a KV cache");
         return;
     }
     size_t row = (size_t)src->kv_dim * sizeof(float);
+    const size_t filled = (size_t)MIN(src->len, src->capacity); /* streaming: every slot */
     for (int l = 0; l < src->depth; l++) {
         kv_copy(src->kv_be, dst->k + (size_t)l * dst->capacity * dst->kv_dim,
-                src->k + (size_t)l * src->capacity * src->kv_dim, row * src->len);
+                src->k + (size_t)l * src->capacity * src->kv_dim, row * filled);
         kv_copy(src->kv_be, dst->v + (size_t)l * dst->capacity * dst->kv_dim,
-                src->v + (size_t)l * src->capacity * src->kv_dim, row * src->len);
+                src->v + (size_t)l * src->capacity * src->kv_dim, row * filled);
     }
     dst->len = src->len;
     dst->casa_rows = 0;
@@ -555,6 +588,16 @@ static void tap_rows(ClTensorTap tap, gpointer data, ClBackend *be, const char *
         tap(name, x, 1, shape + 1, data);
 }
 
+/* Rows of the next chunk from position pos, at most `want`: a streaming cache fills its slots
+ * in chunks, then takes one position at a time (a chunk would overwrite keys its own earlier
+ * rows still see). */
+static int chunk_rows(const ClKVCache *c, int pos, int want)
+{
+    if (!c->window)
+        return want;
+    return pos < c->capacity ? MIN(want, c->capacity - pos) : 1;
+}
+
 /* What one forward call's helpers share. */
 typedef struct {
     ClBackend *be;
@@ -609,7 +652,11 @@ static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const 
         const ClDecoderLayerWeights *L = &w->dec[l];
         float *kl = c->k + (size_t)l * c->capacity * KV;
         float *vl = c->v + (size_t)l * c->capacity * KV;
-        float *kc = kl + (size_t)pos0 * KV, *vc = vl + (size_t)pos0 * KV;
+        /* streaming past the ring's first fill: one position, in its slot, attending to every
+         * slot (the sink and the last window; their order does not matter to a softmax) */
+        const gboolean ring = c->window && pos0 + cn > c->capacity;
+        const int kslot = slot_of(c, pos0);
+        float *kc = kl + (size_t)kslot * KV, *vc = vl + (size_t)kslot * KV;
 
         op->rmsnorm(be, c->h, c->x, L->attn_norm, cn, E, eps);
         op->linear(be, c->q, c->h, L->q, NULL, cn, E, Q);
@@ -617,8 +664,12 @@ static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const 
         op->linear(be, vc, c->h, L->v, NULL, cn, E, KV);
         op->rope(be, c->q, c->rope_cos, c->rope_sin, cn, Q, Hq, hd, 1);
         op->rope(be, kc, c->rope_cos, c->rope_sin, cn, KV, Hkv, hd, 1);
-        op->attention(be, c->att, NULL, c->q, kl, vl, cn, pos0 + cn, Q, KV, KV, Q, Hq, Hkv, hd,
-                      scale, pos0, 0, c->scores);
+        if (ring)
+            op->attention(be, c->att, NULL, c->q, kl, vl, cn, c->capacity, Q, KV, KV, Q, Hq, Hkv,
+                          hd, scale, -1, 0, c->scores);
+        else
+            op->attention(be, c->att, NULL, c->q, kl, vl, cn, pos0 + cn, Q, KV, KV, Q, Hq, Hkv,
+                          hd, scale, pos0, 0, c->scores);
         op->linear(be, c->proj, c->att, L->o, NULL, cn, Q, E);
         op->residual(be, c->x, c->proj, NULL, cn, E);
         if (c->casa_rows > 0) {
@@ -734,7 +785,7 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
     if (cfg->casa != CL_CASA_OFF)
         for (int i = 0; i < n; i++)
             adds -= ids[i] == CL_DECODER_VISUAL;
-    if (adds > cache->capacity - cache->len) {
+    if (!cache->window && adds > cache->capacity - cache->len) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "The sequence is too long: %d positions after %d do not fit in %d", adds,
                     cache->len, cache->capacity);
@@ -789,8 +840,8 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
     int pos = c->len;
     if (cfg->casa == CL_CASA_OFF) {
         int vis_row = 0;
-        for (int c0 = 0; c0 < n; c0 += rows) {
-            const int cn = MIN(rows, n - c0);
+        for (int c0 = 0, cn; c0 < n; c0 += cn) {
+            cn = chunk_rows(c, pos + c0, MIN(rows, n - c0));
             run_layers(&r, ids + c0, cn, pos + c0, visual, &vis_row);
             const gboolean last = c0 + cn == n;
             run_logits(&r, cn, logits_all ? logits_all + (size_t)c0 * V : NULL,
@@ -815,8 +866,8 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
                     memset(logits, 0, (size_t)V * sizeof(float));
             } else {
                 c->casa_open = FALSE;
-                for (int c0 = 0; c0 < run; c0 += rows) {
-                    const int cn = MIN(rows, run - c0);
+                for (int c0 = 0, cn; c0 < run; c0 += cn) {
+                    cn = chunk_rows(c, pos, MIN(rows, run - c0));
                     run_layers(&r, ids + i + c0, cn, pos, NULL, NULL);
                     const gboolean last = i + c0 + cn == n;
                     run_logits(&r, cn, logits_all ? logits_all + (size_t)(i + c0) * V : NULL,

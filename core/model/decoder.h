@@ -14,6 +14,11 @@ typedef struct _ClKVCache ClKVCache;
 /* capacity: 1 .. CL_CONFIG_MAX_LEN positions; NULL when memory is short. The cache only serves
  * models of this model's decoder shapes. */
 ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity);
+/* A streaming cache (SEEDS-DECODER.md §3.1's online mode): the first `sink` positions and the
+ * last `window` ones, in a ring, however long the sequence; each position attends to exactly
+ * those (dense attention under the sink + window mask). Its memory is that of sink + window
+ * positions; cl_kv_cache_len() counts every position seen. */
+ClKVCache *cl_kv_cache_new_streaming(const ClModel *model, int sink, int window);
 int cl_kv_cache_len(const ClKVCache *cache);
 int cl_kv_cache_capacity(const ClKVCache *cache);
 /* Bytes the cache holds now: keys and values at full capacity, the workspace, PVM's visual

@@ -399,11 +399,19 @@ static int cand_cmp(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
+static ClKVCache *new_cache(const Gen *g)
+{
+    if (g->opts->stream_window > 0)
+        return cl_kv_cache_new_streaming(g->model, MAX(g->opts->stream_sink, 0),
+                                         g->opts->stream_window);
+    return cl_kv_cache_new(g->model, g->capacity);
+}
+
 static ClKVCache *take_cache(Gen *g, GPtrArray *spare, GError **error)
 {
     if (spare->len > 0)
         return g_ptr_array_steal_index_fast(spare, spare->len - 1);
-    ClKVCache *c = cl_kv_cache_new(g->model, g->capacity);
+    ClKVCache *c = new_cache(g);
     if (!c)
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                     "not enough memory for another beam's KV cache (%d positions)", g->capacity);
@@ -638,7 +646,8 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "the prompt is empty");
         return FALSE;
     }
-    if (n_prompt >= cfg->max_len) {
+    const gboolean streaming = opts->stream_window > 0;
+    if (!streaming && n_prompt >= cfg->max_len) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "the prompt is %d positions long (image tokens included) but the model's "
                     "context holds %d: nothing can be generated; use fewer or smaller images or "
@@ -666,7 +675,10 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
     }
     /* the k-th generated token sits at position n_prompt + k - 1 */
     int room = cfg->max_len - n_prompt;
-    if (opts->max_new_tokens > 0 && opts->max_new_tokens <= room) {
+    if (streaming) { /* the ring bounds memory, not the length */
+        g.max_new = opts->max_new_tokens > 0 ? opts->max_new_tokens : cfg->max_len;
+        g.limit = CL_STOP_MAX_TOKENS;
+    } else if (opts->max_new_tokens > 0 && opts->max_new_tokens <= room) {
         g.max_new = opts->max_new_tokens;
         g.limit = CL_STOP_MAX_TOKENS;
     } else {
@@ -679,7 +691,7 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
         out->stop_reason = CL_STOP_CANCELLED;
         return FALSE;
     }
-    ClKVCache *cache = cl_kv_cache_new(model, g.capacity);
+    ClKVCache *cache = new_cache(&g);
     float *logits = g_try_new(float, g.vocab.V);
     if (!cache || !logits) {
         if (cache)

@@ -40,6 +40,11 @@ typedef struct {
      * decimals of a fixed format ("0.dddd"), whose digit strings sort as their values do;
      * other tokens, and '.', stay greedy. FALSE (default): plain greedy. */
     gboolean median_numbers;
+    /* stream_window > 0: streaming KV caches (cl_kv_cache_new_streaming): every position
+     * attends to the first stream_sink positions and the last stream_window ones, memory stays
+     * that of sink + window positions, and generation is not bounded by the model's max_len
+     * (max_new_tokens <= 0 then means max_len new tokens). */
+    int stream_sink, stream_window;
 } ClGenerateOptions;
 
 /* Defaults: max_new_tokens 256, beam_size 1, length_penalty 1.0, nothing else. */

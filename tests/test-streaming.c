@@ -1,0 +1,262 @@
+/* test-streaming.c - the streaming KV cache (sink + window in a ring, SEEDS-DECODER.md §3.1's
+ * online mode): equal to dense attention under the sink + window mask (a float64 reference),
+ * the ordinary cache's results until the ring fills, memory that does not grow, generation past
+ * max_len. */
+#include <math.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "backend.h"
+#include "decoder.h"
+#include "generate.h"
+#include "model.h"
+
+static ClBackend *be;
+
+static ClModel *make_model(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", &err));
+    cfg.image_size = 32, cfg.patch_size = 8, cfg.enc_dim = 16, cfg.enc_depth = 1;
+    cfg.enc_heads = 1, cfg.enc_mlp = 16, cfg.merger_hidden = 16;
+    cfg.dec_dim = 32, cfg.dec_depth = 2, cfg.dec_heads = 4, cfg.dec_kv_heads = 2;
+    cfg.dec_mlp = 48, cfg.vocab_size = 300, cfg.rope_base = 50.0, cfg.max_len = 16;
+    ClModel *m = cl_model_new_random(&cfg, 9, &err);
+    g_assert_no_error(err);
+    g_autoptr(GPtrArray) specs = cl_model_weight_specs(&m->config, &m->w);
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        float *p = *s->slot;
+        GRand *r = g_rand_new_with_seed(g_str_hash(s->name));
+        for (gint64 j = 0; j < cl_weight_spec_numel(s); j++)
+            p[j] = s->ndim == 1 ? (float)(1.0 + g_rand_double_range(r, -0.2, 0.2))
+                                : (float)(g_rand_double_range(r, -1.0, 1.0) *
+                                          sqrt(3.0 / (double)s->shape[1]));
+        g_rand_free(r);
+    }
+    cl_model_weights_changed(m);
+    return m;
+}
+
+static void r_rmsnorm(double *out, const double *x, const float *w, int n, double eps)
+{
+    double ms = 0;
+    for (int i = 0; i < n; i++)
+        ms += x[i] * x[i];
+    for (int i = 0; i < n; i++)
+        out[i] = x[i] / sqrt(ms / n + eps) * w[i];
+}
+
+static void r_matvec(double *out, const float *w, const double *x, int n_out, int n_in)
+{
+    for (int j = 0; j < n_out; j++) {
+        double s = 0;
+        for (int i = 0; i < n_in; i++)
+            s += w[(size_t)j * n_in + i] * x[i];
+        out[j] = s;
+    }
+}
+
+static void r_rope(double *x, int heads, int hd, int pos, double base)
+{
+    for (int h = 0; h < heads; h++)
+        for (int i = 0; i < hd / 2; i++) {
+            double ang = pos * pow(base, -2.0 * i / hd), a = x[h * hd + i],
+                   b = x[h * hd + i + hd / 2];
+            x[h * hd + i] = a * cos(ang) - b * sin(ang);
+            x[h * hd + i + hd / 2] = b * cos(ang) + a * sin(ang);
+        }
+}
+
+/* logits (T, V): the decoder with position t attending to j <= t with j < sink or t − j < window */
+static void ref_masked(const ClModel *m, const gint32 *ids, int T, int sink, int window,
+                       double *logits)
+{
+    const ClModelConfig *c = &m->config;
+    const ClModelWeights *w = &m->w;
+    const int E = c->dec_dim, Hq = c->dec_heads, Hkv = c->dec_kv_heads, hd = E / Hq;
+    const int KV = Hkv * hd, F = c->dec_mlp, V = c->vocab_size;
+    double *x = g_new(double, (size_t)T * E), *h = g_new(double, E), *q = g_new(double, E);
+    double *k = g_new(double, (size_t)T * KV), *v = g_new(double, (size_t)T * KV);
+    double *att = g_new(double, E), *o = g_new(double, E), *g = g_new(double, F);
+    double *u = g_new(double, F), *p = g_new(double, T), *nx = g_new(double, (size_t)T * E);
+    for (int t = 0; t < T; t++)
+        for (int e = 0; e < E; e++)
+            x[(size_t)t * E + e] = w->embed[(size_t)ids[t] * E + e];
+    for (int l = 0; l < c->dec_depth; l++) {
+        const ClDecoderLayerWeights *L = &w->dec[l];
+        for (int t = 0; t < T; t++) {
+            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
+            r_matvec(k + (size_t)t * KV, L->k, h, KV, E);
+            r_matvec(v + (size_t)t * KV, L->v, h, KV, E);
+            r_rope(k + (size_t)t * KV, Hkv, hd, t, c->rope_base);
+        }
+        for (int t = 0; t < T; t++) {
+            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
+            r_matvec(q, L->q, h, E, E);
+            r_rope(q, Hq, hd, t, c->rope_base);
+            for (int hh = 0; hh < Hq; hh++) {
+                const int kh = hh / (Hq / Hkv);
+                double mx = -INFINITY, s = 0;
+                for (int j = 0; j <= t; j++) {
+                    p[j] = -INFINITY;
+                    if (!(j < sink || t - j < window))
+                        continue;
+                    double d = 0;
+                    for (int i = 0; i < hd; i++)
+                        d += q[hh * hd + i] * k[(size_t)j * KV + kh * hd + i];
+                    p[j] = d / sqrt((double)hd);
+                    mx = MAX(mx, p[j]);
+                }
+                for (int j = 0; j <= t; j++)
+                    s += (p[j] = isinf(p[j]) ? 0 : exp(p[j] - mx));
+                for (int i = 0; i < hd; i++) {
+                    double a = 0;
+                    for (int j = 0; j <= t; j++)
+                        a += p[j] / s * v[(size_t)j * KV + kh * hd + i];
+                    att[hh * hd + i] = a;
+                }
+            }
+            r_matvec(o, L->o, att, E, E);
+            for (int e = 0; e < E; e++)
+                nx[(size_t)t * E + e] = x[(size_t)t * E + e] + o[e];
+        }
+        for (int t = 0; t < T; t++) {
+            double *xt = nx + (size_t)t * E;
+            r_rmsnorm(h, xt, L->mlp_norm, E, c->norm_eps);
+            r_matvec(g, L->gate, h, F, E);
+            r_matvec(u, L->up, h, F, E);
+            for (int i = 0; i < F; i++)
+                g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+            r_matvec(o, L->down, g, E, F);
+            for (int e = 0; e < E; e++)
+                x[(size_t)t * E + e] = xt[e] + o[e];
+        }
+    }
+    const float *head = w->lm_head ? w->lm_head : w->embed;
+    for (int t = 0; t < T; t++) {
+        r_rmsnorm(h, x + (size_t)t * E, w->dec_norm, E, c->norm_eps);
+        r_matvec(logits + (size_t)t * V, head, h, V, E);
+    }
+    g_free(x), g_free(h), g_free(q), g_free(k), g_free(v), g_free(att), g_free(o), g_free(g);
+    g_free(u), g_free(p), g_free(nx);
+}
+
+enum { T = 60, SINK = 4, WINDOW = 9, V = 300 };
+
+static void make_ids(gint32 *ids)
+{
+    GRand *r = g_rand_new_with_seed(21);
+    for (int i = 0; i < T; i++)
+        ids[i] = g_rand_int_range(r, 0, V);
+    g_rand_free(r);
+}
+
+/* A prompt of 20 (more than sink + window: the prefill fills the ring then steps), then one
+ * position per call: every position's logits against the masked dense reference. */
+static void test_ring_equals_masked_dense(void)
+{
+    g_autoptr(ClModel) m = make_model();
+    gint32 ids[T];
+    make_ids(ids);
+    g_autofree double *ref = g_new(double, (size_t)T * V);
+    ref_masked(m, ids, T, SINK, WINDOW, ref);
+    g_autoptr(ClKVCache) c = cl_kv_cache_new_streaming(m, SINK, WINDOW);
+    g_autofree float *got = g_new(float, (size_t)T * V);
+    g_autoptr(GError) err = NULL;
+    const int head = 20;
+    g_assert_true(cl_decoder_forward(be, m, c, ids, head, NULL, NULL, got, NULL, NULL, &err));
+    for (int t = head; t < T; t++)
+        g_assert_true(cl_decoder_forward(be, m, c, ids + t, 1, NULL, got + (size_t)t * V, NULL,
+                                         NULL, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(cl_kv_cache_len(c), ==, T);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < (size_t)T * V; i++) {
+        num = MAX(num, fabs(got[i] - ref[i]));
+        den = MAX(den, fabs(ref[i]));
+    }
+    g_test_message("streaming (sink %d, window %d, %d positions) against masked dense attention "
+                   "in float64: %.2e of max |logit|",
+                   SINK, WINDOW, T, num / den);
+    g_assert_cmpfloat(num / den, <, 2e-5);
+    /* and the mask matters: without it (dense over everything) the logits are elsewhere */
+    g_autofree double *dense = g_new(double, (size_t)T * V);
+    ref_masked(m, ids, T, T, T, dense);
+    double far = 0;
+    for (size_t i = (size_t)(SINK + WINDOW + 2) * V; i < (size_t)T * V; i++)
+        far = MAX(far, fabs(got[i] - dense[i]));
+    g_assert_cmpfloat(far / den, >, 1e-3);
+}
+
+/* Until the ring fills, a streaming cache is an ordinary one, bit for bit; its memory is that
+ * of sink + window positions however far it goes. */
+static void test_before_fill_and_memory(void)
+{
+    g_autoptr(ClModel) m = make_model();
+    gint32 ids[T];
+    make_ids(ids);
+    g_autoptr(ClKVCache) s = cl_kv_cache_new_streaming(m, SINK, WINDOW);
+    g_autoptr(ClKVCache) o = cl_kv_cache_new(m, T);
+    g_autofree float *a = g_new(float, (size_t)(SINK + WINDOW) * V),
+                     *b = g_new(float, (size_t)(SINK + WINDOW) * V);
+    g_autoptr(GError) err = NULL;
+    g_assert_true(
+        cl_decoder_forward(be, m, s, ids, SINK + WINDOW, NULL, NULL, a, NULL, NULL, &err));
+    g_assert_true(
+        cl_decoder_forward(be, m, o, ids, SINK + WINDOW, NULL, NULL, b, NULL, NULL, &err));
+    g_assert_cmpmem(a, (size_t)(SINK + WINDOW) * V * sizeof(float), b,
+                    (size_t)(SINK + WINDOW) * V * sizeof(float));
+    size_t before = cl_kv_cache_bytes(s);
+    float l[V];
+    for (int t = SINK + WINDOW; t < T; t++)
+        g_assert_true(cl_decoder_forward(be, m, s, ids + t, 1, NULL, l, NULL, NULL, NULL, &err));
+    g_assert_cmpuint(cl_kv_cache_bytes(s), ==, before);
+    /* the same as an ordinary cache of sink + window positions after the same prefill */
+    g_autoptr(ClKVCache) small = cl_kv_cache_new(m, SINK + WINDOW);
+    g_assert_true(
+        cl_decoder_forward(be, m, small, ids, SINK + WINDOW, NULL, l, NULL, NULL, NULL, &err));
+    g_assert_cmpuint(cl_kv_cache_bytes(small), ==, before);
+}
+
+/* Generation with streaming caches goes past the model's max_len (16 here), greedy and beam. */
+static void test_generate_past_max_len(void)
+{
+    g_autoptr(ClModel) m = make_model();
+    gint32 ids[12];
+    make_ids(ids);
+    for (int beam = 1; beam <= 2; beam++) {
+        ClGenerateOptions o;
+        cl_generate_options_init(&o);
+        o.max_new_tokens = 100;
+        o.beam_size = beam;
+        o.stream_sink = SINK;
+        o.stream_window = WINDOW;
+        ClGenerateResult r;
+        g_autoptr(GError) err = NULL;
+        gboolean ok = cl_generate(be, m, ids, 12, NULL, &o, &r, &err);
+        g_assert_no_error(err);
+        g_assert_true(ok);
+        g_test_message("beam %d: %u tokens, stop %s", beam, r.ids->len,
+                       cl_stop_reason_name(r.stop_reason));
+        g_assert_true(r.stop_reason != CL_STOP_MAX_LEN);
+        g_assert_cmpint(12 + (int)r.ids->len, >, 16);
+        if (r.stop_reason == CL_STOP_MAX_TOKENS)
+            g_assert_cmpuint(r.ids->len, ==, 100);
+        cl_generate_result_clear(&r);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    be = cl_backend_cpu_new(0);
+    g_test_add_func("/streaming/ring-equals-masked-dense", test_ring_equals_masked_dense);
+    g_test_add_func("/streaming/before-fill-and-memory", test_before_fill_and_memory);
+    g_test_add_func("/streaming/generate-past-max-len", test_generate_past_max_len);
+    int rc = g_test_run();
+    cl_backend_free(be);
+    return rc;
+}
