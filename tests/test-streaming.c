@@ -225,7 +225,7 @@ static void test_before_fill_and_memory(void)
 static void test_generate_past_max_len(void)
 {
     g_autoptr(ClModel) m = make_model();
-    gint32 ids[12];
+    gint32 ids[T]; /* the first 12 are the prompt */
     make_ids(ids);
     for (int beam = 1; beam <= 2; beam++) {
         ClGenerateOptions o;
