@@ -165,8 +165,8 @@ static void test_bench_long_json(void)
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     g_assert_true(JSON_NODE_HOLDS_ARRAY(root));
     JsonArray *a = json_node_get_array(root);
-    g_assert_cmpint(json_array_get_length(a), ==, 3 * 2 * 2); /* options × images × gen */
-    double mb[3][2] = { { 0 } }; /* [insertion | pvm | casa][images 2 | 8] at gen 32 */
+    g_assert_cmpint(json_array_get_length(a), ==, 4 * 2 * 2); /* options × images × gen */
+    double mb[4][2] = { { 0 } }; /* [insertion | pvm | casa | stream][images 2 | 8] at gen 32 */
     for (guint i = 0; i < json_array_get_length(a); i++) {
         JsonObject *o = json_array_get_object_element(a, i);
         const char *opt = json_object_get_string_member(o, "option");
@@ -178,7 +178,8 @@ static void test_bench_long_json(void)
         g_assert_true(isfinite(peak) && peak > 0 && isfinite(ms) && ms > 0);
         g_assert_cmpint(json_object_get_int_member(o, "prompt_tokens"), >, images * 25);
         if (gen == 32)
-            mb[strcmp(opt, "pvm") == 0 ? 1 : strcmp(opt, "casa") == 0 ? 2 : 0][images == 8] = peak;
+            mb[!strcmp(opt, "pvm") ? 1 : !strcmp(opt, "casa") ? 2 : !strcmp(opt, "stream") ? 3 : 0]
+              [images == 8] = peak;
     }
     g_assert_cmpfloat(mb[0][1], >, mb[0][0]);
     g_assert_cmpfloat(mb[1][0], >, mb[0][0]);

@@ -13,8 +13,8 @@
 #define PROG "changelens-cli bench --long"
 
 static const char usage_text[] =
-    "Usage: " PROG " [--options insertion,pvm,casa] [--images 2,8,32,64] [--gen 32,512,4096]\n"
-    "       [--quick] [--json]\n"
+    "Usage: " PROG " [--options insertion,pvm,casa,stream] [--images 2,8,32,64]\n"
+    "       [--gen 32,512,4096] [--quick] [--json]\n"
     "\n"
     "Runs the tiny preset's decoder (random weights; the encoder is not timed: each image is its\n"
     "merger's rows, random) on prompts of N images (2 text tokens and the image's visual rows\n"
@@ -26,6 +26,7 @@ static const char usage_text[] =
     "  --options LIST  insertion (visual rows in the sequence, every layer's KV cache holds them),\n"
     "                  pvm (insertion plus PVM beside the FFN of every 2nd layer, rank 32) and\n"
     "                  casa (cross-attention to each image's window; text alone in the cache)\n"
+    "                  and stream (insertion with a sink + window KV cache of 256 + 2048)\n"
     "  --images LIST   images per prompt (default 2,8,32,64)\n"
     "  --gen LIST      generated tokens (default 32,512,4096)\n"
     "  --repeat N      timed runs per point (default 1; the longest runs take seconds)\n"
@@ -78,8 +79,8 @@ typedef struct {
 } Point;
 
 /* One prompt of `images` images through the decoder, then exactly `gen` greedy tokens. */
-static gboolean run_point(ClBackend *be, const ClModel *m, int images, int gen, int repeat,
-                          Point *pt, GError **error)
+static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, int images, int gen,
+                          int repeat, Point *pt, GError **error)
 {
     const ClModelConfig *c = &m->config;
     const int M = cl_config_n_visual(c), E = c->dec_dim, V = c->vocab_size;
@@ -110,7 +111,8 @@ static gboolean run_point(ClBackend *be, const ClModel *m, int images, int gen, 
     /* CASA caches text alone: its cache is as long as the text and the output */
     const int cached = c->casa != CL_CASA_OFF ? T - images * M : T;
     for (int rep = 0; rep < repeat; rep++) {
-        g_autoptr(ClKVCache) cache = cl_kv_cache_new(m, cached + gen);
+        g_autoptr(ClKVCache) cache = stream ? cl_kv_cache_new_streaming(m, 256, 2048)
+                                            : cl_kv_cache_new(m, cached + gen);
         if (!cache) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                         "no memory for a KV cache of %d positions", cached + gen);
@@ -159,7 +161,7 @@ static ClModel *option_model(const char *option, int max_len, GError **error)
 
 int cl_cli_bench_long(int argc, char **argv)
 {
-    const char *options = "insertion,pvm,casa", *images_s = "2,8,32,64", *gen_s = "32,512,4096";
+    const char *options = "insertion,pvm,casa,stream", *images_s = "2,8,32,64", *gen_s = "32,512,4096";
     gboolean json = FALSE;
     int repeat = 1;
     for (int i = 1; i < argc; i++) {
@@ -204,9 +206,9 @@ int cl_cli_bench_long(int argc, char **argv)
     g_auto(GStrv) opts = g_strsplit(options, ",", -1);
     for (int i = 0; opts[i]; i++)
         if (strcmp(opts[i], "insertion") != 0 && strcmp(opts[i], "pvm") != 0 &&
-            strcmp(opts[i], "casa") != 0)
-            return usage_error("unknown option '%s' (insertion, pvm, casa; the hybrid and VIST2 "
-                               "are not built yet)",
+            strcmp(opts[i], "casa") != 0 && strcmp(opts[i], "stream") != 0)
+            return usage_error("unknown option '%s' (insertion, pvm, casa, stream; the Gated "
+                               "DeltaNet hybrid and VIST2 are not built yet)",
                                opts[i]);
 
     ClModelConfig tiny;
@@ -234,8 +236,9 @@ int cl_cli_bench_long(int argc, char **argv)
                 if (!json)
                     fprintf(stderr, "bench: %s, %d images, %d tokens…\n", opts[o],
                             g_array_index(images, int, i), g_array_index(gens, int, g));
-                if (!run_point(be, m, g_array_index(images, int, i), g_array_index(gens, int, g),
-                               repeat, &pt, &err)) {
+                if (!run_point(be, m, strcmp(opts[o], "stream") == 0,
+                               g_array_index(images, int, i), g_array_index(gens, int, g), repeat,
+                               &pt, &err)) {
                     fprintf(stderr, PROG ": %s\n", err->message);
                     return 1;
                 }

@@ -197,6 +197,7 @@ int cl_cli_describe(int argc, char **argv)
     g_autofree char *prompt = NULL, *heatmap = NULL, *domain_name = NULL;
     gint64 seed = -1;
     int max_tokens = 256, beam_size = 1;
+    g_autofree char *stream = NULL;
     gboolean delta = FALSE, json = FALSE;
     g_auto(GStrv) files = NULL;
     GOptionEntry entries[] = {
@@ -220,6 +221,10 @@ int cl_cli_describe(int argc, char **argv)
          "Generate at most N tokens (default 256)", "N"},
         {"beam", 'b', 0, G_OPTION_ARG_INT, &beam_size, "Beam search with N beams (1 = greedy)",
          "N"},
+        {"stream", 0, 0, G_OPTION_ARG_STRING, &stream,
+         "Streaming KV cache: every position attends to the first SINK positions and the last "
+         "WINDOW ones (memory of SINK + WINDOW positions, no max_len bound; e.g. 256+2048)",
+         "SINK+WINDOW"},
         {"heatmap", 0, 0, G_OPTION_ARG_FILENAME, &heatmap,
          "Write heatmap overlays PREFIX-2.png, PREFIX-3.png, … (one per image after the first)",
          "PREFIX"},
@@ -267,6 +272,15 @@ int cl_cli_describe(int argc, char **argv)
     }
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);
+    if (stream) {
+        gint64 sink = -1, window = -1;
+        g_auto(GStrv) sw = g_strsplit(stream, "+", 2);
+        if (!sw[0] || !sw[1] || !g_ascii_string_to_signed(sw[0], 10, 0, 1 << 20, &sink, NULL) ||
+            !g_ascii_string_to_signed(sw[1], 10, 1, 1 << 20, &window, NULL))
+            return usage_error(ctx, "--stream takes SINK+WINDOW, e.g. 256+2048");
+        opts.stream_sink = (int)sink;
+        opts.stream_window = (int)window;
+    }
     if (domain_name) {
         if (!cl_chat_domain_from_name(domain_name, &opts.domain)) {
             g_autofree char *m = g_strdup_printf("unknown domain '%s'", domain_name);

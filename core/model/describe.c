@@ -246,6 +246,8 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         cl_generate_options_init(&go);
         go.max_new_tokens = opts->max_new_tokens;
         go.beam_size = opts->beam_size;
+        go.stream_sink = opts->stream_sink;
+        go.stream_window = opts->stream_window;
         go.median_numbers = opts->median_numbers;
         go.length_penalty = opts->length_penalty;
         /* The chat's special texts end the answer also when spelt out in plain bytes (a

@@ -52,6 +52,7 @@ typedef struct {
     gsize n_turns;
     int max_new_tokens;    /* see ClGenerateOptions (default 256) */
     int beam_size;         /* 1 = greedy (default) */
+    int stream_sink, stream_window; /* streaming KV caches (ClGenerateOptions); 0: off */
     double length_penalty; /* 1.0 */
     gboolean median_numbers; /* numbers as the median of the model's distribution, see
                               * ClGenerateOptions (default FALSE) */
