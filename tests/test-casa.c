@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "decoder.h"
 #include "model.h"
+#include "refdec.h"
 
 static ClBackend *be;
 
@@ -101,77 +102,57 @@ static void forward(const ClModel *m, ClKVCache *c, const GArray *ids, const flo
     g_assert_no_error(err);
 }
 
-/* ---- the float64 reference ------------------------------------------------------------------- */
+/* ---- the float64 reference (refdec.h, and CASA's cross-attention here) ---- */
 
-static void r_rmsnorm(double *out, const double *x, const float *w, int n, double eps)
-{
-    double ms = 0;
-    for (int i = 0; i < n; i++)
-        ms += x[i] * x[i];
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] / sqrt(ms / n + eps) * w[i];
-}
+typedef struct {
+    const float *vis;
+    int nv, *win0, *winn;
+    int layer;      /* whose keys kc/vc hold */
+    double *kc, *vc; /* (nv, KV) */
+} CasaRef;
 
-static void r_matvec(double *out, const float *w, const double *x, int n_out, int n_in)
+static void casa_hook(const ClModel *m, int l, int t, const double *h, double *xt, gpointer data)
 {
-    for (int j = 0; j < n_out; j++) {
-        double s = 0;
-        for (int i = 0; i < n_in; i++)
-            s += w[(size_t)j * n_in + i] * x[i];
-        out[j] = s;
-    }
-}
-
-/* softmax(q k^T/√hd) v for one query over nk keys (GQA) */
-static void r_attend(double *out, const double *q, const double *k, const double *v, int nk,
-                     int Hq, int Hkv, int hd)
-{
+    CasaRef *r = data;
+    if (r->winn[t] == 0)
+        return; /* before the first image */
+    const ClModelConfig *c = &m->config;
+    const ClDecoderLayerWeights *L = &m->w.dec[l];
+    const int E = c->dec_dim, Hq = c->dec_heads, Hkv = c->dec_kv_heads, hd = E / Hq;
     const int KV = Hkv * hd;
-    double *p = g_new(double, MAX(nk, 1));
-    for (int h = 0; h < Hq; h++) {
-        const int g = h / (Hq / Hkv);
-        double mx = -INFINITY, s = 0;
-        for (int j = 0; j < nk; j++) {
-            double d = 0;
-            for (int i = 0; i < hd; i++)
-                d += q[h * hd + i] * k[(size_t)j * KV + g * hd + i];
-            p[j] = d / sqrt((double)hd);
-            mx = MAX(mx, p[j]);
+    const gboolean own = c->casa == CL_CASA_CA;
+    if (r->layer != l) { /* this layer's keys and values of every visual row */
+        double *y = g_new(double, E), *ny = g_new(double, E);
+        for (int j = 0; j < r->nv; j++) {
+            for (int e = 0; e < E; e++)
+                y[e] = r->vis[(size_t)j * E + e];
+            ref_rmsnorm(ny, y, L->casa_norm, E, c->norm_eps);
+            ref_matvec(r->kc + (size_t)j * KV, own ? L->casa_k : L->k, ny, KV, E);
+            ref_matvec(r->vc + (size_t)j * KV, own ? L->casa_v : L->v, ny, KV, E);
         }
-        for (int j = 0; j < nk; j++)
-            s += (p[j] = exp(p[j] - mx));
-        for (int i = 0; i < hd; i++) {
-            double a = 0;
-            for (int j = 0; j < nk; j++)
-                a += p[j] / s * v[(size_t)j * KV + g * hd + i];
-            out[h * hd + i] = a;
-        }
+        g_free(y), g_free(ny);
+        r->layer = l;
     }
-    g_free(p);
-}
-
-static void r_rope(double *x, int heads, int hd, int pos, double base)
-{
-    for (int h = 0; h < heads; h++)
-        for (int i = 0; i < hd / 2; i++) {
-            double ang = pos * pow(base, -2.0 * i / hd), a = x[h * hd + i], b = x[h * hd + i + hd / 2];
-            x[h * hd + i] = a * cos(ang) - b * sin(ang);
-            x[h * hd + i + hd / 2] = b * cos(ang) + a * sin(ang);
-        }
+    double *q = g_new(double, E), *att = g_new(double, E), *o = g_new(double, E);
+    ref_matvec(q, own ? L->casa_q : L->q, h, E, E); /* no positions */
+    ref_attend(att, q, r->kc + (size_t)r->win0[t] * KV, r->vc + (size_t)r->win0[t] * KV,
+               r->winn[t], Hq, Hkv, hd, NULL);
+    ref_matvec(o, own ? L->casa_o : L->o, att, E, E);
+    for (int e = 0; e < E; e++)
+        xt[e] += o[e];
+    g_free(q), g_free(att), g_free(o);
 }
 
 /* logits at the text rows (T_text, V): text rows alone through the layers, positions counted
  * over text; CA from each text row to its window's visual rows (none before the first image) */
 static void ref_casa(const ClModel *m, const GArray *ids, const float *vis, double *logits)
 {
-    const ClModelConfig *c = &m->config;
-    const ClModelWeights *w = &m->w;
-    const int E = c->dec_dim, Hq = c->dec_heads, Hkv = c->dec_kv_heads, hd = E / Hq;
-    const int KV = Hkv * hd, F = c->dec_mlp, V = c->vocab_size, n = (int)ids->len;
+    const int n = (int)ids->len, E = m->config.dec_dim;
+    const int KV = m->config.dec_kv_heads * (E / m->config.dec_heads);
     const gint32 *id = (const gint32 *)ids->data;
-    /* text rows, their window (first visual row, count), and the visual rows */
-    int nt = 0, *win0 = g_new(int, n), *winn = g_new(int, n), *tid = g_new(int, n);
-    int cur0 = -1, curn = 0, vr = 0;
+    int nt = 0, vr = 0, cur0 = 0, curn = 0;
+    g_autofree int *win0 = g_new(int, n), *winn = g_new(int, n);
+    g_autofree gint32 *tid = g_new(gint32, n);
     gboolean open = FALSE;
     for (int i = 0; i < n; i++) {
         if (id[i] == CL_DECODER_VISUAL) {
@@ -181,71 +162,15 @@ static void ref_casa(const ClModel *m, const GArray *ids, const float *vis, doub
             open = TRUE;
         } else {
             open = FALSE;
-            tid[nt] = id[i], win0[nt] = cur0, winn[nt] = cur0 < 0 ? 0 : curn, nt++;
+            tid[nt] = id[i], win0[nt] = cur0, winn[nt] = curn, nt++;
         }
     }
-    double *x = g_new(double, (size_t)nt * E), *h = g_new(double, E), *q = g_new(double, E);
-    double *k = g_new(double, (size_t)nt * KV), *v = g_new(double, (size_t)nt * KV);
-    double *kc = g_new(double, (size_t)MAX(vr, 1) * KV), *vc = g_new(double, (size_t)MAX(vr, 1) * KV);
-    double *att = g_new(double, E), *o = g_new(double, E), *g = g_new(double, F);
-    double *u = g_new(double, F), *nx = g_new(double, (size_t)nt * E), *y = g_new(double, E);
-    for (int t = 0; t < nt; t++)
-        for (int e = 0; e < E; e++)
-            x[(size_t)t * E + e] = w->embed[(size_t)tid[t] * E + e];
-    for (int l = 0; l < c->dec_depth; l++) {
-        const ClDecoderLayerWeights *L = &w->dec[l];
-        const gboolean own = c->casa == CL_CASA_CA;
-        for (int j = 0; j < vr; j++) {
-            for (int e = 0; e < E; e++)
-                y[e] = vis[(size_t)j * E + e];
-            r_rmsnorm(h, y, L->casa_norm, E, c->norm_eps);
-            r_matvec(kc + (size_t)j * KV, own ? L->casa_k : L->k, h, KV, E);
-            r_matvec(vc + (size_t)j * KV, own ? L->casa_v : L->v, h, KV, E);
-        }
-        for (int t = 0; t < nt; t++) {
-            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
-            r_matvec(k + (size_t)t * KV, L->k, h, KV, E);
-            r_matvec(v + (size_t)t * KV, L->v, h, KV, E);
-            r_rope(k + (size_t)t * KV, Hkv, hd, t, c->rope_base);
-        }
-        for (int t = 0; t < nt; t++) {
-            double *xt = nx + (size_t)t * E;
-            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
-            r_matvec(q, L->q, h, E, E);
-            r_rope(q, Hq, hd, t, c->rope_base);
-            r_attend(att, q, k, v, t + 1, Hq, Hkv, hd);
-            r_matvec(o, L->o, att, E, E);
-            for (int e = 0; e < E; e++)
-                xt[e] = x[(size_t)t * E + e] + o[e];
-            if (winn[t] > 0) {
-                r_matvec(q, own ? L->casa_q : L->q, h, E, E);
-                r_attend(att, q, kc + (size_t)win0[t] * KV, vc + (size_t)win0[t] * KV, winn[t],
-                         Hq, Hkv, hd);
-                r_matvec(o, own ? L->casa_o : L->o, att, E, E);
-                for (int e = 0; e < E; e++)
-                    xt[e] += o[e];
-            }
-        }
-        for (int t = 0; t < nt; t++) {
-            double *xt = nx + (size_t)t * E;
-            r_rmsnorm(h, xt, L->mlp_norm, E, c->norm_eps);
-            r_matvec(g, L->gate, h, F, E);
-            r_matvec(u, L->up, h, F, E);
-            for (int i = 0; i < F; i++)
-                g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
-            r_matvec(o, L->down, g, E, F);
-            for (int e = 0; e < E; e++)
-                x[(size_t)t * E + e] = xt[e] + o[e];
-        }
-    }
-    const float *head = w->lm_head ? w->lm_head : w->embed;
-    for (int t = 0; t < nt; t++) {
-        r_rmsnorm(h, x + (size_t)t * E, w->dec_norm, E, c->norm_eps);
-        r_matvec(logits + (size_t)t * V, head, h, V, E);
-    }
-    g_free(x), g_free(h), g_free(q), g_free(k), g_free(v), g_free(kc), g_free(vc), g_free(att);
-    g_free(o), g_free(g), g_free(u), g_free(nx), g_free(y), g_free(win0), g_free(winn);
-    g_free(tid);
+    CasaRef r = { vis, vr, win0, winn, -1, g_new(double, (size_t)MAX(vr, 1) * KV),
+                  g_new(double, (size_t)MAX(vr, 1) * KV) };
+    RefHooks hooks = { .after_attention = casa_hook, .data = &r };
+    g_autofree double *x0 = ref_embed(m, tid, nt, NULL);
+    ref_decode_rows(m, x0, nt, &hooks, logits);
+    g_free(r.kc), g_free(r.vc);
 }
 
 /* ---- tests ----------------------------------------------------------------------------------- */

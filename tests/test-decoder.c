@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "decoder.h"
 #include "model.h"
+#include "refdec.h"
 
 static ClBackend *be;
 
@@ -85,110 +86,12 @@ static float *make_visual(int rows, int E, guint32 seed)
 
 /* ---- the double-precision reference ---------------------------------------------------------- */
 
-static void r_rmsnorm(double *out, const double *x, const float *w, int n, double eps)
-{
-    double ms = 0;
-    for (int i = 0; i < n; i++)
-        ms += x[i] * x[i];
-    ms /= n;
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] / sqrt(ms + eps) * w[i];
-}
-
-static void r_matvec(double *out, const float *w, const double *x, int n_out, int n_in)
-{
-    for (int j = 0; j < n_out; j++) {
-        double s = 0;
-        for (int i = 0; i < n_in; i++)
-            s += w[(size_t)j * n_in + i] * x[i];
-        out[j] = s;
-    }
-}
-
-static void r_rope(double *x, int n_heads, int hd, int pos, double base)
-{
-    for (int h = 0; h < n_heads; h++)
-        for (int i = 0; i < hd / 2; i++) {
-            double ang = pos * pow(base, -2.0 * i / hd);
-            double a = x[h * hd + i], b = x[h * hd + i + hd / 2];
-            x[h * hd + i] = a * cos(ang) - b * sin(ang);
-            x[h * hd + i + hd / 2] = b * cos(ang) + a * sin(ang);
-        }
-}
-
-/* logits (T, V) of the whole sequence, every position */
+/* logits (T, V) of the whole sequence, every position (refdec.c: written from docs/MODEL.md §4) */
 static void ref_decode(const ClModel *m, const gint32 *ids, int T, const float *visual,
                        double *logits)
 {
-    const ClModelConfig *c = &m->config;
-    const ClModelWeights *w = &m->w;
-    const int E = c->dec_dim, Hq = c->dec_heads, Hkv = c->dec_kv_heads, hd = E / Hq;
-    const int F = c->dec_mlp, V = c->vocab_size, KV = Hkv * hd;
-    double *x = g_new(double, (size_t)T * E), *h = g_new(double, E), *q = g_new(double, E);
-    double *k = g_new(double, (size_t)T * KV), *v = g_new(double, (size_t)T * KV);
-    double *att = g_new(double, E), *o = g_new(double, E), *g = g_new(double, F);
-    double *u = g_new(double, F), *p = g_new(double, T), *nx = g_new(double, (size_t)T * E);
-    /* token embeddings; visual rows are consumed in order */
-    for (int t = 0, vr = 0; t < T; t++) {
-        const float *src = ids[t] == CL_DECODER_VISUAL ? visual + (size_t)vr++ * E
-                                                       : w->embed + (size_t)ids[t] * E;
-        for (int e = 0; e < E; e++)
-            x[(size_t)t * E + e] = src[e];
-    }
-    for (int l = 0; l < c->dec_depth; l++) {
-        const ClDecoderLayerWeights *L = &w->dec[l];
-        for (int t = 0; t < T; t++) {
-            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
-            r_matvec(k + (size_t)t * KV, L->k, h, KV, E);
-            r_matvec(v + (size_t)t * KV, L->v, h, KV, E);
-            r_rope(k + (size_t)t * KV, Hkv, hd, t, c->rope_base);
-        }
-        for (int t = 0; t < T; t++) {
-            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
-            r_matvec(q, L->q, h, E, E);
-            r_rope(q, Hq, hd, t, c->rope_base);
-            for (int hh = 0; hh < Hq; hh++) {
-                int kh = hh / (Hq / Hkv);
-                double mx = -INFINITY, s = 0;
-                for (int j = 0; j <= t; j++) {
-                    double d = 0;
-                    for (int i = 0; i < hd; i++)
-                        d += q[hh * hd + i] * k[(size_t)j * KV + kh * hd + i];
-                    p[j] = d / sqrt((double)hd);
-                    mx = MAX(mx, p[j]);
-                }
-                for (int j = 0; j <= t; j++)
-                    s += (p[j] = exp(p[j] - mx));
-                for (int i = 0; i < hd; i++) {
-                    double a = 0;
-                    for (int j = 0; j <= t; j++)
-                        a += p[j] / s * v[(size_t)j * KV + kh * hd + i];
-                    att[hh * hd + i] = a;
-                }
-            }
-            r_matvec(o, L->o, att, E, E);
-            for (int e = 0; e < E; e++)
-                nx[(size_t)t * E + e] = x[(size_t)t * E + e] + o[e];
-        }
-        for (int t = 0; t < T; t++) {
-            double *xt = nx + (size_t)t * E;
-            r_rmsnorm(h, xt, L->mlp_norm, E, c->norm_eps);
-            r_matvec(g, L->gate, h, F, E);
-            r_matvec(u, L->up, h, F, E);
-            for (int i = 0; i < F; i++)
-                g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
-            r_matvec(o, L->down, g, E, F);
-            for (int e = 0; e < E; e++)
-                x[(size_t)t * E + e] = xt[e] + o[e];
-        }
-    }
-    const float *head = w->lm_head ? w->lm_head : w->embed;
-    for (int t = 0; t < T; t++) {
-        r_rmsnorm(h, x + (size_t)t * E, w->dec_norm, E, c->norm_eps);
-        r_matvec(logits + (size_t)t * V, head, h, V, E);
-    }
-    g_free(x), g_free(h), g_free(q), g_free(k), g_free(v), g_free(att), g_free(o), g_free(g);
-    g_free(u), g_free(p), g_free(nx);
+    g_autofree double *x0 = ref_embed(m, ids, T, visual);
+    ref_decode_rows(m, x0, T, NULL, logits);
 }
 
 /* max |a − b| / max |b| (b the reference) */

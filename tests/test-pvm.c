@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "decoder.h"
 #include "model.h"
+#include "refdec.h"
 
 static ClBackend *be;
 
@@ -104,27 +105,7 @@ static float *make_visual(int rows, int E)
     return v;
 }
 
-/* ---- the double-precision reference ---------------------------------------------------------- */
-
-static void r_rmsnorm(double *out, const double *x, const float *w, int n, double eps)
-{
-    double ms = 0;
-    for (int i = 0; i < n; i++)
-        ms += x[i] * x[i];
-    ms /= n;
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] / sqrt(ms + eps) * (w ? w[i] : 1.0);
-}
-
-static void r_matvec(double *out, const float *w, const double *x, int n_out, int n_in)
-{
-    for (int j = 0; j < n_out; j++) {
-        double s = 0;
-        for (int i = 0; i < n_in; i++)
-            s += w[(size_t)j * n_in + i] * x[i];
-        out[j] = s;
-    }
-}
+/* ---- the double-precision reference (refdec.h, and PVM's branch here) ---- */
 
 /* PVM's branch for one row h (SEEDS-DECODER.md §1.1), into P (E). vis: the nv visual rows. */
 static void r_pvm(double *P, const ClModel *m, const ClDecoderLayerWeights *L, const double *h,
@@ -137,56 +118,58 @@ static void r_pvm(double *P, const ClModel *m, const ClDecoderLayerWeights *L, c
     double *zv = g_new(double, r), *k = g_new(double, (size_t)nv * hp);
     double *v = g_new(double, (size_t)nv * hp), *att = g_new(double, r), *mo = g_new(double, r);
     double *nb = g_new(double, r), *g = g_new(double, Fp), *u = g_new(double, Fp);
-    double *m2 = g_new(double, r), *y = g_new(double, E), *p = g_new(double, nv);
+    double *m2 = g_new(double, r), *y = g_new(double, E);
     double *xv = g_new(double, E), *tmp = g_new(double, hp);
-    r_matvec(zt, L->pvm_t, h, r, E);
-    r_rmsnorm(zq, zt, L->pvm_norm_a, r, eps);
-    r_matvec(q, L->pvm_q, zq, r, r);
+    ref_matvec(zt, L->pvm_t, h, r, E);
+    ref_rmsnorm(zq, zt, L->pvm_norm_a, r, eps);
+    ref_matvec(q, L->pvm_q, zq, r, r);
     for (int hh = 0; hh < H; hh++) {
-        r_rmsnorm(tmp, q + hh * hp, L->pvm_q_norm, hp, eps);
+        ref_rmsnorm(tmp, q + hh * hp, L->pvm_q_norm, hp, eps);
         memcpy(q + hh * hp, tmp, hp * sizeof(double));
     }
     for (int j = 0; j < nv; j++) {
         for (int e = 0; e < E; e++)
             xv[e] = vis[(size_t)j * E + e];
-        r_matvec(zv, L->pvm_v, xv, r, E);
-        r_matvec(tmp, L->pvm_k, zv, hp, r);
-        r_rmsnorm(k + (size_t)j * hp, tmp, L->pvm_k_norm, hp, eps);
-        r_matvec(v + (size_t)j * hp, L->pvm_vv, zv, hp, r);
+        ref_matvec(zv, L->pvm_v, xv, r, E);
+        ref_matvec(tmp, L->pvm_k, zv, hp, r);
+        ref_rmsnorm(k + (size_t)j * hp, tmp, L->pvm_k_norm, hp, eps);
+        ref_matvec(v + (size_t)j * hp, L->pvm_vv, zv, hp, r);
     }
-    for (int hh = 0; hh < H; hh++) { /* every query head reads the one key/value head */
-        double mx = -INFINITY, s = 0;
-        for (int j = 0; j < nv; j++) {
-            double d = 0;
-            for (int i = 0; i < hp; i++)
-                d += q[hh * hp + i] * k[(size_t)j * hp + i];
-            p[j] = d / sqrt((double)hp);
-            mx = MAX(mx, p[j]);
-        }
-        for (int j = 0; j < nv; j++)
-            s += (p[j] = exp(p[j] - mx));
-        for (int i = 0; i < hp; i++) {
-            double a = 0;
-            for (int j = 0; j < nv; j++)
-                a += p[j] / s * v[(size_t)j * hp + i];
-            att[hh * hp + i] = a;
-        }
-    }
-    r_matvec(mo, L->pvm_o, att, r, r);
-    r_rmsnorm(nb, mo, L->pvm_norm_b, r, eps);
-    r_matvec(g, L->pvm_gate, nb, Fp, r);
-    r_matvec(u, L->pvm_up, nb, Fp, r);
+    ref_attend(att, q, k, v, nv, H, 1, hp, NULL); /* every query head, one key/value head */
+    ref_matvec(mo, L->pvm_o, att, r, r);
+    ref_rmsnorm(nb, mo, L->pvm_norm_b, r, eps);
+    ref_matvec(g, L->pvm_gate, nb, Fp, r);
+    ref_matvec(u, L->pvm_up, nb, Fp, r);
     for (int i = 0; i < Fp; i++)
         g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
-    r_matvec(m2, L->pvm_down, g, r, Fp);
+    ref_matvec(m2, L->pvm_down, g, r, Fp);
     for (int i = 0; i < r; i++)
         m2[i] += mo[i];
-    r_matvec(y, L->pvm_out, m2, E, r);
-    r_rmsnorm(P, y, NULL, E, eps);
+    ref_matvec(y, L->pvm_out, m2, E, r);
+    ref_rmsnorm(P, y, NULL, E, eps);
     for (int e = 0; e < E; e++)
         P[e] *= L->pvm_alpha[0];
     g_free(zt), g_free(zq), g_free(q), g_free(zv), g_free(k), g_free(v), g_free(att), g_free(mo);
-    g_free(nb), g_free(g), g_free(u), g_free(m2), g_free(y), g_free(p), g_free(xv), g_free(tmp);
+    g_free(nb), g_free(g), g_free(u), g_free(m2), g_free(y), g_free(xv), g_free(tmp);
+}
+
+typedef struct {
+    const gint32 *ids;
+    const float *visual;
+    int nv;
+} PvmRef;
+
+static void pvm_hook(const ClModel *m, int l, int t, const double *xt, double *out, gpointer data)
+{
+    const PvmRef *r = data;
+    if (cl_config_pvm_slot(&m->config, l) < 0 || r->nv == 0 || r->ids[t] == CL_DECODER_VISUAL)
+        return; /* the silencing mask */
+    const int E = m->config.dec_dim;
+    double *P = g_new(double, E);
+    r_pvm(P, m, &m->w.dec[l], xt, r->visual, r->nv);
+    for (int e = 0; e < E; e++)
+        out[e] += P[e];
+    g_free(P);
 }
 
 /* logits (T, V) of the whole sequence: the decoder of docs/MODEL.md §4 with PVM's branch
@@ -194,92 +177,10 @@ static void r_pvm(double *P, const ClModel *m, const ClDecoderLayerWeights *L, c
 static void ref_decode(const ClModel *m, const gint32 *ids, int T, const float *visual, int nv,
                        double *logits)
 {
-    const ClModelConfig *c = &m->config;
-    const ClModelWeights *w = &m->w;
-    const int E = c->dec_dim, Hq = c->dec_heads, Hkv = c->dec_kv_heads, hd = E / Hq;
-    const int F = c->dec_mlp, V = c->vocab_size, KV = Hkv * hd;
-    double *x = g_new(double, (size_t)T * E), *h = g_new(double, E), *q = g_new(double, E);
-    double *k = g_new(double, (size_t)T * KV), *v = g_new(double, (size_t)T * KV);
-    double *att = g_new(double, E), *o = g_new(double, E), *g = g_new(double, F);
-    double *u = g_new(double, F), *p = g_new(double, T), *nx = g_new(double, (size_t)T * E);
-    double *P = g_new(double, E);
-    for (int t = 0, vr = 0; t < T; t++) {
-        const float *src = ids[t] == CL_DECODER_VISUAL ? visual + (size_t)vr++ * E
-                                                       : w->embed + (size_t)ids[t] * E;
-        for (int e = 0; e < E; e++)
-            x[(size_t)t * E + e] = src[e];
-    }
-    for (int l = 0; l < c->dec_depth; l++) {
-        const ClDecoderLayerWeights *L = &w->dec[l];
-        for (int t = 0; t < T; t++) {
-            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
-            r_matvec(k + (size_t)t * KV, L->k, h, KV, E);
-            r_matvec(v + (size_t)t * KV, L->v, h, KV, E);
-            for (int hh = 0; hh < Hkv; hh++)
-                for (int i = 0; i < hd / 2; i++) {
-                    double ang = t * pow(c->rope_base, -2.0 * i / hd);
-                    double *kk = k + (size_t)t * KV + hh * hd;
-                    double a = kk[i], b = kk[i + hd / 2];
-                    kk[i] = a * cos(ang) - b * sin(ang);
-                    kk[i + hd / 2] = b * cos(ang) + a * sin(ang);
-                }
-        }
-        for (int t = 0; t < T; t++) {
-            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
-            r_matvec(q, L->q, h, E, E);
-            for (int hh = 0; hh < Hq; hh++)
-                for (int i = 0; i < hd / 2; i++) {
-                    double ang = t * pow(c->rope_base, -2.0 * i / hd);
-                    double a = q[hh * hd + i], b = q[hh * hd + i + hd / 2];
-                    q[hh * hd + i] = a * cos(ang) - b * sin(ang);
-                    q[hh * hd + i + hd / 2] = b * cos(ang) + a * sin(ang);
-                }
-            for (int hh = 0; hh < Hq; hh++) {
-                int kh = hh / (Hq / Hkv);
-                double mx = -INFINITY, s = 0;
-                for (int j = 0; j <= t; j++) {
-                    double d = 0;
-                    for (int i = 0; i < hd; i++)
-                        d += q[hh * hd + i] * k[(size_t)j * KV + kh * hd + i];
-                    p[j] = d / sqrt((double)hd);
-                    mx = MAX(mx, p[j]);
-                }
-                for (int j = 0; j <= t; j++)
-                    s += (p[j] = exp(p[j] - mx));
-                for (int i = 0; i < hd; i++) {
-                    double a = 0;
-                    for (int j = 0; j <= t; j++)
-                        a += p[j] / s * v[(size_t)j * KV + kh * hd + i];
-                    att[hh * hd + i] = a;
-                }
-            }
-            r_matvec(o, L->o, att, E, E);
-            for (int e = 0; e < E; e++)
-                nx[(size_t)t * E + e] = x[(size_t)t * E + e] + o[e];
-        }
-        const gboolean pvm = cl_config_pvm_slot(c, l) >= 0 && nv > 0;
-        for (int t = 0; t < T; t++) {
-            double *xt = nx + (size_t)t * E;
-            r_rmsnorm(h, xt, L->mlp_norm, E, c->norm_eps);
-            r_matvec(g, L->gate, h, F, E);
-            r_matvec(u, L->up, h, F, E);
-            for (int i = 0; i < F; i++)
-                g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
-            r_matvec(o, L->down, g, E, F);
-            memset(P, 0, E * sizeof(double));
-            if (pvm && ids[t] != CL_DECODER_VISUAL)
-                r_pvm(P, m, L, xt, visual, nv);
-            for (int e = 0; e < E; e++)
-                x[(size_t)t * E + e] = xt[e] + o[e] + P[e];
-        }
-    }
-    const float *head = w->lm_head ? w->lm_head : w->embed;
-    for (int t = 0; t < T; t++) {
-        r_rmsnorm(h, x + (size_t)t * E, w->dec_norm, E, c->norm_eps);
-        r_matvec(logits + (size_t)t * V, head, h, V, E);
-    }
-    g_free(x), g_free(h), g_free(q), g_free(k), g_free(v), g_free(att), g_free(o), g_free(g);
-    g_free(u), g_free(p), g_free(nx), g_free(P);
+    PvmRef r = { ids, visual, nv };
+    RefHooks hooks = { .beside_ffn = pvm_hook, .data = &r };
+    g_autofree double *x0 = ref_embed(m, ids, T, visual);
+    ref_decode_rows(m, x0, T, &hooks, logits);
 }
 
 static double rel_err_d(const float *a, const double *b, size_t n)

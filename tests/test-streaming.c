@@ -11,6 +11,7 @@
 #include "decoder.h"
 #include "generate.h"
 #include "model.h"
+#include "refdec.h"
 
 static ClBackend *be;
 
@@ -40,108 +41,24 @@ static ClModel *make_model(void)
     return m;
 }
 
-static void r_rmsnorm(double *out, const double *x, const float *w, int n, double eps)
-{
-    double ms = 0;
-    for (int i = 0; i < n; i++)
-        ms += x[i] * x[i];
-    for (int i = 0; i < n; i++)
-        out[i] = x[i] / sqrt(ms / n + eps) * w[i];
-}
+typedef struct {
+    int sink, window;
+} Mask;
 
-static void r_matvec(double *out, const float *w, const double *x, int n_out, int n_in)
+static gboolean sees(int t, int j, gpointer data)
 {
-    for (int j = 0; j < n_out; j++) {
-        double s = 0;
-        for (int i = 0; i < n_in; i++)
-            s += w[(size_t)j * n_in + i] * x[i];
-        out[j] = s;
-    }
-}
-
-static void r_rope(double *x, int heads, int hd, int pos, double base)
-{
-    for (int h = 0; h < heads; h++)
-        for (int i = 0; i < hd / 2; i++) {
-            double ang = pos * pow(base, -2.0 * i / hd), a = x[h * hd + i],
-                   b = x[h * hd + i + hd / 2];
-            x[h * hd + i] = a * cos(ang) - b * sin(ang);
-            x[h * hd + i + hd / 2] = b * cos(ang) + a * sin(ang);
-        }
+    const Mask *mk = data;
+    return j < mk->sink || t - j < mk->window;
 }
 
 /* logits (T, V): the decoder with position t attending to j <= t with j < sink or t − j < window */
 static void ref_masked(const ClModel *m, const gint32 *ids, int T, int sink, int window,
                        double *logits)
 {
-    const ClModelConfig *c = &m->config;
-    const ClModelWeights *w = &m->w;
-    const int E = c->dec_dim, Hq = c->dec_heads, Hkv = c->dec_kv_heads, hd = E / Hq;
-    const int KV = Hkv * hd, F = c->dec_mlp, V = c->vocab_size;
-    double *x = g_new(double, (size_t)T * E), *h = g_new(double, E), *q = g_new(double, E);
-    double *k = g_new(double, (size_t)T * KV), *v = g_new(double, (size_t)T * KV);
-    double *att = g_new(double, E), *o = g_new(double, E), *g = g_new(double, F);
-    double *u = g_new(double, F), *p = g_new(double, T), *nx = g_new(double, (size_t)T * E);
-    for (int t = 0; t < T; t++)
-        for (int e = 0; e < E; e++)
-            x[(size_t)t * E + e] = w->embed[(size_t)ids[t] * E + e];
-    for (int l = 0; l < c->dec_depth; l++) {
-        const ClDecoderLayerWeights *L = &w->dec[l];
-        for (int t = 0; t < T; t++) {
-            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
-            r_matvec(k + (size_t)t * KV, L->k, h, KV, E);
-            r_matvec(v + (size_t)t * KV, L->v, h, KV, E);
-            r_rope(k + (size_t)t * KV, Hkv, hd, t, c->rope_base);
-        }
-        for (int t = 0; t < T; t++) {
-            r_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
-            r_matvec(q, L->q, h, E, E);
-            r_rope(q, Hq, hd, t, c->rope_base);
-            for (int hh = 0; hh < Hq; hh++) {
-                const int kh = hh / (Hq / Hkv);
-                double mx = -INFINITY, s = 0;
-                for (int j = 0; j <= t; j++) {
-                    p[j] = -INFINITY;
-                    if (!(j < sink || t - j < window))
-                        continue;
-                    double d = 0;
-                    for (int i = 0; i < hd; i++)
-                        d += q[hh * hd + i] * k[(size_t)j * KV + kh * hd + i];
-                    p[j] = d / sqrt((double)hd);
-                    mx = MAX(mx, p[j]);
-                }
-                for (int j = 0; j <= t; j++)
-                    s += (p[j] = isinf(p[j]) ? 0 : exp(p[j] - mx));
-                for (int i = 0; i < hd; i++) {
-                    double a = 0;
-                    for (int j = 0; j <= t; j++)
-                        a += p[j] / s * v[(size_t)j * KV + kh * hd + i];
-                    att[hh * hd + i] = a;
-                }
-            }
-            r_matvec(o, L->o, att, E, E);
-            for (int e = 0; e < E; e++)
-                nx[(size_t)t * E + e] = x[(size_t)t * E + e] + o[e];
-        }
-        for (int t = 0; t < T; t++) {
-            double *xt = nx + (size_t)t * E;
-            r_rmsnorm(h, xt, L->mlp_norm, E, c->norm_eps);
-            r_matvec(g, L->gate, h, F, E);
-            r_matvec(u, L->up, h, F, E);
-            for (int i = 0; i < F; i++)
-                g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
-            r_matvec(o, L->down, g, E, F);
-            for (int e = 0; e < E; e++)
-                x[(size_t)t * E + e] = xt[e] + o[e];
-        }
-    }
-    const float *head = w->lm_head ? w->lm_head : w->embed;
-    for (int t = 0; t < T; t++) {
-        r_rmsnorm(h, x + (size_t)t * E, w->dec_norm, E, c->norm_eps);
-        r_matvec(logits + (size_t)t * V, head, h, V, E);
-    }
-    g_free(x), g_free(h), g_free(q), g_free(k), g_free(v), g_free(att), g_free(o), g_free(g);
-    g_free(u), g_free(p), g_free(nx);
+    Mask mk = { sink, window };
+    RefHooks hooks = { .sees = sees, .data = &mk };
+    g_autofree double *x0 = ref_embed(m, ids, T, NULL);
+    ref_decode_rows(m, x0, T, &hooks, logits);
 }
 
 enum { T = 60, SINK = 4, WINDOW = 9, V = 300 };

@@ -286,13 +286,12 @@ static void copy_by_name(ClModel *dst, const ClModel *src, const char *new_part)
     cl_model_weights_changed(dst);
 }
 
-/* `src` (token insertion) as a CASA model of o's variant: the same tensors and tokenizer, the
- * cross-attention cloned from each layer's self-attention (SEEDS-DECODER.md §2.2). */
-static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GError **error)
+/* A random model of cfg (seeded) with src's tokenizer and every tensor of src by name; the new
+ * ones (their names hold new_part) keep their init. */
+static ClModel *reshaped(const ClModel *src, const ClModelConfig *cfg, guint64 seed,
+                         const char *new_part, GError **error)
 {
-    ClModelConfig cfg = src->config;
-    cfg.casa = o->casa;
-    g_autoptr(ClModel) m = cl_model_new_random(&cfg, o->seed, error);
+    g_autoptr(ClModel) m = cl_model_new_random(cfg, seed, error);
     if (!m)
         return NULL;
     g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
@@ -301,7 +300,19 @@ static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GErro
         return NULL;
     cl_tokenizer_free(m->tokenizer);
     m->tokenizer = tok;
-    copy_by_name(m, src, ".casa.");
+    copy_by_name(m, src, new_part);
+    return g_steal_pointer(&m);
+}
+
+/* `src` (token insertion) as a CASA model of o's variant: the same tensors and tokenizer, the
+ * cross-attention cloned from each layer's self-attention (SEEDS-DECODER.md §2.2). */
+static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GError **error)
+{
+    ClModelConfig cfg = src->config;
+    cfg.casa = o->casa;
+    g_autoptr(ClModel) m = reshaped(src, &cfg, o->seed, ".casa.", error);
+    if (!m)
+        return NULL;
     cl_model_weights_init_casa(m);
     if (!cl_model_make_trainable(m, error))
         return NULL;
@@ -319,17 +330,8 @@ static ClModel *insert_pvm(const ClModel *src, const ClTrainerOptions *o, GError
         return NULL;
     }
     guint64 seed = o->seed ^ G_GUINT64_CONSTANT(0x50564d494e534552); /* "PVMINSER" */
-    g_autoptr(ClModel) m = cl_model_new_random(&cfg, seed, error);
-    if (!m)
-        return NULL;
-    g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
-    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
-    if (!tok)
-        return NULL;
-    cl_tokenizer_free(m->tokenizer);
-    m->tokenizer = tok;
-    copy_by_name(m, src, ".pvm.");
-    if (!cl_model_make_trainable(m, error))
+    g_autoptr(ClModel) m = reshaped(src, &cfg, seed, ".pvm.", error);
+    if (!m || !cl_model_make_trainable(m, error))
         return NULL;
     return g_steal_pointer(&m);
 }
@@ -348,19 +350,10 @@ ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o
     cfg.sve_variant = o->variant_set ? o->variant : CL_SVE_CROSS_FFN;
     apply_sve_switches(&cfg, o);
     guint64 seed = o->seed ^ G_GUINT64_CONSTANT(0x5354414745325356); /* "STAGE2SV" */
-    g_autoptr(ClModel) m = cl_model_new_random(&cfg, seed, error);
+    /* every stage-1 tensor by name (and its tokenizer); the new ones are the SVE modules' */
+    g_autoptr(ClModel) m = reshaped(src, &cfg, seed, ".sve.", error);
     if (!m)
         return NULL;
-    /* the stage-1 tokenizer, not the random model's built-in one */
-    g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
-    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
-    if (!tok)
-        return NULL;
-    cl_tokenizer_free(m->tokenizer);
-    m->tokenizer = tok;
-
-    /* every stage-1 tensor by name; the new ones are the SVE modules' */
-    copy_by_name(m, src, ".sve.");
     /* §3.7 from the copied blocks: clone Q/K/V and W1 (and norms), W_O / W_2 at the std */
     cl_model_weights_insert_sve(m, seed);
     if (o->no_clone)
