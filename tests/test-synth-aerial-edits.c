@@ -480,6 +480,57 @@ static void test_edits_nuisance(void)
     }
 }
 
+/* aerial-series (the long-sequence task): the building is in every image from the one the
+ * answer names on and in none before, a removal the same way, the changes say so, the answer's
+ * image numbers are theirs, and --images bounds hold. */
+static void test_aerial_series(void)
+{
+    const int counts[] = { 0, 3, 8, 32 };
+    for (gsize c = 0; c < G_N_ELEMENTS(counts); c++)
+        for (guint64 seed = 1; seed <= 12; seed++) {
+            ClSynthOptions o;
+            cl_synth_options_init(&o);
+            o.n_images = counts[c];
+            g_autoptr(GError) err = NULL;
+            g_autoptr(ClSynthSample) s = cl_synth_generate("aerial-series", seed, &o, &err);
+            g_assert_no_error(err);
+            g_assert_cmpint(s->n_images, ==, counts[c] ? counts[c] : s->n_images);
+            g_assert_cmpint(s->n_images, >=, 3);
+            g_assert_cmpint(s->n_images, <=, counts[c] ? counts[c] : 16);
+            g_assert_cmpuint(s->changes->len, >=, 1);
+            const ClSynthChange *add = &g_array_index(s->changes, ClSynthChange, 0);
+            g_assert_cmpint(add->type, ==, CL_SYNTH_CHANGE_ADD);
+            g_assert_cmpint(add->image, >=, 1);
+            for (int i = 1; i < s->n_images; i++) {
+                int d = (int)s->objects[i]->len - (int)s->objects[i - 1]->len;
+                int want = (i == add->image) - (s->changes->len > 1 &&
+                                                g_array_index(s->changes, ClSynthChange, 1).image == i);
+                g_assert_cmpint(d, ==, want);
+            }
+            const ClChatConversation *conv = s->conversation;
+            const ClChatTurn *turns = (const ClChatTurn *)conv->turns->data;
+            const ClChatTurn *last = &turns[conv->turns->len - 1];
+            g_autofree char *first = g_strdup_printf("first appears in image %d ;", add->image + 1);
+            g_assert_nonnull(strstr(last->text, first));
+            if (s->changes->len > 1) {
+                const ClSynthChange *rm = &g_array_index(s->changes, ClSynthChange, 1);
+                g_assert_cmpint(rm->type, ==, CL_SYNTH_CHANGE_REMOVE);
+                g_assert_cmpint(rm->image, >, add->image);
+                g_autofree char *when = g_strdup_printf("in image %d .", rm->image + 1);
+                g_assert_nonnull(strstr(last->text, when));
+            } else {
+                g_assert_nonnull(strstr(last->text, "nothing has changed since"));
+            }
+            g_assert_cmpint(cl_chat_count_images(turns, conv->turns->len), ==, s->n_images);
+        }
+    ClSynthOptions o;
+    cl_synth_options_init(&o);
+    o.n_images = 33;
+    g_autoptr(GError) err = NULL;
+    g_assert_null(cl_synth_generate("aerial-series", 1, &o, &err));
+    g_assert_nonnull(strstr(err->message, "3 to 32"));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -487,6 +538,7 @@ int main(int argc, char **argv)
     g_test_add_func("/synth-aerial-edits/aerial-answers", test_aerial_answers);
     g_test_add_func("/synth-aerial-edits/aerial-nuisance", test_aerial_nuisance);
     g_test_add_func("/synth-aerial-edits/aerial-geotiff", test_aerial_geotiff);
+    g_test_add_func("/synth-aerial-edits/aerial-series", test_aerial_series);
     g_test_add_func("/synth-aerial-edits/edits", test_edits);
     g_test_add_func("/synth-aerial-edits/edits-nuisance", test_edits_nuisance);
     return g_test_run();

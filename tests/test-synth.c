@@ -39,7 +39,12 @@ static void test_determinism(void)
         g_assert_true(cl_fixture_synth_same_pixels(a, b));
         g_autofree char *ta = conversation_text(a), *tb = conversation_text(b);
         g_assert_cmpstr(ta, ==, tb);
-        const char *paths[] = { "1.png", "2.png", "3.png", "4.png", "5.png", NULL };
+        const char *paths[CL_SYNTH_MAX_SERIES + 1] = { NULL }; /* a series has up to 32 */
+        char names[CL_SYNTH_MAX_SERIES][8];
+        for (int k = 0; k < CL_SYNTH_MAX_SERIES; k++) {
+            g_snprintf(names[k], sizeof names[k], "%d.png", k + 1);
+            paths[k] = names[k];
+        }
         g_autofree char *ja = cl_synth_sample_to_jsonl(a, "x", paths);
         g_autofree char *jb = cl_synth_sample_to_jsonl(b, "x", paths);
         g_assert_cmpstr(ja, ==, jb);

@@ -57,9 +57,10 @@ typedef struct {
 } Feature;
 
 typedef struct {
-    GArray *features;      /* Feature, all that appear in either image */
-    GArray *shown[2];      /* int: the features image k shows, in its object order */
-    GArray *scars[2];      /* int: features removed before image k, drawn as bare ground */
+    GArray *features;      /* Feature, all that appear in any image */
+    int n_slots;           /* images (2; a series: more) */
+    GArray **shown;        /* int: the features image k shows, in its object order */
+    GArray **scars;        /* int: features removed before image k, drawn as bare ground */
     guint64 terrain_seed;
     guint64 nuisance_seed;
     double scale;
@@ -72,10 +73,12 @@ static void aerial_drawing_free(gpointer p)
 {
     AerialDrawing *d = p;
     g_array_unref(d->features);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < d->n_slots; k++) {
         g_array_unref(d->shown[k]);
         g_array_unref(d->scars[k]);
     }
+    g_free(d->shown);
+    g_free(d->scars);
     g_free(d);
 }
 
@@ -677,11 +680,15 @@ JsonNode *cl_synth_aerial_answer_json(const ClSynthSample *s)
 }
 
 /* The terrain and the features of the before image. */
-static AerialDrawing *new_tile(const ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts)
+static AerialDrawing *new_tile(const ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                               int n_slots)
 {
     AerialDrawing *d = g_new0(AerialDrawing, 1);
     d->features = g_array_new(FALSE, TRUE, sizeof(Feature));
-    for (int k = 0; k < 2; k++) {
+    d->n_slots = MAX(n_slots, 2);
+    d->shown = g_new0(GArray *, d->n_slots);
+    d->scars = g_new0(GArray *, d->n_slots);
+    for (int k = 0; k < d->n_slots; k++) {
         d->shown[k] = g_array_new(FALSE, FALSE, sizeof(int));
         d->scars[k] = g_array_new(FALSE, FALSE, sizeof(int));
     }
@@ -699,7 +706,7 @@ static AerialDrawing *new_tile(const ClSynthSample *s, ClSynthRng *rng, const Cl
 void cl_synth_aerial_tile(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                           ClSynthDrawing *drawing)
 {
-    AerialDrawing *d = new_tile(s, rng, opts);
+    AerialDrawing *d = new_tile(s, rng, opts, 2);
     s->n_images = 1;
     s->objects = g_new0(GArray *, 1);
     s->objects[0] = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
@@ -723,7 +730,7 @@ gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
                     opts->n_images);
         return FALSE;
     }
-    AerialDrawing *d = new_tile(s, rng, opts);
+    AerialDrawing *d = new_tile(s, rng, opts, 2);
 
     /* LEVIR-CC: about half the pairs unchanged */
     GArray *changes = g_array_new(FALSE, FALSE, sizeof(ClSynthChange));
@@ -790,6 +797,120 @@ gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
     cl_chat_conversation_add(s->conversation, CL_CHAT_ASSISTANT, answer->str);
     g_string_free(answer, TRUE);
 
+    drawing->draw = draw;
+    drawing->data = d;
+    drawing->free_data = aerial_drawing_free;
+    return TRUE;
+}
+
+/* ---- aerial-series: the long-sequence task ---------------------------------------------------- */
+
+/* N tiles of one place (acquisition nuisances each), a building constructed at some image k and,
+ * in half the samples, trees or a building removed at a later one m. The answer: when the
+ * building first appears and what changed since, e.g. "the building at the top right first
+ * appears in image 6 ; since then the trees on the left are cut down in image 11 ." */
+gboolean cl_synth_aerial_series_generate(ClSynthSample *s, ClSynthRng *rng,
+                                         const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                         GError **error)
+{
+    const int w = opts->width, h = opts->height;
+    const int N = opts->n_images ? opts->n_images : cl_synth_rng_int(rng, 8, 16);
+    if (N < 3 || N > CL_SYNTH_MAX_SERIES) {
+        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
+                    "synth: an aerial series has 3 to %d tiles, not %d", CL_SYNTH_MAX_SERIES, N);
+        return FALSE;
+    }
+    AerialDrawing *d = new_tile(s, rng, opts, N);
+    GArray *placed = g_array_new(FALSE, FALSE, sizeof(ClSynthChange));
+    guint16 used[9] = { 0 };
+    for (int t = 0; placed->len == 0 && t < 40; t++)
+        place_change(d, rng, CONSTRUCTION, w, h, used, placed);
+    gboolean second = cl_synth_rng_double(rng) < 0.5;
+    for (int t = 0; second && placed->len < 2 && t < 40; t++)
+        place_change(d, rng, cl_synth_rng_int(rng, 0, 1) ? VEGETATION_CLEARED : DEMOLITION, w, h,
+                     used, placed);
+    if (placed->len == 0) {
+        g_array_unref(placed);
+        aerial_drawing_free(d);
+        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
+                    "synth: no room for a construction in the %d × %d aerial tile; use a larger "
+                    "image",
+                    w, h);
+        return FALSE;
+    }
+    const ClSynthChange built = g_array_index(placed, ClSynthChange, 0);
+    const int built_f = built.after; /* the feature */
+    const gboolean removal = placed->len > 1;
+    const int gone_f = removal ? g_array_index(d->shown[0], int,
+                                               g_array_index(placed, ClSynthChange, 1).before)
+                               : -1;
+    const int k = cl_synth_rng_int(rng, 1, removal ? N - 2 : N - 1); /* 0-based */
+    const int m = removal ? cl_synth_rng_int(rng, k + 1, N - 1) : N;
+    g_array_set_size(d->scars[1], 0); /* place_change's bookkeeping, rebuilt per image below */
+    /* image i shows the base features (less the removed one from m on), then the building
+     * from k on */
+    GArray *base = g_array_copy(d->shown[0]);
+    s->changes = s->changes ? s->changes : g_array_new(FALSE, FALSE, sizeof(ClSynthChange));
+    g_array_set_size(s->changes, 0);
+    s->n_images = N;
+    s->objects = g_new0(GArray *, N);
+    for (int i = 0; i < N; i++) {
+        g_array_set_size(d->shown[i], 0);
+        int removed_at = -1;
+        for (guint j = 0; j < base->len; j++) {
+            int fi = g_array_index(base, int, j);
+            if (fi == gone_f && i >= m) {
+                removed_at = (int)j;
+                continue;
+            }
+            g_array_append_val(d->shown[i], fi);
+        }
+        if (i >= m)
+            g_array_append_val(d->scars[i], gone_f);
+        if (i >= k)
+            g_array_append_val(d->shown[i], built_f);
+        s->objects[i] = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
+        for (guint j = 0; j < d->shown[i]->len; j++) {
+            ClSynthObject o =
+                to_object(&g_array_index(d->features, Feature, g_array_index(d->shown[i], int, j)));
+            g_array_append_val(s->objects[i], o);
+        }
+        if (i == k) { /* the building appears: the last object of image k */
+            ClSynthChange c = { CL_SYNTH_CHANGE_ADD, k, -1, (int)d->shown[i]->len - 1 };
+            g_array_append_val(s->changes, c);
+        }
+        if (i == m && removed_at >= 0) { /* its index in image m − 1's list */
+            ClSynthChange c = { CL_SYNTH_CHANGE_REMOVE, m, removed_at, -1 };
+            g_array_append_val(s->changes, c);
+        }
+    }
+    g_array_unref(base);
+    s->quantity = CL_SYNTH_QUANTITY_NONE;
+
+    const Feature *b = &g_array_index(d->features, Feature, built_f);
+    GString *answer = g_string_new(NULL);
+    g_string_append_printf(answer, "the building %s first appears in image %d ;",
+                           loc_phrases[location_of(b->box, w, h)], k + 1);
+    if (removal) {
+        const Feature *g = &g_array_index(d->features, Feature, gone_f);
+        g_string_append_printf(answer, " since then %s %s %s in image %d .",
+                               g->kind == K_TREES ? "the trees" : "the building",
+                               loc_phrases[location_of(g->box, w, h)],
+                               g->kind == K_TREES ? "are cut down" : "is demolished", m + 1);
+    } else {
+        g_string_append(answer, " nothing has changed since .");
+    }
+    s->conversation = cl_chat_describe_conversation(
+        CL_CHAT_DOMAIN_AERIAL, N,
+        "When did the building first appear, and what changed since?", error);
+    g_array_unref(placed);
+    if (!s->conversation) {
+        g_string_free(answer, TRUE);
+        aerial_drawing_free(d);
+        return FALSE;
+    }
+    cl_chat_conversation_add(s->conversation, CL_CHAT_ASSISTANT, answer->str);
+    g_string_free(answer, TRUE);
     drawing->draw = draw;
     drawing->data = d;
     drawing->free_data = aerial_drawing_free;

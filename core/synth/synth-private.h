@@ -52,6 +52,8 @@ typedef struct {
     JsonNode *(*answer_json)(const ClSynthSample *s);
     /* One image, no change: the grounded single-image tasks (ground.c); the others take 2-5. */
     gboolean single;
+    /* A long sequence: 3 to CL_SYNTH_MAX_SERIES images (the series tasks). */
+    gboolean series;
 } ClSynthTaskDef;
 
 gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
@@ -65,6 +67,9 @@ gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng,
 gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, const char *path,
                                    GError **error);
 /* aerial.c (+ its GeoTIFF writer) */
+gboolean cl_synth_aerial_series_generate(ClSynthSample *s, ClSynthRng *rng,
+                                         const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                         GError **error);
 gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                   ClSynthDrawing *drawing, GError **error);
 gboolean cl_synth_aerial_write(const ClSynthSample *s, int k, const char *path, GError **error);

@@ -26,6 +26,10 @@ static const ClSynthTaskDef tasks[] = {
     { "edits", "photo-like scenes with add/remove/replace/colour/background edits, instruction "
                "phrasing (paper B.5)",
       cl_synth_edits_generate, NULL, NULL, cl_synth_edits_answer_json },
+    /* long sequences for the decoder options (issue 8) */
+    { "aerial-series", "8-16 aerial tiles of one place (3-32 with --images): when the building "
+                       "first appears, and what changed since",
+      cl_synth_aerial_series_generate, NULL, NULL, NULL, FALSE, TRUE },
     /* grounded single-image tasks for stage-1 pretraining (DESIGN.md §5), ground.c */
     { "shapes-ground", "one shapes scene: list the objects with attributes and coarse positions",
       cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
@@ -41,7 +45,8 @@ static const ClSynthTaskDef tasks[] = {
       cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
 };
 static const char *const task_names[] = { "shapes",        "dots",        "radiograph",
-                                          "aerial",        "edits",       "shapes-ground",
+                                          "aerial",        "edits",       "aerial-series",
+                                          "shapes-ground",
                                           "dots-ground",   "radiograph-ground",
                                           "aerial-ground", "edits-ground", NULL };
 
@@ -204,7 +209,11 @@ static gboolean check_options(const ClSynthTaskDef *def, const ClSynthOptions *o
         bad = "the patch size must be 1 to the image size";
     else if (def->single && o->n_images != 0 && o->n_images != 1)
         bad = "a grounded task has one image (0 or 1 images)";
-    else if (!def->single && o->n_images != 0 && (o->n_images < 2 || o->n_images > 5))
+    else if (def->series && o->n_images != 0 &&
+             (o->n_images < 3 || o->n_images > CL_SYNTH_MAX_SERIES))
+        bad = "a series has 3 to 32 images (or 0: drawn from the seed)";
+    else if (!def->single && !def->series && o->n_images != 0 &&
+             (o->n_images < 2 || o->n_images > 5))
         bad = "the number of images must be 2 to 5 (or 0: drawn from the seed)";
     else if (o->min_objects < 0 || o->max_objects < 0 || o->min_objects > CL_SYNTH_MAX_OBJECTS ||
              o->max_objects > CL_SYNTH_MAX_OBJECTS ||

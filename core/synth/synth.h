@@ -53,6 +53,7 @@ typedef enum {
 #define CL_SYNTH_N_SIZES 2     /* small large */
 #define CL_SYNTH_N_MATERIALS 2 /* rubber (matte) metal (specular) */
 #define CL_SYNTH_MAX_OBJECTS 64 /* grounding bitmasks are guint64 */
+#define CL_SYNTH_MAX_SERIES 32  /* images of a series task (aerial-series) */
 
 const char *cl_synth_shape_name(ClSynthShape s);    /* "cube", "sphere", "cylinder", "dot" */
 const char *cl_synth_colour_name(int colour);       /* "gray", "red", … */
