@@ -21,6 +21,13 @@ GPtrArray *cl_sentence_maps(ClBackend *be, const ClModel *model, const ClDescrib
     GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)cl_sentence_map_free);
     if (!res->ids || res->ids->len == 0 || !res->prompt_ids || !res->visual)
         return out;
+    if (model->config.casa != CL_CASA_OFF) {
+        /* the maps read the text's attention to the visual positions, which CASA has none of */
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "no sentence maps for a CASA model (its images are not in the sequence)");
+        g_ptr_array_unref(out);
+        return NULL;
+    }
     const int M = res->n_visual_per_image, np = (int)res->prompt_ids->len;
     const int ng = (int)res->ids->len, n = np + ng;
     if (image >= res->n_images || M <= 0 || n > model->config.max_len) {
