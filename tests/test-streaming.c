@@ -166,6 +166,105 @@ static void test_generate_past_max_len(void)
     }
 }
 
+/* ---- the hybrid: Gated DeltaNet layers between attention layers ------------------------------ */
+
+static ClModel *hybrid_model(void)
+{
+    g_autoptr(ClModel) base = make_model();
+    ClModelConfig cfg = base->config;
+    cfg.dec_depth = 4;
+    cfg.max_len = 256;
+    g_assert_true(cl_config_set_hybrid(&cfg, 2)); /* layers 0, 2 attention; 1, 3 GDN */
+    g_autoptr(GError) err = NULL;
+    ClModel *m = cl_model_new_random(&cfg, 3, &err);
+    g_assert_no_error(err);
+    g_assert_null(m->w.dec[1].q);
+    g_assert_nonnull(m->w.dec[1].gdn_q);
+    /* lively projections: the random init's 0.02 leaves the layers near the identity */
+    g_autoptr(GPtrArray) specs = cl_model_weight_specs(&m->config, &m->w);
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        if (s->ndim != 2 || strstr(s->name, "conv"))
+            continue;
+        float *p = *s->slot;
+        GRand *r = g_rand_new_with_seed(g_str_hash(s->name));
+        for (gint64 j = 0; j < cl_weight_spec_numel(s); j++)
+            p[j] = (float)(g_rand_double_range(r, -1.0, 1.0) * sqrt(3.0 / (double)s->shape[1]));
+        g_rand_free(r);
+    }
+    cl_model_weights_changed(m);
+    return m;
+}
+
+/* The recurrent state carried between calls: a prefill in one pass (chunked GDN) equals the
+ * same positions one at a time (the recurrence), and a cut prefill equals one pass. */
+static void test_hybrid_split_equals_one_pass(void)
+{
+    g_autoptr(ClModel) m = hybrid_model();
+    gint32 ids[T];
+    make_ids(ids);
+    const int n = 40;
+    g_autofree float *one = g_new(float, (size_t)n * V), *step = g_new(float, V);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClKVCache) a = cl_kv_cache_new(m, n);
+    g_assert_true(cl_decoder_forward(be, m, a, ids, n, NULL, NULL, one, NULL, NULL, &err));
+    g_autoptr(ClKVCache) b = cl_kv_cache_new(m, n);
+    double worst = 0;
+    g_assert_true(cl_decoder_forward(be, m, b, ids, 13, NULL, step, NULL, NULL, NULL, &err));
+    for (int i = 0; i < V; i++)
+        worst = MAX(worst, fabs((double)step[i] - one[12 * V + i]));
+    for (int t = 13; t < n; t++) {
+        g_assert_true(cl_decoder_forward(be, m, b, ids + t, 1, NULL, step, NULL, NULL, NULL, &err));
+        for (int i = 0; i < V; i++)
+            worst = MAX(worst, fabs((double)step[i] - one[(size_t)t * V + i]));
+    }
+    g_assert_no_error(err);
+    g_test_message("hybrid: a prefill cut at 13, then one position at a time, against one pass: "
+                   "max |dlogit| %.2e",
+                   worst);
+    g_assert_cmpfloat(worst, <, 1e-4);
+    /* truncating to 0 starts the state over: the same logits again */
+    cl_kv_cache_truncate(b, 0);
+    g_assert_true(cl_decoder_forward(be, m, b, ids, 13, NULL, step, NULL, NULL, NULL, &err));
+    double again = 0;
+    for (int i = 0; i < V; i++)
+        again = MAX(again, fabs((double)step[i] - one[12 * V + i]));
+    g_assert_cmpfloat(again, <, 1e-4);
+}
+
+/* With a streaming cache for its attention layers, the hybrid's memory is constant however long
+ * the sequence, and the GDN layers' state is part of it. */
+static void test_hybrid_memory(void)
+{
+    g_autoptr(ClModel) m = hybrid_model();
+    gint32 ids[T];
+    make_ids(ids);
+    g_autoptr(ClKVCache) c = cl_kv_cache_new_streaming(m, SINK, WINDOW);
+    g_autoptr(GError) err = NULL;
+    float l[V];
+    g_assert_true(cl_decoder_forward(be, m, c, ids, 1, NULL, l, NULL, NULL, NULL, &err));
+    const size_t first = cl_kv_cache_bytes(c);
+    for (int t = 1; t < T; t++)
+        g_assert_true(cl_decoder_forward(be, m, c, ids + t, 1, NULL, l, NULL, NULL, NULL, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(cl_kv_cache_bytes(c), ==, first);
+    /* half the layers hold keys and values: less than the attention-only model's cache */
+    g_autoptr(ClModel) dense = make_model();
+    ClModelConfig dc = dense->config;
+    dc.dec_depth = 4;
+    g_autoptr(ClModel) d4 = cl_model_new_random(&dc, 3, &err);
+    g_autoptr(ClKVCache) cd = cl_kv_cache_new_streaming(d4, SINK, WINDOW);
+    g_assert_true(cl_decoder_forward(be, d4, cd, ids, 1, NULL, l, NULL, NULL, NULL, &err));
+    g_test_message("hybrid %zu bytes against attention-only %zu", first, cl_kv_cache_bytes(cd));
+    /* the config round trip */
+    g_autofree char *json = cl_model_config_to_json(&m->config);
+    g_assert_nonnull(strstr(json, "\"hybrid\":{\"attention_every\":2"));
+    ClModelConfig back;
+    g_assert_true(cl_model_config_from_json(&back, json, &err));
+    g_assert_cmpint(back.hybrid_every, ==, 2);
+    g_assert_cmpint(back.gdn_dv, ==, m->config.gdn_dv);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -173,6 +272,8 @@ int main(int argc, char **argv)
     g_test_add_func("/streaming/ring-equals-masked-dense", test_ring_equals_masked_dense);
     g_test_add_func("/streaming/before-fill-and-memory", test_before_fill_and_memory);
     g_test_add_func("/streaming/generate-past-max-len", test_generate_past_max_len);
+    g_test_add_func("/streaming/hybrid-split-equals-one-pass", test_hybrid_split_equals_one_pass);
+    g_test_add_func("/streaming/hybrid-memory", test_hybrid_memory);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

@@ -13,7 +13,7 @@
 #define PROG "changelens-cli bench --long"
 
 static const char usage_text[] =
-    "Usage: " PROG " [--options insertion,pvm,casa,stream] [--images 2,8,32,64]\n"
+    "Usage: " PROG " [--options insertion,pvm,casa,stream,hybrid] [--images 2,8,32,64]\n"
     "       [--gen 32,512,4096] [--quick] [--json]\n"
     "\n"
     "Runs the tiny preset's decoder (random weights; the encoder is not timed: each image is its\n"
@@ -26,7 +26,8 @@ static const char usage_text[] =
     "  --options LIST  insertion (visual rows in the sequence, every layer's KV cache holds them),\n"
     "                  pvm (insertion plus PVM beside the FFN of every 2nd layer, rank 32) and\n"
     "                  casa (cross-attention to each image's window; text alone in the cache)\n"
-    "                  and stream (insertion with a sink + window KV cache of 256 + 2048)\n"
+    "                  stream (insertion with a sink + window KV cache of 256 + 2048) and\n"
+    "                  hybrid (Gated DeltaNet layers, attention in layers 0 and 4 on that cache)\n"
     "  --images LIST   images per prompt (default 2,8,32,64)\n"
     "  --gen LIST      generated tokens (default 32,512,4096)\n"
     "  --repeat N      timed runs per point (default 1; the longest runs take seconds)\n"
@@ -150,6 +151,8 @@ static ClModel *option_model(const char *option, int max_len, GError **error)
         cl_config_set_pvm(&cfg, 2, 32);
     if (strcmp(option, "casa") == 0)
         cfg.casa = CL_CASA_CA;
+    if (strcmp(option, "hybrid") == 0) /* attention in layers 0 and 4, Gated DeltaNet between */
+        cl_config_set_hybrid(&cfg, 4);
     ClModel *m = cl_model_new_random(&cfg, 1, error);
     if (m && strcmp(option, "pvm") == 0) /* an open gate: the branch's work is real either way,
                                           * but its output should reach the logits */
@@ -161,7 +164,7 @@ static ClModel *option_model(const char *option, int max_len, GError **error)
 
 int cl_cli_bench_long(int argc, char **argv)
 {
-    const char *options = "insertion,pvm,casa,stream", *images_s = "2,8,32,64", *gen_s = "32,512,4096";
+    const char *options = "insertion,pvm,casa,stream,hybrid", *images_s = "2,8,32,64", *gen_s = "32,512,4096";
     gboolean json = FALSE;
     int repeat = 1;
     for (int i = 1; i < argc; i++) {
@@ -206,9 +209,10 @@ int cl_cli_bench_long(int argc, char **argv)
     g_auto(GStrv) opts = g_strsplit(options, ",", -1);
     for (int i = 0; opts[i]; i++)
         if (strcmp(opts[i], "insertion") != 0 && strcmp(opts[i], "pvm") != 0 &&
-            strcmp(opts[i], "casa") != 0 && strcmp(opts[i], "stream") != 0)
-            return usage_error("unknown option '%s' (insertion, pvm, casa, stream; the Gated "
-                               "DeltaNet hybrid and VIST2 are not built yet)",
+            strcmp(opts[i], "casa") != 0 && strcmp(opts[i], "stream") != 0 &&
+            strcmp(opts[i], "hybrid") != 0)
+            return usage_error("unknown option '%s' (insertion, pvm, casa, stream, hybrid; VIST2 "
+                               "is not built yet)",
                                opts[i]);
 
     ClModelConfig tiny;
@@ -236,7 +240,8 @@ int cl_cli_bench_long(int argc, char **argv)
                 if (!json)
                     fprintf(stderr, "bench: %s, %d images, %d tokens…\n", opts[o],
                             g_array_index(images, int, i), g_array_index(gens, int, g));
-                if (!run_point(be, m, strcmp(opts[o], "stream") == 0,
+                if (!run_point(be, m,
+                               strcmp(opts[o], "stream") == 0 || strcmp(opts[o], "hybrid") == 0,
                                g_array_index(images, int, i), g_array_index(gens, int, g), repeat,
                                &pt, &err)) {
                     fprintf(stderr, PROG ": %s\n", err->message);

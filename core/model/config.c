@@ -241,6 +241,25 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
         CONFIG_FAIL("config: unknown casa variant %d", (int)c->casa);
         return FALSE;
     }
+    if (c->hybrid_every < 0 || c->hybrid_every > c->dec_depth) {
+        CONFIG_FAIL("config: hybrid.attention_every (%d) must be 0 to dec_depth (%d)",
+                    c->hybrid_every, c->dec_depth);
+        return FALSE;
+    }
+    if (c->hybrid_every > 0) {
+        if (c->gdn_heads < 1 || c->gdn_heads > CL_CONFIG_MAX_HEADS || c->gdn_dk < 1 ||
+            c->gdn_dk > 1024 || c->gdn_dv < 1 || c->gdn_dv > 1024 || c->gdn_conv < 1 ||
+            c->gdn_conv > 16) {
+            CONFIG_FAIL("config: hybrid.heads (%d), dk (%d), dv (%d) and conv (%d) must be 1 to "
+                        "%d, 1024, 1024 and 16",
+                        c->gdn_heads, c->gdn_dk, c->gdn_dv, c->gdn_conv, CL_CONFIG_MAX_HEADS);
+            return FALSE;
+        }
+        if (c->casa != CL_CASA_OFF || c->pvm_n_layers > 0) {
+            CONFIG_FAIL("config: the hybrid decoder does not combine with casa or pvm yet");
+            return FALSE;
+        }
+    }
     if (c->casa != CL_CASA_OFF && c->pvm_n_layers > 0) {
         CONFIG_FAIL("config: casa and pvm together are not supported (each reads the visual rows "
                     "its own way)");
@@ -469,6 +488,48 @@ gboolean cl_casa_variant_from_name(const char *name, ClCasaVariant *out)
     return FALSE;
 }
 
+static gboolean parse_hybrid(ClModelConfig *c, JsonNode *node, GError **error)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(node)) {
+        CONFIG_FAIL("config: hybrid must be an object");
+        return FALSE;
+    }
+    JsonObject *o = json_node_get_object(node);
+    g_autoptr(GList) members = json_object_get_members(o);
+    for (GList *l = members; l; l = l->next) {
+        const char *k = l->data;
+        JsonNode *v = json_object_get_member(o, k);
+        int *dst = strcmp(k, "attention_every") == 0 ? &c->hybrid_every
+                   : strcmp(k, "heads") == 0         ? &c->gdn_heads
+                   : strcmp(k, "dk") == 0            ? &c->gdn_dk
+                   : strcmp(k, "dv") == 0            ? &c->gdn_dv
+                   : strcmp(k, "conv") == 0          ? &c->gdn_conv
+                                                     : NULL;
+        if (!dst) {
+            CONFIG_FAIL("config: unknown key 'hybrid.%s'", k);
+            return FALSE;
+        }
+        g_autofree char *name = g_strdup_printf("hybrid.%s", k);
+        if (!json_int(v, name, dst, error))
+            return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean cl_config_set_hybrid(ClModelConfig *c, int every)
+{
+    g_return_val_if_fail(c != NULL, FALSE);
+    c->hybrid_every = MAX(every, 0);
+    if (every <= 0)
+        return TRUE;
+    const int hd = c->dec_dim / MAX(c->dec_heads, 1);
+    c->gdn_heads = c->dec_heads;
+    c->gdn_dk = hd;
+    c->gdn_dv = 2 * hd; /* InfiniteVL's expand_v = 2 */
+    c->gdn_conv = 4;
+    return TRUE;
+}
+
 gboolean cl_config_set_pvm(ClModelConfig *c, int every, int rank)
 {
     g_return_val_if_fail(c != NULL, FALSE);
@@ -508,6 +569,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return parse_sve(c, v, error);
     if (strcmp(k, "pvm") == 0)
         return parse_pvm(c, v, error);
+    if (strcmp(k, "hybrid") == 0)
+        return parse_hybrid(c, v, error);
     if (strcmp(k, "casa") == 0) {
         const char *s = json_string(v, "casa", error);
         if (!s)
@@ -624,6 +687,11 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"enc_pos\":true");
     if (c->casa != CL_CASA_OFF)
         g_string_append_printf(s, ",\"casa\":\"%s\"", cl_casa_variant_name(c->casa));
+    if (c->hybrid_every > 0)
+        g_string_append_printf(s,
+                               ",\"hybrid\":{\"attention_every\":%d,\"heads\":%d,\"dk\":%d,"
+                               "\"dv\":%d,\"conv\":%d}",
+                               c->hybrid_every, c->gdn_heads, c->gdn_dk, c->gdn_dv, c->gdn_conv);
     if (c->pvm_n_layers > 0) {
         g_string_append(s, ",\"pvm\":{\"layers\":[");
         for (int i = 0; i < c->pvm_n_layers; i++)

@@ -85,6 +85,11 @@ typedef struct {
      * current window's visual rows (a window: the images since the last text, and the text after
      * them). */
     ClCasaVariant casa;
+    /* The Gated DeltaNet hybrid (SEEDS-DECODER.md §3, docs/MODEL.md §4.5): hybrid_every > 0
+     * keeps softmax attention in layers l % hybrid_every == 0 and puts a Gated DeltaNet layer
+     * (gdn_heads heads, keys of gdn_dk, values of gdn_dv, a causal convolution of gdn_conv taps)
+     * in the others; 0: every layer attention. */
+    int hybrid_every, gdn_heads, gdn_dk, gdn_dv, gdn_conv;
 } ClModelConfig;
 
 #define CL_MODEL_ERROR (cl_model_error_quark())
@@ -122,6 +127,11 @@ static inline int cl_config_n_patches(const ClModelConfig *c)
     return cl_config_grid(c) * cl_config_grid(c);
 }
 static inline int cl_config_n_visual(const ClModelConfig *c) { return cl_config_n_patches(c) / 4; }
+/* TRUE when decoder layer `layer` is a Gated DeltaNet layer (config hybrid_every). */
+static inline gboolean cl_config_is_gdn(const ClModelConfig *c, int layer)
+{
+    return c->hybrid_every > 0 && layer % c->hybrid_every != 0;
+}
 /* The PVM slot of decoder layer `layer`, or -1 when it has none. */
 static inline int cl_config_pvm_slot(const ClModelConfig *c, int layer)
 {
@@ -134,6 +144,9 @@ static inline int cl_config_pvm_slot(const ClModelConfig *c, int layer)
  * 36 for 8) and the sizes to rank r, 4 heads, a latent SwiGLU of r·dec_mlp/dec_dim (rounded
  * to 8); every <= 0 switches PVM off. FALSE when more layers than the limit would carry it. */
 gboolean cl_config_set_pvm(ClModelConfig *c, int every, int rank);
+/* Sets the hybrid: attention in every `every`-th layer from 0, Gated DeltaNet layers between
+ * with the decoder's heads, dk = its head size, dv = 2·dk, a 4-tap convolution; every <= 0: off. */
+gboolean cl_config_set_hybrid(ClModelConfig *c, int every);
 /* TRUE when the variant has the cross-attention module (cross, cross_ffn, self_ffn). */
 static inline gboolean cl_config_has_cross(const ClModelConfig *c)
 {

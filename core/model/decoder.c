@@ -5,12 +5,26 @@
 #include <math.h>
 #include <string.h>
 
+#include "gdn.h"
+
 /* Positions per pass through the layers: bounds the workspace (activations and the attention
  * scores) however long the prompt. A call with a tap runs as one chunk (the taps are whole). */
 #define CHUNK 256
 
 struct _ClKVCache {
     int depth, capacity, len;
+    /* layers with keys and values (all but the Gated DeltaNet ones) and each layer's slot among
+     * them (-1: a GDN layer) */
+    int kv_layers;
+    int *kv_slot;
+    /* the hybrid's Gated DeltaNet layers (host memory): per layer H states of dk × dv
+     * (gdn_state floats) and the convolution's last inputs (gdn_conv_n floats) */
+    int n_gdn, gdn_h, gdn_dk, gdn_dv, gdn_k;
+    int *gdn_slot;
+    size_t gdn_state, gdn_conv_n;
+    float *gdn_S, *gdn_convst;
+    /* its per-chunk activations, in the arena: (rows, H·dk) ×2, (rows, H·dv) ×3, (rows, H) ×2 */
+    float *gq, *gk, *gv, *gg, *go, *ga, *gb;
     /* streaming (sink + window): positions p >= sink live in slot sink + (p − sink) % window
      * and len may exceed capacity = sink + window; 0: an ordinary cache */
     int sink, window;
@@ -60,11 +74,22 @@ struct _ClKVCache {
     float *casa_k, *casa_v;
 };
 
+static int cl_kv_layers(const ClModelConfig *cfg)
+{
+    int n = 0;
+    for (int l = 0; l < cfg->dec_depth; l++)
+        n += !cl_config_is_gdn(cfg, l);
+    return n;
+}
+
 static gboolean same_model(const ClKVCache *c, const ClModelConfig *cfg)
 {
     return c->depth == cfg->dec_depth && c->e == cfg->dec_dim && c->f == cfg->dec_mlp &&
            c->heads == cfg->dec_heads && c->kv_heads == cfg->dec_kv_heads &&
            c->vocab == cfg->vocab_size && c->n_pvm == cfg->pvm_n_layers && c->casa == cfg->casa &&
+           (!c->n_gdn || (c->gdn_h == cfg->gdn_heads && c->gdn_dk == cfg->gdn_dk &&
+                          c->gdn_dv == cfg->gdn_dv && c->gdn_k == cfg->gdn_conv)) &&
+           c->kv_layers == cl_kv_layers(cfg) &&
            (!c->n_pvm || (c->pvm_r == cfg->pvm_rank && c->pvm_heads == cfg->pvm_heads &&
                           c->pvm_f == cfg->pvm_mlp));
 }
@@ -182,8 +207,28 @@ ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity)
     c->pvm_hp = c->n_pvm ? cfg->pvm_rank / cfg->pvm_heads : 0;
     c->pvm_f = cfg->pvm_mlp;
     c->casa = cfg->casa;
+    c->kv_slot = g_new(int, MAX(c->depth, 1));
+    c->gdn_slot = g_new(int, MAX(c->depth, 1));
+    for (int l = 0; l < c->depth; l++) {
+        const gboolean gdn = cl_config_is_gdn(cfg, l);
+        c->kv_slot[l] = gdn ? -1 : c->kv_layers++;
+        c->gdn_slot[l] = gdn ? c->n_gdn++ : -1;
+    }
+    if (c->n_gdn) {
+        c->gdn_h = cfg->gdn_heads, c->gdn_dk = cfg->gdn_dk, c->gdn_dv = cfg->gdn_dv;
+        c->gdn_k = cfg->gdn_conv;
+        c->gdn_state = (size_t)c->gdn_h * c->gdn_dk * c->gdn_dv;
+        c->gdn_conv_n = (size_t)(c->gdn_k - 1) * c->gdn_h * (2 * c->gdn_dk + c->gdn_dv);
+        c->gdn_S = g_try_new0(float, MAX((size_t)c->n_gdn * c->gdn_state, 1));
+        c->gdn_convst = g_try_new0(float, MAX((size_t)c->n_gdn * c->gdn_conv_n, 1));
+        if (!c->gdn_S || !c->gdn_convst) {
+            g_free(c->gdn_S), g_free(c->gdn_convst), g_free(c->kv_slot), g_free(c->gdn_slot);
+            g_free(c);
+            return NULL;
+        }
+    }
     size_t n = 0;
-    if (!g_size_checked_mul(&n, (size_t)c->depth, (size_t)capacity) ||
+    if (!g_size_checked_mul(&n, (size_t)MAX(c->kv_layers, 1), (size_t)capacity) ||
         !g_size_checked_mul(&n, n, (size_t)c->kv_dim) ||
         !g_size_checked_mul(&n, n, sizeof(float)) || !(c->k = g_try_malloc(n)) ||
         !(c->v = g_try_malloc(n))) {
@@ -226,7 +271,8 @@ size_t cl_kv_cache_bytes(const ClKVCache *cache)
 {
     g_return_val_if_fail(cache != NULL, 0);
     const ClKVCache *c = cache;
-    size_t kv = c->k ? 2 * (size_t)c->depth * c->capacity * c->kv_dim : 0;
+    size_t kv = c->k ? 2 * (size_t)MAX(c->kv_layers, 1) * c->capacity * c->kv_dim : 0;
+    size_t gdn = (size_t)c->n_gdn * (c->gdn_state + c->gdn_conv_n);
     size_t arena = 0;
     if (c->arena)
         layout((ClKVCache *)c, c->arena_be, c->rows, NULL, &arena);
@@ -234,7 +280,7 @@ size_t cl_kv_cache_bytes(const ClKVCache *cache)
                                  (c->pvm_vis ? (size_t)c->pvm_cap * c->e : 0)
                            : 0;
     size_t casa = c->casa_be ? (size_t)2 * c->depth * c->casa_cap * c->kv_dim : 0;
-    return (kv + arena + pvm + casa) * sizeof(float);
+    return (kv + arena + pvm + casa + gdn) * sizeof(float);
 }
 
 int cl_kv_cache_capacity(const ClKVCache *cache)
@@ -251,6 +297,15 @@ void cl_kv_cache_truncate(ClKVCache *cache, int len)
     if (cache->window && cache->len > cache->capacity && len > 0) {
         g_warning("A streaming KV cache past its window can only be truncated to 0");
         return;
+    }
+    if (cache->n_gdn && len > 0 && len < cache->len) {
+        /* a recurrent state cannot be rewound */
+        g_warning("A hybrid (Gated DeltaNet) KV cache can only be truncated to 0");
+        return;
+    }
+    if (cache->n_gdn && len == 0) {
+        memset(cache->gdn_S, 0, sizeof(float) * cache->n_gdn * cache->gdn_state);
+        memset(cache->gdn_convst, 0, sizeof(float) * cache->n_gdn * cache->gdn_conv_n);
     }
     if (len >= 0 && len < cache->len)
         cache->len = len;
@@ -291,7 +346,7 @@ static gboolean kv_move_to(ClKVCache *c, ClBackend *be, GError **error)
 {
     if (be == c->kv_be)
         return TRUE;
-    size_t n = (size_t)c->depth * c->capacity * c->kv_dim * sizeof(float); /* checked in new */
+    size_t n = (size_t)MAX(c->kv_layers, 1) * c->capacity * c->kv_dim * sizeof(float); /* checked in new */
     float *k = be ? be->ops->alloc(be, n) : g_try_malloc(n);
     float *v = be ? be->ops->alloc(be, n) : g_try_malloc(n);
     if (!k || !v) {
@@ -310,7 +365,7 @@ static gboolean kv_move_to(ClKVCache *c, ClBackend *be, GError **error)
         return FALSE;
     }
     size_t used = (size_t)MIN(c->len, c->capacity) * c->kv_dim * sizeof(float);
-    for (int l = 0; l < c->depth && used; l++) {
+    for (int l = 0; l < c->kv_layers && used; l++) {
         size_t off = (size_t)l * c->capacity * c->kv_dim;
         for (int which = 0; which < 2; which++) {
             float *to = (which ? v : k) + off;
@@ -350,13 +405,17 @@ void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
     }
     size_t row = (size_t)src->kv_dim * sizeof(float);
     const size_t filled = (size_t)MIN(src->len, src->capacity); /* streaming: every slot */
-    for (int l = 0; l < src->depth; l++) {
+    for (int l = 0; l < src->kv_layers; l++) {
         kv_copy(src->kv_be, dst->k + (size_t)l * dst->capacity * dst->kv_dim,
                 src->k + (size_t)l * src->capacity * src->kv_dim, row * filled);
         kv_copy(src->kv_be, dst->v + (size_t)l * dst->capacity * dst->kv_dim,
                 src->v + (size_t)l * src->capacity * src->kv_dim, row * filled);
     }
     dst->len = src->len;
+    if (src->n_gdn) {
+        memcpy(dst->gdn_S, src->gdn_S, sizeof(float) * src->n_gdn * src->gdn_state);
+        memcpy(dst->gdn_convst, src->gdn_convst, sizeof(float) * src->n_gdn * src->gdn_conv_n);
+    }
     dst->casa_rows = 0;
     dst->casa_open = FALSE;
     if (src->casa_rows > 0 && casa_reserve(dst, src->casa_be, src->casa_rows, NULL)) {
@@ -396,6 +455,10 @@ void cl_kv_cache_free(ClKVCache *cache)
     kv_release(cache);
     pvm_release(cache);
     casa_release(cache);
+    g_free(cache->kv_slot);
+    g_free(cache->gdn_slot);
+    g_free(cache->gdn_S);
+    g_free(cache->gdn_convst);
     if (cache->arena_be) {
         cache->arena_be->ops->release(cache->arena_be, cache->arena);
         cl_backend_free(cache->arena_be);
@@ -439,6 +502,13 @@ static gboolean layout(ClKVCache *c, ClBackend *be, int rows, float *arena, size
         { &c->pu, c->n_pvm ? R : 0, (size_t)c->pvm_f },
         { &c->pp, c->n_pvm ? R : 0, E },
         { &c->ones, c->n_pvm ? 1 : 0, E },
+        { &c->gq, c->n_gdn ? R : 0, (size_t)c->gdn_h * c->gdn_dk },
+        { &c->gk, c->n_gdn ? R : 0, (size_t)c->gdn_h * c->gdn_dk },
+        { &c->gv, c->n_gdn ? R : 0, (size_t)c->gdn_h * c->gdn_dv },
+        { &c->gg, c->n_gdn ? R : 0, (size_t)c->gdn_h * c->gdn_dv },
+        { &c->go, c->n_gdn ? R : 0, (size_t)c->gdn_h * c->gdn_dv },
+        { &c->ga, c->n_gdn ? R : 0, (size_t)c->gdn_h },
+        { &c->gb, c->n_gdn ? R : 0, (size_t)c->gdn_h },
     };
     size_t at = 0;
     for (size_t i = 0; i < G_N_ELEMENTS(parts); i++) {
@@ -610,6 +680,86 @@ typedef struct {
     float eps, scale;
 } Run;
 
+/* A Gated DeltaNet layer in place of the attention (SEEDS-DECODER.md §3.1), on cn rows of
+ * c->x, its state carried in the cache: q, k, v through the causal convolution and SiLU, q and
+ * k L2-normalised per head (q by 1/√dk too), beta = σ(h W_b), g = −exp(A_log)·softplus(h W_a +
+ * dt_bias); the delta rule per head (gdn.h); y = RMSNorm_head(o; o_norm) ⊙ SiLU(h W_g);
+ * x += y W_o^T. Host memory (the CPU backend). */
+static void gdn_layer(const Run *r, const ClDecoderLayerWeights *L, int slot, int cn)
+{
+    ClBackend *be = r->be;
+    const struct cl_backend_ops *op = be->ops;
+    ClKVCache *c = r->c;
+    const int E = c->e, H = c->gdn_h, dk = c->gdn_dk, dv = c->gdn_dv, K = c->gdn_k;
+    const int Qk = H * dk, Vv = H * dv;
+    op->rmsnorm(be, c->h, c->x, L->attn_norm, cn, E, r->eps);
+    op->linear(be, c->gq, c->h, L->gdn_q, NULL, cn, E, Qk);
+    op->linear(be, c->gk, c->h, L->gdn_k, NULL, cn, E, Qk);
+    op->linear(be, c->gv, c->h, L->gdn_v, NULL, cn, E, Vv);
+    op->linear(be, c->gg, c->h, L->gdn_g, NULL, cn, E, Vv);
+    op->linear(be, c->ga, c->h, L->gdn_a, NULL, cn, E, H);
+    op->linear(be, c->gb, c->h, L->gdn_b, NULL, cn, E, H);
+    /* the causal convolutions (their states after the layer's earlier rows), then SiLU */
+    float *st = c->gdn_convst + (size_t)slot * c->gdn_conv_n;
+    float *tmp = g_new(float, (size_t)cn * MAX(Qk, Vv));
+    struct {
+        float *x;
+        const float *w;
+        int ch;
+    } conv[3] = { { c->gq, L->gdn_conv_q, Qk }, { c->gk, L->gdn_conv_k, Qk },
+                  { c->gv, L->gdn_conv_v, Vv } };
+    for (int i = 0; i < 3; i++) {
+        cl_causal_conv1d(tmp, st, conv[i].x, conv[i].w, cn, conv[i].ch, K);
+        op->silu(be, conv[i].x, tmp, (size_t)cn * conv[i].ch);
+        st += (size_t)(K - 1) * conv[i].ch;
+    }
+    g_free(tmp);
+    /* per head: unit q and k (q scaled), beta, the log-decay */
+    for (int i = 0; i < cn; i++)
+        for (int h = 0; h < H; h++) {
+            float *q = c->gq + (size_t)i * Qk + (size_t)h * dk;
+            float *k = c->gk + (size_t)i * Qk + (size_t)h * dk;
+            double nq = 0, nk = 0;
+            for (int e = 0; e < dk; e++)
+                nq += (double)q[e] * q[e], nk += (double)k[e] * k[e];
+            const float sq = (float)(1.0 / (sqrt(nq + 1e-12) * sqrt((double)dk)));
+            const float sk = (float)(1.0 / sqrt(nk + 1e-12));
+            for (int e = 0; e < dk; e++)
+                q[e] *= sq, k[e] *= sk;
+            float *b = c->gb + (size_t)i * H + h, *a = c->ga + (size_t)i * H + h;
+            *b = 1.0f / (1.0f + expf(-*b));
+            const double z = (double)*a + L->gdn_dt_bias[h];
+            const double sp = z > 20 ? z : log1p(exp(z));
+            *a = (float)(-exp((double)L->gdn_A_log[h]) * sp);
+        }
+    /* the delta rule, head by head, on contiguous copies */
+    float *qh = g_new(float, (size_t)cn * dk), *kh = g_new(float, (size_t)cn * dk);
+    float *vh = g_new(float, (size_t)cn * dv), *oh = g_new(float, (size_t)cn * dv);
+    float *gh = g_new(float, cn), *bh = g_new(float, cn);
+    for (int h = 0; h < H; h++) {
+        for (int i = 0; i < cn; i++) {
+            memcpy(qh + (size_t)i * dk, c->gq + (size_t)i * Qk + (size_t)h * dk, dk * sizeof(float));
+            memcpy(kh + (size_t)i * dk, c->gk + (size_t)i * Qk + (size_t)h * dk, dk * sizeof(float));
+            memcpy(vh + (size_t)i * dv, c->gv + (size_t)i * Vv + (size_t)h * dv, dv * sizeof(float));
+            gh[i] = c->ga[(size_t)i * H + h];
+            bh[i] = c->gb[(size_t)i * H + h];
+        }
+        float *S = c->gdn_S + (size_t)slot * c->gdn_state + (size_t)h * dk * dv;
+        if (cn == 1) /* a decode step: the recurrence is the cheaper form */
+            cl_gdn_recurrent(oh, S, qh, kh, vh, gh, bh, cn, dk, dv);
+        else
+            cl_gdn_chunked(oh, S, qh, kh, vh, gh, bh, cn, dk, dv, 64);
+        for (int i = 0; i < cn; i++)
+            memcpy(c->go + (size_t)i * Vv + (size_t)h * dv, oh + (size_t)i * dv, dv * sizeof(float));
+    }
+    g_free(qh), g_free(kh), g_free(vh), g_free(oh), g_free(gh), g_free(bh);
+    /* the gated output */
+    op->rmsnorm(be, c->go, c->go, L->gdn_o_norm, cn * H, dv, r->eps);
+    op->silu_mul(be, c->go, c->gg, c->go, (size_t)cn * Vv);
+    op->linear(be, c->proj, c->go, L->gdn_o, NULL, cn, Vv, E);
+    op->residual(be, c->x, c->proj, NULL, cn, E);
+}
+
 /* Positions cid[0, cn) at positions pos0.. through every layer into c->x, their keys and values
  * into the cache. Insertion: visual ids take the next rows of `visual` from *vis_row. CASA: the
  * cross-attention to the window's visual rows beside the self-attention. */
@@ -650,8 +800,12 @@ static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const 
 
     for (int l = 0; l < c->depth; l++) {
         const ClDecoderLayerWeights *L = &w->dec[l];
-        float *kl = c->k + (size_t)l * c->capacity * KV;
-        float *vl = c->v + (size_t)l * c->capacity * KV;
+        if (c->gdn_slot[l] >= 0) { /* a Gated DeltaNet layer in place of the attention */
+            gdn_layer(r, L, c->gdn_slot[l], cn);
+            goto mlp;
+        }
+        float *kl = c->k + (size_t)c->kv_slot[l] * c->capacity * KV;
+        float *vl = c->v + (size_t)c->kv_slot[l] * c->capacity * KV;
         /* streaming past the ring's first fill: one position, in its slot, attending to every
          * slot (the sink and the last window; their order does not matter to a softmax) */
         const gboolean ring = c->window && pos0 + cn > c->capacity;
@@ -683,6 +837,7 @@ static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const 
             op->residual(be, c->x, c->proj, NULL, cn, E);
         }
 
+    mlp:;
         /* PVM beside the FFN: x = h + FFN(h) + P(h), P from h before the FFN's add */
         const int slot = c->n_pvm ? cl_config_pvm_slot(cfg, l) : -1;
         const gboolean pvm = slot >= 0 && c->pvm_n > 0;
@@ -817,6 +972,11 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
     }
     if (!ensure_workspace(cache, be, rows, error))
         return FALSE;
+    if (cache->n_gdn && !be->ops->host_memory) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "The hybrid (Gated DeltaNet) decoder runs on the CPU only for now");
+        return FALSE;
+    }
     const ClModelWeights *w = cl_model_weights_on(model, be, error);
     if (!w)
         return FALSE;

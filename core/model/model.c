@@ -371,11 +371,32 @@ static gboolean is_norm_weight(const char *name)
                                          ".sve.ln.weight", ".sve.ffn_ln.weight",
                                          ".pvm.norm_a.weight", ".pvm.norm_b.weight",
                                          ".pvm.q_norm.weight", ".pvm.k_norm.weight",
-                                         ".casa.norm.weight" };
+                                         ".casa.norm.weight", ".gdn.o_norm.weight" };
     for (gsize i = 0; i < G_N_ELEMENTS(norms); i++)
         if (has_suffix(name, norms[i]))
             return TRUE;
     return FALSE;
+}
+
+/* Gated DeltaNet's decay parameters as the reference code initialises them (SEEDS-DECODER.md
+ * §3.1): A ~ U(0, 16) as A_log = log A, dt ~ logU(1e-3, 1e-1) as dt_bias = softplus⁻¹(dt). */
+static void init_gdn(ClModel *model, guint64 seed)
+{
+    const ClModelConfig *c = &model->config;
+    guint64 r = seed ^ G_GUINT64_CONSTANT(0x47444e494e4954); /* "GDNINIT" */
+    for (int l = 0; l < c->dec_depth; l++) {
+        ClDecoderLayerWeights *L = &model->w.dec[l];
+        if (!L->gdn_A_log)
+            continue;
+        for (int h = 0; h < c->gdn_heads; h++) {
+            double u1 = (double)(splitmix64(&r) >> 11) * 0x1p-53;
+            double u2 = (double)(splitmix64(&r) >> 11) * 0x1p-53;
+            L->gdn_A_log[h] = (float)log(MAX(16.0 * u1, 1e-4));
+            double dt = exp(log(1e-3) + u2 * (log(1e-1) - log(1e-3)));
+            dt = MAX(dt, 1e-4);
+            L->gdn_dt_bias[h] = (float)(dt + log(-expm1(-dt))); /* softplus⁻¹ */
+        }
+    }
 }
 
 ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **error)
@@ -424,6 +445,7 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
         model->w.lm_head = model->w.embed;
     cl_model_weights_insert_sve(model, seed);
     cl_model_weights_init_casa(model);
+    init_gdn(model, seed);
     return g_steal_pointer(&model);
 }
 

@@ -111,10 +111,27 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
         ClDecoderLayerWeights *L = w ? &w->dec[l] : NULL;
 #define LS(field) (L ? &L->field : NULL)
         V1(LS(attn_norm), E, "dec.%d.attn_norm.weight", l);
-        M2(LS(q), Q, E, "dec.%d.attn.q.weight", l);
-        M2(LS(k), KV, E, "dec.%d.attn.k.weight", l);
-        M2(LS(v), KV, E, "dec.%d.attn.v.weight", l);
-        M2(LS(o), E, Q, "dec.%d.attn.o.weight", l);
+        if (cl_config_is_gdn(cfg, l)) {
+            const gint64 H = cfg->gdn_heads, dk = cfg->gdn_dk, dv = cfg->gdn_dv, K = cfg->gdn_conv;
+            M2(LS(gdn_q), H * dk, E, "dec.%d.gdn.q.weight", l);
+            M2(LS(gdn_k), H * dk, E, "dec.%d.gdn.k.weight", l);
+            M2(LS(gdn_v), H * dv, E, "dec.%d.gdn.v.weight", l);
+            M2(LS(gdn_g), H * dv, E, "dec.%d.gdn.g.weight", l);
+            M2(LS(gdn_a), H, E, "dec.%d.gdn.a.weight", l);
+            M2(LS(gdn_b), H, E, "dec.%d.gdn.b.weight", l);
+            M2(LS(gdn_conv_q), H * dk, K, "dec.%d.gdn.conv_q.weight", l);
+            M2(LS(gdn_conv_k), H * dk, K, "dec.%d.gdn.conv_k.weight", l);
+            M2(LS(gdn_conv_v), H * dv, K, "dec.%d.gdn.conv_v.weight", l);
+            V1(LS(gdn_A_log), H, "dec.%d.gdn.A_log", l);
+            V1(LS(gdn_dt_bias), H, "dec.%d.gdn.dt_bias", l);
+            V1(LS(gdn_o_norm), dv, "dec.%d.gdn.o_norm.weight", l);
+            M2(LS(gdn_o), E, H * dv, "dec.%d.gdn.o.weight", l);
+        } else {
+            M2(LS(q), Q, E, "dec.%d.attn.q.weight", l);
+            M2(LS(k), KV, E, "dec.%d.attn.k.weight", l);
+            M2(LS(v), KV, E, "dec.%d.attn.v.weight", l);
+            M2(LS(o), E, Q, "dec.%d.attn.o.weight", l);
+        }
         V1(LS(mlp_norm), E, "dec.%d.mlp_norm.weight", l);
         M2(LS(gate), Fd, E, "dec.%d.mlp.gate.weight", l);
         M2(LS(up), Fd, E, "dec.%d.mlp.up.weight", l);

@@ -54,6 +54,16 @@ typedef struct {
     float *casa_norm;               /* (E) */
     float *casa_q, *casa_k, *casa_v; /* (Hq*hd, E), (Hkv*hd, E), (Hkv*hd, E) */
     float *casa_o;                  /* (E, Hq*hd) */
+    /* Gated DeltaNet layers (config hybrid_every; their q/k/v/o above are NULL), H heads,
+     * dk/dv, K taps: */
+    float *gdn_q, *gdn_k;           /* (H*dk, E) */
+    float *gdn_v, *gdn_g;           /* (H*dv, E)  values, output gate */
+    float *gdn_a, *gdn_b;           /* (H, E)     decay input, beta */
+    float *gdn_conv_q, *gdn_conv_k; /* (H*dk, K) */
+    float *gdn_conv_v;              /* (H*dv, K) */
+    float *gdn_A_log, *gdn_dt_bias; /* (H) */
+    float *gdn_o_norm;              /* (dv) */
+    float *gdn_o;                   /* (E, H*dv) */
 } ClDecoderLayerWeights;
 
 typedef struct {
