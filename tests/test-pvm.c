@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "decoder.h"
 #include "model.h"
+#include "fixtures.h"
 #include "refdec.h"
 
 static ClBackend *be;
@@ -35,7 +36,7 @@ static void base_config(ClModelConfig *cfg, gboolean pvm)
     cfg->dec_mlp = 48;
     cfg->vocab_size = 300;
     cfg->rope_base = 50.0;
-    cfg->max_len = 256;
+    cfg->max_len = 1024; /* room for a training sample's prompt (test_train_only) */
     if (pvm) {
         g_assert_true(cl_config_set_pvm(cfg, 2, 16)); /* sizes; then layers 1 and 3 */
         cfg->pvm_n_layers = 2;
@@ -419,6 +420,52 @@ static void test_config_and_file(void)
     g_rmdir(dir);
 }
 
+/* `train --train-only pvm.`: PVM's branch trains alone (its tensors change, every other one is
+ * the file's bit for bit), as the paper's stage I; a part that matches nothing is refused. */
+static void test_train_only(void)
+{
+    g_autoptr(ClModel) m = make_model(TRUE, 0.0);
+    g_autofree char *dir = cl_fixture_tmpdir("cl-pvm-train");
+    g_autofree char *src = g_build_filename(dir, "src.safetensors", NULL);
+    g_autofree char *out = g_build_filename(dir, "out", NULL);
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_save(m, src, "F32", &err));
+    const char *args[] = { "train", "--from", src, "--train-only", "pvm.", "--task", "shapes",
+                           "--steps", "2", "--batch", "1", "--lr", "1e-2", "--no-aux", "--out",
+                           out, "--quiet", NULL };
+    g_autofree char *msg = NULL;
+    int rc = cl_fixture_run_cli(args, &msg);
+    if (rc != 0)
+        g_test_message("train: %s", msg);
+    g_assert_cmpint(rc, ==, 0);
+    g_autofree char *trained_path = g_build_filename(out, "model.safetensors", NULL);
+    g_autoptr(ClModel) t = cl_model_load(trained_path, &err);
+    g_assert_no_error(err);
+    g_autoptr(GPtrArray) a = cl_model_weight_specs(&m->config, &m->w);
+    g_autoptr(GPtrArray) b = cl_model_weight_specs(&t->config, &t->w);
+    int changed = 0, kept = 0;
+    for (guint i = 0; i < a->len; i++) {
+        const ClWeightSpec *sa = g_ptr_array_index(a, i), *sb = g_ptr_array_index(b, i);
+        gboolean same = memcmp(*sa->slot, *sb->slot,
+                               sizeof(float) * (size_t)cl_weight_spec_numel(sa)) == 0;
+        if (strstr(sa->name, "pvm.")) {
+            changed += !same;
+        } else {
+            g_assert_true(same);
+            kept++;
+        }
+    }
+    g_test_message("--train-only pvm.: %d PVM tensors changed, %d others kept", changed, kept);
+    g_assert_cmpint(changed, >, 10);
+    g_autofree char *out2 = g_build_filename(dir, "out2", NULL);
+    const char *bad[] = { "train", "--from", src, "--train-only", "nothing.", "--task", "shapes",
+                          "--steps", "1", "--out", out2, "--quiet", NULL };
+    g_autofree char *msg2 = NULL;
+    g_assert_cmpint(cl_fixture_run_cli(bad, &msg2), !=, 0);
+    g_assert_nonnull(strstr(msg2, "matches no tensor"));
+    cl_fixture_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -429,6 +476,7 @@ int main(int argc, char **argv)
     g_test_add_func("/pvm/cached-visual-keys", test_cached);
     g_test_add_func("/pvm/text-history", test_history);
     g_test_add_func("/pvm/config-and-file", test_config_and_file);
+    g_test_add_func("/pvm/train-only", test_train_only);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

@@ -74,6 +74,8 @@ static const char usage_text[] =
     "                       FFN) in every K-th decoder layer from K; inserted into a --from\n"
     "                       model without it (gate 0: the model starts as it was)\n"
     "  --pvm-rank R         PVM's latent width (default 32; 4 heads of R/4)\n"
+    "  --train-only PARTS   only the tensors whose names hold one of these comma-separated\n"
+    "                       parts train (e.g. pvm. : PVM's branch alone, the paper's stage I)\n"
     "  --casa ca|ca_shared  CASA: images stay out of the sequence and the KV cache; every layer\n"
     "                       cross-attends to the current image's rows (ca: its own projections,\n"
     "                       cloned from the self-attention when inserted into a --from model;\n"
@@ -228,6 +230,8 @@ int cl_cli_train(int argc, char **argv)
             config = v;
         } else if (!strcmp(a, "--from")) {
             o.from = v;
+        } else if (!strcmp(a, "--train-only")) {
+            o.train_only = v;
         } else if (!strcmp(a, "--casa")) {
             if (!cl_casa_variant_from_name(v, &o.casa) || o.casa == CL_CASA_OFF)
                 return usage_error("unknown --casa '%s' (ca or ca_shared)", v);

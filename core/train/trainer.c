@@ -481,6 +481,8 @@ static char *options_to_json(const ClTrainerOptions *o)
         BOOL("aux_on_visual", TRUE);
     if (o->casa != CL_CASA_OFF)
         S("casa", cl_casa_variant_name(o->casa));
+    if (o->train_only && *o->train_only)
+        S("train_only", o->train_only);
     if (o->pvm_every > 0) {
         INT("pvm_every", o->pvm_every);
         INT("pvm_rank", o->pvm_rank > 0 ? o->pvm_rank : 32);
@@ -1032,7 +1034,38 @@ typedef struct {
     ClTrainLog *log;
     char *options_json;
     int blas_threads; /* OpenBLAS's setting before the run (restored), -1: untouched */
+    GArray *frozen;   /* ClOptimSpan: the parameter ranges --train-only leaves alone */
 } Run;
+
+/* --train-only: the ranges of the tensors whose names hold none of the parts, and no weight
+ * decay for them (zero gradients then leave them exactly as they are: AdamW's moments stay 0).
+ * FALSE when no tensor matches. */
+static gboolean freeze_others(Run *r, const char *parts, GError **error)
+{
+    g_auto(GStrv) want = g_strsplit(parts, ",", -1);
+    g_autofree size_t *off = NULL;
+    g_autoptr(GPtrArray) specs = cl_param_specs(&r->model->config, &off);
+    r->frozen = g_array_new(FALSE, FALSE, sizeof(ClOptimSpan));
+    guint matched = 0;
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        gboolean train = FALSE;
+        for (int k = 0; want[k]; k++)
+            train |= *want[k] && strstr(s->name, want[k]) != NULL;
+        matched += train;
+        if (train)
+            continue;
+        ClOptimSpan f = { off[i], off[i + 1], FALSE };
+        g_array_append_val(r->frozen, f);
+        if (i < r->opt->n_spans)
+            r->opt->spans[i].decay = FALSE;
+    }
+    if (!matched) {
+        FAIL(OPTIONS, "--train-only %s matches no tensor of this model", parts);
+        return FALSE;
+    }
+    return TRUE;
+}
 
 /* The halves of the update (one per worker; split on a 16-float boundary). Returns how many. */
 static int update_split(UpdateCall *uc, Run *r, int batch)
@@ -1060,6 +1093,8 @@ static void run_clear(Run *r)
     source_clear(&r->src);
     g_clear_pointer(&r->log, cl_trainlog_free);
     g_clear_pointer(&r->opt, cl_adamw_free);
+    if (r->frozen)
+        g_array_free(g_steal_pointer(&r->frozen), TRUE);
     g_clear_pointer(&r->model, cl_model_free);
     g_free(r->options_json);
     if (r->blas_threads > 0)
@@ -1211,6 +1246,8 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
         if (!r.opt)
             return FALSE;
     }
+    if (ro.train_only && *ro.train_only && !freeze_others(&r, ro.train_only, error))
+        return FALSE;
 
     /* workers: one backend and one gradient buffer each */
     if (r.n_workers > 1) {
@@ -1304,6 +1341,12 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
         }
         /* the batch's gradient: workers' sums in worker order, then the mean */
         ClParamBuf *g = r.workers[0].grads;
+        for (guint f = 0; r.frozen && f < r.frozen->len; f++) { /* --train-only */
+            const ClOptimSpan *sp = &g_array_index(r.frozen, ClOptimSpan, f);
+            for (int w = 0; w < r.n_workers; w++)
+                memset(r.workers[w].grads->data + sp->begin, 0,
+                       (sp->end - sp->begin) * sizeof(float));
+        }
         UpdateCall uc[2];
         const int n_up = update_split(uc, &r, B);
         update_phase(uc, n_up, FALSE);

@@ -75,6 +75,10 @@ typedef struct {
      * token-insertion model (its tensors copied, the cross-attention cloned from each layer's
      * self-attention, the window norm's gain 1). CL_CASA_OFF: as the model is. */
     ClCasaVariant casa;
+    /* Comma-separated parts of tensor names ("pvm.", "casa."): only the tensors whose names
+     * hold one train (the others get no update and no weight decay), as PVM's stage I trains
+     * the branch alone. NULL: every tensor trains. */
+    const char *train_only;
 
     /* Data: exactly one of `task` (a synthetic task or a comma-separated mix; sample i is
      * cl_synth_stream_seed(seed, i), its task drawn from the trainer's RNG) and `data` (a
