@@ -383,92 +383,103 @@ static const char *json_string(JsonNode *node, const char *key, GError **error)
     return json_node_get_string(node);
 }
 
-static gboolean parse_sve(ClModelConfig *c, JsonNode *node, GError **error)
+/* A nested object of the config ("sve", "pvm", "hybrid"): each member goes to `member`, which
+ * returns 1 (taken), 0 (error set) or -1 (not one of its keys). */
+typedef int (*SectionMember)(ClModelConfig *c, const char *key, JsonNode *v, GError **error);
+
+static gboolean parse_section(ClModelConfig *c, JsonNode *node, const char *section,
+                              SectionMember member, GError **error)
 {
     if (!JSON_NODE_HOLDS_OBJECT(node)) {
-        CONFIG_FAIL("config: sve must be an object");
+        CONFIG_FAIL("config: %s must be an object", section);
         return FALSE;
     }
     JsonObject *o = json_node_get_object(node);
     g_autoptr(GList) members = json_object_get_members(o);
     for (GList *l = members; l; l = l->next) {
         const char *k = l->data;
-        JsonNode *v = json_object_get_member(o, k);
-        if (strcmp(k, "variant") == 0) {
-            const char *s = json_string(v, "sve.variant", error);
-            if (!s)
-                return FALSE;
-            if (!cl_sve_variant_from_name(s, &c->sve_variant)) {
-                CONFIG_FAIL("config: sve.variant '%s' is not one of stateless, cross, cross_ffn, "
-                            "self_ext, adaln_zero, self_ffn",
-                            s);
-                return FALSE;
-            }
-        } else if (strcmp(k, "first") == 0) {
-            const char *s = json_string(v, "sve.first", error);
-            if (!s)
-                return FALSE;
-            if (!cl_sve_first_from_name(s, &c->sve_first)) {
-                CONFIG_FAIL("config: sve.first '%s' is neither own nor null", s);
-                return FALSE;
-            }
-        } else if (strcmp(k, "cross_pos") == 0) {
-            if (!json_bool(v, "sve.cross_pos", &c->sve_cross_pos, error))
-                return FALSE;
-        } else if (strcmp(k, "out_init_std") == 0) {
-            if (!json_number(v, "sve.out_init_std", &c->sve_out_init_std, error))
-                return FALSE;
-        } else {
-            CONFIG_FAIL("config: unknown key 'sve.%s'", k);
+        int r = member(c, k, json_object_get_member(o, k), error);
+        if (r < 0)
+            CONFIG_FAIL("config: unknown key '%s.%s'", section, k);
+        if (r <= 0)
             return FALSE;
-        }
     }
     return TRUE;
 }
 
-static gboolean parse_pvm(ClModelConfig *c, JsonNode *node, GError **error)
+static int sve_member(ClModelConfig *c, const char *k, JsonNode *v, GError **error)
 {
-    if (!JSON_NODE_HOLDS_OBJECT(node)) {
-        CONFIG_FAIL("config: pvm must be an object");
-        return FALSE;
-    }
-    JsonObject *o = json_node_get_object(node);
-    g_autoptr(GList) members = json_object_get_members(o);
-    for (GList *l = members; l; l = l->next) {
-        const char *k = l->data;
-        JsonNode *v = json_object_get_member(o, k);
-        if (strcmp(k, "layers") == 0) {
-            if (!JSON_NODE_HOLDS_ARRAY(v)) {
-                CONFIG_FAIL("config: pvm.layers must be an array of layer indices");
-                return FALSE;
-            }
-            JsonArray *a = json_node_get_array(v);
-            guint n = json_array_get_length(a);
-            if (n > CL_CONFIG_MAX_PVM_LAYERS) {
-                CONFIG_FAIL("config: pvm.layers lists %u layers (at most %d)", n,
-                            CL_CONFIG_MAX_PVM_LAYERS);
-                return FALSE;
-            }
-            for (guint i = 0; i < n; i++)
-                if (!json_int(json_array_get_element(a, i), "pvm.layers[]", &c->pvm_layers[i],
-                              error))
-                    return FALSE;
-            c->pvm_n_layers = (int)n;
-        } else if (strcmp(k, "rank") == 0) {
-            if (!json_int(v, "pvm.rank", &c->pvm_rank, error))
-                return FALSE;
-        } else if (strcmp(k, "heads") == 0) {
-            if (!json_int(v, "pvm.heads", &c->pvm_heads, error))
-                return FALSE;
-        } else if (strcmp(k, "mlp") == 0) {
-            if (!json_int(v, "pvm.mlp", &c->pvm_mlp, error))
-                return FALSE;
-        } else {
-            CONFIG_FAIL("config: unknown key 'pvm.%s'", k);
-            return FALSE;
+    if (strcmp(k, "variant") == 0) {
+        const char *s = json_string(v, "sve.variant", error);
+        if (!s)
+            return 0;
+        if (!cl_sve_variant_from_name(s, &c->sve_variant)) {
+            CONFIG_FAIL("config: sve.variant '%s' is not one of stateless, cross, cross_ffn, "
+                        "self_ext, adaln_zero, self_ffn",
+                        s);
+            return 0;
         }
+        return 1;
     }
-    return TRUE;
+    if (strcmp(k, "first") == 0) {
+        const char *s = json_string(v, "sve.first", error);
+        if (!s)
+            return 0;
+        if (!cl_sve_first_from_name(s, &c->sve_first)) {
+            CONFIG_FAIL("config: sve.first '%s' is neither own nor null", s);
+            return 0;
+        }
+        return 1;
+    }
+    if (strcmp(k, "cross_pos") == 0)
+        return json_bool(v, "sve.cross_pos", &c->sve_cross_pos, error);
+    if (strcmp(k, "out_init_std") == 0)
+        return json_number(v, "sve.out_init_std", &c->sve_out_init_std, error);
+    return -1;
+}
+
+static int pvm_member(ClModelConfig *c, const char *k, JsonNode *v, GError **error)
+{
+    if (strcmp(k, "layers") == 0) {
+        if (!JSON_NODE_HOLDS_ARRAY(v)) {
+            CONFIG_FAIL("config: pvm.layers must be an array of layer indices");
+            return 0;
+        }
+        JsonArray *a = json_node_get_array(v);
+        guint n = json_array_get_length(a);
+        if (n > CL_CONFIG_MAX_PVM_LAYERS) {
+            CONFIG_FAIL("config: pvm.layers lists %u layers (at most %d)", n,
+                        CL_CONFIG_MAX_PVM_LAYERS);
+            return 0;
+        }
+        for (guint i = 0; i < n; i++)
+            if (!json_int(json_array_get_element(a, i), "pvm.layers[]", &c->pvm_layers[i], error))
+                return 0;
+        c->pvm_n_layers = (int)n;
+        return 1;
+    }
+    int *dst = strcmp(k, "rank") == 0    ? &c->pvm_rank
+               : strcmp(k, "heads") == 0 ? &c->pvm_heads
+               : strcmp(k, "mlp") == 0   ? &c->pvm_mlp
+                                         : NULL;
+    if (!dst)
+        return -1;
+    g_autofree char *name = g_strdup_printf("pvm.%s", k);
+    return json_int(v, name, dst, error);
+}
+
+static int hybrid_member(ClModelConfig *c, const char *k, JsonNode *v, GError **error)
+{
+    int *dst = strcmp(k, "attention_every") == 0 ? &c->hybrid_every
+               : strcmp(k, "heads") == 0         ? &c->gdn_heads
+               : strcmp(k, "dk") == 0            ? &c->gdn_dk
+               : strcmp(k, "dv") == 0            ? &c->gdn_dv
+               : strcmp(k, "conv") == 0          ? &c->gdn_conv
+                                                 : NULL;
+    if (!dst)
+        return -1;
+    g_autofree char *name = g_strdup_printf("hybrid.%s", k);
+    return json_int(v, name, dst, error);
 }
 
 static const char *const casa_names[] = { "off", "ca", "ca_shared" };
@@ -486,34 +497,6 @@ gboolean cl_casa_variant_from_name(const char *name, ClCasaVariant *out)
             return TRUE;
         }
     return FALSE;
-}
-
-static gboolean parse_hybrid(ClModelConfig *c, JsonNode *node, GError **error)
-{
-    if (!JSON_NODE_HOLDS_OBJECT(node)) {
-        CONFIG_FAIL("config: hybrid must be an object");
-        return FALSE;
-    }
-    JsonObject *o = json_node_get_object(node);
-    g_autoptr(GList) members = json_object_get_members(o);
-    for (GList *l = members; l; l = l->next) {
-        const char *k = l->data;
-        JsonNode *v = json_object_get_member(o, k);
-        int *dst = strcmp(k, "attention_every") == 0 ? &c->hybrid_every
-                   : strcmp(k, "heads") == 0         ? &c->gdn_heads
-                   : strcmp(k, "dk") == 0            ? &c->gdn_dk
-                   : strcmp(k, "dv") == 0            ? &c->gdn_dv
-                   : strcmp(k, "conv") == 0          ? &c->gdn_conv
-                                                     : NULL;
-        if (!dst) {
-            CONFIG_FAIL("config: unknown key 'hybrid.%s'", k);
-            return FALSE;
-        }
-        g_autofree char *name = g_strdup_printf("hybrid.%s", k);
-        if (!json_int(v, name, dst, error))
-            return FALSE;
-    }
-    return TRUE;
 }
 
 gboolean cl_config_set_hybrid(ClModelConfig *c, int every)
@@ -566,11 +549,11 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
     if (strcmp(k, "enc_pos") == 0)
         return json_bool(v, k, &c->enc_pos, error);
     if (strcmp(k, "sve") == 0)
-        return parse_sve(c, v, error);
+        return parse_section(c, v, "sve", sve_member, error);
     if (strcmp(k, "pvm") == 0)
-        return parse_pvm(c, v, error);
+        return parse_section(c, v, "pvm", pvm_member, error);
     if (strcmp(k, "hybrid") == 0)
-        return parse_hybrid(c, v, error);
+        return parse_section(c, v, "hybrid", hybrid_member, error);
     if (strcmp(k, "casa") == 0) {
         const char *s = json_string(v, "casa", error);
         if (!s)
