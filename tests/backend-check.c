@@ -247,7 +247,6 @@ ClBackend *cl_test_walled_backend_new(void)
 static ClBackend *cpu_be; /* the oracle */
 
 typedef struct {
-    char *prefix;
     ClBackend *dev;
     ClTolerances tol;
     gboolean exact_decodes;
@@ -800,24 +799,15 @@ static void test_weights_follow_edits(gconstpointer p)
     run_model_check(c, m, "after the edit");
 }
 
-static void ctx_free(gpointer p)
-{
-    Ctx *c = p;
-    g_free(c->prefix);
-    g_free(c);
-}
-
 void cl_test_add_backend_checks(const char *prefix, ClBackend *dev, const ClTolerances *tol,
                                 gboolean exact_decodes)
 {
     if (!cpu_be)
         cpu_be = cl_backend_cpu_new(0);
     Ctx *c = g_new0(Ctx, 1);
-    c->prefix = g_strdup(prefix);
     c->dev = dev;
     c->tol = *tol;
-    c->exact_decodes = exact_decodes;
-    (void)ctx_free; /* lives as long as the test program */
+    c->exact_decodes = exact_decodes; /* lives as long as the test program */
 #define ADD(path, fn)                                                                              \
     do {                                                                                           \
         g_autofree char *p_ = g_strconcat(prefix, path, NULL);                                     \

@@ -129,6 +129,22 @@ void ref_decode_rows(const ClModel *m, const double *x0, int T, const RefHooks *
     g_free(hn), g_free(keep);
 }
 
+void ref_liven(ClModel *m)
+{
+    g_autoptr(GPtrArray) specs = cl_model_weight_specs(&m->config, &m->w);
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        float *p = *s->slot;
+        GRand *r = g_rand_new_with_seed(g_str_hash(s->name));
+        for (gint64 j = 0; j < cl_weight_spec_numel(s); j++)
+            p[j] = s->ndim == 1 ? (float)(1.0 + g_rand_double_range(r, -0.2, 0.2))
+                                : (float)(g_rand_double_range(r, -1.0, 1.0) *
+                                          sqrt(3.0 / (double)s->shape[1]));
+        g_rand_free(r);
+    }
+    cl_model_weights_changed(m);
+}
+
 double *ref_embed(const ClModel *m, const gint32 *ids, int T, const float *visual)
 {
     const int E = m->config.dec_dim;

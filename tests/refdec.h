@@ -38,5 +38,10 @@ typedef struct {
  * 0..T−1 (docs/MODEL.md §4), with the hooks (may be NULL). */
 void ref_decode_rows(const ClModel *m, const double *x0, int T, const RefHooks *hooks,
                      double *logits);
+/* Lively weights for the decoder tests, the same values for every tensor two models share by
+ * name (seeded by the name): vectors 1 ± 0.2 (norm gains), matrices uniform with std
+ * 1/sqrt(fan-in) — random init's unit gains, zero biases and 0.02 weights would hide a norm or
+ * a projection on the wrong columns and make every position alike. */
+void ref_liven(ClModel *m);
 /* x0 (T, E) of a prompt: token embeddings, visual rows taken in order from `visual` */
 double *ref_embed(const ClModel *m, const gint32 *ids, int T, const float *visual);

@@ -36,7 +36,7 @@ static void casa_config(ClModelConfig *cfg, ClCasaVariant v)
     cfg->casa = v;
 }
 
-/* lively weights, the same for every name two models share */
+/* lively weights (refdec.h), the same for every name two models share */
 static ClModel *make_model(ClCasaVariant v)
 {
     ClModelConfig cfg;
@@ -44,19 +44,7 @@ static ClModel *make_model(ClCasaVariant v)
     g_autoptr(GError) err = NULL;
     ClModel *m = cl_model_new_random(&cfg, 5, &err);
     g_assert_no_error(err);
-    g_autoptr(GPtrArray) specs = cl_model_weight_specs(&m->config, &m->w);
-    for (guint i = 0; i < specs->len; i++) {
-        const ClWeightSpec *s = g_ptr_array_index(specs, i);
-        float *p = *s->slot;
-        gint64 n = cl_weight_spec_numel(s);
-        GRand *r = g_rand_new_with_seed(g_str_hash(s->name));
-        for (gint64 j = 0; j < n; j++)
-            p[j] = s->ndim == 1 ? (float)(1.0 + g_rand_double_range(r, -0.2, 0.2))
-                                : (float)(g_rand_double_range(r, -1.0, 1.0) *
-                                          sqrt(3.0 / (double)s->shape[1]));
-        g_rand_free(r);
-    }
-    cl_model_weights_changed(m);
+    ref_liven(m);
     return m;
 }
 

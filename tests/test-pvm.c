@@ -45,29 +45,14 @@ static void base_config(ClModelConfig *cfg, gboolean pvm)
     }
 }
 
-/* Lively weights (std 1/√fan-in for matrices, 1 ± 0.2 for gains), the same for every tensor
- * two models share by name; α = `alpha` in each PVM layer. */
+/* Lively weights (refdec.h), the same for every tensor two models share by name; α = `alpha`
+ * in each PVM layer. */
 static void liven(ClModel *m, double alpha)
 {
-    g_autoptr(GPtrArray) specs = cl_model_weight_specs(&m->config, &m->w);
-    for (guint i = 0; i < specs->len; i++) {
-        const ClWeightSpec *s = g_ptr_array_index(specs, i);
-        float *p = *s->slot;
-        gint64 n = cl_weight_spec_numel(s);
-        GRand *r = g_rand_new_with_seed(g_str_hash(s->name));
-        if (g_str_has_suffix(s->name, ".pvm.alpha")) {
-            p[0] = (float)alpha;
-        } else if (s->ndim == 1) {
-            for (gint64 j = 0; j < n; j++)
-                p[j] = (float)(1.0 + g_rand_double_range(r, -0.2, 0.2));
-        } else {
-            double std = 1.0 / sqrt((double)s->shape[1]);
-            for (gint64 j = 0; j < n; j++)
-                p[j] = (float)(g_rand_double_range(r, -1.0, 1.0) * std * sqrt(3.0));
-        }
-        g_rand_free(r);
-    }
-    cl_model_weights_changed(m);
+    ref_liven(m);
+    for (int l = 0; l < m->config.dec_depth; l++)
+        if (m->w.dec[l].pvm_alpha)
+            m->w.dec[l].pvm_alpha[0] = (float)alpha;
 }
 
 static ClModel *make_model(gboolean pvm, double alpha)
@@ -397,7 +382,7 @@ static void test_config_and_file(void)
         gboolean ok = cl_model_config_from_json(&x, bad[i], &e);
         g_assert_false(ok);
         g_assert_nonnull(e);
-        g_test_message("%s → %s", bad[i], e->message);
+        g_test_message("%s -> %s", bad[i], e->message);
     }
     /* a model file keeps the branch: same logits after save and load */
     g_autoptr(ClModel) m = make_model(TRUE, 0.6);

@@ -26,18 +26,7 @@ static ClModel *make_model(void)
     cfg.dec_mlp = 48, cfg.vocab_size = 300, cfg.rope_base = 50.0, cfg.max_len = 16;
     ClModel *m = cl_model_new_random(&cfg, 9, &err);
     g_assert_no_error(err);
-    g_autoptr(GPtrArray) specs = cl_model_weight_specs(&m->config, &m->w);
-    for (guint i = 0; i < specs->len; i++) {
-        const ClWeightSpec *s = g_ptr_array_index(specs, i);
-        float *p = *s->slot;
-        GRand *r = g_rand_new_with_seed(g_str_hash(s->name));
-        for (gint64 j = 0; j < cl_weight_spec_numel(s); j++)
-            p[j] = s->ndim == 1 ? (float)(1.0 + g_rand_double_range(r, -0.2, 0.2))
-                                : (float)(g_rand_double_range(r, -1.0, 1.0) *
-                                          sqrt(3.0 / (double)s->shape[1]));
-        g_rand_free(r);
-    }
-    cl_model_weights_changed(m);
+    ref_liven(m);
     return m;
 }
 

@@ -145,10 +145,6 @@ static gboolean casa_reserve(ClKVCache *c, ClBackend *be, int n, GError **error)
 
 /* ---- PVM's visual keys and values ---- */
 
-static gboolean c_has_pvm(const ClKVCache *c)
-{
-    return c->n_pvm > 0;
-}
 
 static void pvm_release(ClKVCache *c)
 {
@@ -543,9 +539,7 @@ static gboolean ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError *
     c->scratch_floats = scratch;
     if (!layout(c, be, rows, NULL, &total) || !g_size_checked_mul(&bytes, total, sizeof(float)) ||
         !(arena = be->ops->alloc(be, bytes))) {
-        c->scratch_floats = old_scratch;
-        if (c->arena) /* the old views stay valid */
-            layout(c, c->arena_be, c->rows, c->arena, &total);
+        c->scratch_floats = old_scratch; /* counting moved no view: the old ones stay valid */
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                     "Not enough %s memory for the decoder's workspace (%d positions)",
                     cl_backend_name(be), rows);
@@ -981,7 +975,7 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
     if (!w)
         return FALSE;
     const gboolean host = be->ops->host_memory;
-    if (c_has_pvm(cache)) {
+    if (cache->n_pvm) {
         int n_vis = 0, first = -1;
         for (int i = 0; i < n; i++)
             if (ids[i] == CL_DECODER_VISUAL) {
