@@ -79,6 +79,7 @@ void ref_mlp(double *out, const float *gate, const float *up, const float *down,
 void ref_decode_rows(const ClModel *m, const double *x0, int T, const RefHooks *hooks,
                      double *logits)
 {
+#define POS(t) (hooks && hooks->position ? hooks->position((t), hooks->data) : (t))
     const ClModelConfig *c = &m->config;
     const ClModelWeights *w = &m->w;
     const int E = c->dec_dim, Hq = c->dec_heads, Hkv = c->dec_kv_heads, hd = E / Hq;
@@ -94,13 +95,13 @@ void ref_decode_rows(const ClModel *m, const double *x0, int T, const RefHooks *
             ref_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
             ref_matvec(k + (size_t)t * KV, L->k, h, KV, E);
             ref_matvec(v + (size_t)t * KV, L->v, h, KV, E);
-            ref_rope(k + (size_t)t * KV, Hkv, hd, t, c->rope_base);
+            ref_rope(k + (size_t)t * KV, Hkv, hd, POS(t), c->rope_base);
         }
         for (int t = 0; t < T; t++) {
             double *xt = nx + (size_t)t * E;
             ref_rmsnorm(h, x + (size_t)t * E, L->attn_norm, E, c->norm_eps);
             ref_matvec(q, L->q, h, E, E);
-            ref_rope(q, Hq, hd, t, c->rope_base);
+            ref_rope(q, Hq, hd, POS(t), c->rope_base);
             for (int j = 0; j <= t; j++)
                 keep[j] = !hooks || !hooks->sees || hooks->sees(t, j, hooks->data);
             ref_attend(att, q, k, v, t + 1, Hq, Hkv, hd, keep);
@@ -127,6 +128,7 @@ void ref_decode_rows(const ClModel *m, const double *x0, int T, const RefHooks *
     }
     g_free(x), g_free(h), g_free(q), g_free(k), g_free(v), g_free(att), g_free(o), g_free(nx);
     g_free(hn), g_free(keep);
+#undef POS
 }
 
 void ref_liven(ClModel *m)

@@ -24,6 +24,8 @@ void ref_mlp(double *out, const float *gate, const float *up, const float *down,
 typedef struct {
     /* position t sees key j (j <= t); NULL: every j <= t */
     gboolean (*sees)(int t, int j, gpointer data);
+    /* row t's RoPE position; NULL: t */
+    int (*position)(int t, gpointer data);
     /* after row t's self-attention residual in layer l (h: the row's attn_norm output): may
      * add into xt (CASA's cross-attention) */
     void (*after_attention)(const ClModel *m, int l, int t, const double *h, double *xt,
@@ -35,7 +37,7 @@ typedef struct {
 } RefHooks;
 
 /* logits (T, V) of the embedded rows x0 (T, E) through the model's decoder at positions
- * 0..T−1 (docs/MODEL.md §4), with the hooks (may be NULL). */
+ * 0..T−1 (or the hooks') (docs/MODEL.md §4), with the hooks (may be NULL). */
 void ref_decode_rows(const ClModel *m, const double *x0, int T, const RefHooks *hooks,
                      double *logits);
 /* Lively weights for the decoder tests, the same values for every tensor two models share by

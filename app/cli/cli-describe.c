@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "describe.h"
 #include "sequence.h"
+#include "vist.h"
 
 #define PROG "changelens-cli describe"
 /* How much of the heat colour covers the image where the heat is highest. */
@@ -95,6 +96,15 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
     json_member_double(b, "logprob", r->logprob);
     json_member_string(b, "domain", cl_chat_domain_name(r->domain));
     json_member_int(b, "prompt_positions", r->n_prompt);
+    if (r->context_tokens > 0) {
+        json_builder_set_member_name(b, "prior_reports");
+        json_builder_begin_object(b);
+        json_member_int(b, "tokens", r->context_tokens);
+        json_member_int(b, "compressed_tokens", r->context_compressed);
+        json_member_int(b, "pages", r->context_pages);
+        json_member_int(b, "page_positions", (gint64)r->context_pages * r->n_visual_per_image);
+        json_builder_end_object(b);
+    }
 
     json_builder_set_member_name(b, "images");
     json_builder_begin_array(b);
@@ -199,7 +209,8 @@ int cl_cli_describe(int argc, char **argv)
     int max_tokens = 256, beam_size = 1;
     g_autofree char *stream = NULL;
     gboolean delta = FALSE, json = FALSE;
-    g_auto(GStrv) files = NULL;
+    g_auto(GStrv) files = NULL, reports = NULL;
+    g_autofree char *pages_prefix = NULL;
     GOptionEntry entries[] = {
         {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file (safetensors)", "FILE"},
         {"random-init", 0, 0, G_OPTION_ARG_STRING, &random_init,
@@ -225,6 +236,13 @@ int cl_cli_describe(int argc, char **argv)
          "Streaming KV cache: every position attends to the first SINK positions and the last "
          "WINDOW ones (memory of SINK + WINDOW positions, no max_len bound; e.g. 256+2048)",
          "SINK+WINDOW"},
+        {"prior-report", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &reports,
+         "A prior report or case note (UTF-8 text, repeatable) read with the images; a model "
+         "with VIST2 keeps it as rendered pages' visual tokens",
+         "FILE"},
+        {"context-pages", 0, 0, G_OPTION_ARG_FILENAME, &pages_prefix,
+         "Write the pages VIST2 rendered the prior reports into as PREFIX-1.png, PREFIX-2.png, …",
+         "PREFIX"},
         {"heatmap", 0, 0, G_OPTION_ARG_FILENAME, &heatmap,
          "Write heatmap overlays PREFIX-2.png, PREFIX-3.png, … (one per image after the first)",
          "PREFIX"},
@@ -272,6 +290,28 @@ int cl_cli_describe(int argc, char **argv)
     }
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);
+    g_autoptr(GString) context = g_string_new(NULL);
+    for (int i = 0; reports && reports[i]; i++) {
+        g_autofree char *text = NULL;
+        gsize len = 0;
+        g_autoptr(GError) rerr = NULL;
+        if (!g_file_get_contents(reports[i], &text, &len, &rerr)) {
+            fprintf(stderr, "%s: --prior-report: %s\n", PROG, rerr->message);
+            return 1;
+        }
+        if (len > (1u << 20) || !g_utf8_validate(text, (gssize)len, NULL)) {
+            fprintf(stderr, "%s: --prior-report %s: %s\n", PROG, reports[i],
+                    len > (1u << 20) ? "larger than 1 MiB" : "not UTF-8 text");
+            return 1;
+        }
+        g_strstrip(text);
+        if (context->len && *text)
+            g_string_append(context, "\n\n");
+        g_string_append(context, text);
+    }
+    if (pages_prefix && !context->len)
+        return usage_error(ctx, "--context-pages needs --prior-report");
+    opts.context = context->len ? context->str : NULL;
     if (stream) {
         gint64 sink = -1, window = -1;
         g_auto(GStrv) sw = g_strsplit(stream, "+", 2);
@@ -376,8 +416,28 @@ int cl_cli_describe(int argc, char **argv)
         return 1;
     }
 
+    if (res.context_tokens > 0 && res.context_pages > 0)
+        fprintf(stderr, "%s: prior reports: %d tokens, VIST2 kept %d of them as %d pages (%d "
+                "positions)\n", PROG, res.context_tokens, res.context_compressed,
+                res.context_pages, res.context_pages * res.n_visual_per_image);
+    else if (res.context_tokens > 0)
+        fprintf(stderr, "%s: prior reports: %d tokens, read as text\n", PROG,
+                res.context_tokens);
+
     /* ---- heatmaps ---- */
     int rc = 0;
+    for (guint i = 0; pages_prefix && i < res.context_page_pixels->len; i++) {
+        const int S = model->config.image_size;
+        g_autofree char *path = g_strdup_printf("%s-%u.png", pages_prefix, i + 1);
+        g_autoptr(GError) perr = NULL;
+        if (!cl_vist_write_page_png(g_ptr_array_index(res.context_page_pixels, i), S, path,
+                                    &perr)) {
+            fprintf(stderr, "%s: %s\n", PROG, perr->message);
+            rc = 1;
+        } else {
+            fprintf(stderr, "%s: wrote %s (VIST2 page %u, %d × %d)\n", PROG, path, i + 1, S, S);
+        }
+    }
     char **written = g_new0(char *, res.heatmaps->len + 1);
     for (guint i = 0; heatmap && i < res.heatmaps->len; i++) {
         const ClHeatmap *hm = g_ptr_array_index(res.heatmaps, i);

@@ -260,6 +260,20 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
             return FALSE;
         }
     }
+    if (c->vist_chunk < 0 || c->vist_chunk > c->max_len || c->vist_tail < 0 ||
+        c->vist_tail > c->max_len || (c->vist_chunk > 0 && (c->vist_font_px < 4 ||
+                                                            c->vist_font_px > c->image_size))) {
+        CONFIG_FAIL("config: vist.chunk (%d) and vist.tail (%d) must be 0 to max_len (%d), "
+                    "vist.font_px (%d) 4 to image_size",
+                    c->vist_chunk, c->vist_tail, c->max_len, c->vist_font_px);
+        return FALSE;
+    }
+    if (c->vist_chunk > 0 &&
+        (c->casa != CL_CASA_OFF || c->pvm_n_layers > 0 || c->hybrid_every > 0)) {
+        CONFIG_FAIL("config: vist does not combine with casa, pvm or hybrid (their caches keep "
+                    "what VIST2 evicts)");
+        return FALSE;
+    }
     if (c->casa != CL_CASA_OFF && c->pvm_n_layers > 0) {
         CONFIG_FAIL("config: casa and pvm together are not supported (each reads the visual rows "
                     "its own way)");
@@ -482,6 +496,47 @@ static int hybrid_member(ClModelConfig *c, const char *k, JsonNode *v, GError **
     return json_int(v, name, dst, error);
 }
 
+static int vist_member(ClModelConfig *c, const char *k, JsonNode *v, GError **error)
+{
+    if (strcmp(k, "mask") == 0) {
+        const char *s = json_string(v, "vist.mask", error);
+        if (!s)
+            return 0;
+        if (strcmp(s, "image") != 0 && strcmp(s, "paper") != 0) {
+            CONFIG_FAIL("config: vist.mask '%s' is neither image nor paper", s);
+            return 0;
+        }
+        c->vist_sees_text = strcmp(s, "paper") == 0;
+        return 1;
+    }
+    if (strcmp(k, "chunk") == 0) { /* the other keys default from it (written after it) */
+        int chunk = 0;
+        if (!json_int(v, "vist.chunk", &chunk, error))
+            return 0;
+        cl_config_set_vist(c, chunk < 0 ? -1 : chunk);
+        c->vist_chunk = chunk;
+        return 1;
+    }
+    int *dst = strcmp(k, "tail") == 0      ? &c->vist_tail
+               : strcmp(k, "font_px") == 0 ? &c->vist_font_px
+                                           : NULL;
+    if (!dst)
+        return -1;
+    g_autofree char *name = g_strdup_printf("vist.%s", k);
+    return json_int(v, name, dst, error);
+}
+
+void cl_config_set_vist(ClModelConfig *c, int chunk)
+{
+    g_return_if_fail(c != NULL);
+    const int g = c->image_size / MAX(c->patch_size, 1);
+    const int m = MAX(g * g / 4, 1); /* visual rows per image */
+    c->vist_chunk = chunk > 0 ? chunk : (chunk < 0 ? 0 : 4 * m); /* 0: the default */
+    c->vist_tail = c->vist_chunk > 0 ? MIN(m, c->vist_chunk) : 0;
+    c->vist_font_px = c->vist_chunk > 0 ? MAX(c->image_size / 20, 4) : 0;
+    c->vist_sees_text = FALSE;
+}
+
 static const char *const casa_names[] = { "off", "ca", "ca_shared" };
 
 const char *cl_casa_variant_name(ClCasaVariant v)
@@ -554,6 +609,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return parse_section(c, v, "pvm", pvm_member, error);
     if (strcmp(k, "hybrid") == 0)
         return parse_section(c, v, "hybrid", hybrid_member, error);
+    if (strcmp(k, "vist") == 0)
+        return parse_section(c, v, "vist", vist_member, error);
     if (strcmp(k, "casa") == 0) {
         const char *s = json_string(v, "casa", error);
         if (!s)
@@ -675,6 +732,12 @@ char *cl_model_config_to_json(const ClModelConfig *c)
                                ",\"hybrid\":{\"attention_every\":%d,\"heads\":%d,\"dk\":%d,"
                                "\"dv\":%d,\"conv\":%d}",
                                c->hybrid_every, c->gdn_heads, c->gdn_dk, c->gdn_dv, c->gdn_conv);
+    if (c->vist_chunk > 0)
+        g_string_append_printf(s,
+                               ",\"vist\":{\"chunk\":%d,\"tail\":%d,\"font_px\":%d,"
+                               "\"mask\":\"%s\"}",
+                               c->vist_chunk, c->vist_tail, c->vist_font_px,
+                               c->vist_sees_text ? "paper" : "image");
     if (c->pvm_n_layers > 0) {
         g_string_append(s, ",\"pvm\":{\"layers\":[");
         for (int i = 0; i < c->pvm_n_layers; i++)

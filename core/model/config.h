@@ -90,6 +90,14 @@ typedef struct {
      * (gdn_heads heads, keys of gdn_dk, values of gdn_dv, a causal convolution of gdn_conv taps)
      * in the others; 0: every layer attention. */
     int hybrid_every, gdn_heads, gdn_dk, gdn_dv, gdn_conv;
+    /* VIST2 (SEEDS-DECODER.md §4, docs/MODEL.md §4.6): text is compressed in chunks of
+     * vist_chunk tokens, each rendered into an image (vist_font_px, core/model/vist.h), encoded
+     * as a first image and kept as its visual rows only; a tail of more than vist_tail tokens is
+     * compressed too, a shorter one stays text. vist_sees_text: a chunk's visual rows also attend
+     * to its raw text (the paper's mask) — FALSE, the default, lets only the image through, so a
+     * chunk's raw text can change nothing later. vist_chunk = 0: off. */
+    int vist_chunk, vist_tail, vist_font_px;
+    gboolean vist_sees_text;
 } ClModelConfig;
 
 #define CL_MODEL_ERROR (cl_model_error_quark())
@@ -147,6 +155,10 @@ gboolean cl_config_set_pvm(ClModelConfig *c, int every, int rank);
 /* Sets the hybrid: attention in every `every`-th layer from 0, Gated DeltaNet layers between
  * with the decoder's heads, dk = its head size, dv = 2·dk, a 4-tap convolution; every <= 0: off. */
 gboolean cl_config_set_hybrid(ClModelConfig *c, int every);
+/* Switches VIST2 on with chunks of `chunk` tokens (0: the default, 4 tokens per visual row of an
+ * image, the paper's r = 4), the tail limit one image's rows and the renderer's font size for
+ * the image size, the image-only mask; chunk < 0 switches it off. */
+void cl_config_set_vist(ClModelConfig *c, int chunk);
 /* TRUE when the variant has the cross-attention module (cross, cross_ffn, self_ffn). */
 static inline gboolean cl_config_has_cross(const ClModelConfig *c)
 {

@@ -28,6 +28,8 @@ struct _ClKVCache {
     /* streaming (sink + window): positions p >= sink live in slot sink + (p − sink) % window
      * and len may exceed capacity = sink + window; 0: an ordinary cache */
     int sink, window;
+    /* VIST2: the RoPE position of a row added now is its slot + pos_shift */
+    int pos_shift;
     int kv_dim;         /* Hkv · hd */
     int e, f, heads, kv_heads, hd, vocab;
     float *k, *v;       /* (depth, capacity, kv_dim) */
@@ -313,6 +315,48 @@ void cl_kv_cache_truncate(ClKVCache *cache, int len)
     }
 }
 
+void cl_kv_cache_set_position_shift(ClKVCache *cache, int shift)
+{
+    g_return_if_fail(cache != NULL);
+    cache->pos_shift = shift;
+}
+
+static void kv_copy(ClBackend *be, float *dst, const float *src, size_t bytes);
+
+gboolean cl_kv_cache_remove(ClKVCache *cache, int from, int count, GError **error)
+{
+    g_return_val_if_fail(cache != NULL, FALSE);
+    ClKVCache *c = cache;
+    if (c->window || c->n_gdn || c->n_pvm || c->casa != CL_CASA_OFF) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "Positions can only be removed from an ordinary KV cache (not a streaming, "
+                    "hybrid, PVM or CASA one)");
+        return FALSE;
+    }
+    if (from < 0 || count < 0 || from > c->len || count > c->len - from) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "Cannot remove positions %d..%d of a KV cache of %d", from, from + count,
+                    c->len);
+        return FALSE;
+    }
+    if (count == 0)
+        return TRUE;
+    /* the later rows move down in blocks of `count` rows: a block and its destination never
+     * overlap, so a device copy (no overlap allowed) serves as well as memcpy */
+    const size_t row = (size_t)c->kv_dim;
+    for (int l = 0; l < c->kv_layers; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            float *base = (kv ? c->v : c->k) + (size_t)l * c->capacity * row;
+            for (int at = from + count; at < c->len; at += count) {
+                const int n = MIN(count, c->len - at);
+                kv_copy(c->kv_be, base + (size_t)(at - count) * row, base + (size_t)at * row,
+                        (size_t)n * row * sizeof(float));
+            }
+        }
+    c->len -= count;
+    return TRUE;
+}
+
 static void kv_copy(ClBackend *be, float *dst, const float *src, size_t bytes)
 {
     if (!bytes)
@@ -394,6 +438,7 @@ void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
     if (dst == src)
         return;
     dst->sink = src->sink;
+    dst->pos_shift = src->pos_shift;
     dst->window = src->window;
     if (dst->kv_be != src->kv_be && !kv_move_to(dst, src->kv_be, NULL)) {
         g_warning("Not enough memory to copy a KV cache");
@@ -760,6 +805,7 @@ static void gdn_layer(const Run *r, const ClDecoderLayerWeights *L, int slot, in
 static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const float *visual,
                        int *vis_row)
 {
+    const int rope0 = pos0 + r->c->pos_shift; /* VIST2: positions other than the slots */
     ClBackend *be = r->be;
     const struct cl_backend_ops *op = be->ops;
     const ClModelConfig *cfg = r->cfg;
@@ -784,10 +830,10 @@ static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const 
         i += run;
     }
     if (r->host) {
-        cl_rope_table_1d(c->rope_cos, c->rope_sin, pos0, cn, hd, cfg->rope_base);
+        cl_rope_table_1d(c->rope_cos, c->rope_sin, rope0, cn, hd, cfg->rope_base);
     } else {
         size_t half = (size_t)cn * (hd / 2);
-        cl_rope_table_1d(c->host_rope, c->host_rope + half, pos0, cn, hd, cfg->rope_base);
+        cl_rope_table_1d(c->host_rope, c->host_rope + half, rope0, cn, hd, cfg->rope_base);
         op->upload(be, c->rope_cos, c->host_rope, half * sizeof(float));
         op->upload(be, c->rope_sin, c->host_rope + half, half * sizeof(float));
     }

@@ -28,6 +28,13 @@ size_t cl_kv_cache_bytes(const ClKVCache *cache);
 void cl_kv_cache_truncate(ClKVCache *cache, int len);
 /* dst (same model, capacity >= src's length) becomes a copy of src (beam search). */
 void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src);
+/* VIST2 (docs/MODEL.md §4.6): the rows the next forward calls add get RoPE positions slot +
+ * shift (a chunk's visual rows share its text's positions), until it is set back to 0. */
+void cl_kv_cache_set_position_shift(ClKVCache *cache, int shift);
+/* VIST2's eviction: drops positions [from, from + count) and moves the later ones down; their
+ * keys keep the positions they were made at. Ordinary caches only (not streaming, hybrid, PVM
+ * or CASA); FALSE + CL_MODEL_ERROR_INPUT otherwise or for a range outside the cache. */
+gboolean cl_kv_cache_remove(ClKVCache *cache, int from, int count, GError **error);
 void cl_kv_cache_free(ClKVCache *cache);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClKVCache, cl_kv_cache_free)
 

@@ -1,6 +1,7 @@
 /* describe.c - the describe pipeline: preprocess -> stateful encoder over the sequence -> chat
  * prompt with the visual tokens -> generation (streamed) -> heatmaps and timings. */
 #include "describe.h"
+#include "vist.h"
 
 #include <string.h>
 
@@ -33,6 +34,8 @@ void cl_describe_result_clear(ClDescribeResult *r)
     if (r->prompt_ids)
         g_array_unref(r->prompt_ids);
     g_free(r->visual);
+    if (r->context_page_pixels)
+        g_ptr_array_unref(r->context_page_pixels);
     if (r->notices)
         g_ptr_array_unref(r->notices);
     memset(r, 0, sizeof *r);
@@ -92,6 +95,7 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
     out->heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
     out->layer_heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
     out->notices = g_ptr_array_new_with_free_func(g_free);
+    out->context_page_pixels = g_ptr_array_new_with_free_func(g_free);
     out->n_images = n_images;
 
     const ClModelConfig *cfg = &model->config;
@@ -126,17 +130,48 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         turns = cl_chat_conversation_turns(conv);
         n_turns = cl_chat_conversation_len(conv);
     }
+    /* the context: an extra <image> tag after the last user turn's image stands for it */
+    const gboolean with_context = opts->context && *opts->context;
+    g_autoptr(ClChatConversation) with_ctx = NULL;
+    if (with_context) {
+        with_ctx = cl_chat_conversation_new();
+        for (gsize i = 0; i < n_turns; i++) {
+            if (i + 1 < n_turns) {
+                cl_chat_conversation_add(with_ctx, turns[i].role, turns[i].text);
+                continue;
+            }
+            const char *t = turns[i].text, *tag = strstr(t, "<image>");
+            const char *at = tag ? tag + strlen("<image>") : t;
+            if (tag && *at == '\n')
+                at++;
+            g_autofree char *nt = g_strdup_printf("%.*sPrior reports: <image>\n%s",
+                                                  (int)(at - t), t, at);
+            cl_chat_conversation_add(with_ctx, turns[i].role, nt);
+        }
+        turns = cl_chat_conversation_turns(with_ctx);
+    }
     g_autoptr(GArray) chat_ids =
         cl_chat_encode(model->tokenizer, turns, n_turns, TRUE, NULL, error);
     if (!chat_ids)
         return FALSE;
     out->prompt_text = cl_chat_render(turns, n_turns, TRUE);
+    int ctx_tag = -1; /* the index in chat_ids of the context's tag: the last tag */
+    for (guint i = 0; with_context && i < chat_ids->len; i++)
+        if (g_array_index(chat_ids, gint32, i) == CL_TOKEN_IMAGE)
+            ctx_tag = (int)i;
+    g_autoptr(GArray) ctx_ids = NULL;
+    if (with_context) {
+        ctx_ids = cl_tokenizer_encode(model->tokenizer, opts->context, -1, FALSE);
+        out->context_tokens = (int)ctx_ids->len;
+    }
 
     const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, C = cfg->channels, S = cfg->image_size;
     out->n_visual_per_image = M;
     guint n_tags = 0;
     for (guint i = 0; i < chat_ids->len; i++)
         n_tags += g_array_index(chat_ids, gint32, i) == CL_TOKEN_IMAGE;
+    if (with_context)
+        n_tags--;
     if (n_tags != n_images) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "the %s conversation has %u image tags for %u images",
@@ -144,18 +179,32 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         return FALSE;
     }
     gint64 positions = (gint64)chat_ids->len - n_images + (gint64)n_images * M;
+    int ctx_positions = 0; /* what the context takes in the decoder */
+    if (with_context) {
+        int chunks = 0;
+        out->context_compressed = cl_vist_plan(cfg, out->context_tokens, &chunks);
+        out->context_pages = chunks;
+        ctx_positions = out->context_tokens - out->context_compressed + chunks * M;
+        positions += ctx_positions - 1;
+    }
     if (positions >= cfg->max_len) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "the prompt for %u images takes %" G_GINT64_FORMAT " positions (%d per image) "
-                    "but the model's context holds %d: use fewer images",
-                    n_images, positions, M, cfg->max_len);
+                    "the prompt for %u images takes %" G_GINT64_FORMAT " positions (%d per image%s) "
+                    "but the model's context holds %d: use fewer images%s",
+                    n_images, positions, M,
+                    with_context ? ", the prior reports included" : "", cfg->max_len,
+                    with_context ? " or shorter prior reports" : "");
         return FALSE;
     }
     GArray *dec_ids = g_array_sized_new(FALSE, FALSE, sizeof(gint32), (guint)positions);
     const gint32 visual_id = CL_DECODER_VISUAL;
+    int vist_from = -1;
     for (guint i = 0; i < chat_ids->len; i++) {
         gint32 id = g_array_index(chat_ids, gint32, i);
-        if (id == CL_TOKEN_IMAGE)
+        if ((int)i == ctx_tag) { /* the context's tokens; VIST2 compresses them in the prefill */
+            vist_from = (int)dec_ids->len;
+            g_array_append_vals(dec_ids, ctx_ids->data, ctx_ids->len);
+        } else if (id == CL_TOKEN_IMAGE)
             for (int m = 0; m < M; m++)
                 g_array_append_val(dec_ids, visual_id);
         else
@@ -263,9 +312,30 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         go.on_token = opts->on_token;
         go.user_data = opts->user_data;
         go.cancellable = opts->cancellable;
+        g_autoptr(ClVist) vist = NULL;
+        if (with_context && cfg->vist_chunk > 0 && opts->beam_size == 1 &&
+            opts->stream_window <= 0) {
+            vist = cl_vist_new(be, model, error);
+            ok = vist != NULL;
+            go.vist = vist;
+            go.vist_from = vist_from;
+            go.vist_len = out->context_tokens;
+        } else if (with_context && cfg->vist_chunk > 0) {
+            g_ptr_array_add(out->notices,
+                            g_strdup("the prior reports are read as text: VIST2 compression "
+                                     "works with greedy decoding on an ordinary cache"));
+            out->context_compressed = out->context_pages = 0;
+        }
         ClGenerateResult gr;
-        ok = cl_generate(be, model, (const gint32 *)(gconstpointer)dec_ids->data, (int)dec_ids->len,
-                         visual, &go, &gr, error);
+        if (!ok)
+            cl_generate_result_init(&gr);
+        else
+            ok = cl_generate(be, model, (const gint32 *)(gconstpointer)dec_ids->data,
+                             (int)dec_ids->len, visual, &go, &gr, error);
+        for (guint i = 0; vist && i < cl_vist_n_pages(vist); i++) {
+            g_ptr_array_add(out->context_page_pixels,
+                            g_memdup2(cl_vist_page(vist, i, NULL), (gsize)S * S));
+        }
         out->text = g_strndup(gr.text->str, gr.text->len);
         g_array_append_vals(out->ids, gr.ids->data, gr.ids->len);
         out->stop_reason = gr.stop_reason;

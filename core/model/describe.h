@@ -53,6 +53,10 @@ typedef struct {
     int max_new_tokens;    /* see ClGenerateOptions (default 256) */
     int beam_size;         /* 1 = greedy (default) */
     int stream_sink, stream_window; /* streaming KV caches (ClGenerateOptions); 0: off */
+    /* Earlier reports and notes of the case (plain text), read with the images: the last user
+     * turn gets "Prior reports: {context}\n" after its image. A model with VIST2 keeps the text
+     * as rendered pages' visual rows (vist.h), another as text. NULL or "": none. */
+    const char *context;
     double length_penalty; /* 1.0 */
     gboolean median_numbers; /* numbers as the median of the model's distribution, see
                               * ClGenerateOptions (default FALSE) */
@@ -99,6 +103,10 @@ typedef struct {
     GArray *prompt_ids;   /* gint32: the decoder's prompt (CL_DECODER_VISUAL where the visual
                            * tokens go), n_prompt of them */
     float *visual;        /* (n_images, M, dec_dim): the visual tokens the decoder read */
+    /* the context (options.context): its tokens, and with VIST2 the pages they became, the
+     * tokens the pages hold and the pages' grey pixels (image_size² bytes each, thumbnails) */
+    int context_tokens, context_compressed, context_pages;
+    GPtrArray *context_page_pixels;
 } ClDescribeResult;
 
 void cl_describe_result_clear(ClDescribeResult *r);

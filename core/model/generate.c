@@ -1,6 +1,7 @@
 /* generate.c - greedy and beam search over cl_decoder_forward with KV caches; stop strings,
  * limits, UTF-8-safe streaming and cancellation (see generate.h for the contract). */
 #include "generate.h"
+#include "vist.h"
 
 #include <math.h>
 #include <string.h>
@@ -202,6 +203,7 @@ typedef struct {
     int max_new;        /* tokens that may be generated */
     ClStopReason limit; /* what max_new stands for */
     int capacity;       /* cache positions */
+    GArray *vist_raw;   /* VIST2: the generated ids not compressed yet */
 } Gen;
 
 static gboolean cancelled(const Gen *g, GError **error)
@@ -328,6 +330,17 @@ static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult
             break;
         }
         out->n_steps++;
+        if (g->vist_raw) { /* VIST2: a full chunk of generated text becomes its image's rows */
+            g_array_append_val(g->vist_raw, id);
+            if ((int)g->vist_raw->len == g->model->config.vist_chunk) {
+                if (!cl_vist_compress(o->vist, cache, (const gint32 *)(gpointer)g->vist_raw->data,
+                                      (int)g->vist_raw->len, logits, error)) {
+                    ok = FALSE;
+                    break;
+                }
+                g_array_set_size(g->vist_raw, 0);
+            }
+        }
     }
     if (ok)
         emit_finish(&em, out->text);
@@ -647,12 +660,19 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
         return FALSE;
     }
     const gboolean streaming = opts->stream_window > 0;
-    if (!streaming && n_prompt >= cfg->max_len) {
+    /* the positions the prompt takes: VIST2 keeps its span as pages' rows and a text tail */
+    int positions = n_prompt;
+    if (opts->vist && opts->vist_len > 0 && opts->vist_len <= n_prompt) {
+        int chunks = 0;
+        const int packed = cl_vist_plan(cfg, opts->vist_len, &chunks);
+        positions = n_prompt - packed + chunks * cl_config_n_visual(cfg);
+    }
+    if (!streaming && positions >= cfg->max_len) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "the prompt is %d positions long (image tokens included) but the model's "
                     "context holds %d: nothing can be generated; use fewer or smaller images or "
                     "a shorter prompt",
-                    n_prompt, cfg->max_len);
+                    positions, cfg->max_len);
         return FALSE;
     }
     if (opts->beam_size < 1 || opts->beam_size > 64) {
@@ -660,6 +680,20 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
                     "beam size %d is out of range (1 to 64)", opts->beam_size);
         return FALSE;
     }
+    if (opts->vist && (opts->beam_size != 1 || streaming || opts->vist_from < 0 ||
+                       opts->vist_len < 0 || opts->vist_from > n_prompt ||
+                       opts->vist_len > n_prompt - opts->vist_from)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "VIST2 compression works with greedy decoding on an ordinary cache, over a "
+                    "span inside the prompt");
+        return FALSE;
+    }
+    for (int i = 0; opts->vist && i < opts->vist_len; i++)
+        if (prompt[opts->vist_from + i] < 0) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "the text VIST2 compresses holds an image row");
+            return FALSE;
+        }
 
     Gen g = {.be = be, .model = model, .opts = opts};
     g.vocab.model = model;
@@ -674,7 +708,7 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
             g.digit_id[b[0] - '0'] = id;
     }
     /* the k-th generated token sits at position n_prompt + k - 1 */
-    int room = cfg->max_len - n_prompt;
+    int room = cfg->max_len - positions;
     if (streaming) { /* the ring bounds memory, not the length */
         g.max_new = opts->max_new_tokens > 0 ? opts->max_new_tokens : cfg->max_len;
         g.limit = CL_STOP_MAX_TOKENS;
@@ -685,7 +719,9 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
         g.max_new = room;
         g.limit = CL_STOP_MAX_LEN;
     }
-    g.capacity = n_prompt + g.max_new;
+    g.capacity = positions + g.max_new;
+    if (opts->vist) /* a chunk's rows run before its text is evicted (mask "paper") */
+        g.capacity = MIN(g.capacity + cl_config_n_visual(cfg), CL_CONFIG_MAX_LEN);
 
     if (g_cancellable_set_error_if_cancelled(opts->cancellable, error)) {
         out->stop_reason = CL_STOP_CANCELLED;
@@ -702,8 +738,25 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
         return FALSE;
     }
     gint64 t0 = g_get_monotonic_time();
-    if (!cl_decoder_forward(be, model, cache, prompt, n_prompt, visual, logits, NULL, NULL, NULL,
-                            error)) {
+    gboolean ok;
+    if (opts->vist) {
+        /* before the span, the span as VIST2 keeps it, after it (the visual rows go on) */
+        const int a = opts->vist_from, b = a + opts->vist_len;
+        int rows_before = 0;
+        for (int i = 0; i < a; i++)
+            rows_before += prompt[i] == CL_DECODER_VISUAL;
+        ok = (a == 0 || cl_decoder_forward(be, model, cache, prompt, a, visual, logits, NULL, NULL,
+                                           NULL, error)) &&
+             cl_vist_prefill(opts->vist, cache, prompt + a, b - a, logits, NULL, error) &&
+             (b == n_prompt ||
+              cl_decoder_forward(be, model, cache, prompt + b, n_prompt - b,
+                                 visual ? visual + (size_t)rows_before * cfg->dec_dim : NULL,
+                                 logits, NULL, NULL, NULL, error));
+    } else {
+        ok = cl_decoder_forward(be, model, cache, prompt, n_prompt, visual, logits, NULL, NULL,
+                                NULL, error);
+    }
+    if (!ok) {
         cl_kv_cache_free(cache);
         g_free(logits);
         return FALSE;
@@ -711,7 +764,11 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
     out->prefill_ms = ms_since(t0);
 
     if (opts->beam_size == 1) {
-        gboolean ok = greedy(&g, cache, logits, out, error);
+        if (opts->vist)
+            g.vist_raw = g_array_new(FALSE, FALSE, sizeof(gint32));
+        ok = greedy(&g, cache, logits, out, error);
+        if (g.vist_raw)
+            g_array_unref(g.vist_raw);
         cl_kv_cache_free(cache);
         g_free(logits);
         return ok;

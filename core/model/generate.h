@@ -45,6 +45,11 @@ typedef struct {
      * that of sink + window positions, and generation is not bounded by the model's max_len
      * (max_new_tokens <= 0 then means max_len new tokens). */
     int stream_sink, stream_window;
+    /* VIST2 (vist.h; greedy, not with a streaming cache): prompt[vist_from, vist_from +
+     * vist_len) is text that `vist` compresses (cl_vist_prefill), and the generated text is
+     * compressed as it comes, every vist_chunk tokens (cl_vist_compress). NULL: none. */
+    struct _ClVist *vist;
+    int vist_from, vist_len;
 } ClGenerateOptions;
 
 /* Defaults: max_new_tokens 256, beam_size 1, length_penalty 1.0, nothing else. */
