@@ -165,9 +165,9 @@ static void test_bench_long_json(void)
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     g_assert_true(JSON_NODE_HOLDS_ARRAY(root));
     JsonArray *a = json_node_get_array(root);
-    g_assert_cmpint(json_array_get_length(a), ==, 5 * 2 * 2); /* options × images × gen */
-    /* [insertion | pvm | casa | stream | hybrid][images 2 | 8] at gen 32 */
-    double mb[5][2] = { { 0 } };
+    g_assert_cmpint(json_array_get_length(a), ==, 6 * 2 * 2); /* options × images × gen */
+    /* [insertion | pvm | casa | stream | hybrid | vist][images 2 | 8] at gen 32 */
+    double mb[6][2] = { { 0 } };
     for (guint i = 0; i < json_array_get_length(a); i++) {
         JsonObject *o = json_array_get_object_element(a, i);
         const char *opt = json_object_get_string_member(o, "option");
@@ -183,6 +183,7 @@ static void test_bench_long_json(void)
                : !strcmp(opt, "casa")   ? 2
                : !strcmp(opt, "stream") ? 3
                : !strcmp(opt, "hybrid") ? 4
+               : !strcmp(opt, "vist")   ? 5
                                         : 0][images == 8] = peak;
     }
     g_assert_cmpfloat(mb[0][1], >, mb[0][0]);
@@ -190,10 +191,23 @@ static void test_bench_long_json(void)
     g_assert_cmpfloat(mb[1][1], >, mb[0][1]);
     /* CASA: the cache holds the text alone, however many images */
     g_assert_cmpfloat(mb[2][1], <, mb[0][1]);
+    /* VIST2: past a few chunks of output its cache holds a quarter of insertion's text */
+    const char *long_out[] = { "bench", "--long", "--options", "insertion,vist", "--images", "2",
+                               "--gen", "600", "--json", NULL };
+    g_autoptr(JsonNode) lo = cl_fixture_cli_json(long_out);
+    JsonArray *la = json_node_get_array(lo);
+    g_assert_cmpint(json_array_get_length(la), ==, 2);
+    const double ins = json_object_get_double_member(json_array_get_object_element(la, 0),
+                                                     "peak_mb"),
+                 vis = json_object_get_double_member(json_array_get_object_element(la, 1),
+                                                     "peak_mb");
+    g_test_message("600 generated tokens after 2 images: insertion %.2f MB, vist %.2f MB", ins,
+                   vis);
+    g_assert_cmpfloat(vis, <, 0.8 * ins);
     const char *bad[] = { "bench", "--long", "--options", "vist2", NULL };
     g_autofree char *err = NULL;
     g_assert_cmpint(cl_fixture_run_cli(bad, &err), ==, 2);
-    g_assert_nonnull(strstr(err, "not built yet"));
+    g_assert_nonnull(strstr(err, "unknown option 'vist2'"));
 }
 
 int main(int argc, char **argv)

@@ -9,11 +9,12 @@
 #include "cli.h"
 #include "decoder.h"
 #include "model.h"
+#include "vist.h"
 
 #define PROG "changelens-cli bench --long"
 
 static const char usage_text[] =
-    "Usage: " PROG " [--options insertion,pvm,casa,stream,hybrid] [--images 2,8,32,64]\n"
+    "Usage: " PROG " [--options insertion,pvm,casa,stream,hybrid,vist] [--images 2,8,32,64]\n"
     "       [--gen 32,512,4096] [--quick] [--json]\n"
     "\n"
     "Runs the tiny preset's decoder (random weights; the encoder is not timed: each image is its\n"
@@ -28,6 +29,9 @@ static const char usage_text[] =
     "                  casa (cross-attention to each image's window; text alone in the cache)\n"
     "                  stream (insertion with a sink + window KV cache of 256 + 2048) and\n"
     "                  hybrid (Gated DeltaNet layers, attention in layers 0 and 4 on that cache)\n"
+    "                  vist (insertion; the generated text compressed as it comes: every 100\n"
+    "                  tokens rendered, encoded and kept as 25 visual rows; the encoder's time\n"
+    "                  counts)\n"
     "  --images LIST   images per prompt (default 2,8,32,64)\n"
     "  --gen LIST      generated tokens (default 32,512,4096)\n"
     "  --repeat N      timed runs per point (default 1; the longest runs take seconds)\n"
@@ -83,6 +87,7 @@ typedef struct {
 static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, int images, int gen,
                           int repeat, Point *pt, GError **error)
 {
+    const gboolean vist = m->config.vist_chunk > 0;
     const ClModelConfig *c = &m->config;
     const int M = cl_config_n_visual(c), E = c->dec_dim, V = c->vocab_size;
     g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(gint32));
@@ -110,10 +115,18 @@ static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, int 
     g_autofree double *ms = g_new(double, repeat);
     size_t bytes = 0;
     /* CASA caches text alone: its cache is as long as the text and the output */
-    const int cached = c->casa != CL_CASA_OFF ? T - images * M : T;
+    int cached = c->casa != CL_CASA_OFF ? T - images * M : T;
+    const int L = c->vist_chunk;
+    int room = gen;
+    if (vist) /* the chunks' rows, the text of the chunk being written, a chunk's rows on top */
+        room = (gen / L) * M + L + M;
     for (int rep = 0; rep < repeat; rep++) {
+        g_autoptr(ClVist) vs = vist ? cl_vist_new(be, m, error) : NULL;
+        if (vist && !vs)
+            return FALSE;
+        g_autoptr(GArray) raw = g_array_new(FALSE, FALSE, sizeof(gint32));
         g_autoptr(ClKVCache) cache = stream ? cl_kv_cache_new_streaming(m, 256, 2048)
-                                            : cl_kv_cache_new(m, cached + gen);
+                                            : cl_kv_cache_new(m, cached + room);
         if (!cache) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                         "no memory for a KV cache of %d positions", cached + gen);
@@ -128,6 +141,15 @@ static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, int 
             if (!cl_decoder_forward(be, m, cache, &best, 1, NULL, logits, NULL, NULL, NULL,
                                     error))
                 return FALSE;
+            if (vs) {
+                g_array_append_val(raw, best);
+                if ((int)raw->len == L) {
+                    if (!cl_vist_compress(vs, cache, (const gint32 *)(gpointer)raw->data, L,
+                                          logits, error))
+                        return FALSE;
+                    g_array_set_size(raw, 0);
+                }
+            }
         }
         ms[rep] = (g_get_monotonic_time() - t0) / 1000.0 / MAX(gen - 1, 1);
         bytes = MAX(bytes, cl_kv_cache_bytes(cache));
@@ -153,6 +175,8 @@ static ClModel *option_model(const char *option, int max_len, GError **error)
         cfg.casa = CL_CASA_CA;
     if (strcmp(option, "hybrid") == 0) /* attention in layers 0 and 4, Gated DeltaNet between */
         cl_config_set_hybrid(&cfg, 4);
+    if (strcmp(option, "vist") == 0)
+        cl_config_set_vist(&cfg, 0);
     ClModel *m = cl_model_new_random(&cfg, 1, error);
     if (m && strcmp(option, "pvm") == 0) /* an open gate: the branch's work is real either way,
                                           * but its output should reach the logits */
@@ -164,7 +188,7 @@ static ClModel *option_model(const char *option, int max_len, GError **error)
 
 int cl_cli_bench_long(int argc, char **argv)
 {
-    const char *options = "insertion,pvm,casa,stream,hybrid", *images_s = "2,8,32,64", *gen_s = "32,512,4096";
+    const char *options = "insertion,pvm,casa,stream,hybrid,vist", *images_s = "2,8,32,64", *gen_s = "32,512,4096";
     gboolean json = FALSE;
     int repeat = 1;
     for (int i = 1; i < argc; i++) {
@@ -210,9 +234,8 @@ int cl_cli_bench_long(int argc, char **argv)
     for (int i = 0; opts[i]; i++)
         if (strcmp(opts[i], "insertion") != 0 && strcmp(opts[i], "pvm") != 0 &&
             strcmp(opts[i], "casa") != 0 && strcmp(opts[i], "stream") != 0 &&
-            strcmp(opts[i], "hybrid") != 0)
-            return usage_error("unknown option '%s' (insertion, pvm, casa, stream, hybrid; VIST2 "
-                               "is not built yet)",
+            strcmp(opts[i], "hybrid") != 0 && strcmp(opts[i], "vist") != 0)
+            return usage_error("unknown option '%s' (insertion, pvm, casa, stream, hybrid, vist)",
                                opts[i]);
 
     ClModelConfig tiny;
