@@ -4,6 +4,7 @@
  * --json` prints every key scripts use. */
 #include <json-glib/json-glib.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
@@ -64,14 +65,38 @@ static void test_perfect_and_empty(gconstpointer data)
     g_assert_cmpfloat(fabs(good.rouge_l - 1.0), <, 1e-6);
     g_assert_cmpfloat(bad.bleu4, <, 1e-6);
     if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0 ||
-        strcmp(task, "aerial") == 0) {
+        strcmp(task, "aerial") == 0 || strcmp(task, "aerial-series") == 0) {
         g_assert_cmpfloat(good.change_accuracy, ==, 1.0);
         g_assert_cmpfloat(bad.change_accuracy, <, 1.0);
     } else {
         g_assert_true(isnan(good.change_accuracy));
     }
     /* answers entirely right: where a parser judges the whole answer */
-    if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0) {
+    if (strcmp(task, "aerial-series") == 0) {
+        /* the image named wrong: neither the "when" nor the whole answer counts; spacing and
+         * case do not matter */
+        const char *off[N];
+        g_autoptr(GPtrArray) keep = g_ptr_array_new_with_free_func(g_free);
+        for (int i = 0; i < N; i++) {
+            g_autofree char *k = g_strdup(strstr(s[i]->answer, "in image ") + 9);
+            const int img = atoi(k);
+            char *head = g_strndup(s[i]->answer, strstr(s[i]->answer, "in image ") + 9 -
+                                                     s[i]->answer);
+            char *o = g_strdup_printf("%s%d%s", head, img + 1, strchr(k, ' '));
+            g_free(head);
+            g_ptr_array_add(keep, o);
+            off[i] = o;
+        }
+        ClEvalScores wrong;
+        g_assert_true(cl_eval_score(task, s, off, N, &wrong, &err));
+        g_assert_cmpfloat(wrong.change_accuracy, ==, 0.0);
+        g_assert_cmpfloat(wrong.exact, ==, 0.0);
+        g_autofree char *spaced = g_strdup_printf("  %s ", s[0]->answer);
+        spaced[2] = g_ascii_toupper(spaced[2]);
+        g_assert_cmpint(cl_eval_answer_exact(task, s[0], spaced), ==, 1);
+    }
+    if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0 ||
+        strcmp(task, "aerial-series") == 0) {
         g_assert_cmpfloat(good.exact, ==, 1.0);
         g_assert_cmpfloat(bad.exact, <, 1.0);
         for (int i = 0; i < N; i++)

@@ -73,7 +73,7 @@ static gboolean write_answers(const char *path, const ClEvalResult *r, GError **
 int cl_cli_eval(int argc, char **argv)
 {
     g_autofree char *model_path = NULL, *random_init = NULL, *task = NULL, *device = NULL;
-    g_autofree char *answers_path = NULL;
+    g_autofree char *answers_path = NULL, *stream = NULL;
     int n = 100, max_tokens = 160, baseline_n = 200, examples = 3, images = 0;
     gint64 seed = 1000, init_seed = 0;
     gboolean json = FALSE, no_ppl = FALSE, greedy_numbers = FALSE;
@@ -101,6 +101,9 @@ int cl_cli_eval(int argc, char **argv)
           "Write every sample's answer to FILE (JSON lines: sample, as synth numbers it; "
           "reference; prediction; exact)", "FILE" },
         { "no-perplexity", 0, 0, G_OPTION_ARG_NONE, &no_ppl, "Skip the perplexity pass", NULL },
+        { "stream", 0, 0, G_OPTION_ARG_STRING, &stream,
+          "Answer with streaming KV caches: the first SINK positions and the last WINDOW ones "
+          "(e.g. 64+256)", "SINK+WINDOW" },
         { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "cpu (default), cuda or auto", "DEV" },
         { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
         { NULL },
@@ -138,6 +141,13 @@ int cl_cli_eval(int argc, char **argv)
         return usage("--n, --max-tokens and --baseline-n must be at least 1, seeds and --examples "
                      "not negative");
 
+    gint64 sink = 0, window = 0;
+    if (stream) {
+        g_auto(GStrv) sw = g_strsplit(stream, "+", 2);
+        if (!sw[0] || !sw[1] || !g_ascii_string_to_signed(sw[0], 10, 0, 1 << 20, &sink, NULL) ||
+            !g_ascii_string_to_signed(sw[1], 10, 1, 1 << 20, &window, NULL))
+            return usage("--stream takes SINK+WINDOW, e.g. 64+256");
+    }
     if (images != 0 && (images < 2 || images > 5))
         return usage("--images must be 2 to 5");
     if (images != 0 && strcmp(task, "dots") != 0)
@@ -179,6 +189,8 @@ int cl_cli_eval(int argc, char **argv)
     o.dot_images = images;
     o.n_examples = examples;
     o.median_numbers = !greedy_numbers;
+    o.stream_sink = (int)sink;
+    o.stream_window = (int)window;
     o.perplexity = !no_ppl && strcmp(cl_backend_name(be), "cpu") == 0;
     gint64 last = 0;
     if (!json) {

@@ -118,8 +118,39 @@ static gboolean shapes_exact(const ClChangeMatch *m, guint n_changes)
     return m->n_exact == n_changes && m->n_pred == n_changes;
 }
 
+/* aerial-series: the image an answer says the building first appears in ("… first appears in
+ * image 6 ; …"), -1 when it names none */
+static int series_first_image(const char *answer)
+{
+    const char *at = answer ? strstr(answer, "appears in image ") : NULL;
+    if (!at)
+        return -1;
+    char *end = NULL;
+    gint64 k = g_ascii_strtoll(at + strlen("appears in image "), &end, 10);
+    return end && end != at + strlen("appears in image ") && k > 0 && k < 1000 ? (int)k : -1;
+}
+
+/* the whole answer, up to spacing and case */
+static char *normalised(const char *a)
+{
+    g_auto(GStrv) w = g_strsplit_set(a ? a : "", " \t\r\n", -1);
+    g_autoptr(GString) out = g_string_new(NULL);
+    for (int i = 0; w[i]; i++)
+        if (*w[i])
+            g_string_append_printf(out, "%s%s", out->len ? " " : "", w[i]);
+    return g_utf8_casefold(out->str, -1);
+}
+
+static gboolean same_answer(const char *a, const char *b)
+{
+    g_autofree char *x = normalised(a), *y = normalised(b);
+    return strcmp(x, y) == 0;
+}
+
 int cl_eval_answer_exact(const char *task, const ClSynthSample *s, const char *prediction)
 {
+    if (strcmp(task, "aerial-series") == 0)
+        return same_answer(s->answer, prediction);
     if (strcmp(task, "shapes") == 0) {
         g_autoptr(GPtrArray) store = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
         ClChangeMatch m;
@@ -202,6 +233,17 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
         for (int i = 0; i < n; i++)
             agree += (samples[i]->changes->len == 0) == says_no_change(predictions[i]);
         out->change_accuracy = (double)agree / n;
+    } else if (strcmp(task, "aerial-series") == 0) {
+        /* change accuracy: the image the building first appears in, as the reference says;
+         * exact: the whole answer */
+        int when = 0, exact = 0;
+        for (int i = 0; i < n; i++) {
+            const int k = series_first_image(samples[i]->answer);
+            when += k > 0 && k == series_first_image(predictions[i]);
+            exact += same_answer(samples[i]->answer, predictions[i]);
+        }
+        out->change_accuracy = (double)when / n;
+        out->exact = (double)exact / n;
     }
     return TRUE;
 }
@@ -314,6 +356,8 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
         dopt.max_new_tokens = o->max_new_tokens;
         dopt.median_numbers = o->median_numbers && strcmp(o->task, "dots") == 0;
         dopt.heatmaps = FALSE;
+        dopt.stream_sink = o->stream_sink;
+        dopt.stream_window = o->stream_window;
         dopt.cancellable = o->cancellable;
         ClDescribeResult res;
         ok = cl_describe_run(be, model, di, (guint)s->n_images, &dopt, &res, error);

@@ -52,6 +52,8 @@ typedef struct {
      * (ClGenerateOptions.median_numbers, the answer with the least expected absolute error)
      * rather than greedily (TRUE by default); the other tasks ignore it */
     gboolean median_numbers;
+    /* streaming KV caches of sink + window positions (ClGenerateOptions); 0: ordinary */
+    int stream_sink, stream_window;
     ClEvalProgress progress;
     gpointer user_data;
     GCancellable *cancellable;
