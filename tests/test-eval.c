@@ -65,14 +65,15 @@ static void test_perfect_and_empty(gconstpointer data)
     g_assert_cmpfloat(fabs(good.rouge_l - 1.0), <, 1e-6);
     g_assert_cmpfloat(bad.bleu4, <, 1e-6);
     if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0 ||
-        strcmp(task, "aerial") == 0 || strcmp(task, "aerial-series") == 0) {
+        strcmp(task, "aerial") == 0 || strcmp(task, "aerial-series") == 0 ||
+        strcmp(task, "aerial-log") == 0) {
         g_assert_cmpfloat(good.change_accuracy, ==, 1.0);
         g_assert_cmpfloat(bad.change_accuracy, <, 1.0);
     } else {
         g_assert_true(isnan(good.change_accuracy));
     }
     /* answers entirely right: where a parser judges the whole answer */
-    if (strcmp(task, "aerial-series") == 0) {
+    if (strcmp(task, "aerial-series") == 0 || strcmp(task, "aerial-log") == 0) {
         /* the image named wrong: neither the "when" nor the whole answer counts; spacing and
          * case do not matter */
         const char *off[N];
@@ -96,7 +97,7 @@ static void test_perfect_and_empty(gconstpointer data)
         g_assert_cmpint(cl_eval_answer_exact(task, s[0], spaced), ==, 1);
     }
     if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0 ||
-        strcmp(task, "aerial-series") == 0) {
+        strcmp(task, "aerial-series") == 0 || strcmp(task, "aerial-log") == 0) {
         g_assert_cmpfloat(good.exact, ==, 1.0);
         g_assert_cmpfloat(bad.exact, <, 1.0);
         for (int i = 0; i < N; i++)

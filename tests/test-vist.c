@@ -14,6 +14,9 @@
 #include "model.h"
 #include "refdec.h"
 #include "vist.h"
+#include "data.h"
+#include "synthdata.h"
+#include "trainmodel.h"
 
 static ClBackend *be;
 
@@ -446,6 +449,100 @@ static void test_config(void)
     g_assert_nonnull(err);
 }
 
+/* A training sample with a context: a VIST2 model gets the context's pages (their visual
+ * positions after the images', the tail rule's text after them), another model the text; the
+ * pages' rows are the inference encoder's, so the trainer's logits are the decoder's. */
+static void test_training_sample(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", NULL));
+    cfg.image_size = 32, cfg.patch_size = 8, cfg.enc_dim = 16, cfg.enc_depth = 1;
+    cfg.enc_heads = 1, cfg.enc_mlp = 16, cfg.merger_hidden = 16;
+    cfg.dec_dim = 32, cfg.dec_depth = 2, cfg.dec_heads = 4, cfg.dec_kv_heads = 2;
+    cfg.dec_mlp = 48, cfg.max_len = 512;
+    g_autoptr(ClModel) plain = cl_model_new_random(&cfg, 3, &err);
+    g_assert_no_error(err);
+    cl_config_set_vist(&cfg, 16);
+    cfg.vist_tail = 4;
+    g_autoptr(ClModel) vm = cl_model_new_random(&cfg, 3, &err);
+    g_assert_no_error(err);
+    const int M = cl_config_n_visual(&cfg);
+    g_autoptr(ClChatConversation) conv =
+        cl_chat_describe_conversation(CL_CHAT_DOMAIN_AERIAL, 2, "What changed?", &err);
+    cl_chat_conversation_add(conv, CL_CHAT_ASSISTANT, "a road is built .");
+    const char *context = "image 1 was acquired on 2019-03-14 .\nimage 2 was acquired on "
+                          "2019-05-02 .";
+    g_autoptr(GArray) ctx = cl_tokenizer_encode(vm->tokenizer, context, -1, FALSE);
+    guint8 px[2][32 * 32 * 3];
+    for (gsize i = 0; i < sizeof px[0]; i++)
+        px[0][i] = (guint8)(i * 7), px[1][i] = (guint8)(i * 13);
+    ClSynthImage si[2] = { { .width = 32, .height = 32, .channels = 3, .pixels = px[0] },
+                           { .width = 32, .height = 32, .channels = 3, .pixels = px[1] } };
+    g_autoptr(ClImage) a = cl_synth_image_to_image(&si[0]);
+    g_autoptr(ClImage) b = cl_synth_image_to_image(&si[1]);
+    const ClImage *imgs[2] = { a, b };
+    g_autoptr(ClTrainSample) tp = cl_train_sample_from_turns_with_context(
+        plain, cl_chat_conversation_turns(conv), cl_chat_conversation_len(conv), imgs, NULL, 2,
+        context, FALSE, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClTrainSample) tv = cl_train_sample_from_turns_with_context(
+        vm, cl_chat_conversation_turns(conv), cl_chat_conversation_len(conv), imgs, NULL, 2,
+        context, FALSE, &err);
+    g_assert_no_error(err);
+    int pages = 0;
+    const int packed = cl_vist_plan(&cfg, (int)ctx->len, &pages);
+    g_assert_cmpint(pages, >=, 2);
+    g_assert_cmpint(tp->n_pages, ==, 0);
+    g_assert_cmpint(tv->n_pages, ==, pages);
+    g_assert_cmpint(tv->n_ids, ==, tp->n_ids - (int)ctx->len + pages * M + ((int)ctx->len - packed));
+    int vis_p = 0, vis_v = 0;
+    for (int t = 0; t < tp->n_ids; t++)
+        vis_p += tp->ids[t] == CL_DECODER_VISUAL;
+    for (int t = 0; t < tv->n_ids; t++)
+        vis_v += tv->ids[t] == CL_DECODER_VISUAL;
+    g_assert_cmpint(vis_p, ==, 2 * M);
+    g_assert_cmpint(vis_v, ==, (2 + pages) * M);
+    g_assert_cmpint(tp->n_supervised, ==, tv->n_supervised);
+    /* the context's text is in the plain sample */
+    gboolean found = FALSE;
+    for (int t = 0; t + (int)ctx->len <= tp->n_ids && !found; t++)
+        found = memcmp(tp->ids + t, ctx->data, ctx->len * sizeof(gint32)) == 0;
+    g_assert_true(found);
+    /* the trainer's logits are the inference decoder's on the same sequence, the pages' rows
+     * the inference encoder's */
+    float *tvis = NULL, *tlog = NULL;
+    g_assert_true(cl_train_forward_outputs(be, vm, tv, &tvis, &tlog, &err));
+    g_assert_no_error(err);
+    const size_t me = (size_t)M * cfg.dec_dim;
+    g_autofree float *rows = g_new(float, (2 + pages) * me);
+    memcpy(rows, tvis, 2 * me * sizeof(float));
+    g_assert_true(cl_vist_encode_pages(be, vm, tv->page_pixels, pages, rows + 2 * me, &err));
+    g_autoptr(ClKVCache) c = cl_kv_cache_new(vm, tv->n_ids);
+    const int V = cfg.vocab_size;
+    g_autofree float *ilog = g_new(float, (size_t)tv->n_ids * V);
+    g_assert_true(
+        cl_decoder_forward(be, vm, c, tv->ids, tv->n_ids, rows, NULL, ilog, NULL, NULL, &err));
+    g_assert_no_error(err);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < (size_t)tv->n_ids * V; i++) {
+        num = MAX(num, fabs(ilog[i] - tlog[i]));
+        den = MAX(den, fabs(ilog[i]));
+    }
+    g_test_message("a VIST2 training sample: %d context tokens -> %d pages (%d positions) + %d "
+                   "text; the trainer's logits against the decoder's: %.2e of max |logit|",
+                   (int)ctx->len, pages, pages * M, (int)ctx->len - packed, num / den);
+    g_assert_cmpfloat(num / den, <, 1e-4);
+    g_free(tvis);
+    g_free(tlog);
+    ClTrainStepStats st;
+    g_assert_true(cl_train_loss(be, vm, tv, NULL, &st, &err));
+    g_assert_true(isfinite(st.loss));
+    /* a model without VIST2 refuses pages */
+    g_assert_false(cl_train_loss(be, plain, tv, NULL, &st, &err));
+    g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -458,6 +555,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vist/generate", test_generate);
     g_test_add_func("/vist/remove", test_remove);
     g_test_add_func("/vist/config", test_config);
+    g_test_add_func("/vist/training-sample", test_training_sample);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

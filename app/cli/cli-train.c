@@ -76,6 +76,10 @@ static const char usage_text[] =
     "  --pvm-rank R         PVM's latent width (default 32; 4 heads of R/4)\n"
     "  --train-only PARTS   only the tensors whose names hold one of these comma-separated\n"
     "                       parts train (e.g. pvm. : PVM's branch alone, the paper's stage I)\n"
+    "  --vist CHUNK         VIST2: text read with the images (a task's context, prior reports)\n"
+    "                       is kept as pages rendered from CHUNK tokens each (0: 4 tokens per\n"
+    "                       visual row of an image), read by the model's encoder, frozen for\n"
+    "                       them; a config switch, no new tensors\n"
     "  --casa ca|ca_shared  CASA: images stay out of the sequence and the KV cache; every layer\n"
     "                       cross-attends to the current image's rows (ca: its own projections,\n"
     "                       cloned from the self-attention when inserted into a --from model;\n"
@@ -232,6 +236,12 @@ int cl_cli_train(int argc, char **argv)
             o.from = v;
         } else if (!strcmp(a, "--train-only")) {
             o.train_only = v;
+        } else if (!strcmp(a, "--vist")) {
+            gint64 k;
+            if (!parse_int(v, 0, 4096, &k))
+                return usage_error("--vist takes a chunk length in tokens, 0 for the default "
+                                   "(got '%s')", v);
+            o.vist_chunk = k > 0 ? (int)k : -1; /* -1: the model's default */
         } else if (!strcmp(a, "--casa")) {
             if (!cl_casa_variant_from_name(v, &o.casa) || o.casa == CL_CASA_OFF)
                 return usage_error("unknown --casa '%s' (ca or ca_shared)", v);

@@ -113,6 +113,29 @@ void cl_chat_conversation_free(ClChatConversation *c)
     g_free(c);
 }
 
+ClChatConversation *cl_chat_with_context(const ClChatTurn *turns, gsize n)
+{
+    ClChatConversation *c = cl_chat_conversation_new();
+    gssize last_user = -1;
+    for (gsize i = 0; i < n; i++)
+        if (turns[i].role == CL_CHAT_USER)
+            last_user = (gssize)i;
+    for (gsize i = 0; i < n; i++) {
+        if ((gssize)i != last_user) {
+            cl_chat_conversation_add(c, turns[i].role, turns[i].text);
+            continue;
+        }
+        const char *t = turns[i].text, *tag = strstr(t, "<image>");
+        const char *at = tag ? tag + strlen("<image>") : t;
+        if (tag && *at == '\n')
+            at++;
+        g_autofree char *nt =
+            g_strdup_printf("%.*sPrior reports: <image>\n%s", (int)(at - t), t, at);
+        cl_chat_conversation_add(c, turns[i].role, nt);
+    }
+    return c;
+}
+
 void cl_chat_conversation_add(ClChatConversation *c, ClChatRole role, const char *text)
 {
     g_return_if_fail(c && text);

@@ -79,6 +79,12 @@ static inline gsize cl_chat_conversation_len(const ClChatConversation *c)
 ClChatConversation *cl_chat_describe_conversation(ClChatDomain domain, int n_images,
                                                   const char *question, GError **error);
 
+/* The conversation with a context slot (prior reports, case notes: docs/MODEL.md §4.6): the last
+ * user turn gets "Prior reports: <image>\n" after its first <image> tag and the newline after it
+ * (or at its start when it has none); that extra tag, the last <image> of the user turns, stands
+ * for the context's tokens or its VIST2 pages. */
+ClChatConversation *cl_chat_with_context(const ClChatTurn *turns, gsize n);
+
 /* Number of `<image>` tags in the turns' texts (the CL_TOKEN_IMAGE ids cl_chat_encode makes). */
 int cl_chat_count_images(const ClChatTurn *turns, gsize n);
 

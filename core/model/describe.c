@@ -134,20 +134,7 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
     const gboolean with_context = opts->context && *opts->context;
     g_autoptr(ClChatConversation) with_ctx = NULL;
     if (with_context) {
-        with_ctx = cl_chat_conversation_new();
-        for (gsize i = 0; i < n_turns; i++) {
-            if (i + 1 < n_turns) {
-                cl_chat_conversation_add(with_ctx, turns[i].role, turns[i].text);
-                continue;
-            }
-            const char *t = turns[i].text, *tag = strstr(t, "<image>");
-            const char *at = tag ? tag + strlen("<image>") : t;
-            if (tag && *at == '\n')
-                at++;
-            g_autofree char *nt = g_strdup_printf("%.*sPrior reports: <image>\n%s",
-                                                  (int)(at - t), t, at);
-            cl_chat_conversation_add(with_ctx, turns[i].role, nt);
-        }
+        with_ctx = cl_chat_with_context(turns, n_turns);
         turns = cl_chat_conversation_turns(with_ctx);
     }
     g_autoptr(GArray) chat_ids =

@@ -172,21 +172,31 @@ const guint8 *cl_vist_page(const ClVist *v, guint i, const char **text)
     return g_ptr_array_index(v->pages, i);
 }
 
-gboolean cl_vist_encode(ClVist *v, const gint32 *ids, int n, float *rows, GError **error)
+char *cl_vist_chunk_pixels(const ClModel *model, const gint32 *ids, int n, float *pixels,
+                           guint8 *grey)
 {
-    g_return_val_if_fail(v != NULL && (ids != NULL || n == 0) && rows != NULL, FALSE);
-    const ClModelConfig *cfg = &v->model->config;
+    const ClModelConfig *cfg = &model->config;
     const int S = cfg->image_size, C = cfg->channels;
     GString *text = g_string_new(NULL);
-    cl_tokenizer_decode(v->model->tokenizer, ids, (gsize)n, text);
-    guint8 *grey = g_new(guint8, (size_t)S * S);
-    cl_vist_render(cfg, text->str, grey, NULL, NULL);
+    cl_tokenizer_decode(model->tokenizer, ids, (gsize)MAX(n, 0), text);
+    g_autofree guint8 *own = grey ? NULL : g_new(guint8, (size_t)S * S);
+    guint8 *page = grey ? grey : own;
+    cl_vist_render(cfg, text->str, page, NULL, NULL);
     /* §2's input: grey replicated to the channels, v' = (v − 0.5) / 0.5 */
     for (int c = 0; c < C; c++)
         for (size_t i = 0; i < (size_t)S * S; i++)
-            v->pixels[(size_t)c * S * S + i] = (float)grey[i] / 127.5f - 1.0f;
+            pixels[(size_t)c * S * S + i] = (float)page[i] / 127.5f - 1.0f;
+    return g_string_free(text, FALSE);
+}
+
+gboolean cl_vist_encode(ClVist *v, const gint32 *ids, int n, float *rows, GError **error)
+{
+    g_return_val_if_fail(v != NULL && (ids != NULL || n == 0) && rows != NULL, FALSE);
+    const int S = v->model->config.image_size;
+    guint8 *grey = g_new(guint8, (size_t)S * S);
+    char *text = cl_vist_chunk_pixels(v->model, ids, n, v->pixels, grey);
     g_ptr_array_add(v->pages, grey);
-    g_ptr_array_add(v->texts, g_string_free(text, FALSE));
+    g_ptr_array_add(v->texts, text);
     /* every page is a first image: it owes nothing to the page or the image before it */
     cl_encoder_state_reset(v->state);
     ClEncoderOutput eo;
@@ -197,6 +207,36 @@ gboolean cl_vist_encode(ClVist *v, const gint32 *ids, int n, float *rows, GError
         memcpy(rows, eo.visual, sizeof(float) * (size_t)v->m * v->e);
     cl_encoder_output_clear(&eo);
     return ok;
+}
+
+/* Pages' rows for the trainer: each page (C, S, S) encoded as a first image. */
+gboolean cl_vist_encode_pages(ClBackend *be, const ClModel *model, const float *pixels,
+                              int n_pages, float *rows, GError **error)
+{
+    if (n_pages <= 0)
+        return TRUE;
+    const ClModelConfig *cfg = &model->config;
+    const size_t px = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
+    const size_t me = (size_t)cl_config_n_visual(cfg) * cfg->dec_dim;
+    g_autoptr(ClEncoderState) st = cl_encoder_state_new(model);
+    if (!st) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "Not enough memory for the VIST2 encoder");
+        return FALSE;
+    }
+    for (int p = 0; p < n_pages; p++) {
+        cl_encoder_state_reset(st);
+        ClEncoderOutput eo;
+        memset(&eo, 0, sizeof eo);
+        gboolean ok = cl_encoder_forward(be, model, st, pixels + p * px, 0, FALSE, NULL, NULL,
+                                         &eo, error);
+        if (ok)
+            memcpy(rows + p * me, eo.visual, sizeof(float) * me);
+        cl_encoder_output_clear(&eo);
+        if (!ok)
+            return FALSE;
+    }
+    return TRUE;
 }
 
 /* The chunk's visual rows through the decoder (their ids: CL_DECODER_VISUAL), RoPE positions

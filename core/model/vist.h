@@ -38,6 +38,16 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClVist, cl_vist_free)
 guint cl_vist_n_pages(const ClVist *v);
 const guint8 *cl_vist_page(const ClVist *v, guint i, const char **text);
 
+/* The model input (C, S, S) of a chunk of n token ids: decoded, rendered (grey: the page's S × S
+ * bytes when not NULL), normalised as docs/MODEL.md §2. Returns the chunk's text (free it). */
+char *cl_vist_chunk_pixels(const ClModel *model, const gint32 *ids, int n, float *pixels,
+                           guint8 *grey);
+/* n_pages pages (n_pages × (C, S, S), cl_vist_chunk_pixels) encoded each as a first image:
+ * rows (n_pages × M × E). The trainer's pages (the encoder frozen for them, as VIST2's later
+ * stages keep it). */
+gboolean cl_vist_encode_pages(ClBackend *be, const ClModel *model, const float *pixels,
+                              int n_pages, float *rows, GError **error);
+
 /* The visual rows (M, E) of a chunk of n token ids: decoded, rendered (a page), encoded as a
  * first image. rows: M·E floats. */
 gboolean cl_vist_encode(ClVist *v, const gint32 *ids, int n, float *rows, GError **error);

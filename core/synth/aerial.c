@@ -916,3 +916,63 @@ gboolean cl_synth_aerial_series_generate(ClSynthSample *s, ClSynthRng *rng,
     drawing->free_data = aerial_drawing_free;
     return TRUE;
 }
+
+/* ---- aerial-log: the series with its acquisition log as text ------------------------------- */
+
+/* aerial-series (4-8 tiles), and a log of when each tile was acquired ("image 3 was acquired on
+ * 2019-05-02 ."), read as text with the tiles (the context of cl_chat_with_context); the answer
+ * names the dates too: "the building at the top right first appears in image 6 , acquired on
+ * 2020-08-11 ; since then … in image 11 , acquired on 2021-02-03 ." The dates are only in the
+ * log: a model must read it. */
+gboolean cl_synth_aerial_log_generate(ClSynthSample *s, ClSynthRng *rng,
+                                      const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                      GError **error)
+{
+    /* 4-8 tiles unless asked (the log's dates are long in tokens: 8 lines are ~190) */
+    ClSynthOptions o = *opts;
+    if (!o.n_images)
+        o.n_images = cl_synth_rng_int(rng, 4, 8);
+    if (!cl_synth_aerial_series_generate(s, rng, &o, drawing, error))
+        return FALSE;
+    const int N = s->n_images;
+    char *date = g_new0(char, (size_t)N * 16); /* N dates of 16 bytes */
+    GDate *d = g_date_new_dmy(1, G_DATE_JANUARY, 2015);
+    g_date_add_days(d, (guint)cl_synth_rng_int(rng, 0, 2900));
+    GString *log = g_string_new(NULL);
+    for (int i = 0; i < N; i++) {
+        if (i)
+            g_date_add_days(d, (guint)cl_synth_rng_int(rng, 12, 120));
+        g_date_strftime(date + 16 * i, 16, "%Y-%m-%d", d);
+        g_string_append_printf(log, "%simage %d was acquired on %s .", i ? "\n" : "", i + 1,
+                               date + 16 * i);
+    }
+    g_date_free(d);
+    /* the answer: each "in image K" gains ", acquired on DATE" */
+    gsize n_turns = cl_chat_conversation_len(s->conversation);
+    const char *old = cl_chat_conversation_turns(s->conversation)[n_turns - 1].text;
+    GString *answer = g_string_new(NULL);
+    for (const char *p = old; *p;) {
+        const char *at = strstr(p, "in image ");
+        if (!at) {
+            g_string_append(answer, p);
+            break;
+        }
+        char *end = NULL;
+        const gint64 k = g_ascii_strtoll(at + 9, &end, 10);
+        g_string_append_len(answer, p, end - p);
+        if (k >= 1 && k <= N)
+            g_string_append_printf(answer, " , acquired on %s", date + 16 * (k - 1));
+        p = end;
+    }
+    ClChatConversation *c = cl_chat_conversation_new();
+    const ClChatTurn *t = cl_chat_conversation_turns(s->conversation);
+    for (gsize i = 0; i + 1 < n_turns; i++)
+        cl_chat_conversation_add(c, t[i].role, t[i].text);
+    cl_chat_conversation_add(c, CL_CHAT_ASSISTANT, answer->str);
+    cl_chat_conversation_free(s->conversation);
+    s->conversation = c;
+    s->context = g_string_free(log, FALSE);
+    g_string_free(answer, TRUE);
+    g_free(date);
+    return TRUE;
+}

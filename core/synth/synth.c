@@ -30,6 +30,9 @@ static const ClSynthTaskDef tasks[] = {
     { "aerial-series", "8-16 aerial tiles of one place (3-32 with --images): when the building "
                        "first appears, and what changed since",
       cl_synth_aerial_series_generate, NULL, NULL, NULL, FALSE, TRUE },
+    { "aerial-log", "4-8 aerial tiles and their acquisition log as text read with them: when "
+                    "(image and date) the building first appears, and what changed since",
+      cl_synth_aerial_log_generate, NULL, NULL, NULL, FALSE, TRUE },
     /* grounded single-image tasks for stage-1 pretraining (DESIGN.md §5), ground.c */
     { "shapes-ground", "one shapes scene: list the objects with attributes and coarse positions",
       cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
@@ -45,7 +48,7 @@ static const ClSynthTaskDef tasks[] = {
       cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
 };
 static const char *const task_names[] = { "shapes",        "dots",        "radiograph",
-                                          "aerial",        "edits",       "aerial-series",
+                                          "aerial",        "edits",       "aerial-series", "aerial-log",
                                           "shapes-ground",
                                           "dots-ground",   "radiograph-ground",
                                           "aerial-ground", "edits-ground", NULL };
@@ -404,6 +407,7 @@ void cl_synth_sample_free(ClSynthSample *s)
             g_array_unref(s->objects[k]);
     g_free(s->objects);
     cl_chat_conversation_free(s->conversation);
+    g_free(s->context);
     if (s->changes)
         g_array_unref(s->changes);
     g_free(s->grounding);

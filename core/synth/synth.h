@@ -125,6 +125,9 @@ typedef struct {
      * starting "<image>\n", filler answers, the question, and the answer as the last turn. */
     ClChatConversation *conversation;
     const char *answer;          /* the last turn's text: the supervised target */
+    /* text read with the images (aerial-log: the acquisition log), NULL when none; the prompt
+     * holds it as cl_chat_with_context's slot (docs/MODEL.md §4.6) */
+    char *context;
 
     /* Structured answer */
     GArray *changes;             /* ClSynthChange between consecutive images: shapes, in the order

@@ -2,6 +2,7 @@
  * conversation -> ClTrainSample conversion (ids, loss mask, preprocessed images) that the
  * synthetic tasks share, an LRU cache of preprocessed images, and the seeded epoch shuffles. */
 #include "data.h"
+#include "vist.h"
 
 #include <errno.h>
 #include <json-glib/json-glib.h>
@@ -177,9 +178,80 @@ static inline gsize image_floats(const ClTrainSample *s)
     return (gsize)s->channels * s->size * s->size;
 }
 
+/* The context's slot (the last image tag's M visual positions, at cp) replaced by the context:
+ * its tokens, or (VIST2) its pages' visual positions and the tail's tokens. */
+static gboolean splice_context(const ClModel *model, ClTrainSample *s, const char *context,
+                               GError **error)
+{
+    const ClModelConfig *cfg = &model->config;
+    const int M = cl_config_n_visual(cfg);
+    int last = -1;
+    for (int t = 0; t < s->n_ids; t++)
+        if (s->ids[t] == CL_DECODER_VISUAL)
+            last = t;
+    const int cp = last - M + 1;
+    g_assert(cp >= 0);
+    g_autoptr(GArray) ctx = cl_tokenizer_encode(model->tokenizer, context, -1, FALSE);
+    const int n_ctx = (int)ctx->len;
+    int pages = 0;
+    const int packed = cl_vist_plan(cfg, n_ctx, &pages);
+    const int rep = pages * M + (n_ctx - packed);
+    const gint64 n_ids = (gint64)s->n_ids - M + rep;
+    if (n_ids > cfg->max_len) {
+        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG,
+                    "with its context (%d tokens%s) the sample takes %" G_GINT64_FORMAT
+                    " decoder positions but the limit is %d",
+                    n_ctx, pages ? ", VIST2 pages" : "", n_ids, cfg->max_len);
+        return FALSE;
+    }
+    gint32 *ids = g_new(gint32, MAX(n_ids, 1));
+    guint8 *mask = g_new0(guint8, MAX(n_ids, 1));
+    memcpy(ids, s->ids, sizeof(gint32) * cp);
+    memcpy(mask, s->mask, cp);
+    for (int i = 0; i < pages * M; i++)
+        ids[cp + i] = CL_DECODER_VISUAL;
+    memcpy(ids + cp + pages * M, (const gint32 *)(gconstpointer)ctx->data + packed,
+           sizeof(gint32) * (size_t)(n_ctx - packed)); /* the context is never supervised */
+    const int after = s->n_ids - (cp + M);
+    memcpy(ids + cp + rep, s->ids + cp + M, sizeof(gint32) * after);
+    memcpy(mask + cp + rep, s->mask + cp + M, after);
+    g_free(s->ids);
+    g_free(s->mask);
+    s->ids = ids;
+    s->mask = mask;
+    s->n_ids = (int)n_ids;
+    if (pages > 0) {
+        const size_t px = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
+        s->page_pixels = g_try_new(float, px * pages);
+        if (!s->page_pixels) {
+            g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG,
+                        "not enough memory for %d context pages", pages);
+            return FALSE;
+        }
+        for (int p = 0; p < pages; p++) {
+            const int a = p * cfg->vist_chunk, b = MIN(a + cfg->vist_chunk, packed);
+            g_free(cl_vist_chunk_pixels(model, (const gint32 *)(gconstpointer)ctx->data + a,
+                                        b - a, s->page_pixels + p * px, NULL));
+        }
+        s->n_pages = pages;
+    }
+    return TRUE;
+}
+
 ClTrainSample *cl_train_sample_from_turns(const ClModel *model, const ClChatTurn *turns, gsize n,
                                           const ClImage *const *images, const guint *frames,
                                           guint n_images, gboolean all_turns, GError **error)
+{
+    return cl_train_sample_from_turns_with_context(model, turns, n, images, frames, n_images,
+                                                   NULL, all_turns, error);
+}
+
+ClTrainSample *cl_train_sample_from_turns_with_context(const ClModel *model,
+                                                       const ClChatTurn *turns, gsize n,
+                                                       const ClImage *const *images,
+                                                       const guint *frames, guint n_images,
+                                                       const char *context, gboolean all_turns,
+                                                       GError **error)
 {
     g_return_val_if_fail(model != NULL && (turns != NULL || n == 0), NULL);
     g_return_val_if_fail(images != NULL || n_images == 0, NULL);
@@ -188,10 +260,22 @@ ClTrainSample *cl_train_sample_from_turns(const ClModel *model, const ClChatTurn
                     "%u images in one sample; at most %d", n_images, CL_CHAT_MAX_IMAGES);
         return NULL;
     }
-    g_autoptr(ClTrainSample) s = encode_sample(model, turns, n, n_images, all_turns,
-                                               model->config.max_len, FALSE, TRUE, NULL, error);
+    const gboolean with_context = context && *context;
+    g_autoptr(ClChatConversation) conv = with_context ? cl_chat_with_context(turns, n) : NULL;
+    if (conv)
+        turns = cl_chat_conversation_turns(conv);
+    /* the context's tag counts as an image until it is spliced in; the limit then too */
+    g_autoptr(ClTrainSample) s =
+        encode_sample(model, turns, n, n_images + with_context, all_turns,
+                      with_context ? CL_CONFIG_MAX_LEN : model->config.max_len, FALSE, TRUE,
+                      NULL, error);
     if (!s)
         return NULL;
+    if (with_context) {
+        s->n_images = n_images;
+        if (!splice_context(model, s, context, error))
+            return NULL;
+    }
     for (guint k = 0; k < n_images; k++) {
         g_autoptr(GError) perr = NULL;
         if (!images[k]) {

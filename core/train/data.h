@@ -111,6 +111,16 @@ ClTrainSample *cl_train_sample_from_turns(const ClModel *model, const ClChatTurn
                                           const ClImage *const *images, const guint *frames,
                                           guint n_images, gboolean all_turns, GError **error);
 
+/* The same with a context (prior reports, case notes; NULL or "": none) read with the images
+ * (cl_chat_with_context): a model with VIST2 gets it as pages (ClTrainSample.page_pixels, the
+ * tail rule's text after them), another as text. */
+ClTrainSample *cl_train_sample_from_turns_with_context(const ClModel *model,
+                                                       const ClChatTurn *turns, gsize n,
+                                                       const ClImage *const *images,
+                                                       const guint *frames, guint n_images,
+                                                       const char *context, gboolean all_turns,
+                                                       GError **error);
+
 /* Deterministic shuffles (Fisher–Yates driven by splitmix64, unbiased): order[0 .. n) becomes a
  * permutation of 0 .. n-1 that depends only on (seed, n). cl_dataset_epoch_order gives each
  * epoch its own permutation from one seed. */

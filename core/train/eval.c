@@ -149,7 +149,7 @@ static gboolean same_answer(const char *a, const char *b)
 
 int cl_eval_answer_exact(const char *task, const ClSynthSample *s, const char *prediction)
 {
-    if (strcmp(task, "aerial-series") == 0)
+    if (strcmp(task, "aerial-series") == 0 || strcmp(task, "aerial-log") == 0)
         return same_answer(s->answer, prediction);
     if (strcmp(task, "shapes") == 0) {
         g_autoptr(GPtrArray) store = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
@@ -233,7 +233,7 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
         for (int i = 0; i < n; i++)
             agree += (samples[i]->changes->len == 0) == says_no_change(predictions[i]);
         out->change_accuracy = (double)agree / n;
-    } else if (strcmp(task, "aerial-series") == 0) {
+    } else if (strcmp(task, "aerial-series") == 0 || strcmp(task, "aerial-log") == 0) {
         /* change accuracy: the image the building first appears in, as the reference says;
          * exact: the whole answer */
         int when = 0, exact = 0;
@@ -356,6 +356,7 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
         dopt.max_new_tokens = o->max_new_tokens;
         dopt.median_numbers = o->median_numbers && strcmp(o->task, "dots") == 0;
         dopt.heatmaps = FALSE;
+        dopt.context = s->context;
         dopt.stream_sink = o->stream_sink;
         dopt.stream_window = o->stream_window;
         dopt.cancellable = o->cancellable;

@@ -125,6 +125,7 @@ void cl_train_sample_free(ClTrainSample *s)
     g_free(s->aux_objects);
     g_free(s->aux_labels);
     g_free(s->aux_changed);
+    g_free(s->page_pixels);
     g_free(s->id);
     g_free(s);
 }

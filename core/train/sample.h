@@ -37,6 +37,12 @@ typedef struct {
     guint32 *aux_labels;  /* n_images × grid × grid */
     guint8 *aux_changed;  /* n_images × grid × grid (image 0's rows are 0) */
 
+    /* VIST2 (docs/MODEL.md §4.6): the context's pages, n_pages × (channels, size, size) model
+     * inputs; their visual rows follow the images' in the ids (n_pages × n_visual_per_image more
+     * CL_DECODER_VISUAL entries), encoded each as a first image with the encoder frozen */
+    int n_pages;
+    float *page_pixels;
+
     char *id;          /* the example's id (JSONL "id" or "line N"), for messages */
 } ClTrainSample;
 

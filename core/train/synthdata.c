@@ -66,10 +66,10 @@ ClTrainSample *cl_train_sample_from_synth(const ClModel *model, const ClSynthSam
             goto done;
         }
     }
-    out = cl_train_sample_from_turns(model, cl_chat_conversation_turns(s->conversation),
-                                     cl_chat_conversation_len(s->conversation),
-                                     (const ClImage *const *)imgs, NULL, (guint)s->n_images,
-                                     all_turns, error);
+    out = cl_train_sample_from_turns_with_context(
+        model, cl_chat_conversation_turns(s->conversation),
+        cl_chat_conversation_len(s->conversation), (const ClImage *const *)imgs, NULL,
+        (guint)s->n_images, s->context, all_turns, error);
     if (!out)
         goto done;
     g_free(out->id);

@@ -382,6 +382,8 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
             apply_sve_switches(&cfg, o);
         if (o->casa != CL_CASA_OFF)
             cfg.casa = o->casa;
+        if (o->vist_chunk != 0)
+            cl_config_set_vist(&cfg, MAX(o->vist_chunk, 0));
         if (o->pvm_every > 0 &&
             !cl_config_set_pvm(&cfg, o->pvm_every, o->pvm_rank > 0 ? o->pvm_rank : 32)) {
             FAIL(OPTIONS, "--pvm-every %d puts PVM in more than %d layers", o->pvm_every,
@@ -420,6 +422,15 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
             return NULL;
         cl_model_free(g_steal_pointer(&src));
         src = with;
+    }
+    if (o->vist_chunk != 0) { /* a config switch: the weights serve as they are */
+        ClModelConfig cfg = src->config;
+        cl_config_set_vist(&cfg, MAX(o->vist_chunk, 0));
+        if (!cl_model_config_validate(&cfg, error)) {
+            g_prefix_error(error, "--vist: ");
+            return NULL;
+        }
+        src->config = cfg;
     }
     if (o->stage == CL_TRAINER_STAGE_SVE)
         return cl_trainer_make_sve_model(src, o, error);
@@ -481,6 +492,8 @@ static char *options_to_json(const ClTrainerOptions *o)
         BOOL("aux_on_visual", TRUE);
     if (o->casa != CL_CASA_OFF)
         S("casa", cl_casa_variant_name(o->casa));
+    if (o->vist_chunk != 0)
+        INT("vist_chunk", o->vist_chunk);
     if (o->train_only && *o->train_only)
         S("train_only", o->train_only);
     if (o->pvm_every > 0) {

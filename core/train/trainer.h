@@ -75,6 +75,10 @@ typedef struct {
      * token-insertion model (its tensors copied, the cross-attention cloned from each layer's
      * self-attention, the window norm's gain 1). CL_CASA_OFF: as the model is. */
     ClCasaVariant casa;
+    /* VIST2 (docs/MODEL.md §4.6): vist_chunk > 0 switches it on with chunks of that many tokens,
+     * -1 with the default (cl_config_set_vist; no new tensors: the model's own encoder reads the
+     * pages), in a random-init config or a --from model; 0: as the model is. */
+    int vist_chunk;
     /* Comma-separated parts of tensor names ("pvm.", "casa."): only the tensors whose names
      * hold one train (the others get no update and no weight decay), as PVM's stage I trains
      * the branch alone. NULL: every tensor trains. */

@@ -2,6 +2,7 @@
  * over the expanded ids, the masked cross-entropy, and the backward through both
  * (trainmodel.h). */
 #include "trainmodel.h"
+#include "vist.h"
 
 #include <math.h>
 #include <string.h>
@@ -135,10 +136,16 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
             return FALSE;
         }
     }
-    if (n_vis != (gint64)s->n_images * M) {
+    if (n_vis != ((gint64)s->n_images + s->n_pages) * M ||
+        (s->n_pages > 0 && (!s->page_pixels || cfg->vist_chunk <= 0 || cfg->vist_sees_text))) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "Sample %s has %" G_GINT64_FORMAT " visual positions for %u images; the "
-                    "model gives %d tokens per image", sample_name(s), n_vis, s->n_images, M);
+                    "Sample %s has %" G_GINT64_FORMAT " visual positions for %u images and %d "
+                    "VIST2 pages; the model gives %d tokens per image%s",
+                    sample_name(s), n_vis, s->n_images, s->n_pages, M,
+                    s->n_pages > 0 && cfg->vist_chunk <= 0 ? " and has no VIST2"
+                    : s->n_pages > 0 && cfg->vist_sees_text
+                        ? " (training takes VIST2's image mask only, not the paper's)"
+                        : "");
         return FALSE;
     }
     if (!need_mask)
@@ -171,7 +178,8 @@ static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample
 {
     const ClModelConfig *cfg = &model->config;
     const size_t ME = (size_t)cl_config_n_visual(cfg) * cfg->dec_dim;
-    *visual = g_try_new(float, MAX(s->n_images * ME, 1));
+    /* the images' visual rows, then (VIST2) the context pages' */
+    *visual = g_try_new(float, MAX((s->n_images + s->n_pages) * ME, 1));
     *logits = g_try_new(float, (size_t)MAX(rows ? n_rows : s->n_ids, 1) * cfg->vocab_size);
     if (!*visual || !*logits) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
@@ -200,6 +208,11 @@ static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample
         if (!*enc)
             return FALSE;
     }
+    /* VIST2's pages: each a first image through the inference encoder, frozen (no gradient
+     * goes back to the encoder from them, as in VIST2's later stages) */
+    if (s->n_pages > 0 && !cl_vist_encode_pages(be, model, s->page_pixels, s->n_pages,
+                                                *visual + s->n_images * ME, error))
+        return FALSE;
     *dec = cl_train_dec_forward(be, model, s->ids, s->n_ids, *visual, rows, n_rows, *logits,
                                 error);
     return *dec != NULL;
@@ -414,8 +427,10 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
             }
         }
         if (ok && grads) {
-            float *dvisual = g_new0(float, MAX((size_t)s->n_images * cl_config_n_visual(cfg) *
-                                                   cfg->dec_dim, 1));
+            /* the pages' share (after the images') is dropped: their encoder is frozen */
+            float *dvisual = g_new0(float, MAX((size_t)(s->n_images + s->n_pages) *
+                                                   cl_config_n_visual(cfg) * cfg->dec_dim,
+                                               1));
             g_clear_pointer(&logits, g_free);
             cl_train_dec_backward(dec, &model->w, dlogits, dvisual, &grads->w);
             cl_train_dec_free(dec);
