@@ -291,6 +291,35 @@ static void test_queue_reuses_model(void)
     run_clear(&r1), run_clear(&r2);
 }
 
+/* The case's notes as prior reports: the worker keeps its own copy of the text (the caller's
+ * is gone once the job is queued) and the run reads it (its prompt grows by its tokens). */
+static void test_prior_reports(void)
+{
+    g_autoptr(ClWorker) w = cl_worker_new("cpu");
+    ClWorkerModel m = { NULL, "tiny", NULL, 0 };
+    ClDescribeOptions o;
+    describe_options(&o, 4);
+    Run plain, with;
+    run_init(&plain), run_init(&with);
+    start(w, &m, 2, &o, &plain);
+    char *notes = g_strdup("2026-03-02: the right lower lobe opacity has decreased.");
+    o.context = notes;
+    start(w, &m, 2, &o, &with);
+    memset(notes, 'x', strlen(notes)); /* the caller's copy changes and goes */
+    g_free(notes);
+    Run *rs[] = { &plain, &with };
+    wait_done(rs, 2);
+    g_assert_no_error(plain.error);
+    g_assert_no_error(with.error);
+    g_assert_cmpint(plain.result->result.context_tokens, ==, 0);
+    g_assert_cmpint(with.result->result.context_tokens, >, 5);
+    g_assert_cmpint(with.result->result.context_pages, ==, 0); /* tiny has no VIST2: text */
+    g_assert_cmpint(with.result->result.n_prompt, >,
+                    plain.result->result.n_prompt + with.result->result.context_tokens);
+    g_assert_nonnull(strstr(with.result->result.prompt_text, "Prior reports: <image>"));
+    run_clear(&plain), run_clear(&with);
+}
+
 static void test_cancel(void)
 {
     g_autoptr(ClWorker) w = cl_worker_new("cpu");
@@ -434,6 +463,7 @@ int main(int argc, char **argv)
     g_test_add_func("/worker/streams-without-stalls", test_streams_without_stalls);
     g_test_add_func("/worker/queue-reuses-model", test_queue_reuses_model);
     g_test_add_func("/worker/cancel", test_cancel);
+    g_test_add_func("/worker/prior-reports", test_prior_reports);
     g_test_add_func("/worker/errors", test_errors);
     g_test_add_func("/worker/absent-device", test_absent_device);
     g_test_add_func("/worker/attention-rows", test_attention_rows);

@@ -155,6 +155,10 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
                                                 _("Model reads aligned images"),
                                                 _("When Align is on, the model reads the later "
                                                   "image aligned too")));
+    adw_preferences_group_add(model, switch_row(settings, "read-case-notes",
+                                                _("Model reads the case's notes"),
+                                                _("As prior reports, with the images (compressed "
+                                                  "to pages by a VIST2 model)")));
     adw_preferences_page_add(page, model);
 
     AdwPreferencesGroup *view = ADW_PREFERENCES_GROUP(adw_preferences_group_new());

@@ -492,6 +492,16 @@ static void describe_done(GObject *source, GAsyncResult *result, gpointer data)
     if (!r->model_path)
         g_string_append_printf(model, " — %s",
                                _("untrained: no model is installed, so this text is noise"));
+    if (r->result.context_tokens > 0) {
+        g_string_append_c(model, '\n');
+        if (r->result.context_pages > 0)
+            /* TRANSLATORS: the case's notes, read by the model as rendered pages */
+            g_string_append_printf(model, _("Case notes read as %d pages (%d tokens)"),
+                                   r->result.context_pages, r->result.context_tokens);
+        else
+            g_string_append_printf(model, _("Case notes read as text (%d tokens)"),
+                                   r->result.context_tokens);
+    }
     for (guint i = 0; r->result.notices && i < r->result.notices->len; i++)
         g_string_append_printf(model, "\n%s", (char *)r->result.notices->pdata[i]);
     if (r->notice)
@@ -596,6 +606,20 @@ void cl_window_describe(ClWindow *self)
     }
     self->describe_delta = opts.delta;
     self->describe_aligned = self->aligned;
+    /* the case's notes, oldest first, as prior reports (the worker copies the text) */
+    g_autofree char *notes = NULL;
+    if (self->current_case && self->current_case->notes && self->current_case->notes->len &&
+        (!self->settings || g_settings_get_boolean(self->settings, "read-case-notes"))) {
+        GString *ctx = g_string_new(NULL);
+        for (guint i = 0; i < self->current_case->notes->len; i++) {
+            const ClCaseNote *n = g_ptr_array_index(self->current_case->notes, i);
+            if (n->text && *n->text)
+                g_string_append_printf(ctx, "%s%s: %s", ctx->len ? "\n\n" : "",
+                                       n->created_at ? n->created_at : "", n->text);
+        }
+        notes = g_string_free(ctx, FALSE);
+        opts.context = *notes ? notes : NULL;
+    }
 
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
     DescribeRun *run = g_new0(DescribeRun, 1);

@@ -20,6 +20,10 @@ static char *settings_json(GPtrArray *images, const ClDescribeOptions *opts,
     cl_json_str(b, "preprocess", "letterbox to the model input, aspect kept, centred");
     cl_json_str(b, "stop_reason", cl_stop_reason_name(res->stop_reason));
     cl_json_int(b, "prompt_positions", res->n_prompt);
+    if (res->context_tokens > 0) { /* the notes read as prior reports, and how */
+        cl_json_int(b, "prior_report_tokens", res->context_tokens);
+        cl_json_int(b, "prior_report_pages", res->context_pages);
+    }
     json_builder_set_member_name(b, "images");
     json_builder_begin_array(b);
     for (guint i = 0; i < images->len; i++) {

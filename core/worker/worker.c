@@ -52,9 +52,10 @@ struct _Job {
     ClWorkerModel model;
     ClWorkerImage *images;
     guint n_images;
-    ClDescribeOptions opts; /* strings owned (question, stop_strings) */
+    ClDescribeOptions opts; /* strings owned (question, context, stop_strings) */
     char **stop_strings;
     char *question;
+    char *prior_reports; /* opts.context's copy */
     ClWorkerCallbacks cb;
 
     /* streamed to the main context, under lock */
@@ -144,6 +145,7 @@ static void job_unref(Job *job)
     worker_model_clear(&job->model);
     g_strfreev(job->stop_strings);
     g_free(job->question);
+    g_free(job->prior_reports);
     if (job->caller_cancellable)
         g_cancellable_disconnect(job->caller_cancellable, job->caller_handler);
     g_clear_object(&job->caller_cancellable);
@@ -568,6 +570,8 @@ void cl_worker_describe_async(ClWorker *self, const ClWorkerModel *model, ClWork
         cl_describe_options_init(&job->opts);
     job->question = g_strdup(job->opts.question);
     job->opts.question = job->question;
+    job->prior_reports = g_strdup(job->opts.context);
+    job->opts.context = job->prior_reports;
     job->stop_strings = g_strdupv((char **)job->opts.stop_strings);
     job->opts.stop_strings = (const char *const *)job->stop_strings;
     job->opts.turns = NULL; /* a borrowed array cannot outlive this call */
