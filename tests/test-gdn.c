@@ -1,6 +1,7 @@
 /* test-gdn.c - Gated DeltaNet for the hybrid decoder option (SEEDS-DECODER.md §3): the chunked
  * (WY) form equals the token-by-token recurrence, a sequence cut in two with the state carried
- * equals one pass, and the causal convolution carries its state the same way. */
+ * equals one pass, the causal convolution carries its state the same way, and the backwards of
+ * the delta rule and of the convolution match float64 finite differences for every input. */
 #include <math.h>
 #include <string.h>
 
@@ -140,11 +141,208 @@ static void test_conv_state(void)
     g_assert_cmpmem(st1, sizeof st1, st2, sizeof st2);
 }
 
+/* ---- gradients against float64 finite differences ------------------------------------- */
+
+/* Finite differences in double of a double forward at the float inputs: the step (1e-5) keeps
+ * the central difference's truncation (~eps² |f'''| ~ 1e-10) and the loss's rounding
+ * (~1e-16 |L| / eps ~ 1e-10) far below the analytic gradient's float rounding (6e-8 relative),
+ * so per element |fd − an| <= FD_ATOL + FD_RTOL |fd| fails on any real mistake. */
+#define FD_H 1e-5
+#define FD_ATOL 1e-8
+#define FD_RTOL 1e-5
+
+typedef double (*LossFn)(const double *const *in, const void *ctx);
+
+/* Checks grad (n) against finite differences of loss over input slot `which` of in (n doubles);
+ * prints the norm-wise and the largest relative error. */
+static void check_fd(const char *what, const char *name, LossFn loss, double **in, int which,
+                     const float *grad, size_t n, const void *ctx)
+{
+    double num = 0, den = 0, worst = 0, max_rel = 0, big = 0;
+    double *fds = g_new(double, n);
+    for (size_t i = 0; i < n; i++) {
+        const double keep = in[which][i];
+        in[which][i] = keep + FD_H;
+        const double lp = loss((const double *const *)in, ctx);
+        in[which][i] = keep - FD_H;
+        const double lm = loss((const double *const *)in, ctx);
+        in[which][i] = keep;
+        fds[i] = (lp - lm) / (2 * FD_H);
+        big = MAX(big, fabs(fds[i]));
+    }
+    for (size_t i = 0; i < n; i++) {
+        const double fd = fds[i], an = grad[i];
+        num += (fd - an) * (fd - an), den += fd * fd;
+        worst = MAX(worst, fabs(fd - an) / (FD_ATOL + FD_RTOL * fabs(fd)));
+        if (fabs(fd) >= 1e-3 * big) /* the relative error of the entries that are not ~0 */
+            max_rel = MAX(max_rel, fabs(fd - an) / fabs(fd));
+    }
+    g_free(fds);
+    g_test_message("%-10s d%-5s %4zu values, |g| %.3g: norm-wise rel err %.2e, max rel err "
+                   "%.2e, worst %.3f of the tolerance",
+                   what, name, n, sqrt(den), sqrt(num / MAX(den, 1e-300)), max_rel, worst);
+    g_assert_cmpfloat(den, >, 1e-12); /* an all-zero gradient proves nothing */
+    g_assert_cmpfloat(worst, <=, 1.0);
+}
+
+/* the delta rule in double: in = { q, k, v, g, beta, S0 }, L = Σ wo ⊙ o + Σ wS ⊙ S_T */
+typedef struct {
+    int T;
+    const double *wo, *wS; /* wS NULL: the final state does not enter the loss */
+} RecCtx;
+
+static double rec_loss(const double *const *in, const void *p)
+{
+    const RecCtx *c = p;
+    const double *q = in[0], *k = in[1], *v = in[2], *g = in[3], *beta = in[4];
+    double S[DK * DV], u[DV], L = 0;
+    for (int i = 0; i < DK * DV; i++)
+        S[i] = in[5][i];
+    for (int t = 0; t < c->T; t++) {
+        const double a = exp(g[t]);
+        for (int i = 0; i < DK * DV; i++)
+            S[i] *= a;
+        for (int j = 0; j < DV; j++) {
+            double s = 0;
+            for (int i = 0; i < DK; i++)
+                s += S[i * DV + j] * k[t * DK + i];
+            u[j] = beta[t] * (v[t * DV + j] - s);
+        }
+        for (int i = 0; i < DK; i++)
+            for (int j = 0; j < DV; j++)
+                S[i * DV + j] += k[t * DK + i] * u[j];
+        for (int j = 0; j < DV; j++) {
+            double s = 0;
+            for (int i = 0; i < DK; i++)
+                s += S[i * DV + j] * q[t * DK + i];
+            L += c->wo[t * DV + j] * s;
+        }
+    }
+    if (c->wS)
+        for (int i = 0; i < DK * DV; i++)
+            L += c->wS[i] * S[i];
+    return L;
+}
+
+static double *to_double(const float *x, size_t n)
+{
+    double *d = g_new(double, n);
+    for (size_t i = 0; i < n; i++)
+        d[i] = x[i];
+    return d;
+}
+
+/* every input's gradient, with a given initial state and a final-state gradient (with_state),
+ * or from zeros with the outputs alone (a training sequence's case); sequences shorter than
+ * one checkpoint interval, one, and several with a shorter last */
+static void check_rec_backward(int T_run, gboolean with_state, guint32 seed)
+{
+    Seq s;
+    make_seq(&s, seed);
+    GRand *r = g_rand_new_with_seed(seed + 100);
+    /* unnormalised queries and keys too (the rule does not need unit vectors) */
+    for (int i = 0; i < T * DK; i++)
+        s.q[i] *= (float)g_rand_double_range(r, 0.5, 1.5);
+    float S0[DK * DV] = { 0 }, wo[T * DV], wS[DK * DV];
+    for (int i = 0; i < DK * DV; i++) {
+        if (with_state)
+            S0[i] = (float)g_rand_double_range(r, -0.5, 0.5);
+        wS[i] = (float)g_rand_double_range(r, -1, 1);
+    }
+    for (int i = 0; i < T * DV; i++)
+        wo[i] = (float)g_rand_double_range(r, -1, 1);
+    g_rand_free(r);
+
+    float dq[T * DK] = { 0 }, dk[T * DK] = { 0 }, dv[T * DV] = { 0 }, dg[T] = { 0 };
+    float dbeta[T] = { 0 }, dS0[DK * DV] = { 0 };
+    cl_gdn_recurrent_backward(dq, dk, dv, dg, dbeta, dS0, wo, with_state ? wS : NULL,
+                              with_state ? S0 : NULL, s.q, s.k, s.v, s.g, s.beta, T_run, DK, DV);
+    double *in[6] = { to_double(s.q, T * DK), to_double(s.k, T * DK), to_double(s.v, T * DV),
+                      to_double(s.g, T), to_double(s.beta, T), to_double(S0, DK * DV) };
+    g_autofree double *wod = to_double(wo, T * DV), *wSd = to_double(wS, DK * DV);
+    RecCtx c = { T_run, wod, with_state ? wSd : NULL };
+    g_autofree char *what = g_strdup_printf("T %d%s", T_run, with_state ? " S0" : "");
+    check_fd(what, "q", rec_loss, in, 0, dq, (size_t)T_run * DK, &c);
+    check_fd(what, "k", rec_loss, in, 1, dk, (size_t)T_run * DK, &c);
+    check_fd(what, "v", rec_loss, in, 2, dv, (size_t)T_run * DV, &c);
+    check_fd(what, "g", rec_loss, in, 3, dg, (size_t)T_run, &c);
+    check_fd(what, "beta", rec_loss, in, 4, dbeta, (size_t)T_run, &c);
+    if (with_state)
+        check_fd(what, "S0", rec_loss, in, 5, dS0, DK * DV, &c);
+    for (int i = 0; i < 6; i++)
+        g_free(in[i]);
+
+    /* the gradients accumulate: a second call doubles them */
+    float dq2[T * DK];
+    memcpy(dq2, dq, sizeof dq);
+    cl_gdn_recurrent_backward(dq2, NULL, NULL, NULL, NULL, NULL, wo, with_state ? wS : NULL,
+                              with_state ? S0 : NULL, s.q, s.k, s.v, s.g, s.beta, T_run, DK, DV);
+    for (int i = 0; i < T_run * DK; i++)
+        g_assert_cmpfloat(fabs(dq2[i] - 2 * dq[i]), <=, 1e-6 * (1 + fabs(dq[i])));
+}
+
+static void test_recurrent_backward(void)
+{
+    check_rec_backward(T, TRUE, 7);
+    check_rec_backward(T, FALSE, 8);
+    check_rec_backward(5, TRUE, 9);  /* one checkpoint interval, partly filled */
+    check_rec_backward(16, FALSE, 10); /* two full ones */
+}
+
+/* the causal convolution in double: in = { x, w, state } */
+enum { CCH = 5, CK = 4, CT = 11 };
+
+static double conv_loss(const double *const *in, const void *p)
+{
+    const double *wy = p;
+    double L = 0;
+    for (int t = 0; t < CT; t++)
+        for (int c = 0; c < CCH; c++) {
+            double s = 0;
+            for (int i = 0; i < CK; i++) {
+                const int src = t - (CK - 1) + i;
+                s += in[1][c * CK + i] *
+                     (src >= 0 ? in[0][src * CCH + c] : in[2][(CK - 1 + src) * CCH + c]);
+            }
+            L += wy[t * CCH + c] * s;
+        }
+    return L;
+}
+
+static void test_conv_backward(void)
+{
+    GRand *r = g_rand_new_with_seed(12);
+    float x[CT * CCH], w[CCH * CK], st[(CK - 1) * CCH], wy[CT * CCH];
+    for (int i = 0; i < CT * CCH; i++)
+        x[i] = (float)g_rand_double_range(r, -1, 1), wy[i] = (float)g_rand_double_range(r, -1, 1);
+    for (int i = 0; i < CCH * CK; i++)
+        w[i] = (float)g_rand_double_range(r, -1, 1);
+    for (int i = 0; i < (CK - 1) * CCH; i++)
+        st[i] = (float)g_rand_double_range(r, -1, 1);
+    g_rand_free(r);
+    g_autofree double *wyd = to_double(wy, CT * CCH);
+    for (int with_state = 0; with_state < 2; with_state++) {
+        float dx[CT * CCH] = { 0 }, dw[CCH * CK] = { 0 }, dst[(CK - 1) * CCH] = { 0 };
+        float zeros[(CK - 1) * CCH] = { 0 };
+        cl_causal_conv1d_backward(dx, dw, dst, wy, with_state ? st : NULL, x, w, CT, CCH, CK);
+        double *in[3] = { to_double(x, CT * CCH), to_double(w, CCH * CK),
+                          to_double(with_state ? st : zeros, (CK - 1) * CCH) };
+        const char *what = with_state ? "conv S0" : "conv";
+        check_fd(what, "x", conv_loss, in, 0, dx, CT * CCH, wyd);
+        check_fd(what, "w", conv_loss, in, 1, dw, CCH * CK, wyd);
+        check_fd(what, "state", conv_loss, in, 2, dst, (CK - 1) * CCH, wyd);
+        for (int i = 0; i < 3; i++)
+            g_free(in[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/gdn/chunked-equals-recurrent", test_chunked_equals_recurrent);
     g_test_add_func("/gdn/split-equals-one-pass", test_split_equals_one_pass);
     g_test_add_func("/gdn/conv-state", test_conv_state);
+    g_test_add_func("/gdn/recurrent-backward", test_recurrent_backward);
+    g_test_add_func("/gdn/conv-backward", test_conv_backward);
     return g_test_run();
 }

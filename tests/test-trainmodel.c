@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include "decoder.h"
 #include "encoder.h"
@@ -21,6 +22,8 @@ static ClBackend *be;
 #define N_IMAGES 3
 #define FD_EPS 4e-3
 #define FD_PER_TENSOR 10
+/* the finite-difference step of check_model_grads (FD_EPS unless a test says otherwise) */
+static double fd_eps = FD_EPS;
 
 /* tiny, shrunk: G = 4 (N = 16, M = 4), D = 16 (2 heads of 8), depth 2; E = 16, GQA 2/1 */
 static void micro_config(ClModelConfig *cfg, ClSveVariant v, ClSveFirst first)
@@ -59,6 +62,9 @@ static gboolean micro_enc_pos;
 static gboolean micro_pvm;
 /* … and CASA (this variant) when not off */
 static ClCasaVariant micro_casa;
+/* … and the Gated DeltaNet hybrid when set: depth 3, attention in layer 0, GDN layers 1 and 2
+ * (2 heads, dk 8, dv 16, 4 taps), the last one a GDN layer (the answer tail runs through it) */
+static gboolean micro_hybrid;
 
 static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
 {
@@ -68,6 +74,10 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     cfg.visual_center = micro_visual_center;
     cfg.enc_pos = micro_enc_pos;
     cfg.casa = micro_casa;
+    if (micro_hybrid) {
+        cfg.dec_depth = 3;
+        g_assert_true(cl_config_set_hybrid(&cfg, 3));
+    }
     if (micro_pvm) {
         g_assert_true(cl_config_set_pvm(&cfg, 1, 8));
         cfg.pvm_n_layers = 2;
@@ -84,6 +94,20 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     for (size_t i = 0; i < m->n_params; i++)
         m->arena[i] += (float)g_rand_double_range(r, -0.15, 0.15);
     g_rand_free(r);
+    /* GDN: the convolutions' current tap near 1 (as `train --hybrid` starts them), so that q
+     * and k are not near 0 where their unit normalisation bends too sharply for a finite
+     * difference of 4e-3 */
+    for (int l = 0; l < m->config.dec_depth; l++) {
+        ClDecoderLayerWeights *L = &m->w.dec[l];
+        if (!L->gdn_conv_q)
+            continue;
+        const int K = m->config.gdn_conv, Qk = m->config.gdn_heads * m->config.gdn_dk;
+        const int Vv = m->config.gdn_heads * m->config.gdn_dv;
+        for (int c = 0; c < Qk; c++)
+            L->gdn_conv_q[c * K + K - 1] += 1.0f, L->gdn_conv_k[c * K + K - 1] += 1.0f;
+        for (int c = 0; c < Vv; c++)
+            L->gdn_conv_v[c * K + K - 1] += 1.0f;
+    }
     return m;
 }
 
@@ -163,8 +187,8 @@ static void check_model_grads(ClModel *m, const ClTrainSample *s, gboolean stop_
     size_t *off = NULL;
     g_autoptr(GPtrArray) specs = cl_param_specs(&m->config, &off);
     GRand *r = g_rand_new_with_seed(11);
-    double num = 0, den = 0, worst = 0;
-    const char *worst_name = "";
+    double num = 0, den = 0, worst = 0, gdn_worst = -1;
+    const char *worst_name = "", *gdn_name = NULL;
     int n_checked = 0;
     for (guint i = 0; i < specs->len; i++) {
         const ClWeightSpec *sp = g_ptr_array_index(specs, i);
@@ -175,18 +199,20 @@ static void check_model_grads(ClModel *m, const ClTrainSample *s, gboolean stop_
             size_t at = off[i] + (n <= FD_PER_TENSOR ? (size_t)j
                                                        : (size_t)g_rand_int_range(r, 0, (int)n));
             float keep = m->arena[at];
-            m->arena[at] = keep + (float)FD_EPS;
+            m->arena[at] = keep + (float)fd_eps;
             double lp = loss_of(m, s, &o);
-            m->arena[at] = keep - (float)FD_EPS;
+            m->arena[at] = keep - (float)fd_eps;
             double lm = loss_of(m, s, &o);
             m->arena[at] = keep;
-            double fd = (lp - lm) / (2 * FD_EPS), an = g->data[at];
+            double fd = (lp - lm) / (2 * fd_eps), an = g->data[at];
             tnum += (fd - an) * (fd - an);
             tden += fd * fd;
             /* each entry: within f32 finite-difference noise (~1e-4 here) or 2 % */
             double bad = fabs(fd - an) / (3e-4 + 0.02 * fabs(fd));
             if (bad > worst)
                 worst = bad, worst_name = sp->name;
+            if (strstr(sp->name, ".gdn.") && bad > gdn_worst)
+                gdn_worst = bad, gdn_name = sp->name;
             n_checked++;
         }
         num += tnum, den += tden;
@@ -195,6 +221,9 @@ static void check_model_grads(ClModel *m, const ClTrainSample *s, gboolean stop_
     g_test_message("%-26s %s: %d entries, norm-wise rel err %.2e, worst entry %.2f of its "
                    "tolerance (%s)", label, stop_grad ? "stop_grad" : "full     ", n_checked,
                    rel, worst, worst_name);
+    if (gdn_name) /* the hybrid's Gated DeltaNet tensors */
+        g_test_message("%-26s %s: worst GDN entry %.2f of its tolerance (%s)", label,
+                       stop_grad ? "stop_grad" : "full     ", gdn_worst, gdn_name);
     g_assert_cmpfloat(rel, <, 5e-3);
     g_assert_cmpfloat(worst, <, 1.0);
     g_rand_free(r);
@@ -327,6 +356,113 @@ static void test_pvm(void)
     test_parity(GINT_TO_POINTER(CL_SVE_CROSS_FFN));
     test_answer_tail();
     micro_pvm = FALSE;
+}
+
+/* The training forward's logits against the inference decoder's (cl_decoder_forward, its
+ * prefill in chunks with the GDN state carried) for model m on sample s: max |diff| and the
+ * largest |logit|. */
+static void logits_parity(const ClModel *m, const ClTrainSample *s, double *lmax, double *lref)
+{
+    const ClModelConfig *cfg = &m->config;
+    const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, V = cfg->vocab_size;
+    g_autoptr(GError) err = NULL;
+    g_autofree float *tv = NULL, *tl = NULL;
+    g_assert_true(cl_train_forward_outputs(be, m, s, &tv, &tl, &err));
+    g_assert_no_error(err);
+    g_autoptr(ClEncoderState) st = cl_encoder_state_new(m);
+    g_autofree float *iv = g_new(float, (size_t)N_IMAGES * M * E);
+    const size_t img = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
+    for (int t = 0; t < N_IMAGES; t++) {
+        ClEncoderOutput out;
+        g_assert_true(cl_encoder_forward(be, m, st, s->pixels + t * img, t, FALSE, NULL, NULL,
+                                         &out, &err));
+        memcpy(iv + (size_t)t * M * E, out.visual, (size_t)M * E * sizeof(float));
+        cl_encoder_output_clear(&out);
+    }
+    g_autoptr(ClKVCache) kv = cl_kv_cache_new(m, cfg->max_len);
+    g_autofree float *il = g_new(float, (size_t)s->n_ids * V);
+    g_assert_true(cl_decoder_forward(be, m, kv, s->ids, s->n_ids, iv, NULL, il, NULL, NULL,
+                                     &err));
+    g_assert_no_error(err);
+    *lmax = *lref = 0;
+    for (size_t i = 0; i < (size_t)s->n_ids * V; i++) {
+        g_assert_true(isfinite(tl[i]) && isfinite(il[i]));
+        *lmax = MAX(*lmax, fabs(tl[i] - il[i])), *lref = MAX(*lref, fabs(il[i]));
+    }
+}
+
+/* The Gated DeltaNet hybrid: every tensor's gradient (each gdn_* of both GDN layers, A_log and
+ * dt_bias included) against finite differences with the rest of the model, with and without
+ * stop_grad; the GDN layers change the loss; the training forward computes what inference
+ * computes; the answer tail through a GDN last layer keeps the gradients; and a model trained a
+ * few steps, saved and loaded back, gives the trainer's logits through the inference decoder. */
+static void test_hybrid(void)
+{
+    micro_hybrid = TRUE;
+    /* a smaller step: the unit normalisation of q and k bends sharply enough that the central
+     * difference's truncation at 4e-3 reaches 2e-3 norm-wise (it falls as the step's square:
+     * 4e-4 at 1.5e-3, where the f32 loss's rounding is still below it) */
+    fd_eps = 1.5e-3;
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 171);
+    g_assert_nonnull(m->w.dec[1].gdn_q);
+    g_assert_nonnull(m->w.dec[2].gdn_A_log);
+    g_assert_null(m->w.dec[1].q);
+    g_assert_nonnull(m->w.dec[0].q);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 5);
+    check_model_grads(m, s, TRUE, "cross_ffn/hybrid");
+    check_model_grads(m, s, FALSE, "cross_ffn/hybrid");
+    /* the branch matters: its output projections at 0 give another loss */
+    ClTrainGradOptions o;
+    cl_train_grad_options_init(&o);
+    double with = loss_of(m, s, &o);
+    const size_t no = (size_t)m->config.dec_dim * m->config.gdn_heads * m->config.gdn_dv;
+    g_autofree float *keep = g_memdup2(m->w.dec[1].gdn_o, no * sizeof(float));
+    memset(m->w.dec[1].gdn_o, 0, no * sizeof(float));
+    double without = loss_of(m, s, &o);
+    memcpy(m->w.dec[1].gdn_o, keep, no * sizeof(float));
+    g_test_message("hybrid: loss %.6f, with layer 1's GDN output at 0 %.6f", with, without);
+    g_assert_cmpfloat(fabs(with - without), >, 1e-4);
+
+    double lmax, lref;
+    logits_parity(m, s, &lmax, &lref);
+    g_test_message("hybrid parity: logits max abs diff %.2e (of %.2f)", lmax, lref);
+    g_assert_cmpfloat(lref, >, 0);
+    g_assert_cmpfloat(lmax, <=, 1e-5 * lref);
+    test_answer_tail();
+
+    /* a few plain gradient steps, saved (F32) and loaded back: the file's tensors are the
+     * trained ones, and inference reads them as the trainer does */
+    for (int step = 0; step < 5; step++) {
+        g_autoptr(ClParamBuf) g = grads_of(m, s, TRUE);
+        for (size_t i = 0; i < m->n_params; i++)
+            m->arena[i] -= 0.05f * g->data[i];
+        cl_model_weights_changed(m);
+    }
+    double trained = loss_of(m, s, &o);
+    g_test_message("hybrid: loss after 5 steps %.6f (from %.6f)", trained, with);
+    g_assert_cmpfloat(trained, <, with);
+    g_autofree char *dir = g_dir_make_tmp("cl-hybrid-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    g_autofree char *path = g_build_filename(dir, "model.safetensors", NULL);
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_save(m, path, "F32", &err));
+    g_assert_no_error(err);
+    g_autoptr(ClModel) back = cl_model_load(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(back->config.hybrid_every, ==, 3);
+    g_assert_cmpmem(back->w.dec[2].gdn_dt_bias, sizeof(float) * back->config.gdn_heads,
+                    m->w.dec[2].gdn_dt_bias, sizeof(float) * m->config.gdn_heads);
+    double bmax, bref;
+    logits_parity(back, s, &bmax, &bref);
+    g_test_message("hybrid, trained and reloaded: logits max abs diff %.2e (of %.2f); the "
+                   "reloaded loss %.6f", bmax, bref, loss_of(back, s, &o));
+    g_assert_cmpfloat(bref, >, 0);
+    g_assert_cmpfloat(bmax, <=, 1e-5 * bref);
+    g_assert_cmpfloat(fabs(loss_of(back, s, &o) - trained), <=, 1e-6 * trained);
+    g_unlink(path);
+    g_rmdir(dir);
+    micro_hybrid = FALSE;
+    fd_eps = FD_EPS;
 }
 
 /* enc.pos: the training forward computes what inference computes */
@@ -867,6 +1003,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainmodel/fd/visual-center", test_visual_center);
     g_test_add_func("/trainmodel/fd/enc-pos", test_enc_pos);
     g_test_add_func("/trainmodel/fd/pvm", test_pvm);
+    g_test_add_func("/trainmodel/fd/hybrid", test_hybrid);
     g_test_add_data_func("/trainmodel/fd/casa-ca", GINT_TO_POINTER(CL_CASA_CA), test_casa);
     g_test_add_data_func("/trainmodel/fd/casa-shared", GINT_TO_POINTER(CL_CASA_SHARED),
                          test_casa);

@@ -80,6 +80,9 @@ static const char usage_text[] =
     "                       is kept as pages rendered from CHUNK tokens each (0: 4 tokens per\n"
     "                       visual row of an image), read by the model's encoder, frozen for\n"
     "                       them; a config switch, no new tensors\n"
+    "  --hybrid K           the Gated DeltaNet hybrid: attention kept in decoder layers\n"
+    "                       l % K == 0, GDN layers in the others; converts a --from model (each\n"
+    "                       GDN layer started from its attention's q, k, v, its output near 0)\n"
     "  --casa ca|ca_shared  CASA: images stay out of the sequence and the KV cache; every layer\n"
     "                       cross-attends to the current image's rows (ca: its own projections,\n"
     "                       cloned from the self-attention when inserted into a --from model;\n"
@@ -253,6 +256,11 @@ int cl_cli_train(int argc, char **argv)
                 o.pvm_every = (int)k;
             else
                 o.pvm_rank = (int)k;
+        } else if (!strcmp(a, "--hybrid")) {
+            gint64 k;
+            if (!parse_int(v, 2, 4096, &k))
+                return usage_error("--hybrid takes a whole number from 2 (got '%s')", v);
+            o.hybrid_every = (int)k;
         } else if (!strcmp(a, "--variant")) {
             if (!cl_sve_variant_from_name(v, &o.variant))
                 return usage_error("unknown --variant '%s' (stateless, cross, cross_ffn, "

@@ -23,11 +23,29 @@ void cl_gdn_recurrent(float *o, float *S, const float *q, const float *k, const 
 void cl_gdn_chunked(float *o, float *S, const float *q, const float *k, const float *v,
                     const float *g, const float *beta, int T, int dk, int dv, int C);
 
+/* The backward of cl_gdn_recurrent (and so of cl_gdn_chunked: the same function) for one head
+ * over T steps from the state S0 ((dk, dv); NULL: zeros), given d_o (T, dv), the gradient of o,
+ * and d_S ((dk, dv); NULL: zeros), that of the final state. d_q, d_k (T, dk), d_v (T, dv), d_g,
+ * d_beta (T) and d_S0 (dk, dv) ACCUMULATE (+=); a NULL one is skipped. The states are
+ * recomputed in double from checkpoints every C ~ √T steps (memory (T/C + C + 1)·dk·dv
+ * doubles), and the state's gradient is carried in double. */
+void cl_gdn_recurrent_backward(float *d_q, float *d_k, float *d_v, float *d_g, float *d_beta,
+                               float *d_S0, const float *d_o, const float *d_S,
+                               const float *S0, const float *q, const float *k, const float *v,
+                               const float *g, const float *beta, int T, int dk, int dv);
+
 /* Causal depthwise convolution of `channels` channels with kernels of K taps (w: (channels,
  * K), tap K−1 on the current step): y_t = Σ_i w_i x_(t−K+1+i). state: (K−1, channels) the
  * inputs before x (zeros at the start of a sequence), updated to the last K−1 inputs. x, y:
  * (T, channels); y may not alias x. */
 void cl_causal_conv1d(float *y, float *state, const float *x, const float *w, int T,
                       int channels, int K);
+
+/* Its backward from the state it started with (NULL: zeros, a sequence's start), given d_y
+ * (T, channels): d_x (T, channels), d_w (channels, K) and d_state (K−1, channels) ACCUMULATE
+ * (+=); a NULL one is skipped. */
+void cl_causal_conv1d_backward(float *d_x, float *d_w, float *d_state, const float *d_y,
+                               const float *state, const float *x, const float *w, int T,
+                               int channels, int K);
 
 G_END_DECLS

@@ -336,6 +336,51 @@ static ClModel *insert_pvm(const ClModel *src, const ClTrainerOptions *o, GError
     return g_steal_pointer(&m);
 }
 
+/* `src` (attention in every layer) as the Gated DeltaNet hybrid of o->hybrid_every: the same
+ * tensors and tokenizer, each GDN layer's attention dropped and its GDN started from it where
+ * the shapes allow (cl_config_set_hybrid: H = the decoder's heads, dk = its head size,
+ * dv = 2 dk): q copied from the attention's q, k per head from its GQA group's key head, the
+ * first dk of each head's dv value rows from that key head's values (the other dk at the random
+ * init, std 0.02); the convolutions the identity (the current tap 1, the others 0); g, a, b at
+ * std 0.02 (beta ~ 1/2); A_log and dt_bias at the reference init (A ~ U(0, 16), dt ~
+ * logU(1e-3, 1e-1)); o_norm 1; the output o ~ N(0, 1e-3²): the layer starts near the identity
+ * (its contribution ~1e-3 of the stream's) with every gradient alive. */
+static ClModel *insert_hybrid(const ClModel *src, const ClTrainerOptions *o, GError **error)
+{
+    ClModelConfig cfg = src->config;
+    cl_config_set_hybrid(&cfg, o->hybrid_every);
+    guint64 seed = o->seed ^ G_GUINT64_CONSTANT(0x4859425249444e54); /* "HYBRIDNT" */
+    g_autoptr(ClModel) m = reshaped(src, &cfg, seed, ".gdn.", error);
+    if (!m)
+        return NULL;
+    const size_t E = cfg.dec_dim, hd = E / cfg.dec_heads, H = cfg.gdn_heads;
+    const size_t dk = cfg.gdn_dk, dv = cfg.gdn_dv, K = cfg.gdn_conv;
+    const size_t group = cfg.dec_heads / cfg.dec_kv_heads;
+    g_assert(H == (size_t)cfg.dec_heads && dk == hd && dv >= hd);
+    for (int l = 0; l < cfg.dec_depth; l++) {
+        if (!cl_config_is_gdn(&cfg, l))
+            continue;
+        const ClDecoderLayerWeights *A = &src->w.dec[l];
+        ClDecoderLayerWeights *L = &m->w.dec[l];
+        memcpy(L->gdn_q, A->q, H * dk * E * sizeof(float));
+        for (size_t h = 0; h < H; h++) {
+            memcpy(L->gdn_k + h * dk * E, A->k + (h / group) * hd * E, hd * E * sizeof(float));
+            memcpy(L->gdn_v + h * dv * E, A->v + (h / group) * hd * E, hd * E * sizeof(float));
+        }
+        float *conv[3] = { L->gdn_conv_q, L->gdn_conv_k, L->gdn_conv_v };
+        const size_t ch[3] = { H * dk, H * dk, H * dv };
+        for (int i = 0; i < 3; i++)
+            for (size_t c = 0; c < ch[i]; c++)
+                for (size_t t = 0; t < K; t++)
+                    conv[i][c * K + t] = t == K - 1;
+        fill_normal(L->gdn_o, E * H * dv, 1e-3, seed + (guint64)l);
+    }
+    cl_model_weights_changed(m);
+    if (!cl_model_make_trainable(m, error))
+        return NULL;
+    return g_steal_pointer(&m);
+}
+
 ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o,
                                    GError **error)
 {
@@ -390,6 +435,8 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
                  CL_CONFIG_MAX_PVM_LAYERS);
             return NULL;
         }
+        if (o->hybrid_every > 0)
+            cl_config_set_hybrid(&cfg, o->hybrid_every);
         ClModel *m = cl_model_new_random(&cfg, o->seed, error);
         if (m && !cl_model_make_trainable(m, error))
             g_clear_pointer(&m, cl_model_free);
@@ -431,6 +478,23 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
             return NULL;
         }
         src->config = cfg;
+    }
+    if (o->hybrid_every > 0) {
+        if (src->config.hybrid_every > 0) {
+            FAIL(MODEL, "--from %s is already a hybrid (attention every %d layers): leave out "
+                 "--hybrid to train it further", o->from, src->config.hybrid_every);
+            return NULL;
+        }
+        if (o->hybrid_every > src->config.dec_depth) {
+            FAIL(OPTIONS, "--hybrid %d: the decoder has %d layers", o->hybrid_every,
+                 src->config.dec_depth);
+            return NULL;
+        }
+        ClModel *with = insert_hybrid(src, o, error);
+        if (!with)
+            return NULL;
+        cl_model_free(g_steal_pointer(&src));
+        src = with;
     }
     if (o->stage == CL_TRAINER_STAGE_SVE)
         return cl_trainer_make_sve_model(src, o, error);
@@ -496,6 +560,8 @@ static char *options_to_json(const ClTrainerOptions *o)
         INT("vist_chunk", o->vist_chunk);
     if (o->train_only && *o->train_only)
         S("train_only", o->train_only);
+    if (o->hybrid_every > 0)
+        INT("hybrid_every", o->hybrid_every);
     if (o->pvm_every > 0) {
         INT("pvm_every", o->pvm_every);
         INT("pvm_rank", o->pvm_rank > 0 ? o->pvm_rank : 32);

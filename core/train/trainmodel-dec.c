@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "decoder.h"
+#include "gdn.h"
 #include "grad.h"
 
 /* qkv: (n, Q + 2 KV) rows [q | k | v], one product with the layer's q, k and v weights
@@ -33,8 +34,21 @@ typedef struct {
     float *ny, *kc, *vc, *qc, *attc;
 } CasaAct;
 
+/* A Gated DeltaNet layer's activations (decoder.c's gdn_layer, docs/MODEL.md §4.5), over every
+ * row (the state runs through all of them): zq, zk (n, H·dk), zv, zg (n, H·dv), za, zb (n, H)
+ * the products of h1; cq, ck, cv the causal convolutions' outputs and sq, sk, sv after SiLU;
+ * nq, nk the rows made unit per head (nq also /√dk); gd the log-decay, bt beta (n, H); o the
+ * delta rule's output, on its RMSNorm per head, y = SiLU(zg) ⊙ on (n, H·dv). */
+typedef struct {
+    float *zq, *zk, *zv, *zg, *za, *zb;
+    float *cq, *ck, *cv, *sq, *sk, *sv, *nq, *nk;
+    float *gd, *bt, *o, *on, *y;
+} GdnAct;
+
 typedef struct {
     float *x_in, *h1, *qkv, *att, *x_mid, *h2, *gu, *act;
+    gboolean gdn; /* a Gated DeltaNet layer in place of the attention (qkv, att, probs NULL) */
+    GdnAct g;
     float *probs; /* (Hq, n, n) attention probabilities, or NULL: the backward recomputes them */
     PvmAct *pvm;  /* PVM layers with visual rows, else NULL */
     CasaAct casa; /* CASA models with visual rows */
@@ -206,6 +220,103 @@ static gboolean casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, Laye
     return TRUE;
 }
 
+/* A Gated DeltaNet layer in the training forward (decoder.c's gdn_layer, the same ops in the same
+ * order, the state and the convolutions starting at zero: one sample is one sequence, so no
+ * state crosses from one sample into another): from a->h1 over every row, keeping its
+ * activations in a->g; x += y W_o^T at rows [s, n). */
+static gboolean gdn_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, LayerAct *a, float *x,
+                            int s, float *proj)
+{
+    ClBackend *be = d->be;
+    const struct cl_backend_ops *op = be->ops;
+    const ClModelConfig *cfg = d->cfg;
+    const int n = d->n, E = d->E, H = cfg->gdn_heads, dk = cfg->gdn_dk, dv = cfg->gdn_dv;
+    const int K = cfg->gdn_conv, Qk = H * dk, Vv = H * dv;
+    const size_t nQ = (size_t)n * Qk, nV = (size_t)n * Vv, nH = (size_t)n * H;
+    GdnAct *g = &a->g;
+    g->zq = alloc(d, nQ), g->zk = alloc(d, nQ), g->zv = alloc(d, nV), g->zg = alloc(d, nV);
+    g->za = alloc(d, nH), g->zb = alloc(d, nH);
+    g->cq = alloc(d, nQ), g->ck = alloc(d, nQ), g->cv = alloc(d, nV);
+    g->sq = alloc(d, nQ), g->sk = alloc(d, nQ), g->sv = alloc(d, nV);
+    g->nq = alloc(d, nQ), g->nk = alloc(d, nQ);
+    g->gd = alloc(d, nH), g->bt = alloc(d, nH);
+    g->o = alloc(d, nV), g->on = alloc(d, nV), g->y = alloc(d, nV);
+    if (d->failed)
+        return FALSE;
+    op->linear(be, g->zq, a->h1, L->gdn_q, NULL, n, E, Qk);
+    op->linear(be, g->zk, a->h1, L->gdn_k, NULL, n, E, Qk);
+    op->linear(be, g->zv, a->h1, L->gdn_v, NULL, n, E, Vv);
+    op->linear(be, g->zg, a->h1, L->gdn_g, NULL, n, E, Vv);
+    op->linear(be, g->za, a->h1, L->gdn_a, NULL, n, E, H);
+    op->linear(be, g->zb, a->h1, L->gdn_b, NULL, n, E, H);
+    /* the causal convolutions from a zero state (a sequence's start), then SiLU */
+    float *st = g_new0(float, (size_t)MAX(K - 1, 1) * MAX(Qk, Vv));
+    struct {
+        const float *z, *w;
+        float *c, *sl;
+        int ch;
+    } conv[3] = { { g->zq, L->gdn_conv_q, g->cq, g->sq, Qk },
+                  { g->zk, L->gdn_conv_k, g->ck, g->sk, Qk },
+                  { g->zv, L->gdn_conv_v, g->cv, g->sv, Vv } };
+    for (int i = 0; i < 3; i++) {
+        memset(st, 0, sizeof(float) * (size_t)MAX(K - 1, 1) * MAX(Qk, Vv));
+        cl_causal_conv1d(conv[i].c, st, conv[i].z, conv[i].w, n, conv[i].ch, K);
+        op->silu(be, conv[i].sl, conv[i].c, (size_t)n * conv[i].ch);
+    }
+    g_free(st);
+    /* per head: unit q and k (q scaled), beta, the log-decay (as gdn_layer, in float) */
+    memcpy(g->nq, g->sq, nQ * sizeof(float));
+    memcpy(g->nk, g->sk, nQ * sizeof(float));
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) {
+            float *q = g->nq + (size_t)i * Qk + (size_t)h * dk;
+            float *k = g->nk + (size_t)i * Qk + (size_t)h * dk;
+            double nq = 0, nk = 0;
+            for (int e = 0; e < dk; e++)
+                nq += (double)q[e] * q[e], nk += (double)k[e] * k[e];
+            const float sq = (float)(1.0 / (sqrt(nq + 1e-12) * sqrt((double)dk)));
+            const float sk = (float)(1.0 / sqrt(nk + 1e-12));
+            for (int e = 0; e < dk; e++)
+                q[e] *= sq, k[e] *= sk;
+            const size_t at = (size_t)i * H + h;
+            g->bt[at] = 1.0f / (1.0f + expf(-g->zb[at]));
+            const double z = (double)g->za[at] + L->gdn_dt_bias[h];
+            const double sp = z > 20 ? z : log1p(exp(z));
+            g->gd[at] = (float)(-exp((double)L->gdn_A_log[h]) * sp);
+        }
+    /* the delta rule, head by head, on contiguous copies (the chunked form, as a prefill) */
+    float *qh = g_new(float, (size_t)n * dk), *kh = g_new(float, (size_t)n * dk);
+    float *vh = g_new(float, (size_t)n * dv), *oh = g_new(float, (size_t)n * dv);
+    float *gh = g_new(float, MAX(n, 1)), *bh = g_new(float, MAX(n, 1));
+    float *S = g_new(float, (size_t)dk * dv);
+    for (int h = 0; h < H; h++) {
+        for (int i = 0; i < n; i++) {
+            memcpy(qh + (size_t)i * dk, g->nq + (size_t)i * Qk + (size_t)h * dk, dk * sizeof(float));
+            memcpy(kh + (size_t)i * dk, g->nk + (size_t)i * Qk + (size_t)h * dk, dk * sizeof(float));
+            memcpy(vh + (size_t)i * dv, g->sv + (size_t)i * Vv + (size_t)h * dv, dv * sizeof(float));
+            gh[i] = g->gd[(size_t)i * H + h];
+            bh[i] = g->bt[(size_t)i * H + h];
+        }
+        memset(S, 0, sizeof(float) * (size_t)dk * dv);
+        if (n == 1)
+            cl_gdn_recurrent(oh, S, qh, kh, vh, gh, bh, n, dk, dv);
+        else
+            cl_gdn_chunked(oh, S, qh, kh, vh, gh, bh, n, dk, dv, 64);
+        for (int i = 0; i < n; i++)
+            memcpy(g->o + (size_t)i * Vv + (size_t)h * dv, oh + (size_t)i * dv, dv * sizeof(float));
+    }
+    g_free(qh), g_free(kh), g_free(vh), g_free(oh), g_free(gh), g_free(bh), g_free(S);
+    /* the gated output; the projection and residual at the rows read later */
+    op->rmsnorm(be, g->on, g->o, L->gdn_o_norm, n * H, dv, d->eps);
+    op->silu_mul(be, g->y, g->zg, g->on, nV);
+    const int m = n - s;
+    if (m > 0) {
+        op->linear(be, proj, g->y + (size_t)s * Vv, L->gdn_o, NULL, m, Vv, E);
+        op->residual(be, x + (size_t)s * E, proj, NULL, m, E);
+    }
+    return TRUE;
+}
+
 ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint32 *ids, int n,
                                  const float *visual, const int *rows, int n_rows, float *logits,
                                  GError **error)
@@ -274,8 +385,11 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     d->pvm = g_new0(PvmAct, MAX(cfg->pvm_n_layers, 1));
     const int E = d->E, F = d->F, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd;
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
+    int n_attn = 0; /* the attention layers (the hybrid's GDN layers keep no probabilities) */
+    for (int l = 0; l < cfg->dec_depth; l++)
+        n_attn += !cl_config_is_gdn(cfg, l);
     const gboolean keep_probs =
-        (size_t)d->Hq * n * n * sizeof(float) * cfg->dec_depth <= KEEP_PROBS_BYTES;
+        (size_t)d->Hq * n * n * sizeof(float) * n_attn <= KEEP_PROBS_BYTES;
 
     float *x = alloc(d, nE), *proj = alloc(d, nE);
     /* (CASA: a window's rows may outnumber the text's) */
@@ -307,33 +421,44 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         /* this layer's output rows [s, n), m of them (all but the last layer: every row) */
         const int s = l == cfg->dec_depth - 1 ? d->tail : 0, m = n - s;
         const size_t sE = (size_t)s * E, sF = (size_t)s * F;
-        a->x_in = alloc(d, nE), a->h1 = alloc(d, nE), a->qkv = alloc(d, (size_t)n * QKV);
-        a->att = alloc(d, (size_t)n * Q), a->x_mid = alloc(d, nE), a->h2 = alloc(d, nE);
+        a->gdn = cl_config_is_gdn(cfg, l);
+        a->x_in = alloc(d, nE), a->h1 = alloc(d, nE);
+        a->x_mid = alloc(d, nE), a->h2 = alloc(d, nE);
         a->gu = alloc(d, 2 * nF), a->act = alloc(d, nF);
-        if (keep_probs)
-            a->probs = alloc(d, (size_t)d->Hq * n * n);
+        if (!a->gdn) {
+            a->qkv = alloc(d, (size_t)n * QKV), a->att = alloc(d, (size_t)n * Q);
+            if (keep_probs)
+                a->probs = alloc(d, (size_t)d->Hq * n * n);
+        }
         if (d->failed)
             goto oom;
         memcpy(a->x_in, x, nE * sizeof(float));
         op->rmsnorm(be, a->h1, x, L->attn_norm, n, E, d->eps);
-        op->linear(be, a->qkv, a->h1, stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp), NULL, n, E,
-                   QKV);
-        float *q = a->qkv, *k = a->qkv + Q, *v = a->qkv + Q + KV;
-        op->rope(be, q, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
-        op->rope(be, k, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
-        if (m == 0)
-            continue;
-        /* queries from position s see keys [0, s + i]: the causal offset is s */
-        if (a->probs)
-            cl_train_attention(a->att + (size_t)s * Q, a->probs, q + (size_t)s * QKV, k, v, m,
-                               n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, s);
-        else
-            op->attention(be, a->att + (size_t)s * Q, NULL, q + (size_t)s * QKV, k, v, m, n,
-                          QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, s, 0, scratch);
-        op->linear(be, proj, a->att + (size_t)s * Q, L->o, NULL, m, Q, E);
-        op->residual(be, x + sE, proj, NULL, m, E);
-        if (d->casa && d->n_vis > 0 && !casa_forward(d, L, a, x, s, proj, scratch))
-            goto oom;
+        if (a->gdn) { /* a Gated DeltaNet layer in place of the attention */
+            if (m == 0)
+                continue;
+            if (!gdn_forward(d, L, a, x, s, proj))
+                goto oom;
+        } else {
+            op->linear(be, a->qkv, a->h1, stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp), NULL, n,
+                       E, QKV);
+            float *q = a->qkv, *k = a->qkv + Q, *v = a->qkv + Q + KV;
+            op->rope(be, q, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
+            op->rope(be, k, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
+            if (m == 0)
+                continue;
+            /* queries from position s see keys [0, s + i]: the causal offset is s */
+            if (a->probs)
+                cl_train_attention(a->att + (size_t)s * Q, a->probs, q + (size_t)s * QKV, k, v,
+                                   m, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, s);
+            else
+                op->attention(be, a->att + (size_t)s * Q, NULL, q + (size_t)s * QKV, k, v, m, n,
+                              QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, s, 0, scratch);
+            op->linear(be, proj, a->att + (size_t)s * Q, L->o, NULL, m, Q, E);
+            op->residual(be, x + sE, proj, NULL, m, E);
+            if (d->casa && d->n_vis > 0 && !casa_forward(d, L, a, x, s, proj, scratch))
+                goto oom;
+        }
         memcpy(a->x_mid + sE, x + sE, (size_t)m * E * sizeof(float));
         op->rmsnorm(be, a->h2 + sE, x + sE, L->mlp_norm, m, E, d->eps);
         op->linear(be, a->gu + 2 * sF, a->h2 + sE,
@@ -528,6 +653,115 @@ static void casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
     g_free(dattc), g_free(dqc), g_free(dkc), g_free(dvc), g_free(dny);
 }
 
+/* A Gated DeltaNet layer's backward: dx is the gradient at the layer's x after the residual
+ * (rows [s, n) nonzero); G gets every gdn_* tensor's and attn_norm's gradient and dx the
+ * gradient through the branch at the layer's input (added: the residual's own path is dx). */
+static void gdn_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
+                         ClDecoderLayerWeights *G, const LayerAct *a, float *dx, int s)
+{
+    const ClModelConfig *cfg = d->cfg;
+    const int n = d->n, E = d->E, H = cfg->gdn_heads, dk = cfg->gdn_dk, dv = cfg->gdn_dv;
+    const int K = cfg->gdn_conv, Qk = H * dk, Vv = H * dv, m = n - s;
+    const size_t nQ = (size_t)n * Qk, nV = (size_t)n * Vv, nH = (size_t)n * H;
+    const GdnAct *g = &a->g;
+    float *dy = g_new0(float, nV), *dzg = g_new0(float, nV), *don = g_new0(float, nV);
+    float *dO = g_new0(float, nV), *dsv = g_new0(float, nV), *dcv = g_new0(float, nV);
+    float *dzv = g_new0(float, nV);
+    float *dnq = g_new0(float, nQ), *dnk = g_new0(float, nQ), *dsq = g_new0(float, nQ);
+    float *dsk = g_new0(float, nQ), *dcq = g_new0(float, nQ), *dck = g_new0(float, nQ);
+    float *dzq = g_new0(float, nQ), *dzk = g_new0(float, nQ);
+    float *dgd = g_new0(float, nH), *dbt = g_new0(float, nH);
+    float *dza = g_new0(float, nH), *dzb = g_new0(float, nH);
+    float *dh = g_new0(float, (size_t)n * E);
+
+    /* x += y W_o^T at rows [s, n); y = SiLU(zg) ⊙ on; on = RMSNorm_head(o; o_norm) */
+    cl_grad_linear(dy + (size_t)s * Vv, G->gdn_o, NULL, dx + (size_t)s * E,
+                   g->y + (size_t)s * Vv, L->gdn_o, m, Vv, E);
+    cl_grad_silu_mul(dzg, don, dy, g->zg, g->on, nV);
+    cl_grad_rmsnorm(dO, G->gdn_o_norm, don, g->o, L->gdn_o_norm, n * H, dv, d->eps);
+    /* the delta rule per head from a zero state (gdn.h) */
+    float *qh = g_new(float, (size_t)n * dk), *kh = g_new(float, (size_t)n * dk);
+    float *vh = g_new(float, (size_t)n * dv), *doh = g_new(float, (size_t)n * dv);
+    float *gh = g_new(float, MAX(n, 1)), *bh = g_new(float, MAX(n, 1));
+    float *dqh = g_new(float, (size_t)n * dk), *dkh = g_new(float, (size_t)n * dk);
+    float *dvh = g_new(float, (size_t)n * dv);
+    float *dgh = g_new(float, MAX(n, 1)), *dbh = g_new(float, MAX(n, 1));
+    for (int h = 0; h < H; h++) {
+        for (int i = 0; i < n; i++) {
+            memcpy(qh + (size_t)i * dk, g->nq + (size_t)i * Qk + (size_t)h * dk, dk * sizeof(float));
+            memcpy(kh + (size_t)i * dk, g->nk + (size_t)i * Qk + (size_t)h * dk, dk * sizeof(float));
+            memcpy(vh + (size_t)i * dv, g->sv + (size_t)i * Vv + (size_t)h * dv, dv * sizeof(float));
+            memcpy(doh + (size_t)i * dv, dO + (size_t)i * Vv + (size_t)h * dv, dv * sizeof(float));
+            gh[i] = g->gd[(size_t)i * H + h];
+            bh[i] = g->bt[(size_t)i * H + h];
+        }
+        memset(dqh, 0, sizeof(float) * (size_t)n * dk);
+        memset(dkh, 0, sizeof(float) * (size_t)n * dk);
+        memset(dvh, 0, sizeof(float) * (size_t)n * dv);
+        memset(dgh, 0, sizeof(float) * (size_t)n);
+        memset(dbh, 0, sizeof(float) * (size_t)n);
+        cl_gdn_recurrent_backward(dqh, dkh, dvh, dgh, dbh, NULL, doh, NULL, NULL, qh, kh, vh, gh,
+                                  bh, n, dk, dv);
+        for (int i = 0; i < n; i++) {
+            memcpy(dnq + (size_t)i * Qk + (size_t)h * dk, dqh + (size_t)i * dk, dk * sizeof(float));
+            memcpy(dnk + (size_t)i * Qk + (size_t)h * dk, dkh + (size_t)i * dk, dk * sizeof(float));
+            memcpy(dsv + (size_t)i * Vv + (size_t)h * dv, dvh + (size_t)i * dv, dv * sizeof(float));
+            dgd[(size_t)i * H + h] = dgh[i];
+            dbt[(size_t)i * H + h] = dbh[i];
+        }
+    }
+    g_free(qh), g_free(kh), g_free(vh), g_free(doh), g_free(gh), g_free(bh);
+    g_free(dqh), g_free(dkh), g_free(dvh), g_free(dgh), g_free(dbh);
+    /* per head: the unit q and k back to SiLU's outputs (y = c x / r, r = √(|x|² + 1e-12):
+     * dx = c (dy − x (x·dy) / r²) / r), beta = σ(zb), g = −exp(A_log) softplus(za + dt_bias) */
+    for (int h = 0; h < H; h++) {
+        const double A = exp((double)L->gdn_A_log[h]);
+        double dA = 0, dbias = 0;
+        for (int i = 0; i < n; i++) {
+            for (int qk = 0; qk < 2; qk++) {
+                const size_t o = (size_t)i * Qk + (size_t)h * dk;
+                const float *x = (qk ? g->sk : g->sq) + o, *dyn = (qk ? dnk : dnq) + o;
+                float *dxs = (qk ? dsk : dsq) + o;
+                double xx = 0, xd = 0;
+                for (int e = 0; e < dk; e++)
+                    xx += (double)x[e] * x[e], xd += (double)x[e] * dyn[e];
+                const double r2 = xx + 1e-12, r = sqrt(r2);
+                const double c = qk ? 1.0 : 1.0 / sqrt((double)dk);
+                for (int e = 0; e < dk; e++)
+                    dxs[e] += (float)(c * (dyn[e] - x[e] * xd / r2) / r);
+            }
+            const size_t at = (size_t)i * H + h;
+            const double bt = g->bt[at];
+            dzb[at] += (float)(dbt[at] * bt * (1 - bt));
+            const double z = (double)g->za[at] + L->gdn_dt_bias[h];
+            const double sp = z > 20 ? z : log1p(exp(z)), sg = z > 20 ? 1.0 : 1 / (1 + exp(-z));
+            dA += dgd[at] * (-A * sp); /* d g / d A_log = g */
+            const double dz = dgd[at] * (-A * sg);
+            dza[at] += (float)dz;
+            dbias += dz;
+        }
+        G->gdn_A_log[h] += (float)dA;
+        G->gdn_dt_bias[h] += (float)dbias;
+    }
+    /* SiLU, the causal convolutions (from zero states), the products of h1 */
+    cl_grad_silu(dcq, dsq, g->cq, nQ);
+    cl_grad_silu(dck, dsk, g->ck, nQ);
+    cl_grad_silu(dcv, dsv, g->cv, nV);
+    cl_causal_conv1d_backward(dzq, G->gdn_conv_q, NULL, dcq, NULL, g->zq, L->gdn_conv_q, n, Qk, K);
+    cl_causal_conv1d_backward(dzk, G->gdn_conv_k, NULL, dck, NULL, g->zk, L->gdn_conv_k, n, Qk, K);
+    cl_causal_conv1d_backward(dzv, G->gdn_conv_v, NULL, dcv, NULL, g->zv, L->gdn_conv_v, n, Vv, K);
+    cl_grad_linear(dh, G->gdn_q, NULL, dzq, a->h1, L->gdn_q, n, E, Qk);
+    cl_grad_linear(dh, G->gdn_k, NULL, dzk, a->h1, L->gdn_k, n, E, Qk);
+    cl_grad_linear(dh, G->gdn_v, NULL, dzv, a->h1, L->gdn_v, n, E, Vv);
+    cl_grad_linear(dh, G->gdn_g, NULL, dzg, a->h1, L->gdn_g, n, E, Vv);
+    cl_grad_linear(dh, G->gdn_a, NULL, dza, a->h1, L->gdn_a, n, E, H);
+    cl_grad_linear(dh, G->gdn_b, NULL, dzb, a->h1, L->gdn_b, n, E, H);
+    cl_grad_rmsnorm(dx, G->attn_norm, dh, a->x_in, L->attn_norm, n, E, d->eps);
+    g_free(dy), g_free(dzg), g_free(don), g_free(dO), g_free(dsv), g_free(dcv), g_free(dzv);
+    g_free(dnq), g_free(dnk), g_free(dsq), g_free(dsk), g_free(dcq), g_free(dck);
+    g_free(dzq), g_free(dzk), g_free(dgd), g_free(dbt), g_free(dza), g_free(dzb), g_free(dh);
+}
+
 void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *dlogits,
                            float *dvisual, ClModelWeights *g)
 {
@@ -603,6 +837,10 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
             if (a->pvm)
                 for (size_t i = sE; i < nE; i++)
                     dx[i] += dh_pvm[i];
+            if (a->gdn) { /* a Gated DeltaNet layer in place of the attention */
+                gdn_backward(d, L, G, a, dx, s);
+                continue;
+            }
             /* attention: x += o(Attn(rope(q), rope(k), v)), q, k and v one stacked product */
             memset(datt, 0, (size_t)n * Q * sizeof(float));
             cl_grad_linear(datt + (size_t)s * Q, G->o, NULL, dx + sE, a->att + (size_t)s * Q,
@@ -616,6 +854,8 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
                 casa_backward(d, L, G, a, dx, s, dh_casa, dvis_casa);
             }
         }
+        if (a->gdn) /* m == 0: the forward ran nothing */
+            continue;
         cl_grad_rope(dqkv, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
         cl_grad_rope(dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
         memset(dh, 0, nE * sizeof(float));
@@ -656,6 +896,8 @@ gboolean cl_train_dec_attention(const ClTrainDec *d, int layer, int q0, float *o
     if (layer < 0 || layer >= L || q0 < 0 || q0 > n)
         return FALSE;
     const LayerAct *a = &d->layer[layer];
+    if (a->gdn) /* a Gated DeltaNet layer: no attention map */
+        return FALSE;
     const int hd = d->hd, group = d->Hq / d->Hkv;
     float *s = g_new(float, MAX(n, 1));
     memset(out, 0, sizeof(float) * (size_t)(n - q0) * n);

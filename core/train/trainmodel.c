@@ -98,12 +98,6 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
             return FALSE;
         }
     }
-    if (cfg->hybrid_every > 0) {
-        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "Training the hybrid (Gated DeltaNet) decoder is not supported yet: it runs "
-                    "for inference and benchmarks only");
-        return FALSE;
-    }
     if (strcmp(cl_backend_name(be), "cpu") != 0) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "Training runs on the CPU backend only (got \"%s\"); use --device cpu",
