@@ -254,6 +254,73 @@ static void test_hybrid_memory(void)
     g_assert_cmpint(back.gdn_dv, ==, m->config.gdn_dv);
 }
 
+/* The offline sparse prefill: with top-k covering every block it is dense attention; with
+ * top-k 0 it is dense attention under the block mask (block 0, the previous block, the own
+ * block causally) in float64; with top-k 1 it picks a block (neither of those); decode steps
+ * after it are dense over every key. */
+typedef struct {
+    int block;
+} Blocks;
+
+static gboolean block_sees(int t, int j, gpointer data)
+{
+    const Blocks *b = data;
+    const int qb = t / b->block, kb = j / b->block;
+    return kb == 0 || kb >= qb - 1;
+}
+
+static void test_sparse_prefill(void)
+{
+    g_autoptr(ClModel) m = make_model();
+    enum { TS = 100, BLK = 8 };
+    m->config.max_len = 128;
+    gint32 ids[TS];
+    GRand *rg = g_rand_new_with_seed(4);
+    for (int i = 0; i < TS; i++)
+        ids[i] = g_rand_int_range(rg, 0, V);
+    g_rand_free(rg);
+    g_autoptr(GError) err = NULL;
+    float *out[4];
+    const int topk[4] = { -1, 100, 0, 1 }; /* -1: dense */
+    for (int v = 0; v < 4; v++) {
+        out[v] = g_new(float, (size_t)(TS + 1) * V);
+        g_autoptr(ClKVCache) c = cl_kv_cache_new(m, TS + 1);
+        if (topk[v] >= 0)
+            cl_kv_cache_set_sparse_prefill(c, BLK, topk[v]);
+        g_assert_true(cl_decoder_forward(be, m, c, ids, TS, NULL, NULL, out[v], NULL, NULL, &err));
+        gint32 next = 5; /* a decode step: dense whatever the prefill was */
+        g_assert_true(cl_decoder_forward(be, m, c, &next, 1, NULL, out[v] + (size_t)TS * V, NULL,
+                                         NULL, NULL, &err));
+        g_assert_no_error(err);
+    }
+    double all = 0, den = 0, k1 = 0, k0 = 0;
+    for (size_t i = 0; i < (size_t)TS * V; i++) {
+        all = MAX(all, fabs(out[1][i] - out[0][i]));
+        den = MAX(den, fabs(out[0][i]));
+        k1 = MAX(k1, fabs(out[3][i] - out[2][i]));
+        k0 = MAX(k0, fabs(out[2][i] - out[0][i]));
+    }
+    /* top-k 0 against float64 under the block mask */
+    Blocks bl = { BLK };
+    RefHooks hooks = { .sees = block_sees, .data = &bl };
+    g_autofree double *x0 = ref_embed(m, ids, TS, NULL);
+    g_autofree double *ref = g_new(double, (size_t)TS * V);
+    ref_decode_rows(m, x0, TS, &hooks, ref);
+    double mask_err = 0;
+    for (size_t i = 0; i < (size_t)TS * V; i++)
+        mask_err = MAX(mask_err, fabs(out[2][i] - ref[i]));
+    g_test_message("sparse prefill (%d positions, blocks of %d): top-k over every block vs dense "
+                   "%.2e; top-k 0 vs float64 under the block mask %.2e (vs dense %.2e); top-k 1 "
+                   "vs top-k 0 %.2e (of max |logit|)",
+                   TS, BLK, all / den, mask_err / den, k0 / den, k1 / den);
+    g_assert_cmpfloat(all / den, <, 1e-6);
+    g_assert_cmpfloat(mask_err / den, <, 2e-5);
+    g_assert_cmpfloat(k0 / den, >, 1e-3);
+    g_assert_cmpfloat(k1 / den, >, 1e-4);
+    for (int v = 0; v < 4; v++)
+        g_free(out[v]);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -263,6 +330,7 @@ int main(int argc, char **argv)
     g_test_add_func("/streaming/generate-past-max-len", test_generate_past_max_len);
     g_test_add_func("/streaming/hybrid-split-equals-one-pass", test_hybrid_split_equals_one_pass);
     g_test_add_func("/streaming/hybrid-memory", test_hybrid_memory);
+    g_test_add_func("/streaming/sparse-prefill", test_sparse_prefill);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

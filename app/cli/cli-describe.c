@@ -208,6 +208,7 @@ int cl_cli_describe(int argc, char **argv)
     gint64 seed = -1;
     int max_tokens = 256, beam_size = 1;
     g_autofree char *stream = NULL;
+    int sparse_topk = -1;
     gboolean delta = FALSE, json = FALSE;
     g_auto(GStrv) files = NULL, reports = NULL;
     g_autofree char *pages_prefix = NULL;
@@ -236,6 +237,10 @@ int cl_cli_describe(int argc, char **argv)
          "Streaming KV cache: every position attends to the first SINK positions and the last "
          "WINDOW ones (memory of SINK + WINDOW positions, no max_len bound; e.g. 256+2048)",
          "SINK+WINDOW"},
+        {"sparse-prefill", 0, 0, G_OPTION_ARG_INT, &sparse_topk,
+         "Offline sparse prefill: the prompt's queries, per block of 32 positions, attend to the "
+         "first block, the previous one, their own and the K best others (K >= 0)",
+         "K"},
         {"prior-report", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &reports,
          "A prior report or case note (UTF-8 text, repeatable) read with the images; a model "
          "with VIST2 keeps it as rendered pages' visual tokens",
@@ -308,6 +313,12 @@ int cl_cli_describe(int argc, char **argv)
         if (context->len && *text)
             g_string_append(context, "\n\n");
         g_string_append(context, text);
+    }
+    if (sparse_topk >= 0 && stream)
+        return usage_error(ctx, "--sparse-prefill and --stream exclude each other");
+    if (sparse_topk >= 0) {
+        opts.sparse_block = 32;
+        opts.sparse_topk = sparse_topk;
     }
     if (pages_prefix && !context->len)
         return usage_error(ctx, "--context-pages needs --prior-report");

@@ -28,6 +28,12 @@ size_t cl_kv_cache_bytes(const ClKVCache *cache);
 void cl_kv_cache_truncate(ClKVCache *cache, int len);
 /* dst (same model, capacity >= src's length) becomes a copy of src (beam search). */
 void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src);
+/* The offline sparse prefill (SEEDS-DECODER.md §3.1, docs/MODEL.md §4.5): block > 0 makes a
+ * forward call of more than one position attend, per query block of `block` positions, to the
+ * first key block, the previous block, its own (causally) and the `topk` other earlier blocks
+ * whose mean key scores best against the block's mean query; a decode step (one position)
+ * stays dense, and every key stays in the cache. block 0: off. Ordinary caches, CPU. */
+void cl_kv_cache_set_sparse_prefill(ClKVCache *cache, int block, int topk);
 /* VIST2 (docs/MODEL.md §4.6): the rows the next forward calls add get RoPE positions slot +
  * shift (a chunk's visual rows share its text's positions), until it is set back to 0. */
 void cl_kv_cache_set_position_shift(ClKVCache *cache, int shift);

@@ -284,6 +284,8 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         go.beam_size = opts->beam_size;
         go.stream_sink = opts->stream_sink;
         go.stream_window = opts->stream_window;
+        go.sparse_block = opts->sparse_block;
+        go.sparse_topk = opts->sparse_topk;
         go.median_numbers = opts->median_numbers;
         go.length_penalty = opts->length_penalty;
         /* The chat's special texts end the answer also when spelt out in plain bytes (a

@@ -53,6 +53,7 @@ typedef struct {
     int max_new_tokens;    /* see ClGenerateOptions (default 256) */
     int beam_size;         /* 1 = greedy (default) */
     int stream_sink, stream_window; /* streaming KV caches (ClGenerateOptions); 0: off */
+    int sparse_block, sparse_topk;  /* the offline sparse prefill (ClGenerateOptions); 0: off */
     /* Earlier reports and notes of the case (plain text), read with the images: the last user
      * turn gets "Prior reports: {context}\n" after its image. A model with VIST2 keeps the text
      * as rendered pages' visual rows (vist.h), another as text. NULL or "": none. */

@@ -728,6 +728,8 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
         return FALSE;
     }
     ClKVCache *cache = new_cache(&g);
+    if (cache && opts->sparse_block > 0 && !streaming)
+        cl_kv_cache_set_sparse_prefill(cache, opts->sparse_block, opts->sparse_topk);
     float *logits = g_try_new(float, g.vocab.V);
     if (!cache || !logits) {
         if (cache)

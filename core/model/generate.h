@@ -50,6 +50,9 @@ typedef struct {
      * compressed as it comes, every vist_chunk tokens (cl_vist_compress). NULL: none. */
     struct _ClVist *vist;
     int vist_from, vist_len;
+    /* sparse_block > 0: the prompt's prefill attends per block to sparse_topk chosen blocks
+     * besides the first, the previous and its own (cl_kv_cache_set_sparse_prefill); 0: dense */
+    int sparse_block, sparse_topk;
 } ClGenerateOptions;
 
 /* Defaults: max_new_tokens 256, beam_size 1, length_penalty 1.0, nothing else. */
