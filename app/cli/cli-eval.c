@@ -74,6 +74,7 @@ int cl_cli_eval(int argc, char **argv)
 {
     g_autofree char *model_path = NULL, *random_init = NULL, *task = NULL, *device = NULL;
     g_autofree char *answers_path = NULL, *stream = NULL;
+    int sparse_topk = -1;
     int n = 100, max_tokens = 160, baseline_n = 200, examples = 3, images = 0;
     gint64 seed = 1000, init_seed = 0;
     gboolean json = FALSE, no_ppl = FALSE, greedy_numbers = FALSE;
@@ -104,6 +105,9 @@ int cl_cli_eval(int argc, char **argv)
         { "stream", 0, 0, G_OPTION_ARG_STRING, &stream,
           "Answer with streaming KV caches: the first SINK positions and the last WINDOW ones "
           "(e.g. 64+256)", "SINK+WINDOW" },
+        { "sparse-prefill", 0, 0, G_OPTION_ARG_INT, &sparse_topk,
+          "Offline sparse prefill: per block of 32 prompt positions, the first block, the "
+          "previous, its own and the K best others", "K" },
         { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "cpu (default), cuda or auto", "DEV" },
         { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
         { NULL },
@@ -191,6 +195,10 @@ int cl_cli_eval(int argc, char **argv)
     o.median_numbers = !greedy_numbers;
     o.stream_sink = (int)sink;
     o.stream_window = (int)window;
+    if (sparse_topk >= 0) {
+        o.sparse_block = 32;
+        o.sparse_topk = sparse_topk;
+    }
     o.perplexity = !no_ppl && strcmp(cl_backend_name(be), "cpu") == 0;
     gint64 last = 0;
     if (!json) {

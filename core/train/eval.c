@@ -359,6 +359,8 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
         dopt.context = s->context;
         dopt.stream_sink = o->stream_sink;
         dopt.stream_window = o->stream_window;
+        dopt.sparse_block = o->sparse_block;
+        dopt.sparse_topk = o->sparse_topk;
         dopt.cancellable = o->cancellable;
         ClDescribeResult res;
         ok = cl_describe_run(be, model, di, (guint)s->n_images, &dopt, &res, error);

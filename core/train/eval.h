@@ -54,6 +54,9 @@ typedef struct {
     gboolean median_numbers;
     /* streaming KV caches of sink + window positions (ClGenerateOptions); 0: ordinary */
     int stream_sink, stream_window;
+    /* the offline sparse prefill (ClGenerateOptions): blocks of sparse_block, sparse_topk
+     * chosen; 0: dense */
+    int sparse_block, sparse_topk;
     ClEvalProgress progress;
     gpointer user_data;
     GCancellable *cancellable;
