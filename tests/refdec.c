@@ -104,10 +104,12 @@ void ref_decode_rows(const ClModel *m, const double *x0, int T, const RefHooks *
             ref_rope(q, Hq, hd, POS(t), c->rope_base);
             for (int j = 0; j <= t; j++)
                 keep[j] = !hooks || !hooks->sees || hooks->sees(t, j, hooks->data);
+            const gboolean skip =
+                hooks && hooks->skip_self_attention && hooks->skip_self_attention(l, hooks->data);
             ref_attend(att, q, k, v, t + 1, Hq, Hkv, hd, keep);
             ref_matvec(o, L->o, att, E, E);
             for (int e = 0; e < E; e++)
-                xt[e] = x[(size_t)t * E + e] + o[e];
+                xt[e] = x[(size_t)t * E + e] + (skip ? 0.0 : o[e]);
             if (hooks && hooks->after_attention)
                 hooks->after_attention(m, l, t, h, xt, hooks->data);
         }

@@ -24,6 +24,8 @@ void ref_mlp(double *out, const float *gate, const float *up, const float *down,
 typedef struct {
     /* position t sees key j (j <= t); NULL: every j <= t */
     gboolean (*sees)(int t, int j, gpointer data);
+    /* TRUE: layer l has no self-attention (CASA's CA^#; after_attention still runs) */
+    gboolean (*skip_self_attention)(int l, gpointer data);
     /* row t's RoPE position; NULL: t */
     int (*position)(int t, gpointer data);
     /* after row t's self-attention residual in layer l (h: the row's attn_norm output): may

@@ -133,8 +133,16 @@ static void casa_hook(const ClModel *m, int l, int t, const double *h, double *x
 
 /* logits at the text rows (T_text, V): text rows alone through the layers, positions counted
  * over text; CA from each text row to its window's visual rows (none before the first image) */
+static int ref_replace_every;
+
+static gboolean replaced(int l, gpointer data)
+{
+    return l % ref_replace_every == ref_replace_every - 1;
+}
+
 static void ref_casa(const ClModel *m, const GArray *ids, const float *vis, double *logits)
 {
+    ref_replace_every = m->config.casa_replace;
     const int n = (int)ids->len, E = m->config.dec_dim;
     const int KV = m->config.dec_kv_heads * (E / m->config.dec_heads);
     const gint32 *id = (const gint32 *)ids->data;
@@ -155,7 +163,8 @@ static void ref_casa(const ClModel *m, const GArray *ids, const float *vis, doub
     }
     CasaRef r = { vis, vr, win0, winn, -1, g_new(double, (size_t)MAX(vr, 1) * KV),
                   g_new(double, (size_t)MAX(vr, 1) * KV) };
-    RefHooks hooks = { .after_attention = casa_hook, .data = &r };
+    RefHooks hooks = { .after_attention = casa_hook, .data = &r,
+                       .skip_self_attention = m->config.casa_replace ? replaced : NULL };
     g_autofree double *x0 = ref_embed(m, tid, nt, NULL);
     ref_decode_rows(m, x0, nt, &hooks, logits);
     g_free(r.kc), g_free(r.vc);
@@ -189,6 +198,56 @@ static void test_reference(gconstpointer data)
     g_test_message("casa %s against the float64 reference: %.2e of max |logit|",
                    cl_casa_variant_name(variant), num / den);
     g_assert_cmpfloat(num / den, <, 2e-5);
+}
+
+/* CA^# (casa_replace 2): layer 1 of 3 has the cross-attention alone, against the float64
+ * reference; its cache holds keys and values for two layers, not three. */
+static void test_replace(void)
+{
+    ClModelConfig cfg;
+    casa_config(&cfg, CL_CASA_CA);
+    cfg.casa_replace = 2;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClModel) m = cl_model_new_random(&cfg, 5, &err);
+    g_assert_no_error(err);
+    ref_liven(m);
+    g_autoptr(ClModel) full = make_model(CL_CASA_CA);
+    g_autoptr(GArray) ids = prompt(3, 3, 5, 1);
+    g_autofree float *vis = visual_rows(12, 2);
+    const int V = 300, n = (int)ids->len;
+    g_autofree float *la = g_new(float, (size_t)n * V);
+    g_autoptr(ClKVCache) c = cl_kv_cache_new(m, n);
+    forward(m, c, ids, vis, la);
+    g_autofree double *ref = g_new(double, (size_t)n * V);
+    ref_casa(m, ids, vis, ref);
+    double num = 0, den = 0;
+    for (int i = 0, t = 0; i < n; i++) {
+        if (g_array_index(ids, gint32, i) == CL_DECODER_VISUAL)
+            continue;
+        for (int j = 0; j < V; j++) {
+            num = MAX(num, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
+            den = MAX(den, fabs(ref[(size_t)t * V + j]));
+        }
+        t++;
+    }
+    g_autoptr(ClKVCache) cf = cl_kv_cache_new(full, n);
+    g_autofree float *lf = g_new(float, (size_t)n * V);
+    forward(full, cf, ids, vis, lf);
+    double diff = 0;
+    for (size_t i = 0; i < (size_t)n * V; i++)
+        diff = MAX(diff, fabs(la[i] - lf[i]));
+    g_test_message("casa ca with every 2nd self-attention replaced, against the float64 "
+                   "reference: %.2e of max |logit| (%.2f from the model without it); KV %zu "
+                   "bytes against %zu",
+                   num / den, diff / den, cl_kv_cache_bytes(c), cl_kv_cache_bytes(cf));
+    g_assert_cmpfloat(num / den, <, 2e-5);
+    g_assert_cmpfloat(diff / den, >, 1e-3);
+    g_assert_cmpuint(cl_kv_cache_bytes(c), <, cl_kv_cache_bytes(cf));
+    /* refused: without casa, every layer, more than the depth */
+    cfg.casa_replace = 1;
+    g_assert_false(cl_model_config_validate(&cfg, NULL));
+    cfg.casa_replace = 2, cfg.casa = CL_CASA_OFF;
+    g_assert_false(cl_model_config_validate(&cfg, NULL));
 }
 
 /* The KV cache holds text alone: its bytes do not grow with the images (one window each). */
@@ -336,6 +395,7 @@ int main(int argc, char **argv)
     g_test_add_func("/casa/old-image-through-text", test_old_image_through_text);
     g_test_add_func("/casa/cached-steps", test_cached_steps);
     g_test_add_func("/casa/config", test_config);
+    g_test_add_func("/casa/replace-every-2", test_replace);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

@@ -62,6 +62,8 @@ static gboolean micro_enc_pos;
 static gboolean micro_pvm;
 /* … and CASA (this variant) when not off */
 static ClCasaVariant micro_casa;
+/* … with every micro_casa_replace-th self-attention replaced by it (CA^#) when > 0 */
+static int micro_casa_replace;
 /* … and the Gated DeltaNet hybrid when set: depth 3, attention in layer 0, GDN layers 1 and 2
  * (2 heads, dk 8, dv 16, 4 taps), the last one a GDN layer (the answer tail runs through it) */
 static gboolean micro_hybrid;
@@ -74,6 +76,7 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     cfg.visual_center = micro_visual_center;
     cfg.enc_pos = micro_enc_pos;
     cfg.casa = micro_casa;
+    cfg.casa_replace = micro_casa_replace;
     if (micro_hybrid) {
         cfg.dec_depth = 3;
         g_assert_true(cl_config_set_hybrid(&cfg, 3));
@@ -334,6 +337,14 @@ static void test_casa(gconstpointer data)
     g_assert_false(cl_train_forward_backward(be, m, bad, &o, g, &st, &err));
     g_assert_nonnull(strstr(err->message, "visual row"));
     micro_casa = CL_CASA_OFF;
+}
+
+/* CA^#: the micro decoder's layer 1 has the cross-attention alone */
+static void test_casa_replace(void)
+{
+    micro_casa_replace = 2;
+    test_casa(GINT_TO_POINTER(CL_CASA_CA));
+    micro_casa_replace = 0;
 }
 
 static void test_pvm(void)
@@ -1005,6 +1016,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainmodel/fd/pvm", test_pvm);
     g_test_add_func("/trainmodel/fd/hybrid", test_hybrid);
     g_test_add_data_func("/trainmodel/fd/casa-ca", GINT_TO_POINTER(CL_CASA_CA), test_casa);
+    g_test_add_func("/trainmodel/fd/casa-replace", test_casa_replace);
     g_test_add_data_func("/trainmodel/fd/casa-shared", GINT_TO_POINTER(CL_CASA_SHARED),
                          test_casa);
     g_test_add_func("/trainmodel/parity/enc-pos", test_enc_pos_parity);

@@ -87,6 +87,8 @@ static const char usage_text[] =
     "                       cross-attends to the current image's rows (ca: its own projections,\n"
     "                       cloned from the self-attention when inserted into a --from model;\n"
     "                       ca_shared: the self-attention's)\n"
+    "  --casa-replace N     with --casa: every N-th layer's self-attention is dropped, its\n"
+    "                       cross-attention alone there (CA^#; no keys or values for it)\n"
     "Output:\n"
     "  --out DIR            output folder (required)\n"
     "  --resume             continue from the newest checkpoint in DIR/checkpoints\n"
@@ -245,6 +247,11 @@ int cl_cli_train(int argc, char **argv)
                 return usage_error("--vist takes a chunk length in tokens, 0 for the default "
                                    "(got '%s')", v);
             o.vist_chunk = k > 0 ? (int)k : -1; /* -1: the model's default */
+        } else if (!strcmp(a, "--casa-replace")) {
+            gint64 k;
+            if (!parse_int(v, 2, 64, &k))
+                return usage_error("--casa-replace takes 2 or more (got '%s')", v);
+            o.casa_replace = (int)k;
         } else if (!strcmp(a, "--casa")) {
             if (!cl_casa_variant_from_name(v, &o.casa) || o.casa == CL_CASA_OFF)
                 return usage_error("unknown --casa '%s' (ca or ca_shared)", v);
@@ -348,6 +355,8 @@ int cl_cli_train(int argc, char **argv)
 
     if (!o.out_dir)
         return usage_error("--out DIR is required");
+    if (o.casa_replace > 0 && o.casa == CL_CASA_OFF)
+        return usage_error("--casa-replace applies with --casa");
     if (o.data && o.max_objects)
         return usage_error("--objects applies to synthetic tasks (--task), not to --data");
     if (o.data && o.dot_images)

@@ -237,6 +237,13 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
                     c->dec_kv_heads);
         return FALSE;
     }
+    if (c->casa_replace < 0 || c->casa_replace == 1 || c->casa_replace > c->dec_depth ||
+        (c->casa_replace > 0 && c->casa == CL_CASA_OFF)) {
+        CONFIG_FAIL("config: casa_replace (%d) must be 0 or 2 to dec_depth (%d), with casa on "
+                    "(every layer replaced would leave no text-to-text attention)",
+                    c->casa_replace, c->dec_depth);
+        return FALSE;
+    }
     if ((unsigned)c->casa > CL_CASA_SHARED) {
         CONFIG_FAIL("config: unknown casa variant %d", (int)c->casa);
         return FALSE;
@@ -611,6 +618,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return parse_section(c, v, "hybrid", hybrid_member, error);
     if (strcmp(k, "vist") == 0)
         return parse_section(c, v, "vist", vist_member, error);
+    if (strcmp(k, "casa_replace") == 0)
+        return json_int(v, k, &c->casa_replace, error);
     if (strcmp(k, "casa") == 0) {
         const char *s = json_string(v, "casa", error);
         if (!s)
@@ -727,6 +736,8 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"enc_pos\":true");
     if (c->casa != CL_CASA_OFF)
         g_string_append_printf(s, ",\"casa\":\"%s\"", cl_casa_variant_name(c->casa));
+    if (c->casa_replace > 0)
+        g_string_append_printf(s, ",\"casa_replace\":%d", c->casa_replace);
     if (c->hybrid_every > 0)
         g_string_append_printf(s,
                                ",\"hybrid\":{\"attention_every\":%d,\"heads\":%d,\"dk\":%d,"

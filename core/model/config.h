@@ -85,6 +85,10 @@ typedef struct {
      * current window's visual rows (a window: the images since the last text, and the text after
      * them). */
     ClCasaVariant casa;
+    /* CASA's CA^# (SEEDS-DECODER.md §2.1 D3): casa_replace = n > 0 drops the text self-attention
+     * of every n-th layer (l % n == n − 1), leaving its cross-attention alone there (and no keys
+     * or values in the cache); 0: none */
+    int casa_replace;
     /* The Gated DeltaNet hybrid (SEEDS-DECODER.md §3, docs/MODEL.md §4.5): hybrid_every > 0
      * keeps softmax attention in layers l % hybrid_every == 0 and puts a Gated DeltaNet layer
      * (gdn_heads heads, keys of gdn_dk, values of gdn_dv, a causal convolution of gdn_conv taps)
@@ -135,6 +139,12 @@ static inline int cl_config_n_patches(const ClModelConfig *c)
     return cl_config_grid(c) * cl_config_grid(c);
 }
 static inline int cl_config_n_visual(const ClModelConfig *c) { return cl_config_n_patches(c) / 4; }
+/* TRUE when decoder layer `layer` has CASA's cross-attention in place of its self-attention. */
+static inline gboolean cl_config_casa_replaced(const ClModelConfig *c, int layer)
+{
+    return c->casa != CL_CASA_OFF && c->casa_replace > 0 &&
+           layer % c->casa_replace == c->casa_replace - 1;
+}
 /* TRUE when decoder layer `layer` is a Gated DeltaNet layer (config hybrid_every). */
 static inline gboolean cl_config_is_gdn(const ClModelConfig *c, int layer)
 {

@@ -83,7 +83,7 @@ static int cl_kv_layers(const ClModelConfig *cfg)
 {
     int n = 0;
     for (int l = 0; l < cfg->dec_depth; l++)
-        n += !cl_config_is_gdn(cfg, l);
+        n += !cl_config_is_gdn(cfg, l) && !cl_config_casa_replaced(cfg, l);
     return n;
 }
 
@@ -212,7 +212,8 @@ ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity)
     c->gdn_slot = g_new(int, MAX(c->depth, 1));
     for (int l = 0; l < c->depth; l++) {
         const gboolean gdn = cl_config_is_gdn(cfg, l);
-        c->kv_slot[l] = gdn ? -1 : c->kv_layers++;
+        /* no keys or values: a GDN layer, or a layer whose self-attention CASA replaced */
+        c->kv_slot[l] = gdn || cl_config_casa_replaced(cfg, l) ? -1 : c->kv_layers++;
         c->gdn_slot[l] = gdn ? c->n_gdn++ : -1;
     }
     if (c->n_gdn) {
@@ -931,6 +932,19 @@ static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const 
         const ClDecoderLayerWeights *L = &w->dec[l];
         if (c->gdn_slot[l] >= 0) { /* a Gated DeltaNet layer in place of the attention */
             gdn_layer(r, L, c->gdn_slot[l], cn);
+            goto mlp;
+        }
+        if (c->kv_slot[l] < 0) { /* CASA's CA^#: the cross-attention alone (0 without a window) */
+            if (c->casa_rows > 0) {
+                const gboolean own = cfg->casa == CL_CASA_CA;
+                op->rmsnorm(be, c->h, c->x, L->attn_norm, cn, E, eps);
+                op->linear(be, c->q, c->h, own ? L->casa_q : L->q, NULL, cn, E, Q);
+                op->attention(be, c->att, NULL, c->q, c->casa_k + (size_t)l * c->casa_cap * KV,
+                              c->casa_v + (size_t)l * c->casa_cap * KV, cn, c->casa_rows, Q, KV,
+                              KV, Q, Hq, Hkv, hd, scale, -1, 0, c->scores);
+                op->linear(be, c->proj, c->att, own ? L->casa_o : L->o, NULL, cn, Q, E);
+                op->residual(be, c->x, c->proj, NULL, cn, E);
+            }
             goto mlp;
         }
         float *kl = c->k + (size_t)c->kv_slot[l] * c->capacity * KV;

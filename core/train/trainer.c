@@ -310,6 +310,7 @@ static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GErro
 {
     ClModelConfig cfg = src->config;
     cfg.casa = o->casa;
+    cfg.casa_replace = o->casa_replace;
     g_autoptr(ClModel) m = reshaped(src, &cfg, o->seed, ".casa.", error);
     if (!m)
         return NULL;
@@ -427,6 +428,8 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
             apply_sve_switches(&cfg, o);
         if (o->casa != CL_CASA_OFF)
             cfg.casa = o->casa;
+        if (o->casa_replace > 0)
+            cfg.casa_replace = o->casa_replace;
         if (o->vist_chunk != 0)
             cl_config_set_vist(&cfg, MAX(o->vist_chunk, 0));
         if (o->pvm_every > 0 &&
@@ -556,6 +559,8 @@ static char *options_to_json(const ClTrainerOptions *o)
         BOOL("aux_on_visual", TRUE);
     if (o->casa != CL_CASA_OFF)
         S("casa", cl_casa_variant_name(o->casa));
+    if (o->casa_replace > 0)
+        INT("casa_replace", o->casa_replace);
     if (o->vist_chunk != 0)
         INT("vist_chunk", o->vist_chunk);
     if (o->train_only && *o->train_only)

@@ -75,6 +75,9 @@ typedef struct {
      * token-insertion model (its tensors copied, the cross-attention cloned from each layer's
      * self-attention, the window norm's gain 1). CL_CASA_OFF: as the model is. */
     ClCasaVariant casa;
+    /* CASA's CA^#: the self-attention of every casa_replace-th layer dropped (its cross-attention
+     * alone there); 0: none. With casa, at insertion or random init. */
+    int casa_replace;
     /* The Gated DeltaNet hybrid (SEEDS-DECODER.md §3, docs/MODEL.md §4.5): attention kept in
      * decoder layers l % hybrid_every == 0, GDN layers in the others; set in a random-init
      * config, or converted from a --from model without it (each GDN layer started from its

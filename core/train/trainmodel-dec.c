@@ -48,6 +48,7 @@ typedef struct {
 typedef struct {
     float *x_in, *h1, *qkv, *att, *x_mid, *h2, *gu, *act;
     gboolean gdn; /* a Gated DeltaNet layer in place of the attention (qkv, att, probs NULL) */
+    gboolean ca_only; /* CASA's CA^#: the cross-attention alone (qkv, att, probs NULL) */
     GdnAct g;
     float *probs; /* (Hq, n, n) attention probabilities, or NULL: the backward recomputes them */
     PvmAct *pvm;  /* PVM layers with visual rows, else NULL */
@@ -387,7 +388,7 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
     int n_attn = 0; /* the attention layers (the hybrid's GDN layers keep no probabilities) */
     for (int l = 0; l < cfg->dec_depth; l++)
-        n_attn += !cl_config_is_gdn(cfg, l);
+        n_attn += !cl_config_is_gdn(cfg, l) && !cl_config_casa_replaced(cfg, l);
     const gboolean keep_probs =
         (size_t)d->Hq * n * n * sizeof(float) * n_attn <= KEEP_PROBS_BYTES;
 
@@ -422,10 +423,11 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         const int s = l == cfg->dec_depth - 1 ? d->tail : 0, m = n - s;
         const size_t sE = (size_t)s * E, sF = (size_t)s * F;
         a->gdn = cl_config_is_gdn(cfg, l);
+        a->ca_only = cl_config_casa_replaced(cfg, l);
         a->x_in = alloc(d, nE), a->h1 = alloc(d, nE);
         a->x_mid = alloc(d, nE), a->h2 = alloc(d, nE);
         a->gu = alloc(d, 2 * nF), a->act = alloc(d, nF);
-        if (!a->gdn) {
+        if (!a->gdn && !a->ca_only) {
             a->qkv = alloc(d, (size_t)n * QKV), a->att = alloc(d, (size_t)n * Q);
             if (keep_probs)
                 a->probs = alloc(d, (size_t)d->Hq * n * n);
@@ -438,6 +440,11 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
             if (m == 0)
                 continue;
             if (!gdn_forward(d, L, a, x, s, proj))
+                goto oom;
+        } else if (a->ca_only) { /* CASA's CA^#: x += CA(h1, window) alone */
+            if (m == 0)
+                continue;
+            if (d->n_vis > 0 && !casa_forward(d, L, a, x, s, proj, scratch))
                 goto oom;
         } else {
             op->linear(be, a->qkv, a->h1, stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp), NULL, n,
@@ -841,6 +848,15 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
                 gdn_backward(d, L, G, a, dx, s);
                 continue;
             }
+            if (a->ca_only) { /* CA^#: the cross-attention's gradient through attn_norm */
+                if (dh_casa) {
+                    memset(dh_casa, 0, nE * sizeof(float));
+                    casa_backward(d, L, G, a, dx, s, dh_casa, dvis_casa);
+                    cl_grad_rmsnorm(dx, G->attn_norm, dh_casa, a->x_in, L->attn_norm, n, E,
+                                    d->eps);
+                }
+                continue;
+            }
             /* attention: x += o(Attn(rope(q), rope(k), v)), q, k and v one stacked product */
             memset(datt, 0, (size_t)n * Q * sizeof(float));
             cl_grad_linear(datt + (size_t)s * Q, G->o, NULL, dx + sE, a->att + (size_t)s * Q,
@@ -854,7 +870,7 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
                 casa_backward(d, L, G, a, dx, s, dh_casa, dvis_casa);
             }
         }
-        if (a->gdn) /* m == 0: the forward ran nothing */
+        if (a->gdn || a->ca_only) /* m == 0: the forward ran nothing */
             continue;
         cl_grad_rope(dqkv, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
         cl_grad_rope(dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
@@ -896,7 +912,7 @@ gboolean cl_train_dec_attention(const ClTrainDec *d, int layer, int q0, float *o
     if (layer < 0 || layer >= L || q0 < 0 || q0 > n)
         return FALSE;
     const LayerAct *a = &d->layer[layer];
-    if (a->gdn) /* a Gated DeltaNet layer: no attention map */
+    if (a->gdn || a->ca_only) /* a GDN or CA^# layer: no self-attention map */
         return FALSE;
     const int hd = d->hd, group = d->Hq / d->Hkv;
     float *s = g_new(float, MAX(n, 1));
