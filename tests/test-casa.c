@@ -11,6 +11,9 @@
 #include "decoder.h"
 #include "model.h"
 #include "refdec.h"
+#include "data.h"
+#include "synthdata.h"
+#include "tokenizer.h"
 
 static ClBackend *be;
 
@@ -250,6 +253,78 @@ static void test_replace(void)
     g_assert_false(cl_model_config_validate(&cfg, NULL));
 }
 
+/* The gist token (casa_gist): describe and the trainer put <image> after each image's rows, as
+ * text; the decoder runs it as the window's first text row (the float64 reference agrees), it
+ * stays in the cache, and it carries the image on after the image's window has closed. */
+static void test_gist(void)
+{
+    ClModelConfig cfg;
+    casa_config(&cfg, CL_CASA_CA);
+    cfg.casa_gist = TRUE;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClModel) m = cl_model_new_random(&cfg, 5, &err);
+    g_assert_no_error(err);
+    ref_liven(m);
+    g_assert_cmpint(cl_config_image_positions(&cfg), ==, 5);
+    /* the prompt: 3 text, then per image 4 rows, the gist and 5 text */
+    g_autoptr(GArray) plain = prompt(3, 3, 5, 1);
+    GArray *ids = g_array_new(FALSE, FALSE, sizeof(gint32));
+    for (guint i = 0; i < plain->len; i++) {
+        const gint32 id = g_array_index(plain, gint32, i);
+        g_array_append_val(ids, id);
+        if (id == CL_DECODER_VISUAL && (i + 1 == plain->len ||
+                                        g_array_index(plain, gint32, i + 1) != CL_DECODER_VISUAL)) {
+            const gint32 gist = CL_TOKEN_IMAGE;
+            g_array_append_val(ids, gist);
+        }
+    }
+    g_autofree float *vis = visual_rows(12, 2);
+    const int V = 300, n = (int)ids->len;
+    g_autofree float *la = g_new(float, (size_t)n * V);
+    g_autoptr(ClKVCache) c = cl_kv_cache_new(m, n);
+    forward(m, c, ids, vis, la);
+    g_assert_cmpint(cl_kv_cache_len(c), ==, 3 + 3 * (1 + 5)); /* the gists are in the cache */
+    g_autofree double *ref = g_new(double, (size_t)n * V);
+    ref_casa(m, ids, vis, ref);
+    double num = 0, den = 0;
+    for (int i = 0, t = 0; i < n; i++) {
+        if (g_array_index(ids, gint32, i) == CL_DECODER_VISUAL)
+            continue;
+        for (int j = 0; j < V; j++) {
+            num = MAX(num, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
+            den = MAX(den, fabs(ref[(size_t)t * V + j]));
+        }
+        t++;
+    }
+    g_test_message("casa ca with gist tokens against the float64 reference: %.2e of max |logit|",
+                   num / den);
+    g_assert_cmpfloat(num / den, <, 2e-5);
+    /* the trainer's samples carry the gist after each image, unsupervised */
+    g_autoptr(ClChatConversation) conv =
+        cl_chat_describe_conversation(CL_CHAT_DOMAIN_SHAPES, 2, NULL, &err);
+    cl_chat_conversation_add(conv, CL_CHAT_ASSISTANT, "nothing has changed .");
+    guint8 px[2][32 * 32 * 3];
+    memset(px, 60, sizeof px);
+    ClSynthImage si[2] = { { .width = 32, .height = 32, .channels = 3, .pixels = px[0] },
+                           { .width = 32, .height = 32, .channels = 3, .pixels = px[1] } };
+    g_autoptr(ClImage) a = cl_synth_image_to_image(&si[0]);
+    g_autoptr(ClImage) b = cl_synth_image_to_image(&si[1]);
+    const ClImage *imgs[2] = { a, b };
+    g_autoptr(ClTrainSample) s = cl_train_sample_from_turns(
+        m, cl_chat_conversation_turns(conv), cl_chat_conversation_len(conv), imgs, NULL, 2, FALSE,
+        &err);
+    g_assert_no_error(err);
+    int gists = 0;
+    for (int t = 1; t < s->n_ids; t++)
+        if (s->ids[t] == CL_TOKEN_IMAGE) {
+            gists++;
+            g_assert_cmpint(s->ids[t - 1], ==, CL_DECODER_VISUAL);
+            g_assert_cmpint(s->mask[t - 1], ==, 0);
+        }
+    g_assert_cmpint(gists, ==, 2);
+    g_array_unref(ids);
+}
+
 /* The KV cache holds text alone: its bytes do not grow with the images (one window each). */
 static void test_kv_independent_of_images(void)
 {
@@ -396,6 +471,7 @@ int main(int argc, char **argv)
     g_test_add_func("/casa/cached-steps", test_cached_steps);
     g_test_add_func("/casa/config", test_config);
     g_test_add_func("/casa/replace-every-2", test_replace);
+    g_test_add_func("/casa/gist", test_gist);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

@@ -244,6 +244,10 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
                     c->casa_replace, c->dec_depth);
         return FALSE;
     }
+    if (c->casa_gist && c->casa == CL_CASA_OFF) {
+        CONFIG_FAIL("config: casa_gist needs casa");
+        return FALSE;
+    }
     if ((unsigned)c->casa > CL_CASA_SHARED) {
         CONFIG_FAIL("config: unknown casa variant %d", (int)c->casa);
         return FALSE;
@@ -618,6 +622,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return parse_section(c, v, "hybrid", hybrid_member, error);
     if (strcmp(k, "vist") == 0)
         return parse_section(c, v, "vist", vist_member, error);
+    if (strcmp(k, "casa_gist") == 0)
+        return json_bool(v, k, &c->casa_gist, error);
     if (strcmp(k, "casa_replace") == 0)
         return json_int(v, k, &c->casa_replace, error);
     if (strcmp(k, "casa") == 0) {
@@ -738,6 +744,8 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append_printf(s, ",\"casa\":\"%s\"", cl_casa_variant_name(c->casa));
     if (c->casa_replace > 0)
         g_string_append_printf(s, ",\"casa_replace\":%d", c->casa_replace);
+    if (c->casa_gist)
+        g_string_append(s, ",\"casa_gist\":true");
     if (c->hybrid_every > 0)
         g_string_append_printf(s,
                                ",\"hybrid\":{\"attention_every\":%d,\"heads\":%d,\"dk\":%d,"

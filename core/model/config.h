@@ -89,6 +89,10 @@ typedef struct {
      * of every n-th layer (l % n == n − 1), leaving its cross-attention alone there (and no keys
      * or values in the cache); 0: none */
     int casa_replace;
+    /* CASA's gist token (SEEDS-DECODER.md §2.1 D5): each image's rows are followed by the
+     * <image> token as text, which cross-attends to the image and stays in the text KV cache
+     * after the image's window is gone */
+    gboolean casa_gist;
     /* The Gated DeltaNet hybrid (SEEDS-DECODER.md §3, docs/MODEL.md §4.5): hybrid_every > 0
      * keeps softmax attention in layers l % hybrid_every == 0 and puts a Gated DeltaNet layer
      * (gdn_heads heads, keys of gdn_dk, values of gdn_dv, a causal convolution of gdn_conv taps)
@@ -139,6 +143,12 @@ static inline int cl_config_n_patches(const ClModelConfig *c)
     return cl_config_grid(c) * cl_config_grid(c);
 }
 static inline int cl_config_n_visual(const ClModelConfig *c) { return cl_config_n_patches(c) / 4; }
+/* The decoder positions an <image> tag becomes: its M visual rows, and CASA's gist token. */
+static inline int cl_config_image_positions(const ClModelConfig *c)
+{
+    const int g = c->image_size / c->patch_size;
+    return g * g / 4 + (c->casa != CL_CASA_OFF && c->casa_gist);
+}
 /* TRUE when decoder layer `layer` has CASA's cross-attention in place of its self-attention. */
 static inline gboolean cl_config_casa_replaced(const ClModelConfig *c, int layer)
 {

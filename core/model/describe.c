@@ -165,7 +165,8 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
                     cl_chat_domain_name(out->domain), n_tags, n_images);
         return FALSE;
     }
-    gint64 positions = (gint64)chat_ids->len - n_images + (gint64)n_images * M;
+    gint64 positions =
+        (gint64)chat_ids->len - n_images + (gint64)n_images * cl_config_image_positions(cfg);
     int ctx_positions = 0; /* what the context takes in the decoder */
     if (with_context) {
         int chunks = 0;
@@ -191,10 +192,12 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         if ((int)i == ctx_tag) { /* the context's tokens; VIST2 compresses them in the prefill */
             vist_from = (int)dec_ids->len;
             g_array_append_vals(dec_ids, ctx_ids->data, ctx_ids->len);
-        } else if (id == CL_TOKEN_IMAGE)
+        } else if (id == CL_TOKEN_IMAGE) {
             for (int m = 0; m < M; m++)
                 g_array_append_val(dec_ids, visual_id);
-        else
+            if (cl_config_image_positions(cfg) > M) /* CASA's gist token after the image */
+                g_array_append_val(dec_ids, id);
+        } else
             g_array_append_val(dec_ids, id);
     }
     out->n_prompt = (int)dec_ids->len;

@@ -93,11 +93,12 @@ static ClTrainSample *encode_sample(const ClModel *model, const ClChatTurn *turn
     }
 
     const int M = cl_config_n_visual(cfg);
-    gint64 total = (gint64)chat->len - n_tags + (gint64)n_tags * M;
+    const int per_image = cl_config_image_positions(cfg); /* M, and CASA's gist token */
+    gint64 total = (gint64)chat->len - n_tags + (gint64)n_tags * per_image;
     /* the position just after the last image's visual block: a cut before it is refused */
     gint64 visual_end = 0, pos = 0;
     for (guint i = 0; i < chat->len; i++) {
-        pos += cid[i] == CL_TOKEN_IMAGE ? M : 1;
+        pos += cid[i] == CL_TOKEN_IMAGE ? per_image : 1;
         if (cid[i] == CL_TOKEN_IMAGE)
             visual_end = pos;
     }
@@ -139,6 +140,8 @@ static ClTrainSample *encode_sample(const ClModel *model, const ClChatTurn *turn
         if (cid[i] == CL_TOKEN_IMAGE) {
             for (int m = 0; m < M && at < n_ids; m++)
                 s->ids[at++] = CL_DECODER_VISUAL; /* target stays 0: never a visual position */
+            if (per_image > M && at < n_ids)
+                s->ids[at++] = CL_TOKEN_IMAGE; /* the gist token: never a target either */
         } else {
             target[at] = csup[i];
             s->ids[at++] = cid[i];
@@ -191,12 +194,13 @@ static gboolean splice_context(const ClModel *model, ClTrainSample *s, const cha
             last = t;
     const int cp = last - M + 1;
     g_assert(cp >= 0);
+    const int slot = cl_config_image_positions(cfg); /* the tag's positions: M (and a gist) */
     g_autoptr(GArray) ctx = cl_tokenizer_encode(model->tokenizer, context, -1, FALSE);
     const int n_ctx = (int)ctx->len;
     int pages = 0;
     const int packed = cl_vist_plan(cfg, n_ctx, &pages);
     const int rep = pages * M + (n_ctx - packed);
-    const gint64 n_ids = (gint64)s->n_ids - M + rep;
+    const gint64 n_ids = (gint64)s->n_ids - slot + rep;
     if (n_ids > cfg->max_len) {
         g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG,
                     "with its context (%d tokens%s) the sample takes %" G_GINT64_FORMAT
@@ -212,9 +216,9 @@ static gboolean splice_context(const ClModel *model, ClTrainSample *s, const cha
         ids[cp + i] = CL_DECODER_VISUAL;
     memcpy(ids + cp + pages * M, (const gint32 *)(gconstpointer)ctx->data + packed,
            sizeof(gint32) * (size_t)(n_ctx - packed)); /* the context is never supervised */
-    const int after = s->n_ids - (cp + M);
-    memcpy(ids + cp + rep, s->ids + cp + M, sizeof(gint32) * after);
-    memcpy(mask + cp + rep, s->mask + cp + M, after);
+    const int after = s->n_ids - (cp + slot);
+    memcpy(ids + cp + rep, s->ids + cp + slot, sizeof(gint32) * after);
+    memcpy(mask + cp + rep, s->mask + cp + slot, after);
     g_free(s->ids);
     g_free(s->mask);
     s->ids = ids;

@@ -311,6 +311,7 @@ static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GErro
     ClModelConfig cfg = src->config;
     cfg.casa = o->casa;
     cfg.casa_replace = o->casa_replace;
+    cfg.casa_gist = o->casa_gist;
     g_autoptr(ClModel) m = reshaped(src, &cfg, o->seed, ".casa.", error);
     if (!m)
         return NULL;
@@ -430,6 +431,8 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
             cfg.casa = o->casa;
         if (o->casa_replace > 0)
             cfg.casa_replace = o->casa_replace;
+        if (o->casa_gist)
+            cfg.casa_gist = TRUE;
         if (o->vist_chunk != 0)
             cl_config_set_vist(&cfg, MAX(o->vist_chunk, 0));
         if (o->pvm_every > 0 &&
@@ -561,6 +564,8 @@ static char *options_to_json(const ClTrainerOptions *o)
         S("casa", cl_casa_variant_name(o->casa));
     if (o->casa_replace > 0)
         INT("casa_replace", o->casa_replace);
+    if (o->casa_gist)
+        BOOL("casa_gist", TRUE);
     if (o->vist_chunk != 0)
         INT("vist_chunk", o->vist_chunk);
     if (o->train_only && *o->train_only)

@@ -78,6 +78,8 @@ typedef struct {
     /* CASA's CA^#: the self-attention of every casa_replace-th layer dropped (its cross-attention
      * alone there); 0: none. With casa, at insertion or random init. */
     int casa_replace;
+    /* CASA's gist token after each image (config casa_gist) */
+    gboolean casa_gist;
     /* The Gated DeltaNet hybrid (SEEDS-DECODER.md §3, docs/MODEL.md §4.5): attention kept in
      * decoder layers l % hybrid_every == 0, GDN layers in the others; set in a random-init
      * config, or converted from a --from model without it (each GDN layer started from its
