@@ -100,6 +100,8 @@ typedef struct {
     int nv, *win0, *winn;
     int layer;      /* whose keys kc/vc hold */
     double *kc, *vc; /* (nv, KV) */
+    int *ws;         /* CA_{t+v}: each text row's window's first text row */
+    double *hs;      /* CA_{t+v}: this layer's normalised rows so far (T, E) */
 } CasaRef;
 
 static void casa_hook(const ClModel *m, int l, int t, const double *h, double *xt, gpointer data)
@@ -126,8 +128,28 @@ static void casa_hook(const ClModel *m, int l, int t, const double *h, double *x
     }
     double *q = g_new(double, E), *att = g_new(double, E), *o = g_new(double, E);
     ref_matvec(q, own ? L->casa_q : L->q, h, E, E); /* no positions */
-    ref_attend(att, q, r->kc + (size_t)r->win0[t] * KV, r->vc + (size_t)r->win0[t] * KV,
-               r->winn[t], Hq, Hkv, hd, NULL);
+    if (c->casa_tv) {
+        /* the window's visual keys at its first text position, its text up to t at theirs */
+        memcpy(r->hs + (size_t)t * E, h, sizeof(double) * E);
+        const int w = r->winn[t], ws = r->ws[t], nk = w + t - ws + 1;
+        double *k = g_new(double, (size_t)nk * KV), *v = g_new(double, (size_t)nk * KV);
+        memcpy(k, r->kc + (size_t)r->win0[t] * KV, sizeof(double) * w * KV);
+        memcpy(v, r->vc + (size_t)r->win0[t] * KV, sizeof(double) * w * KV);
+        for (int j = 0; j < w; j++)
+            ref_rope(k + (size_t)j * KV, Hkv, hd, ws, c->rope_base);
+        for (int j = ws; j <= t; j++) {
+            double *kj = k + (size_t)(w + j - ws) * KV, *vj = v + (size_t)(w + j - ws) * KV;
+            ref_matvec(kj, own ? L->casa_k : L->k, r->hs + (size_t)j * E, KV, E);
+            ref_matvec(vj, own ? L->casa_v : L->v, r->hs + (size_t)j * E, KV, E);
+            ref_rope(kj, Hkv, hd, j, c->rope_base);
+        }
+        ref_rope(q, Hq, hd, t, c->rope_base);
+        ref_attend(att, q, k, v, nk, Hq, Hkv, hd, NULL);
+        g_free(k), g_free(v);
+    } else {
+        ref_attend(att, q, r->kc + (size_t)r->win0[t] * KV, r->vc + (size_t)r->win0[t] * KV,
+                   r->winn[t], Hq, Hkv, hd, NULL);
+    }
     ref_matvec(o, own ? L->casa_o : L->o, att, E, E);
     for (int e = 0; e < E; e++)
         xt[e] += o[e];
@@ -164,8 +186,12 @@ static void ref_casa(const ClModel *m, const GArray *ids, const float *vis, doub
             tid[nt] = id[i], win0[nt] = cur0, winn[nt] = curn, nt++;
         }
     }
+    g_autofree int *ws = g_new(int, MAX(nt, 1));
+    for (int t = 0; t < nt; t++) /* a window's text: the rows after its visual rows */
+        ws[t] = t > 0 && win0[t] == win0[t - 1] && winn[t] == winn[t - 1] ? ws[t - 1] : t;
+    g_autofree double *hs = g_new(double, (size_t)MAX(nt, 1) * E);
     CasaRef r = { vis, vr, win0, winn, -1, g_new(double, (size_t)MAX(vr, 1) * KV),
-                  g_new(double, (size_t)MAX(vr, 1) * KV) };
+                  g_new(double, (size_t)MAX(vr, 1) * KV), ws, hs };
     RefHooks hooks = { .after_attention = casa_hook, .data = &r,
                        .skip_self_attention = m->config.casa_replace ? replaced : NULL };
     g_autofree double *x0 = ref_embed(m, tid, nt, NULL);
@@ -251,6 +277,68 @@ static void test_replace(void)
     g_assert_false(cl_model_config_validate(&cfg, NULL));
     cfg.casa_replace = 2, cfg.casa = CL_CASA_OFF;
     g_assert_false(cl_model_config_validate(&cfg, NULL));
+}
+
+/* CA_{t+v} (casa_tv), own and shared projections, with CA^# and split into steps: against the
+ * float64 reference, and far from plain CA. */
+static void test_tv(void)
+{
+    for (int variant = CL_CASA_CA; variant <= CL_CASA_SHARED; variant++)
+        for (int replace = 0; replace <= 2; replace += 2) {
+            ClModelConfig cfg;
+            casa_config(&cfg, variant);
+            cfg.casa_tv = TRUE;
+            cfg.casa_replace = replace;
+            g_autoptr(GError) err = NULL;
+            g_autoptr(ClModel) m = cl_model_new_random(&cfg, 5, &err);
+            g_assert_no_error(err);
+            ref_liven(m);
+            g_autoptr(GArray) ids = prompt(3, 3, 5, 1);
+            g_autofree float *vis = visual_rows(12, 2);
+            const int V = 300, n = (int)ids->len;
+            g_autofree float *la = g_new(float, (size_t)n * V);
+            g_autoptr(ClKVCache) c = cl_kv_cache_new(m, n);
+            forward(m, c, ids, vis, la);
+            /* the same, the last image's text one position at a time */
+            g_autofree float *lb = g_new(float, (size_t)n * V);
+            g_autoptr(ClKVCache) c2 = cl_kv_cache_new(m, n);
+            g_assert_true(cl_decoder_forward(be, m, c2, (const gint32 *)ids->data, n - 4, vis,
+                                             NULL, lb, NULL, NULL, &err));
+            for (int i = n - 4; i < n; i++)
+                g_assert_true(cl_decoder_forward(be, m, c2, &g_array_index(ids, gint32, i), 1,
+                                                 NULL, lb + (size_t)i * V, NULL, NULL, NULL, &err));
+            g_assert_no_error(err);
+            g_autofree double *ref = g_new(double, (size_t)n * V);
+            ref_casa(m, ids, vis, ref);
+            double num = 0, den = 0, steps = 0;
+            for (int i = 0, t = 0; i < n; i++) {
+                if (g_array_index(ids, gint32, i) == CL_DECODER_VISUAL)
+                    continue;
+                for (int j = 0; j < V; j++) {
+                    num = MAX(num, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
+                    steps = MAX(steps, fabs(lb[(size_t)i * V + j] - ref[(size_t)t * V + j]));
+                    den = MAX(den, fabs(ref[(size_t)t * V + j]));
+                }
+                t++;
+            }
+            g_test_message("casa %s t+v%s against the float64 reference: %.2e of max |logit| "
+                           "(decode steps %.2e)",
+                           cl_casa_variant_name(variant), replace ? " with CA^#" : "",
+                           num / den, steps / den);
+            g_assert_cmpfloat(num / den, <, 2e-5);
+            g_assert_cmpfloat(steps / den, <, 2e-5);
+            /* plain CA (no text, no positions in the cross-attention) is elsewhere */
+            m->config.casa_tv = FALSE;
+            ref_casa(m, ids, vis, ref);
+            double far = 0;
+            for (int i = 0, t = 0; i < n; i++)
+                if (g_array_index(ids, gint32, i) != CL_DECODER_VISUAL) {
+                    for (int j = 0; j < V; j++)
+                        far = MAX(far, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
+                    t++;
+                }
+            g_assert_cmpfloat(far / den, >, 1e-3);
+        }
 }
 
 /* The gist token (casa_gist): describe and the trainer put <image> after each image's rows, as
@@ -472,6 +560,7 @@ int main(int argc, char **argv)
     g_test_add_func("/casa/config", test_config);
     g_test_add_func("/casa/replace-every-2", test_replace);
     g_test_add_func("/casa/gist", test_gist);
+    g_test_add_func("/casa/tv", test_tv);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

@@ -244,8 +244,8 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
                     c->casa_replace, c->dec_depth);
         return FALSE;
     }
-    if (c->casa_gist && c->casa == CL_CASA_OFF) {
-        CONFIG_FAIL("config: casa_gist needs casa");
+    if ((c->casa_gist || c->casa_tv) && c->casa == CL_CASA_OFF) {
+        CONFIG_FAIL("config: casa_gist and casa_tv need casa");
         return FALSE;
     }
     if ((unsigned)c->casa > CL_CASA_SHARED) {
@@ -622,6 +622,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return parse_section(c, v, "hybrid", hybrid_member, error);
     if (strcmp(k, "vist") == 0)
         return parse_section(c, v, "vist", vist_member, error);
+    if (strcmp(k, "casa_tv") == 0)
+        return json_bool(v, k, &c->casa_tv, error);
     if (strcmp(k, "casa_gist") == 0)
         return json_bool(v, k, &c->casa_gist, error);
     if (strcmp(k, "casa_replace") == 0)
@@ -746,6 +748,8 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append_printf(s, ",\"casa_replace\":%d", c->casa_replace);
     if (c->casa_gist)
         g_string_append(s, ",\"casa_gist\":true");
+    if (c->casa_tv)
+        g_string_append(s, ",\"casa_tv\":true");
     if (c->hybrid_every > 0)
         g_string_append_printf(s,
                                ",\"hybrid\":{\"attention_every\":%d,\"heads\":%d,\"dk\":%d,"

@@ -93,6 +93,10 @@ typedef struct {
      * <image> token as text, which cross-attends to the image and stays in the text KV cache
      * after the image's window is gone */
     gboolean casa_gist;
+    /* CASA's CA_{t+v} (SEEDS-DECODER.md §2.1 D2): the cross-attention also reads the window's
+     * text so far (causally), with RoPE: text at its positions, the window's visual rows all at
+     * the window's first text position */
+    gboolean casa_tv;
     /* The Gated DeltaNet hybrid (SEEDS-DECODER.md §3, docs/MODEL.md §4.5): hybrid_every > 0
      * keeps softmax attention in layers l % hybrid_every == 0 and puts a Gated DeltaNet layer
      * (gdn_heads heads, keys of gdn_dk, values of gdn_dv, a causal convolution of gdn_conv taps)

@@ -75,6 +75,9 @@ struct _ClKVCache {
     ClCasaVariant casa;
     ClBackend *casa_be; /* a reference to the backend casa_k/casa_v live on */
     int casa_cap, casa_rows;
+    /* CA_{t+v}: the window's text rows' cross-attention keys and values after its visual rows
+     * (casa_text of them), the window's first text position */
+    int casa_text, casa_pos;
     gboolean casa_open;
     float *casa_k, *casa_v;
 };
@@ -109,7 +112,7 @@ static void casa_release(ClKVCache *c)
     c->casa_be->ops->release(c->casa_be, c->casa_v);
     g_clear_pointer(&c->casa_be, cl_backend_free);
     c->casa_k = c->casa_v = NULL;
-    c->casa_cap = c->casa_rows = 0;
+    c->casa_cap = c->casa_rows = c->casa_text = 0;
     c->casa_open = FALSE;
 }
 
@@ -131,7 +134,9 @@ static gboolean casa_reserve(ClKVCache *c, ClBackend *be, int n, GError **error)
                     cl_backend_name(be), n);
         return FALSE;
     }
-    const int keep = c->casa_be == be ? c->casa_rows : 0; /* another backend: start over */
+    /* the rows there (another backend: start over) */
+    const int keep = c->casa_be == be ? c->casa_rows + c->casa_text : 0;
+    const int keep_text = keep ? c->casa_text : 0;
     for (int l = 0; l < c->depth && keep > 0; l++) {
         be->ops->copy(be, k + (size_t)l * cap * KV, c->casa_k + (size_t)l * c->casa_cap * KV,
                       (size_t)keep * KV * sizeof(float));
@@ -142,7 +147,8 @@ static gboolean casa_reserve(ClKVCache *c, ClBackend *be, int n, GError **error)
     casa_release(c);
     c->casa_k = k, c->casa_v = v;
     c->casa_cap = cap;
-    c->casa_rows = keep;
+    c->casa_rows = keep - keep_text;
+    c->casa_text = keep_text;
     c->casa_open = open;
     c->casa_be = cl_backend_ref(be);
     return TRUE;
@@ -309,12 +315,14 @@ void cl_kv_cache_truncate(ClKVCache *cache, int len)
         memset(cache->gdn_S, 0, sizeof(float) * cache->n_gdn * cache->gdn_state);
         memset(cache->gdn_convst, 0, sizeof(float) * cache->n_gdn * cache->gdn_conv_n);
     }
+    if (cache->casa_text > 0 && len >= 0 && len < cache->len) /* CA_{t+v}: its text cut too */
+        cache->casa_text = MAX(0, cache->casa_text - (cache->len - len));
     if (len >= 0 && len < cache->len)
         cache->len = len;
     if (cache->pvm_n > 0 && len <= cache->pvm_from)
         cache->pvm_n = 0; /* the visual rows PVM read are gone */
     if (len == 0) { /* CASA: a new sequence has no window yet */
-        cache->casa_rows = 0;
+        cache->casa_rows = cache->casa_text = 0;
         cache->casa_open = FALSE;
     }
 }
@@ -470,19 +478,22 @@ void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
         memcpy(dst->gdn_S, src->gdn_S, sizeof(float) * src->n_gdn * src->gdn_state);
         memcpy(dst->gdn_convst, src->gdn_convst, sizeof(float) * src->n_gdn * src->gdn_conv_n);
     }
-    dst->casa_rows = 0;
+    dst->casa_rows = dst->casa_text = 0;
     dst->casa_open = FALSE;
-    if (src->casa_rows > 0 && casa_reserve(dst, src->casa_be, src->casa_rows, NULL)) {
+    const int wrows = src->casa_rows + src->casa_text; /* CA_{t+v}: its text's rows too */
+    if (src->casa_rows > 0 && casa_reserve(dst, src->casa_be, wrows, NULL)) {
         const size_t KV = (size_t)src->kv_dim;
         for (int l = 0; l < src->depth; l++) {
             src->casa_be->ops->copy(src->casa_be, dst->casa_k + (size_t)l * dst->casa_cap * KV,
                                     src->casa_k + (size_t)l * src->casa_cap * KV,
-                                    (size_t)src->casa_rows * KV * sizeof(float));
+                                    (size_t)wrows * KV * sizeof(float));
             src->casa_be->ops->copy(src->casa_be, dst->casa_v + (size_t)l * dst->casa_cap * KV,
                                     src->casa_v + (size_t)l * src->casa_cap * KV,
-                                    (size_t)src->casa_rows * KV * sizeof(float));
+                                    (size_t)wrows * KV * sizeof(float));
         }
         dst->casa_rows = src->casa_rows;
+        dst->casa_text = src->casa_text;
+        dst->casa_pos = src->casa_pos;
         dst->casa_open = src->casa_open;
     }
     dst->pvm_n = 0;
@@ -889,6 +900,36 @@ static void sparse_attention(const Run *r, const float *kl, const float *vl, int
     g_free(kmean), g_free(gk), g_free(gv), g_free(score), g_free(take), g_free(qmean);
 }
 
+/* CASA's cross-attention of the cn rows of c->h (normalised) to the window: x += o_c(CA). No
+ * positions; CA_{t+v}: the window's text keys and values too (these rows' appended after the
+ * text before them), causal, with RoPE (the rows' tables are in c->rope_cos/sin). */
+static void casa_cross(const Run *r, const ClDecoderLayerWeights *L, int l, int cn)
+{
+    ClBackend *be = r->be;
+    const struct cl_backend_ops *op = be->ops;
+    ClKVCache *c = r->c;
+    const int E = c->e, KV = c->kv_dim, Q = c->heads * c->hd;
+    const gboolean own = r->cfg->casa == CL_CASA_CA;
+    float *ck = c->casa_k + (size_t)l * c->casa_cap * KV;
+    float *cv = c->casa_v + (size_t)l * c->casa_cap * KV;
+    op->linear(be, c->q, c->h, own ? L->casa_q : L->q, NULL, cn, E, Q);
+    int nk = c->casa_rows, causal = -1;
+    if (r->cfg->casa_tv) {
+        const int at = c->casa_rows + c->casa_text;
+        op->linear(be, ck + (size_t)at * KV, c->h, own ? L->casa_k : L->k, NULL, cn, E, KV);
+        op->linear(be, cv + (size_t)at * KV, c->h, own ? L->casa_v : L->v, NULL, cn, E, KV);
+        op->rope(be, ck + (size_t)at * KV, c->rope_cos, c->rope_sin, cn, KV, c->kv_heads, c->hd,
+                 1);
+        op->rope(be, c->q, c->rope_cos, c->rope_sin, cn, Q, c->heads, c->hd, 1);
+        nk = at + cn;
+        causal = at;
+    }
+    op->attention(be, c->att, NULL, c->q, ck, cv, cn, nk, Q, KV, KV, Q, c->heads, c->kv_heads,
+                  c->hd, r->scale, causal, 0, c->scores);
+    op->linear(be, c->proj, c->att, own ? L->casa_o : L->o, NULL, cn, Q, E);
+    op->residual(be, c->x, c->proj, NULL, cn, E);
+}
+
 /* Positions cid[0, cn) at positions pos0.. through every layer into c->x, their keys and values
  * into the cache. Insertion: visual ids take the next rows of `visual` from *vis_row. CASA: the
  * cross-attention to the window's visual rows beside the self-attention. */
@@ -936,14 +977,8 @@ static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const 
         }
         if (c->kv_slot[l] < 0) { /* CASA's CA^#: the cross-attention alone (0 without a window) */
             if (c->casa_rows > 0) {
-                const gboolean own = cfg->casa == CL_CASA_CA;
                 op->rmsnorm(be, c->h, c->x, L->attn_norm, cn, E, eps);
-                op->linear(be, c->q, c->h, own ? L->casa_q : L->q, NULL, cn, E, Q);
-                op->attention(be, c->att, NULL, c->q, c->casa_k + (size_t)l * c->casa_cap * KV,
-                              c->casa_v + (size_t)l * c->casa_cap * KV, cn, c->casa_rows, Q, KV,
-                              KV, Q, Hq, Hkv, hd, scale, -1, 0, c->scores);
-                op->linear(be, c->proj, c->att, own ? L->casa_o : L->o, NULL, cn, Q, E);
-                op->residual(be, c->x, c->proj, NULL, cn, E);
+                casa_cross(r, L, l, cn);
             }
             goto mlp;
         }
@@ -971,16 +1006,8 @@ static void run_layers(const Run *r, const gint32 *cid, int cn, int pos0, const 
                           hd, scale, pos0, 0, c->scores);
         op->linear(be, c->proj, c->att, L->o, NULL, cn, Q, E);
         op->residual(be, c->x, c->proj, NULL, cn, E);
-        if (c->casa_rows > 0) {
-            /* CASA: x += CA(RMSNorm(x), window), from the same normalised rows, no positions */
-            const gboolean own = cfg->casa == CL_CASA_CA;
-            op->linear(be, c->q, c->h, own ? L->casa_q : L->q, NULL, cn, E, Q);
-            op->attention(be, c->att, NULL, c->q, c->casa_k + (size_t)l * c->casa_cap * KV,
-                          c->casa_v + (size_t)l * c->casa_cap * KV, cn, c->casa_rows, Q, KV, KV,
-                          Q, Hq, Hkv, hd, scale, -1, 0, c->scores);
-            op->linear(be, c->proj, c->att, own ? L->casa_o : L->o, NULL, cn, Q, E);
-            op->residual(be, c->x, c->proj, NULL, cn, E);
-        }
+        if (c->casa_rows > 0) /* CASA: x += CA(RMSNorm(x), window), from the same h */
+            casa_cross(r, L, l, cn);
 
     mlp:;
         /* PVM beside the FFN: x = h + FFN(h) + P(h), P from h before the FFN's add */
@@ -1030,29 +1057,55 @@ static void run_logits(const Run *r, int cn, float *rows_out, float *last)
     }
 }
 
+/* The RoPE tables of `rows` rows all at position pos (in the workspace, on the backend). */
+static void rope_tables_at(const Run *r, int pos, int rows)
+{
+    ClKVCache *c = r->c;
+    const size_t half = (size_t)c->hd / 2;
+    float *cs = r->host ? c->rope_cos : c->host_rope;
+    float *sn = r->host ? c->rope_sin : c->host_rope + (size_t)rows * half;
+    cl_rope_table_1d(cs, sn, pos, 1, c->hd, r->cfg->rope_base);
+    for (int i = 1; i < rows; i++) {
+        memcpy(cs + i * half, cs, half * sizeof(float));
+        memcpy(sn + i * half, sn, half * sizeof(float));
+    }
+    if (!r->host) {
+        r->be->ops->upload(r->be, c->rope_cos, cs, (size_t)rows * half * sizeof(float));
+        r->be->ops->upload(r->be, c->rope_sin, sn, (size_t)rows * half * sizeof(float));
+    }
+}
+
 /* CASA: k visual rows (host memory) join the window — a new window when text came since the
- * last visual row — as every layer's keys and values RMSNorm(y) W_k^T, RMSNorm(y) W_v^T. */
-static gboolean casa_window_add(const Run *r, const float *rows, int k, GError **error)
+ * last visual row, its text starting at position pos — as every layer's keys and values
+ * RMSNorm(y) W_k^T, RMSNorm(y) W_v^T (CA_{t+v}: the keys with RoPE at pos). */
+static gboolean casa_window_add(const Run *r, const float *rows, int k, int pos, GError **error)
 {
     ClBackend *be = r->be;
     const struct cl_backend_ops *op = be->ops;
     ClKVCache *c = r->c;
     const int E = c->e, KV = c->kv_dim;
-    if (!c->casa_open)
-        c->casa_rows = 0;
+    if (!c->casa_open) { /* a new window: its text starts at the next position */
+        c->casa_rows = c->casa_text = 0;
+        c->casa_pos = pos;
+    }
     if (!casa_reserve(c, be, c->casa_rows + k, error) ||
         !ensure_workspace(c, be, c->rows, error))
         return FALSE;
-    const gboolean own = r->cfg->casa == CL_CASA_CA;
+    const gboolean own = r->cfg->casa == CL_CASA_CA, tv = r->cfg->casa_tv;
     for (int i0 = 0; i0 < k; i0 += c->rows) {
         const int b = MIN(c->rows, k - i0);
         op->upload(be, c->x, rows + (size_t)i0 * E, (size_t)b * E * sizeof(float));
+        if (tv) /* CA_{t+v}: the visual rows' keys all at the window's first text position */
+            rope_tables_at(r, c->casa_pos, b);
         for (int l = 0; l < c->depth; l++) {
             const ClDecoderLayerWeights *L = &r->w->dec[l];
             const size_t at = ((size_t)l * c->casa_cap + c->casa_rows + i0) * KV;
             op->rmsnorm(be, c->h, c->x, L->casa_norm, b, E, r->eps);
             op->linear(be, c->casa_k + at, c->h, own ? L->casa_k : L->k, NULL, b, E, KV);
             op->linear(be, c->casa_v + at, c->h, own ? L->casa_v : L->v, NULL, b, E, KV);
+            if (tv)
+                op->rope(be, c->casa_k + at, c->rope_cos, c->rope_sin, b, KV, c->kv_heads, c->hd,
+                         1);
         }
     }
     c->casa_rows += k;
@@ -1115,6 +1168,11 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
         }
         rows = MIN(longest, CHUNK);
     }
+    /* CA_{t+v}: room for the window's text this call may add (before the workspace, which is
+     * sized for the window's keys) */
+    if (cfg->casa_tv &&
+        !casa_reserve(cache, be, cache->casa_rows + cache->casa_text + n, error))
+        return FALSE;
     if (!ensure_workspace(cache, be, rows, error))
         return FALSE;
     if (cache->sp_block > 0 && !be->ops->host_memory) {
@@ -1167,7 +1225,7 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
                    (ids[i + run] == CL_DECODER_VISUAL) == (ids[i] == CL_DECODER_VISUAL))
                 run++;
             if (ids[i] == CL_DECODER_VISUAL) {
-                if (!casa_window_add(&r, visual + (size_t)vis_row * c->e, run, error))
+                if (!casa_window_add(&r, visual + (size_t)vis_row * c->e, run, pos, error))
                     return FALSE;
                 vis_row += run;
                 if (logits_all) /* visual rows have no logits here */
@@ -1179,6 +1237,8 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
                 for (int c0 = 0, cn; c0 < run; c0 += cn) {
                     cn = chunk_rows(c, pos, MIN(rows, run - c0));
                     run_layers(&r, ids + i + c0, cn, pos, NULL, NULL);
+                    if (cfg->casa_tv && c->casa_rows > 0)
+                        c->casa_text += cn; /* their CA keys and values stay for the window */
                     const gboolean last = i + c0 + cn == n;
                     run_logits(&r, cn, logits_all ? logits_all + (size_t)(i + c0) * V : NULL,
                                last && logits && !logits_all ? logits : NULL);
