@@ -64,6 +64,8 @@ static gboolean micro_pvm;
 static ClCasaVariant micro_casa;
 /* … with every micro_casa_replace-th self-attention replaced by it (CA^#) when > 0 */
 static int micro_casa_replace;
+/* … and CA_{t+v} when set */
+static gboolean micro_casa_tv;
 /* … and the Gated DeltaNet hybrid when set: depth 3, attention in layer 0, GDN layers 1 and 2
  * (2 heads, dk 8, dv 16, 4 taps), the last one a GDN layer (the answer tail runs through it) */
 static gboolean micro_hybrid;
@@ -77,6 +79,7 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     cfg.enc_pos = micro_enc_pos;
     cfg.casa = micro_casa;
     cfg.casa_replace = micro_casa_replace;
+    cfg.casa_tv = micro_casa_tv;
     if (micro_hybrid) {
         cfg.dec_depth = 3;
         g_assert_true(cl_config_set_hybrid(&cfg, 3));
@@ -345,6 +348,19 @@ static void test_casa_replace(void)
     micro_casa_replace = 2;
     test_casa(GINT_TO_POINTER(CL_CASA_CA));
     micro_casa_replace = 0;
+}
+
+/* CA_{t+v}: the cross-attention over the window's visual rows and its text, with RoPE; ca and
+ * ca_shared, and with CA^# (its last layer the cross-attention alone) */
+static void test_casa_tv(void)
+{
+    micro_casa_tv = TRUE;
+    test_casa(GINT_TO_POINTER(CL_CASA_CA));
+    test_casa(GINT_TO_POINTER(CL_CASA_SHARED));
+    micro_casa_replace = 2;
+    test_casa(GINT_TO_POINTER(CL_CASA_CA));
+    micro_casa_replace = 0;
+    micro_casa_tv = FALSE;
 }
 
 static void test_pvm(void)
@@ -1017,6 +1033,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainmodel/fd/hybrid", test_hybrid);
     g_test_add_data_func("/trainmodel/fd/casa-ca", GINT_TO_POINTER(CL_CASA_CA), test_casa);
     g_test_add_func("/trainmodel/fd/casa-replace", test_casa_replace);
+    g_test_add_func("/trainmodel/fd/casa-tv", test_casa_tv);
     g_test_add_data_func("/trainmodel/fd/casa-shared", GINT_TO_POINTER(CL_CASA_SHARED),
                          test_casa);
     g_test_add_func("/trainmodel/parity/enc-pos", test_enc_pos_parity);

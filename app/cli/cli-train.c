@@ -89,6 +89,8 @@ static const char usage_text[] =
     "                       ca_shared: the self-attention's)\n"
     "  --casa-gist          with --casa: a gist token (<image>) after each image; it reads the\n"
     "                       image and stays in the text cache when the image's window is gone\n"
+    "  --casa-tv            with --casa: CA_{t+v}, the cross-attention also reads the window's\n"
+    "                       text so far (causal, RoPE; the image at the window's start)\n"
     "  --casa-replace N     with --casa: every N-th layer's self-attention is dropped, its\n"
     "                       cross-attention alone there (CA^#; no keys or values for it)\n"
     "Output:\n"
@@ -229,6 +231,9 @@ int cl_cli_train(int argc, char **argv)
         } else if (!strcmp(a, "--casa-gist")) {
             o.casa_gist = TRUE;
             continue;
+        } else if (!strcmp(a, "--casa-tv")) {
+            o.casa_tv = TRUE;
+            continue;
         }
         if (!g_str_has_prefix(a, "--"))
             return usage_error("unexpected argument '%s'", a);
@@ -360,8 +365,8 @@ int cl_cli_train(int argc, char **argv)
 
     if (!o.out_dir)
         return usage_error("--out DIR is required");
-    if ((o.casa_replace > 0 || o.casa_gist) && o.casa == CL_CASA_OFF)
-        return usage_error("--casa-replace and --casa-gist apply with --casa");
+    if ((o.casa_replace > 0 || o.casa_gist || o.casa_tv) && o.casa == CL_CASA_OFF)
+        return usage_error("--casa-replace, --casa-gist and --casa-tv apply with --casa");
     if (o.data && o.max_objects)
         return usage_error("--objects applies to synthetic tasks (--task), not to --data");
     if (o.data && o.dot_images)

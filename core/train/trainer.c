@@ -312,6 +312,7 @@ static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GErro
     cfg.casa = o->casa;
     cfg.casa_replace = o->casa_replace;
     cfg.casa_gist = o->casa_gist;
+    cfg.casa_tv = o->casa_tv;
     g_autoptr(ClModel) m = reshaped(src, &cfg, o->seed, ".casa.", error);
     if (!m)
         return NULL;
@@ -433,6 +434,8 @@ static ClModel *initial_model(const ClTrainerOptions *o, GError **error)
             cfg.casa_replace = o->casa_replace;
         if (o->casa_gist)
             cfg.casa_gist = TRUE;
+        if (o->casa_tv)
+            cfg.casa_tv = TRUE;
         if (o->vist_chunk != 0)
             cl_config_set_vist(&cfg, MAX(o->vist_chunk, 0));
         if (o->pvm_every > 0 &&
@@ -566,6 +569,8 @@ static char *options_to_json(const ClTrainerOptions *o)
         INT("casa_replace", o->casa_replace);
     if (o->casa_gist)
         BOOL("casa_gist", TRUE);
+    if (o->casa_tv)
+        BOOL("casa_tv", TRUE);
     if (o->vist_chunk != 0)
         INT("vist_chunk", o->vist_chunk);
     if (o->train_only && *o->train_only)

@@ -80,6 +80,8 @@ typedef struct {
     int casa_replace;
     /* CASA's gist token after each image (config casa_gist) */
     gboolean casa_gist;
+    /* CASA's CA_{t+v} (config casa_tv) */
+    gboolean casa_tv;
     /* The Gated DeltaNet hybrid (SEEDS-DECODER.md §3, docs/MODEL.md §4.5): attention kept in
      * decoder layers l % hybrid_every == 0, GDN layers in the others; set in a random-init
      * config, or converted from a --from model without it (each GDN layer started from its

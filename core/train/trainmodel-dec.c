@@ -32,6 +32,9 @@ typedef struct {
  * without a window). */
 typedef struct {
     float *ny, *kc, *vc, *qc, *attc;
+    /* CA_{t+v}: kr the visual keys with RoPE at their window's first text position (nv, KV),
+     * kt/vt every text row's keys (with RoPE) and values (n, KV); qc then holds roped queries */
+    float *kr, *kt, *vt;
 } CasaAct;
 
 /* A Gated DeltaNet layer's activations (decoder.c's gdn_layer, docs/MODEL.md §4.5), over every
@@ -81,6 +84,10 @@ struct _ClTrainDec {
     gboolean casa;
     gint32 *tids;
     int *win0, *winn;
+    /* CA_{t+v}: each text row's window's first text row; the visual rows' RoPE tables (at that
+     * row's position, nv × hd/2) */
+    int *wstart;
+    float *img_cos, *img_sin;
     GPtrArray *bufs;
     gboolean failed;
 };
@@ -120,6 +127,9 @@ void cl_train_dec_free(ClTrainDec *d)
     g_free(d->tids);
     g_free(d->win0);
     g_free(d->winn);
+    g_free(d->wstart);
+    g_free(d->img_cos);
+    g_free(d->img_sin);
     g_free(d->rows);
     g_free(d);
 }
@@ -203,12 +213,42 @@ static gboolean casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, Laye
     op->linear(be, c->vc, c->ny, own ? L->casa_v : L->v, NULL, nv, E, KV);
     op->linear(be, c->qc + (size_t)s * Q, a->h1 + (size_t)s * E, own ? L->casa_q : L->q, NULL, m,
                E, Q);
+    const gboolean tv = d->cfg->casa_tv;
+    float *gk = NULL, *gv = NULL;
+    if (tv) { /* CA_{t+v}: every text row's keys and values, and RoPE on them all */
+        c->kr = alloc(d, (size_t)nv * KV), c->kt = alloc(d, (size_t)n * KV);
+        c->vt = alloc(d, (size_t)n * KV);
+        gk = alloc(d, (size_t)(nv + n) * KV), gv = alloc(d, (size_t)(nv + n) * KV);
+        if (d->failed)
+            return FALSE;
+        memcpy(c->kr, c->kc, sizeof(float) * (size_t)nv * KV);
+        op->rope(be, c->kr, d->img_cos, d->img_sin, nv, KV, d->Hkv, d->hd, 1);
+        op->linear(be, c->kt, a->h1, own ? L->casa_k : L->k, NULL, n, E, KV);
+        op->linear(be, c->vt, a->h1, own ? L->casa_v : L->v, NULL, n, E, KV);
+        op->rope(be, c->kt, d->rope_cos, d->rope_sin, n, KV, d->Hkv, d->hd, 1);
+        const size_t half = (size_t)d->hd / 2;
+        op->rope(be, c->qc + (size_t)s * Q, d->rope_cos + s * half, d->rope_sin + s * half, m, Q,
+                 d->Hq, d->hd, 1);
+    }
     /* one window at a time: a run of text rows with the same window */
     for (int t0 = s; t0 < n;) {
         int t1 = t0 + 1;
         while (t1 < n && d->win0[t1] == d->win0[t0] && d->winn[t1] == d->winn[t0])
             t1++;
-        if (d->winn[t0] > 0) {
+        if (d->winn[t0] > 0 && tv) {
+            /* the window's visual keys, then its text from its first row up to t1, causal */
+            const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0, ws = d->wstart[t0];
+            const int nk = wn + t1 - ws;
+            memcpy(gk, c->kr + (size_t)w0 * KV, sizeof(float) * (size_t)wn * KV);
+            memcpy(gv, c->vc + (size_t)w0 * KV, sizeof(float) * (size_t)wn * KV);
+            memcpy(gk + (size_t)wn * KV, c->kt + (size_t)ws * KV, sizeof(float) * (t1 - ws) * KV);
+            memcpy(gv + (size_t)wn * KV, c->vt + (size_t)ws * KV, sizeof(float) * (t1 - ws) * KV);
+            op->attention(be, c->attc + (size_t)t0 * Q, NULL, c->qc + (size_t)t0 * Q, gk, gv, r,
+                          nk, Q, KV, KV, Q, d->Hq, d->Hkv, d->hd, d->scale, wn + t0 - ws, 0,
+                          scratch);
+            op->linear(be, proj, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o, NULL, r, Q, E);
+            op->residual(be, x + (size_t)t0 * E, proj, NULL, r, E);
+        } else if (d->winn[t0] > 0) {
             const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0;
             op->attention(be, c->attc + (size_t)t0 * Q, NULL, c->qc + (size_t)t0 * Q,
                           c->kc + (size_t)w0 * KV, c->vc + (size_t)w0 * KV, r, wn, Q, KV, KV, Q,
@@ -370,6 +410,24 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         }
         ids = d->tids;
         n = nt;
+        if (cfg->casa_tv) { /* each text row's window's first row; the visual rows' positions */
+            d->wstart = g_new(int, MAX(n, 1));
+            const size_t half = (size_t)(cfg->dec_dim / cfg->dec_heads) / 2;
+            d->img_cos = g_new(float, (size_t)MAX(vr, 1) * half);
+            d->img_sin = g_new(float, (size_t)MAX(vr, 1) * half);
+            for (int j = 0; j < vr; j++) /* (rows no text follows: unread) */
+                cl_rope_table_1d(d->img_cos + j * half, d->img_sin + j * half, 0, 1,
+                                 cfg->dec_dim / cfg->dec_heads, cfg->rope_base);
+            for (int t = 0; t < n; t++) {
+                const gboolean cont =
+                    t > 0 && d->win0[t] == d->win0[t - 1] && d->winn[t] == d->winn[t - 1];
+                d->wstart[t] = cont ? d->wstart[t - 1] : t;
+                if (!cont && d->winn[t] > 0)
+                    for (int j = d->win0[t]; j < d->win0[t] + d->winn[t]; j++)
+                        cl_rope_table_1d(d->img_cos + j * half, d->img_sin + j * half, t, 1,
+                                         cfg->dec_dim / cfg->dec_heads, cfg->rope_base);
+            }
+        }
     }
     d->be = be, d->cfg = cfg, d->n = n, d->ids = ids;
     d->E = cfg->dec_dim, d->F = cfg->dec_mlp, d->Hq = cfg->dec_heads, d->Hkv = cfg->dec_kv_heads;
@@ -634,11 +692,38 @@ static void casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
     float *dattc = g_new0(float, (size_t)n * Q), *dqc = g_new0(float, (size_t)n * Q);
     float *dkc = g_new0(float, (size_t)nv * KV), *dvc = g_new0(float, (size_t)nv * KV);
     float *dny = g_new0(float, (size_t)nv * E);
+    const gboolean tv = d->cfg->casa_tv;
+    float *gk = NULL, *gv = NULL, *dgk = NULL, *dgv = NULL, *dkt = NULL, *dvt = NULL;
+    if (tv) {
+        gk = g_new(float, (size_t)(nv + n) * KV), gv = g_new(float, (size_t)(nv + n) * KV);
+        dgk = g_new(float, (size_t)(nv + n) * KV), dgv = g_new(float, (size_t)(nv + n) * KV);
+        dkt = g_new0(float, (size_t)n * KV), dvt = g_new0(float, (size_t)n * KV);
+    }
     for (int t0 = s; t0 < n;) {
         int t1 = t0 + 1;
         while (t1 < n && d->win0[t1] == d->win0[t0] && d->winn[t1] == d->winn[t0])
             t1++;
-        if (d->winn[t0] > 0) {
+        if (d->winn[t0] > 0 && tv) {
+            const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0, ws = d->wstart[t0];
+            const int nk = wn + t1 - ws;
+            cl_grad_linear(dattc + (size_t)t0 * Q, own ? G->casa_o : G->o, NULL,
+                           dx + (size_t)t0 * E, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o,
+                           r, Q, E);
+            memcpy(gk, c->kr + (size_t)w0 * KV, sizeof(float) * (size_t)wn * KV);
+            memcpy(gv, c->vc + (size_t)w0 * KV, sizeof(float) * (size_t)wn * KV);
+            memcpy(gk + (size_t)wn * KV, c->kt + (size_t)ws * KV, sizeof(float) * (t1 - ws) * KV);
+            memcpy(gv + (size_t)wn * KV, c->vt + (size_t)ws * KV, sizeof(float) * (t1 - ws) * KV);
+            memset(dgk, 0, sizeof(float) * (size_t)nk * KV);
+            memset(dgv, 0, sizeof(float) * (size_t)nk * KV);
+            cl_grad_attention(dqc + (size_t)t0 * Q, dgk, dgv, dattc + (size_t)t0 * Q,
+                              c->qc + (size_t)t0 * Q, gk, gv, r, nk, Q, KV, KV, Q, d->Hq, d->Hkv,
+                              d->hd, d->scale, wn + t0 - ws);
+            for (size_t i = 0; i < (size_t)wn * KV; i++) /* the visual keys: kr's, then kc's */
+                dkc[(size_t)w0 * KV + i] += dgk[i], dvc[(size_t)w0 * KV + i] += dgv[i];
+            for (size_t i = 0; i < (size_t)(t1 - ws) * KV; i++)
+                dkt[(size_t)ws * KV + i] += dgk[(size_t)wn * KV + i],
+                    dvt[(size_t)ws * KV + i] += dgv[(size_t)wn * KV + i];
+        } else if (d->winn[t0] > 0) {
             const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0;
             cl_grad_linear(dattc + (size_t)t0 * Q, own ? G->casa_o : G->o, NULL,
                            dx + (size_t)t0 * E, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o,
@@ -649,6 +734,18 @@ static void casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
                               Q, d->Hq, d->Hkv, d->hd, d->scale, -1);
         }
         t0 = t1;
+    }
+    if (tv) { /* back through RoPE: the queries, the visual keys (kr → kc), the text keys */
+        const size_t half = (size_t)d->hd / 2;
+        cl_grad_rope(dqc + (size_t)s * Q, d->rope_cos + s * half, d->rope_sin + s * half, n - s,
+                     Q, d->Hq, d->hd, 1);
+        cl_grad_rope(dkc, d->img_cos, d->img_sin, nv, KV, d->Hkv, d->hd, 1);
+        cl_grad_rope(dkt, d->rope_cos, d->rope_sin, n, KV, d->Hkv, d->hd, 1);
+        cl_grad_linear(dh, own ? G->casa_k : G->k, NULL, dkt, a->h1, own ? L->casa_k : L->k, n,
+                       E, KV);
+        cl_grad_linear(dh, own ? G->casa_v : G->v, NULL, dvt, a->h1, own ? L->casa_v : L->v, n,
+                       E, KV);
+        g_free(gk), g_free(gv), g_free(dgk), g_free(dgv), g_free(dkt), g_free(dvt);
     }
     cl_grad_linear(dh + (size_t)s * E, own ? G->casa_q : G->q, NULL, dqc + (size_t)s * Q,
                    a->h1 + (size_t)s * E, own ? L->casa_q : L->q, n - s, E, Q);
@@ -879,8 +976,8 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
         cl_grad_linear(dh, gqkv, NULL, dqkv, a->h1, stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp),
                        n, E, QKV);
         unstack_grad(gqkv, G->q, Q, G->k, KV, G->v, KV, E);
-        if (dh_casa && m > 0)
-            for (size_t i = sE; i < nE; i++)
+        if (dh_casa && m > 0) /* (CA_{t+v}: rows before s feed its text keys too) */
+            for (size_t i = 0; i < nE; i++)
                 dh[i] += dh_casa[i];
         cl_grad_rmsnorm(dx, G->attn_norm, dh, a->x_in, L->attn_norm, n, E, d->eps);
     }
