@@ -177,6 +177,7 @@ static void test_bench_long_json(void)
         double ms = json_object_get_double_member(o, "ms_per_token");
         g_test_message("%s images %d gen %d: %.2f MB, %.3f ms/token", opt, images, gen, peak, ms);
         g_assert_true(isfinite(peak) && peak > 0 && isfinite(ms) && ms > 0);
+        g_assert_cmpfloat(json_object_get_double_member(o, "prefill_ms"), >, 0);
         g_assert_cmpint(json_object_get_int_member(o, "prompt_tokens"), >, images * 25);
         if (gen == 32)
             mb[!strcmp(opt, "pvm")      ? 1
@@ -204,6 +205,19 @@ static void test_bench_long_json(void)
     g_test_message("600 generated tokens after 2 images: insertion %.2f MB, vist %.2f MB", ins,
                    vis);
     g_assert_cmpfloat(vis, <, 0.8 * ins);
+    /* the sparse prefill: a row of its own, the same state */
+    const char *sp[] = { "bench", "--long", "--options", "insertion,sparse", "--images", "8",
+                         "--gen", "4", "--json", NULL };
+    g_autoptr(JsonNode) spn = cl_fixture_cli_json(sp);
+    JsonArray *spa = json_node_get_array(spn);
+    g_assert_cmpint(json_array_get_length(spa), ==, 2);
+    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(spa, 1), "option"),
+                    ==, "sparse");
+    g_assert_cmpfloat(json_object_get_double_member(json_array_get_object_element(spa, 0),
+                                                    "peak_mb"),
+                      ==,
+                      json_object_get_double_member(json_array_get_object_element(spa, 1),
+                                                    "peak_mb"));
     const char *bad[] = { "bench", "--long", "--options", "vist2", NULL };
     g_autofree char *err = NULL;
     g_assert_cmpint(cl_fixture_run_cli(bad, &err), ==, 2);

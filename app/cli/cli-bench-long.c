@@ -14,7 +14,8 @@
 #define PROG "changelens-cli bench --long"
 
 static const char usage_text[] =
-    "Usage: " PROG " [--options insertion,pvm,casa,stream,hybrid,vist] [--images 2,8,32,64]\n"
+    "Usage: " PROG " [--options insertion,pvm,casa,stream,hybrid,vist,sparse]\n"
+    "       [--images 2,8,32,64]\n"
     "       [--gen 32,512,4096] [--quick] [--json]\n"
     "\n"
     "Runs the tiny preset's decoder (random weights; the encoder is not timed: each image is its\n"
@@ -32,12 +33,14 @@ static const char usage_text[] =
     "                  vist (insertion; the generated text compressed as it comes: every 100\n"
     "                  tokens rendered, encoded and kept as 25 visual rows; the encoder's time\n"
     "                  counts)\n"
+    "                  sparse (insertion, the prompt's prefill sparse: blocks of 32, the first,\n"
+    "                  previous, own and 4 best; not in the default list)\n"
     "  --images LIST   images per prompt (default 2,8,32,64)\n"
     "  --gen LIST      generated tokens (default 32,512,4096)\n"
     "  --repeat N      timed runs per point (default 1; the longest runs take seconds)\n"
     "  --quick         --images 2,8 --gen 8,32 (a smoke run)\n"
     "  --json          an array of {option, images, gen_tokens, prompt_tokens, peak_mb,\n"
-    "                  ms_per_token}\n";
+    "                  ms_per_token, prefill_ms}\n";
 
 static int usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
 static int usage_error(const char *fmt, ...)
@@ -80,12 +83,12 @@ static int cmp_double(const void *a, const void *b)
 typedef struct {
     const char *option;
     int images, gen, prompt;
-    double mb, ms_per_token;
+    double mb, ms_per_token, prefill_ms;
 } Point;
 
 /* One prompt of `images` images through the decoder, then exactly `gen` greedy tokens. */
-static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, int images, int gen,
-                          int repeat, Point *pt, GError **error)
+static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, gboolean sparse,
+                          int images, int gen, int repeat, Point *pt, GError **error)
 {
     const gboolean vist = m->config.vist_chunk > 0;
     const ClModelConfig *c = &m->config;
@@ -112,7 +115,7 @@ static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, int 
         visual[i] = (float)g_rand_double_range(r, -1, 1);
     g_rand_free(r);
     g_autofree float *logits = g_new(float, V);
-    g_autofree double *ms = g_new(double, repeat);
+    g_autofree double *ms = g_new(double, repeat), *pre = g_new(double, repeat);
     size_t bytes = 0;
     /* CASA caches text alone: its cache is as long as the text and the output */
     int cached = c->casa != CL_CASA_OFF ? T - images * M : T;
@@ -132,10 +135,14 @@ static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, int 
                         "no memory for a KV cache of %d positions", cached + gen);
             return FALSE;
         }
+        if (sparse) /* blocks of 32, the first, previous, own and 4 best */
+            cl_kv_cache_set_sparse_prefill(cache, 32, 4);
+        gint64 t0 = g_get_monotonic_time();
         if (!cl_decoder_forward(be, m, cache, (const gint32 *)ids->data, T, visual, logits, NULL,
                                 NULL, NULL, error))
             return FALSE;
-        gint64 t0 = g_get_monotonic_time();
+        pre[rep] = (g_get_monotonic_time() - t0) / 1000.0;
+        t0 = g_get_monotonic_time();
         for (int k = 1; k < gen; k++) { /* token 1 comes from the prefill */
             gint32 best = cl_argmax(logits, V);
             if (!cl_decoder_forward(be, m, cache, &best, 1, NULL, logits, NULL, NULL, NULL,
@@ -155,6 +162,8 @@ static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, int 
         bytes = MAX(bytes, cl_kv_cache_bytes(cache));
     }
     qsort(ms, repeat, sizeof(double), cmp_double);
+    qsort(pre, repeat, sizeof(double), cmp_double);
+    pt->prefill_ms = repeat % 2 ? pre[repeat / 2] : 0.5 * (pre[repeat / 2 - 1] + pre[repeat / 2]);
     pt->images = images;
     pt->gen = gen;
     pt->prompt = T;
@@ -234,8 +243,10 @@ int cl_cli_bench_long(int argc, char **argv)
     for (int i = 0; opts[i]; i++)
         if (strcmp(opts[i], "insertion") != 0 && strcmp(opts[i], "pvm") != 0 &&
             strcmp(opts[i], "casa") != 0 && strcmp(opts[i], "stream") != 0 &&
-            strcmp(opts[i], "hybrid") != 0 && strcmp(opts[i], "vist") != 0)
-            return usage_error("unknown option '%s' (insertion, pvm, casa, stream, hybrid, vist)",
+            strcmp(opts[i], "hybrid") != 0 && strcmp(opts[i], "vist") != 0 &&
+            strcmp(opts[i], "sparse") != 0)
+            return usage_error("unknown option '%s' (insertion, pvm, casa, stream, hybrid, vist, "
+                               "sparse)",
                                opts[i]);
 
     ClModelConfig tiny;
@@ -265,6 +276,7 @@ int cl_cli_bench_long(int argc, char **argv)
                             g_array_index(images, int, i), g_array_index(gens, int, g));
                 if (!run_point(be, m,
                                strcmp(opts[o], "stream") == 0 || strcmp(opts[o], "hybrid") == 0,
+                               strcmp(opts[o], "sparse") == 0,
                                g_array_index(images, int, i), g_array_index(gens, int, g), repeat,
                                &pt, &err)) {
                     fprintf(stderr, PROG ": %s\n", err->message);
@@ -292,6 +304,8 @@ int cl_cli_bench_long(int argc, char **argv)
             json_builder_add_double_value(b, p->mb);
             json_builder_set_member_name(b, "ms_per_token");
             json_builder_add_double_value(b, p->ms_per_token);
+            json_builder_set_member_name(b, "prefill_ms");
+            json_builder_add_double_value(b, p->prefill_ms);
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
@@ -306,12 +320,12 @@ int cl_cli_bench_long(int argc, char **argv)
     printf("ChangeLens bench --long: tiny decoder (E %d, %d layers), %d visual rows per image, "
            "CPU (%d threads)\n",
            tiny.dec_dim, tiny.dec_depth, M, cl_backend_cpu_threads(be));
-    printf("  %-10s %7s %8s %8s %12s %14s\n", "option", "images", "prompt", "gen", "state MB",
-           "ms / token");
+    printf("  %-10s %7s %8s %8s %12s %14s %12s\n", "option", "images", "prompt", "gen",
+           "state MB", "ms / token", "prefill ms");
     for (guint i = 0; i < points->len; i++) {
         const Point *p = &g_array_index(points, Point, i);
-        printf("  %-10s %7d %8d %8d %12.2f %14.3f\n", p->option, p->images, p->prompt, p->gen,
-               p->mb, p->ms_per_token);
+        printf("  %-10s %7d %8d %8d %12.2f %14.3f %12.1f\n", p->option, p->images, p->prompt,
+               p->gen, p->mb, p->ms_per_token, p->prefill_ms);
     }
     return 0;
 }
