@@ -199,6 +199,25 @@ static void ref_casa(const ClModel *m, const GArray *ids, const float *vis, doub
     g_free(r.kc), g_free(r.vc);
 }
 
+/* max |engine − reference| over the text rows' logits (la: every row's, ref: the text rows'),
+ * and *den the reference's max |logit| */
+static double text_rows_error(const GArray *ids, const float *la, const double *ref, int V,
+                              double *den)
+{
+    double num = 0;
+    *den = 0;
+    for (guint i = 0, t = 0; i < ids->len; i++) {
+        if (g_array_index(ids, gint32, i) == CL_DECODER_VISUAL)
+            continue;
+        for (int j = 0; j < V; j++) {
+            num = MAX(num, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
+            *den = MAX(*den, fabs(ref[(size_t)t * V + j]));
+        }
+        t++;
+    }
+    return num;
+}
+
 /* ---- tests ----------------------------------------------------------------------------------- */
 
 static void test_reference(gconstpointer data)
@@ -214,16 +233,7 @@ static void test_reference(gconstpointer data)
     g_assert_cmpint(cl_kv_cache_len(c), ==, 3 + 3 * 5); /* text positions only */
     g_autofree double *ref = g_new(double, (size_t)n * V);
     ref_casa(m, ids, vis, ref);
-    double num = 0, den = 0;
-    for (int i = 0, t = 0; i < n; i++) {
-        if (g_array_index(ids, gint32, i) == CL_DECODER_VISUAL)
-            continue;
-        for (int j = 0; j < V; j++) {
-            num = MAX(num, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
-            den = MAX(den, fabs(ref[(size_t)t * V + j]));
-        }
-        t++;
-    }
+    double den = 0, num = text_rows_error(ids, la, ref, V, &den);
     g_test_message("casa %s against the float64 reference: %.2e of max |logit|",
                    cl_casa_variant_name(variant), num / den);
     g_assert_cmpfloat(num / den, <, 2e-5);
@@ -249,16 +259,7 @@ static void test_replace(void)
     forward(m, c, ids, vis, la);
     g_autofree double *ref = g_new(double, (size_t)n * V);
     ref_casa(m, ids, vis, ref);
-    double num = 0, den = 0;
-    for (int i = 0, t = 0; i < n; i++) {
-        if (g_array_index(ids, gint32, i) == CL_DECODER_VISUAL)
-            continue;
-        for (int j = 0; j < V; j++) {
-            num = MAX(num, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
-            den = MAX(den, fabs(ref[(size_t)t * V + j]));
-        }
-        t++;
-    }
+    double den = 0, num = text_rows_error(ids, la, ref, V, &den);
     g_autoptr(ClKVCache) cf = cl_kv_cache_new(full, n);
     g_autofree float *lf = g_new(float, (size_t)n * V);
     forward(full, cf, ids, vis, lf);
@@ -310,17 +311,8 @@ static void test_tv(void)
             g_assert_no_error(err);
             g_autofree double *ref = g_new(double, (size_t)n * V);
             ref_casa(m, ids, vis, ref);
-            double num = 0, den = 0, steps = 0;
-            for (int i = 0, t = 0; i < n; i++) {
-                if (g_array_index(ids, gint32, i) == CL_DECODER_VISUAL)
-                    continue;
-                for (int j = 0; j < V; j++) {
-                    num = MAX(num, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
-                    steps = MAX(steps, fabs(lb[(size_t)i * V + j] - ref[(size_t)t * V + j]));
-                    den = MAX(den, fabs(ref[(size_t)t * V + j]));
-                }
-                t++;
-            }
+            double den = 0, num = text_rows_error(ids, la, ref, V, &den);
+            double steps = text_rows_error(ids, lb, ref, V, &den);
             g_test_message("casa %s t+v%s against the float64 reference: %.2e of max |logit| "
                            "(decode steps %.2e)",
                            cl_casa_variant_name(variant), replace ? " with CA^#" : "",
@@ -330,13 +322,7 @@ static void test_tv(void)
             /* plain CA (no text, no positions in the cross-attention) is elsewhere */
             m->config.casa_tv = FALSE;
             ref_casa(m, ids, vis, ref);
-            double far = 0;
-            for (int i = 0, t = 0; i < n; i++)
-                if (g_array_index(ids, gint32, i) != CL_DECODER_VISUAL) {
-                    for (int j = 0; j < V; j++)
-                        far = MAX(far, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
-                    t++;
-                }
+            double far = text_rows_error(ids, la, ref, V, &(double){ 0 });
             g_assert_cmpfloat(far / den, >, 1e-3);
         }
 }
@@ -374,16 +360,7 @@ static void test_gist(void)
     g_assert_cmpint(cl_kv_cache_len(c), ==, 3 + 3 * (1 + 5)); /* the gists are in the cache */
     g_autofree double *ref = g_new(double, (size_t)n * V);
     ref_casa(m, ids, vis, ref);
-    double num = 0, den = 0;
-    for (int i = 0, t = 0; i < n; i++) {
-        if (g_array_index(ids, gint32, i) == CL_DECODER_VISUAL)
-            continue;
-        for (int j = 0; j < V; j++) {
-            num = MAX(num, fabs(la[(size_t)i * V + j] - ref[(size_t)t * V + j]));
-            den = MAX(den, fabs(ref[(size_t)t * V + j]));
-        }
-        t++;
-    }
+    double den = 0, num = text_rows_error(ids, la, ref, V, &den);
     g_test_message("casa ca with gist tokens against the float64 reference: %.2e of max |logit|",
                    num / den);
     g_assert_cmpfloat(num / den, <, 2e-5);

@@ -385,10 +385,11 @@ static void test_pvm(void)
     micro_pvm = FALSE;
 }
 
-/* The training forward's logits against the inference decoder's (cl_decoder_forward, its
- * prefill in chunks with the GDN state carried) for model m on sample s: max |diff| and the
- * largest |logit|. */
-static void logits_parity(const ClModel *m, const ClTrainSample *s, double *lmax, double *lref)
+/* The training forward against inference (the encoder image by image, cl_decoder_forward's
+ * prefill in chunks with any GDN state carried) for model m on sample s: the visual tokens' and
+ * the logits' max |diff| and largest |value| (vmax and vref may be NULL). */
+static void parity(const ClModel *m, const ClTrainSample *s, double *vmax, double *vref,
+                   double *lmax, double *lref)
 {
     const ClModelConfig *cfg = &m->config;
     const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, V = cfg->vocab_size;
@@ -411,6 +412,11 @@ static void logits_parity(const ClModel *m, const ClTrainSample *s, double *lmax
     g_assert_true(cl_decoder_forward(be, m, kv, s->ids, s->n_ids, iv, NULL, il, NULL, NULL,
                                      &err));
     g_assert_no_error(err);
+    double vm = 0, vr = 0;
+    for (size_t i = 0; i < (size_t)N_IMAGES * M * E; i++)
+        vm = MAX(vm, fabs(tv[i] - iv[i])), vr = MAX(vr, fabs(iv[i]));
+    if (vmax)
+        *vmax = vm, *vref = vr;
     *lmax = *lref = 0;
     for (size_t i = 0; i < (size_t)s->n_ids * V; i++) {
         g_assert_true(isfinite(tl[i]) && isfinite(il[i]));
@@ -451,7 +457,7 @@ static void test_hybrid(void)
     g_assert_cmpfloat(fabs(with - without), >, 1e-4);
 
     double lmax, lref;
-    logits_parity(m, s, &lmax, &lref);
+    parity(m, s, NULL, NULL, &lmax, &lref);
     g_test_message("hybrid parity: logits max abs diff %.2e (of %.2f)", lmax, lref);
     g_assert_cmpfloat(lref, >, 0);
     g_assert_cmpfloat(lmax, <=, 1e-5 * lref);
@@ -480,7 +486,7 @@ static void test_hybrid(void)
     g_assert_cmpmem(back->w.dec[2].gdn_dt_bias, sizeof(float) * back->config.gdn_heads,
                     m->w.dec[2].gdn_dt_bias, sizeof(float) * m->config.gdn_heads);
     double bmax, bref;
-    logits_parity(back, s, &bmax, &bref);
+    parity(back, s, NULL, NULL, &bmax, &bref);
     g_test_message("hybrid, trained and reloaded: logits max abs diff %.2e (of %.2f); the "
                    "reloaded loss %.6f", bmax, bref, loss_of(back, s, &o));
     g_assert_cmpfloat(bref, >, 0);
@@ -628,32 +634,8 @@ static void test_parity(gconstpointer data)
     ClSveVariant v = GPOINTER_TO_INT(data);
     g_autoptr(ClModel) m = micro_model(v, CL_SVE_FIRST_NULL, 21);
     g_autoptr(ClTrainSample) s = micro_sample(m, 22);
-    const ClModelConfig *cfg = &m->config;
-    const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, V = cfg->vocab_size;
-    g_autoptr(GError) err = NULL;
-    g_autofree float *tv = NULL, *tl = NULL;
-    g_assert_true(cl_train_forward_outputs(be, m, s, &tv, &tl, &err));
-    g_assert_no_error(err);
-
-    g_autoptr(ClEncoderState) st = cl_encoder_state_new(m);
-    g_autofree float *iv = g_new(float, (size_t)N_IMAGES * M * E);
-    const size_t img = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
-    for (int t = 0; t < N_IMAGES; t++) {
-        ClEncoderOutput out;
-        g_assert_true(cl_encoder_forward(be, m, st, s->pixels + t * img, t, FALSE, NULL, NULL,
-                                         &out, &err));
-        memcpy(iv + (size_t)t * M * E, out.visual, (size_t)M * E * sizeof(float));
-        cl_encoder_output_clear(&out);
-    }
-    g_autoptr(ClKVCache) kv = cl_kv_cache_new(m, cfg->max_len);
-    g_autofree float *il = g_new(float, (size_t)s->n_ids * V);
-    g_assert_true(cl_decoder_forward(be, m, kv, s->ids, s->n_ids, iv, NULL, il, NULL, NULL,
-                                     &err));
-    double vmax = 0, lmax = 0, vref = 0, lref = 0;
-    for (size_t i = 0; i < (size_t)N_IMAGES * M * E; i++)
-        vmax = MAX(vmax, fabs(tv[i] - iv[i])), vref = MAX(vref, fabs(iv[i]));
-    for (size_t i = 0; i < (size_t)s->n_ids * V; i++)
-        lmax = MAX(lmax, fabs(tl[i] - il[i])), lref = MAX(lref, fabs(il[i]));
+    double vmax, vref, lmax, lref;
+    parity(m, s, &vmax, &vref, &lmax, &lref);
     g_test_message("parity %-10s visual max diff %.2e (of %.2f), logits max diff %.2e (of %.2f)",
                    cl_sve_variant_name(v), vmax, vref, lmax, lref);
     g_assert_cmpfloat(vmax, <=, 1e-5 * vref);

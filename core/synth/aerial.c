@@ -820,24 +820,32 @@ gboolean cl_synth_aerial_series_generate(ClSynthSample *s, ClSynthRng *rng,
                     "synth: an aerial series has 3 to %d tiles, not %d", CL_SYNTH_MAX_SERIES, N);
         return FALSE;
     }
-    AerialDrawing *d = new_tile(s, rng, opts, N);
-    GArray *placed = g_array_new(FALSE, FALSE, sizeof(ClSynthChange));
+    /* a scene with room for the building (a crowded one is drawn again, from the same stream) */
+    AerialDrawing *d = NULL;
+    GArray *placed = NULL;
     guint16 used[9] = { 0 };
-    for (int t = 0; placed->len == 0 && t < 40; t++)
-        place_change(d, rng, CONSTRUCTION, w, h, used, placed);
-    gboolean second = cl_synth_rng_double(rng) < 0.5;
-    for (int t = 0; second && placed->len < 2 && t < 40; t++)
-        place_change(d, rng, cl_synth_rng_int(rng, 0, 1) ? VEGETATION_CLEARED : DEMOLITION, w, h,
-                     used, placed);
-    if (placed->len == 0) {
-        g_array_unref(placed);
-        aerial_drawing_free(d);
+    for (int scene = 0; scene < 8 && !d; scene++) {
+        d = new_tile(s, rng, opts, N);
+        placed = g_array_new(FALSE, FALSE, sizeof(ClSynthChange));
+        memset(used, 0, sizeof used);
+        for (int t = 0; placed->len == 0 && t < 40; t++)
+            place_change(d, rng, CONSTRUCTION, w, h, used, placed);
+        if (placed->len == 0) {
+            g_clear_pointer(&placed, g_array_unref);
+            g_clear_pointer(&d, aerial_drawing_free);
+        }
+    }
+    if (!d) {
         g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
                     "synth: no room for a construction in the %d × %d aerial tile; use a larger "
                     "image",
                     w, h);
         return FALSE;
     }
+    gboolean second = cl_synth_rng_double(rng) < 0.5;
+    for (int t = 0; second && placed->len < 2 && t < 40; t++)
+        place_change(d, rng, cl_synth_rng_int(rng, 0, 1) ? VEGETATION_CLEARED : DEMOLITION, w, h,
+                     used, placed);
     const ClSynthChange built = g_array_index(placed, ClSynthChange, 0);
     const int built_f = built.after; /* the feature */
     const gboolean removal = placed->len > 1;
