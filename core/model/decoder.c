@@ -778,23 +778,8 @@ static void gdn_layer(const Run *r, const ClDecoderLayerWeights *L, int slot, in
     }
     g_free(tmp);
     /* per head: unit q and k (q scaled), beta, the log-decay */
-    for (int i = 0; i < cn; i++)
-        for (int h = 0; h < H; h++) {
-            float *q = c->gq + (size_t)i * Qk + (size_t)h * dk;
-            float *k = c->gk + (size_t)i * Qk + (size_t)h * dk;
-            double nq = 0, nk = 0;
-            for (int e = 0; e < dk; e++)
-                nq += (double)q[e] * q[e], nk += (double)k[e] * k[e];
-            const float sq = (float)(1.0 / (sqrt(nq + 1e-12) * sqrt((double)dk)));
-            const float sk = (float)(1.0 / sqrt(nk + 1e-12));
-            for (int e = 0; e < dk; e++)
-                q[e] *= sq, k[e] *= sk;
-            float *b = c->gb + (size_t)i * H + h, *a = c->ga + (size_t)i * H + h;
-            *b = 1.0f / (1.0f + expf(-*b));
-            const double z = (double)*a + L->gdn_dt_bias[h];
-            const double sp = z > 20 ? z : log1p(exp(z));
-            *a = (float)(-exp((double)L->gdn_A_log[h]) * sp);
-        }
+    cl_gdn_gates(c->gq, c->gk, Qk, c->ga, c->ga, c->gb, c->gb, L->gdn_A_log, L->gdn_dt_bias, cn,
+                 H, dk);
     /* the delta rule, head by head, on contiguous copies */
     float *qh = g_new(float, (size_t)cn * dk), *kh = g_new(float, (size_t)cn * dk);
     float *vh = g_new(float, (size_t)cn * dv), *oh = g_new(float, (size_t)cn * dv);

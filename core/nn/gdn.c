@@ -313,3 +313,25 @@ void cl_causal_conv1d_backward(float *d_x, float *d_w, float *d_state, const flo
                 d_w[(size_t)ch * K + i] += (float)dw;
         }
 }
+
+void cl_gdn_gates(float *q, float *k, int ld, float *g, const float *a, float *beta,
+                  const float *b, const float *A_log, const float *dt_bias, int n, int H, int dk)
+{
+    for (int i = 0; i < n; i++)
+        for (int h = 0; h < H; h++) {
+            float *qh = q + (size_t)i * ld + (size_t)h * dk;
+            float *kh = k + (size_t)i * ld + (size_t)h * dk;
+            double nq = 0, nk = 0;
+            for (int e = 0; e < dk; e++)
+                nq += (double)qh[e] * qh[e], nk += (double)kh[e] * kh[e];
+            const float sq = (float)(1.0 / (sqrt(nq + 1e-12) * sqrt((double)dk)));
+            const float sk = (float)(1.0 / sqrt(nk + 1e-12));
+            for (int e = 0; e < dk; e++)
+                qh[e] *= sq, kh[e] *= sk;
+            const size_t at = (size_t)i * H + h;
+            beta[at] = 1.0f / (1.0f + expf(-b[at]));
+            const double z = (double)a[at] + dt_bias[h];
+            const double sp = z > 20 ? z : log1p(exp(z));
+            g[at] = (float)(-exp((double)A_log[h]) * sp);
+        }
+}

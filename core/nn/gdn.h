@@ -48,4 +48,10 @@ void cl_causal_conv1d_backward(float *d_x, float *d_w, float *d_state, const flo
                                const float *state, const float *x, const float *w, int T,
                                int channels, int K);
 
+/* A GDN layer's per-step quantities over n rows of H heads (q and k rows of stride ld): q and k
+ * unit per head (norms in double, 1e-12 added; q also divided by √dk), in place; beta = σ(b);
+ * g = −exp(A_log)·softplus(a + dt_bias) (softplus linear past 20). g may alias a, beta b. */
+void cl_gdn_gates(float *q, float *k, int ld, float *g, const float *a, float *beta,
+                  const float *b, const float *A_log, const float *dt_bias, int n, int H, int dk);
+
 G_END_DECLS

@@ -308,23 +308,8 @@ static gboolean gdn_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, Layer
     /* per head: unit q and k (q scaled), beta, the log-decay (as gdn_layer, in float) */
     memcpy(g->nq, g->sq, nQ * sizeof(float));
     memcpy(g->nk, g->sk, nQ * sizeof(float));
-    for (int i = 0; i < n; i++)
-        for (int h = 0; h < H; h++) {
-            float *q = g->nq + (size_t)i * Qk + (size_t)h * dk;
-            float *k = g->nk + (size_t)i * Qk + (size_t)h * dk;
-            double nq = 0, nk = 0;
-            for (int e = 0; e < dk; e++)
-                nq += (double)q[e] * q[e], nk += (double)k[e] * k[e];
-            const float sq = (float)(1.0 / (sqrt(nq + 1e-12) * sqrt((double)dk)));
-            const float sk = (float)(1.0 / sqrt(nk + 1e-12));
-            for (int e = 0; e < dk; e++)
-                q[e] *= sq, k[e] *= sk;
-            const size_t at = (size_t)i * H + h;
-            g->bt[at] = 1.0f / (1.0f + expf(-g->zb[at]));
-            const double z = (double)g->za[at] + L->gdn_dt_bias[h];
-            const double sp = z > 20 ? z : log1p(exp(z));
-            g->gd[at] = (float)(-exp((double)L->gdn_A_log[h]) * sp);
-        }
+    cl_gdn_gates(g->nq, g->nk, Qk, g->gd, g->za, g->bt, g->zb, L->gdn_A_log, L->gdn_dt_bias, n,
+                 H, dk);
     /* the delta rule, head by head, on contiguous copies (the chunked form, as a prefill) */
     float *qh = g_new(float, (size_t)n * dk), *kh = g_new(float, (size_t)n * dk);
     float *vh = g_new(float, (size_t)n * dv), *oh = g_new(float, (size_t)n * dv);
