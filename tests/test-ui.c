@@ -1,6 +1,7 @@
 /* test-ui.c - ClWindow and ClImageView end to end under a display: generated images load off the
  * main thread, show at the right size and colour, and linked views follow each other. */
 #include <adwaita.h>
+#include <json-glib/json-glib.h>
 #include <cairo.h>
 #include <glib/gstdio.h>
 #include <tiffio.h>
@@ -1484,6 +1485,36 @@ static void test_filmstrip(void)
         const ClCaseHeatmap *hm = g_ptr_array_index(c->heatmaps, i);
         g_assert_cmpint(hm->image_id, ==, ((ClCaseImage *)c->images->pdata[2])->id);
     }
+    g_assert_cmpuint(cl_window_get_described_images(win), ==, 2);
+
+    /* the long history: every image before the pair too, recorded in order */
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_settings_set_boolean(settings, "long-history", TRUE);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_settings_reset(settings, "long-history");
+    g_assert_cmpuint(cl_window_get_described_images(win), ==, 3);
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, id, CL_CASE_HEATMAP_DATA, &error);
+    g_assert_cmpuint(c->runs->len, ==, 2);
+    const ClCaseRun *run = g_ptr_array_index(c->runs, 1);
+    g_autoptr(JsonNode) settings_json = json_from_string(run->settings_json, &error);
+    g_assert_no_error(error);
+    JsonArray *read = json_object_get_array_member(json_node_get_object(settings_json), "images");
+    g_assert_cmpuint(json_array_get_length(read), ==, 3);
+    for (guint i = 0; i < 3; i++)
+        g_assert_cmpint(
+            json_object_get_int_member(json_array_get_object_element(read, i), "image_id"), ==,
+            ((ClCaseImage *)c->images->pdata[i])->id);
+    /* a map for each image after the first it read: the later two */
+    guint later = 0;
+    for (guint i = 0; i < c->heatmaps->len; i++) {
+        const ClCaseHeatmap *hm = g_ptr_array_index(c->heatmaps, i);
+        g_assert_true(hm->image_id == ((ClCaseImage *)c->images->pdata[1])->id ||
+                      hm->image_id == ((ClCaseImage *)c->images->pdata[2])->id);
+        later += hm->image_id == ((ClCaseImage *)c->images->pdata[2])->id;
+    }
+    g_assert_cmpuint(later, >, 0);
     gtk_window_destroy(GTK_WINDOW(win));
     for (int i = 0; i < 10; i++)
         g_main_context_iteration(NULL, FALSE);

@@ -155,6 +155,10 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
                                                 _("Model reads aligned images"),
                                                 _("When Align is on, the model reads the later "
                                                   "image aligned too")));
+    adw_preferences_group_add(model, switch_row(settings, "long-history",
+                                                _("Model reads every prior image"),
+                                                _("The whole sequence up to the later image, in "
+                                                  "order, with a streaming cache")));
     adw_preferences_group_add(model, switch_row(settings, "read-case-notes",
                                                 _("Model reads the case's notes"),
                                                 _("As prior reports, with the images (compressed "

@@ -576,8 +576,14 @@ void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r)
     cl_describe_options_init(&opts);
     opts.delta = self->describe_delta; /* what the run used */
     g_autoptr(GPtrArray) heat = NULL;
-    /* the run read the pair shown: those two images, in that order */
+    /* the run read the pair shown, those two images in that order, after every earlier one of
+     * the sequence with the long history */
     g_autoptr(GPtrArray) pair = g_ptr_array_new();
+    for (guint i = self->describe_first; i < self->pair_a; i++) {
+        const ClCaseImage *ip = case_image_at(self, i);
+        if (ip)
+            g_ptr_array_add(pair, (gpointer)ip);
+    }
     g_ptr_array_add(pair, (gpointer)ia);
     g_ptr_array_add(pair, (gpointer)ib);
     ClCaseRun *run = cl_case_run_from_describe(

@@ -10,6 +10,12 @@
 
 G_BEGIN_DECLS
 
+/* One item of the window's sequence: a frame of a document. */
+typedef struct {
+    ClDocument *doc;
+    guint frame;
+} SeqItem;
+
 struct _ClWindow {
     AdwApplicationWindow parent_instance;
 
@@ -33,7 +39,7 @@ struct _ClWindow {
     GtkButton *masks_button;
     GtkBox *filmstrip;
     GtkWidget *filmstrip_scroller;
-    GArray *sequence;       /* SeqItem (cl-window.c): every image of the sequence, in order */
+    GArray *sequence;       /* SeqItem: every image of the sequence, in order */
     guint pair_a, pair_b;   /* the items shown */
     GArray *masks; /* double: ignore regions, x0 y0 x1 y1 in the earlier image's pixels */
     gboolean aligned;
@@ -87,6 +93,9 @@ struct _ClWindow {
     gint64 sequence_case_id;          /* the case whose images the sequence shows, 0: none */
     gboolean describe_delta;          /* the running (or last) describe used Δ maps */
     gboolean describe_aligned;        /* ... and read the later image aligned */
+    guint describe_first;             /* ... and read the sequence from this item (the long
+                                       * history: every prior; else pair_a) */
+    guint described_images;           /* images the last finished run read */
     gboolean heat_in_frame;           /* the heat map is of the earlier image's frame */
     gboolean last_export_ok;
 };

@@ -378,6 +378,12 @@ void cl_window_set_layer_heatmaps(ClWindow *self, GPtrArray *layers)
     gtk_drop_down_set_selected(self->layer_dropdown, 0);
 }
 
+guint cl_window_get_described_images(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), 0);
+    return self->described_images;
+}
+
 guint cl_window_get_n_heat_layers(ClWindow *self)
 {
     g_return_val_if_fail(CL_IS_WINDOW(self), 0);
@@ -517,19 +523,22 @@ static void describe_done(GObject *source, GAsyncResult *result, gpointer data)
     }
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
     cl_window_set_layer_heatmaps(self, NULL);
-    if (r->result.heatmaps->len > 0 && r->result.n_images >= 2) {
-        self->heatmap = cl_heatmap_copy(r->result.heatmaps->pdata[0]);
+    self->described_images = r->result.n_images;
+    /* the later image's maps (the last image read; the long history reads priors before) */
+    const guint last = r->result.n_images - 1;
+    if (r->result.heatmaps->len >= last && r->result.n_images >= 2) {
+        self->heatmap = cl_heatmap_copy(r->result.heatmaps->pdata[last - 1]);
         /* an aligned input gives maps of the earlier image's frame */
         self->heat_in_frame = self->describe_aligned && self->aligned;
         g_autoptr(GPtrArray) layers =
             g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
         for (guint i = 0; r->result.layer_heatmaps && i < r->result.layer_heatmaps->len; i++) {
             const ClHeatmap *lh = r->result.layer_heatmaps->pdata[i];
-            if (lh->image_index == 1)
+            if (lh->image_index == (int)last)
                 g_ptr_array_add(layers, cl_heatmap_copy(lh));
         }
         cl_window_set_layer_heatmaps(self, layers);
-        self->heat_letterbox = r->result.letterbox[1];
+        self->heat_letterbox = r->result.letterbox[last];
         if (!self->show_heatmap)
             cl_window_set_show_heatmap(self, TRUE);
     }
@@ -577,25 +586,39 @@ void cl_window_describe(ClWindow *self)
     if (!model.path)
         model.random_preset = (char *)"tiny";
 
-    ClWorkerImage imgs[2];
+    /* the long history (Preferences): every earlier item of the sequence before the pair, read
+     * in order with the streaming cache (a sink and a window: any number of priors fits) */
+    const gboolean history = self->settings && self->sequence &&
+                             g_settings_get_boolean(self->settings, "long-history") &&
+                             self->pair_a < self->pair_b && self->pair_b < self->sequence->len &&
+                             self->pair_a > 0;
+    const guint n_prior = history ? self->pair_a : 0;
+    ClWorkerImage *imgs = g_new0(ClWorkerImage, n_prior + 2);
+    for (guint i = 0; i < n_prior; i++) {
+        const SeqItem *it = &g_array_index(self->sequence, SeqItem, i);
+        imgs[i] = (ClWorkerImage){ cl_document_get_image(it->doc), it->frame, g_object_ref(it->doc),
+                                   release_document, NULL, 0 };
+    }
+    ClWorkerImage *pair = imgs + n_prior;
     ClImageView *views[2] = { self->view_a, self->view_b };
     /* the ignore regions apply to the model's input too: it sees nothing there */
     g_autofree double *later_masks = masks_for_later(self);
     const double *masks[2] = { (const double *)(gpointer)self->masks->data, later_masks };
     for (guint i = 0; i < 2; i++) {
         ClDocument *doc = cl_image_view_get_document(views[i]);
-        imgs[i] = (ClWorkerImage){ cl_document_get_image(doc), cl_image_view_get_frame(views[i]),
+        pair[i] = (ClWorkerImage){ cl_document_get_image(doc), cl_image_view_get_frame(views[i]),
                                    g_object_ref(doc), release_document, masks[i],
                                    self->masks->len / 4 };
         /* the model reads the image through the window/level on screen */
-        imgs[i].has_display = cl_image_view_get_display(views[i], &imgs[i].display);
-        /* and the later one aligned, when it is on screen (Preferences can turn it off) */
-        if (i == 1 && self->aligned &&
+        pair[i].has_display = cl_image_view_get_display(views[i], &pair[i].display);
+        /* and the later one aligned, when it is on screen (Preferences can turn it off; the
+         * long history reads every image as it is: one frame for all of them) */
+        if (i == 1 && self->aligned && !history &&
             (!self->settings || g_settings_get_boolean(self->settings, "align-model-input")) &&
-            cl_image_view_get_alignment(views[1], imgs[1].align)) {
-            imgs[1].has_align = TRUE;
-            cl_image_view_get_image_size(views[0], &imgs[1].frame_w, &imgs[1].frame_h);
-            imgs[1].masks = masks[0]; /* in the frame's pixels, like the first image's */
+            cl_image_view_get_alignment(views[1], pair[1].align)) {
+            pair[1].has_align = TRUE;
+            cl_image_view_get_image_size(views[0], &pair[1].frame_w, &pair[1].frame_h);
+            pair[1].masks = masks[0]; /* in the frame's pixels, like the first image's */
         }
     }
     ClDescribeOptions opts;
@@ -605,7 +628,12 @@ void cl_window_describe(ClWindow *self)
         opts.delta = g_strcmp0(src, "delta") == 0;
     }
     self->describe_delta = opts.delta;
-    self->describe_aligned = self->aligned;
+    self->describe_aligned = self->aligned && !history;
+    self->describe_first = history ? 0 : self->pair_a;
+    if (history) {
+        opts.stream_sink = 256;
+        opts.stream_window = 2048;
+    }
     /* the case's notes, oldest first, as prior reports (the worker copies the text) */
     g_autofree char *notes = NULL;
     if (self->current_case && self->current_case->notes && self->current_case->notes->len &&
@@ -639,8 +667,9 @@ void cl_window_describe(ClWindow *self)
     g_set_weak_pointer(&cb_run->self, self);
     cb_run->cancellable = g_object_ref(cancellable);
     ClWorkerCallbacks cb = { on_describe_progress, on_describe_text, cb_run, describe_run_free };
-    cl_worker_describe_async(self->worker, &model, imgs, 2, &opts, &cb, cancellable,
+    cl_worker_describe_async(self->worker, &model, imgs, n_prior + 2, &opts, &cb, cancellable,
                              describe_done, run);
+    g_free(imgs);
 }
 
 static void action_describe(GtkWidget *widget, const char *name, GVariant *param)
@@ -1167,11 +1196,6 @@ static void update_presets(ClWindow *self, ClDocument *doc)
 /* Shows documents (at least one): the first two, or the first two frames of a lone
  * multi-frame document. */
 /* ---- the sequence: filmstrip and the pair shown ---- */
-
-typedef struct {
-    ClDocument *doc;
-    guint frame;
-} SeqItem;
 
 static void seq_item_clear(gpointer p)
 {

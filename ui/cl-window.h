@@ -57,6 +57,8 @@ guint cl_window_get_n_masks(ClWindow *self);
 /* The heat map's encoder block: the mean over all (-1, the default) or one block's; how many
  * blocks the last run has maps of (0 for Δ maps). */
 guint cl_window_get_n_heat_layers(ClWindow *self);
+/* Images the last finished model run read (2 for the pair; more with the long history). */
+guint cl_window_get_described_images(ClWindow *self);
 void cl_window_set_heat_layer(ClWindow *self, int layer);
 
 /* The last model run's heat map over the later image (action win.show-heatmap). */
