@@ -767,6 +767,11 @@ static void test_model_variants(gconstpointer p)
     run_model_check(c, pvm, "cross_ffn with PVM");
     g_autoptr(ClModel) casa = check_model(CL_SVE_CROSS_FFN, FALSE, 43, FALSE, CL_CASA_CA);
     run_model_check(c, casa, "cross_ffn with CASA");
+    /* the same weights with CA_{t+v}, CA^# and the gist token (switches: no new tensors) */
+    casa->config.casa_tv = TRUE;
+    casa->config.casa_replace = 2;
+    casa->config.casa_gist = TRUE;
+    run_model_check(c, casa, "cross_ffn with CASA t+v, CA^# and gists");
 }
 
 /* The shipped model, when the source tree has it: real weights, real decodes. */
