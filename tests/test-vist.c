@@ -4,6 +4,7 @@
  * are fixed (mask "image"); the KV size after n chunks; the tail rule; the renderer; the
  * compressed prompt and the compressed generation through cl_generate. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <glib.h>
@@ -543,6 +544,50 @@ static void test_training_sample(void)
     g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
 }
 
+/* A data set written by synth (aerial-log: the log in each line's "context") reads back as the
+ * synthetic samples do: pages for a VIST2 model, the log's text for another. */
+static void test_dataset_context(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("cl-vist-XXXXXX", NULL);
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    so.width = so.height = 32, so.patch = 8;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_synth_write_dataset(dir, "aerial-log", 5, 2, &so, TRUE, NULL, NULL, &err));
+    g_assert_no_error(err);
+    ClModelConfig cfg;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", NULL));
+    cfg.image_size = 32, cfg.patch_size = 8, cfg.enc_dim = 16, cfg.enc_depth = 1;
+    cfg.enc_heads = 1, cfg.enc_mlp = 16, cfg.merger_hidden = 16;
+    cfg.dec_dim = 32, cfg.dec_depth = 2, cfg.dec_heads = 4, cfg.dec_kv_heads = 2;
+    cfg.dec_mlp = 48, cfg.max_len = 2048;
+    g_autoptr(ClModel) plain = cl_model_new_random(&cfg, 3, &err);
+    cl_config_set_vist(&cfg, 0);
+    g_autoptr(ClModel) vm = cl_model_new_random(&cfg, 3, &err);
+    g_assert_no_error(err);
+    g_autofree char *jsonl = g_build_filename(dir, "data.jsonl", NULL);
+    ClDatasetOptions o;
+    cl_dataset_options_init(&o);
+    ClDataset *dp = cl_dataset_open(jsonl, plain, &o, &err);
+    g_assert_no_error(err);
+    ClDataset *dv = cl_dataset_open(jsonl, vm, &o, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClTrainSample) sp = cl_dataset_get(dp, 0, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClTrainSample) sv = cl_dataset_get(dv, 0, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(sp->n_pages, ==, 0);
+    g_assert_cmpint(sv->n_pages, >, 0);
+    g_assert_cmpint(sv->n_ids, <, sp->n_ids); /* the log's ~40 tokens a line as 25-row pages */
+    g_test_message("aerial-log from its JSONL: %d positions with the log as text, %d with it as "
+                   "%d pages",
+                   sp->n_ids, sv->n_ids, sv->n_pages);
+    cl_dataset_free(dp);
+    cl_dataset_free(dv);
+    g_autofree char *rm = g_strdup_printf("rm -rf '%s'", dir);
+    g_assert_cmpint(system(rm), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -556,6 +601,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vist/remove", test_remove);
     g_test_add_func("/vist/config", test_config);
     g_test_add_func("/vist/training-sample", test_training_sample);
+    g_test_add_func("/vist/dataset-context", test_dataset_context);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;

@@ -1206,7 +1206,9 @@ static void findings_json(JsonBuilder *b, const ClSynthSample *s, int image)
 
 JsonNode *cl_synth_radiograph_answer_json(const ClSynthSample *s)
 {
-    g_return_val_if_fail(s && s->n_images == 2 && s->task && strcmp(s->task, "radiograph") == 0,
+    g_return_val_if_fail(s && s->n_images == 2 && s->task &&
+                             (strcmp(s->task, "radiograph") == 0 ||
+                              strcmp(s->task, "radiograph-history") == 0),
                          NULL);
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -1231,4 +1233,68 @@ JsonNode *cl_synth_radiograph_answer_json(const ClSynthSample *s)
     findings_json(b, s, 1);
     json_builder_end_object(b);
     return json_builder_get_root(b);
+}
+
+/* ---- radiograph-history: the pair with the patient's earlier reports --------------------------- */
+
+/* The radiograph pair, and the reports of 1-3 earlier studies as text read with the films (the
+ * context of cl_chat_with_context): each dated, listing the findings of the prior film reported
+ * by then (each finding from a drawn study on). The answer is the radiograph answer and, for
+ * every finding on both films, since when it is reported: "… the pleural effusion in the right
+ * lower zone is reported since 2024-03-02 ." Those dates are only in the reports. */
+gboolean cl_synth_radiograph_history_generate(ClSynthSample *s, ClSynthRng *rng,
+                                              const ClSynthOptions *opts,
+                                              ClSynthDrawing *drawing, GError **error)
+{
+    if (!cl_synth_radiograph_generate(s, rng, opts, drawing, error))
+        return FALSE;
+    const Drawing *d = drawing->data;
+    const int K = cl_synth_rng_int(rng, 1, 3);
+    char date[3][16];
+    GDate *g = g_date_new_dmy(1, G_DATE_JANUARY, 2016);
+    g_date_add_days(g, (guint)cl_synth_rng_int(rng, 0, 2500));
+    for (int j = 0; j < K; j++) {
+        if (j)
+            g_date_add_days(g, (guint)cl_synth_rng_int(rng, 30, 400));
+        g_date_strftime(date[j], sizeof date[j], "%Y-%m-%d", g);
+    }
+    g_date_free(g);
+    /* each finding of the prior film: the study it is first reported in (its index in the prior
+     * film's object list for its location) */
+    int onset[MAX_FINDINGS], obj[MAX_FINDINGS];
+    for (int i = 0, o = 0; i < d->n; i++) {
+        obj[i] = d->present[0][i] ? o++ : -1;
+        onset[i] = cl_synth_rng_int(rng, 0, K - 1);
+    }
+    GString *ctx = g_string_new(NULL);
+    for (int j = 0; j < K; j++) {
+        g_string_append_printf(ctx, "%sreport of %s : ", j ? "\n" : "", date[j]);
+        int listed = 0;
+        for (int i = 0; i < d->n; i++) {
+            if (obj[i] < 0 || onset[i] > j)
+                continue;
+            g_autofree char *where = cl_synth_radiograph_location(s, 0, obj[i]);
+            g_string_append_printf(ctx, "%s%s in the %s", listed++ ? " ; " : "",
+                                   kinds[d->f[i].kind].name, where);
+        }
+        g_string_append(ctx, listed ? " ." : "no finding .");
+    }
+    gsize n_turns = cl_chat_conversation_len(s->conversation);
+    const ClChatTurn *t = cl_chat_conversation_turns(s->conversation);
+    GString *answer = g_string_new(t[n_turns - 1].text); /* the radiograph answer */
+    for (int i = 0; i < d->n; i++)
+        if (obj[i] >= 0 && d->present[1][i]) {
+            g_autofree char *where = cl_synth_radiograph_location(s, 0, obj[i]);
+            g_string_append_printf(answer, " the %s in the %s is reported since %s .",
+                                   kinds[d->f[i].kind].name, where, date[onset[i]]);
+        }
+    ClChatConversation *c = cl_chat_conversation_new();
+    for (gsize i = 0; i + 1 < n_turns; i++)
+        cl_chat_conversation_add(c, t[i].role, t[i].text);
+    cl_chat_conversation_add(c, CL_CHAT_ASSISTANT, answer->str);
+    cl_chat_conversation_free(s->conversation);
+    s->conversation = c;
+    s->context = g_string_free(ctx, FALSE);
+    g_string_free(answer, TRUE);
+    return TRUE;
 }

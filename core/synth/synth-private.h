@@ -67,6 +67,9 @@ gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng,
 gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, const char *path,
                                    GError **error);
 /* aerial.c (+ its GeoTIFF writer) */
+gboolean cl_synth_radiograph_history_generate(ClSynthSample *s, ClSynthRng *rng,
+                                              const ClSynthOptions *opts,
+                                              ClSynthDrawing *drawing, GError **error);
 gboolean cl_synth_aerial_log_generate(ClSynthSample *s, ClSynthRng *rng,
                                       const ClSynthOptions *opts, ClSynthDrawing *drawing,
                                       GError **error);

@@ -30,6 +30,11 @@ static const ClSynthTaskDef tasks[] = {
     { "aerial-series", "8-16 aerial tiles of one place (3-32 with --images): when the building "
                        "first appears, and what changed since",
       cl_synth_aerial_series_generate, NULL, NULL, NULL, FALSE, TRUE },
+    { "radiograph-history", "radiograph with 1-3 earlier reports as text read with the films: "
+                            "what changed, and since when each persisting finding is reported; "
+                            "written as DICOM",
+      cl_synth_radiograph_history_generate, "dcm", cl_synth_radiograph_write,
+      cl_synth_radiograph_answer_json },
     { "aerial-log", "4-8 aerial tiles and their acquisition log as text read with them: when "
                     "(image and date) the building first appears, and what changed since",
       cl_synth_aerial_log_generate, NULL, NULL, NULL, FALSE, TRUE },
@@ -48,7 +53,7 @@ static const ClSynthTaskDef tasks[] = {
       cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
 };
 static const char *const task_names[] = { "shapes",        "dots",        "radiograph",
-                                          "aerial",        "edits",       "aerial-series", "aerial-log",
+                                          "aerial",        "edits",       "aerial-series", "aerial-log", "radiograph-history",
                                           "shapes-ground",
                                           "dots-ground",   "radiograph-ground",
                                           "aerial-ground", "edits-ground", NULL };
@@ -519,6 +524,8 @@ char *cl_synth_sample_to_jsonl(const ClSynthSample *s, const char *id,
     json_builder_end_array(b);
     json_builder_set_member_name(b, "answer");
     json_builder_add_value(b, cl_synth_sample_answer_json(s));
+    if (s->context) /* text read with the images (docs/MODEL.md §4.6) */
+        add_string(b, "context", s->context);
     add_string(b, "task", s->task);
     json_builder_end_object(b);
 

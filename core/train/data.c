@@ -242,6 +242,35 @@ static gboolean splice_context(const ClModel *model, ClTrainSample *s, const cha
     return TRUE;
 }
 
+/* encode_sample with a context (NULL or "": none) in cl_chat_with_context's slot: its tokens,
+ * or a VIST2 model's pages (splice_context); a sample with one is never truncated. */
+static ClTrainSample *encode_with_context(const ClModel *model, const ClChatTurn *turns, gsize n,
+                                          guint n_images, const char *context, gboolean all_turns,
+                                          int limit, gboolean truncate, gboolean with_pixels,
+                                          gboolean *truncated, GError **error)
+{
+    if (!context || !*context)
+        return encode_sample(model, turns, n, n_images, all_turns, limit, truncate, with_pixels,
+                             truncated, error);
+    g_autoptr(ClChatConversation) conv = cl_chat_with_context(turns, n);
+    /* the context's tag counts as an image until it is spliced in; the limit then too */
+    g_autoptr(ClTrainSample) s =
+        encode_sample(model, cl_chat_conversation_turns(conv), n, n_images + 1, all_turns,
+                      CL_CONFIG_MAX_LEN, FALSE, with_pixels, truncated, error);
+    if (!s)
+        return NULL;
+    s->n_images = n_images;
+    if (!splice_context(model, s, context, error))
+        return NULL;
+    if (s->n_ids > limit) {
+        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG,
+                    "with its context the sample takes %d decoder positions but the limit is %d",
+                    s->n_ids, limit);
+        return NULL;
+    }
+    return g_steal_pointer(&s);
+}
+
 ClTrainSample *cl_train_sample_from_turns(const ClModel *model, const ClChatTurn *turns, gsize n,
                                           const ClImage *const *images, const guint *frames,
                                           guint n_images, gboolean all_turns, GError **error)
@@ -264,22 +293,11 @@ ClTrainSample *cl_train_sample_from_turns_with_context(const ClModel *model,
                     "%u images in one sample; at most %d", n_images, CL_CHAT_MAX_IMAGES);
         return NULL;
     }
-    const gboolean with_context = context && *context;
-    g_autoptr(ClChatConversation) conv = with_context ? cl_chat_with_context(turns, n) : NULL;
-    if (conv)
-        turns = cl_chat_conversation_turns(conv);
-    /* the context's tag counts as an image until it is spliced in; the limit then too */
     g_autoptr(ClTrainSample) s =
-        encode_sample(model, turns, n, n_images + with_context, all_turns,
-                      with_context ? CL_CONFIG_MAX_LEN : model->config.max_len, FALSE, TRUE,
-                      NULL, error);
+        encode_with_context(model, turns, n, n_images, context, all_turns, model->config.max_len,
+                            FALSE, TRUE, NULL, error);
     if (!s)
         return NULL;
-    if (with_context) {
-        s->n_images = n_images;
-        if (!splice_context(model, s, context, error))
-            return NULL;
-    }
     for (guint k = 0; k < n_images; k++) {
         g_autoptr(GError) perr = NULL;
         if (!images[k]) {
@@ -305,6 +323,7 @@ typedef struct {
     GPtrArray *paths; /* resolved file paths (char*) */
     GArray *frames;   /* guint per image */
     char *id;
+    char *context;    /* "context": text read with the images (docs/MODEL.md §4.6), or NULL */
 } Line;
 
 static void line_clear(Line *l)
@@ -313,6 +332,7 @@ static void line_clear(Line *l)
     g_clear_pointer(&l->paths, g_ptr_array_unref);
     g_clear_pointer(&l->frames, g_array_unref);
     g_clear_pointer(&l->id, g_free);
+    g_clear_pointer(&l->context, g_free);
 }
 
 #define LINE_ERROR(...) g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE, __VA_ARGS__)
@@ -505,6 +525,14 @@ static gboolean parse_line(const char *dir, const char *text, gsize len, guint l
         out->id = g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(idn));
     else
         out->id = g_strdup_printf("line %u", lineno);
+    JsonNode *cn = json_object_get_member(obj, "context");
+    if (cn && !JSON_NODE_HOLDS_NULL(cn)) {
+        if (!JSON_NODE_HOLDS_VALUE(cn) || json_node_get_value_type(cn) != G_TYPE_STRING) {
+            LINE_ERROR("\"context\" is not a string");
+            goto fail;
+        }
+        out->context = g_strdup(json_node_get_string(cn));
+    }
     return TRUE;
 
 fail:
@@ -570,10 +598,10 @@ static gboolean index_line(ClDataset *d, const char *text, gsize len, gint64 off
     if (!parse_line(d->dir, text, len, lineno, TRUE, &l, error))
         return FALSE;
     gboolean truncated = FALSE;
-    g_autoptr(ClTrainSample) s = encode_sample(
+    g_autoptr(ClTrainSample) s = encode_with_context(
         d->model, cl_chat_conversation_turns(l.conv), cl_chat_conversation_len(l.conv),
-        l.paths->len, d->o.all_turns, d->limit, d->o.long_policy == CL_DATASET_LONG_TRUNCATE,
-        FALSE, &truncated, error);
+        l.paths->len, l.context, d->o.all_turns, d->limit,
+        d->o.long_policy == CL_DATASET_LONG_TRUNCATE, FALSE, &truncated, error);
     guint n_images = l.paths->len;
     line_clear(&l);
     if (!s)
@@ -848,10 +876,10 @@ ClTrainSample *cl_dataset_get(ClDataset *d, guint index, GError **error)
                     d->path, lineno, lerr->message);
         return NULL;
     }
-    g_autoptr(ClTrainSample) s = encode_sample(
+    g_autoptr(ClTrainSample) s = encode_with_context(
         d->model, cl_chat_conversation_turns(l.conv), cl_chat_conversation_len(l.conv),
-        l.paths->len, d->o.all_turns, d->limit, d->o.long_policy == CL_DATASET_LONG_TRUNCATE,
-        TRUE, NULL, &lerr);
+        l.paths->len, l.context, d->o.all_turns, d->limit,
+        d->o.long_policy == CL_DATASET_LONG_TRUNCATE, TRUE, NULL, &lerr);
     if (!s) {
         g_set_error(error, lerr->domain, lerr->code, "%s:%u: %s", d->path, lineno, lerr->message);
         line_clear(&l);
