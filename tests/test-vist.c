@@ -15,6 +15,7 @@
 #include "model.h"
 #include "refdec.h"
 #include "vist.h"
+#include "describe.h"
 #include "data.h"
 #include "synthdata.h"
 #include "trainmodel.h"
@@ -588,6 +589,54 @@ static void test_dataset_context(void)
     g_assert_cmpint(system(rm), ==, 0);
 }
 
+/* describe with prior reports: a VIST2 model reads them as pages (fewer prompt positions than
+ * the same weights reading them as text; the pages come back for thumbnails) */
+static void test_describe_context(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", NULL));
+    cfg.image_size = 32, cfg.patch_size = 8, cfg.enc_dim = 16, cfg.enc_depth = 1;
+    cfg.enc_heads = 1, cfg.enc_mlp = 16, cfg.merger_hidden = 16;
+    cfg.dec_dim = 32, cfg.dec_depth = 2, cfg.dec_heads = 4, cfg.dec_kv_heads = 2;
+    cfg.dec_mlp = 48, cfg.max_len = 1024;
+    g_autoptr(ClModel) plain = cl_model_new_random(&cfg, 3, &err);
+    cl_config_set_vist(&cfg, 0);
+    g_autoptr(ClModel) vm = cl_model_new_random(&cfg, 3, &err);
+    g_assert_no_error(err);
+    guint8 px[2][32 * 32 * 3];
+    for (gsize i = 0; i < sizeof px[0]; i++)
+        px[0][i] = (guint8)(i * 3), px[1][i] = (guint8)(i * 5);
+    ClSynthImage si[2] = { { .width = 32, .height = 32, .channels = 3, .pixels = px[0] },
+                           { .width = 32, .height = 32, .channels = 3, .pixels = px[1] } };
+    g_autoptr(ClImage) a = cl_synth_image_to_image(&si[0]);
+    g_autoptr(ClImage) b = cl_synth_image_to_image(&si[1]);
+    ClDescribeImage di[2] = { { .image = a }, { .image = b } };
+    ClDescribeOptions o;
+    cl_describe_options_init(&o);
+    o.max_new_tokens = 4;
+    o.heatmaps = FALSE;
+    o.context = "2026-03-02: the right lower lobe opacity has decreased. No effusion. The heart "
+                "is normal in size. Lines and tubes unchanged since the prior study.";
+    ClDescribeResult rp, rv;
+    g_assert_true(cl_describe_run(be, plain, di, 2, &o, &rp, &err));
+    g_assert_no_error(err);
+    g_assert_true(cl_describe_run(be, vm, di, 2, &o, &rv, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(rp.context_tokens, ==, rv.context_tokens);
+    g_assert_cmpint(rp.context_pages, ==, 0);
+    g_assert_cmpint(rv.context_pages, >, 0);
+    g_assert_cmpuint(rv.context_page_pixels->len, ==, (guint)rv.context_pages);
+    g_assert_nonnull(strstr(rv.prompt_text, "Prior reports: <image>"));
+    int chunks = 0;
+    const int packed = cl_vist_plan(&vm->config, rv.context_tokens, &chunks);
+    g_test_message("describe with %d tokens of prior reports: %d pages (%d tokens packed)",
+                   rv.context_tokens, chunks, packed);
+    g_assert_cmpint(chunks, ==, rv.context_pages);
+    cl_describe_result_clear(&rp);
+    cl_describe_result_clear(&rv);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -602,6 +651,7 @@ int main(int argc, char **argv)
     g_test_add_func("/vist/config", test_config);
     g_test_add_func("/vist/training-sample", test_training_sample);
     g_test_add_func("/vist/dataset-context", test_dataset_context);
+    g_test_add_func("/vist/describe-context", test_describe_context);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;
