@@ -428,9 +428,10 @@ int cl_cli_describe(int argc, char **argv)
     }
 
     if (res.context_tokens > 0 && res.context_pages > 0)
-        fprintf(stderr, "%s: prior reports: %d tokens, VIST2 kept %d of them as %d pages (%d "
+        fprintf(stderr, "%s: prior reports: %d tokens, VIST2 kept %d of them as %d page%s (%d "
                 "positions)\n", PROG, res.context_tokens, res.context_compressed,
-                res.context_pages, res.context_pages * res.n_visual_per_image);
+                res.context_pages, res.context_pages == 1 ? "" : "s",
+                res.context_pages * res.n_visual_per_image);
     else if (res.context_tokens > 0)
         fprintf(stderr, "%s: prior reports: %d tokens, read as text\n", PROG,
                 res.context_tokens);

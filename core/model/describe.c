@@ -324,6 +324,8 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         else
             ok = cl_generate(be, model, (const gint32 *)(gconstpointer)dec_ids->data,
                              (int)dec_ids->len, visual, &go, &gr, error);
+        if (vist) /* the decoder's positions: the pages' rows in place of the text they hold */
+            out->n_prompt = (int)dec_ids->len - out->context_compressed + out->context_pages * M;
         for (guint i = 0; vist && i < cl_vist_n_pages(vist); i++) {
             g_ptr_array_add(out->context_page_pixels,
                             g_memdup2(cl_vist_page(vist, i, NULL), (gsize)S * S));

@@ -84,7 +84,8 @@ typedef struct {
     double logprob, score;
     ClChatDomain domain;    /* the conversation used */
     char *prompt_text;      /* the prompt as ChatML text, <image> tags included */
-    int n_prompt;           /* decoder positions of the prompt (visual tokens included) */
+    int n_prompt;           /* decoder positions of the prompt (visual tokens included; with
+                             * VIST2 pages, their rows in place of the text they hold) */
     int n_visual_per_image; /* M */
     guint n_images;
     ClLetterbox *letterbox; /* (n_images): how each image sits in the model input */
@@ -102,7 +103,7 @@ typedef struct {
     GPtrArray *notices;   /* char*: one-line notes for the user (device fallback, upscaled
                            * images, ...); the caller may add its own */
     GArray *prompt_ids;   /* gint32: the decoder's prompt (CL_DECODER_VISUAL where the visual
-                           * tokens go), n_prompt of them */
+                           * tokens go; a context as its text even when VIST2 read pages) */
     float *visual;        /* (n_images, M, dec_dim): the visual tokens the decoder read */
     /* the context (options.context): its tokens, and with VIST2 the pages they became, the
      * tokens the pages hold and the pages' grey pixels (image_size² bytes each, thumbnails) */

@@ -28,6 +28,13 @@ GPtrArray *cl_sentence_maps(ClBackend *be, const ClModel *model, const ClDescrib
         g_ptr_array_unref(out);
         return NULL;
     }
+    if (res->context_pages > 0) {
+        /* the maps replay the prompt, which holds the reports as text, not as the pages read */
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "no sentence maps for a run that read prior reports as VIST2 pages");
+        g_ptr_array_unref(out);
+        return NULL;
+    }
     const int M = res->n_visual_per_image, np = (int)res->prompt_ids->len;
     const int ng = (int)res->ids->len, n = np + ng;
     if (image >= res->n_images || M <= 0 || n > model->config.max_len) {
