@@ -182,9 +182,10 @@ static inline gsize image_floats(const ClTrainSample *s)
 }
 
 /* The context's slot (the last image tag's M visual positions, at cp) replaced by the context:
- * its tokens, or (VIST2) its pages' visual positions and the tail's tokens. */
+ * its tokens, or (VIST2) its pages' visual positions and the tail's tokens; with_pixels: the
+ * pages rendered too (ClTrainSample.page_pixels). */
 static gboolean splice_context(const ClModel *model, ClTrainSample *s, const char *context,
-                               GError **error)
+                               gboolean with_pixels, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     const int M = cl_config_n_visual(cfg);
@@ -224,7 +225,8 @@ static gboolean splice_context(const ClModel *model, ClTrainSample *s, const cha
     s->ids = ids;
     s->mask = mask;
     s->n_ids = (int)n_ids;
-    if (pages > 0) {
+    s->n_pages = pages;
+    if (pages > 0 && with_pixels) { /* (a data set's index pass needs the length alone) */
         const size_t px = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
         s->page_pixels = g_try_new(float, px * pages);
         if (!s->page_pixels) {
@@ -237,7 +239,6 @@ static gboolean splice_context(const ClModel *model, ClTrainSample *s, const cha
             g_free(cl_vist_chunk_pixels(model, (const gint32 *)(gconstpointer)ctx->data + a,
                                         b - a, s->page_pixels + p * px, NULL));
         }
-        s->n_pages = pages;
     }
     return TRUE;
 }
@@ -260,7 +261,7 @@ static ClTrainSample *encode_with_context(const ClModel *model, const ClChatTurn
     if (!s)
         return NULL;
     s->n_images = n_images;
-    if (!splice_context(model, s, context, error))
+    if (!splice_context(model, s, context, with_pixels, error))
         return NULL;
     if (s->n_ids > limit) {
         g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG,
