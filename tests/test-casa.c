@@ -40,15 +40,20 @@ static void casa_config(ClModelConfig *cfg, ClCasaVariant v)
 }
 
 /* lively weights (refdec.h), the same for every name two models share */
+static ClModel *model_from(const ClModelConfig *cfg)
+{
+    g_autoptr(GError) err = NULL;
+    ClModel *m = cl_model_new_random(cfg, 5, &err);
+    g_assert_no_error(err);
+    ref_liven(m);
+    return m;
+}
+
 static ClModel *make_model(ClCasaVariant v)
 {
     ClModelConfig cfg;
     casa_config(&cfg, v);
-    g_autoptr(GError) err = NULL;
-    ClModel *m = cl_model_new_random(&cfg, 5, &err);
-    g_assert_no_error(err);
-    ref_liven(m);
-    return m;
+    return model_from(&cfg);
 }
 
 /* `pre` text tokens, then per image: 4 visual rows and `per` text tokens */
@@ -247,9 +252,7 @@ static void test_replace(void)
     casa_config(&cfg, CL_CASA_CA);
     cfg.casa_replace = 2;
     g_autoptr(GError) err = NULL;
-    g_autoptr(ClModel) m = cl_model_new_random(&cfg, 5, &err);
-    g_assert_no_error(err);
-    ref_liven(m);
+    g_autoptr(ClModel) m = model_from(&cfg);
     g_autoptr(ClModel) full = make_model(CL_CASA_CA);
     g_autoptr(GArray) ids = prompt(3, 3, 5, 1);
     g_autofree float *vis = visual_rows(12, 2);
@@ -291,9 +294,7 @@ static void test_tv(void)
             cfg.casa_tv = TRUE;
             cfg.casa_replace = replace;
             g_autoptr(GError) err = NULL;
-            g_autoptr(ClModel) m = cl_model_new_random(&cfg, 5, &err);
-            g_assert_no_error(err);
-            ref_liven(m);
+            g_autoptr(ClModel) m = model_from(&cfg);
             g_autoptr(GArray) ids = prompt(3, 3, 5, 1);
             g_autofree float *vis = visual_rows(12, 2);
             const int V = 300, n = (int)ids->len;
@@ -336,9 +337,7 @@ static void test_gist(void)
     casa_config(&cfg, CL_CASA_CA);
     cfg.casa_gist = TRUE;
     g_autoptr(GError) err = NULL;
-    g_autoptr(ClModel) m = cl_model_new_random(&cfg, 5, &err);
-    g_assert_no_error(err);
-    ref_liven(m);
+    g_autoptr(ClModel) m = model_from(&cfg);
     g_assert_cmpint(cl_config_image_positions(&cfg), ==, 5);
     /* the prompt: 3 text, then per image 4 rows, the gist and 5 text */
     g_autoptr(GArray) plain = prompt(3, 3, 5, 1);

@@ -24,15 +24,22 @@ static ClBackend *be;
 
 enum { V = 300, P = 5, L = 6 };
 
+/* The tests' small shapes: 32-pixel images of 4 visual rows, a 2-layer decoder of width 32. */
+static void small_config(ClModelConfig *cfg, int max_len)
+{
+    g_assert_true(cl_model_config_preset(cfg, "tiny", NULL));
+    cfg->image_size = 32, cfg->patch_size = 8, cfg->enc_dim = 16, cfg->enc_depth = 1;
+    cfg->enc_heads = 1, cfg->enc_mlp = 16, cfg->merger_hidden = 16;
+    cfg->dec_dim = 32, cfg->dec_depth = 2, cfg->dec_heads = 4, cfg->dec_kv_heads = 2;
+    cfg->dec_mlp = 48, cfg->max_len = max_len;
+}
+
 static ClModel *make_model(gboolean sees_text)
 {
     ClModelConfig cfg;
     g_autoptr(GError) err = NULL;
-    g_assert_true(cl_model_config_preset(&cfg, "tiny", &err));
-    cfg.image_size = 32, cfg.patch_size = 8, cfg.enc_dim = 16, cfg.enc_depth = 1;
-    cfg.enc_heads = 1, cfg.enc_mlp = 16, cfg.merger_hidden = 16;
-    cfg.dec_dim = 32, cfg.dec_depth = 2, cfg.dec_heads = 4, cfg.dec_kv_heads = 2;
-    cfg.dec_mlp = 48, cfg.vocab_size = V, cfg.rope_base = 50.0, cfg.max_len = 64;
+    small_config(&cfg, 64);
+    cfg.vocab_size = V, cfg.rope_base = 50.0;
     cl_config_set_vist(&cfg, L);
     cfg.vist_tail = 2;
     cfg.vist_sees_text = sees_text;
@@ -458,11 +465,7 @@ static void test_training_sample(void)
 {
     ClModelConfig cfg;
     g_autoptr(GError) err = NULL;
-    g_assert_true(cl_model_config_preset(&cfg, "tiny", NULL));
-    cfg.image_size = 32, cfg.patch_size = 8, cfg.enc_dim = 16, cfg.enc_depth = 1;
-    cfg.enc_heads = 1, cfg.enc_mlp = 16, cfg.merger_hidden = 16;
-    cfg.dec_dim = 32, cfg.dec_depth = 2, cfg.dec_heads = 4, cfg.dec_kv_heads = 2;
-    cfg.dec_mlp = 48, cfg.max_len = 512;
+    small_config(&cfg, 512);
     g_autoptr(ClModel) plain = cl_model_new_random(&cfg, 3, &err);
     g_assert_no_error(err);
     cl_config_set_vist(&cfg, 16);
@@ -557,11 +560,7 @@ static void test_dataset_context(void)
     g_assert_true(cl_synth_write_dataset(dir, "aerial-log", 5, 2, &so, TRUE, NULL, NULL, &err));
     g_assert_no_error(err);
     ClModelConfig cfg;
-    g_assert_true(cl_model_config_preset(&cfg, "tiny", NULL));
-    cfg.image_size = 32, cfg.patch_size = 8, cfg.enc_dim = 16, cfg.enc_depth = 1;
-    cfg.enc_heads = 1, cfg.enc_mlp = 16, cfg.merger_hidden = 16;
-    cfg.dec_dim = 32, cfg.dec_depth = 2, cfg.dec_heads = 4, cfg.dec_kv_heads = 2;
-    cfg.dec_mlp = 48, cfg.max_len = 2048;
+    small_config(&cfg, 2048);
     g_autoptr(ClModel) plain = cl_model_new_random(&cfg, 3, &err);
     cl_config_set_vist(&cfg, 0);
     g_autoptr(ClModel) vm = cl_model_new_random(&cfg, 3, &err);
@@ -595,11 +594,7 @@ static void test_describe_context(void)
 {
     ClModelConfig cfg;
     g_autoptr(GError) err = NULL;
-    g_assert_true(cl_model_config_preset(&cfg, "tiny", NULL));
-    cfg.image_size = 32, cfg.patch_size = 8, cfg.enc_dim = 16, cfg.enc_depth = 1;
-    cfg.enc_heads = 1, cfg.enc_mlp = 16, cfg.merger_hidden = 16;
-    cfg.dec_dim = 32, cfg.dec_depth = 2, cfg.dec_heads = 4, cfg.dec_kv_heads = 2;
-    cfg.dec_mlp = 48, cfg.max_len = 1024;
+    small_config(&cfg, 1024);
     g_autoptr(ClModel) plain = cl_model_new_random(&cfg, 3, &err);
     cl_config_set_vist(&cfg, 0);
     g_autoptr(ClModel) vm = cl_model_new_random(&cfg, 3, &err);

@@ -972,13 +972,7 @@ gboolean cl_synth_aerial_log_generate(ClSynthSample *s, ClSynthRng *rng,
             g_string_append_printf(answer, " , acquired on %s", date + 16 * (k - 1));
         p = end;
     }
-    ClChatConversation *c = cl_chat_conversation_new();
-    const ClChatTurn *t = cl_chat_conversation_turns(s->conversation);
-    for (gsize i = 0; i + 1 < n_turns; i++)
-        cl_chat_conversation_add(c, t[i].role, t[i].text);
-    cl_chat_conversation_add(c, CL_CHAT_ASSISTANT, answer->str);
-    cl_chat_conversation_free(s->conversation);
-    s->conversation = c;
+    cl_synth_replace_answer(s, answer->str);
     s->context = g_string_free(log, FALSE);
     g_string_free(answer, TRUE);
     g_free(date);

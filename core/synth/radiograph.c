@@ -1288,12 +1288,7 @@ gboolean cl_synth_radiograph_history_generate(ClSynthSample *s, ClSynthRng *rng,
             g_string_append_printf(answer, " the %s in the %s is reported since %s .",
                                    kinds[d->f[i].kind].name, where, date[onset[i]]);
         }
-    ClChatConversation *c = cl_chat_conversation_new();
-    for (gsize i = 0; i + 1 < n_turns; i++)
-        cl_chat_conversation_add(c, t[i].role, t[i].text);
-    cl_chat_conversation_add(c, CL_CHAT_ASSISTANT, answer->str);
-    cl_chat_conversation_free(s->conversation);
-    s->conversation = c;
+    cl_synth_replace_answer(s, answer->str);
     s->context = g_string_free(ctx, FALSE);
     g_string_free(answer, TRUE);
     return TRUE;

@@ -67,6 +67,8 @@ gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng,
 gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, const char *path,
                                    GError **error);
 /* aerial.c (+ its GeoTIFF writer) */
+/* The conversation's last (answer) turn replaced by `answer` (the tasks built on another's). */
+void cl_synth_replace_answer(ClSynthSample *s, const char *answer);
 gboolean cl_synth_radiograph_history_generate(ClSynthSample *s, ClSynthRng *rng,
                                               const ClSynthOptions *opts,
                                               ClSynthDrawing *drawing, GError **error);

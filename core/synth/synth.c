@@ -399,6 +399,18 @@ ClSynthSample *cl_synth_generate(const char *task, guint64 seed, const ClSynthOp
     return ok ? g_steal_pointer(&s) : NULL;
 }
 
+void cl_synth_replace_answer(ClSynthSample *s, const char *answer)
+{
+    const gsize n = cl_chat_conversation_len(s->conversation);
+    const ClChatTurn *t = cl_chat_conversation_turns(s->conversation);
+    ClChatConversation *c = cl_chat_conversation_new();
+    for (gsize i = 0; i + 1 < n; i++)
+        cl_chat_conversation_add(c, t[i].role, t[i].text);
+    cl_chat_conversation_add(c, CL_CHAT_ASSISTANT, answer);
+    cl_chat_conversation_free(s->conversation);
+    s->conversation = c;
+}
+
 void cl_synth_sample_free(ClSynthSample *s)
 {
     if (!s)
