@@ -7,10 +7,10 @@
 
 #include <glib.h>
 
-#include "decoder.h"
-#include "encoder.h"
-#include "generate.h"
-#include "model.h"
+#include "model/decoder.h"
+#include "model/encoder.h"
+#include "model/generate.h"
+#include "model/model.h"
 
 /* ---- the walled backend ---------------------------------------------------------------------- */
 

@@ -3,7 +3,7 @@
  * backend whose memory the host may not touch, run everywhere) and test-cuda (the GPU). */
 #pragma once
 
-#include "backend.h"
+#include "nn/backend.h"
 
 /* How close a device's result must be to the CPU's: each element within atol + rtol·|cpu|, and
  * the normalised squared error Σ(dev − cpu)² / Σ cpu² at most nmse. */

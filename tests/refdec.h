@@ -19,7 +19,7 @@ void ref_attend(double *out, const double *q, const double *k, const double *v, 
 void ref_mlp(double *out, const float *gate, const float *up, const float *down, const double *h,
              int E, int F);
 
-#include "model.h"
+#include "model/model.h"
 
 typedef struct {
     /* position t sees key j (j <= t); NULL: every j <= t */

@@ -1,4 +1,4 @@
-/* test-casa.c - CASA, cross-attention beside the text self-attention (SEEDS-DECODER.md §2):
+/* test-casa.c - CASA, cross-attention beside the text self-attention (docs/MODEL.md §4.3):
  * a double-precision reference, the KV cache independent of the number of images, text before
  * the first image untouched by images, CA^φ equal to CA with copied projections, an old image
  * reaching later text only through its window's text, cached decode steps, config. */
@@ -7,13 +7,13 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "decoder.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/decoder.h"
+#include "model/model.h"
 #include "refdec.h"
-#include "data.h"
-#include "synthdata.h"
-#include "tokenizer.h"
+#include "train/data.h"
+#include "train/synthdata.h"
+#include "model/tokenizer.h"
 
 static ClBackend *be;
 

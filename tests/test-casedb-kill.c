@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "casedb.h"
+#include "casedb/casedb.h"
 #include "fixtures.h"
 
 #define ITERATIONS 120

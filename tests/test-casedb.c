@@ -7,7 +7,7 @@
 #include <string.h>
 #include <utime.h>
 
-#include "casedb.h"
+#include "casedb/casedb.h"
 #include "fixtures.h"
 
 static char *tmpdir;           /* removed at the end */

@@ -8,10 +8,10 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#include "data.h"
-#include "decoder.h"
+#include "train/data.h"
+#include "model/decoder.h"
 #include "fixtures.h"
-#include "preprocess.h"
+#include "model/preprocess.h"
 
 static char *tmpdir;
 static ClModel *model;

@@ -6,9 +6,9 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "decoder.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/decoder.h"
+#include "model/model.h"
 #include "refdec.h"
 
 static ClBackend *be;

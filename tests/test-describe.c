@@ -7,10 +7,10 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "describe.h"
+#include "model/describe.h"
 #include "fixtures.h"
-#include "heatmap.h"
-#include "preprocess.h"
+#include "model/heatmap.h"
+#include "model/preprocess.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 

@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "fixtures.h"
-#include "loaders.h" /* cl_image_dicom_codecs */
+#include "image/loaders.h" /* cl_image_dicom_codecs */
 
 static char *tmpdir;
 static GPtrArray *fixtures; /* ClFixture* */

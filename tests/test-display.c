@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "display.h"
+#include "image/display.h"
 #include "fixtures.h"
 
 /* A w×1 single-channel image of the given values. */

@@ -7,9 +7,9 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "encoder.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/encoder.h"
+#include "model/model.h"
 
 static ClBackend *be;
 

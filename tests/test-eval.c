@@ -8,9 +8,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "eval.h"
+#include "train/eval.h"
 #include "fixtures.h"
-#include "synth.h"
+#include "synth/synth.h"
 
 #define N 12
 

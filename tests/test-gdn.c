@@ -1,4 +1,4 @@
-/* test-gdn.c - Gated DeltaNet for the hybrid decoder option (SEEDS-DECODER.md §3): the chunked
+/* test-gdn.c - Gated DeltaNet for the hybrid decoder option (docs/MODEL.md §4.5): the chunked
  * (WY) form equals the token-by-token recurrence, a sequence cut in two with the state carried
  * equals one pass, the causal convolution carries its state the same way, and the backwards of
  * the delta rule and of the convolution match float64 finite differences for every input. */
@@ -7,7 +7,7 @@
 
 #include <glib.h>
 
-#include "gdn.h"
+#include "model/gdn.h"
 
 enum { T = 37, DK = 8, DV = 6 };
 

@@ -5,10 +5,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "decoder.h"
-#include "generate.h"
-#include "model.h"
-#include "tokenizer.h"
+#include "model/decoder.h"
+#include "model/generate.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
 
 /* A small model: 2 × 2 patch grid, narrow encoder and decoder; the decoder is what matters. */
 static ClModel *small_model(guint64 seed)

@@ -7,8 +7,8 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "grad.h"
+#include "nn/backend.h"
+#include "train/grad.h"
 
 static ClBackend *be;
 

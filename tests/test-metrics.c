@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "train/metrics.h"
 
 #define REL_TOL 1e-6
 #define ABS_TOL 1e-9

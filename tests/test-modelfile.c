@@ -7,12 +7,12 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "config.h"
-#include "half.h"
-#include "model.h"
-#include "safetensors.h"
-#include "tokenizer.h"
-#include "weights.h"
+#include "model/config.h"
+#include "nn/half.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
 
 static char *tmp_dir;
 

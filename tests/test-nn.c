@@ -6,10 +6,10 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "blas.h"
-#include "elementwise.h"
-#include "threadpool.h"
+#include "nn/backend.h"
+#include "nn/blas.h"
+#include "nn/elementwise.h"
+#include "nn/threadpool.h"
 
 /* Float sums of K products: the classic forward error bound of a dot product in any summation
  * order is γ_K · Σ|a_k·b_k| with γ_K ≈ K·2^-24; we allow K·FLT_EPSILON (= 2·K·2^-24), which

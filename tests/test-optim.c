@@ -9,12 +9,12 @@
 
 #include <glib/gstdio.h>
 
-#include "checkpoint.h"
+#include "train/checkpoint.h"
 #include "fixtures.h"
-#include "optim.h"
-#include "params.h"
-#include "safetensors.h"
-#include "trainlog.h"
+#include "train/optim.h"
+#include "train/params.h"
+#include "model/safetensors.h"
+#include "train/trainlog.h"
 
 static char *tmpdir;
 

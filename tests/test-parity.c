@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
-#include "decoder.h"
-#include "encoder.h"
-#include "model.h"
-#include "safetensors.h"
-#include "tokenizer.h"
+#include "nn/backend.h"
+#include "model/decoder.h"
+#include "model/encoder.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+#include "model/tokenizer.h"
 
 /* Per element |a - b| <= atol + rtol * |ref|.
  * rtol = 1e-4: the engine is f32 and the reference f64; a value here is a few hundred products

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fixtures.h"
-#include "loaders.h"
+#include "image/loaders.h"
 
 static GPtrArray *fixtures; /* ClFixture*, written once into fixture_dir */
 static char *fixture_dir;

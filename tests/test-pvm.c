@@ -1,4 +1,4 @@
-/* test-pvm.c - PVM, the persistent visual memory beside the decoder's FFN (SEEDS-DECODER.md
+/* test-pvm.c - PVM, the persistent visual memory beside the decoder's FFN (docs/MODEL.md §4
  * §1): a double-precision reference of its equations, the gate-0 identity with the base model
  * bit for bit, the silencing mask, independence from the text history, cached visual keys
  * against recomputation, config and file round trips. */
@@ -8,9 +8,9 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
-#include "backend.h"
-#include "decoder.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/decoder.h"
+#include "model/model.h"
 #include "fixtures.h"
 #include "refdec.h"
 
@@ -93,7 +93,7 @@ static float *make_visual(int rows, int E)
 
 /* ---- the double-precision reference (refdec.h, and PVM's branch here) ---- */
 
-/* PVM's branch for one row h (SEEDS-DECODER.md §1.1), into P (E). vis: the nv visual rows. */
+/* PVM's branch for one row h (docs/MODEL.md §4.2), into P (E). vis: the nv visual rows. */
 static void r_pvm(double *P, const ClModel *m, const ClDecoderLayerWeights *L, const double *h,
                   const float *vis, int nv)
 {

@@ -1,11 +1,11 @@
-/* test-register.c - core/prep/register: known shifts, rotations, affine maps, exposure changes,
+/* test-register.c - core/align/register: known shifts, rotations, affine maps, exposure changes,
  * noise and a resolution change are recovered to under half a pixel; unrelated images are not
  * "aligned"; cancellation. */
 #include <math.h>
 #include <string.h>
 
 #include "fixtures.h"
-#include "register.h"
+#include "align/register.h"
 
 #define W 300
 #define H 240

@@ -12,11 +12,11 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include "casedb.h"
-#include "deid.h"
+#include "casedb/casedb.h"
+#include "report/deid.h"
 #include "fixtures.h"
-#include "heatmap.h"
-#include "report.h"
+#include "model/heatmap.h"
+#include "report/report.h"
 
 static char *tmpdir;
 static GPtrArray *fixtures;

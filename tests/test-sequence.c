@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fixtures.h"
-#include "sequence.h"
+#include "image/sequence.h"
 
 static ClImage *fake(ClImageFormat fmt, const char *path, guint w, guint h, guint frames)
 {

@@ -1,5 +1,5 @@
-/* test-streaming.c - the streaming KV cache (sink + window in a ring, SEEDS-DECODER.md §3.1's
- * online mode): equal to dense attention under the sink + window mask (a float64 reference),
+/* test-streaming.c - the streaming KV cache (sink + window in a ring, docs/MODEL.md §4.4):
+ * equal to dense attention under the sink + window mask (a float64 reference),
  * the ordinary cache's results until the ring fills, memory that does not grow, generation past
  * max_len. */
 #include <math.h>
@@ -7,10 +7,10 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "decoder.h"
-#include "generate.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/decoder.h"
+#include "model/generate.h"
+#include "model/model.h"
 #include "refdec.h"
 
 static ClBackend *be;

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "fixtures.h"
-#include "image.h"
-#include "synth-private.h" /* the aerial task's GeoTIFF writer */
+#include "image/image.h"
+#include "synth/synth-private.h" /* the aerial task's GeoTIFF writer */
 
 /* The tasks' structured answers (aerial.c, edits.c). */
 

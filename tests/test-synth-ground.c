@@ -9,14 +9,14 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "data.h"
+#include "train/data.h"
 #include "fixtures.h"
-#include "ground.h"
-#include "image.h"
-#include "model.h"
-#include "radiograph.h"
-#include "synth.h"
-#include "synthdata.h"
+#include "synth/ground.h"
+#include "image/image.h"
+#include "model/model.h"
+#include "synth/radiograph.h"
+#include "synth/synth.h"
+#include "train/synthdata.h"
 
 #define N_SEEDS 40
 

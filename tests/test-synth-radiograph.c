@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "fixtures.h"
-#include "image.h"
-#include "radiograph.h"
-#include "synth-private.h" /* the task's DICOM writer on its own */
-#include "synth.h"
-#include "taskmetrics.h"
+#include "image/image.h"
+#include "synth/radiograph.h"
+#include "synth/synth-private.h" /* the task's DICOM writer on its own */
+#include "synth/synth.h"
+#include "train/taskmetrics.h"
 
 #define N_SEEDS 200
 

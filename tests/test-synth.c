@@ -6,8 +6,8 @@
 #include <sys/wait.h>
 
 #include "fixtures.h"
-#include "image.h"
-#include "synth.h"
+#include "image/image.h"
+#include "synth/synth.h"
 
 #define N_SEEDS 40
 

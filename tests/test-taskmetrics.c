@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "taskmetrics.h"
+#include "train/taskmetrics.h"
 
 static int finding_index(const char *name)
 {

@@ -5,9 +5,9 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "chat.h"
-#include "config.h"
-#include "tokenizer.h"
+#include "model/chat.h"
+#include "model/config.h"
+#include "model/tokenizer.h"
 
 static const char *const specials[] = {
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<|pad|>",

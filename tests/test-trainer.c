@@ -13,15 +13,15 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
-#include "checkpoint.h"
+#include "train/checkpoint.h"
 #include "fixtures.h"
-#include "model.h"
-#include "params.h"
-#include "safetensors.h"
-#include "synth.h"
-#include "synthdata.h"
-#include "trainer.h"
-#include "trainmodel.h"
+#include "model/model.h"
+#include "train/params.h"
+#include "model/safetensors.h"
+#include "synth/synth.h"
+#include "train/synthdata.h"
+#include "train/trainer.h"
+#include "train/trainmodel.h"
 
 static char *tmp;
 

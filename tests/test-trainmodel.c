@@ -11,11 +11,11 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
-#include "decoder.h"
-#include "encoder.h"
-#include "model.h"
-#include "params.h"
-#include "trainmodel.h"
+#include "model/decoder.h"
+#include "model/encoder.h"
+#include "model/model.h"
+#include "train/params.h"
+#include "train/trainmodel.h"
 
 static ClBackend *be;
 

@@ -11,7 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "casedb.h"
+#include "casedb/casedb.h"
 #include "cl-application.h"
 #include "cl-document.h"
 #include "cl-preferences.h"

@@ -1,4 +1,4 @@
-/* test-vist.c - VIST2 context compression (SEEDS-DECODER.md §4.4's tests): the incremental
+/* test-vist.c - VIST2 context compression (docs/MODEL.md §4.6): the incremental
  * render–encode–evict loop against one float64 pass over the whole sequence under VIST2's mask
  * and positions, for both masks; a chunk's raw text changes nothing later once its visual rows
  * are fixed (mask "image"); the KV size after n chunks; the tail rule; the renderer; the
@@ -9,16 +9,16 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "decoder.h"
-#include "generate.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/decoder.h"
+#include "model/generate.h"
+#include "model/model.h"
 #include "refdec.h"
-#include "vist.h"
-#include "describe.h"
-#include "data.h"
-#include "synthdata.h"
-#include "trainmodel.h"
+#include "model/vist.h"
+#include "model/describe.h"
+#include "train/data.h"
+#include "train/synthdata.h"
+#include "train/trainmodel.h"
 
 static ClBackend *be;
 
@@ -215,7 +215,7 @@ static void test_loop_paper(void)
     check_loop(TRUE);
 }
 
-/* SEEDS-DECODER.md §4.4 test 1: a chunk's raw text changed, its visual rows held: the later
+/* VIST2 invariant: a chunk's raw text changed, its visual rows held: the later
  * logits are the same bit for bit under mask "image"; under the paper's mask the rows read the
  * text, so they are not. */
 static void check_invariance(gboolean sees_text)

@@ -153,7 +153,7 @@ def main():
     print("`changelens-default.safetensors` (f16) is what `changelens-cli describe` and the app use "
           "when no model is given. It was trained on this repository's synthetic tasks only "
           "(`core/synth`), from scratch, with the recipe of the stateful-visual-encoders paper "
-          "as ChangeLens implements it (DESIGN.md §5). It is a small model for the five synthetic "
+          "as ChangeLens implements it (docs/DESIGN.md §5). It is a small model for the five synthetic "
           "domains; it has never seen a real radiograph, aerial photo or edited photo, and its "
           "descriptions of real images are not to be trusted.\n")
     print("## How it was made\n")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/ship-model.sh - trains the model ChangeLens ships (data/models/changelens-default.safetensors)
-# with the paper's recipe, from nothing but this repository, and evaluates it (issue 4, DESIGN.md
+# with the paper's recipe, from nothing but this repository, and evaluates it (issue 4, docs/DESIGN.md
 # §5): a BPE tokenizer trained on the synthetic tasks' conversations; stage 1, a stateless model on
 # the grounded single-image tasks and the change tasks together; stage 2, cross_ffn inserted with
 # the paper's init (cloned Q/K/V and W1, zero W_O and W2) and fine-tuned with stop_grad on the
@@ -110,7 +110,7 @@ VISUAL_POS_GRID=${VISUAL_POS_GRID-0.12}
 # after stage 0p against ship14's 10.05, dots MAE 6.99 against 8.87 at the end; on in
 # the shipped model's recipe (ship20)
 ENC_POS=${ENC_POS:-1}
-# the dense auxiliary losses (DESIGN.md §5), on in both stages: without them in stage 1 the
+# the dense auxiliary losses (docs/DESIGN.md §5), on in both stages: without them in stage 1 the
 # model learns to ignore the images (docs/runs/2026-11-22-ship2.md: on a 96 px shapes-ground
 # probe, 1500 steps, the answer loss with another sample's images is 0.004 above the loss with
 # its own without them, 0.342 above with them); the objects head also predicts each patch's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/study.sh - the SVE study at our scale (issue 4, DESIGN.md §5): one stateless stage-1
+# tools/study.sh - the SVE study at our scale (issue 4, docs/DESIGN.md §5): one stateless stage-1
 # model, then stage 2 with each variant — stateless (the baseline, fine-tuned for the same
 # steps), self_ffn (the capacity control: the same added FFN, no predecessor), cross and
 # cross_ffn — at equal data, steps and seed, for every seed; each evaluated on held-out shapes
@@ -38,7 +38,7 @@ mkdir -p "$OUT"
 resume() { compgen -G "$1/checkpoints/*.safetensors" >/dev/null && echo --resume || true; }
 log() { printf '\033[1mstudy:\033[0m %s\n' "$*" >&2; }
 train_tasks=$(echo $TASKS | tr ' ' ',')
-# stage 1 may add the grounded single-image tasks (DESIGN.md §5)
+# stage 1 may add the grounded single-image tasks (docs/DESIGN.md §5)
 STAGE1_TASKS=${STAGE1_TASKS:-$train_tasks}
 
 for seed in $SEEDS; do

@@ -5,8 +5,8 @@
 #include <glib/gi18n.h>
 #include <json-glib/json-glib.h>
 
-#include "casedb.h"
-#include "model.h"
+#include "casedb/casedb.h"
+#include "model/model.h"
 #include "cl-config.h"
 #include "cl-window.h"
 

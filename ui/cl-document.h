@@ -3,7 +3,7 @@
 
 #include <gio/gio.h>
 
-#include "image.h"
+#include "image/image.h"
 
 G_BEGIN_DECLS
 

@@ -4,9 +4,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "display.h"
-#include "worker.h"
-#include "heatmap.h"
+#include "image/display.h"
+#include "worker/worker.h"
+#include "model/heatmap.h"
 
 /* Above this many pixels per side the overview texture is box-downsampled by a power of two: GL
  * drivers cap texture sizes, a 10k × 10k RGBA texture would cost 400 MB just to be shown at

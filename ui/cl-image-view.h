@@ -5,9 +5,9 @@
 #include <gtk/gtk.h>
 
 #include "cl-document.h"
-#include "heatmap.h"
+#include "model/heatmap.h"
 #include "cl-viewport.h"
-#include "display.h"
+#include "image/display.h"
 
 G_BEGIN_DECLS
 

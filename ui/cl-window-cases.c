@@ -9,11 +9,11 @@
 #include <string.h>
 
 
-#include "caserun.h"
+#include "casedb/caserun.h"
 #include "cl-config.h"
-#include "preprocess.h"
-#include "report.h"
-#include "worker.h"
+#include "model/preprocess.h"
+#include "report/report.h"
+#include "worker/worker.h"
 
 /* ---- helpers ---- */
 

@@ -2,11 +2,11 @@
  * (cl-window-cases.c: the case sidebar and the case database). */
 #pragma once
 
-#include "casedb.h"
+#include "casedb/casedb.h"
 #include "cl-window.h"
-#include "heatmap.h"
-#include "sentences.h"
-#include "worker.h"
+#include "model/heatmap.h"
+#include "worker/sentences.h"
+#include "worker/worker.h"
 
 G_BEGIN_DECLS
 

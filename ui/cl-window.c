@@ -11,11 +11,11 @@
 #include "cl-config.h"
 #include "cl-document.h"
 #include "cl-preferences.h"
-#include "display.h"
-#include "model.h"
-#include "register.h"
-#include "sequence.h"
-#include "worker.h"
+#include "image/display.h"
+#include "model/model.h"
+#include "align/register.h"
+#include "image/sequence.h"
+#include "worker/worker.h"
 
 /* One keyboard zoom step: two steps double the zoom, so 100 % → 200 % → 400 % stay on the grid. */
 #define CL_ZOOM_STEP G_SQRT2

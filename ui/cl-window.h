@@ -42,13 +42,13 @@ gboolean cl_window_get_busy(ClWindow *self);
  * left pane: "swipe", "blend", "flicker", "difference" (action win.compare-mode). */
 const char *cl_window_get_compare_mode(ClWindow *self);
 void cl_window_set_compare_mode(ClWindow *self, const char *mode);
-/* Aligns the later image onto the earlier one (action win.align; rigid, core/prep/register.h)
+/* Aligns the later image onto the earlier one (action win.align; rigid, core/align/register.h)
  * off the main thread; the match before and after is shown. Alt+arrows nudge it by a pixel
  * (win.nudge). Turning it off shows the images as they are. */
 gboolean cl_window_get_aligned(ClWindow *self);
 void cl_window_set_aligned(ClWindow *self, gboolean aligned);
 
-/* Ignore regions (USERS.md: masks apply everywhere, the model's input included), in the
+/* Ignore regions (docs/DESIGN.md §9: masks apply everywhere, the model's input included), in the
  * earlier image's pixels; Shift+drag on either view draws one; win.clear-masks removes them.
  * New images start without any. */
 void cl_window_add_mask(ClWindow *self, double x0, double y0, double x1, double y1);

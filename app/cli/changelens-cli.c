@@ -6,11 +6,11 @@
 #include <string.h>
 
 #include "cl-config.h"
-#include "demo.h"
+#include "synth/demo.h"
 #include "device.h"
-#include "image.h"
-#include "loaders.h"
-#include "sequence.h"
+#include "image/image.h"
+#include "image/loaders.h"
+#include "image/sequence.h"
 #include "cli.h"
 
 static const char usage_text[] =

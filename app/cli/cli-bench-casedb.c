@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "casedb.h"
+#include "casedb/casedb.h"
 #include "cli.h"
 
 #define PROG "changelens-cli bench --casedb"

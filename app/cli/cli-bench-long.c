@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "cli.h"
-#include "decoder.h"
-#include "model.h"
-#include "vist.h"
+#include "model/decoder.h"
+#include "model/model.h"
+#include "model/vist.h"
 
 #define PROG "changelens-cli bench --long"
 

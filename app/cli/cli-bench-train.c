@@ -8,12 +8,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "blas.h"
+#include "nn/blas.h"
 #include "cl-config.h"
 #include "cli.h"
-#include "model.h"
-#include "synthdata.h"
-#include "trainer.h"
+#include "model/model.h"
+#include "train/synthdata.h"
+#include "train/trainer.h"
 
 #define PROG "changelens-cli bench --train"
 

@@ -8,14 +8,14 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "backend.h"
-#include "blas.h"
+#include "nn/backend.h"
+#include "nn/blas.h"
 #include "cl-config.h"
 #include "cli.h"
-#include "decoder.h"
-#include "encoder.h"
-#include "model.h"
-#include "tokenizer.h"
+#include "model/decoder.h"
+#include "model/encoder.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
 
 static double now_ms(void) { return g_get_monotonic_time() / 1000.0; }
 

@@ -8,14 +8,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
-#include "casedb.h"
-#include "caserun.h"
+#include "nn/backend.h"
+#include "casedb/casedb.h"
+#include "casedb/caserun.h"
 #include "jsonbuild.h"
 #include "cl-config.h"
 #include "cli.h"
-#include "describe.h"
-#include "report.h"
+#include "model/describe.h"
+#include "report/report.h"
 
 #define PROG "changelens-cli case"
 

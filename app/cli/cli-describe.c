@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
+#include "nn/backend.h"
 #include "cli.h"
-#include "describe.h"
-#include "sequence.h"
-#include "vist.h"
+#include "model/describe.h"
+#include "image/sequence.h"
+#include "model/vist.h"
 
 #define PROG "changelens-cli describe"
 /* How much of the heat colour covers the image where the heat is highest. */

@@ -4,11 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
+#include "nn/backend.h"
 #include "cli.h"
-#include "checkpoint.h"
-#include "eval.h"
-#include "synth.h"
+#include "train/checkpoint.h"
+#include "train/eval.h"
+#include "synth/synth.h"
 
 #define PROG "changelens-cli eval"
 

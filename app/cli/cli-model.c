@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "model.h"
-#include "safetensors.h"
+#include "model/model.h"
+#include "model/safetensors.h"
 
 static const char model_usage[] =
     "Usage: changelens-cli model COMMAND [OPTIONS…]\n"

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "synth.h"
+#include "synth/synth.h"
 #include "cli.h"
 
 #define PROG "changelens-cli synth"

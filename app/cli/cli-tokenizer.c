@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 #include "cli.h"
 
 #define PROG "changelens-cli tokenizer"

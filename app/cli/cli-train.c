@@ -11,8 +11,8 @@
 #include <glib-unix.h>
 #include <glib.h>
 
-#include "config.h"
-#include "trainer.h"
+#include "model/config.h"
+#include "train/trainer.h"
 #include "cli.h"
 
 #define PROG "changelens-cli train"

@@ -3,7 +3,7 @@
 
 #include <glib.h>
 
-#include "config.h"
+#include "model/config.h"
 
 typedef struct {
     const char *name;

@@ -1,5 +1,5 @@
 /* case.c - the case records of casedb.h: names, freeing, lookups in a loaded case. */
-#include "casedb.h"
+#include "casedb/casedb.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
 
 #include <sqlite3.h>
 
-#include "casedb.h"
+#include "casedb/casedb.h"
 
 struct _ClCaseDb {
     sqlite3 *sql;

@@ -1,7 +1,7 @@
-/* casedb.c - the case database connection (DESIGN.md §6): open, PRAGMAs, migrations from the
+/* casedb.c - the case database connection (docs/DESIGN.md §6): open, PRAGMAs, migrations from the
  * GResource, the statement cache, transactions, SQLite error mapping, integrity check.
  * The records live in records.c (writes), reads.c (reads), search.c and imageinfo.c. */
-#include "casedb-private.h"
+#include "casedb/casedb-private.h"
 
 #include <errno.h>
 #include <gio/gio.h>

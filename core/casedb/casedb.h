@@ -1,4 +1,4 @@
-/* casedb.h - the case database (DESIGN.md §6): cases, their images, model runs, descriptions
+/* casedb.h - the case database (docs/DESIGN.md §6): cases, their images, model runs, descriptions
  * with every edit kept as a version, heatmaps, notes, key images and an audit log, in one SQLite
  * file; full-text search over descriptions, notes, image metadata and case names.
  *

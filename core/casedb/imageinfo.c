@@ -1,13 +1,13 @@
 /* imageinfo.c - cl_case_image_from_file: what the case database records about an image file
  * (format, size, frames, metadata, acquisition time, content hash), read with core/image. */
-#include "casedb-private.h"
+#include "casedb/casedb-private.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#include "image.h"
+#include "image/image.h"
 
 /* True when s[0..n) are all ASCII digits. */
 static gboolean digits(const char *s, gsize n)

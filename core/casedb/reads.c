@@ -1,6 +1,6 @@
 /* reads.c - the reads of casedb.h: the case list and a whole case (images, runs, description
  * versions, heatmaps, notes, key images, audit), optionally checking its image files. */
-#include "casedb-private.h"
+#include "casedb/casedb-private.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>

@@ -1,7 +1,7 @@
 /* records.c - the writes of casedb.h: cases, images, runs with their heatmaps, description
  * versions, notes, key images. Each public call is one transaction that also bumps the case's
  * updated_at and writes an audit entry; any failure rolls the whole call back. */
-#include "casedb-private.h"
+#include "casedb/casedb-private.h"
 
 #include <json-glib/json-glib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * row per case) over case names, current descriptions, notes and image metadata. The user's
  * words are never FTS syntax: each becomes a quoted FTS5 string (the last one a prefix), so
  * quotes, AND, NEAR( and friends are searched for as the words they are. */
-#include "casedb-private.h"
+#include "casedb/casedb-private.h"
 
 #include <string.h>
 

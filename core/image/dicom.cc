@@ -29,7 +29,7 @@
 #include <new>
 #include <vector>
 
-#include "loaders.h"
+#include "image/loaders.h"
 
 namespace
 {

@@ -3,7 +3,7 @@
  * Grey pipeline per channel (DICOM PS3.4 grayscale pipeline order):
  *   stored --modality LUT (rescale)--> modality value --VOI (window, VOI LUT or stretch)--> 0..1
  *   --MONOCHROME1 inversion (after VOI)--> 0..1 --> 8-bit. */
-#include "display.h"
+#include "image/display.h"
 
 #include <gio/gio.h>
 #include <math.h>

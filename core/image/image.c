@@ -1,10 +1,10 @@
 /* image.c - ClImage lifetime, limits, format detection and the load dispatcher. */
-#include "image.h"
+#include "image/image.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "loaders.h"
+#include "image/loaders.h"
 
 G_DEFINE_QUARK(cl-image-error-quark, cl_image_error)
 

@@ -1,7 +1,7 @@
 /* loaders.h - per-format decoders behind cl_image_load_data(); private to core/image. */
 #pragma once
 
-#include "image.h"
+#include "image/image.h"
 
 G_BEGIN_DECLS
 

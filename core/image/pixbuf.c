@@ -1,6 +1,6 @@
 /* pixbuf.c - JPEG, WebP, BMP and GIF through GdkPixbufLoader: 8-bit RGB(A), first frame, limits
  * checked when the size is announced, partial decodes refused. */
-#include "loaders.h"
+#include "image/loaders.h"
 
 #include <gdk-pixbuf/gdk-pixbuf.h>
 #include <string.h>

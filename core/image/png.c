@@ -1,5 +1,5 @@
 /* png.c - PNG decoder on libpng: every colour type and bit depth, stored values kept exactly. */
-#include "loaders.h"
+#include "image/loaders.h"
 
 #include <png.h>
 #include <setjmp.h>

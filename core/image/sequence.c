@@ -1,5 +1,5 @@
 /* sequence.c - several files, or one multi-frame/multi-page file, as one ordered sequence. */
-#include "sequence.h"
+#include "image/sequence.h"
 
 #include <math.h>
 
@@ -182,7 +182,7 @@ ClSequence *cl_sequence_open(const char *const *paths, guint n_paths, const ClIm
     return seq;
 }
 
-/* ---- grouping the files of one import (USERS.md table stake 6) ---- */
+/* ---- grouping the files of one import (docs/DESIGN.md §9 (table stake 6)) ---- */
 
 /* A photo's stem: the name without its extension and without trailing version words
  * ("scan-before.png", "scan_after.png", "scan (2).png", "scan-v3.png" are all "scan"). */

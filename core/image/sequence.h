@@ -1,7 +1,7 @@
 /* sequence.h - several files (or one multi-frame/multi-page file) as one ordered sequence. */
 #pragma once
 
-#include "image.h"
+#include "image/image.h"
 
 G_BEGIN_DECLS
 

@@ -1,5 +1,5 @@
 /* tiff.c - TIFF, BigTIFF and GeoTIFF decoder: libtiff reading from memory, libgeotiff for keys. */
-#include "loaders.h"
+#include "image/loaders.h"
 
 #include <geotiffio.h>
 #include <math.h>

@@ -1,10 +1,10 @@
 /* chat.c - the ChatML template (docs/MODEL.md §6) and the describe conversations of the SVE
  * paper's appendix B, per image domain. */
-#include "chat.h"
+#include "model/chat.h"
 
 #include <string.h>
 
-#include "config.h" /* CL_MODEL_ERROR */
+#include "model/config.h" /* CL_MODEL_ERROR */
 
 static const char *const role_names[] = { "system", "user", "assistant" };
 

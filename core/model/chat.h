@@ -4,7 +4,7 @@
 
 #include <glib.h>
 
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 G_BEGIN_DECLS
 

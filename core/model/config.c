@@ -1,13 +1,13 @@
 /* config.c - the model config (docs/MODEL.md §1): presets, strict JSON in and out, validation. */
-#include "config.h"
+#include "model/config.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
-#include "safetensors.h"
-#include "weights.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
 
 G_DEFINE_QUARK(cl-model-error-quark, cl_model_error)
 

@@ -72,7 +72,7 @@ typedef struct {
      * merger emits for every image alike (a constant "soft prompt") is removed, so after the
      * decoder's RMSNorm a token is what sets it apart from the image's other tokens */
     gboolean visual_center;
-    /* PVM, persistent visual memory (SEEDS-DECODER.md §1, docs/MODEL.md §4.2): a gated
+    /* PVM, persistent visual memory (docs/MODEL.md §4.2): a gated
      * cross-attention from text positions to the prompt's visual rows, parallel to the FFN, in
      * the listed decoder layers (pvm_n_layers = 0: none). Latent width pvm_rank, pvm_heads query
      * heads of pvm_rank / pvm_heads over one key/value head of that size, a SwiGLU of pvm_mlp on
@@ -80,29 +80,29 @@ typedef struct {
     int pvm_n_layers;
     int pvm_layers[CL_CONFIG_MAX_PVM_LAYERS]; /* ascending */
     int pvm_rank, pvm_heads, pvm_mlp;
-    /* CASA (SEEDS-DECODER.md §2, docs/MODEL.md §4.3): visual rows never enter the sequence or
+    /* CASA (docs/MODEL.md §4.3): visual rows never enter the sequence or
      * the KV cache; every layer's text self-attention runs beside a cross-attention to the
      * current window's visual rows (a window: the images since the last text, and the text after
      * them). */
     ClCasaVariant casa;
-    /* CASA's CA^# (SEEDS-DECODER.md §2.1 D3): casa_replace = n > 0 drops the text self-attention
+    /* CASA's CA^# (docs/MODEL.md §4.3): casa_replace = n > 0 drops the text self-attention
      * of every n-th layer (l % n == n − 1), leaving its cross-attention alone there (and no keys
      * or values in the cache); 0: none */
     int casa_replace;
-    /* CASA's gist token (SEEDS-DECODER.md §2.1 D5): each image's rows are followed by the
+    /* CASA's gist token (docs/MODEL.md §4.3): each image's rows are followed by the
      * <image> token as text, which cross-attends to the image and stays in the text KV cache
      * after the image's window is gone */
     gboolean casa_gist;
-    /* CASA's CA_{t+v} (SEEDS-DECODER.md §2.1 D2): the cross-attention also reads the window's
+    /* CASA's CA_{t+v} (docs/MODEL.md §4.3): the cross-attention also reads the window's
      * text so far (causally), with RoPE: text at its positions, the window's visual rows all at
      * the window's first text position */
     gboolean casa_tv;
-    /* The Gated DeltaNet hybrid (SEEDS-DECODER.md §3, docs/MODEL.md §4.5): hybrid_every > 0
+    /* The Gated DeltaNet hybrid (docs/MODEL.md §4.5): hybrid_every > 0
      * keeps softmax attention in layers l % hybrid_every == 0 and puts a Gated DeltaNet layer
      * (gdn_heads heads, keys of gdn_dk, values of gdn_dv, a causal convolution of gdn_conv taps)
      * in the others; 0: every layer attention. */
     int hybrid_every, gdn_heads, gdn_dk, gdn_dv, gdn_conv;
-    /* VIST2 (SEEDS-DECODER.md §4, docs/MODEL.md §4.6): text is compressed in chunks of
+    /* VIST2 (docs/MODEL.md §4.6): text is compressed in chunks of
      * vist_chunk tokens, each rendered into an image (vist_font_px, core/model/vist.h), encoded
      * as a first image and kept as its visual rows only; a tail of more than vist_tail tokens is
      * compressed too, a shorter one stays text. vist_sees_text: a chunk's visual rows also attend

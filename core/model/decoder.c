@@ -1,11 +1,11 @@
 /* decoder.c - the Llama-style causal decoder over a KV cache (docs/MODEL.md §4): chunked
  * prefill with sgemm attention, single-position decode steps with fused attention. */
-#include "decoder.h"
+#include "model/decoder.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "gdn.h"
+#include "model/gdn.h"
 
 /* Positions per pass through the layers: bounds the workspace (activations and the attention
  * scores) however long the prompt. A call with a tap runs as one chunk (the taps are whole). */
@@ -670,7 +670,7 @@ static gboolean pvm_visual(ClKVCache *c, ClBackend *be, const ClModelConfig *cfg
     return TRUE;
 }
 
-/* P = α · RMSNorm0(m' W_up^T) for the chunk's cn rows of h (SEEDS-DECODER.md §1.1), zero at
+/* P = α · RMSNorm0(m' W_up^T) for the chunk's cn rows of h (docs/MODEL.md §4.2), zero at
  * visual rows; into c->pp. */
 static void pvm_branch(ClKVCache *c, ClBackend *be, const ClDecoderLayerWeights *L, int slot,
                        const float *h, const gint32 *cid, int cn, float eps)
@@ -743,7 +743,7 @@ typedef struct {
     float eps, scale;
 } Run;
 
-/* A Gated DeltaNet layer in place of the attention (SEEDS-DECODER.md §3.1), on cn rows of
+/* A Gated DeltaNet layer in place of the attention (docs/MODEL.md §4.5), on cn rows of
  * c->x, its state carried in the cache: q, k, v through the causal convolution and SiLU, q and
  * k L2-normalised per head (q by 1/√dk too), beta = σ(h W_b), g = −exp(A_log)·softplus(h W_a +
  * dt_bias); the delta rule per head (gdn.h); y = RMSNorm_head(o; o_norm) ⊙ SiLU(h W_g);
@@ -808,7 +808,7 @@ static void gdn_layer(const Run *r, const ClDecoderLayerWeights *L, int slot, in
     op->residual(be, c->x, c->proj, NULL, cn, E);
 }
 
-/* The offline sparse prefill's attention (SEEDS-DECODER.md §3.1, InfLLM-V2's rule): the cn
+/* The offline sparse prefill's attention (docs/MODEL.md §4.5, InfLLM-V2's rule): the cn
  * queries at pos0.. in blocks of B positions; a query block qb attends, causally, to key block 0,
  * block qb − 1, its own block and the topk other earlier blocks whose mean key scores highest
  * against the block's mean query (the best over the query heads); with no more candidates than

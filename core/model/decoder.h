@@ -3,9 +3,9 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "encoder.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/encoder.h"
+#include "model/model.h"
 
 G_BEGIN_DECLS
 
@@ -14,7 +14,7 @@ typedef struct _ClKVCache ClKVCache;
 /* capacity: 1 .. CL_CONFIG_MAX_LEN positions; NULL when memory is short. The cache only serves
  * models of this model's decoder shapes. */
 ClKVCache *cl_kv_cache_new(const ClModel *model, int capacity);
-/* A streaming cache (SEEDS-DECODER.md §3.1's online mode): the first `sink` positions and the
+/* A streaming cache (docs/MODEL.md §4.4): the first `sink` positions and the
  * last `window` ones, in a ring, however long the sequence; each position attends to exactly
  * those (dense attention under the sink + window mask). Its memory is that of sink + window
  * positions; cl_kv_cache_len() counts every position seen. */
@@ -28,7 +28,7 @@ size_t cl_kv_cache_bytes(const ClKVCache *cache);
 void cl_kv_cache_truncate(ClKVCache *cache, int len);
 /* dst (same model, capacity >= src's length) becomes a copy of src (beam search). */
 void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src);
-/* The offline sparse prefill (SEEDS-DECODER.md §3.1, docs/MODEL.md §4.5): block > 0 makes a
+/* The offline sparse prefill (docs/MODEL.md §4.5): block > 0 makes a
  * forward call of more than one position attend, per query block of `block` positions, to the
  * first key block, the previous block, its own (causally) and the `topk` other earlier blocks
  * whose mean key scores best against the block's mean query; a decode step (one position)

@@ -1,12 +1,12 @@
 /* describe.c - the describe pipeline: preprocess -> stateful encoder over the sequence -> chat
  * prompt with the visual tokens -> generation (streamed) -> heatmaps and timings. */
-#include "describe.h"
-#include "vist.h"
+#include "model/describe.h"
+#include "model/vist.h"
 
 #include <string.h>
 
-#include "decoder.h"
-#include "encoder.h"
+#include "model/decoder.h"
+#include "model/encoder.h"
 
 void cl_describe_options_init(ClDescribeOptions *opts)
 {

@@ -5,13 +5,13 @@
 #include <gio/gio.h>
 #include <glib.h>
 
-#include "backend.h"
-#include "chat.h"
-#include "generate.h"
-#include "heatmap.h"
-#include "image.h"
-#include "model.h"
-#include "preprocess.h"
+#include "nn/backend.h"
+#include "model/chat.h"
+#include "model/generate.h"
+#include "model/heatmap.h"
+#include "image/image.h"
+#include "model/model.h"
+#include "model/preprocess.h"
 
 G_BEGIN_DECLS
 
@@ -23,7 +23,7 @@ typedef struct {
      * its pixels; NULL / 0 for none */
     const double *masks;
     guint n_masks;
-    /* the display transform the model's input goes through (USERS.md: the model sees what the
+    /* the display transform the model's input goes through (docs/DESIGN.md §9: the model sees what the
      * user sees: the same window/level); NULL: the frame's defaults */
     const ClDisplaySettings *display;
     /* the image aligned onto another (cl_preprocess_image_aligned): the model reads it in that

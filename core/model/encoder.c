@@ -1,6 +1,6 @@
 /* encoder.c - the stateful visual encoder: patch embedding, SVE ViT blocks (all six variants),
  * 2×2 merger and the Δ map, exactly as docs/MODEL.md §3. */
-#include "encoder.h"
+#include "model/encoder.h"
 
 #include <math.h>
 #include <string.h>

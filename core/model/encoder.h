@@ -3,8 +3,8 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/model.h"
 
 G_BEGIN_DECLS
 

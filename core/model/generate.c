@@ -1,12 +1,12 @@
 /* generate.c - greedy and beam search over cl_decoder_forward with KV caches; stop strings,
  * limits, UTF-8-safe streaming and cancellation (see generate.h for the contract). */
-#include "generate.h"
-#include "vist.h"
+#include "model/generate.h"
+#include "model/vist.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "decoder.h"
+#include "model/decoder.h"
 
 void cl_generate_options_init(ClGenerateOptions *opts)
 {

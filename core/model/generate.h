@@ -5,8 +5,8 @@
 #include <gio/gio.h>
 #include <glib.h>
 
-#include "backend.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/model.h"
 
 G_BEGIN_DECLS
 

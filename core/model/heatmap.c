@@ -1,12 +1,12 @@
 /* heatmap.c - heat grids from the encoder (update norms or the Δ map), mapped back onto the image
  * through the letterbox, coloured with an inferno ramp, blended over the display image, PNG. */
-#include "heatmap.h"
+#include "model/heatmap.h"
 
 #include <math.h>
 #include <png.h>
 #include <string.h>
 
-#include "config.h"
+#include "model/config.h"
 
 const char *cl_heatmap_source_name(ClHeatmapSource s)
 {

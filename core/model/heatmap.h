@@ -4,10 +4,10 @@
 
 #include <glib.h>
 
-#include "display.h"
-#include "encoder.h"
-#include "image.h"
-#include "preprocess.h"
+#include "image/display.h"
+#include "model/encoder.h"
+#include "image/image.h"
+#include "model/preprocess.h"
 
 G_BEGIN_DECLS
 

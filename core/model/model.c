@@ -1,12 +1,12 @@
 /* model.c - a model: config + weights + tokenizer, bound to a safetensors file (F32 used in
  * place from a private mapping, F16/BF16 converted) or seeded random weights (docs/MODEL.md). */
-#include "model.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "half.h"
-#include "safetensors.h"
+#include "nn/half.h"
+#include "model/safetensors.h"
 
 #define MODEL_FAIL(code, ...) g_set_error(error, CL_MODEL_ERROR, code, __VA_ARGS__)
 
@@ -378,7 +378,7 @@ static gboolean is_norm_weight(const char *name)
     return FALSE;
 }
 
-/* Gated DeltaNet's decay parameters as the reference code initialises them (SEEDS-DECODER.md
+/* Gated DeltaNet's decay parameters as the reference code initialises them (docs/MODEL.md §4
  * §3.1): A ~ U(0, 16) as A_log = log A, dt ~ logU(1e-3, 1e-1) as dt_bias = softplus⁻¹(dt). */
 static void init_gdn(ClModel *model, guint64 seed)
 {

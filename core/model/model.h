@@ -3,10 +3,10 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "config.h"
-#include "tokenizer.h"
-#include "weights.h"
+#include "nn/backend.h"
+#include "model/config.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
 
 G_BEGIN_DECLS
 

@@ -1,11 +1,11 @@
 /* preprocess.c - a ClImage frame -> the model input [C, S, S] (docs/MODEL.md §2): display
  * transform, channels, letterbox (area average down, bilinear up), normalisation. */
-#include "preprocess.h"
+#include "model/preprocess.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "config.h"
+#include "model/config.h"
 
 void cl_letterbox_init(ClLetterbox *lb, guint width, guint height, int size)
 {

@@ -4,8 +4,8 @@
 
 #include <glib.h>
 
-#include "display.h"
-#include "image.h"
+#include "image/display.h"
+#include "image/image.h"
 
 G_BEGIN_DECLS
 
@@ -60,7 +60,7 @@ gboolean cl_preprocess_image_aligned(const ClImage *img, guint frame, const ClDi
                                      const double m[6], guint frame_w, guint frame_h, int size,
                                      int channels, float *out, ClLetterbox *lb, GError **error);
 
-/* Ignore regions (USERS.md: masks apply to the model's input too): every model pixel that an
+/* Ignore regions (docs/DESIGN.md §9: masks apply to the model's input too): every model pixel that an
  * image rectangle touches is set to the padding value 0, in every channel, so the model sees the
  * same nothing there in every image. rects: n × (x0, y0, x1, y1) in the frame's pixel
  * coordinates (x0 < x1, y0 < y1; clipped to the image); lb: the frame's letterbox. */

@@ -1,6 +1,6 @@
 /* safetensors.c - the model file container (docs/MODEL.md §7): a strict parser for untrusted
  * files (every offset, size and dtype checked before anything is read) and an atomic writer. */
-#include "safetensors.h"
+#include "model/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "config.h" /* CL_MODEL_ERROR */
-#include "half.h"
+#include "model/config.h" /* CL_MODEL_ERROR */
+#include "nn/half.h"
 
 #define FILE_FAIL(...) g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_FILE, __VA_ARGS__)
 

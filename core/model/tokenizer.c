@@ -1,11 +1,11 @@
 /* tokenizer.c - byte-level BPE (docs/MODEL.md §5): pre-tokenisation, rank-ordered merges with a
  * piece cache, training by incremental pair counts, JSON load/save. */
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#include "config.h" /* CL_MODEL_ERROR */
+#include "model/config.h" /* CL_MODEL_ERROR */
 
 static const char *const special_texts[CL_TOKENIZER_N_SPECIAL] = {
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<|pad|>",

@@ -1,13 +1,13 @@
 /* vist.c - VIST2 context compression: the renderer, the chunk plan, the render–encode–evict
  * step (docs/MODEL.md §4.6). */
-#include "vist.h"
+#include "model/vist.h"
 
 #include <gio/gio.h>
 #include <pango/pangocairo.h>
 #include <string.h>
 
-#include "encoder.h"
-#include "tokenizer.h"
+#include "model/encoder.h"
+#include "model/tokenizer.h"
 
 /* ---- the renderer -------------------------------------------------------------------------- */
 

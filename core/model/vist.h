@@ -1,13 +1,13 @@
-/* vist.h - VIST2 context compression (SEEDS-DECODER.md §4, docs/MODEL.md §4.6): text in chunks
+/* vist.h - VIST2 context compression (docs/MODEL.md §4.6): text in chunks
  * rendered into images with Pango/Cairo, encoded by the visual encoder as first images, kept in
  * the decoder only as their visual rows. */
 #pragma once
 
 #include <glib.h>
 
-#include "backend.h"
-#include "decoder.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/decoder.h"
+#include "model/model.h"
 
 G_BEGIN_DECLS
 
@@ -24,7 +24,7 @@ void cl_vist_render(const ClModelConfig *cfg, const char *text, guint8 *grey, in
 gboolean cl_vist_write_page_png(const guint8 *grey, int size, const char *path, GError **error);
 
 /* The text tokens of a context of n tokens that VIST2 compresses: whole chunks of vist_chunk,
- * and the tail when longer than vist_tail (SEEDS-DECODER.md §4.1's m > β); the rest stays text.
+ * and the tail when longer than vist_tail (docs/MODEL.md §4.6's m > β); the rest stays text.
  * *n_chunks (may be NULL): the images it makes. 0 when the model has no VIST2. */
 int cl_vist_plan(const ClModelConfig *cfg, int n_tokens, int *n_chunks);
 

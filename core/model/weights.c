@@ -1,5 +1,5 @@
 /* weights.c - the list of the model's tensors (docs/MODEL.md §3-4): names, shapes, fields. */
-#include "weights.h"
+#include "model/weights.h"
 
 static void spec_free(gpointer p)
 {

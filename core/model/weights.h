@@ -3,7 +3,7 @@
 
 #include <glib.h>
 
-#include "config.h"
+#include "model/config.h"
 
 G_BEGIN_DECLS
 

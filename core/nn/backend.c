@@ -1,5 +1,5 @@
 /* backend.c - choosing a backend ("auto", "cpu", "cuda") and the calls common to all of them. */
-#include "backend.h"
+#include "nn/backend.h"
 
 #include "cl-config.h"
 #include "device.h"

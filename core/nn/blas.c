@@ -8,7 +8,7 @@
  * but the CPU has AVX2 or AVX-512, the kernels are re-chosen, by the library's own
  * OPENBLAS_CORETYPE mechanism, before the first product. A user's own OPENBLAS_CORETYPE is
  * never overridden. */
-#include "blas.h"
+#include "nn/blas.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

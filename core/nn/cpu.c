@@ -4,11 +4,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend.h"
-#include "blas.h"
-#include "elementwise.h"
-#include "simd.h"
-#include "threadpool.h"
+#include "nn/backend.h"
+#include "nn/blas.h"
+#include "nn/elementwise.h"
+#include "nn/simd.h"
+#include "nn/threadpool.h"
 
 typedef struct {
     int n_threads;

@@ -1,7 +1,7 @@
 /* cuda.c - the CUDA backend: the op table over kernels/kernels.h (our kernels and cuBLAS), on
  * one device with its own stream and cuBLAS handle per backend (so each worker thread has its
  * own stream and the UI thread never waits on the GPU). Built only when nvcc is found. */
-#include "backend.h"
+#include "nn/backend.h"
 
 #include "kernels.h"
 

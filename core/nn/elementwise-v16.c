@@ -4,5 +4,5 @@
 
 #define CL_VL 16
 #define EW(name) cl_ew16_##name
-#include "elementwise-decl.h"
+#include "nn/elementwise-decl.h"
 #include "elementwise.inc"

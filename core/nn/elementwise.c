@@ -1,5 +1,5 @@
 /* elementwise.c - the 4-lane elementwise kernels and the choice between widths. */
-#include "elementwise.h"
+#include "nn/elementwise.h"
 
 #include <stdlib.h>
 
@@ -7,7 +7,7 @@
 
 #define CL_VL 4
 #define EW(name) cl_ew4_##name
-#include "elementwise-decl.h"
+#include "nn/elementwise-decl.h"
 #include "elementwise.inc"
 
 static const ClElementwise v4 = {
@@ -23,7 +23,7 @@ const ClElementwise *cl_elementwise_v4(void)
 #if CL_HAVE_EW16
 #undef EW
 #define EW(name) cl_ew16_##name
-#include "elementwise-decl.h"
+#include "nn/elementwise-decl.h"
 
 static const ClElementwise v16 = {
     16, cl_ew16_gelu, cl_ew16_silu, cl_ew16_silu_mul, cl_ew16_gelu_grad_acc,

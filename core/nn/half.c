@@ -1,5 +1,5 @@
 /* half.c - f16 and bf16 <-> f32 conversion (round to nearest even), used by the model files. */
-#include "half.h"
+#include "nn/half.h"
 
 #include <string.h>
 

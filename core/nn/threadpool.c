@@ -1,5 +1,5 @@
 /* threadpool.c - persistent worker threads for the CPU backend's row-parallel ops. */
-#include "threadpool.h"
+#include "nn/threadpool.h"
 
 struct _ClThreadPool {
     int n_threads;   /* the caller included */

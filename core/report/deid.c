@@ -1,6 +1,6 @@
 /* deid.c - de-identification (deid.h): the PS3.15 Annex E basic profile over metadata, dates
  * shifted by an HMAC-derived offset, UIDs mapped into 2.25, names and IDs scrubbed from text. */
-#include "deid.h"
+#include "report/deid.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "report/report.h"
 
 /* ---- the profile ---------------------------------------------------------------------------- */
 

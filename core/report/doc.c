@@ -1,12 +1,12 @@
 /* doc.c - prepares a report (doc.h): copies the case with its text made safe, de-identifies the
  * copy, renders every picture and collects the warnings, so that PDF, HTML and JSON all show
  * the same thing. */
-#include "doc.h"
+#include "report/doc.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "deid.h"
+#include "report/deid.h"
 
 /* ---- safe text ------------------------------------------------------------------------------ */
 

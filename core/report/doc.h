@@ -5,9 +5,9 @@
 
 #include <json-glib/json-glib.h>
 
-#include "casedb.h"
-#include "render.h"
-#include "report.h"
+#include "casedb/casedb.h"
+#include "report/render.h"
+#include "report/report.h"
 
 G_BEGIN_DECLS
 

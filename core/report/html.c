@@ -1,7 +1,7 @@
 /* html.c - the HTML report: one self-contained UTF-8 file, pictures as data: URIs (PNG), every
  * text escaped, a small inline style sheet, no scripts and no external resources (a
  * Content-Security-Policy says so to the browser too). Same content as the PDF. */
-#include "doc.h"
+#include "report/doc.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* pdf.c - the PDF report: Cairo's PDF surface, Pango text (wrapped, flowing over pages), a
  * picture grid per comparison, page numbers "Page N of M" (a first pass lays the document out
  * to count the pages), written to a temporary file that is renamed into place. */
-#include "doc.h"
+#include "report/doc.h"
 
 #include <errno.h>
 #include <fcntl.h>

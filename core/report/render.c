@@ -1,13 +1,13 @@
 /* render.c - report pictures: display images, heatmap overlays and difference images, fitted to
  * the report's size limit, as RGB bytes, Cairo surfaces and PNG. */
-#include "render.h"
+#include "report/render.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "heatmap.h"
-#include "preprocess.h"
-#include "report.h"
+#include "model/heatmap.h"
+#include "model/preprocess.h"
+#include "report/report.h"
 
 void cl_rp_picture_clear(ClRpPicture *p)
 {

@@ -6,8 +6,8 @@
 #include <cairo.h>
 #include <glib.h>
 
-#include "casedb.h"
-#include "image.h"
+#include "casedb/casedb.h"
+#include "image/image.h"
 
 G_BEGIN_DECLS
 

@@ -1,14 +1,14 @@
 /* report.c - cl_report_export (report.h): checks the options, prepares the report once (doc.c)
  * and hands it to the PDF, HTML or JSON writer; HTML and JSON are written atomically with
  * g_file_set_contents. */
-#include "report.h"
+#include "report/report.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include "cl-config.h"
-#include "doc.h"
+#include "report/doc.h"
 
 G_DEFINE_QUARK(cl-report-error-quark, cl_report_error)
 

@@ -5,7 +5,7 @@
 
 #include <glib.h>
 
-#include "casedb.h"
+#include "casedb/casedb.h"
 
 G_BEGIN_DECLS
 

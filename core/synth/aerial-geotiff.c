@@ -2,7 +2,7 @@
  * deflate, georeferenced in WGS 84 / UTM zone 33N by a tie point and a pixel scale. Both images
  * of a pair carry the same georeferencing: they share one pixel grid, as a co-registered
  * before/after pair from an archive does (the content's misregistration is a nuisance). */
-#include "synth-private.h"
+#include "synth/synth-private.h"
 
 #include <errno.h>
 #include <geotiffio.h>

@@ -4,7 +4,7 @@
  * trees cut down, and about half of the pairs show no change but acquisition differences only
  * (season tint, haze, sun angle, misregistration, noise). Captions in LEVIR-CC's lower-case,
  * space-before-the-full-stop style. */
-#include "synth-private.h"
+#include "synth/synth-private.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* demo.c - the demo case rendered with Cairo: what `./run.sh` opens on a fresh checkout. */
-#include "demo.h"
+#include "synth/demo.h"
 
 #include <cairo.h>
 #include <errno.h>

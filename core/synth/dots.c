@@ -1,7 +1,7 @@
 /* dots.c - the `dots` task (the SVE paper's cross-image spatial aggregation, appendix B.1): one red
  * dot per image over a screen-like background, 2-5 images; the answer is the normalised distance
  * between two dots or the normalised convex-hull area of 3-5, to 4 decimals. */
-#include "synth-private.h"
+#include "synth/synth-private.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * instruction, phrased as ImgEdit's are ("Turn the red book positioned in the lower right area
  * into blue"). Acquisition differences: lighting colour and level, vignetting, JPEG-like
  * softness. */
-#include "synth-private.h"
+#include "synth/synth-private.h"
 
 #include <math.h>
 #include <string.h>

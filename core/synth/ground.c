@@ -2,9 +2,9 @@
  * one image, asked what it shows (objects with attributes and positions, the red dot's
  * coordinates, the findings, the land cover, the objects and backdrop). The scene, its drawing
  * and the acquisition nuisances are the change task's; only the conversation is new. */
-#include "ground.h"
-#include "radiograph.h"
-#include "synth-private.h"
+#include "synth/ground.h"
+#include "synth/radiograph.h"
+#include "synth/synth-private.h"
 
 #include <math.h>
 #include <string.h>

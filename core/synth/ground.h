@@ -1,4 +1,4 @@
-/* ground.h - the grounded single-image tasks (DESIGN.md §5, stage 1): one image of each change
+/* ground.h - the grounded single-image tasks (docs/DESIGN.md §5, stage 1): one image of each change
  * task's scene, no change, and a question whose answer says what the image shows and where, so
  * the encoder's tokens learn what and where before they learn change.
  *
@@ -29,7 +29,7 @@
  * backdrop carries the setting in `size` (0 table-top, 1 room, 2 garden). */
 #pragma once
 
-#include "synth.h"
+#include "synth/synth.h"
 
 G_BEGIN_DECLS
 

@@ -16,9 +16,9 @@
 #include <mutex>
 #include <vector>
 
-#include "synth.h" /* C linkage of its own (G_BEGIN_DECLS) */
+#include "synth/synth.h" /* C linkage of its own (G_BEGIN_DECLS) */
 extern "C" {
-#include "synth-private.h" /* has none */
+#include "synth/synth-private.h" /* has none */
 }
 
 namespace

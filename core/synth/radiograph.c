@@ -4,8 +4,8 @@
  * reference (prior) and the main (current) film, described in the Medical-Diff-VQA template of
  * appendix B.4. Acquisition differences (exposure, rotation, inspiration) are drawn only when
  * nuisances are on; the DICOM writer is radiograph-dicom.cc. */
-#include "radiograph.h"
-#include "synth-private.h"
+#include "synth/radiograph.h"
+#include "synth/synth-private.h"
 
 #include <math.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * lists, appendix F) that finding-level F1 is computed from. */
 #pragma once
 
-#include "synth.h"
+#include "synth/synth.h"
 
 G_BEGIN_DECLS
 

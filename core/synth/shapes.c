@@ -1,7 +1,7 @@
 /* shapes.c - the `shapes` task: CLEVR-like scenes (cubes, spheres, cylinders in 2.5D; 8 colours,
  * 2 sizes, rubber or metal) and a second scene with 1-4 moves/adds/removes/replaces, described
  * in the CLEVR-Multi-Change phrasing of the SVE paper's appendix B.2. */
-#include "synth-private.h"
+#include "synth/synth-private.h"
 
 #include <string.h>
 

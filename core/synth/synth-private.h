@@ -5,7 +5,7 @@
 #include <cairo.h>
 #include <json-glib/json-glib.h>
 
-#include "synth.h"
+#include "synth/synth.h"
 
 /* xoshiro256** seeded through splitmix64: the same stream on every machine (rand() is not). */
 typedef struct {

@@ -1,7 +1,7 @@
 /* synth.c - the synthetic task registry, the common renderer (nuisances, auxiliary per-patch
  * targets) and the ShareGPT-style JSONL data-set writer. */
-#include "synth-private.h"
-#include "radiograph.h"
+#include "synth/synth-private.h"
+#include "synth/radiograph.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
@@ -38,7 +38,7 @@ static const ClSynthTaskDef tasks[] = {
     { "aerial-log", "4-8 aerial tiles and their acquisition log as text read with them: when "
                     "(image and date) the building first appears, and what changed since",
       cl_synth_aerial_log_generate, NULL, NULL, NULL, FALSE, TRUE },
-    /* grounded single-image tasks for stage-1 pretraining (DESIGN.md §5), ground.c */
+    /* grounded single-image tasks for stage-1 pretraining (docs/DESIGN.md §5), ground.c */
     { "shapes-ground", "one shapes scene: list the objects with attributes and coarse positions",
       cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
     { "dots-ground", "one dots screenshot: the red dot's normalised coordinates",

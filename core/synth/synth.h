@@ -1,4 +1,4 @@
-/* synth.h - synthetic change tasks (DESIGN.md §5): Cairo-rendered image sequences with the SVE
+/* synth.h - synthetic change tasks (docs/DESIGN.md §5): Cairo-rendered image sequences with the SVE
  * paper's conversations (appendix B), structured answers and per-patch auxiliary targets, all
  * deterministic from (task, seed). */
 #pragma once
@@ -6,7 +6,7 @@
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
-#include "chat.h"
+#include "model/chat.h"
 
 G_BEGIN_DECLS
 

@@ -1,15 +1,15 @@
 /* checkpoint.c - training checkpoints (checkpoint.h): the model file's tensors and metadata
  * plus the AdamW moments and the trainer's state, one atomic safetensors file, every byte
  * validated on load (shapes against the config, and a SHA-256 of the data against bit rot). */
-#include "checkpoint.h"
+#include "train/checkpoint.h"
 
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#include "params.h"
-#include "safetensors.h"
+#include "train/params.h"
+#include "model/safetensors.h"
 
 G_DEFINE_QUARK(cl-checkpoint-error-quark, cl_checkpoint_error)
 

@@ -5,8 +5,8 @@
 
 #include <glib.h>
 
-#include "model.h"
-#include "optim.h"
+#include "model/model.h"
+#include "train/optim.h"
 
 G_BEGIN_DECLS
 

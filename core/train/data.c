@@ -1,16 +1,16 @@
 /* data.c - ShareGPT-style JSONL training data (data.h): the up-front index and validation, the
  * conversation -> ClTrainSample conversion (ids, loss mask, preprocessed images) that the
  * synthetic tasks share, an LRU cache of preprocessed images, and the seeded epoch shuffles. */
-#include "data.h"
-#include "vist.h"
+#include "train/data.h"
+#include "model/vist.h"
 
 #include <errno.h>
 #include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "decoder.h" /* CL_DECODER_VISUAL */
-#include "preprocess.h"
+#include "model/decoder.h" /* CL_DECODER_VISUAL */
+#include "model/preprocess.h"
 
 G_DEFINE_QUARK(cl-dataset-error-quark, cl_dataset_error)
 

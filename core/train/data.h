@@ -1,4 +1,4 @@
-/* data.h - ShareGPT-style JSONL training data (DESIGN.md §5, the SVE paper's appendix B) and the
+/* data.h - ShareGPT-style JSONL training data (docs/DESIGN.md §5, the SVE paper's appendix B) and the
  * conversation -> ClTrainSample conversion (ids with visual positions expanded, loss mask,
  * preprocessed images) shared with the synthetic tasks.
  *
@@ -17,10 +17,10 @@
 
 #include <glib.h>
 
-#include "chat.h"
-#include "image.h"
-#include "model.h"
-#include "sample.h"
+#include "model/chat.h"
+#include "image/image.h"
+#include "model/model.h"
+#include "train/sample.h"
 
 G_BEGIN_DECLS
 

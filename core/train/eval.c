@@ -1,17 +1,17 @@
 /* eval.c - held-out evaluation of a model on a synthetic task, with the paper's metrics and the
  * task's trivial baseline (eval.h). */
-#include "eval.h"
+#include "train/eval.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 
-#include "describe.h"
+#include "model/describe.h"
 #include "jsonnum.h"
-#include "metrics.h"
-#include "synthdata.h"
-#include "taskmetrics.h"
-#include "trainmodel.h"
+#include "train/metrics.h"
+#include "train/synthdata.h"
+#include "train/taskmetrics.h"
+#include "train/trainmodel.h"
 
 void cl_eval_options_init(ClEvalOptions *o)
 {

@@ -20,9 +20,9 @@
 #include <gio/gio.h>
 #include <glib.h>
 
-#include "backend.h"
-#include "model.h"
-#include "synth.h"
+#include "nn/backend.h"
+#include "model/model.h"
+#include "synth/synth.h"
 
 G_BEGIN_DECLS
 

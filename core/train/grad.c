@@ -1,12 +1,12 @@
 /* grad.c - CPU f32 backward passes of the forward's ops (grad.h): products through OpenBLAS,
  * row reductions in double, every gradient accumulated. */
-#include "grad.h"
+#include "train/grad.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
-#include "backend.h"
+#include "nn/backend.h"
 
 void cl_grad_linear(float *dx, float *dw, float *db, const float *dy, const float *x,
                     const float *w, int m, int k, int n)

@@ -8,7 +8,7 @@
 
 #include <glib.h>
 
-#include "backend.h"
+#include "nn/backend.h"
 
 G_BEGIN_DECLS
 

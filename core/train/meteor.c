@@ -1,6 +1,6 @@
 /* meteor.c - METEOR 1.5's scoring (metrics.h) with its exact and stem matching modules: the
  * alignment, the statistics the jar exchanges ("SCORE"/"EVAL") and its formula. */
-#include "metrics-private.h"
+#include "train/metrics-private.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* metrics-private.h - what metrics.c, meteor.c and tokenize.c share: sentences as word ids. */
 #pragma once
 
-#include "metrics.h"
+#include "train/metrics.h"
 
 typedef struct {
     guint32 *ids;  /* interned word ids, one per token */

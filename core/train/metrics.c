@@ -1,7 +1,7 @@
 /* metrics.c - BLEU-1..4, ROUGE-L and CIDEr-D as pycocoevalcap computes them, and the corpus
  * driver (metrics.h). METEOR lives in meteor.c, the tokenizer in tokenize.c. */
-#include "metrics.h"
-#include "metrics-private.h"
+#include "train/metrics.h"
+#include "train/metrics-private.h"
 
 #include <math.h>
 #include <string.h>

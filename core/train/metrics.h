@@ -1,4 +1,4 @@
-/* metrics.h - captioning metrics as the paper reports them (appendix C.2, DESIGN.md §5): the
+/* metrics.h - captioning metrics as the paper reports them (appendix C.2, docs/DESIGN.md §5): the
  * COCO-caption tokenizer and BLEU-1..4, METEOR, ROUGE-L and CIDEr-D, matching pycocoevalcap
  * (checked against it by tests/test-metrics.c on tests/goldens/metrics.json).
  *

@@ -1,12 +1,12 @@
 /* optim.c - AdamW as torch.optim.AdamW, the decay mask, warmup + cosine schedule, clipping and
  * accumulation (optim.h). The update is memory-bound (5 streams of n floats): a plain loop the
  * compiler vectorises; threads would not help on a machine whose bandwidth one core saturates. */
-#include "optim.h"
+#include "train/optim.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "params.h"
+#include "train/params.h"
 
 G_DEFINE_QUARK(cl-optim-error-quark, cl_optim_error)
 

@@ -5,7 +5,7 @@
 
 #include <glib.h>
 
-#include "config.h"
+#include "model/config.h"
 
 G_BEGIN_DECLS
 

@@ -1,5 +1,5 @@
 /* params.c - flat parameter buffers in cl_model_weight_specs() order (params.h). */
-#include "params.h"
+#include "train/params.h"
 
 #include <string.h>
 
@@ -113,7 +113,7 @@ GPtrArray *cl_param_specs(const ClModelConfig *cfg, size_t **offsets)
 }
 
 /* ClTrainSample (sample.h) is plain data; its free lives here with the other shared records. */
-#include "sample.h"
+#include "train/sample.h"
 
 void cl_train_sample_free(ClTrainSample *s)
 {

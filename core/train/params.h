@@ -6,8 +6,8 @@
 
 #include <glib.h>
 
-#include "model.h"
-#include "weights.h"
+#include "model/model.h"
+#include "model/weights.h"
 
 G_BEGIN_DECLS
 

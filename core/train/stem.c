@@ -2,7 +2,7 @@
  * (org.tartarus.snowball.ext.englishStemmer), written from the published algorithm. Works on
  * ASCII lower-case letters; words with other bytes are stemmed around them like any letter that
  * is not a vowel. */
-#include "metrics.h"
+#include "train/metrics.h"
 
 #include <string.h>
 

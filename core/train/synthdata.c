@@ -1,9 +1,9 @@
 /* synthdata.c - synthetic samples as ClImage and ClTrainSample (synthdata.h). */
-#include "synthdata.h"
+#include "train/synthdata.h"
 
 #include <string.h>
 
-#include "data.h"
+#include "train/data.h"
 
 ClImage *cl_synth_image_to_image(const ClSynthImage *img)
 {

@@ -5,10 +5,10 @@
 
 #include <glib.h>
 
-#include "image.h"
-#include "model.h"
-#include "sample.h"
-#include "synth.h"
+#include "image/image.h"
+#include "model/model.h"
+#include "train/sample.h"
+#include "synth/synth.h"
 
 G_BEGIN_DECLS
 

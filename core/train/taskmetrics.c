@@ -1,6 +1,6 @@
 /* taskmetrics.c - finding-level F1, permutation-invariant change matching, numeric errors
  * (taskmetrics.h; the paper's appendices C and F). */
-#include "taskmetrics.h"
+#include "train/taskmetrics.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* tokenize.c - the COCO caption evaluation's tokenizer (metrics.h): Stanford PTBTokenizer's
  * behaviour on ordinary English captions, then pycocoevalcap's punctuation removal. */
-#include "metrics.h"
+#include "train/metrics.h"
 
 #include <string.h>
 

@@ -9,20 +9,20 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
-#include "backend.h"
-#include "checkpoint.h"
-#include "data.h"
+#include "nn/backend.h"
+#include "train/checkpoint.h"
+#include "train/data.h"
 #include "jsonnum.h"
-#include "optim.h"
-#include "params.h"
-#include "safetensors.h"
-#include "synth.h"
-#include "synthdata.h"
-#include "trainer.h"
+#include "train/optim.h"
+#include "train/params.h"
+#include "model/safetensors.h"
+#include "synth/synth.h"
+#include "train/synthdata.h"
+#include "train/trainer.h"
 
 #include <malloc.h>
-#include "trainlog.h"
-#include "trainmodel.h"
+#include "train/trainlog.h"
+#include "train/trainmodel.h"
 
 /* Steps in a row whose gradient may be non-finite before the run is declared diverged. */
 #define MAX_NONFINITE_IN_A_ROW 10
@@ -305,7 +305,7 @@ static ClModel *reshaped(const ClModel *src, const ClModelConfig *cfg, guint64 s
 }
 
 /* `src` (token insertion) as a CASA model of o's variant: the same tensors and tokenizer, the
- * cross-attention cloned from each layer's self-attention (SEEDS-DECODER.md §2.2). */
+ * cross-attention cloned from each layer's self-attention (docs/MODEL.md §4.3). */
 static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GError **error)
 {
     ClModelConfig cfg = src->config;

@@ -1,4 +1,4 @@
-/* trainer.h - the training loop (DESIGN.md §5): stage 1 (stateless pretraining from a random
+/* trainer.h - the training loop (docs/DESIGN.md §5): stage 1 (stateless pretraining from a random
  * config or a model file) and stage 2 (SVE insertion with the paper's clone / zero init, then
  * fine-tuning with stop_grad), from synthetic tasks generated on the fly or a ShareGPT JSONL
  * file, with AdamW + warmup/cosine + clipping, gradient accumulation, checkpoints that resume
@@ -21,7 +21,7 @@
 #include <gio/gio.h>
 #include <glib.h>
 
-#include "model.h"
+#include "model/model.h"
 
 G_BEGIN_DECLS
 
@@ -66,12 +66,12 @@ typedef struct {
     gboolean no_cross_pos;     /* no 2-D positions in the CA (the ablation) */
     gboolean no_stop_grad;     /* gradients through the predecessor path (the ablation) */
 
-    /* PVM (SEEDS-DECODER.md §1) beside the FFN of every pvm_every-th decoder layer from
+    /* PVM (docs/MODEL.md §4.2) beside the FFN of every pvm_every-th decoder layer from
      * pvm_every, latent width pvm_rank (default 32): set in a random-init config, or inserted
      * into a --from model without PVM (its tensors copied, the branch new with α = 0). */
     int pvm_every;
     int pvm_rank;
-    /* CASA (SEEDS-DECODER.md §2): set in a random-init config, or inserted into a --from
+    /* CASA (docs/MODEL.md §4.3): set in a random-init config, or inserted into a --from
      * token-insertion model (its tensors copied, the cross-attention cloned from each layer's
      * self-attention, the window norm's gain 1). CL_CASA_OFF: as the model is. */
     ClCasaVariant casa;
@@ -82,7 +82,7 @@ typedef struct {
     gboolean casa_gist;
     /* CASA's CA_{t+v} (config casa_tv) */
     gboolean casa_tv;
-    /* The Gated DeltaNet hybrid (SEEDS-DECODER.md §3, docs/MODEL.md §4.5): attention kept in
+    /* The Gated DeltaNet hybrid (docs/MODEL.md §4.5): attention kept in
      * decoder layers l % hybrid_every == 0, GDN layers in the others; set in a random-init
      * config, or converted from a --from model without it (each GDN layer started from its
      * attention, see insert_hybrid in trainer.c). 0: as the model is. */
@@ -119,7 +119,7 @@ typedef struct {
     int workers;               /* 1 or 2 data-parallel workers; 0 (default): the faster for
                                 * this machine (2 when there are at least 2 cores) */
 
-    /* The dense auxiliary losses (DESIGN.md §5, trainmodel.h): weights of the per-patch
+    /* The dense auxiliary losses (docs/DESIGN.md §5, trainmodel.h): weights of the per-patch
      * objectness and changed BCE terms on training-only heads (default 1 each; 0 switches one
      * off). They run on the samples that carry targets (the synthetic tasks whose grid is the
      * model's patch grid) and are skipped on the others. The heads are checkpointed with the

@@ -1,7 +1,7 @@
 /* trainlog.c - JSONL training log and progress line (trainlog.h). Lines go through stdio
  * (fflush after each, so a crash loses at most the OS cache) and fsync at most every few
  * seconds: a sync per step would cost more than a small model's step. */
-#include "trainlog.h"
+#include "train/trainlog.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,14 +1,14 @@
 /* trainmodel-dec.c - the decoder's training forward over a whole sequence (the backend's ops in
  * decoder.c's order, one chunk, no cache) with its activations kept per layer, and its backward
  * (docs/MODEL.md §4). */
-#include "trainmodel.h"
+#include "train/trainmodel.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "decoder.h"
-#include "gdn.h"
-#include "grad.h"
+#include "model/decoder.h"
+#include "model/gdn.h"
+#include "train/grad.h"
 
 /* qkv: (n, Q + 2 KV) rows [q | k | v], one product with the layer's q, k and v weights
  * stacked (they are consecutive in a trainable model); gu: (n, 2 F) rows [gate | up], likewise.
@@ -134,7 +134,7 @@ void cl_train_dec_free(ClTrainDec *d)
     g_free(d);
 }
 
-/* PVM's branch in the training forward for rows [s, n) of h (SEEDS-DECODER.md §1.1): keeps its
+/* PVM's branch in the training forward for rows [s, n) of h (docs/MODEL.md §4.2): keeps its
  * activations in p and adds P into x (rows [s, n)), nothing at visual rows. */
 static gboolean pvm_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, PvmAct *p,
                             const float *h, float *x, int s, float *wtmp)

@@ -1,13 +1,13 @@
 /* trainmodel-enc.c - the SVE encoder's training forward (the backend's ops in encoder.c's exact
  * order, activations kept per image and block) and its backward, all six variants, with the
  * paper's stop_grad on the predecessor's state (docs/MODEL.md §3). */
-#include "trainmodel.h"
+#include "train/trainmodel.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "encoder.h"
-#include "grad.h"
+#include "model/encoder.h"
+#include "train/grad.h"
 
 typedef enum { Y_PREV, Y_OWN, Y_NULL } YSource;
 

@@ -1,14 +1,14 @@
 /* trainmodel.c - one sample's training step: checks, the encoder over the images, the decoder
  * over the expanded ids, the masked cross-entropy, and the backward through both
  * (trainmodel.h). */
-#include "trainmodel.h"
-#include "vist.h"
+#include "train/trainmodel.h"
+#include "model/vist.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "decoder.h"
-#include "grad.h"
+#include "model/decoder.h"
+#include "train/grad.h"
 
 void cl_train_grad_options_init(ClTrainGradOptions *o)
 {

@@ -1,6 +1,6 @@
 /* trainmodel.h - the whole model's training forward and backward pass over one sample: the SVE
  * encoder over the sample's image sequence, the 2×2 merger, the decoder over the expanded ids,
- * and the masked next-token cross-entropy (docs/MODEL.md §3-4, DESIGN.md §5).
+ * and the masked next-token cross-entropy (docs/MODEL.md §3-4, docs/DESIGN.md §5).
  *
  * The training forward runs the backend's own ops in the inference order, so its logits and
  * visual tokens are those of cl_encoder_forward / cl_decoder_forward; it keeps the activations
@@ -10,10 +10,10 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "model.h"
-#include "params.h"
-#include "sample.h"
+#include "nn/backend.h"
+#include "model/model.h"
+#include "train/params.h"
+#include "train/sample.h"
 
 G_BEGIN_DECLS
 
@@ -29,7 +29,7 @@ typedef struct {
      * taken from a forward of the whole sequence with these parameters instead of the model's,
      * i.e. held fixed while the model's parameters move. NULL in training. */
     const ClParamBuf *state_params;
-    /* The dense auxiliary losses (DESIGN.md §5), training-only heads on the encoder's final
+    /* The dense auxiliary losses (docs/DESIGN.md §5), training-only heads on the encoder's final
      * patch tokens (ClTrainAuxHeads): weight · mean sigmoid BCE per patch token of
      *   objects: every image, target aux_objects != 0 (the patch overlaps an object), and
      *            when the sample has aux_labels, one more BCE term per attribute label

@@ -1,11 +1,11 @@
 /* sentences.c - sentence-level attention maps over the visual tokens. */
-#include "sentences.h"
+#include "worker/sentences.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "decoder.h"
-#include "trainmodel.h"
+#include "model/decoder.h"
+#include "train/trainmodel.h"
 
 void cl_sentence_map_free(ClSentenceMap *s)
 {

@@ -1,4 +1,4 @@
-/* sentences.h - which part of the image each sentence of a description rests on (USERS.md:
+/* sentences.h - which part of the image each sentence of a description rests on (docs/DESIGN.md §9:
  * "change descriptions tied to regions"): the generated text cut into sentences, and for each the
  * decoder's attention over the later image's visual tokens, averaged over the sentence's tokens
  * and the heads of the last block. */
@@ -6,10 +6,10 @@
 
 #include <glib.h>
 
-#include "backend.h"
-#include "describe.h"
-#include "heatmap.h"
-#include "model.h"
+#include "nn/backend.h"
+#include "model/describe.h"
+#include "model/heatmap.h"
+#include "model/model.h"
 
 G_BEGIN_DECLS
 

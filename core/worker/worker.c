@@ -1,6 +1,6 @@
 /* worker.c - ClWorker: one thread that owns the backend and the model, a GAsyncQueue of jobs,
  * and the delivery of their progress, text and results on the callers' main contexts. */
-#include "worker.h"
+#include "worker/worker.h"
 
 #include <glib/gi18n.h>
 #include <string.h>
@@ -10,12 +10,12 @@
 #include <unistd.h>
 #endif
 
-#include "backend.h"
+#include "nn/backend.h"
 #include "cl-config.h"
-#include "model.h"
-#include "sentences.h"
+#include "model/model.h"
+#include "worker/sentences.h"
 
-/* Progress at most every 100 ms, text at most every 33 ms (STYLE.md: coalesced updates). */
+/* Progress at most every 100 ms, text at most every 33 ms (docs/DESIGN.md §8: coalesced updates). */
 #define PROGRESS_INTERVAL_US (100 * 1000)
 #define TEXT_INTERVAL_US (33 * 1000)
 /* The worker's threads run at a lower priority than the UI's, so a busy engine never delays a

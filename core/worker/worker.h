@@ -1,4 +1,4 @@
-/* worker.h - ClWorker: the background thread between the UI and the engine (DESIGN.md §3). It
+/* worker.h - ClWorker: the background thread between the UI and the engine (docs/DESIGN.md §3). It
  * owns the backend and the loaded model; jobs wait in a queue and run one at a time; every job
  * is cancellable, reports progress and streams its text, and its result arrives on the main
  * context of the thread that queued it. The caller's thread never waits on model work. */
@@ -6,8 +6,8 @@
 
 #include <gio/gio.h>
 
-#include "describe.h"
-#include "image.h"
+#include "model/describe.h"
+#include "image/image.h"
 
 G_BEGIN_DECLS
 

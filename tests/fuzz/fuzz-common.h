@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#include "image.h"
+#include "image/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "fuzz-common.h"
-#include "model.h"
-#include "safetensors.h"
+#include "model/model.h"
+#include "model/safetensors.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 

@@ -1,4 +1,4 @@
-/* register.h - automatic alignment of one image onto another (USERS.md table stake 5): a
+/* register.h - automatic alignment of one image onto another (docs/DESIGN.md §9 (table stake 5)): a
  * translation found by exhaustive normalised cross-correlation on a coarse level, refined by an
  * intensity-based Gauss-Newton optimiser (Lucas-Kanade, forward additive) of a rigid or affine
  * transform over a pyramid, with the normalised cross-correlation on the overlap as the quality
@@ -8,7 +8,7 @@
 
 #include <gio/gio.h>
 
-#include "image.h"
+#include "image/image.h"
 
 G_BEGIN_DECLS
 

@@ -1,11 +1,11 @@
 /* register.c - image alignment: coarse NCC translation search, then Lucas-Kanade (forward
  * additive, with a gain and a bias for exposure differences) over a pyramid. */
-#include "register.h"
+#include "align/register.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "display.h"
+#include "image/display.h"
 
 #define WORK_SIDE 512 /* the finest level's longest side */
 #define COARSE_SIDE 64

@@ -1,5 +1,5 @@
 /* gdn.h - Gated DeltaNet, the linear-attention layer of the hybrid decoder option
- * (SEEDS-DECODER.md §3.1): its recurrence, its chunked (WY) form and the causal depthwise
+ * (docs/MODEL.md §4.5): its recurrence, its chunked (WY) form and the causal depthwise
  * convolution in front of it, each with a state carried between calls (host memory). The decay
  * is applied before the error term, as the reference code does (not as the paper's Eq. 2). */
 #pragma once

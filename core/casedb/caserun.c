@@ -1,5 +1,5 @@
 /* caserun.c - the case-database records of a describe run. */
-#include "caserun.h"
+#include "casedb/caserun.h"
 
 #include <json-glib/json-glib.h>
 

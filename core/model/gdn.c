@@ -1,5 +1,5 @@
 /* gdn.c - Gated DeltaNet's recurrence, chunked form and causal convolution (gdn.h). */
-#include "gdn.h"
+#include "model/gdn.h"
 
 #include <math.h>
 #include <string.h>
