@@ -125,12 +125,17 @@ void cl_image_view_render(ClImageView *self, const ClDisplaySettings *settings);
 void cl_image_view_clear_pictures(ClImageView *self);
 /* Drops the full-resolution crop (and the one being rendered). */
 void cl_image_view_clear_detail(ClImageView *self);
+/* inv: the inverse of the affine map m (x' = m0 + m1 x + m2 y, y' = m3 + m4 x + m5 y). */
 void cl_image_affine_invert(const double m[6], double inv[6]);
 /* The map from frame coordinates to v's pixels, v drawn in self. */
 void cl_image_view_frame_to_image(ClImageView *self, ClImageView *v, double m[6]);
+/* Pushes the transform that puts v's pixels on self's screen (pop with gtk_snapshot_restore);
+ * vis: v's pixels in sight, x0, y0, x1, y1. */
 void cl_image_view_push_image_space(ClImageView *self, ClImageView *v, GtkSnapshot *snapshot,
                                     double ox, double oy, double lz, int vis[4]);
+/* vis: this image's pixels in sight when it is drawn straight (no alignment). */
 void cl_image_view_screen_pixels(ClImageView *self, double ox, double oy, double lz, int vis[4]);
+/* This view's image; the partner's, laid over it through its alignment or stretched onto it. */
 void cl_image_view_draw_own(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy,
                             double lz, double zoom);
 void cl_image_view_draw_partner(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy,
