@@ -22,9 +22,10 @@ static void make_samples(WorkerCall *c)
     for (int k = c->w; k < j->batch; k += j->n_workers) {
         if (g_cancellable_is_cancelled(j->cancellable))
             return;
-        j->samples[k] = cl_trainer_source_get(j->src, j->model, &j->refs[k], j->all_turns,
-                                              &j->errors[c->w]);
-        if (!j->samples[k])
+        ClTrainerSlot *sl = &j->slots[k];
+        sl->sample = cl_trainer_source_get(j->src, j->model, &sl->ref, j->all_turns,
+                                           &j->errors[c->w]);
+        if (!sl->sample)
             return;
     }
 }
@@ -33,11 +34,12 @@ static void train_share(WorkerCall *c)
 {
     ClTrainerStepJob *j = c->job;
     for (int k = 0; k < j->batch; k++) {
-        if (j->share[k] != c->w)
+        ClTrainerSlot *sl = &j->slots[k];
+        if (sl->share != c->w)
             continue;
         if (g_cancellable_is_cancelled(j->cancellable))
             return;
-        const ClTrainSample *s = j->samples[k];
+        const ClTrainSample *s = sl->sample;
         ClTrainStepStats st;
         GError *err = NULL;
         if (!cl_train_forward_backward_aux(c->worker->be, j->model, s, j->gopt,
@@ -47,10 +49,10 @@ static void train_share(WorkerCall *c)
             g_error_free(err);
             return;
         }
-        j->loss[k] = st.loss;
-        j->aux[2 * k] = st.aux_objects_loss;
-        j->aux[2 * k + 1] = st.aux_changed_loss;
-        j->tokens[k] = st.n_positions;
+        sl->loss = st.loss;
+        sl->aux[0] = st.aux_objects_loss;
+        sl->aux[1] = st.aux_changed_loss;
+        sl->tokens = st.n_positions;
     }
 }
 
@@ -84,7 +86,7 @@ static void balance_shares(ClTrainerStepJob *j)
     g_autofree double *cost = g_new(double, (size_t)MAX(B, 1));
     for (int k = 0; k < B; k++) {
         order[k] = k;
-        cost[k] = sample_cost(&j->model->config, j->samples[k]);
+        cost[k] = sample_cost(&j->model->config, j->slots[k].sample);
     }
     /* longest first (insertion sort: a batch is small), ties by index */
     for (int a = 1; a < B; a++) {
@@ -96,7 +98,7 @@ static void balance_shares(ClTrainerStepJob *j)
     double load[2] = { 0, 0 };
     for (int a = 0; a < B; a++) {
         int w = j->n_workers > 1 && load[1] < load[0] ? 1 : 0;
-        j->share[order[a]] = w;
+        j->slots[order[a]].share = w;
         load[w] += cost[order[a]];
     }
 }
@@ -121,17 +123,18 @@ gboolean cl_trainer_run_step(ClTrainerStepJob *job, ClTrainerWorker *workers, GE
 {
     for (int w = 0; w < job->n_workers; w++)
         job->errors[w] = NULL;
-    memset(job->samples, 0, sizeof(*job->samples) * (size_t)job->batch);
+    for (int k = 0; k < job->batch; k++)
+        job->slots[k].sample = NULL;
     run_phase(job, workers, FALSE);
     gboolean made = TRUE;
     for (int k = 0; k < job->batch; k++)
-        made = made && job->samples[k];
+        made = made && job->slots[k].sample;
     if (made) {
         balance_shares(job);
         run_phase(job, workers, TRUE);
     }
     for (int k = 0; k < job->batch; k++)
-        g_clear_pointer(&job->samples[k], cl_train_sample_free);
+        g_clear_pointer(&job->slots[k].sample, cl_train_sample_free);
     gboolean ok = TRUE;
     for (int w = 0; w < job->n_workers; w++) {
         if (job->errors[w] && ok) {
@@ -193,22 +196,12 @@ void cl_trainer_step_job_init(ClTrainerStepJob *job, const ClModel *model, ClTra
     *job = (ClTrainerStepJob){ .model = model, .src = src, .batch = batch,
                                .n_workers = n_workers, .gopt = gopt, .all_turns = all_turns,
                                .cancellable = cancellable };
-    job->refs = g_new0(ClTrainerSampleRef, batch);
-    job->loss = g_new0(double, batch);
-    job->aux = g_new0(double, 2 * (size_t)batch);
-    job->tokens = g_new0(gint64, batch);
-    job->samples = g_new0(ClTrainSample *, batch);
-    job->share = g_new0(int, batch);
+    job->slots = g_new0(ClTrainerSlot, batch);
 }
 
 void cl_trainer_step_job_clear(ClTrainerStepJob *job)
 {
-    g_clear_pointer(&job->refs, g_free);
-    g_clear_pointer(&job->loss, g_free);
-    g_clear_pointer(&job->aux, g_free);
-    g_clear_pointer(&job->tokens, g_free);
-    g_clear_pointer(&job->samples, g_free);
-    g_clear_pointer(&job->share, g_free);
+    g_clear_pointer(&job->slots, g_free);
 }
 
 /* The halves of the update (one per worker; split on a 16-float boundary). Returns how many. */

@@ -85,25 +85,17 @@ char *cl_trainer_options_to_json(const ClTrainerOptions *o)
 gboolean cl_trainer_options_match(const char *saved, const char *now, GError **error)
 {
     g_autoptr(JsonNode) a = json_from_string(saved, NULL);
-    g_autoptr(JsonNode) b = json_from_string(now, NULL);
-    if (!a || !b || !JSON_NODE_HOLDS_OBJECT(a)) {
+    if (!a || !JSON_NODE_HOLDS_OBJECT(a)) {
         FAIL(RESUME, "the checkpoint has no trainer options (not written by `train`)");
         return FALSE;
     }
-    JsonObject *oa = json_node_get_object(a), *ob = json_node_get_object(b);
-    g_autoptr(GList) keys = json_object_get_members(ob);
-    for (GList *k = keys; k; k = k->next) {
-        JsonNode *va = json_object_get_member(oa, k->data);
-        JsonNode *vb = json_object_get_member(ob, k->data);
-        if (va && json_node_equal(va, vb))
-            continue;
-        g_autofree char *sa = va ? json_to_string(va, FALSE) : g_strdup("(absent)");
-        g_autofree char *sb = json_to_string(vb, FALSE);
-        FAIL(RESUME, "the checkpoint was trained with %s %s, this run asks for %s (resume with "
-             "the options of the interrupted run)", (const char *)k->data, sa, sb);
-        return FALSE;
-    }
-    return TRUE;
+    /* every option this run records (an option only recorded when set is absent before it) */
+    g_autofree char *key = NULL, *in_now = NULL, *in_saved = NULL;
+    if (!cl_checkpoint_json_first_difference(now, saved, &key, &in_now, &in_saved))
+        return TRUE;
+    FAIL(RESUME, "the checkpoint was trained with %s %s, this run asks for %s (resume with "
+         "the options of the interrupted run)", key, in_saved, in_now);
+    return FALSE;
 }
 
 /* The checkpoint's extra tensors: the four heads, then the heads' moments. */

@@ -227,37 +227,53 @@ static ClModel *load_model_or_checkpoint(const char *path, GError **error)
     return m;
 }
 
+/* The random init of o->config with the options' variant, CASA, VIST2, PVM and hybrid. */
+static ClModel *config_model(const ClTrainerOptions *o, GError **error)
+{
+    ClModelConfig cfg = *o->config;
+    cfg.sve_variant = o->variant_set ? o->variant : CL_SVE_STATELESS;
+    if (cfg.sve_variant != CL_SVE_STATELESS)
+        apply_sve_switches(&cfg, o);
+    if (o->casa != CL_CASA_OFF)
+        cfg.casa = o->casa;
+    if (o->casa_replace > 0)
+        cfg.casa_replace = o->casa_replace;
+    if (o->casa_gist)
+        cfg.casa_gist = TRUE;
+    if (o->casa_tv)
+        cfg.casa_tv = TRUE;
+    if (o->vist_chunk != 0)
+        cl_config_set_vist(&cfg, MAX(o->vist_chunk, 0));
+    if (o->pvm_every > 0 &&
+        !cl_config_set_pvm(&cfg, o->pvm_every, o->pvm_rank > 0 ? o->pvm_rank : 32)) {
+        FAIL(OPTIONS, "--pvm-every %d puts PVM in more than %d layers", o->pvm_every,
+             CL_CONFIG_MAX_PVM_LAYERS);
+        return NULL;
+    }
+    if (o->hybrid_every > 0)
+        cl_config_set_hybrid(&cfg, o->hybrid_every);
+    ClModel *m = cl_model_new_random(&cfg, o->seed, error);
+    if (m && !cl_model_make_trainable(m, error))
+        g_clear_pointer(&m, cl_model_free);
+    return m;
+}
+
+/* *src replaced by `with`, the stage's surgery on it; FALSE (with NULL: its error) keeps *src
+ * for its owner to free. */
+static gboolean replace_model(ClModel **src, ClModel *with)
+{
+    if (!with)
+        return FALSE;
+    cl_model_free(*src);
+    *src = with;
+    return TRUE;
+}
+
 /* The model the run starts from: see trainer-private.h. */
 ClModel *cl_trainer_initial_model(const ClTrainerOptions *o, GError **error)
 {
-    if (o->config) {
-        ClModelConfig cfg = *o->config;
-        cfg.sve_variant = o->variant_set ? o->variant : CL_SVE_STATELESS;
-        if (cfg.sve_variant != CL_SVE_STATELESS)
-            apply_sve_switches(&cfg, o);
-        if (o->casa != CL_CASA_OFF)
-            cfg.casa = o->casa;
-        if (o->casa_replace > 0)
-            cfg.casa_replace = o->casa_replace;
-        if (o->casa_gist)
-            cfg.casa_gist = TRUE;
-        if (o->casa_tv)
-            cfg.casa_tv = TRUE;
-        if (o->vist_chunk != 0)
-            cl_config_set_vist(&cfg, MAX(o->vist_chunk, 0));
-        if (o->pvm_every > 0 &&
-            !cl_config_set_pvm(&cfg, o->pvm_every, o->pvm_rank > 0 ? o->pvm_rank : 32)) {
-            FAIL(OPTIONS, "--pvm-every %d puts PVM in more than %d layers", o->pvm_every,
-                 CL_CONFIG_MAX_PVM_LAYERS);
-            return NULL;
-        }
-        if (o->hybrid_every > 0)
-            cl_config_set_hybrid(&cfg, o->hybrid_every);
-        ClModel *m = cl_model_new_random(&cfg, o->seed, error);
-        if (m && !cl_model_make_trainable(m, error))
-            g_clear_pointer(&m, cl_model_free);
-        return m;
-    }
+    if (o->config)
+        return config_model(o, error);
     g_autoptr(ClModel) src = load_model_or_checkpoint(o->from, error);
     if (!src)
         return NULL;
@@ -267,11 +283,8 @@ ClModel *cl_trainer_initial_model(const ClTrainerOptions *o, GError **error)
                  cl_casa_variant_name(src->config.casa), cl_casa_variant_name(o->casa));
             return NULL;
         }
-        ClModel *with = insert_casa(src, o, error);
-        if (!with)
+        if (!replace_model(&src, insert_casa(src, o, error)))
             return NULL;
-        cl_model_free(g_steal_pointer(&src));
-        src = with;
     }
     if (o->pvm_every > 0) {
         if (src->config.pvm_n_layers > 0) {
@@ -280,11 +293,8 @@ ClModel *cl_trainer_initial_model(const ClTrainerOptions *o, GError **error)
                  o->from, src->config.pvm_layers[0]);
             return NULL;
         }
-        ClModel *with = insert_pvm(src, o, error);
-        if (!with)
+        if (!replace_model(&src, insert_pvm(src, o, error)))
             return NULL;
-        cl_model_free(g_steal_pointer(&src));
-        src = with;
     }
     if (o->vist_chunk != 0) { /* a config switch: the weights serve as they are */
         ClModelConfig cfg = src->config;
@@ -306,11 +316,8 @@ ClModel *cl_trainer_initial_model(const ClTrainerOptions *o, GError **error)
                  src->config.dec_depth);
             return NULL;
         }
-        ClModel *with = insert_hybrid(src, o, error);
-        if (!with)
+        if (!replace_model(&src, insert_hybrid(src, o, error)))
             return NULL;
-        cl_model_free(g_steal_pointer(&src));
-        src = with;
     }
     if (o->stage == CL_TRAINER_STAGE_SVE)
         return cl_trainer_make_sve_model(src, o, error);

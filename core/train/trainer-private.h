@@ -74,26 +74,32 @@ typedef struct {
     ClTrainAuxHeads *aux_grads; /* NULL when the auxiliary losses are off */
 } ClTrainerWorker;
 
+/* A batch sample's place in a step: which sample, the sample itself (between the phases), its
+ * worker, and what its forward and backward passes gave. */
+typedef struct {
+    ClTrainerSampleRef ref;  /* set by the caller */
+    ClTrainSample *sample;   /* phase 1's output (freed by the end of the step) */
+    int share;               /* phase 2: the worker that trains on it */
+    double loss;
+    double aux[2];           /* objects, changed (NaN: not run) */
+    gint64 tokens;           /* decoder positions */
+} ClTrainerSlot;
+
 /* One step's work, shared by the workers, in two phases: worker w makes samples w,
  * w + n_workers, ... (generation and loading), then each works through its share of the batch.
  * The shares balance the samples' estimated cost (longest first onto the lighter worker; ties
  * by index), so a step waits less for its slower worker; they depend only on the samples, and
  * each worker accumulates its share in index order, so a step's gradient is the same on every
- * run. The arrays are the job's own (cl_trainer_step_job_init). */
+ * run. */
 typedef struct {
     const ClModel *model;
     ClTrainerSource *src;
-    ClTrainerSampleRef *refs; /* (batch) the step's samples, set by the caller */
     int batch, n_workers;
     const ClTrainGradOptions *gopt;
     gboolean all_turns;
     GCancellable *cancellable;
-    double *loss;     /* (batch) */
-    double *aux;      /* (batch, 2) objects, changed (NaN: not run) */
-    gint64 *tokens;   /* (batch) decoder positions */
+    ClTrainerSlot *slots; /* (batch) the job's own (cl_trainer_step_job_init) */
     GError *errors[2]; /* (n_workers) first error of each */
-    ClTrainSample **samples; /* (batch) phase 1's output */
-    int *share;       /* (batch) phase 2: the samples' worker */
     gboolean compute; /* the phase: FALSE makes samples, TRUE trains on them */
 } ClTrainerStepJob;
 

@@ -505,14 +505,15 @@ static void step_losses(Run *r, StepStats *st)
     st->loss = 0;
     st->tokens = 0;
     for (int k = 0; k < j->batch; k++) {
-        st->loss += j->loss[k], st->tokens += j->tokens[k];
+        const ClTrainerSlot *sl = &j->slots[k];
+        st->loss += sl->loss, st->tokens += sl->tokens;
         if (w->n_slots > 1) {
-            const int slot = w->task_slot[j->refs[k].task];
-            w->task_loss[slot] += j->loss[k], w->task_n[slot]++;
+            const int slot = w->task_slot[sl->ref.task];
+            w->task_loss[slot] += sl->loss, w->task_n[slot]++;
         }
         for (int a = 0; a < 2; a++)
-            if (isfinite(j->aux[2 * k + a]))
-                aux[a] += j->aux[2 * k + a], aux_n[a]++;
+            if (isfinite(sl->aux[a]))
+                aux[a] += sl->aux[a], aux_n[a]++;
     }
     st->loss /= j->batch;
     for (int a = 0; a < 2; a++) {
@@ -613,7 +614,7 @@ static gboolean run_steps(Run *r, ClTrainerProgress cb, gpointer user_data,
     while (r->step < ro->steps) {
         guint64 cursor0 = r->cursor, rng0 = r->rng;
         for (int k = 0; k < ro->batch; k++)
-            cl_trainer_source_next(&r->src, &r->cursor, &r->rng, &r->job.refs[k]);
+            cl_trainer_source_next(&r->src, &r->cursor, &r->rng, &r->job.slots[k].ref);
         g_autoptr(GError) err = NULL;
         if (!cl_trainer_run_step(&r->job, r->workers, &err)) {
             if (g_error_matches(err, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
