@@ -7,6 +7,7 @@
 #include "train/grad.h"
 #include "train/trainer-private.h"
 
+/* Worker w's part of a phase. */
 typedef struct {
     ClTrainerStepJob *job;
     ClTrainerWorker *worker;

@@ -111,7 +111,7 @@ ClTrainSample *cl_trainer_source_get(ClTrainerSource *s, const ClModel *model,
     return ts;
 }
 
-/* Opens the task mix or the data file; *count: samples in the file (synthetic: 0). */
+/* Opens the task mix or the data file (see trainer-private.h). */
 gboolean cl_trainer_source_open(ClTrainerSource *s, const ClTrainerOptions *o,
                                 const ClModel *model, GError **error)
 {
