@@ -600,6 +600,14 @@ static gboolean step_log(Run *r, const StepStats *st, GError **error)
     return TRUE;
 }
 
+/* A checkpoint of where the run stands (result->checkpoint_path: the newest). */
+static gboolean run_checkpoint(Run *r, ClTrainerResult *result, GError **error)
+{
+    return cl_trainer_save_checkpoint(r->ck_dir, r->ro.keep_checkpoints, r->model, r->opt,
+                                      &r->aux, r->step, r->rng, r->cursor, r->options_json,
+                                      &result->checkpoint_path, error);
+}
+
 /* The step loop, from r->step to the last step or a cancel (*cancelled: the unfinished step is
  * dropped, the cursor and RNG put back so that the checkpoint takes its samples again). Each
  * step: the batch drawn and run over the workers, the update, the result's numbers, the log,
@@ -649,10 +657,7 @@ static gboolean run_steps(Run *r, ClTrainerProgress cb, gpointer user_data,
             cb(&s, user_data);
         }
         if (ro->checkpoint_every > 0 && r->step % ro->checkpoint_every == 0 &&
-            r->step < ro->steps &&
-            !cl_trainer_save_checkpoint(r->ck_dir, ro->keep_checkpoints, r->model, r->opt,
-                                        &r->aux, r->step, r->rng, r->cursor, r->options_json,
-                                        &result->checkpoint_path, error))
+            r->step < ro->steps && !run_checkpoint(r, result, error))
             return FALSE;
     }
     return TRUE;
@@ -671,9 +676,7 @@ static gboolean run_finish(Run *r, const ClTrainerOptions *o, gboolean cancelled
         result->tokens_per_s = result->tokens / result->elapsed_s;
     }
     if ((r->step > result->start_step || !result->checkpoint_path) &&
-        !cl_trainer_save_checkpoint(r->ck_dir, r->ro.keep_checkpoints, r->model, r->opt, &r->aux,
-                                    r->step, r->rng, r->cursor, r->options_json,
-                                    &result->checkpoint_path, error))
+        !run_checkpoint(r, result, error))
         return FALSE;
     if (!log_raw(r->log, error,
                  "{\"type\":\"end\",\"step\":%" G_GINT64_FORMAT ",\"cancelled\":%s,"
