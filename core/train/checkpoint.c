@@ -315,6 +315,85 @@ static void copy_f32(float *dst, const ClSafeTensor *t)
 #endif
 }
 
+/* The trainer's extra vectors (`extra`, as train.extra lists them) distinct F32 vectors beside
+ * the `expected` names (the model's and the moments', the extras' added), and no other tensor
+ * in the file. */
+static gboolean check_tensor_names(const ClSafetensors *st, char **extra, GHashTable *expected,
+                                   GError **error)
+{
+    for (guint i = 0; extra[i]; i++) {
+        const ClSafeTensor *t = cl_safetensors_get(st, extra[i]);
+        if (!t || t->dtype != CL_DTYPE_F32 || t->ndim != 1 || t->numel == 0 ||
+            g_hash_table_contains(expected, extra[i])) {
+            CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "train.extra names '%.60s', which is not a "
+                    "distinct non-empty F32 vector in the file", extra[i]);
+            return FALSE;
+        }
+        g_hash_table_add(expected, extra[i]);
+    }
+    for (guint i = 0; i < st->tensors->len; i++) {
+        const ClSafeTensor *t = g_ptr_array_index(st->tensors, i);
+        if (!g_hash_table_contains(expected, t->name)) {
+            CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "unexpected tensor '%s' (not part of this config)",
+                    t->name);
+            return FALSE;
+        }
+    }
+    return TRUE;
+}
+
+/* The data's SHA-256 against train.data_sha256: the model's tensors (specs' order), the
+ * moments, then the extras, as the file stores them. */
+static gboolean check_sum(const ClSafetensors *st, const GPtrArray *specs, char **extra,
+                          const char *data_sha, GError **error)
+{
+    const guint n_extra = g_strv_length(extra);
+    g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
+    for (guint i = 0; i < specs->len + 2 + n_extra; i++) {
+        const char *name = i < specs->len       ? ((ClWeightSpec *)g_ptr_array_index(specs, i))->name
+                           : i == specs->len     ? "adam.m"
+                           : i == specs->len + 1 ? "adam.v"
+                                                 : extra[i - specs->len - 2];
+        const ClSafeTensor *t = cl_safetensors_get(st, name);
+        const guint8 *bytes = t->data;
+        guint64 left = t->end - t->begin;
+        while (left) {
+            guint64 chunk = MIN(left, (guint64)1 << 30);
+            g_checksum_update(sum, bytes, (gssize)chunk);
+            bytes += chunk;
+            left -= chunk;
+        }
+    }
+    if (g_ascii_strcasecmp(g_checksum_get_string(sum), data_sha) != 0) {
+        CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "the tensor data is corrupted (its SHA-256 differs "
+                "from the one recorded at save): use an earlier checkpoint");
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The extra vectors into s->extra (s->n_extra counts those read, for the clear). */
+static gboolean load_extra(ClCheckpointState *s, const ClSafetensors *st, char **extra,
+                           GError **error)
+{
+    const guint n_extra = g_strv_length(extra);
+    s->extra = g_new0(ClCheckpointExtra, MAX(n_extra, 1));
+    for (guint i = 0; i < n_extra; i++) {
+        const ClSafeTensor *t = cl_safetensors_get(st, extra[i]);
+        ClCheckpointExtra *x = &s->extra[s->n_extra];
+        x->data = g_try_malloc_n(t->numel, sizeof(float));
+        if (!x->data) {
+            CK_FAIL(CL_CHECKPOINT_ERROR_IO, "out of memory for tensor '%s'", extra[i]);
+            return FALSE;
+        }
+        x->name = g_strdup(extra[i]);
+        x->n = (size_t)t->numel;
+        copy_f32(x->data, t);
+        s->n_extra++;
+    }
+    return TRUE;
+}
+
 static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
 {
     const char *format = cl_safetensors_metadata(st, "changelens.checkpoint");
@@ -395,48 +474,10 @@ static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
     const char *extra_meta = cl_safetensors_metadata(st, "train.extra");
     g_auto(GStrv) extra = extra_meta && *extra_meta ? g_strsplit(extra_meta, ",", -1)
                                                     : g_new0(char *, 1);
-    const guint n_extra = g_strv_length(extra);
-    for (guint i = 0; i < n_extra; i++) {
-        const ClSafeTensor *t = cl_safetensors_get(st, extra[i]);
-        if (!t || t->dtype != CL_DTYPE_F32 || t->ndim != 1 || t->numel == 0 ||
-            g_hash_table_contains(expected, extra[i])) {
-            CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "train.extra names '%.60s', which is not a "
-                    "distinct non-empty F32 vector in the file", extra[i]);
-            return NULL;
-        }
-        g_hash_table_add(expected, extra[i]);
-    }
-    for (guint i = 0; i < st->tensors->len; i++) {
-        const ClSafeTensor *t = g_ptr_array_index(st->tensors, i);
-        if (!g_hash_table_contains(expected, t->name)) {
-            CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "unexpected tensor '%s' (not part of this config)",
-                    t->name);
-            return NULL;
-        }
-    }
-
-    /* checksum before any allocation of the state's size is worth making */
-    g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
-    for (guint i = 0; i < specs->len + 2 + n_extra; i++) {
-        const char *name = i < specs->len       ? ((ClWeightSpec *)g_ptr_array_index(specs, i))->name
-                           : i == specs->len     ? "adam.m"
-                           : i == specs->len + 1 ? "adam.v"
-                                                 : extra[i - specs->len - 2];
-        const ClSafeTensor *t = cl_safetensors_get(st, name);
-        const guint8 *bytes = t->data;
-        guint64 left = t->end - t->begin;
-        while (left) {
-            guint64 chunk = MIN(left, (guint64)1 << 30);
-            g_checksum_update(sum, bytes, (gssize)chunk);
-            bytes += chunk;
-            left -= chunk;
-        }
-    }
-    if (g_ascii_strcasecmp(g_checksum_get_string(sum), data_sha) != 0) {
-        CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "the tensor data is corrupted (its SHA-256 differs "
-                "from the one recorded at save): use an earlier checkpoint");
+    /* the checksum before any allocation of the state's size is worth making */
+    if (!check_tensor_names(st, extra, expected, error) ||
+        !check_sum(st, specs, extra, data_sha, error))
         return NULL;
-    }
 
     model->arena = g_try_malloc_n(MAX(n, 1), sizeof(float));
     if (!model->arena) {
@@ -461,20 +502,8 @@ static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
         return NULL;
     copy_f32(ck->opt->m, tm);
     copy_f32(ck->opt->v, tv);
-    ck->state.extra = g_new0(ClCheckpointExtra, MAX(n_extra, 1));
-    for (guint i = 0; i < n_extra; i++) {
-        const ClSafeTensor *t = cl_safetensors_get(st, extra[i]);
-        ClCheckpointExtra *x = &ck->state.extra[ck->state.n_extra];
-        x->data = g_try_malloc_n(t->numel, sizeof(float));
-        if (!x->data) {
-            CK_FAIL(CL_CHECKPOINT_ERROR_IO, "out of memory for tensor '%s'", extra[i]);
-            return NULL;
-        }
-        x->name = g_strdup(extra[i]);
-        x->n = (size_t)t->numel;
-        copy_f32(x->data, t);
-        ck->state.n_extra++;
-    }
+    if (!load_extra(&ck->state, st, extra, error))
+        return NULL;
     ck->model = g_steal_pointer(&model);
     return g_steal_pointer(&ck);
 }
@@ -501,25 +530,36 @@ gboolean cl_checkpoint_check_config(const ClCheckpoint *ck, const ClModelConfig 
     g_autofree char *b = cl_model_config_to_json(cfg);
     if (strcmp(a, b) == 0)
         return TRUE;
-    g_autoptr(JsonNode) na = json_from_string(a, NULL);
-    g_autoptr(JsonNode) nb = json_from_string(b, NULL);
-    if (na && nb && JSON_NODE_HOLDS_OBJECT(na) && JSON_NODE_HOLDS_OBJECT(nb)) {
-        JsonObject *oa = json_node_get_object(na), *ob = json_node_get_object(nb);
-        g_autoptr(GList) keys = json_object_get_members(oa);
-        for (GList *k = keys; k; k = k->next) {
-            JsonNode *va = json_object_get_member(oa, k->data);
-            JsonNode *vb = json_object_get_member(ob, k->data);
-            if (vb && json_node_equal(va, vb))
-                continue;
-            g_autofree char *sa = json_to_string(va, FALSE);
-            g_autofree char *sb = vb ? json_to_string(vb, FALSE) : g_strdup("(absent)");
-            CK_FAIL(CL_CHECKPOINT_ERROR_MISMATCH,
-                    "the checkpoint is for another model: its %s is %s, the config asks for %s",
-                    (const char *)k->data, sa, sb);
-            return FALSE;
-        }
+    g_autofree char *key = NULL, *va = NULL, *vb = NULL;
+    if (cl_checkpoint_json_first_difference(a, b, &key, &va, &vb))
+        CK_FAIL(CL_CHECKPOINT_ERROR_MISMATCH,
+                "the checkpoint is for another model: its %s is %s, the config asks for %s", key,
+                va, vb);
+    else
+        CK_FAIL(CL_CHECKPOINT_ERROR_MISMATCH, "the checkpoint is for another model config");
+    return FALSE;
+}
+
+gboolean cl_checkpoint_json_first_difference(const char *a, const char *b, char **key,
+                                             char **va, char **vb)
+{
+    g_return_val_if_fail(key != NULL && va != NULL && vb != NULL, FALSE);
+    g_autoptr(JsonNode) na = a ? json_from_string(a, NULL) : NULL;
+    g_autoptr(JsonNode) nb = b ? json_from_string(b, NULL) : NULL;
+    if (!na || !nb || !JSON_NODE_HOLDS_OBJECT(na) || !JSON_NODE_HOLDS_OBJECT(nb))
+        return FALSE;
+    JsonObject *oa = json_node_get_object(na), *ob = json_node_get_object(nb);
+    g_autoptr(GList) keys = json_object_get_members(oa);
+    for (GList *k = keys; k; k = k->next) {
+        JsonNode *x = json_object_get_member(oa, k->data);
+        JsonNode *y = json_object_get_member(ob, k->data);
+        if (y && json_node_equal(x, y))
+            continue;
+        *key = g_strdup(k->data);
+        *va = json_to_string(x, FALSE);
+        *vb = y ? json_to_string(y, FALSE) : g_strdup("(absent)");
+        return TRUE;
     }
-    CK_FAIL(CL_CHECKPOINT_ERROR_MISMATCH, "the checkpoint is for another model config");
     return FALSE;
 }
 

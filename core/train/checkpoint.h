@@ -92,6 +92,13 @@ gboolean cl_checkpoint_file_is_checkpoint(const char *path);
 gboolean cl_checkpoint_check_config(const ClCheckpoint *ck, const ClModelConfig *cfg,
                                     GError **error);
 
+/* The first member of the JSON object `a` (in a's order) that the JSON object `b` lacks or holds
+ * with another value, for messages that name what a resume does not match: TRUE with its name
+ * in *key and the two values as JSON in *va and *vb ("(absent)" where b lacks it); FALSE when
+ * every member matches or either text is not a JSON object. */
+gboolean cl_checkpoint_json_first_difference(const char *a, const char *b, char **key,
+                                             char **va, char **vb);
+
 /* Rotation: "<dir>/<prefix>-<step, 8+ digits>.safetensors". */
 char *cl_checkpoint_path(const char *dir, const char *prefix, gint64 step);
 /* Deletes all but the `keep` (>= 1) highest-step files of that pattern in dir; other files are

@@ -85,7 +85,7 @@ typedef struct {
     /* The Gated DeltaNet hybrid (docs/MODEL.md §4.5): attention kept in
      * decoder layers l % hybrid_every == 0, GDN layers in the others; set in a random-init
      * config, or converted from a --from model without it (each GDN layer started from its
-     * attention, see insert_hybrid in trainer.c). 0: as the model is. */
+     * attention, see insert_hybrid in stages.c). 0: as the model is. */
     int hybrid_every;
     /* VIST2 (docs/MODEL.md §4.6): vist_chunk > 0 switches it on with chunks of that many tokens,
      * -1 with the default (cl_config_set_vist; no new tensors: the model's own encoder reads the
