@@ -45,20 +45,6 @@ static int usage_error(const char *fmt, ...)
     return 2;
 }
 
-/* "A" or "A-B" into lo, hi */
-gboolean cl_cli_parse_range(const char *s, int *lo, int *hi)
-{
-    g_auto(GStrv) parts = g_strsplit(s, "-", 2);
-    guint64 a, b;
-    if (!parts[0] || !g_ascii_string_to_unsigned(parts[0], 10, 0, 1000, &a, NULL))
-        return FALSE;
-    b = a;
-    if (parts[1] && !g_ascii_string_to_unsigned(parts[1], 10, 0, 1000, &b, NULL))
-        return FALSE;
-    *lo = (int)a, *hi = (int)b;
-    return TRUE;
-}
-
 typedef struct {
     gint64 last_us;
     gboolean quiet;

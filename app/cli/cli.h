@@ -29,8 +29,6 @@ const char *cl_cli_source_dir(void);
 /* --config of train and bench --train: JSON text when it starts with '{', else a file holding it
  * (cli-train.c). */
 gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error);
-/* "N" or "MIN-MAX" (each 0..1000) as *lo, *hi (cli-synth.c) */
-gboolean cl_cli_parse_range(const char *s, int *lo, int *hi);
 /* `bench --train` (cli-bench-train.c) */
 int cl_cli_bench_train(int argc, char **argv);
 /* `bench --long` (cli-bench-long.c): the decoder options on long sequences */
@@ -40,6 +38,27 @@ int cl_cli_bench_long(int argc, char **argv);
 /* ClTokenCallback that prints the text to stdout (invalid UTF-8 shown as U+FFFD) and sets
  * *(gboolean *)user_data once anything was printed. */
 void cl_cli_stream_token(gint32 id, const char *text, gsize len, gpointer user_data);
+
+/* ---- arguments (cli-args.c) ---- */
+
+/* exit status of a usage error (0 done, 1 failure) */
+#define CL_CLI_EXIT_USAGE 2
+/* "PROG: MESSAGE (see 'PROG --help')" on stderr; returns CL_CLI_EXIT_USAGE. PROG is the command
+ * as typed, e.g. "changelens-cli case show". */
+int cl_cli_usage_error(const char *prog, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+/* g_option_context_parse; a failure is reported as a usage error of PROG. */
+gboolean cl_cli_parse_options(GOptionContext *ctx, const char *prog, int *argc, char ***argv);
+/* TEXT as a whole number in [lo, hi]; the error (G_OPTION_ERROR_BAD_VALUE) names OPTION, the
+ * range and the text: "--images must be 2 to 5, not '6'". hi G_MAXINT64: no upper bound. */
+gboolean cl_cli_parse_int(const char *option, const char *text, gint64 lo, gint64 hi, gint64 *out,
+                          GError **error);
+/* TEXT as an unsigned 64-bit whole number (seeds) */
+gboolean cl_cli_parse_uint64(const char *option, const char *text, guint64 *out, GError **error);
+/* TEXT as a finite number in [lo, hi]; hi INFINITY: no upper bound */
+gboolean cl_cli_parse_double(const char *option, const char *text, double lo, double hi,
+                             double *out, GError **error);
+/* "N" or "MIN-MAX" (each 0..1000) as *lo, *hi */
+gboolean cl_cli_parse_range(const char *s, int *lo, int *hi);
 
 /* NULL-terminated (cli-commands.c) */
 extern const ClCliCommand cl_cli_commands[];

@@ -1,0 +1,92 @@
+/* cli-args.c - argument handling shared by every command: usage errors, option parsing and
+ * range-checked numbers, so that a bad argument reads the same whichever command it went to. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+int cl_cli_usage_error(const char *prog, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s: %s (see '%s --help')\n", prog, msg, prog);
+    return CL_CLI_EXIT_USAGE;
+}
+
+gboolean cl_cli_parse_options(GOptionContext *ctx, const char *prog, int *argc, char ***argv)
+{
+    g_autoptr(GError) err = NULL;
+    if (g_option_context_parse(ctx, argc, argv, &err))
+        return TRUE;
+    cl_cli_usage_error(prog, "%s", err->message);
+    return FALSE;
+}
+
+/* The accepted range in words: "2 to 5", "1 or 2", "a whole number >= 1". */
+static char *int_range_text(gint64 lo, gint64 hi)
+{
+    if (hi == G_MAXINT64)
+        return g_strdup_printf("a whole number >= %" G_GINT64_FORMAT, lo);
+    if (hi == lo + 1)
+        return g_strdup_printf("%" G_GINT64_FORMAT " or %" G_GINT64_FORMAT, lo, hi);
+    return g_strdup_printf("%" G_GINT64_FORMAT " to %" G_GINT64_FORMAT, lo, hi);
+}
+
+gboolean cl_cli_parse_int(const char *option, const char *text, gint64 lo, gint64 hi, gint64 *out,
+                          GError **error)
+{
+    if (text && g_ascii_string_to_signed(text, 10, lo, hi, out, NULL))
+        return TRUE;
+    if (!error)
+        return FALSE;
+    g_autofree char *range = int_range_text(lo, hi);
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s must be %s, not '%s'",
+                option, range, text ? text : "");
+    return FALSE;
+}
+
+gboolean cl_cli_parse_uint64(const char *option, const char *text, guint64 *out, GError **error)
+{
+    if (text && g_ascii_string_to_unsigned(text, 10, 0, G_MAXUINT64, out, NULL))
+        return TRUE;
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+                "%s must be a whole number >= 0, not '%s'", option, text ? text : "");
+    return FALSE;
+}
+
+gboolean cl_cli_parse_double(const char *option, const char *text, double lo, double hi,
+                             double *out, GError **error)
+{
+    if (text && *text) {
+        char *end = NULL;
+        errno = 0;
+        double v = g_ascii_strtod(text, &end);
+        if (!errno && !*end && isfinite(v) && v >= lo && v <= hi) {
+            *out = v;
+            return TRUE;
+        }
+    }
+    g_autofree char *range = isinf(hi) ? g_strdup_printf("a number >= %g", lo)
+                                       : g_strdup_printf("%g to %g", lo, hi);
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s must be %s, not '%s'",
+                option, range, text ? text : "");
+    return FALSE;
+}
+
+/* "A" or "A-B": the dash splits the bounds, so neither may be negative. */
+gboolean cl_cli_parse_range(const char *s, int *lo, int *hi)
+{
+    g_auto(GStrv) parts = g_strsplit(s, "-", 2);
+    gint64 a, b;
+    if (!parts[0] || !cl_cli_parse_int(NULL, parts[0], 0, 1000, &a, NULL))
+        return FALSE;
+    b = a;
+    if (parts[1] && !cl_cli_parse_int(NULL, parts[1], 0, 1000, &b, NULL))
+        return FALSE;
+    *lo = (int)a, *hi = (int)b;
+    return TRUE;
+}
