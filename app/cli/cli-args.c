@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -26,10 +27,11 @@ gboolean cl_cli_parse_options(GOptionContext *ctx, const char *prog, int *argc, 
     return FALSE;
 }
 
-/* The accepted range in words: "2 to 5", "1 or 2", "a whole number >= 1". */
+/* The accepted range in words: "2 to 5", "1 or 2", "a whole number >= 1" (a bound at a type's
+ * limit is no bound a user needs to hear of). */
 static char *int_range_text(gint64 lo, gint64 hi)
 {
-    if (hi == G_MAXINT64)
+    if (hi >= G_MAXINT)
         return g_strdup_printf("a whole number >= %" G_GINT64_FORMAT, lo);
     if (hi == lo + 1)
         return g_strdup_printf("%" G_GINT64_FORMAT " or %" G_GINT64_FORMAT, lo, hi);
@@ -89,4 +91,38 @@ gboolean cl_cli_parse_range(const char *s, int *lo, int *hi)
         return FALSE;
     *lo = (int)a, *hi = (int)b;
     return TRUE;
+}
+
+gboolean cl_cli_parse_stream(const char *text, int *sink, int *window)
+{
+    g_auto(GStrv) sw = g_strsplit(text, "+", 2);
+    gint64 s = 0, w = 0;
+    if (!sw[0] || !sw[1] || !cl_cli_parse_int(NULL, sw[0], 0, 1 << 20, &s, NULL) ||
+        !cl_cli_parse_int(NULL, sw[1], 1, 1 << 20, &w, NULL))
+        return FALSE;
+    *sink = (int)s;
+    *window = (int)w;
+    return TRUE;
+}
+
+gboolean cl_cli_int_option(const char *name, const char *value, gpointer data, GError **error)
+{
+    const ClCliIntOption *ints = data;
+    /* GOption names the option as typed: "--beam" or "-b" */
+    for (const ClCliIntOption *o = ints; o && o->name; o++) {
+        gboolean is_long = name[1] == '-' && strcmp(name + 2, o->name) == 0;
+        gboolean is_short = name[1] != '-' && o->short_name && name[1] == o->short_name;
+        if (is_long || is_short)
+            return cl_cli_parse_int(name, value, o->lo, o->hi, o->value, error);
+    }
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED, "%s is not a number option", name);
+    return FALSE;
+}
+
+void cl_cli_add_entries(GOptionContext *ctx, const GOptionEntry *entries,
+                        const ClCliIntOption *ints)
+{
+    GOptionGroup *group = g_option_group_new(NULL, NULL, NULL, (gpointer)ints, NULL);
+    g_option_group_add_entries(group, entries);
+    g_option_context_set_main_group(ctx, group);
 }

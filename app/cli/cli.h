@@ -59,6 +59,25 @@ gboolean cl_cli_parse_double(const char *option, const char *text, double lo, do
                              double *out, GError **error);
 /* "N" or "MIN-MAX" (each 0..1000) as *lo, *hi */
 gboolean cl_cli_parse_range(const char *s, int *lo, int *hi);
+/* --stream's "SINK+WINDOW" (sink 0..2^20, window 1..2^20) */
+gboolean cl_cli_parse_stream(const char *text, int *sink, int *window);
+
+/* A whole-number option with its range: an entry CL_CLI_INT_ENTRY(...) of the same name in a
+ * group added with cl_cli_add_entries, whose table of these ends with a NULL name. */
+typedef struct {
+    const char *name; /* the long name, without the dashes */
+    char short_name;
+    gint64 lo, hi;
+    gint64 *value;
+} ClCliIntOption;
+/* The GOptionArgFunc of such an entry: parses the value into the table's *value. */
+gboolean cl_cli_int_option(const char *name, const char *value, gpointer data, GError **error);
+#define CL_CLI_INT_ENTRY(name, short_name, description, arg_description)                          \
+    { name, short_name, 0, G_OPTION_ARG_CALLBACK, (gpointer)cl_cli_int_option, description,     \
+      arg_description }
+/* entries as ctx's main group, its callbacks handed ints */
+void cl_cli_add_entries(GOptionContext *ctx, const GOptionEntry *entries,
+                        const ClCliIntOption *ints);
 
 /* NULL-terminated (cli-commands.c) */
 extern const ClCliCommand cl_cli_commands[];
