@@ -903,7 +903,7 @@ int cl_cli_case(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? CL_CLI_EXIT_USAGE : 0;
     }
     const char *cmd = argv[1];
     int sargc = argc - 1;
