@@ -308,12 +308,7 @@ static int cmd_info(int argc, char **argv)
     }
     json_builder_end_array(b);
     if (json) {
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(b);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        g_autofree char *text = json_generator_to_data(gen, NULL);
-        printf("%s\n", text);
+        cl_cli_print_json(b);
     }
     return rc;
 }

@@ -1,5 +1,6 @@
 /* cli-args.c - argument handling shared by every command: usage errors, option parsing and
- * range-checked numbers, so that a bad argument reads the same whichever command it went to. */
+ * range-checked numbers, so that a bad argument reads the same whichever command it went to;
+ * and the little all commands do alike with what they parsed and print. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -119,10 +120,54 @@ gboolean cl_cli_int_option(const char *name, const char *value, gpointer data, G
     return FALSE;
 }
 
-void cl_cli_add_entries(GOptionContext *ctx, const GOptionEntry *entries,
-                        const ClCliIntOption *ints)
+void cl_cli_add_entries(GOptionContext *ctx, const GOptionEntry *entries, gconstpointer data)
 {
-    GOptionGroup *group = g_option_group_new(NULL, NULL, NULL, (gpointer)ints, NULL);
+    GOptionGroup *group = g_option_context_get_main_group(ctx);
+    if (!group) {
+        group = g_option_group_new(NULL, NULL, NULL, (gpointer)data, NULL);
+        g_option_context_set_main_group(ctx, group);
+    }
     g_option_group_add_entries(group, entries);
-    g_option_context_set_main_group(ctx, group);
+}
+
+int cl_cli_parse_own_help(const char *prog, const char *usage_text, const GOptionEntry *entries,
+                          gpointer data, int argc, char **argv)
+{
+    gboolean help = FALSE;
+    const GOptionEntry help_entry[] = {
+        { "help", 'h', 0, G_OPTION_ARG_NONE, &help, NULL, NULL },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
+    g_option_context_set_help_enabled(ctx, FALSE);
+    cl_cli_add_entries(ctx, help_entry, data);
+    cl_cli_add_entries(ctx, entries, data);
+    if (!cl_cli_parse_options(ctx, prog, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    if (help) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (argc > 1)
+        return cl_cli_usage_error(prog, "unexpected argument '%s'", argv[1]);
+    return -1;
+}
+
+void cl_cli_free_all(gpointer first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    for (gpointer *p = first; p; p = va_arg(ap, gpointer *))
+        g_clear_pointer(p, g_free);
+    va_end(ap);
+}
+
+void cl_cli_print_json(JsonBuilder *b)
+{
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    g_autofree char *text = json_generator_to_data(gen, NULL);
+    printf("%s\n", text);
 }

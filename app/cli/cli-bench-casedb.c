@@ -298,12 +298,7 @@ static void print_casedb_json(const CasedbArgs *a, const CasedbTimes *t)
 #undef JD
 #undef JI
     json_builder_end_object(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    g_autofree char *out = json_generator_to_data(gen, NULL);
-    printf("%s\n", out);
+    cl_cli_print_json(b);
 }
 
 static void print_casedb_text(const CasedbArgs *a, const char *db_path, const CasedbTimes *t)

@@ -188,14 +188,12 @@ static ClModel *option_model(const char *option, int max_len, GError **error)
 typedef struct {
     char *options, *images, *gen;
     int repeat;
-    gboolean json, help, long_flag;
+    gboolean json, long_flag;
 } LongArgs;
 
 static void long_args_clear(LongArgs *a)
 {
-    g_clear_pointer(&a->options, g_free);
-    g_clear_pointer(&a->images, g_free);
-    g_clear_pointer(&a->gen, g_free);
+    cl_cli_free_all(&a->options, &a->images, &a->gen, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(LongArgs, long_args_clear)
 
@@ -234,7 +232,6 @@ static int parse_long_args(int argc, char **argv, LongArgs *a)
     a->repeat = 1;
     GOptionEntry entries[] = {
         { "long", 0, 0, G_OPTION_ARG_NONE, &a->long_flag, NULL, NULL },
-        { "help", 'h', 0, G_OPTION_ARG_NONE, &a->help, NULL, NULL },
         { "json", 0, 0, G_OPTION_ARG_NONE, &a->json, NULL, NULL },
         { "quick", 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)on_list, NULL, NULL },
         { "options", 0, G_OPTION_FLAG_FILENAME, G_OPTION_ARG_CALLBACK, (gpointer)on_list, NULL,
@@ -245,20 +242,7 @@ static int parse_long_args(int argc, char **argv, LongArgs *a)
         { "repeat", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)on_repeat, NULL, NULL },
         { NULL },
     };
-    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
-    g_option_context_set_help_enabled(ctx, FALSE); /* --help prints usage_text */
-    GOptionGroup *group = g_option_group_new(NULL, NULL, NULL, a, NULL);
-    g_option_group_add_entries(group, entries);
-    g_option_context_set_main_group(ctx, group);
-    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
-        return CL_CLI_EXIT_USAGE;
-    if (a->help) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
-    if (argc > 1)
-        return cl_cli_usage_error(PROG, "unexpected argument '%s'", argv[1]);
-    return -1;
+    return cl_cli_parse_own_help(PROG, usage_text, entries, a, argc, argv);
 }
 
 int cl_cli_bench_long(int argc, char **argv)
@@ -344,12 +328,7 @@ int cl_cli_bench_long(int argc, char **argv)
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(b);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        g_autofree char *text = json_generator_to_data(gen, NULL);
-        printf("%s\n", text);
+        cl_cli_print_json(b);
         return 0;
     }
     printf("ChangeLens bench --long: tiny decoder (E %d, %d layers), %d visual rows per image, "

@@ -182,10 +182,7 @@ typedef struct {
 
 static void bench_train_args_clear(BenchTrainArgs *a)
 {
-    g_clear_pointer(&a->preset, g_free);
-    g_clear_pointer(&a->task, g_free);
-    g_clear_pointer(&a->config, g_free);
-    g_clear_pointer(&a->from, g_free);
+    cl_cli_free_all(&a->preset, &a->task, &a->config, &a->from, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchTrainArgs, bench_train_args_clear)
 
@@ -202,11 +199,7 @@ typedef struct {
 
 static void measured_clear(Measured *m)
 {
-    g_clear_pointer(&m->ours, g_free);
-    g_clear_pointer(&m->eager, g_free);
-    g_clear_pointer(&m->comp, g_free);
-    g_clear_pointer(&m->ratios, g_free);
-    g_clear_pointer(&m->torch_version, g_free);
+    cl_cli_free_all(&m->ours, &m->eager, &m->comp, &m->ratios, &m->torch_version, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Measured, measured_clear)
 
@@ -220,11 +213,8 @@ static void scratch_clear(Scratch *s)
 {
     if (s->tmp)
         rm_tree(s->tmp);
-    g_clear_pointer(&s->tmp, g_free);
-    g_clear_pointer(&s->model_path, g_free);
-    g_clear_pointer(&s->run_dir, g_free);
-    g_clear_pointer(&s->samples_path, g_free);
-    g_clear_pointer(&s->pixels_path, g_free);
+    cl_cli_free_all(&s->tmp, &s->model_path, &s->run_dir, &s->samples_path, &s->pixels_path,
+                    NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Scratch, scratch_clear)
 
@@ -236,12 +226,14 @@ static int parse_bench_train_args(int argc, char **argv, BenchTrainArgs *a, ClMo
     a->batch = 8, a->repeat = 3, a->warmup = 1, a->workers = 0, a->rounds = 1;
     GOptionEntry entries[] = {
         { "train", 0, 0, G_OPTION_ARG_NONE, &train, "Benchmark a training step", NULL },
-        { "preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset, "Model size: tiny (default) or base", "NAME" },
+        { "preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset, "Model size: tiny (default) or base",
+          "NAME" },
         { "config", 0, 0, G_OPTION_ARG_STRING, &a->config,
           "A model config instead (JSON text or a .json file, as train --config)", "JSON" },
         { "model", 'm', 0, G_OPTION_ARG_FILENAME, &a->from,
           "Start from this model file (its weights, config and tokenizer) instead", "FILE" },
-        { "task", 0, 0, G_OPTION_ARG_STRING, &a->task, "Synthetic task of the samples (shapes)", "T" },
+        { "task", 0, 0, G_OPTION_ARG_STRING, &a->task, "Synthetic task of the samples (shapes)",
+          "T" },
         { "batch", 'b', 0, G_OPTION_ARG_INT, &a->batch, "Samples per step (8)", "N" },
         { "repeat", 'r', 0, G_OPTION_ARG_INT, &a->repeat, "Timed steps (3; median)", "N" },
         { "warmup", 0, 0, G_OPTION_ARG_INT, &a->warmup, "Untimed steps first (1)", "N" },
@@ -435,23 +427,25 @@ static void print_bench_train_json(const BenchTrainArgs *a, const Measured *m)
     json_builder_add_int_value(b, m->used_workers);
     json_builder_set_member_name(b, "blas_kernels");
     json_builder_add_string_value(b, cl_blas_kernels());
-    JD("train_step_ms", m->step_ms);
-    JD("train_samples_per_s", a->batch / (m->step_ms / 1e3));
-    JD("first_loss", m->first_loss);
-    JD("torch_train_step_ms", m->torch_ms);
-    JD("torch_first_loss", m->torch_first);
-    JD("train_speedup_vs_torch", m->speedup);
-    JD("torch_compile_train_step_ms", m->torchc_ms);
-    JD("torch_compile_first_loss", m->torchc_first);
-    JD("train_speedup_vs_torch_compile", m->torchc_ms / m->step_ms);
+    const struct {
+        const char *key;
+        double value;
+    } figures[] = {
+        { "train_step_ms", m->step_ms },
+        { "train_samples_per_s", a->batch / (m->step_ms / 1e3) },
+        { "first_loss", m->first_loss },
+        { "torch_train_step_ms", m->torch_ms },
+        { "torch_first_loss", m->torch_first },
+        { "train_speedup_vs_torch", m->speedup },
+        { "torch_compile_train_step_ms", m->torchc_ms },
+        { "torch_compile_first_loss", m->torchc_first },
+        { "train_speedup_vs_torch_compile", m->torchc_ms / m->step_ms },
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(figures); i++)
+        JD(figures[i].key, figures[i].value);
 #undef JD
     json_builder_end_object(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    g_autofree char *outs = json_generator_to_data(gen, NULL);
-    printf("%s\n", outs);
+    cl_cli_print_json(b);
 }
 
 static void print_bench_train_text(const BenchTrainArgs *a, const Measured *m)

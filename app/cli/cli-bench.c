@@ -265,9 +265,7 @@ typedef struct {
 
 static void bench_args_clear(BenchArgs *a)
 {
-    g_clear_pointer(&a->preset, g_free);
-    g_clear_pointer(&a->device, g_free);
-    g_clear_pointer(&a->variant, g_free);
+    cl_cli_free_all(&a->preset, &a->device, &a->variant, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchArgs, bench_args_clear)
 
@@ -289,7 +287,7 @@ static void bench_result_clear(BenchResult *r)
 {
     g_clear_pointer(&r->torch, json_object_unref);
     g_clear_pointer(&r->torchc, json_object_unref);
-    g_clear_pointer(&r->torch_error, g_free);
+    cl_cli_free_all(&r->torch_error, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchResult, bench_result_clear)
 
@@ -301,14 +299,6 @@ typedef struct {
     float *pixels;
     GArray *ids, *seq;
 } BenchInput;
-
-static void bench_input_clear(BenchInput *in)
-{
-    g_clear_pointer(&in->pixels, g_free);
-    g_clear_pointer(&in->ids, g_array_unref);
-    g_clear_pointer(&in->seq, g_array_unref);
-}
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchInput, bench_input_clear)
 
 /* Returns -1 to go on, else the exit status. */
 static int parse_bench_args(int argc, char **argv, BenchArgs *a)
@@ -387,6 +377,14 @@ static void bench_input_init(BenchInput *in, const ClModel *model)
         }
     }
 }
+
+static void bench_input_clear(BenchInput *in)
+{
+    cl_cli_free_all(&in->pixels, NULL);
+    g_clear_pointer(&in->ids, g_array_unref);
+    g_clear_pointer(&in->seq, g_array_unref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchInput, bench_input_clear)
 
 /* One describe: encode the images, prefill the prompt, exactly `tokens` greedy tokens (no stop:
  * the same work every run). Times in ms into enc_ms[n_images], *pre, *dec. */
@@ -519,6 +517,12 @@ static void run_torch_peer(const BenchArgs *a, ClModel *model, const BenchInput 
         g_rmdir(dir);
 }
 
+/* A JSON member of the report: a number, null when not finite */
+typedef struct {
+    const char *key;
+    double value;
+} Figure;
+
 static void print_bench_json(const BenchArgs *a, const ClBackend *be, const BenchResult *r)
 {
     const ClModelConfig *cfg = &a->cfg;
@@ -555,12 +559,13 @@ static void print_bench_json(const BenchArgs *a, const ClBackend *be, const Benc
     json_builder_add_int_value(b, a->tokens);
     json_builder_set_member_name(b, "first_token");
     json_builder_add_int_value(b, r->first_token);
-    NUM("encode_ms_per_image", r->encode_ms);
-    NUM("prefill_ms", r->prefill_ms);
-    NUM("decode_tokens_per_s", r->decode_tps);
-    NUM("describe_ms", r->describe_ms);
-    NUM("peak_rss_mb", r->peak_rss_mb);
-    NUM("sgemm_peak_gflops", r->peak);
+    const Figure times[] = {
+        { "encode_ms_per_image", r->encode_ms }, { "prefill_ms", r->prefill_ms },
+        { "decode_tokens_per_s", r->decode_tps }, { "describe_ms", r->describe_ms },
+        { "peak_rss_mb", r->peak_rss_mb },        { "sgemm_peak_gflops", r->peak },
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(times); i++)
+        NUM(times[i].key, times[i].value);
     json_builder_set_member_name(b, "blas_kernels");
     json_builder_add_string_value(b, cl_blas_kernels());
     NUM("encoder_gflops", r->enc_gflops);
@@ -586,12 +591,7 @@ static void print_bench_json(const BenchArgs *a, const ClBackend *be, const Benc
     }
 #undef NUM
     json_builder_end_object(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    g_autofree char *text = json_generator_to_data(gen, NULL);
-    printf("%s\n", text);
+    cl_cli_print_json(b);
 }
 
 static void print_bench_text(const BenchArgs *a, const ClBackend *be, const BenchResult *r)

@@ -112,15 +112,6 @@ static char *read_stdin_text(GError **error)
     return g_string_free(g_steal_pointer(&s), FALSE);
 }
 
-static void print_json(JsonBuilder *b)
-{
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    g_autofree char *out = json_generator_to_data(gen, NULL);
-    printf("%s\n", out);
-}
 
 
 /* Text for a terminal: valid UTF-8, control characters (but newline and tab) shown as U+FFFD,
@@ -266,7 +257,7 @@ static int cmd_list(int argc, char **argv)
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
-        print_json(b);
+        cl_cli_print_json(b);
         return 0;
     }
     if (cases->len == 0) {
@@ -325,7 +316,7 @@ static int cmd_search(int argc, char **argv)
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
-        print_json(b);
+        cl_cli_print_json(b);
         return 0;
     }
     for (guint i = 0; i < hits->len; i++) {
@@ -657,10 +648,7 @@ typedef struct {
 
 static void case_describe_args_clear(CaseDescribeArgs *a)
 {
-    g_clear_pointer(&a->model_path, g_free);
-    g_clear_pointer(&a->random_init, g_free);
-    g_clear_pointer(&a->device, g_free);
-    g_clear_pointer(&a->prompt, g_free);
+    cl_cli_free_all(&a->model_path, &a->random_init, &a->device, &a->prompt, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(CaseDescribeArgs, case_describe_args_clear)
 
@@ -675,7 +663,8 @@ static int parse_describe_args(int argc, char **argv, CaseDescribeArgs *a)
         { NULL },
     };
     GOptionEntry entries[] = {
-        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)", "FILE"},
+        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)",
+         "FILE"},
         {"random-init", 0, 0, G_OPTION_ARG_STRING, &a->random_init,
          "An untrained model of this preset (tiny, base, large): its text is noise", "PRESET"},
         CL_CLI_INT_ENTRY("seed", 0, "Seed of --random-init (default 0)", "N"),

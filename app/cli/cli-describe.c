@@ -205,10 +205,8 @@ typedef struct {
 
 static void describe_args_clear(DescribeArgs *a)
 {
-    char **owned[] = { &a->model_path, &a->random_init, &a->variant, &a->device, &a->prompt,
-                       &a->heatmap, &a->domain_name, &a->stream, &a->pages_prefix };
-    for (gsize i = 0; i < G_N_ELEMENTS(owned); i++)
-        g_clear_pointer(owned[i], g_free);
+    cl_cli_free_all(&a->model_path, &a->random_init, &a->variant, &a->device, &a->prompt,
+                    &a->heatmap, &a->domain_name, &a->stream, &a->pages_prefix, NULL);
     g_clear_pointer(&a->files, g_strfreev);
     g_clear_pointer(&a->reports, g_strfreev);
 }
@@ -227,7 +225,8 @@ static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
         { NULL },
     };
     GOptionEntry entries[] = {
-        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)", "FILE"},
+        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)",
+         "FILE"},
         {"random-init", 0, 0, G_OPTION_ARG_STRING, &a->random_init,
          "Use an untrained model of this preset (tiny, base, large) instead of a file", "PRESET"},
         CL_CLI_INT_ENTRY("seed", 0, "Seed of --random-init (default 0)", "N"),
@@ -270,7 +269,8 @@ static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
          "Print one JSON object (text, tokens, timings, model, device, heatmaps) instead of "
          "streaming",
          NULL},
-        {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a->files, NULL, "IMG1 IMG2 [IMG…]"},
+        {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a->files, NULL,
+         "IMG1 IMG2 [IMG…]"},
         {NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- describe what changed across images");
@@ -373,17 +373,6 @@ typedef struct {
     double load_ms;
 } DescribeInputs;
 
-static void describe_inputs_clear(DescribeInputs *in)
-{
-    /* the backend first, the images last: the reverse of their making */
-    g_clear_pointer(&in->be, cl_backend_free);
-    g_clear_pointer(&in->backend_notice, g_free);
-    g_clear_pointer(&in->model, cl_model_free);
-    g_clear_pointer(&in->resolved_path, g_free);
-    g_clear_pointer(&in->seq, cl_sequence_free);
-}
-G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(DescribeInputs, describe_inputs_clear)
-
 /* Returns -1 to go on, else the exit status. */
 static int load_describe_inputs(const DescribeArgs *a, const ClModelConfig *cfg,
                                 DescribeInputs *in)
@@ -422,6 +411,16 @@ static int load_describe_inputs(const DescribeArgs *a, const ClModelConfig *cfg,
     in->load_ms = (g_get_monotonic_time() - t0) / 1000.0;
     return -1;
 }
+
+static void describe_inputs_clear(DescribeInputs *in)
+{
+    /* the backend first, the images last: the reverse of their making */
+    g_clear_pointer(&in->be, cl_backend_free);
+    g_clear_pointer(&in->model, cl_model_free);
+    g_clear_pointer(&in->seq, cl_sequence_free);
+    cl_cli_free_all(&in->backend_notice, &in->resolved_path, NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(DescribeInputs, describe_inputs_clear)
 
 /* The notices, the device fallback and the sequence's warnings first, on stderr. */
 static void print_notices(const DescribeArgs *a, const DescribeInputs *in, ClDescribeResult *res)

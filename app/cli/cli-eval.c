@@ -73,10 +73,8 @@ typedef struct {
 
 static void eval_args_clear(EvalArgs *a)
 {
-    char **owned[] = { &a->model_path, &a->random_init, &a->task, &a->device, &a->answers_path,
-                       &a->stream };
-    for (gsize i = 0; i < G_N_ELEMENTS(owned); i++)
-        g_clear_pointer(owned[i], g_free);
+    cl_cli_free_all(&a->model_path, &a->random_init, &a->task, &a->device, &a->answers_path,
+                    &a->stream, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(EvalArgs, eval_args_clear)
 

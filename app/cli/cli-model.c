@@ -219,12 +219,7 @@ static int cmd_info(int argc, char **argv)
         json_builder_set_member_name(b, "tokenizer_vocab");
         json_builder_add_int_value(b, vocab);
         json_builder_end_object(b);
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(b);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        g_autofree char *text = json_generator_to_data(gen, NULL);
-        printf("%s\n", text);
+        cl_cli_print_json(b);
         return 0;
     }
     const ClModelConfig *c = &model->config;

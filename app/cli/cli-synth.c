@@ -57,45 +57,36 @@ int cl_cli_synth(int argc, char **argv)
     g_autofree char *task = NULL, *seed_s = NULL, *out = NULL, *objects = NULL, *changes = NULL;
     int size = 0, width = 0, height = 0, patch = 0, images = 0;
     gint64 n = -1; /* -1: not given */
-    const ClCliIntOption ints[] = {{"n", 0, 1, G_MAXINT, &n}, {NULL}};
+    const ClCliIntOption ints[] = { { "n", 0, 1, G_MAXINT, &n }, { NULL } };
     double dot_scale = 1.0;
-    gboolean no_nuisance = FALSE, force = FALSE, quiet = FALSE, list = FALSE, help = FALSE;
+    gboolean no_nuisance = FALSE, force = FALSE, quiet = FALSE, list = FALSE;
     GOptionEntry entries[] = {
-        {"task", 0, 0, G_OPTION_ARG_STRING, &task, NULL, NULL},
+        { "task", 0, 0, G_OPTION_ARG_STRING, &task, NULL, NULL },
         CL_CLI_INT_ENTRY("n", 0, NULL, NULL),
-        {"seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, NULL, NULL},
-        {"out", 0, 0, G_OPTION_ARG_FILENAME, &out, NULL, NULL},
-        {"size", 0, 0, G_OPTION_ARG_INT, &size, NULL, NULL},
-        {"width", 0, 0, G_OPTION_ARG_INT, &width, NULL, NULL},
-        {"height", 0, 0, G_OPTION_ARG_INT, &height, NULL, NULL},
-        {"patch", 0, 0, G_OPTION_ARG_INT, &patch, NULL, NULL},
-        {"images", 0, 0, G_OPTION_ARG_INT, &images, NULL, NULL},
-        {"objects", 0, 0, G_OPTION_ARG_STRING, &objects, NULL, NULL},
-        {"changes", 0, 0, G_OPTION_ARG_STRING, &changes, NULL, NULL},
-        {"dot-scale", 0, 0, G_OPTION_ARG_DOUBLE, &dot_scale, NULL, NULL},
-        {"no-nuisance", 0, 0, G_OPTION_ARG_NONE, &no_nuisance, NULL, NULL},
-        {"force", 0, 0, G_OPTION_ARG_NONE, &force, NULL, NULL},
-        {"quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, NULL, NULL},
-        {"list", 0, 0, G_OPTION_ARG_NONE, &list, NULL, NULL},
-        {"help", 'h', 0, G_OPTION_ARG_NONE, &help, NULL, NULL},
-        {NULL},
+        { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, NULL, NULL },
+        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, NULL, NULL },
+        { "size", 0, 0, G_OPTION_ARG_INT, &size, NULL, NULL },
+        { "width", 0, 0, G_OPTION_ARG_INT, &width, NULL, NULL },
+        { "height", 0, 0, G_OPTION_ARG_INT, &height, NULL, NULL },
+        { "patch", 0, 0, G_OPTION_ARG_INT, &patch, NULL, NULL },
+        { "images", 0, 0, G_OPTION_ARG_INT, &images, NULL, NULL },
+        { "objects", 0, 0, G_OPTION_ARG_STRING, &objects, NULL, NULL },
+        { "changes", 0, 0, G_OPTION_ARG_STRING, &changes, NULL, NULL },
+        { "dot-scale", 0, 0, G_OPTION_ARG_DOUBLE, &dot_scale, NULL, NULL },
+        { "no-nuisance", 0, 0, G_OPTION_ARG_NONE, &no_nuisance, NULL, NULL },
+        { "force", 0, 0, G_OPTION_ARG_NONE, &force, NULL, NULL },
+        { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, NULL, NULL },
+        { "list", 0, 0, G_OPTION_ARG_NONE, &list, NULL, NULL },
+        { NULL },
     };
-    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
-    g_option_context_set_help_enabled(ctx, FALSE);
-    cl_cli_add_entries(ctx, entries, ints);
-    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
-        return CL_CLI_EXIT_USAGE;
-    if (help) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
+    int rc = cl_cli_parse_own_help(PROG, usage_text, entries, (gpointer)ints, argc, argv);
+    if (rc >= 0)
+        return rc;
     if (list) {
         for (const char *const *t = cl_synth_tasks(); *t; t++)
             printf("%-8s %s\n", *t, cl_synth_task_summary(*t));
         return 0;
     }
-    if (argc > 1)
-        return cl_cli_usage_error(PROG, "unexpected argument \"%s\"", argv[1]);
     g_autofree char *known = g_strjoinv(", ", (char **)cl_synth_tasks());
     if (!task)
         return cl_cli_usage_error(PROG, "--task is required (one of: %s)", known);

@@ -161,17 +161,14 @@ typedef struct {
     ClTrainerOptions o;
     char *stage, *preset, *config, *from, *train_only, *casa, *variant, *first;
     char *task, *data, *objects, *out, *resume_from, *dtype;
-    gboolean help;
     ClModelConfig cfg;
 } TrainArgs;
 
 static void train_args_clear(TrainArgs *a)
 {
-    char **owned[] = { &a->stage, &a->preset, &a->config, &a->from, &a->train_only, &a->casa,
-                       &a->variant, &a->first, &a->task, &a->data, &a->objects, &a->out,
-                       &a->resume_from, &a->dtype };
-    for (gsize i = 0; i < G_N_ELEMENTS(owned); i++)
-        g_clear_pointer(owned[i], g_free);
+    cl_cli_free_all(&a->stage, &a->preset, &a->config, &a->from, &a->train_only, &a->casa,
+                    &a->variant, &a->first, &a->task, &a->data, &a->objects, &a->out,
+                    &a->resume_from, &a->dtype, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(TrainArgs, train_args_clear)
 
@@ -266,7 +263,6 @@ static int parse_train_args(int argc, char **argv, TrainArgs *a)
 #define TEXT(name, field) { name, 0, 0, G_OPTION_ARG_FILENAME, &a->field, NULL, NULL }
 #define FLAG(name, field) { name, 0, 0, G_OPTION_ARG_NONE, &o->field, NULL, NULL }
     GOptionEntry entries[] = {
-        { "help", 'h', 0, G_OPTION_ARG_NONE, &a->help, NULL, NULL },
         TEXT("stage", stage), TEXT("preset", preset), TEXT("config", config),
         TEXT("from", from), TEXT("train-only", train_only), TEXT("casa", casa),
         TEXT("variant", variant), TEXT("first", first), TEXT("task", task), TEXT("data", data),
@@ -290,20 +286,7 @@ static int parse_train_args(int argc, char **argv, TrainArgs *a)
 #undef NUMBER
 #undef TEXT
 #undef FLAG
-    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
-    g_option_context_set_help_enabled(ctx, FALSE); /* --help prints usage_text */
-    GOptionGroup *group = g_option_group_new(NULL, NULL, NULL, a, NULL);
-    g_option_group_add_entries(group, entries);
-    g_option_context_set_main_group(ctx, group);
-    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
-        return CL_CLI_EXIT_USAGE;
-    if (a->help) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
-    if (argc > 1)
-        return cl_cli_usage_error(PROG, "unexpected argument '%s'", argv[1]);
-    return -1;
+    return cl_cli_parse_own_help(PROG, usage_text, entries, a, argc, argv);
 }
 
 /* The named values and the text options into a->o; returns -1 to go on, else the exit status. */

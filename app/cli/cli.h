@@ -2,6 +2,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 #include "model/config.h"
 
@@ -49,7 +50,8 @@ int cl_cli_usage_error(const char *prog, const char *fmt, ...) G_GNUC_PRINTF(2, 
 /* g_option_context_parse; a failure is reported as a usage error of PROG. */
 gboolean cl_cli_parse_options(GOptionContext *ctx, const char *prog, int *argc, char ***argv);
 /* TEXT as a whole number in [lo, hi]; the error (G_OPTION_ERROR_BAD_VALUE) names OPTION, the
- * range and the text: "--images must be 2 to 5, not '6'". hi G_MAXINT64: no upper bound. */
+ * range and the text: "--images must be 2 to 5, not '6'"; a hi at G_MAXINT or more (a type's
+ * limit) is worded as no upper bound, "a whole number >= 1". */
 gboolean cl_cli_parse_int(const char *option, const char *text, gint64 lo, gint64 hi, gint64 *out,
                           GError **error);
 /* TEXT as an unsigned 64-bit whole number (seeds) */
@@ -75,9 +77,19 @@ gboolean cl_cli_int_option(const char *name, const char *value, gpointer data, G
 #define CL_CLI_INT_ENTRY(name, short_name, description, arg_description)                          \
     { name, short_name, 0, G_OPTION_ARG_CALLBACK, (gpointer)cl_cli_int_option, description,     \
       arg_description }
-/* entries as ctx's main group, its callbacks handed ints */
-void cl_cli_add_entries(GOptionContext *ctx, const GOptionEntry *entries,
-                        const ClCliIntOption *ints);
+/* entries into ctx's main group; its callbacks are handed data (the ClCliIntOption table, or a
+ * command's own struct) */
+void cl_cli_add_entries(GOptionContext *ctx, const GOptionEntry *entries, gconstpointer data);
+/* For commands whose --help (-h) prints their own usage_text: parses argv with entries (their
+ * callbacks handed data); positional arguments are usage errors. Returns -1 to go on, else the
+ * exit status. */
+int cl_cli_parse_own_help(const char *prog, const char *usage_text, const GOptionEntry *entries,
+                          gpointer data, int argc, char **argv);
+/* g_free and NULL the pointers at these addresses (a parsed command line's texts, a run's
+ * arrays); the list ends with NULL */
+void cl_cli_free_all(gpointer first, ...) G_GNUC_NULL_TERMINATED;
+/* b's value as pretty JSON and a newline on stdout */
+void cl_cli_print_json(JsonBuilder *b);
 
 /* NULL-terminated (cli-commands.c) */
 extern const ClCliCommand cl_cli_commands[];
