@@ -873,22 +873,20 @@ static int cmd_describe(int argc, char **argv)
 
 int cl_cli_case(int argc, char **argv)
 {
-    /* take --db PATH / --db=PATH out, wherever it is */
-    int n = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
-            db_path_opt = argv[++i];
-            continue;
-        }
-        if (g_str_has_prefix(argv[i], "--db=")) {
-            db_path_opt = argv[i] + 5;
-            continue;
-        }
-        if (strcmp(argv[i], "--db") == 0)
-            return cl_cli_usage_error(PROG, "--db needs a path");
-        argv[n++] = argv[i];
-    }
-    argc = n;
+    /* take --db PATH / --db=PATH out, wherever it is; the rest (the command and its own
+     * options) stays for the command to parse */
+    g_autofree char *db = NULL;
+    GOptionEntry entries[] = {
+        { "db", 0, 0, G_OPTION_ARG_FILENAME, &db, NULL, NULL },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
+    g_option_context_set_help_enabled(ctx, FALSE);
+    g_option_context_set_ignore_unknown_options(ctx, TRUE);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    db_path_opt = db;
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(usage_text, argc < 2 ? stderr : stdout);
