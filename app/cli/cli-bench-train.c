@@ -223,7 +223,12 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Scratch, scratch_clear)
 static int parse_bench_train_args(int argc, char **argv, BenchTrainArgs *a, ClModel **model)
 {
     gboolean train = FALSE;
-    a->batch = 8, a->repeat = 3, a->warmup = 1, a->workers = 0, a->rounds = 1;
+    gint64 batch = 8, repeat = 3, warmup = 1, workers = 0, rounds = 1;
+    const ClCliIntOption ints[] = {
+        { "batch", 'b', 1, 1024, &batch },  { "repeat", 'r', 1, 100, &repeat },
+        { "warmup", 0, 0, G_MAXINT, &warmup }, { "workers", 0, 0, 2, &workers },
+        { "rounds", 0, 1, 20, &rounds },     { NULL },
+    };
     GOptionEntry entries[] = {
         { "train", 0, 0, G_OPTION_ARG_NONE, &train, "Benchmark a training step", NULL },
         { "preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset, "Model size: tiny (default) or base",
@@ -234,13 +239,13 @@ static int parse_bench_train_args(int argc, char **argv, BenchTrainArgs *a, ClMo
           "Start from this model file (its weights, config and tokenizer) instead", "FILE" },
         { "task", 0, 0, G_OPTION_ARG_STRING, &a->task, "Synthetic task of the samples (shapes)",
           "T" },
-        { "batch", 'b', 0, G_OPTION_ARG_INT, &a->batch, "Samples per step (8)", "N" },
-        { "repeat", 'r', 0, G_OPTION_ARG_INT, &a->repeat, "Timed steps (3; median)", "N" },
-        { "warmup", 0, 0, G_OPTION_ARG_INT, &a->warmup, "Untimed steps first (1)", "N" },
-        { "workers", 0, 0, G_OPTION_ARG_INT, &a->workers, "Trainer workers (0: its choice)", "N" },
-        { "rounds", 0, 0, G_OPTION_ARG_INT, &a->rounds,
+        CL_CLI_INT_ENTRY("batch", 'b', "Samples per step (8)", "N"),
+        CL_CLI_INT_ENTRY("repeat", 'r', "Timed steps (3; median)", "N"),
+        CL_CLI_INT_ENTRY("warmup", 0, "Untimed steps first (1)", "N"),
+        CL_CLI_INT_ENTRY("workers", 0, "Trainer workers (0: its choice)", "N"),
+        CL_CLI_INT_ENTRY("rounds", 0,
           "Rounds of ChangeLens then the peer, alternating (1); the medians over the rounds "
-          "(a shared machine's speed drifts between runs)", "N" },
+          "(a shared machine's speed drifts between runs)", "N"),
         { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &a->vs_torch,
           "Run the PyTorch reference's step on the same weights and samples", NULL },
         { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &a->torch_compile,
@@ -250,13 +255,13 @@ static int parse_bench_train_args(int argc, char **argv, BenchTrainArgs *a, ClMo
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- training step speed");
-    g_option_context_add_main_entries(ctx, entries, NULL);
+    cl_cli_add_entries(ctx, entries, ints);
     if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
         return CL_CLI_EXIT_USAGE;
-    if (argc > 1 || a->batch < 1 || a->batch > 1024 || a->repeat < 1 || a->repeat > 100 ||
-        a->warmup < 0 || a->workers < 0 || a->workers > 2 || a->rounds < 1 || a->rounds > 20)
-        return cl_cli_usage_error(PROG, "--batch 1..1024, --repeat 1..100, --warmup >= 0, "
-                                  "--workers 0..2, --rounds 1..20");
+    if (argc > 1)
+        return cl_cli_usage_error(PROG, "unexpected argument '%s'", argv[1]);
+    a->batch = (int)batch, a->repeat = (int)repeat, a->warmup = (int)warmup;
+    a->workers = (int)workers, a->rounds = (int)rounds;
     if (!!a->preset + !!a->config + !!a->from > 1)
         return cl_cli_usage_error(PROG, "give one of --preset, --config and --model");
     g_autoptr(GError) err = NULL;

@@ -304,7 +304,13 @@ typedef struct {
 static int parse_bench_args(int argc, char **argv, BenchArgs *a)
 {
     gboolean casedb_unused = FALSE;
-    a->tokens = 32, a->repeat = 3, a->threads = 0;
+    gint64 tokens = 32, repeat = 3, threads = 0;
+    const ClCliIntOption ints[] = {
+        { "tokens", 't', 1, 4096, &tokens },
+        { "repeat", 'r', 1, 100, &repeat },
+        { "threads", 0, 0, G_MAXINT, &threads },
+        { NULL },
+    };
     GOptionEntry entries[] = {
         { "preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset, "Model size: tiny, base or large",
           "NAME" },
@@ -312,10 +318,9 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a)
           "DEV" },
         { "variant", 0, 0, G_OPTION_ARG_STRING, &a->variant, "SVE variant (default cross_ffn)",
           "V" },
-        { "tokens", 't', 0, G_OPTION_ARG_INT, &a->tokens, "Generated tokens per describe (32)",
-          "N" },
-        { "repeat", 'r', 0, G_OPTION_ARG_INT, &a->repeat, "Timed repetitions (3; median)", "N" },
-        { "threads", 0, 0, G_OPTION_ARG_INT, &a->threads, "Threads (0 = all cores)", "N" },
+        CL_CLI_INT_ENTRY("tokens", 't', "Generated tokens per describe (32)", "N"),
+        CL_CLI_INT_ENTRY("repeat", 'r', "Timed repetitions (3; median)", "N"),
+        CL_CLI_INT_ENTRY("threads", 0, "Threads (0 = all cores)", "N"),
         { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &a->vs_torch,
           "Run the PyTorch reference on the same weights", NULL },
         { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &a->torch_compile,
@@ -330,11 +335,10 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a)
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- engine speed and memory");
-    g_option_context_add_main_entries(ctx, entries, NULL);
+    cl_cli_add_entries(ctx, entries, ints);
     if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
         return CL_CLI_EXIT_USAGE;
-    if (a->tokens < 1 || a->tokens > 4096 || a->repeat < 1 || a->repeat > 100 || a->threads < 0)
-        return cl_cli_usage_error(PROG, "--tokens 1..4096, --repeat 1..100");
+    a->tokens = (int)tokens, a->repeat = (int)repeat, a->threads = (int)threads;
     g_autoptr(GError) err = NULL;
     if (!cl_model_config_preset(&a->cfg, a->preset ? a->preset : "tiny", &err))
         return cl_cli_usage_error(PROG, "%s", err->message);
