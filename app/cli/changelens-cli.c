@@ -278,16 +278,11 @@ static int cmd_info(int argc, char **argv)
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("FILE… - describe images");
     g_option_context_add_main_entries(ctx, entries, NULL);
-    g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-        fprintf(stderr, "changelens-cli info: %s\n", err->message);
-        return 2;
-    }
-    if (!files || !files[0]) {
-        fprintf(stderr, "changelens-cli info: no files given (usage: changelens-cli info [--json] "
-                        "[--stats] FILE…)\n");
-        return 2;
-    }
+    if (!cl_cli_parse_options(ctx, "changelens-cli info", &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    if (!files || !files[0])
+        return cl_cli_usage_error("changelens-cli info", "no files given (usage: changelens-cli "
+                                  "info [--json] [--stats] FILE…)");
     int rc = 0;
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_array(b);
@@ -313,12 +308,7 @@ static int cmd_info(int argc, char **argv)
     }
     json_builder_end_array(b);
     if (json) {
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(b);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        g_autofree char *text = json_generator_to_data(gen, NULL);
-        printf("%s\n", text);
+        cl_cli_print_json(b);
     }
     return rc;
 }
@@ -334,15 +324,11 @@ static int cmd_demo(int argc, char **argv)
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- write the demo case");
     g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!cl_cli_parse_options(ctx, "changelens-cli demo", &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    if (!out)
+        return cl_cli_usage_error("changelens-cli demo", "--out DIR is required");
     g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-        fprintf(stderr, "changelens-cli demo: %s\n", err->message);
-        return 2;
-    }
-    if (!out) {
-        fprintf(stderr, "changelens-cli demo: --out DIR is required\n");
-        return 2;
-    }
     if (!cl_synth_demo_pair(out, &err)) {
         fprintf(stderr, "changelens-cli demo: %s\n", err->message);
         return 1;
@@ -366,7 +352,7 @@ int main(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? CL_CLI_EXIT_USAGE : 0;
     }
     const char *cmd = argv[1];
     /* hand the subcommand its own argv: "changelens-cli info" as program name */
@@ -382,5 +368,5 @@ int main(int argc, char **argv)
         if (strcmp(cmd, c->name) == 0)
             return c->run(argc - 1, argv + 1);
     fprintf(stderr, "changelens-cli: unknown command '%s'\n\n%s", cmd, usage_text);
-    return 2;
+    return CL_CLI_EXIT_USAGE;
 }

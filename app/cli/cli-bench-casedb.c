@@ -159,75 +159,72 @@ static char *make_query(GRand *r, int i)
     }
 }
 
-int cl_cli_bench_casedb(int argc, char **argv)
+typedef struct {
+    gboolean json, keep;
+    gint64 n_cases, n_images, n_queries, grid, seed;
+    char *db_path;
+} CasedbArgs;
+
+/* What the benchmark measured. */
+typedef struct {
+    double insert_s;
+    double p50, p95, pmax; /* search latency, ms */
+    guint64 total_hits;
+    int with_hits;
+    double list_ms;
+    guint listed;
+    double db_mb;
+} CasedbTimes;
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_casedb_args(int argc, char **argv, CasedbArgs *a)
 {
-    gboolean casedb = FALSE, json = FALSE, keep = FALSE;
-    int n_cases = 10000, n_images = 3, n_queries = 250, grid = 10;
-    gint64 seed = 1;
-    g_autofree char *db_path = NULL;
+    gboolean casedb = FALSE;
+    a->n_cases = 10000, a->n_images = 3, a->n_queries = 250, a->grid = 10, a->seed = 1;
+    const ClCliIntOption ints[] = {
+        { "cases", 'n', 1, G_MAXINT, &a->n_cases },
+        { "images", 0, 2, 64, &a->n_images },
+        { "queries", 'q', 1, G_MAXINT, &a->n_queries },
+        { "grid", 0, 1, 256, &a->grid },
+        { "seed", 0, 0, G_MAXINT64, &a->seed },
+        { NULL },
+    };
     GOptionEntry entries[] = {
         { "casedb", 0, 0, G_OPTION_ARG_NONE, &casedb, "Benchmark the case database", NULL },
-        { "cases", 'n', 0, G_OPTION_ARG_INT, &n_cases, "Cases to insert (10000)", "N" },
-        { "images", 0, 0, G_OPTION_ARG_INT, &n_images, "Images per case (3)", "N" },
-        { "queries", 'q', 0, G_OPTION_ARG_INT, &n_queries, "Searches to time (250)", "N" },
-        { "grid", 0, 0, G_OPTION_ARG_INT, &grid, "Heatmap grid side (10, the tiny model's)", "N" },
-        { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of the generated cases (1)", "N" },
-        { "db", 0, 0, G_OPTION_ARG_FILENAME, &db_path,
+        CL_CLI_INT_ENTRY("cases", 'n', "Cases to insert (10000)", "N"),
+        CL_CLI_INT_ENTRY("images", 0, "Images per case (3)", "N"),
+        CL_CLI_INT_ENTRY("queries", 'q', "Searches to time (250)", "N"),
+        CL_CLI_INT_ENTRY("grid", 0, "Heatmap grid side (10, the tiny model's)", "N"),
+        CL_CLI_INT_ENTRY("seed", 0, "Seed of the generated cases (1)", "N"),
+        { "db", 0, 0, G_OPTION_ARG_FILENAME, &a->db_path,
           "Database file to create (default: a temporary one, deleted afterwards)", "PATH" },
-        { "keep", 0, 0, G_OPTION_ARG_NONE, &keep, "Keep the temporary database", NULL },
-        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        { "keep", 0, 0, G_OPTION_ARG_NONE, &a->keep, "Keep the temporary database", NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print one JSON object", NULL },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- case database inserts and search latency");
-    g_option_context_add_main_entries(ctx, entries, NULL);
-    g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-        fprintf(stderr, "%s: %s\n", PROG, err->message);
-        return 2;
-    }
-    if (argc > 1) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", PROG, argv[1]);
-        return 2;
-    }
-    if (n_cases < 1 || n_images < 2 || n_images > 64 || n_queries < 1 || grid < 1 || grid > 256) {
-        fprintf(stderr, "%s: --cases and --queries must be at least 1, --images 2 to 64, --grid "
-                        "1 to 256\n", PROG);
-        return 2;
-    }
-    g_autofree char *tmpdir = NULL;
-    if (!db_path) {
-        tmpdir = g_dir_make_tmp("changelens-bench-XXXXXX", &err);
-        if (!tmpdir) {
-            fprintf(stderr, "%s: %s\n", PROG, err->message);
-            return 1;
-        }
-        db_path = g_build_filename(tmpdir, "cases.db", NULL);
-    } else if (g_file_test(db_path, G_FILE_TEST_EXISTS)) {
-        fprintf(stderr, "%s: %s exists; the benchmark fills a new database (give another path)\n",
-                PROG, db_path);
-        return 2;
-    }
-    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &err);
-    if (!db) {
-        fprintf(stderr, "%s: %s\n", PROG, err->message);
-        return 1;
-    }
-    cl_casedb_set_actor(db, "bench");
-    GRand *r = g_rand_new_with_seed((guint32)seed);
-    GPtrArray *all = NULL;
-    int rc = 0;
+    cl_cli_add_entries(ctx, entries, ints);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    if (argc > 1)
+        return cl_cli_usage_error(PROG, "unexpected argument '%s'", argv[1]);
+    return -1;
+}
 
-    /* ---- inserts ---- */
+/* Inserts the cases, with a progress line on stderr (text output only). */
+static gboolean time_inserts(ClCaseDb *db, GRand *r, const CasedbArgs *a, CasedbTimes *t,
+                             GError **error)
+{
+    const int n_cases = (int)a->n_cases;
     gint64 t0 = g_get_monotonic_time(), last = t0;
     gboolean progress_shown = FALSE;
     for (int k = 1; k <= n_cases; k++) {
-        if (!insert_case(db, r, k, n_images, grid, &err)) {
-            fprintf(stderr, "%s: case %d: %s\n", PROG, k, err->message);
-            rc = 1;
-            goto out;
+        if (!insert_case(db, r, k, (int)a->n_images, (int)a->grid, error)) {
+            g_prefix_error(error, "case %d: ", k);
+            return FALSE;
         }
         gint64 now = g_get_monotonic_time();
-        if (!json && now - last > 1000000) {
+        if (!a->json && now - last > 1000000) {
             double rate = k / ((now - t0) / 1e6);
             fprintf(stderr, "\r%s: inserted %d of %d cases (%.0f/s, %.0f s left)   ", PROG, k,
                     n_cases, rate, (n_cases - k) / rate);
@@ -235,90 +232,95 @@ int cl_cli_bench_casedb(int argc, char **argv)
             progress_shown = TRUE;
         }
     }
-    double insert_s = (g_get_monotonic_time() - t0) / 1e6;
+    t->insert_s = (g_get_monotonic_time() - t0) / 1e6;
     if (progress_shown)
         fprintf(stderr, "\r%80s\r", "");
+    return TRUE;
+}
 
-    /* ---- searches ---- */
-    double *lat = g_new(double, n_queries);
-    guint64 total_hits = 0;
-    int with_hits = 0;
+/* The searches' latency percentiles, then listing the whole database as the app's case list
+ * does. */
+static gboolean time_searches(ClCaseDb *db, GRand *r, const CasedbArgs *a, CasedbTimes *t,
+                              GError **error)
+{
+    const int n_queries = (int)a->n_queries;
+    g_autofree double *lat = g_new(double, n_queries);
     for (int i = 0; i < n_queries; i++) {
         g_autofree char *q = make_query(r, i);
         gint64 s0 = g_get_monotonic_time();
-        g_autoptr(GPtrArray) hits = cl_casedb_search(db, q, 50, &err);
+        g_autoptr(GPtrArray) hits = cl_casedb_search(db, q, 50, error);
         lat[i] = (g_get_monotonic_time() - s0) / 1000.0;
         if (!hits) {
-            fprintf(stderr, "%s: search '%s': %s\n", PROG, q, err->message);
-            g_free(lat);
-            rc = 1;
-            goto out;
+            g_prefix_error(error, "search '%s': ", q);
+            return FALSE;
         }
-        total_hits += hits->len;
-        with_hits += hits->len > 0;
+        t->total_hits += hits->len;
+        t->with_hits += hits->len > 0;
     }
     qsort(lat, n_queries, sizeof *lat, cmp_double);
-    double p50 = percentile(lat, n_queries, 0.50), p95 = percentile(lat, n_queries, 0.95);
-    double pmax = lat[n_queries - 1];
-    g_free(lat);
+    t->p50 = percentile(lat, n_queries, 0.50), t->p95 = percentile(lat, n_queries, 0.95);
+    t->pmax = lat[n_queries - 1];
 
-    /* ---- listing the whole database, as the app's case list does ---- */
     gint64 l0 = g_get_monotonic_time();
-    all = cl_casedb_list(db, &err);
-    double list_ms = (g_get_monotonic_time() - l0) / 1000.0;
+    g_autoptr(GPtrArray) all = cl_casedb_list(db, error);
+    t->list_ms = (g_get_monotonic_time() - l0) / 1000.0;
     if (!all) {
-        fprintf(stderr, "%s: list: %s\n", PROG, err->message);
-        rc = 1;
-        goto out;
+        g_prefix_error(error, "list: ");
+        return FALSE;
     }
-    GStatBuf st;
-    double db_mb = g_stat(db_path, &st) == 0 ? st.st_size / 1048576.0 : 0;
+    t->listed = all->len;
+    return TRUE;
+}
 
-    if (json) {
-        g_autoptr(JsonBuilder) b = json_builder_new();
-        json_builder_begin_object(b);
+static void print_casedb_json(const CasedbArgs *a, const CasedbTimes *t)
+{
+    const int n_cases = (int)a->n_cases, n_queries = (int)a->n_queries;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
 #define JD(k, v) (json_builder_set_member_name(b, k), json_builder_add_double_value(b, v))
 #define JI(k, v) (json_builder_set_member_name(b, k), json_builder_add_int_value(b, v))
-        JI("cases", n_cases);
-        JI("images_per_case", n_images);
-        JI("heatmap_grid", grid);
-        JD("insert_s", insert_s);
-        JD("insert_cases_per_s", n_cases / insert_s);
-        JD("insert_images_per_s", (double)n_cases * n_images / insert_s);
-        JI("search_queries", n_queries);
-        JI("search_queries_with_hits", with_hits);
-        JD("search_mean_hits", (double)total_hits / n_queries);
-        JD("search_p50_ms", p50);
-        JD("search_p95_ms", p95);
-        JD("search_max_ms", pmax);
-        JD("search_p95_target_ms", 50);
-        JD("list_ms", list_ms);
-        JI("listed_cases", all->len);
-        JD("db_mb", db_mb);
-        json_builder_end_object(b);
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(b);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        g_autofree char *out = json_generator_to_data(gen, NULL);
-        printf("%s\n", out);
-    } else {
-        printf("ChangeLens bench: case database (SQLite, WAL, FTS5), %s\n", db_path);
-        printf("  inserted %d cases × %d images (run, description, %d heatmaps of %d×%d, "
-               "edits, reviews, notes)\n", n_cases, n_images, n_images - 1, grid, grid);
-        printf("  inserts            %.1f s   %.0f cases/s   %.0f images/s\n", insert_s,
-               n_cases / insert_s, (double)n_cases * n_images / insert_s);
-        printf("  search (%d queries, %d with hits, %.1f hits on average, limit 50)\n", n_queries,
-               with_hits, (double)total_hits / n_queries);
-        printf("    p50 %.2f ms   p95 %.2f ms   max %.2f ms   (target p95 < 50 ms: %s)\n", p50, p95,
-               pmax, p95 < 50 ? "met" : "NOT met");
-        printf("  list of all %u cases  %.1f ms;  database %.1f MB\n", all->len, list_ms, db_mb);
-    }
-out:
-    g_rand_free(r);
-    if (all)
-        g_ptr_array_unref(all);
-    cl_casedb_close(db);
+    JI("cases", n_cases);
+    JI("images_per_case", a->n_images);
+    JI("heatmap_grid", a->grid);
+    JD("insert_s", t->insert_s);
+    JD("insert_cases_per_s", n_cases / t->insert_s);
+    JD("insert_images_per_s", (double)n_cases * a->n_images / t->insert_s);
+    JI("search_queries", n_queries);
+    JI("search_queries_with_hits", t->with_hits);
+    JD("search_mean_hits", (double)t->total_hits / n_queries);
+    JD("search_p50_ms", t->p50);
+    JD("search_p95_ms", t->p95);
+    JD("search_max_ms", t->pmax);
+    JD("search_p95_target_ms", 50);
+    JD("list_ms", t->list_ms);
+    JI("listed_cases", t->listed);
+    JD("db_mb", t->db_mb);
+#undef JD
+#undef JI
+    json_builder_end_object(b);
+    cl_cli_print_json(b);
+}
+
+static void print_casedb_text(const CasedbArgs *a, const char *db_path, const CasedbTimes *t)
+{
+    const int n_cases = (int)a->n_cases, n_images = (int)a->n_images, grid = (int)a->grid;
+    const int n_queries = (int)a->n_queries;
+    printf("ChangeLens bench: case database (SQLite, WAL, FTS5), %s\n", db_path);
+    printf("  inserted %d cases × %d images (run, description, %d heatmaps of %d×%d, "
+           "edits, reviews, notes)\n", n_cases, n_images, n_images - 1, grid, grid);
+    printf("  inserts            %.1f s   %.0f cases/s   %.0f images/s\n", t->insert_s,
+           n_cases / t->insert_s, (double)n_cases * n_images / t->insert_s);
+    printf("  search (%d queries, %d with hits, %.1f hits on average, limit 50)\n", n_queries,
+           t->with_hits, (double)t->total_hits / n_queries);
+    printf("    p50 %.2f ms   p95 %.2f ms   max %.2f ms   (target p95 < 50 ms: %s)\n", t->p50,
+           t->p95, t->pmax, t->p95 < 50 ? "met" : "NOT met");
+    printf("  list of all %u cases  %.1f ms;  database %.1f MB\n", t->listed, t->list_ms,
+           t->db_mb);
+}
+
+/* The temporary database and its WAL files go, unless --keep. */
+static void remove_temporary_db(const char *tmpdir, const char *db_path, gboolean keep)
+{
     if (tmpdir && !keep) {
         const char *suffixes[] = { "", "-wal", "-shm", "-journal" };
         for (guint i = 0; i < G_N_ELEMENTS(suffixes); i++) {
@@ -329,5 +331,49 @@ out:
     } else if (tmpdir) {
         fprintf(stderr, "%s: kept %s\n", PROG, db_path);
     }
-    return rc;
+}
+
+int cl_cli_bench_casedb(int argc, char **argv)
+{
+    CasedbArgs a = { 0 };
+    int rc = parse_casedb_args(argc, argv, &a);
+    g_autofree char *db_path = a.db_path;
+    if (rc >= 0)
+        return rc;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *tmpdir = NULL;
+    if (!db_path) {
+        tmpdir = g_dir_make_tmp("changelens-bench-XXXXXX", &err);
+        if (!tmpdir) {
+            fprintf(stderr, "%s: %s\n", PROG, err->message);
+            return 1;
+        }
+        db_path = g_build_filename(tmpdir, "cases.db", NULL);
+    } else if (g_file_test(db_path, G_FILE_TEST_EXISTS)) {
+        return cl_cli_usage_error(PROG, "%s exists; the benchmark fills a new database (give "
+                                  "another path)", db_path);
+    }
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &err);
+    if (!db) {
+        fprintf(stderr, "%s: %s\n", PROG, err->message);
+        return 1;
+    }
+    cl_casedb_set_actor(db, "bench");
+    GRand *r = g_rand_new_with_seed((guint32)a.seed);
+    CasedbTimes t = { 0 };
+    if (time_inserts(db, r, &a, &t, &err) && time_searches(db, r, &a, &t, &err)) {
+        GStatBuf st;
+        t.db_mb = g_stat(db_path, &st) == 0 ? st.st_size / 1048576.0 : 0;
+        if (a.json)
+            print_casedb_json(&a, &t);
+        else
+            print_casedb_text(&a, db_path, &t);
+    } else {
+        fprintf(stderr, "%s: %s\n", PROG, err->message);
+        rc = 1;
+    }
+    g_rand_free(r);
+    cl_casedb_close(db);
+    remove_temporary_db(tmpdir, db_path, a.keep);
+    return rc < 0 ? 0 : rc;
 }

@@ -42,17 +42,6 @@ static const char usage_text[] =
     "  --json          an array of {option, images, gen_tokens, prompt_tokens, peak_mb,\n"
     "                  ms_per_token, prefill_ms}\n";
 
-static int usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    fprintf(stderr, PROG ": %s\n(see '" PROG " --help')\n", msg);
-    return 2;
-}
-
 /* "2,8,32" → ints in [lo, hi]; NULL when malformed */
 static GArray *parse_list(const char *s, int lo, int hi)
 {
@@ -60,7 +49,7 @@ static GArray *parse_list(const char *s, int lo, int hi)
     GArray *a = g_array_new(FALSE, FALSE, sizeof(int));
     for (int i = 0; parts[i]; i++) {
         gint64 v;
-        if (!g_ascii_string_to_signed(g_strstrip(parts[i]), 10, lo, hi, &v, NULL)) {
+        if (!cl_cli_parse_int(NULL, g_strstrip(parts[i]), lo, hi, &v, NULL)) {
             g_array_free(a, TRUE);
             return NULL;
         }
@@ -195,59 +184,89 @@ static ClModel *option_model(const char *option, int max_len, GError **error)
     return m;
 }
 
+/* The command line: the lists as given (--quick replaces two of them, in the order given). */
+typedef struct {
+    char *options, *images, *gen;
+    int repeat;
+    gboolean json, long_flag;
+} LongArgs;
+
+static void long_args_clear(LongArgs *a)
+{
+    cl_cli_free_all(&a->options, &a->images, &a->gen, NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(LongArgs, long_args_clear)
+
+static gboolean on_list(const char *name, const char *value, gpointer data, GError **error)
+{
+    (void)error;
+    LongArgs *a = data;
+    if (strcmp(name, "--quick") == 0) {
+        g_free(a->images), a->images = g_strdup("2,8");
+        g_free(a->gen), a->gen = g_strdup("8,32");
+        return TRUE;
+    }
+    char **list = strcmp(name, "--options") == 0  ? &a->options
+                  : strcmp(name, "--images") == 0 ? &a->images
+                                                  : &a->gen;
+    g_free(*list);
+    *list = g_strdup(value);
+    return TRUE;
+}
+
+static gboolean on_repeat(const char *name, const char *value, gpointer data, GError **error)
+{
+    gint64 k;
+    if (!cl_cli_parse_int(name, value, 1, 100, &k, error))
+        return FALSE;
+    ((LongArgs *)data)->repeat = (int)k;
+    return TRUE;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_long_args(int argc, char **argv, LongArgs *a)
+{
+    a->options = g_strdup("insertion,pvm,casa,stream,hybrid,vist");
+    a->images = g_strdup("2,8,32,64");
+    a->gen = g_strdup("32,512,4096");
+    a->repeat = 1;
+    GOptionEntry entries[] = {
+        { "long", 0, 0, G_OPTION_ARG_NONE, &a->long_flag, NULL, NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &a->json, NULL, NULL },
+        { "quick", 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)on_list, NULL, NULL },
+        { "options", 0, G_OPTION_FLAG_FILENAME, G_OPTION_ARG_CALLBACK, (gpointer)on_list, NULL,
+          NULL },
+        { "images", 0, G_OPTION_FLAG_FILENAME, G_OPTION_ARG_CALLBACK, (gpointer)on_list, NULL,
+          NULL },
+        { "gen", 0, G_OPTION_FLAG_FILENAME, G_OPTION_ARG_CALLBACK, (gpointer)on_list, NULL, NULL },
+        { "repeat", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)on_repeat, NULL, NULL },
+        { NULL },
+    };
+    return cl_cli_parse_own_help(PROG, usage_text, entries, a, argc, argv);
+}
+
 int cl_cli_bench_long(int argc, char **argv)
 {
-    const char *options = "insertion,pvm,casa,stream,hybrid,vist", *images_s = "2,8,32,64", *gen_s = "32,512,4096";
-    gboolean json = FALSE;
-    int repeat = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--long"))
-            continue;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--json")) {
-            json = TRUE;
-            continue;
-        }
-        if (!strcmp(a, "--quick")) {
-            images_s = "2,8";
-            gen_s = "8,32";
-            continue;
-        }
-        if (i + 1 >= argc)
-            return usage_error("%s needs a value", a);
-        const char *v = argv[++i];
-        if (!strcmp(a, "--options"))
-            options = v;
-        else if (!strcmp(a, "--images"))
-            images_s = v;
-        else if (!strcmp(a, "--gen"))
-            gen_s = v;
-        else if (!strcmp(a, "--repeat")) {
-            gint64 k;
-            if (!g_ascii_string_to_signed(v, 10, 1, 100, &k, NULL))
-                return usage_error("--repeat takes 1 to 100 (got '%s')", v);
-            repeat = (int)k;
-        } else
-            return usage_error("unknown option '%s'", a);
-    }
+    g_auto(LongArgs) a = { 0 };
+    int rc = parse_long_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    const char *options = a.options, *images_s = a.images, *gen_s = a.gen;
+    const gboolean json = a.json;
+    const int repeat = a.repeat;
     g_autoptr(GArray) images = parse_list(images_s, 1, 1024);
     g_autoptr(GArray) gens = parse_list(gen_s, 1, 65536);
     if (!images || !gens)
-        return usage_error("--images and --gen take comma-separated whole numbers (1-1024, "
-                           "1-65536)");
+        return cl_cli_usage_error(PROG, "--images and --gen take comma-separated whole numbers "
+                                  "(1-1024, 1-65536)");
     g_auto(GStrv) opts = g_strsplit(options, ",", -1);
     for (int i = 0; opts[i]; i++)
         if (strcmp(opts[i], "insertion") != 0 && strcmp(opts[i], "pvm") != 0 &&
             strcmp(opts[i], "casa") != 0 && strcmp(opts[i], "stream") != 0 &&
             strcmp(opts[i], "hybrid") != 0 && strcmp(opts[i], "vist") != 0 &&
             strcmp(opts[i], "sparse") != 0)
-            return usage_error("unknown option '%s' (insertion, pvm, casa, stream, hybrid, vist, "
-                               "sparse)",
-                               opts[i]);
+            return cl_cli_usage_error(PROG, "unknown option '%s' (insertion, pvm, casa, stream, "
+                                      "hybrid, vist, sparse)", opts[i]);
 
     ClModelConfig tiny;
     cl_model_config_preset(&tiny, "tiny", NULL);
@@ -309,12 +328,7 @@ int cl_cli_bench_long(int argc, char **argv)
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(b);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        g_autofree char *text = json_generator_to_data(gen, NULL);
-        printf("%s\n", text);
+        cl_cli_print_json(b);
         return 0;
     }
     printf("ChangeLens bench --long: tiny decoder (E %d, %d layers), %d visual rows per image, "

@@ -170,271 +170,364 @@ static gboolean run_peer(const char *model_path, const char *samples_path, const
     return TRUE;
 }
 
-int cl_cli_bench_train(int argc, char **argv)
+/* ---- the command ---------------------------------------------------------------------------- */
+
+typedef struct {
+    gboolean vs_torch, torch_compile, json;
+    char *preset, *task, *config, *from;
+    int batch, repeat, warmup, workers, rounds;
+    ClModelConfig cfg;
+    const char *what, *what_name; /* "preset" "tiny", "model" FILE, … for the messages */
+} BenchTrainArgs;
+
+static void bench_train_args_clear(BenchTrainArgs *a)
 {
-    gboolean train = FALSE, vs_torch = FALSE, torch_compile = FALSE, json = FALSE;
-    g_autofree char *preset = NULL, *task = NULL, *config = NULL, *from = NULL;
-    int batch = 8, repeat = 3, warmup = 1, workers = 0, rounds = 1;
+    cl_cli_free_all(&a->preset, &a->task, &a->config, &a->from, NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchTrainArgs, bench_train_args_clear)
+
+/* What the rounds measured: per round the median step (ms) of ours, the peer's, the compiled
+ * peer's, and the peer's / ours; then the medians over the rounds. */
+typedef struct {
+    int rounds;
+    double *ours, *eager, *comp, *ratios;
+    double step_ms, torch_ms, torchc_ms, speedup;
+    double positions, first_loss, torch_first, torchc_first;
+    int used_workers;
+    char *torch_version;
+} Measured;
+
+static void measured_clear(Measured *m)
+{
+    cl_cli_free_all(&m->ours, &m->eager, &m->comp, &m->ratios, &m->torch_version, NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Measured, measured_clear)
+
+/* The scratch folder's files: the model both sides read, the trainer's run folders, the
+ * samples and pixels for the peer. */
+typedef struct {
+    char *tmp, *model_path, *run_dir, *samples_path, *pixels_path;
+} Scratch;
+
+static void scratch_clear(Scratch *s)
+{
+    if (s->tmp)
+        rm_tree(s->tmp);
+    cl_cli_free_all(&s->tmp, &s->model_path, &s->run_dir, &s->samples_path, &s->pixels_path,
+                    NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Scratch, scratch_clear)
+
+/* Parses and checks argv; returns -1 to go on, else the exit status. *model: the --model file,
+ * loaded (its config in a->cfg). */
+static int parse_bench_train_args(int argc, char **argv, BenchTrainArgs *a, ClModel **model)
+{
+    gboolean train = FALSE;
+    gint64 batch = 8, repeat = 3, warmup = 1, workers = 0, rounds = 1;
+    const ClCliIntOption ints[] = {
+        { "batch", 'b', 1, 1024, &batch },  { "repeat", 'r', 1, 100, &repeat },
+        { "warmup", 0, 0, G_MAXINT, &warmup }, { "workers", 0, 0, 2, &workers },
+        { "rounds", 0, 1, 20, &rounds },     { NULL },
+    };
     GOptionEntry entries[] = {
         { "train", 0, 0, G_OPTION_ARG_NONE, &train, "Benchmark a training step", NULL },
-        { "preset", 'p', 0, G_OPTION_ARG_STRING, &preset, "Model size: tiny (default) or base", "NAME" },
-        { "config", 0, 0, G_OPTION_ARG_STRING, &config,
+        { "preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset, "Model size: tiny (default) or base",
+          "NAME" },
+        { "config", 0, 0, G_OPTION_ARG_STRING, &a->config,
           "A model config instead (JSON text or a .json file, as train --config)", "JSON" },
-        { "model", 'm', 0, G_OPTION_ARG_FILENAME, &from,
+        { "model", 'm', 0, G_OPTION_ARG_FILENAME, &a->from,
           "Start from this model file (its weights, config and tokenizer) instead", "FILE" },
-        { "task", 0, 0, G_OPTION_ARG_STRING, &task, "Synthetic task of the samples (shapes)", "T" },
-        { "batch", 'b', 0, G_OPTION_ARG_INT, &batch, "Samples per step (8)", "N" },
-        { "repeat", 'r', 0, G_OPTION_ARG_INT, &repeat, "Timed steps (3; median)", "N" },
-        { "warmup", 0, 0, G_OPTION_ARG_INT, &warmup, "Untimed steps first (1)", "N" },
-        { "workers", 0, 0, G_OPTION_ARG_INT, &workers, "Trainer workers (0: its choice)", "N" },
-        { "rounds", 0, 0, G_OPTION_ARG_INT, &rounds,
+        { "task", 0, 0, G_OPTION_ARG_STRING, &a->task, "Synthetic task of the samples (shapes)",
+          "T" },
+        CL_CLI_INT_ENTRY("batch", 'b', "Samples per step (8)", "N"),
+        CL_CLI_INT_ENTRY("repeat", 'r', "Timed steps (3; median)", "N"),
+        CL_CLI_INT_ENTRY("warmup", 0, "Untimed steps first (1)", "N"),
+        CL_CLI_INT_ENTRY("workers", 0, "Trainer workers (0: its choice)", "N"),
+        CL_CLI_INT_ENTRY("rounds", 0,
           "Rounds of ChangeLens then the peer, alternating (1); the medians over the rounds "
-          "(a shared machine's speed drifts between runs)", "N" },
-        { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &vs_torch,
+          "(a shared machine's speed drifts between runs)", "N"),
+        { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &a->vs_torch,
           "Run the PyTorch reference's step on the same weights and samples", NULL },
-        { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &torch_compile,
+        { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &a->torch_compile,
           "With --vs-torch: also the peer with torch.compile (give it --warmup 3 or more: it "
           "compiles in the untimed steps)", NULL },
-        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print one JSON object", NULL },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- training step speed");
-    g_option_context_add_main_entries(ctx, entries, NULL);
+    cl_cli_add_entries(ctx, entries, ints);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    if (argc > 1)
+        return cl_cli_usage_error(PROG, "unexpected argument '%s'", argv[1]);
+    a->batch = (int)batch, a->repeat = (int)repeat, a->warmup = (int)warmup;
+    a->workers = (int)workers, a->rounds = (int)rounds;
+    if (!!a->preset + !!a->config + !!a->from > 1)
+        return cl_cli_usage_error(PROG, "give one of --preset, --config and --model");
     g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-        fprintf(stderr, "%s: %s\n", PROG, err->message);
-        return 2;
+    if (a->from) {
+        *model = cl_model_load(a->from, &err);
+        if (!*model)
+            return cl_cli_usage_error(PROG, "--model: %s", err->message);
+        a->cfg = (*model)->config;
+    } else if (a->config ? !cl_cli_load_config(a->config, &a->cfg, &err)
+                         : !cl_model_config_preset(&a->cfg, a->preset ? a->preset : "tiny", &err)) {
+        return cl_cli_usage_error(PROG, "%s%s", a->config ? "--config: " : "", err->message);
     }
-    if (argc > 1 || batch < 1 || batch > 1024 || repeat < 1 || repeat > 100 || warmup < 0 ||
-        workers < 0 || workers > 2 || rounds < 1 || rounds > 20) {
-        fprintf(stderr, "%s: --batch 1..1024, --repeat 1..100, --warmup >= 0, --workers 0..2, "
-                "--rounds 1..20\n", PROG);
-        return 2;
-    }
-    if (!!preset + !!config + !!from > 1) {
-        fprintf(stderr, "%s: give one of --preset, --config and --model\n", PROG);
-        return 2;
-    }
-    ClModelConfig cfg;
-    g_autoptr(ClModel) model = NULL;
-    if (from) {
-        model = cl_model_load(from, &err);
-        if (!model) {
-            fprintf(stderr, "%s: --model: %s\n", PROG, err->message);
-            return 2;
-        }
-        cfg = model->config;
-    } else if (config ? !cl_cli_load_config(config, &cfg, &err)
-                      : !cl_model_config_preset(&cfg, preset ? preset : "tiny", &err)) {
-        fprintf(stderr, "%s: %s%s\n", PROG, config ? "--config: " : "", err->message);
-        return 2;
-    }
-    const char *what = from ? "model" : config ? "config" : "preset";
-    const char *what_name = from ? from : config ? config : preset ? preset : "tiny";
-    if (!task)
-        task = g_strdup("shapes");
+    a->what = a->from ? "model" : a->config ? "config" : "preset";
+    a->what_name = a->from ? a->from : a->config ? a->config : a->preset ? a->preset : "tiny";
+    if (!a->task)
+        a->task = g_strdup("shapes");
+    return -1;
+}
 
-    g_autofree char *tmp = g_dir_make_tmp("changelens-bench-train-XXXXXX", &err);
-    if (!tmp) {
+/* The options of the trainer's runs: the model file, pretraining at a fixed lr, no
+ * checkpoints */
+static void bench_trainer_options(const BenchTrainArgs *a, const Scratch *sc, guint64 seed,
+                                  ClTrainerOptions *o)
+{
+    cl_trainer_options_init(o);
+    o->stage = CL_TRAINER_STAGE_PRETRAIN;
+    o->from = sc->model_path;
+    o->task = a->task;
+    o->steps = a->warmup + a->repeat;
+    o->batch = a->batch;
+    o->lr = 1e-3;
+    o->warmup = 0;
+    o->seed = seed;
+    o->workers = a->workers;
+    o->out_dir = sc->run_dir;
+    o->checkpoint_every = 0;
+    o->quiet = TRUE;
+    /* the peer's step: the caption loss alone (the auxiliary heads are a training option the
+     * peer does not have) */
+    o->aux_weight_objects = 0;
+    o->aux_weight_changed = 0;
+}
+
+/* Round r: the trainer's steps, then the peer's (and the compiled peer's) right after. */
+static gboolean run_round(const BenchTrainArgs *a, const Scratch *sc, ClTrainerOptions *o, int r,
+                          Steps *st, double *dt, Measured *m, GError **error)
+{
+    g_autofree char *run_r = g_strdup_printf("%s-%d", sc->run_dir, r);
+    o->out_dir = run_r;
+    g_array_set_size(st->t, 0);
+    g_array_set_size(st->loss, 0);
+    ClTrainerResult res = { 0 };
+    gboolean ok = cl_trainer_run(o, on_step, st, NULL, &res, error);
+    m->used_workers = res.workers;
+    cl_trainer_result_clear(&res);
+    if (!ok)
+        return FALSE;
+    for (int k = 0; k < a->repeat; k++) {
+        int s = a->warmup + k;
+        double prev = s > 0 ? g_array_index(st->t, double, s - 1) : 0;
+        dt[k] = (g_array_index(st->t, double, s) - prev) * 1e3;
+    }
+    m->ours[r] = median(dt, a->repeat);
+    m->first_loss = g_array_index(st->loss, double, 0);
+    m->eager[r] = m->comp[r] = m->ratios[r] = NAN;
+    if (a->vs_torch || a->torch_compile) {
+        PeerRun pe = { NAN, NAN, NULL };
+        if (!run_peer(sc->model_path, sc->samples_path, sc->pixels_path, a->batch, a->warmup,
+                      FALSE, a->json, &pe, error))
+            return FALSE;
+        m->eager[r] = pe.step_ms, m->torch_first = pe.first_loss;
+        m->ratios[r] = m->eager[r] / m->ours[r];
+        g_free(m->torch_version);
+        m->torch_version = pe.version;
+    }
+    if (a->torch_compile) {
+        PeerRun pc = { NAN, NAN, NULL };
+        if (!run_peer(sc->model_path, sc->samples_path, sc->pixels_path, a->batch, a->warmup,
+                      TRUE, a->json, &pc, error))
+            return FALSE;
+        m->comp[r] = pc.step_ms, m->torchc_first = pc.first_loss;
+        g_free(pc.version);
+    }
+    return TRUE;
+}
+
+/* Writes the shared model (and the peer's samples), then runs the rounds. */
+static gboolean measure(const BenchTrainArgs *a, ClModel **model, const Scratch *sc, Measured *m,
+                        GError **error)
+{
+    const guint64 seed = 7;
+    const int steps = a->warmup + a->repeat;
+    /* the same weights for both, written once in f32: the random init, or the given model's
+     * weights (an f16 file's values are exact in f32) */
+    if (!*model)
+        *model = cl_model_new_random(&a->cfg, seed, error);
+    if (!*model || !cl_model_save(*model, sc->model_path, "F32", error))
+        return FALSE;
+    if (!a->json)
+        fprintf(stderr, "%s: %d round%s of %d steps of %d %s samples on the %s %s…\n", PROG,
+                a->rounds, a->rounds == 1 ? "" : "s", steps, a->batch, a->task, a->what,
+                a->what_name);
+    if ((a->vs_torch || a->torch_compile) &&
+        !write_samples(*model, a->task, seed, steps * a->batch, sc->samples_path,
+                       sc->pixels_path, &m->positions, error))
+        return FALSE;
+
+    ClTrainerOptions o;
+    bench_trainer_options(a, sc, seed, &o);
+    Steps st = { g_array_new(FALSE, FALSE, sizeof(double)),
+                 g_array_new(FALSE, FALSE, sizeof(double)) };
+    g_autofree double *dt = g_new(double, a->repeat);
+    gboolean ok = TRUE;
+    for (int r = 0; ok && r < a->rounds; r++)
+        ok = run_round(a, sc, &o, r, &st, dt, m, error);
+    g_array_unref(st.t);
+    g_array_unref(st.loss);
+    if (!ok)
+        return FALSE;
+    m->step_ms = median(m->ours, a->rounds);
+    m->torch_ms = median(m->eager, a->rounds);
+    m->torchc_ms = median(m->comp, a->rounds);
+    /* the speed-up: each round's pair (ours, then the peer's right after) is one measurement;
+     * their median follows a drifting machine better than the ratio of the two medians */
+    m->speedup = median(m->ratios, a->rounds);
+    return TRUE;
+}
+
+static void print_bench_train_json(const BenchTrainArgs *a, const Measured *m)
+{
+    const int rounds = a->rounds;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+#define JD(k, v) (json_builder_set_member_name(b, k), isfinite(v) ? json_builder_add_double_value(b, v) : json_builder_add_null_value(b))
+    json_builder_set_member_name(b, "preset");
+    if (a->config || a->from)
+        json_builder_add_null_value(b);
+    else
+        json_builder_add_string_value(b, a->preset ? a->preset : "tiny");
+    json_builder_set_member_name(b, "model");
+    if (a->from)
+        json_builder_add_string_value(b, a->from);
+    else
+        json_builder_add_null_value(b);
+    json_builder_set_member_name(b, "rounds");
+    json_builder_add_int_value(b, rounds);
+    json_builder_set_member_name(b, "round_train_step_ms");
+    json_builder_begin_array(b);
+    for (int r = 0; r < rounds; r++)
+        json_builder_add_double_value(b, m->ours[r]);
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "round_speedups_vs_torch");
+    json_builder_begin_array(b);
+    for (int r = 0; r < rounds; r++)
+        if (isfinite(m->ratios[r]))
+            json_builder_add_double_value(b, m->ratios[r]);
+        else
+            json_builder_add_null_value(b);
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "config");
+    g_autofree char *cfg_json = cl_model_config_to_json(&a->cfg);
+    json_builder_add_value(b, json_from_string(cfg_json, NULL));
+    json_builder_set_member_name(b, "task");
+    json_builder_add_string_value(b, a->task);
+    json_builder_set_member_name(b, "batch");
+    json_builder_add_int_value(b, a->batch);
+    json_builder_set_member_name(b, "workers");
+    json_builder_add_int_value(b, m->used_workers);
+    json_builder_set_member_name(b, "blas_kernels");
+    json_builder_add_string_value(b, cl_blas_kernels());
+    const struct {
+        const char *key;
+        double value;
+    } figures[] = {
+        { "train_step_ms", m->step_ms },
+        { "train_samples_per_s", a->batch / (m->step_ms / 1e3) },
+        { "first_loss", m->first_loss },
+        { "torch_train_step_ms", m->torch_ms },
+        { "torch_first_loss", m->torch_first },
+        { "train_speedup_vs_torch", m->speedup },
+        { "torch_compile_train_step_ms", m->torchc_ms },
+        { "torch_compile_first_loss", m->torchc_first },
+        { "train_speedup_vs_torch_compile", m->torchc_ms / m->step_ms },
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(figures); i++)
+        JD(figures[i].key, figures[i].value);
+#undef JD
+    json_builder_end_object(b);
+    cl_cli_print_json(b);
+}
+
+static void print_bench_train_text(const BenchTrainArgs *a, const Measured *m)
+{
+    const int batch = a->batch, rounds = a->rounds;
+    if (rounds > 1)
+        printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d rounds' "
+               "medians of %d steps)\n", a->what, a->what_name, a->task, batch, rounds, a->repeat);
+    else
+        printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d steps)\n",
+               a->what, a->what_name, a->task, batch, a->repeat);
+    if (a->vs_torch || a->torch_compile) {
+        printf("                               ChangeLens      PyTorch      ratio\n");
+        printf("  step ms                    %12.1f %12.1f %9.2fx%s\n", m->step_ms, m->torch_ms,
+               m->speedup, rounds > 1 ? " (the rounds' median)" : "");
+        printf("  samples / s                %12.2f %12.2f\n", batch / (m->step_ms / 1e3),
+               batch / (m->torch_ms / 1e3));
+        printf("  first step's loss          %12.5f %12.5f   (same weights, same samples)\n",
+               m->first_loss, m->torch_first);
+        if (rounds > 1) {
+            printf("  each round's ratio        ");
+            for (int r = 0; r < rounds; r++)
+                printf(" %.2fx", m->ratios[r]);
+            printf("\n");
+        }
+    } else { /* no peer: no columns of NaN */
+        printf("                               ChangeLens\n");
+        printf("  step ms                    %12.1f\n", m->step_ms);
+        printf("  samples / s                %12.2f\n", batch / (m->step_ms / 1e3));
+        printf("  first step's loss          %12.5f\n", m->first_loss);
+    }
+    if (a->torch_compile) {
+        printf("  torch.compile step ms      %12s %12.1f %9.2fx\n", "", m->torchc_ms,
+               m->torchc_ms / m->step_ms);
+        printf("  torch.compile first loss   %12s %12.5f\n", "", m->torchc_first);
+    }
+    printf("  ChangeLens: %d worker%s, OpenBLAS %s kernels%s", m->used_workers,
+           m->used_workers == 1 ? "" : "s", cl_blas_kernels(),
+           cl_blas_kernels_rechosen() ? " (re-chosen: the library fell back to Prescott)" : "");
+    if (m->torch_version)
+        printf("; PyTorch %s", m->torch_version);
+    if (m->positions > 0)
+        printf("; %.0f decoder positions per sample", m->positions);
+    printf("\n");
+}
+
+int cl_cli_bench_train(int argc, char **argv)
+{
+    g_auto(BenchTrainArgs) a = { 0 };
+    g_autoptr(ClModel) model = NULL;
+    int rc = parse_bench_train_args(argc, argv, &a, &model);
+    if (rc >= 0)
+        return rc;
+
+    g_autoptr(GError) err = NULL;
+    g_auto(Scratch) sc = { 0 };
+    sc.tmp = g_dir_make_tmp("changelens-bench-train-XXXXXX", &err);
+    if (!sc.tmp) {
         fprintf(stderr, "%s: %s\n", PROG, err->message);
         return 1;
     }
-    int rc = 1;
-    g_autofree char *model_path = g_build_filename(tmp, "model.safetensors", NULL);
-    g_autofree char *run_dir = g_build_filename(tmp, "run", NULL);
-    g_autofree char *samples_path = g_build_filename(tmp, "samples.json", NULL);
-    g_autofree char *pixels_path = g_build_filename(tmp, "pixels.f32", NULL);
-    Steps st = { g_array_new(FALSE, FALSE, sizeof(double)), g_array_new(FALSE, FALSE, sizeof(double)) };
-    g_autofree char *torch_version = NULL;
-    g_autofree double *dt = g_new(double, repeat);
-    /* each round's median step (ms): ours, the peer's, the compiled peer's; the peer's / ours */
-    g_autofree double *ours = g_new(double, rounds), *eager = g_new(double, rounds);
-    g_autofree double *comp = g_new(double, rounds), *ratios = g_new(double, rounds);
-    double positions = 0, first_loss = NAN, torch_first = NAN, torchc_first = NAN;
-    int used_workers = 0;
-    const int steps = warmup + repeat;
-    const guint64 seed = 7;
-
-    /* the same weights for both, written once in f32: the random init, or the given model's
-     * weights (an f16 file's values are exact in f32) */
-    if (!model)
-        model = cl_model_new_random(&cfg, seed, &err);
-    if (!model || !cl_model_save(model, model_path, "F32", &err))
-        goto fail;
-    if (!json)
-        fprintf(stderr, "%s: %d round%s of %d steps of %d %s samples on the %s %s…\n", PROG,
-                rounds, rounds == 1 ? "" : "s", steps, batch, task, what, what_name);
-    if ((vs_torch || torch_compile) &&
-        !write_samples(model, task, seed, steps * batch, samples_path, pixels_path, &positions,
-                       &err))
-        goto fail;
-
-    ClTrainerOptions o;
-    cl_trainer_options_init(&o);
-    o.stage = CL_TRAINER_STAGE_PRETRAIN;
-    o.from = model_path;
-    o.task = task;
-    o.steps = steps;
-    o.batch = batch;
-    o.lr = 1e-3;
-    o.warmup = 0;
-    o.seed = seed;
-    o.workers = workers;
-    o.out_dir = run_dir;
-    o.checkpoint_every = 0;
-    o.quiet = TRUE;
-    /* the peer's step: the caption loss alone (the auxiliary heads are a training option the
-     * peer does not have) */
-    o.aux_weight_objects = 0;
-    o.aux_weight_changed = 0;
-    for (int r = 0; r < rounds; r++) {
-        g_autofree char *run_r = g_strdup_printf("%s-%d", run_dir, r);
-        o.out_dir = run_r;
-        g_array_set_size(st.t, 0);
-        g_array_set_size(st.loss, 0);
-        ClTrainerResult res = { 0 };
-        gboolean ok = cl_trainer_run(&o, on_step, &st, NULL, &res, &err);
-        used_workers = res.workers;
-        cl_trainer_result_clear(&res);
-        if (!ok)
-            goto fail;
-        for (int k = 0; k < repeat; k++) {
-            int s = warmup + k;
-            double prev = s > 0 ? g_array_index(st.t, double, s - 1) : 0;
-            dt[k] = (g_array_index(st.t, double, s) - prev) * 1e3;
-        }
-        ours[r] = median(dt, repeat);
-        first_loss = g_array_index(st.loss, double, 0);
-        eager[r] = comp[r] = ratios[r] = NAN;
-        if (vs_torch || torch_compile) {
-            PeerRun pe = { NAN, NAN, NULL };
-            if (!run_peer(model_path, samples_path, pixels_path, batch, warmup, FALSE, json, &pe,
-                          &err))
-                goto fail;
-            eager[r] = pe.step_ms, torch_first = pe.first_loss;
-            ratios[r] = eager[r] / ours[r];
-            g_free(torch_version);
-            torch_version = pe.version;
-        }
-        if (torch_compile) {
-            PeerRun pc = { NAN, NAN, NULL };
-            if (!run_peer(model_path, samples_path, pixels_path, batch, warmup, TRUE, json, &pc,
-                          &err))
-                goto fail;
-            comp[r] = pc.step_ms, torchc_first = pc.first_loss;
-            g_free(pc.version);
-        }
+    sc.model_path = g_build_filename(sc.tmp, "model.safetensors", NULL);
+    sc.run_dir = g_build_filename(sc.tmp, "run", NULL);
+    sc.samples_path = g_build_filename(sc.tmp, "samples.json", NULL);
+    sc.pixels_path = g_build_filename(sc.tmp, "pixels.f32", NULL);
+    g_auto(Measured) m = {
+        .ours = g_new(double, a.rounds), .eager = g_new(double, a.rounds),
+        .comp = g_new(double, a.rounds), .ratios = g_new(double, a.rounds),
+        .first_loss = NAN, .torch_first = NAN, .torchc_first = NAN,
+    };
+    if (!measure(&a, &model, &sc, &m, &err)) {
+        fprintf(stderr, "%s: %s\n", PROG, err ? err->message : "failed");
+        return 1;
     }
-    const double step_ms = median(ours, rounds), torch_ms = median(eager, rounds);
-    const double torchc_ms = median(comp, rounds);
-    /* the speed-up: each round's pair (ours, then the peer's right after) is one measurement;
-     * their median follows a drifting machine better than the ratio of the two medians */
-    const double speedup = median(ratios, rounds);
-
-    if (json) {
-        g_autoptr(JsonBuilder) b = json_builder_new();
-        json_builder_begin_object(b);
-#define JD(k, v) (json_builder_set_member_name(b, k), isfinite(v) ? json_builder_add_double_value(b, v) : json_builder_add_null_value(b))
-        json_builder_set_member_name(b, "preset");
-        if (config || from)
-            json_builder_add_null_value(b);
-        else
-            json_builder_add_string_value(b, preset ? preset : "tiny");
-        json_builder_set_member_name(b, "model");
-        if (from)
-            json_builder_add_string_value(b, from);
-        else
-            json_builder_add_null_value(b);
-        json_builder_set_member_name(b, "rounds");
-        json_builder_add_int_value(b, rounds);
-        json_builder_set_member_name(b, "round_train_step_ms");
-        json_builder_begin_array(b);
-        for (int r = 0; r < rounds; r++)
-            json_builder_add_double_value(b, ours[r]);
-        json_builder_end_array(b);
-        json_builder_set_member_name(b, "round_speedups_vs_torch");
-        json_builder_begin_array(b);
-        for (int r = 0; r < rounds; r++)
-            if (isfinite(ratios[r]))
-                json_builder_add_double_value(b, ratios[r]);
-            else
-                json_builder_add_null_value(b);
-        json_builder_end_array(b);
-        json_builder_set_member_name(b, "config");
-        g_autofree char *cfg_json = cl_model_config_to_json(&cfg);
-        json_builder_add_value(b, json_from_string(cfg_json, NULL));
-        json_builder_set_member_name(b, "task");
-        json_builder_add_string_value(b, task);
-        json_builder_set_member_name(b, "batch");
-        json_builder_add_int_value(b, batch);
-        json_builder_set_member_name(b, "workers");
-        json_builder_add_int_value(b, used_workers);
-        json_builder_set_member_name(b, "blas_kernels");
-        json_builder_add_string_value(b, cl_blas_kernels());
-        JD("train_step_ms", step_ms);
-        JD("train_samples_per_s", batch / (step_ms / 1e3));
-        JD("first_loss", first_loss);
-        JD("torch_train_step_ms", torch_ms);
-        JD("torch_first_loss", torch_first);
-        JD("train_speedup_vs_torch", speedup);
-        JD("torch_compile_train_step_ms", torchc_ms);
-        JD("torch_compile_first_loss", torchc_first);
-        JD("train_speedup_vs_torch_compile", torchc_ms / step_ms);
-        json_builder_end_object(b);
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(b);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        g_autofree char *outs = json_generator_to_data(gen, NULL);
-        printf("%s\n", outs);
-    } else {
-        if (rounds > 1)
-            printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d rounds' "
-                   "medians of %d steps)\n", what, what_name, task, batch, rounds, repeat);
-        else
-            printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d steps)\n",
-                   what, what_name, task, batch, repeat);
-        if (vs_torch || torch_compile) {
-            printf("                               ChangeLens      PyTorch      ratio\n");
-            printf("  step ms                    %12.1f %12.1f %9.2fx%s\n", step_ms, torch_ms,
-                   speedup, rounds > 1 ? " (the rounds' median)" : "");
-            printf("  samples / s                %12.2f %12.2f\n", batch / (step_ms / 1e3),
-                   batch / (torch_ms / 1e3));
-            printf("  first step's loss          %12.5f %12.5f   (same weights, same samples)\n",
-                   first_loss, torch_first);
-            if (rounds > 1) {
-                printf("  each round's ratio        ");
-                for (int r = 0; r < rounds; r++)
-                    printf(" %.2fx", ratios[r]);
-                printf("\n");
-            }
-        } else { /* no peer: no columns of NaN */
-            printf("                               ChangeLens\n");
-            printf("  step ms                    %12.1f\n", step_ms);
-            printf("  samples / s                %12.2f\n", batch / (step_ms / 1e3));
-            printf("  first step's loss          %12.5f\n", first_loss);
-        }
-        if (torch_compile) {
-            printf("  torch.compile step ms      %12s %12.1f %9.2fx\n", "", torchc_ms,
-                   torchc_ms / step_ms);
-            printf("  torch.compile first loss   %12s %12.5f\n", "", torchc_first);
-        }
-        printf("  ChangeLens: %d worker%s, OpenBLAS %s kernels%s", used_workers,
-               used_workers == 1 ? "" : "s", cl_blas_kernels(),
-               cl_blas_kernels_rechosen() ? " (re-chosen: the library fell back to Prescott)" : "");
-        if (torch_version)
-            printf("; PyTorch %s", torch_version);
-        if (positions > 0)
-            printf("; %.0f decoder positions per sample", positions);
-        printf("\n");
-    }
-    rc = 0;
-    goto out;
-fail:
-    fprintf(stderr, "%s: %s\n", PROG, err ? err->message : "failed");
-out:
-    g_array_unref(st.t);
-    g_array_unref(st.loss);
-    rm_tree(tmp);
-    return rc;
+    if (a.json)
+        print_bench_train_json(&a, &m);
+    else
+        print_bench_train_text(&a, &m);
+    return 0;
 }

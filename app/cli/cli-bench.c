@@ -254,32 +254,78 @@ static void fill_image(float *px, const ClModelConfig *c, int t)
             }
 }
 
-int cl_cli_bench(int argc, char **argv)
+#define PROG "changelens-cli bench"
+
+typedef struct {
+    char *preset, *device, *variant;
+    gboolean vs_torch, torch_compile, json;
+    int tokens, repeat, threads;
+    ClModelConfig cfg;
+} BenchArgs;
+
+static void bench_args_clear(BenchArgs *a)
 {
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--casedb") == 0)
-            return cl_cli_bench_casedb(argc, argv);
-        else if (strcmp(argv[i], "--train") == 0)
-            return cl_cli_bench_train(argc, argv);
-        else if (strcmp(argv[i], "--long") == 0)
-            return cl_cli_bench_long(argc, argv);
-    g_autofree char *preset = NULL, *device = NULL, *variant = NULL;
-    gboolean vs_torch = FALSE, torch_compile = FALSE, json = FALSE, casedb_unused = FALSE;
-    int tokens = 32, repeat = 3, threads = 0;
+    cl_cli_free_all(&a->preset, &a->device, &a->variant, NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchArgs, bench_args_clear)
+
+/* What a run measured: the device's references, the medians of our describe's parts and the
+ * PyTorch peer's object (NULL when not run or when it failed: torch_error says why). */
+typedef struct {
+    const char *gpu; /* NULL: not on a GPU */
+    gboolean tf32;
+    double peak, copy_gbs;
+    int n_images, prompt_tokens;
+    gint32 first_token;
+    double encode_ms, prefill_ms, decode_ms, describe_ms, decode_tps, enc_gflops, peak_rss_mb;
+    double dec_gbs;
+    JsonObject *torch, *torchc;
+    char *torch_error;
+} BenchResult;
+
+static void bench_result_clear(BenchResult *r)
+{
+    g_clear_pointer(&r->torch, json_object_unref);
+    g_clear_pointer(&r->torchc, json_object_unref);
+    cl_cli_free_all(&r->torch_error, NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchResult, bench_result_clear)
+
+/* The inputs of the timed describe: the images' pixels, the prompt's ids and the decoder's
+ * sequence (each <image> expanded into its visual rows). */
+typedef struct {
+    int n_images;
+    size_t img_floats;
+    float *pixels;
+    GArray *ids, *seq;
+} BenchInput;
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_bench_args(int argc, char **argv, BenchArgs *a)
+{
+    gboolean casedb_unused = FALSE;
+    gint64 tokens = 32, repeat = 3, threads = 0;
+    const ClCliIntOption ints[] = {
+        { "tokens", 't', 1, 4096, &tokens },
+        { "repeat", 'r', 1, 100, &repeat },
+        { "threads", 0, 0, G_MAXINT, &threads },
+        { NULL },
+    };
     GOptionEntry entries[] = {
-        { "preset", 'p', 0, G_OPTION_ARG_STRING, &preset, "Model size: tiny, base or large",
+        { "preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset, "Model size: tiny, base or large",
           "NAME" },
-        { "device", 'd', 0, G_OPTION_ARG_STRING, &device, "auto, cpu or cuda (default cpu)",
+        { "device", 'd', 0, G_OPTION_ARG_STRING, &a->device, "auto, cpu or cuda (default cpu)",
           "DEV" },
-        { "variant", 0, 0, G_OPTION_ARG_STRING, &variant, "SVE variant (default cross_ffn)", "V" },
-        { "tokens", 't', 0, G_OPTION_ARG_INT, &tokens, "Generated tokens per describe (32)", "N" },
-        { "repeat", 'r', 0, G_OPTION_ARG_INT, &repeat, "Timed repetitions (3; median)", "N" },
-        { "threads", 0, 0, G_OPTION_ARG_INT, &threads, "Threads (0 = all cores)", "N" },
-        { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &vs_torch,
+        { "variant", 0, 0, G_OPTION_ARG_STRING, &a->variant, "SVE variant (default cross_ffn)",
+          "V" },
+        CL_CLI_INT_ENTRY("tokens", 't', "Generated tokens per describe (32)", "N"),
+        CL_CLI_INT_ENTRY("repeat", 'r', "Timed repetitions (3; median)", "N"),
+        CL_CLI_INT_ENTRY("threads", 0, "Threads (0 = all cores)", "N"),
+        { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &a->vs_torch,
           "Run the PyTorch reference on the same weights", NULL },
-        { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &torch_compile,
+        { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &a->torch_compile,
           "Also time torch.compile (PyTorch >= 2)", NULL },
-        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON object", NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print one JSON object", NULL },
         { "casedb", 0, 0, G_OPTION_ARG_NONE, &casedb_unused,
           "Benchmark the case database instead (bench --casedb --help)", NULL },
         { "train", 0, 0, G_OPTION_ARG_NONE, &casedb_unused,
@@ -289,62 +335,29 @@ int cl_cli_bench(int argc, char **argv)
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- engine speed and memory");
-    g_option_context_add_main_entries(ctx, entries, NULL);
+    cl_cli_add_entries(ctx, entries, ints);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    a->tokens = (int)tokens, a->repeat = (int)repeat, a->threads = (int)threads;
     g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-        fprintf(stderr, "changelens-cli bench: %s\n", err->message);
-        return 2;
-    }
-    if (tokens < 1 || tokens > 4096 || repeat < 1 || repeat > 100 || threads < 0) {
-        fprintf(stderr, "changelens-cli bench: --tokens 1..4096, --repeat 1..100\n");
-        return 2;
-    }
-    ClModelConfig cfg;
-    if (!cl_model_config_preset(&cfg, preset ? preset : "tiny", &err)) {
-        fprintf(stderr, "changelens-cli bench: %s\n", err->message);
-        return 2;
-    }
-    if (variant && !cl_sve_variant_from_name(variant, &cfg.sve_variant)) {
-        fprintf(stderr, "changelens-cli bench: unknown SVE variant '%s'\n", variant);
-        return 2;
-    }
-    cfg.sve_out_init_std = 0.02; /* a model whose SVE modules do something */
+    if (!cl_model_config_preset(&a->cfg, a->preset ? a->preset : "tiny", &err))
+        return cl_cli_usage_error(PROG, "%s", err->message);
+    if (a->variant && !cl_sve_variant_from_name(a->variant, &a->cfg.sve_variant))
+        return cl_cli_usage_error(PROG, "unknown SVE variant '%s'", a->variant);
+    a->cfg.sve_out_init_std = 0.02; /* a model whose SVE modules do something */
+    return -1;
+}
 
-    g_autofree char *notice = NULL;
-    g_autoptr(ClBackend) be = NULL;
-    if (threads > 0 && (!device || strcmp(device, "cpu") == 0))
-        be = cl_backend_cpu_new(threads);
-    else
-        be = cl_backend_new(device ? device : "cpu", &notice, &err);
-    if (!be) {
-        fprintf(stderr, "changelens-cli bench: %s\n", err->message);
-        return 1;
-    }
-    if (notice)
-        fprintf(stderr, "%s\n", notice);
+/* The describe prompt (the paper's two-image conversation, ChatML) and two images. */
+static void bench_input_init(BenchInput *in, const ClModel *model)
+{
+    const ClModelConfig *cfg = &model->config;
+    in->n_images = 2;
+    in->img_floats = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
+    in->pixels = g_malloc(in->n_images * in->img_floats * sizeof(float));
+    for (int t = 0; t < in->n_images; t++)
+        fill_image(in->pixels + t * in->img_floats, cfg, t);
 
-    const char *gpu = cl_backend_cuda_device_name(be); /* NULL: not on a GPU */
-    const gboolean tf32 = gpu && cl_backend_cuda_tf32(be);
-    if (!json)
-        fprintf(stderr, "bench: measuring %s peak…\n", gpu ? "cuBLAS sgemm and copy" : "sgemm");
-    double peak = gpu ? cuda_peak_gflops(be, &cfg) : sgemm_peak_gflops(&cfg);
-    double copy_gbs = gpu ? cuda_copy_gbs(be) : NAN;
-
-    if (!json)
-        fprintf(stderr, "bench: initialising a random %s model…\n", preset ? preset : "tiny");
-    g_autoptr(ClModel) model = cl_model_new_random(&cfg, 1, &err);
-    if (!model) {
-        fprintf(stderr, "changelens-cli bench: %s\n", err->message);
-        return 1;
-    }
-
-    const int n_images = 2;
-    size_t img_floats = (size_t)cfg.channels * cfg.image_size * cfg.image_size;
-    g_autofree float *pixels = g_malloc(n_images * img_floats * sizeof(float));
-    for (int t = 0; t < n_images; t++)
-        fill_image(pixels + t * img_floats, &cfg, t);
-
-    /* the describe prompt: the paper's two-image conversation (ChatML) */
     const char *prompt_text =
         "<|im_start|>system\nYou are an expert at detecting and describing changes between two "
         "images. Given a before and after image, describe what has changed.<|im_end|>\n"
@@ -352,138 +365,175 @@ int cl_cli_bench(int argc, char **argv)
         "<|im_start|>assistant\nUnderstood. Please provide the after image.<|im_end|>\n"
         "<|im_start|>user\n<image>\nThis is the after image. Describe what has changed."
         "<|im_end|>\n<|im_start|>assistant\n";
-    g_autoptr(GArray) ids = cl_tokenizer_encode(model->tokenizer, prompt_text, -1, TRUE);
-    int M = cl_config_n_visual(&cfg);
+    in->ids = cl_tokenizer_encode(model->tokenizer, prompt_text, -1, TRUE);
+    int M = cl_config_n_visual(cfg);
     /* expand each <image> into M visual rows */
-    g_autoptr(GArray) seq = g_array_new(FALSE, FALSE, sizeof(gint32));
-    for (guint i = 0; i < ids->len; i++) {
-        gint32 id = g_array_index(ids, gint32, i);
+    in->seq = g_array_new(FALSE, FALSE, sizeof(gint32));
+    for (guint i = 0; i < in->ids->len; i++) {
+        gint32 id = g_array_index(in->ids, gint32, i);
         if (id == CL_TOKEN_IMAGE) {
             for (int m = 0; m < M; m++) {
                 gint32 v = CL_DECODER_VISUAL;
-                g_array_append_val(seq, v);
+                g_array_append_val(in->seq, v);
             }
         } else {
-            g_array_append_val(seq, id);
+            g_array_append_val(in->seq, id);
         }
     }
-    int T = (int)seq->len;
-    size_t E = cfg.dec_dim, V = cfg.vocab_size;
+}
+
+static void bench_input_clear(BenchInput *in)
+{
+    cl_cli_free_all(&in->pixels, NULL);
+    g_clear_pointer(&in->ids, g_array_unref);
+    g_clear_pointer(&in->seq, g_array_unref);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchInput, bench_input_clear)
+
+/* One describe: encode the images, prefill the prompt, exactly `tokens` greedy tokens (no stop:
+ * the same work every run). Times in ms into enc_ms[n_images], *pre, *dec. */
+static gboolean time_describe(ClBackend *be, const ClModel *model, const BenchInput *in,
+                              ClEncoderState *state, ClKVCache *cache, float *visual,
+                              float *logits, int tokens, double *enc_ms, double *pre,
+                              double *dec, gint32 *first_token, GError **error)
+{
+    const ClModelConfig *cfg = &model->config;
+    const int M = cl_config_n_visual(cfg);
+    const size_t E = cfg->dec_dim, V = cfg->vocab_size;
+    cl_encoder_state_reset(state);
+    for (int t = 0; t < in->n_images; t++) {
+        ClEncoderOutput out = { 0 };
+        double t0 = now_ms();
+        if (!cl_encoder_forward(be, model, state, in->pixels + t * in->img_floats, t, FALSE, NULL,
+                                NULL, &out, error))
+            return FALSE;
+        enc_ms[t] = now_ms() - t0;
+        memcpy(visual + (size_t)t * M * E, out.visual, (size_t)M * E * sizeof(float));
+        cl_encoder_output_clear(&out);
+    }
+    cl_kv_cache_truncate(cache, 0);
+    double t0 = now_ms();
+    if (!cl_decoder_forward(be, model, cache, (const gint32 *)in->seq->data, (int)in->seq->len,
+                            visual, logits, NULL, NULL, NULL, error))
+        return FALSE;
+    double t1 = now_ms();
+    for (int k = 0; k < tokens; k++) {
+        gint32 best = 0;
+        for (size_t v = 1; v < V; v++)
+            if (logits[v] > logits[best])
+                best = (gint32)v;
+        if (k == 0)
+            *first_token = best;
+        if (k == tokens - 1)
+            break;
+        if (!cl_decoder_forward(be, model, cache, &best, 1, NULL, logits, NULL, NULL, NULL,
+                                error))
+            return FALSE;
+    }
+    *pre = t1 - t0;
+    *dec = now_ms() - t1;
+    return TRUE;
+}
+
+/* A warm-up describe, then `repeat` timed ones; their medians into r. */
+static gboolean time_describes(ClBackend *be, const ClModel *model, const BenchInput *in,
+                               int tokens, int repeat, BenchResult *r, GError **error)
+{
+    const ClModelConfig *cfg = &model->config;
+    const int n_images = in->n_images, M = cl_config_n_visual(cfg);
+    const size_t E = cfg->dec_dim, V = cfg->vocab_size;
+    const int T = (int)in->seq->len;
     g_autofree float *visual = g_malloc((size_t)n_images * M * E * sizeof(float));
     g_autofree float *logits = g_malloc(V * sizeof(float));
-
-    double *enc_ms = g_new0(double, repeat * n_images), *pre_ms = g_new0(double, repeat),
-           *dec_ms = g_new0(double, repeat), *all_ms = g_new0(double, repeat);
+    g_autofree double *enc_ms = g_new0(double, (repeat + 1) * n_images);
+    g_autofree double *pre_ms = g_new0(double, repeat + 1), *dec_ms = g_new0(double, repeat + 1);
+    g_autofree double *all_ms = g_new0(double, repeat + 1);
     g_autoptr(ClEncoderState) state = cl_encoder_state_new(model);
     g_autoptr(ClKVCache) cache = cl_kv_cache_new(model, T + tokens + 1);
-    gint32 first_token = -1;
-    for (int r = -1; r < repeat; r++) { /* r == -1: warm-up */
+    r->first_token = -1;
+    /* slot 0: the warm-up, left out of the medians */
+    for (int k = 0; k <= repeat; k++) {
         double t_start = now_ms();
-        cl_encoder_state_reset(state);
-        for (int t = 0; t < n_images; t++) {
-            ClEncoderOutput out = { 0 };
-            double t0 = now_ms();
-            if (!cl_encoder_forward(be, model, state, pixels + t * img_floats, t, FALSE, NULL, NULL,
-                                    &out, &err)) {
-                fprintf(stderr, "changelens-cli bench: %s\n", err->message);
-                return 1;
-            }
-            if (r >= 0)
-                enc_ms[r * n_images + t] = now_ms() - t0;
-            memcpy(visual + (size_t)t * M * E, out.visual, (size_t)M * E * sizeof(float));
-            cl_encoder_output_clear(&out);
-        }
-        cl_kv_cache_truncate(cache, 0);
-        double t0 = now_ms();
-        if (!cl_decoder_forward(be, model, cache, (const gint32 *)seq->data, T, visual, logits,
-                                NULL, NULL, NULL, &err)) {
-            fprintf(stderr, "changelens-cli bench: %s\n", err->message);
-            return 1;
-        }
-        double t1 = now_ms();
-        /* greedy, exactly `tokens` new tokens (no stop: the same work every run) */
-        for (int k = 0; k < tokens; k++) {
-            gint32 best = 0;
-            for (size_t v = 1; v < V; v++)
-                if (logits[v] > logits[best])
-                    best = (gint32)v;
-            if (k == 0)
-                first_token = best;
-            if (k == tokens - 1)
-                break;
-            if (!cl_decoder_forward(be, model, cache, &best, 1, NULL, logits, NULL, NULL, NULL,
-                                    &err)) {
-                fprintf(stderr, "changelens-cli bench: %s\n", err->message);
-                return 1;
-            }
-        }
-        double t2 = now_ms();
-        if (r >= 0) {
-            pre_ms[r] = t1 - t0;
-            dec_ms[r] = t2 - t1;
-            all_ms[r] = t2 - t_start;
-        }
+        if (!time_describe(be, model, in, state, cache, visual, logits, tokens,
+                           enc_ms + k * n_images, &pre_ms[k], &dec_ms[k], &r->first_token,
+                           error))
+            return FALSE;
+        all_ms[k] = now_ms() - t_start;
     }
-    double encode_ms = median(enc_ms, repeat * n_images);
-    double prefill_ms = median(pre_ms, repeat);
-    double decode_ms = median(dec_ms, repeat);
-    double describe_ms = median(all_ms, repeat);
+    r->n_images = n_images;
+    r->prompt_tokens = T;
+    r->encode_ms = median(enc_ms + n_images, repeat * n_images);
+    r->prefill_ms = median(pre_ms + 1, repeat);
+    r->decode_ms = median(dec_ms + 1, repeat);
+    r->describe_ms = median(all_ms + 1, repeat);
     /* decode: `tokens - 1` forward steps produce tokens 2..N (token 1 comes from the prefill) */
-    double decode_tps = tokens > 1 ? (tokens - 1) / (decode_ms / 1000.0) : NAN;
-    double enc_flops = encoder_gemm_flops(&cfg, TRUE);
-    double enc_gflops = enc_flops / (encode_ms * 1e6);
+    r->decode_tps = tokens > 1 ? (tokens - 1) / (r->decode_ms / 1000.0) : NAN;
+    r->enc_gflops = encoder_gemm_flops(cfg, TRUE) / (r->encode_ms * 1e6);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double peak_rss_mb = ru.ru_maxrss / 1024.0;
-
-    g_autoptr(JsonObject) torch = NULL, torchc = NULL;
-    g_autofree char *torch_error = NULL;
-    if (vs_torch) {
-        if (!json)
-            fprintf(stderr, "bench: running the PyTorch peer on the same weights…\n");
-        g_autofree char *dir = g_dir_make_tmp("changelens-bench-XXXXXX", &err);
-        g_autofree char *mpath = dir ? g_build_filename(dir, "model.safetensors", NULL) : NULL;
-        g_autofree char *ppath = dir ? g_build_filename(dir, "pixels.f32", NULL) : NULL;
-        g_autofree char *ipath = dir ? g_build_filename(dir, "prompt.json", NULL) : NULL;
-        GString *pj = g_string_new("[");
-        for (guint i = 0; i < ids->len; i++)
-            g_string_append_printf(pj, "%s%d", i ? "," : "", g_array_index(ids, gint32, i));
-        g_string_append(pj, "]");
-        gboolean ok = dir && cl_model_save(model, mpath, "F32", &err) &&
-                      write_floats(ppath, pixels, n_images * img_floats, &err) &&
-                      g_file_set_contents(ipath, pj->str, -1, &err);
-        g_string_free(pj, TRUE);
-        if (ok)
-            torch = run_torch(mpath, ppath, ipath, n_images, tokens, repeat, FALSE,
-                              gpu ? "cuda" : "cpu", tf32, &err);
-        if (ok && torch && torch_compile) {
-            g_autoptr(GError) cerr = NULL;
-            torchc = run_torch(mpath, ppath, ipath, n_images, tokens, repeat, TRUE,
-                               gpu ? "cuda" : "cpu", tf32, &cerr);
-            if (!torchc)
-                fprintf(stderr, "bench: torch.compile run failed: %s\n", cerr->message);
-        }
-        if (!torch)
-            torch_error = g_strdup(err ? err->message : "unknown error");
-        if (mpath)
-            g_unlink(mpath);
-        if (ppath)
-            g_unlink(ppath);
-        if (ipath)
-            g_unlink(ipath);
-        if (dir)
-            g_rmdir(dir);
-        g_clear_error(&err);
-    }
-
-    double torch_ms = obj_double(torch, "describe_ms");
+    r->peak_rss_mb = ru.ru_maxrss / 1024.0;
     /* a decode step streams the decoder's weights: its bandwidth against the device's copy */
-    double dec_gbs = tokens > 1 ? decode_weight_bytes(&cfg) / (decode_ms / (tokens - 1) * 1e6)
-                                : NAN;
-    double torchc_ms = obj_double(torchc, "describe_ms");
-    if (json) {
-        g_autoptr(JsonBuilder) b = json_builder_new();
-        json_builder_begin_object(b);
+    r->dec_gbs = tokens > 1 ? decode_weight_bytes(cfg) / (r->decode_ms / (tokens - 1) * 1e6)
+                            : NAN;
+    return TRUE;
+}
+
+/* The PyTorch peer on the same weights and inputs (and torch.compile's when asked); a failure
+ * is reported in r->torch_error, not as the command's. */
+static void run_torch_peer(const BenchArgs *a, ClModel *model, const BenchInput *in,
+                           BenchResult *r)
+{
+    g_autoptr(GError) err = NULL;
+    if (!a->json)
+        fprintf(stderr, "bench: running the PyTorch peer on the same weights…\n");
+    g_autofree char *dir = g_dir_make_tmp("changelens-bench-XXXXXX", &err);
+    g_autofree char *mpath = dir ? g_build_filename(dir, "model.safetensors", NULL) : NULL;
+    g_autofree char *ppath = dir ? g_build_filename(dir, "pixels.f32", NULL) : NULL;
+    g_autofree char *ipath = dir ? g_build_filename(dir, "prompt.json", NULL) : NULL;
+    GString *pj = g_string_new("[");
+    for (guint i = 0; i < in->ids->len; i++)
+        g_string_append_printf(pj, "%s%d", i ? "," : "", g_array_index(in->ids, gint32, i));
+    g_string_append(pj, "]");
+    gboolean ok = dir && cl_model_save(model, mpath, "F32", &err) &&
+                  write_floats(ppath, in->pixels, in->n_images * in->img_floats, &err) &&
+                  g_file_set_contents(ipath, pj->str, -1, &err);
+    g_string_free(pj, TRUE);
+    const char *torch_device = r->gpu ? "cuda" : "cpu";
+    if (ok)
+        r->torch = run_torch(mpath, ppath, ipath, in->n_images, a->tokens, a->repeat, FALSE,
+                             torch_device, r->tf32, &err);
+    if (ok && r->torch && a->torch_compile) {
+        g_autoptr(GError) cerr = NULL;
+        r->torchc = run_torch(mpath, ppath, ipath, in->n_images, a->tokens, a->repeat, TRUE,
+                              torch_device, r->tf32, &cerr);
+        if (!r->torchc)
+            fprintf(stderr, "bench: torch.compile run failed: %s\n", cerr->message);
+    }
+    if (!r->torch)
+        r->torch_error = g_strdup(err ? err->message : "unknown error");
+    if (mpath)
+        g_unlink(mpath);
+    if (ppath)
+        g_unlink(ppath);
+    if (ipath)
+        g_unlink(ipath);
+    if (dir)
+        g_rmdir(dir);
+}
+
+/* A JSON member of the report: a number, null when not finite */
+typedef struct {
+    const char *key;
+    double value;
+} Figure;
+
+static void print_bench_json(const BenchArgs *a, const ClBackend *be, const BenchResult *r)
+{
+    const ClModelConfig *cfg = &a->cfg;
+    double torch_ms = obj_double(r->torch, "describe_ms");
+    double torchc_ms = obj_double(r->torchc, "describe_ms");
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
 #define NUM(k, v)                                                                                  \
     do {                                                                                           \
         json_builder_set_member_name(b, k);                                                        \
@@ -492,126 +542,181 @@ int cl_cli_bench(int argc, char **argv)
         else                                                                                       \
             json_builder_add_null_value(b);                                                        \
     } while (0)
-        json_builder_set_member_name(b, "preset");
-        json_builder_add_string_value(b, preset ? preset : "tiny");
-        json_builder_set_member_name(b, "variant");
-        json_builder_add_string_value(b, cl_sve_variant_name(cfg.sve_variant));
-        json_builder_set_member_name(b, "device");
-        json_builder_add_string_value(b, cl_backend_name(be));
-        if (gpu) {
-            json_builder_set_member_name(b, "gpu");
-            json_builder_add_string_value(b, gpu);
-            json_builder_set_member_name(b, "tf32");
-            json_builder_add_boolean_value(b, tf32);
-            NUM("copy_peak_gbs", copy_gbs);
-            NUM("decode_weight_gbs", dec_gbs);
-            NUM("decode_bandwidth_fraction", dec_gbs / copy_gbs);
-        }
-        json_builder_set_member_name(b, "prompt_tokens");
-        json_builder_add_int_value(b, T);
-        json_builder_set_member_name(b, "gen_tokens");
-        json_builder_add_int_value(b, tokens);
-        json_builder_set_member_name(b, "first_token");
-        json_builder_add_int_value(b, first_token);
-        NUM("encode_ms_per_image", encode_ms);
-        NUM("prefill_ms", prefill_ms);
-        NUM("decode_tokens_per_s", decode_tps);
-        NUM("describe_ms", describe_ms);
-        NUM("peak_rss_mb", peak_rss_mb);
-        NUM("sgemm_peak_gflops", peak);
-        json_builder_set_member_name(b, "blas_kernels");
-        json_builder_add_string_value(b, cl_blas_kernels());
-        NUM("encoder_gflops", enc_gflops);
-        NUM("encoder_sgemm_fraction", enc_gflops / peak);
-        if (vs_torch) {
-            json_builder_set_member_name(b, "torch");
-            if (torch) {
-                JsonNode *n = json_node_new(JSON_NODE_OBJECT);
-                json_node_set_object(n, torch);
-                json_builder_add_value(b, n);
-            } else {
-                json_builder_add_string_value(b, torch_error);
-            }
-            NUM("torch_describe_ms", torch_ms);
-            NUM("speedup_vs_torch", torch_ms / describe_ms);
-            NUM("torch_encode_ms_per_image", obj_double(torch, "encode_ms_per_image"));
-            NUM("torch_prefill_ms", obj_double(torch, "prefill_ms"));
-            NUM("torch_decode_ms_per_token", obj_double(torch, "decode_ms_per_token"));
-            if (torch_compile) {
-                NUM("torch_compile_describe_ms", torchc_ms);
-                NUM("speedup_vs_torch_compile", torchc_ms / describe_ms);
-            }
-        }
-#undef NUM
-        json_builder_end_object(b);
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(b);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        g_autofree char *text = json_generator_to_data(gen, NULL);
-        printf("%s\n", text);
-    } else {
-        if (gpu)
-            printf("ChangeLens bench: preset %s, SVE %s, cuda on %s (%s products)\n",
-                   preset ? preset : "tiny", cl_sve_variant_name(cfg.sve_variant), gpu,
-                   tf32 ? "TF32" : "f32");
-        else
-            printf("ChangeLens bench: preset %s, SVE %s, %s, %d threads' worth of cores\n",
-                   preset ? preset : "tiny", cl_sve_variant_name(cfg.sve_variant),
-                   cl_backend_name(be), threads ? threads : (int)g_get_num_processors());
-        printf("  describe = %d images + prefill of %d tokens + %d generated tokens (median of %d)\n",
-               n_images, T, tokens, repeat);
-        double te = obj_double(torch, "encode_ms_per_image"),
-               tp = obj_double(torch, "prefill_ms"),
-               td = obj_double(torch, "decode_ms_per_token");
-        double ours_tok_ms = tokens > 1 ? decode_ms / (tokens - 1) : NAN;
-        const char *rows[4] = { "encode ms / image", "prefill ms", "decode ms / token",
-                                "describe ms (total)" };
-        const double ours[4] = { encode_ms, prefill_ms, ours_tok_ms, describe_ms };
-        const double peer[4] = { te, tp, td, torch_ms };
-        if (torch) {
-            printf("  %-28s %10s %12s %10s\n", "", "ChangeLens", "PyTorch", "ratio");
-            for (int i = 0; i < 4; i++)
-                printf("  %-28s %10.1f %12.1f %9.2fx\n", rows[i], ours[i], peer[i],
-                       peer[i] / ours[i]);
-        } else { /* no peer: no columns of NaN */
-            printf("  %-28s %10s\n", "", "ChangeLens");
-            for (int i = 0; i < 4; i++)
-                printf("  %-28s %10.1f\n", rows[i], ours[i]);
-        }
-        if (torch_compile)
-            printf("  %-28s %10.1f %12.1f %9.2fx\n", "describe ms vs torch.compile", describe_ms,
-                   torchc_ms, torchc_ms / describe_ms);
-        printf("  decode tokens/s %.1f, peak RSS %.0f MB\n", decode_tps, peak_rss_mb);
-        if (gpu) {
-            printf("  cuBLAS sgemm peak %.1f TFLOP/s (%s, measured here); encoder %.2f TFLOP/s = "
-                   "%.1f %% of peak\n",
-                   peak / 1e3, tf32 ? "TF32" : "f32", enc_gflops / 1e3, 100 * enc_gflops / peak);
-            printf("  device copy %.0f GB/s (read + write, measured here); a decode step streams "
-                   "the decoder's weights at %.0f GB/s = %.1f %% of it\n",
-                   copy_gbs, dec_gbs, 100 * dec_gbs / copy_gbs);
-        } else {
-            printf("  sgemm peak %.1f GFLOP/s (OpenBLAS %s kernels%s); encoder %.1f GFLOP/s = "
-                   "%.0f %% of peak\n",
-                   peak, cl_blas_kernels(),
-                   cl_blas_kernels_rechosen() ? ", re-chosen: the library fell back to Prescott"
-                                              : "",
-                   enc_gflops, 100 * enc_gflops / peak);
-        }
-        if (vs_torch && !torch)
-            printf("  PyTorch peer: %s\n", torch_error);
-        else if (torch)
-            printf("  PyTorch %s, %d threads\n",
-                   json_object_has_member(torch, "torch_version")
-                       ? json_object_get_string_member(torch, "torch_version")
-                       : "?",
-                   json_object_has_member(torch, "threads")
-                       ? (int)json_object_get_int_member(torch, "threads")
-                       : 0);
+    json_builder_set_member_name(b, "preset");
+    json_builder_add_string_value(b, a->preset ? a->preset : "tiny");
+    json_builder_set_member_name(b, "variant");
+    json_builder_add_string_value(b, cl_sve_variant_name(cfg->sve_variant));
+    json_builder_set_member_name(b, "device");
+    json_builder_add_string_value(b, cl_backend_name(be));
+    if (r->gpu) {
+        json_builder_set_member_name(b, "gpu");
+        json_builder_add_string_value(b, r->gpu);
+        json_builder_set_member_name(b, "tf32");
+        json_builder_add_boolean_value(b, r->tf32);
+        NUM("copy_peak_gbs", r->copy_gbs);
+        NUM("decode_weight_gbs", r->dec_gbs);
+        NUM("decode_bandwidth_fraction", r->dec_gbs / r->copy_gbs);
     }
-    g_free(enc_ms);
-    g_free(pre_ms);
-    g_free(dec_ms);
-    g_free(all_ms);
+    json_builder_set_member_name(b, "prompt_tokens");
+    json_builder_add_int_value(b, r->prompt_tokens);
+    json_builder_set_member_name(b, "gen_tokens");
+    json_builder_add_int_value(b, a->tokens);
+    json_builder_set_member_name(b, "first_token");
+    json_builder_add_int_value(b, r->first_token);
+    const Figure times[] = {
+        { "encode_ms_per_image", r->encode_ms }, { "prefill_ms", r->prefill_ms },
+        { "decode_tokens_per_s", r->decode_tps }, { "describe_ms", r->describe_ms },
+        { "peak_rss_mb", r->peak_rss_mb },        { "sgemm_peak_gflops", r->peak },
+    };
+    for (gsize i = 0; i < G_N_ELEMENTS(times); i++)
+        NUM(times[i].key, times[i].value);
+    json_builder_set_member_name(b, "blas_kernels");
+    json_builder_add_string_value(b, cl_blas_kernels());
+    NUM("encoder_gflops", r->enc_gflops);
+    NUM("encoder_sgemm_fraction", r->enc_gflops / r->peak);
+    if (a->vs_torch) {
+        json_builder_set_member_name(b, "torch");
+        if (r->torch) {
+            JsonNode *n = json_node_new(JSON_NODE_OBJECT);
+            json_node_set_object(n, r->torch);
+            json_builder_add_value(b, n);
+        } else {
+            json_builder_add_string_value(b, r->torch_error);
+        }
+        NUM("torch_describe_ms", torch_ms);
+        NUM("speedup_vs_torch", torch_ms / r->describe_ms);
+        NUM("torch_encode_ms_per_image", obj_double(r->torch, "encode_ms_per_image"));
+        NUM("torch_prefill_ms", obj_double(r->torch, "prefill_ms"));
+        NUM("torch_decode_ms_per_token", obj_double(r->torch, "decode_ms_per_token"));
+        if (a->torch_compile) {
+            NUM("torch_compile_describe_ms", torchc_ms);
+            NUM("speedup_vs_torch_compile", torchc_ms / r->describe_ms);
+        }
+    }
+#undef NUM
+    json_builder_end_object(b);
+    cl_cli_print_json(b);
+}
+
+static void print_bench_text(const BenchArgs *a, const ClBackend *be, const BenchResult *r)
+{
+    const char *preset = a->preset ? a->preset : "tiny";
+    const char *variant = cl_sve_variant_name(a->cfg.sve_variant);
+    const int tokens = a->tokens;
+    JsonObject *torch = r->torch;
+    double torch_ms = obj_double(torch, "describe_ms");
+    double torchc_ms = obj_double(r->torchc, "describe_ms");
+    if (r->gpu)
+        printf("ChangeLens bench: preset %s, SVE %s, cuda on %s (%s products)\n", preset, variant,
+               r->gpu, r->tf32 ? "TF32" : "f32");
+    else
+        printf("ChangeLens bench: preset %s, SVE %s, %s, %d threads' worth of cores\n", preset,
+               variant, cl_backend_name(be),
+               a->threads ? a->threads : (int)g_get_num_processors());
+    printf("  describe = %d images + prefill of %d tokens + %d generated tokens (median of %d)\n",
+           r->n_images, r->prompt_tokens, tokens, a->repeat);
+    double te = obj_double(torch, "encode_ms_per_image"), tp = obj_double(torch, "prefill_ms"),
+           td = obj_double(torch, "decode_ms_per_token");
+    double ours_tok_ms = tokens > 1 ? r->decode_ms / (tokens - 1) : NAN;
+    const char *rows[4] = { "encode ms / image", "prefill ms", "decode ms / token",
+                            "describe ms (total)" };
+    const double ours[4] = { r->encode_ms, r->prefill_ms, ours_tok_ms, r->describe_ms };
+    const double peer[4] = { te, tp, td, torch_ms };
+    if (torch) {
+        printf("  %-28s %10s %12s %10s\n", "", "ChangeLens", "PyTorch", "ratio");
+        for (int i = 0; i < 4; i++)
+            printf("  %-28s %10.1f %12.1f %9.2fx\n", rows[i], ours[i], peer[i],
+                   peer[i] / ours[i]);
+    } else { /* no peer: no columns of NaN */
+        printf("  %-28s %10s\n", "", "ChangeLens");
+        for (int i = 0; i < 4; i++)
+            printf("  %-28s %10.1f\n", rows[i], ours[i]);
+    }
+    if (a->torch_compile)
+        printf("  %-28s %10.1f %12.1f %9.2fx\n", "describe ms vs torch.compile", r->describe_ms,
+               torchc_ms, torchc_ms / r->describe_ms);
+    printf("  decode tokens/s %.1f, peak RSS %.0f MB\n", r->decode_tps, r->peak_rss_mb);
+    if (r->gpu) {
+        printf("  cuBLAS sgemm peak %.1f TFLOP/s (%s, measured here); encoder %.2f TFLOP/s = "
+               "%.1f %% of peak\n",
+               r->peak / 1e3, r->tf32 ? "TF32" : "f32", r->enc_gflops / 1e3,
+               100 * r->enc_gflops / r->peak);
+        printf("  device copy %.0f GB/s (read + write, measured here); a decode step streams "
+               "the decoder's weights at %.0f GB/s = %.1f %% of it\n",
+               r->copy_gbs, r->dec_gbs, 100 * r->dec_gbs / r->copy_gbs);
+    } else {
+        printf("  sgemm peak %.1f GFLOP/s (OpenBLAS %s kernels%s); encoder %.1f GFLOP/s = "
+               "%.0f %% of peak\n",
+               r->peak, cl_blas_kernels(),
+               cl_blas_kernels_rechosen() ? ", re-chosen: the library fell back to Prescott" : "",
+               r->enc_gflops, 100 * r->enc_gflops / r->peak);
+    }
+    if (a->vs_torch && !torch)
+        printf("  PyTorch peer: %s\n", r->torch_error);
+    else if (torch)
+        printf("  PyTorch %s, %d threads\n",
+               json_object_has_member(torch, "torch_version")
+                   ? json_object_get_string_member(torch, "torch_version")
+                   : "?",
+               json_object_has_member(torch, "threads")
+                   ? (int)json_object_get_int_member(torch, "threads")
+                   : 0);
+}
+
+int cl_cli_bench(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--casedb") == 0)
+            return cl_cli_bench_casedb(argc, argv);
+        else if (strcmp(argv[i], "--train") == 0)
+            return cl_cli_bench_train(argc, argv);
+        else if (strcmp(argv[i], "--long") == 0)
+            return cl_cli_bench_long(argc, argv);
+    g_auto(BenchArgs) a = { 0 };
+    int rc = parse_bench_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+
+    g_autoptr(GError) err = NULL;
+    g_autofree char *notice = NULL;
+    g_autoptr(ClBackend) be = NULL;
+    if (a.threads > 0 && (!a.device || strcmp(a.device, "cpu") == 0))
+        be = cl_backend_cpu_new(a.threads);
+    else
+        be = cl_backend_new(a.device ? a.device : "cpu", &notice, &err);
+    if (!be) {
+        fprintf(stderr, PROG ": %s\n", err->message);
+        return 1;
+    }
+    if (notice)
+        fprintf(stderr, "%s\n", notice);
+
+    g_auto(BenchResult) r = { 0 };
+    r.gpu = cl_backend_cuda_device_name(be);
+    r.tf32 = r.gpu && cl_backend_cuda_tf32(be);
+    if (!a.json)
+        fprintf(stderr, "bench: measuring %s peak…\n", r.gpu ? "cuBLAS sgemm and copy" : "sgemm");
+    r.peak = r.gpu ? cuda_peak_gflops(be, &a.cfg) : sgemm_peak_gflops(&a.cfg);
+    r.copy_gbs = r.gpu ? cuda_copy_gbs(be) : NAN;
+
+    if (!a.json)
+        fprintf(stderr, "bench: initialising a random %s model…\n", a.preset ? a.preset : "tiny");
+    g_autoptr(ClModel) model = cl_model_new_random(&a.cfg, 1, &err);
+    if (!model) {
+        fprintf(stderr, PROG ": %s\n", err->message);
+        return 1;
+    }
+    g_auto(BenchInput) in = { 0 };
+    bench_input_init(&in, model);
+    if (!time_describes(be, model, &in, a.tokens, a.repeat, &r, &err)) {
+        fprintf(stderr, PROG ": %s\n", err->message);
+        return 1;
+    }
+    if (a.vs_torch)
+        run_torch_peer(&a, model, &in, &r);
+    if (a.json)
+        print_bench_json(&a, be, &r);
+    else
+        print_bench_text(&a, be, &r);
     return 0;
 }

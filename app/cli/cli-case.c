@@ -56,8 +56,8 @@ static int fail(const char *what, const GError *err)
 
 static int usage(const char *cmd, const char *msg)
 {
-    fprintf(stderr, "%s %s: %s (see '%s %s --help')\n", PROG, cmd, msg, PROG, cmd);
-    return 2;
+    g_autofree char *pname = g_strdup_printf("%s %s", PROG, cmd);
+    return cl_cli_usage_error(pname, "%s", msg);
 }
 
 static ClCaseDb *open_db(gboolean write, GError **error)
@@ -78,33 +78,21 @@ static ClCaseDb *open_db(gboolean write, GError **error)
 /* A case id argument: a positive integer. */
 static gboolean parse_id(const char *s, gint64 *out)
 {
-    if (!s || !*s)
-        return FALSE;
-    char *end = NULL;
-    gint64 v = g_ascii_strtoll(s, &end, 10);
-    if (*end || v <= 0)
-        return FALSE;
-    *out = v;
-    return TRUE;
+    return cl_cli_parse_int(NULL, s, 1, G_MAXINT64, out, NULL);
 }
 
-/* Parses the command's options; leaves the positional arguments in argc, argv (argv[0] kept).
- * Returns -1 to go on, else the exit status. */
+/* Parses the command's options (ints: its whole-number ones, or NULL); leaves the positional
+ * arguments in argc, argv (argv[0] kept). Returns -1 to go on, else the exit status. */
 static int parse(const char *cmd, const char *params, const char *summary, GOptionEntry *entries,
-                 int *argc, char ***argv)
+                 const ClCliIntOption *ints, int *argc, char ***argv)
 {
     g_autofree char *pname = g_strdup_printf("%s %s", PROG, cmd);
     g_autoptr(GOptionContext) ctx = g_option_context_new(params);
     g_option_context_set_summary(ctx, summary);
     if (entries)
-        g_option_context_add_main_entries(ctx, entries, NULL);
+        cl_cli_add_entries(ctx, entries, ints);
     g_set_prgname(pname);
-    g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, argc, argv, &err)) {
-        fprintf(stderr, "%s: %s\n", pname, err->message);
-        return 2;
-    }
-    return -1;
+    return cl_cli_parse_options(ctx, pname, argc, argv) ? -1 : CL_CLI_EXIT_USAGE;
 }
 
 static char *read_stdin_text(GError **error)
@@ -124,15 +112,6 @@ static char *read_stdin_text(GError **error)
     return g_string_free(g_steal_pointer(&s), FALSE);
 }
 
-static void print_json(JsonBuilder *b)
-{
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    g_autoptr(JsonNode) root = json_builder_get_root(b);
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    g_autofree char *out = json_generator_to_data(gen, NULL);
-    printf("%s\n", out);
-}
 
 
 /* Text for a terminal: valid UTF-8, control characters (but newline and tab) shown as U+FFFD,
@@ -155,7 +134,8 @@ static char *printable(const char *s)
 
 static int cmd_new(int argc, char **argv)
 {
-    int rc = parse("new", "NAME - create a case and print its id", NULL, NULL, &argc, &argv);
+    int rc = parse("new", "NAME - create a case and print its id", NULL, NULL, NULL, &argc,
+                   &argv);
     if (rc >= 0)
         return rc;
     if (argc != 2)
@@ -179,7 +159,8 @@ static int cmd_add(int argc, char **argv)
          "Add only the first frame of multi-frame files", NULL},
         {NULL},
     };
-    int rc = parse("add", "ID FILE… - add images to a case, in order", NULL, entries, &argc, &argv);
+    int rc = parse("add", "ID FILE… - add images to a case, in order", NULL, entries, NULL,
+                   &argc, &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -223,7 +204,8 @@ static int cmd_add(int argc, char **argv)
 
 static int cmd_delete(int argc, char **argv)
 {
-    int rc = parse("delete", "ID - delete a case and everything in it", NULL, NULL, &argc, &argv);
+    int rc = parse("delete", "ID - delete a case and everything in it", NULL, NULL, NULL, &argc,
+                   &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -246,8 +228,8 @@ static int cmd_list(int argc, char **argv)
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON array", NULL},
         {NULL},
     };
-    int rc = parse("list", "- every case, most recently changed first", NULL, entries, &argc,
-                   &argv);
+    int rc = parse("list", "- every case, most recently changed first", NULL, entries, NULL,
+                   &argc, &argv);
     if (rc >= 0)
         return rc;
     if (argc != 1)
@@ -275,7 +257,7 @@ static int cmd_list(int argc, char **argv)
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
-        print_json(b);
+        cl_cli_print_json(b);
         return 0;
     }
     if (cases->len == 0) {
@@ -297,21 +279,20 @@ static int cmd_list(int argc, char **argv)
 static int cmd_search(int argc, char **argv)
 {
     gboolean json = FALSE;
-    int limit = 50;
+    gint64 limit = 50;
+    const ClCliIntOption ints[] = { { "limit", 'n', 1, G_MAXUINT32, &limit }, { NULL } };
     GOptionEntry entries[] = {
         {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON array", NULL},
-        {"limit", 'n', 0, G_OPTION_ARG_INT, &limit, "At most N cases (default 50)", "N"},
+        CL_CLI_INT_ENTRY("limit", 'n', "At most N cases (default 50)", "N"),
         {NULL},
     };
     int rc = parse("search", "QUERY… - full-text search over names, descriptions, notes and "
                              "image metadata (every word must match)",
-                   NULL, entries, &argc, &argv);
+                   NULL, entries, ints, &argc, &argv);
     if (rc >= 0)
         return rc;
     if (argc < 2)
         return usage("search", "give the words to search for");
-    if (limit < 1)
-        return usage("search", "--limit must be at least 1");
     g_autofree char *query = g_strjoinv(" ", argv + 1);
     g_autoptr(GError) err = NULL;
     g_autoptr(ClCaseDb) db = open_db(FALSE, &err);
@@ -335,7 +316,7 @@ static int cmd_search(int argc, char **argv)
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
-        print_json(b);
+        cl_cli_print_json(b);
         return 0;
     }
     for (guint i = 0; i < hits->len; i++) {
@@ -441,7 +422,7 @@ static int cmd_show(int argc, char **argv)
         {NULL},
     };
     int rc = parse("show", "ID - a case: images, runs, description and history, notes", NULL,
-                   entries, &argc, &argv);
+                   entries, NULL, &argc, &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -483,7 +464,7 @@ static int cmd_edit(int argc, char **argv)
         {NULL},
     };
     int rc = parse("edit", "ID TEXT|- - a new version of the case's description (- reads stdin)",
-                   NULL, entries, &argc, &argv);
+                   NULL, entries, NULL, &argc, &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -519,7 +500,7 @@ static int cmd_status(const char *cmd, ClDescStatus status, int argc, char **arg
     };
     g_autofree char *params = g_strdup_printf("ID - mark the case's current description %s",
                                               cl_desc_status_name(status));
-    int rc = parse(cmd, params, NULL, entries, &argc, &argv);
+    int rc = parse(cmd, params, NULL, entries, NULL, &argc, &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -544,7 +525,8 @@ static int cmd_note(int argc, char **argv)
          "IMAGE_ID"},
         {NULL},
     };
-    int rc = parse("note", "ID TEXT|- - add a note to a case", NULL, entries, &argc, &argv);
+    int rc = parse("note", "ID TEXT|- - add a note to a case", NULL, entries, NULL, &argc,
+                   &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -570,7 +552,8 @@ static int cmd_key(int argc, char **argv)
         {"label", 0, 0, G_OPTION_ARG_STRING, &label, "What the key image shows", "TEXT"},
         {NULL},
     };
-    int rc = parse("key", "ID IMAGE_ID - mark a key image of a case", NULL, entries, &argc, &argv);
+    int rc = parse("key", "ID IMAGE_ID - mark a key image of a case", NULL, entries, NULL,
+                   &argc, &argv);
     if (rc >= 0)
         return rc;
     gint64 id, image_id;
@@ -605,7 +588,7 @@ static int cmd_export(int argc, char **argv)
         {NULL},
     };
     int rc = parse("export", "ID - write a report of a case (PDF, HTML or JSON)", NULL, entries,
-                   &argc, &argv);
+                   NULL, &argc, &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -656,61 +639,72 @@ static char *weights_sha256(const ClModel *m)
                                        m->n_params * sizeof(float));
 }
 
-static int cmd_describe(int argc, char **argv)
+typedef struct {
+    char *model_path, *random_init, *device, *prompt;
+    gint64 seed, max_tokens, beam_size;
+    gboolean delta;
+    gint64 id;
+} CaseDescribeArgs;
+
+static void case_describe_args_clear(CaseDescribeArgs *a)
 {
-    g_autofree char *model_path = NULL, *random_init = NULL, *device = NULL, *prompt = NULL;
-    gint64 seed = -1;
-    int max_tokens = 256, beam_size = 1;
-    gboolean delta = FALSE;
+    cl_cli_free_all(&a->model_path, &a->random_init, &a->device, &a->prompt, NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(CaseDescribeArgs, case_describe_args_clear)
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_describe_args(int argc, char **argv, CaseDescribeArgs *a)
+{
+    a->seed = -1, a->max_tokens = 256, a->beam_size = 1;
+    const ClCliIntOption ints[] = {
+        { "seed", 0, 0, G_MAXINT64, &a->seed },
+        { "max-tokens", 'n', 1, G_MAXINT, &a->max_tokens },
+        { "beam", 'b', 1, 64, &a->beam_size },
+        { NULL },
+    };
     GOptionEntry entries[] = {
-        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file (safetensors)", "FILE"},
-        {"random-init", 0, 0, G_OPTION_ARG_STRING, &random_init,
+        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)",
+         "FILE"},
+        {"random-init", 0, 0, G_OPTION_ARG_STRING, &a->random_init,
          "An untrained model of this preset (tiny, base, large): its text is noise", "PRESET"},
-        {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of --random-init (default 0)", "N"},
-        {"device", 'd', 0, G_OPTION_ARG_STRING, &device, "auto (default), cpu or cuda", "DEVICE"},
-        {"prompt", 'p', 0, G_OPTION_ARG_STRING, &prompt,
+        CL_CLI_INT_ENTRY("seed", 0, "Seed of --random-init (default 0)", "N"),
+        {"device", 'd', 0, G_OPTION_ARG_STRING, &a->device, "auto (default), cpu or cuda",
+         "DEVICE"},
+        {"prompt", 'p', 0, G_OPTION_ARG_STRING, &a->prompt,
          "Ask this instead of the domain's final question", "TEXT"},
-        {"max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens, "At most N tokens (default 256)", "N"},
-        {"beam", 'b', 0, G_OPTION_ARG_INT, &beam_size, "Beam search with N beams (1 = greedy)", "N"},
-        {"delta", 0, 0, G_OPTION_ARG_NONE, &delta, "Heatmaps from the paper's Δ map", NULL},
+        CL_CLI_INT_ENTRY("max-tokens", 'n', "At most N tokens (default 256)", "N"),
+        CL_CLI_INT_ENTRY("beam", 'b', "Beam search with N beams (1 = greedy)", "N"),
+        {"delta", 0, 0, G_OPTION_ARG_NONE, &a->delta, "Heatmaps from the paper's Δ map", NULL},
         {NULL},
     };
     int rc = parse("describe", "ID - run the model on a case's images and record the result", NULL,
-                   entries, &argc, &argv);
+                   entries, ints, &argc, &argv);
     if (rc >= 0)
         return rc;
-    gint64 id;
-    if (argc != 2 || !parse_id(argv[1], &id))
+    if (argc != 2 || !parse_id(argv[1], &a->id))
         return usage("describe", "give one case id");
-    if (model_path && random_init)
+    if (a->model_path && a->random_init)
         return usage("describe", "--model and --random-init exclude each other");
-    if (seed != -1 && !random_init)
+    if (a->seed != -1 && !a->random_init)
         return usage("describe", "--seed only applies to --random-init");
-    if (seed < -1)
-        return usage("describe", "--seed must not be negative");
-    if (max_tokens < 1)
-        return usage("describe", "--max-tokens must be at least 1");
-    if (beam_size < 1 || beam_size > 64)
-        return usage("describe", "--beam must be 1 to 64");
-    if (!device)
-        device = g_strdup("auto");
-    if (strcmp(device, "auto") != 0 && strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)
+    if (!a->device)
+        a->device = g_strdup("auto");
+    if (strcmp(a->device, "auto") != 0 && strcmp(a->device, "cpu") != 0 &&
+        strcmp(a->device, "cuda") != 0)
         return usage("describe", "--device must be auto, cpu or cuda");
+    return -1;
+}
 
-    g_autoptr(GError) err = NULL;
-    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
-    if (!db)
-        return fail("describe", err);
-    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_CHECK_FILES, &err);
-    if (!c)
-        return fail("describe", err);
+/* The run must describe exactly the images the case recorded: at least two, none moved or
+ * changed. Returns -1 to go on, else the exit status. */
+static int check_case_images(const ClCase *c, gint64 id)
+{
     if (c->images->len < 2) {
         fprintf(stderr, "%s describe: case %" G_GINT64_FORMAT " has %u image%s; a description "
                         "needs at least two (add them with 'case add')\n",
                 PROG, id, c->images->len, c->images->len == 1 ? "" : "s");
         return 1;
     }
-    /* the run must describe exactly the images the case recorded */
     for (guint i = 0; i < c->images->len; i++) {
         const ClCaseImage *img = g_ptr_array_index(c->images, i);
         if (img->file_state != CL_FILE_OK) {
@@ -725,12 +719,14 @@ static int cmd_describe(int argc, char **argv)
             return 1;
         }
     }
+    return -1;
+}
 
-    /* images: each file loaded once, frames taken from it */
-    gint64 t0 = g_get_monotonic_time();
-    g_autoptr(GHashTable) loaded =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cl_image_free);
-    g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, c->images->len);
+/* The case's images into imgs: each file loaded once (kept in loaded, by path), frames taken
+ * from it. Returns -1 to go on, else the exit status. */
+static int load_case_images(const ClCase *c, GHashTable *loaded, ClDescribeImage *imgs)
+{
+    g_autoptr(GError) err = NULL;
     for (guint i = 0; i < c->images->len; i++) {
         const ClCaseImage *ci = g_ptr_array_index(c->images, i);
         ClImage *im = g_hash_table_lookup(loaded, ci->path);
@@ -748,48 +744,110 @@ static int cmd_describe(int argc, char **argv)
         imgs[i].image = im;
         imgs[i].frame = ci->frame;
     }
+    return -1;
+}
 
-    ClModelConfig cfg;
-    g_autoptr(ClModel) model = NULL;
-    g_autofree char *resolved = NULL, *model_name = NULL, *model_sha = NULL;
-    if (random_init) {
-        if (!cl_model_config_preset(&cfg, random_init, &err))
+/* The model, as the run records it: its name and the sha256 of its weights (a file's, or the
+ * random init's). Returns -1 to go on, else the exit status. */
+static int load_case_model(const CaseDescribeArgs *a, ClModel **model, char **model_name,
+                           char **model_sha)
+{
+    g_autoptr(GError) err = NULL;
+    if (a->random_init) {
+        ClModelConfig cfg;
+        if (!cl_model_config_preset(&cfg, a->random_init, &err))
             return usage("describe", err->message);
-        model = cl_model_new_random(&cfg, seed < 0 ? 0 : (guint64)seed, &err);
-        if (model) {
-            model_name = g_strdup_printf("random-init %s seed %" G_GINT64_FORMAT " (%s)",
-                                         random_init, seed < 0 ? (gint64)0 : seed,
-                                         cl_sve_variant_name(cfg.sve_variant));
-            model_sha = weights_sha256(model);
+        *model = cl_model_new_random(&cfg, a->seed < 0 ? 0 : (guint64)a->seed, &err);
+        if (*model) {
+            *model_name = g_strdup_printf("random-init %s seed %" G_GINT64_FORMAT " (%s)",
+                                          a->random_init, a->seed < 0 ? (gint64)0 : a->seed,
+                                          cl_sve_variant_name(cfg.sve_variant));
+            *model_sha = weights_sha256(*model);
         }
     } else {
-        resolved = model_path ? g_strdup(model_path) : cl_model_find_default(&err);
+        g_autofree char *resolved =
+            a->model_path ? g_strdup(a->model_path) : cl_model_find_default(&err);
         if (resolved)
-            model = cl_model_load(resolved, &err);
-        if (model) {
-            model_name = g_canonicalize_filename(resolved, NULL);
-            model_sha = g_strdup(model->sha256);
+            *model = cl_model_load(resolved, &err);
+        if (*model) {
+            *model_name = g_canonicalize_filename(resolved, NULL);
+            *model_sha = g_strdup((*model)->sha256);
         }
     }
-    if (!model)
+    return *model ? -1 : fail("describe", err);
+}
+
+/* Run, description version 1 and heatmaps, in one transaction. */
+static int record_case_run(ClCaseDb *db, const CaseDescribeArgs *a, const ClCase *c,
+                           const ClModel *model, const char *model_name, const char *model_sha,
+                           const char *dev, const ClDescribeOptions *opts, ClDescribeResult *res,
+                           double load_ms)
+{
+    g_autoptr(GError) err = NULL;
+    g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
+    g_autoptr(GPtrArray) heat = NULL;
+    ClCaseRun *run = cl_case_run_from_describe(c->images, opts, res, model_name, model_sha,
+                                               cfg_json, model->config.image_size, dev,
+                                               a->seed < 0 ? 0 : (guint64)a->seed, load_ms, &heat);
+    g_autofree char *text = g_utf8_make_valid(res->text ? res->text : "", -1);
+    gint64 run_id = 0, vid = 0;
+    gboolean ok = cl_casedb_run_record(db, a->id, run, text, heat, &run_id, &vid, &err);
+    fprintf(stderr, "%s describe: %s, %u images (%s), %u tokens in %.0f ms\n", PROG, dev,
+            res->n_images, cl_chat_domain_name(res->domain), res->ids->len, run->total_ms);
+    cl_case_run_free(run);
+    if (!ok) {
+        fprintf(stderr, "%s describe: %s\n%s describe: the run was NOT recorded\n", PROG,
+                err->message, PROG);
+        return 1;
+    }
+    fprintf(stderr, "%s describe: recorded run %" G_GINT64_FORMAT " and description version id %"
+            G_GINT64_FORMAT " (draft) in case %" G_GINT64_FORMAT "\n", PROG, run_id, vid, a->id);
+    return 0;
+}
+
+static int cmd_describe(int argc, char **argv)
+{
+    g_auto(CaseDescribeArgs) a = { 0 };
+    int rc = parse_describe_args(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    if (!db)
         return fail("describe", err);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, a.id, CL_CASE_CHECK_FILES, &err);
+    if (!c)
+        return fail("describe", err);
+    if ((rc = check_case_images(c, a.id)) >= 0)
+        return rc;
+
+    gint64 t0 = g_get_monotonic_time();
+    g_autoptr(GHashTable) loaded =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cl_image_free);
+    g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, c->images->len);
+    if ((rc = load_case_images(c, loaded, imgs)) >= 0)
+        return rc;
+    g_autoptr(ClModel) model = NULL;
+    g_autofree char *model_name = NULL, *model_sha = NULL;
+    if ((rc = load_case_model(&a, &model, &model_name, &model_sha)) >= 0)
+        return rc;
     g_autofree char *notice = NULL;
-    g_autoptr(ClBackend) be = cl_backend_new(device, &notice, &err);
+    g_autoptr(ClBackend) be = cl_backend_new(a.device, &notice, &err);
     if (!be)
         return fail("describe", err);
     if (notice)
         fprintf(stderr, "%s describe: note: %s\n", PROG, notice);
-    if (random_init)
+    if (a.random_init)
         fprintf(stderr, "%s describe: note: %s: an untrained model, its text is noise\n", PROG,
                 model_name);
     double load_ms = (g_get_monotonic_time() - t0) / 1000.0;
 
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);
-    opts.question = prompt;
-    opts.max_new_tokens = max_tokens;
-    opts.beam_size = beam_size;
-    opts.delta = delta;
+    opts.question = a.prompt;
+    opts.max_new_tokens = (int)a.max_tokens;
+    opts.beam_size = (int)a.beam_size;
+    opts.delta = a.delta;
     opts.heatmaps = TRUE;
     gboolean streamed = FALSE;
     opts.on_token = cl_cli_stream_token;
@@ -805,57 +863,34 @@ static int cmd_describe(int argc, char **argv)
         cl_describe_result_clear(&res);
         return fail("describe", err);
     }
-
-    /* record: run + description version 1 + heatmaps, one transaction */
-    g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
     g_autofree char *dev = g_strdup(cl_backend_name(be));
-    g_autoptr(GPtrArray) heat = NULL;
-    ClCaseRun *run = cl_case_run_from_describe(c->images, &opts, &res, model_name, model_sha,
-                                               cfg_json, model->config.image_size, dev,
-                                               seed < 0 ? 0 : (guint64)seed, load_ms, &heat);
-    g_autofree char *text = g_utf8_make_valid(res.text ? res.text : "", -1);
-    gint64 run_id = 0, vid = 0;
-    ok = cl_casedb_run_record(db, id, run, text, heat, &run_id, &vid, &err);
-    fprintf(stderr, "%s describe: %s, %u images (%s), %u tokens in %.0f ms\n", PROG, dev,
-            res.n_images, cl_chat_domain_name(res.domain), res.ids->len, run->total_ms);
-    cl_case_run_free(run);
+    rc = record_case_run(db, &a, c, model, model_name, model_sha, dev, &opts, &res, load_ms);
     cl_describe_result_clear(&res);
-    if (!ok) {
-        fprintf(stderr, "%s describe: %s\n%s describe: the run was NOT recorded\n", PROG,
-                err->message, PROG);
-        return 1;
-    }
-    fprintf(stderr, "%s describe: recorded run %" G_GINT64_FORMAT " and description version id %"
-            G_GINT64_FORMAT " (draft) in case %" G_GINT64_FORMAT "\n", PROG, run_id, vid, id);
-    return 0;
+    return rc;
 }
 
 /* ---- dispatch --------------------------------------------------------------------------------- */
 
 int cl_cli_case(int argc, char **argv)
 {
-    /* take --db PATH / --db=PATH out, wherever it is */
-    int n = 0;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--db") == 0 && i + 1 < argc) {
-            db_path_opt = argv[++i];
-            continue;
-        }
-        if (g_str_has_prefix(argv[i], "--db=")) {
-            db_path_opt = argv[i] + 5;
-            continue;
-        }
-        if (strcmp(argv[i], "--db") == 0) {
-            fprintf(stderr, "%s: --db needs a path\n", PROG);
-            return 2;
-        }
-        argv[n++] = argv[i];
-    }
-    argc = n;
+    /* take --db PATH / --db=PATH out, wherever it is; the rest (the command and its own
+     * options) stays for the command to parse */
+    g_autofree char *db = NULL;
+    GOptionEntry entries[] = {
+        { "db", 0, 0, G_OPTION_ARG_FILENAME, &db, NULL, NULL },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
+    g_option_context_set_help_enabled(ctx, FALSE);
+    g_option_context_set_ignore_unknown_options(ctx, TRUE);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    db_path_opt = db;
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? CL_CLI_EXIT_USAGE : 0;
     }
     const char *cmd = argv[1];
     int sargc = argc - 1;
@@ -887,5 +922,5 @@ int cl_cli_case(int argc, char **argv)
     if (strcmp(cmd, "delete") == 0)
         return cmd_delete(sargc, sargv);
     fprintf(stderr, "%s: unknown command '%s'\n\n%s", PROG, cmd, usage_text);
-    return 2;
+    return CL_CLI_EXIT_USAGE;
 }

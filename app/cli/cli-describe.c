@@ -194,108 +194,114 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
 
 /* ---- the command -------------------------------------------------------------------------- */
 
-static int usage_error(GOptionContext *ctx, const char *msg)
-{
-    (void)ctx;
-    fprintf(stderr, "%s: %s (see '%s --help')\n", PROG, msg, PROG);
-    return 2;
-}
+typedef struct {
+    char *model_path, *random_init, *variant, *device, *prompt, *heatmap, *domain_name;
+    char *stream, *pages_prefix;
+    gint64 seed, max_tokens, beam_size, sparse_topk;
+    gboolean delta, json;
+    char **files, **reports;
+    ClSveVariant sve_variant;
+} DescribeArgs;
 
-int cl_cli_describe(int argc, char **argv)
+static void describe_args_clear(DescribeArgs *a)
 {
-    g_autofree char *model_path = NULL, *random_init = NULL, *variant = NULL, *device = NULL;
-    g_autofree char *prompt = NULL, *heatmap = NULL, *domain_name = NULL;
-    gint64 seed = -1;
-    int max_tokens = 256, beam_size = 1;
-    g_autofree char *stream = NULL;
-    int sparse_topk = -1;
-    gboolean delta = FALSE, json = FALSE;
-    g_auto(GStrv) files = NULL, reports = NULL;
-    g_autofree char *pages_prefix = NULL;
+    cl_cli_free_all(&a->model_path, &a->random_init, &a->variant, &a->device, &a->prompt,
+                    &a->heatmap, &a->domain_name, &a->stream, &a->pages_prefix, NULL);
+    g_clear_pointer(&a->files, g_strfreev);
+    g_clear_pointer(&a->reports, g_strfreev);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(DescribeArgs, describe_args_clear)
+
+/* The options and the checks that need nothing read; returns -1 to go on, else the exit
+ * status. */
+static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
+{
+    a->seed = -1, a->max_tokens = 256, a->beam_size = 1, a->sparse_topk = -1;
+    const ClCliIntOption ints[] = {
+        { "seed", 0, 0, G_MAXINT64, &a->seed },
+        { "max-tokens", 'n', 1, G_MAXINT, &a->max_tokens },
+        { "beam", 'b', 1, 64, &a->beam_size },
+        { "sparse-prefill", 0, 0, G_MAXINT, &a->sparse_topk },
+        { NULL },
+    };
     GOptionEntry entries[] = {
-        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file (safetensors)", "FILE"},
-        {"random-init", 0, 0, G_OPTION_ARG_STRING, &random_init,
+        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)",
+         "FILE"},
+        {"random-init", 0, 0, G_OPTION_ARG_STRING, &a->random_init,
          "Use an untrained model of this preset (tiny, base, large) instead of a file", "PRESET"},
-        {"seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of --random-init (default 0)", "N"},
-        {"variant", 0, 0, G_OPTION_ARG_STRING, &variant,
+        CL_CLI_INT_ENTRY("seed", 0, "Seed of --random-init (default 0)", "N"),
+        {"variant", 0, 0, G_OPTION_ARG_STRING, &a->variant,
          "SVE variant of --random-init: stateless, cross, cross_ffn, self_ext, adaln_zero, "
          "self_ffn",
          "V"},
-        {"device", 'd', 0, G_OPTION_ARG_STRING, &device,
+        {"device", 'd', 0, G_OPTION_ARG_STRING, &a->device,
          "auto (GPU when present, default), cpu or cuda", "DEVICE"},
-        {"prompt", 'p', 0, G_OPTION_ARG_STRING, &prompt,
+        {"prompt", 'p', 0, G_OPTION_ARG_STRING, &a->prompt,
          "Ask this instead of the domain's final question", "TEXT"},
-        {"domain", 0, 0, G_OPTION_ARG_STRING, &domain_name,
+        {"domain", 0, 0, G_OPTION_ARG_STRING, &a->domain_name,
          "Conversation: generic, radiograph, aerial, edits, shapes (default: from the first "
          "image)",
          "NAME"},
-        {"max-tokens", 'n', 0, G_OPTION_ARG_INT, &max_tokens,
-         "Generate at most N tokens (default 256)", "N"},
-        {"beam", 'b', 0, G_OPTION_ARG_INT, &beam_size, "Beam search with N beams (1 = greedy)",
-         "N"},
-        {"stream", 0, 0, G_OPTION_ARG_STRING, &stream,
+        CL_CLI_INT_ENTRY("max-tokens", 'n', "Generate at most N tokens (default 256)", "N"),
+        CL_CLI_INT_ENTRY("beam", 'b', "Beam search with N beams (1 = greedy)", "N"),
+        {"stream", 0, 0, G_OPTION_ARG_STRING, &a->stream,
          "Streaming KV cache: every position attends to the first SINK positions and the last "
          "WINDOW ones (memory of SINK + WINDOW positions, no max_len bound; e.g. 256+2048)",
          "SINK+WINDOW"},
-        {"sparse-prefill", 0, 0, G_OPTION_ARG_INT, &sparse_topk,
+        CL_CLI_INT_ENTRY("sparse-prefill", 0,
          "Offline sparse prefill: the prompt's queries, per block of 32 positions, attend to the "
          "first block, the previous one, their own and the K best others (K >= 0)",
-         "K"},
-        {"prior-report", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &reports,
+         "K"),
+        {"prior-report", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a->reports,
          "A prior report or case note (UTF-8 text, repeatable) read with the images; a model "
          "with VIST2 keeps it as rendered pages' visual tokens",
          "FILE"},
-        {"context-pages", 0, 0, G_OPTION_ARG_FILENAME, &pages_prefix,
+        {"context-pages", 0, 0, G_OPTION_ARG_FILENAME, &a->pages_prefix,
          "Write the pages VIST2 rendered the prior reports into as PREFIX-1.png, PREFIX-2.png, …",
          "PREFIX"},
-        {"heatmap", 0, 0, G_OPTION_ARG_FILENAME, &heatmap,
+        {"heatmap", 0, 0, G_OPTION_ARG_FILENAME, &a->heatmap,
          "Write heatmap overlays PREFIX-2.png, PREFIX-3.png, … (one per image after the first)",
          "PREFIX"},
-        {"delta", 0, 0, G_OPTION_ARG_NONE, &delta,
+        {"delta", 0, 0, G_OPTION_ARG_NONE, &a->delta,
          "Heatmaps from the paper's Δ map (a second encoder pass) instead of the update norms",
          NULL},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json,
+        {"json", 0, 0, G_OPTION_ARG_NONE, &a->json,
          "Print one JSON object (text, tokens, timings, model, device, heatmaps) instead of "
          "streaming",
          NULL},
-        {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "IMG1 IMG2 [IMG…]"},
+        {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a->files, NULL,
+         "IMG1 IMG2 [IMG…]"},
         {NULL},
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- describe what changed across images");
     g_option_context_set_summary(ctx, summary_text);
-    g_option_context_add_main_entries(ctx, entries, NULL);
-    g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-        fprintf(stderr, "%s: %s\n", PROG, err->message);
-        return 2;
-    }
-    if (!files || !files[0])
-        return usage_error(ctx, "no images given");
-    if (model_path && random_init)
-        return usage_error(ctx, "--model and --random-init exclude each other");
-    if (seed != -1 && !random_init)
-        return usage_error(ctx, "--seed only applies to --random-init");
-    if (variant && !random_init)
-        return usage_error(ctx, "--variant only applies to --random-init (a model file has "
-                                "its variant built in)");
-    if (max_tokens < 1)
-        return usage_error(ctx, "--max-tokens must be at least 1");
-    if (beam_size < 1 || beam_size > 64)
-        return usage_error(ctx, "--beam must be 1 to 64");
-    if (seed < -1)
-        return usage_error(ctx, "--seed must not be negative");
-    if (!device)
-        device = g_strdup("auto");
-    if (strcmp(device, "auto") != 0 && strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)
-        return usage_error(ctx, "--device must be auto, cpu or cuda");
-    ClSveVariant sve_variant = CL_SVE_CROSS_FFN;
-    if (variant && !cl_sve_variant_from_name(variant, &sve_variant)) {
-        g_autofree char *m = g_strdup_printf("unknown variant '%s'", variant);
-        return usage_error(ctx, m);
-    }
-    ClDescribeOptions opts;
-    cl_describe_options_init(&opts);
-    g_autoptr(GString) context = g_string_new(NULL);
+    cl_cli_add_entries(ctx, entries, ints);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    if (!a->files || !a->files[0])
+        return cl_cli_usage_error(PROG, "no images given");
+    if (a->model_path && a->random_init)
+        return cl_cli_usage_error(PROG, "--model and --random-init exclude each other");
+    if (a->seed != -1 && !a->random_init)
+        return cl_cli_usage_error(PROG, "--seed only applies to --random-init");
+    if (a->variant && !a->random_init)
+        return cl_cli_usage_error(PROG, "--variant only applies to --random-init (a model file "
+                                  "has its variant built in)");
+    if (!a->device)
+        a->device = g_strdup("auto");
+    if (strcmp(a->device, "auto") != 0 && strcmp(a->device, "cpu") != 0 &&
+        strcmp(a->device, "cuda") != 0)
+        return cl_cli_usage_error(PROG, "--device must be auto, cpu or cuda");
+    a->sve_variant = CL_SVE_CROSS_FFN;
+    if (a->variant && !cl_sve_variant_from_name(a->variant, &a->sve_variant))
+        return cl_cli_usage_error(PROG, "unknown variant '%s'", a->variant);
+    return -1;
+}
+
+/* The --prior-report files, stripped, joined by blank lines into context; returns -1 to go on,
+ * else the exit status. */
+static int read_prior_reports(char **reports, GString *context)
+{
     for (int i = 0; reports && reports[i]; i++) {
         g_autofree char *text = NULL;
         gsize len = 0;
@@ -314,135 +320,149 @@ int cl_cli_describe(int argc, char **argv)
             g_string_append(context, "\n\n");
         g_string_append(context, text);
     }
-    if (sparse_topk >= 0 && stream)
-        return usage_error(ctx, "--sparse-prefill and --stream exclude each other");
-    if (sparse_topk >= 0) {
-        opts.sparse_block = 32;
-        opts.sparse_topk = sparse_topk;
-    }
-    if (pages_prefix && !context->len)
-        return usage_error(ctx, "--context-pages needs --prior-report");
-    opts.context = context->len ? context->str : NULL;
-    if (stream) {
-        gint64 sink = -1, window = -1;
-        g_auto(GStrv) sw = g_strsplit(stream, "+", 2);
-        if (!sw[0] || !sw[1] || !g_ascii_string_to_signed(sw[0], 10, 0, 1 << 20, &sink, NULL) ||
-            !g_ascii_string_to_signed(sw[1], 10, 1, 1 << 20, &window, NULL))
-            return usage_error(ctx, "--stream takes SINK+WINDOW, e.g. 256+2048");
-        opts.stream_sink = (int)sink;
-        opts.stream_window = (int)window;
-    }
-    if (domain_name) {
-        if (!cl_chat_domain_from_name(domain_name, &opts.domain)) {
-            g_autofree char *m = g_strdup_printf("unknown domain '%s'", domain_name);
-            return usage_error(ctx, m);
-        }
-        opts.auto_domain = FALSE;
-    }
-    ClModelConfig cfg;
-    if (random_init) {
-        if (!cl_model_config_preset(&cfg, random_init, &err)) {
-            g_autofree char *m = g_strdup_printf("--random-init: %s", err->message);
-            return usage_error(ctx, m);
-        }
-        cfg.sve_variant = sve_variant;
-    }
+    return -1;
+}
 
-    /* ---- images (fail fast on a bad path), then the model and the device ---- */
+/* The run's options from the arguments (opts->context points into context) and the
+ * --random-init config; returns -1 to go on, else the exit status. */
+static int describe_options(const DescribeArgs *a, GString *context, ClDescribeOptions *opts,
+                            ClModelConfig *cfg)
+{
+    cl_describe_options_init(opts);
+    int rc = read_prior_reports(a->reports, context);
+    if (rc >= 0)
+        return rc;
+    if (a->sparse_topk >= 0 && a->stream)
+        return cl_cli_usage_error(PROG, "--sparse-prefill and --stream exclude each other");
+    if (a->sparse_topk >= 0) {
+        opts->sparse_block = 32;
+        opts->sparse_topk = (int)a->sparse_topk;
+    }
+    if (a->pages_prefix && !context->len)
+        return cl_cli_usage_error(PROG, "--context-pages needs --prior-report");
+    opts->context = context->len ? context->str : NULL;
+    if (a->stream && !cl_cli_parse_stream(a->stream, &opts->stream_sink, &opts->stream_window))
+        return cl_cli_usage_error(PROG, "--stream takes SINK+WINDOW, e.g. 256+2048");
+    if (a->domain_name) {
+        if (!cl_chat_domain_from_name(a->domain_name, &opts->domain))
+            return cl_cli_usage_error(PROG, "unknown domain '%s'", a->domain_name);
+        opts->auto_domain = FALSE;
+    }
+    if (a->random_init) {
+        g_autoptr(GError) err = NULL;
+        if (!cl_model_config_preset(cfg, a->random_init, &err))
+            return cl_cli_usage_error(PROG, "--random-init: %s", err->message);
+        cfg->sve_variant = a->sve_variant;
+    }
+    opts->question = a->prompt;
+    opts->max_new_tokens = (int)a->max_tokens;
+    opts->beam_size = (int)a->beam_size;
+    opts->delta = a->delta;
+    opts->heatmaps = TRUE; /* cheap; the JSON reports them even without --heatmap */
+    return -1;
+}
+
+/* What the run reads: the images (opened first, to fail fast on a bad path), the model and the
+ * device. */
+typedef struct {
+    ClSequence *seq;
+    ClModel *model;
+    char *resolved_path; /* the model file; NULL for --random-init */
+    ClBackend *be;
+    char *backend_notice;
+    double load_ms;
+} DescribeInputs;
+
+/* Returns -1 to go on, else the exit status. */
+static int load_describe_inputs(const DescribeArgs *a, const ClModelConfig *cfg,
+                                DescribeInputs *in)
+{
+    g_autoptr(GError) err = NULL;
     gint64 t0 = g_get_monotonic_time();
-    guint n_files = g_strv_length(files);
-    g_autoptr(ClSequence) seq = cl_sequence_open((const char *const *)files, n_files, NULL, &err);
-    if (!seq) {
+    guint n_files = g_strv_length(a->files);
+    in->seq = cl_sequence_open((const char *const *)a->files, n_files, NULL, &err);
+    if (!in->seq) {
         fprintf(stderr, "%s: %s\n", PROG, err->message);
         return 1;
     }
-    guint n_images = cl_sequence_length(seq);
-    if (n_images < 2) {
+    if (cl_sequence_length(in->seq) < 2) {
         fprintf(stderr,
                 "%s: %s holds one image; a description needs at least two (give more files, "
                 "or a multi-frame file)\n",
-                PROG, files[0]);
-        return 2;
+                PROG, a->files[0]);
+        return CL_CLI_EXIT_USAGE;
     }
-
-    g_autoptr(ClModel) model = NULL;
-    g_autofree char *resolved_path = NULL;
-    if (random_init) {
-        model = cl_model_new_random(&cfg, seed < 0 ? 0 : (guint64)seed, &err);
+    if (a->random_init) {
+        in->model = cl_model_new_random(cfg, a->seed < 0 ? 0 : (guint64)a->seed, &err);
     } else {
-        resolved_path = model_path ? g_strdup(model_path) : cl_model_find_default(&err);
-        if (resolved_path)
-            model = cl_model_load(resolved_path, &err);
+        in->resolved_path = a->model_path ? g_strdup(a->model_path) : cl_model_find_default(&err);
+        if (in->resolved_path)
+            in->model = cl_model_load(in->resolved_path, &err);
     }
-    if (!model) {
+    if (!in->model) {
         fprintf(stderr, "%s: %s\n", PROG, err->message);
         return 1;
     }
-    g_autofree char *backend_notice = NULL;
-    g_autoptr(ClBackend) be = cl_backend_new(device, &backend_notice, &err);
-    if (!be) {
+    in->be = cl_backend_new(a->device, &in->backend_notice, &err);
+    if (!in->be) {
         fprintf(stderr, "%s: %s\n", PROG, err->message);
         return 1;
     }
-    double load_ms = (g_get_monotonic_time() - t0) / 1000.0;
+    in->load_ms = (g_get_monotonic_time() - t0) / 1000.0;
+    return -1;
+}
 
-    /* ---- run ---- */
-    g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, n_images);
-    for (guint t = 0; t < n_images; t++) {
-        imgs[t].image = cl_sequence_item(seq, t)->image;
-        imgs[t].frame = cl_sequence_item(seq, t)->frame;
-    }
-    gboolean streamed_any = FALSE;
-    opts.question = prompt;
-    opts.max_new_tokens = max_tokens;
-    opts.beam_size = beam_size;
-    opts.delta = delta;
-    opts.heatmaps = TRUE; /* cheap; the JSON reports them even without --heatmap */
-    if (!json) {
-        opts.on_token = cl_cli_stream_token;
-        opts.user_data = &streamed_any;
-    }
-    ClDescribeResult res;
-    gboolean ok = cl_describe_run(be, model, imgs, n_images, &opts, &res, &err);
-    res.load_ms = load_ms;
-    if (streamed_any)
-        fputc('\n', stdout);
-    fflush(stdout);
-    /* notices: the device fallback and the sequence's warnings first */
+static void describe_inputs_clear(DescribeInputs *in)
+{
+    /* the backend first, the images last: the reverse of their making */
+    g_clear_pointer(&in->be, cl_backend_free);
+    g_clear_pointer(&in->model, cl_model_free);
+    g_clear_pointer(&in->seq, cl_sequence_free);
+    cl_cli_free_all(&in->backend_notice, &in->resolved_path, NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(DescribeInputs, describe_inputs_clear)
+
+/* The notices, the device fallback and the sequence's warnings first, on stderr. */
+static void print_notices(const DescribeArgs *a, const DescribeInputs *in, ClDescribeResult *res)
+{
     guint pos = 0;
-    if (backend_notice)
-        g_ptr_array_insert(res.notices, (gint)pos++, g_strdup(backend_notice));
-    if (random_init)
-        g_ptr_array_insert(res.notices, (gint)pos++,
+    if (in->backend_notice)
+        g_ptr_array_insert(res->notices, (gint)pos++, g_strdup(in->backend_notice));
+    if (a->random_init)
+        g_ptr_array_insert(res->notices, (gint)pos++,
                            g_strdup_printf("random-init %s seed %" G_GINT64_FORMAT
                                            ": an untrained model, its text is noise",
-                                           random_init, seed < 0 ? (gint64)0 : seed));
-    for (guint i = 0; i < seq->warnings->len; i++)
-        g_ptr_array_insert(res.notices, (gint)pos++, g_strdup(g_ptr_array_index(seq->warnings, i)));
-    for (guint i = 0; i < res.notices->len; i++)
-        fprintf(stderr, "%s: note: %s\n", PROG, (const char *)g_ptr_array_index(res.notices, i));
-    if (!ok) {
-        fprintf(stderr, "%s: %s\n", PROG, err->message);
-        cl_describe_result_clear(&res);
-        return 1;
-    }
+                                           a->random_init, a->seed < 0 ? (gint64)0 : a->seed));
+    for (guint i = 0; i < in->seq->warnings->len; i++)
+        g_ptr_array_insert(res->notices, (gint)pos++,
+                           g_strdup(g_ptr_array_index(in->seq->warnings, i)));
+    for (guint i = 0; i < res->notices->len; i++)
+        fprintf(stderr, "%s: note: %s\n", PROG, (const char *)g_ptr_array_index(res->notices, i));
+}
 
-    if (res.context_tokens > 0 && res.context_pages > 0)
+static void print_prior_reports(const ClDescribeResult *res)
+{
+    if (res->context_tokens > 0 && res->context_pages > 0)
         fprintf(stderr, "%s: prior reports: %d tokens, VIST2 kept %d of them as %d page%s (%d "
-                "positions)\n", PROG, res.context_tokens, res.context_compressed,
-                res.context_pages, res.context_pages == 1 ? "" : "s",
-                res.context_pages * res.n_visual_per_image);
-    else if (res.context_tokens > 0)
+                "positions)\n", PROG, res->context_tokens, res->context_compressed,
+                res->context_pages, res->context_pages == 1 ? "" : "s",
+                res->context_pages * res->n_visual_per_image);
+    else if (res->context_tokens > 0)
         fprintf(stderr, "%s: prior reports: %d tokens, read as text\n", PROG,
-                res.context_tokens);
+                res->context_tokens);
+}
 
-    /* ---- heatmaps ---- */
+/* --context-pages and --heatmap files; *written gets each heatmap's file (NULL when not
+ * written). Returns 1 when one could not be written, else 0. */
+static int write_describe_images(const DescribeArgs *a, const DescribeInputs *in,
+                                 const ClDescribeResult *res, char ***written)
+{
     int rc = 0;
-    for (guint i = 0; pages_prefix && i < res.context_page_pixels->len; i++) {
-        const int S = model->config.image_size;
-        g_autofree char *path = g_strdup_printf("%s-%u.png", pages_prefix, i + 1);
+    for (guint i = 0; a->pages_prefix && i < res->context_page_pixels->len; i++) {
+        const int S = in->model->config.image_size;
+        g_autofree char *path = g_strdup_printf("%s-%u.png", a->pages_prefix, i + 1);
         g_autoptr(GError) perr = NULL;
-        if (!cl_vist_write_page_png(g_ptr_array_index(res.context_page_pixels, i), S, path,
+        if (!cl_vist_write_page_png(g_ptr_array_index(res->context_page_pixels, i), S, path,
                                     &perr)) {
             fprintf(stderr, "%s: %s\n", PROG, perr->message);
             rc = 1;
@@ -450,14 +470,14 @@ int cl_cli_describe(int argc, char **argv)
             fprintf(stderr, "%s: wrote %s (VIST2 page %u, %d × %d)\n", PROG, path, i + 1, S, S);
         }
     }
-    char **written = g_new0(char *, res.heatmaps->len + 1);
-    for (guint i = 0; heatmap && i < res.heatmaps->len; i++) {
-        const ClHeatmap *hm = g_ptr_array_index(res.heatmaps, i);
+    *written = g_new0(char *, res->heatmaps->len + 1);
+    for (guint i = 0; a->heatmap && i < res->heatmaps->len; i++) {
+        const ClHeatmap *hm = g_ptr_array_index(res->heatmaps, i);
         int t = hm->image_index;
-        const ClSequenceItem *it = cl_sequence_item(seq, (guint)t);
-        g_autofree char *path = g_strdup_printf("%s-%d.png", heatmap, t + 1);
+        const ClSequenceItem *it = cl_sequence_item(in->seq, (guint)t);
+        g_autofree char *path = g_strdup_printf("%s-%d.png", a->heatmap, t + 1);
         g_autoptr(GError) herr = NULL;
-        if (!cl_heatmap_write_png(hm, &res.letterbox[t], it->image, it->frame, NULL,
+        if (!cl_heatmap_write_png(hm, &res->letterbox[t], it->image, it->frame, NULL,
                                   HEATMAP_OPACITY, path, &herr)) {
             fprintf(stderr, "%s: %s\n", PROG, herr->message);
             rc = 1;
@@ -466,33 +486,84 @@ int cl_cli_describe(int argc, char **argv)
         fprintf(stderr, "%s: wrote %s (%s heatmap of image %d, %s, %u × %u)\n", PROG, path,
                 cl_heatmap_source_name(hm->source), t + 1, it->label, it->image->width,
                 it->image->height);
-        written[i] = g_steal_pointer(&path);
+        (*written)[i] = g_steal_pointer(&path);
     }
+    return rc;
+}
 
-    if (json) {
+/* The JSON object on stdout, or the one-line summary on stderr after the streamed text. */
+static void print_describe_result(const DescribeArgs *a, const DescribeInputs *in,
+                                  const ClDescribeResult *res, char **written)
+{
+    if (a->json) {
         JsonContext c = {
-            .model_path = resolved_path,
-            .model_sha256 = model->sha256,
-            .preset = random_init,
-            .seed = seed < 0 ? 0 : seed,
-            .variant = cl_sve_variant_name(model->config.sve_variant),
-            .device = cl_backend_name(be),
+            .model_path = in->resolved_path,
+            .model_sha256 = in->model->sha256,
+            .preset = a->random_init,
+            .seed = a->seed < 0 ? 0 : a->seed,
+            .variant = cl_sve_variant_name(in->model->config.sve_variant),
+            .device = cl_backend_name(in->be),
             .heatmap_files = written,
         };
-        g_autofree char *out = result_to_json(&res, seq, &c);
+        g_autofree char *out = result_to_json(res, in->seq, &c);
         printf("%s\n", out);
-    } else {
-        double enc = 0;
-        for (guint t = 0; t < res.n_images; t++)
-            enc += res.encode_ms[t];
-        fprintf(stderr,
-                "%s: %s, %u images (%s), load %.0f ms, preprocess %.0f ms, encode %.0f ms, "
-                "prefill %d positions %.0f ms, %u tokens in %.0f ms (%.1f tokens/s, %s)\n",
-                PROG, cl_backend_name(be), n_images, cl_chat_domain_name(res.domain), load_ms,
-                res.preprocess_ms, enc, res.n_prompt, res.prefill_ms, res.ids->len, res.decode_ms,
-                res.tokens_per_s, cl_stop_reason_name(res.stop_reason));
+        return;
     }
-    g_strfreev(written);
+    double enc = 0;
+    for (guint t = 0; t < res->n_images; t++)
+        enc += res->encode_ms[t];
+    fprintf(stderr,
+            "%s: %s, %u images (%s), load %.0f ms, preprocess %.0f ms, encode %.0f ms, "
+            "prefill %d positions %.0f ms, %u tokens in %.0f ms (%.1f tokens/s, %s)\n",
+            PROG, cl_backend_name(in->be), cl_sequence_length(in->seq),
+            cl_chat_domain_name(res->domain), in->load_ms, res->preprocess_ms, enc, res->n_prompt,
+            res->prefill_ms, res->ids->len, res->decode_ms, res->tokens_per_s,
+            cl_stop_reason_name(res->stop_reason));
+}
+
+int cl_cli_describe(int argc, char **argv)
+{
+    g_auto(DescribeArgs) a = { 0 };
+    ClDescribeOptions opts;
+    ClModelConfig cfg;
+    g_autoptr(GString) context = g_string_new(NULL);
+    g_auto(DescribeInputs) in = { 0 };
+    int rc = parse_describe_args(argc, argv, &a);
+    if (rc < 0)
+        rc = describe_options(&a, context, &opts, &cfg);
+    if (rc < 0)
+        rc = load_describe_inputs(&a, &cfg, &in);
+    if (rc >= 0)
+        return rc;
+
+    guint n_images = cl_sequence_length(in.seq);
+    g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, n_images);
+    for (guint t = 0; t < n_images; t++) {
+        imgs[t].image = cl_sequence_item(in.seq, t)->image;
+        imgs[t].frame = cl_sequence_item(in.seq, t)->frame;
+    }
+    gboolean streamed_any = FALSE;
+    if (!a.json) {
+        opts.on_token = cl_cli_stream_token;
+        opts.user_data = &streamed_any;
+    }
+    g_autoptr(GError) err = NULL;
+    ClDescribeResult res;
+    gboolean ok = cl_describe_run(in.be, in.model, imgs, n_images, &opts, &res, &err);
+    res.load_ms = in.load_ms;
+    if (streamed_any)
+        fputc('\n', stdout);
+    fflush(stdout);
+    print_notices(&a, &in, &res);
+    if (!ok) {
+        fprintf(stderr, "%s: %s\n", PROG, err->message);
+        cl_describe_result_clear(&res);
+        return 1;
+    }
+    print_prior_reports(&res);
+    g_auto(GStrv) written = NULL;
+    rc = write_describe_images(&a, &in, &res, &written);
+    print_describe_result(&a, &in, &res, written);
     cl_describe_result_clear(&res);
     return rc;
 }

@@ -9,6 +9,8 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 
+#define PROG "changelens-cli model"
+
 static const char model_usage[] =
     "Usage: changelens-cli model COMMAND [OPTIONS…]\n"
     "\n"
@@ -22,19 +24,8 @@ static const char model_usage[] =
 
 static int fail(const GError *err)
 {
-    fprintf(stderr, "changelens-cli model: %s\n", err->message);
+    fprintf(stderr, PROG ": %s\n", err->message);
     return 1;
-}
-
-static int usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "changelens-cli model: %s\n", msg);
-    return 2;
 }
 
 /* "f32" etc. -> "F32"; NULL for anything else */
@@ -78,22 +69,23 @@ static int cmd_init(int argc, char **argv)
     g_autoptr(GOptionContext) ctx = g_option_context_new("- write a randomly initialised model");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err))
-        return usage_error("%s", err->message);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
     if (argc > 1)
-        return usage_error("unexpected argument '%s'", argv[1]);
+        return cl_cli_usage_error(PROG, "unexpected argument '%s'", argv[1]);
     if (!out)
-        return usage_error("--out FILE is required");
+        return cl_cli_usage_error(PROG, "--out FILE is required");
     if (!preset == !config)
-        return usage_error("give one of --preset tiny|base|large or --config FILE.json");
+        return cl_cli_usage_error(PROG,
+                                  "give one of --preset tiny|base|large or --config FILE.json");
     const char *dt = dtype_arg(dtype ? dtype : "f32");
     if (!dt)
-        return usage_error("unknown --dtype '%s' (f32, f16 or bf16)", dtype);
+        return cl_cli_usage_error(PROG, "unknown --dtype '%s' (f32, f16 or bf16)", dtype);
 
     ClModelConfig cfg;
     if (preset) {
         if (!cl_model_config_preset(&cfg, preset, &err))
-            return usage_error("%s", err->message);
+            return cl_cli_usage_error(PROG, "%s", err->message);
     } else {
         g_autofree char *text = NULL;
         if (!g_file_get_contents(config, &text, NULL, &err) ||
@@ -103,20 +95,22 @@ static int cmd_init(int argc, char **argv)
         }
     }
     if (variant && !cl_sve_variant_from_name(variant, &cfg.sve_variant))
-        return usage_error("unknown --variant '%s' (stateless, cross, cross_ffn, self_ext, "
-                           "adaln_zero, self_ffn)",
-                           variant);
+        return cl_cli_usage_error(PROG,
+                                  "unknown --variant '%s' (stateless, cross, cross_ffn, self_ext, "
+                                  "adaln_zero, self_ffn)",
+                                  variant);
     if (first && !cl_sve_first_from_name(first, &cfg.sve_first))
-        return usage_error("unknown --first '%s' (own or null)", first);
+        return cl_cli_usage_error(PROG, "unknown --first '%s' (own or null)", first);
     if (no_cross_pos)
         cfg.sve_cross_pos = FALSE;
     if (out_init_std != -1)
         cfg.sve_out_init_std = out_init_std;
 
     if (pos_grid != 0 && !cfg.visual_pos)
-        return usage_error("--visual-pos-grid needs a config with \"visual_pos\": true");
+        return cl_cli_usage_error(PROG,
+                                  "--visual-pos-grid needs a config with \"visual_pos\": true");
     if (pos_grid < 0 || !isfinite(pos_grid))
-        return usage_error("--visual-pos-grid must be a positive scale");
+        return cl_cli_usage_error(PROG, "--visual-pos-grid must be a positive scale");
 
     g_autoptr(ClModel) model = cl_model_new_random(&cfg, (guint64)seed, &err);
     if (!model)
@@ -135,8 +129,8 @@ static int cmd_init(int argc, char **argv)
         if (cl_tokenizer_vocab_size(tok) > cfg.vocab_size) {
             int n = cl_tokenizer_vocab_size(tok);
             cl_tokenizer_free(tok);
-            return usage_error("%s has %d tokens but the config's vocab_size is %d", tokenizer, n,
-                               cfg.vocab_size);
+            return cl_cli_usage_error(PROG, "%s has %d tokens but the config's vocab_size is %d",
+                                      tokenizer, n, cfg.vocab_size);
         }
         cl_tokenizer_free(model->tokenizer);
         model->tokenizer = tok;
@@ -186,11 +180,12 @@ static int cmd_info(int argc, char **argv)
     g_autoptr(GOptionContext) ctx = g_option_context_new("FILE - describe a model file");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err))
-        return usage_error("%s", err->message);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
     if (argc != 2)
-        return usage_error("give exactly one model FILE (usage: changelens-cli model info "
-                           "[--json] FILE)");
+        return cl_cli_usage_error(PROG,
+                                  "give exactly one model FILE (usage: changelens-cli model info "
+                                  "[--json] FILE)");
     const char *path = argv[1];
     g_autoptr(ClModel) model = cl_model_load(path, &err);
     if (!model)
@@ -224,12 +219,7 @@ static int cmd_info(int argc, char **argv)
         json_builder_set_member_name(b, "tokenizer_vocab");
         json_builder_add_int_value(b, vocab);
         json_builder_end_object(b);
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = json_builder_get_root(b);
-        json_generator_set_root(gen, root);
-        json_generator_set_pretty(gen, TRUE);
-        g_autofree char *text = json_generator_to_data(gen, NULL);
-        printf("%s\n", text);
+        cl_cli_print_json(b);
         return 0;
     }
     const ClModelConfig *c = &model->config;
@@ -269,16 +259,17 @@ static int cmd_convert(int argc, char **argv)
     g_autoptr(GOptionContext) ctx = g_option_context_new("IN OUT - rewrite a model file");
     g_option_context_add_main_entries(ctx, entries, NULL);
     g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err))
-        return usage_error("%s", err->message);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
     if (!dtype)
-        return usage_error("--dtype f32|f16|bf16 is required");
+        return cl_cli_usage_error(PROG, "--dtype f32|f16|bf16 is required");
     const char *dt = dtype_arg(dtype);
     if (!dt)
-        return usage_error("unknown --dtype '%s' (f32, f16 or bf16)", dtype);
+        return cl_cli_usage_error(PROG, "unknown --dtype '%s' (f32, f16 or bf16)", dtype);
     if (argc != 3)
-        return usage_error("give IN and OUT (usage: changelens-cli model convert --dtype D IN "
-                           "OUT)");
+        return cl_cli_usage_error(
+            PROG, "give IN and OUT (usage: changelens-cli model convert --dtype D IN "
+                  "OUT)");
     g_autoptr(ClModel) model = cl_model_load(argv[1], &err);
     if (!model || !cl_model_save(model, argv[2], dt, &err))
         return fail(err);
@@ -293,7 +284,7 @@ int cl_cli_model(int argc, char **argv)
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         fputs(model_usage, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? CL_CLI_EXIT_USAGE : 0;
     }
     const char *sub = argv[1];
     /* the subcommand's program name: "changelens-cli model init" */
@@ -305,6 +296,6 @@ int cl_cli_model(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (strcmp(sub, "convert") == 0)
         return cmd_convert(argc - 1, argv + 1);
-    fprintf(stderr, "changelens-cli model: unknown command '%s'\n\n%s", sub, model_usage);
-    return 2;
+    fprintf(stderr, PROG ": unknown command '%s'\n\n%s", sub, model_usage);
+    return CL_CLI_EXIT_USAGE;
 }

@@ -1,6 +1,5 @@
 /* cli-synth.c - `changelens-cli synth`: write a synthetic task's samples as images and a
  * ShareGPT-style JSONL file (core/synth does the work). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,31 +33,6 @@ static const char usage_text[] =
     "  --quiet             no progress on standard error\n"
     "  --list              list the tasks and exit\n";
 
-static int usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    fprintf(stderr, PROG ": %s\n\n%s", msg, usage_text);
-    return 2;
-}
-
-/* "A" or "A-B" into lo, hi */
-gboolean cl_cli_parse_range(const char *s, int *lo, int *hi)
-{
-    g_auto(GStrv) parts = g_strsplit(s, "-", 2);
-    guint64 a, b;
-    if (!parts[0] || !g_ascii_string_to_unsigned(parts[0], 10, 0, 1000, &a, NULL))
-        return FALSE;
-    b = a;
-    if (parts[1] && !g_ascii_string_to_unsigned(parts[1], 10, 0, 1000, &b, NULL))
-        return FALSE;
-    *lo = (int)a, *hi = (int)b;
-    return TRUE;
-}
-
 typedef struct {
     gint64 last_us;
     gboolean quiet;
@@ -81,12 +55,14 @@ static void on_progress(int done, int total, gpointer user_data)
 int cl_cli_synth(int argc, char **argv)
 {
     g_autofree char *task = NULL, *seed_s = NULL, *out = NULL, *objects = NULL, *changes = NULL;
-    int n = -1, size = 0, width = 0, height = 0, patch = 0, images = 0;
+    int size = 0, width = 0, height = 0, patch = 0, images = 0;
+    gint64 n = -1; /* -1: not given */
+    const ClCliIntOption ints[] = { { "n", 0, 1, G_MAXINT, &n }, { NULL } };
     double dot_scale = 1.0;
-    gboolean no_nuisance = FALSE, force = FALSE, quiet = FALSE, list = FALSE, help = FALSE;
+    gboolean no_nuisance = FALSE, force = FALSE, quiet = FALSE, list = FALSE;
     GOptionEntry entries[] = {
         { "task", 0, 0, G_OPTION_ARG_STRING, &task, NULL, NULL },
-        { "n", 0, 0, G_OPTION_ARG_INT, &n, NULL, NULL },
+        CL_CLI_INT_ENTRY("n", 0, NULL, NULL),
         { "seed", 0, 0, G_OPTION_ARG_STRING, &seed_s, NULL, NULL },
         { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, NULL, NULL },
         { "size", 0, 0, G_OPTION_ARG_INT, &size, NULL, NULL },
@@ -101,40 +77,31 @@ int cl_cli_synth(int argc, char **argv)
         { "force", 0, 0, G_OPTION_ARG_NONE, &force, NULL, NULL },
         { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, NULL, NULL },
         { "list", 0, 0, G_OPTION_ARG_NONE, &list, NULL, NULL },
-        { "help", 'h', 0, G_OPTION_ARG_NONE, &help, NULL, NULL },
         { NULL },
     };
-    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
-    g_option_context_set_help_enabled(ctx, FALSE);
-    g_option_context_add_main_entries(ctx, entries, NULL);
-    g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err))
-        return usage_error("%s", err->message);
-    if (help) {
-        fputs(usage_text, stdout);
-        return 0;
-    }
+    int rc = cl_cli_parse_own_help(PROG, usage_text, entries, (gpointer)ints, argc, argv);
+    if (rc >= 0)
+        return rc;
     if (list) {
         for (const char *const *t = cl_synth_tasks(); *t; t++)
             printf("%-8s %s\n", *t, cl_synth_task_summary(*t));
         return 0;
     }
-    if (argc > 1)
-        return usage_error("unexpected argument \"%s\"", argv[1]);
     g_autofree char *known = g_strjoinv(", ", (char **)cl_synth_tasks());
     if (!task)
-        return usage_error("--task is required (one of: %s)", known);
+        return cl_cli_usage_error(PROG, "--task is required (one of: %s)", known);
     if (!cl_synth_task_summary(task))
-        return usage_error("unknown task \"%s\" (known tasks: %s)", task, known);
+        return cl_cli_usage_error(PROG, "unknown task \"%s\" (known tasks: %s)", task, known);
     if (n < 1)
-        return usage_error("--n N is required, N at least 1");
+        return cl_cli_usage_error(PROG, "--n N is required, N at least 1");
     guint64 seed;
+    g_autoptr(GError) err = NULL;
     if (!seed_s)
-        return usage_error("--seed S is required");
-    if (!g_ascii_string_to_unsigned(seed_s, 10, 0, G_MAXUINT64, &seed, NULL))
-        return usage_error("--seed must be an unsigned integer, not \"%s\"", seed_s);
+        return cl_cli_usage_error(PROG, "--seed S is required");
+    if (!cl_cli_parse_uint64("--seed", seed_s, &seed, &err))
+        return cl_cli_usage_error(PROG, "%s", err->message);
     if (!out)
-        return usage_error("--out DIR is required");
+        return cl_cli_usage_error(PROG, "--out DIR is required");
 
     ClSynthOptions opts;
     cl_synth_options_init(&opts);
@@ -146,20 +113,21 @@ int cl_cli_synth(int argc, char **argv)
     opts.nuisance = !no_nuisance;
     opts.dot_scale = dot_scale;
     if (objects && !cl_cli_parse_range(objects, &opts.min_objects, &opts.max_objects))
-        return usage_error("--objects takes N or MIN-MAX, not \"%s\"", objects);
+        return cl_cli_usage_error(PROG, "--objects takes N or MIN-MAX, not \"%s\"", objects);
     if (changes && !cl_cli_parse_range(changes, &opts.min_changes, &opts.max_changes))
-        return usage_error("--changes takes N or MIN-MAX, not \"%s\"", changes);
+        return cl_cli_usage_error(PROG, "--changes takes N or MIN-MAX, not \"%s\"", changes);
     /* bad option values are usage errors: try one sample before touching DIR */
     g_autoptr(ClSynthSample) probe = cl_synth_generate(task, 0, &opts, &err);
     if (!probe)
-        return usage_error("%s", err->message);
+        return cl_cli_usage_error(PROG, "%s", err->message);
 
     Progress progress = { 0, quiet };
-    if (!cl_synth_write_dataset(out, task, seed, n, &opts, force, on_progress, &progress, &err)) {
+    if (!cl_synth_write_dataset(out, task, seed, (int)n, &opts, force, on_progress, &progress,
+                                &err)) {
         fprintf(stderr, PROG ": %s\n", err->message);
         return 1;
     }
     if (!quiet)
-        fprintf(stderr, "wrote %d %s samples to %s\n", n, task, out);
+        fprintf(stderr, "wrote %d %s samples to %s\n", (int)n, task, out);
     return 0;
 }

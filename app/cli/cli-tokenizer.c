@@ -1,8 +1,5 @@
 /* cli-tokenizer.c - `changelens-cli tokenizer train|encode|decode`: the BPE tokenizer's tools. */
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "model/tokenizer.h"
@@ -21,17 +18,6 @@ static const char usage_text[] =
     "\n"
     "Without --tokenizer the bytes-only tokenizer (no merges) is used.\n";
 
-static int usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    fprintf(stderr, PROG ": %s\n\n%s", msg, usage_text);
-    return 2;
-}
-
 static ClTokenizer *load_tokenizer(const char *path, GError **error)
 {
     if (!path)
@@ -49,12 +35,7 @@ static gboolean parse_options(GOptionEntry *entries, const char *params, int *ar
 {
     g_autoptr(GOptionContext) ctx = g_option_context_new(params);
     g_option_context_add_main_entries(ctx, entries, NULL);
-    g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, argc, argv, &err)) {
-        fprintf(stderr, PROG ": %s\n", err->message);
-        return FALSE;
-    }
-    return TRUE;
+    return cl_cli_parse_options(ctx, PROG, argc, argv);
 }
 
 static int cmd_train(int argc, char **argv)
@@ -70,13 +51,13 @@ static int cmd_train(int argc, char **argv)
         { NULL },
     };
     if (!parse_options(entries, "FILE… - train a tokenizer", &argc, &argv))
-        return 2;
+        return CL_CLI_EXIT_USAGE;
     if (vocab <= 0)
-        return usage_error("train: --vocab N is required");
+        return cl_cli_usage_error(PROG, "train: --vocab N is required");
     if (!out)
-        return usage_error("train: --out TOK.json is required");
+        return cl_cli_usage_error(PROG, "train: --out TOK.json is required");
     if (!files || !files[0])
-        return usage_error("train: no text files given");
+        return cl_cli_usage_error(PROG, "train: no text files given");
 
     guint n = g_strv_length(files);
     g_autoptr(GPtrArray) texts = g_ptr_array_new_with_free_func(g_free);
@@ -130,9 +111,9 @@ static int cmd_encode(int argc, char **argv)
         { NULL },
     };
     if (!parse_options(entries, "TEXT - print token ids", &argc, &argv))
-        return 2;
+        return CL_CLI_EXIT_USAGE;
     if (!rest || !rest[0] || rest[1])
-        return usage_error("encode: give exactly one TEXT (or - for standard input)");
+        return cl_cli_usage_error(PROG, "encode: give exactly one TEXT (or - for standard input)");
 
     g_autoptr(GError) err = NULL;
     g_autoptr(ClTokenizer) tok = load_tokenizer(tok_path, &err);
@@ -171,9 +152,9 @@ static int cmd_decode(int argc, char **argv)
         { NULL },
     };
     if (!parse_options(entries, "ID… - print the text of token ids", &argc, &argv))
-        return 2;
+        return CL_CLI_EXIT_USAGE;
     if (!rest || !rest[0])
-        return usage_error("decode: no ids given");
+        return cl_cli_usage_error(PROG, "decode: no ids given");
 
     g_autoptr(GError) err = NULL;
     g_autoptr(ClTokenizer) tok = load_tokenizer(tok_path, &err);
@@ -189,10 +170,8 @@ static int cmd_decode(int argc, char **argv)
         for (guint k = 0; parts[k]; k++) {
             if (!parts[k][0])
                 continue;
-            char *end = NULL;
-            errno = 0;
-            long v = strtol(parts[k], &end, 10);
-            if (errno || !end || *end || v < 0 || v >= vocab) {
+            gint64 v;
+            if (!cl_cli_parse_int(NULL, parts[k], 0, vocab - 1, &v, NULL)) {
                 fprintf(stderr, PROG ": '%s' is not a token id (the vocabulary has %d ids)\n",
                         parts[k], vocab);
                 return 1;
@@ -211,7 +190,7 @@ static int cmd_decode(int argc, char **argv)
 int cl_cli_tokenizer(int argc, char **argv)
 {
     if (argc < 2)
-        return usage_error("no command given");
+        return cl_cli_usage_error(PROG, "no command given");
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         fputs(usage_text, stdout);
@@ -226,5 +205,5 @@ int cl_cli_tokenizer(int argc, char **argv)
         return cmd_encode(argc - 1, argv + 1);
     if (strcmp(cmd, "decode") == 0)
         return cmd_decode(argc - 1, argv + 1);
-    return usage_error("unknown command '%s'", cmd);
+    return cl_cli_usage_error(PROG, "unknown command '%s'", cmd);
 }

@@ -1,10 +1,9 @@
 /* cli-train.c - `changelens-cli train`: the SVE recipe's two stages as a command (core/train/
  * trainer.c does the work). The trainer runs on a thread so that Ctrl-C (SIGINT, via the main
  * loop) can cancel it: the unfinished step is dropped and a checkpoint written. */
-#include <errno.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,35 +105,6 @@ static const char usage_text[] =
     "Ctrl-C stops after the current sample and writes a checkpoint; --resume continues it and\n"
     "reproduces the uninterrupted run exactly.\n";
 
-static int usage_error(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    fprintf(stderr, PROG ": %s\n(see '" PROG " --help')\n", msg);
-    return 2;
-}
-
-static gboolean parse_int(const char *s, gint64 lo, gint64 hi, gint64 *out)
-{
-    return s && g_ascii_string_to_signed(s, 10, lo, hi, out, NULL);
-}
-
-static gboolean parse_double(const char *s, double *out)
-{
-    if (!s || !*s)
-        return FALSE;
-    char *end = NULL;
-    errno = 0;
-    double v = g_ascii_strtod(s, &end);
-    if (errno || *end || !isfinite(v))
-        return FALSE;
-    *out = v;
-    return TRUE;
-}
-
 gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error)
 {
     g_autofree char *text = NULL;
@@ -183,210 +153,245 @@ static gboolean on_signal(gpointer data)
     return G_SOURCE_CONTINUE;
 }
 
+/* ---- options ------------------------------------------------------------------------------ */
+
+/* What the command line holds: the trainer's options, the texts they point into (owned here)
+ * and the starting model's source. */
+typedef struct {
+    ClTrainerOptions o;
+    char *stage, *preset, *config, *from, *train_only, *casa, *variant, *first;
+    char *task, *data, *objects, *out, *resume_from, *dtype;
+    ClModelConfig cfg;
+} TrainArgs;
+
+static void train_args_clear(TrainArgs *a)
+{
+    cl_cli_free_all(&a->stage, &a->preset, &a->config, &a->from, &a->train_only, &a->casa,
+                    &a->variant, &a->first, &a->task, &a->data, &a->objects, &a->out,
+                    &a->resume_from, &a->dtype, NULL);
+}
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(TrainArgs, train_args_clear)
+
+typedef enum { FIELD_INT, FIELD_INT64, FIELD_UINT, FIELD_DOUBLE } FieldKind;
+
+/* A numeric option: its range and where in ClTrainerOptions it goes. A double's hi of
+ * G_MAXINT64 means no upper bound. */
+typedef struct {
+    const char *name; /* as GOption hands it to the callback */
+    FieldKind kind;
+    gint64 lo, hi;
+    gsize offset;
+} NumberOption;
+
+#define OPT(f) offsetof(ClTrainerOptions, f)
+static const NumberOption number_options[] = {
+    { "--vist", FIELD_INT, 0, 4096, OPT(vist_chunk) },
+    { "--casa-replace", FIELD_INT, 2, 64, OPT(casa_replace) },
+    { "--pvm-every", FIELD_INT, 1, 4096, OPT(pvm_every) },
+    { "--pvm-rank", FIELD_INT, 1, 4096, OPT(pvm_rank) },
+    { "--hybrid", FIELD_INT, 2, 4096, OPT(hybrid_every) },
+    { "--images", FIELD_INT, 2, 5, OPT(dot_images) },
+    { "--steps", FIELD_INT64, 1, G_MAXINT64, OPT(steps) },
+    { "--batch", FIELD_INT, 1, 65536, OPT(batch) },
+    { "--warmup", FIELD_INT64, 0, G_MAXINT64, OPT(warmup) },
+    { "--checkpoint-every", FIELD_INT64, 0, G_MAXINT64, OPT(checkpoint_every) },
+    { "--keep-checkpoints", FIELD_UINT, 0, G_MAXUINT32, OPT(keep_checkpoints) },
+    { "--log-every", FIELD_INT64, 1, G_MAXINT64, OPT(log_every) },
+    { "--workers", FIELD_INT, 1, 2, OPT(workers) },
+    { "--epochs", FIELD_DOUBLE, 0, G_MAXINT64, OPT(epochs) },
+    { "--lr", FIELD_DOUBLE, 0, G_MAXINT64, OPT(lr) },
+    { "--min-lr", FIELD_DOUBLE, 0, G_MAXINT64, OPT(min_lr) },
+    { "--weight-decay", FIELD_DOUBLE, 0, G_MAXINT64, OPT(weight_decay) },
+    { "--clip", FIELD_DOUBLE, 0, G_MAXINT64, OPT(clip) },
+    { "--sve-init-std", FIELD_DOUBLE, 0, G_MAXINT64, OPT(sve_init_std) },
+    { "--aux-objects", FIELD_DOUBLE, 0, G_MAXINT64, OPT(aux_weight_objects) },
+    { "--aux-changed", FIELD_DOUBLE, 0, G_MAXINT64, OPT(aux_weight_changed) },
+    { "--dot-scale", FIELD_DOUBLE, 1, 4, OPT(dot_scale) },
+};
+#undef OPT
+
+/* Numbers are set as they come, so that --no-aux and --aux-objects act in the order given. */
+static gboolean on_number(const char *name, const char *value, gpointer data, GError **error)
+{
+    ClTrainerOptions *o = &((TrainArgs *)data)->o;
+    const NumberOption *n = NULL;
+    for (gsize i = 0; !n && i < G_N_ELEMENTS(number_options); i++)
+        if (strcmp(name, number_options[i].name) == 0)
+            n = &number_options[i];
+    g_return_val_if_fail(n != NULL, FALSE);
+    void *field = (char *)o + n->offset;
+    gint64 k = 0;
+    double x = 0;
+    if (n->kind == FIELD_DOUBLE) {
+        if (!cl_cli_parse_double(name, value, (double)n->lo,
+                                 n->hi == G_MAXINT64 ? INFINITY : (double)n->hi, &x, error))
+            return FALSE;
+        *(double *)field = x;
+        return TRUE;
+    }
+    if (!cl_cli_parse_int(name, value, n->lo, n->hi, &k, error))
+        return FALSE;
+    if (n->kind == FIELD_INT64)
+        *(gint64 *)field = k;
+    else if (n->kind == FIELD_UINT)
+        *(guint *)field = (guint)k;
+    else
+        *(int *)field = (int)k;
+    if (field == &o->vist_chunk && k == 0)
+        o->vist_chunk = -1; /* the model's default chunk */
+    return TRUE;
+}
+
+static gboolean on_seed(const char *name, const char *value, gpointer data, GError **error)
+{
+    return cl_cli_parse_uint64(name, value, &((TrainArgs *)data)->o.seed, error);
+}
+
+static gboolean on_no_aux(const char *name, const char *value, gpointer data, GError **error)
+{
+    (void)name, (void)value, (void)error;
+    ClTrainerOptions *o = &((TrainArgs *)data)->o;
+    o->aux_weight_objects = o->aux_weight_changed = 0;
+    return TRUE;
+}
+
+/* Parses argv into a; returns -1 to go on, else the exit status. */
+static int parse_train_args(int argc, char **argv, TrainArgs *a)
+{
+    ClTrainerOptions *o = &a->o;
+#define NUMBER(name) { name, 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)on_number, NULL, NULL }
+#define TEXT(name, field) { name, 0, 0, G_OPTION_ARG_FILENAME, &a->field, NULL, NULL }
+#define FLAG(name, field) { name, 0, 0, G_OPTION_ARG_NONE, &o->field, NULL, NULL }
+    GOptionEntry entries[] = {
+        TEXT("stage", stage), TEXT("preset", preset), TEXT("config", config),
+        TEXT("from", from), TEXT("train-only", train_only), TEXT("casa", casa),
+        TEXT("variant", variant), TEXT("first", first), TEXT("task", task), TEXT("data", data),
+        TEXT("objects", objects), TEXT("out", out), TEXT("resume-from", resume_from),
+        TEXT("dtype", dtype),
+        FLAG("resume", resume), FLAG("all-turns", all_turns), FLAG("no-clone", no_clone),
+        FLAG("no-zero-init", no_zero_init), FLAG("no-stop-grad", no_stop_grad),
+        FLAG("no-cross-pos", no_cross_pos), FLAG("aux-on-visual", aux_on_visual),
+        FLAG("quiet", quiet), FLAG("casa-gist", casa_gist), FLAG("casa-tv", casa_tv),
+        { "no-aux", 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)on_no_aux, NULL,
+          NULL },
+        { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)on_seed, NULL, NULL },
+        NUMBER("vist"), NUMBER("casa-replace"), NUMBER("pvm-every"), NUMBER("pvm-rank"),
+        NUMBER("hybrid"), NUMBER("images"), NUMBER("steps"), NUMBER("batch"), NUMBER("warmup"),
+        NUMBER("checkpoint-every"), NUMBER("keep-checkpoints"), NUMBER("log-every"),
+        NUMBER("workers"), NUMBER("epochs"), NUMBER("lr"), NUMBER("min-lr"),
+        NUMBER("weight-decay"), NUMBER("clip"), NUMBER("sve-init-std"), NUMBER("aux-objects"),
+        NUMBER("aux-changed"), NUMBER("dot-scale"),
+        { NULL },
+    };
+#undef NUMBER
+#undef TEXT
+#undef FLAG
+    return cl_cli_parse_own_help(PROG, usage_text, entries, a, argc, argv);
+}
+
+/* The named values and the text options into a->o; returns -1 to go on, else the exit status. */
+static int resolve_train_names(TrainArgs *a)
+{
+    ClTrainerOptions *o = &a->o;
+    if (a->stage && !cl_trainer_stage_from_name(a->stage, &o->stage))
+        return cl_cli_usage_error(PROG, "unknown --stage '%s' (pretrain or sve)", a->stage);
+    if (a->casa && (!cl_casa_variant_from_name(a->casa, &o->casa) || o->casa == CL_CASA_OFF))
+        return cl_cli_usage_error(PROG, "unknown --casa '%s' (ca or ca_shared)", a->casa);
+    if (a->variant && !cl_sve_variant_from_name(a->variant, &o->variant))
+        return cl_cli_usage_error(PROG, "unknown --variant '%s' (stateless, cross, cross_ffn, "
+                                  "self_ext, adaln_zero, self_ffn)", a->variant);
+    o->variant_set = a->variant != NULL;
+    if (a->first && !cl_sve_first_from_name(a->first, &o->first))
+        return cl_cli_usage_error(PROG, "unknown --first '%s' (own or null)", a->first);
+    o->first_set = a->first != NULL;
+    if (a->objects &&
+        (!cl_cli_parse_range(a->objects, &o->min_objects, &o->max_objects) ||
+         o->min_objects < 1 || o->max_objects > 64 || o->min_objects > o->max_objects))
+        return cl_cli_usage_error(PROG, "--objects takes N or MIN-MAX from 1 to 64, not '%s'",
+                                  a->objects);
+    o->from = a->from;
+    o->train_only = a->train_only;
+    o->task = a->task;
+    o->data = a->data;
+    o->out_dir = a->out;
+    o->resume_from = a->resume_from;
+    o->dtype = a->dtype;
+    return -1;
+}
+
+/* Options that only go together, and the starting model; returns -1 to go on, else the exit
+ * status. */
+static int validate_train_args(TrainArgs *a)
+{
+    ClTrainerOptions *o = &a->o;
+    g_autoptr(GError) err = NULL;
+    if (!o->out_dir)
+        return cl_cli_usage_error(PROG, "--out DIR is required");
+    if ((o->casa_replace > 0 || o->casa_gist || o->casa_tv) && o->casa == CL_CASA_OFF)
+        return cl_cli_usage_error(PROG,
+                                  "--casa-replace, --casa-gist and --casa-tv apply with --casa");
+    if (o->data && o->max_objects)
+        return cl_cli_usage_error(
+            PROG, "--objects applies to synthetic tasks (--task), not to --data");
+    if (o->data && o->dot_images)
+        return cl_cli_usage_error(
+            PROG, "--images applies to synthetic tasks (--task), not to --data");
+    if (o->data && o->dot_scale > 0)
+        return cl_cli_usage_error(
+            PROG, "--dot-scale applies to synthetic tasks (--task), not to --data");
+    if (!!a->preset + !!a->config + !!o->from > 1)
+        return cl_cli_usage_error(PROG, "give one of --preset, --config and --from");
+    if (a->preset && !cl_model_config_preset(&a->cfg, a->preset, &err))
+        return cl_cli_usage_error(PROG, "%s", err->message);
+    if (a->config && !cl_cli_load_config(a->config, &a->cfg, &err))
+        return cl_cli_usage_error(PROG, "--config: %s", err->message);
+    gboolean have_cfg = a->preset || a->config;
+    if (o->stage == CL_TRAINER_STAGE_PRETRAIN && !have_cfg && !o->from)
+        return cl_cli_usage_error(PROG, "no starting model: give --preset, --config or --from");
+    o->config = have_cfg ? &a->cfg : NULL;
+    return -1;
+}
+
+/* ---- the command ---------------------------------------------------------------------------- */
+
+/* The run's summary on stderr (even with --quiet, which silences the progress line only) and
+ * the model's path on stdout. */
+static void print_train_result(const ClTrainerResult *r)
+{
+    if (r->steps == r->start_step) {
+        fprintf(stderr, "nothing to train: the checkpoint is at step %" G_GINT64_FORMAT
+                        " of %" G_GINT64_FORMAT "; wrote the model\n", r->steps, r->steps);
+    } else {
+        fprintf(stderr, "trained steps %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
+                        ": loss %.4f -> %.4f\n",
+                r->start_step + 1, r->steps, r->first_loss, r->final_loss);
+        if (isfinite(r->final_aux_objects_loss) || isfinite(r->final_aux_changed_loss))
+            fprintf(stderr, "auxiliary losses: objects %.4f -> %.4f, changed %.4f -> %.4f\n",
+                    r->first_aux_objects_loss, r->final_aux_objects_loss,
+                    r->first_aux_changed_loss, r->final_aux_changed_loss);
+        fprintf(stderr,
+                "throughput: %.2f samples/s, %.0f tokens/s (%" G_GINT64_FORMAT " samples, %"
+                G_GINT64_FORMAT " tokens in %.1f s, %d worker%s)\n",
+                r->samples_per_s, r->tokens_per_s, r->samples, r->tokens, r->elapsed_s,
+                r->workers, r->workers == 1 ? "" : "s");
+    }
+    printf("%s\n", r->model_path);
+}
+
 int cl_cli_train(int argc, char **argv)
 {
-    ClTrainerOptions o;
-    cl_trainer_options_init(&o);
-    ClModelConfig cfg;
-    gboolean have_cfg = FALSE;
-    const char *preset = NULL, *config = NULL;
-    g_autoptr(GError) err = NULL;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        gint64 n;
-        double x;
-        /* options without a value */
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        } else if (!strcmp(a, "--resume")) {
-            o.resume = TRUE;
-            continue;
-        } else if (!strcmp(a, "--all-turns")) {
-            o.all_turns = TRUE;
-            continue;
-        } else if (!strcmp(a, "--no-clone")) {
-            o.no_clone = TRUE;
-            continue;
-        } else if (!strcmp(a, "--no-zero-init")) {
-            o.no_zero_init = TRUE;
-            continue;
-        } else if (!strcmp(a, "--no-stop-grad")) {
-            o.no_stop_grad = TRUE;
-            continue;
-        } else if (!strcmp(a, "--no-cross-pos")) {
-            o.no_cross_pos = TRUE;
-            continue;
-        } else if (!strcmp(a, "--aux-on-visual")) {
-            o.aux_on_visual = TRUE;
-            continue;
-        } else if (!strcmp(a, "--no-aux")) {
-            o.aux_weight_objects = o.aux_weight_changed = 0;
-            continue;
-        } else if (!strcmp(a, "--quiet")) {
-            o.quiet = TRUE;
-            continue;
-        } else if (!strcmp(a, "--casa-gist")) {
-            o.casa_gist = TRUE;
-            continue;
-        } else if (!strcmp(a, "--casa-tv")) {
-            o.casa_tv = TRUE;
-            continue;
-        }
-        if (!g_str_has_prefix(a, "--"))
-            return usage_error("unexpected argument '%s'", a);
-        if (!v)
-            return usage_error("%s needs a value", a);
-        i++;
-        if (!strcmp(a, "--stage")) {
-            if (!cl_trainer_stage_from_name(v, &o.stage))
-                return usage_error("unknown --stage '%s' (pretrain or sve)", v);
-        } else if (!strcmp(a, "--preset")) {
-            preset = v;
-        } else if (!strcmp(a, "--config")) {
-            config = v;
-        } else if (!strcmp(a, "--from")) {
-            o.from = v;
-        } else if (!strcmp(a, "--train-only")) {
-            o.train_only = v;
-        } else if (!strcmp(a, "--vist")) {
-            gint64 k;
-            if (!parse_int(v, 0, 4096, &k))
-                return usage_error("--vist takes a chunk length in tokens, 0 for the default "
-                                   "(got '%s')", v);
-            o.vist_chunk = k > 0 ? (int)k : -1; /* -1: the model's default */
-        } else if (!strcmp(a, "--casa-replace")) {
-            gint64 k;
-            if (!parse_int(v, 2, 64, &k))
-                return usage_error("--casa-replace takes 2 or more (got '%s')", v);
-            o.casa_replace = (int)k;
-        } else if (!strcmp(a, "--casa")) {
-            if (!cl_casa_variant_from_name(v, &o.casa) || o.casa == CL_CASA_OFF)
-                return usage_error("unknown --casa '%s' (ca or ca_shared)", v);
-        } else if (!strcmp(a, "--pvm-every") || !strcmp(a, "--pvm-rank")) {
-            gint64 k;
-            if (!parse_int(v, 1, 4096, &k))
-                return usage_error("%s takes a whole number from 1 (got '%s')", a, v);
-            if (a[6] == 'e')
-                o.pvm_every = (int)k;
-            else
-                o.pvm_rank = (int)k;
-        } else if (!strcmp(a, "--hybrid")) {
-            gint64 k;
-            if (!parse_int(v, 2, 4096, &k))
-                return usage_error("--hybrid takes a whole number from 2 (got '%s')", v);
-            o.hybrid_every = (int)k;
-        } else if (!strcmp(a, "--variant")) {
-            if (!cl_sve_variant_from_name(v, &o.variant))
-                return usage_error("unknown --variant '%s' (stateless, cross, cross_ffn, "
-                                   "self_ext, adaln_zero, self_ffn)", v);
-            o.variant_set = TRUE;
-        } else if (!strcmp(a, "--first")) {
-            if (!cl_sve_first_from_name(v, &o.first))
-                return usage_error("unknown --first '%s' (own or null)", v);
-            o.first_set = TRUE;
-        } else if (!strcmp(a, "--task")) {
-            o.task = v;
-        } else if (!strcmp(a, "--data")) {
-            o.data = v;
-        } else if (!strcmp(a, "--images")) {
-            if (!parse_int(v, 2, 5, &n))
-                return usage_error("--images must be 2 to 5, not '%s'", v);
-            o.dot_images = (int)n;
-        } else if (!strcmp(a, "--objects")) {
-            if (!cl_cli_parse_range(v, &o.min_objects, &o.max_objects) || o.min_objects < 1 ||
-                o.max_objects > 64 || o.min_objects > o.max_objects)
-                return usage_error("--objects takes N or MIN-MAX from 1 to 64, not '%s'", v);
-        } else if (!strcmp(a, "--out")) {
-            o.out_dir = v;
-        } else if (!strcmp(a, "--resume-from")) {
-            o.resume_from = v;
-        } else if (!strcmp(a, "--dtype")) {
-            o.dtype = v;
-        } else if (!strcmp(a, "--steps")) {
-            if (!parse_int(v, 1, G_MAXINT64, &o.steps))
-                return usage_error("--steps needs a positive integer, not '%s'", v);
-        } else if (!strcmp(a, "--batch")) {
-            if (!parse_int(v, 1, 65536, &n))
-                return usage_error("--batch needs an integer from 1 to 65536, not '%s'", v);
-            o.batch = (int)n;
-        } else if (!strcmp(a, "--warmup")) {
-            if (!parse_int(v, 0, G_MAXINT64, &o.warmup))
-                return usage_error("--warmup needs an integer >= 0, not '%s'", v);
-        } else if (!strcmp(a, "--checkpoint-every")) {
-            if (!parse_int(v, 0, G_MAXINT64, &o.checkpoint_every))
-                return usage_error("--checkpoint-every needs an integer >= 0, not '%s'", v);
-        } else if (!strcmp(a, "--keep-checkpoints")) {
-            if (!parse_int(v, 0, G_MAXUINT32, &n))
-                return usage_error("--keep-checkpoints needs an integer >= 0, not '%s'", v);
-            o.keep_checkpoints = (guint)n;
-        } else if (!strcmp(a, "--log-every")) {
-            if (!parse_int(v, 1, G_MAXINT64, &o.log_every))
-                return usage_error("--log-every needs a positive integer, not '%s'", v);
-        } else if (!strcmp(a, "--workers")) {
-            if (!parse_int(v, 1, 2, &n))
-                return usage_error("--workers must be 1 or 2, not '%s'", v);
-            o.workers = (int)n;
-        } else if (!strcmp(a, "--seed")) {
-            if (!g_ascii_string_to_unsigned(v, 10, 0, G_MAXUINT64, &o.seed, NULL))
-                return usage_error("--seed needs an unsigned integer, not '%s'", v);
-        } else if (!strcmp(a, "--epochs") || !strcmp(a, "--lr") || !strcmp(a, "--min-lr") ||
-                   !strcmp(a, "--weight-decay") || !strcmp(a, "--clip") ||
-                   !strcmp(a, "--sve-init-std") || !strcmp(a, "--aux-objects") ||
-                   !strcmp(a, "--aux-changed") || !strcmp(a, "--dot-scale")) {
-            if (!parse_double(v, &x) || x < 0)
-                return usage_error("%s needs a number >= 0, not '%s'", a, v);
-            if (!strcmp(a, "--epochs"))
-                o.epochs = x;
-            else if (!strcmp(a, "--lr"))
-                o.lr = x;
-            else if (!strcmp(a, "--min-lr"))
-                o.min_lr = x;
-            else if (!strcmp(a, "--weight-decay"))
-                o.weight_decay = x;
-            else if (!strcmp(a, "--clip"))
-                o.clip = x;
-            else if (!strcmp(a, "--aux-objects"))
-                o.aux_weight_objects = x;
-            else if (!strcmp(a, "--aux-changed"))
-                o.aux_weight_changed = x;
-            else if (!strcmp(a, "--dot-scale") && x < 1)
-                return usage_error("--dot-scale must be 1 to 4, not '%s'", v);
-            else if (!strcmp(a, "--dot-scale"))
-                o.dot_scale = x;
-            else
-                o.sve_init_std = x;
-        } else {
-            return usage_error("unknown option '%s'", a);
-        }
-    }
-
-    if (!o.out_dir)
-        return usage_error("--out DIR is required");
-    if ((o.casa_replace > 0 || o.casa_gist || o.casa_tv) && o.casa == CL_CASA_OFF)
-        return usage_error("--casa-replace, --casa-gist and --casa-tv apply with --casa");
-    if (o.data && o.max_objects)
-        return usage_error("--objects applies to synthetic tasks (--task), not to --data");
-    if (o.data && o.dot_images)
-        return usage_error("--images applies to synthetic tasks (--task), not to --data");
-    if (o.data && o.dot_scale > 0)
-        return usage_error("--dot-scale applies to synthetic tasks (--task), not to --data");
-    if (!!preset + !!config + !!o.from > 1)
-        return usage_error("give one of --preset, --config and --from");
-    if (preset && !cl_model_config_preset(&cfg, preset, &err))
-        return usage_error("%s", err->message);
-    if (config && !cl_cli_load_config(config, &cfg, &err))
-        return usage_error("--config: %s", err->message);
-    have_cfg = preset || config;
-    if (o.stage == CL_TRAINER_STAGE_PRETRAIN && !have_cfg && !o.from)
-        return usage_error("no starting model: give --preset, --config or --from");
-    o.config = have_cfg ? &cfg : NULL;
-
+    g_auto(TrainArgs) a = { 0 };
+    cl_trainer_options_init(&a.o);
+    int rc = parse_train_args(argc, argv, &a);
+    if (rc < 0)
+        rc = resolve_train_names(&a);
+    if (rc < 0)
+        rc = validate_train_args(&a);
+    if (rc >= 0)
+        return rc;
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
     g_autoptr(GMainLoop) loop = g_main_loop_new(NULL, FALSE);
-    Job job = { &o, cancellable, loop, { 0 }, NULL, FALSE, 0 };
+    Job job = { &a.o, cancellable, loop, { 0 }, NULL, FALSE, 0 };
     guint sig_int = g_unix_signal_add(SIGINT, on_signal, &job);
     guint sig_term = g_unix_signal_add(SIGTERM, on_signal, &job);
     GThread *t = g_thread_new("cl-train", train_thread, &job);
@@ -395,34 +400,15 @@ int cl_cli_train(int argc, char **argv)
     g_source_remove(sig_int);
     g_source_remove(sig_term);
 
-    int rc = 0;
+    rc = 0;
     if (!job.ok) {
         gboolean usage = job.error->domain == CL_TRAINER_ERROR &&
                          (job.error->code == CL_TRAINER_ERROR_OPTIONS ||
                           job.error->code == CL_TRAINER_ERROR_MODEL);
         fprintf(stderr, PROG ": %s\n", job.error->message);
-        rc = job.result.cancelled ? EXIT_INTERRUPTED : usage ? 2 : 1;
+        rc = job.result.cancelled ? EXIT_INTERRUPTED : usage ? CL_CLI_EXIT_USAGE : 1;
     } else {
-        /* the summary even with --quiet (which silences the progress line only) */
-        ClTrainerResult *r = &job.result;
-        if (r->steps == r->start_step) {
-            fprintf(stderr, "nothing to train: the checkpoint is at step %" G_GINT64_FORMAT
-                            " of %" G_GINT64_FORMAT "; wrote the model\n", r->steps, r->steps);
-        } else {
-            fprintf(stderr, "trained steps %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
-                            ": loss %.4f -> %.4f\n",
-                    r->start_step + 1, r->steps, r->first_loss, r->final_loss);
-            if (isfinite(r->final_aux_objects_loss) || isfinite(r->final_aux_changed_loss))
-                fprintf(stderr, "auxiliary losses: objects %.4f -> %.4f, changed %.4f -> %.4f\n",
-                        r->first_aux_objects_loss, r->final_aux_objects_loss,
-                        r->first_aux_changed_loss, r->final_aux_changed_loss);
-            fprintf(stderr,
-                    "throughput: %.2f samples/s, %.0f tokens/s (%" G_GINT64_FORMAT " samples, %"
-                    G_GINT64_FORMAT " tokens in %.1f s, %d worker%s)\n",
-                    r->samples_per_s, r->tokens_per_s, r->samples, r->tokens, r->elapsed_s,
-                    r->workers, r->workers == 1 ? "" : "s");
-        }
-        printf("%s\n", r->model_path);
+        print_train_result(&job.result);
     }
     g_clear_error(&job.error);
     cl_trainer_result_clear(&job.result);

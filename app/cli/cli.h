@@ -2,6 +2,7 @@
 #pragma once
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 #include "model/config.h"
 
@@ -29,8 +30,6 @@ const char *cl_cli_source_dir(void);
 /* --config of train and bench --train: JSON text when it starts with '{', else a file holding it
  * (cli-train.c). */
 gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error);
-/* "N" or "MIN-MAX" (each 0..1000) as *lo, *hi (cli-synth.c) */
-gboolean cl_cli_parse_range(const char *s, int *lo, int *hi);
 /* `bench --train` (cli-bench-train.c) */
 int cl_cli_bench_train(int argc, char **argv);
 /* `bench --long` (cli-bench-long.c): the decoder options on long sequences */
@@ -40,6 +39,57 @@ int cl_cli_bench_long(int argc, char **argv);
 /* ClTokenCallback that prints the text to stdout (invalid UTF-8 shown as U+FFFD) and sets
  * *(gboolean *)user_data once anything was printed. */
 void cl_cli_stream_token(gint32 id, const char *text, gsize len, gpointer user_data);
+
+/* ---- arguments (cli-args.c) ---- */
+
+/* exit status of a usage error (0 done, 1 failure) */
+#define CL_CLI_EXIT_USAGE 2
+/* "PROG: MESSAGE (see 'PROG --help')" on stderr; returns CL_CLI_EXIT_USAGE. PROG is the command
+ * as typed, e.g. "changelens-cli case show". */
+int cl_cli_usage_error(const char *prog, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+/* g_option_context_parse; a failure is reported as a usage error of PROG. */
+gboolean cl_cli_parse_options(GOptionContext *ctx, const char *prog, int *argc, char ***argv);
+/* TEXT as a whole number in [lo, hi]; the error (G_OPTION_ERROR_BAD_VALUE) names OPTION, the
+ * range and the text: "--images must be 2 to 5, not '6'"; a hi at G_MAXINT or more (a type's
+ * limit) is worded as no upper bound, "a whole number >= 1". */
+gboolean cl_cli_parse_int(const char *option, const char *text, gint64 lo, gint64 hi, gint64 *out,
+                          GError **error);
+/* TEXT as an unsigned 64-bit whole number (seeds) */
+gboolean cl_cli_parse_uint64(const char *option, const char *text, guint64 *out, GError **error);
+/* TEXT as a finite number in [lo, hi]; hi INFINITY: no upper bound */
+gboolean cl_cli_parse_double(const char *option, const char *text, double lo, double hi,
+                             double *out, GError **error);
+/* "N" or "MIN-MAX" (each 0..1000) as *lo, *hi */
+gboolean cl_cli_parse_range(const char *s, int *lo, int *hi);
+/* --stream's "SINK+WINDOW" (sink 0..2^20, window 1..2^20) */
+gboolean cl_cli_parse_stream(const char *text, int *sink, int *window);
+
+/* A whole-number option with its range: an entry CL_CLI_INT_ENTRY(...) of the same name in a
+ * group added with cl_cli_add_entries, whose table of these ends with a NULL name. */
+typedef struct {
+    const char *name; /* the long name, without the dashes */
+    char short_name;
+    gint64 lo, hi;
+    gint64 *value;
+} ClCliIntOption;
+/* The GOptionArgFunc of such an entry: parses the value into the table's *value. */
+gboolean cl_cli_int_option(const char *name, const char *value, gpointer data, GError **error);
+#define CL_CLI_INT_ENTRY(name, short_name, description, arg_description)                          \
+    { name, short_name, 0, G_OPTION_ARG_CALLBACK, (gpointer)cl_cli_int_option, description,     \
+      arg_description }
+/* entries into ctx's main group; its callbacks are handed data (the ClCliIntOption table, or a
+ * command's own struct) */
+void cl_cli_add_entries(GOptionContext *ctx, const GOptionEntry *entries, gconstpointer data);
+/* For commands whose --help (-h) prints their own usage_text: parses argv with entries (their
+ * callbacks handed data); positional arguments are usage errors. Returns -1 to go on, else the
+ * exit status. */
+int cl_cli_parse_own_help(const char *prog, const char *usage_text, const GOptionEntry *entries,
+                          gpointer data, int argc, char **argv);
+/* g_free and NULL the pointers at these addresses (a parsed command line's texts, a run's
+ * arrays); the list ends with NULL */
+void cl_cli_free_all(gpointer first, ...) G_GNUC_NULL_TERMINATED;
+/* b's value as pretty JSON and a newline on stdout */
+void cl_cli_print_json(JsonBuilder *b);
 
 /* NULL-terminated (cli-commands.c) */
 extern const ClCliCommand cl_cli_commands[];
