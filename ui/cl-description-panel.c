@@ -283,6 +283,8 @@ static void cl_description_panel_class_init(ClDescriptionPanelClass *klass)
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, version_dropdown);
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, review_box);
     gtk_widget_class_bind_template_callback(widget_class, on_version_selected);
+    gtk_widget_class_bind_template_callback(widget_class, on_text_motion);
+    gtk_widget_class_bind_template_callback(widget_class, on_text_leave);
 }
 
 static void cl_description_panel_init(ClDescriptionPanel *self)
@@ -291,10 +293,5 @@ static void cl_description_panel_init(ClDescriptionPanel *self)
     gtk_widget_init_template(GTK_WIDGET(self));
     gtk_text_buffer_create_tag(gtk_text_view_get_buffer(self->description_view), "sentence",
                                "background", "rgba(255, 200, 0, 0.35)", NULL);
-    /* the text view takes no builder children: its pointer controller is added here */
-    GtkEventController *motion = gtk_event_controller_motion_new();
-    g_signal_connect(motion, "motion", G_CALLBACK(on_text_motion), self);
-    g_signal_connect(motion, "leave", G_CALLBACK(on_text_leave), self);
-    gtk_widget_add_controller(GTK_WIDGET(self->description_view), motion);
     gtk_widget_set_visible(self->review_box, FALSE);
 }

@@ -1,6 +1,7 @@
 /* cl-window-private.h - ClWindow's instance struct, shared with its companion files
- * (cl-window-actions.c: the win.* actions; cl-window-describe.c: the model runs;
- * cl-window-cases.c: the case sidebar and the case database). */
+ * (cl-window-actions.c: the win.* actions; cl-window-load.c: loading files;
+ * cl-window-describe.c: the model runs; cl-window-cases.c: the case sidebar and the case
+ * database). */
 #pragma once
 
 #include "casedb/casedb.h"
@@ -12,6 +13,9 @@
 #include "worker/worker.h"
 
 G_BEGIN_DECLS
+
+/* Files decoded per open; more are ignored with a notice. */
+#define MAX_OPEN_FILES 32
 
 /* One item of the window's sequence: a frame of a document. */
 typedef ClFilmstripItem SeqItem;
@@ -64,8 +68,12 @@ struct _ClWindow {
 /* cl-window.c */
 void cl_window_update_actions(ClWindow *self);
 void cl_window_update_busy(ClWindow *self);
-/* Loads files as cl_window_open_files does; case_id: the case they belong to (0: new files, of
- * which the window makes a case when it has a database). */
+/* Shows loaded documents (at least one): all their images go in the filmstrip (a lone
+ * multi-frame file gives one item per frame), the first two are shown. */
+void cl_window_show_documents(ClWindow *self, GPtrArray *documents);
+
+/* cl-window-load.c: loads files as cl_window_open_files does; case_id: the case they belong to
+ * (0: new files, of which the window makes a case when it has a database). */
 void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gint64 case_id);
 
 /* cl-window-actions.c: installs the win.* actions and their keys. */
