@@ -572,8 +572,10 @@ static void cl_compare_view_set_property(GObject *object, guint prop_id, const G
         cl_compare_view_set_show_heatmap(self, g_value_get_boolean(value));
         break;
     case PROP_SYNC_WINDOW_LEVEL:
-        self->sync_window_level = g_value_get_boolean(value);
-        g_object_notify_by_pspec(object, pspec);
+        if (self->sync_window_level != g_value_get_boolean(value)) {
+            self->sync_window_level = g_value_get_boolean(value);
+            g_object_notify_by_pspec(object, pspec);
+        }
         break;
     default:
         G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
