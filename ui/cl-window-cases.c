@@ -1,6 +1,7 @@
-/* cl-window-cases.c - ClWindow's cases: the sidebar (search, most recent first), opening a case,
- * making a case of newly opened files, recording model runs, and the review of the description
- * (save as a new version, accept, reject, every version kept and browsable). Edits are never
+/* cl-window-cases.c - ClWindow's cases: the sidebar's list (search, most recent first), opening
+ * a case, making a case of newly opened files, recording model runs, the report export, and the
+ * review of the description (save as a new version, accept, reject, every version kept and
+ * browsable). Edits are never
  * lost: switching case, opening files or closing the window keeps an edited text as a version. */
 #include "cl-window-private.h"
 
@@ -8,14 +9,13 @@
 #include <math.h>
 #include <string.h>
 
-
 #include "casedb/caserun.h"
 #include "cl-config.h"
 #include "model/preprocess.h"
 #include "report/report.h"
 #include "worker/worker.h"
 
-/* ---- helpers ---- */
+/* ---- the case read back ---- */
 
 static const char *status_label(ClDescStatus s)
 {
@@ -27,18 +27,6 @@ static const char *status_label(ClDescStatus s)
     default:
         return _("draft");
     }
-}
-
-static GtkTextBuffer *buffer(ClWindow *self)
-{
-    return gtk_text_view_get_buffer(self->description_view);
-}
-
-static char *buffer_text(ClWindow *self)
-{
-    GtkTextIter a, b;
-    gtk_text_buffer_get_bounds(buffer(self), &a, &b);
-    return gtk_text_buffer_get_text(buffer(self), &a, &b, FALSE);
 }
 
 /* The versions of the case's current description, oldest first (borrowed pointers). */
@@ -67,47 +55,13 @@ static gboolean reload_case(ClWindow *self, GError **error)
 
 /* ---- the list ---- */
 
-static GtkWidget *case_row(gint64 id, const char *name, const char *subtitle)
-{
-    GtkWidget *box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 2);
-    gtk_widget_set_margin_top(box, 6);
-    gtk_widget_set_margin_bottom(box, 6);
-    GtkWidget *title = gtk_label_new(name);
-    gtk_label_set_xalign(GTK_LABEL(title), 0);
-    gtk_label_set_ellipsize(GTK_LABEL(title), PANGO_ELLIPSIZE_END);
-    gtk_box_append(GTK_BOX(box), title);
-    GtkWidget *sub = gtk_label_new(subtitle);
-    gtk_label_set_xalign(GTK_LABEL(sub), 0);
-    gtk_label_set_ellipsize(GTK_LABEL(sub), PANGO_ELLIPSIZE_END);
-    gtk_widget_add_css_class(sub, "caption");
-    gtk_widget_add_css_class(sub, "dim-label");
-    gtk_box_append(GTK_BOX(box), sub);
-    GtkWidget *row = gtk_list_box_row_new();
-    gtk_list_box_row_set_child(GTK_LIST_BOX_ROW(row), box);
-    gint64 *pid = g_new(gint64, 1);
-    *pid = id;
-    g_object_set_data_full(G_OBJECT(row), "case-id", pid, g_free);
-    return row;
-}
-
-static gint64 row_case_id(GtkListBoxRow *row)
-{
-    gint64 *pid = row ? g_object_get_data(G_OBJECT(row), "case-id") : NULL;
-    return pid ? *pid : 0;
-}
-
-static void refresh_list(ClWindow *self)
+void cl_window_cases_refresh_list(ClWindow *self)
 {
     if (!self->db)
         return;
-    self->refreshing_list = TRUE;
-    GtkWidget *child;
-    while ((child = gtk_widget_get_first_child(GTK_WIDGET(self->case_list))))
-        gtk_list_box_remove(self->case_list, child);
-    const char *query = gtk_editable_get_text(GTK_EDITABLE(self->case_search));
+    cl_case_sidebar_begin(self->case_sidebar);
+    const char *query = cl_case_sidebar_get_query(self->case_sidebar);
     g_autoptr(GError) error = NULL;
-    gint64 current = cl_window_get_case_id(self);
-    GtkWidget *select = NULL;
     if (!query || !*query) {
         g_autoptr(GPtrArray) list = cl_casedb_list(self->db, &error);
         for (guint i = 0; list && i < list->len; i++) {
@@ -117,19 +71,13 @@ static void refresh_list(ClWindow *self)
                 ngettext("%s · %u image · %s", "%s · %u images · %s", s->n_images),
                 s->modalities && *s->modalities ? s->modalities : _("no images"), s->n_images,
                 s->has_description ? status_label(s->status) : _("not described"));
-            GtkWidget *row = case_row(s->id, s->name, sub);
-            gtk_list_box_append(self->case_list, row);
-            if (s->id == current)
-                select = row;
+            cl_case_sidebar_add(self->case_sidebar, s->id, s->name, sub);
         }
     } else {
         g_autoptr(GPtrArray) hits = cl_casedb_search(self->db, query, 200, &error);
         for (guint i = 0; hits && i < hits->len; i++) {
             const ClCaseSearchHit *h = g_ptr_array_index(hits, i);
-            GtkWidget *row = case_row(h->case_id, h->case_name, h->snippet);
-            gtk_list_box_append(self->case_list, row);
-            if (h->case_id == current)
-                select = row;
+            cl_case_sidebar_add(self->case_sidebar, h->case_id, h->case_name, h->snippet);
         }
     }
     if (error) {
@@ -137,43 +85,14 @@ static void refresh_list(ClWindow *self)
         g_autofree char *text = g_strdup_printf(_("Could not list the cases: %s"), error->message);
         cl_window_toast(self, text);
     }
-    gtk_list_box_select_row(self->case_list, select ? GTK_LIST_BOX_ROW(select) : NULL);
-    self->refreshing_list = FALSE;
+    cl_case_sidebar_end(self->case_sidebar, cl_window_get_case_id(self));
 }
 
-typedef struct {
-    ClWindow *self; /* weak */
-    gint64 id;
-} OpenLater;
-
-static gboolean open_later_cb(gpointer data)
+/* A case picked in the sidebar (after the list is done with its row). */
+void cl_window_cases_activated(ClWindow *self, gint64 id)
 {
-    OpenLater *o = data;
-    if (o->self && o->id != cl_window_get_case_id(o->self))
-        cl_window_open_case(o->self, o->id);
-    return G_SOURCE_REMOVE;
-}
-
-static void open_later_free(gpointer data)
-{
-    OpenLater *o = data;
-    g_clear_weak_pointer(&o->self);
-    g_free(o);
-}
-
-static void on_row_selected(GtkListBox *box, GtkListBoxRow *row, ClWindow *self)
-{
-    if (self->refreshing_list || !row)
-        return;
-    gint64 id = row_case_id(row);
-    if (!id || id == cl_window_get_case_id(self))
-        return;
-    /* opening rebuilds the list, and the list box still uses this row after the signal: the
-     * case opens from an idle, once the click is done with it */
-    OpenLater *o = g_new0(OpenLater, 1);
-    g_set_weak_pointer(&o->self, self);
-    o->id = id;
-    g_idle_add_full(G_PRIORITY_DEFAULT, open_later_cb, o, open_later_free);
+    if (id != cl_window_get_case_id(self))
+        cl_window_open_case(self, id);
 }
 
 /* ---- the description's review ---- */
@@ -188,6 +107,21 @@ static const ClCaseImage *case_image_at(ClWindow *self, guint index)
     return g_ptr_array_index(c->images, index);
 }
 
+/* A stored heat map grid as the model's (image 2 of a pair; max over its finite values). */
+static ClHeatmap *heatmap_from_case(const ClCaseHeatmap *h, ClHeatmapSource source, int layer)
+{
+    ClHeatmap *hm = g_new0(ClHeatmap, 1);
+    hm->source = source;
+    hm->image_index = 1;
+    hm->layer = layer;
+    hm->width = (int)h->grid_w, hm->height = (int)h->grid_h;
+    hm->values = g_memdup2(h->data, sizeof(float) * h->grid_w * h->grid_h);
+    for (guint i = 0; i < h->grid_w * h->grid_h; i++)
+        if (isfinite(hm->values[i]))
+            hm->max = MAX(hm->max, hm->values[i]);
+    return hm;
+}
+
 /* The latest run's heat map of the pair's later image, if that run read it. */
 static void apply_case_heat(ClWindow *self)
 {
@@ -197,39 +131,20 @@ static void apply_case_heat(ClWindow *self)
     const ClCaseHeatmap *h = run && img ? cl_case_find_heatmap(c, run->id, img->id, -1) : NULL;
     if (!h || !h->data || h->grid_w == 0 || h->grid_h == 0 || h->input_size <= 0)
         return;
-    g_clear_pointer(&self->heatmap, cl_heatmap_free);
-    ClHeatmap *hm = g_new0(ClHeatmap, 1);
-    hm->source = g_strcmp0(h->kind, "delta") == 0 ? CL_HEATMAP_DELTA : CL_HEATMAP_UPDATE_NORM;
-    hm->image_index = 1;
-    hm->width = (int)h->grid_w;
-    hm->height = (int)h->grid_h;
-    hm->values = g_memdup2(h->data, sizeof(float) * h->grid_w * h->grid_h);
-    for (guint i = 0; i < h->grid_w * h->grid_h; i++)
-        if (isfinite(hm->values[i]))
-            hm->max = MAX(hm->max, hm->values[i]);
-    hm->layer = -1;
-    self->heatmap = hm;
-    self->heat_in_frame = FALSE; /* a stored map is drawn on the later image as it is */
-    cl_letterbox_init(&self->heat_letterbox, img->width, img->height, h->input_size);
+    ClHeatmap *hm = heatmap_from_case(
+        h, g_strcmp0(h->kind, "delta") == 0 ? CL_HEATMAP_DELTA : CL_HEATMAP_UPDATE_NORM, -1);
+    ClLetterbox letterbox;
+    cl_letterbox_init(&letterbox, img->width, img->height, h->input_size);
     /* and the run's map of each encoder block, when it kept them */
     g_autoptr(GPtrArray) layers = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
     for (int l = 0; l < 64; l++) {
         const ClCaseHeatmap *lh = cl_case_find_heatmap(c, run->id, img->id, l);
         if (!lh || !lh->data || lh->grid_w != h->grid_w || lh->grid_h != h->grid_h)
             break;
-        ClHeatmap *m = g_new0(ClHeatmap, 1);
-        m->source = CL_HEATMAP_UPDATE_NORM;
-        m->image_index = 1;
-        m->layer = l;
-        m->width = (int)lh->grid_w, m->height = (int)lh->grid_h;
-        m->values = g_memdup2(lh->data, sizeof(float) * lh->grid_w * lh->grid_h);
-        for (guint i = 0; i < lh->grid_w * lh->grid_h; i++)
-            if (isfinite(m->values[i]))
-                m->max = MAX(m->max, m->values[i]);
-        g_ptr_array_add(layers, m);
+        g_ptr_array_add(layers, heatmap_from_case(lh, CL_HEATMAP_UPDATE_NORM, l));
     }
-    cl_window_set_layer_heatmaps(self, layers);
-    cl_window_update_heat(self);
+    /* a stored map is drawn on the later image as it is (not in the earlier one's frame) */
+    cl_compare_view_set_heatmap(self->compare_view, hm, layers, &letterbox, FALSE);
 }
 
 void cl_window_cases_pair_changed(ClWindow *self)
@@ -266,59 +181,59 @@ gboolean cl_window_cases_reorder(ClWindow *self, guint from, guint to)
         g_autofree char *msg = g_strdup_printf(_("Could not open the case: %s"), error->message);
         cl_window_toast(self, msg);
     }
-    refresh_list(self);
+    cl_window_cases_refresh_list(self);
     return TRUE;
+}
+
+/* The line about a version: number, status, author, time. */
+static char *version_line(const ClCaseDescVersion *v)
+{
+    /* TRANSLATORS: the description shown: version, status, author, time */
+    return g_strdup_printf(_("Version %u · %s · %s · %s"), v->version, status_label(v->status),
+                           v->author, v->created_at);
+}
+
+static GtkTextBuffer *editor(ClWindow *self)
+{
+    return cl_description_panel_get_buffer(self->description_panel);
 }
 
 /* Shows the case's description, its versions and its last heat map. keep_text: leave the
  * editor's text as it is (it is what was just saved or generated). */
 static void apply_case_state(ClWindow *self, gboolean keep_text)
 {
+    ClDescriptionPanel *panel = self->description_panel;
     const ClCase *c = self->current_case;
     g_autoptr(GPtrArray) versions = current_versions(c);
     const ClCaseDescVersion *cur = versions->len ? g_ptr_array_index(versions, versions->len - 1)
                                                  : NULL;
-    GtkStringList *list = gtk_string_list_new(NULL);
+    g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < versions->len; i++) {
         const ClCaseDescVersion *v = g_ptr_array_index(versions, i);
         /* TRANSLATORS: one version of a description: number, review status, author */
-        g_autofree char *item = g_strdup_printf(_("Version %u · %s · %s"), v->version,
-                                                status_label(v->status), v->author);
-        gtk_string_list_append(list, item);
+        g_ptr_array_add(items, g_strdup_printf(_("Version %u · %s · %s"), v->version,
+                                               status_label(v->status), v->author));
     }
+    g_ptr_array_add(items, NULL);
     self->shown_version = G_MAXUINT;
-    /* setting the list selects in it: that is not the user browsing versions */
-    self->updating_versions = TRUE;
-    gtk_drop_down_set_model(self->version_dropdown, G_LIST_MODEL(list));
-    g_object_unref(list);
-    if (versions->len)
-        gtk_drop_down_set_selected(self->version_dropdown, versions->len - 1);
-    self->updating_versions = FALSE;
-    gtk_widget_set_visible(GTK_WIDGET(self->version_dropdown), versions->len > 1);
-    if (cur) {
-        /* TRANSLATORS: the description shown: version, status, author, time */
-        g_autofree char *label = g_strdup_printf(_("Version %u · %s · %s · %s"), cur->version,
-                                                 status_label(cur->status), cur->author,
-                                                 cur->created_at);
-        gtk_label_set_label(self->version_label, label);
-    } else {
-        gtk_label_set_label(self->version_label, c ? _("Not described yet") : "");
-    }
+    cl_description_panel_set_versions(panel, (const char *const *)items->pdata);
+    g_autofree char *label = cur ? version_line(cur) : g_strdup(c ? _("Not described yet") : "");
+    cl_description_panel_set_version_label(panel, label);
     if (!keep_text) {
-        gtk_text_buffer_set_text(buffer(self), cur ? cur->text : "", -1);
-        gtk_text_buffer_set_modified(buffer(self), FALSE);
-        gtk_label_set_label(self->panel_stage, "");
-        gtk_label_set_label(self->panel_model, "");
+        cl_description_panel_set_text(panel, cur ? cur->text : "");
+        gtk_text_buffer_set_modified(editor(self), FALSE);
+        cl_description_panel_set_stage(panel, "");
+        cl_description_panel_set_model(panel, "");
         const ClCaseRun *run = c ? cl_case_latest_run(c) : NULL;
         if (run) {
             /* TRANSLATORS: which model run the description comes from */
             g_autofree char *m = g_strdup_printf(_("Model: %s · %s · %s"), run->model_name,
                                                  run->device, run->created_at);
-            gtk_label_set_label(self->panel_model, m);
+            cl_description_panel_set_model(panel, m);
         }
     }
-    gtk_text_view_set_editable(self->description_view, !cl_window_get_describing(self));
-    gtk_widget_set_visible(self->review_box, c != NULL);
+    cl_description_panel_set_editable(panel, !cl_window_get_describing(self));
+    cl_description_panel_set_review_visible(panel, c != NULL);
     if (cur)
         gtk_revealer_set_reveal_child(self->panel_revealer, TRUE);
 
@@ -327,16 +242,14 @@ static void apply_case_state(ClWindow *self, gboolean keep_text)
     cl_window_update_actions(self);
 }
 
-/* Keeps the editor's text as a new version when it differs from the current one. FALSE when it
- * could not be kept (the text stays in the editor, and the user is told why). */
-static gboolean save_description(ClWindow *self)
+gboolean cl_window_cases_save(ClWindow *self)
 {
     if (!self->db || !self->current_case || cl_window_get_describing(self))
         return TRUE;
-    g_autofree char *text = buffer_text(self);
+    g_autofree char *text = cl_description_panel_get_text(self->description_panel);
     const ClCaseDescVersion *cur = cl_case_current_description(self->current_case);
     if ((cur && strcmp(cur->text, text) == 0) || (!cur && !*text)) {
-        gtk_text_buffer_set_modified(buffer(self), FALSE);
+        gtk_text_buffer_set_modified(editor(self), FALSE);
         return TRUE;
     }
     g_autoptr(GError) error = NULL;
@@ -350,23 +263,23 @@ static gboolean save_description(ClWindow *self)
         cl_window_toast(self, msg);
         return FALSE;
     }
-    gtk_text_buffer_set_modified(buffer(self), FALSE);
+    gtk_text_buffer_set_modified(editor(self), FALSE);
     if (reload_case(self, &error))
         apply_case_state(self, TRUE);
-    refresh_list(self);
+    cl_window_cases_refresh_list(self);
     return TRUE;
 }
 
 gboolean cl_window_cases_save_pending(ClWindow *self)
 {
-    if (self->db && self->current_case && gtk_text_buffer_get_modified(buffer(self)))
-        return save_description(self);
+    if (self->db && self->current_case && gtk_text_buffer_get_modified(editor(self)))
+        return cl_window_cases_save(self);
     return TRUE;
 }
 
-static void set_status(ClWindow *self, ClDescStatus status)
+void cl_window_cases_set_status(ClWindow *self, ClDescStatus status)
 {
-    if (!self->db || !self->current_case || !save_description(self))
+    if (!self->db || !self->current_case || !cl_window_cases_save(self))
         return;
     g_autoptr(GError) error = NULL;
     if (!cl_casedb_description_set_status(self->db, self->current_case->summary.id, status, NULL,
@@ -378,32 +291,14 @@ static void set_status(ClWindow *self, ClDescStatus status)
     }
     if (reload_case(self, &error))
         apply_case_state(self, TRUE);
-    refresh_list(self);
-}
-
-static void action_save(GtkWidget *widget, const char *name, GVariant *param)
-{
-    save_description(CL_WINDOW(widget));
-}
-
-static void action_accept(GtkWidget *widget, const char *name, GVariant *param)
-{
-    set_status(CL_WINDOW(widget), CL_DESC_ACCEPTED);
-}
-
-static void action_reject(GtkWidget *widget, const char *name, GVariant *param)
-{
-    set_status(CL_WINDOW(widget), CL_DESC_REJECTED);
+    cl_window_cases_refresh_list(self);
 }
 
 /* Browsing versions: an older one is shown read-only; the latest is the one edited. */
-static void on_version_selected(GtkDropDown *dd, GParamSpec *pspec, ClWindow *self)
+void cl_window_cases_version_selected(ClWindow *self, guint sel)
 {
-    if (self->updating_versions)
-        return;
-    guint sel = gtk_drop_down_get_selected(dd);
     g_autoptr(GPtrArray) versions = current_versions(self->current_case);
-    if (sel == GTK_INVALID_LIST_POSITION || sel >= versions->len || sel == self->shown_version)
+    if (sel >= versions->len || sel == self->shown_version)
         return;
     if (!cl_window_cases_save_pending(self))
         return;
@@ -415,12 +310,12 @@ static void on_version_selected(GtkDropDown *dd, GParamSpec *pspec, ClWindow *se
     const ClCaseDescVersion *v = g_ptr_array_index(now, sel);
     gboolean latest = sel == now->len - 1;
     self->shown_version = latest ? G_MAXUINT : sel;
-    gtk_text_buffer_set_text(buffer(self), v->text, -1);
-    gtk_text_buffer_set_modified(buffer(self), FALSE);
-    gtk_text_view_set_editable(self->description_view, latest && !cl_window_get_describing(self));
-    g_autofree char *label = g_strdup_printf(_("Version %u · %s · %s · %s"), v->version,
-                                             status_label(v->status), v->author, v->created_at);
-    gtk_label_set_label(self->version_label, label);
+    cl_description_panel_set_text(self->description_panel, v->text);
+    gtk_text_buffer_set_modified(editor(self), FALSE);
+    cl_description_panel_set_editable(self->description_panel,
+                                      latest && !cl_window_get_describing(self));
+    g_autofree char *label = version_line(v);
+    cl_description_panel_set_version_label(self->description_panel, label);
     cl_window_update_actions(self);
 }
 
@@ -434,7 +329,7 @@ void cl_window_set_case_db(ClWindow *self, ClCaseDb *db)
     g_clear_pointer(&self->current_case, cl_case_free);
     gtk_widget_set_visible(GTK_WIDGET(self->sidebar_button), db != NULL);
     gtk_toggle_button_set_active(self->sidebar_button, db != NULL);
-    refresh_list(self);
+    cl_window_cases_refresh_list(self);
     apply_case_state(self, TRUE);
 }
 
@@ -482,7 +377,7 @@ void cl_window_open_case(ClWindow *self, gint64 case_id)
         g_ptr_array_add(files, g_file_new_for_path(img->path));
     }
     apply_case_state(self, FALSE);
-    refresh_list(self);
+    cl_window_cases_refresh_list(self);
     if (files->len > 0)
         cl_window_load_files(self, (GFile *const *)files->pdata, files->len, case_id);
 }
@@ -529,7 +424,7 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
     g_clear_pointer(&self->current_case, cl_case_free);
     if (!case_images || case_images->len < 2) {
         apply_case_state(self, FALSE);
-        refresh_list(self);
+        cl_window_cases_refresh_list(self);
         return;
     }
     if (groups && n_groups > 1) {
@@ -550,7 +445,7 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
         g_autofree char *msg = g_strdup_printf(
             ngettext("The files make %u case", "The files make %u cases", n_groups), n_groups);
         cl_window_toast(self, msg);
-        refresh_list(self);
+        cl_window_cases_refresh_list(self);
         if (first)
             cl_window_open_case(self, first);
         return;
@@ -562,7 +457,7 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
     }
     self->current_case = cl_casedb_get_case(self->db, id, CL_CASE_HEATMAP_DATA, NULL);
     self->sequence_case_id = id;
-    refresh_list(self);
+    cl_window_cases_refresh_list(self);
     apply_case_state(self, FALSE);
 }
 
@@ -600,13 +495,13 @@ void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r)
         g_autofree char *msg = g_strdup_printf(
             _("The description was not recorded in the case: %s"), error->message);
         cl_window_toast(self, msg);
-        gtk_text_buffer_set_modified(buffer(self), TRUE);
+        gtk_text_buffer_set_modified(editor(self), TRUE);
         return;
     }
-    gtk_text_buffer_set_modified(buffer(self), FALSE);
+    gtk_text_buffer_set_modified(editor(self), FALSE);
     if (reload_case(self, &error))
         apply_case_state(self, TRUE);
-    refresh_list(self);
+    cl_window_cases_refresh_list(self);
 }
 
 gboolean cl_window_cases_can_review(ClWindow *self)
@@ -711,46 +606,6 @@ void cl_window_export_report(ClWindow *self, GFile *file)
     g_object_notify(G_OBJECT(self), "busy");
 }
 
-static void on_export_response(GtkNativeDialog *dialog, int response, ClWindow *self)
-{
-    if (response == GTK_RESPONSE_ACCEPT) {
-        g_autoptr(GFile) file = gtk_file_chooser_get_file(GTK_FILE_CHOOSER(dialog));
-        if (file)
-            cl_window_export_report(self, file);
-    }
-    gtk_native_dialog_destroy(dialog);
-    g_object_unref(dialog);
-}
-
-static void action_export(GtkWidget *widget, const char *name, GVariant *param)
-{
-    ClWindow *self = CL_WINDOW(widget);
-    if (!self->current_case)
-        return;
-    GtkFileChooserNative *chooser = gtk_file_chooser_native_new(
-        _("Export Report"), GTK_WINDOW(self), GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"),
-        _("_Cancel"));
-    GtkFileChooser *fc = GTK_FILE_CHOOSER(chooser);
-    gtk_native_dialog_set_modal(GTK_NATIVE_DIALOG(chooser), TRUE);
-    static const struct {
-        const char *name, *pattern;
-    } kinds[] = { { N_("PDF document"), "*.pdf" },
-                  { N_("Web page (HTML)"), "*.html" },
-                  { N_("JSON for machines"), "*.json" } };
-    for (guint i = 0; i < G_N_ELEMENTS(kinds); i++) {
-        g_autoptr(GtkFileFilter) f = gtk_file_filter_new();
-        gtk_file_filter_set_name(f, _(kinds[i].name));
-        gtk_file_filter_add_pattern(f, kinds[i].pattern);
-        gtk_file_chooser_add_filter(fc, f);
-    }
-    g_autofree char *base = g_strdup(self->current_case->summary.name);
-    g_strdelimit(base, "/\\:", '-');
-    g_autofree char *suggested = g_strconcat(base, ".pdf", NULL);
-    gtk_file_chooser_set_current_name(fc, suggested);
-    g_signal_connect(chooser, "response", G_CALLBACK(on_export_response), self);
-    gtk_native_dialog_show(GTK_NATIVE_DIALOG(chooser));
-}
-
 gboolean cl_window_get_exporting(ClWindow *self)
 {
     g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
@@ -763,57 +618,7 @@ gboolean cl_window_get_last_export_ok(ClWindow *self)
     return self->last_export_ok;
 }
 
-/* Keyboard review: the next or previous case of the list, as the list is sorted or filtered. */
-static void step_case(ClWindow *self, int delta)
-{
-    if (!self->db)
-        return;
-    GtkListBoxRow *sel = gtk_list_box_get_selected_row(self->case_list);
-    int i = sel ? gtk_list_box_row_get_index(sel) + delta : 0;
-    GtkListBoxRow *row = gtk_list_box_get_row_at_index(self->case_list, MAX(i, 0));
-    if (row && row != sel)
-        gtk_list_box_select_row(self->case_list, row); /* opens it (row-selected) */
-}
-
-static void action_next_case(GtkWidget *widget, const char *name, GVariant *param)
-{
-    step_case(CL_WINDOW(widget), 1);
-}
-
-static void action_previous_case(GtkWidget *widget, const char *name, GVariant *param)
-{
-    step_case(CL_WINDOW(widget), -1);
-}
-
-static void action_toggle_sidebar(GtkWidget *widget, const char *name, GVariant *param)
-{
-    ClWindow *self = CL_WINDOW(widget);
-    if (gtk_widget_get_visible(GTK_WIDGET(self->sidebar_button)))
-        gtk_toggle_button_set_active(self->sidebar_button,
-                                     !gtk_toggle_button_get_active(self->sidebar_button));
-}
-
 /* ---- set-up ---- */
-
-void cl_window_cases_class_init(GtkWidgetClass *widget_class)
-{
-    gtk_widget_class_bind_template_child(widget_class, ClWindow, sidebar_revealer);
-    gtk_widget_class_bind_template_child(widget_class, ClWindow, case_search);
-    gtk_widget_class_bind_template_child(widget_class, ClWindow, case_list);
-    gtk_widget_class_bind_template_child(widget_class, ClWindow, sidebar_button);
-    gtk_widget_class_bind_template_child(widget_class, ClWindow, version_label);
-    gtk_widget_class_bind_template_child(widget_class, ClWindow, version_dropdown);
-    gtk_widget_class_bind_template_child(widget_class, ClWindow, review_box);
-    gtk_widget_class_install_action(widget_class, "win.save-description", NULL, action_save);
-    gtk_widget_class_install_action(widget_class, "win.accept-description", NULL, action_accept);
-    gtk_widget_class_install_action(widget_class, "win.reject-description", NULL, action_reject);
-    gtk_widget_class_install_action(widget_class, "win.toggle-sidebar", NULL,
-                                    action_toggle_sidebar);
-    gtk_widget_class_install_action(widget_class, "win.export-report", NULL, action_export);
-    gtk_widget_class_install_action(widget_class, "win.next-case", NULL, action_next_case);
-    gtk_widget_class_install_action(widget_class, "win.previous-case", NULL,
-                                    action_previous_case);
-}
 
 void cl_window_cases_init(ClWindow *self)
 {
@@ -821,11 +626,6 @@ void cl_window_cases_init(ClWindow *self)
     g_object_bind_property(self->sidebar_button, "active", self->sidebar_revealer,
                            "reveal-child", G_BINDING_SYNC_CREATE);
     gtk_widget_set_visible(GTK_WIDGET(self->sidebar_button), FALSE);
-    gtk_widget_set_visible(self->review_box, FALSE);
-    g_signal_connect(self->case_list, "row-selected", G_CALLBACK(on_row_selected), self);
-    g_signal_connect_swapped(self->case_search, "search-changed", G_CALLBACK(refresh_list), self);
-    g_signal_connect(self->version_dropdown, "notify::selected", G_CALLBACK(on_version_selected),
-                     self);
 }
 
 void cl_window_cases_dispose(ClWindow *self)

@@ -1,20 +1,24 @@
 /* cl-window-private.h - ClWindow's instance struct, shared with its companion files
- * (cl-window-cases.c: the case sidebar and the case database). */
+ * (cl-window-actions.c: the win.* actions; cl-window-load.c: loading files;
+ * cl-window-describe.c: the model runs; cl-window-cases.c: the case sidebar and the case
+ * database). */
 #pragma once
 
 #include "casedb/casedb.h"
+#include "cl-case-sidebar.h"
+#include "cl-compare-view.h"
+#include "cl-description-panel.h"
+#include "cl-filmstrip.h"
 #include "cl-window.h"
-#include "model/heatmap.h"
-#include "worker/sentences.h"
 #include "worker/worker.h"
 
 G_BEGIN_DECLS
 
+/* Files decoded per open; more are ignored with a notice. */
+#define MAX_OPEN_FILES 32
+
 /* One item of the window's sequence: a frame of a document. */
-typedef struct {
-    ClDocument *doc;
-    guint frame;
-} SeqItem;
+typedef ClFilmstripItem SeqItem;
 
 struct _ClWindow {
     AdwApplicationWindow parent_instance;
@@ -25,93 +29,61 @@ struct _ClWindow {
     GtkLabel *zoom_label;
     AdwToastOverlay *toast_overlay;
     GtkStack *stack;
-    ClImageView *view_a, *view_b;
-    GtkLabel *name_a, *info_a, *name_b, *info_b;
-    GtkWidget *pane_b;
+    GtkToggleButton *sidebar_button;
+    GtkRevealer *sidebar_revealer;
+    ClCaseSidebar *case_sidebar;
+    ClCompareView *compare_view;
     GtkRevealer *panel_revealer;
-    GtkLabel *panel_stage, *panel_model, *mode_label, *changed_label;
-    GtkProgressBar *panel_progress;
-    GtkTextView *description_view;
-    GtkActionBar *mode_bar;
-    GtkScale *mode_scale, *heat_scale;
-    GtkMenuButton *preset_button;
-    GtkLabel *align_label;
-    GtkButton *masks_button;
-    GtkBox *filmstrip;
-    GtkWidget *filmstrip_scroller;
-    GArray *sequence;       /* SeqItem: every image of the sequence, in order */
-    guint pair_a, pair_b;   /* the items shown */
-    GArray *masks; /* double: ignore regions, x0 y0 x1 y1 in the earlier image's pixels */
-    gboolean aligned;
-    GCancellable *align_cancellable;
+    ClDescriptionPanel *description_panel;
+    ClFilmstrip *filmstrip;
 
     GSettings *settings; /* NULL when the schema is not installed */
     GCancellable *load_cancellable;
-    GPtrArray *documents; /* ClDocument*, what is shown */
+    GPtrArray *documents;   /* ClDocument*, what is shown */
+    GArray *sequence;       /* SeqItem: every image of the sequence, in order */
+    guint pair_a, pair_b;   /* the items shown */
+    guint zoom_label_idle;  /* pending update_zoom_label */
+    gboolean aligned;
+    GCancellable *align_cancellable;
 
-    gboolean link_views;
-    ClViewport *shared_viewport;
-    ClViewport *own_viewport[2];
-    ClViewport *zoom_label_viewport; /* the one zoom_label follows */
-    gulong zoom_label_id;
-    guint zoom_label_idle; /* pending update_zoom_label */
-
-    /* comparison */
-    ClCompareMode mode;  /* NONE = side by side */
-    double blend;        /* the mode bar's value per mode */
-    double flicker_rate;
-    double tolerance;
-    gboolean updating_scale;
-
-    /* the model */
+    /* the model (cl-window-describe.c) */
     ClWorker *worker;
     GCancellable *describe_cancellable; /* the run in progress, NULL when none */
-    gboolean show_heatmap;
-    ClHeatmap *heatmap; /* of the last run: image 2 of the shown pair, on its letterbox */
-    ClLetterbox heat_letterbox;
-    GPtrArray *layer_heatmaps; /* ClHeatmap*: the same image's map per encoder block */
-    GtkDropDown *layer_dropdown;
-    GPtrArray *sentences;   /* ClSentenceMap* of the last run, for its text */
-    char *generated_text;   /* that text (the maps hold while the editor shows it unchanged) */
-    int highlighted;        /* the sentence shown, -1 when none */
+    gboolean describe_delta;            /* the running (or last) describe used Δ maps */
+    gboolean describe_aligned;          /* ... and read the later image aligned */
+    guint describe_first;               /* ... and read the sequence from this item (the long
+                                         * history: every prior; else pair_a) */
+    guint described_images;             /* images the last finished run read */
 
     /* cases (cl-window-cases.c); db borrowed, NULL: a plain viewer without cases */
     ClCaseDb *db;
     ClCase *current_case;   /* the case shown, with its heatmap grids; NULL when none */
     gint64 pending_case_id; /* the case whose images are being loaded, 0 when none */
-    gboolean refreshing_list;
-    guint shown_version;    /* index into the versions dropdown that is shown, G_MAXUINT: latest */
-    GtkRevealer *sidebar_revealer;
-    GtkSearchEntry *case_search;
-    GtkListBox *case_list;
-    GtkToggleButton *sidebar_button;
-    GtkLabel *version_label;
-    GtkDropDown *version_dropdown;
-    GtkWidget *review_box;
+    guint shown_version;    /* index into the versions list that is shown, G_MAXUINT: latest */
     GCancellable *export_cancellable; /* a report being written */
-    gboolean updating_versions;       /* the version list is being rebuilt, not browsed */
     gint64 sequence_case_id;          /* the case whose images the sequence shows, 0: none */
-    gboolean describe_delta;          /* the running (or last) describe used Δ maps */
-    gboolean describe_aligned;        /* ... and read the later image aligned */
-    guint describe_first;             /* ... and read the sequence from this item (the long
-                                       * history: every prior; else pair_a) */
-    guint described_images;           /* images the last finished run read */
-    gboolean heat_in_frame;           /* the heat map is of the earlier image's frame */
     gboolean last_export_ok;
 };
 
 /* cl-window.c */
 void cl_window_update_actions(ClWindow *self);
-void cl_window_update_heat(ClWindow *self);
-/* The per-block heat maps of the later image (ClHeatmap*, borrowed ref) for the layer list. */
-void cl_window_set_layer_heatmaps(ClWindow *self, GPtrArray *layers);
-/* Loads files as cl_window_open_files does; case_id: the case they belong to (0: new files, of
- * which the window makes a case when it has a database). */
+void cl_window_update_busy(ClWindow *self);
+/* Shows loaded documents (at least one): all their images go in the filmstrip (a lone
+ * multi-frame file gives one item per frame), the first two are shown. */
+void cl_window_show_documents(ClWindow *self, GPtrArray *documents);
+
+/* cl-window-load.c: loads files as cl_window_open_files does; case_id: the case they belong to
+ * (0: new files, of which the window makes a case when it has a database). */
 void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gint64 case_id);
+
+/* cl-window-actions.c: installs the win.* actions and their keys. */
+void cl_window_actions_class_init(GtkWidgetClass *widget_class);
+
+/* cl-window-describe.c: the run in progress (NULL: none) and what shows it. */
+void cl_window_set_describing(ClWindow *self, GCancellable *cancellable);
 
 /* cl-window-cases.c */
 void cl_window_cases_init(ClWindow *self);
-void cl_window_cases_class_init(GtkWidgetClass *widget_class);
 void cl_window_cases_dispose(ClWindow *self);
 /* After a load: a case for newly opened files (documents, the files' paths), or the state of the
  * case that was opened (description, versions, heat map). */
@@ -127,5 +99,13 @@ gboolean cl_window_cases_reorder(ClWindow *self, guint from, guint to);
 gboolean cl_window_cases_can_review(ClWindow *self);
 /* Keeps an edited description before the window shows something else (nothing is lost). */
 gboolean cl_window_cases_save_pending(ClWindow *self);
+/* win.save-description, win.accept-description and win.reject-description. */
+gboolean cl_window_cases_save(ClWindow *self);
+void cl_window_cases_set_status(ClWindow *self, ClDescStatus status);
+/* The sidebar's list again (its search, the case shown selected); a case picked in it. */
+void cl_window_cases_refresh_list(ClWindow *self);
+void cl_window_cases_activated(ClWindow *self, gint64 id);
+/* A version picked in the panel's list: shown, read-only unless it is the latest. */
+void cl_window_cases_version_selected(ClWindow *self, guint index);
 
 G_END_DECLS

@@ -1,0 +1,321 @@
+/* test-ui-cases.c - Cases in the window: the sidebar and the demo cases, runs recorded, the review
+ * with versions and the report, the filmstrip's pairs and order, one import made into cases. */
+#include "ui-util.h"
+
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#include "casedb/casedb.h"
+#include "cl-application.h"
+
+static gboolean not_exporting(gpointer data)
+{
+    return !cl_window_get_exporting(data);
+}
+
+typedef struct {
+    ClWindow *win;
+    gint64 id;
+} CaseWait;
+
+static gboolean case_is(gpointer data)
+{
+    CaseWait *w = data;
+    return cl_window_get_case_id(w->win) == w->id;
+}
+
+static gboolean case_shown(gpointer data)
+{
+    ClWindow *win = data;
+    return window_idle(win) && cl_image_view_get_document(cl_window_get_view(win, 0)) != NULL;
+}
+
+static void set_description_text(ClWindow *win, const char *text)
+{
+    /* the panel's editor, as a user types into it */
+    GtkWidget *w = GTK_WIDGET(win);
+    GtkTextView *tv = NULL;
+    for (GtkWidget *c = w; c;) {
+        if (GTK_IS_TEXT_VIEW(c)) {
+            tv = GTK_TEXT_VIEW(c);
+            break;
+        }
+        /* depth-first walk */
+        GtkWidget *next = gtk_widget_get_first_child(c);
+        while (!next && c && c != w) {
+            next = gtk_widget_get_next_sibling(c);
+            if (!next)
+                c = gtk_widget_get_parent(c);
+        }
+        c = next;
+    }
+    g_assert_nonnull(tv);
+    GtkTextBuffer *b = gtk_text_view_get_buffer(tv);
+    gtk_text_buffer_set_text(b, text, -1);
+    gtk_text_buffer_set_modified(b, TRUE);
+}
+
+static void test_cases(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "cases.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    const char *demo = g_getenv("CL_DEMO_DIR");
+    g_assert_nonnull(demo);
+    g_assert_true(cl_application_add_demo_cases(db, demo, &error));
+    g_assert_no_error(error);
+    g_autoptr(GPtrArray) cases = cl_casedb_list(db, &error);
+    g_assert_cmpuint(cases->len, ==, 3);
+    /* the first listed (most recent) is the first of cases.json: the radiograph */
+    const ClCaseSummary *first = cases->pdata[0];
+    g_assert_nonnull(strstr(first->name, "radiograph"));
+    g_assert_cmpstr(first->modalities, !=, "");
+
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1200, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    cl_window_open_case(win, first->id);
+    g_assert_cmpint(cl_window_get_case_id(win), ==, first->id);
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 0))),
+                    ==, "before.dcm");
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 1))),
+                    ==, "after.dcm");
+
+    /* a model run is recorded in the case: run, version 1 by the model, heat map */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, first->id, CL_CASE_HEATMAP_DATA, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(c->runs->len, ==, 1);
+    const ClCaseDescVersion *v = cl_case_current_description(c);
+    g_assert_nonnull(v);
+    g_assert_cmpuint(v->version, ==, 1);
+    g_assert_cmpstr(v->author, ==, "model");
+    g_autofree char *shown = cl_window_get_description(win);
+    g_assert_cmpstr(shown, ==, v->text);
+    /* the mean and each encoder block's map */
+    g_assert_cmpuint(c->heatmaps->len, ==, 1 + cl_window_get_n_heat_layers(win));
+    save_screenshot(win, "case-described");
+
+    /* the reviewer edits and accepts: two new versions, the text kept as typed */
+    set_description_text(win, "Edited by the reviewer: new finding at the right base.");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.accept-description", NULL));
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, first->id, CL_CASE_GET_DEFAULT, &error);
+    v = cl_case_current_description(c);
+    g_assert_cmpuint(v->version, ==, 3);
+    g_assert_cmpint(v->status, ==, CL_DESC_ACCEPTED);
+    g_assert_cmpstr(v->text, ==, "Edited by the reviewer: new finding at the right base.");
+
+    /* the case's report, as the menu's Export Report writes it */
+    g_autofree char *pdf = g_build_filename(tmpdir, "report.pdf", NULL);
+    g_autoptr(GFile) pdf_file = g_file_new_for_path(pdf);
+    cl_window_export_report(win, pdf_file);
+    g_assert_true(cl_window_get_exporting(win));
+    g_assert_true(wait_for(not_exporting, win));
+    g_assert_true(cl_window_get_last_export_ok(win));
+    g_autofree char *bytes = NULL;
+    gsize len = 0;
+    g_assert_true(g_file_get_contents(pdf, &bytes, &len, NULL));
+    g_assert_cmpuint(len, >, 10000);
+    g_assert_true(memcmp(bytes, "%PDF-", 5) == 0);
+    const char *shots = g_getenv("CL_SCREENSHOT_DIR");
+    if (shots && *shots) {
+        g_mkdir_with_parents(shots, 0755);
+        g_autofree char *copy = g_build_filename(shots, "case-report.pdf", NULL);
+        g_assert_true(g_file_set_contents(copy, bytes, (gssize)len, NULL));
+    }
+
+    /* an edit left unsaved when another case is opened is kept, not lost */
+    set_description_text(win, "A later thought, never saved by hand.");
+    const ClCaseSummary *second = cases->pdata[1];
+    cl_window_open_case(win, second->id);
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_cmpint(cl_window_get_case_id(win), ==, second->id);
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, first->id, CL_CASE_GET_DEFAULT, &error);
+    v = cl_case_current_description(c);
+    g_assert_cmpuint(v->version, ==, 4);
+    g_assert_cmpstr(v->text, ==, "A later thought, never saved by hand.");
+    g_assert_cmpint(v->status, ==, CL_DESC_DRAFT);
+    /* keyboard review: the next case in the list (the third), then back */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.next-case", NULL));
+    CaseWait cw = { win, ((ClCaseSummary *)cases->pdata[2])->id };
+    g_assert_true(wait_for(case_is, &cw)); /* opened from an idle, after the list's signal */
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.previous-case", NULL));
+    cw.id = second->id;
+    g_assert_true(wait_for(case_is, &cw));
+    g_assert_true(wait_for(case_shown, win));
+    /* the second case has no description: the editor is empty */
+    g_autofree char *empty = cl_window_get_description(win);
+    g_assert_cmpstr(empty, ==, "");
+
+    /* opened files become a new case */
+    g_autofree char *before = g_build_filename(tmpdir, "scene-before.png", NULL);
+    g_autofree char *after = g_build_filename(tmpdir, "scene-after.png", NULL);
+    write_scene(before, FALSE);
+    write_scene(after, TRUE);
+    const char *paths[] = {before, after};
+    open_paths(win, paths, 2);
+    g_assert_true(wait_for(window_idle, win));
+    g_autoptr(GPtrArray) now = cl_casedb_list(db, &error);
+    g_assert_cmpuint(now->len, ==, 4);
+    const ClCaseSummary *made = now->pdata[0];
+    g_assert_cmpstr(made->name, ==, "scene-before.png and scene-after.png");
+    g_assert_cmpuint(made->n_images, ==, 2);
+    g_assert_cmpint(cl_window_get_case_id(win), ==, made->id);
+    save_screenshot(win, "cases");
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
+/* The filmstrip: a sequence of three, any pair shown, the order changed by a move, the case's
+ * order in the database following. */
+static void test_filmstrip(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "film.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    g_autofree char *p1 = g_build_filename(tmpdir, "film-1.png", NULL);
+    g_autofree char *p2 = g_build_filename(tmpdir, "film-2.png", NULL);
+    g_autofree char *p3 = g_build_filename(tmpdir, "film-3.png", NULL);
+    write_scene_at(p1, FALSE, 0, 0);
+    write_scene_at(p2, FALSE, 3, 0);
+    write_scene_at(p3, TRUE, 3, 0);
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    const char *paths[] = {p1, p2, p3};
+    open_paths(win, paths, 3);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_cmpuint(cl_window_get_n_sequence(win), ==, 3);
+    guint a, b;
+    cl_window_get_pair(win, &a, &b);
+    g_assert_cmpuint(a, ==, 0);
+    g_assert_cmpuint(b, ==, 1);
+    /* the case holds all three */
+    gint64 id = cl_window_get_case_id(win);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_cmpuint(c->images->len, ==, 3);
+    g_assert_cmpstr(c->summary.name, ==, "film-1.png and 2 more");
+
+    /* the third next to the second */
+    cl_window_show_pair(win, 2);
+    g_assert_true(wait_for(window_idle, win));
+    cl_window_get_pair(win, &a, &b);
+    g_assert_cmpuint(a, ==, 1);
+    g_assert_cmpuint(b, ==, 2);
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 1))),
+                    ==, "film-3.png");
+    save_screenshot(win, "filmstrip");
+
+    /* the third becomes the first: in the window and in the case */
+    cl_window_move_image(win, 2, 0);
+    g_assert_true(wait_for(window_idle, win));
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_true(g_str_has_suffix(((ClCaseImage *)c->images->pdata[0])->path, "film-3.png"));
+    g_assert_true(g_str_has_suffix(((ClCaseImage *)c->images->pdata[1])->path, "film-1.png"));
+    g_assert_true(g_str_has_suffix(((ClCaseImage *)c->images->pdata[2])->path, "film-2.png"));
+
+    /* a model run on the pair shown is recorded against those two images */
+    cl_window_show_pair(win, 2);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, id, CL_CASE_HEATMAP_DATA, &error);
+    g_assert_cmpuint(c->runs->len, ==, 1);
+    for (guint i = 0; i < c->heatmaps->len; i++) {
+        const ClCaseHeatmap *hm = g_ptr_array_index(c->heatmaps, i);
+        g_assert_cmpint(hm->image_id, ==, ((ClCaseImage *)c->images->pdata[2])->id);
+    }
+    g_assert_cmpuint(cl_window_get_described_images(win), ==, 2);
+
+    /* the long history: every image before the pair too, recorded in order */
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_settings_set_boolean(settings, "long-history", TRUE);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_settings_reset(settings, "long-history");
+    g_assert_cmpuint(cl_window_get_described_images(win), ==, 3);
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, id, CL_CASE_HEATMAP_DATA, &error);
+    g_assert_cmpuint(c->runs->len, ==, 2);
+    const ClCaseRun *run = g_ptr_array_index(c->runs, 1);
+    g_autoptr(JsonNode) settings_json = json_from_string(run->settings_json, &error);
+    g_assert_no_error(error);
+    JsonArray *read = json_object_get_array_member(json_node_get_object(settings_json), "images");
+    g_assert_cmpuint(json_array_get_length(read), ==, 3);
+    for (guint i = 0; i < 3; i++)
+        g_assert_cmpint(
+            json_object_get_int_member(json_array_get_object_element(read, i), "image_id"), ==,
+            ((ClCaseImage *)c->images->pdata[i])->id);
+    /* a map for each image after the first it read: the later two */
+    guint later = 0;
+    for (guint i = 0; i < c->heatmaps->len; i++) {
+        const ClCaseHeatmap *hm = g_ptr_array_index(c->heatmaps, i);
+        g_assert_true(hm->image_id == ((ClCaseImage *)c->images->pdata[1])->id ||
+                      hm->image_id == ((ClCaseImage *)c->images->pdata[2])->id);
+        later += hm->image_id == ((ClCaseImage *)c->images->pdata[2])->id;
+    }
+    g_assert_cmpuint(later, >, 0);
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
+/* One import of two photo pairs makes two cases (same file stem, version words dropped). */
+static void test_import_pairs(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "pairs.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    const char *names[] = { "harbour-before.png", "garden-before.png", "harbour-after.png",
+                            "garden-after.png" };
+    char *paths[4];
+    for (int i = 0; i < 4; i++) {
+        paths[i] = g_build_filename(tmpdir, names[i], NULL);
+        write_scene_at(paths[i], i >= 2, 0, 0);
+    }
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    open_paths(win, (const char *const *)paths, 4);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_true(wait_for(case_shown, win));
+    g_autoptr(GPtrArray) list = cl_casedb_list(db, &error);
+    g_assert_cmpuint(list->len, ==, 2);
+    for (guint i = 0; i < 2; i++) {
+        const ClCaseSummary *cs = list->pdata[i];
+        g_assert_cmpuint(cs->n_images, ==, 2);
+        g_assert_true(g_str_has_suffix(cs->name, "-after.png"));
+    }
+    /* the first pair is the one shown, as its own case */
+    g_assert_cmpuint(cl_window_get_n_sequence(win), ==, 2);
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 0))),
+                    ==, "harbour-before.png");
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+    for (int i = 0; i < 4; i++)
+        g_free(paths[i]);
+}
+
+void test_ui_cases_register(void)
+{
+    g_test_add_func("/ui/window/cases", test_cases);
+    g_test_add_func("/ui/window/filmstrip", test_filmstrip);
+    g_test_add_func("/ui/window/import-pairs", test_import_pairs);
+}

@@ -1,0 +1,271 @@
+/* test-ui-compare.c - The compare view under a display: the compare modes (swipe, blend, flicker,
+ * difference), window/level and bands, alignment and its nudges, the ignore regions. */
+#include "ui-util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <tiffio.h>
+
+typedef struct {
+    ClImageView *view;
+    gboolean want;
+} FlickerWait;
+
+static gboolean flicker_shows(gpointer data)
+{
+    FlickerWait *f = data;
+    return cl_image_view_get_showing_partner(f->view) == f->want;
+}
+
+static void test_compare_modes(void)
+{
+    const char *paths[] = {path_a, path_b};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    g_assert_cmpstr(cl_window_get_compare_mode(win), ==, "side-by-side");
+    g_assert_true(gtk_widget_is_visible(GTK_WIDGET(b)));
+
+    /* swipe: one pane, the right one's image drawn into the left view */
+    set_mode(win, "swipe");
+    g_assert_cmpint(cl_image_view_get_compare_mode(a), ==, CL_COMPARE_SWIPE);
+    g_assert_true(cl_image_view_get_partner(a) == b);
+    g_assert_false(gtk_widget_is_visible(GTK_WIDGET(b)));
+    cl_image_view_set_swipe_position(a, 0.3);
+    g_assert_cmpfloat(cl_image_view_get_swipe_position(a), ==, 0.3);
+    save_screenshot(win, "swipe");
+
+    set_mode(win, "blend");
+    g_assert_cmpint(cl_image_view_get_compare_mode(a), ==, CL_COMPARE_BLEND);
+
+    /* flicker alternates the two images */
+    set_mode(win, "flicker");
+    cl_image_view_set_flicker_rate(a, CL_VIEW_MAX_FLICKER);
+    FlickerWait fw = { a, TRUE };
+    g_assert_true(wait_for(flicker_shows, &fw));
+    fw.want = FALSE;
+    g_assert_true(wait_for(flicker_shows, &fw));
+
+    /* difference: red vs blue everywhere but the white squares, which line up once the larger
+     * image is stretched onto the smaller (both at a quarter of the width and height) */
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_ready, a));
+    double f = cl_image_view_get_changed_fraction(a);
+    g_assert_cmpfloat(f, >, 0.90);
+    g_assert_cmpfloat(f, <, 0.97);
+    save_screenshot(win, "difference");
+    /* a tolerance above every difference leaves nothing changed */
+    cl_image_view_set_tolerance(a, 255);
+    g_assert_true(wait_for(diff_ready, a));
+    g_assert_cmpfloat(cl_image_view_get_changed_fraction(a), ==, 0.0);
+
+    set_mode(win, "side-by-side");
+    g_assert_cmpint(cl_image_view_get_compare_mode(a), ==, CL_COMPARE_NONE);
+    g_assert_null(cl_image_view_get_partner(a));
+    g_assert_true(gtk_widget_is_visible(GTK_WIDGET(b)));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static gboolean views_idle(gpointer data)
+{
+    ClWindow *win = data;
+    return !cl_image_view_get_loading(cl_window_get_view(win, 0)) &&
+           !cl_image_view_get_loading(cl_window_get_view(win, 1)) && window_idle(win);
+}
+
+/* Bands of a multi-band image: any band to red, green and blue; one band alone in grey. */
+static void test_bands(void)
+{
+    /* a 4-band 16-bit TIFF whose bands differ */
+    g_autofree char *path = g_build_filename(tmpdir, "bands.tif", NULL);
+    TIFF *t = TIFFOpen(path, "w");
+    g_assert_nonnull(t);
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, 16);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, 16);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 4);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 16);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    guint16 extra = EXTRASAMPLE_UNSPECIFIED;
+    guint16 extras[3] = { extra, extra, extra };
+    TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 3, extras);
+    guint16 row[16 * 4];
+    for (guint y = 0; y < 16; y++) {
+        for (guint x = 0; x < 16; x++)
+            for (guint b = 0; b < 4; b++)
+                row[x * 4 + b] = (guint16)((b + 1) * 1000 + x * 100 * (b == 3 ? 1 : 0) + y * 10);
+        g_assert_cmpint(TIFFWriteScanline(t, row, y, 0), ==, 1);
+    }
+    TIFFClose(t);
+    const char *paths[] = {path, path};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0);
+    ClDisplaySettings s;
+    g_assert_true(cl_image_view_get_display(a, &s));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s",
+                                             "bands:4,3,2"));
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_image_view_get_display(a, &s));
+    g_assert_cmpint(s.bands[0], ==, 3);
+    g_assert_cmpint(s.bands[1], ==, 2);
+    g_assert_cmpint(s.bands[2], ==, 1);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s",
+                                             "bands:2"));
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_image_view_get_display(a, &s));
+    g_assert_cmpint(s.bands[0], ==, 1);
+    g_assert_cmpint(s.bands[2], ==, 1);
+    /* a band the image does not have changes nothing */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s",
+                                             "bands:9"));
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_image_view_get_display(a, &s));
+    g_assert_cmpint(s.bands[0], ==, 1);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Window/level: set on a view, followed by the linked one, presets on both. */
+static void test_window_level(void)
+{
+    const char *demo = g_getenv("CL_DEMO_DIR");
+    g_autofree char *pa = g_build_filename(demo, "radiograph", "before.dcm", NULL);
+    g_autofree char *pb = g_build_filename(demo, "radiograph", "after.dcm", NULL);
+    const char *paths[] = {pa, pb};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    ClDisplaySettings s, sb;
+    g_assert_true(cl_image_view_get_display(a, &s));
+    guint32 before = texture_pixel(a, 160, 160);
+
+    /* a narrow window, as a drag would set it: the picture changes, the other view follows */
+    s.mode = CL_DISPLAY_WINDOW;
+    double c0, w0;
+    g_assert_true(cl_display_effective_window(
+        cl_document_get_image(cl_image_view_get_document(a)), 0, &s, &c0, &w0));
+    s.center = c0 + w0 / 4;
+    s.width = w0 / 8;
+    cl_image_view_set_display(a, &s);
+    g_signal_emit_by_name(a, "display-changed");
+    g_assert_true(wait_for(views_idle, win));
+    ClDisplaySettings got;
+    g_assert_true(cl_image_view_get_display(a, &got));
+    g_assert_cmpint(got.mode, ==, CL_DISPLAY_WINDOW);
+    g_assert_cmpfloat(got.width, ==, s.width);
+    g_assert_true(texture_pixel(a, 160, 160) != before);
+    g_assert_true(cl_image_view_get_display(b, &sb));
+    g_assert_cmpint(sb.mode, ==, CL_DISPLAY_WINDOW);
+    g_assert_cmpfloat(sb.center, ==, s.center);
+    g_assert_cmpfloat(sb.width, ==, s.width);
+
+    /* a preset goes to both views */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s", "minmax"));
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_image_view_get_display(a, &got));
+    g_assert_cmpint(got.mode, ==, CL_DISPLAY_MINMAX);
+    g_assert_true(cl_image_view_get_display(b, &got));
+    g_assert_cmpint(got.mode, ==, CL_DISPLAY_MINMAX);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static gboolean not_busy(gpointer data)
+{
+    return !cl_window_get_busy(data);
+}
+
+/* Align: a shifted later image is laid back over the earlier one; the difference shrinks to the
+ * real change; Alt+arrow nudges move it by a pixel. */
+static void test_align(void)
+{
+    g_autofree char *pa = g_build_filename(tmpdir, "align-a.png", NULL);
+    g_autofree char *pb = g_build_filename(tmpdir, "align-b.png", NULL);
+    write_scene_at(pa, FALSE, 0, 0);
+    write_scene_at(pb, TRUE, 6, -4); /* the later shot is off by (6, -4) pixels */
+    const char *paths[] = {pa, pb};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_ready, a));
+    double unaligned = cl_image_view_get_changed_fraction(a);
+
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.align", NULL));
+    g_assert_true(wait_for(not_busy, win));
+    g_assert_true(cl_window_get_aligned(win));
+    double m[6];
+    g_assert_true(cl_image_view_get_alignment(b, m));
+    g_test_message("alignment: shift (%.2f, %.2f), linear %.4f %.4f %.4f %.4f", m[0], m[3], m[1],
+                   m[2], m[4], m[5]);
+    g_assert_cmpfloat(fabs(m[0] - 6), <, 0.5);
+    g_assert_cmpfloat(fabs(m[3] + 4), <, 0.5);
+    g_assert_true(wait_for(diff_ready, a));
+    double aligned = cl_image_view_get_changed_fraction(a);
+    printf("# difference: %.1f %% of pixels changed unaligned, %.1f %% aligned (the real change "
+           "is 6.4 %%)\n", unaligned * 100, aligned * 100);
+    g_assert_cmpfloat(aligned, <, unaligned);
+    g_assert_cmpfloat(aligned, <, 0.10);
+    save_screenshot(win, "difference-aligned");
+
+    /* the model reads the later image aligned (Preferences: on by default) */
+    set_mode(win, "side-by-side");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_assert_true(cl_image_view_get_has_heatmap(b));
+    save_screenshot(win, "describe-aligned");
+    set_mode(win, "difference");
+
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.nudge", "(ii)", 1, 0));
+    double n[6];
+    g_assert_true(cl_image_view_get_alignment(b, n));
+    g_assert_cmpfloat(fabs(n[0] - (m[0] - m[1])), <, 1e-9);
+
+    /* off: the images as they are */
+    set_mode(win, "side-by-side"); /* the mode is remembered for the next window */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.align", NULL));
+    g_assert_false(cl_window_get_aligned(win));
+    g_assert_false(cl_image_view_get_alignment(b, NULL));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Ignore regions: left out of the difference, shown on both views, cleared by the action. */
+static void test_masks(void)
+{
+    g_autofree char *pa = g_build_filename(tmpdir, "mask-a.png", NULL);
+    g_autofree char *pb = g_build_filename(tmpdir, "mask-b.png", NULL);
+    write_scene(pa, FALSE);
+    write_scene(pb, TRUE); /* the change: a 70 × 70 square at (200, 50) */
+    const char *paths[] = {pa, pb};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_ready, a));
+    double before = cl_image_view_get_changed_fraction(a);
+    g_assert_cmpfloat(before, >, 0.05);
+
+    cl_window_add_mask(win, 195, 45, 275, 125);
+    g_assert_cmpuint(cl_window_get_n_masks(win), ==, 1);
+    g_assert_cmpuint(cl_image_view_get_n_masks(a), ==, 1);
+    g_assert_cmpuint(cl_image_view_get_n_masks(b), ==, 1);
+    g_assert_true(wait_for(diff_ready, a));
+    double after = cl_image_view_get_changed_fraction(a);
+    printf("# difference: %.2f %% changed, %.2f %% with the change masked\n", before * 100,
+           after * 100);
+    g_assert_cmpfloat(after, <, 0.002);
+    save_screenshot(win, "difference-masked");
+
+    /* the model runs with them (its input masked: tests/test-describe.c /masks) */
+    set_mode(win, "side-by-side");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.clear-masks", NULL));
+    g_assert_cmpuint(cl_window_get_n_masks(win), ==, 0);
+    g_assert_cmpuint(cl_image_view_get_n_masks(b), ==, 0);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+void test_ui_compare_register(void)
+{
+    g_test_add_func("/ui/window/compare-modes", test_compare_modes);
+    g_test_add_func("/ui/window/window-level", test_window_level);
+    g_test_add_func("/ui/window/bands", test_bands);
+    g_test_add_func("/ui/window/align", test_align);
+    g_test_add_func("/ui/window/masks", test_masks);
+}

@@ -1,0 +1,518 @@
+/* test-ui-window.c - ClWindow and ClImageView end to end under a display: generated images load
+ * off the main thread, show at the right size and colour, linked views follow each other, newer
+ * opens win, multi-frame and DICOM files, large images, the Open dialog, the preferences. */
+#include "ui-util.h"
+
+#include <cairo.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "cl-preferences.h"
+#include "fixtures.h"
+
+/* ---- the viewport model alone ---- */
+
+static void test_viewport_math(void)
+{
+    g_autoptr(ClViewport) vp = cl_viewport_new();
+    g_assert_true(cl_viewport_get_fit(vp));
+
+    cl_viewport_set(vp, 2.0, 100.0, 50.0);
+    g_assert_false(cl_viewport_get_fit(vp));
+    g_assert_cmpfloat(cl_viewport_get_zoom(vp), ==, 2.0);
+
+    /* Zooming at an anchor keeps its screen offset from the centre: (a - c) * z is unchanged. */
+    double ax = 140.0, ay = 30.0;
+    double before_x = (ax - cl_viewport_get_center_x(vp)) * cl_viewport_get_zoom(vp);
+    double before_y = (ay - cl_viewport_get_center_y(vp)) * cl_viewport_get_zoom(vp);
+    cl_viewport_zoom_at(vp, 3.0, ax, ay);
+    g_assert_cmpfloat_with_epsilon(cl_viewport_get_zoom(vp), 6.0, 1e-9);
+    g_assert_cmpfloat_with_epsilon((ax - cl_viewport_get_center_x(vp)) * 6.0, before_x, 1e-9);
+    g_assert_cmpfloat_with_epsilon((ay - cl_viewport_get_center_y(vp)) * 6.0, before_y, 1e-9);
+
+    /* Panning by device pixels moves the centre by pixels / zoom, against the drag. */
+    double cx = cl_viewport_get_center_x(vp), cy = cl_viewport_get_center_y(vp);
+    cl_viewport_pan_by(vp, 12.0, -6.0);
+    g_assert_cmpfloat_with_epsilon(cl_viewport_get_center_x(vp), cx - 2.0, 1e-9);
+    g_assert_cmpfloat_with_epsilon(cl_viewport_get_center_y(vp), cy + 1.0, 1e-9);
+
+    /* Zoom is clamped; nonsense is ignored. */
+    cl_viewport_set_zoom(vp, 1e9);
+    g_assert_cmpfloat(cl_viewport_get_zoom(vp), ==, CL_VIEWPORT_MAX_ZOOM);
+    cl_viewport_zoom_at(vp, 0.0, 0.0, 0.0);
+    cl_viewport_zoom_at(vp, NAN, 0.0, 0.0);
+    g_assert_cmpfloat(cl_viewport_get_zoom(vp), ==, CL_VIEWPORT_MAX_ZOOM);
+
+    /* Fit: the whole content in view, centred. */
+    cl_viewport_set_content_size(vp, 400, 100);
+    cl_viewport_fit_to(vp, 200.0, 200.0);
+    g_assert_true(cl_viewport_get_fit(vp));
+    g_assert_cmpfloat_with_epsilon(cl_viewport_get_zoom(vp), 0.5, 1e-9);
+    g_assert_cmpfloat(cl_viewport_get_center_x(vp), ==, 200.0);
+    g_assert_cmpfloat(cl_viewport_get_center_y(vp), ==, 50.0);
+}
+
+/* Templates in the GResource parse (the help overlay is otherwise only loaded by the app). */
+static void test_resources(void)
+{
+    g_autoptr(GtkBuilder) builder = gtk_builder_new();
+    g_autoptr(GError) error = NULL;
+    gtk_builder_add_from_resource(builder, "/io/changelens/ChangeLens/gtk/help-overlay.ui", &error);
+    g_assert_no_error(error);
+    g_assert_true(GTK_IS_SHORTCUTS_WINDOW(gtk_builder_get_object(builder, "help_overlay")));
+    gtk_window_destroy(GTK_WINDOW(gtk_builder_get_object(builder, "help_overlay")));
+    g_assert_true(g_resources_get_info("/io/changelens/ChangeLens/style.css",
+                                       G_RESOURCE_LOOKUP_FLAGS_NONE, NULL, NULL, NULL));
+}
+
+/* ---- the window ---- */
+
+static void test_load_two(void)
+{
+    const char *paths[] = {path_a, path_b};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    assert_shows(a, "a.png", 0, 64, 48);
+    assert_shows(b, "b.png", 0, 80, 60);
+
+    /* 8-bit RGB goes through the display transform unchanged (full range). */
+    g_assert_cmphex(texture_pixel(a, 0, 0), ==, 0xff0000ff);
+    g_assert_cmphex(texture_pixel(a, 20, 15), ==, 0xffffffff);
+    g_assert_cmphex(texture_pixel(b, 0, 0), ==, 0x0000ffff);
+
+    /* Both views fitted on one shared viewport: the larger image fills its pane. */
+    ClViewport *vp = cl_image_view_get_viewport(a);
+    g_assert_true(vp == cl_image_view_get_viewport(b));
+    g_assert_true(cl_viewport_get_fit(vp));
+    g_assert_cmpfloat_with_epsilon(cl_viewport_get_center_x(vp), 40.0, 1e-9);
+    g_assert_cmpfloat_with_epsilon(cl_viewport_get_center_y(vp), 30.0, 1e-9);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static void assert_same_view(ClViewport *x, ClViewport *y)
+{
+    g_assert_cmpfloat_with_epsilon(cl_viewport_get_zoom(x), cl_viewport_get_zoom(y), 1e-12);
+    g_assert_cmpfloat_with_epsilon(cl_viewport_get_center_x(x), cl_viewport_get_center_x(y), 1e-9);
+    g_assert_cmpfloat_with_epsilon(cl_viewport_get_center_y(x), cl_viewport_get_center_y(y), 1e-9);
+}
+
+/* The widget under root whose action is action_name (the header bar's link toggle, ...). */
+static GtkWidget *find_actionable(GtkWidget *root, const char *action_name)
+{
+    if (GTK_IS_ACTIONABLE(root) &&
+        g_strcmp0(gtk_actionable_get_action_name(GTK_ACTIONABLE(root)), action_name) == 0)
+        return root;
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        GtkWidget *found = find_actionable(c, action_name);
+        if (found)
+            return found;
+    }
+    return NULL;
+}
+
+typedef struct {
+    double zoom, cx, cy;
+} State;
+
+static State state_of(ClImageView *view)
+{
+    ClViewport *vp = cl_image_view_get_viewport(view);
+    return (State){cl_viewport_get_zoom(vp), cl_viewport_get_center_x(vp),
+                   cl_viewport_get_center_y(vp)};
+}
+
+static void test_link_views(void)
+{
+    const char *paths[] = {path_a, path_b};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    g_assert_true(cl_window_get_link_views(win));
+    GtkWidget *toggle = find_actionable(GTK_WIDGET(win), "win.link-views");
+    g_assert_true(GTK_IS_TOGGLE_BUTTON(toggle));
+    g_assert_true(gtk_toggle_button_get_active(GTK_TOGGLE_BUTTON(toggle)));
+
+    /* Linked: zoom at the pointer and drag in the left view; the right one follows. */
+    State b0 = state_of(b);
+    cl_image_view_zoom_at(a, 2.5, 30.0, 20.0);
+    cl_image_view_pan_by(a, 15.0, -7.0);
+    State b1 = state_of(b);
+    g_assert_cmpfloat_with_epsilon(b1.zoom, b0.zoom * 2.5, 1e-9);
+    g_assert_true(b1.cx != b0.cx && b1.cy != b0.cy);
+    assert_same_view(cl_image_view_get_viewport(a), cl_image_view_get_viewport(b));
+
+    /* The same the other way round, and through the window's zoom actions. */
+    cl_image_view_zoom_at(b, 0.5, 10.0, 10.0);
+    assert_same_view(cl_image_view_get_viewport(a), cl_image_view_get_viewport(b));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.zoom-100", NULL));
+    g_assert_cmpfloat(state_of(a).zoom, ==, 1.0);
+    g_assert_cmpfloat(state_of(b).zoom, ==, 1.0);
+
+    /* Unlink through the action (as the L key and the header toggle do): views stay where they
+     * were, then move independently. */
+    State a_before = state_of(a);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.link-views", NULL));
+    g_assert_false(cl_window_get_link_views(win));
+    g_assert_false(gtk_toggle_button_get_active(GTK_TOGGLE_BUTTON(toggle)));
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_assert_false(g_settings_get_boolean(settings, "link-views")); /* remembered */
+    g_assert_true(cl_image_view_get_viewport(a) != cl_image_view_get_viewport(b));
+    assert_same_view(cl_image_view_get_viewport(a), cl_image_view_get_viewport(b));
+    g_assert_cmpfloat(state_of(a).zoom, ==, a_before.zoom);
+
+    State b2 = state_of(b);
+    cl_image_view_zoom_at(a, 4.0, 50.0, 40.0);
+    cl_image_view_pan_by(a, -20.0, 9.0);
+    State a3 = state_of(a), b3 = state_of(b);
+    g_assert_cmpfloat_with_epsilon(a3.zoom, b2.zoom * 4.0, 1e-9);
+    g_assert_cmpfloat(b3.zoom, ==, b2.zoom);
+    g_assert_cmpfloat(b3.cx, ==, b2.cx);
+    g_assert_cmpfloat(b3.cy, ==, b2.cy);
+    cl_image_view_pan_by(b, 5.0, 5.0);
+    g_assert_cmpfloat(state_of(a).cx, ==, a3.cx);
+
+    /* Zoom actions act on each view when unlinked. */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.zoom-in", NULL));
+    g_assert_cmpfloat_with_epsilon(state_of(a).zoom, a3.zoom * G_SQRT2, 1e-9);
+    g_assert_cmpfloat_with_epsilon(state_of(b).zoom, b3.zoom * G_SQRT2, 1e-9);
+
+    /* Relinking adopts the left view's position. */
+    State a4 = state_of(a);
+    cl_window_set_link_views(win, TRUE);
+    assert_same_view(cl_image_view_get_viewport(a), cl_image_view_get_viewport(b));
+    g_assert_cmpfloat(state_of(b).zoom, ==, a4.zoom);
+    g_assert_cmpfloat(state_of(b).cx, ==, a4.cx);
+
+    /* Fit brings both back to the whole picture. */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.zoom-fit", NULL));
+    g_assert_true(cl_viewport_get_fit(cl_image_view_get_viewport(a)));
+    g_assert_cmpfloat_with_epsilon(state_of(b).cx, 40.0, 1e-9);
+
+    /* Drawing zoomed far in (nearest-neighbour detail crops) and far out must work. */
+    cl_image_view_zoom_at(a, 40.0, 20.0, 20.0);
+    gtk_widget_queue_draw(GTK_WIDGET(a));
+    for (int i = 0; i < 20; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_viewport_set_zoom(cl_image_view_get_viewport(a), CL_VIEWPORT_MIN_ZOOM);
+    for (int i = 0; i < 20; i++)
+        g_main_context_iteration(NULL, FALSE);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static void record_document(ClImageView *view, GParamSpec *pspec, GString *log)
+{
+    ClDocument *doc = cl_image_view_get_document(view);
+    g_string_append_printf(log, "%s;", doc ? cl_document_get_name(doc) : "-");
+}
+
+static void test_newer_open_wins(void)
+{
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_present(GTK_WINDOW(win));
+    g_autoptr(GString) shown = g_string_new(NULL);
+    g_signal_connect(cl_window_get_view(win, 0), "notify::document", G_CALLBACK(record_document),
+                     shown);
+    const char *first[] = {path_a, path_b};
+    const char *second[] = {path_b, path_a};
+    open_paths(win, first, 2);
+    open_paths(win, second, 2); /* cancels the first before its result can arrive */
+    g_assert_true(wait_for(window_idle, win));
+    /* The first result was dropped, not shown and then replaced. */
+    g_assert_cmpstr(shown->str, ==, "b.png;");
+    assert_shows(cl_window_get_view(win, 0), "b.png", 0, 80, 60);
+    assert_shows(cl_window_get_view(win, 1), "a.png", 0, 64, 48);
+    g_signal_handlers_disconnect_by_data(cl_window_get_view(win, 0), shown);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static void test_failed_open_keeps_images(void)
+{
+    const char *paths[] = {path_a, path_b};
+    ClWindow *win = new_window_with(paths, 2);
+    g_autofree char *missing = g_build_filename(tmpdir, "missing.png", NULL);
+    g_autofree char *not_image = g_build_filename(tmpdir, "notes.txt", NULL);
+    g_assert_true(g_file_set_contents(not_image, "not an image\n", -1, NULL));
+    const char *bad[] = {missing, not_image};
+    open_paths(win, bad, 2);
+    g_assert_true(wait_for(window_idle, win));
+    assert_shows(cl_window_get_view(win, 0), "a.png", 0, 64, 48);
+    assert_shows(cl_window_get_view(win, 1), "b.png", 0, 80, 60);
+
+    /* One good file among bad ones is shown on its own. */
+    const char *mixed[] = {missing, path_b};
+    open_paths(win, mixed, 2);
+    g_assert_true(wait_for(window_idle, win));
+    assert_shows(cl_window_get_view(win, 0), "b.png", 0, 80, 60);
+    g_assert_null(cl_image_view_get_texture(cl_window_get_view(win, 1)));
+    g_assert_null(cl_image_view_get_document(cl_window_get_view(win, 1)));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* A lone multi-frame file shows its first two frames side by side. */
+static void test_multi_frame(void)
+{
+    g_autoptr(GPtrArray) fixtures = g_ptr_array_new_with_free_func((GDestroyNotify)cl_fixture_free);
+    g_autofree char *dir = g_build_filename(tmpdir, "fixtures", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0700), ==, 0);
+    cl_fixtures_dicom(dir, fixtures, NULL);
+    cl_fixtures_tiff(dir, fixtures, NULL);
+    const ClFixture *multi = NULL;
+    for (guint i = 0; i < fixtures->len && !multi; i++) {
+        const ClFixture *f = fixtures->pdata[i];
+        if (f->frames >= 2 && !f->must_fail) {
+            g_autoptr(ClImage) img = cl_image_load(f->path, NULL, NULL);
+            if (img)
+                multi = f;
+        }
+    }
+    if (!multi) {
+        g_test_skip("no multi-frame fixture loads in this build (DICOM and TIFF loaders missing)");
+        return;
+    }
+    g_test_message("multi-frame fixture: %s", multi->what);
+    ClWindow *win = new_window_with((const char *const *)&multi->path, 1);
+    g_autofree char *name = g_path_get_basename(multi->path);
+    assert_shows(cl_window_get_view(win, 0), name, 0, (int)multi->width, (int)multi->height);
+    assert_shows(cl_window_get_view(win, 1), name, 1, (int)multi->width, (int)multi->height);
+    g_assert_true(cl_image_view_get_document(cl_window_get_view(win, 0)) ==
+                  cl_image_view_get_document(cl_window_get_view(win, 1)));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* DICOM files open in time order whatever order they were given in: the prior on the left. */
+static void test_dicom_order(void)
+{
+    g_autoptr(GPtrArray) fixtures = g_ptr_array_new_with_free_func((GDestroyNotify)cl_fixture_free);
+    g_autofree char *dir = g_build_filename(tmpdir, "fixtures-order", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0700), ==, 0);
+    g_assert_true(cl_fixtures_dicom(dir, fixtures, NULL));
+    g_autofree char *later = g_build_filename(dir, "dicom-mono2-u16-le.dcm", NULL);        /* 2024 */
+    g_autofree char *earlier = g_build_filename(dir, "dicom-mono1-12in16-implicit.dcm", NULL); /* 2023 */
+    g_assert_true(g_file_test(later, G_FILE_TEST_EXISTS) && g_file_test(earlier, G_FILE_TEST_EXISTS));
+    const char *paths[] = { later, earlier };
+    ClWindow *win = new_window_with(paths, 2);
+    assert_shows(cl_window_get_view(win, 0), "dicom-mono1-12in16-implicit.dcm", 0, 40, 30);
+    assert_shows(cl_window_get_view(win, 1), "dicom-mono2-u16-le.dcm", 0, 37, 23);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Wider than the texture limit: an overview at half resolution, full size kept for detail. */
+static void test_large_image(void)
+{
+    g_autofree char *path = g_build_filename(tmpdir, "wide.png", NULL);
+    g_assert_true(write_png(path, 5000, 20, 0, 1, 0));
+    const char *paths[] = {path};
+    ClWindow *win = new_window_with(paths, 1);
+    ClImageView *view = cl_window_get_view(win, 0);
+    GdkTexture *tex = cl_image_view_get_texture(view);
+    g_assert_nonnull(tex);
+    /* the overview: halved until within 2048 a side, box averages */
+    g_assert_cmpint(gdk_texture_get_width(tex), ==, 1250);
+    g_assert_cmpint(gdk_texture_get_height(tex), ==, 5);
+    guint w, h;
+    cl_image_view_get_image_size(view, &w, &h);
+    g_assert_cmpuint(w, ==, 5000);
+    g_assert_cmpuint(h, ==, 20);
+    g_assert_cmphex(texture_pixel(view, 1200, 2), ==, 0x00ff00ff); /* box average of green */
+    /* Zoomed in, the view draws from the full-resolution pixels. */
+    cl_viewport_set(cl_image_view_get_viewport(view), 3.0, 4000.0, 10.0);
+    gtk_widget_queue_draw(GTK_WIDGET(view));
+    for (int i = 0; i < 20; i++)
+        g_main_context_iteration(NULL, FALSE);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* A w × h gradient: red rises with x, green with y, blue as given; each level spans w/256
+ * pixels, so a colour read off the screen says where in the image it came from. */
+static void write_gradient_png(const char *path, int w, int h, double blue)
+{
+    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
+    guint8 *d = cairo_image_surface_get_data(s);
+    int stride = cairo_image_surface_get_stride(s);
+    guint b = (guint)(blue * 255);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            ((guint32 *)(d + (gsize)y * stride))[x] =
+                (guint32)(x * 255 / (w - 1)) << 16 | (guint32)(y * 255 / (h - 1)) << 8 | b;
+    cairo_surface_mark_dirty(s);
+    g_assert_cmpint(cairo_surface_write_to_png(s, path), ==, CAIRO_STATUS_SUCCESS);
+    cairo_surface_destroy(s);
+}
+
+/* Renders view as the screen would show it; returns its pixels (ARGB32, stride width*4). */
+static guint32 *render_view(ClImageView *view, int *width, int *height)
+{
+    int w = gtk_widget_get_width(GTK_WIDGET(view)), h = gtk_widget_get_height(GTK_WIDGET(view));
+    g_autoptr(GdkPaintable) paintable = gtk_widget_paintable_new(GTK_WIDGET(view));
+    GtkSnapshot *snapshot = gtk_snapshot_new();
+    gdk_paintable_snapshot(paintable, snapshot, w, h);
+    g_autoptr(GskRenderNode) node = gtk_snapshot_free_to_node(snapshot);
+    g_assert_nonnull(node);
+    GskRenderer *renderer = gtk_native_get_renderer(gtk_widget_get_native(GTK_WIDGET(view)));
+    g_autoptr(GdkTexture) tex =
+        gsk_renderer_render_texture(renderer, node, &GRAPHENE_RECT_INIT(0, 0, w, h));
+    guint32 *pixels = g_new(guint32, (gsize)w * h);
+    gdk_texture_download(tex, (guchar *)pixels, (gsize)w * 4);
+    *width = w;
+    *height = h;
+    return pixels;
+}
+
+/* Zoomed in, the views draw only the texels of the overview in sight (a part sharing the
+ * mip's pixels): every screen pixel still shows the image point under it, own and partner. */
+static void test_mip_part(void)
+{
+    const int size = 4096; /* the overview: 2048, so 40 % zoom draws from it */
+    g_autofree char *pa = g_build_filename(tmpdir, "gradient-a.png", NULL);
+    g_autofree char *pb = g_build_filename(tmpdir, "gradient-b.png", NULL);
+    write_gradient_png(pa, size, size, 0);
+    write_gradient_png(pb, size, size, 1);
+    const char *paths[] = {pa, pb};
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0);
+    GdkTexture *tex = cl_image_view_get_texture(a);
+    g_assert_cmpint(gdk_texture_get_width(tex), ==, 2048);
+    set_mode(win, "swipe");
+    cl_image_view_set_swipe_position(a, 0.5);
+    const double zoom = 0.4, cx = 3000, cy = 1000;
+    cl_viewport_set(cl_image_view_get_viewport(a), zoom, cx, cy);
+    wait_for_paint(GTK_WIDGET(a));
+    int w, h;
+    g_autofree guint32 *px = render_view(a, &w, &h);
+    g_assert_cmpint(w, >, 100);
+    int checked = 0;
+    for (int sy = h / 8; sy < h; sy += h / 4)
+        for (int sx = w / 16; sx < w; sx += w / 8) {
+            if (abs(sx - w / 2) < 4)
+                continue; /* the divider */
+            double ix = cx + (sx + 0.5 - w / 2.0) / zoom, iy = cy + (sy + 0.5 - h / 2.0) / zoom;
+            if (ix < 0 || iy < 0 || ix >= size || iy >= size)
+                continue;
+            guint32 p = px[(gsize)sy * w + sx];
+            int r = (p >> 16) & 255, g = (p >> 8) & 255, b = p & 255;
+            int er = (int)(ix * 255 / (size - 1)), eg = (int)(iy * 255 / (size - 1));
+            /* left of the divider this image (blue 0), right of it the partner (blue 255) */
+            g_assert_cmpint(b, ==, sx < w / 2 ? 0 : 255);
+            g_assert_cmpint(abs(r - er), <=, 3);
+            g_assert_cmpint(abs(g - eg), <=, 3);
+            checked++;
+        }
+    g_assert_cmpint(checked, >=, 16);
+    set_mode(win, "side-by-side"); /* the mode is a preference: the next tests start from it */
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Zoomed in past 2×, image pixels are sharp squares: a 1-pixel checkerboard at 8× shows only
+ * black and white, never the greys that linear filtering would mix in. */
+static void test_nearest_when_zoomed(void)
+{
+    g_autofree char *path = g_build_filename(tmpdir, "checker.png", NULL);
+    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 16, 16);
+    cairo_t *cr = cairo_create(s);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_paint(cr);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    for (int y = 0; y < 16; y++)
+        for (int x = (y & 1); x < 16; x += 2)
+            cairo_rectangle(cr, x, y, 1, 1);
+    cairo_fill(cr);
+    cairo_destroy(cr);
+    g_assert_cmpint(cairo_surface_write_to_png(s, path), ==, CAIRO_STATUS_SUCCESS);
+    cairo_surface_destroy(s);
+
+    const char *paths[] = {path};
+    ClWindow *win = new_window_with(paths, 1);
+    ClImageView *view = cl_window_get_view(win, 0);
+    cl_viewport_set(cl_image_view_get_viewport(view), 8.0, 8.0, 8.0);
+    wait_for_paint(GTK_WIDGET(view));
+
+    int w, h;
+    g_autofree guint32 *px = render_view(view, &w, &h);
+    /* The 128 × 128 image sits in the middle of the view (minus a margin for the centring). */
+    guint mixed = 0, black = 0, white = 0;
+    for (int y = h / 2 - 56; y < h / 2 + 56; y++) {
+        for (int x = w / 2 - 56; x < w / 2 + 56; x++) {
+            guint32 p = px[(gsize)y * w + x] & 0xffffff;
+            if (p == 0)
+                black++;
+            else if (p == 0xffffff)
+                white++;
+            else
+                mixed++;
+        }
+    }
+    g_test_message("zoom 8: %u black, %u white, %u mixed pixels", black, white, mixed);
+    g_assert_cmpuint(mixed, ==, 0);
+    g_assert_cmpuint(black, >, 4000);
+    g_assert_cmpuint(white, >, 4000);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* The Open action brings up a multi-select file chooser (GTK's own dialog without a portal). */
+static void test_open_dialog(void)
+{
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_present(GTK_WINDOW(win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.open", NULL));
+    GtkFileChooser *chooser = NULL;
+    gint64 deadline = g_get_monotonic_time() + WAIT_TIMEOUT_US;
+    while (!chooser && g_get_monotonic_time() < deadline) {
+        g_main_context_iteration(NULL, FALSE);
+        g_autoptr(GListModel) toplevels = G_LIST_MODEL(g_object_ref(gtk_window_get_toplevels()));
+        for (guint i = 0; i < g_list_model_get_n_items(toplevels) && !chooser; i++) {
+            g_autoptr(GObject) w = g_list_model_get_item(toplevels, i);
+            if (GTK_IS_FILE_CHOOSER_DIALOG(w))
+                chooser = GTK_FILE_CHOOSER(w);
+        }
+    }
+    g_assert_nonnull(chooser);
+    g_assert_true(gtk_file_chooser_get_select_multiple(chooser));
+    g_assert_cmpint(gtk_file_chooser_get_action(chooser), ==, GTK_FILE_CHOOSER_ACTION_OPEN);
+    g_autoptr(GListModel) filters = gtk_file_chooser_get_filters(chooser);
+    g_assert_cmpuint(g_list_model_get_n_items(filters), ==, 3);
+    /* Cancelling is handled like a user would: nothing opens, the window stays empty. */
+    gtk_dialog_response(GTK_DIALOG(chooser), GTK_RESPONSE_CANCEL);
+    for (int i = 0; i < 20; i++)
+        g_main_context_iteration(NULL, FALSE);
+    g_assert_false(cl_window_get_busy(win));
+    g_assert_null(cl_image_view_get_document(cl_window_get_view(win, 0)));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Preferences: every row is a setting; the compare mode is remembered for new windows. */
+static void test_preferences(void)
+{
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    GtkWidget *prefs = cl_preferences_new(NULL, settings);
+    g_assert_true(ADW_IS_PREFERENCES_WINDOW(prefs));
+    gtk_window_present(GTK_WINDOW(prefs));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    gtk_window_destroy(GTK_WINDOW(prefs));
+
+    g_settings_set_string(settings, "compare-mode", "flicker");
+    ClWindow *win = cl_window_new(NULL);
+    g_assert_cmpstr(cl_window_get_compare_mode(win), ==, "flicker");
+    cl_window_set_compare_mode(win, "swipe");
+    g_autofree char *kept = g_settings_get_string(settings, "compare-mode");
+    g_assert_cmpstr(kept, ==, "swipe");
+    g_settings_reset(settings, "compare-mode");
+    g_assert_cmpstr(cl_window_get_compare_mode(win), ==, "side-by-side");
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+void test_ui_window_register(void)
+{
+    g_test_add_func("/ui/viewport/math", test_viewport_math);
+    g_test_add_func("/ui/resources", test_resources);
+    g_test_add_func("/ui/window/load-two", test_load_two);
+    g_test_add_func("/ui/window/link-views", test_link_views);
+    g_test_add_func("/ui/window/newer-open-wins", test_newer_open_wins);
+    g_test_add_func("/ui/window/failed-open-keeps-images", test_failed_open_keeps_images);
+    g_test_add_func("/ui/window/multi-frame", test_multi_frame);
+    g_test_add_func("/ui/window/dicom-order", test_dicom_order);
+    g_test_add_func("/ui/window/large-image", test_large_image);
+    g_test_add_func("/ui/window/mip-part", test_mip_part);
+    g_test_add_func("/ui/view/nearest-when-zoomed", test_nearest_when_zoomed);
+    g_test_add_func("/ui/window/open-dialog", test_open_dialog);
+    g_test_add_func("/ui/preferences", test_preferences);
+}
