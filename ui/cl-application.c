@@ -196,7 +196,7 @@ static void cl_application_startup(GApplication *app)
 
     /* Only modifier shortcuts here: application accelerators run before the focused widget
      * sees a key, and the description panel is a text editor. The plain keys (0, 1, +, -, L,
-     * H, Escape) are the window's own bindings, which text fields get to first (cl-window.c). */
+     * H, Escape) are the window's own bindings, which text fields get to first (cl-window-actions.c). */
     static const struct {
         const char *action;
         const char *accels[6];
