@@ -346,22 +346,20 @@ gboolean open_samples(DcmElement *pixel, const PixelHeader &h, const DcmXfer &xf
     /* Decoded data is in host order, except 8-bit samples in OW words, which DCMTK's decoders
      * leave in stream order (the first sample in the low byte of a little-endian word). */
     const bool host_big = G_BYTE_ORDER == G_BIG_ENDIAN && h.ba != 8;
+    src.big = decompressed ? host_big : xfer.getPixelDataByteOrder() == EBO_BigEndian;
+    bool readable;
     if (pixel->getVR() == EVR_OW) {
         Uint16 *w = NULL;
-        if (pixel->getUint16Array(w).bad() || !w) {
-            set_error(error, CL_IMAGE_ERROR_CORRUPT, shown, "cannot read the Pixel Data");
-            return FALSE;
-        }
+        readable = pixel->getUint16Array(w).good() && w;
         src.words = w;
-        src.big = decompressed ? host_big : xfer.getPixelDataByteOrder() == EBO_BigEndian;
     } else {
         Uint8 *b = NULL;
-        if (pixel->getUint8Array(b).bad() || !b) {
-            set_error(error, CL_IMAGE_ERROR_CORRUPT, shown, "cannot read the Pixel Data");
-            return FALSE;
-        }
+        readable = pixel->getUint8Array(b).good() && b;
         src.bytes = b;
-        src.big = decompressed ? host_big : xfer.getPixelDataByteOrder() == EBO_BigEndian;
+    }
+    if (!readable) {
+        set_error(error, CL_IMAGE_ERROR_CORRUPT, shown, "cannot read the Pixel Data");
+        return FALSE;
     }
     return TRUE;
 }
@@ -375,14 +373,16 @@ gboolean read_palette(DcmDataset *ds, const PixelHeader &h, Lut pal[3], const ch
                   "DICOM image uses a segmented palette, which ChangeLens does not read");
         return FALSE;
     }
-    const DcmTagKey desc[3] = {DCM_RedPaletteColorLookupTableDescriptor,
-                               DCM_GreenPaletteColorLookupTableDescriptor,
-                               DCM_BluePaletteColorLookupTableDescriptor};
-    const DcmTagKey lut_data[3] = {DCM_RedPaletteColorLookupTableData,
-                                   DCM_GreenPaletteColorLookupTableData,
-                                   DCM_BluePaletteColorLookupTableData};
+    const struct {
+        DcmTagKey desc, data;
+    } tags[3] = {
+        {DCM_RedPaletteColorLookupTableDescriptor, DCM_RedPaletteColorLookupTableData},
+        {DCM_GreenPaletteColorLookupTableDescriptor, DCM_GreenPaletteColorLookupTableData},
+        {DCM_BluePaletteColorLookupTableDescriptor, DCM_BluePaletteColorLookupTableData},
+    };
     for (int c = 0; c < 3; c++)
-        if (!read_lut(ds, desc[c], lut_data[c], h.pr == 1, pal[c], shown, "palette", error))
+        if (!read_lut(ds, tags[c].desc, tags[c].data, h.pr == 1, pal[c], shown, "palette",
+                      error))
             return FALSE;
     return TRUE;
 }
@@ -433,7 +433,23 @@ void decode_frame(float *out, guint32 f, const PixelHeader &h, const SampleSourc
         break;
     }
     case Colour::RGB:
-    case Colour::YBR_FULL: {
+    case Colour::YBR_FULL:
+    case Colour::YBR_FULL_422: {
+        if (subsampled) {
+            /* Y0 Y1 Cb Cr for each pair of pixels (PS3.3 C.7.6.3.1.2). */
+            const guint64 base = f * npix * 2;
+            for (guint64 y = 0; y < h.rows; y++)
+                for (guint64 x = 0; x < h.cols; x++) {
+                    guint64 q = base + (y * h.cols + (x & ~(guint64)1)) * 2;
+                    guint64 p = y * h.cols + x;
+                    ybr_to_rgb(sb.value(src.raw(q + (x & 1))), sb.value(src.raw(q + 2)),
+                               sb.value(src.raw(q + 3)), yhalf, ymax, &out[p], &out[npix + p],
+                               &out[2 * npix + p]);
+                }
+            break;
+        }
+        /* Three samples per pixel, interleaved or in planes; YBR_FULL_422 decoded by a codec
+         * comes at full resolution like YBR_FULL. */
         const guint64 base = f * npix * 3;
         for (guint64 p = 0; p < npix; p++) {
             double v[3];
@@ -447,30 +463,6 @@ void decode_frame(float *out, guint32 f, const PixelHeader &h, const SampleSourc
                            &out[2 * npix + p]);
             }
         }
-        break;
-    }
-    case Colour::YBR_FULL_422: {
-        if (!subsampled) {
-            const guint64 base = f * npix * 3;
-            for (guint64 p = 0; p < npix; p++) {
-                double v[3];
-                for (int c = 0; c < 3; c++)
-                    v[c] = sb.value(src.raw(base + (h.planar ? c * npix + p : p * 3 + c)));
-                ybr_to_rgb(v[0], v[1], v[2], yhalf, ymax, &out[p], &out[npix + p],
-                           &out[2 * npix + p]);
-            }
-            break;
-        }
-        /* Y0 Y1 Cb Cr for each pair of pixels (PS3.3 C.7.6.3.1.2). */
-        const guint64 base = f * npix * 2;
-        for (guint64 y = 0; y < h.rows; y++)
-            for (guint64 x = 0; x < h.cols; x++) {
-                guint64 q = base + (y * h.cols + (x & ~(guint64)1)) * 2;
-                guint64 p = y * h.cols + x;
-                ybr_to_rgb(sb.value(src.raw(q + (x & 1))), sb.value(src.raw(q + 2)),
-                           sb.value(src.raw(q + 3)), yhalf, ymax, &out[p], &out[npix + p],
-                           &out[2 * npix + p]);
-            }
         break;
     }
     }
