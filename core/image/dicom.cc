@@ -1,4 +1,6 @@
-/* dicom.cc - DICOM decoding through DCMTK behind the C API of loaders.h (cl_image_load_dicom). */
+/* dicom.cc - DICOM decoding through DCMTK behind the C API of loaders.h (cl_image_load_dicom):
+ * reading the file, transfer syntaxes, decompression; pixels in dicom-pixels.cc, attributes in
+ * dicom-meta.cc. */
 #include "cl-config.h"
 
 /* osconfig.h must come before every other DCMTK header. */

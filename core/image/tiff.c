@@ -1,4 +1,5 @@
-/* tiff.c - TIFF, BigTIFF and GeoTIFF decoder: libtiff reading from memory, libgeotiff for keys. */
+/* tiff.c - TIFF, BigTIFF and GeoTIFF decoder: libtiff reading from memory, page by page (the
+ * pixels in tiff-pixels.c, tags and GeoTIFF keys in tiff-tags.c). */
 #include "image/tiff-private.h"
 
 #include <math.h>
