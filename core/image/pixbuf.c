@@ -344,6 +344,99 @@ static void add_format_metadata(ClImage *img, const guint8 *data, gsize len, ClI
     }
 }
 
+/* What the loaders themselves would check too late: headers claiming more than the file
+ * holds (BMP), a WebP over the limits or shorter than its header says, damaged GIF frames. */
+static gboolean headers_are_sane(const guint8 *data, gsize len, ClImageFormat format,
+                                 const ClImageLimits *limits, const char *shown, GError **error)
+{
+    /* gdk-pixbuf's BMP loader grows its header buffer to the sizes the header states before it
+     * announces the image size: "BM" and garbage can cost gigabytes. Those headers must lie
+     * within the file anyway. */
+    if (format == CL_IMAGE_FORMAT_BMP &&
+        (len < 18 || le32(data + 10) > len || (guint64)le32(data + 14) + 14 > len)) {
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT,
+                    "%s: the BMP file is truncated or damaged: its headers claim more bytes than "
+                    "the file holds",
+                    shown);
+        return FALSE;
+    }
+
+    /* The WebP loader allocates its pixbuf whatever size-prepared answers, so its limits and
+     * its length are checked from the headers first. */
+    guint64 ww = 0, wh = 0;
+    if (format == CL_IMAGE_FORMAT_WEBP && webp_size(data, len, &ww, &wh) &&
+        !cl_image_check_limits(limits, ww, wh, 1, 4, error)) {
+        g_prefix_error(error, "%s: ", shown);
+        return FALSE;
+    }
+    if (format == CL_IMAGE_FORMAT_WEBP && !file_is_complete(format, data, len)) {
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT,
+                    "%s: the WebP file is truncated (%" G_GSIZE_FORMAT " bytes; its header says "
+                    "%" G_GUINT64_FORMAT ")",
+                    shown, len, len < 8 ? (guint64)12 : (guint64)le32(data + 4) + 8);
+        return FALSE;
+    }
+
+    gboolean bad_frame = FALSE;
+    if (format == CL_IMAGE_FORMAT_GIF)
+        gif_count_frames(data, len, &bad_frame);
+    if (bad_frame) {
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT,
+                    "%s: the GIF file is damaged: one of its frames is empty or lies outside the "
+                    "picture",
+                    shown);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+/* The decoded 8-bit RGB(A) pixbuf as a one-frame planar image. */
+static ClImage *image_from_pixbuf(GdkPixbuf *pb, ClImageFormat format,
+                                  const ClImageLimits *limits, const char *shown,
+                                  GError **error)
+{
+    int w = gdk_pixbuf_get_width(pb), h = gdk_pixbuf_get_height(pb);
+    int nch = gdk_pixbuf_get_n_channels(pb), stride = gdk_pixbuf_get_rowstride(pb);
+    if (gdk_pixbuf_get_colorspace(pb) != GDK_COLORSPACE_RGB ||
+        gdk_pixbuf_get_bits_per_sample(pb) != 8 || (nch != 3 && nch != 4) ||
+        nch != (gdk_pixbuf_get_has_alpha(pb) ? 4 : 3) || w <= 0 || h <= 0 ||
+        stride < w * nch) {
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNSUPPORTED,
+                    "%s: gdk-pixbuf returned a pixel layout ChangeLens does not handle "
+                    "(%d channels, %d bits)",
+                    shown, nch, gdk_pixbuf_get_bits_per_sample(pb));
+        return NULL;
+    }
+    if (!cl_image_check_limits(limits, (guint64)w, (guint64)h, 1, (guint64)nch, error)) {
+        g_prefix_error(error, "%s: ", shown);
+        return NULL;
+    }
+
+    g_autoptr(ClImage) img = cl_image_new(format);
+    img->width = (guint)w;
+    img->height = (guint)h;
+    img->channels = (guint)nch;
+    img->layout = nch == 4 ? CL_LAYOUT_RGBA : CL_LAYOUT_RGB;
+    img->bits = 8;
+    img->bits_allocated = 8;
+    img->sample_format = CL_SAMPLE_UINT;
+    img->photometric = g_strdup(nch == 4 ? "rgba" : "rgb");
+    if (!cl_image_alloc_frames(img, 1, error)) {
+        g_prefix_error(error, "%s: ", shown);
+        return NULL;
+    }
+    const guint8 *px = gdk_pixbuf_read_pixels(pb);
+    for (int c = 0; c < nch; c++) {
+        float *plane = cl_image_plane(img, 0, (guint)c);
+        for (int y = 0; y < h; y++) {
+            const guint8 *row = px + (gsize)y * (gsize)stride;
+            for (int x = 0; x < w; x++)
+                plane[(gsize)y * w + x] = row[(gsize)x * nch + c];
+        }
+    }
+    return g_steal_pointer(&img);
+}
+
 ClImage *cl_image_load_pixbuf(const guint8 *data, gsize len, const char *name, ClImageFormat format,
                               const ClImageLimits *limits, GError **error)
 {
@@ -364,44 +457,8 @@ ClImage *cl_image_load_pixbuf(const guint8 *data, gsize len, const char *name, C
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT, "%s: the file is empty", shown);
         return NULL;
     }
-    /* gdk-pixbuf's BMP loader grows its header buffer to the sizes the header states before it
-     * announces the image size: "BM" and garbage can cost gigabytes. Those headers must lie
-     * within the file anyway. */
-    if (format == CL_IMAGE_FORMAT_BMP &&
-        (len < 18 || le32(data + 10) > len || (guint64)le32(data + 14) + 14 > len)) {
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT,
-                    "%s: the BMP file is truncated or damaged: its headers claim more bytes than "
-                    "the file holds",
-                    shown);
+    if (!headers_are_sane(data, len, format, limits, shown, error))
         return NULL;
-    }
-
-    /* The WebP loader allocates its pixbuf whatever size-prepared answers, so its limits and
-     * its length are checked from the headers first. */
-    guint64 ww = 0, wh = 0;
-    if (format == CL_IMAGE_FORMAT_WEBP && webp_size(data, len, &ww, &wh) &&
-        !cl_image_check_limits(limits, ww, wh, 1, 4, error)) {
-        g_prefix_error(error, "%s: ", shown);
-        return NULL;
-    }
-    if (format == CL_IMAGE_FORMAT_WEBP && !file_is_complete(format, data, len)) {
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT,
-                    "%s: the WebP file is truncated (%" G_GSIZE_FORMAT " bytes; its header says "
-                    "%" G_GUINT64_FORMAT ")",
-                    shown, len, len < 8 ? (guint64)12 : (guint64)le32(data + 4) + 8);
-        return NULL;
-    }
-
-    gboolean bad_frame = FALSE;
-    if (format == CL_IMAGE_FORMAT_GIF)
-        gif_count_frames(data, len, &bad_frame);
-    if (bad_frame) {
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT,
-                    "%s: the GIF file is damaged: one of its frames is empty or lies outside the "
-                    "picture",
-                    shown);
-        return NULL;
-    }
 
     g_autoptr(GError) gerr = NULL;
     g_autoptr(GdkPixbufLoader) loader = gdk_pixbuf_loader_new_with_type(type, &gerr);
@@ -459,45 +516,9 @@ ClImage *cl_image_load_pixbuf(const guint8 *data, gsize len, const char *name, C
         return NULL;
     }
 
-    int w = gdk_pixbuf_get_width(pb), h = gdk_pixbuf_get_height(pb);
-    int nch = gdk_pixbuf_get_n_channels(pb), stride = gdk_pixbuf_get_rowstride(pb);
-    if (gdk_pixbuf_get_colorspace(pb) != GDK_COLORSPACE_RGB ||
-        gdk_pixbuf_get_bits_per_sample(pb) != 8 || (nch != 3 && nch != 4) ||
-        nch != (gdk_pixbuf_get_has_alpha(pb) ? 4 : 3) || w <= 0 || h <= 0 ||
-        stride < w * nch) {
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNSUPPORTED,
-                    "%s: gdk-pixbuf returned a pixel layout ChangeLens does not handle "
-                    "(%d channels, %d bits)",
-                    shown, nch, gdk_pixbuf_get_bits_per_sample(pb));
+    g_autoptr(ClImage) img = image_from_pixbuf(pb, format, limits, shown, error);
+    if (!img)
         return NULL;
-    }
-    if (!cl_image_check_limits(limits, (guint64)w, (guint64)h, 1, (guint64)nch, error)) {
-        g_prefix_error(error, "%s: ", shown);
-        return NULL;
-    }
-
-    g_autoptr(ClImage) img = cl_image_new(format);
-    img->width = (guint)w;
-    img->height = (guint)h;
-    img->channels = (guint)nch;
-    img->layout = nch == 4 ? CL_LAYOUT_RGBA : CL_LAYOUT_RGB;
-    img->bits = 8;
-    img->bits_allocated = 8;
-    img->sample_format = CL_SAMPLE_UINT;
-    img->photometric = g_strdup(nch == 4 ? "rgba" : "rgb");
-    if (!cl_image_alloc_frames(img, 1, error)) {
-        g_prefix_error(error, "%s: ", shown);
-        return NULL;
-    }
-    const guint8 *px = gdk_pixbuf_read_pixels(pb);
-    for (int c = 0; c < nch; c++) {
-        float *plane = cl_image_plane(img, 0, (guint)c);
-        for (int y = 0; y < h; y++) {
-            const guint8 *row = px + (gsize)y * (gsize)stride;
-            for (int x = 0; x < w; x++)
-                plane[(gsize)y * w + x] = row[(gsize)x * nch + c];
-        }
-    }
     add_format_metadata(img, data, len, format);
     add_pixbuf_options(img, pb);
     return g_steal_pointer(&img);

@@ -1,11 +1,10 @@
-/* tiff.c - TIFF, BigTIFF and GeoTIFF decoder: libtiff reading from memory, libgeotiff for keys. */
-#include "image/loaders.h"
+/* tiff.c - TIFF, BigTIFF and GeoTIFF decoder: libtiff reading from memory, page by page (the
+ * pixels in tiff-pixels.c, tags and GeoTIFF keys in tiff-tags.c). */
+#include "image/tiff-private.h"
 
-#include <geotiffio.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <tiffio.h>
 #include <xtiffio.h>
 
 /* libtiff 4.5 (20221213) lets each TIFF* carry its own error handlers; older ones only have
@@ -16,20 +15,11 @@
 #define CL_TIFF_PER_HANDLE_ERRORS 0
 #endif
 
-/* ---- messages: everything libtiff/libgeotiff says during one call lands here, never on stderr */
 
-typedef struct {
-    char *first_error;   /* first error of this call, "module: text" */
-    char *first_warning; /* kept for the metadata */
-    guint n_errors;
-    guint n_warnings;
-    const char *name; /* libtiff uses the file name as the module of many messages */
-} TiffLog;
+/* ---- messages ---- */
 
-static void log_add(TiffLog *log, gboolean is_error, const char *module, const char *fmt,
-                    va_list ap) G_GNUC_PRINTF(4, 0);
-static void log_add(TiffLog *log, gboolean is_error, const char *module, const char *fmt,
-                    va_list ap)
+void cl_tiff_log_add(TiffLog *log, gboolean is_error, const char *module, const char *fmt,
+                     va_list ap)
 {
     g_autofree char *msg = g_strdup_vprintf(fmt, ap);
     /* libjpeg reports a truncated stream as a warning and pads with grey: that is lost data. */
@@ -56,7 +46,7 @@ static int on_tiff_error(TIFF *tif, void *user, const char *module, const char *
     G_GNUC_PRINTF(4, 0);
 static int on_tiff_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 {
-    log_add(user, TRUE, module, fmt, ap);
+    cl_tiff_log_add(user, TRUE, module, fmt, ap);
     return 1; /* handled: do not call the global (stderr) handler */
 }
 
@@ -65,7 +55,7 @@ static int on_tiff_warning(TIFF *tif, void *user, const char *module, const char
 static int on_tiff_warning(TIFF *tif, void *user, const char *module, const char *fmt,
                            va_list ap)
 {
-    log_add(user, FALSE, module, fmt, ap);
+    cl_tiff_log_add(user, FALSE, module, fmt, ap);
     return 1;
 }
 #else
@@ -78,7 +68,7 @@ static void on_global_error(thandle_t h, const char *module, const char *fmt, va
 {
     TiffLog *log = g_private_get(&current_log);
     if (log)
-        log_add(log, TRUE, module, fmt, ap);
+        cl_tiff_log_add(log, TRUE, module, fmt, ap);
     else if (prev_error)
         prev_error(h, module, fmt, ap);
 }
@@ -89,20 +79,11 @@ static void on_global_warning(thandle_t h, const char *module, const char *fmt, 
 {
     TiffLog *log = g_private_get(&current_log);
     if (log)
-        log_add(log, FALSE, module, fmt, ap);
+        cl_tiff_log_add(log, FALSE, module, fmt, ap);
     else if (prev_warning)
         prev_warning(h, module, fmt, ap);
 }
 #endif
-
-static void on_geo_error(GTIF *gt, int level, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static void on_geo_error(GTIF *gt, int level, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    log_add(GTIFGetUserData(gt), level == LIBGEOTIFF_ERROR, "GeoTIFF", fmt, ap);
-    va_end(ap);
-}
 
 /* libtiff 4.5 names GDAL's ASCII tags but does not define them; read as unknown tags they would
  * only add "unknown field" warnings. */
@@ -206,29 +187,6 @@ static void mem_unmap(thandle_t h, void *base, toff_t size)
 
 /* ---- one page (IFD): what it holds and how it decodes ---- */
 
-typedef enum {
-    K_BITS, /* bit-packed unsigned/signed, 1..32 bits, MSB first (1, 2, 4, 12, ... bit data) */
-    K_U8, K_I8, K_U16, K_I16, K_U24, K_I24, K_U32, K_I32, K_U64, K_I64,
-    K_F16, K_F32, K_F64,
-} SampleKind;
-
-typedef struct {
-    guint32 width, height;
-    guint16 spp, bps, sample_tag, photometric, planar, compression;
-    gboolean alpha;    /* the first extra sample is alpha */
-    gboolean tiled;
-    guint32 tile_w, tile_h, rows_per_strip;
-    guint64 row_bytes; /* one decoded row of a strip or tile (of one plane when separate) */
-    gboolean use_rgba; /* decoded by TIFFReadRGBAImage into 8-bit RGB(A) */
-    gboolean palette;
-    SampleKind kind;
-    gboolean is_signed;
-    /* what the ClImage gets */
-    guint channels, bits, bits_allocated;
-    ClSampleFormat sample_format;
-    ClChannelLayout layout;
-} Page;
-
 static const char *photometric_name(guint16 p, char *buf, gsize n)
 {
     switch (p) {
@@ -250,7 +208,7 @@ static const char *photometric_name(guint16 p, char *buf, gsize n)
     }
 }
 
-static const char *compression_name(guint16 c, char *buf, gsize n)
+const char *cl_tiff_compression_name(guint16 c, char *buf, gsize n)
 {
     switch (c) {
     case COMPRESSION_NONE: return "none";
@@ -293,12 +251,6 @@ static ClChannelLayout layout_for(guint16 photometric, guint spp, gboolean alpha
     return CL_LAYOUT_BANDS;
 }
 
-#define FAIL(code, ...)                                                                            \
-    do {                                                                                           \
-        g_autofree char *m_ = g_strdup_printf(__VA_ARGS__);                                        \
-        g_set_error(error, CL_IMAGE_ERROR, (code), "%s: %s", shown, m_);                           \
-        return FALSE;                                                                              \
-    } while (0)
 
 /* Reads the current directory's layout into p and checks that this loader can decode it. */
 static gboolean page_describe(TIFF *tif, guint page, const ClImageLimits *limits, Page *p,
@@ -328,7 +280,7 @@ static gboolean page_describe(TIFF *tif, guint page, const ClImageLimits *limits
              "does not read", page + 1, depth);
     if (!TIFFIsCODECConfigured(p->compression))
         FAIL(CL_IMAGE_ERROR_UNSUPPORTED, "uses %s compression, which this build of libtiff "
-             "cannot decode", compression_name(p->compression, nbuf, sizeof nbuf));
+             "cannot decode", cl_tiff_compression_name(p->compression, nbuf, sizeof nbuf));
     guint16 n_extra = 0, *extra = NULL;
     if (TIFFGetField(tif, TIFFTAG_EXTRASAMPLES, &n_extra, &extra) && n_extra > 0 && extra)
         p->alpha = extra[0] == EXTRASAMPLE_ASSOCALPHA || extra[0] == EXTRASAMPLE_UNASSALPHA;
@@ -350,7 +302,7 @@ static gboolean page_describe(TIFF *tif, guint page, const ClImageLimits *limits
         if (!TIFFRGBAImageOK(tif, emsg))
             FAIL(CL_IMAGE_ERROR_UNSUPPORTED, "page %u (%s, %s compression) cannot be decoded: %s",
                  page + 1, photometric_name(p->photometric, nbuf, sizeof nbuf),
-                 compression_name(p->compression, cbuf, sizeof cbuf), emsg);
+                 cl_tiff_compression_name(p->compression, cbuf, sizeof cbuf), emsg);
         p->channels = p->alpha ? 4 : 3;
         p->layout = p->alpha ? CL_LAYOUT_RGBA : CL_LAYOUT_RGB;
         p->bits = p->bits_allocated = 8;
@@ -463,584 +415,6 @@ static gboolean page_same_shape(const Page *a, const Page *b)
            a->photometric == b->photometric;
 }
 
-/* ---- sample unpacking ---- */
-
-static float half_to_float(guint16 h)
-{
-    guint sign = h >> 15, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-    float v;
-    if (exp == 0)
-        v = ldexpf((float)man, -24);
-    else if (exp == 31)
-        v = man ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(man | 0x400), (int)exp - 25);
-    return sign ? -v : v;
-}
-
-/* dst[k] = sample (first + k*step) of a decoded row, for k < n. Multi-byte samples are in host
- * order (libtiff swaps them); bit-packed ones are MSB-first bit streams. */
-static void unpack_row(float *dst, const guint8 *row, gsize first, gsize step, gsize n,
-                       const Page *p)
-{
-    gsize i = first;
-    switch (p->kind) {
-    case K_U8:
-        for (gsize k = 0; k < n; k++, i += step)
-            dst[k] = row[i];
-        break;
-    case K_I8:
-        for (gsize k = 0; k < n; k++, i += step)
-            dst[k] = (gint8)row[i];
-        break;
-#define TYPED(KIND, T)                                                                             \
-    case KIND:                                                                                     \
-        for (gsize k = 0; k < n; k++, i += step) {                                                 \
-            T v;                                                                                   \
-            memcpy(&v, row + i * sizeof(T), sizeof(T));                                            \
-            dst[k] = (float)v;                                                                     \
-        }                                                                                          \
-        break;
-    TYPED(K_U16, guint16)
-    TYPED(K_I16, gint16)
-    TYPED(K_U32, guint32)
-    TYPED(K_I32, gint32)
-    TYPED(K_U64, guint64)
-    TYPED(K_I64, gint64)
-    TYPED(K_F32, float)
-    TYPED(K_F64, double)
-#undef TYPED
-    case K_F16:
-        for (gsize k = 0; k < n; k++, i += step) {
-            guint16 v;
-            memcpy(&v, row + i * 2, 2);
-            dst[k] = half_to_float(v);
-        }
-        break;
-    case K_U24:
-    case K_I24:
-        for (gsize k = 0; k < n; k++, i += step) {
-            const guint8 *b = row + i * 3;
-            guint32 v = G_BYTE_ORDER == G_LITTLE_ENDIAN
-                            ? (guint32)b[0] | (guint32)b[1] << 8 | (guint32)b[2] << 16
-                            : (guint32)b[2] | (guint32)b[1] << 8 | (guint32)b[0] << 16;
-            dst[k] = p->kind == K_I24 ? (float)((gint32)(v << 8) >> 8) : (float)v;
-        }
-        break;
-    case K_BITS: {
-        guint bps = p->bps;
-        guint64 mask = ((guint64)1 << bps) - 1;
-        for (gsize k = 0; k < n; k++, i += step) {
-            guint64 bit = (guint64)i * bps;
-            const guint8 *b = row + (bit >> 3);
-            guint skip = bit & 7, nbytes = (skip + bps + 7) / 8;
-            guint64 acc = 0;
-            for (guint j = 0; j < nbytes; j++)
-                acc = acc << 8 | b[j];
-            guint64 v = (acc >> (nbytes * 8 - skip - bps)) & mask;
-            if (p->is_signed && bps > 1 && (v >> (bps - 1)))
-                dst[k] = (float)((gint64)v - ((gint64)1 << bps));
-            else
-                dst[k] = (float)v;
-        }
-        break;
-    }
-    }
-}
-
-/* ---- pixel reading ---- */
-
-static gboolean read_block(TIFF *tif, TiffLog *log, gboolean tile, guint32 index, void *buf,
-                           tmsize_t size, guint page, const char *shown, GError **error)
-{
-    guint before = log->n_errors;
-    tmsize_t got = tile ? TIFFReadEncodedTile(tif, index, buf, size)
-                        : TIFFReadEncodedStrip(tif, index, buf, size);
-    if (got != size || log->n_errors != before)
-        FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u %s %u cannot be decoded, the file is truncated or "
-             "damaged (%s)", page + 1, tile ? "tile" : "strip", index,
-             log->first_error ? log->first_error : "short data");
-    return TRUE;
-}
-
-/* Decoded samples of one strip/tile row span into the planar frame. */
-static void scatter_row(float *frame, const Page *p, guint plane, const guint8 *row, guint32 x0,
-                        guint32 y, guint32 ncols)
-{
-    gsize plane_len = (gsize)p->width * p->height;
-    gboolean separate = p->planar == PLANARCONFIG_SEPARATE && p->spp > 1;
-    /* palette indices go to the last plane, expanded into all three afterwards */
-    guint out_base = p->palette ? 2 : 0;
-    if (separate) {
-        unpack_row(frame + (gsize)plane * plane_len + (gsize)y * p->width + x0, row, 0, 1, ncols,
-                   p);
-        return;
-    }
-    for (guint c = 0; c < p->spp; c++)
-        unpack_row(frame + (gsize)(out_base + c) * plane_len + (gsize)y * p->width + x0, row, c,
-                   p->spp, ncols, p);
-}
-
-static gboolean read_pixels(TIFF *tif, TiffLog *log, const Page *p, float *frame, guint page,
-                            const char *shown, GError **error)
-{
-    gboolean separate = p->planar == PLANARCONFIG_SEPARATE && p->spp > 1;
-    guint n_planes = separate ? p->spp : 1;
-    guint64 block_rows = p->tiled ? p->tile_h : p->rows_per_strip;
-    guint64 block_bytes = block_rows * p->row_bytes;
-    if (block_bytes > (guint64)G_MAXSSIZE / 2)
-        FAIL(CL_IMAGE_ERROR_TOO_LARGE, "page %u has %s of %" G_GUINT64_FORMAT " bytes", page + 1,
-             p->tiled ? "tiles" : "strips", block_bytes);
-    g_autofree guint8 *buf = g_try_malloc(block_bytes);
-    if (!buf)
-        FAIL(CL_IMAGE_ERROR_TOO_LARGE, "not enough memory for a %" G_GUINT64_FORMAT "-byte %s",
-             block_bytes, p->tiled ? "tile" : "strip");
-
-    if (p->tiled) {
-        guint64 across = ((guint64)p->width + p->tile_w - 1) / p->tile_w;
-        guint64 down = ((guint64)p->height + p->tile_h - 1) / p->tile_h;
-        if (TIFFNumberOfTiles(tif) != across * down * n_planes)
-            FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u has %u tiles where %" G_GUINT64_FORMAT
-                 " were expected", page + 1, TIFFNumberOfTiles(tif), across * down * n_planes);
-        for (guint s = 0; s < n_planes; s++)
-            for (guint32 ty = 0; ty < p->height; ty += MIN(p->tile_h, p->height - ty)) {
-                for (guint32 tx = 0; tx < p->width; tx += MIN(p->tile_w, p->width - tx)) {
-                    guint32 index = TIFFComputeTile(tif, tx, ty, 0, (guint16)s);
-                    if (!read_block(tif, log, TRUE, index, buf, (tmsize_t)block_bytes, page,
-                                    shown, error))
-                        return FALSE;
-                    /* edge tiles are stored whole: keep only the part inside the image */
-                    guint32 rows = MIN(p->tile_h, p->height - ty);
-                    guint32 cols = MIN(p->tile_w, p->width - tx);
-                    for (guint32 r = 0; r < rows; r++)
-                        scatter_row(frame, p, s, buf + r * p->row_bytes, tx, ty + r, cols);
-                }
-            }
-    } else {
-        guint32 per_plane = (guint32)(((guint64)p->height + p->rows_per_strip - 1) /
-                                      p->rows_per_strip);
-        if ((guint64)TIFFNumberOfStrips(tif) != (guint64)per_plane * n_planes)
-            FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u has %u strips where %" G_GUINT64_FORMAT
-                 " were expected", page + 1, TIFFNumberOfStrips(tif),
-                 (guint64)per_plane * n_planes);
-        for (guint s = 0; s < n_planes; s++)
-            for (guint32 k = 0; k < per_plane; k++) {
-                guint32 y0 = k * p->rows_per_strip;
-                guint32 rows = MIN(p->rows_per_strip, p->height - y0);
-                if (!read_block(tif, log, FALSE, s * per_plane + k, buf,
-                                (tmsize_t)(rows * p->row_bytes), page, shown, error))
-                    return FALSE;
-                for (guint32 r = 0; r < rows; r++)
-                    scatter_row(frame, p, s, buf + r * p->row_bytes, 0, y0 + r, p->width);
-            }
-    }
-
-    if (p->palette) {
-        guint16 *cr, *cg, *cb;
-        if (!TIFFGetField(tif, TIFFTAG_COLORMAP, &cr, &cg, &cb))
-            FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u has no colour map", page + 1);
-        gsize n = (gsize)p->width * p->height;
-        float *r = frame, *g = frame + n, *b = frame + 2 * n;
-        for (gsize i = 0; i < n; i++) {
-            guint idx = (guint)b[i]; /* < 2^bps: the colour map has that many entries */
-            r[i] = cr[idx];
-            g[i] = cg[idx];
-            b[i] = cb[idx];
-        }
-    }
-    return TRUE;
-}
-
-static gboolean read_pixels_rgba(TIFF *tif, TiffLog *log, const Page *p, float *frame,
-                                 guint page, const char *shown, GError **error)
-{
-    gsize n = (gsize)p->width * p->height;
-    g_autofree guint32 *raster = g_try_malloc_n(n, sizeof(guint32));
-    if (!raster)
-        FAIL(CL_IMAGE_ERROR_TOO_LARGE, "not enough memory to decode page %u", page + 1);
-    guint16 orientation = ORIENTATION_TOPLEFT;
-    TIFFGetFieldDefaulted(tif, TIFFTAG_ORIENTATION, &orientation);
-    /* Ask for the file's own row order so rows stay as stored, like the other path. */
-    if (orientation < ORIENTATION_TOPLEFT || orientation > ORIENTATION_BOTLEFT)
-        orientation = ORIENTATION_TOPLEFT;
-    guint before = log->n_errors;
-    if (!TIFFReadRGBAImageOriented(tif, p->width, p->height, raster, orientation, 1) ||
-        log->n_errors != before)
-        FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u cannot be decoded, the file is truncated or damaged"
-             " (%s)", page + 1, log->first_error ? log->first_error : "RGBA decoding failed");
-    for (gsize i = 0; i < n; i++) {
-        frame[i] = TIFFGetR(raster[i]);
-        frame[n + i] = TIFFGetG(raster[i]);
-        frame[2 * n + i] = TIFFGetB(raster[i]);
-        if (p->channels == 4)
-            frame[3 * n + i] = TIFFGetA(raster[i]);
-    }
-    return TRUE;
-}
-
-/* ---- metadata ---- */
-
-static const TIFFField *find_field(TIFF *tif, guint32 tag)
-{
-    return TIFFFindField(tif, tag, TIFF_ANY); /* unlike TIFFFieldWithTag, silent when unknown */
-}
-
-/* ASCII tag value, copied (NULL when absent). */
-static char *get_ascii(TIFF *tif, guint32 tag)
-{
-    const TIFFField *fip = find_field(tif, tag);
-    if (!fip || TIFFFieldDataType(fip) != TIFF_ASCII)
-        return NULL;
-    char *s = NULL;
-    if (TIFFFieldPassCount(fip)) {
-        if (TIFFFieldReadCount(fip) == TIFF_VARIABLE2) {
-            guint32 n = 0;
-            if (TIFFGetField(tif, tag, &n, &s) && s)
-                return g_strndup(s, n);
-        } else {
-            guint16 n = 0;
-            if (TIFFGetField(tif, tag, &n, &s) && s)
-                return g_strndup(s, n);
-        }
-        return NULL;
-    }
-    return TIFFGetField(tif, tag, &s) && s ? g_strdup(s) : NULL;
-}
-
-/* Array-valued tag (doubles or shorts) with its count, whichever count width libtiff uses. */
-static gboolean get_array(TIFF *tif, guint32 tag, TIFFDataType type, guint32 *count, void **v)
-{
-    const TIFFField *fip = find_field(tif, tag);
-    *count = 0;
-    *v = NULL;
-    if (!fip || TIFFFieldDataType(fip) != type || !TIFFFieldPassCount(fip))
-        return FALSE;
-    if (TIFFFieldReadCount(fip) == TIFF_VARIABLE2) {
-        guint32 n = 0;
-        if (!TIFFGetField(tif, tag, &n, v))
-            return FALSE;
-        *count = n;
-    } else {
-        guint16 n = 0;
-        if (!TIFFGetField(tif, tag, &n, v))
-            return FALSE;
-        *count = n;
-    }
-    return *v != NULL && *count > 0;
-}
-
-static void add_meta_printf(ClImage *img, const char *key, const char *fmt, ...)
-    G_GNUC_PRINTF(3, 4);
-static void add_meta_printf(ClImage *img, const char *key, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    g_autofree char *v = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
-    cl_image_add_meta(img, key, v);
-}
-
-static void read_tags(TIFF *tif, ClImage *img, const Page *p)
-{
-    static const struct {
-        guint32 tag;
-        const char *key;
-    } ascii[] = {
-        { TIFFTAG_DOCUMENTNAME, "DocumentName" }, { TIFFTAG_IMAGEDESCRIPTION, "ImageDescription" },
-        { TIFFTAG_MAKE, "Make" },                 { TIFFTAG_MODEL, "Model" },
-        { TIFFTAG_PAGENAME, "PageName" },         { TIFFTAG_SOFTWARE, "Software" },
-        { TIFFTAG_DATETIME, "DateTime" },         { TIFFTAG_ARTIST, "Artist" },
-        { TIFFTAG_HOSTCOMPUTER, "HostComputer" }, { TIFFTAG_COPYRIGHT, "Copyright" },
-        { TIFFTAG_GDAL_NODATA, "GDAL_NODATA" },   { TIFFTAG_GDAL_METADATA, "GDAL_METADATA" },
-    };
-    for (guint i = 0; i < G_N_ELEMENTS(ascii); i++) {
-        g_autofree char *v = get_ascii(tif, ascii[i].tag);
-        if (v) {
-            g_strstrip(v);
-            cl_image_add_meta(img, ascii[i].key, v);
-        }
-    }
-    char nbuf[32];
-    cl_image_add_meta(img, "Compression", compression_name(p->compression, nbuf, sizeof nbuf));
-    guint16 predictor = 0;
-    if (TIFFGetField(tif, TIFFTAG_PREDICTOR, &predictor) && predictor > 1)
-        cl_image_add_meta(img, "Predictor",
-                          predictor == PREDICTOR_HORIZONTAL      ? "horizontal differencing"
-                          : predictor == PREDICTOR_FLOATINGPOINT ? "floating point"
-                                                                 : "unknown");
-    if (p->spp > 1)
-        cl_image_add_meta(img, "PlanarConfiguration",
-                          p->planar == PLANARCONFIG_SEPARATE ? "separate planes" : "contiguous");
-    if (p->tiled)
-        add_meta_printf(img, "Tiles", "%u × %u", p->tile_w, p->tile_h);
-    else if (!p->use_rgba)
-        add_meta_printf(img, "RowsPerStrip", "%u", p->rows_per_strip);
-    cl_image_add_meta(img, "ByteOrder", TIFFIsBigEndian(tif) ? "big-endian" : "little-endian");
-    if (TIFFIsBigTIFF(tif))
-        cl_image_add_meta(img, "BigTIFF", "yes");
-    float xres = 0, yres = 0;
-    guint16 unit = RESUNIT_INCH;
-    if (TIFFGetField(tif, TIFFTAG_XRESOLUTION, &xres)) {
-        add_meta_printf(img, "XResolution", "%g", xres);
-        if (TIFFGetField(tif, TIFFTAG_YRESOLUTION, &yres))
-            add_meta_printf(img, "YResolution", "%g", yres);
-        TIFFGetFieldDefaulted(tif, TIFFTAG_RESOLUTIONUNIT, &unit);
-        cl_image_add_meta(img, "ResolutionUnit", unit == RESUNIT_CENTIMETER ? "centimetre"
-                                                 : unit == RESUNIT_NONE     ? "none"
-                                                                            : "inch");
-    }
-    guint16 orientation = 0;
-    if (TIFFGetField(tif, TIFFTAG_ORIENTATION, &orientation) && orientation != ORIENTATION_TOPLEFT)
-        add_meta_printf(img, "Orientation", "%u (rows and columns kept as stored)", orientation);
-    guint16 n_extra = 0, *extra = NULL;
-    if (TIFFGetField(tif, TIFFTAG_EXTRASAMPLES, &n_extra, &extra) && n_extra > 0 && extra) {
-        GString *s = g_string_new(NULL);
-        for (guint i = 0; i < n_extra && i < 16; i++)
-            g_string_append_printf(s, "%s%s", i ? ", " : "",
-                                   extra[i] == EXTRASAMPLE_ASSOCALPHA   ? "associated alpha"
-                                   : extra[i] == EXTRASAMPLE_UNASSALPHA ? "unassociated alpha"
-                                                                        : "unspecified");
-        cl_image_add_meta(img, "ExtraSamples", s->str);
-        g_string_free(s, TRUE);
-    }
-}
-
-/* ---- GeoTIFF ---- */
-
-/* libgeotiff trusts the GeoKeyDirectory more than a fuzzed file deserves: check it first. */
-static gboolean geokeys_valid(TIFF *tif, const guint16 *dir, guint32 n)
-{
-    if (n < 4 || n > 4 + 1000 || dir[0] != 1) /* version 1; libgeotiff keeps at most 1000 values */
-        return FALSE;
-    guint32 n_keys = dir[3];
-    if (n_keys >= 250 || 4 + 4 * n_keys > n)
-        return FALSE;
-    guint32 n_doubles = 0;
-    void *doubles = NULL;
-    get_array(tif, TIFFTAG_GEODOUBLEPARAMS, TIFF_DOUBLE, &n_doubles, &doubles);
-    if (n_doubles > 1000)
-        return FALSE;
-    g_autofree char *ascii = get_ascii(tif, TIFFTAG_GEOASCIIPARAMS);
-    guint32 ascii_len = ascii ? (guint32)strlen(ascii) : 0;
-    for (guint32 k = 0; k < n_keys; k++) {
-        const guint16 *e = dir + 4 + 4 * k; /* key id, location, count, value or offset */
-        guint32 count = e[2], off = e[3];
-        switch (e[1]) {
-        case 0:
-            if (count != 1)
-                return FALSE;
-            break;
-        case TIFFTAG_GEOKEYDIRECTORY:
-            if (off + count > n)
-                return FALSE;
-            break;
-        case TIFFTAG_GEODOUBLEPARAMS:
-            if (!doubles || off + count > n_doubles)
-                return FALSE;
-            break;
-        case TIFFTAG_GEOASCIIPARAMS:
-            if (!ascii || off > ascii_len || off + count > ascii_len + 1)
-                return FALSE;
-            break;
-        default:
-            return FALSE;
-        }
-    }
-    return TRUE;
-}
-
-static const char *crs_known_name(int epsg, char *buf, gsize n)
-{
-    switch (epsg) {
-    case 4326: return "WGS 84";
-    case 4258: return "ETRS89";
-    case 4269: return "NAD83";
-    case 4267: return "NAD27";
-    case 3857: return "WGS 84 / Pseudo-Mercator";
-    case 3035: return "ETRS89 / LAEA Europe";
-    }
-    if (epsg >= 32601 && epsg <= 32660)
-        g_snprintf(buf, n, "WGS 84 / UTM zone %dN", epsg - 32600);
-    else if (epsg >= 32701 && epsg <= 32760)
-        g_snprintf(buf, n, "WGS 84 / UTM zone %dS", epsg - 32700);
-    else if (epsg >= 25828 && epsg <= 25838)
-        g_snprintf(buf, n, "ETRS89 / UTM zone %dN", epsg - 25800);
-    else if (epsg >= 26901 && epsg <= 26923)
-        g_snprintf(buf, n, "NAD83 / UTM zone %dN", epsg - 26900);
-    else
-        return NULL;
-    return buf;
-}
-
-static char *geokey_short_text(geokey_t key, guint v)
-{
-    char nbuf[64];
-    const char *name = NULL;
-    if (v == KvUserDefined)
-        name = "user-defined";
-    else if (key == GTModelTypeGeoKey)
-        name = v == ModelTypeProjected    ? "projected"
-               : v == ModelTypeGeographic ? "geographic"
-               : v == ModelTypeGeocentric ? "geocentric"
-                                          : NULL;
-    else if (key == GTRasterTypeGeoKey)
-        name = v == RasterPixelIsArea    ? "PixelIsArea"
-               : v == RasterPixelIsPoint ? "PixelIsPoint"
-                                         : NULL;
-    else if (key == ProjectedCSTypeGeoKey || key == GeographicTypeGeoKey) {
-        const char *crs = crs_known_name((int)v, nbuf, sizeof nbuf);
-        return g_strdup_printf("EPSG:%u%s%s", v, crs ? " " : "", crs ? crs : "");
-    }
-    else if (key == ProjLinearUnitsGeoKey || key == GeogLinearUnitsGeoKey ||
-             key == VerticalUnitsGeoKey || key == GeogAngularUnitsGeoKey)
-        name = v == 9001 ? "metre" : v == 9002 ? "foot" : v == 9003 ? "US survey foot"
-               : v == 9101 ? "radian" : v == 9102 ? "degree" : NULL;
-    return name ? g_strdup_printf("%u (%s)", v, name) : g_strdup_printf("%u", v);
-}
-
-/* Every GeoKey present, as metadata, in key order. */
-static void geokeys_to_meta(GTIF *gtif, ClImage *img)
-{
-    for (guint key = 1; key < 65535; key++) {
-        int size = 0;
-        tagtype_t type = TYPE_UNKNOWN;
-        int count = GTIFKeyInfo(gtif, (geokey_t)key, &size, &type);
-        if (count <= 0)
-            continue;
-        const char *kname = GTIFKeyNameEx(gtif, (geokey_t)key);
-        g_autofree char *value = NULL;
-        if (type == TYPE_ASCII) {
-            char buf[1024] = "";
-            GTIFKeyGetASCII(gtif, (geokey_t)key, buf, sizeof buf);
-            gsize l = strlen(buf);
-            while (l > 0 && buf[l - 1] == '|') /* GeoASCIIParams separator */
-                buf[--l] = '\0';
-            value = g_strdup(buf);
-        } else if (type == TYPE_SHORT) {
-            guint16 v[16];
-            int n = GTIFKeyGetSHORT(gtif, (geokey_t)key, v, 0, MIN(count, 16));
-            if (n == 1) {
-                value = geokey_short_text((geokey_t)key, v[0]);
-            } else {
-                GString *s = g_string_new(NULL);
-                for (int i = 0; i < n; i++)
-                    g_string_append_printf(s, "%s%u", i ? " " : "", v[i]);
-                value = g_string_free(s, FALSE);
-            }
-        } else if (type == TYPE_DOUBLE) {
-            double v[16];
-            int n = GTIFKeyGetDOUBLE(gtif, (geokey_t)key, v, 0, MIN(count, 16));
-            GString *s = g_string_new(NULL);
-            for (int i = 0; i < n; i++)
-                g_string_append_printf(s, "%s%.15g", i ? " " : "", v[i]);
-            value = g_string_free(s, FALSE);
-        }
-        if (value)
-            cl_image_add_meta(img, kname, value);
-    }
-}
-
-static void set_transform(ClGeoInfo *g, const double t[6])
-{
-    memcpy(g->transform, t, sizeof g->transform);
-    g->has_transform = TRUE;
-    g->origin[0] = t[0];
-    g->origin[1] = t[3];
-    g->pixel_size[0] = hypot(t[1], t[4]);
-    g->pixel_size[1] = hypot(t[2], t[5]);
-}
-
-static void read_geo(TIFF *tif, ClImage *img, TiffLog *log)
-{
-    guint32 n_tie = 0, n_scale = 0, n_mat = 0, n_dir = 0;
-    void *vtie, *vscale, *vmat, *vdir;
-    gboolean has_tie = get_array(tif, TIFFTAG_GEOTIEPOINTS, TIFF_DOUBLE, &n_tie, &vtie);
-    gboolean has_scale = get_array(tif, TIFFTAG_GEOPIXELSCALE, TIFF_DOUBLE, &n_scale, &vscale);
-    gboolean has_mat = get_array(tif, TIFFTAG_GEOTRANSMATRIX, TIFF_DOUBLE, &n_mat, &vmat);
-    gboolean has_dir = get_array(tif, TIFFTAG_GEOKEYDIRECTORY, TIFF_SHORT, &n_dir, &vdir);
-    if (!has_tie && !has_scale && !has_mat && !has_dir)
-        return;
-    const double *tie = vtie, *scale = vscale, *mat = vmat;
-    ClGeoInfo *g = img->geo = g_new0(ClGeoInfo, 1);
-
-    guint16 model = 0, raster = 0, pcs = 0, gcs = 0;
-    char citation[512] = "";
-    if (has_dir && geokeys_valid(tif, vdir, n_dir)) {
-        GTIF *gtif = GTIFNewEx(tif, on_geo_error, log);
-        if (gtif) {
-            GTIFKeyGetSHORT(gtif, GTModelTypeGeoKey, &model, 0, 1);
-            GTIFKeyGetSHORT(gtif, GTRasterTypeGeoKey, &raster, 0, 1);
-            GTIFKeyGetSHORT(gtif, ProjectedCSTypeGeoKey, &pcs, 0, 1);
-            GTIFKeyGetSHORT(gtif, GeographicTypeGeoKey, &gcs, 0, 1);
-            if (!GTIFKeyGetASCII(gtif, GTCitationGeoKey, citation, sizeof citation) &&
-                !GTIFKeyGetASCII(gtif, PCSCitationGeoKey, citation, sizeof citation))
-                GTIFKeyGetASCII(gtif, GeogCitationGeoKey, citation, sizeof citation);
-            geokeys_to_meta(gtif, img);
-            GTIFFree(gtif);
-        } else {
-            cl_image_add_meta(img, "GeoKeyDirectory", "unreadable, ignored");
-        }
-    } else if (has_dir) {
-        cl_image_add_meta(img, "GeoKeyDirectory", "malformed, ignored");
-    }
-
-    gboolean pcs_ok = pcs > 0 && pcs != KvUserDefined, gcs_ok = gcs > 0 && gcs != KvUserDefined;
-    if (model == ModelTypeGeographic)
-        g->epsg = gcs_ok ? gcs : 0;
-    else
-        g->epsg = pcs_ok ? pcs : gcs_ok ? gcs : 0;
-    gsize cl = strlen(citation);
-    while (cl > 0 && (citation[cl - 1] == '|' || citation[cl - 1] == ' '))
-        citation[--cl] = '\0';
-    char nbuf[64];
-    const char *known = g->epsg ? crs_known_name(g->epsg, nbuf, sizeof nbuf) : NULL;
-    if (cl > 0)
-        g->crs_name = g_utf8_make_valid(citation, -1);
-    else if (known)
-        g->crs_name = g_strdup(known);
-    g->pixel_is_point = raster == RasterPixelIsPoint;
-
-    double t[6];
-    gboolean have = FALSE;
-    if (has_mat && n_mat >= 16) {
-        /* ModelTransformation: a 4×4 row-major matrix mapping (col, row, 0, 1) to (x, y, z, 1) */
-        double m[6] = { mat[3], mat[0], mat[1], mat[7], mat[4], mat[5] };
-        memcpy(t, m, sizeof t);
-        have = TRUE;
-        GString *s = g_string_new(NULL);
-        for (guint i = 0; i < 16; i++)
-            g_string_append_printf(s, "%s%.15g", i ? " " : "", mat[i]);
-        cl_image_add_meta(img, "ModelTransformation", s->str);
-        g_string_free(s, TRUE);
-    } else if (has_tie && n_tie >= 6 && has_scale && n_scale >= 2) {
-        /* first tie point (I, J, K) -> (X, Y, Z) and the pixel scale; rows go south */
-        double m[6] = { tie[3] - tie[0] * scale[0], scale[0], 0,
-                        tie[4] + tie[1] * scale[1], 0, -scale[1] };
-        memcpy(t, m, sizeof t);
-        have = TRUE;
-    }
-    if (has_tie && n_tie >= 6)
-        add_meta_printf(img, "ModelTiepoint", "(%.15g, %.15g, %.15g) -> (%.15g, %.15g, %.15g)%s",
-                        tie[0], tie[1], tie[2], tie[3], tie[4], tie[5],
-                        n_tie >= 12 ? " and more" : "");
-    if (has_scale && n_scale >= 2)
-        add_meta_printf(img, "ModelPixelScale", "%.15g %.15g %.15g", scale[0], scale[1],
-                        n_scale >= 3 ? scale[2] : 0.0);
-    if (have) {
-        /* PixelIsPoint ties pixel centres: shift by half a pixel so the transform (like GDAL's)
-         * and origin refer to the upper-left corner of pixel (0, 0). */
-        if (g->pixel_is_point) {
-            t[0] -= 0.5 * t[1] + 0.5 * t[2];
-            t[3] -= 0.5 * t[4] + 0.5 * t[5];
-        }
-        gboolean finite = TRUE;
-        for (guint i = 0; i < 6; i++)
-            finite = finite && isfinite(t[i]);
-        if (finite)
-            set_transform(g, t);
-    }
-}
-
 /* ---- the loader ---- */
 
 static ClImage *load_open_tiff(TIFF *tif, TiffLog *log, const char *shown,
@@ -1055,8 +429,8 @@ static ClImage *load_open_tiff(TIFF *tif, TiffLog *log, const char *shown,
         return NULL;
     }
     g_autoptr(ClImage) img = cl_image_new(CL_IMAGE_FORMAT_TIFF);
-    read_tags(tif, img, &first);
-    read_geo(tif, img, log);
+    cl_tiff_read_tags(tif, img, &first);
+    cl_tiff_read_geo(tif, img, log);
 
     /* Walk the page chain with a bound (cycles are caught by libtiff). Pages shaped unlike the
      * first (thumbnails, overviews, masks) are skipped with a note rather than refusing the file:
@@ -1104,12 +478,13 @@ static ClImage *load_open_tiff(TIFF *tif, TiffLog *log, const char *shown,
     }
     guint n_pages = use->len;
     if (skipped->len)
-        add_meta_printf(img, "SkippedPages", "%s — not loaded: they differ from page 1 (%u × %u, "
-                        "%u × %u-bit)", skipped->str, first.width, first.height, first.channels,
-                        first.bits);
+        cl_tiff_add_meta_printf(img, "SkippedPages",
+                                "%s — not loaded: they differ from page 1 (%u × %u, %u × %u-bit)",
+                                skipped->str, first.width, first.height, first.channels,
+                                first.bits);
     g_string_free(skipped, TRUE);
     if (n_pages > 1)
-        add_meta_printf(img, "Pages", "%u", n_pages);
+        cl_tiff_add_meta_printf(img, "Pages", "%u", n_pages);
 
     if (!cl_image_check_limits(limits, first.width, first.height, n_frames, first.channels,
                                error)) {
@@ -1150,14 +525,16 @@ static ClImage *load_open_tiff(TIFF *tif, TiffLog *log, const char *shown,
         if (!page_describe(tif, d, limits, &p, shown, error))
             return NULL;
         float *data = ((ClFrame *)g_ptr_array_index(img->frames, frame))->data;
-        gboolean ok = p.use_rgba ? read_pixels_rgba(tif, log, &p, data, d, shown, error)
-                                 : read_pixels(tif, log, &p, data, d, shown, error);
+        gboolean ok = p.use_rgba
+                          ? cl_tiff_read_pixels_rgba(tif, log, &p, data, d, shown, error)
+                          : cl_tiff_read_pixels(tif, log, &p, data, d, shown, error);
         if (!ok)
             return NULL;
         frame++;
     }
     if (log->first_warning)
-        add_meta_printf(img, "TIFFWarnings", "%u, first: %s", log->n_warnings, log->first_warning);
+        cl_tiff_add_meta_printf(img, "TIFFWarnings", "%u, first: %s", log->n_warnings,
+                                log->first_warning);
     return g_steal_pointer(&img);
 }
 

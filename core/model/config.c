@@ -165,9 +165,9 @@ static gboolean check_product(gint64 a, gint64 b, const char *what, GError **err
     return TRUE;
 }
 
-gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
+/* Every field within its range; the enums known. */
+static gboolean check_fields(const ClModelConfig *c, GError **error)
 {
-    g_return_val_if_fail(c != NULL, FALSE);
     if (c->format != 1) {
         CONFIG_FAIL("config: format must be 1 (got %d)", c->format);
         return FALSE;
@@ -196,6 +196,12 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
         CONFIG_FAIL("config: sve.first %d is neither own nor null", (int)c->sve_first);
         return FALSE;
     }
+    return TRUE;
+}
+
+/* The shapes the encoder and decoder need: patch grid, head dims, grouped heads. */
+static gboolean check_shapes(const ClModelConfig *c, GError **error)
+{
     if (c->channels != 1 && c->channels != 3) {
         CONFIG_FAIL("config: channels must be 1 or 3 (got %d)", c->channels);
         return FALSE;
@@ -205,7 +211,7 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
                     c->patch_size);
         return FALSE;
     }
-    int grid = c->image_size / c->patch_size;
+    const int grid = c->image_size / c->patch_size;
     if (grid % 2 != 0) {
         CONFIG_FAIL("config: the patch grid image_size / patch_size = %d must be even (2×2 merger)",
                     grid);
@@ -237,6 +243,12 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
                     c->dec_kv_heads);
         return FALSE;
     }
+    return TRUE;
+}
+
+/* The decoder variants (CASA, hybrid Gated DeltaNet, VIST2) and what they combine with. */
+static gboolean check_variants(const ClModelConfig *c, GError **error)
+{
     if (c->casa_replace < 0 || c->casa_replace == 1 || c->casa_replace > c->dec_depth ||
         (c->casa_replace > 0 && c->casa == CL_CASA_OFF)) {
         CONFIG_FAIL("config: casa_replace (%d) must be 0 or 2 to dec_depth (%d), with casa on "
@@ -285,6 +297,12 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
                     "what VIST2 evicts)");
         return FALSE;
     }
+    return TRUE;
+}
+
+/* PVM: its layers and sizes; not with CASA. */
+static gboolean check_pvm(const ClModelConfig *c, GError **error)
+{
     if (c->casa != CL_CASA_OFF && c->pvm_n_layers > 0) {
         CONFIG_FAIL("config: casa and pvm together are not supported (each reads the visual rows "
                     "its own way)");
@@ -319,8 +337,14 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
             return FALSE;
         }
     }
+    return TRUE;
+}
 
+/* Activations and parameters within the limits (sizes that cannot be allocated). */
+static gboolean check_sizes(const ClModelConfig *c, GError **error)
+{
     /* Activations: one image's largest per-layer tensors and the decoder's per-sequence ones. */
+    const int grid = c->image_size / c->patch_size;
     gint64 n = (gint64)grid * grid;
     if (!check_product(n, 3 * (gint64)c->enc_dim, "N × 3·enc_dim (N = (image_size/patch_size)²)",
                        error) ||
@@ -358,6 +382,13 @@ gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
         return FALSE;
     }
     return TRUE;
+}
+
+gboolean cl_model_config_validate(const ClModelConfig *c, GError **error)
+{
+    g_return_val_if_fail(c != NULL, FALSE);
+    return check_fields(c, error) && check_shapes(c, error) && check_variants(c, error) &&
+           check_pvm(c, error) && check_sizes(c, error);
 }
 
 /* ---- JSON in -------------------------------------------------------------------------------- */

@@ -79,38 +79,14 @@ static inline double ms_since(gint64 t0)
     return (g_get_monotonic_time() - t0) / 1000.0;
 }
 
-gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeImage *images,
-                         guint n_images, const ClDescribeOptions *opts, ClDescribeResult *out,
-                         GError **error)
+/* The decoder's prompt: the chat turns (the default conversation of the domain unless given),
+ * each <image> tag replaced by the image's M visual slots and the context's tag by its tokens
+ * (from *vist_from on). Fails, before anything is encoded, when it cannot fit the model. */
+static GArray *build_prompt(const ClModel *model, const ClDescribeImage *images, guint n_images,
+                            const ClDescribeOptions *opts, ClDescribeResult *out, int *vist_from,
+                            GError **error)
 {
-    g_return_val_if_fail(be != NULL && model != NULL && out != NULL, FALSE);
-    g_return_val_if_fail(images != NULL || n_images == 0, FALSE);
-    ClDescribeOptions defaults;
-    if (!opts) {
-        cl_describe_options_init(&defaults);
-        opts = &defaults;
-    }
-    memset(out, 0, sizeof *out);
-    out->ids = g_array_new(FALSE, FALSE, sizeof(gint32));
-    out->heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
-    out->layer_heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
-    out->notices = g_ptr_array_new_with_free_func(g_free);
-    out->context_page_pixels = g_ptr_array_new_with_free_func(g_free);
-    out->n_images = n_images;
-
     const ClModelConfig *cfg = &model->config;
-    if (n_images < 2 || n_images > CL_CHAT_MAX_IMAGES) {
-        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "a description needs 2 to %d images; %u given", CL_CHAT_MAX_IMAGES, n_images);
-        return FALSE;
-    }
-    for (guint t = 0; t < n_images; t++)
-        if (!images[t].image) {
-            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "image %u is missing", t + 1);
-            return FALSE;
-        }
-
-    /* ---- the prompt first: a prompt that cannot fit fails before any encoding ---- */
     out->domain = opts->auto_domain ? cl_describe_detect_domain(images[0].image) : opts->domain;
     g_autoptr(ClChatConversation) conv = NULL;
     const ClChatTurn *turns = opts->turns;
@@ -119,14 +95,14 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         if (n_turns == 0 || turns[n_turns - 1].role != CL_CHAT_USER) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                         "the conversation must end with a user turn (the answer is generated)");
-            return FALSE;
+            return NULL;
         }
     } else {
         conv = cl_chat_describe_conversation(
             out->domain, (int)n_images, opts->question && *opts->question ? opts->question : NULL,
             error);
         if (!conv)
-            return FALSE;
+            return NULL;
         turns = cl_chat_conversation_turns(conv);
         n_turns = cl_chat_conversation_len(conv);
     }
@@ -140,7 +116,7 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
     g_autoptr(GArray) chat_ids =
         cl_chat_encode(model->tokenizer, turns, n_turns, TRUE, NULL, error);
     if (!chat_ids)
-        return FALSE;
+        return NULL;
     out->prompt_text = cl_chat_render(turns, n_turns, TRUE);
     int ctx_tag = -1; /* the index in chat_ids of the context's tag: the last tag */
     for (guint i = 0; with_context && i < chat_ids->len; i++)
@@ -152,7 +128,7 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         out->context_tokens = (int)ctx_ids->len;
     }
 
-    const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, C = cfg->channels, S = cfg->image_size;
+    const int M = cl_config_n_visual(cfg);
     out->n_visual_per_image = M;
     guint n_tags = 0;
     for (guint i = 0; i < chat_ids->len; i++)
@@ -163,7 +139,7 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "the %s conversation has %u image tags for %u images",
                     cl_chat_domain_name(out->domain), n_tags, n_images);
-        return FALSE;
+        return NULL;
     }
     gint64 positions =
         (gint64)chat_ids->len - n_images + (gint64)n_images * cl_config_image_positions(cfg);
@@ -182,15 +158,15 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
                     n_images, positions, M,
                     with_context ? ", the prior reports included" : "", cfg->max_len,
                     with_context ? " or shorter prior reports" : "");
-        return FALSE;
+        return NULL;
     }
     GArray *dec_ids = g_array_sized_new(FALSE, FALSE, sizeof(gint32), (guint)positions);
     const gint32 visual_id = CL_DECODER_VISUAL;
-    int vist_from = -1;
+    *vist_from = -1;
     for (guint i = 0; i < chat_ids->len; i++) {
         gint32 id = g_array_index(chat_ids, gint32, i);
         if ((int)i == ctx_tag) { /* the context's tokens; VIST2 compresses them in the prefill */
-            vist_from = (int)dec_ids->len;
+            *vist_from = (int)dec_ids->len;
             g_array_append_vals(dec_ids, ctx_ids->data, ctx_ids->len);
         } else if (id == CL_TOKEN_IMAGE) {
             for (int m = 0; m < M; m++)
@@ -202,12 +178,22 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
     }
     out->n_prompt = (int)dec_ids->len;
 
-    /* ---- preprocess and encode, image by image (the state carries the previous one) ---- */
+    return dec_ids;
+}
+
+/* Preprocesses and encodes the images one by one (the encoder's state carries the previous
+ * one) into *visual_out, n_images × M × E (set even on failure), with heatmaps and timings. */
+static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescribeImage *images,
+                              guint n_images, const ClDescribeOptions *opts,
+                              ClDescribeResult *out, float **visual_out, GError **error)
+{
+    const ClModelConfig *cfg = &model->config;
+    const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, C = cfg->channels, S = cfg->image_size;
     out->letterbox = g_new0(ClLetterbox, n_images);
     out->encode_ms = g_new0(double, n_images);
     gsize px_n = (gsize)C * S * S;
     float *pixels = g_new(float, px_n);
-    float *visual = g_try_new(float, (gsize)n_images *M *E);
+    float *visual = *visual_out = g_try_new(float, (gsize)n_images *M *E);
     ClEncoderState *state = cl_encoder_state_new(model);
     gboolean ok = visual != NULL && state != NULL;
     if (!ok)
@@ -276,75 +262,126 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
     if (ok && opts->heatmaps && cfg->sve_variant == CL_SVE_STATELESS)
         g_ptr_array_add(out->notices,
                         g_strdup("the model's encoder is stateless: its heatmaps are all zero"));
+    return ok;
+}
 
-    /* ---- prefill and generate ---- */
-    if (ok) {
-        if (opts->on_progress)
-            opts->on_progress(CL_DESCRIBE_GENERATING, n_images, n_images, opts->user_data);
-        ClGenerateOptions go;
-        cl_generate_options_init(&go);
-        go.max_new_tokens = opts->max_new_tokens;
-        go.beam_size = opts->beam_size;
-        go.stream_sink = opts->stream_sink;
-        go.stream_window = opts->stream_window;
-        go.sparse_block = opts->sparse_block;
-        go.sparse_topk = opts->sparse_topk;
-        go.median_numbers = opts->median_numbers;
-        go.length_penalty = opts->length_penalty;
-        /* The chat's special texts end the answer also when spelt out in plain bytes (a
-         * generated <|im_start|> id decodes to its text: the model opening another turn). */
-        g_autoptr(GPtrArray) stops = g_ptr_array_new();
-        for (int i = 0; opts->stop_strings && opts->stop_strings[i]; i++)
-            g_ptr_array_add(stops, (gpointer)opts->stop_strings[i]);
-        g_ptr_array_add(stops, (gpointer) "<|im_start|>");
-        g_ptr_array_add(stops, (gpointer) "<|im_end|>");
-        g_ptr_array_add(stops, (gpointer) "<|endoftext|>");
-        g_ptr_array_add(stops, NULL);
-        go.stop_strings = (const char *const *)stops->pdata;
-        go.on_token = opts->on_token;
-        go.user_data = opts->user_data;
-        go.cancellable = opts->cancellable;
-        g_autoptr(ClVist) vist = NULL;
-        if (with_context && cfg->vist_chunk > 0 && opts->beam_size == 1 &&
-            opts->stream_window <= 0) {
-            vist = cl_vist_new(be, model, error);
-            ok = vist != NULL;
-            go.vist = vist;
-            go.vist_from = vist_from;
-            go.vist_len = out->context_tokens;
-        } else if (with_context && cfg->vist_chunk > 0) {
-            g_ptr_array_add(out->notices,
-                            g_strdup("the prior reports are read as text: VIST2 compression "
-                                     "works with greedy decoding on an ordinary cache"));
-            out->context_compressed = out->context_pages = 0;
-        }
-        ClGenerateResult gr;
-        if (!ok)
-            cl_generate_result_init(&gr);
-        else
-            ok = cl_generate(be, model, (const gint32 *)(gconstpointer)dec_ids->data,
-                             (int)dec_ids->len, visual, &go, &gr, error);
-        if (vist) /* the decoder's positions: the pages' rows in place of the text they hold */
-            out->n_prompt = (int)dec_ids->len - out->context_compressed + out->context_pages * M;
-        for (guint i = 0; vist && i < cl_vist_n_pages(vist); i++) {
-            g_ptr_array_add(out->context_page_pixels,
-                            g_memdup2(cl_vist_page(vist, i, NULL), (gsize)S * S));
-        }
-        out->text = g_strndup(gr.text->str, gr.text->len);
-        g_array_append_vals(out->ids, gr.ids->data, gr.ids->len);
-        out->stop_reason = gr.stop_reason;
-        out->logprob = gr.logprob;
-        out->score = gr.score;
-        out->prefill_ms = gr.prefill_ms;
-        out->decode_ms = gr.decode_ms;
-        out->tokens_per_s = gr.decode_ms > 0 ? gr.ids->len / (gr.decode_ms / 1000.0) : 0;
-        if (ok && gr.stop_reason == CL_STOP_MAX_LEN)
-            g_ptr_array_add(out->notices,
-                            g_strdup_printf("the description was cut at the model's context "
-                                            "length (%d positions)",
-                                            cfg->max_len));
-        cl_generate_result_clear(&gr);
+/* Prefill and generation over the encoded images: the answer, its ids and timings into out. */
+static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArray *dec_ids,
+                                const float *visual, int vist_from, guint n_images,
+                                const ClDescribeOptions *opts, ClDescribeResult *out,
+                                GError **error)
+{
+    const ClModelConfig *cfg = &model->config;
+    const int M = cl_config_n_visual(cfg), S = cfg->image_size;
+    const gboolean with_context = opts->context && *opts->context;
+    gboolean ok = TRUE;
+    if (opts->on_progress)
+        opts->on_progress(CL_DESCRIBE_GENERATING, n_images, n_images, opts->user_data);
+    ClGenerateOptions go;
+    cl_generate_options_init(&go);
+    go.max_new_tokens = opts->max_new_tokens;
+    go.beam_size = opts->beam_size;
+    go.stream_sink = opts->stream_sink;
+    go.stream_window = opts->stream_window;
+    go.sparse_block = opts->sparse_block;
+    go.sparse_topk = opts->sparse_topk;
+    go.median_numbers = opts->median_numbers;
+    go.length_penalty = opts->length_penalty;
+    /* The chat's special texts end the answer also when spelt out in plain bytes (a
+     * generated <|im_start|> id decodes to its text: the model opening another turn). */
+    g_autoptr(GPtrArray) stops = g_ptr_array_new();
+    for (int i = 0; opts->stop_strings && opts->stop_strings[i]; i++)
+        g_ptr_array_add(stops, (gpointer)opts->stop_strings[i]);
+    g_ptr_array_add(stops, (gpointer) "<|im_start|>");
+    g_ptr_array_add(stops, (gpointer) "<|im_end|>");
+    g_ptr_array_add(stops, (gpointer) "<|endoftext|>");
+    g_ptr_array_add(stops, NULL);
+    go.stop_strings = (const char *const *)stops->pdata;
+    go.on_token = opts->on_token;
+    go.user_data = opts->user_data;
+    go.cancellable = opts->cancellable;
+    g_autoptr(ClVist) vist = NULL;
+    if (with_context && cfg->vist_chunk > 0 && opts->beam_size == 1 &&
+        opts->stream_window <= 0) {
+        vist = cl_vist_new(be, model, error);
+        ok = vist != NULL;
+        go.vist = vist;
+        go.vist_from = vist_from;
+        go.vist_len = out->context_tokens;
+    } else if (with_context && cfg->vist_chunk > 0) {
+        g_ptr_array_add(out->notices,
+                        g_strdup("the prior reports are read as text: VIST2 compression "
+                                 "works with greedy decoding on an ordinary cache"));
+        out->context_compressed = out->context_pages = 0;
     }
+    ClGenerateResult gr;
+    if (!ok)
+        cl_generate_result_init(&gr);
+    else
+        ok = cl_generate(be, model, (const gint32 *)(gconstpointer)dec_ids->data,
+                         (int)dec_ids->len, visual, &go, &gr, error);
+    if (vist) /* the decoder's positions: the pages' rows in place of the text they hold */
+        out->n_prompt = (int)dec_ids->len - out->context_compressed + out->context_pages * M;
+    for (guint i = 0; vist && i < cl_vist_n_pages(vist); i++) {
+        g_ptr_array_add(out->context_page_pixels,
+                        g_memdup2(cl_vist_page(vist, i, NULL), (gsize)S * S));
+    }
+    out->text = g_strndup(gr.text->str, gr.text->len);
+    g_array_append_vals(out->ids, gr.ids->data, gr.ids->len);
+    out->stop_reason = gr.stop_reason;
+    out->logprob = gr.logprob;
+    out->score = gr.score;
+    out->prefill_ms = gr.prefill_ms;
+    out->decode_ms = gr.decode_ms;
+    out->tokens_per_s = gr.decode_ms > 0 ? gr.ids->len / (gr.decode_ms / 1000.0) : 0;
+    if (ok && gr.stop_reason == CL_STOP_MAX_LEN)
+        g_ptr_array_add(out->notices,
+                        g_strdup_printf("the description was cut at the model's context "
+                                        "length (%d positions)",
+                                        cfg->max_len));
+    cl_generate_result_clear(&gr);
+    return ok;
+}
+
+gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeImage *images,
+                         guint n_images, const ClDescribeOptions *opts, ClDescribeResult *out,
+                         GError **error)
+{
+    g_return_val_if_fail(be != NULL && model != NULL && out != NULL, FALSE);
+    g_return_val_if_fail(images != NULL || n_images == 0, FALSE);
+    ClDescribeOptions defaults;
+    if (!opts) {
+        cl_describe_options_init(&defaults);
+        opts = &defaults;
+    }
+    memset(out, 0, sizeof *out);
+    out->ids = g_array_new(FALSE, FALSE, sizeof(gint32));
+    out->heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
+    out->layer_heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
+    out->notices = g_ptr_array_new_with_free_func(g_free);
+    out->context_page_pixels = g_ptr_array_new_with_free_func(g_free);
+    out->n_images = n_images;
+
+    if (n_images < 2 || n_images > CL_CHAT_MAX_IMAGES) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "a description needs 2 to %d images; %u given", CL_CHAT_MAX_IMAGES, n_images);
+        return FALSE;
+    }
+    for (guint t = 0; t < n_images; t++)
+        if (!images[t].image) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "image %u is missing", t + 1);
+            return FALSE;
+        }
+
+    /* the prompt first: a prompt that cannot fit fails before any encoding */
+    int vist_from = -1;
+    GArray *dec_ids = build_prompt(model, images, n_images, opts, out, &vist_from, error);
+    if (!dec_ids)
+        return FALSE;
+    float *visual = NULL;
+    gboolean ok = encode_images(be, model, images, n_images, opts, out, &visual, error);
+    if (ok)
+        ok = generate_answer(be, model, dec_ids, visual, vist_from, n_images, opts, out, error);
     /* kept for what comes after (the attention of the generated text over the images) */
     out->visual = visual;
     out->prompt_ids = dec_ids;

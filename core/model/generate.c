@@ -471,11 +471,146 @@ static void replay(const Gen *g, const ClGenerateResult *out)
     g_string_free(t, TRUE);
 }
 
+/* The candidates of one step: the top `slots` tokens of every live hypothesis, scored by the
+ * hypothesis' log-probability plus the token's; returns how many (0 when every logit is NaN). */
+static int score_candidates(const Gen *g, GPtrArray *live, int slots, Cand *cands, gint32 *top)
+{
+    int nc = 0;
+    for (guint b = 0; b < live->len; b++) {
+        Hyp *h = g_ptr_array_index(live, b);
+        double lse = log_sum_exp(&g->vocab, h->logits);
+        int k = top_k(&g->vocab, h->logits, slots, top);
+        for (int j = 0; j < k; j++) {
+            Cand *c = &cands[nc++];
+            c->parent = (int)b;
+            c->id = top[j];
+            c->logit = h->logits[top[j]];
+            c->lp = (double)c->logit - lse;
+            c->score = h->logprob + c->lp;
+        }
+    }
+    return nc;
+}
+
+/* The best `slots` candidates (sorted) become children: finished ones go to done, the others to
+ * next with their parent's index in parents. */
+static void select_children(const Gen *g, GPtrArray *live, const Cand *cands, int nc, int slots,
+                            GPtrArray *done, GPtrArray *next, GArray *parents)
+{
+    const ClGenerateOptions *o = g->opts;
+    for (int j = 0; j < MIN(nc, slots); j++) {
+        const Cand *c = &cands[j];
+        const Hyp *p = g_ptr_array_index(live, c->parent);
+        Hyp *h = hyp_child(p, c->id, c->lp);
+        if (is_end(c->id)) {
+            h->reason = CL_STOP_END_TOKEN;
+            g_ptr_array_add(done, h);
+            continue;
+        }
+        g_array_append_val(h->ids, c->id);
+        gssize stop = append_and_find_stop(g->model, h->text, c->id, o->stop_strings);
+        if (stop >= 0) {
+            g_string_truncate(h->text, (gsize)stop);
+            h->reason = CL_STOP_STRING;
+            g_ptr_array_add(done, h);
+        } else if ((int)h->ids->len >= g->max_new) {
+            h->reason = g->limit;
+            g_ptr_array_add(done, h);
+        } else {
+            g_ptr_array_add(next, h);
+            g_array_append_val(parents, c->parent);
+        }
+    }
+}
+
+/* Caches: a child takes its parent's cache when it is the first to claim it, else a copy (made
+ * before any cache moves on); parents without children give theirs to spare. */
+static gboolean hand_down_caches(Gen *g, GPtrArray *live, GPtrArray *next, GArray *parents,
+                                 GPtrArray *spare, GError **error)
+{
+    const int V = g->vocab.V;
+    gboolean ok = TRUE;
+    gboolean *claimed = g_new0(gboolean, live->len);
+    for (guint j = 0; j < next->len; j++) {
+        int pi = g_array_index(parents, int, j);
+        Hyp *p = g_ptr_array_index(live, pi);
+        Hyp *h = g_ptr_array_index(next, j);
+        if (!claimed[pi]) {
+            claimed[pi] = TRUE;
+            h->cache = p->cache;
+            h->logits = p->logits; /* reused as this child's output buffer */
+        }
+    }
+    for (guint j = 0; ok && j < next->len; j++) {
+        Hyp *h = g_ptr_array_index(next, j);
+        if (h->cache)
+            continue;
+        Hyp *p = g_ptr_array_index(live, g_array_index(parents, int, j));
+        h->cache = take_cache(g, spare, error);
+        if (!h->cache) {
+            ok = FALSE;
+            break;
+        }
+        cl_kv_cache_copy_from(h->cache, p->cache);
+        h->logits = g_new(float, V);
+    }
+    for (guint b = 0; b < live->len; b++) {
+        Hyp *p = g_ptr_array_index(live, b);
+        if (claimed[b]) {
+            p->cache = NULL; /* moved to a child */
+            p->logits = NULL;
+        } else if (p->cache) {
+            g_ptr_array_add(spare, p->cache);
+            p->cache = NULL;
+        }
+    }
+    g_free(claimed);
+    return ok;
+}
+
+/* Each live hypothesis' last token through the decoder, into its logits. */
+static gboolean advance_live(Gen *g, GPtrArray *live, ClGenerateResult *out, GError **error)
+{
+    for (guint j = 0; j < live->len; j++) {
+        Hyp *h = g_ptr_array_index(live, j);
+        if (cancelled(g, error))
+            return FALSE;
+        gint32 id = g_array_index(h->ids, gint32, h->ids->len - 1);
+        if (!cl_decoder_forward(g->be, g->model, h->cache, &id, 1, NULL, h->logits, NULL, NULL,
+                                NULL, error))
+            return FALSE;
+        out->n_steps++;
+    }
+    return TRUE;
+}
+
+/* The best finished hypothesis by length-normalised score (earlier wins ties); when cancelled
+ * or failed (!ok), the best of everything so far. NULL when there is none. */
+static const Hyp *best_hypothesis(GPtrArray *done, GPtrArray *live, gboolean ok, double lpen)
+{
+    const Hyp *best = NULL;
+    double best_s = -INFINITY;
+    for (int pass = 0; pass < 2; pass++) {
+        GPtrArray *set = pass == 0 ? done : live;
+        if (pass == 1 && ok)
+            break;
+        for (guint i = 0; i < set->len; i++) {
+            const Hyp *h = g_ptr_array_index(set, i);
+            double s = hyp_score(h, lpen);
+            if (!best || s > best_s) {
+                best = h;
+                best_s = s;
+            }
+        }
+    }
+    return best;
+}
+
 static gboolean beam(Gen *g, ClKVCache *cache0, float *logits0, ClGenerateResult *out,
                      GError **error)
 {
     const ClGenerateOptions *o = g->opts;
-    const int B = o->beam_size, V = g->vocab.V;
+    const int B = o->beam_size;
     const double lpen = o->length_penalty;
     gint64 t0 = g_get_monotonic_time();
     gboolean ok = TRUE;
@@ -495,20 +630,7 @@ static gboolean beam(Gen *g, ClKVCache *cache0, float *logits0, ClGenerateResult
      * search ends when none is left. With B = 1 this is exactly greedy decoding. */
     while (live->len > 0) {
         int slots = B - (int)done->len;
-        int nc = 0;
-        for (guint b = 0; b < live->len; b++) {
-            Hyp *h = g_ptr_array_index(live, b);
-            double lse = log_sum_exp(&g->vocab, h->logits);
-            int k = top_k(&g->vocab, h->logits, slots, top);
-            for (int j = 0; j < k; j++) {
-                Cand *c = &cands[nc++];
-                c->parent = (int)b;
-                c->id = top[j];
-                c->logit = h->logits[top[j]];
-                c->lp = (double)c->logit - lse;
-                c->score = h->logprob + c->lp;
-            }
-        }
+        int nc = score_candidates(g, live, slots, cands, top);
         if (nc == 0) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                         "the decoder produced no usable logits (NaN)");
@@ -519,108 +641,19 @@ static gboolean beam(Gen *g, ClKVCache *cache0, float *logits0, ClGenerateResult
 
         GPtrArray *next = g_ptr_array_new_with_free_func((GDestroyNotify)hyp_free);
         GArray *parents = g_array_new(FALSE, FALSE, sizeof(int));
-        for (int j = 0; j < MIN(nc, slots); j++) {
-            const Cand *c = &cands[j];
-            const Hyp *p = g_ptr_array_index(live, c->parent);
-            Hyp *h = hyp_child(p, c->id, c->lp);
-            if (is_end(c->id)) {
-                h->reason = CL_STOP_END_TOKEN;
-                g_ptr_array_add(done, h);
-                continue;
-            }
-            g_array_append_val(h->ids, c->id);
-            gssize stop = append_and_find_stop(g->model, h->text, c->id, o->stop_strings);
-            if (stop >= 0) {
-                g_string_truncate(h->text, (gsize)stop);
-                h->reason = CL_STOP_STRING;
-                g_ptr_array_add(done, h);
-            } else if ((int)h->ids->len >= g->max_new) {
-                h->reason = g->limit;
-                g_ptr_array_add(done, h);
-            } else {
-                g_ptr_array_add(next, h);
-                g_array_append_val(parents, c->parent);
-            }
-        }
-
-        /* Caches: a child takes its parent's cache when it is the first to claim it, else a
-         * copy (made before any cache moves on); parents without children free theirs. */
-        gboolean *claimed = g_new0(gboolean, live->len);
-        for (guint j = 0; j < next->len; j++) {
-            int pi = g_array_index(parents, int, j);
-            Hyp *p = g_ptr_array_index(live, pi);
-            Hyp *h = g_ptr_array_index(next, j);
-            if (!claimed[pi]) {
-                claimed[pi] = TRUE;
-                h->cache = p->cache;
-                h->logits = p->logits; /* reused as this child's output buffer */
-            }
-        }
-        for (guint j = 0; ok && j < next->len; j++) {
-            Hyp *h = g_ptr_array_index(next, j);
-            if (h->cache)
-                continue;
-            Hyp *p = g_ptr_array_index(live, g_array_index(parents, int, j));
-            h->cache = take_cache(g, spare, error);
-            if (!h->cache) {
-                ok = FALSE;
-                break;
-            }
-            cl_kv_cache_copy_from(h->cache, p->cache);
-            h->logits = g_new(float, V);
-        }
-        for (guint b = 0; b < live->len; b++) {
-            Hyp *p = g_ptr_array_index(live, b);
-            if (claimed[b]) {
-                p->cache = NULL; /* moved to a child */
-                p->logits = NULL;
-            } else if (p->cache) {
-                g_ptr_array_add(spare, p->cache);
-                p->cache = NULL;
-            }
-        }
-        g_free(claimed);
+        select_children(g, live, cands, nc, slots, done, next, parents);
+        ok = hand_down_caches(g, live, next, parents, spare, error);
         g_array_unref(parents);
         g_ptr_array_unref(live);
         live = next;
         if (!ok)
             break;
-
-        for (guint j = 0; j < live->len; j++) {
-            Hyp *h = g_ptr_array_index(live, j);
-            if (cancelled(g, error)) {
-                ok = FALSE;
-                break;
-            }
-            gint32 id = g_array_index(h->ids, gint32, h->ids->len - 1);
-            if (!cl_decoder_forward(g->be, g->model, h->cache, &id, 1, NULL, h->logits, NULL, NULL,
-                                    NULL, error)) {
-                ok = FALSE;
-                break;
-            }
-            out->n_steps++;
-        }
+        ok = advance_live(g, live, out, error);
         if (!ok)
             break;
     }
 
-    /* The best finished hypothesis by length-normalised score (earlier wins ties); when
-     * cancelled or failed, the best of everything so far. */
-    const Hyp *best = NULL;
-    double best_s = -INFINITY;
-    for (int pass = 0; pass < 2; pass++) {
-        GPtrArray *set = pass == 0 ? done : live;
-        if (pass == 1 && ok)
-            break;
-        for (guint i = 0; i < set->len; i++) {
-            const Hyp *h = g_ptr_array_index(set, i);
-            double s = hyp_score(h, lpen);
-            if (!best || s > best_s) {
-                best = h;
-                best_s = s;
-            }
-        }
-    }
+    const Hyp *best = best_hypothesis(done, live, ok, lpen);
     if (best) {
         result_from_hyp(out, best, lpen);
         if (!ok)
