@@ -21,8 +21,8 @@ PACKAGES=(
   libgtk-4-dev libadwaita-1-dev librsvg2-common
   # tests: display server, desktop-file and AppStream validators
   xvfb xauth desktop-file-utils appstream
-  # tests: render exported PDFs to PNG (pdftoppm)
-  poppler-utils
+  # tests: render exported PDFs to PNG (pdftoppm); the style check (tools/format.sh)
+  poppler-utils clang-format
 )
 
 log() { printf '\033[1mrun.sh:\033[0m %s\n' "$*" >&2; }

@@ -2,7 +2,7 @@
 # tools/describe-examples.sh - what a model says about held-out pairs it never saw: for each
 # domain, N pairs from the held-out seed (900001, as eval uses), `describe` with the model and
 # its heat map next to the generator's own answer. Writes OUT/<task>-<i>-heat-2.png and prints
-# one block per pair (the issue asks for correct descriptions of shapes, radiograph and aerial
+# one block per pair (the model card shows such examples for the shapes, radiograph and aerial
 # pairs, with their heat maps).
 #
 #   tools/describe-examples.sh MODEL [OUT=runs/examples] [N=5] [TASKS="shapes radiograph aerial edits"]

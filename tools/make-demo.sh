@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# tools/make-demo.sh - makes the demo cases the app gives an empty case database on its first run
-# (issue 6): one pair per domain, rendered by core/synth through `changelens-cli synth`, written
+# tools/make-demo.sh - makes the demo cases the app gives an empty case database on its first run:
+# one pair per domain, rendered by core/synth through `changelens-cli synth`, written
 # as the files a user would have (radiographs as DICOM, aerial tiles as GeoTIFF, photos as PNG)
 # into data/demo/, with data/demo/cases.json naming them. Deterministic; re-run it only when the
 # generators change, and commit the result.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tools/ship-model.sh - trains the model ChangeLens ships (data/models/changelens-default.safetensors)
-# with the paper's recipe, from nothing but this repository, and evaluates it (issue 4, docs/DESIGN.md
+# with the paper's recipe, from nothing but this repository, and evaluates it (docs/DESIGN.md
 # §5): a BPE tokenizer trained on the synthetic tasks' conversations; stage 1, a stateless model on
 # the grounded single-image tasks and the change tasks together; stage 2, cross_ffn inserted with
 # the paper's init (cloned Q/K/V and W1, zero W_O and W2) and fine-tuned with stop_grad on the

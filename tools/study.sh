@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/study.sh - the SVE study at our scale (issue 4, docs/DESIGN.md §5): one stateless stage-1
+# tools/study.sh - the SVE study at our scale (docs/DESIGN.md §5): one stateless stage-1
 # model, then stage 2 with each variant — stateless (the baseline, fine-tuned for the same
 # steps), self_ffn (the capacity control: the same added FFN, no predecessor), cross and
 # cross_ffn — at equal data, steps and seed, for every seed; each evaluated on held-out shapes

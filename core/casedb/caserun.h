@@ -1,5 +1,5 @@
 /* caserun.h - what a describe run leaves in the case database (docs/DESIGN.md §6; docs/DESIGN.md §9
- * stake 15, reproducibility): the run row — model, its hash and config, device, timings, and the
+ * (table stake 16), reproducibility): the run row — model, its hash and config, device, timings, and the
  * settings with every image's path, frame, sha256 and letterbox — and its heatmaps on the case's
  * image ids. Shared by `changelens-cli case describe` and the app. */
 #pragma once

@@ -15,7 +15,7 @@
 #include "model/model.h"
 #include "worker/sentences.h"
 
-/* Progress at most every 100 ms, text at most every 33 ms (docs/DESIGN.md §8: coalesced updates). */
+/* Progress at most every 100 ms, text at most every 33 ms (docs/DESIGN.md §3: coalesced updates). */
 #define PROGRESS_INTERVAL_US (100 * 1000)
 #define TEXT_INTERVAL_US (33 * 1000)
 /* The worker's threads run at a lower priority than the UI's, so a busy engine never delays a

@@ -1,4 +1,4 @@
--- 001-initial: the records (DESIGN.md §6). Times are ISO 8601 UTC with milliseconds, written by
+-- 001-initial: the records (docs/DESIGN.md §6). Times are ISO 8601 UTC with milliseconds, written by
 -- casedb (one timestamp per transaction). Everything in a case goes when the case goes (ON DELETE
 -- CASCADE), except the audit log, which keeps the case id as a plain number.
 
