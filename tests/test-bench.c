@@ -1,4 +1,4 @@
-/* test-bench.c - `changelens-cli bench` runs and reports every figure the issue names, with
+/* test-bench.c - `changelens-cli bench` runs and reports every figure README's bench section names, with
  * sane values (not speed targets: those are read off the benchmark, never asserted in tests). */
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -156,8 +156,8 @@ static void test_bench_train_model_rounds(void)
     cl_fixture_rmdir(dir);
 }
 
-/* bench --long: one row per option, image count and output length, with the fields the issue
- * names; the insertion KV cache grows with the images, PVM adds its visual keys on top, CASA's
+/* bench --long: one row per option, image count and output length, with the fields README's
+ * bench section names; the insertion KV cache grows with the images, PVM adds its visual keys on top, CASA's
  * holds less. */
 static void test_bench_long_json(void)
 {

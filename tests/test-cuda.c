@@ -16,7 +16,7 @@
  *   5e-4·|term|·√k: 2e-2 relative + 2e-2 absolute, normalised squared error 1e-5.
  * - the whole model: each layer's error is carried into the next: 1e-3 relative + 1e-3 absolute
  *   and 1e-8 normalised in f32; 5e-2, 5e-2 and 1e-4 in TF32. Greedy and beam decodes must be
- *   the CPU's token for token in both (the issue's bar; a near-tie between two logits would
+ *   the CPU's token for token in both (the CUDA backend's bar; a near-tie between two logits would
  *   show up here as a failure to look at, not be hidden by a tolerance).
  */
 #include <glib.h>

@@ -549,7 +549,7 @@ static void test_backend_new(void)
     g_assert_cmpint(cl_backend_cpu_threads(b), ==, (int)g_get_num_processors());
     cl_backend_free(b);
 
-    /* no CUDA backend exists yet: "auto" runs on the CPU and says why */
+    /* without a GPU, "auto" runs on the CPU and says why */
     b = cl_backend_new("auto", &notice, &err);
     g_assert_no_error(err);
     g_assert_cmpstr(cl_backend_name(b), ==, "cpu");

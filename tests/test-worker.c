@@ -17,7 +17,7 @@
 #include "worker/worker.h"
 
 #define WAIT_TIMEOUT_US (120 * G_USEC_PER_SEC)
-/* docs/DESIGN.md §3 / issue 6: the UI's main loop never stalls while the model runs. */
+/* docs/DESIGN.md §3: the UI's main loop never stalls while the model runs. */
 #define MAX_STALL_MS 50.0
 /* The ticker's period: far below the bound, so a stall shows as one long gap. */
 #define TICK_MS 5

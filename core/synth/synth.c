@@ -26,7 +26,7 @@ static const ClSynthTaskDef tasks[] = {
     { "edits", "photo-like scenes with add/remove/replace/colour/background edits, instruction "
                "phrasing (paper B.5)",
       cl_synth_edits_generate, NULL, NULL, cl_synth_edits_answer_json },
-    /* long sequences for the decoder options (issue 8) */
+    /* long sequences for the decoder options (docs/MODEL.md §4.2–4.6) */
     { "aerial-series", "8-16 aerial tiles of one place (3-32 with --images): when the building "
                        "first appears, and what changed since",
       cl_synth_aerial_series_generate, NULL, NULL, NULL, FALSE, TRUE },
