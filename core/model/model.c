@@ -599,6 +599,14 @@ void cl_data_dirs(const char *sub, char **source_dir, char **install_dir)
     *install_dir = g_build_filename(bindir, "..", "share", "changelens", sub, NULL);
 }
 
+char *cl_pretrained_path(const char *file)
+{
+    const char *env = g_getenv("CHANGELENS_DATA");
+    g_autofree char *base = env && *env ? g_strdup(env)
+                                        : g_build_filename(g_get_user_data_dir(), "changelens", NULL);
+    return g_build_filename(base, "pretrained", file, NULL);
+}
+
 /* ---- the default model ---------------------------------------------------------------------- */
 
 static char *first_model_in(const char *dir)

@@ -76,6 +76,11 @@ gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale);
  * neither need exist). */
 void cl_data_dirs(const char *sub, char **source_dir, char **install_dir);
 
+/* Where set-up (tools/fetch-pretrained.sh) puts the pretrained parts: $CHANGELENS_DATA/pretrained,
+ * else the user data folder's changelens/pretrained. With `file`, that file's path there (it
+ * need not exist). Newly allocated. */
+char *cl_pretrained_path(const char *file);
+
 /* The model used when none is named: $CHANGELENS_MODEL, else changelens-default.safetensors (or
  * the first *.safetensors by name) in data/models/ of the source tree the program was built in,
  * else in share/changelens/models/ of its install prefix. NULL + an error telling the user what
