@@ -9,6 +9,10 @@
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/model.h"
+#include "model/gguf-model.h"
+#include "model/chat.h"
+#include "model/generate.h"
+#include "nn/backend.h"
 #include "nn/half.h"
 
 /* ---- a small GGUF writer -------------------------------------------------------------------- */
@@ -341,6 +345,35 @@ static void test_smollm2(void)
     g_assert_cmpfloat(sd, <, 1.0);
 }
 
+/* SmolLM2 as a ChangeLens model answers a question (greedy): the tokenizer, the config, the
+ * dequantized weights and the RoPE row order all have to be right for "Paris" to come out. */
+static void test_smollm2_chat(void)
+{
+    g_autofree char *path = cl_pretrained_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+        g_test_skip("SmolLM2 not fetched");
+        return;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClModel) m = cl_model_load_gguf(path, 1, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(m->config.vocab_size, ==, CL_TOKEN_FIRST_MERGE + 48900);
+    ClChatTurn turns[] = { { CL_CHAT_USER, "What is the capital of France?" } };
+    g_autoptr(GArray) ids = cl_chat_encode(m->tokenizer, turns, 1, TRUE, NULL, &err);
+    g_assert_no_error(err);
+    ClBackend *be = cl_backend_cpu_new(0);
+    ClGenerateOptions o;
+    cl_generate_options_init(&o);
+    o.max_new_tokens = 24;
+    ClGenerateResult r;
+    g_assert_true(cl_generate(be, m, (const gint32 *)(gpointer)ids->data, (int)ids->len, NULL, &o,
+                              &r, &err));
+    g_test_message("answer: %s", r.text->str);
+    g_assert_nonnull(strstr(r.text->str, "Paris"));
+    cl_generate_result_clear(&r);
+    cl_backend_free(be);
+}
+
 /* The fuzzer's seeds: the good file and a few of its refused variants. */
 static int write_seeds(const char *dir)
 {
@@ -366,5 +399,6 @@ int main(int argc, char **argv)
     g_test_add_func("/gguf/malformed", test_malformed);
     g_test_add_func("/gguf/flips", test_flips);
     g_test_add_func("/gguf/smollm2", test_smollm2);
+    g_test_add_func("/gguf/smollm2-chat", test_smollm2_chat);
     return g_test_run();
 }
