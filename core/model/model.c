@@ -1,6 +1,7 @@
 /* model.c - a model: config + weights + tokenizer, bound to a safetensors file (F32 used in
  * place from a private mapping, F16/BF16 converted) or seeded random weights (docs/MODEL.md). */
 #include "model/model.h"
+#include "model/gguf-model.h"
 
 #include <math.h>
 #include <string.h>
@@ -289,6 +290,8 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
 ClModel *cl_model_load(const char *path, GError **error)
 {
     g_return_val_if_fail(path != NULL, NULL);
+    if (cl_file_is_gguf(path)) /* a pretrained language model (gguf-model.h) */
+        return cl_model_load_gguf(path, 0, error);
     g_autoptr(ClSafetensors) st = cl_safetensors_open(path, error);
     if (!st)
         return NULL;

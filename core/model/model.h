@@ -23,7 +23,8 @@ typedef struct {
                              * is kept until it changes: cl_model_weights_changed) */
 } ClModel;
 
-/* Loads and validates a model file: header, config, tokenizer, every tensor present with the
+/* Loads and validates a model file (a GGUF language model goes to cl_model_load_gguf with seed
+ * 0): header, config, tokenizer, every tensor present with the
  * config's shape and a known dtype, no other tensor. F32 tensors are used in place (pointers
  * into a private copy-on-write mapping, so in-memory edits never reach the file); F16/BF16 are
  * converted to f32 into the arena. model->sha256 is the file's SHA-256, computed here. */
