@@ -7,6 +7,7 @@
 
 #include "model/config.h" /* CL_MODEL_ERROR */
 #include "nn/half.h"
+#include "nn/quant.h"
 
 #define FAIL(...) g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_FILE, __VA_ARGS__)
 
@@ -577,23 +578,14 @@ static float le_f16(const guint8 *p)
     return cl_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
 }
 
-/* Q8_0 block: f16 scale d, 32 int8 q; x = d·q. */
-static void deq_q8_0(const guint8 *b, float *y)
+/* Q4_0 block: f16 d, 16 bytes; element j is the low nibble of byte j, element j+16 its high
+ * nibble; x = d·(q − 8). (Q8_0 and Q4_1 are nn/quant.c's.) */
+static void deq_q4_0(const guint8 *b, float *y)
 {
     float d = le_f16(b);
-    for (int j = 0; j < 32; j++)
-        y[j] = d * (float)(gint8)b[2 + j];
-}
-
-/* Q4_0 block: f16 d, 16 bytes; element j is the low nibble of byte j, element j+16 its high
- * nibble; x = d·(q − 8). Q4_1: f16 d, f16 m, 16 bytes; x = d·q + m. */
-static void deq_q4(const guint8 *b, float *y, gboolean with_min)
-{
-    float d = le_f16(b), m = with_min ? le_f16(b + 2) : -8.0f * d;
-    const guint8 *q = b + (with_min ? 4 : 2);
     for (int j = 0; j < 16; j++) {
-        y[j] = d * (float)(q[j] & 15) + m;
-        y[j + 16] = d * (float)(q[j] >> 4) + m;
+        y[j] = d * (float)((b[2 + j] & 15) - 8);
+        y[j + 16] = d * (float)((b[2 + j] >> 4) - 8);
     }
 }
 
@@ -613,13 +605,18 @@ void cl_ggml_dequantize(ClGgmlType type, const void *src, float *dst, size_t n)
             dst[k] = cl_bf16_to_f32((uint16_t)(s[2 * k] | s[2 * k + 1] << 8));
         break;
     case CL_GGML_Q8_0:
-        for (size_t k = 0; k < n / 32; k++)
-            deq_q8_0(s + 34 * k, dst + 32 * k);
+    case CL_GGML_Q4_1:
+        /* as one row of n: the blocks follow each other whatever the row length */
+        for (size_t done = 0; done < n;) {
+            size_t part = MIN(n - done, (size_t)1 << 30);
+            cl_dequantize_rows(type == CL_GGML_Q8_0 ? CL_QUANT_Q8_0 : CL_QUANT_Q4_1,
+                               s + done / 32 * ggml_types[type].bytes, dst + done, 1, (int)part);
+            done += part;
+        }
         break;
     case CL_GGML_Q4_0:
-    case CL_GGML_Q4_1:
         for (size_t k = 0; k < n / 32; k++)
-            deq_q4(s + ggml_types[type].bytes * k, dst + 32 * k, type == CL_GGML_Q4_1);
+            deq_q4_0(s + 18 * k, dst + 32 * k);
         break;
     default:
         g_return_if_reached();
