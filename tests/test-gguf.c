@@ -12,6 +12,8 @@
 #include "model/gguf-model.h"
 #include "model/chat.h"
 #include "model/generate.h"
+#include "model/decoder.h"
+#include <json-glib/json-glib.h>
 #include "nn/backend.h"
 #include "nn/half.h"
 
@@ -374,6 +376,158 @@ static void test_smollm2_chat(void)
     cl_backend_free(be);
 }
 
+/* ---- parity with llama.cpp (the peer: llama-cpp-python in BUILD/venv) ---- */
+
+/* Five conversations and a text that exercises the pre-tokenisation (contractions, Unicode
+ * letters and numbers, whitespace runs, digits). */
+static const char *const parity_prompts[] = {
+    "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nWrite one sentence about a red bicycle.<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>system\nYou answer briefly.<|im_end|>\n<|im_start|>user\nHow many legs does a spider have?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nList three colours.<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nTranslate 'good morning' into French.<|im_end|>\n<|im_start|>assistant\n",
+    "It's 2026: naïve café — x² ≠ 3.14!\n\n  Tabs\tand   spaces,\r\nÜber 12345 Straße; don't we'll they're I'M 日本語 😀 ",
+};
+
+static char *peer_python(void)
+{
+    const char *env = g_getenv("CL_LLAMA_PYTHON");
+    if (env && *env)
+        return g_strdup(env);
+    const char *build = g_getenv("CL_BUILD_ROOT");
+    return build ? g_build_filename(build, "venv", "bin", "python", NULL) : NULL;
+}
+
+/* The peer's JSON for the prompts, or NULL (skipped) with the reason in *why. */
+static JsonObject *run_peer(const char *model, JsonParser *parser, char **why)
+{
+    g_autofree char *py = peer_python();
+    const char *src = g_getenv("CL_SOURCE_ROOT");
+    if (!py || !src || !g_file_test(py, G_FILE_TEST_IS_EXECUTABLE)) {
+        *why = g_strdup("no peer python (BUILD/venv/bin/python; run.sh test builds it)");
+        return NULL;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autofree char *dir = g_dir_make_tmp("cl-gguf-XXXXXX", &err);
+    g_assert_no_error(err);
+    g_autofree char *pjson = g_build_filename(dir, "prompts.json", NULL);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_array(b);
+    for (gsize k = 0; k < G_N_ELEMENTS(parity_prompts); k++)
+        json_builder_add_string_value(b, parity_prompts[k]);
+    json_builder_end_array(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *text = json_to_string(root, FALSE);
+    g_assert_true(g_file_set_contents(pjson, text, -1, NULL));
+    g_autofree char *script = g_build_filename(src, "tests", "reference", "llama_peer.py", NULL);
+    const char *argv[] = { py, script, "--model", model, "--prompts", pjson, "--greedy", "24", NULL };
+    g_autofree char *out = NULL, *errout = NULL;
+    int status = 0;
+    gboolean ran = g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                                &errout, &status, &err);
+    g_unlink(pjson);
+    g_rmdir(dir);
+    if (!ran || !g_spawn_check_wait_status(status, NULL)) {
+        *why = g_strdup_printf("the peer did not run (%s)", errout && strstr(errout, "llama_cpp")
+                                   ? "llama_cpp not importable" : "see its stderr");
+        if (errout)
+            g_test_message("peer stderr: %s", errout);
+        return NULL;
+    }
+    g_assert_true(json_parser_load_from_data(parser, out, -1, NULL));
+    return json_node_get_object(json_parser_get_root(parser));
+}
+
+static GArray *ints_of(JsonArray *a)
+{
+    GArray *v = g_array_new(FALSE, FALSE, sizeof(gint32));
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        gint32 x = (gint32)json_array_get_int_element(a, i);
+        g_array_append_val(v, x);
+    }
+    return v;
+}
+
+/* Tokens identical; logits after the prompt within the tolerance; greedy continuations identical
+ * token for token. */
+static void test_llama_parity(void)
+{
+    g_autofree char *path = cl_pretrained_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+        g_test_skip("SmolLM2 not fetched");
+        return;
+    }
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autofree char *why = NULL;
+    JsonObject *peer = run_peer(path, parser, &why);
+    if (!peer) {
+        g_test_skip(why);
+        return;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClGguf) g = cl_gguf_open(path, &err);
+    g_assert_no_error(err);
+    g_autofree gint32 *ext = NULL;
+    int n_ids = 0;
+    g_autoptr(ClTokenizer) tok = cl_tokenizer_from_gguf(g, &ext, &n_ids, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClModel) m = cl_model_load_gguf(path, 1, &err);
+    g_assert_no_error(err);
+    ClBackend *be = cl_backend_cpu_new(0);
+    JsonArray *results = json_object_get_array_member(peer, "prompts");
+    g_assert_cmpuint(json_array_get_length(results), ==, G_N_ELEMENTS(parity_prompts));
+    int V = m->config.vocab_size;
+    g_autofree float *logits = g_new(float, V);
+    for (guint p = 0; p < G_N_ELEMENTS(parity_prompts); p++) {
+        JsonObject *r = json_array_get_object_element(results, p);
+        g_autoptr(GArray) want = ints_of(json_object_get_array_member(r, "tokens"));
+        g_autoptr(GArray) ids = cl_tokenizer_encode(tok, parity_prompts[p], -1, TRUE);
+        g_assert_cmpuint(ids->len, ==, want->len);
+        for (guint i = 0; i < ids->len; i++)
+            if (ext[g_array_index(ids, gint32, i)] != g_array_index(want, gint32, i))
+                g_error("prompt %u token %u: ours %d (file id %d), llama.cpp's %d", p, i,
+                        g_array_index(ids, gint32, i), ext[g_array_index(ids, gint32, i)],
+                        g_array_index(want, gint32, i));
+        if (p == G_N_ELEMENTS(parity_prompts) - 1)
+            continue; /* the tokenizer text: tokens only */
+        g_autoptr(ClKVCache) cache = cl_kv_cache_new(m, ids->len + 1);
+        g_assert_true(cl_decoder_forward(be, m, cache, (const gint32 *)(gpointer)ids->data,
+                                         (int)ids->len, NULL, logits, NULL, NULL, NULL, &err));
+        JsonArray *pl = json_object_get_array_member(r, "logits");
+        double e = 0, s = 0, worst = 0;
+        for (int i = 0; i < V; i++) {
+            if (ext[i] < 0)
+                continue;
+            double ref = json_array_get_double_element(pl, (guint)ext[i]);
+            e += (logits[i] - ref) * (logits[i] - ref);
+            s += ref * ref;
+            worst = MAX(worst, fabs(logits[i] - ref));
+        }
+        g_test_message("prompt %u: %u tokens, logits nmse %.2e, max |diff| %.3f", p, ids->len,
+                       e / s, worst);
+        /* llama.cpp multiplies Q4_1 weights with activations rounded to 8 bits per block of 32
+         * (~0.4 % of the block's largest value); the float order differs too */
+        g_assert_cmpfloat(e / s, <, 1e-3);
+
+        ClGenerateOptions o;
+        cl_generate_options_init(&o);
+        o.max_new_tokens = 24;
+        ClGenerateResult res;
+        g_assert_true(cl_generate(be, m, (const gint32 *)(gpointer)ids->data, (int)ids->len, NULL,
+                                  &o, &res, &err));
+        g_autoptr(GArray) greedy = ints_of(json_object_get_array_member(r, "greedy"));
+        g_autoptr(GString) mine = g_string_new(NULL), theirs = g_string_new(NULL);
+        for (guint i = 0; i < res.ids->len; i++)
+            g_string_append_printf(mine, " %d", ext[g_array_index(res.ids, gint32, i)]);
+        for (guint i = 0; i < greedy->len; i++)
+            g_string_append_printf(theirs, " %d", g_array_index(greedy, gint32, i));
+        g_test_message("prompt %u greedy: %s", p, res.text->str);
+        g_assert_cmpstr(mine->str, ==, theirs->str);
+        cl_generate_result_clear(&res);
+    }
+    cl_backend_free(be);
+}
+
 /* The fuzzer's seeds: the good file and a few of its refused variants. */
 static int write_seeds(const char *dir)
 {
@@ -400,5 +554,6 @@ int main(int argc, char **argv)
     g_test_add_func("/gguf/flips", test_flips);
     g_test_add_func("/gguf/smollm2", test_smollm2);
     g_test_add_func("/gguf/smollm2-chat", test_smollm2_chat);
+    g_test_add_func("/gguf/llama-parity", test_llama_parity);
     return g_test_run();
 }
