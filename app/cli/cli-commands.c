@@ -12,5 +12,6 @@ const ClCliCommand cl_cli_commands[] = {
     { "synth", cl_cli_synth },
     { "eval", cl_cli_eval },
     { "train", cl_cli_train },
+    { "chat", cl_cli_chat },
     { NULL, NULL },
 };

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "model/gguf-model.h"
 
 #define PROG "changelens-cli model"
 
@@ -190,6 +191,8 @@ static int cmd_info(int argc, char **argv)
     g_autoptr(ClModel) model = cl_model_load(path, &err);
     if (!model)
         return fail(err);
+    if (cl_file_is_gguf(path))
+        return cl_cli_model_info_gguf(path, model, json);
     /* the header again, for the stored dtypes (the model holds f32) */
     g_autoptr(ClSafetensors) st = cl_safetensors_open(path, &err);
     if (!st)

@@ -5,6 +5,7 @@
 #include <json-glib/json-glib.h>
 
 #include "model/config.h"
+#include "model/model.h"
 
 typedef struct {
     const char *name;
@@ -19,6 +20,9 @@ int cl_cli_case(int argc, char **argv);      /* cli-case.c */
 int cl_cli_synth(int argc, char **argv);     /* cli-synth.c */
 int cl_cli_eval(int argc, char **argv);      /* cli-eval.c */
 int cl_cli_train(int argc, char **argv);     /* cli-train.c */
+int cl_cli_chat(int argc, char **argv);      /* cli-chat.c */
+/* `model info` of a GGUF language model (cli-chat.c) */
+int cl_cli_model_info_gguf(const char *path, const ClModel *model, gboolean json);
 /* `bench --casedb` (cli-bench-casedb.c; cl_cli_bench hands over when it sees --casedb) */
 int cl_cli_bench_casedb(int argc, char **argv);
 /* The Python that runs the PyTorch peers: $CL_TORCH_PYTHON, else BUILD/venv/bin/python when it

@@ -1,6 +1,7 @@
 /* model.c - a model: config + weights + tokenizer, bound to a safetensors file (F32 used in
  * place from a private mapping, F16/BF16 converted) or seeded random weights (docs/MODEL.md). */
 #include "model/model.h"
+#include "model/gguf-model.h"
 
 #include <math.h>
 #include <string.h>
@@ -289,6 +290,8 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
 ClModel *cl_model_load(const char *path, GError **error)
 {
     g_return_val_if_fail(path != NULL, NULL);
+    if (cl_file_is_gguf(path)) /* a pretrained language model (gguf-model.h) */
+        return cl_model_load_gguf(path, 0, error);
     g_autoptr(ClSafetensors) st = cl_safetensors_open(path, error);
     if (!st)
         return NULL;
@@ -597,6 +600,14 @@ void cl_data_dirs(const char *sub, char **source_dir, char **install_dir)
     /* build trees live in the source tree (BUILD/app/changelens-cli); installs in prefix/bin */
     *source_dir = g_build_filename(bindir, "..", "..", "data", sub, NULL);
     *install_dir = g_build_filename(bindir, "..", "share", "changelens", sub, NULL);
+}
+
+char *cl_pretrained_path(const char *file)
+{
+    const char *env = g_getenv("CHANGELENS_DATA");
+    g_autofree char *base = env && *env ? g_strdup(env)
+                                        : g_build_filename(g_get_user_data_dir(), "changelens", NULL);
+    return g_build_filename(base, "pretrained", file, NULL);
 }
 
 /* ---- the default model ---------------------------------------------------------------------- */

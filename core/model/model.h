@@ -23,7 +23,8 @@ typedef struct {
                              * is kept until it changes: cl_model_weights_changed) */
 } ClModel;
 
-/* Loads and validates a model file: header, config, tokenizer, every tensor present with the
+/* Loads and validates a model file (a GGUF language model goes to cl_model_load_gguf with seed
+ * 0): header, config, tokenizer, every tensor present with the
  * config's shape and a known dtype, no other tensor. F32 tensors are used in place (pointers
  * into a private copy-on-write mapping, so in-memory edits never reach the file); F16/BF16 are
  * converted to f32 into the arena. model->sha256 is the file's SHA-256, computed here. */
@@ -75,6 +76,11 @@ gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale);
  * tree it was built in, and share/changelens/<sub> of its install prefix (both newly allocated;
  * neither need exist). */
 void cl_data_dirs(const char *sub, char **source_dir, char **install_dir);
+
+/* Where set-up (tools/fetch-pretrained.sh) puts the pretrained parts: $CHANGELENS_DATA/pretrained,
+ * else the user data folder's changelens/pretrained. With `file`, that file's path there (it
+ * need not exist). Newly allocated. */
+char *cl_pretrained_path(const char *file);
 
 /* The model used when none is named: $CHANGELENS_MODEL, else changelens-default.safetensors (or
  * the first *.safetensors by name) in data/models/ of the source tree the program was built in,

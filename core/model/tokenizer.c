@@ -151,6 +151,7 @@ struct _ClTokenizer {
     guint32 *offset; /* (n_vocab + 1): token id's bytes are bytes[offset[id] .. offset[id+1]) */
     char *bytes;
     PairMap ids;     /* (a, b) -> merged id; the id is the rank */
+    ClPretokenizer pretok;
     GMutex cache_lock;
     GHashTable *cache; /* PieceKey* -> CacheEntry* (same pointer), pieces of 2..64 bytes */
 };
@@ -262,6 +263,28 @@ ClTokenizer *cl_tokenizer_new_bytes(void)
     return tokenizer_build(NULL, 0, NULL);
 }
 
+ClTokenizer *cl_tokenizer_new_from_merges(const gint32 *merges, gsize n, ClPretokenizer pre,
+                                          GError **error)
+{
+    g_return_val_if_fail(merges || n == 0, NULL);
+    g_return_val_if_fail(pre == CL_PRETOK_CHANGELENS || pre == CL_PRETOK_GPT2_DIGITS, NULL);
+    if (n > MAX_MERGES) {
+        set_error(error, "%zu merges, more than the limit of %d", n, MAX_MERGES);
+        return NULL;
+    }
+    ClTokenizer *tok = tokenizer_build(n ? g_memdup2(merges, 2 * n * sizeof(gint32)) : NULL, n,
+                                       error);
+    if (tok)
+        tok->pretok = pre;
+    return tok;
+}
+
+ClPretokenizer cl_tokenizer_pretokenizer(const ClTokenizer *tok)
+{
+    g_return_val_if_fail(tok, CL_PRETOK_CHANGELENS);
+    return tok->pretok;
+}
+
 void cl_tokenizer_free(ClTokenizer *tok)
 {
     if (!tok)
@@ -351,8 +374,116 @@ static gsize next_piece(const guchar *s, gsize n, gsize i)
 typedef void (*PieceFunc)(const guchar *p, gsize len, gpointer data);
 typedef void (*SpecialFunc)(gint32 id, gpointer data);
 
-static void pieces_of_plain(const guchar *s, gsize n, PieceFunc piece, gpointer data)
+/* ---- GPT-2's pre-tokenisation, digits apart (CL_PRETOK_GPT2_DIGITS) ----
+ * Every \p{N} code point is a piece of its own; between them, GPT-2's pattern
+ * 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ * on code points. A byte that does not start valid UTF-8 counts as one "other" code point. */
+
+enum { U_OTHER, U_LETTER, U_NUMBER, U_SPACE, U_END };
+
+static gboolean unicode_space(gunichar c)
 {
+    return (c >= 0x09 && c <= 0x0d) || c == 0x20 || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f ||
+           c == 0x205f || c == 0x3000;
+}
+
+/* The class of the code point at s[i] (i < e, else U_END) and its length in bytes. */
+static int cp_class(const guchar *s, gsize e, gsize i, gsize *len, gunichar *cp)
+{
+    *len = 1;
+    *cp = 0xfffd;
+    if (i >= e)
+        return U_END;
+    if (s[i] < 0x80) {
+        *cp = s[i];
+    } else {
+        gunichar c = g_utf8_get_char_validated((const char *)s + i, (gssize)(e - i));
+        if (c == (gunichar)-1 || c == (gunichar)-2)
+            return U_OTHER;
+        *cp = c;
+        *len = (gsize)(g_utf8_next_char((const char *)s + i) - (const char *)(s + i));
+    }
+    if (unicode_space(*cp))
+        return U_SPACE;
+    switch (g_unichar_type(*cp)) {
+    case G_UNICODE_UPPERCASE_LETTER: case G_UNICODE_LOWERCASE_LETTER:
+    case G_UNICODE_TITLECASE_LETTER: case G_UNICODE_MODIFIER_LETTER:
+    case G_UNICODE_OTHER_LETTER:
+        return U_LETTER;
+    case G_UNICODE_DECIMAL_NUMBER: case G_UNICODE_LETTER_NUMBER: case G_UNICODE_OTHER_NUMBER:
+        return U_NUMBER;
+    default:
+        return U_OTHER;
+    }
+}
+
+/* The end of a run of class `c` from i (< e). */
+static gsize run_end(const guchar *s, gsize e, gsize i, int c)
+{
+    gsize len;
+    gunichar cp;
+    while (cp_class(s, e, i, &len, &cp) == c)
+        i += len;
+    return i;
+}
+
+/* End of GPT-2's piece that starts at i (< e) in a segment without numbers. */
+static gsize next_piece_gpt2(const guchar *s, gsize e, gsize i)
+{
+    gsize len, len2;
+    gunichar cp, cp2;
+    int c = cp_class(s, e, i, &len, &cp);
+    if (cp == '\'' && i + 1 < e) {
+        guchar a = s[i + 1], b = i + 2 < e ? s[i + 2] : 0;
+        if (a == 's' || a == 't' || a == 'm' || a == 'd')
+            return i + 2;
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+            return i + 3;
+    }
+    int c2 = cp == ' ' ? cp_class(s, e, i + 1, &len2, &cp2) : c;
+    gsize j = cp == ' ' ? i + 1 : i;
+    if (c2 == U_LETTER || c2 == U_NUMBER || c2 == U_OTHER)
+        return run_end(s, e, j, c2);
+    /* whitespace: \s+(?!\S) leaves the last code point of a run to what follows it */
+    gsize k = i, last = i;
+    while (cp_class(s, e, k, &len, &cp) == U_SPACE) {
+        last = k;
+        k += len;
+    }
+    if (k > i)
+        return (k < e && last > i) ? last : k;
+    return i + len;
+}
+
+static void pieces_of_gpt2(const guchar *s, gsize n, PieceFunc piece, gpointer data)
+{
+    gsize i = 0, len;
+    gunichar cp;
+    while (i < n) {
+        if (cp_class(s, n, i, &len, &cp) == U_NUMBER) {
+            piece(s + i, len, data);
+            i += len;
+            continue;
+        }
+        gsize e = i; /* the segment up to the next number */
+        while (e < n && cp_class(s, n, e, &len, &cp) != U_NUMBER)
+            e += len;
+        while (i < e) {
+            gsize j = next_piece_gpt2(s, e, i);
+            piece(s + i, j - i, data);
+            i = j;
+        }
+    }
+}
+
+static void pieces_of_plain(const guchar *s, gsize n, ClPretokenizer pre, PieceFunc piece,
+                            gpointer data)
+{
+    if (pre == CL_PRETOK_GPT2_DIGITS) {
+        pieces_of_gpt2(s, n, piece, data);
+        return;
+    }
     for (gsize i = 0; i < n;) {
         gsize j = next_piece(s, n, i);
         piece(s + i, j - i, data);
@@ -360,8 +491,8 @@ static void pieces_of_plain(const guchar *s, gsize n, PieceFunc piece, gpointer 
     }
 }
 
-static void pieces_of(const guchar *s, gsize n, guint specials, PieceFunc piece,
-                      SpecialFunc special, gpointer data)
+static void pieces_of(const guchar *s, gsize n, ClPretokenizer pre, guint specials,
+                      PieceFunc piece, SpecialFunc special, gpointer data)
 {
     specials &= CL_TOKENIZER_ALL_SPECIALS;
     gsize start = 0, i = 0;
@@ -386,12 +517,12 @@ static void pieces_of(const guchar *s, gsize n, guint specials, PieceFunc piece,
             i++;
             continue;
         }
-        pieces_of_plain(s + start, i - start, piece, data);
+        pieces_of_plain(s + start, i - start, pre, piece, data);
         special(found, data);
         i += flen;
         start = i;
     }
-    pieces_of_plain(s + start, n - start, piece, data);
+    pieces_of_plain(s + start, n - start, pre, piece, data);
 }
 
 /* ---- encoding ------------------------------------------------------------------------------- */
@@ -556,7 +687,7 @@ void cl_tokenizer_encode_append(const ClTokenizer *tok, const char *text, gssize
     g_return_if_fail(g_array_get_element_size(out) == sizeof(gint32));
     gsize n = len < 0 ? strlen(text) : (gsize)len;
     EncodeCtx ctx = { (ClTokenizer *)tok, out };
-    pieces_of((const guchar *)text, n, specials, encode_piece, encode_special, &ctx);
+    pieces_of((const guchar *)text, n, tok->pretok, specials, encode_piece, encode_special, &ctx);
 }
 
 GArray *cl_tokenizer_encode(const ClTokenizer *tok, const char *text, gssize len, gboolean specials)
@@ -760,7 +891,8 @@ ClTokenizer *cl_tokenizer_train(const char *const *texts, gsize n_texts, int voc
     };
     for (gsize t = 0; t < n_texts; t++)
         if (texts[t])
-            pieces_of((const guchar *)texts[t], strlen(texts[t]), CL_TOKENIZER_ALL_SPECIALS,
+            pieces_of((const guchar *)texts[t], strlen(texts[t]), CL_PRETOK_CHANGELENS,
+                      CL_TOKENIZER_ALL_SPECIALS,
                       corpus_piece, corpus_special, &corpus);
     g_hash_table_unref(corpus.index);
     guint n_words = corpus.words->len;
@@ -869,7 +1001,10 @@ char *cl_tokenizer_to_json(const ClTokenizer *tok)
     g_string_append(s, "{\"version\": 1, \"special\": [");
     for (int i = 0; i < CL_TOKENIZER_N_SPECIAL; i++)
         g_string_append_printf(s, "%s\"%s\"", i ? ", " : "", special_texts[i]);
-    g_string_append(s, "], \"merges\": [");
+    g_string_append(s, "], ");
+    if (tok->pretok == CL_PRETOK_GPT2_DIGITS) /* absent: ours (files before it stay the same) */
+        g_string_append(s, "\"pretokenizer\": \"gpt2-digits\", ");
+    g_string_append(s, "\"merges\": [");
     for (int m = 0; m < n_merges(tok); m++)
         g_string_append_printf(s, "%s[%d, %d]", m ? ", " : "", tok->merges[2 * m],
                                tok->merges[2 * m + 1]);
@@ -910,7 +1045,8 @@ ClTokenizer *cl_tokenizer_from_json(const char *json, GError **error)
     g_autoptr(GList) members = json_object_get_members(obj);
     for (GList *l = members; l; l = l->next) {
         const char *k = l->data;
-        if (strcmp(k, "version") != 0 && strcmp(k, "special") != 0 && strcmp(k, "merges") != 0) {
+        if (strcmp(k, "version") != 0 && strcmp(k, "special") != 0 && strcmp(k, "merges") != 0 &&
+            strcmp(k, "pretokenizer") != 0) {
             set_error(error, "unknown member \"%s\"", k);
             return NULL;
         }
@@ -944,6 +1080,19 @@ ClTokenizer *cl_tokenizer_from_json(const char *json, GError **error)
         if (!JSON_NODE_HOLDS_VALUE(e) || json_node_get_value_type(e) != G_TYPE_STRING ||
             strcmp(json_node_get_string(e), special_texts[i]) != 0) {
             set_error(error, "special token %u must be \"%s\"", i, special_texts[i]);
+            return NULL;
+        }
+    }
+
+    ClPretokenizer pre = CL_PRETOK_CHANGELENS;
+    JsonNode *pn = json_object_get_member(obj, "pretokenizer");
+    if (pn) {
+        const char *name = JSON_NODE_HOLDS_VALUE(pn) && json_node_get_value_type(pn) == G_TYPE_STRING
+                               ? json_node_get_string(pn) : "";
+        if (strcmp(name, "gpt2-digits") == 0)
+            pre = CL_PRETOK_GPT2_DIGITS;
+        else if (strcmp(name, "changelens") != 0) {
+            set_error(error, "\"pretokenizer\" must be \"changelens\" or \"gpt2-digits\"");
             return NULL;
         }
     }
@@ -983,5 +1132,8 @@ ClTokenizer *cl_tokenizer_from_json(const char *json, GError **error)
         merges[2 * m] = (gint32)a;
         merges[2 * m + 1] = (gint32)b;
     }
-    return tokenizer_build(merges, n, error);
+    ClTokenizer *tok = tokenizer_build(merges, n, error);
+    if (tok)
+        tok->pretok = pre;
+    return tok;
 }

@@ -33,6 +33,16 @@ enum {
  * leaves its last byte to that piece when that byte is a space and the run is longer than
  * one (as GPT-2's `\s+(?!\S)`): "a  b" -> "a", " ", " b". Digits never take a space. */
 
+/* How text is cut into pieces before the merges. CL_PRETOK_CHANGELENS: ours (above; the
+ * tokenizers trained here). CL_PRETOK_GPT2_DIGITS: every Unicode number code point alone, then
+ * GPT-2's pattern on Unicode classes (contractions 's 't 're 've 'm 'll 'd, an optional leading
+ * space before letters, numbers or other characters, whitespace runs that leave their last code
+ * point to a following non-space) — the pretrained SmolLM2 tokenizer's. */
+typedef enum {
+    CL_PRETOK_CHANGELENS,
+    CL_PRETOK_GPT2_DIGITS,
+} ClPretokenizer;
+
 /* Bytes + special tokens, no merges. */
 ClTokenizer *cl_tokenizer_new_bytes(void);
 /* Trains merges on a corpus until `vocab_size` ids exist (or no pair occurs twice).
@@ -40,6 +50,11 @@ ClTokenizer *cl_tokenizer_new_bytes(void);
  * pairs go to the lowest (a, b); deterministic. */
 ClTokenizer *cl_tokenizer_train(const char *const *texts, gsize n_texts, int vocab_size,
                                 GError **error);
+/* A tokenizer of `n` merges (pairs of ids, merge i making id CL_TOKEN_FIRST_MERGE + i; copied)
+ * cutting text with `pre`. The JSON form keeps `pre` ("pretokenizer", absent for ours). */
+ClTokenizer *cl_tokenizer_new_from_merges(const gint32 *merges, gsize n, ClPretokenizer pre,
+                                          GError **error);
+ClPretokenizer cl_tokenizer_pretokenizer(const ClTokenizer *tok);
 ClTokenizer *cl_tokenizer_from_json(const char *json, GError **error);
 char *cl_tokenizer_to_json(const ClTokenizer *tok);
 void cl_tokenizer_free(ClTokenizer *tok);

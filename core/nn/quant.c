@@ -1,0 +1,312 @@
+/* quant.c - Q8_0 / Q4_1 weight rows as stored (block formats in quant.h): quantizers as
+ * llama.cpp's reference ones, integer dot products against 8-bit activation blocks (scalar and
+ * AVX2), the matrix-vector product of a decode step and the tiled f32 product of a prefill. */
+#include "nn/quant.h"
+
+#include <cblas.h>
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "nn/half.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#endif
+
+/* 8-bit activation blocks: Q8_0 (against Q8_0 weights) or Q8_1 (against Q4_1: `s` = d·Σq lets
+ * the weights' offset m enter as one product per block). d and s are f16 as in llama.cpp. */
+typedef struct {
+    uint16_t d, s;
+    int8_t qs[CL_QUANT_BLOCK];
+} BlockQ8;
+
+static const size_t block_bytes[CL_QUANT_N_TYPES] = { [CL_QUANT_Q8_0] = 34, [CL_QUANT_Q4_1] = 20 };
+
+const char *cl_quant_type_name(ClQuantType t)
+{
+    return t == CL_QUANT_Q8_0 ? "Q8_0" : t == CL_QUANT_Q4_1 ? "Q4_1" : "invalid";
+}
+
+size_t cl_quant_row_bytes(ClQuantType t, int k)
+{
+    return (size_t)(k / CL_QUANT_BLOCK) * block_bytes[t];
+}
+
+static inline float f16(const uint8_t *p)
+{
+    return cl_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
+
+static inline void put16(uint8_t *p, uint16_t h)
+{
+    p[0] = (uint8_t)(h & 255), p[1] = (uint8_t)(h >> 8);
+}
+
+/* ---- quantize / dequantize ------------------------------------------------------------------ */
+
+/* One block of 32 to 8 bits, d = max|x| / 127; the sum of the q's in *sum. */
+static void quantize_q8_block(const float *x, float *d_out, int8_t *q, int *sum)
+{
+    float amax = 0;
+    for (int j = 0; j < CL_QUANT_BLOCK; j++)
+        amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    int s = 0;
+    for (int j = 0; j < CL_QUANT_BLOCK; j++) {
+        q[j] = (int8_t)roundf(x[j] * id);
+        s += q[j];
+    }
+    *d_out = d;
+    *sum = s;
+}
+
+static void quantize_q4_1_block(const float *x, uint8_t *b)
+{
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < CL_QUANT_BLOCK; j++)
+        lo = fminf(lo, x[j]), hi = fmaxf(hi, x[j]);
+    float d = (hi - lo) / 15.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    put16(b, cl_f32_to_f16(d));
+    put16(b + 2, cl_f32_to_f16(lo));
+    for (int j = 0; j < 16; j++) {
+        int a = (int)(int8_t)((x[j] - lo) * id + 0.5f), c = (int)(int8_t)((x[j + 16] - lo) * id + 0.5f);
+        b[4 + j] = (uint8_t)(MIN(15, a) | MIN(15, c) << 4);
+    }
+}
+
+void cl_quantize_rows(ClQuantType t, const float *x, void *out, int n, int k)
+{
+    uint8_t *o = out;
+    for (size_t b = 0; b < (size_t)n * (size_t)(k / CL_QUANT_BLOCK); b++) {
+        const float *xb = x + b * CL_QUANT_BLOCK;
+        uint8_t *ob = o + b * block_bytes[t];
+        if (t == CL_QUANT_Q8_0) {
+            float d;
+            int s;
+            quantize_q8_block(xb, &d, (int8_t *)(ob + 2), &s);
+            put16(ob, cl_f32_to_f16(d));
+        } else {
+            quantize_q4_1_block(xb, ob);
+        }
+    }
+}
+
+void cl_dequantize_rows(ClQuantType t, const void *q, float *out, int n, int k)
+{
+    const uint8_t *p = q;
+    for (size_t b = 0; b < (size_t)n * (size_t)(k / CL_QUANT_BLOCK); b++) {
+        const uint8_t *pb = p + b * block_bytes[t];
+        float *y = out + b * CL_QUANT_BLOCK;
+        float d = f16(pb);
+        if (t == CL_QUANT_Q8_0) {
+            for (int j = 0; j < CL_QUANT_BLOCK; j++)
+                y[j] = d * (float)(int8_t)pb[2 + j];
+        } else {
+            float m = f16(pb + 2);
+            for (int j = 0; j < 16; j++) {
+                y[j] = d * (float)(pb[4 + j] & 15) + m;
+                y[j + 16] = d * (float)(pb[4 + j] >> 4) + m;
+            }
+        }
+    }
+}
+
+/* x (k values) to 8-bit blocks */
+static void quantize_activations(const float *x, int k, BlockQ8 *out)
+{
+    for (int b = 0; b < k / CL_QUANT_BLOCK; b++) {
+        float d;
+        int s;
+        quantize_q8_block(x + b * CL_QUANT_BLOCK, &d, out[b].qs, &s);
+        out[b].d = cl_f32_to_f16(d);
+        out[b].s = cl_f32_to_f16((float)s * d);
+    }
+}
+
+/* ---- dot products of one weight row with the activation blocks ------------------------------ */
+
+typedef float (*DotFn)(const uint8_t *w, const BlockQ8 *x, int nb);
+
+static float dot_q8_0_scalar(const uint8_t *w, const BlockQ8 *x, int nb)
+{
+    float sum = 0;
+    for (int b = 0; b < nb; b++, w += 34) {
+        int s = 0;
+        for (int j = 0; j < CL_QUANT_BLOCK; j++)
+            s += (int)(int8_t)w[2 + j] * x[b].qs[j];
+        sum += (float)s * (f16(w) * cl_f16_to_f32(x[b].d));
+    }
+    return sum;
+}
+
+static float dot_q4_1_scalar(const uint8_t *w, const BlockQ8 *x, int nb)
+{
+    float sum = 0;
+    for (int b = 0; b < nb; b++, w += 20) {
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += (w[4 + j] & 15) * x[b].qs[j] + (w[4 + j] >> 4) * x[b].qs[j + 16];
+        sum += (f16(w) * cl_f16_to_f32(x[b].d)) * (float)s + f16(w + 2) * cl_f16_to_f32(x[b].s);
+    }
+    return sum;
+}
+
+#ifdef HAVE_X86
+__attribute__((target("avx2,fma,f16c"))) static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static float dot_q8_0_avx2(const uint8_t *w,
+                                                                    const BlockQ8 *x, int nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int b = 0; b < nb; b++, w += 34) {
+        __m256i qw = _mm256_loadu_si256((const __m256i *)(w + 2));
+        __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        /* |w| · (x with w's sign): maddubs takes an unsigned and a signed operand */
+        __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));
+        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
+        float d = _cvtsh_ss((uint16_t)(w[0] | w[1] << 8)) * _cvtsh_ss(x[b].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc);
+    }
+    return hsum8(acc);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static float dot_q4_1_avx2(const uint8_t *w,
+                                                                    const BlockQ8 *x, int nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    float offsets = 0;
+    const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(15);
+    for (int b = 0; b < nb; b++, w += 20) {
+        __m128i n = _mm_loadu_si128((const __m128i *)(w + 4));
+        /* elements 0..15 the low nibbles, 16..31 the high ones: the activations' order */
+        __m256i qw = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(n, 4), n), low);
+        __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(qw, qx), ones));
+        float d = _cvtsh_ss((uint16_t)(w[0] | w[1] << 8)) * _cvtsh_ss(x[b].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc);
+        offsets += _cvtsh_ss((uint16_t)(w[2] | w[3] << 8)) * _cvtsh_ss(x[b].s);
+    }
+    return hsum8(acc) + offsets;
+}
+#endif
+
+static DotFn dot_fns[CL_QUANT_N_TYPES] = { dot_q8_0_scalar, dot_q4_1_scalar };
+static const char *kernel_level = "scalar";
+static gsize kernels_chosen = 0;
+
+const char *cl_quant_set_kernels(ClQuantKernels k)
+{
+    dot_fns[CL_QUANT_Q8_0] = dot_q8_0_scalar;
+    dot_fns[CL_QUANT_Q4_1] = dot_q4_1_scalar;
+    kernel_level = "scalar";
+#ifdef HAVE_X86
+    if (k == CL_QUANT_KERNELS_AUTO && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+        dot_fns[CL_QUANT_Q8_0] = dot_q8_0_avx2;
+        dot_fns[CL_QUANT_Q4_1] = dot_q4_1_avx2;
+        kernel_level = "avx2";
+    }
+#endif
+    return kernel_level;
+}
+
+static void choose_kernels(void)
+{
+    if (g_once_init_enter(&kernels_chosen)) {
+        cl_quant_set_kernels(CL_QUANT_KERNELS_AUTO);
+        g_once_init_leave(&kernels_chosen, 1);
+    }
+}
+
+const char *cl_quant_kernels(void)
+{
+    choose_kernels();
+    return kernel_level;
+}
+
+/* ---- products ------------------------------------------------------------------------------- */
+
+typedef struct {
+    DotFn dot;
+    const uint8_t *W;
+    size_t row_bytes;
+    const BlockQ8 *x;
+    int nb;
+    float *y;
+} MatvecCtx;
+
+static void matvec_rows(void *p, int begin, int end)
+{
+    const MatvecCtx *c = p;
+    for (int i = begin; i < end; i++)
+        c->y[i] = c->dot(c->W + (size_t)i * c->row_bytes, c->x, c->nb);
+}
+
+void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k,
+                     const float *x, float *y)
+{
+    g_return_if_fail((unsigned)t < CL_QUANT_N_TYPES && k % CL_QUANT_BLOCK == 0);
+    choose_kernels();
+    int nb = k / CL_QUANT_BLOCK;
+    BlockQ8 stack[64];
+    BlockQ8 *xq = nb <= 64 ? stack : g_new(BlockQ8, nb);
+    quantize_activations(x, k, xq);
+    MatvecCtx c = { dot_fns[t], W, cl_quant_row_bytes(t, k), xq, nb, y };
+    /* a row is k/32 blocks: ~64 rows per task keep the wake-ups small against the work */
+    if (pool)
+        cl_threadpool_run(pool, m, 64, matvec_rows, &c);
+    else
+        matvec_rows(&c, 0, m);
+    if (xq != stack)
+        g_free(xq);
+}
+
+#define TILE_ROWS 64
+
+typedef struct {
+    ClQuantType t;
+    const uint8_t *W;
+    int m, k, n;
+    const float *X;
+    float *Y;
+} MatmulCtx;
+
+static void matmul_tiles(void *p, int begin, int end)
+{
+    const MatmulCtx *c = p;
+    float *tile = g_new(float, (size_t)TILE_ROWS * c->k);
+    size_t rb = cl_quant_row_bytes(c->t, c->k);
+    for (int tb = begin; tb < end; tb++) {
+        int r0 = tb * TILE_ROWS, rows = MIN(TILE_ROWS, c->m - r0);
+        cl_dequantize_rows(c->t, c->W + (size_t)r0 * rb, tile, rows, c->k);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->n, rows, c->k, 1.0f, c->X, c->k,
+                    tile, c->k, 0.0f, c->Y + r0, c->m);
+    }
+    g_free(tile);
+}
+
+void cl_quant_matmul(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k,
+                     const float *X, int n, float *Y)
+{
+    g_return_if_fail((unsigned)t < CL_QUANT_N_TYPES && k % CL_QUANT_BLOCK == 0);
+    MatmulCtx c = { t, W, m, k, n, X, Y };
+    int tiles = (m + TILE_ROWS - 1) / TILE_ROWS;
+    int prev = openblas_get_num_threads(); /* one BLAS thread inside each of the pool's tasks */
+    if (prev != 1)
+        openblas_set_num_threads(1);
+    if (pool)
+        cl_threadpool_run(pool, tiles, 1, matmul_tiles, &c);
+    else
+        matmul_tiles(&c, 0, tiles);
+    if (prev != 1)
+        openblas_set_num_threads(prev);
+}

@@ -1,0 +1,559 @@
+/* test-gguf.c - the GGUF reader: files written by the test (every value type, every tensor type),
+ * dequantization against the block formats' definitions, and every malformation refused with a
+ * message naming it (truncation at every byte, absurd counts, bad alignment, overlaps, unknown
+ * types, nested arrays, duplicate keys and tensors, invalid UTF-8). */
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+#include "model/config.h"
+#include "model/gguf.h"
+#include "model/model.h"
+#include "model/gguf-model.h"
+#include "model/chat.h"
+#include "model/generate.h"
+#include "model/decoder.h"
+#include <json-glib/json-glib.h>
+#include "nn/backend.h"
+#include "nn/half.h"
+
+/* ---- a small GGUF writer -------------------------------------------------------------------- */
+
+typedef struct {
+    GByteArray *b;
+} W;
+
+static void w_bytes(W *w, const void *p, gsize n) { g_byte_array_append(w->b, p, (guint)n); }
+static void w_u32(W *w, guint32 v) { v = GUINT32_TO_LE(v); w_bytes(w, &v, 4); }
+static void w_u64(W *w, guint64 v) { v = GUINT64_TO_LE(v); w_bytes(w, &v, 8); }
+static void w_str(W *w, const char *s) { w_u64(w, strlen(s)); w_bytes(w, s, strlen(s)); }
+
+static void w_header(W *w, guint32 version, guint64 n_tensors, guint64 n_kv)
+{
+    w_bytes(w, "GGUF", 4);
+    w_u32(w, version);
+    w_u64(w, n_tensors);
+    w_u64(w, n_kv);
+}
+
+static void w_kv_u32(W *w, const char *key, guint32 v) { w_str(w, key); w_u32(w, CL_GGUF_U32); w_u32(w, v); }
+
+static void w_pad(W *w, guint align)
+{
+    while (w->b->len % align)
+        g_byte_array_append(w->b, (const guint8 *)"\0", 1);
+}
+
+/* A Q8_0 block of 32 values d·q, q = k − 16. */
+static void q8_block(guint8 *b, float d)
+{
+    uint16_t h = cl_f32_to_f16(d);
+    b[0] = h & 255, b[1] = h >> 8;
+    for (int k = 0; k < 32; k++)
+        b[2 + k] = (guint8)(gint8)(k - 16);
+}
+
+/* A Q4_1 block: d, m, nibble j = j % 16 (low), 15 − j % 16 (high). */
+static void q41_block(guint8 *b, float d, float m)
+{
+    uint16_t hd = cl_f32_to_f16(d), hm = cl_f32_to_f16(m);
+    b[0] = hd & 255, b[1] = hd >> 8, b[2] = hm & 255, b[3] = hm >> 8;
+    for (int j = 0; j < 16; j++)
+        b[4 + j] = (guint8)(j | (15 - j) << 4);
+}
+
+/* A well-formed file: metadata of every kind and four tensors (F32 2×3, F16 4, Q8_0 32×2,
+ * Q4_1 32). */
+static GByteArray *good_file(void)
+{
+    W w = { g_byte_array_new() };
+    w_header(&w, 3, 4, 6);
+    w_str(&w, "general.architecture"); w_u32(&w, CL_GGUF_STRING); w_str(&w, "llama");
+    w_kv_u32(&w, "llama.block_count", 30);
+    w_str(&w, "llama.rope.freq_base"); w_u32(&w, CL_GGUF_F32);
+    float base = 100000.0f; w_bytes(&w, &base, 4);
+    w_str(&w, "tokenizer.ggml.tokens"); w_u32(&w, CL_GGUF_ARRAY); w_u32(&w, CL_GGUF_STRING);
+    w_u64(&w, 3); w_str(&w, "a"); w_str(&w, "\xc4\xa0the"); w_str(&w, "<|im_end|>");
+    w_str(&w, "tokenizer.ggml.token_type"); w_u32(&w, CL_GGUF_ARRAY); w_u32(&w, CL_GGUF_I32);
+    w_u64(&w, 2); w_u32(&w, 1); w_u32(&w, (guint32)-3);
+    w_kv_u32(&w, "general.alignment", 32);
+    /* tensor infos: name, n_dims, dims, type, offset */
+    w_str(&w, "a.f32"); w_u32(&w, 2); w_u64(&w, 3); w_u64(&w, 2); w_u32(&w, CL_GGML_F32); w_u64(&w, 0);
+    w_str(&w, "b.f16"); w_u32(&w, 1); w_u64(&w, 4); w_u32(&w, CL_GGML_F16); w_u64(&w, 32);
+    w_str(&w, "c.q8"); w_u32(&w, 2); w_u64(&w, 32); w_u64(&w, 2); w_u32(&w, CL_GGML_Q8_0); w_u64(&w, 64);
+    w_str(&w, "d.q41"); w_u32(&w, 1); w_u64(&w, 32); w_u32(&w, CL_GGML_Q4_1); w_u64(&w, 160);
+    w_pad(&w, 32);
+    float f[6] = { 1, -2, 3.5f, 0, 1e-3f, -7 };
+    w_bytes(&w, f, sizeof f);
+    w_pad(&w, 32);
+    for (int k = 0; k < 4; k++) {
+        uint16_t h = cl_f32_to_f16(0.25f * (float)(k - 1));
+        w_bytes(&w, &h, 2);
+    }
+    w_pad(&w, 32);
+    guint8 blk[34];
+    q8_block(blk, 0.5f);
+    w_bytes(&w, blk, 34);
+    q8_block(blk, -0.125f);
+    w_bytes(&w, blk, 34);
+    w_pad(&w, 32);
+    guint8 b41[20];
+    q41_block(b41, 0.5f, -1.0f);
+    w_bytes(&w, b41, 20);
+    return w.b;
+}
+
+static void test_good(void)
+{
+    g_autoptr(GByteArray) b = good_file();
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClGguf) g = cl_gguf_parse(b->data, b->len, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(g->version, ==, 3);
+    g_assert_cmpuint(g->tensors->len, ==, 4);
+    g_assert_cmpstr(cl_gguf_get_string(g, "general.architecture", NULL), ==, "llama");
+    guint64 u;
+    double f;
+    g_assert_true(cl_gguf_get_uint(g, "llama.block_count", &u, NULL));
+    g_assert_cmpuint(u, ==, 30);
+    g_assert_true(cl_gguf_get_float(g, "llama.rope.freq_base", &f, NULL));
+    g_assert_cmpfloat(f, ==, 100000.0);
+    g_assert_false(cl_gguf_get_uint(g, "general.architecture", &u, &err));
+    g_assert_nonnull(strstr(err->message, "general.architecture"));
+    g_clear_error(&err);
+    g_assert_null(cl_gguf_get_string(g, "no.such.key", &err));
+    g_assert_nonnull(strstr(err->message, "missing"));
+    g_clear_error(&err);
+    const ClGgufValue *toks = cl_gguf_get(g, "tokenizer.ggml.tokens");
+    g_assert_cmpuint(toks->n, ==, 3);
+    g_assert_cmpstr(toks->strs[1], ==, "\xc4\xa0the");
+    g_assert_cmpstr(toks->strs[2], ==, "<|im_end|>");
+    const ClGgufValue *tt = cl_gguf_get(g, "tokenizer.ggml.token_type");
+    g_assert_cmpint(tt->nums_i[1], ==, -3);
+
+    const ClGgufTensor *a = cl_gguf_tensor(g, "a.f32");
+    g_assert_cmpuint(a->ne[0], ==, 3);
+    g_assert_cmpuint(a->ne[1], ==, 2);
+    g_autofree float *av = cl_gguf_tensor_to_f32(a, NULL);
+    g_assert_cmpfloat(av[2], ==, 3.5f);
+    g_assert_cmpfloat(av[5], ==, -7.0f);
+    g_autofree float *bv = cl_gguf_tensor_to_f32(cl_gguf_tensor(g, "b.f16"), NULL);
+    g_assert_cmpfloat(bv[0], ==, -0.25f);
+    g_assert_cmpfloat(bv[3], ==, 0.5f);
+    g_autofree float *cv = cl_gguf_tensor_to_f32(cl_gguf_tensor(g, "c.q8"), NULL);
+    for (int k = 0; k < 32; k++) {
+        g_assert_cmpfloat(cv[k], ==, 0.5f * (float)(k - 16));
+        g_assert_cmpfloat(cv[32 + k], ==, -0.125f * (float)(k - 16));
+    }
+    g_autofree float *dv = cl_gguf_tensor_to_f32(cl_gguf_tensor(g, "d.q41"), NULL);
+    for (int j = 0; j < 16; j++) {
+        g_assert_cmpfloat(dv[j], ==, 0.5f * (float)j - 1.0f);
+        g_assert_cmpfloat(dv[16 + j], ==, 0.5f * (float)(15 - j) - 1.0f);
+    }
+    /* Q4_0 shares the nibble layout; its offset is −8·d */
+    guint8 q40[18] = { 0 };
+    uint16_t h = cl_f32_to_f16(2.0f);
+    q40[0] = h & 255, q40[1] = h >> 8;
+    q40[2] = 0x3f; /* element 0: 15, element 16: 3 */
+    float y[32];
+    cl_ggml_dequantize(CL_GGML_Q4_0, q40, y, 32);
+    g_assert_cmpfloat(y[0], ==, 14.0f);
+    g_assert_cmpfloat(y[16], ==, -10.0f);
+    g_assert_cmpfloat(y[1], ==, -16.0f);
+    g_assert_cmpuint(cl_ggml_row_bytes(CL_GGML_Q4_1, 64), ==, 40);
+    g_assert_cmpuint(cl_ggml_row_bytes(CL_GGML_Q8_0, 33), ==, 0);
+}
+
+/* Every prefix of a good file is refused with an error, never a crash or a read past it. */
+static void test_truncated(void)
+{
+    g_autoptr(GByteArray) b = good_file();
+    for (guint n = 0; n < b->len; n++) {
+        guint8 *copy = g_memdup2(b->data, n ? n : 1);
+        GError *err = NULL;
+        ClGguf *g = cl_gguf_parse(copy, n, &err);
+        if (g)
+            g_error("a %u-byte prefix of a %u-byte file parsed", n, b->len);
+        g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_FILE);
+        g_error_free(err);
+        g_free(copy);
+    }
+}
+
+static void expect_refused(GByteArray *b, const char *needle)
+{
+    GError *err = NULL;
+    ClGguf *g = cl_gguf_parse(b->data, b->len, &err);
+    if (g)
+        g_error("a file that should be refused ('%s') parsed", needle);
+    g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_FILE);
+    if (!strstr(err->message, needle))
+        g_error("expected '%s' in: %s", needle, err->message);
+    g_error_free(err);
+    g_byte_array_unref(b);
+}
+
+/* A file with one metadata entry written by `kv` and no tensors. */
+static GByteArray *one_kv(void (*kv)(W *w))
+{
+    W w = { g_byte_array_new() };
+    w_header(&w, 3, 0, 1);
+    kv(&w);
+    return w.b;
+}
+
+static void kv_nested(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_ARRAY); w_u32(w, CL_GGUF_ARRAY); w_u64(w, 1); }
+static void kv_huge_array(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_ARRAY); w_u32(w, CL_GGUF_U64); w_u64(w, G_MAXUINT64 / 2); }
+static void kv_bad_type(W *w) { w_str(w, "k"); w_u32(w, 13); w_u32(w, 0); }
+static void kv_bad_utf8(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_STRING); w_str(w, "a\xff"); }
+static void kv_huge_string(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_STRING); w_u64(w, G_MAXUINT64); }
+static void kv_bool(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_BOOL); w_bytes(w, "\x02", 1); }
+static void kv_alignment(W *w) { w_kv_u32(w, "general.alignment", 24); }
+
+static GByteArray *one_tensor(guint32 nd, guint64 ne0, guint32 type, guint64 offset, guint64 data)
+{
+    W w = { g_byte_array_new() };
+    w_header(&w, 3, 1, 0);
+    w_str(&w, "t");
+    w_u32(&w, nd);
+    for (guint32 d = 0; d < nd && d < 8; d++)
+        w_u64(&w, d == 0 ? ne0 : 1);
+    w_u32(&w, type);
+    w_u64(&w, offset);
+    w_pad(&w, 32);
+    for (guint64 k = 0; k < data; k++)
+        g_byte_array_append(w.b, (const guint8 *)"\1", 1);
+    return w.b;
+}
+
+static void test_malformed(void)
+{
+    W w = { g_byte_array_new() };
+    w_bytes(&w, "GGUG", 4);
+    w_u32(&w, 3);
+    expect_refused(w.b, "magic");
+    w.b = g_byte_array_new();
+    w_header(&w, 1, 0, 0);
+    expect_refused(w.b, "version 1");
+    w.b = g_byte_array_new();
+    w_header(&w, 3, G_MAXUINT64, 0);
+    expect_refused(w.b, "cannot fit");
+    expect_refused(one_kv(kv_nested), "arrays of array");
+    expect_refused(one_kv(kv_huge_array), "cannot fit");
+    expect_refused(one_kv(kv_bad_type), "unknown value type 13");
+    expect_refused(one_kv(kv_bad_utf8), "UTF-8");
+    expect_refused(one_kv(kv_huge_string), "exceeds the limit");
+    expect_refused(one_kv(kv_bool), "bool");
+    expect_refused(one_kv(kv_alignment), "power of two");
+    expect_refused(one_tensor(5, 4, CL_GGML_F32, 0, 64), "dimensions");
+    expect_refused(one_tensor(1, 0, CL_GGML_F32, 0, 64), "empty or too large");
+    expect_refused(one_tensor(1, 4, 12, 0, 64), "Q4_K");
+    expect_refused(one_tensor(1, 4, 99, 0, 64), "not supported");
+    expect_refused(one_tensor(1, 40, CL_GGML_Q8_0, 0, 64), "whole number");
+    expect_refused(one_tensor(1, 4, CL_GGML_F32, 16, 64), "alignment");
+    expect_refused(one_tensor(1, 32, CL_GGML_F32, 0, 64), "past its end");
+    expect_refused(one_tensor(1, 4, CL_GGML_F32, G_MAXUINT64 - 31, 64), "past its end");
+
+    /* two tensors over the same bytes, and a name used twice */
+    for (int dup = 0; dup < 2; dup++) {
+        w.b = g_byte_array_new();
+        w_header(&w, 3, 2, 0);
+        for (int k = 0; k < 2; k++) {
+            w_str(&w, dup || k == 0 ? "t" : "u");
+            w_u32(&w, 1); w_u64(&w, 16); w_u32(&w, CL_GGML_F32); w_u64(&w, k ? 32 : 0);
+        }
+        w_pad(&w, 32);
+        for (int k = 0; k < 128; k++)
+            g_byte_array_append(w.b, (const guint8 *)"\0", 1);
+        expect_refused(w.b, dup ? "appears twice" : "overlaps");
+    }
+    /* duplicate metadata key */
+    w.b = g_byte_array_new();
+    w_header(&w, 3, 0, 2);
+    w_kv_u32(&w, "k", 1);
+    w_kv_u32(&w, "k", 2);
+    expect_refused(w.b, "twice");
+}
+
+/* Random byte flips of a good file: refused or parsed, never a crash (ASan/valgrind would show
+ * a read outside the buffer). */
+static void test_flips(void)
+{
+    g_autoptr(GByteArray) b = good_file();
+    GRand *r = g_rand_new_with_seed(7);
+    for (int it = 0; it < 20000; it++) {
+        g_autofree guint8 *copy = g_memdup2(b->data, b->len);
+        int n = g_rand_int_range(r, 1, 4);
+        for (int k = 0; k < n; k++)
+            copy[g_rand_int_range(r, 0, (gint32)b->len)] = (guint8)g_rand_int(r);
+        GError *err = NULL;
+        ClGguf *g = cl_gguf_parse(copy, b->len, &err);
+        if (g) {
+            for (guint t = 0; t < g->tensors->len; t++) {
+                const ClGgufTensor *tt = g->tensors->pdata[t];
+                g_assert_true(tt->data + tt->nbytes <= copy + b->len);
+            }
+            cl_gguf_free(g);
+        } else {
+            g_assert_nonnull(err);
+            g_error_free(err);
+        }
+    }
+    g_rand_free(r);
+}
+
+/* The real SmolLM2-135M-Instruct file that set-up fetches (skipped when it is not there): its
+ * architecture, shapes and tokenizer as the model card gives them, and weights that dequantize
+ * to finite values of a plausible spread. */
+static void test_smollm2(void)
+{
+    g_autofree char *path = cl_pretrained_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+        g_autofree char *msg = g_strdup_printf("%s not there (set-up could not fetch it)", path);
+        g_test_skip(msg);
+        return;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClGguf) g = cl_gguf_open(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpstr(cl_gguf_get_string(g, "general.architecture", NULL), ==, "llama");
+    static const struct { const char *key; guint64 want; } dims[] = {
+        { "llama.block_count", 30 },           { "llama.embedding_length", 576 },
+        { "llama.feed_forward_length", 1536 }, { "llama.attention.head_count", 9 },
+        { "llama.attention.head_count_kv", 3 }, { "llama.vocab_size", 49152 },
+    };
+    for (gsize k = 0; k < G_N_ELEMENTS(dims); k++) {
+        guint64 v = 0;
+        g_assert_true(cl_gguf_get_uint(g, dims[k].key, &v, NULL));
+        g_assert_cmpuint(v, ==, dims[k].want);
+    }
+    g_assert_cmpuint(g->tensors->len, ==, 2 + 9 * 30);
+    const ClGgufValue *toks = cl_gguf_get(g, "tokenizer.ggml.tokens");
+    g_assert_cmpuint(toks->n, ==, 49152);
+    g_assert_cmpstr(toks->strs[2], ==, "<|im_end|>");
+    g_assert_cmpuint(cl_gguf_get(g, "tokenizer.ggml.merges")->n, >, 40000);
+    const ClGgufTensor *q = cl_gguf_tensor(g, "blk.0.attn_q.weight");
+    g_assert_cmpint(q->type, ==, CL_GGML_Q4_1);
+    g_assert_cmpint(cl_gguf_tensor(g, "token_embd.weight")->type, ==, CL_GGML_Q8_0);
+    g_autofree float *w = cl_gguf_tensor_to_f32(q, NULL);
+    double s = 0, s2 = 0;
+    for (guint64 k = 0; k < q->numel; k++) {
+        g_assert_true(isfinite(w[k]));
+        s += w[k], s2 += (double)w[k] * w[k];
+    }
+    double sd = sqrt(s2 / (double)q->numel - (s / (double)q->numel) * (s / (double)q->numel));
+    g_test_message("blk.0.attn_q.weight: mean %.4g, sd %.4g", s / (double)q->numel, sd);
+    g_assert_cmpfloat(sd, >, 0.01);
+    g_assert_cmpfloat(sd, <, 1.0);
+}
+
+/* SmolLM2 as a ChangeLens model answers a question (greedy): the tokenizer, the config, the
+ * dequantized weights and the RoPE row order all have to be right for "Paris" to come out. */
+static void test_smollm2_chat(void)
+{
+    g_autofree char *path = cl_pretrained_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+        g_test_skip("SmolLM2 not fetched");
+        return;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClModel) m = cl_model_load_gguf(path, 1, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(m->config.vocab_size, ==, CL_TOKEN_FIRST_MERGE + 48900);
+    ClChatTurn turns[] = { { CL_CHAT_USER, "What is the capital of France?" } };
+    g_autoptr(GArray) ids = cl_chat_encode(m->tokenizer, turns, 1, TRUE, NULL, &err);
+    g_assert_no_error(err);
+    ClBackend *be = cl_backend_cpu_new(0);
+    ClGenerateOptions o;
+    cl_generate_options_init(&o);
+    o.max_new_tokens = 24;
+    ClGenerateResult r;
+    g_assert_true(cl_generate(be, m, (const gint32 *)(gpointer)ids->data, (int)ids->len, NULL, &o,
+                              &r, &err));
+    g_test_message("answer: %s", r.text->str);
+    g_assert_nonnull(strstr(r.text->str, "Paris"));
+    cl_generate_result_clear(&r);
+    cl_backend_free(be);
+}
+
+/* ---- parity with llama.cpp (the peer: llama-cpp-python in BUILD/venv) ---- */
+
+/* Five conversations and a text that exercises the pre-tokenisation (contractions, Unicode
+ * letters and numbers, whitespace runs, digits). */
+static const char *const parity_prompts[] = {
+    "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nWrite one sentence about a red bicycle.<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>system\nYou answer briefly.<|im_end|>\n<|im_start|>user\nHow many legs does a spider have?<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nList three colours.<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|>user\nTranslate 'good morning' into French.<|im_end|>\n<|im_start|>assistant\n",
+    "It's 2026: naïve café — x² ≠ 3.14!\n\n  Tabs\tand   spaces,\r\nÜber 12345 Straße; don't we'll they're I'M 日本語 😀 ",
+};
+
+static char *peer_python(void)
+{
+    const char *env = g_getenv("CL_LLAMA_PYTHON");
+    if (env && *env)
+        return g_strdup(env);
+    const char *build = g_getenv("CL_BUILD_ROOT");
+    return build ? g_build_filename(build, "venv", "bin", "python", NULL) : NULL;
+}
+
+/* The peer's JSON for the prompts, or NULL (skipped) with the reason in *why. */
+static JsonObject *run_peer(const char *model, JsonParser *parser, char **why)
+{
+    g_autofree char *py = peer_python();
+    const char *src = g_getenv("CL_SOURCE_ROOT");
+    if (!py || !src || !g_file_test(py, G_FILE_TEST_IS_EXECUTABLE)) {
+        *why = g_strdup("no peer python (BUILD/venv/bin/python; run.sh test builds it)");
+        return NULL;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autofree char *dir = g_dir_make_tmp("cl-gguf-XXXXXX", &err);
+    g_assert_no_error(err);
+    g_autofree char *pjson = g_build_filename(dir, "prompts.json", NULL);
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_array(b);
+    for (gsize k = 0; k < G_N_ELEMENTS(parity_prompts); k++)
+        json_builder_add_string_value(b, parity_prompts[k]);
+    json_builder_end_array(b);
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autofree char *text = json_to_string(root, FALSE);
+    g_assert_true(g_file_set_contents(pjson, text, -1, NULL));
+    g_autofree char *script = g_build_filename(src, "tests", "reference", "llama_peer.py", NULL);
+    const char *argv[] = { py, script, "--model", model, "--prompts", pjson, "--greedy", "24", NULL };
+    g_autofree char *out = NULL, *errout = NULL;
+    int status = 0;
+    gboolean ran = g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                                &errout, &status, &err);
+    g_unlink(pjson);
+    g_rmdir(dir);
+    if (!ran || !g_spawn_check_wait_status(status, NULL)) {
+        *why = g_strdup_printf("the peer did not run (%s)", errout && strstr(errout, "llama_cpp")
+                                   ? "llama_cpp not importable" : "see its stderr");
+        if (errout)
+            g_test_message("peer stderr: %s", errout);
+        return NULL;
+    }
+    g_assert_true(json_parser_load_from_data(parser, out, -1, NULL));
+    return json_node_get_object(json_parser_get_root(parser));
+}
+
+static GArray *ints_of(JsonArray *a)
+{
+    GArray *v = g_array_new(FALSE, FALSE, sizeof(gint32));
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        gint32 x = (gint32)json_array_get_int_element(a, i);
+        g_array_append_val(v, x);
+    }
+    return v;
+}
+
+/* Tokens identical; logits after the prompt within the tolerance; greedy continuations identical
+ * token for token. */
+static void test_llama_parity(void)
+{
+    g_autofree char *path = cl_pretrained_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+        g_test_skip("SmolLM2 not fetched");
+        return;
+    }
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autofree char *why = NULL;
+    JsonObject *peer = run_peer(path, parser, &why);
+    if (!peer) {
+        g_test_skip(why);
+        return;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClGguf) g = cl_gguf_open(path, &err);
+    g_assert_no_error(err);
+    g_autofree gint32 *ext = NULL;
+    int n_ids = 0;
+    g_autoptr(ClTokenizer) tok = cl_tokenizer_from_gguf(g, &ext, &n_ids, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClModel) m = cl_model_load_gguf(path, 1, &err);
+    g_assert_no_error(err);
+    ClBackend *be = cl_backend_cpu_new(0);
+    JsonArray *results = json_object_get_array_member(peer, "prompts");
+    g_assert_cmpuint(json_array_get_length(results), ==, G_N_ELEMENTS(parity_prompts));
+    int V = m->config.vocab_size;
+    g_autofree float *logits = g_new(float, V);
+    for (guint p = 0; p < G_N_ELEMENTS(parity_prompts); p++) {
+        JsonObject *r = json_array_get_object_element(results, p);
+        g_autoptr(GArray) want = ints_of(json_object_get_array_member(r, "tokens"));
+        g_autoptr(GArray) ids = cl_tokenizer_encode(tok, parity_prompts[p], -1, TRUE);
+        g_assert_cmpuint(ids->len, ==, want->len);
+        for (guint i = 0; i < ids->len; i++)
+            if (ext[g_array_index(ids, gint32, i)] != g_array_index(want, gint32, i))
+                g_error("prompt %u token %u: ours %d (file id %d), llama.cpp's %d", p, i,
+                        g_array_index(ids, gint32, i), ext[g_array_index(ids, gint32, i)],
+                        g_array_index(want, gint32, i));
+        if (p == G_N_ELEMENTS(parity_prompts) - 1)
+            continue; /* the tokenizer text: tokens only */
+        g_autoptr(ClKVCache) cache = cl_kv_cache_new(m, ids->len + 1);
+        g_assert_true(cl_decoder_forward(be, m, cache, (const gint32 *)(gpointer)ids->data,
+                                         (int)ids->len, NULL, logits, NULL, NULL, NULL, &err));
+        JsonArray *pl = json_object_get_array_member(r, "logits");
+        double e = 0, s = 0, worst = 0;
+        for (int i = 0; i < V; i++) {
+            if (ext[i] < 0)
+                continue;
+            double ref = json_array_get_double_element(pl, (guint)ext[i]);
+            e += (logits[i] - ref) * (logits[i] - ref);
+            s += ref * ref;
+            worst = MAX(worst, fabs(logits[i] - ref));
+        }
+        g_test_message("prompt %u: %u tokens, logits nmse %.2e, max |diff| %.3f", p, ids->len,
+                       e / s, worst);
+        /* llama.cpp multiplies Q4_1 weights with activations rounded to 8 bits per block of 32
+         * (~0.4 % of the block's largest value); the float order differs too */
+        g_assert_cmpfloat(e / s, <, 1e-3);
+
+        ClGenerateOptions o;
+        cl_generate_options_init(&o);
+        o.max_new_tokens = 24;
+        ClGenerateResult res;
+        g_assert_true(cl_generate(be, m, (const gint32 *)(gpointer)ids->data, (int)ids->len, NULL,
+                                  &o, &res, &err));
+        g_autoptr(GArray) greedy = ints_of(json_object_get_array_member(r, "greedy"));
+        g_autoptr(GString) mine = g_string_new(NULL), theirs = g_string_new(NULL);
+        for (guint i = 0; i < res.ids->len; i++)
+            g_string_append_printf(mine, " %d", ext[g_array_index(res.ids, gint32, i)]);
+        for (guint i = 0; i < greedy->len; i++)
+            g_string_append_printf(theirs, " %d", g_array_index(greedy, gint32, i));
+        g_test_message("prompt %u greedy: %s", p, res.text->str);
+        g_assert_cmpstr(mine->str, ==, theirs->str);
+        cl_generate_result_clear(&res);
+    }
+    cl_backend_free(be);
+}
+
+/* The fuzzer's seeds: the good file and a few of its refused variants. */
+static int write_seeds(const char *dir)
+{
+    g_mkdir_with_parents(dir, 0755);
+    GByteArray *files[] = { good_file(), one_tensor(1, 32, CL_GGML_Q8_0, 0, 64),
+                            one_tensor(2, 64, CL_GGML_Q4_1, 0, 64), one_kv(kv_nested) };
+    for (gsize k = 0; k < G_N_ELEMENTS(files); k++) {
+        g_autofree char *path = g_strdup_printf("%s/seed-%zu.gguf", dir, k);
+        if (!g_file_set_contents(path, (const char *)files[k]->data, files[k]->len, NULL))
+            return 1;
+        g_byte_array_unref(files[k]);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (g_getenv("CL_FUZZ_WRITE_SEEDS"))
+        return write_seeds(g_getenv("CL_FUZZ_WRITE_SEEDS"));
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/gguf/good", test_good);
+    g_test_add_func("/gguf/truncated", test_truncated);
+    g_test_add_func("/gguf/malformed", test_malformed);
+    g_test_add_func("/gguf/flips", test_flips);
+    g_test_add_func("/gguf/smollm2", test_smollm2);
+    g_test_add_func("/gguf/smollm2-chat", test_smollm2_chat);
+    g_test_add_func("/gguf/llama-parity", test_llama_parity);
+    return g_test_run();
+}

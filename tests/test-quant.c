@@ -1,0 +1,149 @@
+/* test-quant.c - the block-quantized products (nn/quant.c): quantizers against the block formats'
+ * definitions, the AVX2 dot products against the scalar reference, the decode step's
+ * matrix-vector product and the prefill's tiled product against f32 on the dequantized weights. */
+#include <math.h>
+#include <string.h>
+
+#include "nn/half.h"
+#include "nn/quant.h"
+#include "nn/threadpool.h"
+
+static void fill(float *x, size_t n, guint32 seed, float scale)
+{
+    GRand *r = g_rand_new_with_seed(seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)g_rand_double_range(r, -scale, scale);
+    g_rand_free(r);
+}
+
+/* normalised squared error of a against the reference */
+static double nmse(const float *a, const float *ref, size_t n)
+{
+    double e = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        g_assert_true(isfinite(a[i]));
+        e += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        s += (double)ref[i] * ref[i];
+    }
+    return s > 0 ? e / s : e;
+}
+
+/* Quantize → dequantize stays within half a step of each block's grid. */
+static void test_roundtrip(void)
+{
+    enum { k = 256, n = 8 };
+    float x[n * k], y[n * k];
+    fill(x, n * k, 1, 3.0f);
+    x[5] = 0; /* a block with one exact zero, and one constant block */
+    for (int j = 32; j < 64; j++)
+        x[j] = 0.75f;
+    for (int t = 0; t < CL_QUANT_N_TYPES; t++) {
+        g_autofree guint8 *q = g_malloc(cl_quant_row_bytes(t, k) * n);
+        cl_quantize_rows(t, x, q, n, k);
+        cl_dequantize_rows(t, q, y, n, k);
+        for (int b = 0; b < n * k / 32; b++) {
+            float lo = INFINITY, hi = -INFINITY;
+            for (int j = 0; j < 32; j++)
+                lo = fminf(lo, x[32 * b + j]), hi = fmaxf(hi, x[32 * b + j]);
+            /* step: max|x|/127 (Q8_0), (max − min)/15 (Q4_1); the f16 scale and offset add
+             * up to 2^-11 of the block's range each */
+            float step = t == CL_QUANT_Q8_0 ? fmaxf(fabsf(lo), fabsf(hi)) / 127 : (hi - lo) / 15;
+            for (int j = 0; j < 32; j++) {
+                float err = fabsf(y[32 * b + j] - x[32 * b + j]);
+                if (err > 0.5f * step + 1e-3f * (fabsf(lo) + fabsf(hi)) + 1e-6f)
+                    g_error("%s block %d elem %d: %g -> %g (step %g)", cl_quant_type_name(t), b, j,
+                            x[32 * b + j], y[32 * b + j], step);
+            }
+        }
+        for (int j = 32; t == CL_QUANT_Q4_1 && j < 64; j++) /* a constant block: m, exactly */
+            g_assert_cmpfloat(y[j], ==, 0.75f);
+    }
+}
+
+/* Q4_1's nibble order: element j is the low nibble of byte j, element j + 16 the high one. */
+static void test_layout(void)
+{
+    guint8 b[20] = { 0 };
+    uint16_t d = cl_f32_to_f16(1.0f), m = cl_f32_to_f16(-2.0f);
+    b[0] = d & 255, b[1] = d >> 8, b[2] = m & 255, b[3] = m >> 8;
+    b[4] = 0x72; /* element 0: 2, element 16: 7 */
+    float y[32];
+    cl_dequantize_rows(CL_QUANT_Q4_1, b, y, 1, 32);
+    g_assert_cmpfloat(y[0], ==, 0.0f);
+    g_assert_cmpfloat(y[16], ==, 5.0f);
+    g_assert_cmpfloat(y[1], ==, -2.0f);
+}
+
+static void check_matvec(ClQuantType t, ClThreadPool *pool)
+{
+    const int m = 133, k = 576;
+    g_autofree float *w = g_new(float, (size_t)m * k), *wd = g_new(float, (size_t)m * k);
+    float x[576], ref[133], y_scalar[133], y_auto[133];
+    fill(w, (size_t)m * k, 2, 0.1f);
+    fill(x, k, 3, 2.0f);
+    g_autofree guint8 *q = g_malloc(cl_quant_row_bytes(t, k) * m);
+    cl_quantize_rows(t, w, q, m, k);
+    cl_dequantize_rows(t, q, wd, m, k);
+    for (int i = 0; i < m; i++) {
+        double s = 0;
+        for (int j = 0; j < k; j++)
+            s += (double)wd[(size_t)i * k + j] * x[j];
+        ref[i] = (float)s;
+    }
+    cl_quant_set_kernels(CL_QUANT_KERNELS_SCALAR);
+    cl_quant_matvec(NULL, t, q, m, k, x, y_scalar);
+    const char *level = cl_quant_set_kernels(CL_QUANT_KERNELS_AUTO);
+    cl_quant_matvec(pool, t, q, m, k, x, y_auto);
+    /* the same integer sums; only the float accumulation order differs */
+    for (int i = 0; i < m; i++)
+        g_assert_cmpfloat_with_epsilon(y_auto[i], y_scalar[i], 1e-4f * (1 + fabsf(y_scalar[i])));
+    /* against f32 on the same weights: the activations' 8-bit blocks, ~0.4 % of a block's max */
+    double e = nmse(y_scalar, ref, m);
+    g_test_message("%s matvec (%s): nmse vs f32 %.2e", cl_quant_type_name(t), level, e);
+    g_assert_cmpfloat(e, <, 1e-4);
+}
+
+static void test_matvec(void)
+{
+    ClThreadPool *pool = cl_threadpool_new(2);
+    check_matvec(CL_QUANT_Q8_0, pool);
+    check_matvec(CL_QUANT_Q4_1, pool);
+    cl_threadpool_free(pool);
+}
+
+static void test_matmul(void)
+{
+    const int m = 200, k = 96, n = 7;
+    ClThreadPool *pool = cl_threadpool_new(2);
+    for (int t = 0; t < CL_QUANT_N_TYPES; t++) {
+        g_autofree float *w = g_new(float, (size_t)m * k), *wd = g_new(float, (size_t)m * k);
+        g_autofree float *X = g_new(float, (size_t)n * k), *Y = g_new(float, (size_t)n * m);
+        g_autofree float *R = g_new(float, (size_t)n * m);
+        fill(w, (size_t)m * k, 4, 0.2f);
+        fill(X, (size_t)n * k, 5, 1.0f);
+        g_autofree guint8 *q = g_malloc(cl_quant_row_bytes(t, k) * m);
+        cl_quantize_rows(t, w, q, m, k);
+        cl_dequantize_rows(t, q, wd, m, k);
+        for (int r = 0; r < n; r++)
+            for (int i = 0; i < m; i++) {
+                double s = 0;
+                for (int j = 0; j < k; j++)
+                    s += (double)X[(size_t)r * k + j] * wd[(size_t)i * k + j];
+                R[(size_t)r * m + i] = (float)s;
+            }
+        cl_quant_matmul(pool, t, q, m, k, X, n, Y);
+        /* f32 products of the dequantized tiles: rounding only */
+        g_assert_cmpfloat(nmse(Y, R, (size_t)n * m), <, 1e-10);
+    }
+    cl_threadpool_free(pool);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/quant/roundtrip", test_roundtrip);
+    g_test_add_func("/quant/layout", test_layout);
+    g_test_add_func("/quant/matvec", test_matvec);
+    g_test_add_func("/quant/matmul", test_matmul);
+    return g_test_run();
+}
