@@ -23,28 +23,27 @@ static const char chat_summary[] =
 int cl_cli_chat(int argc, char **argv)
 {
     g_autofree char *model_path = NULL, *system = NULL, *device = NULL;
-    int max_tokens = 256;
+    gint64 max_tokens = 256;
+    const ClCliIntOption ints[] = {
+        { "max-tokens", 0, 1, 100000, &max_tokens },
+        { NULL },
+    };
     GOptionEntry entries[] = {
         { "model", 'm', 0, G_OPTION_ARG_FILENAME, &model_path, "Model file (.gguf or .safetensors)",
           "FILE" },
         { "system", 0, 0, G_OPTION_ARG_STRING, &system, "A system prompt", "TEXT" },
-        { "max-tokens", 0, 0, G_OPTION_ARG_INT, &max_tokens, "Longest answer (256 tokens)", "N" },
+        CL_CLI_INT_ENTRY("max-tokens", 0, "Longest answer (256 tokens)", "N"),
         { "device", 0, 0, G_OPTION_ARG_STRING, &device, "auto, cpu or cuda (auto)", "D" },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("QUESTION");
     g_option_context_set_summary(ctx, chat_summary);
-    g_option_context_add_main_entries(ctx, entries, NULL);
+    cl_cli_add_entries(ctx, entries, ints);
+    if (!cl_cli_parse_options(ctx, argv[0], &argc, &argv))
+        return 2;
+    if (argc != 2)
+        return cl_cli_usage_error(argv[0], "give one QUESTION (in quotes)");
     g_autoptr(GError) err = NULL;
-    if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
-        fprintf(stderr, "%s: %s\n", argv[0], err->message);
-        return 2;
-    }
-    if (argc != 2 || max_tokens < 1 || max_tokens > 100000) {
-        fprintf(stderr, "%s: give one question (in quotes) and --max-tokens in 1..100000\n",
-                argv[0]);
-        return 2;
-    }
     if (!model_path) {
         model_path = cl_pretrained_path(SMOLLM2_FILE);
         if (!g_file_test(model_path, G_FILE_TEST_EXISTS)) {
@@ -75,7 +74,7 @@ int cl_cli_chat(int argc, char **argv)
     }
     ClGenerateOptions opts;
     cl_generate_options_init(&opts);
-    opts.max_new_tokens = max_tokens;
+    opts.max_new_tokens = (int)max_tokens;
     gboolean printed = FALSE;
     opts.on_token = cl_cli_stream_token;
     opts.user_data = &printed;
