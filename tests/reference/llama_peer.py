@@ -22,8 +22,10 @@ def load(path, threads, n_ctx=1024):
 
 
 def last_logits(llm):
+    """the logits after the last evaluated token (llama.cpp keeps only those without
+    logits_all; llama-cpp-python's own `scores` is not filled then)"""
     import numpy as np
-    return np.array(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+    return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
 
 
 def run_prompts(llm, prompts, n_greedy, stop_ids):
