@@ -8,7 +8,7 @@
 
 #include "model/decoder.h"
 #include "model/gdn.h"
-#include "train/grad.h"
+#include "nn/grad.h"
 
 /* qkv: (n, Q + 2 KV) rows [q | k | v], one product with the layer's q, k and v weights
  * stacked (they are consecutive in a trainable model); gu: (n, 2 F) rows [gate | up], likewise.

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "model/encoder.h"
-#include "train/grad.h"
+#include "nn/grad.h"
 
 typedef enum { Y_PREV, Y_OWN, Y_NULL } YSource;
 

@@ -5,7 +5,7 @@
  * The training forward runs the backend's own ops in the inference order, so its logits and
  * visual tokens are those of cl_encoder_forward / cl_decoder_forward; it keeps the activations
  * the backward needs (per image, per block; attention probabilities are recomputed one head at
- * a time). The backward is CPU f32 (core/train/grad.h): the backend must be the CPU backend. */
+ * a time). The backward is CPU f32 (core/nn/grad.h): the backend must be the CPU backend. */
 #pragma once
 
 #include <glib.h>

@@ -1,6 +1,6 @@
 /* grad.c - CPU f32 backward passes of the forward's ops (grad.h): products through OpenBLAS,
  * row reductions in double, every gradient accumulated. */
-#include "train/grad.h"
+#include "nn/grad.h"
 
 #include <cblas.h>
 #include <math.h>
