@@ -3,6 +3,7 @@
  * CA^φ reuses the self-attention's projections, CA_{t+v} adds the window's text with RoPE, CA^#
  * replaces the self-attention of some layers). Inference here, training after it. */
 #include "model/decoder-options.h"
+#include "model/decoder-train.h"
 
 #include <string.h>
 
@@ -229,5 +230,243 @@ gboolean cl_dec_casa_forward(const ClDecRun *r, const gint32 *ids, int n, const 
         }
         i += run;
     }
+    return TRUE;
+}
+
+/* ---- training (decoder-train.h) ---- */
+
+/* Text row t's window's first text row, and the RoPE tables of each visual row at it (rows no
+ * text follows: unread, position 0). */
+static void casa_tv_rows(ClTrainDec *d, int n, int vr)
+{
+    const ClModelConfig *cfg = d->cfg;
+    const int hd = cfg->dec_dim / cfg->dec_heads;
+    const size_t half = (size_t)hd / 2;
+    d->wstart = g_new(int, MAX(n, 1));
+    d->img_cos = g_new(float, (size_t)MAX(vr, 1) * half);
+    d->img_sin = g_new(float, (size_t)MAX(vr, 1) * half);
+    for (int j = 0; j < vr; j++)
+        cl_rope_table_1d(d->img_cos + j * half, d->img_sin + j * half, 0, 1, hd, cfg->rope_base);
+    for (int t = 0; t < n; t++) {
+        const gboolean cont =
+            t > 0 && d->win0[t] == d->win0[t - 1] && d->winn[t] == d->winn[t - 1];
+        d->wstart[t] = cont ? d->wstart[t - 1] : t;
+        if (!cont && d->winn[t] > 0)
+            for (int j = d->win0[t]; j < d->win0[t] + d->winn[t]; j++)
+                cl_rope_table_1d(d->img_cos + j * half, d->img_sin + j * half, t, 1, hd,
+                                 cfg->rope_base);
+    }
+}
+
+gboolean cl_dec_train_casa_rows(ClTrainDec *d, const gint32 **ids, int *n, const int **rows,
+                                int n_rows, int *full2text, int **trows, GError **error)
+{
+    const gint32 *id = *ids;
+    d->casa = TRUE;
+    d->tids = g_new(gint32, MAX(*n, 1));
+    d->win0 = g_new(int, MAX(*n, 1));
+    d->winn = g_new(int, MAX(*n, 1));
+    int nt = 0, vr = 0, cur0 = 0, curn = 0;
+    gboolean open = FALSE;
+    for (int i = 0; i < *n; i++) {
+        full2text[i] = -1;
+        if (id[i] == CL_DECODER_VISUAL) {
+            if (!open)
+                cur0 = vr, curn = 0;
+            curn++, vr++;
+            open = TRUE;
+            continue;
+        }
+        open = FALSE;
+        d->tids[nt] = id[i], d->win0[nt] = cur0, d->winn[nt] = curn;
+        full2text[i] = nt++;
+    }
+    d->n_vis = vr;
+    if (*rows) {
+        *trows = g_new(int, MAX(n_rows, 1));
+        for (int r = 0; r < n_rows; r++)
+            if (((*trows)[r] = full2text[(*rows)[r]]) < 0) {
+                g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                            "Position %d is a visual row: a CASA decoder gives it no logits",
+                            (*rows)[r]);
+                return FALSE;
+            }
+        *rows = *trows;
+    }
+    *ids = d->tids;
+    *n = nt;
+    if (d->cfg->casa_tv)
+        casa_tv_rows(d, nt, vr);
+    return TRUE;
+}
+
+void cl_dec_train_casa_layout(ClTrainDec *d, ClTrainCasaAct *c, ClActArena *a)
+{
+    const int n = d->n, E = d->E, Q = d->Q, KV = d->KV, nv = d->n_vis;
+    c->ny = cl_act_take(a, (size_t)nv * E), c->kc = cl_act_take(a, (size_t)nv * KV);
+    c->vc = cl_act_take(a, (size_t)nv * KV), c->qc = cl_act_take(a, (size_t)n * Q);
+    c->attc = cl_act_take(a, (size_t)n * Q);
+    if (d->cfg->casa_tv) {
+        c->kr = cl_act_take(a, (size_t)nv * KV), c->kt = cl_act_take(a, (size_t)n * KV);
+        c->vt = cl_act_take(a, (size_t)n * KV);
+    }
+}
+
+/* The end of the run of text rows from t0 that read the same window. */
+static int window_end(const ClTrainDec *d, int t0)
+{
+    int t1 = t0 + 1;
+    while (t1 < d->n && d->win0[t1] == d->win0[t0] && d->winn[t1] == d->winn[t0])
+        t1++;
+    return t1;
+}
+
+/* CA_{t+v}: a window's keys and values as its text rows read them: its visual rows' (keys with
+ * RoPE), then its text's from the window's first text row ws up to row t1 (exclusive). */
+static void window_keys(float *gk, float *gv, const ClTrainCasaAct *c, int w0, int wn, int ws,
+                        int t1, int KV)
+{
+    memcpy(gk, c->kr + (size_t)w0 * KV, sizeof(float) * (size_t)wn * KV);
+    memcpy(gv, c->vc + (size_t)w0 * KV, sizeof(float) * (size_t)wn * KV);
+    memcpy(gk + (size_t)wn * KV, c->kt + (size_t)ws * KV, sizeof(float) * (t1 - ws) * KV);
+    memcpy(gv + (size_t)wn * KV, c->vt + (size_t)ws * KV, sizeof(float) * (t1 - ws) * KV);
+}
+
+void cl_dec_train_casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L,
+                               ClTrainLayerAct *a, float *x, int s)
+{
+    ClBackend *be = d->be;
+    const struct cl_backend_ops *op = be->ops;
+    const int n = d->n, E = d->E, Q = d->Q, KV = d->KV, nv = d->n_vis, m = n - s;
+    const gboolean own = d->cfg->casa == CL_CASA_CA;
+    ClTrainCasaAct *c = &a->casa;
+    float *proj = d->proj, *scratch = d->scratch;
+    memset(c->attc, 0, sizeof(float) * (size_t)n * Q);
+    op->rmsnorm(be, c->ny, d->visual, L->casa_norm, nv, E, d->eps);
+    op->linear(be, c->kc, c->ny, own ? L->casa_k : L->k, NULL, nv, E, KV);
+    op->linear(be, c->vc, c->ny, own ? L->casa_v : L->v, NULL, nv, E, KV);
+    op->linear(be, c->qc + (size_t)s * Q, a->h1 + (size_t)s * E, own ? L->casa_q : L->q, NULL, m,
+               E, Q);
+    const gboolean tv = d->cfg->casa_tv;
+    float *gk = d->cgk, *gv = d->cgv;
+    if (tv) { /* CA_{t+v}: every text row's keys and values, and RoPE on them all */
+        memcpy(c->kr, c->kc, sizeof(float) * (size_t)nv * KV);
+        op->rope(be, c->kr, d->img_cos, d->img_sin, nv, KV, d->Hkv, d->hd, 1);
+        op->linear(be, c->kt, a->h1, own ? L->casa_k : L->k, NULL, n, E, KV);
+        op->linear(be, c->vt, a->h1, own ? L->casa_v : L->v, NULL, n, E, KV);
+        op->rope(be, c->kt, d->rope_cos, d->rope_sin, n, KV, d->Hkv, d->hd, 1);
+        const size_t half = (size_t)d->hd / 2;
+        op->rope(be, c->qc + (size_t)s * Q, d->rope_cos + s * half, d->rope_sin + s * half, m, Q,
+                 d->Hq, d->hd, 1);
+    }
+    /* one window at a time: a run of text rows with the same window */
+    for (int t0 = s, t1; t0 < n; t0 = t1) {
+        t1 = window_end(d, t0);
+        if (d->winn[t0] > 0 && tv) {
+            /* the window's visual keys, then its text from its first row up to t1, causal */
+            const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0, ws = d->wstart[t0];
+            const int nk = wn + t1 - ws;
+            window_keys(gk, gv, c, w0, wn, ws, t1, KV);
+            op->attention(be, c->attc + (size_t)t0 * Q, NULL, c->qc + (size_t)t0 * Q, gk, gv, r,
+                          nk, Q, KV, KV, Q, d->Hq, d->Hkv, d->hd, d->scale, wn + t0 - ws, 0,
+                          scratch);
+            op->linear(be, proj, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o, NULL, r, Q, E);
+            op->residual(be, x + (size_t)t0 * E, proj, NULL, r, E);
+        } else if (d->winn[t0] > 0) {
+            const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0;
+            op->attention(be, c->attc + (size_t)t0 * Q, NULL, c->qc + (size_t)t0 * Q,
+                          c->kc + (size_t)w0 * KV, c->vc + (size_t)w0 * KV, r, wn, Q, KV, KV, Q,
+                          d->Hq, d->Hkv, d->hd, d->scale, -1, 0, scratch);
+            op->linear(be, proj, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o, NULL, r, Q, E);
+            op->residual(be, x + (size_t)t0 * E, proj, NULL, r, E);
+        }
+    }
+}
+
+void cl_dec_train_casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
+                                ClDecoderLayerWeights *G, const ClTrainLayerAct *a,
+                                const float *dx, int s, float *dh, float *dvis)
+{
+    const int n = d->n, E = d->E, Q = d->Q, KV = d->KV, nv = d->n_vis;
+    const gboolean own = d->cfg->casa == CL_CASA_CA;
+    const ClTrainCasaAct *c = &a->casa;
+    float *dattc = g_new0(float, (size_t)n * Q), *dqc = g_new0(float, (size_t)n * Q);
+    float *dkc = g_new0(float, (size_t)nv * KV), *dvc = g_new0(float, (size_t)nv * KV);
+    float *dny = g_new0(float, (size_t)nv * E);
+    const gboolean tv = d->cfg->casa_tv;
+    float *gk = NULL, *gv = NULL, *dgk = NULL, *dgv = NULL, *dkt = NULL, *dvt = NULL;
+    if (tv) {
+        gk = g_new(float, (size_t)(nv + n) * KV), gv = g_new(float, (size_t)(nv + n) * KV);
+        dgk = g_new(float, (size_t)(nv + n) * KV), dgv = g_new(float, (size_t)(nv + n) * KV);
+        dkt = g_new0(float, (size_t)n * KV), dvt = g_new0(float, (size_t)n * KV);
+    }
+    for (int t0 = s, t1; t0 < n; t0 = t1) {
+        t1 = window_end(d, t0);
+        if (d->winn[t0] > 0 && tv) {
+            const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0, ws = d->wstart[t0];
+            const int nk = wn + t1 - ws;
+            cl_grad_linear(dattc + (size_t)t0 * Q, own ? G->casa_o : G->o, NULL,
+                           dx + (size_t)t0 * E, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o,
+                           r, Q, E);
+            window_keys(gk, gv, c, w0, wn, ws, t1, KV);
+            memset(dgk, 0, sizeof(float) * (size_t)nk * KV);
+            memset(dgv, 0, sizeof(float) * (size_t)nk * KV);
+            cl_grad_attention(dqc + (size_t)t0 * Q, dgk, dgv, dattc + (size_t)t0 * Q,
+                              c->qc + (size_t)t0 * Q, gk, gv, r, nk, Q, KV, KV, Q, d->Hq, d->Hkv,
+                              d->hd, d->scale, wn + t0 - ws);
+            for (size_t i = 0; i < (size_t)wn * KV; i++) /* the visual keys: kr's, then kc's */
+                dkc[(size_t)w0 * KV + i] += dgk[i], dvc[(size_t)w0 * KV + i] += dgv[i];
+            for (size_t i = 0; i < (size_t)(t1 - ws) * KV; i++)
+                dkt[(size_t)ws * KV + i] += dgk[(size_t)wn * KV + i],
+                    dvt[(size_t)ws * KV + i] += dgv[(size_t)wn * KV + i];
+        } else if (d->winn[t0] > 0) {
+            const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0;
+            cl_grad_linear(dattc + (size_t)t0 * Q, own ? G->casa_o : G->o, NULL,
+                           dx + (size_t)t0 * E, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o,
+                           r, Q, E);
+            cl_grad_attention(dqc + (size_t)t0 * Q, dkc + (size_t)w0 * KV, dvc + (size_t)w0 * KV,
+                              dattc + (size_t)t0 * Q, c->qc + (size_t)t0 * Q,
+                              c->kc + (size_t)w0 * KV, c->vc + (size_t)w0 * KV, r, wn, Q, KV, KV,
+                              Q, d->Hq, d->Hkv, d->hd, d->scale, -1);
+        }
+    }
+    if (tv) { /* back through RoPE: the queries, the visual keys (kr → kc), the text keys */
+        const size_t half = (size_t)d->hd / 2;
+        cl_grad_rope(dqc + (size_t)s * Q, d->rope_cos + s * half, d->rope_sin + s * half, n - s,
+                     Q, d->Hq, d->hd, 1);
+        cl_grad_rope(dkc, d->img_cos, d->img_sin, nv, KV, d->Hkv, d->hd, 1);
+        cl_grad_rope(dkt, d->rope_cos, d->rope_sin, n, KV, d->Hkv, d->hd, 1);
+        cl_grad_linear(dh, own ? G->casa_k : G->k, NULL, dkt, a->h1, own ? L->casa_k : L->k, n,
+                       E, KV);
+        cl_grad_linear(dh, own ? G->casa_v : G->v, NULL, dvt, a->h1, own ? L->casa_v : L->v, n,
+                       E, KV);
+        g_free(gk), g_free(gv), g_free(dgk), g_free(dgv), g_free(dkt), g_free(dvt);
+    }
+    cl_grad_linear(dh + (size_t)s * E, own ? G->casa_q : G->q, NULL, dqc + (size_t)s * Q,
+                   a->h1 + (size_t)s * E, own ? L->casa_q : L->q, n - s, E, Q);
+    cl_grad_linear(dny, own ? G->casa_k : G->k, NULL, dkc, c->ny, own ? L->casa_k : L->k, nv, E,
+                   KV);
+    cl_grad_linear(dny, own ? G->casa_v : G->v, NULL, dvc, c->ny, own ? L->casa_v : L->v, nv, E,
+                   KV);
+    cl_grad_rmsnorm(dvis, G->casa_norm, dny, d->visual, L->casa_norm, nv, E, d->eps);
+    g_free(dattc), g_free(dqc), g_free(dkc), g_free(dvc), g_free(dny);
+}
+gboolean cl_dec_train_casa_logits(const ClTrainDec *d, const float *lm_head,
+                                  const int *full2text, int n_full, float *logits)
+{
+    const int n = d->n, V = d->V;
+    float *tl = g_try_new(float, (size_t)MAX(n, 1) * V);
+    if (!tl)
+        return FALSE;
+    if (n > 0)
+        d->be->ops->linear(d->be, tl, d->hk, lm_head, NULL, n, d->E, V);
+    for (int i = 0; i < n_full; i++) {
+        float *dst = logits + (size_t)i * V;
+        if (full2text[i] < 0)
+            memset(dst, 0, sizeof(float) * (size_t)V);
+        else
+            memcpy(dst, tl + (size_t)full2text[i] * V, sizeof(float) * (size_t)V);
+    }
+    g_free(tl);
     return TRUE;
 }

@@ -1,6 +1,7 @@
-/* decoder-options.h - inside the decoder only (decoder.c and its option files decoder-*.c): the
- * KV cache's fields, what one forward call's steps share, and what each option adds to the plain
- * Llama block (docs/MODEL.md §4: PVM §4.2, CASA §4.3, streaming §4.4, hybrid and sparse §4.5). */
+/* decoder-options.h - inside the decoder only (decoder.c, its option files decoder-*.c and the
+ * training side, decoder-train.h): the KV cache's fields, what one forward call's steps share,
+ * and what each option adds to the plain Llama block (docs/MODEL.md §4: PVM §4.2, CASA §4.3,
+ * streaming §4.4, hybrid and sparse §4.5). */
 #pragma once
 
 #include "model/decoder.h"

@@ -2,6 +2,7 @@
  * FFN of the PVM layers that attends to the prompt's visual rows with its own keys and values,
  * silent at the visual rows themselves. Inference here, training after it. */
 #include "model/decoder-options.h"
+#include "model/decoder-train.h"
 
 #include <math.h>
 #include <string.h>
@@ -170,4 +171,131 @@ gboolean cl_dec_pvm_branch(const ClDecRun *r, const ClDecoderLayerWeights *L, in
         i += run;
     }
     return TRUE;
+}
+
+/* ---- training (decoder-train.h) ---- */
+
+void cl_dec_train_pvm_layout(ClTrainDec *d, ClTrainPvmAct *p, ClActArena *a)
+{
+    const ClModelConfig *cfg = d->cfg;
+    const int n = d->n, E = d->E, nv = d->n_vis;
+    const int r = cfg->pvm_rank, H = cfg->pvm_heads, hp = r / H, Fp = cfg->pvm_mlp;
+    const size_t nr = (size_t)n * r;
+    p->zv = cl_act_take(a, (size_t)nv * r), p->kp = cl_act_take(a, (size_t)nv * hp);
+    p->kn = cl_act_take(a, (size_t)nv * hp), p->vv = cl_act_take(a, (size_t)nv * hp);
+    p->zt = cl_act_take(a, nr), p->zq = cl_act_take(a, nr), p->qp = cl_act_take(a, nr);
+    p->qn = cl_act_take(a, nr), p->att = cl_act_take(a, nr), p->mo = cl_act_take(a, nr);
+    p->nb = cl_act_take(a, nr), p->m2 = cl_act_take(a, nr);
+    p->gu = cl_act_take(a, (size_t)n * 2 * Fp), p->act = cl_act_take(a, (size_t)n * Fp);
+    p->y = cl_act_take(a, (size_t)n * E), p->u = cl_act_take(a, (size_t)n * E);
+    p->probs = cl_act_take(a, (size_t)H * n * nv);
+}
+
+void cl_dec_train_pvm_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, ClTrainPvmAct *p,
+                              const float *h, float *x, int s)
+{
+    ClBackend *be = d->be;
+    const struct cl_backend_ops *op = be->ops;
+    const ClModelConfig *cfg = d->cfg;
+    const int n = d->n, E = d->E, nv = d->n_vis, m = n - s;
+    const int r = cfg->pvm_rank, H = cfg->pvm_heads, hp = r / H, Fp = cfg->pvm_mlp;
+    const size_t sr = (size_t)s * r, sE = (size_t)s * E;
+    float *pp = d->pp, *wtmp = d->wtmp;
+    const float eps = d->eps;
+    op->linear(be, p->zv, d->visual, L->pvm_v, NULL, nv, E, r);
+    op->linear(be, p->kp, p->zv, L->pvm_k, NULL, nv, r, hp);
+    op->rmsnorm(be, p->kn, p->kp, L->pvm_k_norm, nv, hp, eps);
+    op->linear(be, p->vv, p->zv, L->pvm_vv, NULL, nv, r, hp);
+    op->linear(be, p->zt + sr, h + sE, L->pvm_t, NULL, m, E, r);
+    op->rmsnorm(be, p->zq + sr, p->zt + sr, L->pvm_norm_a, m, r, eps);
+    op->linear(be, p->qp + sr, p->zq + sr, L->pvm_q, NULL, m, r, r);
+    op->rmsnorm(be, p->qn + sr, p->qp + sr, L->pvm_q_norm, m * H, hp, eps);
+    cl_train_attention(p->att + sr, p->probs, p->qn + sr, p->kn, p->vv, m, nv, r, hp, hp, r, H,
+                       1, hp, (float)(1.0 / sqrt((double)hp)), -1);
+    op->linear(be, p->mo + sr, p->att + sr, L->pvm_o, NULL, m, r, r);
+    op->rmsnorm(be, p->nb + sr, p->mo + sr, L->pvm_norm_b, m, r, eps);
+    op->linear(be, p->gu + (size_t)s * 2 * Fp, p->nb + sr,
+               cl_grad_stacked(L->pvm_gate, Fp, L->pvm_up, Fp, NULL, 0, r, wtmp), NULL, m, r,
+               2 * Fp);
+    for (int i = s; i < n; i++) {
+        const float *gi = p->gu + (size_t)i * 2 * Fp;
+        op->silu_mul(be, p->act + (size_t)i * Fp, gi, gi + Fp, Fp);
+    }
+    op->linear(be, p->m2 + sr, p->act + (size_t)s * Fp, L->pvm_down, NULL, m, Fp, r);
+    op->residual(be, p->m2 + sr, p->mo + sr, NULL, m, r);
+    op->linear(be, p->y + sE, p->m2 + sr, L->pvm_out, NULL, m, r, E);
+    op->rmsnorm(be, p->u + sE, p->y + sE, d->ones, m, E, eps); /* RMSNorm0: a unit gain */
+    const float alpha = L->pvm_alpha[0];
+    for (int i = s; i < n; i++) {
+        if (d->ids[i] == CL_DECODER_VISUAL)
+            continue; /* the silencing mask */
+        for (int j = 0; j < E; j++)
+            pp[(size_t)i * E + j] = alpha * p->u[(size_t)i * E + j];
+        op->residual(be, x + (size_t)i * E, pp + (size_t)i * E, NULL, 1, E);
+    }
+}
+
+void cl_dec_train_pvm_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
+                               ClDecoderLayerWeights *G, const ClTrainPvmAct *p, const float *h,
+                               const float *dx, int s, float *dh, float *dvis, float *wtmp,
+                               float *gtmp)
+{
+    const ClModelConfig *cfg = d->cfg;
+    const int n = d->n, E = d->E, nv = d->n_vis, m = n - s;
+    const int r = cfg->pvm_rank, H = cfg->pvm_heads, hp = r / H, Fp = cfg->pvm_mlp;
+    const size_t nr = (size_t)n * r, sr = (size_t)s * r, sE = (size_t)s * E;
+    const float eps = d->eps, alpha = L->pvm_alpha[0];
+    float *du = g_new0(float, (size_t)n * E), *dy = g_new0(float, (size_t)n * E);
+    float *dm2 = g_new0(float, nr), *dmo = g_new0(float, nr), *dnb = g_new0(float, nr);
+    float *datt = g_new0(float, nr), *dqn = g_new0(float, nr), *dqp = g_new0(float, nr);
+    float *dzq = g_new0(float, nr), *dzt = g_new0(float, nr);
+    float *dact = g_new0(float, (size_t)n * Fp), *dgu = g_new0(float, (size_t)n * 2 * Fp);
+    float *dkn = g_new0(float, (size_t)nv * hp), *dkp = g_new0(float, (size_t)nv * hp);
+    float *dvv = g_new0(float, (size_t)nv * hp), *dzv = g_new0(float, (size_t)nv * r);
+
+    /* P = α u at text rows: dα = Σ dP ⊙ u, du = α dP */
+    double da = 0;
+    for (int i = s; i < n; i++) {
+        if (d->ids[i] == CL_DECODER_VISUAL)
+            continue;
+        for (int j = 0; j < E; j++) {
+            const size_t at = (size_t)i * E + j;
+            da += (double)dx[at] * p->u[at];
+            du[at] = alpha * dx[at];
+        }
+    }
+    G->pvm_alpha[0] += (float)da;
+    cl_grad_rmsnorm(dy + sE, NULL, du + sE, p->y + sE, d->ones, m, E, eps);
+    cl_grad_linear(dm2 + sr, G->pvm_out, NULL, dy + sE, p->m2 + sr, L->pvm_out, m, r, E);
+    /* m2 = mo + down(SiLU(gate) ⊙ up)(RMSNorm_b(mo)) */
+    memcpy(dmo + sr, dm2 + sr, (size_t)m * r * sizeof(float));
+    cl_grad_linear(dact + (size_t)s * Fp, G->pvm_down, NULL, dm2 + sr, p->act + (size_t)s * Fp,
+                   L->pvm_down, m, Fp, r);
+    for (int i = s; i < n; i++) {
+        const float *gi = p->gu + (size_t)i * 2 * Fp;
+        float *dgi = dgu + (size_t)i * 2 * Fp;
+        cl_grad_silu_mul(dgi, dgi + Fp, dact + (size_t)i * Fp, gi, gi + Fp, Fp);
+    }
+    float *ggu = cl_grad_stacked_grad(G->pvm_gate, Fp, G->pvm_up, Fp, NULL, 0, r, gtmp);
+    cl_grad_linear(dnb + sr, ggu, NULL, dgu + (size_t)s * 2 * Fp, p->nb + sr,
+                   cl_grad_stacked(L->pvm_gate, Fp, L->pvm_up, Fp, NULL, 0, r, wtmp), m, r, 2 * Fp);
+    cl_grad_unstack(ggu, G->pvm_gate, Fp, G->pvm_up, Fp, NULL, 0, r);
+    cl_grad_rmsnorm(dmo + sr, G->pvm_norm_b, dnb + sr, p->mo + sr, L->pvm_norm_b, m, r, eps);
+    /* mo = Attn(qn; kn, vv) W_o^T */
+    cl_grad_linear(datt + sr, G->pvm_o, NULL, dmo + sr, p->att + sr, L->pvm_o, m, r, r);
+    cl_grad_attention_probs(dqn + sr, dkn, dvv, datt + sr, p->qn + sr, p->kn, p->vv, p->probs, m,
+                            nv, r, hp, hp, r, H, 1, hp, (float)(1.0 / sqrt((double)hp)), -1);
+    /* the query side, back to h */
+    cl_grad_rmsnorm(dqp + sr, G->pvm_q_norm, dqn + sr, p->qp + sr, L->pvm_q_norm, m * H, hp, eps);
+    cl_grad_linear(dzq + sr, G->pvm_q, NULL, dqp + sr, p->zq + sr, L->pvm_q, m, r, r);
+    cl_grad_rmsnorm(dzt + sr, G->pvm_norm_a, dzq + sr, p->zt + sr, L->pvm_norm_a, m, r, eps);
+    cl_grad_linear(dh + sE, G->pvm_t, NULL, dzt + sr, h + sE, L->pvm_t, m, E, r);
+    /* the key/value side, back to the visual rows */
+    cl_grad_rmsnorm(dkp, G->pvm_k_norm, dkn, p->kp, L->pvm_k_norm, nv, hp, eps);
+    cl_grad_linear(dzv, G->pvm_k, NULL, dkp, p->zv, L->pvm_k, nv, r, hp);
+    cl_grad_linear(dzv, G->pvm_vv, NULL, dvv, p->zv, L->pvm_vv, nv, r, hp);
+    cl_grad_linear(dvis, G->pvm_v, NULL, dzv, d->visual, L->pvm_v, nv, E, r);
+    g_free(du), g_free(dy), g_free(dm2), g_free(dmo), g_free(dnb), g_free(datt), g_free(dqn);
+    g_free(dqp), g_free(dzq), g_free(dzt), g_free(dact), g_free(dgu), g_free(dkn), g_free(dkp);
+    g_free(dvv), g_free(dzv);
 }

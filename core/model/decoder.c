@@ -748,8 +748,8 @@ gboolean cl_decoder_forward_attention(ClBackend *be, const ClModel *model, ClKVC
                     "in the sequence (not streaming, sparse or CASA)");
         return FALSE;
     }
-    if (layer < 0 || layer >= MIN(depth, cache->depth) || cache->kv_slot[layer] < 0 || q0 < cache->len ||
-        q0 > end) {
+    if (layer < 0 || layer >= MIN(depth, cache->depth) || cache->kv_slot[layer] < 0 ||
+        q0 < cache->len || q0 > end) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "No attention map of layer %d from position %d (a self-attention layer of "
                     "%d, positions %d..%d)", layer, q0, depth, cache->len, end);
