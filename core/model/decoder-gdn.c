@@ -192,7 +192,7 @@ void cl_dec_train_gdn_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, ClT
         op->silu(be, conv[i].sl, conv[i].c, (size_t)n * conv[i].ch);
     }
     g_free(st);
-    /* per head: unit q and k (q scaled), beta, the log-decay (as gdn_layer, in float) */
+    /* per head: unit q and k (q scaled), beta, the log-decay (as the inference step, in float) */
     memcpy(g->nq, g->sq, nQ * sizeof(float));
     memcpy(g->nk, g->sk, nQ * sizeof(float));
     cl_gdn_gates(g->nq, g->nk, Qk, g->gd, g->za, g->bt, g->zb, L->gdn_A_log, L->gdn_dt_bias, n,

@@ -134,7 +134,8 @@ void cl_train_enc_backward(ClTrainEnc *enc, const ClModelWeights *w, const float
                            const float *dtokens, gboolean stop_grad, ClModelWeights *g);
 void cl_train_enc_free(ClTrainEnc *enc);
 
-/* The decoder's saved activations over one whole sequence (no cache). */
+/* The decoder's saved activations over one whole sequence (no cache); its fields are in
+ * model/decoder-train.h, shared with the decoder options' own training forward and backward. */
 typedef struct _ClTrainDec ClTrainDec;
 /* ids as cl_decoder_forward takes them (checked by the caller). logits (n_rows, V) for the
  * positions rows[0 .. n_rows) (ascending), or for every position (n, V) when rows is NULL: the
