@@ -102,7 +102,8 @@ static void layout(ClTrainDec *d, ClActArena *a)
             continue;
         }
         if (!la->ca_only) {
-            la->qkv = cl_act_take(a, (size_t)n * d->QKV), la->att = cl_act_take(a, (size_t)n * d->Q);
+            la->qkv = cl_act_take(a, (size_t)n * d->QKV);
+            la->att = cl_act_take(a, (size_t)n * d->Q);
             la->probs = d->keep_probs ? cl_act_take(a, (size_t)d->Hq * n * n) : NULL;
         }
         if (d->casa && nv > 0)
@@ -320,8 +321,8 @@ static void layer_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
     cl_grad_rope(dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
     memset(dh, 0, nE * sizeof(float));
     float *gqkv = cl_grad_stacked_grad(G->q, Q, G->k, KV, G->v, KV, E, gtmp);
-    cl_grad_linear(dh, gqkv, NULL, dqkv, a->h1, cl_grad_stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp),
-                   n, E, QKV);
+    cl_grad_linear(dh, gqkv, NULL, dqkv, a->h1,
+                   cl_grad_stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp), n, E, QKV);
     cl_grad_unstack(gqkv, G->q, Q, G->k, KV, G->v, KV, E);
     if (dh_casa && m > 0) /* (CA_{t+v}: rows before s feed its text keys too) */
         for (size_t i = 0; i < nE; i++)
