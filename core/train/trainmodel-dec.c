@@ -181,6 +181,14 @@ static void layer_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, int l, 
     }
 }
 
+static ClTrainDec *out_of_memory(ClTrainDec *d, int n, GError **error)
+{
+    cl_train_dec_free(d);
+    g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                "Not enough memory for the decoder's training activations (%d positions)", n);
+    return NULL;
+}
+
 ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint32 *ids, int n,
                                  const float *visual, const int *rows, int n_rows, float *logits,
                                  GError **error)
@@ -207,7 +215,7 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     ClActArena a = { NULL, 0 };
     layout(d, &a);
     if (!(d->buf = cl_act_buffer_take(a.used, &d->buf_n)))
-        goto oom;
+        return out_of_memory(d, n, error);
     a = (ClActArena){ d->buf, 0 };
     layout(d, &a);
 
@@ -233,14 +241,8 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     if (d->n_rows > 0 && !scatter)
         op->linear(be, logits, d->hk, lm_head, NULL, d->n_rows, E, d->V);
     if (scatter && !cl_dec_train_casa_logits(d, lm_head, full2text, n_full, logits))
-        goto oom;
+        return out_of_memory(d, n, error);
     return d;
-
-oom:
-    cl_train_dec_free(d);
-    g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
-                "Not enough memory for the decoder's training activations (%d positions)", n);
-    return NULL;
 }
 
 /* The backward's buffers: dx the gradient at the stream, the rest scratch (PVM's and CASA's
