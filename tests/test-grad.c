@@ -1,4 +1,4 @@
-/* test-grad.c - every op's backward (core/train/grad.h) against central finite differences of
+/* test-grad.c - every op's backward (core/nn/grad.h) against central finite differences of
  * the CPU backend's forward, in the manner of ggml's test-backend-ops gradient mode: the loss is
  * L = Σ dy ⊙ op(inputs) (accumulated in double) for a random dy, and every input and parameter
  * gradient is compared element by element (norm-wise relative error). */
@@ -8,7 +8,7 @@
 #include <glib.h>
 
 #include "nn/backend.h"
-#include "train/grad.h"
+#include "nn/grad.h"
 
 static ClBackend *be;
 

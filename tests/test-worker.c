@@ -421,7 +421,8 @@ static void test_absent_device(void)
 }
 
 /* The decoder's attention rows (sentences.h's source): each a distribution over the positions up
- * to its own, nothing after; and the attention to the visual tokens follows them when they move. */
+ * to its own, nothing after; the inference decoder's map is the training forward's (the maps
+ * were once read from it); and bad layers or rows are refused. */
 static void test_attention_rows(void)
 {
     ClModelConfig cfg;
@@ -435,12 +436,13 @@ static void test_attention_rows(void)
     g_autofree float *visual = g_new(float, 8 * E);
     for (int i = 0; i < 8 * E; i++)
         visual[i] = (float)sin(i * 0.37) * 0.5f;
-    const int no_rows = 0;
     g_autoptr(GError) error = NULL;
-    ClTrainDec *dec = cl_train_dec_forward(be, model, ids, n, visual, &no_rows, 0, NULL, &error);
-    g_assert_no_error(error);
     g_autofree float *att = g_new(float, (gsize)(n - 10) * n);
-    g_assert_true(cl_train_dec_attention(dec, -1, 10, att));
+    g_autoptr(ClKVCache) cache = cl_kv_cache_new(model, n);
+    g_assert_true(cl_decoder_forward_attention(be, model, cache, ids, n, visual, NULL, -1, 10, att,
+                                               &error));
+    g_assert_no_error(error);
+    g_assert_cmpint(cl_kv_cache_len(cache), ==, n);
     for (int t = 10; t < n; t++) {
         double sum = 0;
         for (int j = 0; j < n; j++) {
@@ -452,9 +454,32 @@ static void test_attention_rows(void)
         }
         g_assert_cmpfloat(fabs(sum - 1.0), <, 1e-5);
     }
-    g_assert_false(cl_train_dec_attention(dec, cfg.dec_depth, 0, att));
-    g_assert_false(cl_train_dec_attention(dec, 0, n + 1, att));
+
+    /* the training forward's map of the same positions */
+    const int no_rows = 0;
+    ClTrainDec *dec = cl_train_dec_forward(be, model, ids, n, visual, &no_rows, 0, NULL, &error);
+    g_assert_no_error(error);
+    g_autofree float *ref = g_new(float, (gsize)(n - 10) * n);
+    g_assert_true(cl_train_dec_attention(dec, -1, 10, ref));
+    double worst = 0;
+    for (gsize i = 0; i < (gsize)(n - 10) * n; i++)
+        worst = MAX(worst, fabs((double)att[i] - ref[i]));
+    g_test_message("largest |inference - training| attention weight: %.3g", worst);
+    g_assert_cmpfloat(worst, <, 1e-5);
+    g_assert_false(cl_train_dec_attention(dec, cfg.dec_depth, 0, ref));
+    g_assert_false(cl_train_dec_attention(dec, 0, n + 1, ref));
     cl_train_dec_free(dec);
+
+    /* refused: a layer past the last, rows after the call's, rows before it */
+    for (int k = 0; k < 3; k++) {
+        const int layer = k == 0 ? cfg.dec_depth : 0, q0 = k == 1 ? n + 1 : k == 2 ? -1 : 0;
+        g_autoptr(ClKVCache) c2 = cl_kv_cache_new(model, n);
+        g_autoptr(GError) e2 = NULL;
+        g_assert_false(cl_decoder_forward_attention(be, model, c2, ids, n, visual, NULL, layer, q0,
+                                                    att, &e2));
+        g_assert_error(e2, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
+        g_assert_cmpint(cl_kv_cache_len(c2), ==, 0);
+    }
 }
 
 int main(int argc, char **argv)

@@ -55,4 +55,16 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
                             float *logits_all, ClTensorTap tap, gpointer tap_data,
                             GError **error);
 
+/* cl_decoder_forward (logits: the last position's, or NULL; no tap) that also gives the
+ * attention of decoder block `layer` (< 0: counted from the end), averaged over the heads, from
+ * the queries and keys the call runs (RoPE on): att (end − q0, end) row-major, end = the cache's
+ * length after the call, one row per position q0 .. end − 1 (q0 >= the length before it), each
+ * a distribution over the positions up to its own (0 after it). An ordinary cache (not streaming
+ * or sparse), a model with its images in the sequence (not CASA) and a layer with
+ * self-attention (not a Gated DeltaNet or CA^# one); FALSE + CL_MODEL_ERROR_INPUT otherwise. */
+gboolean cl_decoder_forward_attention(ClBackend *be, const ClModel *model, ClKVCache *cache,
+                                      const gint32 *ids, int n, const float *visual,
+                                      float *logits, int layer, int q0, float *att,
+                                      GError **error);
+
 G_END_DECLS

@@ -714,11 +714,6 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
     memset(result, 0, sizeof(*result));
     if (!options_check(o, error))
         return FALSE;
-    /* Every sample allocates and frees tens of MB of activations. Above glibc's mmap threshold
-     * each of those is a fresh mapping, faulted in and zeroed page by page (a few % of a step);
-     * keep them in the heap instead, where a freed block is reused as it is. */
-    mallopt(M_MMAP_THRESHOLD, 512 * 1024 * 1024);
-    mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
 
     g_auto(Run) r = { 0 };
     r.blas_threads = -1;

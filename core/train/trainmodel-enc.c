@@ -1,13 +1,14 @@
 /* trainmodel-enc.c - the SVE encoder's training forward (the backend's ops in encoder.c's exact
  * order, activations kept per image and block) and its backward, all six variants, with the
- * paper's stop_grad on the predecessor's state (docs/MODEL.md §3). */
+ * paper's stop_grad on the predecessor's state (docs/MODEL.md §3). The activations are views
+ * into one buffer, laid out before the forward runs (nn/grad.h's ClActArena). */
 #include "train/trainmodel.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "model/encoder.h"
-#include "train/grad.h"
+#include "nn/grad.h"
 
 typedef enum { Y_PREV, Y_OWN, Y_NULL } YSource;
 
@@ -44,28 +45,20 @@ struct _ClTrainEnc {
     float eps, scale;
     ClTrainEnc *states;       /* fixed states (owned), or NULL */
     ImageAct *img;
-    GPtrArray *bufs;          /* every buffer, freed together */
-    gboolean failed;
     float *rope_cos, *rope_sin, *scratch;
+    /* the forward's scratch: (N, D), (N, F) (the SVE module's output projection and GELU, a
+     * block's GELU), the merger's LN (N, D) and GELU (M, Hm) */
+    float *tmp_nd, *tmp_nf, *tmp_hm, *tmp_mg;
+    float *buf;   /* the one buffer every view lies in (cl_act_buffer_take), buf_n floats */
+    size_t buf_n;
 };
-
-static float *alloc(ClTrainEnc *e, size_t n)
-{
-    float *p = g_try_new(float, MAX(n, 1));
-    if (!p)
-        e->failed = TRUE;
-    else
-        g_ptr_array_add(e->bufs, p);
-    return p;
-}
 
 void cl_train_enc_free(ClTrainEnc *e)
 {
     if (!e)
         return;
     cl_train_enc_free(e->states);
-    if (e->bufs)
-        g_ptr_array_free(e->bufs, TRUE);
+    cl_act_buffer_give(e->buf, e->buf_n);
     if (e->img)
         for (int t = 0; t < e->n_images; t++)
             g_free(e->img[t].blk);
@@ -91,17 +84,7 @@ static void fwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
     ClBackend *be = e->be;
     const struct cl_backend_ops *op = be->ops;
     const int N = e->N, D = e->D, H = e->H, hd = e->hd, F = e->F, K = b->K;
-    b->hs = alloc(e, (size_t)N * D), b->sq = alloc(e, (size_t)N * D);
-    b->skv = alloc(e, (size_t)K * 2 * D), b->sca = alloc(e, (size_t)N * D);
-    b->x1 = alloc(e, (size_t)N * D);
-    if (b->ysrc != Y_OWN)
-        b->shy = alloc(e, (size_t)K * D);
-    if (cl_config_has_sve_ffn(e->cfg))
-        b->hf = alloc(e, (size_t)N * D), b->sf = alloc(e, (size_t)N * F);
-    float *proj = b->pa; /* scratch here: the block's own pa is written later */
-    float *g = b->f;
-    if (e->failed)
-        return;
+    float *proj = e->tmp_nd, *g = e->tmp_nf;
 
     op->layernorm(be, b->hs, x, L->sve_ln_w, L->sve_ln_b, N, D, e->eps);
     op->linear(be, b->sq, b->hs, L->sve_q_w, L->sve_q_b, N, D, D);
@@ -133,9 +116,6 @@ static void fwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
 static void fwd_adaln(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b)
 {
     const int N = e->N, D = e->D;
-    b->c = alloc(e, D), b->sc = alloc(e, D), b->mod = alloc(e, 6 * (size_t)D);
-    if (e->failed)
-        return;
     if (b->ysrc == Y_OWN) {
         memset(b->c, 0, (size_t)D * sizeof(float));
     } else if (b->ysrc == Y_NULL) {
@@ -160,21 +140,6 @@ static void fwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
     const ClSveVariant v = e->cfg->sve_variant;
     const gboolean self_ext = v == CL_SVE_SELF_EXT;
     const float *mod = b->mod;
-
-    b->x_a = alloc(e, (size_t)N * D), b->h1 = alloc(e, (size_t)N * D);
-    if (mod)
-        b->h1m = alloc(e, (size_t)N * D), b->h2m = alloc(e, (size_t)N * D);
-    b->qkv = alloc(e, (size_t)N * (self_ext ? D : 3 * D));
-    if (self_ext) {
-        b->kv = alloc(e, (size_t)(N + K) * 2 * D);
-        if (b->ysrc != Y_OWN)
-            b->hy = alloc(e, (size_t)K * D);
-    }
-    b->att = alloc(e, (size_t)N * D), b->x_b = alloc(e, (size_t)N * D);
-    b->h2 = alloc(e, (size_t)N * D), b->f = alloc(e, (size_t)N * F);
-    b->pa = alloc(e, (size_t)N * D), b->pm = alloc(e, (size_t)N * D);
-    if (e->failed)
-        return;
     memcpy(b->x_a, x, (size_t)N * D * sizeof(float));
 
     op->layernorm(be, b->h1, x, L->ln1_w, L->ln1_b, N, D, e->eps);
@@ -219,12 +184,9 @@ static void fwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
         h = b->h2m;
     }
     op->linear(be, b->f, h, L->fc1_w, L->fc1_b, N, D, F);
-    float *g = alloc(e, (size_t)N * F); /* GELU(f), dropped after the product */
-    if (e->failed)
-        return;
+    float *g = e->tmp_nf; /* GELU(f), dropped after the product */
     op->gelu(be, g, b->f, (size_t)N * F);
     op->linear(be, b->pm, g, L->fc2_w, L->fc2_b, N, F, D);
-    g_ptr_array_remove_fast(e->bufs, g);
     op->residual(be, x, b->pm, mod ? mod + 5 * D : NULL, N, D);
 }
 
@@ -236,53 +198,28 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
     const ClModelConfig *cfg = e->cfg;
     const int N = e->N, D = e->D, S = cfg->image_size;
     ImageAct *im = &e->img[t];
-    im->blk = g_new0(BlockAct, cfg->enc_depth);
-    im->patches = alloc(e, (size_t)N * e->cpp);
-    float *x = alloc(e, (size_t)N * D);
-    if (e->failed)
-        return;
+    float *x = im->x_out;
     cl_patch_unfold(im->patches, pixels, cfg->channels, S, cfg->patch_size);
     op->linear(be, x, im->patches, w->patch_w, w->patch_b, N, e->cpp, D);
     if (w->enc_pos)
         op->add(be, x, x, w->enc_pos, (size_t)N * D);
 
     const ClTrainEnc *src = e->states ? e->states : e;
-    for (int l = 0; l < cfg->enc_depth && !e->failed; l++) {
+    for (int l = 0; l < cfg->enc_depth; l++) {
         const ClEncoderLayerWeights *L = &w->enc[l];
         BlockAct *b = &im->blk[l];
-        b->x_in = alloc(e, (size_t)N * D);
-        if (e->failed)
-            return;
         memcpy(b->x_in, x, (size_t)N * D * sizeof(float));
-        b->ysrc = ysource(e, t);
-        b->K = b->ysrc == Y_NULL ? 1 : N;
         b->y = b->ysrc == Y_PREV ? src->img[t - 1].blk[l].x_in
                : b->ysrc == Y_OWN ? b->x_in : L->sve_null;
         if (cfg->sve_variant == CL_SVE_ADALN_ZERO)
             fwd_adaln(e, L, b);
-        /* fwd_cross borrows the block's pa and f buffers as scratch: allocate them first */
-        if (cl_config_has_cross(cfg)) {
-            b->pa = alloc(e, (size_t)N * D), b->f = alloc(e, (size_t)N * e->F);
-            if (e->failed)
-                return;
+        if (cl_config_has_cross(cfg))
             fwd_cross(e, L, b, x);
-            float *pa = b->pa, *f = b->f;
-            fwd_block(e, L, b, x); /* allocates its own pa, f */
-            g_ptr_array_remove_fast(e->bufs, pa);
-            g_ptr_array_remove_fast(e->bufs, f);
-        } else {
-            fwd_block(e, L, b, x);
-        }
+        fwd_block(e, L, b, x);
     }
-    if (e->failed)
-        return;
     /* the merger */
     const int G = e->G, M = e->M, Hm = e->Hm;
-    im->x_out = x;
-    float *hm = alloc(e, (size_t)N * D), *g = alloc(e, (size_t)M * Hm);
-    im->mcat = alloc(e, (size_t)M * 4 * D), im->mf = alloc(e, (size_t)M * Hm);
-    if (e->failed)
-        return;
+    float *hm = e->tmp_hm, *g = e->tmp_mg;
     op->layernorm(be, hm, x, w->merger_ln_w, w->merger_ln_b, N, D, e->eps);
     cl_merger_unfold(im->mcat, hm, G, D);
     op->linear(be, im->mf, im->mcat, w->merger_fc1_w, w->merger_fc1_b, M, 4 * D, Hm);
@@ -292,8 +229,59 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
         cl_visual_center(visual, M, e->E);
     if (w->merger_pos)
         op->add(be, visual, visual, w->merger_pos, (size_t)M * e->E);
-    g_ptr_array_remove_fast(e->bufs, hm);
-    g_ptr_array_remove_fast(e->bufs, g);
+}
+
+/* A block's views (what its variant keeps); its state source and size first. */
+static void block_layout(ClTrainEnc *e, BlockAct *b, int t, ClActArena *a)
+{
+    const ClModelConfig *cfg = e->cfg;
+    const size_t N = e->N, D = e->D, F = e->F;
+    b->ysrc = ysource(e, t);
+    b->K = b->ysrc == Y_NULL ? 1 : e->N;
+    const size_t K = b->K;
+    const gboolean self_ext = cfg->sve_variant == CL_SVE_SELF_EXT;
+    b->x_in = cl_act_take(a, N * D);
+    if (cfg->sve_variant == CL_SVE_ADALN_ZERO)
+        b->c = cl_act_take(a, D), b->sc = cl_act_take(a, D), b->mod = cl_act_take(a, 6 * D);
+    if (cl_config_has_cross(cfg)) {
+        b->hs = cl_act_take(a, N * D), b->sq = cl_act_take(a, N * D);
+        b->skv = cl_act_take(a, K * 2 * D), b->sca = cl_act_take(a, N * D);
+        b->x1 = cl_act_take(a, N * D);
+        if (b->ysrc != Y_OWN)
+            b->shy = cl_act_take(a, K * D);
+        if (cl_config_has_sve_ffn(cfg))
+            b->hf = cl_act_take(a, N * D), b->sf = cl_act_take(a, N * F);
+    }
+    b->x_a = cl_act_take(a, N * D), b->h1 = cl_act_take(a, N * D);
+    if (cfg->sve_variant == CL_SVE_ADALN_ZERO)
+        b->h1m = cl_act_take(a, N * D), b->h2m = cl_act_take(a, N * D);
+    b->qkv = cl_act_take(a, N * (self_ext ? D : 3 * D));
+    if (self_ext) {
+        b->kv = cl_act_take(a, (N + K) * 2 * D);
+        if (b->ysrc != Y_OWN)
+            b->hy = cl_act_take(a, K * D);
+    }
+    b->att = cl_act_take(a, N * D), b->x_b = cl_act_take(a, N * D);
+    b->h2 = cl_act_take(a, N * D), b->f = cl_act_take(a, N * F);
+    b->pa = cl_act_take(a, N * D), b->pm = cl_act_take(a, N * D);
+}
+
+/* Every view of the forward's activations and scratch: run once to count (a->base NULL), once
+ * over the buffer to hand them out. */
+static void layout(ClTrainEnc *e, ClActArena *a)
+{
+    const size_t N = e->N, D = e->D, F = e->F, M = e->M, Hm = e->Hm;
+    e->rope_cos = cl_act_take(a, N * e->hd / 2), e->rope_sin = cl_act_take(a, N * e->hd / 2);
+    e->scratch = cl_act_take(a, e->be->ops->attention_scratch(e->be, e->N, 2 * e->N, e->H));
+    e->tmp_nd = cl_act_take(a, N * D), e->tmp_nf = cl_act_take(a, N * F);
+    e->tmp_hm = cl_act_take(a, N * D), e->tmp_mg = cl_act_take(a, M * Hm);
+    for (int t = 0; t < e->n_images; t++) {
+        ImageAct *im = &e->img[t];
+        im->patches = cl_act_take(a, N * e->cpp), im->x_out = cl_act_take(a, N * D);
+        im->mcat = cl_act_take(a, M * 4 * D), im->mf = cl_act_take(a, M * Hm);
+        for (int l = 0; l < e->cfg->enc_depth; l++)
+            block_layout(e, &im->blk[l], t, a);
+    }
 }
 
 ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClModelWeights *w,
@@ -312,23 +300,24 @@ ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClMo
     e->eps = (float)cfg->norm_eps;
     e->scale = (float)(1.0 / sqrt((double)e->hd));
     e->states = states;
-    e->bufs = g_ptr_array_new_with_free_func(g_free);
     e->img = g_new0(ImageAct, n_images);
-    e->rope_cos = alloc(e, (size_t)e->N * e->hd / 2);
-    e->rope_sin = alloc(e, (size_t)e->N * e->hd / 2);
-    e->scratch = alloc(e, be->ops->attention_scratch(be, e->N, 2 * e->N, e->H));
-    if (!e->failed)
-        cl_rope_table_2d(e->rope_cos, e->rope_sin, e->G, e->hd, cfg->enc_rope_base);
-    const size_t img_floats = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
-    for (int t = 0; t < n_images && !e->failed; t++)
-        fwd_image(e, w, pixels + t * img_floats, t, visual + (size_t)t * e->M * e->E);
-    if (e->failed) {
+    for (int t = 0; t < n_images; t++)
+        e->img[t].blk = g_new0(BlockAct, cfg->enc_depth);
+    ClActArena a = { NULL, 0 };
+    layout(e, &a);
+    if (!(e->buf = cl_act_buffer_take(a.used, &e->buf_n))) {
         cl_train_enc_free(e);
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                     "Not enough memory for the encoder's training activations (%d images)",
                     n_images);
         return NULL;
     }
+    a = (ClActArena){ e->buf, 0 };
+    layout(e, &a);
+    cl_rope_table_2d(e->rope_cos, e->rope_sin, e->G, e->hd, cfg->enc_rope_base);
+    const size_t img_floats = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
+    for (int t = 0; t < n_images; t++)
+        fwd_image(e, w, pixels + t * img_floats, t, visual + (size_t)t * e->M * e->E);
     return e;
 }
 

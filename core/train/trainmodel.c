@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "model/decoder.h"
-#include "train/grad.h"
+#include "nn/grad.h"
 
 void cl_train_grad_options_init(ClTrainGradOptions *o)
 {

@@ -5,7 +5,7 @@
  * The training forward runs the backend's own ops in the inference order, so its logits and
  * visual tokens are those of cl_encoder_forward / cl_decoder_forward; it keeps the activations
  * the backward needs (per image, per block; attention probabilities are recomputed one head at
- * a time). The backward is CPU f32 (core/train/grad.h): the backend must be the CPU backend. */
+ * a time). The backward is CPU f32 (core/nn/grad.h): the backend must be the CPU backend. */
 #pragma once
 
 #include <glib.h>
@@ -134,7 +134,8 @@ void cl_train_enc_backward(ClTrainEnc *enc, const ClModelWeights *w, const float
                            const float *dtokens, gboolean stop_grad, ClModelWeights *g);
 void cl_train_enc_free(ClTrainEnc *enc);
 
-/* The decoder's saved activations over one whole sequence (no cache). */
+/* The decoder's saved activations over one whole sequence (no cache); its fields are in
+ * model/decoder-train.h, shared with the decoder options' own training forward and backward. */
 typedef struct _ClTrainDec ClTrainDec;
 /* ids as cl_decoder_forward takes them (checked by the caller). logits (n_rows, V) for the
  * positions rows[0 .. n_rows) (ascending), or for every position (n, V) when rows is NULL: the

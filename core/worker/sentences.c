@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "model/decoder.h"
-#include "train/trainmodel.h"
 
 void cl_sentence_map_free(ClSentenceMap *s)
 {
@@ -59,22 +58,20 @@ GPtrArray *cl_sentence_maps(ClBackend *be, const ClModel *model, const ClDescrib
     g_autofree gint32 *ids = g_new(gint32, n);
     memcpy(ids, res->prompt_ids->data, sizeof(gint32) * np);
     memcpy(ids + np, res->ids->data, sizeof(gint32) * ng);
-    const int no_rows = 0; /* no logits wanted: the attention is all */
-    ClTrainDec *dec = cl_train_dec_forward(be, model, ids, n, res->visual, &no_rows, 0, NULL, error);
-    if (!dec) {
-        g_ptr_array_unref(out);
-        return NULL;
-    }
     /* the attention of the positions that predicted each generated token: position np - 1 + k
      * produced token k */
+    g_autoptr(ClKVCache) cache = cl_kv_cache_new(model, n);
     g_autofree float *att = g_try_new(float, (gsize)(ng + 1) * n); /* rows np - 1 .. n - 1 */
-    if (!att || !cl_train_dec_attention(dec, -1, np - 1, att)) {
-        cl_train_dec_free(dec);
+    if (!cache || !att) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY, "no memory for attention");
         g_ptr_array_unref(out);
         return NULL;
     }
-    cl_train_dec_free(dec);
+    if (!cl_decoder_forward_attention(be, model, cache, ids, n, res->visual, NULL, -1, np - 1, att,
+                                      error)) {
+        g_ptr_array_unref(out);
+        return NULL;
+    }
 
     /* sentences over the generated tokens' bytes; offsets in the text made valid UTF-8 (what
      * people are shown), measured on each sentence's end: the prefix up to a '.' made valid */

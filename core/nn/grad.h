@@ -85,4 +85,34 @@ void cl_grad_merger_unfold(float *dx, const float *dcat, int grid, int dim);
 double cl_cross_entropy(float *dlogits, const float *logits, const gint32 *targets,
                         const guint8 *mask, int n, int vocab, float scale, int *n_supervised);
 
+/* ---- products with row-stacked weights ---- */
+
+/* Rows a (na, E) and b (nb, E) (and c (nc, E), may be NULL) as one (na + nb + nc, E) matrix:
+ * themselves when consecutive (a trainable model's flat parameters), else a copy in tmp. */
+const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, const float *c,
+                             int nc, int E, float *tmp);
+/* The gradient of a stacked product's weights: into a itself when its parts are consecutive,
+ * else into tmp (zeroed), added back part by part by cl_grad_unstack(). */
+float *cl_grad_stacked_grad(float *a, int na, float *b, int nb, float *c, int nc, int E,
+                            float *tmp);
+void cl_grad_unstack(const float *at, float *a, int na, float *b, int nb, float *c, int nc,
+                     int E);
+
+/* ---- training activations: views into one buffer ---- */
+
+/* A training forward lays its activations out twice (llm.c style): with base NULL to count the
+ * floats, then over one buffer of that size to hand out the views. Views are 64-byte aligned. */
+typedef struct {
+    float *base; /* NULL: the counting pass */
+    size_t used; /* floats counted or handed out so far */
+} ClActArena;
+/* The next n floats (NULL in the counting pass). */
+float *cl_act_take(ClActArena *a, size_t n);
+/* A buffer of at least n floats (uninitialised), *got its size: a spare one given back earlier
+ * when one is large enough, so that sample after sample reuses the same memory (no fresh
+ * mapping faulted in page by page) however malloc is tuned. NULL when memory is short. */
+float *cl_act_buffer_take(size_t n, size_t *got);
+/* Gives a buffer back (NULL: nothing); a few of the largest are kept for the next takes. */
+void cl_act_buffer_give(float *buf, size_t n);
+
 G_END_DECLS

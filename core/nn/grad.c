@@ -1,6 +1,6 @@
 /* grad.c - CPU f32 backward passes of the forward's ops (grad.h): products through OpenBLAS,
  * row reductions in double, every gradient accumulated. */
-#include "train/grad.h"
+#include "nn/grad.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -462,4 +462,96 @@ double cl_cross_entropy(float *dlogits, const float *logits, const gint32 *targe
         }
     }
     return total / ns;
+}
+
+const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, const float *c,
+                             int nc, int E, float *tmp)
+{
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
+    if (b == a + sa && (!c || c == b + sb))
+        return a;
+    memcpy(tmp, a, sa * sizeof(float));
+    memcpy(tmp + sa, b, sb * sizeof(float));
+    if (c)
+        memcpy(tmp + sa + sb, c, (size_t)nc * E * sizeof(float));
+    return tmp;
+}
+
+float *cl_grad_stacked_grad(float *a, int na, float *b, int nb, float *c, int nc, int E,
+                            float *tmp)
+{
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
+    if (b == a + sa && (!c || c == b + sb))
+        return a;
+    memset(tmp, 0, (sa + sb + (c ? (size_t)nc * E : 0)) * sizeof(float));
+    return tmp;
+}
+
+void cl_grad_unstack(const float *at, float *a, int na, float *b, int nb, float *c, int nc,
+                     int E)
+{
+    if (at == a)
+        return;
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E, sc = c ? (size_t)nc * E : 0;
+    for (size_t i = 0; i < sa; i++)
+        a[i] += at[i];
+    for (size_t i = 0; i < sb; i++)
+        b[i] += at[sa + i];
+    for (size_t i = 0; i < sc; i++)
+        c[i] += at[sa + sb + i];
+}
+
+float *cl_act_take(ClActArena *a, size_t n)
+{
+    float *p = a->base ? a->base + a->used : NULL;
+    a->used += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+/* The spare buffers: a sample's encoder and decoder hold one each, on up to two workers. */
+#define N_SPARE 4
+static GMutex spare_lock;
+static float *spare[N_SPARE];
+static size_t spare_n[N_SPARE];
+
+float *cl_act_buffer_take(size_t n, size_t *got)
+{
+    n = MAX(n, 1);
+    int best = -1;
+    g_mutex_lock(&spare_lock);
+    for (int i = 0; i < N_SPARE; i++) /* the smallest that is large enough */
+        if (spare[i] && spare_n[i] >= n && (best < 0 || spare_n[i] < spare_n[best]))
+            best = i;
+    float *buf = NULL;
+    if (best >= 0) {
+        buf = spare[best], *got = spare_n[best];
+        spare[best] = NULL;
+    }
+    g_mutex_unlock(&spare_lock);
+    if (!buf && (buf = g_try_new(float, n)))
+        *got = n;
+    return buf;
+}
+
+void cl_act_buffer_give(float *buf, size_t n)
+{
+    if (!buf)
+        return;
+    g_mutex_lock(&spare_lock);
+    int slot = 0; /* an empty slot, else the smallest spare */
+    for (int i = 0; i < N_SPARE; i++) {
+        if (!spare[i]) {
+            slot = i;
+            break;
+        }
+        if (spare_n[i] < spare_n[slot])
+            slot = i;
+    }
+    float *drop = buf;
+    if (!spare[slot] || spare_n[slot] < n) {
+        drop = spare[slot];
+        spare[slot] = buf, spare_n[slot] = n;
+    }
+    g_mutex_unlock(&spare_lock);
+    g_free(drop);
 }
