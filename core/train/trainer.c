@@ -15,10 +15,8 @@
 #include "train/optim.h"
 #include "train/params.h"
 #include "model/safetensors.h"
-#include "synth/synth.h"
 #include "train/trainer.h"
 
-#include <malloc.h>
 #include "train/trainlog.h"
 #include "train/trainmodel.h"
 #include "train/trainer-private.h"

@@ -394,8 +394,9 @@ static void run_describe(State *s, Job *job)
         job->error = error;
         return;
     }
-    /* which part of the later image each sentence rests on: on the CPU (the training forward
-     * keeps the queries and keys it needs), a CPU backend of its own when the model ran on a GPU */
+    /* which part of the later image each sentence rests on: the inference pass's attention map
+     * (cl_decoder_forward_attention) on the CPU, a CPU backend of its own when the model ran on
+     * a GPU */
     ClBackend *maps_be = s->be;
     if (!g_str_equal(cl_backend_name(s->be), "cpu")) {
         if (!s->cpu_be)
