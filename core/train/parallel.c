@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "train/grad.h"
+#include "nn/grad.h"
 #include "train/trainer-private.h"
 
 /* Worker w's part of a phase. */
