@@ -53,7 +53,10 @@ int cl_cli_chat(int argc, char **argv)
             return 1;
         }
     }
-    g_autoptr(ClModel) model = cl_model_load(model_path, &err);
+    /* a GGUF model keeps its quantized matrices (the CPU's fast path) */
+    g_autoptr(ClModel) model = cl_file_is_gguf(model_path)
+                                   ? cl_model_load_gguf(model_path, 0, TRUE, &err)
+                                   : cl_model_load(model_path, &err);
     g_autofree char *notice = NULL;
     g_autoptr(ClBackend) be = model ? cl_backend_new(device ? device : "auto", &notice, &err) : NULL;
     if (!be) {

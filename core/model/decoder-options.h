@@ -93,6 +93,8 @@ typedef struct {
     float eps, scale;
     int att_layer, att_q0, att_cols;
     float *att_out;
+    const ClQuantWeights *quant; /* the model's quantized matrices (CPU only), or NULL */
+    struct _ClThreadPool *pool;  /* the CPU backend's pool, for them */
 } ClDecRun;
 
 /* ---- decoder.c: the cache and the plain block ---- */

@@ -496,6 +496,27 @@ static void embed_chunk(const ClDecRun *r, const gint32 *cid, int cn, int pos0,
     }
 }
 
+/* out (cn, n) = x (cn, k) · W^T: W's f32 view through the backend, or its quantized blocks
+ * (nn/quant.h) on the CPU's pool: a matrix-vector product for one row, tiles for more. */
+static void dec_linear(const ClDecRun *r, float *out, const float *x, const float *w,
+                       const ClQuantMatrix *q, int cn, int k, int n)
+{
+    if (q && q->data) {
+        if (cn == 1)
+            cl_quant_matvec(r->pool, q->type, q->data, n, k, x, out);
+        else
+            cl_quant_matmul(r->pool, q->type, q->data, n, k, x, cn, out);
+        return;
+    }
+    r->be->ops->linear(r->be, out, x, w, NULL, cn, k, n);
+}
+
+/* Layer l's quantized matrices, or NULL. */
+static const ClQuantLayer *quant_layer(const ClDecRun *r, int l)
+{
+    return r->quant ? &r->quant->dec[l] : NULL;
+}
+
 /* Self-attention of layer l for the chunk: its keys and values into their cache slots,
  * x += o(Attn(rope(q), rope(k), v)); c->h keeps RMSNorm(x) for CASA's cross-attention. */
 static void self_attention(const ClDecRun *r, const ClDecoderLayerWeights *L, int l, int pos0,
@@ -511,10 +532,11 @@ static void self_attention(const ClDecRun *r, const ClDecoderLayerWeights *L, in
     const int kslot = cl_dec_slot_of(c, pos0);
     float *kc = kl + (size_t)kslot * KV, *vc = vl + (size_t)kslot * KV;
 
+    const ClQuantLayer *QL = quant_layer(r, l);
     op->rmsnorm(be, c->h, c->x, L->attn_norm, cn, E, r->eps);
-    op->linear(be, c->q, c->h, L->q, NULL, cn, E, Q);
-    op->linear(be, kc, c->h, L->k, NULL, cn, E, KV);
-    op->linear(be, vc, c->h, L->v, NULL, cn, E, KV);
+    dec_linear(r, c->q, c->h, L->q, QL ? &QL->q : NULL, cn, E, Q);
+    dec_linear(r, kc, c->h, L->k, QL ? &QL->k : NULL, cn, E, KV);
+    dec_linear(r, vc, c->h, L->v, QL ? &QL->v : NULL, cn, E, KV);
     op->rope(be, c->q, c->rope_cos, c->rope_sin, cn, Q, Hq, hd, 1);
     op->rope(be, kc, c->rope_cos, c->rope_sin, cn, KV, Hkv, hd, 1);
     if (cl_dec_stream_ring(c, pos0, cn))
@@ -526,7 +548,7 @@ static void self_attention(const ClDecRun *r, const ClDecoderLayerWeights *L, in
                       r->scale, pos0, 0, c->scores);
     if (r->att_out && l == r->att_layer)
         attention_map_rows(r, kl, pos0, cn);
-    op->linear(be, c->proj, c->att, L->o, NULL, cn, Q, E);
+    dec_linear(r, c->proj, c->att, L->o, QL ? &QL->o : NULL, cn, Q, E);
     op->residual(be, c->x, c->proj, NULL, cn, E);
 }
 
@@ -557,11 +579,12 @@ static void feed_forward(const ClDecRun *r, const ClDecoderLayerWeights *L, int 
     ClKVCache *c = r->c;
     const int E = c->e, F = c->f;
     const gboolean pvm = cl_dec_pvm_branch(r, L, l, c->x, cid, cn);
+    const ClQuantLayer *QL = quant_layer(r, l);
     op->rmsnorm(be, c->h, c->x, L->mlp_norm, cn, E, r->eps);
-    op->linear(be, c->gate, c->h, L->gate, NULL, cn, E, F);
-    op->linear(be, c->up, c->h, L->up, NULL, cn, E, F);
+    dec_linear(r, c->gate, c->h, L->gate, QL ? &QL->gate : NULL, cn, E, F);
+    dec_linear(r, c->up, c->h, L->up, QL ? &QL->up : NULL, cn, E, F);
     op->silu_mul(be, c->gate, c->gate, c->up, (size_t)cn * F);
-    op->linear(be, c->proj, c->gate, L->down, NULL, cn, F, E);
+    dec_linear(r, c->proj, c->gate, L->down, QL ? &QL->down : NULL, cn, F, E);
     op->residual(be, c->x, c->proj, NULL, cn, E);
     if (pvm)
         op->residual(be, c->x, c->pp, NULL, cn, E);
@@ -592,17 +615,18 @@ void cl_dec_run_logits(const ClDecRun *r, int cn, float *rows_out, float *last)
     const ClModelWeights *w = r->w;
     const int E = c->e, V = c->vocab;
     const float *lm_head = w->lm_head ? w->lm_head : w->embed;
+    const ClQuantMatrix *qh = r->quant ? &r->quant->lm_head : NULL;
     if (rows_out) {
         float *dst = r->host ? rows_out : c->logits;
         op->rmsnorm(be, c->h, c->x, w->dec_norm, cn, E, r->eps);
-        op->linear(be, dst, c->h, lm_head, NULL, cn, E, V);
+        dec_linear(r, dst, c->h, lm_head, qh, cn, E, V);
         if (!r->host)
             op->download(be, rows_out, dst, (size_t)cn * V * sizeof(float));
     }
     if (last) {
         float *dst = r->host ? last : c->logits;
         op->rmsnorm(be, c->h, c->x + (size_t)(cn - 1) * E, w->dec_norm, 1, E, r->eps);
-        op->linear(be, dst, c->h, lm_head, NULL, 1, E, V);
+        dec_linear(r, dst, c->h, lm_head, qh, 1, E, V);
         if (!r->host)
             op->download(be, last, dst, (size_t)V * sizeof(float));
     }
@@ -689,6 +713,12 @@ static gboolean forward(ClDecRun *r, ClBackend *be, const ClModel *model, ClKVCa
         return FALSE;
 
     r->be = be, r->cfg = cfg, r->w = w, r->c = cache, r->host = be->ops->host_memory;
+    r->quant = model->quant, r->pool = cl_backend_cpu_pool(be);
+    if (r->quant && !r->pool) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "This model's decoder weights "
+                    "are kept quantized (Q8_0/Q4_1), which runs on the CPU backend only");
+        return FALSE;
+    }
     r->eps = (float)cfg->norm_eps, r->scale = (float)(1.0 / sqrt((double)cache->hd));
     ClKVCache *c = cache;
     const int V = c->vocab;

@@ -4,6 +4,7 @@
 #include "model/gguf-model.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -269,14 +270,15 @@ static float *tensor_f32(const ClGguf *g, const char *name, guint64 rows, guint6
 
 /* llama.cpp stores Q and K with each head's rows interleaved for its pairwise RoPE: its row
  * 2i + j is the half-split row j·hd/2 + i that our RoPE rotates with row i (j = 0) or is rotated
- * into (j = 1). */
-static void unpermute_rope_rows(float *dst, const float *src, int heads, int hd, int cols)
+ * into (j = 1). Rows of `row_bytes` (f32 values or quantized blocks alike). */
+static void unpermute_rope_rows(void *dst, const void *src, int heads, int hd, size_t row_bytes)
 {
     for (int h = 0; h < heads; h++)
         for (int i = 0; i < hd / 2; i++)
             for (int j = 0; j < 2; j++)
-                memcpy(dst + ((size_t)h * hd + (size_t)j * hd / 2 + i) * cols,
-                       src + ((size_t)h * hd + 2 * (size_t)i + j) * cols, (size_t)cols * 4);
+                memcpy((guint8 *)dst + ((size_t)h * hd + (size_t)j * hd / 2 + i) * row_bytes,
+                       (const guint8 *)src + ((size_t)h * hd + 2 * (size_t)i + j) * row_bytes,
+                       row_bytes);
 }
 
 static gboolean copy_tensor(const ClGguf *g, const char *name, float *dst, guint64 rows,
@@ -286,7 +288,7 @@ static gboolean copy_tensor(const ClGguf *g, const char *name, float *dst, guint
     if (!src)
         return FALSE;
     if (rope_heads)
-        unpermute_rope_rows(dst, src, rope_heads, hd, (int)cols);
+        unpermute_rope_rows(dst, src, rope_heads, hd, cols * sizeof(float));
     else
         memcpy(dst, src, rows * cols * sizeof(float));
     return TRUE;
@@ -314,29 +316,109 @@ static gboolean copy_rows(const ClGguf *g, const char *name, float *dst, const g
     return TRUE;
 }
 
-static gboolean copy_layer(const ClGguf *g, const ClModelConfig *c, int l, ClDecoderLayerWeights *L,
-                           GError **error)
+typedef struct {
+    const char *suffix;
+    size_t offset; /* of the f32 view in ClDecoderLayerWeights */
+    size_t qoffset; /* of the blocks in ClQuantLayer, or (size_t)-1 for a norm */
+    int rows, cols, rope_heads;
+} LayerPart;
+
+#define NO_QUANT ((size_t)-1)
+
+/* The nine tensors of layer block l, shaped for config c. */
+static void layer_parts(const ClModelConfig *c, LayerPart parts[9])
 {
     int E = c->dec_dim, F = c->dec_mlp, hd = E / c->dec_heads;
     int Q = c->dec_heads * hd, KV = c->dec_kv_heads * hd;
-    struct {
-        const char *suffix;
-        float *dst;
-        int rows, cols, rope_heads;
-    } parts[] = {
-        { "attn_norm", L->attn_norm, 1, E, 0 },   { "attn_q", L->q, Q, E, c->dec_heads },
-        { "attn_k", L->k, KV, E, c->dec_kv_heads }, { "attn_v", L->v, KV, E, 0 },
-        { "attn_output", L->o, E, Q, 0 },         { "ffn_norm", L->mlp_norm, 1, E, 0 },
-        { "ffn_gate", L->gate, F, E, 0 },         { "ffn_up", L->up, F, E, 0 },
-        { "ffn_down", L->down, E, F, 0 },
+#define P(s, f, q, r, cc, h) { s, offsetof(ClDecoderLayerWeights, f), q, r, cc, h }
+#define QO(f) offsetof(ClQuantLayer, f)
+    const LayerPart p[9] = {
+        P("attn_norm", attn_norm, NO_QUANT, 1, E, 0), P("attn_q", q, QO(q), Q, E, c->dec_heads),
+        P("attn_k", k, QO(k), KV, E, c->dec_kv_heads), P("attn_v", v, QO(v), KV, E, 0),
+        P("attn_output", o, QO(o), E, Q, 0),        P("ffn_norm", mlp_norm, NO_QUANT, 1, E, 0),
+        P("ffn_gate", gate, QO(gate), F, E, 0),     P("ffn_up", up, QO(up), F, E, 0),
+        P("ffn_down", down, QO(down), E, F, 0),
     };
-    for (gsize k = 0; k < G_N_ELEMENTS(parts); k++) {
-        g_autofree char *name = g_strdup_printf("blk.%d.%s.weight", l, parts[k].suffix);
-        if (!copy_tensor(g, name, parts[k].dst, (guint64)parts[k].rows, (guint64)parts[k].cols,
-                         parts[k].rope_heads, hd, error))
+#undef P
+#undef QO
+    memcpy(parts, p, sizeof p);
+}
+
+static gboolean quantizable(ClGgmlType t, ClQuantType *out)
+{
+    if (t == CL_GGML_Q8_0 || t == CL_GGML_Q4_1) {
+        *out = t == CL_GGML_Q8_0 ? CL_QUANT_Q8_0 : CL_QUANT_Q4_1;
+        return TRUE;
+    }
+    return FALSE;
+}
+
+/* Bytes of every matrix the model can keep quantized (0 when one of them cannot: then the whole
+ * model is dequantized). */
+static size_t quantized_bytes(const ClGguf *g, const ClModelConfig *c)
+{
+    LayerPart parts[9];
+    layer_parts(c, parts);
+    size_t total = 0;
+    for (int l = 0; l < c->dec_depth; l++)
+        for (int k = 0; k < 9; k++) {
+            if (parts[k].qoffset == NO_QUANT)
+                continue;
+            g_autofree char *name = g_strdup_printf("blk.%d.%s.weight", l, parts[k].suffix);
+            const ClGgufTensor *t = cl_gguf_tensor(g, name);
+            ClQuantType qt;
+            if (!t || !quantizable(t->type, &qt) || t->ne[0] != (guint64)parts[k].cols ||
+                t->numel != (guint64)parts[k].rows * (guint64)parts[k].cols)
+                return 0;
+            total += cl_quant_row_bytes(qt, parts[k].cols) * (size_t)parts[k].rows;
+        }
+    return total;
+}
+
+/* Layer l: the norms (and, without QL, every matrix) as f32; with QL, the matrices' blocks copied
+ * at *cursor (Q and K rows reordered as for f32). */
+static gboolean copy_layer(const ClGguf *g, const ClModelConfig *c, int l, ClDecoderLayerWeights *L,
+                           ClQuantLayer *QL, guint8 **cursor, GError **error)
+{
+    int hd = c->dec_dim / c->dec_heads;
+    LayerPart parts[9];
+    layer_parts(c, parts);
+    for (int k = 0; k < 9; k++) {
+        const LayerPart *p = &parts[k];
+        g_autofree char *name = g_strdup_printf("blk.%d.%s.weight", l, p->suffix);
+        if (QL && p->qoffset != NO_QUANT) {
+            const ClGgufTensor *t = cl_gguf_tensor(g, name); /* checked by quantized_bytes */
+            ClQuantMatrix *qm = (ClQuantMatrix *)((guint8 *)QL + p->qoffset);
+            g_assert(quantizable(t->type, &qm->type));
+            size_t rb = cl_quant_row_bytes(qm->type, p->cols);
+            if (p->rope_heads)
+                unpermute_rope_rows(*cursor, t->data, p->rope_heads, hd, rb);
+            else
+                memcpy(*cursor, t->data, rb * (size_t)p->rows);
+            qm->data = *cursor;
+            *cursor += rb * (size_t)p->rows;
+            continue;
+        }
+        float *dst = *(float **)((guint8 *)L + p->offset);
+        if (!copy_tensor(g, name, dst, (guint64)p->rows, (guint64)p->cols, p->rope_heads, hd,
+                         error))
             return FALSE;
     }
     return TRUE;
+}
+
+/* The output rows as blocks, renumbered like copy_rows (the rows the file lacks: the f32 mean
+ * row already in `f32`, quantized). */
+static void quantize_head(const ClGgufTensor *t, ClQuantType qt, const gint32 *ext, int n_ids,
+                          int n_file, int E, const float *f32, guint8 *dst)
+{
+    size_t rb = cl_quant_row_bytes(qt, E);
+    for (int id = 0; id < n_ids; id++) {
+        if (ext[id] >= 0 && ext[id] < n_file)
+            memcpy(dst + (size_t)id * rb, t->data + (size_t)ext[id] * rb, rb);
+        else
+            cl_quantize_rows(qt, f32 + (size_t)id * E, dst + (size_t)id * rb, 1, E);
+    }
 }
 
 gboolean cl_file_is_gguf(const char *path)
@@ -350,7 +432,73 @@ gboolean cl_file_is_gguf(const char *path)
     return yes;
 }
 
-ClModel *cl_model_load_gguf(const char *path, guint64 seed, GError **error)
+/* The output matrix (output.weight, or the tied token_embd.weight) and whether it can stay
+ * quantized. */
+static const ClGgufTensor *head_tensor(const ClGguf *g, const ClModelConfig *cfg, ClQuantType *qt,
+                                       gboolean *quantized)
+{
+    const ClGgufTensor *t = cl_gguf_tensor(g, cfg->tie_embeddings ? "token_embd.weight"
+                                                                  : "output.weight");
+    *quantized = t && quantizable(t->type, qt) && t->ne[0] == (guint64)cfg->dec_dim;
+    return t;
+}
+
+static gboolean copy_weights(const ClGguf *g, ClModel *m, const gint32 *ext, int n_ids,
+                             GError **error)
+{
+    const ClModelConfig *cfg = &m->config;
+    const ClGgufValue *tokens = cl_gguf_get(g, "tokenizer.ggml.tokens");
+    int E = cfg->dec_dim, n_file = (int)MIN(tokens->n, (guint64)G_MAXINT32);
+    if (!copy_rows(g, "token_embd.weight", m->w.embed, ext, n_ids, n_file, E, error) ||
+        !copy_tensor(g, "output_norm.weight", m->w.dec_norm, 1, (guint64)E, 0, 0, error))
+        return FALSE;
+    if (!cfg->tie_embeddings &&
+        !copy_rows(g, "output.weight", m->w.lm_head, ext, n_ids, n_file, E, error))
+        return FALSE;
+    ClQuantWeights *qw = m->quant;
+    guint8 *cursor = qw ? qw->bytes : NULL;
+    for (int l = 0; l < cfg->dec_depth; l++)
+        if (!copy_layer(g, cfg, l, &m->w.dec[l], qw ? &qw->dec[l] : NULL, &cursor, error))
+            return FALSE;
+    ClQuantType qt;
+    gboolean head_q;
+    const ClGgufTensor *head = head_tensor(g, cfg, &qt, &head_q);
+    if (qw && head_q) {
+        quantize_head(head, qt, ext, n_ids, n_file, E, m->w.lm_head ? m->w.lm_head : m->w.embed,
+                      cursor);
+        qw->lm_head = (ClQuantMatrix){ qt, cursor };
+    }
+    return TRUE;
+}
+
+/* A model of cfg whose decoder matrices can stay quantized: blocks allocated for them. */
+static ClModel *new_quantized(const ClGguf *g, const ClModelConfig *cfg, guint64 seed,
+                              GError **error)
+{
+    size_t bytes = quantized_bytes(g, cfg);
+    if (bytes == 0)
+        return NULL; /* some matrix is of another type: dequantize all */
+    ClQuantType qt;
+    gboolean head_q;
+    head_tensor(g, cfg, &qt, &head_q);
+    if (head_q)
+        bytes += cl_quant_row_bytes(qt, cfg->dec_dim) * (size_t)cfg->vocab_size;
+    ClModel *m = cl_model_new_random_quantized(cfg, seed, error);
+    if (!m)
+        return NULL;
+    m->quant->bytes = g_try_malloc(bytes);
+    m->quant->n_bytes = bytes;
+    if (!m->quant->bytes) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                    "no memory for %zu bytes of quantized weights", bytes);
+        cl_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+ClModel *cl_model_load_gguf(const char *path, guint64 seed, gboolean keep_quantized,
+                            GError **error)
 {
     GError *err = NULL;
     g_autoptr(ClGguf) g = cl_gguf_open(path, error);
@@ -364,18 +512,14 @@ ClModel *cl_model_load_gguf(const char *path, guint64 seed, GError **error)
         g_propagate_prefixed_error(error, err, "%s: ", path);
         return NULL;
     }
-    g_autoptr(ClModel) m = cl_model_new_random(&cfg, seed, error);
-    if (!m)
+    g_autoptr(ClModel) m = keep_quantized ? new_quantized(g, &cfg, seed, &err) : NULL;
+    if (err) {
+        g_propagate_error(error, err);
         return NULL;
-    const ClGgufValue *tokens = cl_gguf_get(g, "tokenizer.ggml.tokens");
-    int E = cfg.dec_dim, n_file = (int)MIN(tokens->n, (guint64)G_MAXINT32);
-    gboolean ok = copy_rows(g, "token_embd.weight", m->w.embed, ext, n_ids, n_file, E, &err) &&
-                  copy_tensor(g, "output_norm.weight", m->w.dec_norm, 1, (guint64)E, 0, 0, &err);
-    if (ok && !cfg.tie_embeddings)
-        ok = copy_rows(g, "output.weight", m->w.lm_head, ext, n_ids, n_file, E, &err);
-    for (int l = 0; ok && l < cfg.dec_depth; l++)
-        ok = copy_layer(g, &cfg, l, &m->w.dec[l], &err);
-    if (!ok) {
+    }
+    if (!m && !(m = cl_model_new_random(&cfg, seed, error)))
+        return NULL;
+    if (!copy_weights(g, m, ext, n_ids, &err)) {
         g_propagate_prefixed_error(error, err, "%s: ", path);
         return NULL;
     }

@@ -28,11 +28,14 @@ ClTokenizer *cl_tokenizer_from_gguf(const ClGguf *g, gint32 **ext_of_id, int *n_
 gboolean cl_gguf_model_config(const ClGguf *g, int n_ids, ClModelConfig *cfg, GError **error);
 
 /* Loads a GGUF language model as a ChangeLens model: tokenizer and config as above, the decoder's
- * weights dequantized to f32 (rows renumbered; Q and K rows back from llama.cpp's interleaved
- * RoPE order to the half-split order our RoPE uses), the encoder and merger seeded random
- * (`seed`) for a connector to be trained. Embedding rows the file lacks are the mean of the
- * others. model->path is the file, model->sha256 its SHA-256. */
-ClModel *cl_model_load_gguf(const char *path, guint64 seed, GError **error);
+ * weights (rows renumbered; Q and K rows back from llama.cpp's interleaved RoPE order to the
+ * half-split order our RoPE uses), the encoder and merger seeded random (`seed`) for a connector
+ * to be trained. Embedding rows the file lacks are the mean of the others. keep_quantized: the
+ * attention and MLP matrices and the output matrix stay Q8_0/Q4_1 blocks (model->quant; CPU
+ * inference only) when every one of them is stored so; else, and without it, everything is
+ * dequantized to f32. model->path is the file, model->sha256 its SHA-256. */
+ClModel *cl_model_load_gguf(const char *path, guint64 seed, gboolean keep_quantized,
+                            GError **error);
 
 /* TRUE when `path` starts with the GGUF magic (FALSE also when it cannot be read). */
 gboolean cl_file_is_gguf(const char *path);

@@ -52,6 +52,12 @@ const ClModelWeights *cl_model_weights_on(const ClModel *model, ClBackend *be, G
     g_return_val_if_fail(model != NULL && be != NULL, NULL);
     if (be->ops->host_memory)
         return &model->w;
+    if (model->quant) {
+        g_set_error(error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_DEVICE,
+                    "This model's decoder weights are kept quantized (Q8_0/Q4_1), which runs on "
+                    "the CPU only");
+        return NULL;
+    }
     DeviceWeights *d = be->cache;
     if (d && be->cache_free == device_weights_free && d->serial == model->serial)
         return &d->w;
@@ -106,6 +112,11 @@ void cl_model_free(ClModel *model)
         return;
     g_clear_pointer(&model->tokenizer, cl_tokenizer_free);
     g_free(model->arena);
+    if (model->quant) {
+        g_free(model->quant->dec);
+        g_free(model->quant->bytes);
+        g_free(model->quant);
+    }
     g_clear_pointer(&model->mapping, g_mapped_file_unref);
     g_free(model->path);
     g_free(model->sha256);
@@ -291,7 +302,7 @@ ClModel *cl_model_load(const char *path, GError **error)
 {
     g_return_val_if_fail(path != NULL, NULL);
     if (cl_file_is_gguf(path)) /* a pretrained language model (gguf-model.h) */
-        return cl_model_load_gguf(path, 0, error);
+        return cl_model_load_gguf(path, 0, FALSE, error);
     g_autoptr(ClSafetensors) st = cl_safetensors_open(path, error);
     if (!st)
         return NULL;
@@ -402,7 +413,42 @@ static void init_gdn(ClModel *model, guint64 seed)
     }
 }
 
+/* The decoder matrices a quantized model keeps as blocks (ClQuantLayer's). */
+static gboolean quantized_matrix(const char *name)
+{
+    static const char *const suffixes[] = {
+        ".attn.q.weight", ".attn.k.weight", ".attn.v.weight", ".attn.o.weight",
+        ".mlp.gate.weight", ".mlp.up.weight", ".mlp.down.weight",
+    };
+    if (!g_str_has_prefix(name, "dec.") || strstr(name, ".pvm.") || strstr(name, ".casa."))
+        return FALSE;
+    for (gsize k = 0; k < G_N_ELEMENTS(suffixes); k++)
+        if (has_suffix(name, suffixes[k]))
+            return TRUE;
+    return FALSE;
+}
+
+static ClModel *model_new_random(const ClModelConfig *cfg, guint64 seed, gboolean quantized,
+                                 GError **error);
+
 ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **error)
+{
+    return model_new_random(cfg, seed, FALSE, error);
+}
+
+ClModel *cl_model_new_random_quantized(const ClModelConfig *cfg, guint64 seed, GError **error)
+{
+    g_return_val_if_fail(cfg != NULL, NULL);
+    if (cfg->casa != CL_CASA_OFF || cfg->pvm_n_layers > 0 || cfg->hybrid_every > 0) {
+        MODEL_FAIL(CL_MODEL_ERROR_CONFIG, "a quantized decoder is made of plain blocks (no "
+                   "CASA, PVM or Gated DeltaNet layers)");
+        return NULL;
+    }
+    return model_new_random(cfg, seed, TRUE, error);
+}
+
+static ClModel *model_new_random(const ClModelConfig *cfg, guint64 seed, gboolean quantized,
+                                 GError **error)
 {
     g_return_val_if_fail(cfg != NULL, NULL);
     if (!cl_model_config_validate(cfg, error))
@@ -419,8 +465,15 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
     }
     g_autoptr(GPtrArray) specs = cl_model_weight_specs(cfg, &model->w);
     size_t n = 0;
-    for (guint i = 0; i < specs->len; i++)
-        n += (size_t)cl_weight_spec_numel(g_ptr_array_index(specs, i));
+    for (guint i = 0; i < specs->len; i++) {
+        const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        if (!(quantized && quantized_matrix(s->name)))
+            n += (size_t)cl_weight_spec_numel(s);
+    }
+    if (quantized) {
+        model->quant = g_new0(ClQuantWeights, 1);
+        model->quant->dec = g_new0(ClQuantLayer, cfg->dec_depth);
+    }
     model->arena = g_try_malloc_n(MAX(n, 1), sizeof(float));
     if (!model->arena) {
         MODEL_FAIL(CL_MODEL_ERROR_NO_MEMORY, "out of memory for %zu parameters", n);
@@ -431,6 +484,10 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
     for (guint i = 0; i < specs->len; i++) {
         const ClWeightSpec *s = g_ptr_array_index(specs, i);
         gint64 numel = cl_weight_spec_numel(s);
+        if (quantized && quantized_matrix(s->name)) {
+            *s->slot = NULL; /* model->quant's blocks stand for it */
+            continue;
+        }
         *s->slot = at;
         if (strstr(s->name, ".sve.")) {
             /* cl_model_weights_insert_sve below */
@@ -564,6 +621,11 @@ void cl_model_weights_insert_sve(ClModel *model, guint64 seed)
 gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GError **error)
 {
     g_return_val_if_fail(model != NULL && path != NULL, FALSE);
+    if (model->quant) {
+        MODEL_FAIL(CL_MODEL_ERROR_INPUT, "this model's decoder is kept quantized (from %s): load "
+                   "it dequantized to save it", model->path ? model->path : "a GGUF file");
+        return FALSE;
+    }
     ClDtype dt;
     if (!cl_dtype_from_name(dtype ? dtype : "F32", &dt)) {
         MODEL_FAIL(CL_MODEL_ERROR_INPUT, "unknown dtype '%s' (F32, F16 or BF16)", dtype);

@@ -4,11 +4,32 @@
 #include <glib.h>
 
 #include "nn/backend.h"
+#include "nn/quant.h"
 #include "model/config.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
 
 G_BEGIN_DECLS
+
+/* A decoder matrix kept block-quantized as its file stored it (nn/quant.h; rows × cols as the
+ * f32 view it stands for would be). data NULL: not quantized. */
+typedef struct {
+    ClQuantType type;
+    const guint8 *data;
+} ClQuantMatrix;
+
+typedef struct {
+    ClQuantMatrix q, k, v, o, gate, up, down;
+} ClQuantLayer;
+
+/* The matrices a model keeps quantized (a GGUF model's Q8_0/Q4_1 tensors): their f32 views in
+ * ClModelWeights are NULL, and only the CPU decoder runs them. */
+typedef struct {
+    ClQuantLayer *dec;      /* (dec_depth) */
+    ClQuantMatrix lm_head;  /* data NULL: lm_head (or the tied embedding) in f32 */
+    guint8 *bytes;          /* owns every matrix's blocks */
+    size_t n_bytes;
+} ClQuantWeights;
 
 typedef struct {
     ClModelConfig config;
@@ -21,6 +42,7 @@ typedef struct {
     char *sha256;           /* of the file (hex); NULL for a random-init model until saved */
     guint64 serial;         /* unique per process and per state of the weights (a device copy
                              * is kept until it changes: cl_model_weights_changed) */
+    ClQuantWeights *quant;  /* NULL, or the decoder matrices kept quantized (see above) */
 } ClModel;
 
 /* Loads and validates a model file (a GGUF language model goes to cl_model_load_gguf with seed
@@ -38,6 +60,10 @@ size_t cl_model_n_params(const ClModelConfig *cfg);
  * docs/MODEL.md §3.7) and a small built-in byte-level tokenizer. Deterministic for a seed on
  * every machine. */
 ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **error);
+/* The same, for a model whose decoder attention and MLP matrices will be quantized: those get no
+ * f32 storage (NULL views) and model->quant is allocated with dec_depth zeroed layers for the
+ * caller to fill. */
+ClModel *cl_model_new_random_quantized(const ClModelConfig *cfg, guint64 seed, GError **error);
 /* Writes the model as safetensors (dtype "F32", "F16" or "BF16", any case), atomically, with
  * __metadata__ changelens.format "1", changelens.config and changelens.tokenizer; tensors in
  * cl_model_weight_specs() order. On success model->path and model->sha256 name the new file. */

@@ -11,6 +11,9 @@ typedef struct _ClBackend ClBackend;
  * included (OpenBLAS sgemm/sgemv, single-threaded inside the pool's tasks, on column blocks of
  * the output or on attention heads), so no BLAS thread spins beside the pool's. */
 ClBackend *cl_backend_cpu_new(int n_threads);
+/* The CPU backend's thread pool (for work outside the op table, such as nn/quant.h's products);
+ * NULL for any other backend. */
+struct _ClThreadPool *cl_backend_cpu_pool(ClBackend *be);
 /* "auto" | "cpu" | "cuda": picks the device; "auto" falls back to the CPU with a one-line
  * notice in *notice (may be NULL). FALSE + error when "cuda" is asked for and absent. */
 ClBackend *cl_backend_new(const char *device, char **notice, GError **error);

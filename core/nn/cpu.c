@@ -20,6 +20,13 @@ static ClThreadPool *pool_of(ClBackend *be)
     return ((CpuData *)be->data)->pool;
 }
 
+static const struct cl_backend_ops cpu_ops;
+
+ClThreadPool *cl_backend_cpu_pool(ClBackend *be)
+{
+    return be && be->ops == &cpu_ops ? pool_of(be) : NULL;
+}
+
 /* Reductions keep LANES partial sums in fixed blocks (then a scalar tail): GCC's -O2 vectoriser
  * takes such loops, and the summation order is the same on every machine. */
 #define LANES 16

@@ -16,9 +16,10 @@
 #endif
 
 /* 8-bit activation blocks: Q8_0 (against Q8_0 weights) or Q8_1 (against Q4_1: `s` = d·Σq lets
- * the weights' offset m enter as one product per block). d and s are f16 as in llama.cpp. */
+ * the weights' offset m enter as one product per block). d and s hold the values of llama.cpp's
+ * f16 fields, kept as floats: the activations serve every row of the matrix. */
 typedef struct {
-    uint16_t d, s;
+    float d, s;
     int8_t qs[CL_QUANT_BLOCK];
 } BlockQ8;
 
@@ -120,14 +121,18 @@ static void quantize_activations(const float *x, int k, BlockQ8 *out)
         float d;
         int s;
         quantize_q8_block(x + b * CL_QUANT_BLOCK, &d, out[b].qs, &s);
-        out[b].d = cl_f32_to_f16(d);
-        out[b].s = cl_f32_to_f16((float)s * d);
+        out[b].d = cl_f16_to_f32(cl_f32_to_f16(d));
+        out[b].s = cl_f16_to_f32(cl_f32_to_f16((float)s * d));
     }
 }
 
 /* ---- dot products of one weight row with the activation blocks ------------------------------ */
 
 typedef float (*DotFn)(const uint8_t *w, const BlockQ8 *x, int nb);
+
+/* The AVX2 kernels take four rows at a time against the same activation block: the activations
+ * are loaded once and the four rows' chains run side by side. */
+#define ROWS4 4
 
 static float dot_q8_0_scalar(const uint8_t *w, const BlockQ8 *x, int nb)
 {
@@ -136,7 +141,7 @@ static float dot_q8_0_scalar(const uint8_t *w, const BlockQ8 *x, int nb)
         int s = 0;
         for (int j = 0; j < CL_QUANT_BLOCK; j++)
             s += (int)(int8_t)w[2 + j] * x[b].qs[j];
-        sum += (float)s * (f16(w) * cl_f16_to_f32(x[b].d));
+        sum += (float)s * (f16(w) * x[b].d);
     }
     return sum;
 }
@@ -148,7 +153,7 @@ static float dot_q4_1_scalar(const uint8_t *w, const BlockQ8 *x, int nb)
         int s = 0;
         for (int j = 0; j < 16; j++)
             s += (w[4 + j] & 15) * x[b].qs[j] + (w[4 + j] >> 4) * x[b].qs[j + 16];
-        sum += (f16(w) * cl_f16_to_f32(x[b].d)) * (float)s + f16(w + 2) * cl_f16_to_f32(x[b].s);
+        sum += (f16(w) * x[b].d) * (float)s + f16(w + 2) * x[b].s;
     }
     return sum;
 }
@@ -162,44 +167,94 @@ __attribute__((target("avx2,fma,f16c"))) static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
+
+__attribute__((target("avx2,fma,f16c"))) static inline __m256 q8_block_products(__m256i qw,
+                                                                               __m256i qx)
+{
+    /* |w| · (x with w's sign): maddubs takes an unsigned and a signed operand */
+    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+__attribute__((target("avx2,fma,f16c"))) static void dot4_q8_0_avx2(const uint8_t *w, size_t rb,
+                                                                    const BlockQ8 *x, int nb,
+                                                                    float *y)
+{
+    __m256 acc[ROWS4];
+    for (int r = 0; r < ROWS4; r++)
+        acc[r] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        for (int r = 0; r < ROWS4; r++) {
+            const uint8_t *wb = w + r * rb + (size_t)b * 34;
+            __m256 p = q8_block_products(_mm256_loadu_si256((const __m256i *)(wb + 2)), qx);
+            float d = _cvtsh_ss((uint16_t)(wb[0] | wb[1] << 8)) * x[b].d;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc[r]);
+        }
+    }
+    for (int r = 0; r < ROWS4; r++)
+        y[r] = hsum8(acc[r]);
+}
+
 __attribute__((target("avx2,fma,f16c"))) static float dot_q8_0_avx2(const uint8_t *w,
                                                                     const BlockQ8 *x, int nb)
 {
     __m256 acc = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int b = 0; b < nb; b++, w += 34) {
-        __m256i qw = _mm256_loadu_si256((const __m256i *)(w + 2));
-        __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        /* |w| · (x with w's sign): maddubs takes an unsigned and a signed operand */
-        __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));
-        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, ones));
-        float d = _cvtsh_ss((uint16_t)(w[0] | w[1] << 8)) * _cvtsh_ss(x[b].d);
+        __m256 p = q8_block_products(_mm256_loadu_si256((const __m256i *)(w + 2)),
+                                     _mm256_loadu_si256((const __m256i *)x[b].qs));
+        float d = _cvtsh_ss((uint16_t)(w[0] | w[1] << 8)) * x[b].d;
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc);
     }
     return hsum8(acc);
 }
 
+/* Q4_1: elements 0..15 the low nibbles, 16..31 the high ones — the activations' order. The
+ * block's d and m (two f16) convert together; the offsets m·s gather in a vector too. */
+__attribute__((target("avx2,fma,f16c"))) static void dot4_q4_1_avx2(const uint8_t *w, size_t rb,
+                                                                    const BlockQ8 *x, int nb,
+                                                                    float *y)
+{
+    const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(15);
+    __m256 acc[ROWS4];
+    __m128 off[ROWS4];
+    for (int r = 0; r < ROWS4; r++)
+        acc[r] = _mm256_setzero_ps(), off[r] = _mm_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        __m128 ds = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)&x[b].d)); /* d, s */
+        for (int r = 0; r < ROWS4; r++) {
+            const uint8_t *wb = w + r * rb + (size_t)b * 20;
+            int32_t dm;
+            memcpy(&dm, wb, 4);
+            __m128 wdm = _mm_cvtph_ps(_mm_cvtsi32_si128(dm)); /* d, m */
+            __m128 prod = _mm_mul_ps(wdm, ds);                 /* d·dx, m·s */
+            __m128i n = _mm_loadu_si128((const __m128i *)(wb + 4));
+            __m256i qw = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(n, 4), n), low);
+            __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(qw, qx), ones));
+            acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(prod), p, acc[r]);
+            off[r] = _mm_add_ps(off[r], prod);
+        }
+    }
+    for (int r = 0; r < ROWS4; r++)
+        y[r] = hsum8(acc[r]) + _mm_cvtss_f32(_mm_shuffle_ps(off[r], off[r], 1));
+}
+
 __attribute__((target("avx2,fma,f16c"))) static float dot_q4_1_avx2(const uint8_t *w,
                                                                     const BlockQ8 *x, int nb)
 {
-    __m256 acc = _mm256_setzero_ps();
-    float offsets = 0;
-    const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(15);
-    for (int b = 0; b < nb; b++, w += 20) {
-        __m128i n = _mm_loadu_si128((const __m128i *)(w + 4));
-        /* elements 0..15 the low nibbles, 16..31 the high ones: the activations' order */
-        __m256i qw = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(n, 4), n), low);
-        __m256i qx = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(qw, qx), ones));
-        float d = _cvtsh_ss((uint16_t)(w[0] | w[1] << 8)) * _cvtsh_ss(x[b].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc);
-        offsets += _cvtsh_ss((uint16_t)(w[2] | w[3] << 8)) * _cvtsh_ss(x[b].s);
-    }
-    return hsum8(acc) + offsets;
+    float y[ROWS4];
+    /* one row: the four-row kernel on the same row (rb = 0), the first result kept */
+    dot4_q4_1_avx2(w, 0, x, nb, y);
+    return y[0];
 }
 #endif
 
+/* Four rows rb bytes apart; NULL: four calls of the one-row kernel. */
+typedef void (*Dot4Fn)(const uint8_t *w, size_t rb, const BlockQ8 *x, int nb, float *y);
+
 static DotFn dot_fns[CL_QUANT_N_TYPES] = { dot_q8_0_scalar, dot_q4_1_scalar };
+static Dot4Fn dot4_fns[CL_QUANT_N_TYPES] = { NULL, NULL };
 static const char *kernel_level = "scalar";
 static gsize kernels_chosen = 0;
 
@@ -207,12 +262,15 @@ const char *cl_quant_set_kernels(ClQuantKernels k)
 {
     dot_fns[CL_QUANT_Q8_0] = dot_q8_0_scalar;
     dot_fns[CL_QUANT_Q4_1] = dot_q4_1_scalar;
+    dot4_fns[CL_QUANT_Q8_0] = dot4_fns[CL_QUANT_Q4_1] = NULL;
     kernel_level = "scalar";
 #ifdef HAVE_X86
     if (k == CL_QUANT_KERNELS_AUTO && __builtin_cpu_supports("avx2") &&
         __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
         dot_fns[CL_QUANT_Q8_0] = dot_q8_0_avx2;
         dot_fns[CL_QUANT_Q4_1] = dot_q4_1_avx2;
+        dot4_fns[CL_QUANT_Q8_0] = dot4_q8_0_avx2;
+        dot4_fns[CL_QUANT_Q4_1] = dot4_q4_1_avx2;
         kernel_level = "avx2";
     }
 #endif
@@ -237,6 +295,7 @@ const char *cl_quant_kernels(void)
 
 typedef struct {
     DotFn dot;
+    Dot4Fn dot4;
     const uint8_t *W;
     size_t row_bytes;
     const BlockQ8 *x;
@@ -247,7 +306,11 @@ typedef struct {
 static void matvec_rows(void *p, int begin, int end)
 {
     const MatvecCtx *c = p;
-    for (int i = begin; i < end; i++)
+    int i = begin;
+    if (c->dot4)
+        for (; i + ROWS4 <= end; i += ROWS4)
+            c->dot4(c->W + (size_t)i * c->row_bytes, c->row_bytes, c->x, c->nb, c->y + i);
+    for (; i < end; i++)
         c->y[i] = c->dot(c->W + (size_t)i * c->row_bytes, c->x, c->nb);
 }
 
@@ -260,9 +323,9 @@ void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, in
     BlockQ8 stack[64];
     BlockQ8 *xq = nb <= 64 ? stack : g_new(BlockQ8, nb);
     quantize_activations(x, k, xq);
-    MatvecCtx c = { dot_fns[t], W, cl_quant_row_bytes(t, k), xq, nb, y };
+    MatvecCtx c = { dot_fns[t], dot4_fns[t], W, cl_quant_row_bytes(t, k), xq, nb, y };
     /* a row is k/32 blocks: ~64 rows per task keep the wake-ups small against the work */
-    if (pool)
+    if (pool) /* chunks of whole row quads */
         cl_threadpool_run(pool, m, 64, matvec_rows, &c);
     else
         matvec_rows(&c, 0, m);

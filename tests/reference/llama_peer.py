@@ -17,8 +17,11 @@ import time
 
 def load(path, threads, n_ctx=1024):
     from llama_cpp import Llama
+    # f32 keys and values (llama.cpp's default is f16) and no flash attention: ChangeLens keeps
+    # its KV cache in f32, so the comparison sees the weights' arithmetic, not the cache's
     return Llama(model_path=path, n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                 n_batch=512, logits_all=False, verbose=False)
+                 n_batch=512, logits_all=False, verbose=False, type_k=0, type_v=0,
+                 flash_attn=False)
 
 
 def last_logits(llm):
@@ -29,15 +32,18 @@ def last_logits(llm):
 
 
 def run_prompts(llm, prompts, n_greedy, stop_ids):
+    import numpy as np
     out = []
     for text in prompts:
         toks = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         llm.reset()
         llm.eval(toks)
         logits = last_logits(llm)
-        greedy = []
+        greedy, margins = [], []
         for _ in range(n_greedy):
             nxt = int(logits.argmax())
+            top2 = np.partition(logits, -2)[-2:]
+            margins.append(round(float(top2[1] - top2[0]), 5))  # the choice's lead
             if nxt in stop_ids:
                 break
             greedy.append(nxt)
@@ -47,7 +53,7 @@ def run_prompts(llm, prompts, n_greedy, stop_ids):
         llm.eval(toks)
         out.append({"text": text, "tokens": list(map(int, toks)),
                     "logits": [round(float(v), 5) for v in last_logits(llm)],
-                    "greedy": greedy})
+                    "greedy": greedy, "margins": margins})
     return out
 
 
