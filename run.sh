@@ -74,6 +74,8 @@ bash tools/fetch-pretrained.sh
 build
 case "$cmd" in
   test)
+    # the test side's peers (llama.cpp for the GGUF parity test): built once, skipped if it cannot be
+    bash tools/peer-venv.sh
     export GSETTINGS_BACKEND=memory GTK_A11Y=none NO_AT_BRIDGE=1
     rc=0
     xvfb-run -a -s '-screen 0 1600x1000x24' meson test -C build --print-errorlogs "$@" || rc=$?

@@ -111,6 +111,33 @@ static void test_matvec(void)
     cl_threadpool_free(pool);
 }
 
+/* Three matrices over the same x in one job = three matrix-vector products. */
+static void test_matvec_multi(void)
+{
+    enum { k = 96 };
+    const int ms[3] = { 37, 8, 64 };
+    const ClQuantType ts[3] = { CL_QUANT_Q4_1, CL_QUANT_Q8_0, CL_QUANT_Q4_1 };
+    float x[k], w[64 * k], y_one[3][64], y_multi[3][64];
+    guint8 *q[3];
+    ClQuantMatvec mv[3];
+    fill(x, k, 9, 1.0f);
+    ClThreadPool *pool = cl_threadpool_new(2);
+    for (int j = 0; j < 3; j++) {
+        fill(w, (size_t)ms[j] * k, 10 + j, 0.3f);
+        q[j] = g_malloc(cl_quant_row_bytes(ts[j], k) * ms[j]);
+        cl_quantize_rows(ts[j], w, q[j], ms[j], k);
+        cl_quant_matvec(NULL, ts[j], q[j], ms[j], k, x, y_one[j]);
+        mv[j] = (ClQuantMatvec){ ts[j], q[j], ms[j], y_multi[j] };
+    }
+    cl_quant_matvec_multi(pool, mv, 3, k, x);
+    for (int j = 0; j < 3; j++) {
+        for (int i = 0; i < ms[j]; i++)
+            g_assert_cmpfloat(y_multi[j][i], ==, y_one[j][i]); /* the same kernels, rows, order */
+        g_free(q[j]);
+    }
+    cl_threadpool_free(pool);
+}
+
 static void test_matmul(void)
 {
     const int m = 200, k = 96, n = 7;
@@ -144,6 +171,7 @@ int main(int argc, char **argv)
     g_test_add_func("/quant/roundtrip", test_roundtrip);
     g_test_add_func("/quant/layout", test_layout);
     g_test_add_func("/quant/matvec", test_matvec);
+    g_test_add_func("/quant/matvec-multi", test_matvec_multi);
     g_test_add_func("/quant/matmul", test_matmul);
     return g_test_run();
 }

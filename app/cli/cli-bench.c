@@ -304,6 +304,7 @@ typedef struct {
 static int parse_bench_args(int argc, char **argv, BenchArgs *a)
 {
     gboolean casedb_unused = FALSE;
+    g_autofree char *decoder_unused = NULL; /* listed for --help; cl_cli_bench hands over */
     gint64 tokens = 32, repeat = 3, threads = 0;
     const ClCliIntOption ints[] = {
         { "tokens", 't', 1, 4096, &tokens },
@@ -332,6 +333,9 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a)
           "Benchmark a training step instead (bench --train --help)", NULL },
         { "long", 0, 0, G_OPTION_ARG_NONE, &casedb_unused,
           "Benchmark the decoder options on long sequences (bench --long --help)", NULL },
+        { "decoder", 0, 0, G_OPTION_ARG_FILENAME, &decoder_unused,
+          "Benchmark a GGUF language model, optionally against llama.cpp (bench --decoder F "
+          "--help)", "FILE" },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- engine speed and memory");
@@ -672,6 +676,8 @@ int cl_cli_bench(int argc, char **argv)
             return cl_cli_bench_train(argc, argv);
         else if (strcmp(argv[i], "--long") == 0)
             return cl_cli_bench_long(argc, argv);
+        else if (strcmp(argv[i], "--decoder") == 0 || g_str_has_prefix(argv[i], "--decoder="))
+            return cl_cli_bench_decoder(argc, argv);
     g_auto(BenchArgs) a = { 0 };
     int rc = parse_bench_args(argc, argv, &a);
     if (rc >= 0)

@@ -38,6 +38,8 @@ gboolean cl_cli_load_config(const char *arg, ClModelConfig *cfg, GError **error)
 int cl_cli_bench_train(int argc, char **argv);
 /* `bench --long` (cli-bench-long.c): the decoder options on long sequences */
 int cl_cli_bench_long(int argc, char **argv);
+/* `bench --decoder FILE.gguf [--vs-llama]` (cli-bench-decoder.c) */
+int cl_cli_bench_decoder(int argc, char **argv);
 
 /* Shared by describe and case describe (cli-describe.c). */
 /* ClTokenCallback that prints the text to stdout (invalid UTF-8 shown as U+FFFD) and sets

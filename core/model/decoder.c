@@ -511,6 +511,26 @@ static void dec_linear(const ClDecRun *r, float *out, const float *x, const floa
     r->be->ops->linear(r->be, out, x, w, NULL, cn, k, n);
 }
 
+/* Several products of the same one row x (q, k, v; gate, up): one quantized job when every
+ * matrix is quantized and x is one row, else one dec_linear each. */
+static void dec_linear_same_x(const ClDecRun *r, const float *x, int cn, int k, int n_mats,
+                              float *const *outs, const float *const *ws,
+                              const ClQuantMatrix *const *qs, const int *ns)
+{
+    gboolean all_q = cn == 1;
+    for (int j = 0; j < n_mats; j++)
+        all_q = all_q && qs[j] && qs[j]->data;
+    if (all_q) {
+        ClQuantMatvec mv[CL_QUANT_MAX_MULTI];
+        for (int j = 0; j < n_mats; j++)
+            mv[j] = (ClQuantMatvec){ qs[j]->type, qs[j]->data, ns[j], outs[j] };
+        cl_quant_matvec_multi(r->pool, mv, n_mats, k, x);
+        return;
+    }
+    for (int j = 0; j < n_mats; j++)
+        dec_linear(r, outs[j], x, ws[j], qs[j], cn, k, ns[j]);
+}
+
 /* Layer l's quantized matrices, or NULL. */
 static const ClQuantLayer *quant_layer(const ClDecRun *r, int l)
 {
@@ -534,9 +554,11 @@ static void self_attention(const ClDecRun *r, const ClDecoderLayerWeights *L, in
 
     const ClQuantLayer *QL = quant_layer(r, l);
     op->rmsnorm(be, c->h, c->x, L->attn_norm, cn, E, r->eps);
-    dec_linear(r, c->q, c->h, L->q, QL ? &QL->q : NULL, cn, E, Q);
-    dec_linear(r, kc, c->h, L->k, QL ? &QL->k : NULL, cn, E, KV);
-    dec_linear(r, vc, c->h, L->v, QL ? &QL->v : NULL, cn, E, KV);
+    dec_linear_same_x(r, c->h, cn, E, 3, (float *const[]){ c->q, kc, vc },
+                      (const float *const[]){ L->q, L->k, L->v },
+                      (const ClQuantMatrix *const[]){ QL ? &QL->q : NULL, QL ? &QL->k : NULL,
+                                                      QL ? &QL->v : NULL },
+                      (const int[]){ Q, KV, KV });
     op->rope(be, c->q, c->rope_cos, c->rope_sin, cn, Q, Hq, hd, 1);
     op->rope(be, kc, c->rope_cos, c->rope_sin, cn, KV, Hkv, hd, 1);
     if (cl_dec_stream_ring(c, pos0, cn))
@@ -581,8 +603,11 @@ static void feed_forward(const ClDecRun *r, const ClDecoderLayerWeights *L, int 
     const gboolean pvm = cl_dec_pvm_branch(r, L, l, c->x, cid, cn);
     const ClQuantLayer *QL = quant_layer(r, l);
     op->rmsnorm(be, c->h, c->x, L->mlp_norm, cn, E, r->eps);
-    dec_linear(r, c->gate, c->h, L->gate, QL ? &QL->gate : NULL, cn, E, F);
-    dec_linear(r, c->up, c->h, L->up, QL ? &QL->up : NULL, cn, E, F);
+    dec_linear_same_x(r, c->h, cn, E, 2, (float *const[]){ c->gate, c->up },
+                      (const float *const[]){ L->gate, L->up },
+                      (const ClQuantMatrix *const[]){ QL ? &QL->gate : NULL,
+                                                      QL ? &QL->up : NULL },
+                      (const int[]){ F, F });
     op->silu_mul(be, c->gate, c->gate, c->up, (size_t)cn * F);
     dec_linear(r, c->proj, c->gate, L->down, QL ? &QL->down : NULL, cn, F, E);
     op->residual(be, c->x, c->proj, NULL, cn, E);

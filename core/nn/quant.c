@@ -51,8 +51,10 @@ static inline void put16(uint8_t *p, uint16_t h)
 static void quantize_q8_block(const float *x, float *d_out, int8_t *q, int *sum)
 {
     float amax = 0;
-    for (int j = 0; j < CL_QUANT_BLOCK; j++)
-        amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < CL_QUANT_BLOCK; j++) { /* not fmaxf: a libm call without -ffast-math */
+        float a = fabsf(x[j]);
+        amax = a > amax ? a : amax;
+    }
     float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
     int s = 0;
     for (int j = 0; j < CL_QUANT_BLOCK; j++) {
@@ -312,6 +314,50 @@ static void matvec_rows(void *p, int begin, int end)
             c->dot4(c->W + (size_t)i * c->row_bytes, c->row_bytes, c->x, c->nb, c->y + i);
     for (; i < end; i++)
         c->y[i] = c->dot(c->W + (size_t)i * c->row_bytes, c->x, c->nb);
+}
+
+/* Several matrices over the same x: one quantization, one pool job over all their rows. */
+typedef struct {
+    int n;
+    const ClQuantMatvec *mats;
+    const BlockQ8 *x;
+    int nb;
+    int bounds[CL_QUANT_MAX_MULTI + 1]; /* first row of each matrix in the joint numbering */
+} MultiCtx;
+
+static void multi_rows(void *p, int begin, int end)
+{
+    const MultiCtx *c = p;
+    for (int j = 0; j < c->n; j++) {
+        int b0 = MAX(begin, c->bounds[j]), b1 = MIN(end, c->bounds[j + 1]);
+        if (b0 >= b1)
+            continue;
+        const ClQuantMatvec *mv = &c->mats[j];
+        MatvecCtx one = { dot_fns[mv->type], dot4_fns[mv->type], mv->W,
+                          cl_quant_row_bytes(mv->type, c->nb * CL_QUANT_BLOCK), c->x, c->nb,
+                          mv->y };
+        matvec_rows(&one, b0 - c->bounds[j], b1 - c->bounds[j]);
+    }
+}
+
+void cl_quant_matvec_multi(ClThreadPool *pool, const ClQuantMatvec *mats, int n, int k,
+                           const float *x)
+{
+    g_return_if_fail(n >= 1 && n <= CL_QUANT_MAX_MULTI && k % CL_QUANT_BLOCK == 0);
+    choose_kernels();
+    int nb = k / CL_QUANT_BLOCK;
+    BlockQ8 stack[64];
+    BlockQ8 *xq = nb <= 64 ? stack : g_new(BlockQ8, nb);
+    quantize_activations(x, k, xq);
+    MultiCtx c = { n, mats, xq, nb, { 0 } };
+    for (int j = 0; j < n; j++)
+        c.bounds[j + 1] = c.bounds[j] + mats[j].m;
+    if (pool)
+        cl_threadpool_run(pool, c.bounds[n], 64, multi_rows, &c);
+    else
+        multi_rows(&c, 0, c.bounds[n]);
+    if (xq != stack)
+        g_free(xq);
 }
 
 void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k,

@@ -41,6 +41,18 @@ const char *cl_quant_kernels(void);
  * the dot products run on integers. Rows are split over `pool` (NULL: this thread). */
 void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k,
                      const float *x, float *y);
+/* One matrix of several multiplied by the same x (q, k and v; gate and up). */
+typedef struct {
+    ClQuantType type;
+    const void *W;
+    int m;
+    float *y;
+} ClQuantMatvec;
+#define CL_QUANT_MAX_MULTI 4
+/* cl_quant_matvec for n (1..CL_QUANT_MAX_MULTI) matrices of k columns over the same x: x is
+ * quantized once and every matrix's rows are shared out in one job of the pool. */
+void cl_quant_matvec_multi(ClThreadPool *pool, const ClQuantMatvec *mats, int n, int k,
+                           const float *x);
 /* Y (n × m) = X (n × k) · W^T for prefill: W is dequantized tile by tile into f32 and each tile
  * multiplied with sgemm, spread over `pool`. */
 void cl_quant_matmul(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k,
