@@ -235,8 +235,8 @@ __global__ void k_fill_rows(float *out, const float *bias, int m, int n)
         out[i] = bias[i % n];
 }
 
-extern "C" void clk_linear(ClkCtx *c, float *out, const float *x, const float *w,
-                           const float *bias, int m, int k, int n)
+extern "C" void clk_linear(ClkCtx *c, float *out, const float *x, const float *w, const float *bias,
+                           int m, int k, int n)
 {
     if (m <= 0 || n <= 0)
         return;
@@ -252,10 +252,9 @@ extern "C" void clk_linear(ClkCtx *c, float *out, const float *x, const float *w
         return;
     }
     /* out^T (n×m) = W (n×k, stored as k×n column-major: transposed) · x^T (k×m) */
-    blas_ok(c,
-            cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, k, x, k, &beta, out,
-                        n),
-            "linear (cublasSgemm)");
+    blas_ok(
+        c, cublasSgemm(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &one, w, k, x, k, &beta, out, n),
+        "linear (cublasSgemm)");
 }
 
 extern "C" void clk_gemm(ClkCtx *c, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -267,8 +266,8 @@ extern "C" void clk_gemm(ClkCtx *c, int trans_a, int trans_b, int m, int n, int 
     /* C^T = op(B)^T · op(A)^T in column-major */
     blas_ok(c,
             cublasSgemm(c->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda,
-                        &beta, cm, ldc),
+                        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, ldb, a, lda, &beta,
+                        cm, ldc),
             "gemm (cublasSgemm)");
 }
 
@@ -293,7 +292,8 @@ template <typename F> static double stream_ms(ClkCtx *c, int reps, F f)
 
 extern "C" double clk_time_gemm(ClkCtx *c, int m, int n, int k, int reps)
 {
-    float *a = (float *)clk_alloc(c, (size_t)m * k * 4), *b = (float *)clk_alloc(c, (size_t)n * k * 4),
+    float *a = (float *)clk_alloc(c, (size_t)m * k * 4),
+          *b = (float *)clk_alloc(c, (size_t)n * k * 4),
           *o = (float *)clk_alloc(c, (size_t)m * n * 4);
     double ms = -1;
     if (a && b && o) {
@@ -342,8 +342,8 @@ __global__ void k_layernorm(float *out, const float *x, const float *w, const fl
         yr[i] = (xr[i] - mean) * rstd * w[i] + b[i];
 }
 
-extern "C" void clk_layernorm(ClkCtx *c, float *out, const float *x, const float *w,
-                              const float *b, int m, int n, float eps)
+extern "C" void clk_layernorm(ClkCtx *c, float *out, const float *x, const float *w, const float *b,
+                              int m, int n, float eps)
 {
     if (m <= 0)
         return;
@@ -472,7 +472,7 @@ extern "C" void clk_scale_cols(ClkCtx *c, float *out, const float *a, const floa
                                int n, int accumulate)
 {
     k_scale_cols<<<grid_for((size_t)m * n, 256), 256, 0, c->stream>>>(out, a, gate, m, n,
-                                                                        accumulate);
+                                                                      accumulate);
     launched(c, "scale_cols");
 }
 
@@ -632,8 +632,8 @@ __global__ void k_attention_warp(float *out, float *out_tail, const float *q, co
  * (3·hd floats), each key's score by a block reduction. */
 __global__ void k_attention_block(float *out, float *out_tail, const float *q, const float *k,
                                   const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv,
-                                  int ldo, int n_head, int group, int hd, float scale,
-                                  int causal, int tail_start)
+                                  int ldo, int n_head, int group, int hd, float scale, int causal,
+                                  int tail_start)
 {
     extern __shared__ float sh[];
     float *qs = sh, *acc = sh + hd, *acct = sh + 2 * hd;
@@ -689,7 +689,7 @@ extern "C" void clk_attention(ClkCtx *c, float *out, float *out_tail, const floa
     if (tail_start < 0)
         tail_start = 0;
 #define ATT_WARP(NPL)                                                                              \
-    k_attention_warp<NPL><<<blocks, warps * 32, 0, c->stream>>>(                                  \
+    k_attention_warp<NPL><<<blocks, warps * 32, 0, c->stream>>>(                                   \
         out, out_tail, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head, group, head_dim, scale,     \
         causal, tail_start)
     if (head_dim <= 32)
@@ -749,8 +749,8 @@ __global__ void k_embed(float *out, const float *table, const int32_t *ids, int 
     }
 }
 
-extern "C" void clk_embed(ClkCtx *c, float *out, const float *table, const int32_t *host_ids,
-                          int n, int dim)
+extern "C" void clk_embed(ClkCtx *c, float *out, const float *table, const int32_t *host_ids, int n,
+                          int dim)
 {
     if (n <= 0)
         return;

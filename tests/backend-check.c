@@ -247,18 +247,16 @@ ClBackend *cl_test_walled_backend_new(void)
 
 ClBackend *cl_check_cpu_be; /* the oracle */
 
-
 /* Asserts dev ≈ cpu under tol; reports the worst element and the normalised error. */
 void cl_check_close(const char *what, const float *dev, const float *cpu, size_t n,
-                         const ClTol *tol)
+                    const ClTol *tol)
 {
     double num = 0, den = 0, worst = 0;
     size_t worst_i = 0;
     for (size_t i = 0; i < n; i++) {
         double d = (double)dev[i] - (double)cpu[i];
         if (!isfinite(dev[i]) && !(isnan(dev[i]) && isnan(cpu[i])) && dev[i] != cpu[i])
-            g_error("%s: element %zu is %g on the device, %g on the CPU", what, i, dev[i],
-                    cpu[i]);
+            g_error("%s: element %zu is %g on the device, %g on the CPU", what, i, dev[i], cpu[i]);
         num += d * d;
         den += (double)cpu[i] * cpu[i];
         double excess = fabs(d) - (tol->atol + tol->rtol * fabs((double)cpu[i]));
@@ -378,20 +376,21 @@ static void run_model_check(const Ctx *c, ClModel *m, const char *name)
     size_t img = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
     g_autofree float *px = g_new(float, img);
     g_autofree float *vis_cpu = g_new(float, 2 * (size_t)M * E),
-                     *vis_dev = g_new(float, 2 * (size_t)M * E);
+                                                 *vis_dev = g_new(float, 2 * (size_t)M * E);
     g_autoptr(ClEncoderState) s_cpu = cl_encoder_state_new(m);
     g_autoptr(ClEncoderState) s_dev = cl_encoder_state_new(m);
     for (int t = 0; t < 2; t++) {
         image(cfg, px, t);
         ClEncoderOutput a = { 0 }, b = { 0 };
-        g_assert_true(cl_encoder_forward(cl_check_cpu_be, m, s_cpu, px, t, TRUE, NULL, NULL, &a, &err));
+        g_assert_true(
+            cl_encoder_forward(cl_check_cpu_be, m, s_cpu, px, t, TRUE, NULL, NULL, &a, &err));
         g_assert_true(cl_encoder_forward(dev, m, s_dev, px, t, TRUE, NULL, NULL, &b, &err));
         g_assert_no_error(err);
         g_autofree char *w1 = g_strdup_printf("%s image %d visual tokens", name, t);
         cl_check_close(w1, b.visual, a.visual, (size_t)M * E, &c->tol.model);
         g_autofree char *w2 = g_strdup_printf("%s image %d update norms", name, t);
         cl_check_close(w2, b.update_norm, a.update_norm, (size_t)cfg->enc_depth * a.n_patches,
-                     &c->tol.model);
+                       &c->tol.model);
         g_autofree char *w3 = g_strdup_printf("%s image %d delta map", name, t);
         ClTol dtol = c->tol.model;
         dtol.atol = MAX(dtol.atol, 1e-7); /* Δ is a difference of near-equal tokens */
@@ -420,8 +419,8 @@ static void run_model_check(const Ctx *c, ClModel *m, const char *name)
     g_autofree float *last_a = g_new(float, V), *last_b = g_new(float, V);
     g_autoptr(ClKVCache) ka = cl_kv_cache_new(m, 64 + n);
     g_autoptr(ClKVCache) kb = cl_kv_cache_new(m, 64 + n);
-    g_assert_true(cl_decoder_forward(cl_check_cpu_be, m, ka, (gint32 *)ids->data, n, vis_cpu, last_a, la,
-                                     NULL, NULL, &err));
+    g_assert_true(cl_decoder_forward(cl_check_cpu_be, m, ka, (gint32 *)ids->data, n, vis_cpu,
+                                     last_a, la, NULL, NULL, &err));
     g_assert_true(cl_decoder_forward(dev, m, kb, (gint32 *)ids->data, n, vis_cpu, last_b, lb, NULL,
                                      NULL, &err));
     g_assert_no_error(err);
@@ -430,8 +429,8 @@ static void run_model_check(const Ctx *c, ClModel *m, const char *name)
     /* two decode steps on the cache */
     for (int step = 0; step < 2; step++) {
         gint32 id = 100 + step;
-        g_assert_true(cl_decoder_forward(cl_check_cpu_be, m, ka, &id, 1, NULL, last_a, NULL, NULL, NULL,
-                                         &err));
+        g_assert_true(cl_decoder_forward(cl_check_cpu_be, m, ka, &id, 1, NULL, last_a, NULL, NULL,
+                                         NULL, &err));
         g_assert_true(cl_decoder_forward(dev, m, kb, &id, 1, NULL, last_b, NULL, NULL, NULL, &err));
         g_assert_no_error(err);
         g_autofree char *w5 = g_strdup_printf("%s logits of decode step %d", name, step + 1);
@@ -445,13 +444,14 @@ static void run_model_check(const Ctx *c, ClModel *m, const char *name)
         o.max_new_tokens = 12;
         o.beam_size = beam;
         ClGenerateResult ga, gb;
-        g_assert_true(cl_generate(cl_check_cpu_be, m, (gint32 *)ids->data, n, vis_cpu, &o, &ga, &err));
+        g_assert_true(
+            cl_generate(cl_check_cpu_be, m, (gint32 *)ids->data, n, vis_cpu, &o, &ga, &err));
         g_assert_true(cl_generate(dev, m, (gint32 *)ids->data, n, vis_dev, &o, &gb, &err));
         g_assert_no_error(err);
         g_autofree char *ta = g_strescape(ga.text->str, NULL);
         g_autofree char *tb = g_strescape(gb.text->str, NULL);
-        g_test_message("%s %s: CPU \"%s\", device \"%s\"", name,
-                       beam == 1 ? "greedy" : "beam 3", ta, tb);
+        g_test_message("%s %s: CPU \"%s\", device \"%s\"", name, beam == 1 ? "greedy" : "beam 3",
+                       ta, tb);
         if (c->exact_decodes) {
             g_assert_cmpuint(gb.ids->len, ==, ga.ids->len);
             for (guint i = 0; i < ga.ids->len; i++)
@@ -488,9 +488,8 @@ static void test_model_shipped(gconstpointer p)
 {
     const Ctx *c = p;
     const char *root = g_getenv("CL_SOURCE_ROOT");
-    g_autofree char *path =
-        g_build_filename(root ? root : ".", "data", "models", "changelens-default.safetensors",
-                         NULL);
+    g_autofree char *path = g_build_filename(root ? root : ".", "data", "models",
+                                             "changelens-default.safetensors", NULL);
     if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
         g_test_skip("no shipped model in this tree");
         return;

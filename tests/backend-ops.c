@@ -11,11 +11,12 @@
 
 /* Every member of struct cl_backend_ops, in order. */
 #define OP_MEMBERS(X)                                                                              \
-    X(name) X(destroy) X(host_memory) X(alloc) X(release) X(upload) X(download) X(copy) X(zero)  \
-    X(finish) X(linear) X(gemm) X(layernorm) X(rmsnorm) X(modulate) X(gelu) X(silu)             \
-    X(silu_mul) X(add) X(residual) X(scale_cols) X(rope) X(softmax) X(attention)                  \
-    X(attention_scratch) X(row_norms) X(embed) X(im2col) X(merge2x2) X(col_mean) X(center_cols)  \
-    X(scale_by)
+    X(name)                                                                                        \
+    X(destroy)                                                                                     \
+    X(host_memory) X(alloc) X(release) X(upload) X(download) X(copy) X(zero) X(finish) X(linear)   \
+        X(gemm) X(layernorm) X(rmsnorm) X(modulate) X(gelu) X(silu) X(silu_mul) X(add) X(residual) \
+            X(scale_cols) X(rope) X(softmax) X(attention) X(attention_scratch) X(row_norms)        \
+                X(embed) X(im2col) X(merge2x2) X(col_mean) X(center_cols) X(scale_by)
 
 /* The struct rebuilt from the list: same size and every member at the same offset, or the list
  * (and so the table) has fallen behind the struct. */
@@ -33,8 +34,8 @@ _Static_assert(sizeof(struct ops_mirror) == sizeof(struct cl_backend_ops),
 /* Members every case exercises (memory, the end of a batch, identity), checked by all of them
  * rather than by a case of their own. */
 static const char *const by_every_case[] = {
-    "name", "destroy", "host_memory", "alloc", "release", "upload", "download", "copy", "zero",
-    "finish", "attention_scratch",
+    "name",     "destroy", "host_memory", "alloc",  "release",           "upload",
+    "download", "copy",    "zero",        "finish", "attention_scratch",
 };
 
 typedef void (*OpCheck)(const Ctx *c, const int *p);
@@ -96,8 +97,8 @@ static void check_gemm(const Ctx *c, const int *p)
 typedef struct {
     int m, n;
     size_t mn;
-    float *x, *w, *b, *o;        /* host */
-    float *dx, *dw, *db, *dout;  /* device */
+    float *x, *w, *b, *o;       /* host */
+    float *dx, *dw, *db, *dout; /* device */
     GRand *r;
 } Rows;
 
@@ -196,8 +197,16 @@ static void check_center_cols(const Ctx *c, const int *p)
 
 /* ---- elementwise: a, b (m × n), g, h (n); out starts as b ---- */
 
-typedef enum { EW_GELU, EW_SILU, EW_SILU_MUL, EW_ADD, EW_RESIDUAL, EW_SCALE_COLS, EW_MODULATE,
-               EW_SCALE_BY } EwOp;
+typedef enum {
+    EW_GELU,
+    EW_SILU,
+    EW_SILU_MUL,
+    EW_ADD,
+    EW_RESIDUAL,
+    EW_SCALE_COLS,
+    EW_MODULATE,
+    EW_SCALE_BY
+} EwOp;
 
 static void run_ew(ClBackend *be, EwOp op, int flag, float *o, const float *a, const float *b,
                    const float *g, const float *h, int m, int n)
@@ -226,7 +235,8 @@ static void check_elementwise(const Ctx *c, const int *p)
     g_autofree float *g = cl_check_rnd(r, n, -0.5, 0.5), *h = cl_check_rnd(r, n, -0.5, 0.5);
     g_autofree float *o = g_memdup2(b, mn * sizeof(float));
     float *da = cl_check_up(DEV, a, mn), *dbuf = cl_check_up(DEV, b, mn);
-    float *dg = cl_check_up(DEV, g, n), *dh = cl_check_up(DEV, h, n), *dout = cl_check_up(DEV, b, mn);
+    float *dg = cl_check_up(DEV, g, n), *dh = cl_check_up(DEV, h, n),
+          *dout = cl_check_up(DEV, b, mn);
     run_ew(CPU, op, flag, o, a, b, g, h, m, n);
     run_ew(DEV, op, flag, dout, da, dbuf, dg, dh, m, n);
     g_autofree float *got = cl_check_down(DEV, dout, mn);
@@ -245,7 +255,8 @@ static void check_embed(const Ctx *c, const int *p)
     GRand *r = g_rand_new_with_seed(19);
     g_autofree float *table = cl_check_rnd(r, 13 * (size_t)dim, -1, 1);
     g_autofree float *o = cl_check_rnd(r, (size_t)n * dim, -1, 1);
-    float *dt = cl_check_up(DEV, table, 13 * (size_t)dim), *dout = cl_check_up(DEV, o, (size_t)n * dim);
+    float *dt = cl_check_up(DEV, table, 13 * (size_t)dim),
+          *dout = cl_check_up(DEV, o, (size_t)n * dim);
     CPU->ops->embed(CPU, o, table, ids, n, dim);
     DEV->ops->embed(DEV, dout, dt, ids, n, dim);
     g_autofree float *got = cl_check_down(DEV, dout, (size_t)n * dim);
@@ -268,7 +279,8 @@ static void check_rope(const Ctx *c, const int *p)
         cl_rope_table_1d(cs, sn, 3, n_tok, hd, 50.0);
     else
         cl_rope_table_2d(cs, sn, 5, hd, 100.0);
-    float *dx = cl_check_up(DEV, x, nx), *dcs = cl_check_up(DEV, cs, nt), *dsn = cl_check_up(DEV, sn, nt);
+    float *dx = cl_check_up(DEV, x, nx), *dcs = cl_check_up(DEV, cs, nt),
+          *dsn = cl_check_up(DEV, sn, nt);
     CPU->ops->rope(CPU, o + heads * hd, cs, sn, n_tok, ld, heads, hd, sections);
     DEV->ops->rope(DEV, dx + heads * hd, dcs, dsn, n_tok, ld, heads, hd, sections);
     g_autofree float *got = cl_check_down(DEV, dx, nx);
@@ -330,7 +342,8 @@ static void check_attention(const Ctx *c, const int *p)
     gboolean tail = tail_at >= 0;
     CPU->ops->attention(CPU, o, tail ? ot : NULL, q, k, v, nq, nkv, ldq, ldk, ldv, ldo, H, Hk, hd,
                         scale, causal, tail ? tail_at : 0, scratch);
-    float *dq = cl_check_up(DEV, q, nqf), *dk = cl_check_up(DEV, k, nkf), *dv = cl_check_up(DEV, v, nvf);
+    float *dq = cl_check_up(DEV, q, nqf), *dk = cl_check_up(DEV, k, nkf),
+          *dv = cl_check_up(DEV, v, nvf);
     float *dout = cl_check_up(DEV, o, nof), *dot = cl_check_up(DEV, ot, nof);
     size_t dscr = DEV->ops->attention_scratch(DEV, nq, nkv, H);
     float *dscratch = DEV->ops->alloc(DEV, MAX(dscr, 1) * sizeof(float));
@@ -383,14 +396,38 @@ static const OpCase cases[] = {
     /* the encoder's self-attention, self_ext with its tail, cross-attention to the null state,
      * the decoder's prefill after cached positions (GQA), a decode step, the large preset's
      * head size, and beyond 256 (the block kernel) with a tail */
-    { "attention", "q,kv,heads,kv_heads,hd,causal,tail", check_attention, { 36, 36, 3, 3, 64, -1, -1 } },
-    { "attention", "q,kv,heads,kv_heads,hd,causal,tail", check_attention, { 36, 72, 2, 2, 24, -1, 36 } },
-    { "attention", "q,kv,heads,kv_heads,hd,causal,tail", check_attention, { 36, 1, 2, 2, 24, -1, -1 } },
-    { "attention", "q,kv,heads,kv_heads,hd,causal,tail", check_attention, { 21, 50, 4, 2, 64, 29, -1 } },
-    { "attention", "q,kv,heads,kv_heads,hd,causal,tail", check_attention, { 1, 300, 16, 4, 64, 299, -1 } },
-    { "attention", "q,kv,heads,kv_heads,hd,causal,tail", check_attention, { 5, 40, 4, 1, 80, 35, -1 } },
-    { "attention", "q,kv,heads,kv_heads,hd,causal,tail", check_attention, { 3, 17, 2, 1, 160, 14, -1 } },
-    { "attention", "q,kv,heads,kv_heads,hd,causal,tail", check_attention, { 4, 33, 2, 2, 320, -1, 20 } },
+    { "attention",
+      "q,kv,heads,kv_heads,hd,causal,tail",
+      check_attention,
+      { 36, 36, 3, 3, 64, -1, -1 } },
+    { "attention",
+      "q,kv,heads,kv_heads,hd,causal,tail",
+      check_attention,
+      { 36, 72, 2, 2, 24, -1, 36 } },
+    { "attention",
+      "q,kv,heads,kv_heads,hd,causal,tail",
+      check_attention,
+      { 36, 1, 2, 2, 24, -1, -1 } },
+    { "attention",
+      "q,kv,heads,kv_heads,hd,causal,tail",
+      check_attention,
+      { 21, 50, 4, 2, 64, 29, -1 } },
+    { "attention",
+      "q,kv,heads,kv_heads,hd,causal,tail",
+      check_attention,
+      { 1, 300, 16, 4, 64, 299, -1 } },
+    { "attention",
+      "q,kv,heads,kv_heads,hd,causal,tail",
+      check_attention,
+      { 5, 40, 4, 1, 80, 35, -1 } },
+    { "attention",
+      "q,kv,heads,kv_heads,hd,causal,tail",
+      check_attention,
+      { 3, 17, 2, 1, 160, 14, -1 } },
+    { "attention",
+      "q,kv,heads,kv_heads,hd,causal,tail",
+      check_attention,
+      { 4, 33, 2, 2, 320, -1, 20 } },
 };
 
 /* "m=7,k=64,n=96,bias=1" (the elementwise ops' internal selector left out) */

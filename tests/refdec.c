@@ -141,9 +141,10 @@ void ref_liven(ClModel *m)
         float *p = *s->slot;
         GRand *r = g_rand_new_with_seed(g_str_hash(s->name));
         for (gint64 j = 0; j < cl_weight_spec_numel(s); j++)
-            p[j] = s->ndim == 1 ? (float)(1.0 + g_rand_double_range(r, -0.2, 0.2))
-                                : (float)(g_rand_double_range(r, -1.0, 1.0) *
-                                          sqrt(3.0 / (double)s->shape[1]));
+            p[j] =
+                s->ndim == 1
+                    ? (float)(1.0 + g_rand_double_range(r, -0.2, 0.2))
+                    : (float)(g_rand_double_range(r, -1.0, 1.0) * sqrt(3.0 / (double)s->shape[1]));
         g_rand_free(r);
     }
     cl_model_weights_changed(m);
@@ -154,8 +155,7 @@ double *ref_embed(const ClModel *m, const gint32 *ids, int T, const float *visua
     const int E = m->config.dec_dim;
     double *x = g_new(double, (size_t)MAX(T, 1) * E);
     for (int t = 0, vr = 0; t < T; t++) {
-        const float *src = ids[t] < 0 ? visual + (size_t)vr++ * E
-                                      : m->w.embed + (size_t)ids[t] * E;
+        const float *src = ids[t] < 0 ? visual + (size_t)vr++ * E : m->w.embed + (size_t)ids[t] * E;
         for (int e = 0; e < E; e++)
             x[(size_t)t * E + e] = src[e];
     }

@@ -11,12 +11,12 @@
 
 static void test_bench_tiny_json(void)
 {
-    const char *args[] = { "bench", "--preset", "tiny", "--tokens", "4", "--repeat", "1",
-                           "--json", NULL };
+    const char *args[] = { "bench",    "--preset", "tiny",   "--tokens", "4",
+                           "--repeat", "1",        "--json", NULL };
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     JsonObject *o = json_node_get_object(root);
-    const char *keys[] = { "encode_ms_per_image", "prefill_ms", "decode_tokens_per_s",
-                           "peak_rss_mb", "sgemm_peak_gflops", "encoder_sgemm_fraction",
+    const char *keys[] = { "encode_ms_per_image", "prefill_ms",        "decode_tokens_per_s",
+                           "peak_rss_mb",         "sgemm_peak_gflops", "encoder_sgemm_fraction",
                            "describe_ms" };
     for (gsize i = 0; i < G_N_ELEMENTS(keys); i++) {
         g_assert_true(json_object_has_member(o, keys[i]));
@@ -44,8 +44,9 @@ static void test_bench_bad_args(void)
 /* `bench --casedb` on a small database: every figure present and sane, every search answered */
 static void test_bench_casedb_json(void)
 {
-    const char *args[] = { "bench", "--casedb", "--cases", "200", "--queries", "50", "--json",
-                           NULL };
+    const char *args[] = {
+        "bench", "--casedb", "--cases", "200", "--queries", "50", "--json", NULL
+    };
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     JsonObject *o = json_node_get_object(root);
     const char *keys[] = { "insert_cases_per_s", "search_p50_ms", "search_p95_ms", "db_mb" };
@@ -65,8 +66,8 @@ static void test_bench_casedb_json(void)
 /* `bench --train`: a timed training step through the real trainer, every figure present */
 static void test_bench_train_json(void)
 {
-    const char *args[] = { "bench", "--train", "--batch", "2", "--repeat", "1", "--warmup", "0",
-                           "--json", NULL };
+    const char *args[] = { "bench", "--train",  "--batch", "2",      "--repeat",
+                           "1",     "--warmup", "0",       "--json", NULL };
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     JsonObject *o = json_node_get_object(root);
     double ms = json_object_get_double_member(o, "train_step_ms");
@@ -85,12 +86,13 @@ static void test_bench_train_json(void)
 /* `bench --train --config`: the step runs on the given config, which the JSON echoes back */
 static void test_bench_train_config(void)
 {
-    const char *cfg = "{\"image_size\": 64, \"patch_size\": 16, \"enc_dim\": 64, \"enc_depth\": 1, "
-                      "\"enc_heads\": 2, \"enc_mlp\": 128, \"merger_hidden\": 128, \"dec_dim\": 64, "
-                      "\"dec_depth\": 1, \"dec_heads\": 2, \"dec_kv_heads\": 1, \"dec_mlp\": 128, "
-                      "\"vocab_size\": 512, \"max_len\": 1024}";
-    const char *args[] = { "bench", "--train", "--config", cfg, "--batch", "2", "--repeat", "1",
-                           "--warmup", "0", "--json", NULL };
+    const char *cfg =
+        "{\"image_size\": 64, \"patch_size\": 16, \"enc_dim\": 64, \"enc_depth\": 1, "
+        "\"enc_heads\": 2, \"enc_mlp\": 128, \"merger_hidden\": 128, \"dec_dim\": 64, "
+        "\"dec_depth\": 1, \"dec_heads\": 2, \"dec_kv_heads\": 1, \"dec_mlp\": 128, "
+        "\"vocab_size\": 512, \"max_len\": 1024}";
+    const char *args[] = { "bench",    "--train", "--config", cfg, "--batch", "2",
+                           "--repeat", "1",       "--warmup", "0", "--json",  NULL };
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     JsonObject *o = json_node_get_object(root);
     g_assert_true(json_node_is_null(json_object_get_member(o, "preset")));
@@ -115,20 +117,24 @@ static void test_bench_train_model_rounds(void)
         "{\"image_size\": 64, \"patch_size\": 16, \"enc_dim\": 64, \"enc_depth\": 1, "
         "\"enc_heads\": 2, \"enc_mlp\": 128, \"merger_hidden\": 128, \"dec_dim\": 64, "
         "\"dec_depth\": 2, \"dec_heads\": 2, \"dec_kv_heads\": 1, \"dec_mlp\": 128, "
-        "\"vocab_size\": 300, \"max_len\": 1024}", -1, NULL));
-    const char *init[] = { "model", "init", "--config", cfg_path, "--variant", "cross_ffn",
-                           "--dtype", "f16", "--seed", "3", "--out", model, NULL };
+        "\"vocab_size\": 300, \"max_len\": 1024}",
+        -1, NULL));
+    const char *init[] = { "model",     "init",    "--config", cfg_path, "--variant",
+                           "cross_ffn", "--dtype", "f16",      "--seed", "3",
+                           "--out",     model,     NULL };
     g_assert_cmpint(cl_fixture_run_cli(init, NULL), ==, 0);
-    const char *args[] = { "bench", "--train", "--model", model, "--batch", "2", "--repeat", "1",
-                           "--warmup", "0", "--rounds", "2", "--json", NULL };
+    const char *args[] = { "bench",    "--train",  "--model", model,      "--batch",
+                           "2",        "--repeat", "1",       "--warmup", "0",
+                           "--rounds", "2",        "--json",  NULL };
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     JsonObject *o = json_node_get_object(root);
     g_assert_cmpstr(json_object_get_string_member(o, "model"), ==, model);
     g_assert_true(json_node_is_null(json_object_get_member(o, "preset")));
     JsonObject *c = json_object_get_object_member(o, "config");
     g_assert_cmpint(json_object_get_int_member(c, "dec_depth"), ==, 2);
-    g_assert_cmpstr(json_object_get_string_member(json_object_get_object_member(c, "sve"),
-                                                  "variant"), ==, "cross_ffn");
+    g_assert_cmpstr(
+        json_object_get_string_member(json_object_get_object_member(c, "sve"), "variant"), ==,
+        "cross_ffn");
     g_assert_cmpint(json_object_get_int_member(o, "rounds"), ==, 2);
     JsonArray *r = json_object_get_array_member(o, "round_train_step_ms");
     g_assert_cmpint(json_array_get_length(r), ==, 2);
@@ -193,31 +199,29 @@ static void test_bench_long_json(void)
     /* CASA: the cache holds the text alone, however many images */
     g_assert_cmpfloat(mb[2][1], <, mb[0][1]);
     /* VIST2: past a few chunks of output its cache holds a quarter of insertion's text */
-    const char *long_out[] = { "bench", "--long", "--options", "insertion,vist", "--images", "2",
-                               "--gen", "600", "--json", NULL };
+    const char *long_out[] = { "bench", "--long", "--options", "insertion,vist", "--images",
+                               "2",     "--gen",  "600",       "--json",         NULL };
     g_autoptr(JsonNode) lo = cl_fixture_cli_json(long_out);
     JsonArray *la = json_node_get_array(lo);
     g_assert_cmpint(json_array_get_length(la), ==, 2);
-    const double ins = json_object_get_double_member(json_array_get_object_element(la, 0),
-                                                     "peak_mb"),
-                 vis = json_object_get_double_member(json_array_get_object_element(la, 1),
-                                                     "peak_mb");
+    const double ins =
+                     json_object_get_double_member(json_array_get_object_element(la, 0), "peak_mb"),
+                 vis =
+                     json_object_get_double_member(json_array_get_object_element(la, 1), "peak_mb");
     g_test_message("600 generated tokens after 2 images: insertion %.2f MB, vist %.2f MB", ins,
                    vis);
     g_assert_cmpfloat(vis, <, 0.8 * ins);
     /* the sparse prefill: a row of its own, the same state */
-    const char *sp[] = { "bench", "--long", "--options", "insertion,sparse", "--images", "8",
-                         "--gen", "4", "--json", NULL };
+    const char *sp[] = { "bench", "--long", "--options", "insertion,sparse", "--images",
+                         "8",     "--gen",  "4",         "--json",           NULL };
     g_autoptr(JsonNode) spn = cl_fixture_cli_json(sp);
     JsonArray *spa = json_node_get_array(spn);
     g_assert_cmpint(json_array_get_length(spa), ==, 2);
     g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(spa, 1), "option"),
                     ==, "sparse");
-    g_assert_cmpfloat(json_object_get_double_member(json_array_get_object_element(spa, 0),
-                                                    "peak_mb"),
-                      ==,
-                      json_object_get_double_member(json_array_get_object_element(spa, 1),
-                                                    "peak_mb"));
+    g_assert_cmpfloat(
+        json_object_get_double_member(json_array_get_object_element(spa, 0), "peak_mb"), ==,
+        json_object_get_double_member(json_array_get_object_element(spa, 1), "peak_mb"));
     const char *bad[] = { "bench", "--long", "--options", "vist2", NULL };
     g_autofree char *err = NULL;
     g_assert_cmpint(cl_fixture_run_cli(bad, &err), ==, 2);

@@ -93,8 +93,8 @@ static void forward(const ClModel *m, ClKVCache *c, const GArray *ids, const flo
                     float *logits_all)
 {
     g_autoptr(GError) err = NULL;
-    g_assert_true(cl_decoder_forward(be, m, c, (const gint32 *)ids->data, (int)ids->len, vis,
-                                     NULL, logits_all, NULL, NULL, &err));
+    g_assert_true(cl_decoder_forward(be, m, c, (const gint32 *)ids->data, (int)ids->len, vis, NULL,
+                                     logits_all, NULL, NULL, &err));
     g_assert_no_error(err);
 }
 
@@ -103,7 +103,7 @@ static void forward(const ClModel *m, ClKVCache *c, const GArray *ids, const flo
 typedef struct {
     const float *vis;
     int nv, *win0, *winn;
-    int layer;      /* whose keys kc/vc hold */
+    int layer;       /* whose keys kc/vc hold */
     double *kc, *vc; /* (nv, KV) */
     int *ws;         /* CA_{t+v}: each text row's window's first text row */
     double *hs;      /* CA_{t+v}: this layer's normalised rows so far (T, E) */
@@ -195,9 +195,15 @@ static void ref_casa(const ClModel *m, const GArray *ids, const float *vis, doub
     for (int t = 0; t < nt; t++) /* a window's text: the rows after its visual rows */
         ws[t] = t > 0 && win0[t] == win0[t - 1] && winn[t] == winn[t - 1] ? ws[t - 1] : t;
     g_autofree double *hs = g_new(double, (size_t)MAX(nt, 1) * E);
-    CasaRef r = { vis, vr, win0, winn, -1, g_new(double, (size_t)MAX(vr, 1) * KV),
-                  g_new(double, (size_t)MAX(vr, 1) * KV), ws, hs };
-    RefHooks hooks = { .after_attention = casa_hook, .data = &r,
+    CasaRef r = { vis,
+                  vr,
+                  win0,
+                  winn,
+                  -1,
+                  g_new(double, (size_t)MAX(vr, 1) * KV),
+                        g_new(double, (size_t)MAX(vr, 1) * KV), ws, hs };
+    RefHooks hooks = { .after_attention = casa_hook,
+                       .data = &r,
                        .skip_self_attention = m->config.casa_replace ? replaced : NULL };
     g_autofree double *x0 = ref_embed(m, tid, nt, NULL);
     ref_decode_rows(m, x0, nt, &hooks, logits);
@@ -304,11 +310,11 @@ static void test_tv(void)
             /* the same, the last image's text one position at a time */
             g_autofree float *lb = g_new(float, (size_t)n * V);
             g_autoptr(ClKVCache) c2 = cl_kv_cache_new(m, n);
-            g_assert_true(cl_decoder_forward(be, m, c2, (const gint32 *)ids->data, n - 4, vis,
-                                             NULL, lb, NULL, NULL, &err));
+            g_assert_true(cl_decoder_forward(be, m, c2, (const gint32 *)ids->data, n - 4, vis, NULL,
+                                             lb, NULL, NULL, &err));
             for (int i = n - 4; i < n; i++)
-                g_assert_true(cl_decoder_forward(be, m, c2, &g_array_index(ids, gint32, i), 1,
-                                                 NULL, lb + (size_t)i * V, NULL, NULL, NULL, &err));
+                g_assert_true(cl_decoder_forward(be, m, c2, &g_array_index(ids, gint32, i), 1, NULL,
+                                                 lb + (size_t)i * V, NULL, NULL, NULL, &err));
             g_assert_no_error(err);
             g_autofree double *ref = g_new(double, (size_t)n * V);
             ref_casa(m, ids, vis, ref);
@@ -316,8 +322,8 @@ static void test_tv(void)
             double steps = text_rows_error(ids, lb, ref, V, &den);
             g_test_message("casa %s t+v%s against the float64 reference: %.2e of max |logit| "
                            "(decode steps %.2e)",
-                           cl_casa_variant_name(variant), replace ? " with CA^#" : "",
-                           num / den, steps / den);
+                           cl_casa_variant_name(variant), replace ? " with CA^#" : "", num / den,
+                           steps / den);
             g_assert_cmpfloat(num / den, <, 2e-5);
             g_assert_cmpfloat(steps / den, <, 2e-5);
             /* plain CA (no text, no positions in the cross-attention) is elsewhere */
@@ -345,8 +351,8 @@ static void test_gist(void)
     for (guint i = 0; i < plain->len; i++) {
         const gint32 id = g_array_index(plain, gint32, i);
         g_array_append_val(ids, id);
-        if (id == CL_DECODER_VISUAL && (i + 1 == plain->len ||
-                                        g_array_index(plain, gint32, i + 1) != CL_DECODER_VISUAL)) {
+        if (id == CL_DECODER_VISUAL &&
+            (i + 1 == plain->len || g_array_index(plain, gint32, i + 1) != CL_DECODER_VISUAL)) {
             const gint32 gist = CL_TOKEN_IMAGE;
             g_array_append_val(ids, gist);
         }
@@ -374,9 +380,9 @@ static void test_gist(void)
     g_autoptr(ClImage) a = cl_synth_image_to_image(&si[0]);
     g_autoptr(ClImage) b = cl_synth_image_to_image(&si[1]);
     const ClImage *imgs[2] = { a, b };
-    g_autoptr(ClTrainSample) s = cl_train_sample_from_turns(
-        m, cl_chat_conversation_turns(conv), cl_chat_conversation_len(conv), imgs, NULL, 2, FALSE,
-        &err);
+    g_autoptr(ClTrainSample) s =
+        cl_train_sample_from_turns(m, cl_chat_conversation_turns(conv),
+                                   cl_chat_conversation_len(conv), imgs, NULL, 2, FALSE, &err);
     g_assert_no_error(err);
     int gists = 0;
     for (int t = 1; t < s->n_ids; t++)
@@ -418,7 +424,7 @@ static void test_text_before_image(void)
     g_autofree float *vis = visual_rows(8, 6);
     const int V = 300;
     g_autofree float *a = g_new(float, (size_t)with->len * V),
-                     *b = g_new(float, (size_t)alone->len * V);
+                                *b = g_new(float, (size_t)alone->len * V);
     g_autoptr(ClKVCache) ca = cl_kv_cache_new(m, 64);
     g_autoptr(ClKVCache) cb = cl_kv_cache_new(m, 64);
     forward(m, ca, with, vis, a);
@@ -492,8 +498,8 @@ static void test_cached_steps(void)
                                      NULL, &err));
     double worst = 0;
     for (int t = head; t < n; t++) {
-        g_assert_true(cl_decoder_forward(be, m, cs, &g_array_index(ids, gint32, t), 1, NULL,
-                                         step, NULL, NULL, NULL, &err));
+        g_assert_true(cl_decoder_forward(be, m, cs, &g_array_index(ids, gint32, t), 1, NULL, step,
+                                         NULL, NULL, NULL, &err));
         for (int i = 0; i < V; i++)
             worst = MAX(worst, fabs((double)step[i] - full[(size_t)t * V + i]));
     }
@@ -516,8 +522,7 @@ static void test_config(void)
     g_assert_nonnull(strstr(e1->message, "off, ca, ca_shared"));
     g_autoptr(GError) e2 = NULL;
     g_assert_false(cl_model_config_from_json(
-        &back, "{\"casa\":\"ca\",\"pvm\":{\"layers\":[1],\"rank\":8,\"heads\":2,\"mlp\":8}}",
-        &e2));
+        &back, "{\"casa\":\"ca\",\"pvm\":{\"layers\":[1],\"rank\":8,\"heads\":2,\"mlp\":8}}", &e2));
     g_assert_nonnull(e2);
 }
 

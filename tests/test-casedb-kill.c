@@ -159,8 +159,8 @@ static void test_kill(void)
     }
     double secs = (double)(g_get_monotonic_time() - start) / 1e6;
     g_test_message("%u kills (%u while creating the database), %u committed edits verified of "
-                   "%u reported, %u lost, %.1f s", t.kills, t.fresh, t.verified, t.committed,
-                   t.lost, secs);
+                   "%u reported, %u lost, %.1f s",
+                   t.kills, t.fresh, t.verified, t.committed, t.lost, secs);
     g_assert_cmpuint(t.lost, ==, 0);
     g_assert_cmpuint(t.verified, ==, t.committed);
     /* the kills must have interrupted real work, not idle writers */

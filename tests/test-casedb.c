@@ -10,8 +10,8 @@
 #include "casedb/casedb.h"
 #include "fixtures.h"
 
-static char *tmpdir;           /* removed at the end */
-static GPtrArray *fixtures;    /* PNG + DICOM fixtures written into tmpdir/fixtures */
+static char *tmpdir;        /* removed at the end */
+static GPtrArray *fixtures; /* PNG + DICOM fixtures written into tmpdir/fixtures */
 static const ClFixture *fx_png, *fx_ct, *fx_dx, *fx_multi;
 
 static char *tmp_path(const char *name)
@@ -215,18 +215,21 @@ static void test_migrate_steps(void)
     g_assert_cmpint(raw_int(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'search'"), ==,
                     0);
     /* data written at version 1, by hand */
-    g_assert_cmpint(raw_exec(path,
-        "INSERT INTO cases VALUES (41, 'Legacy wrist series', 't0', 't0');"
-        "INSERT INTO descriptions VALUES (7, 41, NULL, 't0');"
-        "INSERT INTO description_versions VALUES "
-        "  (70, 7, 1, 'old scaphoid wording', 'draft', 'a', NULL, 't0'),"
-        "  (71, 7, 2, 'healed scaphoid fracture', 'accepted', 'b', 'b', 't1');"
-        "INSERT INTO images (id, case_id, position, path, sha256, file_size, file_mtime, format, "
-        "  width, height, n_frames, metadata, added_at) "
-        "  VALUES (5, 41, 0, '/x.dcm', '', 1, 1, 'DICOM', 1, 1, 1, "
-        "          '{\"StationName\":\"Radiograph7\"}', 't0');"
-        "INSERT INTO notes VALUES (3, 41, NULL, 'a', 'compare with contralateral', 't0');",
-        NULL), ==, SQLITE_OK);
+    g_assert_cmpint(
+        raw_exec(
+            path,
+            "INSERT INTO cases VALUES (41, 'Legacy wrist series', 't0', 't0');"
+            "INSERT INTO descriptions VALUES (7, 41, NULL, 't0');"
+            "INSERT INTO description_versions VALUES "
+            "  (70, 7, 1, 'old scaphoid wording', 'draft', 'a', NULL, 't0'),"
+            "  (71, 7, 2, 'healed scaphoid fracture', 'accepted', 'b', 'b', 't1');"
+            "INSERT INTO images (id, case_id, position, path, sha256, file_size, file_mtime, format, "
+            "  width, height, n_frames, metadata, added_at) "
+            "  VALUES (5, 41, 0, '/x.dcm', '', 1, 1, 'DICOM', 1, 1, 1, "
+            "          '{\"StationName\":\"Radiograph7\"}', 't0');"
+            "INSERT INTO notes VALUES (3, 41, NULL, 'a', 'compare with contralateral', 't0');",
+            NULL),
+        ==, SQLITE_OK);
 
     int schema = cl_casedb_schema_version();
     for (int v = 2; v <= schema; v++) {
@@ -348,11 +351,18 @@ static void test_records(void)
     g_autoptr(GArray) ids = add_images(db, id, imgs);
 
     /* a run with heatmaps; odd float values must come back bit for bit */
-    ClCaseRun run = { .model_name = "random-init tiny", .model_sha256 = "ab12",
-                      .model_config_json = "{\"preset\":\"tiny\"}", .device = "cpu (2 threads)",
-                      .settings_json = "{\"beam\":1}", .seed = G_MAXUINT64 - 7,
-                      .preprocess_ms = 1.5, .encode_ms = 20.25, .prefill_ms = 3, .decode_ms = 40,
-                      .total_ms = 64.75, .n_tokens = 33 };
+    ClCaseRun run = { .model_name = "random-init tiny",
+                      .model_sha256 = "ab12",
+                      .model_config_json = "{\"preset\":\"tiny\"}",
+                      .device = "cpu (2 threads)",
+                      .settings_json = "{\"beam\":1}",
+                      .seed = G_MAXUINT64 - 7,
+                      .preprocess_ms = 1.5,
+                      .encode_ms = 20.25,
+                      .prefill_ms = 3,
+                      .decode_ms = 40,
+                      .total_ms = 64.75,
+                      .n_tokens = 33 };
     g_autoptr(GPtrArray) hms = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_heatmap_free);
     for (guint i = 0; i < 2; i++) {
         ClCaseHeatmap *h = g_new0(ClCaseHeatmap, 1);
@@ -375,8 +385,8 @@ static void test_records(void)
     /* edits: versions 2 and 3, then a stale edit is refused and changes nothing */
     gint64 v2 = edit(db, id, "Small left apical pneumothorax, unchanged.", v1);
     gint64 v3 = 0;
-    g_assert_true(cl_casedb_description_edit(db, id, "Resolved pneumothorax.", "dr.other", v2, &v3,
-                                             &err));
+    g_assert_true(
+        cl_casedb_description_edit(db, id, "Resolved pneumothorax.", "dr.other", v2, &v3, &err));
     g_assert_no_error(err);
     gint64 stale = 0;
     g_assert_false(cl_casedb_description_edit(db, id, "my stale text", NULL, v2, &stale, &err));
@@ -390,8 +400,8 @@ static void test_records(void)
     gint64 note1 = 0, note2 = 0, key = 0;
     g_assert_true(cl_casedb_note_add(db, id, 0, "Compare with the outside study.", &note1, &err));
     g_assert_true(cl_casedb_note_add(db, id, g_array_index(ids, gint64, 1), "Apex", &note2, &err));
-    g_assert_true(cl_casedb_key_image_add(db, id, g_array_index(ids, gint64, 2), "best view", &key,
-                                          &err));
+    g_assert_true(
+        cl_casedb_key_image_add(db, id, g_array_index(ids, gint64, 2), "best view", &key, &err));
     g_assert_no_error(err);
 
     g_autoptr(ClCase) c = get(db, id, CL_CASE_HEATMAP_DATA);
@@ -459,9 +469,10 @@ static void test_records(void)
     g_assert_cmpuint(c->key_images->len, ==, 1);
     const ClCaseKeyImage *k0 = g_ptr_array_index(c->key_images, 0);
     g_assert_cmpstr(k0->label, ==, "best view");
-    const char *actions[] = { "case.new", "image.add", "image.add", "image.add", "run.record",
-                              "description.edit", "description.edit", "description.accept",
-                              "description.reject", "note.add", "note.add", "key_image.add" };
+    const char *actions[] = { "case.new",         "image.add",          "image.add",
+                              "image.add",        "run.record",         "description.edit",
+                              "description.edit", "description.accept", "description.reject",
+                              "note.add",         "note.add",           "key_image.add" };
     g_assert_cmpuint(c->audit->len, ==, G_N_ELEMENTS(actions));
     for (guint i = 0; i < G_N_ELEMENTS(actions); i++) {
         const ClCaseAudit *a = g_ptr_array_index(c->audit, i);
@@ -536,18 +547,20 @@ static void test_records(void)
     g_assert_null(cl_casedb_get_case(db, id, 0, &err));
     g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_NOT_FOUND);
     g_clear_error(&err);
-    const char *tables[] = { "images", "runs", "descriptions", "description_versions", "heatmaps",
-                             "notes", "key_images" };
+    const char *tables[] = { "images",   "runs",  "descriptions", "description_versions",
+                             "heatmaps", "notes", "key_images" };
     for (guint i = 0; i < G_N_ELEMENTS(tables); i++) {
         g_autofree char *q = g_strdup_printf("SELECT count(*) FROM %s", tables[i]);
         g_assert_cmpint(raw_int(path, q), ==, 0);
     }
-    g_autofree char *q = g_strdup_printf("SELECT count(*) FROM audit WHERE case_id = %"
-                                         G_GINT64_FORMAT " AND action = 'case.delete' "
-                                         "AND detail LIKE '%%renamed%%'", id);
+    g_autofree char *q =
+        g_strdup_printf("SELECT count(*) FROM audit WHERE case_id = %" G_GINT64_FORMAT
+                        " AND action = 'case.delete' "
+                        "AND detail LIKE '%%renamed%%'",
+                        id);
     g_assert_cmpint(raw_int(path, q), ==, 1);
-    g_autofree char *q2 = g_strdup_printf("SELECT count(*) FROM audit WHERE case_id = %"
-                                          G_GINT64_FORMAT, id);
+    g_autofree char *q2 =
+        g_strdup_printf("SELECT count(*) FROM audit WHERE case_id = %" G_GINT64_FORMAT, id);
     g_assert_cmpint(raw_int(path, q2), ==, G_N_ELEMENTS(actions) + 2);
     g_assert_false(finds(db, "pneumothorax", id));
     g_assert_false(finds(db, "Chest", id));
@@ -673,7 +686,7 @@ static void test_search(void)
     g_autoptr(GPtrArray) h4 = search(db, "Fixture^Patient");
     g_assert_nonnull(find_hit(h4, a));
     g_assert_cmpstr(find_hit(h4, a)->field, ==, "metadata");
-    g_assert_null(find_hit(h4, d)); /* that fixture names another patient */
+    g_assert_null(find_hit(h4, d));        /* that fixture names another patient */
     g_assert_true(finds(db, "muller", d)); /* Müller, diacritics folded */
     g_assert_true(finds(db, "Müller", d));
     /* the last word is a prefix, the others are whole words; all must match */
@@ -688,10 +701,12 @@ static void test_search(void)
     g_assert_cmpuint(none->len, ==, 0);
 
     /* hostile queries: never an error; literal words found where they are */
-    const char *hostile[] = { "\"", "AND", "NEAR(", "*", "'; DROP TABLE cases; --", "OR", "NOT",
-                              "(", ")", "a:b", "^", "\"unbalanced", "-", "+", "{col}: x",
-                              "🫁", "\xff\xfe", "caf\xc3", "%", "_", "\\", "NEAR(a b, 2)", "''",
-                              "*\"*", "lungs\"", "\"\"\"" };
+    const char *hostile[] = { "\"",    "AND",          "NEAR(",   "*",    "'; DROP TABLE cases; --",
+                              "OR",    "NOT",          "(",       ")",    "a:b",
+                              "^",     "\"unbalanced", "-",       "+",    "{col}: x",
+                              "🫁",  "\xff\xfe",     "caf\xc3", "%",    "_",
+                              "\\",    "NEAR(a b, 2)", "''",      "*\"*", "lungs\"",
+                              "\"\"\"" };
     for (guint i = 0; i < G_N_ELEMENTS(hostile); i++) {
         g_autoptr(GPtrArray) h = cl_casedb_search(db, hostile[i], 10, &err);
         g_assert_no_error(err);
@@ -703,7 +718,7 @@ static void test_search(void)
     g_assert_true(finds(db, "🫁", a));
     g_assert_true(finds(db, "lungs\"", a));
     g_assert_true(finds(db, "'; DROP TABLE cases; --", b));
-    g_assert_true(finds(db, "\"", a));  /* punctuation alone: a literal substring */
+    g_assert_true(finds(db, "\"", a)); /* punctuation alone: a literal substring */
     g_assert_false(finds(db, "\"", b));
     g_assert_true(finds(db, "*", b));
     g_autoptr(GPtrArray) star = search(db, "*");
@@ -717,8 +732,8 @@ static void test_search(void)
     g_assert_true(finds(db, "resolved", a));
     /* a new run's description becomes current */
     ClCaseRun run = { .model_name = "m" };
-    g_assert_true(cl_casedb_run_record(db, a, &run, "Generated consolidation text", NULL, NULL,
-                                       NULL, &err));
+    g_assert_true(
+        cl_casedb_run_record(db, a, &run, "Generated consolidation text", NULL, NULL, NULL, &err));
     g_assert_true(finds(db, "consolidation", a));
     g_assert_false(finds(db, "resolved", a));
     /* renames */
@@ -744,8 +759,7 @@ static void test_search(void)
     }
     g_autoptr(GPtrArray) three = cl_casedb_search(db, "shared", 3, &err);
     g_assert_cmpuint(three->len, ==, 3);
-    g_assert_cmpint(HIT(three, 0)->case_id, ==,
-                    HIT(shared, 0)->case_id);
+    g_assert_cmpint(HIT(three, 0)->case_id, ==, HIT(shared, 0)->case_id);
 }
 
 /* ---- escaping -------------------------------------------------------------------------------- */
@@ -795,8 +809,12 @@ static void test_escaping(void)
     g_assert_true(finds(db, "Robert'); DROP TABLE cases;--", ids[0]));
 
     /* an image with a hostile path and metadata */
-    ClCaseImage img = { .path = "/tmp/it's \"here\"; DROP TABLE images;--.png", .sha256 = "00",
-                        .format = "PNG", .width = 1, .height = 1, .n_frames = 1,
+    ClCaseImage img = { .path = "/tmp/it's \"here\"; DROP TABLE images;--.png",
+                        .sha256 = "00",
+                        .format = "PNG",
+                        .width = 1,
+                        .height = 1,
+                        .n_frames = 1,
                         .metadata_json = "{\"Note\":\"a'b\\\"c\",\"x\":\"</script>\"}" };
     g_autoptr(GPtrArray) imgs = g_ptr_array_new();
     g_ptr_array_add(imgs, &img);
@@ -814,7 +832,8 @@ static void test_escaping(void)
     g_autoptr(GPtrArray) list = cl_casedb_list(db, &err);
     g_assert_cmpuint(list->len, ==, G_N_ELEMENTS(texts));
     g_assert_cmpint(raw_int(path, "SELECT count(*) FROM sqlite_schema WHERE name IN ('cases', "
-                                  "'images', 'audit', 'search')"), ==, 4);
+                                  "'images', 'audit', 'search')"),
+                    ==, 4);
     assert_integrity(db);
     g_string_free(big, TRUE);
 }
@@ -893,7 +912,7 @@ typedef struct {
     const char *path;
     gint64 case_id;
     guint n_cases;
-    gint done;          /* atomic: the writer finished */
+    gint done; /* atomic: the writer finished */
     guint reads, failures;
     char *first_failure;
 } Reader;

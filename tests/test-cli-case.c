@@ -111,8 +111,9 @@ static void test_workflow(void)
     g_autofree char *demo = g_build_filename(tmp, "demo", NULL);
     const char *dargv[] = { g_getenv("CL_CLI"), "demo", "--out", demo, NULL };
     int st = 0;
-    g_assert_true(g_spawn_sync(NULL, (char **)dargv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL |
-                               G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, NULL, NULL, &st, NULL));
+    g_assert_true(g_spawn_sync(NULL, (char **)dargv, NULL,
+                               G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL,
+                               NULL, NULL, &st, NULL));
     g_autofree char *before = g_build_filename(demo, "before.png", NULL);
     g_autofree char *after = g_build_filename(demo, "after.png", NULL);
     g_autofree char *missing = g_build_filename(tmp, "nope.png", NULL);
@@ -153,14 +154,15 @@ static void test_workflow(void)
     g_assert_cmpint(json_object_get_int_member(h, "grid_w"), ==, 10); /* tiny: 160 px / 16 */
     g_assert_cmpuint(json_array_get_length(json_object_get_array_member(h, "values")), ==, 100);
     JsonObject *run0 = json_array_get_object_element(member_array(s2, "runs"), 0);
-    g_assert_true(g_str_has_prefix(json_object_get_string_member(run0, "model_name"), "random-init tiny"));
+    g_assert_true(
+        g_str_has_prefix(json_object_get_string_member(run0, "model_name"), "random-init tiny"));
 
     /* edit, a stale edit refused (and the text kept), accept */
     run_case(&r, "edit", "1", "A new lamp appears on the left; the chair is unchanged.", NULL);
     expect_ok(&r);
     run_clear(&r);
-    g_autofree char *stale = g_strdup_printf("%" G_GINT64_FORMAT,
-                                             json_object_get_int_member(v1, "id"));
+    g_autofree char *stale =
+        g_strdup_printf("%" G_GINT64_FORMAT, json_object_get_int_member(v1, "id"));
     run_case(&r, "edit", "1", "stale text", "--base", stale, NULL);
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "NOT saved"));
@@ -186,7 +188,9 @@ static void test_workflow(void)
     expect_ok(&r);
     g_autoptr(JsonNode) hits = parse_json(r.out);
     g_assert_cmpuint(json_array_get_length(json_node_get_array(hits)), ==, 1);
-    g_assert_cmpint(json_object_get_int_member(json_array_get_object_element(json_node_get_array(hits), 0), "id"), ==, 1);
+    g_assert_cmpint(json_object_get_int_member(
+                        json_array_get_object_element(json_node_get_array(hits), 0), "id"),
+                    ==, 1);
     run_clear(&r);
     run_case(&r, "search", "\"", "AND", "NEAR(", "*", "'; DROP TABLE cases; --", NULL);
     expect_ok(&r);
@@ -195,7 +199,9 @@ static void test_workflow(void)
     expect_ok(&r);
     g_autoptr(JsonNode) list = parse_json(r.out);
     g_assert_cmpuint(json_array_get_length(json_node_get_array(list)), ==, 1);
-    g_assert_cmpstr(json_object_get_string_member(json_array_get_object_element(json_node_get_array(list), 0), "status"), ==, "accepted");
+    g_assert_cmpstr(json_object_get_string_member(
+                        json_array_get_object_element(json_node_get_array(list), 0), "status"),
+                    ==, "accepted");
     run_clear(&r);
 
     /* a third image: a three-page TIFF adds three */
@@ -212,7 +218,8 @@ static void test_workflow(void)
     run_case(&r, "add", "2", pages->path, NULL);
     expect_ok(&r);
     run_clear(&r);
-    run_case(&r, "describe", "2", "--random-init", "tiny", "--max-tokens", "4", "--device", "cpu", NULL);
+    run_case(&r, "describe", "2", "--random-init", "tiny", "--max-tokens", "4", "--device", "cpu",
+             NULL);
     expect_ok(&r);
     run_clear(&r);
     g_autoptr(JsonNode) s4 = show_json("2");
@@ -346,7 +353,9 @@ static void test_usage_and_newer_db(void)
     g_autofree char *newer = g_build_filename(tmp, "newer.db", NULL);
     sqlite3 *s = NULL;
     g_assert_cmpint(sqlite3_open(newer, &s), ==, SQLITE_OK);
-    g_assert_cmpint(sqlite3_exec(s, "CREATE TABLE future(x); PRAGMA user_version = 999;", NULL, NULL, NULL), ==, SQLITE_OK);
+    g_assert_cmpint(
+        sqlite3_exec(s, "CREATE TABLE future(x); PRAGMA user_version = 999;", NULL, NULL, NULL), ==,
+        SQLITE_OK);
     sqlite3_close(s);
     g_autofree char *before = NULL;
     gsize n_before = 0;

@@ -82,9 +82,10 @@ static void test_info_all_fixtures(void)
             continue;
         }
         g_assert_false(json_object_has_member(o, "error"));
-        static const char *keys[] = { "path", "format", "width", "height", "frames", "bits",
-                                      "channels", "modality", "transfer_syntax", "photometric",
-                                      "stats" };
+        static const char *keys[] = { "path",        "format",   "width",
+                                      "height",      "frames",   "bits",
+                                      "channels",    "modality", "transfer_syntax",
+                                      "photometric", "stats" };
         for (guint k = 0; k < G_N_ELEMENTS(keys); k++)
             if (!json_object_has_member(o, keys[k]))
                 g_error("%s: JSON lacks key %s", f->what, keys[k]);

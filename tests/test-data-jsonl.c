@@ -156,8 +156,8 @@ static float *preprocessed(const char *path, guint frame)
     g_assert_no_error(error);
     const ClModelConfig *c = &model->config;
     float *px = g_new(float, (gsize)c->channels * c->image_size * c->image_size);
-    g_assert_true(cl_preprocess_image(img, frame, NULL, c->image_size, c->channels, px, NULL,
-                                      &error));
+    g_assert_true(
+        cl_preprocess_image(img, frame, NULL, c->image_size, c->channels, px, NULL, &error));
     g_assert_no_error(error);
     return px;
 }
@@ -404,7 +404,8 @@ static void test_bad_lines_strict(void)
         g_assert_null(d);
         g_assert_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE);
         g_autofree char *where = g_strdup_printf("%s:3: ", path);
-        if (!g_str_has_prefix(error->message, where) || !strstr(error->message, bad_cases[i].problem))
+        if (!g_str_has_prefix(error->message, where) ||
+            !strstr(error->message, bad_cases[i].problem))
             g_error("case %zu (%s): message \"%s\" lacks \"%s\" or \"%s\"", i, bad_cases[i].line,
                     error->message, where, bad_cases[i].problem);
     }

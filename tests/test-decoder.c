@@ -143,8 +143,8 @@ static void test_reference(void)
         g_autofree float *all = g_new(float, (size_t)T * V);
         g_autofree float *last = g_new(float, V);
         g_autoptr(GError) err = NULL;
-        g_assert_true(cl_decoder_forward(be, m, cache, ids, T, visual, last, all, NULL, NULL,
-                                         &err));
+        g_assert_true(
+            cl_decoder_forward(be, m, cache, ids, T, visual, last, all, NULL, NULL, &err));
         g_assert_no_error(err);
         g_assert_cmpint(cl_kv_cache_len(cache), ==, T);
         double e = rel_err_d(all, ref, (size_t)T * V);
@@ -171,12 +171,11 @@ static void test_cached_vs_full(void)
 
     g_autoptr(ClKVCache) cache = cl_kv_cache_new(m, T);
     g_autofree float *logits = g_new(float, V);
-    g_assert_true(cl_decoder_forward(be, m, cache, ids, P, visual, logits, NULL, NULL, NULL,
-                                     &err));
+    g_assert_true(cl_decoder_forward(be, m, cache, ids, P, visual, logits, NULL, NULL, NULL, &err));
     double worst = rel_err(logits, all + (size_t)(P - 1) * V, V);
     for (int t = P; t < T; t++) {
-        g_assert_true(cl_decoder_forward(be, m, cache, ids + t, 1, NULL, logits, NULL, NULL, NULL,
-                                         &err));
+        g_assert_true(
+            cl_decoder_forward(be, m, cache, ids + t, 1, NULL, logits, NULL, NULL, NULL, &err));
         g_assert_no_error(err);
         worst = MAX(worst, rel_err(logits, all + (size_t)t * V, V));
     }
@@ -186,8 +185,7 @@ static void test_cached_vs_full(void)
 
     /* full: the cache is full now; one more position is refused and changes nothing */
     gint32 one = 1;
-    g_assert_false(cl_decoder_forward(be, m, cache, &one, 1, NULL, logits, NULL, NULL, NULL,
-                                      &err));
+    g_assert_false(cl_decoder_forward(be, m, cache, &one, 1, NULL, logits, NULL, NULL, NULL, &err));
     g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
     g_clear_error(&err);
     g_assert_cmpint(cl_kv_cache_len(cache), ==, T);
@@ -302,11 +300,10 @@ static void test_visual_taps_errors(void)
     struct {
         const gint32 *ids;
         int n;
-    } bad[] = { { bad_hi, 2 }, { bad_neg, 2 }, { vis_only, 1 }, { too_many, 12 },
-                { with_tok, 0 } };
+    } bad[] = { { bad_hi, 2 }, { bad_neg, 2 }, { vis_only, 1 }, { too_many, 12 }, { with_tok, 0 } };
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
-        g_assert_false(cl_decoder_forward(be, m, cd, bad[i].ids, bad[i].n, NULL, logits, NULL,
-                                          NULL, NULL, &err));
+        g_assert_false(cl_decoder_forward(be, m, cd, bad[i].ids, bad[i].n, NULL, logits, NULL, NULL,
+                                          NULL, &err));
         g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
         g_clear_error(&err);
         g_assert_cmpint(cl_kv_cache_len(cd), ==, len);
@@ -361,11 +358,11 @@ static void test_backends(void)
     g_autoptr(ClBackend) three = cl_backend_cpu_new(3);
     g_autoptr(ClKVCache) c2 = cl_kv_cache_new(m, T);
     g_assert_true(cl_decoder_forward(one, m, c2, ids, 1, NULL, NULL, got, NULL, NULL, &err));
-    g_assert_true(cl_decoder_forward(three, m, c2, ids + 1, 2, NULL, NULL, got + V, NULL, NULL,
-                                     &err));
+    g_assert_true(
+        cl_decoder_forward(three, m, c2, ids + 1, 2, NULL, NULL, got + V, NULL, NULL, &err));
     /* 200 rows on one thread, then 197 on three: the scratch must grow for three lanes */
-    g_assert_true(cl_decoder_forward(one, m, c2, ids + 3, 200, NULL, NULL, got + 3 * V, NULL,
-                                     NULL, &err));
+    g_assert_true(
+        cl_decoder_forward(one, m, c2, ids + 3, 200, NULL, NULL, got + 3 * V, NULL, NULL, &err));
     g_assert_true(cl_decoder_forward(three, m, c2, ids + 203, T - 203, NULL, NULL,
                                      got + (size_t)203 * V, NULL, NULL, &err));
     g_assert_no_error(err);

@@ -72,22 +72,22 @@ static void test_letterbox(void)
 static void test_resize(void)
 {
     /* enlarging 2 -> 4 is bilinear with half-pixel centres, edges clamped */
-    const float src[2] = {0, 1};
+    const float src[2] = { 0, 1 };
     float dst[4];
     cl_preprocess_resize(src, 1, 2, 1, dst, 4, 1);
-    const float want[4] = {0, 0.25f, 0.75f, 1};
+    const float want[4] = { 0, 0.25f, 0.75f, 1 };
     for (int i = 0; i < 4; i++)
         g_assert_cmpfloat(fabs(dst[i] - want[i]), <, S_EPS);
 
     /* shrinking 3 -> 2 is an area average: [0, 1.5) and [1.5, 3) */
-    const float s3[3] = {0, 3, 6};
+    const float s3[3] = { 0, 3, 6 };
     float d2[2];
     cl_preprocess_resize(s3, 1, 3, 1, d2, 2, 1);
     g_assert_cmpfloat(fabs(d2[0] - (0 + 1.5f) / 1.5f), <, S_EPS); /* (0*1 + 3*0.5) / 1.5 */
     g_assert_cmpfloat(fabs(d2[1] - (1.5f + 6) / 1.5f), <, S_EPS); /* (3*0.5 + 6*1) / 1.5 */
 
     /* a 2 x 2 checkerboard averages to its mean when halved; identity keeps values */
-    const float cb[8] = {0, 1, 1, 0, /* plane 2: */ 4, 4, 4, 4};
+    const float cb[8] = { 0, 1, 1, 0, /* plane 2: */ 4, 4, 4, 4 };
     float one[2];
     cl_preprocess_resize(cb, 2, 2, 2, one, 1, 1);
     g_assert_cmpfloat(fabs(one[0] - 0.5f), <, S_EPS);
@@ -139,7 +139,7 @@ static void test_preprocess_values(void)
 
     /* RGB with alpha: alpha dropped, channels kept; 1 channel = BT.601 luma */
     g_autoptr(ClImage) rgba8 = mem_image(S, S, CL_LAYOUT_RGBA, 4, 8);
-    const float col[4] = {255, 0, 51, 0}; /* fully transparent: alpha must not matter */
+    const float col[4] = { 255, 0, 51, 0 }; /* fully transparent: alpha must not matter */
     for (int c = 0; c < 4; c++) {
         p = cl_image_plane(rgba8, 0, (guint)c);
         for (int i = 0; i < S * S; i++)
@@ -263,8 +263,8 @@ static void test_heatmap_colour_png(void)
     float *p = cl_image_plane(img, 0, 0);
     for (int i = 0; i < 40 * 20; i++)
         p[i] = 128;
-    ClHeatmap hm = {CL_HEATMAP_UPDATE_NORM, 1, 2, 2, NULL, 0};
-    float vals[4] = {1, 0, 0, 0};
+    ClHeatmap hm = { CL_HEATMAP_UPDATE_NORM, 1, 2, 2, NULL, 0 };
+    float vals[4] = { 1, 0, 0, 0 };
     hm.values = vals;
     hm.max = 1;
     ClLetterbox lb;
@@ -381,8 +381,9 @@ static void check_describe(const char *name, guint n_images, const char *const *
     g_autofree char *prefix = g_build_filename(fx.dir, name, NULL);
     g_autoptr(GPtrArray) argv = g_ptr_array_new();
     g_ptr_array_add(argv, (char *)cli_path());
-    const char *fixed[] = {"describe", "--random-init", "tiny", "--seed",    "1",    "--max-tokens",
-                           "6",        "--device",      "cpu",  "--heatmap", prefix, "--json"};
+    const char *fixed[] = { "describe", "--random-init", "tiny", "--seed",
+                            "1",        "--max-tokens",  "6",    "--device",
+                            "cpu",      "--heatmap",     prefix, "--json" };
     for (guint i = 0; i < G_N_ELEMENTS(fixed); i++)
         g_ptr_array_add(argv, (char *)fixed[i]);
     if (delta)
@@ -413,7 +414,7 @@ static void check_describe(const char *name, guint n_images, const char *const *
     JsonObject *tm = json_object_get_object_member(o, "timings");
     g_assert_nonnull(tm);
     for (guint i = 0; i < 4; i++) {
-        const char *k[] = {"load_ms", "preprocess_ms", "prefill_ms", "decode_ms"};
+        const char *k[] = { "load_ms", "preprocess_ms", "prefill_ms", "decode_ms" };
         g_assert_true(json_object_has_member(tm, k[i]));
         g_assert_cmpfloat(json_object_get_double_member(tm, k[i]), >=, 0);
     }
@@ -462,21 +463,21 @@ static void check_describe(const char *name, guint n_images, const char *const *
 static void test_cli_pngs(void)
 {
     /* different sizes and aspect ratios: each overlay keeps its own image's size */
-    const char *files[] = {fixture("/png-rgb8.png"), fixture("/png-grey16-257x3.png")};
+    const char *files[] = { fixture("/png-rgb8.png"), fixture("/png-grey16-257x3.png") };
     check_describe("pngs", 2, files, 2, "edits", FALSE);
 }
 
 static void test_cli_dicoms(void)
 {
-    const char *files[] = {fixture("/dicom-mono2-u16-le.dcm"),
-                           fixture("/dicom-mono1-12in16-implicit.dcm")};
+    const char *files[] = { fixture("/dicom-mono2-u16-le.dcm"),
+                            fixture("/dicom-mono1-12in16-implicit.dcm") };
     /* both are projection radiographs (CR, DX): the radiograph conversation */
     check_describe("dicoms", 2, files, 2, "radiograph", FALSE);
 }
 
 static void test_cli_tiff_pages(void)
 {
-    const char *files[] = {fixture("/pages3-grey16.tif")};
+    const char *files[] = { fixture("/pages3-grey16.tif") };
     check_describe("tiff", 3, files, 1, "generic", FALSE);
     check_describe("tiff-delta", 3, files, 1, "generic", TRUE);
 }
@@ -540,7 +541,7 @@ static void test_cli_errors(void)
     g_clear_pointer(&err, g_free);
 
     /* no model: a clear message pointing at --random-init */
-    const char *env[] = {"CHANGELENS_MODEL", missing, NULL};
+    const char *env[] = { "CHANGELENS_MODEL", missing, NULL };
     rc = run_describe(env, &out, &err, a, a, NULL);
     g_assert_cmpint(rc, ==, 1);
     g_assert_nonnull(strstr(err, "--random-init"));
@@ -599,7 +600,7 @@ static void test_cli_model_file(void)
     g_autoptr(ClImage) ib = cl_image_load(b, NULL, &error);
     g_assert_no_error(error);
     g_autoptr(ClBackend) be = cl_backend_cpu_new(1);
-    ClDescribeImage imgs[2] = {{ia, 0}, {ib, 0}};
+    ClDescribeImage imgs[2] = { { ia, 0 }, { ib, 0 } };
     ClDescribeOptions opts;
     cl_describe_options_init(&opts);
     opts.max_new_tokens = 5;
@@ -642,7 +643,7 @@ static void test_cli_model_file(void)
     /* the default model from the environment */
     g_clear_pointer(&out, g_free);
     g_clear_pointer(&err, g_free);
-    const char *env[] = {"CHANGELENS_MODEL", path, NULL};
+    const char *env[] = { "CHANGELENS_MODEL", path, NULL };
     rc =
         run_describe(env, &out, &err, "--device", "cpu", "--max-tokens", "5", "--json", a, b, NULL);
     g_assert_cmpint(rc, ==, 0);
@@ -689,7 +690,8 @@ static void test_aligned_input(void)
         for (int x = 0; x < 56; x++)
             g_assert_cmpfloat(fabsf(plain[y * S + x] - shifted[y * S + x]), <, 1e-5f);
     g_autoptr(GError) error = NULL;
-    g_assert_false(cl_preprocess_image_aligned(b, 0, &ds, shift, 0, 48, S, 1, shifted, NULL, &error));
+    g_assert_false(
+        cl_preprocess_image_aligned(b, 0, &ds, shift, 0, 48, S, 1, shifted, NULL, &error));
     g_assert_nonnull(error);
 }
 

@@ -154,24 +154,24 @@ static void test_metadata(void)
     static const struct {
         const char *key, *value;
     } meta[] = {
-        {"PatientID", "CL-0001"},
-        {"PatientBirthDate", "19700101"},
-        {"PatientSex", "F"},
-        {"StudyDescription", "Chest PA"},
-        {"SeriesDescription", "Fixture series"},
-        {"BodyPartExamined", "CHEST"},
-        {"ViewPosition", "PA"},
-        {"Manufacturer", "ChangeLens Fixtures"},
-        {"InstitutionName", "Test Hospital"},
-        {"AccessionNumber", "ACC123"},
-        {"StudyDate", "20240131"},
-        {"SeriesNumber", "3"},
-        {"InstanceNumber", "7"},
-        {"SOPClassUID", UID_DigitalXRayImageStorageForPresentation},
-        {"PixelSpacingSource", "PixelSpacing"},
-        {"TransferSyntaxUID", "1.2.840.10008.1.2.1"},
-        {"SpecificCharacterSet", "ISO_IR 100"},
-        {"CharacterSetConversion", "ISO_IR 100 converted to UTF-8"},
+        { "PatientID", "CL-0001" },
+        { "PatientBirthDate", "19700101" },
+        { "PatientSex", "F" },
+        { "StudyDescription", "Chest PA" },
+        { "SeriesDescription", "Fixture series" },
+        { "BodyPartExamined", "CHEST" },
+        { "ViewPosition", "PA" },
+        { "Manufacturer", "ChangeLens Fixtures" },
+        { "InstitutionName", "Test Hospital" },
+        { "AccessionNumber", "ACC123" },
+        { "StudyDate", "20240131" },
+        { "SeriesNumber", "3" },
+        { "InstanceNumber", "7" },
+        { "SOPClassUID", UID_DigitalXRayImageStorageForPresentation },
+        { "PixelSpacingSource", "PixelSpacing" },
+        { "TransferSyntaxUID", "1.2.840.10008.1.2.1" },
+        { "SpecificCharacterSet", "ISO_IR 100" },
+        { "CharacterSetConversion", "ISO_IR 100 converted to UTF-8" },
     };
     for (const auto &m : meta)
         if (g_strcmp0(cl_image_get_meta(img, m.key), m.value) != 0)
@@ -284,8 +284,8 @@ static void test_colour_conversion_noted(void)
  * from Shared Functional Groups. */
 static void test_enhanced_per_frame(void)
 {
-    static const char *slopes[] = {"1", "2.5", "-0.5"};
-    static const char *intercepts[] = {"0", "-10.5", "3"};
+    static const char *slopes[] = { "1", "2.5", "-0.5" };
+    static const char *intercepts[] = { "0", "-10.5", "3" };
     g_autofree char *path = write_grey(
         "enhanced.dcm", 6, 8, 3, 6 * 8 * 3, EXS_LittleEndianExplicit, [](DcmDataset *ds) {
             ds->putAndInsertString(DCM_SOPClassUID, UID_EnhancedMRImageStorage);
@@ -312,7 +312,7 @@ static void test_enhanced_per_frame(void)
         });
     g_autoptr(ClImage) img = load_ok(path);
     g_assert_cmpuint(cl_image_n_frames(img), ==, 3);
-    static const double want_s[] = {1, 2.5, -0.5}, want_b[] = {0, -10.5, 3};
+    static const double want_s[] = { 1, 2.5, -0.5 }, want_b[] = { 0, -10.5, 3 };
     for (guint f = 0; f < 3; f++) {
         g_assert_cmpfloat(cl_image_frame(img, f)->rescale_slope, ==, want_s[f]);
         g_assert_cmpfloat(cl_image_frame(img, f)->rescale_intercept, ==, want_b[f]);
@@ -336,11 +336,11 @@ static void test_too_large(void)
     /* 60000 × 60000 × 1000 frames with a few bytes of pixel data: refused by size first. */
     g_autofree char *path =
         write_grey("huge.dcm", 60000, 60000, 1000, 64, EXS_LittleEndianExplicit, {});
-    expect_error(path, CL_IMAGE_ERROR_TOO_LARGE, {"60000"});
+    expect_error(path, CL_IMAGE_ERROR_TOO_LARGE, { "60000" });
     /* the same header over a JPEG-LS stream: refused before the decoder sizes its output */
     g_autofree char *enc = write_grey(
         "huge-jpegls.dcm", 60000, 60000, 1000, 64, EXS_JPEGLSLossless, [](DcmDataset *ds) {
-            encapsulate(ds, EXS_JPEGLSLossless, {0xFF, 0xD8, 0xFF, 0xD9});
+            encapsulate(ds, EXS_JPEGLSLossless, { 0xFF, 0xD8, 0xFF, 0xD9 });
         });
     expect_error(enc, CL_IMAGE_ERROR_TOO_LARGE, {});
 
@@ -374,17 +374,17 @@ static void test_short_pixel_data(void)
     /* one row short: must fail, never pad with zeros */
     g_autofree char *path =
         write_grey("short.dcm", 64, 64, 1, 64 * 63, EXS_LittleEndianExplicit, {});
-    expect_error(path, CL_IMAGE_ERROR_CORRUPT, {"Pixel Data", "8064"});
+    expect_error(path, CL_IMAGE_ERROR_CORRUPT, { "Pixel Data", "8064" });
     /* frames: 3 declared, 2 present */
     g_autofree char *mf =
         write_grey("short-frames.dcm", 8, 8, 3, 8 * 8 * 2, EXS_BigEndianExplicit, {});
-    expect_error(mf, CL_IMAGE_ERROR_CORRUPT, {"Pixel Data"});
+    expect_error(mf, CL_IMAGE_ERROR_CORRUPT, { "Pixel Data" });
     /* a JPEG-LS fragment that is not a JPEG-LS stream */
     g_autofree char *bad =
         write_grey("bad-jpegls.dcm", 16, 16, 1, 256, EXS_JPEGLSLossless, [](DcmDataset *ds) {
-            encapsulate(ds, EXS_JPEGLSLossless, {0xFF, 0xD8, 0x00, 0x11, 0x22, 0x33, 0xFF, 0xD9});
+            encapsulate(ds, EXS_JPEGLSLossless, { 0xFF, 0xD8, 0x00, 0x11, 0x22, 0x33, 0xFF, 0xD9 });
         });
-    expect_error(bad, CL_IMAGE_ERROR_CORRUPT, {"JPEG-LS"});
+    expect_error(bad, CL_IMAGE_ERROR_CORRUPT, { "JPEG-LS" });
 }
 
 /* An element claiming nearly 4 GiB in a small file: refused as damaged, quickly (the value is
@@ -423,11 +423,11 @@ static void test_no_pixel_data(void)
             ds->putAndInsertString(DCM_SOPClassUID, UID_BasicTextSRStorage);
             ds->putAndInsertString(DCM_Modality, "SR");
             for (const DcmTagKey &k :
-                 {DCM_Rows, DCM_Columns, DCM_SamplesPerPixel, DCM_PhotometricInterpretation,
-                  DCM_BitsAllocated, DCM_BitsStored, DCM_HighBit, DCM_PixelRepresentation})
+                 { DCM_Rows, DCM_Columns, DCM_SamplesPerPixel, DCM_PhotometricInterpretation,
+                   DCM_BitsAllocated, DCM_BitsStored, DCM_HighBit, DCM_PixelRepresentation })
                 ds->findAndDeleteElement(k);
         });
-    expect_error(path, CL_IMAGE_ERROR_UNSUPPORTED, {"no image", "Pixel Data", "Basic Text SR"});
+    expect_error(path, CL_IMAGE_ERROR_UNSUPPORTED, { "no image", "Pixel Data", "Basic Text SR" });
 }
 
 static void test_unsupported_syntax(void)
@@ -436,31 +436,31 @@ static void test_unsupported_syntax(void)
     g_autofree char *ht = write_grey(
         "htj2k.dcm", 16, 16, 1, 256, EXS_JPEG2000LosslessOnly,
         [](DcmDataset *ds) {
-            encapsulate(ds, EXS_JPEG2000LosslessOnly, {0xFF, 0x4F, 0xFF, 0x51});
+            encapsulate(ds, EXS_JPEG2000LosslessOnly, { 0xFF, 0x4F, 0xFF, 0x51 });
         },
         EWM_dontUpdateMeta,
         [](DcmMetaInfo *meta) {
-            const Uint8 version[2] = {0, 1};
+            const Uint8 version[2] = { 0, 1 };
             meta->putAndInsertUint8Array(DCM_FileMetaInformationVersion, version, 2);
             meta->putAndInsertString(DCM_MediaStorageSOPClassUID, UID_SecondaryCaptureImageStorage);
             meta->putAndInsertString(DCM_MediaStorageSOPInstanceUID, "2.25.99001");
             meta->putAndInsertString(DCM_TransferSyntaxUID, "1.2.840.10008.1.2.4.201");
         });
     expect_error(ht, CL_IMAGE_ERROR_UNSUPPORTED,
-                 {"High-Throughput JPEG 2000", "1.2.840.10008.1.2.4.201", "cannot decode"});
+                 { "High-Throughput JPEG 2000", "1.2.840.10008.1.2.4.201", "cannot decode" });
 
     /* known to DCMTK, but no decoder: JPEG Extended process 3+5 (retired) */
     g_autofree char *p35 =
         write_grey("jpeg35.dcm", 16, 16, 1, 256, EXS_JPEGProcess3_5, [](DcmDataset *ds) {
-            encapsulate(ds, EXS_JPEGProcess3_5, {0xFF, 0xD8, 0xFF, 0xD9});
+            encapsulate(ds, EXS_JPEGProcess3_5, { 0xFF, 0xD8, 0xFF, 0xD9 });
         });
-    expect_error(p35, CL_IMAGE_ERROR_UNSUPPORTED, {"1.2.840.10008.1.2.4.52", "cannot decode"});
+    expect_error(p35, CL_IMAGE_ERROR_UNSUPPORTED, { "1.2.840.10008.1.2.4.52", "cannot decode" });
     /* JPEG 2000 lossy as well */
     g_autofree char *j2k =
         write_grey("j2k91.dcm", 16, 16, 1, 256, EXS_JPEG2000, [](DcmDataset *ds) {
-            encapsulate(ds, EXS_JPEG2000, {0xFF, 0x4F, 0xFF, 0x51});
+            encapsulate(ds, EXS_JPEG2000, { 0xFF, 0x4F, 0xFF, 0x51 });
         });
-    expect_error(j2k, CL_IMAGE_ERROR_UNSUPPORTED, {"JPEG 2000", "1.2.840.10008.1.2.4.91"});
+    expect_error(j2k, CL_IMAGE_ERROR_UNSUPPORTED, { "JPEG 2000", "1.2.840.10008.1.2.4.91" });
 }
 
 static void test_bad_headers(void)
@@ -471,45 +471,45 @@ static void test_bad_headers(void)
         Edit edit;
     };
     const Case cases[] = {
-        {"bs-over-ba.dcm", CL_IMAGE_ERROR_CORRUPT,
-         [](DcmDataset *ds) { ds->putAndInsertUint16(DCM_BitsStored, 17); }},
-        {"hb-low.dcm", CL_IMAGE_ERROR_CORRUPT,
-         [](DcmDataset *ds) {
-             ds->putAndInsertUint16(DCM_BitsStored, 12);
-             ds->putAndInsertUint16(DCM_HighBit, 3);
-         }},
-        {"ba-12.dcm", CL_IMAGE_ERROR_UNSUPPORTED,
-         [](DcmDataset *ds) { ds->putAndInsertUint16(DCM_BitsAllocated, 12); }},
-        {"spp-3-mono.dcm", CL_IMAGE_ERROR_CORRUPT,
-         [](DcmDataset *ds) { ds->putAndInsertUint16(DCM_SamplesPerPixel, 3); }},
-        {"frames-0.dcm", CL_IMAGE_ERROR_CORRUPT,
-         [](DcmDataset *ds) { ds->putAndInsertString(DCM_NumberOfFrames, "0"); }},
-        {"no-rows.dcm", CL_IMAGE_ERROR_CORRUPT,
-         [](DcmDataset *ds) { ds->findAndDeleteElement(DCM_Rows); }},
-        {"pr-2.dcm", CL_IMAGE_ERROR_CORRUPT,
-         [](DcmDataset *ds) { ds->putAndInsertUint16(DCM_PixelRepresentation, 2); }},
-        {"hsv.dcm", CL_IMAGE_ERROR_UNSUPPORTED,
-         [](DcmDataset *ds) { ds->putAndInsertString(DCM_PhotometricInterpretation, "HSV"); }},
-        {"segmented-palette.dcm", CL_IMAGE_ERROR_UNSUPPORTED,
-         [](DcmDataset *ds) {
-             ds->putAndInsertString(DCM_PhotometricInterpretation, "PALETTE COLOR");
-             const Uint16 desc[3] = {256, 0, 16}, seg[4] = {0, 1, 0, 0};
-             ds->putAndInsertUint16Array(DCM_RedPaletteColorLookupTableDescriptor, desc, 3);
-             ds->putAndInsertUint16Array(DCM_SegmentedRedPaletteColorLookupTableData, seg, 4);
-         }},
-        {"palette-short.dcm", CL_IMAGE_ERROR_CORRUPT,
-         [](DcmDataset *ds) {
-             ds->putAndInsertString(DCM_PhotometricInterpretation, "PALETTE COLOR");
-             const Uint16 desc[3] = {256, 0, 16}, lut[4] = {1, 2, 3, 4};
-             for (const DcmTagKey &k : {DCM_RedPaletteColorLookupTableDescriptor,
-                                        DCM_GreenPaletteColorLookupTableDescriptor,
-                                        DCM_BluePaletteColorLookupTableDescriptor})
-                 ds->putAndInsertUint16Array(k, desc, 3);
-             for (const DcmTagKey &k :
-                  {DCM_RedPaletteColorLookupTableData, DCM_GreenPaletteColorLookupTableData,
-                   DCM_BluePaletteColorLookupTableData})
-                 ds->putAndInsertUint16Array(k, lut, 4);
-         }},
+        { "bs-over-ba.dcm", CL_IMAGE_ERROR_CORRUPT,
+          [](DcmDataset *ds) { ds->putAndInsertUint16(DCM_BitsStored, 17); } },
+        { "hb-low.dcm", CL_IMAGE_ERROR_CORRUPT,
+          [](DcmDataset *ds) {
+              ds->putAndInsertUint16(DCM_BitsStored, 12);
+              ds->putAndInsertUint16(DCM_HighBit, 3);
+          } },
+        { "ba-12.dcm", CL_IMAGE_ERROR_UNSUPPORTED,
+          [](DcmDataset *ds) { ds->putAndInsertUint16(DCM_BitsAllocated, 12); } },
+        { "spp-3-mono.dcm", CL_IMAGE_ERROR_CORRUPT,
+          [](DcmDataset *ds) { ds->putAndInsertUint16(DCM_SamplesPerPixel, 3); } },
+        { "frames-0.dcm", CL_IMAGE_ERROR_CORRUPT,
+          [](DcmDataset *ds) { ds->putAndInsertString(DCM_NumberOfFrames, "0"); } },
+        { "no-rows.dcm", CL_IMAGE_ERROR_CORRUPT,
+          [](DcmDataset *ds) { ds->findAndDeleteElement(DCM_Rows); } },
+        { "pr-2.dcm", CL_IMAGE_ERROR_CORRUPT,
+          [](DcmDataset *ds) { ds->putAndInsertUint16(DCM_PixelRepresentation, 2); } },
+        { "hsv.dcm", CL_IMAGE_ERROR_UNSUPPORTED,
+          [](DcmDataset *ds) { ds->putAndInsertString(DCM_PhotometricInterpretation, "HSV"); } },
+        { "segmented-palette.dcm", CL_IMAGE_ERROR_UNSUPPORTED,
+          [](DcmDataset *ds) {
+              ds->putAndInsertString(DCM_PhotometricInterpretation, "PALETTE COLOR");
+              const Uint16 desc[3] = { 256, 0, 16 }, seg[4] = { 0, 1, 0, 0 };
+              ds->putAndInsertUint16Array(DCM_RedPaletteColorLookupTableDescriptor, desc, 3);
+              ds->putAndInsertUint16Array(DCM_SegmentedRedPaletteColorLookupTableData, seg, 4);
+          } },
+        { "palette-short.dcm", CL_IMAGE_ERROR_CORRUPT,
+          [](DcmDataset *ds) {
+              ds->putAndInsertString(DCM_PhotometricInterpretation, "PALETTE COLOR");
+              const Uint16 desc[3] = { 256, 0, 16 }, lut[4] = { 1, 2, 3, 4 };
+              for (const DcmTagKey &k : { DCM_RedPaletteColorLookupTableDescriptor,
+                                          DCM_GreenPaletteColorLookupTableDescriptor,
+                                          DCM_BluePaletteColorLookupTableDescriptor })
+                  ds->putAndInsertUint16Array(k, desc, 3);
+              for (const DcmTagKey &k :
+                   { DCM_RedPaletteColorLookupTableData, DCM_GreenPaletteColorLookupTableData,
+                     DCM_BluePaletteColorLookupTableData })
+                  ds->putAndInsertUint16Array(k, lut, 4);
+          } },
     };
     for (const Case &c : cases) {
         g_autofree char *path = write_grey(c.name, 8, 8, 1, 64, EXS_LittleEndianExplicit, c.edit);
@@ -548,7 +548,7 @@ static void quiet_child(void)
         g_autofree char *data = NULL;
         gsize len = 0;
         g_assert_true(g_file_get_contents(path, &data, &len, NULL));
-        for (gsize cut : {len / 3, len / 2, len - 1, len}) {
+        for (gsize cut : { len / 3, len / 2, len - 1, len }) {
             g_autoptr(GError) err = NULL;
             g_autoptr(ClImage) img =
                 cl_image_load_data((const guint8 *)data, cut, name, NULL, &err);
@@ -575,9 +575,9 @@ static void test_quiet(void)
 static gpointer load_many(gpointer data)
 {
     (void)data;
-    static const char *files[] = {"dicom-jpegls-16.dcm", "dicom-rle-rgb8.dcm",
-                                  "dicom-jpeg-lossless-16.dcm", "dicom-jpeg-baseline-rgb.dcm",
-                                  "dicom-deflated.dcm"};
+    static const char *files[] = { "dicom-jpegls-16.dcm", "dicom-rle-rgb8.dcm",
+                                   "dicom-jpeg-lossless-16.dcm", "dicom-jpeg-baseline-rgb.dcm",
+                                   "dicom-deflated.dcm" };
     for (int round = 0; round < 4; round++)
         for (const char *file : files) {
             const ClFixture *f = fixture(file);

@@ -32,7 +32,8 @@ static void test_dicom_window(void)
 {
     /* PS3.3 C.11.2.1.2.1, c = 40, w = 400: x <= -160 -> 0, x > 239 -> 255, else linear */
     const float v[] = { -1000, -160, -159, 39.5f, 239, 240, 3000 };
-    g_autoptr(ClImage) img = row_image(CL_IMAGE_FORMAT_DICOM, v, G_N_ELEMENTS(v), 16, CL_SAMPLE_INT);
+    g_autoptr(ClImage) img =
+        row_image(CL_IMAGE_FORMAT_DICOM, v, G_N_ELEMENTS(v), 16, CL_SAMPLE_INT);
     img->photometric = g_strdup("MONOCHROME2");
     ClDisplaySettings s;
     cl_display_settings_init(&s, img, 0);
@@ -56,7 +57,7 @@ static void test_rescale_then_window(void)
     img->photometric = g_strdup("MONOCHROME2");
     ClFrame *f = g_ptr_array_index(img->frames, 0);
     f->rescale_slope = -0.5;
-    f->rescale_intercept = 50.25; /* modality values: 50.25, 0.25, -49.75 */
+    f->rescale_intercept = 50.25;                      /* modality values: 50.25, 0.25, -49.75 */
     cl_image_add_window(img, 0.25 + 0.5, 101, "test"); /* maps -49.75..50.25 onto 0..1 */
     ClDisplaySettings s;
     cl_display_settings_init(&s, img, 0);
@@ -162,7 +163,7 @@ static void test_float_and_nodata(void)
     g_assert_cmpint(px[0], ==, 0);
     g_assert_cmpint(px[3], ==, 255);
     g_assert_cmpint(px[4 + 3], ==, 0); /* NaN is transparent */
-    g_assert_cmpint(px[8], ==, 96); /* (0.25 + 0.5) / (1.5 + 0.5) * 255 */
+    g_assert_cmpint(px[8], ==, 96);    /* (0.25 + 0.5) / (1.5 + 0.5) * 255 */
     g_assert_cmpint(px[12], ==, 255);
     g_assert_cmpint(px[16 + 3], ==, 0); /* Inf too */
 }
@@ -285,8 +286,7 @@ static void test_regions(void)
     g_clear_error(&err);
     g_autoptr(GCancellable) c = g_cancellable_new();
     g_cancellable_cancel(c);
-    g_assert_null(
-        cl_display_render_rgba_region(img, 0, &s, &r, 0, 0, W, H, 1, &ow, &oh, c, &err));
+    g_assert_null(cl_display_render_rgba_region(img, 0, &s, &r, 0, 0, W, H, 1, &ow, &oh, c, &err));
     g_assert_error(err, G_IO_ERROR, G_IO_ERROR_CANCELLED);
 }
 

@@ -411,8 +411,8 @@ static gboolean compare_ref(const char *what, const float *got, const double *re
     for (size_t i = 0; i < n; i++) {
         double err = fabs((double)got[i] - ref[i]);
         if (!isfinite(got[i]) || !(err <= tol * (rms + fabs(ref[i])))) {
-            g_printerr("%s: element %zu: got %.9g, want %.9g (rms %.3g)\n", what, i,
-                       (double)got[i], ref[i], rms);
+            g_printerr("%s: element %zu: got %.9g, want %.9g (rms %.3g)\n", what, i, (double)got[i],
+                       ref[i], rms);
             g_test_fail();
             return FALSE;
         }
@@ -464,8 +464,8 @@ static void test_reference(void)
                         cl_encoder_forward(be, m, st, img[t], t, TRUE, NULL, NULL, &out, &err));
                     g_assert_no_error(err);
                     g_autofree char *what =
-                        g_strdup_printf("%s first=%s cross_pos=%d image %d",
-                                        cl_sve_variant_name(v), first ? "null" : "own", pos, t);
+                        g_strdup_printf("%s first=%s cross_pos=%d image %d", cl_sve_variant_name(v),
+                                        first ? "null" : "own", pos, t);
                     g_autofree char *w1 = g_strconcat(what, " visual", NULL);
                     g_autofree char *w2 = g_strconcat(what, " update_norm", NULL);
                     g_autofree char *w3 = g_strconcat(what, " delta", NULL);
@@ -487,7 +487,7 @@ static void test_reference(void)
 /* ---- the invariants (tiny preset) ------------------------------------------------------------ */
 
 typedef struct {
-    float *visual;       /* of the last image */
+    float *visual; /* of the last image */
     float *update_norm;
     float *delta;
 } Run;
@@ -701,8 +701,8 @@ static void test_delta_update_norms(void)
                 g_assert_cmpfloat(mx, >, 0.0);
             if (cl_config_has_cross(&m->config)) {
                 g_autofree char *sn = g_strdup_printf("img1.enc.%d.sve", l);
-                g_autofree char *in = l == 0 ? g_strdup("img1.patch")
-                                             : g_strdup_printf("img1.enc.%d.out", l - 1);
+                g_autofree char *in =
+                    l == 0 ? g_strdup("img1.patch") : g_strdup_printf("img1.enc.%d.out", l - 1);
                 GArray *sa = g_hash_table_lookup(taps, sn), *ia = g_hash_table_lookup(taps, in);
                 g_assert_nonnull(sa);
                 g_assert_nonnull(ia);
@@ -778,8 +778,7 @@ static void test_state(void)
         g_autoptr(ClBackend) three = cl_backend_cpu_new(3);
         cl_encoder_state_reset(st);
         g_assert_true(cl_encoder_forward(one, m, st, images[2], 0, FALSE, NULL, NULL, &o2, &err));
-        g_assert_true(
-            cl_encoder_forward(three, m, st, images[3], 1, TRUE, NULL, NULL, &o3, &err));
+        g_assert_true(cl_encoder_forward(three, m, st, images[3], 1, TRUE, NULL, NULL, &o3, &err));
         g_assert_no_error(err);
         double worst = 0;
         for (int i = 0; i < M * E; i++)

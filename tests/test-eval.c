@@ -50,8 +50,9 @@ static void test_perfect_and_empty(gconstpointer data)
     g_assert_true(cl_eval_score(task, s, empty, N, &bad, &err));
     g_assert_no_error(err);
     g_test_message("%s perfect: acc %.3f bleu4 %.3f meteor %.3f rougeL %.3f cider %.3f F1 %.3f "
-                   "mae %.4f", task, good.change_accuracy, good.bleu4, good.meteor, good.rouge_l,
-                   good.cider, good.finding_f1_micro, good.mae);
+                   "mae %.4f",
+                   task, good.change_accuracy, good.bleu4, good.meteor, good.rouge_l, good.cider,
+                   good.finding_f1_micro, good.mae);
     g_assert_true(isnan(good.ppl)); /* the scoring alone has no model */
     if (strcmp(task, "dots") == 0) {
         /* the answer is the value to 4 decimals: off by at most 0.00005 = 0.005 ×10⁻² */
@@ -81,8 +82,8 @@ static void test_perfect_and_empty(gconstpointer data)
         for (int i = 0; i < N; i++) {
             g_autofree char *k = g_strdup(strstr(s[i]->answer, "in image ") + 9);
             const int img = atoi(k);
-            char *head = g_strndup(s[i]->answer, strstr(s[i]->answer, "in image ") + 9 -
-                                                     s[i]->answer);
+            char *head =
+                g_strndup(s[i]->answer, strstr(s[i]->answer, "in image ") + 9 - s[i]->answer);
             char *o = g_strdup_printf("%s%d%s", head, img + 1, strchr(k, ' '));
             g_free(head);
             g_ptr_array_add(keep, o);
@@ -150,13 +151,25 @@ static void test_shapes_order_invariant(void)
 
 static void test_cli_json(void)
 {
-    const char *args[] = { "eval", "--random-init", "tiny", "--task", "shapes", "--n", "2",
-                           "--max-tokens", "8", "--baseline-n", "20", "--json", NULL };
+    const char *args[] = { "eval", "--random-init", "tiny", "--task",       "shapes", "--n",
+                           "2",    "--max-tokens",  "8",    "--baseline-n", "20",     "--json",
+                           NULL };
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     JsonObject *o = json_node_get_object(root);
-    const char *keys[] = { "task", "n", "change_accuracy", "bleu4", "meteor", "rougeL", "cider",
-                           "ppl", "finding_f1_micro", "finding_f1_macro", "mae", "rmse",
-                           "exact", "baseline" };
+    const char *keys[] = { "task",
+                           "n",
+                           "change_accuracy",
+                           "bleu4",
+                           "meteor",
+                           "rougeL",
+                           "cider",
+                           "ppl",
+                           "finding_f1_micro",
+                           "finding_f1_macro",
+                           "mae",
+                           "rmse",
+                           "exact",
+                           "baseline" };
     for (gsize i = 0; i < G_N_ELEMENTS(keys); i++)
         g_assert_true(json_object_has_member(o, keys[i]));
     g_assert_cmpstr(json_object_get_string_member(o, "task"), ==, "shapes");
@@ -173,9 +186,23 @@ static void test_cli_json(void)
     /* --answers: a line per sample, numbered as synth numbers them, with its reference */
     g_autofree char *dir = cl_fixture_tmpdir("eval-answers");
     g_autofree char *path = g_build_filename(dir, "answers.jsonl", NULL);
-    const char *aargs[] = { "eval", "--random-init", "tiny", "--task", "radiograph", "--n", "3",
-                            "--seed", "11", "--max-tokens", "4", "--no-perplexity",
-                            "--baseline-n", "20", "--answers", path, NULL };
+    const char *aargs[] = { "eval",
+                            "--random-init",
+                            "tiny",
+                            "--task",
+                            "radiograph",
+                            "--n",
+                            "3",
+                            "--seed",
+                            "11",
+                            "--max-tokens",
+                            "4",
+                            "--no-perplexity",
+                            "--baseline-n",
+                            "20",
+                            "--answers",
+                            path,
+                            NULL };
     g_assert_cmpint(cl_fixture_run_cli(aargs, NULL), ==, 0);
     g_autofree char *text = NULL;
     g_assert_true(g_file_get_contents(path, &text, NULL, NULL));
@@ -188,21 +215,23 @@ static void test_cli_json(void)
         g_assert_nonnull(line);
         JsonObject *a = json_node_get_object(line);
         g_assert_cmpint(json_object_get_int_member(a, "sample"), ==, i + 1);
-        g_autoptr(ClSynthSample) s = cl_synth_generate("radiograph", cl_synth_stream_seed(11, i),
-                                                       &so, NULL);
+        g_autoptr(ClSynthSample) s =
+            cl_synth_generate("radiograph", cl_synth_stream_seed(11, i), &so, NULL);
         g_assert_cmpstr(json_object_get_string_member(a, "reference"), ==, s->answer);
         g_assert_true(json_object_has_member(a, "prediction"));
         /* radiograph answers are judged whole: exact is true or false, never null */
         JsonNode *e = json_object_get_member(a, "exact");
         g_assert_true(JSON_NODE_HOLDS_VALUE(e));
-        g_assert_cmpint(json_object_get_boolean_member(a, "exact"), ==,
-                        cl_eval_answer_exact("radiograph", s,
-                                             json_object_get_string_member(a, "prediction")));
+        g_assert_cmpint(
+            json_object_get_boolean_member(a, "exact"), ==,
+            cl_eval_answer_exact("radiograph", s, json_object_get_string_member(a, "prediction")));
     }
     cl_fixture_rmdir(dir);
 
     /* usage errors exit 2 */
-    const char *bad[] = { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "nope", NULL };
+    const char *bad[] = {
+        g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "nope", NULL
+    };
     g_autofree char *err = NULL;
     int status = 0;
     g_assert_true(g_spawn_sync(NULL, (char **)bad, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL,
@@ -216,8 +245,7 @@ static ClSynthSample *dots_sample(guint64 seed, int i)
     ClSynthOptions so;
     cl_synth_options_init(&so); /* the tiny preset's 160 px: the same samples as eval's */
     g_autoptr(GError) err = NULL;
-    ClSynthSample *s =
-        cl_synth_generate("dots", cl_synth_stream_seed(seed, (guint64)i), &so, &err);
+    ClSynthSample *s = cl_synth_generate("dots", cl_synth_stream_seed(seed, (guint64)i), &so, &err);
     g_assert_no_error(err);
     return s;
 }
@@ -229,9 +257,22 @@ static ClSynthSample *dots_sample(guint64 seed, int i)
 static void test_dots_baseline_per_question(void)
 {
     enum { M = 40, B = 100 };
-    const char *args[] = { "eval", "--random-init", "tiny", "--task", "dots", "--n", "40", "--seed",
-                           "5", "--max-tokens", "1", "--no-perplexity", "--baseline-n", "100",
-                           "--json", NULL };
+    const char *args[] = { "eval",
+                           "--random-init",
+                           "tiny",
+                           "--task",
+                           "dots",
+                           "--n",
+                           "40",
+                           "--seed",
+                           "5",
+                           "--max-tokens",
+                           "1",
+                           "--no-perplexity",
+                           "--baseline-n",
+                           "100",
+                           "--json",
+                           NULL };
     g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
     JsonObject *b = json_object_get_object_member(json_node_get_object(root), "baseline");
     double base_mae = json_object_get_double_member(b, "mae");
@@ -263,10 +304,10 @@ static void test_dots_baseline_per_question(void)
 
     /* --images is checked */
     const char *bad[][9] = {
-        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task",
-          "dots", "--images", "6", NULL },
-        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task",
-          "shapes", "--images", "2", NULL },
+        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "dots", "--images", "6",
+          NULL },
+        { g_getenv("CL_CLI"), "eval", "--random-init", "tiny", "--task", "shapes", "--images", "2",
+          NULL },
     };
     for (gsize k = 0; k < G_N_ELEMENTS(bad); k++) {
         g_autofree char *err = NULL;

@@ -135,8 +135,7 @@ static void test_conv_state(void)
     const int cuts[] = { 0, 2, 3, 11, T };
     float st2[(K - 1) * CH] = { 0 };
     for (gsize i = 0; i + 1 < G_N_ELEMENTS(cuts); i++)
-        cl_causal_conv1d(y2 + cuts[i] * CH, st2, x + cuts[i] * CH, w, cuts[i + 1] - cuts[i], CH,
-                         K);
+        cl_causal_conv1d(y2 + cuts[i] * CH, st2, x + cuts[i] * CH, w, cuts[i + 1] - cuts[i], CH, K);
     g_assert_cmpmem(y1, sizeof y1, y2, sizeof y2);
     g_assert_cmpmem(st1, sizeof st1, st2, sizeof st2);
 }
@@ -258,7 +257,7 @@ static void check_rec_backward(int T_run, gboolean with_state, guint32 seed)
     cl_gdn_recurrent_backward(dq, dk, dv, dg, dbeta, dS0, wo, with_state ? wS : NULL,
                               with_state ? S0 : NULL, s.q, s.k, s.v, s.g, s.beta, T_run, DK, DV);
     double *in[6] = { to_double(s.q, T * DK), to_double(s.k, T * DK), to_double(s.v, T * DV),
-                      to_double(s.g, T), to_double(s.beta, T), to_double(S0, DK * DV) };
+                      to_double(s.g, T),      to_double(s.beta, T),   to_double(S0, DK * DV) };
     g_autofree double *wod = to_double(wo, T * DV), *wSd = to_double(wS, DK * DV);
     RecCtx c = { T_run, wod, with_state ? wSd : NULL };
     g_autofree char *what = g_strdup_printf("T %d%s", T_run, with_state ? " S0" : "");
@@ -285,7 +284,7 @@ static void test_recurrent_backward(void)
 {
     check_rec_backward(T, TRUE, 7);
     check_rec_backward(T, FALSE, 8);
-    check_rec_backward(5, TRUE, 9);  /* one checkpoint interval, partly filled */
+    check_rec_backward(5, TRUE, 9);    /* one checkpoint interval, partly filled */
     check_rec_backward(16, FALSE, 10); /* two full ones */
 }
 

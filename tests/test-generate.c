@@ -302,7 +302,7 @@ static void test_stop_string(void)
             bytes += len;
             n_ids++;
         }
-        const char *stops[] = {"never-in-random-output-\x01\x02", stop, NULL};
+        const char *stops[] = { "never-in-random-output-\x01\x02", stop, NULL };
         o.stop_strings = stops;
         for (int B = 1; B <= 3; B += 2) {
             o.beam_size = B;
@@ -616,13 +616,14 @@ static void test_median_numbers_loop(void)
             gsize len = 0;
             const char *b = cl_tokenizer_token_bytes(m->tokenizer, got, &len);
             in_num = is_digit || (in_num && len == 1 && b[0] == '.');
-            g_assert_true(cl_decoder_forward(be, m, kv, &got, 1, NULL, logits, NULL, NULL, NULL,
-                                             &error));
+            g_assert_true(
+                cl_decoder_forward(be, m, kv, &got, 1, NULL, logits, NULL, NULL, NULL, &error));
         }
         cl_generate_result_clear(&g);
     }
     g_test_message("median numbers: %d digit steps, %d of them not the top digit, %d inside a "
-                   "number", n_digit_steps, n_changed, n_carried);
+                   "number",
+                   n_digit_steps, n_changed, n_carried);
     /* the rule was exercised: digits came, the median differed from the top digit, and the
      * quantile was carried from one place to the next */
     g_assert_cmpint(n_digit_steps, >=, 20);

@@ -23,10 +23,25 @@ typedef struct {
     GByteArray *b;
 } W;
 
-static void w_bytes(W *w, const void *p, gsize n) { g_byte_array_append(w->b, p, (guint)n); }
-static void w_u32(W *w, guint32 v) { v = GUINT32_TO_LE(v); w_bytes(w, &v, 4); }
-static void w_u64(W *w, guint64 v) { v = GUINT64_TO_LE(v); w_bytes(w, &v, 8); }
-static void w_str(W *w, const char *s) { w_u64(w, strlen(s)); w_bytes(w, s, strlen(s)); }
+static void w_bytes(W *w, const void *p, gsize n)
+{
+    g_byte_array_append(w->b, p, (guint)n);
+}
+static void w_u32(W *w, guint32 v)
+{
+    v = GUINT32_TO_LE(v);
+    w_bytes(w, &v, 4);
+}
+static void w_u64(W *w, guint64 v)
+{
+    v = GUINT64_TO_LE(v);
+    w_bytes(w, &v, 8);
+}
+static void w_str(W *w, const char *s)
+{
+    w_u64(w, strlen(s));
+    w_bytes(w, s, strlen(s));
+}
 
 static void w_header(W *w, guint32 version, guint64 n_tensors, guint64 n_kv)
 {
@@ -36,7 +51,12 @@ static void w_header(W *w, guint32 version, guint64 n_tensors, guint64 n_kv)
     w_u64(w, n_kv);
 }
 
-static void w_kv_u32(W *w, const char *key, guint32 v) { w_str(w, key); w_u32(w, CL_GGUF_U32); w_u32(w, v); }
+static void w_kv_u32(W *w, const char *key, guint32 v)
+{
+    w_str(w, key);
+    w_u32(w, CL_GGUF_U32);
+    w_u32(w, v);
+}
 
 static void w_pad(W *w, guint align)
 {
@@ -68,20 +88,51 @@ static GByteArray *good_file(void)
 {
     W w = { g_byte_array_new() };
     w_header(&w, 3, 4, 6);
-    w_str(&w, "general.architecture"); w_u32(&w, CL_GGUF_STRING); w_str(&w, "llama");
+    w_str(&w, "general.architecture");
+    w_u32(&w, CL_GGUF_STRING);
+    w_str(&w, "llama");
     w_kv_u32(&w, "llama.block_count", 30);
-    w_str(&w, "llama.rope.freq_base"); w_u32(&w, CL_GGUF_F32);
-    float base = 100000.0f; w_bytes(&w, &base, 4);
-    w_str(&w, "tokenizer.ggml.tokens"); w_u32(&w, CL_GGUF_ARRAY); w_u32(&w, CL_GGUF_STRING);
-    w_u64(&w, 3); w_str(&w, "a"); w_str(&w, "\xc4\xa0the"); w_str(&w, "<|im_end|>");
-    w_str(&w, "tokenizer.ggml.token_type"); w_u32(&w, CL_GGUF_ARRAY); w_u32(&w, CL_GGUF_I32);
-    w_u64(&w, 2); w_u32(&w, 1); w_u32(&w, (guint32)-3);
+    w_str(&w, "llama.rope.freq_base");
+    w_u32(&w, CL_GGUF_F32);
+    float base = 100000.0f;
+    w_bytes(&w, &base, 4);
+    w_str(&w, "tokenizer.ggml.tokens");
+    w_u32(&w, CL_GGUF_ARRAY);
+    w_u32(&w, CL_GGUF_STRING);
+    w_u64(&w, 3);
+    w_str(&w, "a");
+    w_str(&w, "\xc4\xa0the");
+    w_str(&w, "<|im_end|>");
+    w_str(&w, "tokenizer.ggml.token_type");
+    w_u32(&w, CL_GGUF_ARRAY);
+    w_u32(&w, CL_GGUF_I32);
+    w_u64(&w, 2);
+    w_u32(&w, 1);
+    w_u32(&w, (guint32)-3);
     w_kv_u32(&w, "general.alignment", 32);
     /* tensor infos: name, n_dims, dims, type, offset */
-    w_str(&w, "a.f32"); w_u32(&w, 2); w_u64(&w, 3); w_u64(&w, 2); w_u32(&w, CL_GGML_F32); w_u64(&w, 0);
-    w_str(&w, "b.f16"); w_u32(&w, 1); w_u64(&w, 4); w_u32(&w, CL_GGML_F16); w_u64(&w, 32);
-    w_str(&w, "c.q8"); w_u32(&w, 2); w_u64(&w, 32); w_u64(&w, 2); w_u32(&w, CL_GGML_Q8_0); w_u64(&w, 64);
-    w_str(&w, "d.q41"); w_u32(&w, 1); w_u64(&w, 32); w_u32(&w, CL_GGML_Q4_1); w_u64(&w, 160);
+    w_str(&w, "a.f32");
+    w_u32(&w, 2);
+    w_u64(&w, 3);
+    w_u64(&w, 2);
+    w_u32(&w, CL_GGML_F32);
+    w_u64(&w, 0);
+    w_str(&w, "b.f16");
+    w_u32(&w, 1);
+    w_u64(&w, 4);
+    w_u32(&w, CL_GGML_F16);
+    w_u64(&w, 32);
+    w_str(&w, "c.q8");
+    w_u32(&w, 2);
+    w_u64(&w, 32);
+    w_u64(&w, 2);
+    w_u32(&w, CL_GGML_Q8_0);
+    w_u64(&w, 64);
+    w_str(&w, "d.q41");
+    w_u32(&w, 1);
+    w_u64(&w, 32);
+    w_u32(&w, CL_GGML_Q4_1);
+    w_u64(&w, 160);
     w_pad(&w, 32);
     float f[6] = { 1, -2, 3.5f, 0, 1e-3f, -7 };
     w_bytes(&w, f, sizeof f);
@@ -202,13 +253,48 @@ static GByteArray *one_kv(void (*kv)(W *w))
     return w.b;
 }
 
-static void kv_nested(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_ARRAY); w_u32(w, CL_GGUF_ARRAY); w_u64(w, 1); }
-static void kv_huge_array(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_ARRAY); w_u32(w, CL_GGUF_U64); w_u64(w, G_MAXUINT64 / 2); }
-static void kv_bad_type(W *w) { w_str(w, "k"); w_u32(w, 13); w_u32(w, 0); }
-static void kv_bad_utf8(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_STRING); w_str(w, "a\xff"); }
-static void kv_huge_string(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_STRING); w_u64(w, G_MAXUINT64); }
-static void kv_bool(W *w) { w_str(w, "k"); w_u32(w, CL_GGUF_BOOL); w_bytes(w, "\x02", 1); }
-static void kv_alignment(W *w) { w_kv_u32(w, "general.alignment", 24); }
+static void kv_nested(W *w)
+{
+    w_str(w, "k");
+    w_u32(w, CL_GGUF_ARRAY);
+    w_u32(w, CL_GGUF_ARRAY);
+    w_u64(w, 1);
+}
+static void kv_huge_array(W *w)
+{
+    w_str(w, "k");
+    w_u32(w, CL_GGUF_ARRAY);
+    w_u32(w, CL_GGUF_U64);
+    w_u64(w, G_MAXUINT64 / 2);
+}
+static void kv_bad_type(W *w)
+{
+    w_str(w, "k");
+    w_u32(w, 13);
+    w_u32(w, 0);
+}
+static void kv_bad_utf8(W *w)
+{
+    w_str(w, "k");
+    w_u32(w, CL_GGUF_STRING);
+    w_str(w, "a\xff");
+}
+static void kv_huge_string(W *w)
+{
+    w_str(w, "k");
+    w_u32(w, CL_GGUF_STRING);
+    w_u64(w, G_MAXUINT64);
+}
+static void kv_bool(W *w)
+{
+    w_str(w, "k");
+    w_u32(w, CL_GGUF_BOOL);
+    w_bytes(w, "\x02", 1);
+}
+static void kv_alignment(W *w)
+{
+    w_kv_u32(w, "general.alignment", 24);
+}
 
 static GByteArray *one_tensor(guint32 nd, guint64 ne0, guint32 type, guint64 offset, guint64 data)
 {
@@ -260,7 +346,10 @@ static void test_malformed(void)
         w_header(&w, 3, 2, 0);
         for (int k = 0; k < 2; k++) {
             w_str(&w, dup || k == 0 ? "t" : "u");
-            w_u32(&w, 1); w_u64(&w, 16); w_u32(&w, CL_GGML_F32); w_u64(&w, k ? 32 : 0);
+            w_u32(&w, 1);
+            w_u64(&w, 16);
+            w_u32(&w, CL_GGML_F32);
+            w_u64(&w, k ? 32 : 0);
         }
         w_pad(&w, 32);
         for (int k = 0; k < 128; k++)
@@ -317,10 +406,16 @@ static void test_smollm2(void)
     g_autoptr(ClGguf) g = cl_gguf_open(path, &err);
     g_assert_no_error(err);
     g_assert_cmpstr(cl_gguf_get_string(g, "general.architecture", NULL), ==, "llama");
-    static const struct { const char *key; guint64 want; } dims[] = {
-        { "llama.block_count", 30 },           { "llama.embedding_length", 576 },
-        { "llama.feed_forward_length", 1536 }, { "llama.attention.head_count", 9 },
-        { "llama.attention.head_count_kv", 3 }, { "llama.vocab_size", 49152 },
+    static const struct {
+        const char *key;
+        guint64 want;
+    } dims[] = {
+        { "llama.block_count", 30 },
+        { "llama.embedding_length", 576 },
+        { "llama.feed_forward_length", 1536 },
+        { "llama.attention.head_count", 9 },
+        { "llama.attention.head_count_kv", 3 },
+        { "llama.vocab_size", 49152 },
     };
     for (gsize k = 0; k < G_N_ELEMENTS(dims); k++) {
         guint64 v = 0;
@@ -370,8 +465,8 @@ static void test_smollm2_chat(void)
     cl_generate_options_init(&o);
     o.max_new_tokens = 24;
     ClGenerateResult r;
-    g_assert_true(cl_generate(be, m, (const gint32 *)(gpointer)ids->data, (int)ids->len, NULL, &o,
-                              &r, &err));
+    g_assert_true(
+        cl_generate(be, m, (const gint32 *)(gpointer)ids->data, (int)ids->len, NULL, &o, &r, &err));
     g_test_message("answer: %s", r.text->str);
     g_assert_nonnull(strstr(r.text->str, "Paris"));
     cl_generate_result_clear(&r);
@@ -426,7 +521,9 @@ static JsonObject *run_peer(const char *model, JsonParser *parser, char **why)
     g_autofree char *text = json_to_string(root, FALSE);
     g_assert_true(g_file_set_contents(pjson, text, -1, NULL));
     g_autofree char *script = g_build_filename(src, "tests", "reference", "llama_peer.py", NULL);
-    const char *argv[] = { py, script, "--model", model, "--prompts", pjson, "--greedy", "24", NULL };
+    const char *argv[] = {
+        py, script, "--model", model, "--prompts", pjson, "--greedy", "24", NULL
+    };
     g_autofree char *out = NULL, *errout = NULL;
     int status = 0;
     gboolean ran = g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
@@ -435,7 +532,8 @@ static JsonObject *run_peer(const char *model, JsonParser *parser, char **why)
     g_rmdir(dir);
     if (!ran || !g_spawn_check_wait_status(status, NULL)) {
         *why = g_strdup_printf("the peer did not run (%s)", errout && strstr(errout, "llama_cpp")
-                                   ? "llama_cpp not importable" : "see its stderr");
+                                                                ? "llama_cpp not importable"
+                                                                : "see its stderr");
         if (errout)
             g_test_message("peer stderr: %s", errout);
         return NULL;
@@ -532,7 +630,8 @@ static void test_llama_parity(void)
         guint steps = MIN(res.ids->len, greedy->len) + 1, same = 0;
         for (; same < steps; same++) {
             double lead = same < json_array_get_length(margins)
-                              ? json_array_get_double_element(margins, same) : 0;
+                              ? json_array_get_double_element(margins, same)
+                              : 0;
             gint32 ours = same < res.ids->len ? ext[g_array_index(res.ids, gint32, same)] : -1;
             gint32 theirs = same < greedy->len ? g_array_index(greedy, gint32, same) : -1;
             if (ours != theirs) {
@@ -544,9 +643,8 @@ static void test_llama_parity(void)
             if (ours < 0)
                 break;
         }
-        g_test_message("prompt %u greedy: %s (%u of %u tokens as llama.cpp's%s)", p,
-                       res.text->str, same, greedy->len,
-                       same >= greedy->len ? "" : ", then a near tie");
+        g_test_message("prompt %u greedy: %s (%u of %u tokens as llama.cpp's%s)", p, res.text->str,
+                       same, greedy->len, same >= greedy->len ? "" : ", then a near tie");
         parity_same += same, parity_total += greedy->len;
         cl_generate_result_clear(&res);
     }

@@ -44,8 +44,8 @@ static double probe_loss(Probe *p)
 }
 
 /* Compares grad (n floats) with finite differences over x; returns the norm-wise error. */
-static double check_input(Probe *p, const char *op, const char *name, float *x,
-                          const float *grad, size_t n)
+static double check_input(Probe *p, const char *op, const char *name, float *x, const float *grad,
+                          size_t n)
 {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
@@ -60,8 +60,7 @@ static double check_input(Probe *p, const char *op, const char *name, float *x,
         den += fd * fd;
     }
     double err = sqrt(num / MAX(den, 1e-30));
-    g_test_message("%-14s d%-6s rel err %.2e (|g| %.3g, %zu values)", op, name, err, sqrt(den),
-                   n);
+    g_test_message("%-14s d%-6s rel err %.2e (|g| %.3g, %zu values)", op, name, err, sqrt(den), n);
     g_assert_cmpfloat(den, >, 1e-12); /* a gradient that is all zeros proves nothing */
     g_assert_cmpfloat(err, <, TOL);
     return err;
@@ -143,11 +142,23 @@ typedef struct {
     int m, n, which;
 } EwCtx;
 
-enum { EW_MODULATE, EW_GELU, EW_SILU, EW_SILU_MUL, EW_RESIDUAL, EW_RESIDUAL_PLAIN,
-       EW_SCALE_COLS, EW_SCALE_COLS_ACC, EW_SOFTMAX, EW_ROW_NORMS, EW_N };
-static const char *ew_names[] = { "modulate", "gelu", "silu", "silu_mul", "residual",
-                                  "residual+", "scale_cols", "scale_cols+", "softmax",
-                                  "row_norms" };
+enum {
+    EW_MODULATE,
+    EW_GELU,
+    EW_SILU,
+    EW_SILU_MUL,
+    EW_RESIDUAL,
+    EW_RESIDUAL_PLAIN,
+    EW_SCALE_COLS,
+    EW_SCALE_COLS_ACC,
+    EW_SOFTMAX,
+    EW_ROW_NORMS,
+    EW_N
+};
+static const char *ew_names[] = {
+    "modulate",  "gelu",       "silu",        "silu_mul", "residual",
+    "residual+", "scale_cols", "scale_cols+", "softmax",  "row_norms"
+};
 
 static void ew_fwd(void *p, float *y)
 {
@@ -158,15 +169,9 @@ static void ew_fwd(void *p, float *y)
         memcpy(y, c->x, mn * sizeof(float));
         be->ops->modulate(be, y, c->g, c->h, c->m, c->n);
         break;
-    case EW_GELU:
-        be->ops->gelu(be, y, c->x, mn);
-        break;
-    case EW_SILU:
-        be->ops->silu(be, y, c->x, mn);
-        break;
-    case EW_SILU_MUL:
-        be->ops->silu_mul(be, y, c->x, c->a, mn);
-        break;
+    case EW_GELU: be->ops->gelu(be, y, c->x, mn); break;
+    case EW_SILU: be->ops->silu(be, y, c->x, mn); break;
+    case EW_SILU_MUL: be->ops->silu_mul(be, y, c->x, c->a, mn); break;
     case EW_RESIDUAL:
     case EW_RESIDUAL_PLAIN:
         memcpy(y, c->x, mn * sizeof(float));
@@ -181,9 +186,7 @@ static void ew_fwd(void *p, float *y)
         memcpy(y, c->x, mn * sizeof(float));
         be->ops->softmax(be, y, c->m, c->n, c->n);
         break;
-    case EW_ROW_NORMS:
-        be->ops->row_norms(be, y, c->x, NULL, c->m, c->n, c->n);
-        break;
+    case EW_ROW_NORMS: be->ops->row_norms(be, y, c->x, NULL, c->m, c->n, c->n); break;
     }
 }
 
@@ -198,8 +201,8 @@ static void test_elementwise(void)
         c.h = rnd(r, n, -1, 1);
         size_t ny = which == EW_ROW_NORMS ? (size_t)m : mn;
         float *dy = rnd(r, ny, -1, 1), *y = g_new(float, mn);
-        float *dx = g_new0(float, mn), *da = g_new0(float, mn), *dg = g_new0(float, n),
-              *dh = g_new0(float, n);
+        float *dx = g_new0(float, mn),
+                           *da = g_new0(float, mn), *dg = g_new0(float, n), *dh = g_new0(float, n);
         Probe p = { ew_fwd, &c, dy, ny, y };
         const char *op = ew_names[which];
         switch (which) {
@@ -310,8 +313,8 @@ static void att_fwd(void *p, float *y)
                        c->ldo, c->h, c->hkv, c->hd, c->scale, c->causal, 0, c->scratch);
 }
 
-static void check_attention(GRand *r, const char *name, int n_q, int n_kv, int h, int hkv,
-                            int hd, int causal, int pad)
+static void check_attention(GRand *r, const char *name, int n_q, int n_kv, int h, int hkv, int hd,
+                            int causal, int pad)
 {
     AttCtx c = { .n_q = n_q, .n_kv = n_kv, .h = h, .hkv = hkv, .hd = hd, .causal = causal };
     c.ldq = h * hd + pad, c.ldk = hkv * hd + pad, c.ldv = hkv * hd + 2 * pad, c.ldo = h * hd;
@@ -322,8 +325,8 @@ static void check_attention(GRand *r, const char *name, int n_q, int n_kv, int h
     c.scratch = g_new(float, be->ops->attention_scratch(be, n_q, n_kv, h));
     float *dy = rnd(r, no, -1, 1), *y = g_new(float, no);
     float *dq = g_new0(float, nq), *dk = g_new0(float, nk), *dv = g_new0(float, nv);
-    cl_grad_attention(dq, dk, dv, dy, c.q, c.k, c.v, n_q, n_kv, c.ldq, c.ldk, c.ldv, c.ldo, h,
-                      hkv, hd, c.scale, causal);
+    cl_grad_attention(dq, dk, dv, dy, c.q, c.k, c.v, n_q, n_kv, c.ldq, c.ldk, c.ldv, c.ldo, h, hkv,
+                      hd, c.scale, causal);
     Probe p = { att_fwd, &c, dy, no, y };
     if (n_kv > 1) {
         check_input(&p, name, "q", c.q, dq, nq);
@@ -341,16 +344,18 @@ static void check_attention(GRand *r, const char *name, int n_q, int n_kv, int h
     float *probs = g_new(float, (size_t)h * n_q * n_kv), *y2 = g_new(float, no);
     float *dq2 = g_new0(float, nq), *dk2 = g_new0(float, nk), *dv2 = g_new0(float, nv);
     att_fwd(&c, y);
-    cl_train_attention(y2, probs, c.q, c.k, c.v, n_q, n_kv, c.ldq, c.ldk, c.ldv, c.ldo, h, hkv,
-                       hd, c.scale, causal);
-    cl_grad_attention_probs(dq2, dk2, dv2, dy, c.q, c.k, c.v, probs, n_q, n_kv, c.ldq, c.ldk,
-                            c.ldv, c.ldo, h, hkv, hd, c.scale, causal);
+    cl_train_attention(y2, probs, c.q, c.k, c.v, n_q, n_kv, c.ldq, c.ldk, c.ldv, c.ldo, h, hkv, hd,
+                       c.scale, causal);
+    cl_grad_attention_probs(dq2, dk2, dv2, dy, c.q, c.k, c.v, probs, n_q, n_kv, c.ldq, c.ldk, c.ldv,
+                            c.ldo, h, hkv, hd, c.scale, causal);
     for (int i = 0; i < n_q; i++)
         for (int j = 0; j < h * hd; j++)
             g_assert_cmpfloat_with_epsilon(y2[(size_t)i * c.ldo + j], y[(size_t)i * c.ldo + j],
                                            1e-5);
-    const struct { const float *a, *b; size_t n; } t[] = { { dq, dq2, nq }, { dk, dk2, nk },
-                                                           { dv, dv2, nv } };
+    const struct {
+        const float *a, *b;
+        size_t n;
+    } t[] = { { dq, dq2, nq }, { dk, dk2, nk }, { dv, dv2, nv } };
     for (guint i = 0; i < G_N_ELEMENTS(t); i++)
         for (size_t j = 0; j < t[i].n; j++)
             g_assert_cmpfloat_with_epsilon(t[i].a[j], t[i].b[j], 1e-5 + 1e-5 * fabsf(t[i].a[j]));
@@ -431,8 +436,8 @@ static void test_patch(void)
     check_input(&p, "patch-conv", "pixels", c.pix, dpix, npix);
     check_input(&p, "patch-conv", "w", c.w, dw, (size_t)5 * cpp);
     check_input(&p, "patch-conv", "b", c.b, db, 5);
-    g_free(c.pix), g_free(c.w), g_free(c.b), g_free(c.tmp), g_free(dy), g_free(y),
-        g_free(dpatch), g_free(dpix), g_free(dw), g_free(db);
+    g_free(c.pix), g_free(c.w), g_free(c.b), g_free(c.tmp), g_free(dy), g_free(y), g_free(dpatch),
+        g_free(dpix), g_free(dw), g_free(db);
 }
 
 static void merger_fwd(void *p, float *y)

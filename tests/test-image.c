@@ -123,7 +123,9 @@ static void test_meta(void)
 {
     g_autoptr(ClImage) img = cl_image_new(CL_IMAGE_FORMAT_PNG);
     cl_image_add_meta(img, "Comment", "caf\xc3\xa9");
-    cl_image_add_meta(img, "Bad", "a\xff\xfe" "b"); /* invalid UTF-8 is made valid */
+    cl_image_add_meta(img, "Bad",
+                      "a\xff\xfe"
+                      "b"); /* invalid UTF-8 is made valid */
     g_assert_cmpstr(cl_image_get_meta(img, "Comment"), ==, "caf\xc3\xa9");
     g_assert_true(g_utf8_validate(cl_image_get_meta(img, "Bad"), -1, NULL));
     g_assert_null(cl_image_get_meta(img, "Missing"));

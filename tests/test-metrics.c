@@ -43,7 +43,7 @@ typedef struct {
 static Set load_set(gboolean tokens)
 {
     JsonArray *items = json_object_get_array_member(goldens, "items");
-    Set s = {.n = json_array_get_length(items)};
+    Set s = { .n = json_array_get_length(items) };
     s.cand = g_new0(const char *, s.n);
     s.refs = g_new0(const char **, s.n);
     for (guint i = 0; i < s.n; i++) {
@@ -121,7 +121,8 @@ static void compare_scores(const ClMetricsScores *s)
         const char *name;
         double corpus;
         const double *sentence;
-    } m[] = {{"rouge_l", s->rouge_l, s->rouge_l_sentence}, {"cider", s->cider, s->cider_sentence}};
+    } m[] = { { "rouge_l", s->rouge_l, s->rouge_l_sentence },
+              { "cider", s->cider, s->cider_sentence } };
     for (guint j = 0; j < G_N_ELEMENTS(m); j++) {
         JsonObject *g = golden_scores(m[j].name);
         double ref = json_object_get_double_member(g, "corpus");
@@ -172,8 +173,8 @@ static void test_meteor(void)
     guint exact = 0, identical = 0;
     for (guint i = 0; i < set.n; i++) {
         double r = json_array_get_double_element(per, i), d = s.meteor_sentence[i] - r;
-        g_test_message("METEOR %2u: ours %.6f jar %.6f (%+.6f)  \"%s\"", i, s.meteor_sentence[i],
-                       r, d, set.cand[i]);
+        g_test_message("METEOR %2u: ours %.6f jar %.6f (%+.6f)  \"%s\"", i, s.meteor_sentence[i], r,
+                       d, set.cand[i]);
         worst = MAX(worst, fabs(d));
         sum += fabs(d);
         exact += fabs(d) < 1e-4;
@@ -200,10 +201,10 @@ static void test_meteor(void)
 
 static void test_identical(void)
 {
-    const char *cand[] = {"the small red metal cube was moved", "there is no difference"};
-    const char *r0[] = {"The small red metal cube was moved.", NULL};
-    const char *r1[] = {"there is no difference .", "nothing changed", NULL};
-    const char *const *refs[] = {r0, r1};
+    const char *cand[] = { "the small red metal cube was moved", "there is no difference" };
+    const char *r0[] = { "The small red metal cube was moved.", NULL };
+    const char *r1[] = { "there is no difference .", "nothing changed", NULL };
+    const char *const *refs[] = { r0, r1 };
     ClMetricsScores s;
     g_assert_true(cl_metrics_score(cand, refs, 2, CL_METRICS_NONE, &s, NULL));
     for (int k = 0; k < 4; k++)
@@ -220,17 +221,17 @@ static void test_identical(void)
 /* CIDEr's idf comes from the evaluated set: the same pair scores differently in another corpus. */
 static void test_cider_depends_on_corpus(void)
 {
-    const char *cand[] = {"a road is built along the river", "a road is built",
-                          "a road is built near trees"};
-    const char *r0[] = {"a road is built along the houses", NULL};
-    const char *r1[] = {"a road is built near the river", NULL};
-    const char *r2[] = {"a road is built near trees", NULL};
-    const char *const *refs[] = {r0, r1, r2};
+    const char *cand[] = { "a road is built along the river", "a road is built",
+                           "a road is built near trees" };
+    const char *r0[] = { "a road is built along the houses", NULL };
+    const char *r1[] = { "a road is built near the river", NULL };
+    const char *r2[] = { "a road is built near trees", NULL };
+    const char *const *refs[] = { r0, r1, r2 };
     ClMetricsScores one, three;
     g_assert_true(cl_metrics_score(cand, refs, 2, CL_METRICS_NONE, &one, NULL));
     g_assert_true(cl_metrics_score(cand, refs, 3, CL_METRICS_NONE, &three, NULL));
-    g_test_message("CIDEr of item 0: %.6f in a set of 2, %.6f in a set of 3",
-                   one.cider_sentence[0], three.cider_sentence[0]);
+    g_test_message("CIDEr of item 0: %.6f in a set of 2, %.6f in a set of 3", one.cider_sentence[0],
+                   three.cider_sentence[0]);
     g_assert_cmpfloat(fabs(one.cider_sentence[0] - three.cider_sentence[0]), >, 1e-3);
     /* but BLEU/ROUGE/METEOR of an item do not depend on the others */
     g_assert_cmpfloat(one.rouge_l_sentence[0], ==, three.rouge_l_sentence[0]);
@@ -241,12 +242,12 @@ static void test_cider_depends_on_corpus(void)
 
 static void test_empty_and_invalid(void)
 {
-    const char *cand[] = {"", "...", "a \xff\xfe road \xc3 is built\xe2\x80", "x"};
-    const char *r0[] = {"a road is built", NULL};
-    const char *r1[] = {"", NULL};
-    const char *r2[] = {"a road \xff is built", "\xc0\xaf", NULL};
-    const char *r3[] = {"x", NULL};
-    const char *const *refs[] = {r0, r1, r2, r3};
+    const char *cand[] = { "", "...", "a \xff\xfe road \xc3 is built\xe2\x80", "x" };
+    const char *r0[] = { "a road is built", NULL };
+    const char *r1[] = { "", NULL };
+    const char *r2[] = { "a road \xff is built", "\xc0\xaf", NULL };
+    const char *r3[] = { "x", NULL };
+    const char *const *refs[] = { r0, r1, r2, r3 };
     ClMetricsScores s;
     g_assert_true(cl_metrics_score(cand, refs, 4, CL_METRICS_NONE, &s, NULL));
     g_assert_cmpfloat(s.bleu_sentence[0 * 4 + 3], <, 1e-6);
@@ -265,7 +266,7 @@ static void test_empty_and_invalid(void)
 
     /* bad arguments are errors, not crashes */
     g_autoptr(GError) error = NULL;
-    const char *const *no_refs[] = {(const char *[]){NULL}};
+    const char *const *no_refs[] = { (const char *[]){ NULL } };
     g_assert_false(cl_metrics_score(cand, no_refs, 1, CL_METRICS_NONE, &s, &error));
     g_assert_error(error, CL_METRICS_ERROR, CL_METRICS_ERROR_INVALID);
     g_clear_error(&error);
@@ -276,7 +277,7 @@ static void test_empty_and_invalid(void)
 /* Stem matches count 0.6; METEOR rewards order (chunks). */
 static void test_meteor_units(void)
 {
-    const char *ref[] = {"the houses were built along the roads", NULL};
+    const char *ref[] = { "the houses were built along the roads", NULL };
     double exact = cl_metrics_meteor_sentence("the houses were built along the roads", ref, 0);
     double stem = cl_metrics_meteor_sentence("the house was build along the road", ref, 0);
     double shuffled = cl_metrics_meteor_sentence("roads the along built were houses the", ref, 0);
@@ -288,10 +289,20 @@ static void test_meteor_units(void)
     g_assert_cmpfloat(shuffled, >, 0.0);
 
     static const char *const pairs[][2] = {
-        {"houses", "hous"}, {"moved", "move"}, {"moving", "move"}, {"built", "built"},
-        {"constructed", "construct"}, {"differences", "differ"}, {"replaced", "replac"},
-        {"running", "run"}, {"cities", "citi"}, {"generously", "generous"}, {"skies", "sky"},
-        {"effusion", "effus"}, {"additional", "addit"}, {"identical", "ident"},
+        { "houses", "hous" },
+        { "moved", "move" },
+        { "moving", "move" },
+        { "built", "built" },
+        { "constructed", "construct" },
+        { "differences", "differ" },
+        { "replaced", "replac" },
+        { "running", "run" },
+        { "cities", "citi" },
+        { "generously", "generous" },
+        { "skies", "sky" },
+        { "effusion", "effus" },
+        { "additional", "addit" },
+        { "identical", "ident" },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(pairs); i++) {
         g_autofree char *st = cl_metrics_stem(pairs[i][0]);

@@ -16,7 +16,10 @@
 
 static char *tmp_dir;
 
-static char *tmp_path(const char *name) { return g_build_filename(tmp_dir, name, NULL); }
+static char *tmp_path(const char *name)
+{
+    return g_build_filename(tmp_dir, name, NULL);
+}
 
 /* A small config: every code path of the tiny preset in ~20k parameters. */
 static ClModelConfig small_config(ClSveVariant variant, ClSveFirst first)
@@ -74,17 +77,17 @@ static void test_half(void)
     g_assert_cmpfloat(cl_f16_to_f32(0x3c00), ==, 1.0f);
     g_assert_cmpfloat(cl_f16_to_f32(0x7bff), ==, 65504.0f);
     g_assert_cmpfloat(cl_f16_to_f32(0x0001), ==, 0x1p-24f);
-    g_assert_cmphex(cl_f32_to_f16(65519.0f), ==, 0x7bff);     /* below the midpoint */
-    g_assert_cmphex(cl_f32_to_f16(65520.0f), ==, 0x7c00);     /* ties to even: Inf */
+    g_assert_cmphex(cl_f32_to_f16(65519.0f), ==, 0x7bff); /* below the midpoint */
+    g_assert_cmphex(cl_f32_to_f16(65520.0f), ==, 0x7c00); /* ties to even: Inf */
     g_assert_cmphex(cl_f32_to_f16(1e10f), ==, 0x7c00);
     g_assert_cmphex(cl_f32_to_f16(-INFINITY), ==, 0xfc00);
     g_assert_cmphex(cl_f32_to_f16(-0.0f), ==, 0x8000);
-    g_assert_cmphex(cl_f32_to_f16(0x1p-25f), ==, 0x0000);     /* tie between 0 and 1 ulp: even */
+    g_assert_cmphex(cl_f32_to_f16(0x1p-25f), ==, 0x0000); /* tie between 0 and 1 ulp: even */
     g_assert_cmphex(cl_f32_to_f16(0x1.8p-25f), ==, 0x0001);
-    g_assert_cmphex(cl_f32_to_f16(0x3p-25f), ==, 0x0002);     /* 1.5 ulp ties to 2 */
+    g_assert_cmphex(cl_f32_to_f16(0x3p-25f), ==, 0x0002);        /* 1.5 ulp ties to 2 */
     g_assert_cmphex(cl_f32_to_f16(1.0f + 0x1p-11f), ==, 0x3c00); /* tie, even mantissa */
     g_assert_cmphex(cl_f32_to_f16(1.0f + 0x3p-11f), ==, 0x3c02); /* tie, odd -> up */
-    g_assert_cmphex(cl_f32_to_f16(0x1.ffcp-15f), ==, 0x0400);   /* rounds up into the normals */
+    g_assert_cmphex(cl_f32_to_f16(0x1.ffcp-15f), ==, 0x0400);    /* rounds up into the normals */
     g_assert_true(isnan(cl_f16_to_f32(cl_f32_to_f16(NAN))));
     g_assert_true(isinf(cl_f16_to_f32(0x7c00)));
 
@@ -116,7 +119,7 @@ static void test_half(void)
     g_assert_cmphex(cl_f32_to_bf16(bitsf(0x3f808000)), ==, 0x3f80); /* tie, even */
     g_assert_cmphex(cl_f32_to_bf16(bitsf(0x3f818000)), ==, 0x3f82); /* tie, odd -> up */
     g_assert_cmphex(cl_f32_to_bf16(bitsf(0x3f808001)), ==, 0x3f81);
-    g_assert_cmphex(cl_f32_to_bf16(bitsf(0x7f7fffff)), ==, 0x7f80); /* FLT_MAX -> Inf */
+    g_assert_cmphex(cl_f32_to_bf16(bitsf(0x7f7fffff)), ==, 0x7f80);          /* FLT_MAX -> Inf */
     g_assert_cmphex(cl_f32_to_bf16(bitsf(0x7f800001)) & 0x7fc0, ==, 0x7fc0); /* quiet NaN */
 
     float src[5] = { 1.5f, -2.25f, 0.1f, 1e-8f, 70000.0f }, back[5];
@@ -424,12 +427,17 @@ static void test_specs(void)
         int n_sve;
         gint64 null_ndim;
     } variants[] = {
-        {CL_SVE_STATELESS, CL_SVE_FIRST_OWN, 0, 0},   {CL_SVE_STATELESS, CL_SVE_FIRST_NULL, 0, 0},
-        {CL_SVE_CROSS, CL_SVE_FIRST_OWN, 8, 0},       {CL_SVE_CROSS, CL_SVE_FIRST_NULL, 9, 2},
-        {CL_SVE_CROSS_FFN, CL_SVE_FIRST_NULL, 15, 2}, {CL_SVE_SELF_FFN, CL_SVE_FIRST_OWN, 14, 0},
-        {CL_SVE_SELF_FFN, CL_SVE_FIRST_NULL, 15, 2},  {CL_SVE_SELF_EXT, CL_SVE_FIRST_OWN, 0, 0},
-        {CL_SVE_SELF_EXT, CL_SVE_FIRST_NULL, 1, 2},   {CL_SVE_ADALN_ZERO, CL_SVE_FIRST_OWN, 2, 0},
-        {CL_SVE_ADALN_ZERO, CL_SVE_FIRST_NULL, 3, 1},
+        { CL_SVE_STATELESS, CL_SVE_FIRST_OWN, 0, 0 },
+        { CL_SVE_STATELESS, CL_SVE_FIRST_NULL, 0, 0 },
+        { CL_SVE_CROSS, CL_SVE_FIRST_OWN, 8, 0 },
+        { CL_SVE_CROSS, CL_SVE_FIRST_NULL, 9, 2 },
+        { CL_SVE_CROSS_FFN, CL_SVE_FIRST_NULL, 15, 2 },
+        { CL_SVE_SELF_FFN, CL_SVE_FIRST_OWN, 14, 0 },
+        { CL_SVE_SELF_FFN, CL_SVE_FIRST_NULL, 15, 2 },
+        { CL_SVE_SELF_EXT, CL_SVE_FIRST_OWN, 0, 0 },
+        { CL_SVE_SELF_EXT, CL_SVE_FIRST_NULL, 1, 2 },
+        { CL_SVE_ADALN_ZERO, CL_SVE_FIRST_OWN, 2, 0 },
+        { CL_SVE_ADALN_ZERO, CL_SVE_FIRST_NULL, 3, 1 },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(variants); i++) {
         ClModelConfig vc = c;
@@ -532,8 +540,8 @@ static void test_safetensors_roundtrip(void)
             got = dt == CL_DTYPE_F16 ? cl_f16_to_f32(h) : cl_bf16_to_f32(h);
             /* half an ulp of the dtype: 2^-11 relative (f16 normal), 2^-8 (bf16); f16
              * subnormals below 2^-14 have an absolute step of 2^-24 */
-            double tol = dt == CL_DTYPE_F16 ? MAX(fabs(b[i]) * 0x1p-11, 0x1p-25)
-                                            : fabs(b[i]) * 0x1p-8;
+            double tol =
+                dt == CL_DTYPE_F16 ? MAX(fabs(b[i]) * 0x1p-11, 0x1p-25) : fabs(b[i]) * 0x1p-8;
             g_assert_cmpfloat(fabs(got - b[i]), <=, tol);
         }
         const ClSafeTensor *tg = cl_safetensors_get(st, "gamma");
@@ -991,8 +999,9 @@ static void write_variant(ClModel *m, const char *path, const char *drop, const 
     }
     g_autofree char *cfg = cl_model_config_to_json(&m->config);
     g_autofree char *tok = cl_tokenizer_to_json(m->tokenizer);
-    const char *def[] = { "changelens.format", "1", "changelens.config", cfg,
-                          "changelens.tokenizer", tok, NULL };
+    const char *def[] = {
+        "changelens.format", "1", "changelens.config", cfg, "changelens.tokenizer", tok, NULL
+    };
     g_autoptr(GError) err = NULL;
     g_assert_true(cl_safetensors_write(path, (ClSafetensorsEntry *)entries->data, entries->len,
                                        meta ? meta : def, NULL, &err));
@@ -1035,8 +1044,9 @@ static void test_model_file_errors(void)
     const char *no_format[] = { "changelens.config", cfg, "changelens.tokenizer", tok, NULL };
     write_variant(m, path, NULL, NULL, NULL, no_format);
     assert_load_fails(path, CL_MODEL_ERROR_FILE, "changelens.format");
-    const char *format2[] = { "changelens.format", "2", "changelens.config", cfg,
-                              "changelens.tokenizer", tok, NULL };
+    const char *format2[] = {
+        "changelens.format", "2", "changelens.config", cfg, "changelens.tokenizer", tok, NULL
+    };
     write_variant(m, path, NULL, NULL, NULL, format2);
     assert_load_fails(path, CL_MODEL_ERROR_FILE, "changelens.format '2'");
     const char *no_cfg[] = { "changelens.format", "1", "changelens.tokenizer", tok, NULL };
@@ -1045,12 +1055,22 @@ static void test_model_file_errors(void)
     const char *no_tok[] = { "changelens.format", "1", "changelens.config", cfg, NULL };
     write_variant(m, path, NULL, NULL, NULL, no_tok);
     assert_load_fails(path, CL_MODEL_ERROR_FILE, "no changelens.tokenizer");
-    const char *bad_cfg[] = { "changelens.format", "1", "changelens.config",
-                              "{\"enc_heads\": 5}", "changelens.tokenizer", tok, NULL };
+    const char *bad_cfg[] = { "changelens.format",
+                              "1",
+                              "changelens.config",
+                              "{\"enc_heads\": 5}",
+                              "changelens.tokenizer",
+                              tok,
+                              NULL };
     write_variant(m, path, NULL, NULL, NULL, bad_cfg);
     assert_load_fails(path, CL_MODEL_ERROR_CONFIG, "enc_heads");
-    const char *bad_tok[] = { "changelens.format", "1", "changelens.config", cfg,
-                              "changelens.tokenizer", "{\"version\": 1, \"merges\": 7}", NULL };
+    const char *bad_tok[] = { "changelens.format",
+                              "1",
+                              "changelens.config",
+                              cfg,
+                              "changelens.tokenizer",
+                              "{\"version\": 1, \"merges\": 7}",
+                              NULL };
     write_variant(m, path, NULL, NULL, NULL, bad_tok);
     assert_load_fails(path, CL_MODEL_ERROR_TOKENIZER, "");
 
@@ -1066,8 +1086,9 @@ static void test_model_file_errors(void)
     g_assert_no_error(err);
     g_autofree char *cfg261 = cl_model_config_to_json(&small_vocab);
     g_autofree char *bigtok = cl_tokenizer_to_json(big);
-    const char *vocab_meta[] = { "changelens.format", "1", "changelens.config", cfg261,
-                                 "changelens.tokenizer", bigtok, NULL };
+    const char *vocab_meta[] = {
+        "changelens.format", "1", "changelens.config", cfg261, "changelens.tokenizer", bigtok, NULL
+    };
     write_variant(sv, path, NULL, NULL, NULL, vocab_meta);
     assert_load_fails(path, CL_MODEL_ERROR_CONFIG, "vocab_size (261)");
 
@@ -1075,8 +1096,9 @@ static void test_model_file_errors(void)
     ClModelConfig tied = c;
     tied.tie_embeddings = TRUE;
     g_autofree char *tied_cfg = cl_model_config_to_json(&tied);
-    const char *tied_meta[] = { "changelens.format", "1", "changelens.config", tied_cfg,
-                                "changelens.tokenizer", tok, NULL };
+    const char *tied_meta[] = {
+        "changelens.format", "1", "changelens.config", tied_cfg, "changelens.tokenizer", tok, NULL
+    };
     write_variant(m, path, NULL, NULL, NULL, tied_meta);
     assert_load_fails(path, CL_MODEL_ERROR_FILE, "unexpected tensor 'dec.lm_head.weight'");
 
@@ -1084,8 +1106,9 @@ static void test_model_file_errors(void)
     ClModelConfig other = c;
     other.sve_variant = CL_SVE_CROSS;
     g_autofree char *other_cfg = cl_model_config_to_json(&other);
-    const char *other_meta[] = { "changelens.format", "1", "changelens.config", other_cfg,
-                                 "changelens.tokenizer", tok, NULL };
+    const char *other_meta[] = {
+        "changelens.format", "1", "changelens.config", other_cfg, "changelens.tokenizer", tok, NULL
+    };
     write_variant(m, path, NULL, NULL, NULL, other_meta);
     assert_load_fails(path, CL_MODEL_ERROR_FILE, "unexpected tensor 'enc.0.sve.ffn_ln.weight'");
 }
@@ -1163,8 +1186,8 @@ static void test_visual_pos_grid(void)
         for (int i = 0; i < Gp; i++)
             mean += sin(i * f) / Gp;
         for (int cell = 0; cell < Gp * Gp; cell++)
-            g_assert_cmpfloat(fabs(me->w.enc_pos[cell * D + k] -
-                                   0.5 * (sin((cell / Gp) * f) - mean)), <, 1e-6);
+            g_assert_cmpfloat(
+                fabs(me->w.enc_pos[cell * D + k] - 0.5 * (sin((cell / Gp) * f) - mean)), <, 1e-6);
     }
     g_assert_cmpmem(me->w.merger_pos, (gsize)M * E * sizeof(float), m->w.merger_pos,
                     (gsize)M * E * sizeof(float));
@@ -1186,9 +1209,10 @@ static void test_cli(void)
     g_autofree char *out3 = tmp_path("cli3.safetensors");
 
     g_autofree char *o = NULL, *e = NULL;
-    const char *init[] = { "model", "init", "--config", cfg_path, "--variant", "adaln_zero",
-                           "--first", "null", "--no-cross-pos", "--out-init-std", "0",
-                           "--seed", "11", "--dtype", "f16", "--out", out1, NULL };
+    const char *init[] = { "model",      "init",    "--config", cfg_path,         "--variant",
+                           "adaln_zero", "--first", "null",     "--no-cross-pos", "--out-init-std",
+                           "0",          "--seed",  "11",       "--dtype",        "f16",
+                           "--out",      out1,      NULL };
     g_assert_cmpint(run_cli(init, &o, &e), ==, 0);
     g_autofree char *h1 = file_sha256(out1);
     g_assert_nonnull(strstr(o, h1));
@@ -1196,8 +1220,8 @@ static void test_cli(void)
     {
         /* a grid for positions the config does not have is a usage error */
         g_autofree char *o2 = NULL, *e2 = NULL;
-        const char *grid[] = { "model", "init", "--config", cfg_path, "--visual-pos-grid", "0.1",
-                               "--out", out3, NULL };
+        const char *grid[] = { "model", "init",  "--config", cfg_path, "--visual-pos-grid",
+                               "0.1",   "--out", out3,       NULL };
         g_assert_cmpint(run_cli(grid, &o2, &e2), ==, 2);
         g_assert_nonnull(strstr(e2, "visual_pos"));
         g_assert_false(g_file_test(out3, G_FILE_TEST_EXISTS));
@@ -1227,8 +1251,9 @@ static void test_cli(void)
     g_assert_cmpuint(json_array_get_length(dts), ==, 1);
     g_assert_cmpstr(json_array_get_string_element(dts, 0), ==, "F16");
     JsonObject *jc = json_object_get_object_member(root, "config");
-    g_assert_cmpstr(json_object_get_string_member(json_object_get_object_member(jc, "sve"),
-                                                  "variant"), ==, "adaln_zero");
+    g_assert_cmpstr(
+        json_object_get_string_member(json_object_get_object_member(jc, "sve"), "variant"), ==,
+        "adaln_zero");
 
     g_clear_pointer(&o, g_free);
     g_clear_pointer(&e, g_free);
@@ -1249,20 +1274,20 @@ static void test_cli(void)
     static const char *const usage[][6] = {
         { "model", NULL },
         { "model", "frobnicate", NULL },
-        { "model", "init", "--preset", "tiny", NULL },                /* no --out */
-        { "model", "init", "--out", "x", NULL },                      /* no preset/config */
-        { "model", "init", "--preset", "tiny", "--dtype", NULL },     /* missing value */
+        { "model", "init", "--preset", "tiny", NULL },            /* no --out */
+        { "model", "init", "--out", "x", NULL },                  /* no preset/config */
+        { "model", "init", "--preset", "tiny", "--dtype", NULL }, /* missing value */
         { "model", "convert", "--dtype", "f8", "a", NULL },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(usage); i++) {
         g_clear_pointer(&o, g_free);
-    g_clear_pointer(&e, g_free);
+        g_clear_pointer(&e, g_free);
         g_assert_cmpint(run_cli(usage[i], &o, &e), ==, 2);
     }
     g_clear_pointer(&o, g_free);
     g_clear_pointer(&e, g_free);
-    const char *bad_variant[] = { "model", "init", "--preset", "tiny", "--variant", "nope",
-                                  "--out", out3, NULL };
+    const char *bad_variant[] = { "model", "init",  "--preset", "tiny", "--variant",
+                                  "nope",  "--out", out3,       NULL };
     g_assert_cmpint(run_cli(bad_variant, &o, &e), ==, 2);
     g_clear_pointer(&o, g_free);
     g_clear_pointer(&e, g_free);
@@ -1298,7 +1323,8 @@ static void test_safetensors_json_escapes(void)
         g_assert_true(g_utf8_validate(err->message, -1, NULL));
     }
     /* a proper surrogate pair is fine */
-    const char *good = "{\"a\\ud83d\\ude00\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
+    const char *good =
+        "{\"a\\ud83d\\ude00\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}}";
     gsize hl = strlen(good);
     g_autofree guint8 *buf = g_malloc0(8 + hl);
     buf[0] = (guint8)hl;

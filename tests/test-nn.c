@@ -14,7 +14,7 @@
 /* Float sums of K products: the classic forward error bound of a dot product in any summation
  * order is γ_K · Σ|a_k·b_k| with γ_K ≈ K·2^-24; we allow K·FLT_EPSILON (= 2·K·2^-24), which
  * covers the bound with a factor 2 for the final rounding and the preloaded bias. */
-#define DOT_TOL(K) ((double)(K) * FLT_EPSILON)
+#define DOT_TOL(K) ((double)(K)*FLT_EPSILON)
 
 static ClBackend *be;
 static GRand *rng;
@@ -36,8 +36,8 @@ static gboolean check_close(const char *what, const float *got, const double *re
         if (!isfinite(got[i]) || !(fabs((double)got[i] - ref[i]) <= tol)) {
             g_test_message("%s: element %zu: got %.9g, want %.9g (tol %.3g)", what, i,
                            (double)got[i], ref[i], tol);
-            g_printerr("%s: element %zu: got %.9g, want %.9g (tol %.3g)\n", what, i,
-                       (double)got[i], ref[i], tol);
+            g_printerr("%s: element %zu: got %.9g, want %.9g (tol %.3g)\n", what, i, (double)got[i],
+                       ref[i], tol);
             g_test_fail();
             return FALSE;
         }
@@ -61,9 +61,9 @@ static void test_linear(void)
 {
     /* the last three exceed the backend's split threshold (2^22 multiply-adds): their output
      * columns are cut into blocks, one per thread (sgemv blocks for m = 1) */
-    int shapes[][3] = { { 1, 7, 5 },     { 1, 64, 300 }, { 3, 17, 9 },      { 37, 33, 65 },
-                        { 128, 96, 40 }, { 5, 1, 1 },    { 1, 2300, 2001 }, { 70, 400, 181 },
-                        { 300, 130, 131 } };
+    int shapes[][3] = { { 1, 7, 5 },       { 1, 64, 300 },   { 3, 17, 9 },
+                        { 37, 33, 65 },    { 128, 96, 40 },  { 5, 1, 1 },
+                        { 1, 2300, 2001 }, { 70, 400, 181 }, { 300, 130, 131 } };
     for (size_t s = 0; s < G_N_ELEMENTS(shapes); s++) {
         int m = shapes[s][0], k = shapes[s][1], n = shapes[s][2];
         for (int with_bias = 0; with_bias < 2; with_bias++) {
@@ -94,36 +94,37 @@ static void test_gemm(void)
 {
     /* 13x21x29, then one above the split threshold (2^22: column blocks per thread) */
     for (int big = 0; big < 2; big++) {
-    int m = big ? 150 : 13, n = big ? 250 : 21, k = big ? 127 : 29;
-    for (int ta = 0; ta < 2; ta++)
-        for (int tb = 0; tb < 2; tb++) {
-            /* strided: leading dims larger than the rows */
-            int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 5;
-            g_autofree float *a = rand_vec((size_t)(ta ? k : m) * lda, 1.0);
-            g_autofree float *b = rand_vec((size_t)(tb ? n : k) * ldb, 1.0);
-            g_autofree float *c = rand_vec((size_t)m * ldc, 1.0);
-            g_autofree double *ref = g_new(double, (size_t)m * n);
-            g_autofree double *mag = g_new(double, (size_t)m * n);
-            g_autofree float *got = g_new(float, (size_t)m * n);
-            float alpha = 0.75f, beta = -0.5f;
-            for (int i = 0; i < m; i++)
-                for (int j = 0; j < n; j++) {
-                    double acc = 0, am = 0;
-                    for (int q = 0; q < k; q++) {
-                        double av = ta ? a[q * lda + i] : a[i * lda + q];
-                        double bv = tb ? b[j * ldb + q] : b[q * ldb + j];
-                        acc += av * bv;
-                        am += fabs(av * bv);
+        int m = big ? 150 : 13, n = big ? 250 : 21, k = big ? 127 : 29;
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                /* strided: leading dims larger than the rows */
+                int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 2, ldc = n + 5;
+                g_autofree float *a = rand_vec((size_t)(ta ? k : m) * lda, 1.0);
+                g_autofree float *b = rand_vec((size_t)(tb ? n : k) * ldb, 1.0);
+                g_autofree float *c = rand_vec((size_t)m * ldc, 1.0);
+                g_autofree double *ref = g_new(double, (size_t)m * n);
+                g_autofree double *mag = g_new(double, (size_t)m * n);
+                g_autofree float *got = g_new(float, (size_t)m * n);
+                float alpha = 0.75f, beta = -0.5f;
+                for (int i = 0; i < m; i++)
+                    for (int j = 0; j < n; j++) {
+                        double acc = 0, am = 0;
+                        for (int q = 0; q < k; q++) {
+                            double av = ta ? a[q * lda + i] : a[i * lda + q];
+                            double bv = tb ? b[j * ldb + q] : b[q * ldb + j];
+                            acc += av * bv;
+                            am += fabs(av * bv);
+                        }
+                        ref[i * n + j] = alpha * acc + beta * c[i * ldc + j];
+                        mag[i * n + j] = am + fabs(c[i * ldc + j]);
                     }
-                    ref[i * n + j] = alpha * acc + beta * c[i * ldc + j];
-                    mag[i * n + j] = am + fabs(c[i * ldc + j]);
-                }
-            be->ops->gemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-            for (int i = 0; i < m; i++)
-                memcpy(got + i * n, c + i * ldc, n * sizeof(float));
-            g_autofree char *what = g_strdup_printf("gemm %dx%dx%d ta=%d tb=%d", m, n, k, ta, tb);
-            check_close(what, got, ref, mag, (size_t)m * n, 0, 0, DOT_TOL(k + 2));
-        }
+                be->ops->gemm(be, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                for (int i = 0; i < m; i++)
+                    memcpy(got + i * n, c + i * ldc, n * sizeof(float));
+                g_autofree char *what =
+                    g_strdup_printf("gemm %dx%dx%d ta=%d tb=%d", m, n, k, ta, tb);
+                check_close(what, got, ref, mag, (size_t)m * n, 0, 0, DOT_TOL(k + 2));
+            }
     }
 }
 
@@ -244,8 +245,7 @@ static void test_residual_modulate(void)
     for (int i = 0; i < m * n; i++)
         ref[i] = x[i] + (1.0 + g[i % n]) * a[i];
     be->ops->residual(be, y, a, g, m, n);
-    check_close("residual gated", y, ref, NULL, (size_t)m * n, 3 * FLT_EPSILON, 3 * FLT_EPSILON,
-                0);
+    check_close("residual gated", y, ref, NULL, (size_t)m * n, 3 * FLT_EPSILON, 3 * FLT_EPSILON, 0);
 
     /* zero gate: bit for bit the plain residual (adaln_zero's zero init relies on it) */
     g_autofree float *zero = g_new0(float, n);
@@ -387,10 +387,9 @@ static void test_softmax(void)
 }
 
 /* out_i = Σ_j softmax(q_i·k_j·scale) v_j over the visible keys, in double */
-static void attention_ref(double *out, double *tail, const float *q, const float *k,
-                          const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo,
-                          int n_head, int n_kv_head, int hd, float scale, int causal,
-                          int tail_start)
+static void attention_ref(double *out, double *tail, const float *q, const float *k, const float *v,
+                          int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo, int n_head,
+                          int n_kv_head, int hd, float scale, int causal, int tail_start)
 {
     g_autofree double *p = g_new(double, n_kv);
     for (int h = 0; h < n_head; h++) {
@@ -436,10 +435,10 @@ static void run_attention_case(int n_q, int n_kv, int n_head, int n_kv_head, int
     g_autofree float *scratch = g_new(float, be->ops->attention_scratch(be, n_q, n_kv, n_head));
     g_autofree double *ref = g_new(double, (size_t)n_q * ldo);
     g_autofree double *reft = g_new(double, (size_t)n_q * ldo);
-    attention_ref(ref, reft, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head, n_kv_head, hd,
-                  scale, causal, tail_start);
-    be->ops->attention(be, out, tail, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head, n_kv_head,
-                       hd, scale, causal, with_tail ? tail_start : 0, scratch);
+    attention_ref(ref, reft, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head, n_kv_head, hd, scale,
+                  causal, tail_start);
+    be->ops->attention(be, out, tail, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head, n_kv_head, hd,
+                       scale, causal, with_tail ? tail_start : 0, scratch);
     /* values are O(1): scores have a dot-product error ~hd·eps, exp and the weighted sum add a
      * few ulp relative: 2e-6 absolute is ~30 ulp of O(1) outputs */
     g_autofree char *what = g_strdup_printf("attention q=%d kv=%d h=%d/%d hd=%d causal=%d", n_q,
@@ -583,7 +582,8 @@ static void test_elementwise_widths(void)
     g_assert_cmpint(n16->lanes, ==, 16);
     const size_t N = 4099; /* not a multiple of 16: a tail */
     float *a = g_new(float, N), *b = g_new(float, N), *d = g_new(float, N);
-    float *o4 = g_new(float, N), *o16 = g_new(float, N), *p4 = g_new(float, N), *p16 = g_new(float, N);
+    float *o4 = g_new(float, N),
+                      *o16 = g_new(float, N), *p4 = g_new(float, N), *p16 = g_new(float, N);
     GRand *r = g_rand_new_with_seed(17);
     for (size_t i = 0; i < N; i++) {
         double scale = i % 5 == 0 ? 100.0 : i % 5 == 1 ? 6.0 : 2.0;
@@ -593,8 +593,10 @@ static void test_elementwise_widths(void)
     }
     a[7] = INFINITY, a[8] = -INFINITY, a[9] = 0.0f, a[10] = -0.0f, a[11] = 88.5f, a[12] = -90.0f;
     for (size_t n = 1; n <= N; n = n < 40 ? n + 1 : n * 3 + 1) {
-        void (*maps4[3])(float *, const float *, const float *, size_t) = { n4->gelu, n4->silu, n4->silu_mul };
-        void (*maps16[3])(float *, const float *, const float *, size_t) = { n16->gelu, n16->silu, n16->silu_mul };
+        void (*maps4[3])(float *, const float *, const float *, size_t) = { n4->gelu, n4->silu,
+                                                                            n4->silu_mul };
+        void (*maps16[3])(float *, const float *, const float *, size_t) = { n16->gelu, n16->silu,
+                                                                             n16->silu_mul };
         for (int f = 0; f < 3; f++) {
             maps4[f](o4, a, b, n);
             maps16[f](o16, a, b, n);

@@ -85,8 +85,8 @@ static void assert_close_array(const char *what, int step, const float *ours, Js
         if (r != 0)
             max_rel_err = MAX(max_rel_err, d / fabs(r));
         if (!isfinite(ours[i]) || d > ADAM_ATOL + ADAM_RTOL * fabs(r))
-            g_error("step %d: %s[%u] = %.9g, torch.optim.AdamW gives %.9g", step, what, i,
-                    ours[i], r);
+            g_error("step %d: %s[%u] = %.9g, torch.optim.AdamW gives %.9g", step, what, i, ours[i],
+                    r);
     }
 }
 
@@ -174,7 +174,10 @@ static void test_schedule(void)
     g_assert_cmpfloat_with_epsilon(cl_lr_schedule_at(&s0, 4), 0.0, 1e-18);
     /* bad schedules are refused with a message */
     ClLrSchedule bad[] = {
-        { 1e-3, 2e-3, 0, 10 }, { 1e-3, 0, 20, 10 }, { 1e-3, 0, 0, 0 }, { NAN, 0, 0, 10 },
+        { 1e-3, 2e-3, 0, 10 },
+        { 1e-3, 0, 20, 10 },
+        { 1e-3, 0, 0, 0 },
+        { NAN, 0, 0, 10 },
     };
     for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_autoptr(GError) error = NULL;
@@ -281,13 +284,12 @@ static void test_decay_mask(void)
         for (size_t k = offsets[i]; k < offsets[i + 1]; k++) {
             float want = expect ? before[k] * factor : before[k];
             if (model->arena[k] != want)
-                g_error("%s[%zu]: %g, expected %g (%s)", s->name, k - offsets[i],
-                        model->arena[k], want, expect ? "decayed" : "no decay");
+                g_error("%s[%zu]: %g, expected %g (%s)", s->name, k - offsets[i], model->arena[k],
+                        want, expect ? "decayed" : "no decay");
         }
         expect ? n_decay++ : n_plain++;
         /* the names the rule is about */
-        if (g_str_has_suffix(s->name, ".bias") || strstr(s->name, "ln") ||
-            strstr(s->name, "norm"))
+        if (g_str_has_suffix(s->name, ".bias") || strstr(s->name, "ln") || strstr(s->name, "norm"))
             g_assert_false(expect);
     }
     g_assert_cmpuint(seen_null, ==, cfg->enc_depth);
@@ -407,8 +409,8 @@ static void toy_steps(ClModel *model, ClAdamW *a, guint64 *rng, gint64 from, gin
         double norm;
         g_autoptr(GError) error = NULL;
         /* max_norm 20 < the initial norm (~ sqrt(n / 2)): clipping is part of the path */
-        g_assert_true(cl_optim_step(a, model->arena, g, cl_lr_schedule_at(&sched, s), 20.0, &norm,
-                                    &error));
+        g_assert_true(
+            cl_optim_step(a, model->arena, g, cl_lr_schedule_at(&sched, s), 20.0, &norm, &error));
         g_assert_no_error(error);
     }
 }
@@ -429,7 +431,9 @@ static void test_checkpoint_roundtrip(void)
     guint64 rng = 99;
     toy_steps(model, a, &rng, 0, 3);
     guint64 words[3] = { rng, 0xFFFFFFFFFFFFFFFFull, 0 };
-    ClCheckpointState st = { .step = 3, .rng = words, .n_rng = 3,
+    ClCheckpointState st = { .step = 3,
+                             .rng = words,
+                             .n_rng = 3,
                              .cursor_json = (char *)"{\"file\":\"train.jsonl\",\"offset\":12345}",
                              .options_json = (char *)"{\"lr\":0.01,\"batch\":32}" };
     g_autofree char *path = cl_checkpoint_path(tmpdir, "rt", 3);
@@ -682,16 +686,21 @@ static void test_trainlog(void)
     g_autofree char *prog_path = g_build_filename(tmpdir, "progress.txt", NULL);
     FILE *prog = g_fopen(prog_path, "w");
     g_assert_nonnull(prog);
-    ClTrainLogOptions o = { .total_steps = 10, .progress = prog, .progress_every = 4,
-                            .now_us = fake_clock };
+    ClTrainLogOptions o = {
+        .total_steps = 10, .progress = prog, .progress_every = 4, .now_us = fake_clock
+    };
     fake_us = 1000000;
     g_autoptr(GError) error = NULL;
     ClTrainLog *log = cl_trainlog_open(path, &o, &error);
     g_assert_no_error(error);
     for (gint64 s = 1; s <= 10; s++) {
         fake_us += 500000; /* 0.5 s a step */
-        ClTrainLogStep r = { .step = s, .loss = s == 7 ? NAN : 3.0 / s, .lr = 1e-3 * s,
-                             .grad_norm = 0.5, .tokens = 100, .samples = 8 };
+        ClTrainLogStep r = { .step = s,
+                             .loss = s == 7 ? NAN : 3.0 / s,
+                             .lr = 1e-3 * s,
+                             .grad_norm = 0.5,
+                             .tokens = 100,
+                             .samples = 8 };
         g_assert_true(cl_trainlog_step(log, &r, &error));
         if (s == 5) {
             const char *names[] = { "loss", "bleu\"4" };
@@ -727,8 +736,10 @@ static void test_trainlog(void)
         g_assert_cmpfloat_with_epsilon(json_object_get_double_member(row, "lr"), 1e-3 * s, 1e-12);
         g_assert_cmpint(json_object_get_int_member(row, "tokens"), ==, 100);
         /* 8 samples per 0.5 s; ETA = steps left at 2 steps/s; elapsed = 0.5 s per step */
-        g_assert_cmpfloat_with_epsilon(json_object_get_double_member(row, "samples_per_s"), 16, 1e-6);
-        g_assert_cmpfloat_with_epsilon(json_object_get_double_member(row, "tokens_per_s"), 200, 1e-6);
+        g_assert_cmpfloat_with_epsilon(json_object_get_double_member(row, "samples_per_s"), 16,
+                                       1e-6);
+        g_assert_cmpfloat_with_epsilon(json_object_get_double_member(row, "tokens_per_s"), 200,
+                                       1e-6);
         g_assert_cmpfloat_with_epsilon(json_object_get_double_member(row, "elapsed_s"), 0.5 * s,
                                        1e-9);
         g_assert_cmpfloat_with_epsilon(json_object_get_double_member(row, "eta_s"), (10 - s) / 2.0,
@@ -748,13 +759,18 @@ static void test_trainlog(void)
     g_assert_null(strchr(progress, '\r'));
 
     /* a resume appends, and counts elapsed time on from the earlier run's */
-    ClTrainLogOptions r = { .total_steps = 12, .start_step = 10, .start_elapsed_s = 5.0,
-                            .append = TRUE, .quiet = TRUE, .now_us = fake_clock };
+    ClTrainLogOptions r = { .total_steps = 12,
+                            .start_step = 10,
+                            .start_elapsed_s = 5.0,
+                            .append = TRUE,
+                            .quiet = TRUE,
+                            .now_us = fake_clock };
     log = cl_trainlog_open(path, &r, &error);
     g_assert_no_error(error);
     fake_us += 1000000;
-    ClTrainLogStep rec = { .step = 11, .loss = 0.1, .lr = 1e-4, .grad_norm = INFINITY,
-                           .tokens = 10, .samples = 2 };
+    ClTrainLogStep rec = {
+        .step = 11, .loss = 0.1, .lr = 1e-4, .grad_norm = INFINITY, .tokens = 10, .samples = 2
+    };
     g_assert_true(cl_trainlog_step(log, &rec, &error));
     g_assert_false(cl_trainlog_write_raw(log, "{\"a\":1}\n{\"b\":2}", &error));
     g_clear_error(&error);

@@ -107,7 +107,8 @@ static void test_lossy_tolerance(void)
             g_autoptr(ClImage) partial = image_from_pixbuf(pb, f->format);
             g_assert_false(cl_fixture_check(f, partial, &err));
             g_test_message("%s: gdk-pixbuf decodes 60 %% of the file without an error; the "
-                           "tolerance rejects it: %s", f->what, err->message);
+                           "tolerance rejects it: %s",
+                           f->what, err->message);
             g_clear_error(&err);
         }
         /* ... and our loader refuses it */

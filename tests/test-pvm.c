@@ -266,8 +266,8 @@ static void test_silencing(void)
     g_assert_true(cl_decoder_forward(be, off, cb, ids, T, vis, la, NULL, grab, &gb, &err));
     int text_differs = 0;
     for (int t = 0; t < T; t++) {
-        gboolean same = memcmp(ga.rows + (size_t)t * E, gb.rows + (size_t)t * E,
-                               E * sizeof(float)) == 0;
+        gboolean same =
+            memcmp(ga.rows + (size_t)t * E, gb.rows + (size_t)t * E, E * sizeof(float)) == 0;
         if (ids[t] == CL_DECODER_VISUAL)
             g_assert_true(same);
         else
@@ -415,9 +415,10 @@ static void test_train_only(void)
     g_autofree char *out = g_build_filename(dir, "out", NULL);
     g_autoptr(GError) err = NULL;
     g_assert_true(cl_model_save(m, src, "F32", &err));
-    const char *args[] = { "train", "--from", src, "--train-only", "pvm.", "--task", "shapes",
-                           "--steps", "2", "--batch", "1", "--lr", "1e-2", "--no-aux", "--out",
-                           out, "--quiet", NULL };
+    const char *args[] = {
+        "train",   "--from", src,    "--train-only", "pvm.",     "--task", "shapes", "--steps", "2",
+        "--batch", "1",      "--lr", "1e-2",         "--no-aux", "--out",  out,      "--quiet", NULL
+    };
     g_autofree char *msg = NULL;
     int rc = cl_fixture_run_cli(args, &msg);
     if (rc != 0)
@@ -431,8 +432,8 @@ static void test_train_only(void)
     int changed = 0, kept = 0;
     for (guint i = 0; i < a->len; i++) {
         const ClWeightSpec *sa = g_ptr_array_index(a, i), *sb = g_ptr_array_index(b, i);
-        gboolean same = memcmp(*sa->slot, *sb->slot,
-                               sizeof(float) * (size_t)cl_weight_spec_numel(sa)) == 0;
+        gboolean same =
+            memcmp(*sa->slot, *sb->slot, sizeof(float) * (size_t)cl_weight_spec_numel(sa)) == 0;
         if (strstr(sa->name, "pvm.")) {
             changed += !same;
         } else {
@@ -443,8 +444,9 @@ static void test_train_only(void)
     g_test_message("--train-only pvm.: %d PVM tensors changed, %d others kept", changed, kept);
     g_assert_cmpint(changed, >, 10);
     g_autofree char *out2 = g_build_filename(dir, "out2", NULL);
-    const char *bad[] = { "train", "--from", src, "--train-only", "nothing.", "--task", "shapes",
-                          "--steps", "1", "--out", out2, "--quiet", NULL };
+    const char *bad[] = { "train",  "--from",  src, "--train-only", "nothing.", "--task",
+                          "shapes", "--steps", "1", "--out",        out2,       "--quiet",
+                          NULL };
     g_autofree char *msg2 = NULL;
     g_assert_cmpint(cl_fixture_run_cli(bad, &msg2), !=, 0);
     g_assert_nonnull(strstr(msg2, "matches no tensor"));

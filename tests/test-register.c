@@ -14,8 +14,8 @@
 static double scene(double x, double y)
 {
     double v = 0.2 + 0.3 * x / W + 0.1 * y / H;
-    static const double blobs[][4] = { { 60, 50, 18, 0.5 },  { 210, 70, 25, -0.3 },
-                                       { 130, 170, 30, 0.4 }, { 250, 200, 15, 0.35 },
+    static const double blobs[][4] = { { 60, 50, 18, 0.5 },    { 210, 70, 25, -0.3 },
+                                       { 130, 170, 30, 0.4 },  { 250, 200, 15, 0.35 },
                                        { 40, 190, 22, -0.25 }, { 150, 90, 12, 0.3 } };
     for (guint i = 0; i < G_N_ELEMENTS(blobs); i++) {
         double dx = x - blobs[i][0], dy = y - blobs[i][1];
@@ -27,8 +27,8 @@ static double scene(double x, double y)
 
 /* An 8-bit grey image w × h whose pixel (i, j) shows the scene at T^-1 of its centre, where
  * T maps scene (fixed) points to this image's points: t = {t0, a, b, t3, c, d}. */
-static ClImage *render(guint w, guint h, const double t[6], double gain, double bias,
-                       double noise, guint32 seed)
+static ClImage *render(guint w, guint h, const double t[6], double gain, double bias, double noise,
+                       guint32 seed)
 {
     ClImage *img = cl_image_new(CL_IMAGE_FORMAT_PNG);
     img->width = w, img->height = h, img->channels = 1;

@@ -23,9 +23,9 @@ static GPtrArray *fixtures;
 
 #define PATIENT_ID "PID-778899"
 #define MODEL_SHA "5f1d3c0a9b8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a392817065f4e"
-static const char *const study_dates[3] = {"20240131", "20240301", "20240415"};
-static const char *const dicom_names[3] = {"dicom-mono2-u16-le.dcm", "dicom-deflated.dcm",
-                                           "dicom-rle-grey16.dcm"};
+static const char *const study_dates[3] = { "20240131", "20240301", "20240415" };
+static const char *const dicom_names[3] = { "dicom-mono2-u16-le.dcm", "dicom-deflated.dcm",
+                                            "dicom-rle-grey16.dcm" };
 static const char *const desc_current = "New 2 cm opacity in the right lower zone; Mrs Doe "
                                         "(" PATIENT_ID ") to follow up. <script>alert(1)</script>";
 static const char *const desc_generated = "A new opacity appears in the right lower zone.";
@@ -42,18 +42,35 @@ static char *tmp_path(const char *name)
 static char *dicom_meta(guint i, gboolean burned)
 {
     static const char *const entries[][2] = {
-        {"PatientName", "Doe^Jane"}, {"PatientID", PATIENT_ID}, {"PatientBirthDate", "19800215"},
-        {"PatientSex", "F"}, {"PatientAge", "044Y"}, {"AccessionNumber", "ACC-5566%u"},
-        {"InstitutionName", "St Example Hospital"}, {"ReferringPhysicianName", "House^Gregory"},
-        {"StudyDate", "%d"}, {"SeriesDate", "%d"}, {"AcquisitionDate", "%d"},
-        {"ContentDate", "%d"}, {"StudyTime", "093000"}, {"AcquisitionTime", "093015"},
-        {"AcquisitionDateTime", "%d093015.5"}, {"StudyInstanceUID", "1.2.826.0.1.3680043.1.%u"},
-        {"SeriesInstanceUID", "1.2.826.0.1.3680043.2.%u"},
-        {"SOPInstanceUID", "1.2.826.0.1.3680043.3.%u"}, {"FrameOfReferenceUID", "1.2.826.0.1.3680043.%f"},
-        {"DeviceSerialNumber", "SN-4242"}, {"StationName", "XRAY-ROOM-3"}, {"StudyID", "S100"},
-        {"StudyDescription", "Chest of Jane Doe"}, {"ImageComments", "Jane Doe, follow-up"},
-        {"Modality", "DX"}, {"Manufacturer", "Acme Imaging"}, {"BodyPartExamined", "CHEST"},
-        {"(0009,0010)", "ACME private data"}, {"BurnedInAnnotation", "NO"},
+        { "PatientName", "Doe^Jane" },
+        { "PatientID", PATIENT_ID },
+        { "PatientBirthDate", "19800215" },
+        { "PatientSex", "F" },
+        { "PatientAge", "044Y" },
+        { "AccessionNumber", "ACC-5566%u" },
+        { "InstitutionName", "St Example Hospital" },
+        { "ReferringPhysicianName", "House^Gregory" },
+        { "StudyDate", "%d" },
+        { "SeriesDate", "%d" },
+        { "AcquisitionDate", "%d" },
+        { "ContentDate", "%d" },
+        { "StudyTime", "093000" },
+        { "AcquisitionTime", "093015" },
+        { "AcquisitionDateTime", "%d093015.5" },
+        { "StudyInstanceUID", "1.2.826.0.1.3680043.1.%u" },
+        { "SeriesInstanceUID", "1.2.826.0.1.3680043.2.%u" },
+        { "SOPInstanceUID", "1.2.826.0.1.3680043.3.%u" },
+        { "FrameOfReferenceUID", "1.2.826.0.1.3680043.%f" },
+        { "DeviceSerialNumber", "SN-4242" },
+        { "StationName", "XRAY-ROOM-3" },
+        { "StudyID", "S100" },
+        { "StudyDescription", "Chest of Jane Doe" },
+        { "ImageComments", "Jane Doe, follow-up" },
+        { "Modality", "DX" },
+        { "Manufacturer", "Acme Imaging" },
+        { "BodyPartExamined", "CHEST" },
+        { "(0009,0010)", "ACME private data" },
+        { "BurnedInAnnotation", "NO" },
     };
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -299,7 +316,7 @@ static char *tool(const char *const *argv)
 /* pdftotext output with every run of white space made one space. */
 static char *pdf_text(const char *pdf)
 {
-    const char *argv[] = {"pdftotext", "-enc", "UTF-8", pdf, "-", NULL};
+    const char *argv[] = { "pdftotext", "-enc", "UTF-8", pdf, "-", NULL };
     g_autofree char *raw = tool(argv);
     if (!raw)
         return NULL;
@@ -309,7 +326,7 @@ static char *pdf_text(const char *pdf)
 
 static void pdf_info(const char *pdf, int *pages, double *w, double *h, char **all)
 {
-    const char *argv[] = {"pdfinfo", pdf, NULL};
+    const char *argv[] = { "pdfinfo", pdf, NULL };
     g_autofree char *out = tool(argv);
     g_assert_nonnull(out);
     const char *p = strstr(out, "Pages:");
@@ -337,7 +354,7 @@ static void raster_clear(Raster *r)
 static gboolean rasterize(const char *pdf, const char *prefix, Raster *r)
 {
     memset(r, 0, sizeof *r);
-    const char *argv[] = {"pdftoppm", "-r", "50", "-png", pdf, prefix, NULL};
+    const char *argv[] = { "pdftoppm", "-r", "50", "-png", pdf, prefix, NULL };
     g_autofree char *out = tool(argv);
     if (!out)
         return FALSE;
@@ -476,9 +493,11 @@ static void test_pdf_text(void)
     g_assert_nonnull(strstr(text, "BurnedInAnnotation = YES"));
     g_assert_nonnull(strstr(text, "changelens-tiny.safetensors"));
     g_assert_null(strstr(text, "/home/reader")); /* the model path names its owner */
-    const char *gone[] = {"Doe", "Jane", PATIENT_ID, "19800215", "St Example", "XRAY-ROOM",
-                          "20240131", "2024-01-31", "2024-03-01", "1.2.826.0.1.3680043",
-                          "Doe_Jane", tmpdir};
+    const char *gone[] = {
+        "Doe",       "Jane",     PATIENT_ID,   "19800215",   "St Example",
+        "XRAY-ROOM", "20240131", "2024-01-31", "2024-03-01", "1.2.826.0.1.3680043",
+        "Doe_Jane",  tmpdir
+    };
     assert_absent(text, gone, G_N_ELEMENTS(gone), "PDF");
     char *info = NULL;
     int pages;
@@ -487,7 +506,7 @@ static void test_pdf_text(void)
     g_assert_null(strstr(info, "Doe"));
     g_free(info);
     /* the PDF's own dates are shifted too: today's date would give the offset away */
-    const char *iso_argv[] = {"pdfinfo", "-isodates", pdf, NULL};
+    const char *iso_argv[] = { "pdfinfo", "-isodates", pdf, NULL };
     g_autofree char *iso = tool(iso_argv);
     g_autoptr(GDateTime) now = g_date_time_new_now_utc();
     g_autofree char *today = g_date_time_format(now, "%Y-%m-%d");
@@ -542,12 +561,13 @@ static void test_pdf_long_text(void)
     pdf_info(pdf, &pages, &pw, &ph, NULL);
     g_assert_cmpint(pages, >=, 4);
     /* no word runs past the right margin */
-    const char *argv[] = {"pdftotext", "-bbox", pdf, "-", NULL};
+    const char *argv[] = { "pdftotext", "-bbox", pdf, "-", NULL };
     g_autofree char *boxes = tool(argv);
     g_autoptr(GRegex) xmax = g_regex_new("xMax=\"([0-9.]+)\"", 0, 0, NULL);
     g_autoptr(GMatchInfo) mi = NULL;
     guint n = 0;
-    for (g_regex_match(xmax, boxes, 0, &mi); g_match_info_matches(mi); g_match_info_next(mi, NULL)) {
+    for (g_regex_match(xmax, boxes, 0, &mi); g_match_info_matches(mi);
+         g_match_info_next(mi, NULL)) {
         g_autofree char *v = g_match_info_fetch(mi, 1);
         g_assert_cmpfloat(g_ascii_strtod(v, NULL), <=, pw - 30);
         n++;
@@ -562,7 +582,7 @@ static void test_pdf_long_text(void)
 /* Every element we open is closed, in order (void elements aside). */
 static void check_balanced(const char *html)
 {
-    static const char *const voids[] = {"meta", "img", "br", "hr", "link", NULL};
+    static const char *const voids[] = { "meta", "img", "br", "hr", "link", NULL };
     g_autoptr(GPtrArray) stack = g_ptr_array_new_with_free_func(g_free);
     for (const char *p = strchr(html, '<'); p; p = strchr(p + 1, '<')) {
         if (p[1] == '!')
@@ -615,7 +635,8 @@ static void test_html(void)
     g_assert_null(strstr(low, "https:"));
     g_assert_null(strstr(low, "href="));
     g_assert_nonnull(strstr(html, "&lt;script&gt;alert(1)&lt;/script&gt;"));
-    g_assert_nonnull(strstr(html, "Follow-up of Jane Doe &quot;chest&quot; &amp; &lt;b&gt;lungs&lt;/b&gt;"));
+    g_assert_nonnull(
+        strstr(html, "Follow-up of Jane Doe &quot;chest&quot; &amp; &lt;b&gt;lungs&lt;/b&gt;"));
     g_assert_nonnull(strstr(html, "Generated by the model"));
     g_assert_nonnull(strstr(html, MODEL_SHA));
     /* 2 comparisons × (before, after, overlay, difference), all embedded */
@@ -643,7 +664,7 @@ static void test_html(void)
     g_autoptr(GPtrArray) w2 = export_ok(c, &o, path2);
     g_autofree char *html2 = read_text(path2);
     g_autofree char *text2 = strip_data_uris(html2);
-    const char *gone[] = {"Doe", "Jane", PATIENT_ID, "20240131", "1.2.826.0.1.3680043", tmpdir};
+    const char *gone[] = { "Doe", "Jane", PATIENT_ID, "20240131", "1.2.826.0.1.3680043", tmpdir };
     assert_absent(text2, gone, G_N_ELEMENTS(gone), "HTML");
     g_assert_nonnull(strstr(text2, "image-1.dcm"));
     check_balanced(html2);
@@ -681,8 +702,8 @@ static void test_json(void)
     const struct {
         const char *name;
         guint n;
-    } counts[] = {{"images", 3}, {"runs", 1},  {"descriptions", 3}, {"heatmaps", 6},
-                  {"notes", 2},  {"key_images", 1}, {"comparisons", 2}};
+    } counts[] = { { "images", 3 }, { "runs", 1 },       { "descriptions", 3 }, { "heatmaps", 6 },
+                   { "notes", 2 },  { "key_images", 1 }, { "comparisons", 2 } };
     for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
         g_assert_cmpuint(json_array_get_length(json_object_get_array_member(root, counts[i].name)),
                          ==, counts[i].n);
@@ -753,7 +774,7 @@ static void assert_uid(const char *u)
 }
 
 typedef struct {
-    int offset;          /* days shifted */
+    int offset; /* days shifted */
     char *study_uid[3];
     char *frame_uid[3];
 } DeidOut;
@@ -775,9 +796,10 @@ static void deid_export(const ClCase *c, const char *secret, const char *name, D
     g_autofree char *path = tmp_path(name);
     g_autoptr(GPtrArray) w = export_ok(c, &o, path);
     g_autofree char *text = read_text(path);
-    const char *gone[] = {"Doe", "Jane", PATIENT_ID, "19800215", "St Example", "XRAY-ROOM",
-                          "SN-4242", "ACC-5566", "20240131", "20240301", "2024-03-01",
-                          "1.2.826.0.1.3680043", "ACME private", "093015\"", tmpdir};
+    const char *gone[] = { "Doe",          "Jane",      PATIENT_ID,   "19800215",
+                           "St Example",   "XRAY-ROOM", "SN-4242",    "ACC-5566",
+                           "20240131",     "20240301",  "2024-03-01", "1.2.826.0.1.3680043",
+                           "ACME private", "093015\"",  tmpdir };
     assert_absent(text, gone, G_N_ELEMENTS(gone), "JSON");
     g_autoptr(JsonParser) parser = json_parser_new();
     JsonObject *root = load_json(path, parser);
@@ -794,22 +816,24 @@ static void deid_export(const ClCase *c, const char *secret, const char *name, D
         g_assert_cmpstr(json_object_get_string_member(m, "PatientName"), ==, "");
         g_assert_cmpstr(json_object_get_string_member(m, "PatientID"), ==, "");
         g_assert_cmpstr(json_object_get_string_member(m, "StudyTime"), ==, "");
-        const char *removed[] = {"InstitutionName", "PatientAge", "AcquisitionTime", "StationName",
-                                 "DeviceSerialNumber", "ImageComments", "StudyDescription",
-                                 "(0009,0010)"};
+        const char *removed[] = { "InstitutionName",  "PatientAge",         "AcquisitionTime",
+                                  "StationName",      "DeviceSerialNumber", "ImageComments",
+                                  "StudyDescription", "(0009,0010)" };
         for (guint k = 0; k < G_N_ELEMENTS(removed); k++)
             g_assert_false(json_object_has_member(m, removed[k]));
         g_assert_cmpstr(json_object_get_string_member(m, "Manufacturer"), ==, "Acme Imaging");
         g_assert_cmpstr(json_object_get_string_member(m, "PatientIdentityRemoved"), ==, "YES");
-        g_assert_nonnull(strstr(json_object_get_string_member(m, "DeidentificationMethod"),
-                                "PS3.15"));
+        g_assert_nonnull(
+            strstr(json_object_get_string_member(m, "DeidentificationMethod"), "PS3.15"));
         /* every date moved by the same number of days */
         const char *sd = json_object_get_string_member(m, "StudyDate");
         int off = julian(sd) - julian(study_dates[i]);
         if (i == 0)
             out->offset = off;
         g_assert_cmpint(off, ==, out->offset);
-        g_assert_cmpint(julian(json_object_get_string_member(m, "ContentDate")) - julian(study_dates[i]), ==, off);
+        g_assert_cmpint(julian(json_object_get_string_member(m, "ContentDate")) -
+                            julian(study_dates[i]),
+                        ==, off);
         const char *adt = json_object_get_string_member(m, "AcquisitionDateTime");
         g_assert_true(g_str_has_suffix(adt, "093015.5"));
         g_assert_cmpint(julian(adt) - julian(study_dates[i]), ==, off);
@@ -927,7 +951,8 @@ static void test_deid_units(void)
 static void test_deid_secret_file(void)
 {
     g_autoptr(ClCase) c = make_case(TRUE);
-    g_autofree char *file = g_build_filename(g_get_user_config_dir(), "changelens", "deid-secret", NULL);
+    g_autofree char *file =
+        g_build_filename(g_get_user_config_dir(), "changelens", "deid-secret", NULL);
     g_assert_true(g_str_has_prefix(file, tmpdir));
     g_assert_false(g_file_test(file, G_FILE_TEST_EXISTS));
     DeidOut a, b, e;
@@ -984,7 +1009,8 @@ static void test_missing_file(void)
     g_autofree char *html_path = tmp_path("missing.html");
     g_autoptr(GPtrArray) w2 = export_ok(c, &o, html_path);
     g_autofree char *html = read_text(html_path);
-    g_assert_nonnull(strstr(html, "<div class=\"placeholder\">Image 2 (image-2.dcm)\nfile missing"));
+    g_assert_nonnull(
+        strstr(html, "<div class=\"placeholder\">Image 2 (image-2.dcm)\nfile missing"));
     g_assert_cmpuint(count(html, "<img"), ==, 1); /* image 1, before in comparison 1 */
     o.format = CL_REPORT_JSON;
     g_autofree char *json_path = tmp_path("missing.json");
@@ -1018,7 +1044,7 @@ static void assert_dir_entries(const char *dir, guint want)
 static void test_atomic(void)
 {
     g_autoptr(ClCase) c = make_case(FALSE);
-    const ClReportFormat formats[] = {CL_REPORT_PDF, CL_REPORT_HTML, CL_REPORT_JSON};
+    const ClReportFormat formats[] = { CL_REPORT_PDF, CL_REPORT_HTML, CL_REPORT_JSON };
     g_autofree char *dir = tmp_path("atomic");
     g_assert_cmpint(g_mkdir(dir, 0755), ==, 0);
     g_autofree char *old = g_build_filename(dir, "old-report", NULL);
@@ -1131,7 +1157,7 @@ static void test_png_case(void)
     g_autofree char *html = read_text(html_path);
     g_assert_cmpuint(count(html, "width=\"64\" height=\"48\""), ==, 8);
     g_assert_nonnull(strstr(html, "garden-2.png"));
-    g_assert_nonnull(strstr(html, "white = "));     /* a real difference was found */
+    g_assert_nonnull(strstr(html, "white = ")); /* a real difference was found */
     g_assert_nonnull(strstr(html, "Garden &quot;plot&quot; &amp; &lt;b&gt;shed&lt;/b&gt;"));
     g_ptr_array_set_size(c->images, 1);
     o.format = CL_REPORT_PDF;

@@ -82,8 +82,10 @@ static void test_given_order_and_frames(void)
     };
     g_autoptr(ClSequence) seq = cl_sequence_new_from_images(imgs, 4);
     g_autoptr(GPtrArray) l = labels(seq);
-    const char *want[] = { "z.png", "early.dcm", "a.tif [frame 1/3]", "a.tif [frame 2/3]",
-                           "a.tif [frame 3/3]", "late.dcm" };
+    const char *want[] = {
+        "z.png",   "early.dcm", "a.tif [frame 1/3]", "a.tif [frame 2/3]", "a.tif [frame 3/3]",
+        "late.dcm"
+    };
     g_assert_cmpuint(l->len, ==, G_N_ELEMENTS(want));
     for (guint i = 0; i < l->len; i++)
         g_assert_cmpstr(g_ptr_array_index(l, i), ==, want[i]);

@@ -107,7 +107,7 @@ static void test_before_fill_and_memory(void)
     g_autoptr(ClKVCache) s = cl_kv_cache_new_streaming(m, SINK, WINDOW);
     g_autoptr(ClKVCache) o = cl_kv_cache_new(m, T);
     g_autofree float *a = g_new(float, (size_t)(SINK + WINDOW) * V),
-                     *b = g_new(float, (size_t)(SINK + WINDOW) * V);
+                                *b = g_new(float, (size_t)(SINK + WINDOW) * V);
     g_autoptr(GError) err = NULL;
     g_assert_true(
         cl_decoder_forward(be, m, s, ids, SINK + WINDOW, NULL, NULL, a, NULL, NULL, &err));

@@ -167,7 +167,7 @@ static void test_aerial_answers(void)
         g_auto(GStrv) clauses = g_strsplit(body, " and ", -1);
         g_assert_cmpuint(g_strv_length(clauses), ==, s->changes->len);
         int n_add = 0, n_remove = 0;
-        double (*boxes)[4] = g_malloc(sizeof(double[4]) * s->changes->len);
+        double(*boxes)[4] = g_malloc(sizeof(double[4]) * s->changes->len);
         for (guint i = 0; i < s->changes->len; i++) {
             const ClSynthChange *c = &g_array_index(s->changes, ClSynthChange, i);
             g_assert_cmpint(c->image, ==, 1);
@@ -190,7 +190,9 @@ static void test_aerial_answers(void)
             gboolean house = strstr(cl, "building") || strstr(cl, "house");
             switch (ti) {
             case 0: g_assert_true(built && house); break;
-            case 1: g_assert_true(house && (strstr(cl, "demolished") || strstr(cl, "removed"))); break;
+            case 1:
+                g_assert_true(house && (strstr(cl, "demolished") || strstr(cl, "removed")));
+                break;
             case 2: g_assert_true(built && strstr(cl, "road")); break;
             default: g_assert_true(strstr(cl, "trees") && !house); break;
             }
@@ -208,8 +210,8 @@ static void test_aerial_answers(void)
          * the boxes hold a clear difference (roofs, roads, bare soil against grass) */
         double inside, outside;
         int n_out;
-        diff_inside_outside(s, (const double(*)[4])boxes, (int)s->changes->len, &inside,
-                            &outside, &n_out);
+        diff_inside_outside(s, (const double(*)[4])boxes, (int)s->changes->len, &inside, &outside,
+                            &n_out);
         g_free(boxes);
         g_assert_cmpint(n_out, ==, 0);
         if (inside < 8.0)
@@ -353,9 +355,11 @@ static char *instruction(JsonObject *e)
     const char *loc = json_object_get_string_member(e, "location");
     JsonObject *col = json_object_get_object_member(e, "colours");
     const char *cb = json_object_get_null_member(col, "before")
-                         ? NULL : json_object_get_string_member(col, "before");
+                         ? NULL
+                         : json_object_get_string_member(col, "before");
     const char *ca = json_object_get_null_member(col, "after")
-                         ? NULL : json_object_get_string_member(col, "after");
+                         ? NULL
+                         : json_object_get_string_member(col, "after");
     if (g_strcmp0(type, "add") == 0)
         return g_strdup_printf("Add a %s %s in the %s area", ca, obj, loc);
     if (g_strcmp0(type, "remove") == 0)
@@ -364,8 +368,8 @@ static char *instruction(JsonObject *e)
         return g_strdup_printf("Turn the %s %s positioned in the %s area into %s", cb, obj, loc,
                                ca);
     g_assert_cmpstr(type, ==, "replace");
-    return g_strdup_printf("Replace the %s %s positioned in the %s area with a %s %s", cb, obj,
-                           loc, ca, json_object_get_string_member(e, "new_object"));
+    return g_strdup_printf("Replace the %s %s positioned in the %s area with a %s %s", cb, obj, loc,
+                           ca, json_object_get_string_member(e, "new_object"));
 }
 
 static void test_edits(void)
@@ -377,7 +381,8 @@ static void test_edits(void)
     clean.nuisance = FALSE;
     for (guint64 seed = 0; seed < N_SEEDS; seed++) {
         g_autoptr(ClSynthSample) s = cl_fixture_synth("edits", seed, &clean);
-        check_conversation(s, "You are given a pair of images. Describe the edit made between them.",
+        check_conversation(s,
+                           "You are given a pair of images. Describe the edit made between them.",
                            "What was edited between the two images?");
         g_assert_cmpuint(s->changes->len, ==, 1);
         const ClSynthChange *c = &g_array_index(s->changes, ClSynthChange, 0);
@@ -397,13 +402,23 @@ static void test_edits(void)
 
         /* the structured edit agrees with the two scenes */
         const GArray *b = s->objects[0], *a = s->objects[1];
-        const ClSynthObject *ob = c->before >= 0 ? &g_array_index(b, ClSynthObject, c->before) : NULL;
+        const ClSynthObject *ob =
+            c->before >= 0 ? &g_array_index(b, ClSynthObject, c->before) : NULL;
         const ClSynthObject *oa = c->after >= 0 ? &g_array_index(a, ClSynthObject, c->after) : NULL;
         int w = s->images[0].width, h = s->images[0].height;
         switch (ti) {
-        case 0: g_assert_cmpuint(a->len, ==, b->len + 1); g_assert_null(ob); break;
-        case 1: g_assert_cmpuint(a->len + 1, ==, b->len); g_assert_null(oa); break;
-        default: g_assert_cmpuint(a->len, ==, b->len); g_assert_nonnull(ob); g_assert_nonnull(oa);
+        case 0:
+            g_assert_cmpuint(a->len, ==, b->len + 1);
+            g_assert_null(ob);
+            break;
+        case 1:
+            g_assert_cmpuint(a->len + 1, ==, b->len);
+            g_assert_null(oa);
+            break;
+        default:
+            g_assert_cmpuint(a->len, ==, b->len);
+            g_assert_nonnull(ob);
+            g_assert_nonnull(oa);
         }
         if (ti != 4) {
             const ClSynthObject *o = ob ? ob : oa;
@@ -450,8 +465,8 @@ static void test_edits(void)
         int n_out;
         diff_inside_outside(s, (const double(*)[4])boxes, n, &inside, &outside, &n_out);
         if (n_out != 0 || inside < 4.0)
-            g_error("seed %" G_GUINT64_FORMAT " (%s): %d pixels changed outside, %.2f inside",
-                    seed, type, n_out, inside);
+            g_error("seed %" G_GUINT64_FORMAT " (%s): %d pixels changed outside, %.2f inside", seed,
+                    type, n_out, inside);
         if (ti == 4) /* the surface under the backdrop is the same picture */
             g_assert_cmpfloat(ob->box[3], <, 0.7 * h);
     }
@@ -503,8 +518,9 @@ static void test_aerial_series(void)
             g_assert_cmpint(add->image, >=, 1);
             for (int i = 1; i < s->n_images; i++) {
                 int d = (int)s->objects[i]->len - (int)s->objects[i - 1]->len;
-                int want = (i == add->image) - (s->changes->len > 1 &&
-                                                g_array_index(s->changes, ClSynthChange, 1).image == i);
+                int want =
+                    (i == add->image) -
+                    (s->changes->len > 1 && g_array_index(s->changes, ClSynthChange, 1).image == i);
                 g_assert_cmpint(d, ==, want);
             }
             const ClChatConversation *conv = s->conversation;

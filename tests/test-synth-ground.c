@@ -32,21 +32,23 @@ static char *jsonl(const ClSynthSample *s)
 /* ---- this test's own formatter ---------------------------------------------------------------- */
 
 static const char *const t_shapes[] = { "cube", "sphere", "cylinder" };
-static const char *const t_colours[] = { "gray",   "red",    "blue", "green",
-                                         "brown",  "purple", "cyan", "yellow" };
+static const char *const t_colours[] = { "gray",  "red",    "blue", "green",
+                                         "brown", "purple", "cyan", "yellow" };
 static const char *const t_sizes[] = { "small", "large" };
 static const char *const t_materials[] = { "rubber", "metal" };
-static const char *const t_where[] = { "at the top left",    "at the top",    "at the top right",
-                                       "on the left",        "in the centre", "on the right",
-                                       "at the bottom left", "at the bottom", "at the bottom right" };
+static const char *const t_where[] = {
+    "at the top left",    "at the top",    "at the top right",
+    "on the left",        "in the centre", "on the right",
+    "at the bottom left", "at the bottom", "at the bottom right"
+};
 /* edits.c: kind = shape * 2 + material; backdrop theme = colour + 8 * material */
-static const char *const t_kinds[] = { "cup", "lamp", "plant", "book", "ball", "vase", "frame",
-                                       "clock" };
+static const char *const t_kinds[] = { "cup",  "lamp", "plant", "book",
+                                       "ball", "vase", "frame", "clock" };
 static const char *const t_themes[] = {
-    "a plain blue wall", "a red brick wall",     "a striped wallpaper", "a window with a blue sky",
+    "a plain blue wall",   "a red brick wall",   "a striped wallpaper", "a window with a blue sky",
     "a wooden panel wall", "a green tiled wall", "a plain beige wall",  "a dotted wallpaper",
-    "a clear blue sky",  "a sunset sky",         "a cloudy sky",        "a mountain landscape",
-    "a city skyline",    "a starry night sky",
+    "a clear blue sky",    "a sunset sky",       "a cloudy sky",        "a mountain landscape",
+    "a city skyline",      "a starry night sky",
 };
 static const char *const t_settings[] = { "on a table-top", "in a room", "in a garden" };
 
@@ -83,9 +85,9 @@ static GPtrArray *in_reading_order(const GArray *objs, guint first, int w, int h
     for (guint n = first; n < objs->len; n++) {
         int best = -1;
         for (guint i = first; i < objs->len; i++)
-            if (!taken[i] && (best < 0 || reads_before(&g_array_index(objs, ClSynthObject, i),
-                                                       &g_array_index(objs, ClSynthObject, best),
-                                                       w, h)))
+            if (!taken[i] &&
+                (best < 0 || reads_before(&g_array_index(objs, ClSynthObject, i),
+                                          &g_array_index(objs, ClSynthObject, best), w, h)))
                 best = (int)i;
         taken[best] = TRUE;
         g_ptr_array_add(out, &g_array_index(objs, ClSynthObject, best));
@@ -226,8 +228,7 @@ static void check_conversation(const ClSynthSample *s)
     const ClChatTurn *t = cl_chat_conversation_turns(s->conversation);
     gsize n = cl_chat_conversation_len(s->conversation);
     static const char *const questions[] = { "List the objects in the scene.",
-                                             "Where is the red dot?",
-                                             "Which findings are present?",
+                                             "Where is the red dot?", "Which findings are present?",
                                              "Describe the land cover.",
                                              "List the objects in the picture." };
     int ti = -1;
@@ -322,8 +323,8 @@ static void test_answers(void)
     cl_synth_options_init(&wide);
     wide.width = 192, wide.height = 108;
     for (int t = 0; t < 5; t++) {
-        g_autoptr(GHashTable) distinct = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                                               NULL);
+        g_autoptr(GHashTable) distinct =
+            g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         int n_objects[3] = { 0 }; /* samples with 0, 1, more objects (backdrop excepted) */
         for (guint64 seed = 0; seed < N_SEEDS; seed++) {
             g_autoptr(ClSynthSample) s =
@@ -349,7 +350,8 @@ static void test_answers(void)
             if (t == 0) {
                 JsonArray *a = json_object_get_array_member(jo, "objects");
                 g_assert_cmpuint(json_array_get_length(a), ==, objs->len);
-                g_assert_cmpuint(objs->len, >=, 3); /* the change task's scenes (4-8 at 160 px, at least 3) */
+                g_assert_cmpuint(objs->len, >=,
+                                 3); /* the change task's scenes (4-8 at 160 px, at least 3) */
             } else if (t == 1) {
                 JsonArray *p = json_object_get_array_member(jo, "point");
                 const ClSynthObject *o = &g_array_index(objs, ClSynthObject, 0);
@@ -444,9 +446,9 @@ static void check_grounding(const ClSynthSample *s)
         for (int gx = 0; gx < gw; gx++) {
             guint64 m = s->grounding[gy * gw + gx];
             for (guint i = 0; i < objs->len && i < 64; i++)
-                g_assert_cmpint(!!(m & (G_GUINT64_CONSTANT(1) << i)), ==,
-                                box_hits_patch(s, g_array_index(objs, ClSynthObject, i).box, gx,
-                                               gy));
+                g_assert_cmpint(
+                    !!(m & (G_GUINT64_CONSTANT(1) << i)), ==,
+                    box_hits_patch(s, g_array_index(objs, ClSynthObject, i).box, gx, gy));
             if (objs->len < 64)
                 g_assert_cmpuint(m >> objs->len, ==, 0);
             seen |= m;
@@ -556,8 +558,8 @@ static void test_files(void)
     opts.width = opts.height = 64;
     for (int t = 0; t < 5; t++) {
         g_autofree char *dir = g_build_filename(tmp, tasks[t], NULL);
-        const char *args[] = { "--task", tasks[t], "--n", "3", "--seed", "9", "--out", dir,
-                               "--size", "64", "--quiet", NULL };
+        const char *args[] = { "--task", tasks[t], "--n",    "3",  "--seed",  "9",
+                               "--out",  dir,      "--size", "64", "--quiet", NULL };
         g_assert_cmpint(run_cli(args), ==, 0);
         g_autofree char *path = g_build_filename(dir, "data.jsonl", NULL);
         g_autofree char *text = NULL;

@@ -17,12 +17,33 @@
 
 /* Appendix F, Table 18, copied from the paper */
 static const char *const table18[] = {
-    "atelectasis", "lung opacity", "edema", "pneumonia", "consolidation", "emphysema",
-    "infection", "granuloma", "contusion", "pleural effusion", "pneumothorax",
-    "pleural thickening", "blunting of the costophrenic angle", "cardiomegaly",
-    "vascular congestion", "heart failure", "hilar congestion", "hernia", "pneumomediastinum",
-    "tortuosity of the thoracic aorta", "tortuosity of the descending aorta", "calcification",
-    "fracture", "scoliosis", "hematoma", "air collection", "gastric distention",
+    "atelectasis",
+    "lung opacity",
+    "edema",
+    "pneumonia",
+    "consolidation",
+    "emphysema",
+    "infection",
+    "granuloma",
+    "contusion",
+    "pleural effusion",
+    "pneumothorax",
+    "pleural thickening",
+    "blunting of the costophrenic angle",
+    "cardiomegaly",
+    "vascular congestion",
+    "heart failure",
+    "hilar congestion",
+    "hernia",
+    "pneumomediastinum",
+    "tortuosity of the thoracic aorta",
+    "tortuosity of the descending aorta",
+    "calcification",
+    "fracture",
+    "scoliosis",
+    "hematoma",
+    "air collection",
+    "gastric distention",
 };
 
 static gboolean in_table18(const char *name)
@@ -193,8 +214,7 @@ static void test_answers(void)
         for (guint i = 0; i < added->len; i++)
             g_assert_cmpstr(g_ptr_array_index(added, i), ==, g_ptr_array_index(want_added, i));
         for (guint i = 0; i < missing->len; i++)
-            g_assert_cmpstr(g_ptr_array_index(missing, i), ==,
-                            g_ptr_array_index(want_missing, i));
+            g_assert_cmpstr(g_ptr_array_index(missing, i), ==, g_ptr_array_index(want_missing, i));
 
         /* the text, re-derived */
         g_autofree char *text = format_answer(want_added, want_missing);
@@ -230,8 +250,7 @@ static void test_answers(void)
         g_assert_cmpuint(json_array_get_length(ja), ==, added->len);
         g_assert_cmpuint(json_array_get_length(jm), ==, missing->len);
         for (guint i = 0; i < added->len; i++)
-            g_assert_cmpstr(json_array_get_string_element(ja, i), ==,
-                            g_ptr_array_index(added, i));
+            g_assert_cmpstr(json_array_get_string_element(ja, i), ==, g_ptr_array_index(added, i));
         for (guint i = 0; i < missing->len; i++)
             g_assert_cmpstr(json_array_get_string_element(jm, i), ==,
                             g_ptr_array_index(missing, i));
@@ -291,9 +310,9 @@ static void test_pixels(void)
                 gboolean hit = FALSE;
                 for (guint i = 0; i < s->changes->len; i++) {
                     const ClSynthChange *c = &g_array_index(s->changes, ClSynthChange, i);
-                    const ClSynthObject *ob = &g_array_index(
-                        s->objects[c->before >= 0 ? 0 : 1], ClSynthObject,
-                        c->before >= 0 ? c->before : c->after);
+                    const ClSynthObject *ob =
+                        &g_array_index(s->objects[c->before >= 0 ? 0 : 1], ClSynthObject,
+                                       c->before >= 0 ? c->before : c->after);
                     if (pixel_in_box(x, y, ob->box)) {
                         hit = TRUE;
                         inside[i]++;
@@ -301,16 +320,17 @@ static void test_pixels(void)
                 }
                 if (!hit)
                     g_error("seed %" G_GUINT64_FORMAT ": pixel (%d, %d) changed outside every "
-                            "changed finding", seed, x, y);
+                            "changed finding",
+                            seed, x, y);
             }
         for (guint i = 0; i < s->changes->len; i++) {
             const ClSynthChange *c = &g_array_index(s->changes, ClSynthChange, i);
-            const ClSynthObject *ob = &g_array_index(s->objects[c->before >= 0 ? 0 : 1],
-                                                     ClSynthObject,
-                                                     c->before >= 0 ? c->before : c->after);
+            const ClSynthObject *ob =
+                &g_array_index(s->objects[c->before >= 0 ? 0 : 1], ClSynthObject,
+                               c->before >= 0 ? c->before : c->after);
             if (inside[i] < 3)
-                g_error("seed %" G_GUINT64_FORMAT ": the %s change is invisible (%d pixels)",
-                        seed, cl_synth_radiograph_finding(ob), inside[i]);
+                g_error("seed %" G_GUINT64_FORMAT ": the %s change is invisible (%d pixels)", seed,
+                        cl_synth_radiograph_finding(ob), inside[i]);
             checked_changes++;
             /* the aux change mask covers its box */
             for (int gy = 0; gy < s->grid_h; gy++)
@@ -335,7 +355,8 @@ static void test_pixels(void)
             double heart = grey_at(img, 0.56, 0.55, 2), belly = grey_at(img, 0.3, 0.9, 2);
             if (!(lungs + 40 < media && lungs + 40 < heart && lungs + 40 < belly))
                 g_error("seed %" G_GUINT64_FORMAT " film %d: lungs %.0f, mediastinum %.0f, "
-                        "heart %.0f, abdomen %.0f", seed, k, lungs, media, heart, belly);
+                        "heart %.0f, abdomen %.0f",
+                        seed, k, lungs, media, heart, belly);
             /* air outside the body, above the shoulders */
             g_assert_cmpfloat(grey_at(img, 0.04, 0.02, 1), <, lungs);
         }
@@ -424,8 +445,8 @@ static void test_dicom(void)
     const int n = 4;
     const guint64 seed = 77;
     g_autoptr(GError) error = NULL;
-    g_assert_true(cl_synth_write_dataset(dir, "radiograph", seed, n, NULL, FALSE, NULL, NULL,
-                                         &error));
+    g_assert_true(
+        cl_synth_write_dataset(dir, "radiograph", seed, n, NULL, FALSE, NULL, NULL, &error));
     g_assert_no_error(error);
     g_autofree char *jsonl = g_build_filename(dir, "data.jsonl", NULL), *text = NULL;
     g_assert_true(g_file_get_contents(jsonl, &text, NULL, NULL));
@@ -456,8 +477,8 @@ static void test_dicom(void)
         g_assert_cmpstr(films[0]->sop_instance_uid, !=, films[1]->sop_instance_uid);
         g_assert_cmpuint(strlen(films[0]->acquisition_datetime), ==,
                          strlen(films[1]->acquisition_datetime));
-        g_assert_cmpint(strcmp(films[0]->acquisition_datetime, films[1]->acquisition_datetime),
-                        <, 0);
+        g_assert_cmpint(strcmp(films[0]->acquisition_datetime, films[1]->acquisition_datetime), <,
+                        0);
         g_assert_cmpint(strcmp(films[0]->study_datetime, films[1]->study_datetime), <, 0);
         if (i == 0)
             first_patient = g_strdup(films[0]->patient_id);

@@ -120,9 +120,11 @@ static GPtrArray *derive_changes(const GArray *b, const GArray *a)
     /* untouched: same look, same place */
     for (guint i = 0; i < b->len; i++)
         for (guint j = 0; j < a->len; j++)
-            if (!used_a[j] && same_look(&g_array_index(b, ClSynthObject, i),
-                                        &g_array_index(a, ClSynthObject, j)) &&
-                same_place(&g_array_index(b, ClSynthObject, i), &g_array_index(a, ClSynthObject, j))) {
+            if (!used_a[j] &&
+                same_look(&g_array_index(b, ClSynthObject, i),
+                          &g_array_index(a, ClSynthObject, j)) &&
+                same_place(&g_array_index(b, ClSynthObject, i),
+                           &g_array_index(a, ClSynthObject, j))) {
                 used_b[i] = used_a[j] = TRUE;
                 break;
             }
@@ -135,8 +137,8 @@ static GPtrArray *derive_changes(const GArray *b, const GArray *a)
                 if (used_a[j] || (pass == 0 ? !same_look(x, y) : !same_place(x, y)))
                     continue;
                 used_b[i] = used_a[j] = TRUE;
-                g_ptr_array_add(out, g_strdup_printf("%s %u %u", pass == 0 ? "move" : "replace",
-                                                     i, j));
+                g_ptr_array_add(out,
+                                g_strdup_printf("%s %u %u", pass == 0 ? "move" : "replace", i, j));
             }
     for (guint i = 0; i < b->len; i++)
         if (!used_b[i])
@@ -175,8 +177,10 @@ static void test_shapes_answers(void)
             types_seen[c->type]++;
             g_ptr_array_add(given, g_strdup_printf("%s %d %d", cl_synth_change_name(c->type),
                                                    c->before, c->after));
-            const ClSynthObject *ob = c->before >= 0 ? &g_array_index(b, ClSynthObject, c->before) : NULL;
-            const ClSynthObject *oa = c->after >= 0 ? &g_array_index(a, ClSynthObject, c->after) : NULL;
+            const ClSynthObject *ob =
+                c->before >= 0 ? &g_array_index(b, ClSynthObject, c->before) : NULL;
+            const ClSynthObject *oa =
+                c->after >= 0 ? &g_array_index(a, ClSynthObject, c->after) : NULL;
             /* every object the answer names is the only one of its look in its scene */
             if (ob)
                 g_assert_cmpint(count_look(b, ob), ==, 1);
@@ -314,7 +318,8 @@ static gboolean box_hits_patch(const ClSynthSample *s, const double *box, const 
                                int gx, int gy)
 {
     double px0 = gx * s->patch, py0 = gy * s->patch;
-    double px1 = MIN(px0 + s->patch, s->images[0].width), py1 = MIN(py0 + s->patch, s->images[0].height);
+    double px1 = MIN(px0 + s->patch, s->images[0].width),
+           py1 = MIN(py0 + s->patch, s->images[0].height);
     return box[2] + shift[0] > px0 && box[0] + shift[0] < px1 && box[3] + shift[1] > py0 &&
            box[1] + shift[1] < py1;
 }
@@ -362,8 +367,8 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
                             shift, gx, gy);
                     if (c->after >= 0)
                         hit |= box_hits_patch(
-                            s, g_array_index(s->objects[k], ClSynthObject, c->after).box, shift,
-                            gx, gy);
+                            s, g_array_index(s->objects[k], ClSynthObject, c->after).box, shift, gx,
+                            gy);
                 }
                 g_assert_cmpint(mask[gy * gw + gx], ==, hit);
                 marked += hit;
@@ -383,8 +388,8 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
                            (size_t)b->channels) != 0) {
                     differing++;
                     if (!mask[(y / s->patch) * gw + x / s->patch])
-                        g_error("%s: pixel (%d, %d) of image %d changed outside the mask",
-                                s->task, x, y, k);
+                        g_error("%s: pixel (%d, %d) of image %d changed outside the mask", s->task,
+                                x, y, k);
                     /* and, finer than patches, inside a changed object's box */
                     gboolean inside = FALSE;
                     for (guint i = 0; i < s->changes->len; i++) {
@@ -399,8 +404,8 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
                         }
                     }
                     if (!inside)
-                        g_error("%s: pixel (%d, %d) of image %d changed outside every box",
-                                s->task, x, y, k);
+                        g_error("%s: pixel (%d, %d) of image %d changed outside every box", s->task,
+                                x, y, k);
                 }
         g_assert_cmpint(differing > 0, ==, has_change);
     }
@@ -566,14 +571,14 @@ static void test_cli(void)
     g_autofree char *err = NULL;
     g_assert_cmpint(run_cli(shapes, &err), !=, 0);
     g_assert_nonnull(strstr(err, "--force"));
-    const char *forced[] = { "--task", "shapes", "--n", "2", "--seed", "12", "--out", dir,
-                             "--force", "--quiet", NULL };
+    const char *forced[] = { "--task", "shapes", "--n",     "2",       "--seed", "12",
+                             "--out",  dir,      "--force", "--quiet", NULL };
     g_assert_cmpint(run_cli(forced, NULL), ==, 0);
     check_written(dir, "shapes", 12, 2, 160);
 
     g_autofree char *ddir = g_build_filename(tmp, "dots", NULL);
-    const char *dots[] = { "--task", "dots", "--n", "4", "--seed", "5", "--out", ddir, "--size",
-                           "96", "--quiet", NULL };
+    const char *dots[] = { "--task", "dots", "--n",    "4",  "--seed",  "5",
+                           "--out",  ddir,   "--size", "96", "--quiet", NULL };
     g_assert_cmpint(run_cli(dots, NULL), ==, 0);
     check_written(ddir, "dots", 5, 4, 96);
     cl_fixture_rmdir(tmp);

@@ -65,14 +65,17 @@ static void test_findings_parse(void)
     /* equal: the same findings in either order and wording; not when one moves direction */
     ClFindingLabels a, b;
     cl_findings_parse("the main image has additional findings of hernia and edema than the "
-                      "reference image.", &a);
+                      "reference image.",
+                      &a);
     cl_findings_parse("the main image has an additional finding of edema than the reference "
                       "image. the main image has an additional finding of hernia than the "
-                      "reference image.", &b);
+                      "reference image.",
+                      &b);
     g_assert_true(cl_findings_equal(&a, &b));
     cl_findings_parse("the main image has an additional finding of edema than the reference "
                       "image. the main image is missing the finding of hernia than the "
-                      "reference image.", &b);
+                      "reference image.",
+                      &b);
     g_assert_false(cl_findings_equal(&a, &b));
 }
 
@@ -87,11 +90,11 @@ static void test_finding_score(void)
     const char *miss_pe = "the main image is missing the finding of pleural effusion than the "
                           "reference image.";
     const char *none = "nothing has changed.";
-    cl_finding_score_add(&s, add_pe, add_pe);       /* TP pe+ */
-    cl_finding_score_add(&s, add_pe, add_pe_cm);    /* TP pe+, FP cm+ */
-    cl_finding_score_add(&s, add_pe_cm, miss_pe);   /* FN pe+, FN cm+, FP pe- */
-    cl_finding_score_add(&s, none, none);           /* change acc only: right */
-    cl_finding_score_add(&s, none, add_pe);         /* change acc only: wrong */
+    cl_finding_score_add(&s, add_pe, add_pe);     /* TP pe+ */
+    cl_finding_score_add(&s, add_pe, add_pe_cm);  /* TP pe+, FP cm+ */
+    cl_finding_score_add(&s, add_pe_cm, miss_pe); /* FN pe+, FN cm+, FP pe- */
+    cl_finding_score_add(&s, none, none);         /* change acc only: right */
+    cl_finding_score_add(&s, none, add_pe);       /* change acc only: wrong */
     ClFindingResult r;
     cl_finding_score_result(&s, &r);
     g_assert_cmpuint(r.n_pairs, ==, 5);
@@ -118,8 +121,10 @@ static void test_sentences(void)
 
 static void test_change_match(void)
 {
-    const char *a[] = { "The small red metal cube has been moved.", "The small red metal cube changed its location.", NULL };
-    const char *b[] = { "A new large yellow metal cylinder is visible.", "Someone added a large yellow metal cylinder.", NULL };
+    const char *a[] = { "The small red metal cube has been moved.",
+                        "The small red metal cube changed its location.", NULL };
+    const char *b[] = { "A new large yellow metal cylinder is visible.",
+                        "Someone added a large yellow metal cylinder.", NULL };
     const char *c[] = { "The small gray rubber sphere has disappeared.", NULL };
     ClRefChange refs[] = { { a }, { b }, { c } };
 

@@ -188,9 +188,9 @@ static GByteArray *handmade_tiff(guint32 width, guint32 height, guint32 data_len
         guint16 tag, type;
         guint32 count, value;
     } e[] = {
-        { 256, 4, 1, width },     { 257, 4, 1, height },     { 258, 3, 1, 8 },
-        { 259, 3, 1, 1 },         { 262, 3, 1, 1 },          { 273, 4, 1, data_off },
-        { 277, 3, 1, 1 },         { 278, 4, 1, height },     { 279, 4, 1, data_len },
+        { 256, 4, 1, width }, { 257, 4, 1, height }, { 258, 3, 1, 8 },
+        { 259, 3, 1, 1 },     { 262, 3, 1, 1 },      { 273, 4, 1, data_off },
+        { 277, 3, 1, 1 },     { 278, 4, 1, height }, { 279, 4, 1, data_len },
     };
     g_byte_array_append(b, (const guint8 *)"II*\0\x08\0\0\0", 8);
     guint8 tmp[12];
@@ -199,9 +199,18 @@ static GByteArray *handmade_tiff(guint32 width, guint32 height, guint32 data_len
     g_byte_array_append(b, tmp, 2);
     for (guint i = 0; i < n; i++) {
         guint32 v = e[i].value;
-        guint8 ent[12] = { e[i].tag & 0xff, e[i].tag >> 8, e[i].type, 0, e[i].count & 0xff,
-                           (e[i].count >> 8) & 0xff, 0, 0, v & 0xff, (v >> 8) & 0xff,
-                           (v >> 16) & 0xff, v >> 24 };
+        guint8 ent[12] = { e[i].tag & 0xff,
+                           e[i].tag >> 8,
+                           e[i].type,
+                           0,
+                           e[i].count & 0xff,
+                           (e[i].count >> 8) & 0xff,
+                           0,
+                           0,
+                           v & 0xff,
+                           (v >> 8) & 0xff,
+                           (v >> 16) & 0xff,
+                           v >> 24 };
         if (e[i].type == 3) /* SHORT values are left-justified */
             ent[10] = ent[11] = 0;
         g_byte_array_append(b, ent, 12);
@@ -259,9 +268,9 @@ static void test_truncated_data(void)
     g_assert_nonnull(strstr(err->message, "truncated"));
 
     /* the same for compressed fixtures, cut in the middle of their pixel data */
-    const char *files[] = { "grey16-lzw-pred.tif", "int16-deflate.tif", "rgb8-packbits.tif",
-                            "float32-tiled.tif", "bands7-separate.tif", "bilevel-g4.tif",
-                            "jpeg-ycbcr.tif", "ycbcr-raw.tif" };
+    const char *files[] = { "grey16-lzw-pred.tif", "int16-deflate.tif",   "rgb8-packbits.tif",
+                            "float32-tiled.tif",   "bands7-separate.tif", "bilevel-g4.tif",
+                            "jpeg-ycbcr.tif",      "ycbcr-raw.tif" };
     for (guint i = 0; i < G_N_ELEMENTS(files); i++) {
         gsize len;
         g_autofree guint8 *data = read_fixture(files[i], &len);

@@ -51,9 +51,22 @@ static void assert_roundtrip(const ClTokenizer *tok, const char *text, gsize len
 static gsize random_text(GRand *r, char *buf, gsize cap)
 {
     static const char *const bits[] = {
-        "<|im_end|>", "<|im_start|>", "<image>", "<|endoftext|>", "<|pad|>", "<|im_", "<im", "<",
-        "|>", "é", "水", "😀", "\xff", "\xc3", "\xe2\x82", "\x80", " ", "  ", "\n", "\t", " \n ",
-        "0", "123", "the", " the", " cat", "!!", "...", "\r\n", "a", "\0",
+        "<|im_end|>", "<|im_start|>",
+        "<image>",    "<|endoftext|>",
+        "<|pad|>",    "<|im_",
+        "<im",        "<",
+        "|>",         "é",
+        "水",         "😀",
+        "\xff",       "\xc3",
+        "\xe2\x82",   "\x80",
+        " ",          "  ",
+        "\n",         "\t",
+        " \n ",       "0",
+        "123",        "the",
+        " the",       " cat",
+        "!!",         "...",
+        "\r\n",       "a",
+        "\0",
     };
     gsize n = 0, target = (gsize)g_rand_int_range(r, 0, (gint32)cap / 2);
     while (n < target) {
@@ -83,15 +96,16 @@ static gsize random_text(GRand *r, char *buf, gsize cap)
 static char *make_corpus(guint32 seed, int n_sentences)
 {
     static const char *const words[] = {
-        "the", "a", "new", "building", "road", "appears", "is", "has", "been", "removed", "near",
-        "left", "right", "top", "bottom", "of", "image", "there", "no", "change", "trees",
-        "houses", "were", "built", "along", "river", "pleural", "effusion", "opacity", "lung",
-        "larger", "smaller", "cube", "sphere", "cylinder", "red", "blue", "metal", "rubber",
-        "café", "größer", "变化", "and", "in", "at", "with",
+        "the",    "a",       "new",      "building", "road",    "appears", "is",     "has",
+        "been",   "removed", "near",     "left",     "right",   "top",     "bottom", "of",
+        "image",  "there",   "no",       "change",   "trees",   "houses",  "were",   "built",
+        "along",  "river",   "pleural",  "effusion", "opacity", "lung",    "larger", "smaller",
+        "cube",   "sphere",  "cylinder", "red",      "blue",    "metal",   "rubber", "café",
+        "größer", "变化",    "and",      "in",       "at",      "with",
     };
     static const char *const syllables[] = {
-        "ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "ve", "zu", "an", "el", "or", "ist", "ung",
-        "ber", "qua", "tion", "ph", "ck", "str", "oo", "ee", "y", "ß", "ñ", "ø",
+        "ka",  "lo",  "mi",  "nu",   "pe", "ra", "si",  "to", "ve", "zu", "an", "el", "or", "ist",
+        "ung", "ber", "qua", "tion", "ph", "ck", "str", "oo", "ee", "y",  "ß",  "ñ",  "ø",
     };
     GRand *r = g_rand_new_with_seed(seed);
     GString *s = g_string_new(NULL);
@@ -328,8 +342,7 @@ static GArray *ref_encode(const ClTokenizer *tok, const char *text, gsize n, gbo
 
 static void assert_same_ids(const GArray *a, const GArray *b, const char *what)
 {
-    if (a->len == b->len &&
-        (a->len == 0 || memcmp(a->data, b->data, a->len * sizeof(gint32)) == 0))
+    if (a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len * sizeof(gint32)) == 0))
         return;
     GString *s = g_string_new(NULL);
     for (guint i = 0; i < MAX(a->len, b->len); i++)
@@ -478,16 +491,16 @@ static void test_pretokenise(void)
         const char *text;
         gint32 ids[6];
     } cases[] = {
-        { "a  b", { 97, 32, 261, -1 } },     /* the last space goes with the word */
+        { "a  b", { 97, 32, 261, -1 } }, /* the last space goes with the word */
         { "a   b", { 97, 262, 261, -1 } },
         { "x 12", { 120, 32, 49, 50, -1 } }, /* digits alone, without a space */
         { " 1", { 32, 49, -1 } },
-        { " \xc3\xa9", { 266, -1 } },         /* UTF-8 is letters */
-        { "\xc3\xa9!!", { 265, 267, -1 } },   /* letters and others never share a piece */
-        { "a !!", { 97, 268, -1 } },         /* others take one leading space */
+        { " \xc3\xa9", { 266, -1 } },       /* UTF-8 is letters */
+        { "\xc3\xa9!!", { 265, 267, -1 } }, /* letters and others never share a piece */
+        { "a !!", { 97, 268, -1 } },        /* others take one leading space */
         { "a!", { 97, 33, -1 } },
-        { "\n b", { 10, 261, -1 } },          /* a run of whitespace gives its last space away */
-        { "\n  ", { 10, 262, -1 } },          /* ... only to a following word; then by rank */
+        { "\n b", { 10, 261, -1 } }, /* a run of whitespace gives its last space away */
+        { "\n  ", { 10, 262, -1 } }, /* ... only to a following word; then by rank */
         { "b\t b", { 98, 9, 261, -1 } },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -817,8 +830,8 @@ static void check_chat(const ClTokenizer *tok, const ClChatTurn *turns, gsize n,
         g_array_append_val(head, st);
         cl_tokenizer_encode_append(tok, "assistant\n", -1, 0, head);
         g_assert_cmpint(first, >=, (int)head->len);
-        g_assert_true(memcmp(ids_of(ids) + first - head->len, head->data,
-                             head->len * sizeof(gint32)) == 0);
+        g_assert_true(
+            memcmp(ids_of(ids) + first - head->len, head->data, head->len * sizeof(gint32)) == 0);
     } else {
         g_assert_cmpuint(masked->len, ==, 0);
     }
@@ -879,9 +892,9 @@ static void test_chat_template(void)
         g_array_append_val(want, x);
         assert_same_ids(ids, want, "small conversation");
         if (t == 1) { /* bytes: spelled out */
-            static const gint32 exact[] = { 257, 'u', 's', 'e', 'r', '\n', 259, '\n', 'h', 'i',
-                                            258, '\n', 257, 'a', 's', 's', 'i', 's', 't', 'a',
-                                            'n', 't', '\n' };
+            static const gint32 exact[] = { 257, 'u', 's', 'e',  'r', '\n', 259, '\n',
+                                            'h', 'i', 258, '\n', 257, 'a',  's', 's',
+                                            'i', 's', 't', 'a',  'n', 't',  '\n' };
             g_assert_cmpuint(ids->len, ==, G_N_ELEMENTS(exact));
             g_assert_true(memcmp(ids->data, exact, sizeof exact) == 0);
         }
@@ -941,8 +954,8 @@ static void test_describe_conversations(void)
     g_autoptr(ClChatConversation) rad =
         cl_chat_describe_conversation(CL_CHAT_DOMAIN_RADIOGRAPH, 2, NULL, &err);
     g_assert_no_error(err);
-    g_autofree char *rad_text = cl_chat_render(cl_chat_conversation_turns(rad),
-                                               cl_chat_conversation_len(rad), TRUE);
+    g_autofree char *rad_text =
+        cl_chat_render(cl_chat_conversation_turns(rad), cl_chat_conversation_len(rad), TRUE);
     g_assert_cmpstr(rad_text, ==,
                     "<|im_start|>system\nYou are a medical imaging expert. Given a reference chest "
                     "X-ray and a current chest X-ray from the same patient, describe what findings "
@@ -959,8 +972,8 @@ static void test_describe_conversations(void)
     g_autoptr(ClChatConversation) aer =
         cl_chat_describe_conversation(CL_CHAT_DOMAIN_AERIAL, 2, NULL, &err);
     g_assert_no_error(err);
-    g_autofree char *aer_text = cl_chat_render(cl_chat_conversation_turns(aer),
-                                               cl_chat_conversation_len(aer), TRUE);
+    g_autofree char *aer_text =
+        cl_chat_render(cl_chat_conversation_turns(aer), cl_chat_conversation_len(aer), TRUE);
     g_assert_cmpstr(aer_text, ==,
                     "<|im_start|>system\nYou are an expert at detecting and describing changes "
                     "between two images. Given a before and after image, describe what has "
@@ -975,8 +988,8 @@ static void test_describe_conversations(void)
     g_autoptr(ClChatConversation) sh =
         cl_chat_describe_conversation(CL_CHAT_DOMAIN_SHAPES, 2, NULL, &err);
     g_assert_no_error(err);
-    g_autofree char *sh_text = cl_chat_render(cl_chat_conversation_turns(sh),
-                                              cl_chat_conversation_len(sh), TRUE);
+    g_autofree char *sh_text =
+        cl_chat_render(cl_chat_conversation_turns(sh), cl_chat_conversation_len(sh), TRUE);
     g_assert_cmpstr(sh_text, ==,
                     "<|im_start|>user\n<image>\nHere is an image of a scene with objects."
                     "<|im_end|>\n"
@@ -989,8 +1002,8 @@ static void test_describe_conversations(void)
     g_autoptr(ClChatConversation) ed =
         cl_chat_describe_conversation(CL_CHAT_DOMAIN_EDITS, 3, NULL, &err);
     g_assert_no_error(err);
-    g_autofree char *ed_text = cl_chat_render(cl_chat_conversation_turns(ed),
-                                              cl_chat_conversation_len(ed), TRUE);
+    g_autofree char *ed_text =
+        cl_chat_render(cl_chat_conversation_turns(ed), cl_chat_conversation_len(ed), TRUE);
     g_assert_cmpstr(ed_text, ==,
                     "<|im_start|>system\nYou are given a sequence of image edits. Describe all the "
                     "changes made.<|im_end|>\n"
@@ -1006,8 +1019,8 @@ static void test_describe_conversations(void)
     /* ... and the pair format */
     g_autoptr(ClChatConversation) ed2 =
         cl_chat_describe_conversation(CL_CHAT_DOMAIN_EDITS, 2, NULL, &err);
-    g_autofree char *ed2_text = cl_chat_render(cl_chat_conversation_turns(ed2),
-                                               cl_chat_conversation_len(ed2), FALSE);
+    g_autofree char *ed2_text =
+        cl_chat_render(cl_chat_conversation_turns(ed2), cl_chat_conversation_len(ed2), FALSE);
     g_assert_nonnull(strstr(ed2_text, "You are given a pair of images. Describe the edit made "
                                       "between them."));
     g_assert_nonnull(strstr(ed2_text, "I see the image. Please show me the edited version."));
@@ -1169,8 +1182,8 @@ static void test_cli(void)
     g_assert_nonnull(strstr(err, "version 9 is not supported"));
     g_clear_pointer(&out, g_free);
     g_clear_pointer(&err, g_free);
-    rc = run_cli(&out, &err, "tokenizer", "train", "--vocab", "10", "--out", tok_path,
-                 corpus_path, NULL);
+    rc = run_cli(&out, &err, "tokenizer", "train", "--vocab", "10", "--out", tok_path, corpus_path,
+                 NULL);
     g_assert_cmpint(rc, ==, 1);
     g_assert_true(g_str_has_prefix(err, "changelens-cli tokenizer: "));
     g_clear_pointer(&out, g_free);

@@ -607,8 +607,8 @@ static int run_cli(const char *const *args, char **err_out)
     int status = 0;
     g_autoptr(GError) err = NULL;
     g_autofree char *out = NULL;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
-                               &out, err_out, &status, &err));
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                               err_out, &status, &err));
     g_assert_no_error(err);
     g_assert_true(WIFEXITED(status));
     return WEXITSTATUS(status);
@@ -621,8 +621,8 @@ static void test_cli(void)
     g_autofree char *e = NULL;
 
     /* a short run: model, checkpoint, log, the throughput line */
-    const char *ok[] = { "--config", cfg, "--task", "shapes,dots", "--steps", "2", "--batch",
-                         "2", "--out", dir, "--dtype", "f16", "--quiet", NULL };
+    const char *ok[] = { "--config", cfg, "--task",  "shapes,dots", "--steps", "2", "--batch", "2",
+                         "--out",    dir, "--dtype", "f16",         "--quiet", NULL };
     int rc = run_cli(ok, &e);
     g_assert_cmpint(rc, ==, 0);
     g_assert_nonnull(strstr(e, "samples/s"));
@@ -644,28 +644,37 @@ static void test_cli(void)
           "unknown task 'bogus'" },
         { { "--config", cfg, "--task", "shapes", "--out", dir, NULL }, "--steps" },
         { { "--config", cfg, "--task", "shapes", "--steps", "2", "--batch", "0", "--out", dir,
-            NULL }, "--batch" },
+            NULL },
+          "--batch" },
         { { "--stage", "sve", "--config", cfg, "--task", "shapes", "--steps", "2", "--out", dir,
-            NULL }, "--from" },
-        { { "--preset", "huge", "--task", "shapes", "--steps", "2", "--out", dir, NULL },
-          "huge" },
+            NULL },
+          "--from" },
+        { { "--preset", "huge", "--task", "shapes", "--steps", "2", "--out", dir, NULL }, "huge" },
         { { "--config", cfg, "--steps", "2", "--out", dir, NULL }, "--task" },
-        { { "--config", cfg, "--task", "shapes", "--steps", "2", "--variant", "wide", "--out",
-            dir, NULL }, "wide" },
-        { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "0.5", "--out",
-            dir, NULL }, "--dot-scale must be 1 to 4" },
-        { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "0", "--out",
-            dir, NULL }, "--dot-scale must be 1 to 4" },
-        { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "5", "--out",
-            dir, NULL }, "--dot-scale must be 1 to 4" },
-        { { "--config", cfg, "--data", "x.jsonl", "--steps", "2", "--dot-scale", "2", "--out",
-            dir, NULL }, "--dot-scale applies to synthetic tasks" },
+        { { "--config", cfg, "--task", "shapes", "--steps", "2", "--variant", "wide", "--out", dir,
+            NULL },
+          "wide" },
+        { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "0.5", "--out", dir,
+            NULL },
+          "--dot-scale must be 1 to 4" },
+        { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "0", "--out", dir,
+            NULL },
+          "--dot-scale must be 1 to 4" },
+        { { "--config", cfg, "--task", "dots", "--steps", "2", "--dot-scale", "5", "--out", dir,
+            NULL },
+          "--dot-scale must be 1 to 4" },
+        { { "--config", cfg, "--data", "x.jsonl", "--steps", "2", "--dot-scale", "2", "--out", dir,
+            NULL },
+          "--dot-scale applies to synthetic tasks" },
         { { "--config", cfg, "--task", "dots", "--steps", "2", "--images", "1", "--out", dir,
-            NULL }, "--images must be 2 to 5" },
+            NULL },
+          "--images must be 2 to 5" },
         { { "--config", cfg, "--task", "dots", "--steps", "2", "--images", "6", "--out", dir,
-            NULL }, "--images must be 2 to 5" },
-        { { "--config", cfg, "--data", "x.jsonl", "--steps", "2", "--images", "2", "--out",
-            dir, NULL }, "--images applies to synthetic tasks" },
+            NULL },
+          "--images must be 2 to 5" },
+        { { "--config", cfg, "--data", "x.jsonl", "--steps", "2", "--images", "2", "--out", dir,
+            NULL },
+          "--images applies to synthetic tasks" },
         { { "--config", cfg, "--task", "shapes,dots@1", "--steps", "2", "--out", dir, NULL },
           "only the dots task takes @K" },
         { { "--config", cfg, "--task", "dots@6", "--steps", "2", "--out", dir, NULL },
@@ -691,8 +700,9 @@ static void test_cli(void)
     ClModelConfig other = micro;
     other.dec_depth = 3;
     g_autofree char *cfg2 = cl_model_config_to_json(&other);
-    const char *mismatch[] = { "--config", cfg2, "--task", "shapes,dots", "--steps", "2",
-                               "--batch", "2", "--out", dir, "--resume", "--quiet", NULL };
+    const char *mismatch[] = { "--config", cfg2,      "--task", "shapes,dots", "--steps",
+                               "2",        "--batch", "2",      "--out",       dir,
+                               "--resume", "--quiet", NULL };
     g_clear_pointer(&e, g_free);
     rc = run_cli(mismatch, &e);
     g_assert_cmpint(rc, ==, 1);
@@ -730,8 +740,9 @@ static void test_objects(void)
     gint64 one = tokens_with_objects("objects-1", 1, 1);
     gint64 many = tokens_with_objects("objects-12", 12, 12);
     gint64 dflt = tokens_with_objects("objects-default", 0, 0);
-    g_test_message("tokens in a step of 4 samples: 1 object %" G_GINT64_FORMAT ", 12 objects %"
-                   G_GINT64_FORMAT ", default %" G_GINT64_FORMAT, one, many, dflt);
+    g_test_message("tokens in a step of 4 samples: 1 object %" G_GINT64_FORMAT
+                   ", 12 objects %" G_GINT64_FORMAT ", default %" G_GINT64_FORMAT,
+                   one, many, dflt);
     g_assert_cmpint(one, <, many - 4 * 8 * 10);
     g_assert_cmpint(one, <, dflt);
 }
@@ -770,8 +781,9 @@ static void test_dot_images(void)
     gint64 dflt = tokens_with_images("images-default", "dots", 0);
     /* in a mix, the other tasks draw their own: the grounded one keeps its one image */
     g_assert_cmpint(tokens_with_images("images-mix", "dots,dots-ground,shapes", 3), >, 0);
-    g_test_message("tokens in a step of 4 samples: 2 images %" G_GINT64_FORMAT ", 5 images %"
-                   G_GINT64_FORMAT ", drawn per sample %" G_GINT64_FORMAT, two, five, dflt);
+    g_test_message("tokens in a step of 4 samples: 2 images %" G_GINT64_FORMAT
+                   ", 5 images %" G_GINT64_FORMAT ", drawn per sample %" G_GINT64_FORMAT,
+                   two, five, dflt);
     g_assert_cmpint(five, >, two + 4 * 3 * 16);
     g_assert_cmpint(two, <=, dflt);
     g_assert_cmpint(dflt, <=, five);

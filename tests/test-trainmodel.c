@@ -202,8 +202,8 @@ static void check_model_grads(ClModel *m, const ClTrainSample *s, gboolean stop_
         int k = (int)MIN(n, FD_PER_TENSOR);
         double tnum = 0, tden = 0;
         for (int j = 0; j < k; j++) {
-            size_t at = off[i] + (n <= FD_PER_TENSOR ? (size_t)j
-                                                       : (size_t)g_rand_int_range(r, 0, (int)n));
+            size_t at =
+                off[i] + (n <= FD_PER_TENSOR ? (size_t)j : (size_t)g_rand_int_range(r, 0, (int)n));
             float keep = m->arena[at];
             m->arena[at] = keep + (float)fd_eps;
             double lp = loss_of(m, s, &o);
@@ -225,8 +225,8 @@ static void check_model_grads(ClModel *m, const ClTrainSample *s, gboolean stop_
     }
     double rel = sqrt(num / den);
     g_test_message("%-26s %s: %d entries, norm-wise rel err %.2e, worst entry %.2f of its "
-                   "tolerance (%s)", label, stop_grad ? "stop_grad" : "full     ", n_checked,
-                   rel, worst, worst_name);
+                   "tolerance (%s)",
+                   label, stop_grad ? "stop_grad" : "full     ", n_checked, rel, worst, worst_name);
     if (gdn_name) /* the hybrid's Gated DeltaNet tensors */
         g_test_message("%-26s %s: worst GDN entry %.2f of its tolerance (%s)", label,
                        stop_grad ? "stop_grad" : "full     ", gdn_worst, gdn_name);
@@ -243,8 +243,8 @@ static void test_variant(gconstpointer data)
     ClSveFirst first = code / 16 ? CL_SVE_FIRST_NULL : CL_SVE_FIRST_OWN;
     g_autoptr(ClModel) m = micro_model(v, first, 100 + code);
     g_autoptr(ClTrainSample) s = micro_sample(m, 5);
-    g_autofree char *label = g_strdup_printf("%s/%s", cl_sve_variant_name(v),
-                                             cl_sve_first_name(first));
+    g_autofree char *label =
+        g_strdup_printf("%s/%s", cl_sve_variant_name(v), cl_sve_first_name(first));
     check_model_grads(m, s, TRUE, label);
     check_model_grads(m, s, FALSE, label);
 
@@ -402,15 +402,14 @@ static void parity(const ClModel *m, const ClTrainSample *s, double *vmax, doubl
     const size_t img = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
     for (int t = 0; t < N_IMAGES; t++) {
         ClEncoderOutput out;
-        g_assert_true(cl_encoder_forward(be, m, st, s->pixels + t * img, t, FALSE, NULL, NULL,
-                                         &out, &err));
+        g_assert_true(
+            cl_encoder_forward(be, m, st, s->pixels + t * img, t, FALSE, NULL, NULL, &out, &err));
         memcpy(iv + (size_t)t * M * E, out.visual, (size_t)M * E * sizeof(float));
         cl_encoder_output_clear(&out);
     }
     g_autoptr(ClKVCache) kv = cl_kv_cache_new(m, cfg->max_len);
     g_autofree float *il = g_new(float, (size_t)s->n_ids * V);
-    g_assert_true(cl_decoder_forward(be, m, kv, s->ids, s->n_ids, iv, NULL, il, NULL, NULL,
-                                     &err));
+    g_assert_true(cl_decoder_forward(be, m, kv, s->ids, s->n_ids, iv, NULL, il, NULL, NULL, &err));
     g_assert_no_error(err);
     double vm = 0, vr = 0;
     for (size_t i = 0; i < (size_t)N_IMAGES * M * E; i++)
@@ -488,7 +487,8 @@ static void test_hybrid(void)
     double bmax, bref;
     parity(back, s, NULL, NULL, &bmax, &bref);
     g_test_message("hybrid, trained and reloaded: logits max abs diff %.2e (of %.2f); the "
-                   "reloaded loss %.6f", bmax, bref, loss_of(back, s, &o));
+                   "reloaded loss %.6f",
+                   bmax, bref, loss_of(back, s, &o));
     g_assert_cmpfloat(bref, >, 0);
     g_assert_cmpfloat(bmax, <=, 1e-5 * bref);
     g_assert_cmpfloat(fabs(loss_of(back, s, &o) - trained), <=, 1e-6 * trained);
@@ -615,8 +615,11 @@ static void test_dec_unstacked(void)
     g_assert_no_error(err);
     for (int l = 0; l < cfg->dec_depth; l++) {
         const ClDecoderLayerWeights *W = &want->w.dec[l], *G = &got->w.dec[l];
-        const struct { const float *a, *b; size_t n; } t[] = {
-            { W->q, G->q, nq }, { W->k, G->k, nkv }, { W->v, G->v, nkv },
+        const struct {
+            const float *a, *b;
+            size_t n;
+        } t[] = {
+            { W->q, G->q, nq },        { W->k, G->k, nkv },   { W->v, G->v, nkv },
             { W->gate, G->gate, nup }, { W->up, G->up, nup }, { W->o, G->o, nq },
         };
         for (guint i = 0; i < G_N_ELEMENTS(t); i++)
@@ -698,11 +701,12 @@ static void test_answer_tail(void)
     double gd = 0, gn = 0, vd = 0, vn = 0;
     for (size_t i = 0; i < gt->n; i++)
         gd += ((double)gt->data[i] - ga->data[i]) * ((double)gt->data[i] - ga->data[i]),
-        gn += (double)ga->data[i] * ga->data[i];
+            gn += (double)ga->data[i] * ga->data[i];
     for (size_t i = 0; i < (size_t)NV * E; i++)
         vd += ((double)vt[i] - va[i]) * ((double)vt[i] - va[i]), vn += (double)va[i] * va[i];
     g_test_message("answer tail: logits max diff %.2e (of %.2f), gradients rel %.2e, visual "
-                   "gradients rel %.2e", lmax, lref, sqrt(gd / gn), sqrt(vd / vn));
+                   "gradients rel %.2e",
+                   lmax, lref, sqrt(gd / gn), sqrt(vd / vn));
     g_assert_cmpfloat(lref, >, 0);
     g_assert_cmpfloat(lmax, <=, 1e-5 * lref);
     g_assert_cmpfloat(gn, >, 0);
@@ -794,8 +798,9 @@ static void check_aux_fd(ClSveVariant v, gboolean visual)
     g_assert_no_error(err);
     g_assert_true(isfinite(st.aux_objects_loss) && st.aux_objects_loss > 0);
     g_assert_true(isfinite(st.aux_changed_loss) && st.aux_changed_loss > 0);
-    g_assert_cmpfloat(fabs(st.total_loss - (st.loss + 0.7 * st.aux_objects_loss +
-                                            1.3 * st.aux_changed_loss)), <, 1e-9);
+    g_assert_cmpfloat(
+        fabs(st.total_loss - (st.loss + 0.7 * st.aux_objects_loss + 1.3 * st.aux_changed_loss)), <,
+        1e-9);
 
     g_autoptr(ClParamBuf) snap = cl_param_buf_new(&m->config, &err);
     memcpy(snap->data, m->arena, m->n_params * sizeof(float));
@@ -812,7 +817,8 @@ static void check_aux_fd(ClSveVariant v, gboolean visual)
         int k = i < n_tensors ? (int)MIN(n, FD_PER_TENSOR) : (int)n;
         for (int j = 0; j < k; j++) {
             size_t at = i == n_tensors || n <= FD_PER_TENSOR
-                            ? (size_t)j : (size_t)g_rand_int_range(r, 0, (int)n);
+                            ? (size_t)j
+                            : (size_t)g_rand_int_range(r, 0, (int)n);
             float *p = i < n_tensors ? &m->arena[off[i] + at] : &heads->data[at];
             double an = i < n_tensors ? g->data[off[i] + at] : hg->data[at];
             float keep = *p;
@@ -910,8 +916,8 @@ static void test_aux_off(void)
         /* 0: weights 0 with targets; 1: weights > 0, no targets; 2: weights > 0 and targets */
         o.aux_objects_weight = o.aux_changed_weight = c == 0 ? 0.0 : 1.0;
         ClTrainStepStats st = { 0 };
-        g_assert_true(cl_train_forward_backward_aux(be, m, c == 1 ? plain : with, &o, g, hg, &st,
-                                                    &err));
+        g_assert_true(
+            cl_train_forward_backward_aux(be, m, c == 1 ? plain : with, &o, g, hg, &st, &err));
         g_assert_no_error(err);
         double hnorm = 0;
         for (size_t i = 0; i < hg->n; i++)
@@ -969,15 +975,9 @@ static void test_bad_samples(void)
         case 0:
             s->ids[1] = 5; /* one visual position fewer than 3 images need */
             break;
-        case 1:
-            s->ids[0] = m->config.vocab_size;
-            break;
-        case 2:
-            memset(s->mask, 0, s->n_ids);
-            break;
-        case 3:
-            s->size = 16;
-            break;
+        case 1: s->ids[0] = m->config.vocab_size; break;
+        case 2: memset(s->mask, 0, s->n_ids); break;
+        case 3: s->size = 16; break;
         case 4:
             s->mask[0] = 1; /* position 0 predicts a visual position */
             break;
@@ -1003,8 +1003,8 @@ int main(int argc, char **argv)
     /* the learned null first state */
     const ClSveVariant nulls[] = { CL_SVE_CROSS_FFN, CL_SVE_SELF_EXT, CL_SVE_ADALN_ZERO };
     for (guint i = 0; i < G_N_ELEMENTS(nulls); i++) {
-        g_autofree char *p = g_strdup_printf("/trainmodel/fd/%s-null",
-                                             cl_sve_variant_name(nulls[i]));
+        g_autofree char *p =
+            g_strdup_printf("/trainmodel/fd/%s-null", cl_sve_variant_name(nulls[i]));
         g_test_add_data_func(p, GINT_TO_POINTER(16 + nulls[i]), test_variant);
     }
     g_test_add_func("/trainmodel/stop-grad-unread-state", test_stop_grad_zero_module);
@@ -1016,8 +1016,7 @@ int main(int argc, char **argv)
     g_test_add_data_func("/trainmodel/fd/casa-ca", GINT_TO_POINTER(CL_CASA_CA), test_casa);
     g_test_add_func("/trainmodel/fd/casa-replace", test_casa_replace);
     g_test_add_func("/trainmodel/fd/casa-tv", test_casa_tv);
-    g_test_add_data_func("/trainmodel/fd/casa-shared", GINT_TO_POINTER(CL_CASA_SHARED),
-                         test_casa);
+    g_test_add_data_func("/trainmodel/fd/casa-shared", GINT_TO_POINTER(CL_CASA_SHARED), test_casa);
     g_test_add_func("/trainmodel/parity/enc-pos", test_enc_pos_parity);
     for (int v = 0; v < CL_SVE_N_VARIANTS; v++) {
         g_autofree char *p = g_strdup_printf("/trainmodel/parity/%s", cl_sve_variant_name(v));

@@ -159,7 +159,7 @@ static void test_cases(void)
     g_autofree char *after = g_build_filename(tmpdir, "scene-after.png", NULL);
     write_scene(before, FALSE);
     write_scene(after, TRUE);
-    const char *paths[] = {before, after};
+    const char *paths[] = { before, after };
     open_paths(win, paths, 2);
     g_assert_true(wait_for(window_idle, win));
     g_autoptr(GPtrArray) now = cl_casedb_list(db, &error);
@@ -193,7 +193,7 @@ static void test_filmstrip(void)
     gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
     gtk_window_present(GTK_WINDOW(win));
     cl_window_set_case_db(win, db);
-    const char *paths[] = {p1, p2, p3};
+    const char *paths[] = { p1, p2, p3 };
     open_paths(win, paths, 3);
     g_assert_true(wait_for(window_idle, win));
     g_assert_cmpuint(cl_window_get_n_sequence(win), ==, 3);

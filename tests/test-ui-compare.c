@@ -19,7 +19,7 @@ static gboolean flicker_shows(gpointer data)
 
 static void test_compare_modes(void)
 {
-    const char *paths[] = {path_a, path_b};
+    const char *paths[] = { path_a, path_b };
     ClWindow *win = new_window_with(paths, 2);
     ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
     g_assert_cmpstr(cl_window_get_compare_mode(win), ==, "side-by-side");
@@ -96,27 +96,27 @@ static void test_bands(void)
         g_assert_cmpint(TIFFWriteScanline(t, row, y, 0), ==, 1);
     }
     TIFFClose(t);
-    const char *paths[] = {path, path};
+    const char *paths[] = { path, path };
     ClWindow *win = new_window_with(paths, 2);
     ClImageView *a = cl_window_get_view(win, 0);
     ClDisplaySettings s;
     g_assert_true(cl_image_view_get_display(a, &s));
-    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s",
-                                             "bands:4,3,2"));
+    g_assert_true(
+        gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s", "bands:4,3,2"));
     g_assert_true(wait_for(views_idle, win));
     g_assert_true(cl_image_view_get_display(a, &s));
     g_assert_cmpint(s.bands[0], ==, 3);
     g_assert_cmpint(s.bands[1], ==, 2);
     g_assert_cmpint(s.bands[2], ==, 1);
-    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s",
-                                             "bands:2"));
+    g_assert_true(
+        gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s", "bands:2"));
     g_assert_true(wait_for(views_idle, win));
     g_assert_true(cl_image_view_get_display(a, &s));
     g_assert_cmpint(s.bands[0], ==, 1);
     g_assert_cmpint(s.bands[2], ==, 1);
     /* a band the image does not have changes nothing */
-    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s",
-                                             "bands:9"));
+    g_assert_true(
+        gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s", "bands:9"));
     g_assert_true(wait_for(views_idle, win));
     g_assert_true(cl_image_view_get_display(a, &s));
     g_assert_cmpint(s.bands[0], ==, 1);
@@ -129,7 +129,7 @@ static void test_window_level(void)
     const char *demo = g_getenv("CL_DEMO_DIR");
     g_autofree char *pa = g_build_filename(demo, "radiograph", "before.dcm", NULL);
     g_autofree char *pb = g_build_filename(demo, "radiograph", "after.dcm", NULL);
-    const char *paths[] = {pa, pb};
+    const char *paths[] = { pa, pb };
     ClWindow *win = new_window_with(paths, 2);
     ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
     ClDisplaySettings s, sb;
@@ -139,8 +139,8 @@ static void test_window_level(void)
     /* a narrow window, as a drag would set it: the picture changes, the other view follows */
     s.mode = CL_DISPLAY_WINDOW;
     double c0, w0;
-    g_assert_true(cl_display_effective_window(
-        cl_document_get_image(cl_image_view_get_document(a)), 0, &s, &c0, &w0));
+    g_assert_true(cl_display_effective_window(cl_document_get_image(cl_image_view_get_document(a)),
+                                              0, &s, &c0, &w0));
     s.center = c0 + w0 / 4;
     s.width = w0 / 8;
     cl_image_view_set_display(a, &s);
@@ -179,7 +179,7 @@ static void test_align(void)
     g_autofree char *pb = g_build_filename(tmpdir, "align-b.png", NULL);
     write_scene_at(pa, FALSE, 0, 0);
     write_scene_at(pb, TRUE, 6, -4); /* the later shot is off by (6, -4) pixels */
-    const char *paths[] = {pa, pb};
+    const char *paths[] = { pa, pb };
     ClWindow *win = new_window_with(paths, 2);
     ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
     set_mode(win, "difference");
@@ -198,7 +198,8 @@ static void test_align(void)
     g_assert_true(wait_for(diff_ready, a));
     double aligned = cl_image_view_get_changed_fraction(a);
     printf("# difference: %.1f %% of pixels changed unaligned, %.1f %% aligned (the real change "
-           "is 6.4 %%)\n", unaligned * 100, aligned * 100);
+           "is 6.4 %%)\n",
+           unaligned * 100, aligned * 100);
     g_assert_cmpfloat(aligned, <, unaligned);
     g_assert_cmpfloat(aligned, <, 0.10);
     save_screenshot(win, "difference-aligned");
@@ -231,7 +232,7 @@ static void test_masks(void)
     g_autofree char *pb = g_build_filename(tmpdir, "mask-b.png", NULL);
     write_scene(pa, FALSE);
     write_scene(pb, TRUE); /* the change: a 70 × 70 square at (200, 50) */
-    const char *paths[] = {pa, pb};
+    const char *paths[] = { pa, pb };
     ClWindow *win = new_window_with(paths, 2);
     ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
     set_mode(win, "difference");

@@ -18,11 +18,11 @@ typedef struct {
     gint64 last_us, start_us;
     gint64 last_cpu_ns;
     long last_majflt, last_minflt;
-    double max_gap_ms;      /* wall clock */
-    double max_gap_at_s;    /* when it ended, after start */
-    double max_gap_cpu_ms;  /* the main thread's CPU time within that gap */
+    double max_gap_ms;     /* wall clock */
+    double max_gap_at_s;   /* when it ended, after start */
+    double max_gap_cpu_ms; /* the main thread's CPU time within that gap */
     long max_gap_majflt, max_gap_minflt;
-    double max_cpu_ms;      /* the most CPU time the main thread spent within any one gap */
+    double max_cpu_ms; /* the most CPU time the main thread spent within any one gap */
     guint ticks;
 } Ticker;
 
@@ -79,7 +79,7 @@ static void test_describe(void)
     g_autofree char *after = g_build_filename(tmpdir, "scene-after.png", NULL);
     write_scene(before, FALSE);
     write_scene(after, TRUE);
-    const char *paths[] = {before, after};
+    const char *paths[] = { before, after };
     ClWindow *win = new_window_with(paths, 2);
     ClImageView *b = cl_window_get_view(win, 1);
     g_assert_false(cl_window_get_describing(win));
@@ -102,7 +102,8 @@ static void test_describe(void)
     g_source_remove(id);
     g_autofree char *ticks = ticker_describe(&t);
     printf("# window: model run %.0f ms, %s (bounds: main-thread work under 50 ms and half "
-           "the run, 250 ms in all)\n", run_ms, ticks);
+           "the run, 250 ms in all)\n",
+           run_ms, ticks);
     /* The model runs off the main thread, so the main thread's own work in any one gap stays
      * under 50 ms and under half the run (a run on the main thread would spend most of itself
      * within one gap, however fast the machine). The wall clock gets the wider bound of the
@@ -228,7 +229,7 @@ static void test_huge_pair(void)
         g_autofree char *sb = g_build_filename(tmpdir, "small-b.tif", NULL);
         write_tiff16(sa, 512, FALSE);
         write_tiff16(sb, 512, TRUE);
-        const char *small[] = {sa, sb};
+        const char *small[] = { sa, sb };
         open_paths(win, small, 2);
         g_assert_true(wait_for(window_idle, win));
         set_mode(win, "difference");
@@ -250,7 +251,7 @@ static void test_huge_pair(void)
     Ticker t = { 0 };
     guint id = g_timeout_add(5, tick, &t);
     t0 = g_get_monotonic_time();
-    const char *paths[] = {pa, pb};
+    const char *paths[] = { pa, pb };
     open_paths(win, paths, 2);
     g_assert_true(wait_for(window_idle, win));
     double open_s = (g_get_monotonic_time() - t0) / 1e6;

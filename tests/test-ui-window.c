@@ -69,7 +69,7 @@ static void test_resources(void)
 
 static void test_load_two(void)
 {
-    const char *paths[] = {path_a, path_b};
+    const char *paths[] = { path_a, path_b };
     ClWindow *win = new_window_with(paths, 2);
     ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
     assert_shows(a, "a.png", 0, 64, 48);
@@ -117,13 +117,13 @@ typedef struct {
 static State state_of(ClImageView *view)
 {
     ClViewport *vp = cl_image_view_get_viewport(view);
-    return (State){cl_viewport_get_zoom(vp), cl_viewport_get_center_x(vp),
-                   cl_viewport_get_center_y(vp)};
+    return (State){ cl_viewport_get_zoom(vp), cl_viewport_get_center_x(vp),
+                    cl_viewport_get_center_y(vp) };
 }
 
 static void test_link_views(void)
 {
-    const char *paths[] = {path_a, path_b};
+    const char *paths[] = { path_a, path_b };
     ClWindow *win = new_window_with(paths, 2);
     ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
     g_assert_true(cl_window_get_link_views(win));
@@ -211,8 +211,8 @@ static void test_newer_open_wins(void)
     g_autoptr(GString) shown = g_string_new(NULL);
     g_signal_connect(cl_window_get_view(win, 0), "notify::document", G_CALLBACK(record_document),
                      shown);
-    const char *first[] = {path_a, path_b};
-    const char *second[] = {path_b, path_a};
+    const char *first[] = { path_a, path_b };
+    const char *second[] = { path_b, path_a };
     open_paths(win, first, 2);
     open_paths(win, second, 2); /* cancels the first before its result can arrive */
     g_assert_true(wait_for(window_idle, win));
@@ -226,19 +226,19 @@ static void test_newer_open_wins(void)
 
 static void test_failed_open_keeps_images(void)
 {
-    const char *paths[] = {path_a, path_b};
+    const char *paths[] = { path_a, path_b };
     ClWindow *win = new_window_with(paths, 2);
     g_autofree char *missing = g_build_filename(tmpdir, "missing.png", NULL);
     g_autofree char *not_image = g_build_filename(tmpdir, "notes.txt", NULL);
     g_assert_true(g_file_set_contents(not_image, "not an image\n", -1, NULL));
-    const char *bad[] = {missing, not_image};
+    const char *bad[] = { missing, not_image };
     open_paths(win, bad, 2);
     g_assert_true(wait_for(window_idle, win));
     assert_shows(cl_window_get_view(win, 0), "a.png", 0, 64, 48);
     assert_shows(cl_window_get_view(win, 1), "b.png", 0, 80, 60);
 
     /* One good file among bad ones is shown on its own. */
-    const char *mixed[] = {missing, path_b};
+    const char *mixed[] = { missing, path_b };
     open_paths(win, mixed, 2);
     g_assert_true(wait_for(window_idle, win));
     assert_shows(cl_window_get_view(win, 0), "b.png", 0, 80, 60);
@@ -285,9 +285,11 @@ static void test_dicom_order(void)
     g_autofree char *dir = g_build_filename(tmpdir, "fixtures-order", NULL);
     g_assert_cmpint(g_mkdir_with_parents(dir, 0700), ==, 0);
     g_assert_true(cl_fixtures_dicom(dir, fixtures, NULL));
-    g_autofree char *later = g_build_filename(dir, "dicom-mono2-u16-le.dcm", NULL);        /* 2024 */
-    g_autofree char *earlier = g_build_filename(dir, "dicom-mono1-12in16-implicit.dcm", NULL); /* 2023 */
-    g_assert_true(g_file_test(later, G_FILE_TEST_EXISTS) && g_file_test(earlier, G_FILE_TEST_EXISTS));
+    g_autofree char *later = g_build_filename(dir, "dicom-mono2-u16-le.dcm", NULL); /* 2024 */
+    g_autofree char *earlier =
+        g_build_filename(dir, "dicom-mono1-12in16-implicit.dcm", NULL); /* 2023 */
+    g_assert_true(g_file_test(later, G_FILE_TEST_EXISTS) &&
+                  g_file_test(earlier, G_FILE_TEST_EXISTS));
     const char *paths[] = { later, earlier };
     ClWindow *win = new_window_with(paths, 2);
     assert_shows(cl_window_get_view(win, 0), "dicom-mono1-12in16-implicit.dcm", 0, 40, 30);
@@ -300,7 +302,7 @@ static void test_large_image(void)
 {
     g_autofree char *path = g_build_filename(tmpdir, "wide.png", NULL);
     g_assert_true(write_png(path, 5000, 20, 0, 1, 0));
-    const char *paths[] = {path};
+    const char *paths[] = { path };
     ClWindow *win = new_window_with(paths, 1);
     ClImageView *view = cl_window_get_view(win, 0);
     GdkTexture *tex = cl_image_view_get_texture(view);
@@ -366,7 +368,7 @@ static void test_mip_part(void)
     g_autofree char *pb = g_build_filename(tmpdir, "gradient-b.png", NULL);
     write_gradient_png(pa, size, size, 0);
     write_gradient_png(pb, size, size, 1);
-    const char *paths[] = {pa, pb};
+    const char *paths[] = { pa, pb };
     ClWindow *win = new_window_with(paths, 2);
     ClImageView *a = cl_window_get_view(win, 0);
     GdkTexture *tex = cl_image_view_get_texture(a);
@@ -419,7 +421,7 @@ static void test_nearest_when_zoomed(void)
     g_assert_cmpint(cairo_surface_write_to_png(s, path), ==, CAIRO_STATUS_SUCCESS);
     cairo_surface_destroy(s);
 
-    const char *paths[] = {path};
+    const char *paths[] = { path };
     ClWindow *win = new_window_with(paths, 1);
     ClImageView *view = cl_window_get_view(win, 0);
     cl_viewport_set(cl_image_view_get_viewport(view), 8.0, 8.0, 8.0);

@@ -235,12 +235,12 @@ static void check_invariance(gboolean sees_text)
     const gint32 *seqs[2] = { a, b };
     for (int s = 0; s < 2; s++) {
         g_autoptr(ClKVCache) c = cl_kv_cache_new(m, 64);
-        g_assert_true(cl_decoder_forward(be, m, c, seqs[s], P + L, NULL, NULL, NULL, NULL, NULL,
-                                         &err));
+        g_assert_true(
+            cl_decoder_forward(be, m, c, seqs[s], P + L, NULL, NULL, NULL, NULL, NULL, &err));
         g_assert_no_error(err);
         g_assert_true(cl_vist_compress_rows(vist, c, L, rows, NULL, &err));
-        g_assert_true(cl_decoder_forward(be, m, c, seqs[s] + P + L, L, NULL, NULL, out[s], NULL,
-                                         NULL, &err));
+        g_assert_true(
+            cl_decoder_forward(be, m, c, seqs[s] + P + L, L, NULL, NULL, out[s], NULL, NULL, &err));
         g_assert_no_error(err);
     }
     const gboolean same = memcmp(out[0], out[1], sizeof out[0]) == 0;
@@ -287,8 +287,8 @@ static void test_render(void)
     g_assert_true(cl_model_config_preset(&cfg, "tiny", NULL));
     cl_config_set_vist(&cfg, 0);
     const int S = cfg.image_size;
-    g_autofree guint8 *a = g_new(guint8, S * S), *b = g_new(guint8, S * S),
-                      *c = g_new(guint8, S * S);
+    g_autofree guint8 *a = g_new(guint8, S * S),
+                                 *b = g_new(guint8, S * S), *c = g_new(guint8, S * S);
     int px = 0;
     gboolean cut = TRUE;
     const char *report = "Comparison: chest radiograph of 2026-03-02. Findings: the right lower "
@@ -500,7 +500,8 @@ static void test_training_sample(void)
     g_assert_cmpint(pages, >=, 2);
     g_assert_cmpint(tp->n_pages, ==, 0);
     g_assert_cmpint(tv->n_pages, ==, pages);
-    g_assert_cmpint(tv->n_ids, ==, tp->n_ids - (int)ctx->len + pages * M + ((int)ctx->len - packed));
+    g_assert_cmpint(tv->n_ids, ==,
+                    tp->n_ids - (int)ctx->len + pages * M + ((int)ctx->len - packed));
     int vis_p = 0, vis_v = 0;
     for (int t = 0; t < tp->n_ids; t++)
         vis_p += tp->ids[t] == CL_DECODER_VISUAL;

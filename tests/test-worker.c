@@ -439,8 +439,8 @@ static void test_attention_rows(void)
     g_autoptr(GError) error = NULL;
     g_autofree float *att = g_new(float, (gsize)(n - 10) * n);
     g_autoptr(ClKVCache) cache = cl_kv_cache_new(model, n);
-    g_assert_true(cl_decoder_forward_attention(be, model, cache, ids, n, visual, NULL, -1, 10, att,
-                                               &error));
+    g_assert_true(
+        cl_decoder_forward_attention(be, model, cache, ids, n, visual, NULL, -1, 10, att, &error));
     g_assert_no_error(error);
     g_assert_cmpint(cl_kv_cache_len(cache), ==, n);
     for (int t = 10; t < n; t++) {
@@ -475,8 +475,8 @@ static void test_attention_rows(void)
         const int layer = k == 0 ? cfg.dec_depth : 0, q0 = k == 1 ? n + 1 : k == 2 ? -1 : 0;
         g_autoptr(ClKVCache) c2 = cl_kv_cache_new(model, n);
         g_autoptr(GError) e2 = NULL;
-        g_assert_false(cl_decoder_forward_attention(be, model, c2, ids, n, visual, NULL, layer, q0,
-                                                    att, &e2));
+        g_assert_false(
+            cl_decoder_forward_attention(be, model, c2, ids, n, visual, NULL, layer, q0, att, &e2));
         g_assert_error(e2, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
         g_assert_cmpint(cl_kv_cache_len(c2), ==, 0);
     }

@@ -210,8 +210,8 @@ int ui_util_init(int *argc, char ***argv)
 
     /* Isolate the per-user dirs (settings, recent files, caches) but keep the system data dirs:
      * without shared-mime-info and the icon themes GTK cannot even load its own SVG icons. */
-    const char *user_dirs[] = {"HOME",           "XDG_CONFIG_HOME", "XDG_DATA_HOME",
-                               "XDG_CACHE_HOME", "XDG_STATE_HOME",  "XDG_RUNTIME_DIR"};
+    const char *user_dirs[] = { "HOME",           "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+                                "XDG_CACHE_HOME", "XDG_STATE_HOME",  "XDG_RUNTIME_DIR" };
     for (guint i = 0; i < G_N_ELEMENTS(user_dirs); i++) {
         g_autofree char *dir = g_build_filename(tmpdir, user_dirs[i], NULL);
         g_mkdir_with_parents(dir, 0700);

@@ -12,8 +12,8 @@
 
 struct _ClApplication {
     AdwApplication parent_instance;
-    ClCaseDb *db;        /* the user's case database (main thread), NULL when it cannot open */
-    char *db_error;      /* why, told in the first window */
+    ClCaseDb *db;   /* the user's case database (main thread), NULL when it cannot open */
+    char *db_error; /* why, told in the first window */
 };
 
 G_DEFINE_FINAL_TYPE(ClApplication, cl_application, ADW_TYPE_APPLICATION)
@@ -28,8 +28,8 @@ static ClWindow *get_window(ClApplication *self, gboolean *created)
     cl_window_set_case_db(win, self->db);
     if (self->db_error) {
         /* TRANSLATORS: the case database could not be opened; %s says why */
-        g_autofree char *text = g_strdup_printf(
-            _("Cases are not kept this time: %s"), self->db_error);
+        g_autofree char *text =
+            g_strdup_printf(_("Cases are not kept this time: %s"), self->db_error);
         cl_window_toast(win, text);
         g_warning("%s", text);
     }
@@ -74,9 +74,8 @@ gboolean cl_application_add_demo_cases(ClCaseDb *db, const char *dir, GError **e
         return FALSE;
     JsonNode *root = json_parser_get_root(parser);
     JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
-    JsonArray *cases = o && json_object_has_member(o, "cases")
-                           ? json_object_get_array_member(o, "cases")
-                           : NULL;
+    JsonArray *cases =
+        o && json_object_has_member(o, "cases") ? json_object_get_array_member(o, "cases") : NULL;
     if (!cases) {
         g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "%s has no \"cases\"", path);
         return FALSE;
@@ -93,8 +92,8 @@ gboolean cl_application_add_demo_cases(ClCaseDb *db, const char *dir, GError **e
         g_autoptr(GPtrArray) records =
             g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
         for (guint k = 0; k < json_array_get_length(imgs); k++) {
-            g_autofree char *file = g_build_filename(dir, json_array_get_string_element(imgs, k),
-                                                     NULL);
+            g_autofree char *file =
+                g_build_filename(dir, json_array_get_string_element(imgs, k), NULL);
             ClCaseImage *ci = g_new0(ClCaseImage, 1);
             if (!cl_case_image_from_file(file, 0, ci, error)) {
                 cl_case_image_free(ci);
@@ -164,7 +163,7 @@ static void action_quit(GSimpleAction *action, GVariant *param, gpointer user_da
 
 static void action_about(GSimpleAction *action, GVariant *param, gpointer user_data)
 {
-    const char *developers[] = {"The ChangeLens developers", NULL};
+    const char *developers[] = { "The ChangeLens developers", NULL };
     GtkWindow *parent = gtk_application_get_active_window(GTK_APPLICATION(user_data));
     AdwAboutWindow *about = ADW_ABOUT_WINDOW(adw_about_window_new());
     adw_about_window_set_application_name(about, _("ChangeLens"));
@@ -189,8 +188,8 @@ static void cl_application_startup(GApplication *app)
     open_database(CL_APPLICATION(app));
 
     static const GActionEntry app_actions[] = {
-        {"quit", action_quit, NULL, NULL, NULL, {0}},
-        {"about", action_about, NULL, NULL, NULL, {0}},
+        { "quit", action_quit, NULL, NULL, NULL, { 0 } },
+        { "about", action_about, NULL, NULL, NULL, { 0 } },
     };
     g_action_map_add_action_entries(G_ACTION_MAP(app), app_actions, G_N_ELEMENTS(app_actions), app);
 
@@ -201,24 +200,24 @@ static void cl_application_startup(GApplication *app)
         const char *action;
         const char *accels[6];
     } shortcuts[] = {
-        {"app.quit", {"<Control>q", NULL}},
-        {"win.open", {"<Control>o", NULL}},
-        {"win.zoom-fit", {"<Control>0", NULL}},
-        {"win.zoom-in", {"<Control>plus", "<Control>equal", NULL}},
-        {"win.zoom-out", {"<Control>minus", NULL}},
-        {"win.compare-mode('side-by-side')", {"<Control>1", NULL}},
-        {"win.compare-mode('swipe')", {"<Control>2", NULL}},
-        {"win.compare-mode('blend')", {"<Control>3", NULL}},
-        {"win.compare-mode('flicker')", {"<Control>4", NULL}},
-        {"win.compare-mode('difference')", {"<Control>5", NULL}},
-        {"win.describe", {"<Control>d", NULL}},
-        {"win.save-description", {"<Control>s", NULL}},
-        {"win.accept-description", {"<Control>Return", NULL}},
-        {"win.toggle-sidebar", {"F9", NULL}},
-        {"win.export-report", {"<Control>e", NULL}},
-        {"win.preferences", {"<Control>comma", NULL}},
-        {"win.next-case", {"<Control>Page_Down", NULL}},
-        {"win.previous-case", {"<Control>Page_Up", NULL}},
+        { "app.quit", { "<Control>q", NULL } },
+        { "win.open", { "<Control>o", NULL } },
+        { "win.zoom-fit", { "<Control>0", NULL } },
+        { "win.zoom-in", { "<Control>plus", "<Control>equal", NULL } },
+        { "win.zoom-out", { "<Control>minus", NULL } },
+        { "win.compare-mode('side-by-side')", { "<Control>1", NULL } },
+        { "win.compare-mode('swipe')", { "<Control>2", NULL } },
+        { "win.compare-mode('blend')", { "<Control>3", NULL } },
+        { "win.compare-mode('flicker')", { "<Control>4", NULL } },
+        { "win.compare-mode('difference')", { "<Control>5", NULL } },
+        { "win.describe", { "<Control>d", NULL } },
+        { "win.save-description", { "<Control>s", NULL } },
+        { "win.accept-description", { "<Control>Return", NULL } },
+        { "win.toggle-sidebar", { "F9", NULL } },
+        { "win.export-report", { "<Control>e", NULL } },
+        { "win.preferences", { "<Control>comma", NULL } },
+        { "win.next-case", { "<Control>Page_Down", NULL } },
+        { "win.previous-case", { "<Control>Page_Up", NULL } },
     };
     for (guint i = 0; i < G_N_ELEMENTS(shortcuts); i++)
         gtk_application_set_accels_for_action(GTK_APPLICATION(app), shortcuts[i].action,

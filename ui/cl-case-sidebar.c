@@ -146,8 +146,7 @@ static void cl_case_sidebar_get_property(GObject *object, guint prop_id, GValue 
     case PROP_SELECTED_CASE:
         g_value_set_int64(value, cl_case_sidebar_get_selected_case(self));
         break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -165,17 +164,16 @@ static void cl_case_sidebar_class_init(ClCaseSidebarClass *klass)
     object_class->get_property = cl_case_sidebar_get_property;
     object_class->dispose = cl_case_sidebar_dispose;
 
-    properties[PROP_SELECTED_CASE] =
-        g_param_spec_int64("selected-case", NULL, NULL, 0, G_MAXINT64, 0,
-                           G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    properties[PROP_SELECTED_CASE] = g_param_spec_int64(
+        "selected-case", NULL, NULL, 0, G_MAXINT64, 0, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
     g_object_class_install_properties(object_class, N_PROPS, properties);
 
     signals[SIGNAL_CASE_ACTIVATED] =
-        g_signal_new("case-activated", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL,
-                     NULL, NULL, G_TYPE_NONE, 1, G_TYPE_INT64);
+        g_signal_new("case-activated", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                     NULL, G_TYPE_NONE, 1, G_TYPE_INT64);
     signals[SIGNAL_SEARCH_CHANGED] =
-        g_signal_new("search-changed", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL,
-                     NULL, NULL, G_TYPE_NONE, 0);
+        g_signal_new("search-changed", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                     NULL, G_TYPE_NONE, 0);
 
     gtk_widget_class_set_template_from_resource(widget_class,
                                                 "/io/changelens/ChangeLens/cl-case-sidebar.ui");

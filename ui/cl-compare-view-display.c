@@ -37,16 +37,15 @@ static void set_caption(GtkLabel *name, GtkLabel *info, ClDocument *doc, guint f
 
 static void on_view_motion(GtkEventControllerMotion *m, double wx, double wy, ClCompareView *self)
 {
-    ClImageView *view =
-        CL_IMAGE_VIEW(gtk_event_controller_get_widget(GTK_EVENT_CONTROLLER(m)));
+    ClImageView *view = CL_IMAGE_VIEW(gtk_event_controller_get_widget(GTK_EVENT_CONTROLLER(m)));
     GtkLabel *info = view == self->view_a ? self->info_a : self->info_b;
     ClDocument *doc = cl_image_view_get_document(view);
     if (!doc)
         return;
     double x, y;
     cl_image_view_widget_to_image(view, wx, wy, &x, &y);
-    g_autofree char *text = cl_display_pixel_readout(cl_document_get_image(doc),
-                                                     cl_image_view_get_frame(view), x, y);
+    g_autofree char *text =
+        cl_display_pixel_readout(cl_document_get_image(doc), cl_image_view_get_frame(view), x, y);
     if (!text)
         text = describe_frame(doc, cl_image_view_get_frame(view));
     gtk_label_set_label(info, text);
@@ -54,8 +53,7 @@ static void on_view_motion(GtkEventControllerMotion *m, double wx, double wy, Cl
 
 static void on_view_leave(GtkEventControllerMotion *m, ClCompareView *self)
 {
-    ClImageView *view =
-        CL_IMAGE_VIEW(gtk_event_controller_get_widget(GTK_EVENT_CONTROLLER(m)));
+    ClImageView *view = CL_IMAGE_VIEW(gtk_event_controller_get_widget(GTK_EVENT_CONTROLLER(m)));
     ClDocument *doc = cl_image_view_get_document(view);
     if (doc) {
         g_autofree char *text = describe_frame(doc, cl_image_view_get_frame(view));
@@ -109,8 +107,10 @@ static void apply_preset(ClImageView *view, const char *preset)
     static const struct {
         const char *name;
         double center, width;
-    } ct[] = { { "ct:soft-tissue", 40, 400 }, { "ct:lung", -600, 1500 },
-               { "ct:bone", 400, 1800 },      { "ct:brain", 40, 80 } };
+    } ct[] = { { "ct:soft-tissue", 40, 400 },
+               { "ct:lung", -600, 1500 },
+               { "ct:bone", 400, 1800 },
+               { "ct:brain", 40, 80 } };
     if (g_str_equal(preset, "minmax")) {
         s.mode = CL_DISPLAY_MINMAX;
     } else if (g_str_equal(preset, "percentile")) {
@@ -145,11 +145,14 @@ void cl_compare_view_apply_preset(ClCompareView *self, const char *preset)
 static GMenu *bands_menu(const ClImage *img)
 {
     GMenu *bands = g_menu_new();
-    g_menu_append(bands, _("Bands 1, 2, 3 as red, green, blue"), "win.display-preset('bands:1,2,3')");
-    g_menu_append(bands, _("Bands 3, 2, 1 as red, green, blue"), "win.display-preset('bands:3,2,1')");
+    g_menu_append(bands, _("Bands 1, 2, 3 as red, green, blue"),
+                  "win.display-preset('bands:1,2,3')");
+    g_menu_append(bands, _("Bands 3, 2, 1 as red, green, blue"),
+                  "win.display-preset('bands:3,2,1')");
     if (img->channels >= 4) {
         /* TRANSLATORS: a false-colour composite of multispectral bands */
-        g_menu_append(bands, _("Bands 4, 3, 2 (false colour)"), "win.display-preset('bands:4,3,2')");
+        g_menu_append(bands, _("Bands 4, 3, 2 (false colour)"),
+                      "win.display-preset('bands:4,3,2')");
     }
     for (guint b = 1; b <= MIN(img->channels, 12u); b++) {
         /* TRANSLATORS: one band of a multi-band image shown in grey */
@@ -177,9 +180,9 @@ void cl_compare_view_update_presets(ClCompareView *self, ClDocument *doc)
         for (guint i = 0; i < img->windows->len && i < 16; i++) {
             const ClWindowPreset *w = &g_array_index(img->windows, ClWindowPreset, i);
             /* TRANSLATORS: a window preset from the DICOM file: its name, centre and width */
-            g_autofree char *label = g_strdup_printf(_("%s (centre %g, width %g)"),
-                                                     w->explanation ? w->explanation : _("File"),
-                                                     w->center, w->width);
+            g_autofree char *label =
+                g_strdup_printf(_("%s (centre %g, width %g)"),
+                                w->explanation ? w->explanation : _("File"), w->center, w->width);
             g_autofree char *action = g_strdup_printf("win.display-preset('file:%u')", i);
             g_menu_append(file, label, action);
         }

@@ -27,8 +27,8 @@ struct _ClCompareView {
     ClViewport *zoom_viewport; /* view_a's: the one "zoom" follows */
     gulong zoom_id;
 
-    ClCompareMode mode;  /* NONE = side by side */
-    double blend;        /* the mode bar's value per mode */
+    ClCompareMode mode; /* NONE = side by side */
+    double blend;       /* the mode bar's value per mode */
     double flicker_rate;
     double tolerance;
     gboolean updating_scale;
@@ -38,8 +38,8 @@ struct _ClCompareView {
     gboolean show_heatmap;
     ClHeatmap *heatmap; /* image 2 of the shown pair, on its letterbox */
     ClLetterbox heat_letterbox;
-    gboolean heat_in_frame;     /* the heat map is of the earlier image's frame */
-    GPtrArray *layer_heatmaps;  /* ClHeatmap*: the same image's map per encoder block */
+    gboolean heat_in_frame;    /* the heat map is of the earlier image's frame */
+    GPtrArray *layer_heatmaps; /* ClHeatmap*: the same image's map per encoder block */
 };
 
 /* cl-compare-view-display.c */

@@ -12,15 +12,21 @@
 #include "cl-document.h"
 #include "image/display.h"
 
-
 static void cl_compare_view_buildable_init(GtkBuildableIface *iface);
 
 G_DEFINE_FINAL_TYPE_WITH_CODE(ClCompareView, cl_compare_view, GTK_TYPE_BOX,
                               G_IMPLEMENT_INTERFACE(GTK_TYPE_BUILDABLE,
                                                     cl_compare_view_buildable_init))
 
-enum { PROP_0, PROP_LINK_VIEWS, PROP_COMPARE_MODE, PROP_SHOW_HEATMAP, PROP_SYNC_WINDOW_LEVEL,
-       PROP_ZOOM, N_PROPS };
+enum {
+    PROP_0,
+    PROP_LINK_VIEWS,
+    PROP_COMPARE_MODE,
+    PROP_SHOW_HEATMAP,
+    PROP_SYNC_WINDOW_LEVEL,
+    PROP_ZOOM,
+    N_PROPS
+};
 static GParamSpec *properties[N_PROPS];
 
 static GtkBuildableIface *parent_buildable_iface;
@@ -247,8 +253,8 @@ static const struct {
     const char *name;
     ClCompareMode mode;
 } compare_modes[] = {
-    { "side-by-side", CL_COMPARE_NONE },   { "swipe", CL_COMPARE_SWIPE },
-    { "blend", CL_COMPARE_BLEND },         { "flicker", CL_COMPARE_FLICKER },
+    { "side-by-side", CL_COMPARE_NONE },     { "swipe", CL_COMPARE_SWIPE },
+    { "blend", CL_COMPARE_BLEND },           { "flicker", CL_COMPARE_FLICKER },
     { "difference", CL_COMPARE_DIFFERENCE },
 };
 
@@ -296,9 +302,8 @@ static void update_mode_bar(ClCompareView *self)
         break;
     default:
         slider = FALSE;
-        gtk_label_set_label(self->mode_label, self->mode == CL_COMPARE_SWIPE
-                                                  ? _("Drag the divider to swipe")
-                                                  : "");
+        gtk_label_set_label(self->mode_label,
+                            self->mode == CL_COMPARE_SWIPE ? _("Drag the divider to swipe") : "");
         break;
     }
     gtk_scale_set_digits(self->mode_scale, self->mode == CL_COMPARE_FLICKER ? 1 : 0);
@@ -325,8 +330,7 @@ static void on_mode_scale_changed(GtkRange *range, ClCompareView *self)
         self->tolerance = v;
         cl_image_view_set_tolerance(self->view_a, v);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -404,8 +408,7 @@ static void apply_masks(ClCompareView *self)
     cl_image_view_set_masks(self->view_b, later, n);
     gtk_widget_set_visible(GTK_WIDGET(self->masks_button), n > 0);
     /* TRANSLATORS: button that removes the ignore regions; %u is how many there are */
-    g_autofree char *label = g_strdup_printf(
-        ngettext("Clear %u Mask", "Clear %u Masks", n), n);
+    g_autofree char *label = g_strdup_printf(ngettext("Clear %u Mask", "Clear %u Masks", n), n);
     gtk_button_set_label(self->masks_button, label);
 }
 
@@ -480,7 +483,6 @@ gboolean cl_compare_view_nudge(ClCompareView *self, int dx, int dy)
     return TRUE;
 }
 
-
 /* ---- the images ---- */
 
 void cl_compare_view_show_images(ClCompareView *self, ClDocument *const docs[2],
@@ -511,8 +513,8 @@ void cl_compare_view_show_images(ClCompareView *self, ClDocument *const docs[2],
 
 /* ---- GtkBuildable: "side" and "bottom" children ---- */
 
-static void cl_compare_view_add_child(GtkBuildable *buildable, GtkBuilder *builder,
-                                      GObject *child, const char *type)
+static void cl_compare_view_add_child(GtkBuildable *buildable, GtkBuilder *builder, GObject *child,
+                                      const char *type)
 {
     ClCompareView *self = CL_COMPARE_VIEW(buildable);
     if (g_strcmp0(type, "side") == 0 && GTK_IS_WIDGET(child))
@@ -536,23 +538,12 @@ static void cl_compare_view_get_property(GObject *object, guint prop_id, GValue 
 {
     ClCompareView *self = CL_COMPARE_VIEW(object);
     switch (prop_id) {
-    case PROP_LINK_VIEWS:
-        g_value_set_boolean(value, self->link_views);
-        break;
-    case PROP_COMPARE_MODE:
-        g_value_set_string(value, mode_name(self->mode));
-        break;
-    case PROP_SHOW_HEATMAP:
-        g_value_set_boolean(value, self->show_heatmap);
-        break;
-    case PROP_SYNC_WINDOW_LEVEL:
-        g_value_set_boolean(value, self->sync_window_level);
-        break;
-    case PROP_ZOOM:
-        g_value_set_double(value, cl_compare_view_get_zoom(self));
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_LINK_VIEWS: g_value_set_boolean(value, self->link_views); break;
+    case PROP_COMPARE_MODE: g_value_set_string(value, mode_name(self->mode)); break;
+    case PROP_SHOW_HEATMAP: g_value_set_boolean(value, self->show_heatmap); break;
+    case PROP_SYNC_WINDOW_LEVEL: g_value_set_boolean(value, self->sync_window_level); break;
+    case PROP_ZOOM: g_value_set_double(value, cl_compare_view_get_zoom(self)); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -561,9 +552,7 @@ static void cl_compare_view_set_property(GObject *object, guint prop_id, const G
 {
     ClCompareView *self = CL_COMPARE_VIEW(object);
     switch (prop_id) {
-    case PROP_LINK_VIEWS:
-        cl_compare_view_set_link_views(self, g_value_get_boolean(value));
-        break;
+    case PROP_LINK_VIEWS: cl_compare_view_set_link_views(self, g_value_get_boolean(value)); break;
     case PROP_COMPARE_MODE:
         if (!cl_compare_view_set_compare_mode(self, g_value_get_string(value)))
             g_warning("unknown compare mode “%s”", g_value_get_string(value));
@@ -577,8 +566,7 @@ static void cl_compare_view_set_property(GObject *object, guint prop_id, const G
             g_object_notify_by_pspec(object, pspec);
         }
         break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 

@@ -170,7 +170,9 @@ const ClSentenceMap *cl_description_panel_highlight(ClDescriptionPanel *self, in
     g_autofree char *text = gtk_text_buffer_get_text(buf, &a, &b, FALSE);
     if (offset >= 0 && self->sentences && self->generated_text &&
         g_str_equal(text, self->generated_text)) {
-        gsize byte = (gsize)(g_utf8_offset_to_pointer(text, MIN(offset, (int)g_utf8_strlen(text, -1))) - text);
+        gsize byte =
+            (gsize)(g_utf8_offset_to_pointer(text, MIN(offset, (int)g_utf8_strlen(text, -1))) -
+                    text);
         for (guint i = 0; i < self->sentences->len && found < 0; i++) {
             const ClSentenceMap *sm = g_ptr_array_index(self->sentences, i);
             if (byte >= sm->start && byte < sm->end)
@@ -182,8 +184,10 @@ const ClSentenceMap *cl_description_panel_highlight(ClDescriptionPanel *self, in
         return NULL;
     const ClSentenceMap *sm = g_ptr_array_index(self->sentences, (guint)found);
     GtkTextIter s0, s1;
-    gtk_text_buffer_get_iter_at_offset(buf, &s0, (int)g_utf8_pointer_to_offset(text, text + sm->start));
-    gtk_text_buffer_get_iter_at_offset(buf, &s1, (int)g_utf8_pointer_to_offset(text, text + sm->end));
+    gtk_text_buffer_get_iter_at_offset(buf, &s0,
+                                       (int)g_utf8_pointer_to_offset(text, text + sm->start));
+    gtk_text_buffer_get_iter_at_offset(buf, &s1,
+                                       (int)g_utf8_pointer_to_offset(text, text + sm->end));
     gtk_text_buffer_apply_tag_by_name(buf, "sentence", &s0, &s1);
     return sm;
 }
@@ -222,24 +226,18 @@ static void cl_description_panel_get_property(GObject *object, guint prop_id, GV
 {
     ClDescriptionPanel *self = CL_DESCRIPTION_PANEL(object);
     switch (prop_id) {
-    case PROP_RUNNING:
-        g_value_set_boolean(value, self->running);
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_RUNNING: g_value_set_boolean(value, self->running); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
-static void cl_description_panel_set_property(GObject *object, guint prop_id,
-                                              const GValue *value, GParamSpec *pspec)
+static void cl_description_panel_set_property(GObject *object, guint prop_id, const GValue *value,
+                                              GParamSpec *pspec)
 {
     ClDescriptionPanel *self = CL_DESCRIPTION_PANEL(object);
     switch (prop_id) {
-    case PROP_RUNNING:
-        cl_description_panel_set_running(self, g_value_get_boolean(value));
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_RUNNING: cl_description_panel_set_running(self, g_value_get_boolean(value)); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -267,11 +265,11 @@ static void cl_description_panel_class_init(ClDescriptionPanelClass *klass)
     g_object_class_install_properties(object_class, N_PROPS, properties);
 
     signals[SIGNAL_VERSION_SELECTED] =
-        g_signal_new("version-selected", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL,
-                     NULL, NULL, G_TYPE_NONE, 1, G_TYPE_UINT);
+        g_signal_new("version-selected", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                     NULL, G_TYPE_NONE, 1, G_TYPE_UINT);
     signals[SIGNAL_SENTENCE_HOVERED] =
-        g_signal_new("sentence-hovered", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL,
-                     NULL, NULL, G_TYPE_NONE, 1, G_TYPE_INT);
+        g_signal_new("sentence-hovered", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                     NULL, G_TYPE_NONE, 1, G_TYPE_INT);
 
     gtk_widget_class_set_template_from_resource(
         widget_class, "/io/changelens/ChangeLens/cl-description-panel.ui");

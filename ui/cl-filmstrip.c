@@ -56,10 +56,9 @@ static void thumb_thread(GTask *task, gpointer source, gpointer data, GCancellab
         return;
     }
     g_autoptr(GBytes) bytes = g_bytes_new_take(rgba, (gsize)w * h * 4);
-    g_task_return_pointer(task,
-                          gdk_memory_texture_new((int)w, (int)h, GDK_MEMORY_R8G8B8A8, bytes,
-                                                 (gsize)w * 4),
-                          g_object_unref);
+    g_task_return_pointer(
+        task, gdk_memory_texture_new((int)w, (int)h, GDK_MEMORY_R8G8B8A8, bytes, (gsize)w * 4),
+        g_object_unref);
 }
 
 static void thumb_done(GObject *source, GAsyncResult *result, gpointer user_data)
@@ -108,10 +107,10 @@ static GtkWidget *new_item(ClFilmstrip *self, const ClFilmstripItem *it, guint i
     GtkWidget *pic = gtk_picture_new();
     gtk_widget_set_size_request(pic, THUMB_SIDE, THUMB_SIDE * 3 / 4);
     gtk_box_append(GTK_BOX(box), pic);
-    g_autofree char *label = cl_document_get_n_frames(it->doc) > 1
-                                 ? g_strdup_printf("%s [%u]", cl_document_get_name(it->doc),
-                                                   it->frame + 1)
-                                 : g_strdup(cl_document_get_name(it->doc));
+    g_autofree char *label =
+        cl_document_get_n_frames(it->doc) > 1
+            ? g_strdup_printf("%s [%u]", cl_document_get_name(it->doc), it->frame + 1)
+            : g_strdup(cl_document_get_name(it->doc));
     GtkWidget *name = gtk_label_new(label);
     gtk_label_set_ellipsize(GTK_LABEL(name), PANGO_ELLIPSIZE_MIDDLE);
     gtk_label_set_max_width_chars(GTK_LABEL(name), 14);
@@ -180,11 +179,8 @@ static void cl_filmstrip_get_property(GObject *object, guint prop_id, GValue *va
 {
     ClFilmstrip *self = CL_FILMSTRIP(object);
     switch (prop_id) {
-    case PROP_N_ITEMS:
-        g_value_set_uint(value, self->n_items);
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_N_ITEMS: g_value_set_uint(value, self->n_items); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -210,8 +206,8 @@ static void cl_filmstrip_class_init(ClFilmstripClass *klass)
         g_signal_new("pair-chosen", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                      NULL, G_TYPE_NONE, 1, G_TYPE_UINT);
     signals[SIGNAL_ITEM_MOVED] =
-        g_signal_new("item-moved", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
-                     NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_UINT);
+        g_signal_new("item-moved", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                     G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_UINT);
 
     gtk_widget_class_set_template_from_resource(widget_class,
                                                 "/io/changelens/ChangeLens/cl-filmstrip.ui");

@@ -247,8 +247,8 @@ void cl_image_view_update_flicker(ClImageView *self)
     g_clear_handle_id(&self->flicker_id, g_source_remove);
     self->flicker_phase = FALSE;
     if (self->mode == CL_COMPARE_FLICKER && gtk_widget_get_mapped(GTK_WIDGET(self)))
-        self->flicker_id = g_timeout_add((guint)lround(1000.0 / self->flicker_rate), flicker_tick,
-                                         self);
+        self->flicker_id =
+            g_timeout_add((guint)lround(1000.0 / self->flicker_rate), flicker_tick, self);
     gtk_widget_queue_draw(GTK_WIDGET(self));
 }
 
@@ -394,9 +394,7 @@ void cl_image_view_draw_compare(ClImageView *self, GtkSnapshot *snapshot, double
     gboolean other = self->partner && self->partner->mips;
 
     switch (self->mode) {
-    case CL_COMPARE_NONE:
-        cl_image_view_draw_own(self, snapshot, ox, oy, lz, zoom);
-        break;
+    case CL_COMPARE_NONE: cl_image_view_draw_own(self, snapshot, ox, oy, lz, zoom); break;
     case CL_COMPARE_SWIPE: {
         double x = round(w * self->swipe);
         cl_image_view_draw_own(self, snapshot, ox, oy, lz, zoom);
@@ -487,11 +485,11 @@ void cl_image_view_draw_heat(ClImageView *self, GtkSnapshot *snapshot, double ox
     }
     gtk_snapshot_push_clip(snapshot, &GRAPHENE_RECT_INIT(0, 0, (float)vw, (float)vh));
     gtk_snapshot_push_opacity(snapshot, self->heat_opacity);
-    gtk_snapshot_append_texture(
-        snapshot, self->heat,
-        &GRAPHENE_RECT_INIT((float)(self->heat_u0 * vw), (float)(self->heat_v0 * vh),
-                            (float)((self->heat_u1 - self->heat_u0) * vw),
-                            (float)((self->heat_v1 - self->heat_v0) * vh)));
+    gtk_snapshot_append_texture(snapshot, self->heat,
+                                &GRAPHENE_RECT_INIT((float)(self->heat_u0 * vw),
+                                                    (float)(self->heat_v0 * vh),
+                                                    (float)((self->heat_u1 - self->heat_u0) * vw),
+                                                    (float)((self->heat_v1 - self->heat_v0) * vh)));
     gtk_snapshot_pop(snapshot);
     gtk_snapshot_pop(snapshot);
     gtk_snapshot_restore(snapshot);

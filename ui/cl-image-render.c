@@ -134,8 +134,8 @@ const ClImageMip *cl_image_mips_pick(GPtrArray *mips, guint image_width, double 
  * texels under it (and one more each side, for the filter) are drawn: a texture node costs
  * GTK's cairo renderer a copy of the whole texture every frame, about 18 ms for a 2048² level,
  * which zoomed in would be spent on texels off screen. The part shares the mip's pixels. */
-void cl_image_mip_append(GtkSnapshot *snapshot, const ClImageMip *m, guint image_w,
-                         guint image_h, const int vis[4], const graphene_rect_t *rect)
+void cl_image_mip_append(GtkSnapshot *snapshot, const ClImageMip *m, guint image_w, guint image_h,
+                         const int vis[4], const graphene_rect_t *rect)
 {
     if (!image_w || !image_h)
         return;
@@ -155,8 +155,8 @@ void cl_image_mip_append(GtkSnapshot *snapshot, const ClImageMip *m, guint image
     gsize offset = (gsize)ty0 * stride + (gsize)tx0 * 4;
     gsize size = (gsize)(ty1 - ty0 - 1) * stride + (gsize)(tx1 - tx0) * 4;
     g_autoptr(GBytes) bytes = g_bytes_new_from_bytes(m->pixels, offset, size);
-    g_autoptr(GdkTexture) t = gdk_memory_texture_new(tx1 - tx0, ty1 - ty0, GDK_MEMORY_R8G8B8A8,
-                                                     bytes, stride);
+    g_autoptr(GdkTexture) t =
+        gdk_memory_texture_new(tx1 - tx0, ty1 - ty0, GDK_MEMORY_R8G8B8A8, bytes, stride);
     float sx = rect->size.width / (float)m->width, sy = rect->size.height / (float)m->height;
     gtk_snapshot_append_texture(
         snapshot, t,
@@ -358,8 +358,8 @@ static void detail_done(GObject *source, GAsyncResult *result, gpointer user_dat
 
 /* Draws the visible part at full resolution; FALSE when it is not ready (being rendered, or no
  * memory): the caller draws the overview instead. */
-static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, int vx0, int vy0,
-                                int vx1, int vy1, double zoom, double ox, double oy, double lz)
+static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, int vx0, int vy0, int vx1,
+                                int vy1, double zoom, double ox, double oy, double lz)
 {
     if (vx1 <= vx0 || vy1 <= vy0)
         return TRUE; /* the image is out of sight */
@@ -369,8 +369,8 @@ static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, int vx
     while (zoom * step * 2 <= 1.0 && step < (1 << 20))
         step *= 2;
     gboolean cached = self->detail && self->detail_k == k && self->detail_step == step &&
-                      vx0 >= self->detail_x &&
-                      vy0 >= self->detail_y && vx1 <= self->detail_x + self->detail_w &&
+                      vx0 >= self->detail_x && vy0 >= self->detail_y &&
+                      vx1 <= self->detail_x + self->detail_w &&
                       vy1 <= self->detail_y + self->detail_h;
     if (!cached) {
         /* A margin of a quarter view each side lets small pans reuse the crop. */
@@ -378,9 +378,8 @@ static gboolean snapshot_detail(ClImageView *self, GtkSnapshot *snapshot, int vx
         int x0 = MAX(0, vx0 - mx), y0 = MAX(0, vy0 - my);
         int x1 = MIN((int)self->image_width, vx1 + mx), y1 = MIN((int)self->image_height, vy1 + my);
         gboolean pending = self->detail_cancellable && self->pending_k == k &&
-                           self->pending_step == step &&
-                           vx0 >= self->pending_x && vy0 >= self->pending_y &&
-                           vx1 <= self->pending_x + self->pending_w &&
+                           self->pending_step == step && vx0 >= self->pending_x &&
+                           vy0 >= self->pending_y && vx1 <= self->pending_x + self->pending_w &&
                            vy1 <= self->pending_y + self->pending_h;
         if (pending)
             return FALSE;
@@ -470,7 +469,8 @@ void cl_image_view_push_image_space(ClImageView *self, ClImageView *v, GtkSnapsh
     if (fabs(th) > 1e-9)
         gtk_snapshot_rotate(snapshot, (float)(th * 180 / G_PI));
     if (fabs(k) > 1e-9)
-        gtk_snapshot_transform(snapshot, gsk_transform_skew(NULL, (float)(atan(k) * 180 / G_PI), 0));
+        gtk_snapshot_transform(snapshot,
+                               gsk_transform_skew(NULL, (float)(atan(k) * 180 / G_PI), 0));
     gtk_snapshot_scale(snapshot, (float)sx, (float)sy);
     double w = gtk_widget_get_width(GTK_WIDGET(self)), h = gtk_widget_get_height(GTK_WIDGET(self));
     double x0 = G_MAXDOUBLE, y0 = G_MAXDOUBLE, x1 = -G_MAXDOUBLE, y1 = -G_MAXDOUBLE;
@@ -531,10 +531,10 @@ void cl_image_view_draw_own(ClImageView *self, GtkSnapshot *snapshot, double ox,
     gboolean need_detail = z > CL_VIEW_NEAREST_ZOOM || z > self->texture_scale * 1.001;
     if (!need_detail ||
         !snapshot_detail(self, snapshot, vis[0], vis[1], vis[2], vis[3], z, 0, 0, 1))
-        cl_image_mip_append(snapshot, cl_image_mips_pick(self->mips, self->image_width, z),
-                            self->image_width, self->image_height, vis,
-                            &GRAPHENE_RECT_INIT(0, 0, (float)self->image_width,
-                                                (float)self->image_height));
+        cl_image_mip_append(
+            snapshot, cl_image_mips_pick(self->mips, self->image_width, z), self->image_width,
+            self->image_height, vis,
+            &GRAPHENE_RECT_INIT(0, 0, (float)self->image_width, (float)self->image_height));
     gtk_snapshot_restore(snapshot);
 }
 
@@ -551,4 +551,3 @@ void cl_image_view_draw_partner(ClImageView *self, GtkSnapshot *snapshot, double
                         &GRAPHENE_RECT_INIT(0, 0, (float)p->image_width, (float)p->image_height));
     gtk_snapshot_restore(snapshot);
 }
-

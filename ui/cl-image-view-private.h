@@ -30,10 +30,10 @@ struct _ClImageView {
     GBytes *overview;
     guint overview_w, overview_h;
     guint image_width, image_height;
-    GdkTexture *texture;  /* of the overview */
-    GPtrArray *mips;      /* ClImageMip*: the overview halved again and again (texture first),
+    GdkTexture *texture;        /* of the overview */
+    GPtrArray *mips;            /* ClImageMip*: the overview halved again and again (texture first),
                            * so that a view drawn small scales a texture by at most 2× */
-    double texture_scale; /* texture width / image width (1 unless downsampled) */
+    double texture_scale;       /* texture width / image width (1 unless downsampled) */
     ClDisplaySettings settings; /* what the overview was rendered with, for the crops */
     ClDisplayRanges ranges;
 
@@ -80,7 +80,7 @@ struct _ClImageView {
     double heat_u0, heat_v0, heat_u1, heat_v1;
     double heat_opacity;
     ClHeatmapColours heat_colours;
-    gboolean heat_in_frame; /* the map is of the frame (an aligned model input), not an image */
+    gboolean heat_in_frame;  /* the map is of the frame (an aligned model input), not an image */
     double heat_fw, heat_fh; /* the frame's size then */
 
     /* Input state */
@@ -116,8 +116,8 @@ GPtrArray *cl_image_mips_new(GBytes *rgba, guint w, guint h);
 /* The mip to draw image_width image pixels at zoom. */
 const ClImageMip *cl_image_mips_pick(GPtrArray *mips, guint image_width, double zoom);
 /* Appends the part of mip m in sight (image pixels vis) of an image_w × image_h image on rect. */
-void cl_image_mip_append(GtkSnapshot *snapshot, const ClImageMip *m, guint image_w,
-                         guint image_h, const int vis[4], const graphene_rect_t *rect);
+void cl_image_mip_append(GtkSnapshot *snapshot, const ClImageMip *m, guint image_w, guint image_h,
+                         const int vis[4], const graphene_rect_t *rect);
 /* Starts rendering the overview with settings (NULL: the frame's defaults), dropping the render
  * in progress; "texture" changes when it is ready. */
 void cl_image_view_render(ClImageView *self, const ClDisplaySettings *settings);

@@ -277,8 +277,7 @@ static gboolean on_scroll(GtkEventControllerScroll *scroll, double dx, double dy
 static void on_drag_begin(GtkGestureDrag *drag, double x, double y, ClImageView *self)
 {
     self->drag_last_x = self->drag_last_y = 0.0;
-    GdkModifierType mods =
-        gtk_event_controller_get_current_event_state(GTK_EVENT_CONTROLLER(drag));
+    GdkModifierType mods = gtk_event_controller_get_current_event_state(GTK_EVENT_CONTROLLER(drag));
     self->drawing_mask = (mods & GDK_SHIFT_MASK) && self->texture && !self->has_align;
     if (self->drawing_mask) {
         cl_image_view_widget_to_image(self, x, y, &self->mask_x0, &self->mask_y0);
@@ -400,29 +399,14 @@ static void cl_image_view_get_property(GObject *object, guint prop_id, GValue *v
 {
     ClImageView *self = CL_IMAGE_VIEW(object);
     switch (prop_id) {
-    case PROP_DOCUMENT:
-        g_value_set_object(value, self->document);
-        break;
-    case PROP_FRAME:
-        g_value_set_uint(value, self->frame);
-        break;
-    case PROP_VIEWPORT:
-        g_value_set_object(value, self->viewport);
-        break;
-    case PROP_TEXTURE:
-        g_value_set_object(value, self->texture);
-        break;
-    case PROP_LOADING:
-        g_value_set_boolean(value, cl_image_view_get_loading(self));
-        break;
-    case PROP_COMPARE_MODE:
-        g_value_set_int(value, self->mode);
-        break;
-    case PROP_CHANGED_FRACTION:
-        g_value_set_double(value, self->changed_fraction);
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_DOCUMENT: g_value_set_object(value, self->document); break;
+    case PROP_FRAME: g_value_set_uint(value, self->frame); break;
+    case PROP_VIEWPORT: g_value_set_object(value, self->viewport); break;
+    case PROP_TEXTURE: g_value_set_object(value, self->texture); break;
+    case PROP_LOADING: g_value_set_boolean(value, cl_image_view_get_loading(self)); break;
+    case PROP_COMPARE_MODE: g_value_set_int(value, self->mode); break;
+    case PROP_CHANGED_FRACTION: g_value_set_double(value, self->changed_fraction); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -431,11 +415,8 @@ static void cl_image_view_set_property(GObject *object, guint prop_id, const GVa
 {
     ClImageView *self = CL_IMAGE_VIEW(object);
     switch (prop_id) {
-    case PROP_VIEWPORT:
-        cl_image_view_set_viewport(self, g_value_get_object(value));
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_VIEWPORT: cl_image_view_set_viewport(self, g_value_get_object(value)); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -496,16 +477,15 @@ static void cl_image_view_class_init(ClImageViewClass *klass)
                      NULL, G_TYPE_NONE, 1, G_TYPE_ERROR);
 
     /* The user set a window/level by dragging (cl_image_view_get_display tells it). */
-    signals[SIGNAL_DISPLAY_CHANGED] = g_signal_new("display-changed", G_TYPE_FROM_CLASS(klass),
-                                                   G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
-                                                   G_TYPE_NONE, 0);
+    signals[SIGNAL_DISPLAY_CHANGED] =
+        g_signal_new("display-changed", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
+                     NULL, G_TYPE_NONE, 0);
 
     /* Shift+drag drew an ignore region: x0, y0, x1, y1 in this image's pixels (the owner of the
      * masks decides what to do with it: cl_image_view_set_masks shows them). */
-    signals[SIGNAL_MASK_DRAWN] = g_signal_new("mask-drawn", G_TYPE_FROM_CLASS(klass),
-                                              G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL, G_TYPE_NONE,
-                                              4, G_TYPE_DOUBLE, G_TYPE_DOUBLE, G_TYPE_DOUBLE,
-                                              G_TYPE_DOUBLE);
+    signals[SIGNAL_MASK_DRAWN] =
+        g_signal_new("mask-drawn", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                     G_TYPE_NONE, 4, G_TYPE_DOUBLE, G_TYPE_DOUBLE, G_TYPE_DOUBLE, G_TYPE_DOUBLE);
 
     gtk_widget_class_set_css_name(widget_class, "imageview");
 }

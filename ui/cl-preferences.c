@@ -7,8 +7,9 @@
 #include "cl-config.h"
 
 static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
-static const char *const modes[] = { "side-by-side", "swipe", "blend", "flicker", "difference",
-                                     NULL };
+static const char *const modes[] = {
+    "side-by-side", "swipe", "blend", "flicker", "difference", NULL
+};
 static const char *const sources[] = { "update-norm", "delta", NULL };
 static const char *const colour_maps[] = { "inferno", "viridis", "reds", NULL };
 
@@ -125,9 +126,9 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
     adw_preferences_group_set_title(model, _("Model"));
     const char *device_labels[] = { _("Automatic: the GPU when there is one"), _("CPU"),
                                     _("GPU (CUDA)"), NULL };
-    adw_preferences_group_add(model, combo_row(settings, "device", _("Device"),
-                                               _("Used from the next model run"), devices,
-                                               device_labels));
+    adw_preferences_group_add(model,
+                              combo_row(settings, "device", _("Device"),
+                                        _("Used from the next model run"), devices, device_labels));
     ModelRow *m = g_new0(ModelRow, 1);
     m->settings = g_object_ref(settings);
     m->row = adw_action_row_new();
@@ -167,17 +168,17 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
 
     AdwPreferencesGroup *view = ADW_PREFERENCES_GROUP(adw_preferences_group_new());
     adw_preferences_group_set_title(view, _("Comparing"));
-    const char *mode_labels[] = { _("Side by side"), _("Swipe"), _("Blend"), _("Flicker"),
-                                  _("Difference"), NULL };
+    const char *mode_labels[] = { _("Side by side"), _("Swipe"),      _("Blend"),
+                                  _("Flicker"),      _("Difference"), NULL };
     adw_preferences_group_add(view, combo_row(settings, "compare-mode", _("Compare mode"),
                                               _("How a pair is shown when it opens"), modes,
                                               mode_labels));
     adw_preferences_group_add(view, switch_row(settings, "link-views", _("Link views"),
                                                _("Zoom and pan both views together")));
-    adw_preferences_group_add(view, switch_row(settings, "sync-window-level",
-                                               _("Link window/level"),
-                                               _("A window/level set on one linked view is set "
-                                                 "on the other")));
+    adw_preferences_group_add(view,
+                              switch_row(settings, "sync-window-level", _("Link window/level"),
+                                         _("A window/level set on one linked view is set "
+                                           "on the other")));
     const char *colour_labels[] = { _("Inferno"), _("Viridis"), _("Dark red to yellow"), NULL };
     adw_preferences_group_add(view, combo_row(settings, "heatmap-colours", _("Heat map colours"),
                                               _("The colour map of the heat maps"), colour_maps,

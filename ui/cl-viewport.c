@@ -24,20 +24,11 @@ static void cl_viewport_get_property(GObject *object, guint prop_id, GValue *val
 {
     ClViewport *self = CL_VIEWPORT(object);
     switch (prop_id) {
-    case PROP_ZOOM:
-        g_value_set_double(value, self->zoom);
-        break;
-    case PROP_CENTER_X:
-        g_value_set_double(value, self->center_x);
-        break;
-    case PROP_CENTER_Y:
-        g_value_set_double(value, self->center_y);
-        break;
-    case PROP_FIT:
-        g_value_set_boolean(value, self->fit);
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_ZOOM: g_value_set_double(value, self->zoom); break;
+    case PROP_CENTER_X: g_value_set_double(value, self->center_x); break;
+    case PROP_CENTER_Y: g_value_set_double(value, self->center_y); break;
+    case PROP_FIT: g_value_set_boolean(value, self->fit); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -46,20 +37,15 @@ static void cl_viewport_set_property(GObject *object, guint prop_id, const GValu
 {
     ClViewport *self = CL_VIEWPORT(object);
     switch (prop_id) {
-    case PROP_ZOOM:
-        cl_viewport_set_zoom(self, g_value_get_double(value));
-        break;
+    case PROP_ZOOM: cl_viewport_set_zoom(self, g_value_get_double(value)); break;
     case PROP_CENTER_X:
         cl_viewport_set(self, self->zoom, g_value_get_double(value), self->center_y);
         break;
     case PROP_CENTER_Y:
         cl_viewport_set(self, self->zoom, self->center_x, g_value_get_double(value));
         break;
-    case PROP_FIT:
-        cl_viewport_set_fit(self, g_value_get_boolean(value));
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_FIT: cl_viewport_set_fit(self, g_value_get_boolean(value)); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 

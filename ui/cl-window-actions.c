@@ -216,9 +216,9 @@ static void action_export(GtkWidget *widget, const char *name, GVariant *param)
     ClWindow *self = CL_WINDOW(widget);
     if (!self->current_case)
         return;
-    GtkFileChooserNative *chooser = gtk_file_chooser_native_new(
-        _("Export Report"), GTK_WINDOW(self), GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"),
-        _("_Cancel"));
+    GtkFileChooserNative *chooser =
+        gtk_file_chooser_native_new(_("Export Report"), GTK_WINDOW(self),
+                                    GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"), _("_Cancel"));
     GtkFileChooser *fc = GTK_FILE_CHOOSER(chooser);
     gtk_native_dialog_set_modal(GTK_NATIVE_DIALOG(chooser), TRUE);
     static const struct {
@@ -262,8 +262,7 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
                                     action_toggle_sidebar);
     gtk_widget_class_install_action(widget_class, "win.export-report", NULL, action_export);
     gtk_widget_class_install_action(widget_class, "win.next-case", NULL, action_next_case);
-    gtk_widget_class_install_action(widget_class, "win.previous-case", NULL,
-                                    action_previous_case);
+    gtk_widget_class_install_action(widget_class, "win.previous-case", NULL, action_previous_case);
     gtk_widget_class_install_action(widget_class, "win.clear-masks", NULL, action_clear_masks);
     gtk_widget_class_install_action(widget_class, "win.preferences", NULL, action_preferences);
     gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");
@@ -271,25 +270,26 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
     static const struct {
         guint key;
         int dx, dy;
-    } nudges[] = { { GDK_KEY_Left, -1, 0 }, { GDK_KEY_Right, 1, 0 }, { GDK_KEY_Up, 0, -1 },
+    } nudges[] = { { GDK_KEY_Left, -1, 0 },
+                   { GDK_KEY_Right, 1, 0 },
+                   { GDK_KEY_Up, 0, -1 },
                    { GDK_KEY_Down, 0, 1 } };
     for (guint i = 0; i < G_N_ELEMENTS(nudges); i++)
-        gtk_widget_class_add_binding_action(widget_class, nudges[i].key, GDK_ALT_MASK,
-                                            "win.nudge", "(ii)", nudges[i].dx, nudges[i].dy);
-    gtk_widget_class_install_action(widget_class, "win.display-preset", "s",
-                                    action_display_preset);
+        gtk_widget_class_add_binding_action(widget_class, nudges[i].key, GDK_ALT_MASK, "win.nudge",
+                                            "(ii)", nudges[i].dx, nudges[i].dy);
+    gtk_widget_class_install_action(widget_class, "win.display-preset", "s", action_display_preset);
 
     /* Plain keys as the window's bindings (bubble phase): a focused text field types them. */
     static const struct {
         guint key;
         const char *action;
     } keys[] = {
-        { GDK_KEY_0, "win.zoom-fit" },         { GDK_KEY_KP_0, "win.zoom-fit" },
-        { GDK_KEY_1, "win.zoom-100" },         { GDK_KEY_KP_1, "win.zoom-100" },
-        { GDK_KEY_plus, "win.zoom-in" },       { GDK_KEY_equal, "win.zoom-in" },
-        { GDK_KEY_KP_Add, "win.zoom-in" },     { GDK_KEY_minus, "win.zoom-out" },
+        { GDK_KEY_0, "win.zoom-fit" },           { GDK_KEY_KP_0, "win.zoom-fit" },
+        { GDK_KEY_1, "win.zoom-100" },           { GDK_KEY_KP_1, "win.zoom-100" },
+        { GDK_KEY_plus, "win.zoom-in" },         { GDK_KEY_equal, "win.zoom-in" },
+        { GDK_KEY_KP_Add, "win.zoom-in" },       { GDK_KEY_minus, "win.zoom-out" },
         { GDK_KEY_KP_Subtract, "win.zoom-out" }, { GDK_KEY_l, "win.link-views" },
-        { GDK_KEY_h, "win.show-heatmap" },     { GDK_KEY_Escape, "win.stop-describe" },
+        { GDK_KEY_h, "win.show-heatmap" },       { GDK_KEY_Escape, "win.stop-describe" },
     };
     for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
         gtk_widget_class_add_binding_action(widget_class, keys[i].key, 0, keys[i].action, NULL);

@@ -20,12 +20,9 @@
 static const char *status_label(ClDescStatus s)
 {
     switch (s) {
-    case CL_DESC_ACCEPTED:
-        return _("accepted");
-    case CL_DESC_REJECTED:
-        return _("rejected");
-    default:
-        return _("draft");
+    case CL_DESC_ACCEPTED: return _("accepted");
+    case CL_DESC_REJECTED: return _("rejected");
+    default: return _("draft");
     }
 }
 
@@ -171,8 +168,7 @@ gboolean cl_window_cases_reorder(ClWindow *self, guint from, guint to)
     ids[to] = moved;
     g_autoptr(GError) error = NULL;
     if (!cl_casedb_images_reorder(self->db, c->summary.id, ids, n, &error)) {
-        g_autofree char *msg = g_strdup_printf(_("The new order was not kept: %s"),
-                                               error->message);
+        g_autofree char *msg = g_strdup_printf(_("The new order was not kept: %s"), error->message);
         cl_window_toast(self, msg);
         return FALSE;
     }
@@ -205,8 +201,8 @@ static void apply_case_state(ClWindow *self, gboolean keep_text)
     ClDescriptionPanel *panel = self->description_panel;
     const ClCase *c = self->current_case;
     g_autoptr(GPtrArray) versions = current_versions(c);
-    const ClCaseDescVersion *cur = versions->len ? g_ptr_array_index(versions, versions->len - 1)
-                                                 : NULL;
+    const ClCaseDescVersion *cur =
+        versions->len ? g_ptr_array_index(versions, versions->len - 1) : NULL;
     g_autoptr(GPtrArray) items = g_ptr_array_new_with_free_func(g_free);
     for (guint i = 0; i < versions->len; i++) {
         const ClCaseDescVersion *v = g_ptr_array_index(versions, i);
@@ -284,8 +280,8 @@ void cl_window_cases_set_status(ClWindow *self, ClDescStatus status)
     g_autoptr(GError) error = NULL;
     if (!cl_casedb_description_set_status(self->db, self->current_case->summary.id, status, NULL,
                                           NULL, &error)) {
-        g_autofree char *msg = g_strdup_printf(_("Could not record the review: %s"),
-                                               error->message);
+        g_autofree char *msg =
+            g_strdup_printf(_("Could not record the review: %s"), error->message);
         cl_window_toast(self, msg);
         return;
     }
@@ -350,8 +346,8 @@ void cl_window_open_case(ClWindow *self, gint64 case_id)
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
     g_autoptr(GError) error = NULL;
-    ClCase *c = cl_casedb_get_case(self->db, case_id, CL_CASE_HEATMAP_DATA | CL_CASE_CHECK_FILES,
-                                   &error);
+    ClCase *c =
+        cl_casedb_get_case(self->db, case_id, CL_CASE_HEATMAP_DATA | CL_CASE_CHECK_FILES, &error);
     if (!c) {
         g_autofree char *msg = g_strdup_printf(_("Could not open the case: %s"), error->message);
         cl_window_toast(self, msg);
@@ -370,8 +366,8 @@ void cl_window_open_case(ClWindow *self, gint64 case_id)
             continue;
         }
         if (img->file_state == CL_FILE_CHANGED) {
-            g_autofree char *msg = g_strdup_printf(
-                _("“%s” changed since it was added to the case"), img->path);
+            g_autofree char *msg =
+                g_strdup_printf(_("“%s” changed since it was added to the case"), img->path);
             cl_window_toast(self, msg);
         }
         g_ptr_array_add(files, g_file_new_for_path(img->path));
@@ -398,8 +394,8 @@ static gint64 make_case(ClWindow *self, GPtrArray *images)
     gint64 id = 0;
     if (!cl_casedb_case_new(self->db, name, &id, &error) ||
         !cl_casedb_images_add(self->db, id, images, NULL, &error)) {
-        g_autofree char *msg = g_strdup_printf(_("The images were not added as a case: %s"),
-                                               error->message);
+        g_autofree char *msg =
+            g_strdup_printf(_("The images were not added as a case: %s"), error->message);
         cl_window_toast(self, msg);
         if (id)
             cl_casedb_case_delete(self->db, id, NULL);
@@ -482,9 +478,8 @@ void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r)
     g_ptr_array_add(pair, (gpointer)ia);
     g_ptr_array_add(pair, (gpointer)ib);
     ClCaseRun *run = cl_case_run_from_describe(
-        pair, &opts, &r->result,
-        r->model_path ? r->model_path : r->model_name, r->model_sha256, r->model_config_json,
-        r->model_image_size, r->device, 0, r->load_ms, &heat);
+        pair, &opts, &r->result, r->model_path ? r->model_path : r->model_name, r->model_sha256,
+        r->model_config_json, r->model_image_size, r->device, 0, r->load_ms, &heat);
     g_autofree char *text = g_utf8_make_valid(r->result.text ? r->result.text : "", -1);
     g_autoptr(GError) error = NULL;
     gboolean ok = cl_casedb_run_record(self->db, self->current_case->summary.id, run, text, heat,
@@ -492,8 +487,8 @@ void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r)
     cl_case_run_free(run);
     if (!ok) {
         /* the text stays in the editor, marked as edited, so it is kept at the next save */
-        g_autofree char *msg = g_strdup_printf(
-            _("The description was not recorded in the case: %s"), error->message);
+        g_autofree char *msg =
+            g_strdup_printf(_("The description was not recorded in the case: %s"), error->message);
         cl_window_toast(self, msg);
         gtk_text_buffer_set_modified(editor(self), TRUE);
         return;
@@ -584,8 +579,8 @@ void cl_window_export_report(ClWindow *self, GFile *file)
     }
     ExportJob *j = g_new0(ExportJob, 1);
     j->format = g_str_has_suffix(path, ".html") || g_str_has_suffix(path, ".htm") ? CL_REPORT_HTML
-                : g_str_has_suffix(path, ".json")                                  ? CL_REPORT_JSON
-                                                                                   : CL_REPORT_PDF;
+                : g_str_has_suffix(path, ".json")                                 ? CL_REPORT_JSON
+                                                                                  : CL_REPORT_PDF;
     g_autoptr(GError) error = NULL;
     j->c = cl_casedb_get_case(self->db, self->current_case->summary.id,
                               CL_CASE_HEATMAP_DATA | CL_CASE_CHECK_FILES, &error);
@@ -623,8 +618,8 @@ gboolean cl_window_get_last_export_ok(ClWindow *self)
 void cl_window_cases_init(ClWindow *self)
 {
     self->shown_version = G_MAXUINT;
-    g_object_bind_property(self->sidebar_button, "active", self->sidebar_revealer,
-                           "reveal-child", G_BINDING_SYNC_CREATE);
+    g_object_bind_property(self->sidebar_button, "active", self->sidebar_revealer, "reveal-child",
+                           G_BINDING_SYNC_CREATE);
     gtk_widget_set_visible(GTK_WIDGET(self->sidebar_button), FALSE);
 }
 

@@ -85,12 +85,11 @@ static void describe_failed(ClWindow *self, const GError *error)
     /* the text streamed so far is not the reviewer's edit: never kept as a version */
     gtk_text_buffer_set_modified(cl_description_panel_get_buffer(self->description_panel), FALSE);
     gboolean cancelled = g_error_matches(error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
-    cl_description_panel_set_stage(self->description_panel,
-                                   cancelled ? _("Stopped") : _("Failed"));
+    cl_description_panel_set_stage(self->description_panel, cancelled ? _("Stopped") : _("Failed"));
     if (!cancelled) {
         /* TRANSLATORS: the model run failed; %s says why */
-        g_autofree char *text = g_strdup_printf(_("The model could not describe the change: %s"),
-                                                error->message);
+        g_autofree char *text =
+            g_strdup_printf(_("The model could not describe the change: %s"), error->message);
         cl_window_toast(self, text);
     }
 }
@@ -100,9 +99,8 @@ static void describe_failed(ClWindow *self, const GError *error)
 static void show_run_summary(ClWindow *self, const ClWorkerDescribeResult *r)
 {
     /* TRANSLATORS: after a model run: tokens, their rate, the device */
-    g_autofree char *stage =
-        g_strdup_printf(_("Done: %u tokens at %.0f per second on the %s"), r->result.ids->len,
-                        r->result.tokens_per_s, r->device);
+    g_autofree char *stage = g_strdup_printf(_("Done: %u tokens at %.0f per second on the %s"),
+                                             r->result.ids->len, r->result.tokens_per_s, r->device);
     cl_description_panel_set_stage(self->description_panel, stage);
     GString *model = g_string_new(NULL);
     /* TRANSLATORS: which model wrote the description */
@@ -144,10 +142,9 @@ static void show_run_heat(ClWindow *self, const ClWorkerDescribeResult *r)
             g_ptr_array_add(layers, cl_heatmap_copy(lh));
     }
     /* an aligned input gives maps of the earlier image's frame */
-    cl_compare_view_set_heatmap(self->compare_view,
-                                cl_heatmap_copy(r->result.heatmaps->pdata[last - 1]), layers,
-                                &r->result.letterbox[last],
-                                self->describe_aligned && self->aligned);
+    cl_compare_view_set_heatmap(
+        self->compare_view, cl_heatmap_copy(r->result.heatmaps->pdata[last - 1]), layers,
+        &r->result.letterbox[last], self->describe_aligned && self->aligned);
     if (!cl_window_get_show_heatmap(self))
         cl_window_set_show_heatmap(self, TRUE);
 }
@@ -186,8 +183,8 @@ static void release_document(gpointer doc)
  * tiny model, said so in the panel). *owned keeps what the path points into. */
 static void pick_model(ClWindow *self, ClWorkerModel *model, char **owned)
 {
-    g_autofree char *setting = self->settings ? g_settings_get_string(self->settings, "model-file")
-                                              : NULL;
+    g_autofree char *setting =
+        self->settings ? g_settings_get_string(self->settings, "model-file") : NULL;
     if (setting && *setting)
         *owned = g_steal_pointer(&setting);
     else
@@ -223,8 +220,12 @@ static ClWorkerImage *run_images(ClWindow *self, gboolean history, const double 
     ClWorkerImage *imgs = g_new0(ClWorkerImage, n_prior + 2);
     for (guint i = 0; i < n_prior; i++) {
         const SeqItem *it = &g_array_index(self->sequence, SeqItem, i);
-        imgs[i] = (ClWorkerImage){ cl_document_get_image(it->doc), it->frame, g_object_ref(it->doc),
-                                   release_document, NULL, 0 };
+        imgs[i] = (ClWorkerImage){ cl_document_get_image(it->doc),
+                                   it->frame,
+                                   g_object_ref(it->doc),
+                                   release_document,
+                                   NULL,
+                                   0 };
     }
     ClWorkerImage *pair = imgs + n_prior;
     guint n_masks;
@@ -233,8 +234,12 @@ static ClWorkerImage *run_images(ClWindow *self, gboolean history, const double 
     for (guint i = 0; i < 2; i++) {
         ClImageView *view = cl_window_get_view(self, i);
         ClDocument *doc = cl_image_view_get_document(view);
-        pair[i] = (ClWorkerImage){ cl_document_get_image(doc), cl_image_view_get_frame(view),
-                                   g_object_ref(doc), release_document, masks[i], n_masks };
+        pair[i] = (ClWorkerImage){ cl_document_get_image(doc),
+                                   cl_image_view_get_frame(view),
+                                   g_object_ref(doc),
+                                   release_document,
+                                   masks[i],
+                                   n_masks };
         pair[i].has_display = cl_image_view_get_display(view, &pair[i].display);
         /* Preferences can turn the aligned input off; the long history reads every image as it
          * is: one frame for all of them */

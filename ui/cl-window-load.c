@@ -31,7 +31,7 @@ typedef struct {
     GPtrArray *documents; /* ClDocument*, output */
     GPtrArray *errors;    /* GError*, output; errors->pdata[i] belongs to error_files[i] */
     GPtrArray *error_files;
-    GPtrArray *warnings; /* char*, output: mixed patients, sizes, ... */
+    GPtrArray *warnings;       /* char*, output: mixed patients, sizes, ... */
     gboolean want_case_images; /* a new case will be made of the files: describe them */
     GPtrArray *case_images;    /* ClCaseImage*, output: the shown images' records (path,
                                 * frame, sha256, metadata), NULL when not wanted or failed */
@@ -60,8 +60,8 @@ static void load_case_images(LoadJob *job, const ClImage **images, GCancellable 
     GPtrArray *sorted = job->documents;
     guint n = sorted->len;
     job->case_images = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
-    guint items = n > 1 ? n : MIN(cl_document_get_n_frames(sorted->pdata[0]),
-                                  (guint)MAX_OPEN_FILES);
+    guint items =
+        n > 1 ? n : MIN(cl_document_get_n_frames(sorted->pdata[0]), (guint)MAX_OPEN_FILES);
     for (guint i = 0; i < items && job->case_images; i++) {
         ClDocument *doc = n > 1 ? sorted->pdata[i] : sorted->pdata[0];
         guint frame = n > 1 ? 0 : i;
@@ -146,8 +146,8 @@ static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
         for (guint i = 0; i < job->errors->len; i++)
             toast_error(self, job->error_files->pdata[i], job->errors->pdata[i]);
         if (job->files->len > MAX_OPEN_FILES) {
-            g_autofree char *text = g_strdup_printf(
-                _("Only the first %u of %u files were opened"), MAX_OPEN_FILES, job->files->len);
+            g_autofree char *text = g_strdup_printf(_("Only the first %u of %u files were opened"),
+                                                    MAX_OPEN_FILES, job->files->len);
             adw_toast_overlay_add_toast(self->toast_overlay, adw_toast_new(text));
         }
         for (guint i = 0; job->warnings && i < job->warnings->len; i++) {

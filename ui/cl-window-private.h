@@ -39,10 +39,10 @@ struct _ClWindow {
 
     GSettings *settings; /* NULL when the schema is not installed */
     GCancellable *load_cancellable;
-    GPtrArray *documents;   /* ClDocument*, what is shown */
-    GArray *sequence;       /* SeqItem: every image of the sequence, in order */
-    guint pair_a, pair_b;   /* the items shown */
-    guint zoom_label_idle;  /* pending update_zoom_label */
+    GPtrArray *documents;  /* ClDocument*, what is shown */
+    GArray *sequence;      /* SeqItem: every image of the sequence, in order */
+    guint pair_a, pair_b;  /* the items shown */
+    guint zoom_label_idle; /* pending update_zoom_label */
     gboolean aligned;
     GCancellable *align_cancellable;
 

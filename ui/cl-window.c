@@ -15,8 +15,16 @@
 
 G_DEFINE_FINAL_TYPE(ClWindow, cl_window, ADW_TYPE_APPLICATION_WINDOW)
 
-enum { PROP_0, PROP_LINK_VIEWS, PROP_BUSY, PROP_COMPARE_MODE, PROP_SHOW_HEATMAP, PROP_DESCRIBING,
-       PROP_ALIGNED, N_PROPS };
+enum {
+    PROP_0,
+    PROP_LINK_VIEWS,
+    PROP_BUSY,
+    PROP_COMPARE_MODE,
+    PROP_SHOW_HEATMAP,
+    PROP_DESCRIBING,
+    PROP_ALIGNED,
+    N_PROPS
+};
 static GParamSpec *properties[N_PROPS];
 
 ClImageView *cl_window_get_view(ClWindow *self, guint index)
@@ -164,7 +172,7 @@ void cl_window_update_actions(ClWindow *self)
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.reject-description", review);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.export-report",
                                   self->current_case != NULL && !self->export_cancellable);
-    const char *zoom_actions[] = {"win.zoom-in", "win.zoom-out", "win.zoom-100", "win.zoom-fit"};
+    const char *zoom_actions[] = { "win.zoom-in", "win.zoom-out", "win.zoom-100", "win.zoom-fit" };
     for (guint i = 0; i < G_N_ELEMENTS(zoom_actions); i++)
         gtk_widget_action_set_enabled(GTK_WIDGET(self), zoom_actions[i], shown);
 }
@@ -227,21 +235,21 @@ static void align_done(GObject *source, GAsyncResult *result, gpointer user_data
     AlignJob *j = g_task_get_task_data(task);
     g_autoptr(GError) error = NULL;
     if (!g_task_propagate_boolean(task, &error)) {
-        g_autofree char *msg = g_strdup_printf(_("The images could not be aligned: %s"),
-                                               error->message);
+        g_autofree char *msg =
+            g_strdup_printf(_("The images could not be aligned: %s"), error->message);
         cl_window_toast(self, msg);
         cl_window_set_aligned(self, FALSE);
     } else if (!j->r.improved) {
         /* TRANSLATORS: registration found nothing better than the images as they are */
-        g_autofree char *msg = g_strdup_printf(
-            _("No better alignment found (match %.2f as they are)"), j->r.before);
+        g_autofree char *msg =
+            g_strdup_printf(_("No better alignment found (match %.2f as they are)"), j->r.before);
         cl_window_toast(self, msg);
         cl_window_set_aligned(self, FALSE);
     } else {
         cl_compare_view_set_alignment(self->compare_view, j->r.m);
         /* TRANSLATORS: the registration's quality: normalised cross-correlation after and before */
-        g_autofree char *text = g_strdup_printf(_("Aligned: match %.2f (was %.2f)"), j->r.quality,
-                                                j->r.before);
+        g_autofree char *text =
+            g_strdup_printf(_("Aligned: match %.2f (was %.2f)"), j->r.quality, j->r.before);
         cl_compare_view_set_align_status(self->compare_view, text);
     }
     cl_window_update_busy(self);
@@ -356,8 +364,7 @@ static void rebuild_filmstrip(ClWindow *self)
 void cl_window_move_image(ClWindow *self, guint from, guint to)
 {
     g_return_if_fail(CL_IS_WINDOW(self));
-    if (!self->sequence || from >= self->sequence->len || to >= self->sequence->len ||
-        from == to)
+    if (!self->sequence || from >= self->sequence->len || to >= self->sequence->len || from == to)
         return;
     if (!cl_window_cases_reorder(self, from, to))
         return; /* the case database refused it: nothing moves */
@@ -505,26 +512,13 @@ static void cl_window_get_property(GObject *object, guint prop_id, GValue *value
         return;
     }
     switch (prop_id) {
-    case PROP_LINK_VIEWS:
-        g_value_set_boolean(value, cl_window_get_link_views(self));
-        break;
-    case PROP_BUSY:
-        g_value_set_boolean(value, cl_window_get_busy(self));
-        break;
-    case PROP_COMPARE_MODE:
-        g_value_set_string(value, cl_window_get_compare_mode(self));
-        break;
-    case PROP_SHOW_HEATMAP:
-        g_value_set_boolean(value, cl_window_get_show_heatmap(self));
-        break;
-    case PROP_DESCRIBING:
-        g_value_set_boolean(value, self->describe_cancellable != NULL);
-        break;
-    case PROP_ALIGNED:
-        g_value_set_boolean(value, self->aligned);
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_LINK_VIEWS: g_value_set_boolean(value, cl_window_get_link_views(self)); break;
+    case PROP_BUSY: g_value_set_boolean(value, cl_window_get_busy(self)); break;
+    case PROP_COMPARE_MODE: g_value_set_string(value, cl_window_get_compare_mode(self)); break;
+    case PROP_SHOW_HEATMAP: g_value_set_boolean(value, cl_window_get_show_heatmap(self)); break;
+    case PROP_DESCRIBING: g_value_set_boolean(value, self->describe_cancellable != NULL); break;
+    case PROP_ALIGNED: g_value_set_boolean(value, self->aligned); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -533,20 +527,11 @@ static void cl_window_set_property(GObject *object, guint prop_id, const GValue 
 {
     ClWindow *self = CL_WINDOW(object);
     switch (prop_id) {
-    case PROP_LINK_VIEWS:
-        cl_window_set_link_views(self, g_value_get_boolean(value));
-        break;
-    case PROP_COMPARE_MODE:
-        cl_window_set_compare_mode(self, g_value_get_string(value));
-        break;
-    case PROP_SHOW_HEATMAP:
-        cl_window_set_show_heatmap(self, g_value_get_boolean(value));
-        break;
-    case PROP_ALIGNED:
-        cl_window_set_aligned(self, g_value_get_boolean(value));
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_LINK_VIEWS: cl_window_set_link_views(self, g_value_get_boolean(value)); break;
+    case PROP_COMPARE_MODE: cl_window_set_compare_mode(self, g_value_get_string(value)); break;
+    case PROP_SHOW_HEATMAP: cl_window_set_show_heatmap(self, g_value_get_boolean(value)); break;
+    case PROP_ALIGNED: cl_window_set_aligned(self, g_value_get_boolean(value)); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -595,8 +580,8 @@ static void cl_window_class_init(ClWindowClass *klass)
         g_param_spec_string("compare-mode", NULL, NULL, "side-by-side", rw);
     properties[PROP_SHOW_HEATMAP] = g_param_spec_boolean("show-heatmap", NULL, NULL, FALSE, rw);
     properties[PROP_ALIGNED] = g_param_spec_boolean("aligned", NULL, NULL, FALSE, rw);
-    properties[PROP_DESCRIBING] = g_param_spec_boolean(
-        "describing", NULL, NULL, FALSE, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    properties[PROP_DESCRIBING] = g_param_spec_boolean("describing", NULL, NULL, FALSE,
+                                                       G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
     g_object_class_install_properties(object_class, N_PROPS, properties);
 
     g_type_ensure(CL_TYPE_CASE_SIDEBAR);

@@ -271,7 +271,8 @@ static int cmd_info(int argc, char **argv)
     gboolean json = FALSE, stats = FALSE;
     g_auto(GStrv) files = NULL;
     GOptionEntry entries[] = {
-        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON array, an object per file", NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print one JSON array, an object per file",
+          NULL },
         { "stats", 0, 0, G_OPTION_ARG_NONE, &stats,
           "Add per-frame min/max/mean in original units (after the modality LUT)", NULL },
         { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &files, NULL, "FILE…" },
@@ -283,7 +284,7 @@ static int cmd_info(int argc, char **argv)
         return CL_CLI_EXIT_USAGE;
     if (!files || !files[0])
         return cl_cli_usage_error("changelens-cli info", "no files given (usage: changelens-cli "
-                                  "info [--json] [--stats] FILE…)");
+                                                         "info [--json] [--stats] FILE…)");
     int rc = 0;
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_array(b);

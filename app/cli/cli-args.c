@@ -47,8 +47,8 @@ gboolean cl_cli_parse_int(const char *option, const char *text, gint64 lo, gint6
     if (!error)
         return FALSE;
     g_autofree char *range = int_range_text(lo, hi);
-    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s must be %s, not '%s'",
-                option, range, text ? text : "");
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s must be %s, not '%s'", option,
+                range, text ? text : "");
     return FALSE;
 }
 
@@ -73,10 +73,10 @@ gboolean cl_cli_parse_double(const char *option, const char *text, double lo, do
             return TRUE;
         }
     }
-    g_autofree char *range = isinf(hi) ? g_strdup_printf("a number >= %g", lo)
-                                       : g_strdup_printf("%g to %g", lo, hi);
-    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s must be %s, not '%s'",
-                option, range, text ? text : "");
+    g_autofree char *range =
+        isinf(hi) ? g_strdup_printf("a number >= %g", lo) : g_strdup_printf("%g to %g", lo, hi);
+    g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE, "%s must be %s, not '%s'", option,
+                range, text ? text : "");
     return FALSE;
 }
 

@@ -16,23 +16,26 @@
 /* Words the generated texts are made of: the three domains' vocabularies, so searches hit a
  * realistic spread of common and rare terms. */
 static const char *const subjects[] = {
-    "building",   "road",     "roof",      "parking lot", "tree line", "field",     "pond",
-    "opacity",    "effusion", "nodule",    "consolidation", "cardiomegaly", "pneumothorax",
-    "atelectasis", "edema",   "catheter",  "lamp",        "chair",     "vase",      "logo",
-    "sky",        "shadow",   "car",       "fence",       "bridge",    "warehouse", "runway",
+    "building",     "road",        "roof",     "parking lot", "tree line",     "field",
+    "pond",         "opacity",     "effusion", "nodule",      "consolidation", "cardiomegaly",
+    "pneumothorax", "atelectasis", "edema",    "catheter",    "lamp",          "chair",
+    "vase",         "logo",        "sky",      "shadow",      "car",           "fence",
+    "bridge",       "warehouse",   "runway",
 };
 static const char *const verbs[] = {
-    "appeared", "was removed", "grew", "shrank", "moved to the left", "moved to the right",
-    "changed colour", "is unchanged", "was replaced", "resolved", "worsened", "is new",
+    "appeared",          "was removed",        "grew",           "shrank",
+    "moved to the left", "moved to the right", "changed colour", "is unchanged",
+    "was replaced",      "resolved",           "worsened",       "is new",
 };
 static const char *const places[] = {
-    "in the upper left", "in the lower right", "near the centre", "along the northern edge",
-    "in the right lower lobe", "in the left upper lobe", "at the costophrenic angle",
-    "next to the river", "behind the house", "in the background", "at the crossing",
+    "in the upper left",         "in the lower right",      "near the centre",
+    "along the northern edge",   "in the right lower lobe", "in the left upper lobe",
+    "at the costophrenic angle", "next to the river",       "behind the house",
+    "in the background",         "at the crossing",
 };
 static const char *const surnames[] = {
-    "Okafor", "Lindqvist", "Tanaka", "Moreau", "Kowalski", "Haddad", "Nguyen", "Schmidt",
-    "Rossi", "Fernandes", "Ivanova", "Mbeki", "Larsen", "Dubois", "Yilmaz", "Novak",
+    "Okafor", "Lindqvist", "Tanaka",  "Moreau", "Kowalski", "Haddad", "Nguyen", "Schmidt",
+    "Rossi",  "Fernandes", "Ivanova", "Mbeki",  "Larsen",   "Dubois", "Yilmaz", "Novak",
 };
 static const char *const modalities[] = { "DX", "CR", "TIFF", "PNG" };
 
@@ -78,7 +81,9 @@ static gboolean insert_case(ClCaseDb *db, GRand *r, int k, int n_images, int gri
         ClCaseImage *img = g_new0(ClCaseImage, 1);
         img->position = (guint)i;
         img->path = g_strdup_printf("/data/studies/%05d/image-%d.%s", k, i + 1,
-                                    strcmp(mod, "PNG") == 0 ? "png" : strcmp(mod, "TIFF") == 0 ? "tif" : "dcm");
+                                    strcmp(mod, "PNG") == 0    ? "png"
+                                    : strcmp(mod, "TIFF") == 0 ? "tif"
+                                                               : "dcm");
         GChecksum *ck = g_checksum_new(G_CHECKSUM_SHA256);
         g_checksum_update(ck, (const guchar *)img->path, -1);
         img->sha256 = g_strdup(g_checksum_get_string(ck));
@@ -90,7 +95,8 @@ static gboolean insert_case(ClCaseDb *db, GRand *r, int k, int n_images, int gri
         img->modality = dicom ? g_strdup(mod) : NULL;
         img->width = img->height = 2048;
         img->n_frames = 1;
-        img->acquired_at = g_strdup_printf("2026%02d%02d101500", 1 + (k + i) % 12, 1 + (k * 7 + i) % 28);
+        img->acquired_at =
+            g_strdup_printf("2026%02d%02d101500", 1 + (k + i) % 12, 1 + (k * 7 + i) % 28);
         img->metadata_json =
             dicom ? g_strdup_printf("{\"PatientName\": \"%s^Alex\", \"PatientID\": \"P%06d\", "
                                     "\"StudyDescription\": \"Chest %s follow-up %d\", "
@@ -110,9 +116,14 @@ static gboolean insert_case(ClCaseDb *db, GRand *r, int k, int n_images, int gri
         .device = "cpu (2 threads)",
         .settings_json = "{\"beam_size\": 1}",
         .seed = (guint64)k,
-        .encode_ms = 60, .prefill_ms = 30, .decode_ms = 500, .total_ms = 600, .n_tokens = 64,
+        .encode_ms = 60,
+        .prefill_ms = 30,
+        .decode_ms = 500,
+        .total_ms = 600,
+        .n_tokens = 64,
     };
-    g_autoptr(GPtrArray) heat = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_heatmap_free);
+    g_autoptr(GPtrArray) heat =
+        g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_heatmap_free);
     for (int i = 1; i < n_images; i++) {
         ClCaseHeatmap *h = g_new0(ClCaseHeatmap, 1);
         h->image_id = g_array_index(ids, gint64, i);
@@ -130,15 +141,17 @@ static gboolean insert_case(ClCaseDb *db, GRand *r, int k, int n_images, int gri
         return FALSE;
     /* a reviewer edits every fourth case and accepts every third; some get a note */
     if (k % 4 == 0) {
-        g_autofree char *edited = g_strdup_printf("%s Reviewed against the prior of %s.", text,
-                                                  PICK(r, surnames));
+        g_autofree char *edited =
+            g_strdup_printf("%s Reviewed against the prior of %s.", text, PICK(r, surnames));
         if (!cl_casedb_description_edit(db, id, edited, "reviewer", 0, NULL, error))
             return FALSE;
     }
-    if (k % 3 == 0 && !cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, "reviewer", NULL, error))
+    if (k % 3 == 0 &&
+        !cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, "reviewer", NULL, error))
         return FALSE;
     if (k % 5 == 0) {
-        g_autofree char *note = g_strdup_printf("Compare with the %s study next time.", PICK(r, subjects));
+        g_autofree char *note =
+            g_strdup_printf("Compare with the %s study next time.", PICK(r, subjects));
         if (!cl_casedb_note_add(db, id, 0, note, NULL, error))
             return FALSE;
     }
@@ -182,12 +195,9 @@ static int parse_casedb_args(int argc, char **argv, CasedbArgs *a)
     gboolean casedb = FALSE;
     a->n_cases = 10000, a->n_images = 3, a->n_queries = 250, a->grid = 10, a->seed = 1;
     const ClCliIntOption ints[] = {
-        { "cases", 'n', 1, G_MAXINT, &a->n_cases },
-        { "images", 0, 2, 64, &a->n_images },
-        { "queries", 'q', 1, G_MAXINT, &a->n_queries },
-        { "grid", 0, 1, 256, &a->grid },
-        { "seed", 0, 0, G_MAXINT64, &a->seed },
-        { NULL },
+        { "cases", 'n', 1, G_MAXINT, &a->n_cases },     { "images", 0, 2, 64, &a->n_images },
+        { "queries", 'q', 1, G_MAXINT, &a->n_queries }, { "grid", 0, 1, 256, &a->grid },
+        { "seed", 0, 0, G_MAXINT64, &a->seed },         { NULL },
     };
     GOptionEntry entries[] = {
         { "casedb", 0, 0, G_OPTION_ARG_NONE, &casedb, "Benchmark the case database", NULL },
@@ -202,7 +212,8 @@ static int parse_casedb_args(int argc, char **argv, CasedbArgs *a)
         { "json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print one JSON object", NULL },
         { NULL },
     };
-    g_autoptr(GOptionContext) ctx = g_option_context_new("- case database inserts and search latency");
+    g_autoptr(GOptionContext) ctx =
+        g_option_context_new("- case database inserts and search latency");
     cl_cli_add_entries(ctx, entries, ints);
     if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
         return CL_CLI_EXIT_USAGE;
@@ -307,15 +318,15 @@ static void print_casedb_text(const CasedbArgs *a, const char *db_path, const Ca
     const int n_queries = (int)a->n_queries;
     printf("ChangeLens bench: case database (SQLite, WAL, FTS5), %s\n", db_path);
     printf("  inserted %d cases × %d images (run, description, %d heatmaps of %d×%d, "
-           "edits, reviews, notes)\n", n_cases, n_images, n_images - 1, grid, grid);
+           "edits, reviews, notes)\n",
+           n_cases, n_images, n_images - 1, grid, grid);
     printf("  inserts            %.1f s   %.0f cases/s   %.0f images/s\n", t->insert_s,
            n_cases / t->insert_s, (double)n_cases * n_images / t->insert_s);
     printf("  search (%d queries, %d with hits, %.1f hits on average, limit 50)\n", n_queries,
            t->with_hits, (double)t->total_hits / n_queries);
     printf("    p50 %.2f ms   p95 %.2f ms   max %.2f ms   (target p95 < 50 ms: %s)\n", t->p50,
            t->p95, t->pmax, t->p95 < 50 ? "met" : "NOT met");
-    printf("  list of all %u cases  %.1f ms;  database %.1f MB\n", t->listed, t->list_ms,
-           t->db_mb);
+    printf("  list of all %u cases  %.1f ms;  database %.1f MB\n", t->listed, t->list_ms, t->db_mb);
 }
 
 /* The temporary database and its WAL files go, unless --keep. */
@@ -350,8 +361,10 @@ int cl_cli_bench_casedb(int argc, char **argv)
         }
         db_path = g_build_filename(tmpdir, "cases.db", NULL);
     } else if (g_file_test(db_path, G_FILE_TEST_EXISTS)) {
-        return cl_cli_usage_error(PROG, "%s exists; the benchmark fills a new database (give "
-                                  "another path)", db_path);
+        return cl_cli_usage_error(PROG,
+                                  "%s exists; the benchmark fills a new database (give "
+                                  "another path)",
+                                  db_path);
     }
     ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &err);
     if (!db) {

@@ -108,8 +108,9 @@ static gboolean llama_round(const DecBenchArgs *a, double *pp, double *tg, GErro
     g_autofree char *th = g_strdup_printf("%" G_GINT64_FORMAT, a->threads);
     g_autofree char *pr = g_strdup_printf("%" G_GINT64_FORMAT, a->prompt);
     g_autofree char *ge = g_strdup_printf("%" G_GINT64_FORMAT, a->gen);
-    const char *argv[] = { py, script, "--model", a->path, "--bench", "--threads", th,
-                           "--prompt-tokens", pr, "--gen-tokens", ge, NULL };
+    const char *argv[] = { py,        script,         "--model", a->path,
+                           "--bench", "--threads",    th,        "--prompt-tokens",
+                           pr,        "--gen-tokens", ge,        NULL };
     g_autofree char *out = NULL, *err_text = NULL;
     int status = 0;
     if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err_text,
@@ -124,8 +125,8 @@ static gboolean llama_round(const DecBenchArgs *a, double *pp, double *tg, GErro
     g_autoptr(JsonParser) p = json_parser_new();
     if (!json_parser_load_from_data(p, out, -1, error))
         return FALSE;
-    JsonArray *rounds = json_object_get_array_member(
-        json_node_get_object(json_parser_get_root(p)), "rounds");
+    JsonArray *rounds =
+        json_object_get_array_member(json_node_get_object(json_parser_get_root(p)), "rounds");
     JsonObject *r0 = json_array_get_object_element(rounds, 0);
     *pp = json_object_get_double_member(r0, "prefill_tok_s");
     *tg = json_object_get_double_member(r0, "decode_tok_s");
@@ -145,8 +146,7 @@ static int parse_args(int argc, char **argv, DecBenchArgs *a)
     GOptionEntry entries[] = {
         { "decoder", 0, 0, G_OPTION_ARG_FILENAME, &a->path, "The GGUF language model", "FILE" },
         { "vs-llama", 0, 0, G_OPTION_ARG_NONE, &a->vs_llama,
-          "llama.cpp (llama-cpp-python in BUILD/venv) on the same file, rounds alternating",
-          NULL },
+          "llama.cpp (llama-cpp-python in BUILD/venv) on the same file, rounds alternating", NULL },
         CL_CLI_INT_ENTRY("threads", 0, "Threads for both (2)", "N"),
         CL_CLI_INT_ENTRY("prompt-tokens", 0, "Prefill length (512)", "N"),
         CL_CLI_INT_ENTRY("gen-tokens", 0, "Decode steps (128)", "N"),
@@ -198,7 +198,8 @@ int cl_cli_bench_decoder(int argc, char **argv)
         sum[0] += pp, sum[1] += tg, sum[2] += lpp, sum[3] += ltg;
         if (!a.json)
             printf("round %" G_GINT64_FORMAT ": changelens prefill %.0f tok/s, decode %.1f tok/s"
-                   "%s", r + 1, pp, tg, a.vs_llama ? "" : "\n");
+                   "%s",
+                   r + 1, pp, tg, a.vs_llama ? "" : "\n");
         if (!a.json && a.vs_llama)
             printf("; llama.cpp prefill %.0f tok/s, decode %.1f tok/s\n", lpp, ltg);
     }
@@ -208,19 +209,20 @@ int cl_cli_bench_decoder(int argc, char **argv)
                "\"prefill_tok_s\": %.1f, \"decode_tok_s\": %.2f, \"llama_prefill_tok_s\": %.1f, "
                "\"llama_decode_tok_s\": %.2f, \"bandwidth_gb_s\": %.2f, "
                "\"decode_bytes_per_token\": %.0f, \"bandwidth_fraction\": %.3f}\n",
-               m->sha256, a.threads, cl_quant_kernels(), sum[0] / R, tg,
-               n_llama ? sum[2] / R : 0, n_llama ? sum[3] / R : 0, bw, step_bytes,
-               tg * step_bytes / 1e9 / bw);
+               m->sha256, a.threads, cl_quant_kernels(), sum[0] / R, tg, n_llama ? sum[2] / R : 0,
+               n_llama ? sum[3] / R : 0, bw, step_bytes, tg * step_bytes / 1e9 / bw);
         return 0;
     }
     printf("mean: changelens prefill %.0f tok/s, decode %.1f tok/s (%s kernels, %" G_GINT64_FORMAT
-           " threads)\n", sum[0] / R, tg, cl_quant_kernels(), a.threads);
+           " threads)\n",
+           sum[0] / R, tg, cl_quant_kernels(), a.threads);
     if (n_llama)
         printf("mean: llama.cpp prefill %.0f tok/s, decode %.1f tok/s; ratio prefill %.2f, "
-               "decode %.2f\n", sum[2] / R, sum[3] / R, sum[0] / MAX(sum[2], 1e-9),
-               sum[1] / MAX(sum[3], 1e-9));
+               "decode %.2f\n",
+               sum[2] / R, sum[3] / R, sum[0] / MAX(sum[2], 1e-9), sum[1] / MAX(sum[3], 1e-9));
     printf("memory: %.1f GB/s read (%" G_GINT64_FORMAT " threads); a decode step reads %.1f MB: "
-           "%.0f tok/s at most, %.0f %% of it reached\n", bw, a.threads, step_bytes / 1e6,
-           bw * 1e9 / step_bytes, 100.0 * tg * step_bytes / 1e9 / bw);
+           "%.0f tok/s at most, %.0f %% of it reached\n",
+           bw, a.threads, step_bytes / 1e6, bw * 1e9 / step_bytes,
+           100.0 * tg * step_bytes / 1e9 / bw);
     return 0;
 }

@@ -117,8 +117,8 @@ static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, gboo
         if (vist && !vs)
             return FALSE;
         g_autoptr(GArray) raw = g_array_new(FALSE, FALSE, sizeof(gint32));
-        g_autoptr(ClKVCache) cache = stream ? cl_kv_cache_new_streaming(m, 256, 2048)
-                                            : cl_kv_cache_new(m, cached + room);
+        g_autoptr(ClKVCache) cache =
+            stream ? cl_kv_cache_new_streaming(m, 256, 2048) : cl_kv_cache_new(m, cached + room);
         if (!cache) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                         "no memory for a KV cache of %d positions", cached + gen);
@@ -134,14 +134,13 @@ static gboolean run_point(ClBackend *be, const ClModel *m, gboolean stream, gboo
         t0 = g_get_monotonic_time();
         for (int k = 1; k < gen; k++) { /* token 1 comes from the prefill */
             gint32 best = cl_argmax(logits, V);
-            if (!cl_decoder_forward(be, m, cache, &best, 1, NULL, logits, NULL, NULL, NULL,
-                                    error))
+            if (!cl_decoder_forward(be, m, cache, &best, 1, NULL, logits, NULL, NULL, NULL, error))
                 return FALSE;
             if (vs) {
                 g_array_append_val(raw, best);
                 if ((int)raw->len == L) {
-                    if (!cl_vist_compress(vs, cache, (const gint32 *)(gpointer)raw->data, L,
-                                          logits, error))
+                    if (!cl_vist_compress(vs, cache, (const gint32 *)(gpointer)raw->data, L, logits,
+                                          error))
                         return FALSE;
                     g_array_set_size(raw, 0);
                 }
@@ -258,15 +257,17 @@ int cl_cli_bench_long(int argc, char **argv)
     g_autoptr(GArray) gens = parse_list(gen_s, 1, 65536);
     if (!images || !gens)
         return cl_cli_usage_error(PROG, "--images and --gen take comma-separated whole numbers "
-                                  "(1-1024, 1-65536)");
+                                        "(1-1024, 1-65536)");
     g_auto(GStrv) opts = g_strsplit(options, ",", -1);
     for (int i = 0; opts[i]; i++)
         if (strcmp(opts[i], "insertion") != 0 && strcmp(opts[i], "pvm") != 0 &&
             strcmp(opts[i], "casa") != 0 && strcmp(opts[i], "stream") != 0 &&
             strcmp(opts[i], "hybrid") != 0 && strcmp(opts[i], "vist") != 0 &&
             strcmp(opts[i], "sparse") != 0)
-            return cl_cli_usage_error(PROG, "unknown option '%s' (insertion, pvm, casa, stream, "
-                                      "hybrid, vist, sparse)", opts[i]);
+            return cl_cli_usage_error(PROG,
+                                      "unknown option '%s' (insertion, pvm, casa, stream, "
+                                      "hybrid, vist, sparse)",
+                                      opts[i]);
 
     ClModelConfig tiny;
     cl_model_config_preset(&tiny, "tiny", NULL);
@@ -295,9 +296,8 @@ int cl_cli_bench_long(int argc, char **argv)
                             g_array_index(images, int, i), g_array_index(gens, int, g));
                 if (!run_point(be, m,
                                strcmp(opts[o], "stream") == 0 || strcmp(opts[o], "hybrid") == 0,
-                               strcmp(opts[o], "sparse") == 0,
-                               g_array_index(images, int, i), g_array_index(gens, int, g), repeat,
-                               &pt, &err)) {
+                               strcmp(opts[o], "sparse") == 0, g_array_index(images, int, i),
+                               g_array_index(gens, int, g), repeat, &pt, &err)) {
                     fprintf(stderr, PROG ": %s\n", err->message);
                     return 1;
                 }
@@ -334,8 +334,8 @@ int cl_cli_bench_long(int argc, char **argv)
     printf("ChangeLens bench --long: tiny decoder (E %d, %d layers), %d visual rows per image, "
            "CPU (%d threads)\n",
            tiny.dec_dim, tiny.dec_depth, M, cl_backend_cpu_threads(be));
-    printf("  %-10s %7s %8s %8s %12s %14s %12s\n", "option", "images", "prompt", "gen",
-           "state MB", "ms / token", "prefill ms");
+    printf("  %-10s %7s %8s %8s %12s %14s %12s\n", "option", "images", "prompt", "gen", "state MB",
+           "ms / token", "prefill ms");
     for (guint i = 0; i < points->len; i++) {
         const Point *p = &g_array_index(points, Point, i);
         printf("  %-10s %7d %8d %8d %12.2f %14.3f %12.1f\n", p->option, p->images, p->prompt,

@@ -54,7 +54,8 @@ static gboolean write_samples(const ClModel *model, const char *task, guint64 se
     double pos = 0;
     gboolean ok = TRUE;
     for (int i = 0; ok && i < n; i++) {
-        g_autoptr(ClSynthSample) s = cl_synth_generate(task, cl_synth_stream_seed(seed, (guint64)i), &so, error);
+        g_autoptr(ClSynthSample) s =
+            cl_synth_generate(task, cl_synth_stream_seed(seed, (guint64)i), &so, error);
         g_autoptr(ClTrainSample) ts = s ? cl_train_sample_from_synth(model, s, FALSE, error) : NULL;
         if (!ts) {
             ok = FALSE;
@@ -137,16 +138,19 @@ static gboolean run_peer(const char *model_path, const char *samples_path, const
     g_autofree char *script =
         g_build_filename(cl_cli_source_dir(), "tests", "reference", "bench_train_torch.py", NULL);
     g_autofree char *bs = g_strdup_printf("%d", batch), *ws = g_strdup_printf("%d", warmup);
-    const char *pargv[] = { py, script, "--model", model_path, "--samples", samples_path,
-                            "--pixels", pixels_path, "--batch", bs, "--warmup", ws,
-                            "--lr", "1e-3", compile ? "--torch-compile" : NULL, NULL };
+    const char *pargv[] = { py,         script,      "--model",
+                            model_path, "--samples", samples_path,
+                            "--pixels", pixels_path, "--batch",
+                            bs,         "--warmup",  ws,
+                            "--lr",     "1e-3",      compile ? "--torch-compile" : NULL,
+                            NULL };
     if (!quiet)
         fprintf(stderr, "%s: running the PyTorch peer%s (%s)…\n", PROG,
                 compile ? " with torch.compile" : "", py);
     g_autofree char *peer_out = NULL, *peer_err = NULL;
     int status = 0;
-    if (!g_spawn_sync(NULL, (char **)pargv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &peer_out,
-                      &peer_err, &status, error))
+    if (!g_spawn_sync(NULL, (char **)pargv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &peer_out, &peer_err,
+                      &status, error))
         return FALSE;
     if (!g_spawn_check_wait_status(status, NULL)) {
         g_set_error(error, G_SPAWN_ERROR, G_SPAWN_ERROR_FAILED, "the PyTorch peer%s failed:\n%s",
@@ -158,7 +162,8 @@ static gboolean run_peer(const char *model_path, const char *samples_path, const
         return FALSE;
     JsonNode *root = json_parser_get_root(p);
     if (!root || !JSON_NODE_HOLDS_OBJECT(root)) {
-        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "the PyTorch peer printed no object");
+        g_set_error(error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA,
+                    "the PyTorch peer printed no object");
         return FALSE;
     }
     JsonObject *po = json_node_get_object(root);
@@ -213,8 +218,7 @@ static void scratch_clear(Scratch *s)
 {
     if (s->tmp)
         rm_tree(s->tmp);
-    cl_cli_free_all(&s->tmp, &s->model_path, &s->run_dir, &s->samples_path, &s->pixels_path,
-                    NULL);
+    cl_cli_free_all(&s->tmp, &s->model_path, &s->run_dir, &s->samples_path, &s->pixels_path, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(Scratch, scratch_clear)
 
@@ -225,9 +229,9 @@ static int parse_bench_train_args(int argc, char **argv, BenchTrainArgs *a, ClMo
     gboolean train = FALSE;
     gint64 batch = 8, repeat = 3, warmup = 1, workers = 0, rounds = 1;
     const ClCliIntOption ints[] = {
-        { "batch", 'b', 1, 1024, &batch },  { "repeat", 'r', 1, 100, &repeat },
+        { "batch", 'b', 1, 1024, &batch },     { "repeat", 'r', 1, 100, &repeat },
         { "warmup", 0, 0, G_MAXINT, &warmup }, { "workers", 0, 0, 2, &workers },
-        { "rounds", 0, 1, 20, &rounds },     { NULL },
+        { "rounds", 0, 1, 20, &rounds },       { NULL },
     };
     GOptionEntry entries[] = {
         { "train", 0, 0, G_OPTION_ARG_NONE, &train, "Benchmark a training step", NULL },
@@ -243,14 +247,17 @@ static int parse_bench_train_args(int argc, char **argv, BenchTrainArgs *a, ClMo
         CL_CLI_INT_ENTRY("repeat", 'r', "Timed steps (3; median)", "N"),
         CL_CLI_INT_ENTRY("warmup", 0, "Untimed steps first (1)", "N"),
         CL_CLI_INT_ENTRY("workers", 0, "Trainer workers (0: its choice)", "N"),
-        CL_CLI_INT_ENTRY("rounds", 0,
-          "Rounds of ChangeLens then the peer, alternating (1); the medians over the rounds "
-          "(a shared machine's speed drifts between runs)", "N"),
+        CL_CLI_INT_ENTRY(
+            "rounds", 0,
+            "Rounds of ChangeLens then the peer, alternating (1); the medians over the rounds "
+            "(a shared machine's speed drifts between runs)",
+            "N"),
         { "vs-torch", 0, 0, G_OPTION_ARG_NONE, &a->vs_torch,
           "Run the PyTorch reference's step on the same weights and samples", NULL },
         { "torch-compile", 0, 0, G_OPTION_ARG_NONE, &a->torch_compile,
           "With --vs-torch: also the peer with torch.compile (give it --warmup 3 or more: it "
-          "compiles in the untimed steps)", NULL },
+          "compiles in the untimed steps)",
+          NULL },
         { "json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print one JSON object", NULL },
         { NULL },
     };
@@ -329,8 +336,8 @@ static gboolean run_round(const BenchTrainArgs *a, const Scratch *sc, ClTrainerO
     m->eager[r] = m->comp[r] = m->ratios[r] = NAN;
     if (a->vs_torch || a->torch_compile) {
         PeerRun pe = { NAN, NAN, NULL };
-        if (!run_peer(sc->model_path, sc->samples_path, sc->pixels_path, a->batch, a->warmup,
-                      FALSE, a->json, &pe, error))
+        if (!run_peer(sc->model_path, sc->samples_path, sc->pixels_path, a->batch, a->warmup, FALSE,
+                      a->json, &pe, error))
             return FALSE;
         m->eager[r] = pe.step_ms, m->torch_first = pe.first_loss;
         m->ratios[r] = m->eager[r] / m->ours[r];
@@ -339,8 +346,8 @@ static gboolean run_round(const BenchTrainArgs *a, const Scratch *sc, ClTrainerO
     }
     if (a->torch_compile) {
         PeerRun pc = { NAN, NAN, NULL };
-        if (!run_peer(sc->model_path, sc->samples_path, sc->pixels_path, a->batch, a->warmup,
-                      TRUE, a->json, &pc, error))
+        if (!run_peer(sc->model_path, sc->samples_path, sc->pixels_path, a->batch, a->warmup, TRUE,
+                      a->json, &pc, error))
             return FALSE;
         m->comp[r] = pc.step_ms, m->torchc_first = pc.first_loss;
         g_free(pc.version);
@@ -365,8 +372,8 @@ static gboolean measure(const BenchTrainArgs *a, ClModel **model, const Scratch 
                 a->rounds, a->rounds == 1 ? "" : "s", steps, a->batch, a->task, a->what,
                 a->what_name);
     if ((a->vs_torch || a->torch_compile) &&
-        !write_samples(*model, a->task, seed, steps * a->batch, sc->samples_path,
-                       sc->pixels_path, &m->positions, error))
+        !write_samples(*model, a->task, seed, steps * a->batch, sc->samples_path, sc->pixels_path,
+                       &m->positions, error))
         return FALSE;
 
     ClTrainerOptions o;
@@ -395,7 +402,9 @@ static void print_bench_train_json(const BenchTrainArgs *a, const Measured *m)
     const int rounds = a->rounds;
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-#define JD(k, v) (json_builder_set_member_name(b, k), isfinite(v) ? json_builder_add_double_value(b, v) : json_builder_add_null_value(b))
+#define JD(k, v)                                                                                   \
+    (json_builder_set_member_name(b, k),                                                           \
+     isfinite(v) ? json_builder_add_double_value(b, v) : json_builder_add_null_value(b))
     json_builder_set_member_name(b, "preset");
     if (a->config || a->from)
         json_builder_add_null_value(b);
@@ -458,7 +467,8 @@ static void print_bench_train_text(const BenchTrainArgs *a, const Measured *m)
     const int batch = a->batch, rounds = a->rounds;
     if (rounds > 1)
         printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d rounds' "
-               "medians of %d steps)\n", a->what, a->what_name, a->task, batch, rounds, a->repeat);
+               "medians of %d steps)\n",
+               a->what, a->what_name, a->task, batch, rounds, a->repeat);
     else
         printf("ChangeLens bench: training step, %s %s, %s, batch %d (median of %d steps)\n",
                a->what, a->what_name, a->task, batch, a->repeat);
@@ -517,10 +527,12 @@ int cl_cli_bench_train(int argc, char **argv)
     sc.samples_path = g_build_filename(sc.tmp, "samples.json", NULL);
     sc.pixels_path = g_build_filename(sc.tmp, "pixels.f32", NULL);
     g_auto(Measured) m = {
-        .ours = g_new(double, a.rounds), .eager = g_new(double, a.rounds),
-        .comp = g_new(double, a.rounds), .ratios = g_new(double, a.rounds),
-        .first_loss = NAN, .torch_first = NAN, .torchc_first = NAN,
-    };
+        .ours = g_new(double, a.rounds),
+            .eager = g_new(double, a.rounds),
+                           .comp = g_new(double, a.rounds),
+                                         .ratios = g_new(double, a.rounds), .first_loss = NAN,
+                                                         .torch_first = NAN, .torchc_first = NAN,
+                                         };
     if (!measure(&a, &model, &sc, &m, &err)) {
         fprintf(stderr, "%s: %s\n", PROG, err ? err->message : "failed");
         return 1;

@@ -17,7 +17,10 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 
-static double now_ms(void) { return g_get_monotonic_time() / 1000.0; }
+static double now_ms(void)
+{
+    return g_get_monotonic_time() / 1000.0;
+}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -90,8 +93,8 @@ static double cuda_peak_gflops(ClBackend *be, const ClModelConfig *cfg)
         double flops = 2.0 * shapes[s][0] * shapes[s][1] * shapes[s][2];
         int reps = (int)CLAMP(2e12 / flops, 3, 2000);
         for (int batch = 0; batch < 3; batch++) {
-            double ms = cl_backend_cuda_time_gemm(be, shapes[s][0], shapes[s][1], shapes[s][2],
-                                                  reps);
+            double ms =
+                cl_backend_cuda_time_gemm(be, shapes[s][0], shapes[s][1], shapes[s][2], reps);
             if (ms > 0)
                 best = MAX(best, flops * reps / (ms * 1e6));
         }
@@ -149,11 +152,8 @@ static double encoder_gemm_flops(const ClModelConfig *c, gboolean has_prev)
     case CL_SVE_SELF_EXT:
         sve = has_prev || c->sve_first == CL_SVE_FIRST_OWN ? 2 * K * D * 2 * D + 4 * N * K * D : 0;
         break;
-    case CL_SVE_ADALN_ZERO:
-        sve = 2 * D * 6 * D;
-        break;
-    default:
-        break;
+    case CL_SVE_ADALN_ZERO: sve = 2 * D * 6 * D; break;
+    default: break;
     }
     return 2 * N * cpp * D + c->enc_depth * (block + sve) + 2 * M * 4 * D * Hm + 2 * M * Hm * E;
 }
@@ -194,9 +194,9 @@ static JsonObject *run_torch(const char *model_path, const char *pixels_path,
     g_autofree char *tok = g_strdup_printf("%d", tokens);
     g_autofree char *rep = g_strdup_printf("%d", repeat);
     g_autofree char *nimg = g_strdup_printf("%d", n_images);
-    const char *argv[20] = { python, script, "--model", model_path, "--pixels", pixels_path,
-                             "--n-images", nimg, "--prompt", prompt_path, "--tokens", tok,
-                             "--repeat", rep, NULL };
+    const char *argv[20] = { python,      script,       "--model",  model_path, "--pixels",
+                             pixels_path, "--n-images", nimg,       "--prompt", prompt_path,
+                             "--tokens",  tok,          "--repeat", rep,        NULL };
     int argc = 14;
     argv[argc++] = "--device";
     argv[argc++] = torch_device;
@@ -335,7 +335,8 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a)
           "Benchmark the decoder options on long sequences (bench --long --help)", NULL },
         { "decoder", 0, 0, G_OPTION_ARG_FILENAME, &decoder_unused,
           "Benchmark a GGUF language model, optionally against llama.cpp (bench --decoder F "
-          "--help)", "FILE" },
+          "--help)",
+          "FILE" },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- engine speed and memory");
@@ -397,9 +398,9 @@ G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchInput, bench_input_clear)
 /* One describe: encode the images, prefill the prompt, exactly `tokens` greedy tokens (no stop:
  * the same work every run). Times in ms into enc_ms[n_images], *pre, *dec. */
 static gboolean time_describe(ClBackend *be, const ClModel *model, const BenchInput *in,
-                              ClEncoderState *state, ClKVCache *cache, float *visual,
-                              float *logits, int tokens, double *enc_ms, double *pre,
-                              double *dec, gint32 *first_token, GError **error)
+                              ClEncoderState *state, ClKVCache *cache, float *visual, float *logits,
+                              int tokens, double *enc_ms, double *pre, double *dec,
+                              gint32 *first_token, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     const int M = cl_config_n_visual(cfg);
@@ -430,8 +431,7 @@ static gboolean time_describe(ClBackend *be, const ClModel *model, const BenchIn
             *first_token = best;
         if (k == tokens - 1)
             break;
-        if (!cl_decoder_forward(be, model, cache, &best, 1, NULL, logits, NULL, NULL, NULL,
-                                error))
+        if (!cl_decoder_forward(be, model, cache, &best, 1, NULL, logits, NULL, NULL, NULL, error))
             return FALSE;
     }
     *pre = t1 - t0;
@@ -459,8 +459,7 @@ static gboolean time_describes(ClBackend *be, const ClModel *model, const BenchI
     for (int k = 0; k <= repeat; k++) {
         double t_start = now_ms();
         if (!time_describe(be, model, in, state, cache, visual, logits, tokens,
-                           enc_ms + k * n_images, &pre_ms[k], &dec_ms[k], &r->first_token,
-                           error))
+                           enc_ms + k * n_images, &pre_ms[k], &dec_ms[k], &r->first_token, error))
             return FALSE;
         all_ms[k] = now_ms() - t_start;
     }
@@ -477,15 +476,13 @@ static gboolean time_describes(ClBackend *be, const ClModel *model, const BenchI
     getrusage(RUSAGE_SELF, &ru);
     r->peak_rss_mb = ru.ru_maxrss / 1024.0;
     /* a decode step streams the decoder's weights: its bandwidth against the device's copy */
-    r->dec_gbs = tokens > 1 ? decode_weight_bytes(cfg) / (r->decode_ms / (tokens - 1) * 1e6)
-                            : NAN;
+    r->dec_gbs = tokens > 1 ? decode_weight_bytes(cfg) / (r->decode_ms / (tokens - 1) * 1e6) : NAN;
     return TRUE;
 }
 
 /* The PyTorch peer on the same weights and inputs (and torch.compile's when asked); a failure
  * is reported in r->torch_error, not as the command's. */
-static void run_torch_peer(const BenchArgs *a, ClModel *model, const BenchInput *in,
-                           BenchResult *r)
+static void run_torch_peer(const BenchArgs *a, ClModel *model, const BenchInput *in, BenchResult *r)
 {
     g_autoptr(GError) err = NULL;
     if (!a->json)
@@ -568,7 +565,7 @@ static void print_bench_json(const BenchArgs *a, const ClBackend *be, const Benc
     json_builder_set_member_name(b, "first_token");
     json_builder_add_int_value(b, r->first_token);
     const Figure times[] = {
-        { "encode_ms_per_image", r->encode_ms }, { "prefill_ms", r->prefill_ms },
+        { "encode_ms_per_image", r->encode_ms },  { "prefill_ms", r->prefill_ms },
         { "decode_tokens_per_s", r->decode_tps }, { "describe_ms", r->describe_ms },
         { "peak_rss_mb", r->peak_rss_mb },        { "sgemm_peak_gflops", r->peak },
     };
@@ -615,8 +612,7 @@ static void print_bench_text(const BenchArgs *a, const ClBackend *be, const Benc
                r->gpu, r->tf32 ? "TF32" : "f32");
     else
         printf("ChangeLens bench: preset %s, SVE %s, %s, %d threads' worth of cores\n", preset,
-               variant, cl_backend_name(be),
-               a->threads ? a->threads : (int)g_get_num_processors());
+               variant, cl_backend_name(be), a->threads ? a->threads : (int)g_get_num_processors());
     printf("  describe = %d images + prefill of %d tokens + %d generated tokens (median of %d)\n",
            r->n_images, r->prompt_tokens, tokens, a->repeat);
     double te = obj_double(torch, "encode_ms_per_image"), tp = obj_double(torch, "prefill_ms"),
@@ -629,8 +625,7 @@ static void print_bench_text(const BenchArgs *a, const ClBackend *be, const Benc
     if (torch) {
         printf("  %-28s %10s %12s %10s\n", "", "ChangeLens", "PyTorch", "ratio");
         for (int i = 0; i < 4; i++)
-            printf("  %-28s %10.1f %12.1f %9.2fx\n", rows[i], ours[i], peer[i],
-                   peer[i] / ours[i]);
+            printf("  %-28s %10.1f %12.1f %9.2fx\n", rows[i], ours[i], peer[i], peer[i] / ours[i]);
     } else { /* no peer: no columns of NaN */
         printf("  %-28s %10s\n", "", "ChangeLens");
         for (int i = 0; i < 4; i++)

@@ -112,8 +112,6 @@ static char *read_stdin_text(GError **error)
     return g_string_free(g_steal_pointer(&s), FALSE);
 }
 
-
-
 /* Text for a terminal: valid UTF-8, control characters (but newline and tab) shown as U+FFFD,
  * so a hostile description cannot drive the terminal. */
 static char *printable(const char *s)
@@ -134,8 +132,7 @@ static char *printable(const char *s)
 
 static int cmd_new(int argc, char **argv)
 {
-    int rc = parse("new", "NAME - create a case and print its id", NULL, NULL, NULL, &argc,
-                   &argv);
+    int rc = parse("new", "NAME - create a case and print its id", NULL, NULL, NULL, &argc, &argv);
     if (rc >= 0)
         return rc;
     if (argc != 2)
@@ -155,12 +152,12 @@ static int cmd_add(int argc, char **argv)
 {
     gboolean first_frame = FALSE;
     GOptionEntry entries[] = {
-        {"first-frame", 0, 0, G_OPTION_ARG_NONE, &first_frame,
-         "Add only the first frame of multi-frame files", NULL},
-        {NULL},
+        { "first-frame", 0, 0, G_OPTION_ARG_NONE, &first_frame,
+          "Add only the first frame of multi-frame files", NULL },
+        { NULL },
     };
-    int rc = parse("add", "ID FILE… - add images to a case, in order", NULL, entries, NULL,
-                   &argc, &argv);
+    int rc = parse("add", "ID FILE… - add images to a case, in order", NULL, entries, NULL, &argc,
+                   &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -170,7 +167,8 @@ static int cmd_add(int argc, char **argv)
         return usage("add", "the case id must be a positive number");
     g_autoptr(GError) err = NULL;
     /* every file is read and hashed before anything is written: all or none */
-    g_autoptr(GPtrArray) images = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
+    g_autoptr(GPtrArray) images =
+        g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
     for (int i = 2; i < argc; i++) {
         ClCaseImage *img = g_new0(ClCaseImage, 1);
         if (!cl_case_image_from_file(argv[i], 0, img, &err)) {
@@ -204,8 +202,8 @@ static int cmd_add(int argc, char **argv)
 
 static int cmd_delete(int argc, char **argv)
 {
-    int rc = parse("delete", "ID - delete a case and everything in it", NULL, NULL, NULL, &argc,
-                   &argv);
+    int rc =
+        parse("delete", "ID - delete a case and everything in it", NULL, NULL, NULL, &argc, &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -225,11 +223,11 @@ static int cmd_list(int argc, char **argv)
 {
     gboolean json = FALSE;
     GOptionEntry entries[] = {
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON array", NULL},
-        {NULL},
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON array", NULL },
+        { NULL },
     };
-    int rc = parse("list", "- every case, most recently changed first", NULL, entries, NULL,
-                   &argc, &argv);
+    int rc = parse("list", "- every case, most recently changed first", NULL, entries, NULL, &argc,
+                   &argv);
     if (rc >= 0)
         return rc;
     if (argc != 1)
@@ -282,12 +280,13 @@ static int cmd_search(int argc, char **argv)
     gint64 limit = 50;
     const ClCliIntOption ints[] = { { "limit", 'n', 1, G_MAXUINT32, &limit }, { NULL } };
     GOptionEntry entries[] = {
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON array", NULL},
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "Print a JSON array", NULL },
         CL_CLI_INT_ENTRY("limit", 'n', "At most N cases (default 50)", "N"),
-        {NULL},
+        { NULL },
     };
-    int rc = parse("search", "QUERY… - full-text search over names, descriptions, notes and "
-                             "image metadata (every word must match)",
+    int rc = parse("search",
+                   "QUERY… - full-text search over names, descriptions, notes and "
+                   "image metadata (every word must match)",
                    NULL, entries, ints, &argc, &argv);
     if (rc >= 0)
         return rc;
@@ -344,11 +343,11 @@ static void show_text(const ClCase *c)
     for (guint i = 0; i < c->images->len; i++) {
         const ClCaseImage *img = g_ptr_array_index(c->images, i);
         g_autofree char *path = printable(img->path);
-        g_autofree char *frame = img->n_frames > 1
-                                     ? g_strdup_printf(" [frame %u/%u]", img->frame + 1, img->n_frames)
-                                     : g_strdup("");
-        printf("  %u. #%" G_GINT64_FORMAT " %s%s\n     %s %s%s%u × %u, sha256 %.16s…, %s%s\n", i + 1,
-               img->id, path, frame, img->format ? img->format : "?",
+        g_autofree char *frame =
+            img->n_frames > 1 ? g_strdup_printf(" [frame %u/%u]", img->frame + 1, img->n_frames)
+                              : g_strdup("");
+        printf("  %u. #%" G_GINT64_FORMAT " %s%s\n     %s %s%s%u × %u, sha256 %.16s…, %s%s\n",
+               i + 1, img->id, path, frame, img->format ? img->format : "?",
                img->modality ? img->modality : "", img->modality ? ", " : "", img->width,
                img->height, img->sha256 ? img->sha256 : "", cl_file_state_name(img->file_state),
                img->file_state == CL_FILE_MISSING   ? " (moved or deleted)"
@@ -416,10 +415,10 @@ static int cmd_show(int argc, char **argv)
 {
     gboolean json = FALSE;
     GOptionEntry entries[] = {
-        {"json", 0, 0, G_OPTION_ARG_NONE, &json,
-         "Print the whole case as JSON (the report schema, docs/REPORT.md, not de-identified)",
-         NULL},
-        {NULL},
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json,
+          "Print the whole case as JSON (the report schema, docs/REPORT.md, not de-identified)",
+          NULL },
+        { NULL },
     };
     int rc = parse("show", "ID - a case: images, runs, description and history, notes", NULL,
                    entries, NULL, &argc, &argv);
@@ -458,10 +457,11 @@ static int cmd_edit(int argc, char **argv)
     g_autofree char *author = NULL;
     gint64 base = 0;
     GOptionEntry entries[] = {
-        {"author", 0, 0, G_OPTION_ARG_STRING, &author, "Who edits (default: the user name)", "NAME"},
-        {"base", 0, 0, G_OPTION_ARG_INT64, &base,
-         "The version id the edit starts from: refused if the description changed since", "VID"},
-        {NULL},
+        { "author", 0, 0, G_OPTION_ARG_STRING, &author, "Who edits (default: the user name)",
+          "NAME" },
+        { "base", 0, 0, G_OPTION_ARG_INT64, &base,
+          "The version id the edit starts from: refused if the description changed since", "VID" },
+        { NULL },
     };
     int rc = parse("edit", "ID TEXT|- - a new version of the case's description (- reads stdin)",
                    NULL, entries, NULL, &argc, &argv);
@@ -484,7 +484,8 @@ static int cmd_edit(int argc, char **argv)
     }
     g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, NULL);
     const ClCaseDescVersion *cur = c ? cl_case_current_description(c) : NULL;
-    fprintf(stderr, "%s edit: saved version %u (id %" G_GINT64_FORMAT ") of case %" G_GINT64_FORMAT
+    fprintf(stderr,
+            "%s edit: saved version %u (id %" G_GINT64_FORMAT ") of case %" G_GINT64_FORMAT
             "'s description, status draft\n",
             PROG, cur ? cur->version : 0, vid, id);
     return 0;
@@ -494,12 +495,12 @@ static int cmd_status(const char *cmd, ClDescStatus status, int argc, char **arg
 {
     g_autofree char *reviewer = NULL;
     GOptionEntry entries[] = {
-        {"reviewer", 0, 0, G_OPTION_ARG_STRING, &reviewer, "Who reviews (default: the user name)",
-         "NAME"},
-        {NULL},
+        { "reviewer", 0, 0, G_OPTION_ARG_STRING, &reviewer, "Who reviews (default: the user name)",
+          "NAME" },
+        { NULL },
     };
-    g_autofree char *params = g_strdup_printf("ID - mark the case's current description %s",
-                                              cl_desc_status_name(status));
+    g_autofree char *params =
+        g_strdup_printf("ID - mark the case's current description %s", cl_desc_status_name(status));
     int rc = parse(cmd, params, NULL, entries, NULL, &argc, &argv);
     if (rc >= 0)
         return rc;
@@ -511,7 +512,8 @@ static int cmd_status(const char *cmd, ClDescStatus status, int argc, char **arg
     gint64 vid = 0;
     if (!db || !cl_casedb_description_set_status(db, id, status, reviewer, &vid, &err))
         return fail(cmd, err);
-    fprintf(stderr, "%s %s: case %" G_GINT64_FORMAT "'s description is %s (version id %" G_GINT64_FORMAT
+    fprintf(stderr,
+            "%s %s: case %" G_GINT64_FORMAT "'s description is %s (version id %" G_GINT64_FORMAT
             ")\n",
             PROG, cmd, id, cl_desc_status_name(status), vid);
     return 0;
@@ -521,12 +523,11 @@ static int cmd_note(int argc, char **argv)
 {
     gint64 image_id = 0;
     GOptionEntry entries[] = {
-        {"image", 0, 0, G_OPTION_ARG_INT64, &image_id, "About this image (id from 'case show')",
-         "IMAGE_ID"},
-        {NULL},
+        { "image", 0, 0, G_OPTION_ARG_INT64, &image_id, "About this image (id from 'case show')",
+          "IMAGE_ID" },
+        { NULL },
     };
-    int rc = parse("note", "ID TEXT|- - add a note to a case", NULL, entries, NULL, &argc,
-                   &argv);
+    int rc = parse("note", "ID TEXT|- - add a note to a case", NULL, entries, NULL, &argc, &argv);
     if (rc >= 0)
         return rc;
     gint64 id;
@@ -549,11 +550,11 @@ static int cmd_key(int argc, char **argv)
 {
     g_autofree char *label = NULL;
     GOptionEntry entries[] = {
-        {"label", 0, 0, G_OPTION_ARG_STRING, &label, "What the key image shows", "TEXT"},
-        {NULL},
+        { "label", 0, 0, G_OPTION_ARG_STRING, &label, "What the key image shows", "TEXT" },
+        { NULL },
     };
-    int rc = parse("key", "ID IMAGE_ID - mark a key image of a case", NULL, entries, NULL,
-                   &argc, &argv);
+    int rc =
+        parse("key", "ID IMAGE_ID - mark a key image of a case", NULL, entries, NULL, &argc, &argv);
     if (rc >= 0)
         return rc;
     gint64 id, image_id;
@@ -564,8 +565,9 @@ static int cmd_key(int argc, char **argv)
     gint64 kid = 0;
     if (!db || !cl_casedb_key_image_add(db, id, image_id, label ? label : "", &kid, &err))
         return fail("key", err);
-    fprintf(stderr, "%s key: image %" G_GINT64_FORMAT " is a key image of case %" G_GINT64_FORMAT
-            "\n", PROG, image_id, id);
+    fprintf(stderr,
+            "%s key: image %" G_GINT64_FORMAT " is a key image of case %" G_GINT64_FORMAT "\n",
+            PROG, image_id, id);
     return 0;
 }
 
@@ -576,16 +578,16 @@ static int cmd_export(int argc, char **argv)
     g_autofree char *format = NULL, *out = NULL, *paper = NULL;
     gboolean no_deid = FALSE, deid = FALSE;
     GOptionEntry entries[] = {
-        {"format", 'f', 0, G_OPTION_ARG_STRING, &format, "pdf, html or json", "FORMAT"},
-        {"out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "The file to write", "PATH"},
-        {"paper", 0, 0, G_OPTION_ARG_STRING, &paper, "PDF paper size: a4 (default) or letter",
-         "SIZE"},
-        {"no-deidentify", 0, 0, G_OPTION_ARG_NONE, &no_deid,
-         "Keep names, IDs, dates and UIDs (de-identification is on by default for DICOM cases)",
-         NULL},
-        {"deidentify", 0, 0, G_OPTION_ARG_NONE, &deid,
-         "De-identify a case without DICOM images too", NULL},
-        {NULL},
+        { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "pdf, html or json", "FORMAT" },
+        { "out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "The file to write", "PATH" },
+        { "paper", 0, 0, G_OPTION_ARG_STRING, &paper, "PDF paper size: a4 (default) or letter",
+          "SIZE" },
+        { "no-deidentify", 0, 0, G_OPTION_ARG_NONE, &no_deid,
+          "Keep names, IDs, dates and UIDs (de-identification is on by default for DICOM cases)",
+          NULL },
+        { "deidentify", 0, 0, G_OPTION_ARG_NONE, &deid,
+          "De-identify a case without DICOM images too", NULL },
+        { NULL },
     };
     int rc = parse("export", "ID - write a report of a case (PDF, HTML or JSON)", NULL, entries,
                    NULL, &argc, &argv);
@@ -625,7 +627,8 @@ static int cmd_export(int argc, char **argv)
     if (!cl_report_export(c, &o, out, warnings, &err))
         return fail("export", err);
     for (guint i = 0; i < warnings->len; i++)
-        fprintf(stderr, "%s export: warning: %s\n", PROG, (const char *)g_ptr_array_index(warnings, i));
+        fprintf(stderr, "%s export: warning: %s\n", PROG,
+                (const char *)g_ptr_array_index(warnings, i));
     fprintf(stderr, "%s export: wrote %s (%s%s)\n", PROG, out, format,
             o.deidentify ? ", de-identified" : "");
     return 0;
@@ -663,19 +666,19 @@ static int parse_describe_args(int argc, char **argv, CaseDescribeArgs *a)
         { NULL },
     };
     GOptionEntry entries[] = {
-        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)",
-         "FILE"},
-        {"random-init", 0, 0, G_OPTION_ARG_STRING, &a->random_init,
-         "An untrained model of this preset (tiny, base, large): its text is noise", "PRESET"},
+        { "model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)",
+          "FILE" },
+        { "random-init", 0, 0, G_OPTION_ARG_STRING, &a->random_init,
+          "An untrained model of this preset (tiny, base, large): its text is noise", "PRESET" },
         CL_CLI_INT_ENTRY("seed", 0, "Seed of --random-init (default 0)", "N"),
-        {"device", 'd', 0, G_OPTION_ARG_STRING, &a->device, "auto (default), cpu or cuda",
-         "DEVICE"},
-        {"prompt", 'p', 0, G_OPTION_ARG_STRING, &a->prompt,
-         "Ask this instead of the domain's final question", "TEXT"},
+        { "device", 'd', 0, G_OPTION_ARG_STRING, &a->device, "auto (default), cpu or cuda",
+          "DEVICE" },
+        { "prompt", 'p', 0, G_OPTION_ARG_STRING, &a->prompt,
+          "Ask this instead of the domain's final question", "TEXT" },
         CL_CLI_INT_ENTRY("max-tokens", 'n', "At most N tokens (default 256)", "N"),
         CL_CLI_INT_ENTRY("beam", 'b', "Beam search with N beams (1 = greedy)", "N"),
-        {"delta", 0, 0, G_OPTION_ARG_NONE, &a->delta, "Heatmaps from the paper's Δ map", NULL},
-        {NULL},
+        { "delta", 0, 0, G_OPTION_ARG_NONE, &a->delta, "Heatmaps from the paper's Δ map", NULL },
+        { NULL },
     };
     int rc = parse("describe", "ID - run the model on a case's images and record the result", NULL,
                    entries, ints, &argc, &argv);
@@ -700,8 +703,9 @@ static int parse_describe_args(int argc, char **argv, CaseDescribeArgs *a)
 static int check_case_images(const ClCase *c, gint64 id)
 {
     if (c->images->len < 2) {
-        fprintf(stderr, "%s describe: case %" G_GINT64_FORMAT " has %u image%s; a description "
-                        "needs at least two (add them with 'case add')\n",
+        fprintf(stderr,
+                "%s describe: case %" G_GINT64_FORMAT " has %u image%s; a description "
+                "needs at least two (add them with 'case add')\n",
                 PROG, id, c->images->len, c->images->len == 1 ? "" : "s");
         return 1;
     }
@@ -800,8 +804,11 @@ static int record_case_run(ClCaseDb *db, const CaseDescribeArgs *a, const ClCase
                 err->message, PROG);
         return 1;
     }
-    fprintf(stderr, "%s describe: recorded run %" G_GINT64_FORMAT " and description version id %"
-            G_GINT64_FORMAT " (draft) in case %" G_GINT64_FORMAT "\n", PROG, run_id, vid, a->id);
+    fprintf(stderr,
+            "%s describe: recorded run %" G_GINT64_FORMAT
+            " and description version id %" G_GINT64_FORMAT " (draft) in case %" G_GINT64_FORMAT
+            "\n",
+            PROG, run_id, vid, a->id);
     return 0;
 }
 
@@ -858,7 +865,8 @@ static int cmd_describe(int argc, char **argv)
         fputc('\n', stdout);
     fflush(stdout);
     for (guint i = 0; i < res.notices->len; i++)
-        fprintf(stderr, "%s describe: note: %s\n", PROG, (const char *)g_ptr_array_index(res.notices, i));
+        fprintf(stderr, "%s describe: note: %s\n", PROG,
+                (const char *)g_ptr_array_index(res.notices, i));
     if (!ok) {
         cl_describe_result_clear(&res);
         return fail("describe", err);

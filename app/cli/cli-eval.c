@@ -98,40 +98,43 @@ static int parse_eval_options(int argc, char **argv, EvalArgs *a)
         { "random-init", 0, 0, G_OPTION_ARG_STRING, &a->random_init,
           "An untrained model of this preset (a floor for the scores)", "PRESET" },
         CL_CLI_INT_ENTRY("init-seed", 0, "Seed of --random-init (0)", "N"),
-        { "task", 't', 0, G_OPTION_ARG_STRING, &a->task,
-          "shapes, dots, radiograph, aerial, edits", "T" },
+        { "task", 't', 0, G_OPTION_ARG_STRING, &a->task, "shapes, dots, radiograph, aerial, edits",
+          "T" },
         CL_CLI_INT_ENTRY("n", 'n', "Held-out samples (100)", "N"),
         CL_CLI_INT_ENTRY("seed", 's',
-          "Seed of the held-out set (1000; training sets use other seeds)", "S"),
+                         "Seed of the held-out set (1000; training sets use other seeds)", "S"),
         CL_CLI_INT_ENTRY("max-tokens", 0, "Longest answer (160 tokens)", "N"),
         CL_CLI_INT_ENTRY("baseline-n", 0,
-          "Training samples the baseline answer is drawn from (200)", "N"),
-        CL_CLI_INT_ENTRY("examples", 0,
-          "(reference, prediction) pairs shown (3; the first ones)", "N"),
-        CL_CLI_INT_ENTRY("images", 0,
-          "dots: K images per sample, 2-5 (default: drawn per sample)", "K"),
+                         "Training samples the baseline answer is drawn from (200)", "N"),
+        CL_CLI_INT_ENTRY("examples", 0, "(reference, prediction) pairs shown (3; the first ones)",
+                         "N"),
+        CL_CLI_INT_ENTRY("images", 0, "dots: K images per sample, 2-5 (default: drawn per sample)",
+                         "K"),
         { "greedy-numbers", 0, 0, G_OPTION_ARG_NONE, &a->greedy_numbers,
           "dots: greedy digits instead of the median of the model's distribution over numbers",
           NULL },
         { "answers", 0, 0, G_OPTION_ARG_FILENAME, &a->answers_path,
           "Write every sample's answer to FILE (JSON lines: sample, as synth numbers it; "
-          "reference; prediction; exact)", "FILE" },
-        { "no-perplexity", 0, 0, G_OPTION_ARG_NONE, &a->no_ppl, "Skip the perplexity pass",
-          NULL },
+          "reference; prediction; exact)",
+          "FILE" },
+        { "no-perplexity", 0, 0, G_OPTION_ARG_NONE, &a->no_ppl, "Skip the perplexity pass", NULL },
         { "stream", 0, 0, G_OPTION_ARG_STRING, &a->stream,
           "Answer with streaming KV caches: the first SINK positions and the last WINDOW ones "
-          "(e.g. 64+256)", "SINK+WINDOW" },
-        CL_CLI_INT_ENTRY("sparse-prefill", 0,
-          "Offline sparse prefill: per block of 32 prompt positions, the first block, the "
-          "previous, its own and the K best others", "K"),
-        { "device", 'd', 0, G_OPTION_ARG_STRING, &a->device, "cpu (default), cuda or auto",
-          "DEV" },
+          "(e.g. 64+256)",
+          "SINK+WINDOW" },
+        CL_CLI_INT_ENTRY(
+            "sparse-prefill", 0,
+            "Offline sparse prefill: per block of 32 prompt positions, the first block, the "
+            "previous, its own and the K best others",
+            "K"),
+        { "device", 'd', 0, G_OPTION_ARG_STRING, &a->device, "cpu (default), cuda or auto", "DEV" },
         { "json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print one JSON object", NULL },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx =
         g_option_context_new("- score a model on a task's held-out samples");
-    g_option_context_set_summary(ctx,
+    g_option_context_set_summary(
+        ctx,
         "Generates the task's held-out samples (seed S), asks the model each one's question\n"
         "(greedy), and scores the answers with the paper's metrics: change accuracy, BLEU-4,\n"
         "METEOR, ROUGE-L, CIDEr-D, perplexity under the training mask, finding-level F1\n"

@@ -52,13 +52,14 @@ static int cmd_init(int argc, char **argv)
         { "variant", 0, 0, G_OPTION_ARG_STRING, &variant, "SVE variant",
           "stateless|cross|cross_ffn|self_ext|adaln_zero|self_ffn" },
         { "first", 0, 0, G_OPTION_ARG_STRING, &first, "First image's state", "own|null" },
-        { "no-cross-pos", 0, 0, G_OPTION_ARG_NONE, &no_cross_pos,
-          "No RoPE in the state attention", NULL },
+        { "no-cross-pos", 0, 0, G_OPTION_ARG_NONE, &no_cross_pos, "No RoPE in the state attention",
+          NULL },
         { "out-init-std", 0, 0, G_OPTION_ARG_DOUBLE, &out_init_std,
           "Std of the SVE output weights at insertion (0 = zero init)", "X" },
         { "visual-pos-grid", 0, 0, G_OPTION_ARG_DOUBLE, &pos_grid,
           "With visual_pos: merger.pos as a 2-D sin-cos grid times SCALE, not random "
-          "(docs/MODEL.md §3.8)", "SCALE" },
+          "(docs/MODEL.md §3.8)",
+          "SCALE" },
         { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Random seed (default 0)", "N" },
         { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "Stored dtype (default f32)",
           "f32|f16|bf16" },
@@ -228,8 +229,8 @@ static int cmd_info(int argc, char **argv)
     const ClModelConfig *c = &model->config;
     g_autofree char *dts = dtypes_of(st, NULL);
     printf("%s\n", path);
-    printf("  %-14s %zu in %u tensors (%s), %" G_GSIZE_FORMAT " bytes\n", "params",
-           model->n_params, st->tensors->len, dts, st->size);
+    printf("  %-14s %zu in %u tensors (%s), %" G_GSIZE_FORMAT " bytes\n", "params", model->n_params,
+           st->tensors->len, dts, st->size);
     printf("  %-14s %s\n", "sha256", model->sha256);
     printf("  %-14s %d × %d, %d channel%s, patch %d (grid %d × %d)\n", "image", c->image_size,
            c->image_size, c->channels, c->channels == 1 ? "" : "s", c->patch_size,

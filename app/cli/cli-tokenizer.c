@@ -71,8 +71,10 @@ static int cmd_train(int argc, char **argv)
             return 1;
         }
         if (strlen(text) != len)
-            fprintf(stderr, PROG ": warning: %s contains NUL bytes; only the text before the "
-                            "first one is used\n", files[i]);
+            fprintf(stderr,
+                    PROG ": warning: %s contains NUL bytes; only the text before the "
+                         "first one is used\n",
+                    files[i]);
         total += len;
         g_ptr_array_add(texts, text);
     }
@@ -91,8 +93,8 @@ static int cmd_train(int argc, char **argv)
         return 1;
     }
     printf("%s: %d ids (%d merges) from %zu bytes in %u files, %.2f s\n", out,
-           cl_tokenizer_vocab_size(tok), cl_tokenizer_vocab_size(tok) - CL_TOKEN_FIRST_MERGE,
-           total, n, secs);
+           cl_tokenizer_vocab_size(tok), cl_tokenizer_vocab_size(tok) - CL_TOKEN_FIRST_MERGE, total,
+           n, secs);
     if (cl_tokenizer_vocab_size(tok) < vocab)
         printf("(the corpus has no more pairs that occur twice)\n");
     return 0;

@@ -260,27 +260,64 @@ static int parse_train_args(int argc, char **argv, TrainArgs *a)
 {
     ClTrainerOptions *o = &a->o;
 #define NUMBER(name) { name, 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)on_number, NULL, NULL }
-#define TEXT(name, field) { name, 0, 0, G_OPTION_ARG_FILENAME, &a->field, NULL, NULL }
-#define FLAG(name, field) { name, 0, 0, G_OPTION_ARG_NONE, &o->field, NULL, NULL }
+#define TEXT(name, field)                                                                          \
+    {                                                                                              \
+        name, 0, 0, G_OPTION_ARG_FILENAME, &a->field, NULL, NULL                                   \
+    }
+#define FLAG(name, field)                                                                          \
+    {                                                                                              \
+        name, 0, 0, G_OPTION_ARG_NONE, &o->field, NULL, NULL                                       \
+    }
     GOptionEntry entries[] = {
-        TEXT("stage", stage), TEXT("preset", preset), TEXT("config", config),
-        TEXT("from", from), TEXT("train-only", train_only), TEXT("casa", casa),
-        TEXT("variant", variant), TEXT("first", first), TEXT("task", task), TEXT("data", data),
-        TEXT("objects", objects), TEXT("out", out), TEXT("resume-from", resume_from),
+        TEXT("stage", stage),
+        TEXT("preset", preset),
+        TEXT("config", config),
+        TEXT("from", from),
+        TEXT("train-only", train_only),
+        TEXT("casa", casa),
+        TEXT("variant", variant),
+        TEXT("first", first),
+        TEXT("task", task),
+        TEXT("data", data),
+        TEXT("objects", objects),
+        TEXT("out", out),
+        TEXT("resume-from", resume_from),
         TEXT("dtype", dtype),
-        FLAG("resume", resume), FLAG("all-turns", all_turns), FLAG("no-clone", no_clone),
-        FLAG("no-zero-init", no_zero_init), FLAG("no-stop-grad", no_stop_grad),
-        FLAG("no-cross-pos", no_cross_pos), FLAG("aux-on-visual", aux_on_visual),
-        FLAG("quiet", quiet), FLAG("casa-gist", casa_gist), FLAG("casa-tv", casa_tv),
+        FLAG("resume", resume),
+        FLAG("all-turns", all_turns),
+        FLAG("no-clone", no_clone),
+        FLAG("no-zero-init", no_zero_init),
+        FLAG("no-stop-grad", no_stop_grad),
+        FLAG("no-cross-pos", no_cross_pos),
+        FLAG("aux-on-visual", aux_on_visual),
+        FLAG("quiet", quiet),
+        FLAG("casa-gist", casa_gist),
+        FLAG("casa-tv", casa_tv),
         { "no-aux", 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)on_no_aux, NULL,
           NULL },
         { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)on_seed, NULL, NULL },
-        NUMBER("vist"), NUMBER("casa-replace"), NUMBER("pvm-every"), NUMBER("pvm-rank"),
-        NUMBER("hybrid"), NUMBER("images"), NUMBER("steps"), NUMBER("batch"), NUMBER("warmup"),
-        NUMBER("checkpoint-every"), NUMBER("keep-checkpoints"), NUMBER("log-every"),
-        NUMBER("workers"), NUMBER("epochs"), NUMBER("lr"), NUMBER("min-lr"),
-        NUMBER("weight-decay"), NUMBER("clip"), NUMBER("sve-init-std"), NUMBER("aux-objects"),
-        NUMBER("aux-changed"), NUMBER("dot-scale"),
+        NUMBER("vist"),
+        NUMBER("casa-replace"),
+        NUMBER("pvm-every"),
+        NUMBER("pvm-rank"),
+        NUMBER("hybrid"),
+        NUMBER("images"),
+        NUMBER("steps"),
+        NUMBER("batch"),
+        NUMBER("warmup"),
+        NUMBER("checkpoint-every"),
+        NUMBER("keep-checkpoints"),
+        NUMBER("log-every"),
+        NUMBER("workers"),
+        NUMBER("epochs"),
+        NUMBER("lr"),
+        NUMBER("min-lr"),
+        NUMBER("weight-decay"),
+        NUMBER("clip"),
+        NUMBER("sve-init-std"),
+        NUMBER("aux-objects"),
+        NUMBER("aux-changed"),
+        NUMBER("dot-scale"),
         { NULL },
     };
 #undef NUMBER
@@ -298,15 +335,17 @@ static int resolve_train_names(TrainArgs *a)
     if (a->casa && (!cl_casa_variant_from_name(a->casa, &o->casa) || o->casa == CL_CASA_OFF))
         return cl_cli_usage_error(PROG, "unknown --casa '%s' (ca or ca_shared)", a->casa);
     if (a->variant && !cl_sve_variant_from_name(a->variant, &o->variant))
-        return cl_cli_usage_error(PROG, "unknown --variant '%s' (stateless, cross, cross_ffn, "
-                                  "self_ext, adaln_zero, self_ffn)", a->variant);
+        return cl_cli_usage_error(PROG,
+                                  "unknown --variant '%s' (stateless, cross, cross_ffn, "
+                                  "self_ext, adaln_zero, self_ffn)",
+                                  a->variant);
     o->variant_set = a->variant != NULL;
     if (a->first && !cl_sve_first_from_name(a->first, &o->first))
         return cl_cli_usage_error(PROG, "unknown --first '%s' (own or null)", a->first);
     o->first_set = a->first != NULL;
     if (a->objects &&
-        (!cl_cli_parse_range(a->objects, &o->min_objects, &o->max_objects) ||
-         o->min_objects < 1 || o->max_objects > 64 || o->min_objects > o->max_objects))
+        (!cl_cli_parse_range(a->objects, &o->min_objects, &o->max_objects) || o->min_objects < 1 ||
+         o->max_objects > 64 || o->min_objects > o->max_objects))
         return cl_cli_usage_error(PROG, "--objects takes N or MIN-MAX from 1 to 64, not '%s'",
                                   a->objects);
     o->from = a->from;
@@ -331,14 +370,14 @@ static int validate_train_args(TrainArgs *a)
         return cl_cli_usage_error(PROG,
                                   "--casa-replace, --casa-gist and --casa-tv apply with --casa");
     if (o->data && o->max_objects)
-        return cl_cli_usage_error(
-            PROG, "--objects applies to synthetic tasks (--task), not to --data");
+        return cl_cli_usage_error(PROG,
+                                  "--objects applies to synthetic tasks (--task), not to --data");
     if (o->data && o->dot_images)
-        return cl_cli_usage_error(
-            PROG, "--images applies to synthetic tasks (--task), not to --data");
+        return cl_cli_usage_error(PROG,
+                                  "--images applies to synthetic tasks (--task), not to --data");
     if (o->data && o->dot_scale > 0)
-        return cl_cli_usage_error(
-            PROG, "--dot-scale applies to synthetic tasks (--task), not to --data");
+        return cl_cli_usage_error(PROG,
+                                  "--dot-scale applies to synthetic tasks (--task), not to --data");
     if (!!a->preset + !!a->config + !!o->from > 1)
         return cl_cli_usage_error(PROG, "give one of --preset, --config and --from");
     if (a->preset && !cl_model_config_preset(&a->cfg, a->preset, &err))
@@ -359,21 +398,23 @@ static int validate_train_args(TrainArgs *a)
 static void print_train_result(const ClTrainerResult *r)
 {
     if (r->steps == r->start_step) {
-        fprintf(stderr, "nothing to train: the checkpoint is at step %" G_GINT64_FORMAT
-                        " of %" G_GINT64_FORMAT "; wrote the model\n", r->steps, r->steps);
+        fprintf(stderr,
+                "nothing to train: the checkpoint is at step %" G_GINT64_FORMAT
+                " of %" G_GINT64_FORMAT "; wrote the model\n",
+                r->steps, r->steps);
     } else {
-        fprintf(stderr, "trained steps %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT
-                        ": loss %.4f -> %.4f\n",
+        fprintf(stderr,
+                "trained steps %" G_GINT64_FORMAT "..%" G_GINT64_FORMAT ": loss %.4f -> %.4f\n",
                 r->start_step + 1, r->steps, r->first_loss, r->final_loss);
         if (isfinite(r->final_aux_objects_loss) || isfinite(r->final_aux_changed_loss))
             fprintf(stderr, "auxiliary losses: objects %.4f -> %.4f, changed %.4f -> %.4f\n",
-                    r->first_aux_objects_loss, r->final_aux_objects_loss,
-                    r->first_aux_changed_loss, r->final_aux_changed_loss);
+                    r->first_aux_objects_loss, r->final_aux_objects_loss, r->first_aux_changed_loss,
+                    r->final_aux_changed_loss);
         fprintf(stderr,
-                "throughput: %.2f samples/s, %.0f tokens/s (%" G_GINT64_FORMAT " samples, %"
-                G_GINT64_FORMAT " tokens in %.1f s, %d worker%s)\n",
-                r->samples_per_s, r->tokens_per_s, r->samples, r->tokens, r->elapsed_s,
-                r->workers, r->workers == 1 ? "" : "s");
+                "throughput: %.2f samples/s, %.0f tokens/s (%" G_GINT64_FORMAT
+                " samples, %" G_GINT64_FORMAT " tokens in %.1f s, %d worker%s)\n",
+                r->samples_per_s, r->tokens_per_s, r->samples, r->tokens, r->elapsed_s, r->workers,
+                r->workers == 1 ? "" : "s");
     }
     printf("%s\n", r->model_path);
 }
@@ -402,9 +443,9 @@ int cl_cli_train(int argc, char **argv)
 
     rc = 0;
     if (!job.ok) {
-        gboolean usage = job.error->domain == CL_TRAINER_ERROR &&
-                         (job.error->code == CL_TRAINER_ERROR_OPTIONS ||
-                          job.error->code == CL_TRAINER_ERROR_MODEL);
+        gboolean usage =
+            job.error->domain == CL_TRAINER_ERROR && (job.error->code == CL_TRAINER_ERROR_OPTIONS ||
+                                                      job.error->code == CL_TRAINER_ERROR_MODEL);
         fprintf(stderr, PROG ": %s\n", job.error->message);
         rc = job.result.cancelled ? EXIT_INTERRUPTED : usage ? CL_CLI_EXIT_USAGE : 1;
     } else {

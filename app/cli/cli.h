@@ -80,9 +80,11 @@ typedef struct {
 } ClCliIntOption;
 /* The GOptionArgFunc of such an entry: parses the value into the table's *value. */
 gboolean cl_cli_int_option(const char *name, const char *value, gpointer data, GError **error);
-#define CL_CLI_INT_ENTRY(name, short_name, description, arg_description)                          \
-    { name, short_name, 0, G_OPTION_ARG_CALLBACK, (gpointer)cl_cli_int_option, description,     \
-      arg_description }
+#define CL_CLI_INT_ENTRY(name, short_name, description, arg_description)                           \
+    {                                                                                              \
+        name, short_name, 0, G_OPTION_ARG_CALLBACK, (gpointer)cl_cli_int_option, description,      \
+            arg_description                                                                        \
+    }
 /* entries into ctx's main group; its callbacks are handed data (the ClCliIntOption table, or a
  * command's own struct) */
 void cl_cli_add_entries(GOptionContext *ctx, const GOptionEntry *entries, gconstpointer data);

@@ -14,7 +14,7 @@
 
 typedef struct {
     int w, h;
-    float *p;     /* grey 0..1, row-major */
+    float *p;      /* grey 0..1, row-major */
     double sx, sy; /* level pixels per full-resolution pixel, per axis */
 } Grey;
 
@@ -34,11 +34,11 @@ static gboolean grey_from_image(const ClImage *img, guint frame, Grey *out, GCan
         step *= 2;
     guint w, h;
     g_autofree guint8 *rgba = cl_display_render_rgba_region(img, frame, &s, NULL, 0, 0, img->width,
-                                                           img->height, step, &w, &h, c, error);
+                                                            img->height, step, &w, &h, c, error);
     if (!rgba)
         return FALSE;
     out->w = (int)w, out->h = (int)h;
-    out->p = g_try_new(float, (gsize)w * h);
+    out->p = g_try_new(float, (gsize)w *h);
     if (!out->p) {
         g_set_error_literal(error, G_IO_ERROR, G_IO_ERROR_NO_SPACE, "not enough memory to align");
         return FALSE;
@@ -110,8 +110,8 @@ static double ncc(const Grey *f, const Grey *mv, const double l[6], double *over
     for (int y = 0; y < f->h; y++)
         for (int x = 0; x < f->w; x++) {
             double cx = x + 0.5, cy = y + 0.5, v;
-            if (!sample(mv, l[0] + l[1] * cx + l[2] * cy, l[3] + l[4] * cx + l[5] * cy, &v,
-                        NULL, NULL))
+            if (!sample(mv, l[0] + l[1] * cx + l[2] * cy, l[3] + l[4] * cx + l[5] * cy, &v, NULL,
+                        NULL))
                 continue;
             double a = f->p[(gsize)y * f->w + x];
             sf += a, sm += v, sff += a * a, smm += v * v, sfm += a * v, n++;
@@ -179,12 +179,18 @@ static void refine(const Grey *f, const Grey *mv, double l[6], ClRegisterModel m
         for (int y = 0; y < f->h; y++)
             for (int x = 0; x < f->w; x++) {
                 double cx = x + 0.5, cy = y + 0.5, v, gx, gy;
-                if (!sample(mv, l[0] + l[1] * cx + l[2] * cy, l[3] + l[4] * cx + l[5] * cy, &v,
-                            &gx, &gy))
+                if (!sample(mv, l[0] + l[1] * cx + l[2] * cy, l[3] + l[4] * cx + l[5] * cy, &v, &gx,
+                            &gy))
                     continue;
                 double r = gain * v + bias - f->p[(gsize)y * f->w + x];
-                double J[8] = { gain * gx, gain * gx * cx, gain * gx * cy,
-                                gain * gy, gain * gy * cx, gain * gy * cy, v, 1 };
+                double J[8] = { gain * gx,
+                                gain * gx * cx,
+                                gain * gx * cy,
+                                gain * gy,
+                                gain * gy * cx,
+                                gain * gy * cy,
+                                v,
+                                1 };
                 for (int i = 0; i < 8; i++) {
                     g[i] += J[i] * r;
                     for (int k = i; k < 8; k++)
@@ -215,8 +221,8 @@ static void refine(const Grey *f, const Grey *mv, double l[6], ClRegisterModel m
         gain -= g[6], bias -= g[7];
         if (model == CL_REGISTER_RIGID)
             make_rigid(l, rx, ry);
-        if (fabs(g[0]) < 1e-3 && fabs(g[3]) < 1e-3 && fabs(g[1]) + fabs(g[2]) + fabs(g[4]) +
-                                                           fabs(g[5]) < 1e-5)
+        if (fabs(g[0]) < 1e-3 && fabs(g[3]) < 1e-3 &&
+            fabs(g[1]) + fabs(g[2]) + fabs(g[4]) + fabs(g[5]) < 1e-5)
             break;
     }
 }

@@ -23,9 +23,9 @@ typedef enum {
  * coordinates, pixel centres at +0.5). */
 typedef struct {
     double m[6];
-    double quality;  /* normalised cross-correlation on the overlap after alignment, -1..1 */
-    double before;   /* the same for the images stretched onto each other, before alignment */
-    double overlap;  /* fraction of the fixed image whose point lies inside the moving image */
+    double quality;    /* normalised cross-correlation on the overlap after alignment, -1..1 */
+    double before;     /* the same for the images stretched onto each other, before alignment */
+    double overlap;    /* fraction of the fixed image whose point lies inside the moving image */
     gboolean improved; /* FALSE when alignment did not beat the stretched images (m is then the
                         * plain stretch) */
 } ClRegistration;

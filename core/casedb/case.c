@@ -217,7 +217,8 @@ const ClCaseImage *cl_case_find_image(const ClCase *c, gint64 image_id)
     return NULL;
 }
 
-const ClCaseHeatmap *cl_case_find_heatmap(const ClCase *c, gint64 run_id, gint64 image_id, int layer)
+const ClCaseHeatmap *cl_case_find_heatmap(const ClCase *c, gint64 run_id, gint64 image_id,
+                                          int layer)
 {
     for (guint i = 0; c && c->heatmaps && i < c->heatmaps->len; i++) {
         const ClCaseHeatmap *h = g_ptr_array_index(c->heatmaps, i);

@@ -5,7 +5,6 @@
 
 #include "jsonbuild.h"
 
-
 static char *settings_json(GPtrArray *images, const ClDescribeOptions *opts,
                            const ClDescribeResult *res)
 {
@@ -16,7 +15,8 @@ static char *settings_json(GPtrArray *images, const ClDescribeOptions *opts,
     cl_json_int(b, "max_new_tokens", opts->max_new_tokens);
     cl_json_int(b, "beam_size", opts->beam_size);
     cl_json_str(b, "heatmap_source", opts->delta ? "delta" : "update_norm");
-    cl_json_str(b, "display", "defaults of each image (DICOM window / VOI LUT, full range otherwise)");
+    cl_json_str(b, "display",
+                "defaults of each image (DICOM window / VOI LUT, full range otherwise)");
     cl_json_str(b, "preprocess", "letterbox to the model input, aspect kept, centred");
     cl_json_str(b, "stop_reason", cl_stop_reason_name(res->stop_reason));
     cl_json_int(b, "prompt_positions", res->n_prompt);
@@ -73,7 +73,8 @@ ClCaseRun *cl_case_run_from_describe(GPtrArray *images, const ClDescribeOptions 
         run->encode_ms += res->encode_ms[t];
     run->prefill_ms = res->prefill_ms;
     run->decode_ms = res->decode_ms;
-    run->total_ms = load_ms + run->preprocess_ms + run->encode_ms + run->prefill_ms + run->decode_ms;
+    run->total_ms =
+        load_ms + run->preprocess_ms + run->encode_ms + run->prefill_ms + run->decode_ms;
     run->n_tokens = res->ids ? res->ids->len : 0;
 
     GPtrArray *heat = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_heatmap_free);

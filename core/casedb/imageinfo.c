@@ -90,8 +90,8 @@ gboolean cl_case_image_from_file(const char *path, guint frame, ClCaseImage *out
     guint n_frames = img->frames ? img->frames->len : 0;
     if (frame >= n_frames) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
-                    "%s has %u frame%s; there is no frame %u (frames count from 0)", abs,
-                    n_frames, n_frames == 1 ? "" : "s", frame);
+                    "%s has %u frame%s; there is no frame %u (frames count from 0)", abs, n_frames,
+                    n_frames == 1 ? "" : "s", frame);
         cl_image_free(img);
         return FALSE;
     }
@@ -116,7 +116,7 @@ gboolean cl_case_image_from_file(const char *path, guint frame, ClCaseImage *out
     const char *when = img->acquisition_datetime && *img->acquisition_datetime
                            ? img->acquisition_datetime
                        : img->study_datetime && *img->study_datetime ? img->study_datetime
-                                                                    : find_meta(img, "DateTime");
+                                                                     : find_meta(img, "DateTime");
     memset(out, 0, sizeof *out);
     out->path = g_steal_pointer(&abs);
     out->frame = frame;

@@ -10,17 +10,17 @@
 /* One row per case. The current status is that of the latest version of the latest description;
  * modalities are the distinct DICOM modalities or formats in image order. */
 #define SUMMARY_COLUMNS                                                                            \
-    "SELECT c.id, c.name, c.created_at, c.updated_at, "                                          \
-    "(SELECT count(*) FROM images i WHERE i.case_id = c.id), "                                    \
-    "(SELECT v.status FROM description_versions v WHERE v.description_id = "                     \
-    "   (SELECT max(d.id) FROM descriptions d WHERE d.case_id = c.id) "                          \
+    "SELECT c.id, c.name, c.created_at, c.updated_at, "                                            \
+    "(SELECT count(*) FROM images i WHERE i.case_id = c.id), "                                     \
+    "(SELECT v.status FROM description_versions v WHERE v.description_id = "                       \
+    "   (SELECT max(d.id) FROM descriptions d WHERE d.case_id = c.id) "                            \
     " ORDER BY v.version DESC LIMIT 1), "
 #define MODALITY "coalesce(nullif(i.modality, ''), i.format)"
 #define SUMMARY_SELECT                                                                             \
     SUMMARY_COLUMNS                                                                                \
-    "(SELECT group_concat(m, ', ') FROM "                                                         \
-    "   (SELECT " MODALITY " AS m, min(i.position) AS p "                                         \
-    "    FROM images i WHERE i.case_id = c.id GROUP BY m ORDER BY p)) "                          \
+    "(SELECT group_concat(m, ', ') FROM "                                                          \
+    "   (SELECT " MODALITY " AS m, min(i.position) AS p "                                          \
+    "    FROM images i WHERE i.case_id = c.id GROUP BY m ORDER BY p)) "                            \
     "FROM cases c "
 
 static void summary_fill(ClCaseSummary *s, sqlite3_stmt *st)
@@ -54,8 +54,8 @@ static gboolean fill_modalities(ClCaseDb *db, GPtrArray *list, GError **error)
         ClCaseSummary *s = g_ptr_array_index(list, i);
         g_hash_table_insert(by_id, &s->id, s);
     }
-    sqlite3_stmt *st = cl_casedb_stmt(db,
-        "SELECT i.case_id, " MODALITY " FROM images i ORDER BY i.case_id, i.position", error);
+    sqlite3_stmt *st = cl_casedb_stmt(
+        db, "SELECT i.case_id, " MODALITY " FROM images i ORDER BY i.case_id, i.position", error);
     if (!st)
         return FALSE;
     ClCaseSummary *cur = NULL;
@@ -102,8 +102,8 @@ GPtrArray *cl_casedb_list(ClCaseDb *db, GError **error)
     if (!begin || !cl_casedb_exec_stmt(db, begin, "listing the cases", error))
         return NULL;
     g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_summary_free);
-    sqlite3_stmt *st = cl_casedb_stmt(db,
-        SUMMARY_COLUMNS "NULL FROM cases c ORDER BY c.updated_at DESC, c.id DESC", error);
+    sqlite3_stmt *st = cl_casedb_stmt(
+        db, SUMMARY_COLUMNS "NULL FROM cases c ORDER BY c.updated_at DESC, c.id DESC", error);
     int rc = SQLITE_ERROR;
     if (st) {
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -124,8 +124,7 @@ GPtrArray *cl_casedb_list(ClCaseDb *db, GError **error)
 
 /* Steps a per-case query (?1 = case id), calling row() for each row. */
 static gboolean each_row(ClCaseDb *db, const char *sql, gint64 case_id, gboolean flag,
-                         void (*row)(ClCase *, sqlite3_stmt *, gboolean), ClCase *c,
-                         GError **error)
+                         void (*row)(ClCase *, sqlite3_stmt *, gboolean), ClCase *c, GError **error)
 {
     sqlite3_stmt *st = cl_casedb_stmt(db, sql, error);
     if (!st)
@@ -282,42 +281,48 @@ static gboolean load_case(ClCaseDb *db, gint64 case_id, gboolean with_data, ClCa
         return FALSE;
     }
     return each_row(db,
-               "SELECT id, position, path, frame, sha256, file_size, file_mtime, format, "
-               "modality, width, height, n_frames, acquired_at, metadata, added_at "
-               "FROM images WHERE case_id = ?1 ORDER BY position", case_id, FALSE, image_row, c,
-               error) &&
-           each_row(db,
+                    "SELECT id, position, path, frame, sha256, file_size, file_mtime, format, "
+                    "modality, width, height, n_frames, acquired_at, metadata, added_at "
+                    "FROM images WHERE case_id = ?1 ORDER BY position",
+                    case_id, FALSE, image_row, c, error) &&
+           each_row(
+               db,
                "SELECT id, created_at, model_name, model_sha256, model_config, device, settings, "
                "seed, preprocess_ms, encode_ms, prefill_ms, decode_ms, total_ms, n_tokens "
-               "FROM runs WHERE case_id = ?1 ORDER BY id", case_id, FALSE, run_row, c, error) &&
-           each_row(db,
+               "FROM runs WHERE case_id = ?1 ORDER BY id",
+               case_id, FALSE, run_row, c, error) &&
+           each_row(
+               db,
                "SELECT v.id, v.description_id, d.run_id, v.version, v.text, v.status, v.author, "
                "v.created_at FROM descriptions d "
                "JOIN description_versions v ON v.description_id = d.id "
-               "WHERE d.case_id = ?1 ORDER BY d.id, v.version", case_id, FALSE, version_row, c,
-               error) &&
+               "WHERE d.case_id = ?1 ORDER BY d.id, v.version",
+               case_id, FALSE, version_row, c, error) &&
            (with_data
                 ? each_row(db,
-                      "SELECT h.id, h.run_id, h.image_id, h.layer, h.kind, h.input_size, "
-                      "h.grid_w, h.grid_h, h.data FROM runs r "
-                      "JOIN heatmaps h ON h.run_id = r.id JOIN images i ON i.id = h.image_id "
-                      "WHERE r.case_id = ?1 ORDER BY h.run_id, i.position, h.layer, h.kind",
-                      case_id, TRUE, heatmap_row, c, error)
+                           "SELECT h.id, h.run_id, h.image_id, h.layer, h.kind, h.input_size, "
+                           "h.grid_w, h.grid_h, h.data FROM runs r "
+                           "JOIN heatmaps h ON h.run_id = r.id JOIN images i ON i.id = h.image_id "
+                           "WHERE r.case_id = ?1 ORDER BY h.run_id, i.position, h.layer, h.kind",
+                           case_id, TRUE, heatmap_row, c, error)
                 : each_row(db,
-                      "SELECT h.id, h.run_id, h.image_id, h.layer, h.kind, h.input_size, "
-                      "h.grid_w, h.grid_h FROM runs r "
-                      "JOIN heatmaps h ON h.run_id = r.id JOIN images i ON i.id = h.image_id "
-                      "WHERE r.case_id = ?1 ORDER BY h.run_id, i.position, h.layer, h.kind",
-                      case_id, FALSE, heatmap_row, c, error)) &&
+                           "SELECT h.id, h.run_id, h.image_id, h.layer, h.kind, h.input_size, "
+                           "h.grid_w, h.grid_h FROM runs r "
+                           "JOIN heatmaps h ON h.run_id = r.id JOIN images i ON i.id = h.image_id "
+                           "WHERE r.case_id = ?1 ORDER BY h.run_id, i.position, h.layer, h.kind",
+                           case_id, FALSE, heatmap_row, c, error)) &&
            each_row(db,
-               "SELECT id, image_id, author, text, created_at FROM notes WHERE case_id = ?1 "
-               "ORDER BY id", case_id, FALSE, note_row, c, error) &&
+                    "SELECT id, image_id, author, text, created_at FROM notes WHERE case_id = ?1 "
+                    "ORDER BY id",
+                    case_id, FALSE, note_row, c, error) &&
            each_row(db,
-               "SELECT id, image_id, label, created_at FROM key_images WHERE case_id = ?1 "
-               "ORDER BY id", case_id, FALSE, key_image_row, c, error) &&
+                    "SELECT id, image_id, label, created_at FROM key_images WHERE case_id = ?1 "
+                    "ORDER BY id",
+                    case_id, FALSE, key_image_row, c, error) &&
            each_row(db,
-               "SELECT id, at, actor, action, case_id, detail FROM audit WHERE case_id = ?1 "
-               "ORDER BY id", case_id, FALSE, audit_row, c, error);
+                    "SELECT id, at, actor, action, case_id, detail FROM audit WHERE case_id = ?1 "
+                    "ORDER BY id",
+                    case_id, FALSE, audit_row, c, error);
 }
 
 /* ---- file checks ----------------------------------------------------------------------------- */
@@ -339,7 +344,7 @@ static ClFileState check_file(const ClCaseImage *img)
         return g_error_matches(err, G_FILE_ERROR, G_FILE_ERROR_NOENT) ? CL_FILE_MISSING
                                                                       : CL_FILE_UNREADABLE;
     return g_ascii_strcasecmp(sha, img->sha256 ? img->sha256 : "") == 0 ? CL_FILE_OK
-                                                                       : CL_FILE_CHANGED;
+                                                                        : CL_FILE_CHANGED;
 }
 
 static void check_files(ClCase *c)

@@ -99,8 +99,8 @@ static gboolean check_image_in_case(ClCaseDb *db, gint64 case_id, gint64 image_i
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
                     rc == SQLITE_ROW ? "Image %" G_GINT64_FORMAT " belongs to another case, not "
                                        "to case %" G_GINT64_FORMAT
-                                     : "There is no image %" G_GINT64_FORMAT " (in case %"
-                                       G_GINT64_FORMAT ")",
+                                     : "There is no image %" G_GINT64_FORMAT
+                                       " (in case %" G_GINT64_FORMAT ")",
                     image_id, case_id);
         return FALSE;
     }
@@ -126,11 +126,13 @@ static void current_clear(Current *c)
 /* The case's current description version; c->id stays 0 when it has none. */
 static gboolean current_version(ClCaseDb *db, gint64 case_id, Current *c, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db,
+    sqlite3_stmt *st = cl_casedb_stmt(
+        db,
         "SELECT v.id, v.description_id, v.version, v.text, v.author, v.status "
         "FROM description_versions v "
         "WHERE v.description_id = (SELECT max(id) FROM descriptions WHERE case_id = ?1) "
-        "ORDER BY v.version DESC LIMIT 1", error);
+        "ORDER BY v.version DESC LIMIT 1",
+        error);
     if (!st)
         return FALSE;
     sqlite3_bind_int64(st, 1, case_id);
@@ -154,8 +156,8 @@ static gboolean current_version(ClCaseDb *db, gint64 case_id, Current *c, GError
 static gboolean insert_description(ClCaseDb *db, gint64 case_id, gint64 run_id, const char *now,
                                    gint64 *out_id, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db,
-        "INSERT INTO descriptions (case_id, run_id, created_at) VALUES (?1, ?2, ?3)", error);
+    sqlite3_stmt *st = cl_casedb_stmt(
+        db, "INSERT INTO descriptions (case_id, run_id, created_at) VALUES (?1, ?2, ?3)", error);
     if (!st)
         return FALSE;
     sqlite3_bind_int64(st, 1, case_id);
@@ -168,15 +170,16 @@ static gboolean insert_description(ClCaseDb *db, gint64 case_id, gint64 run_id, 
     return TRUE;
 }
 
-static gboolean insert_version(ClCaseDb *db, gint64 description_id, guint version,
-                               const char *text, ClDescStatus status, const char *author,
-                               const char *reviewer, const char *now, gint64 *out_id,
-                               GError **error)
+static gboolean insert_version(ClCaseDb *db, gint64 description_id, guint version, const char *text,
+                               ClDescStatus status, const char *author, const char *reviewer,
+                               const char *now, gint64 *out_id, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db,
-        "INSERT INTO description_versions "
-        "(description_id, version, text, status, author, reviewer, created_at) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", error);
+    sqlite3_stmt *st =
+        cl_casedb_stmt(db,
+                       "INSERT INTO description_versions "
+                       "(description_id, version, text, status, author, reviewer, created_at) "
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                       error);
     if (!st)
         return FALSE;
     sqlite3_bind_int64(st, 1, description_id);
@@ -211,8 +214,8 @@ gboolean cl_casedb_case_new(ClCaseDb *db, const char *name, gint64 *out_id, GErr
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     gint64 id = 0;
-    sqlite3_stmt *st = cl_casedb_stmt(db,
-        "INSERT INTO cases (name, created_at, updated_at) VALUES (?1, ?2, ?2)", error);
+    sqlite3_stmt *st = cl_casedb_stmt(
+        db, "INSERT INTO cases (name, created_at, updated_at) VALUES (?1, ?2, ?2)", error);
     gboolean ok = st != NULL;
     if (ok) {
         cl_casedb_bind_text(st, 1, name);
@@ -242,8 +245,8 @@ gboolean cl_casedb_case_rename(ClCaseDb *db, gint64 case_id, const char *name, G
     g_autofree char *old = NULL;
     gboolean ok = find_case(db, case_id, &old, error);
     if (ok) {
-        sqlite3_stmt *st = cl_casedb_stmt(db,
-            "UPDATE cases SET name = ?2, updated_at = ?3 WHERE id = ?1", error);
+        sqlite3_stmt *st =
+            cl_casedb_stmt(db, "UPDATE cases SET name = ?2, updated_at = ?3 WHERE id = ?1", error);
         ok = st != NULL;
         if (ok) {
             sqlite3_bind_int64(st, 1, case_id);
@@ -301,8 +304,8 @@ static gboolean check_image(const ClCaseImage *img, guint i, GError **error)
         if (!json_parser_load_from_data(p, img->metadata_json, -1, &err) ||
             !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p))) {
             g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
-                        "The metadata of %s is not a JSON object%s%s", img->path,
-                        err ? ": " : "", err ? err->message : "");
+                        "The metadata of %s is not a JSON object%s%s", img->path, err ? ": " : "",
+                        err ? err->message : "");
             return FALSE;
         }
     }
@@ -312,10 +315,12 @@ static gboolean check_image(const ClCaseImage *img, guint i, GError **error)
 static gboolean insert_image(ClCaseDb *db, gint64 case_id, guint position, const ClCaseImage *img,
                              const char *now, gint64 *out_id, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db,
+    sqlite3_stmt *st = cl_casedb_stmt(
+        db,
         "INSERT INTO images (case_id, position, path, frame, sha256, file_size, file_mtime, "
         "format, modality, width, height, n_frames, acquired_at, metadata, added_at) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)", error);
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        error);
     if (!st)
         return FALSE;
     sqlite3_bind_int64(st, 1, case_id);
@@ -331,8 +336,8 @@ static gboolean insert_image(ClCaseDb *db, gint64 case_id, guint position, const
     sqlite3_bind_int64(st, 11, img->height);
     sqlite3_bind_int64(st, 12, img->n_frames);
     cl_casedb_bind_text(st, 13, img->acquired_at);
-    cl_casedb_bind_text(st, 14, img->metadata_json && *img->metadata_json ? img->metadata_json
-                                                                          : "{}");
+    cl_casedb_bind_text(st, 14,
+                        img->metadata_json && *img->metadata_json ? img->metadata_json : "{}");
     sqlite3_bind_text(st, 15, now, -1, SQLITE_TRANSIENT);
     if (!cl_casedb_exec_stmt(db, st, "adding the image", error))
         return FALSE;
@@ -357,8 +362,8 @@ gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, G
     gboolean ok = find_case(db, case_id, NULL, error);
     gint64 next = 0;
     if (ok) {
-        sqlite3_stmt *st = cl_casedb_stmt(db,
-            "SELECT coalesce(max(position) + 1, 0) FROM images WHERE case_id = ?1", error);
+        sqlite3_stmt *st = cl_casedb_stmt(
+            db, "SELECT coalesce(max(position) + 1, 0) FROM images WHERE case_id = ?1", error);
         ok = st != NULL;
         if (ok) {
             sqlite3_bind_int64(st, 1, case_id);
@@ -387,9 +392,11 @@ gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, G
     }
     if (ok && images->len) {
         /* the search index, once for all the images (002-search.sql) */
-        sqlite3_stmt *st = cl_casedb_stmt(db,
+        sqlite3_stmt *st = cl_casedb_stmt(
+            db,
             "UPDATE search SET metadata = (SELECT metadata FROM search_source WHERE case_id = ?1) "
-            "WHERE rowid = ?1", error);
+            "WHERE rowid = ?1",
+            error);
         ok = st != NULL;
         if (ok) {
             sqlite3_bind_int64(st, 1, case_id);
@@ -417,8 +424,8 @@ gboolean cl_casedb_images_reorder(ClCaseDb *db, gint64 case_id, const gint64 *im
     /* the ids must be exactly the case's images, each once */
     gint64 count = -1;
     if (ok) {
-        sqlite3_stmt *st = cl_casedb_stmt(db, "SELECT count(*) FROM images WHERE case_id = ?1",
-                                          error);
+        sqlite3_stmt *st =
+            cl_casedb_stmt(db, "SELECT count(*) FROM images WHERE case_id = ?1", error);
         ok = st != NULL;
         if (ok) {
             sqlite3_bind_int64(st, 1, case_id);
@@ -444,8 +451,8 @@ gboolean cl_casedb_images_reorder(ClCaseDb *db, gint64 case_id, const gint64 *im
      * way (negative positions are refused by the CHECK, so past the end), then into place */
     for (int pass = 0; ok && pass < 2; pass++)
         for (guint i = 0; ok && i < n; i++) {
-            sqlite3_stmt *st = cl_casedb_stmt(db,
-                "UPDATE images SET position = ?1 WHERE id = ?2 AND case_id = ?3", error);
+            sqlite3_stmt *st = cl_casedb_stmt(
+                db, "UPDATE images SET position = ?1 WHERE id = ?2 AND case_id = ?3", error);
             ok = st != NULL;
             if (!ok)
                 break;
@@ -498,10 +505,12 @@ static gboolean check_heatmap(const ClCaseHeatmap *hm, guint i, GError **error)
 static gboolean insert_run(ClCaseDb *db, gint64 case_id, const ClCaseRun *run, const char *now,
                            gint64 *out_id, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db,
+    sqlite3_stmt *st = cl_casedb_stmt(
+        db,
         "INSERT INTO runs (case_id, created_at, model_name, model_sha256, model_config, device, "
         "settings, seed, preprocess_ms, encode_ms, prefill_ms, decode_ms, total_ms, n_tokens) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", error);
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        error);
     if (!st)
         return FALSE;
     char seed[32];
@@ -526,12 +535,13 @@ static gboolean insert_run(ClCaseDb *db, gint64 case_id, const ClCaseRun *run, c
     return TRUE;
 }
 
-static gboolean insert_heatmap(ClCaseDb *db, gint64 run_id, const ClCaseHeatmap *hm,
-                               GError **error)
+static gboolean insert_heatmap(ClCaseDb *db, gint64 run_id, const ClCaseHeatmap *hm, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db,
+    sqlite3_stmt *st = cl_casedb_stmt(
+        db,
         "INSERT INTO heatmaps (run_id, image_id, layer, kind, input_size, grid_w, grid_h, data) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", error);
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        error);
     if (!st)
         return FALSE;
     sqlite3_bind_int64(st, 1, run_id);
@@ -547,8 +557,8 @@ static gboolean insert_heatmap(ClCaseDb *db, gint64 run_id, const ClCaseHeatmap 
 }
 
 gboolean cl_casedb_run_record(ClCaseDb *db, gint64 case_id, const ClCaseRun *run,
-                              const char *generated_text, GPtrArray *heatmaps,
-                              gint64 *out_run_id, gint64 *out_version_id, GError **error)
+                              const char *generated_text, GPtrArray *heatmaps, gint64 *out_run_id,
+                              gint64 *out_version_id, GError **error)
 {
     CL_CASEDB_CHECK(db, FALSE);
     g_return_val_if_fail(run != NULL, FALSE);
@@ -653,8 +663,8 @@ gboolean cl_casedb_description_set_status(ClCaseDb *db, gint64 case_id, ClDescSt
                                           GError **error)
 {
     CL_CASEDB_CHECK(db, FALSE);
-    g_return_val_if_fail(status == CL_DESC_DRAFT || status == CL_DESC_ACCEPTED ||
-                         status == CL_DESC_REJECTED, FALSE);
+    g_return_val_if_fail(
+        status == CL_DESC_DRAFT || status == CL_DESC_ACCEPTED || status == CL_DESC_REJECTED, FALSE);
     if (!cl_casedb_begin(db, error))
         return FALSE;
     g_autofree char *now = cl_casedb_now();
@@ -709,9 +719,11 @@ gboolean cl_casedb_note_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const
     gboolean ok = find_case(db, case_id, NULL, error) &&
                   (image_id == 0 || check_image_in_case(db, case_id, image_id, error));
     if (ok) {
-        sqlite3_stmt *st = cl_casedb_stmt(db,
-            "INSERT INTO notes (case_id, image_id, author, text, created_at) "
-            "VALUES (?1, ?2, ?3, ?4, ?5)", error);
+        sqlite3_stmt *st =
+            cl_casedb_stmt(db,
+                           "INSERT INTO notes (case_id, image_id, author, text, created_at) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5)",
+                           error);
         ok = st != NULL;
         if (ok) {
             sqlite3_bind_int64(st, 1, case_id);
@@ -746,12 +758,14 @@ gboolean cl_casedb_key_image_add(ClCaseDb *db, gint64 case_id, gint64 image_id, 
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     gint64 id = 0;
-    gboolean ok = find_case(db, case_id, NULL, error) &&
-                  check_image_in_case(db, case_id, image_id, error);
+    gboolean ok =
+        find_case(db, case_id, NULL, error) && check_image_in_case(db, case_id, image_id, error);
     if (ok) {
-        sqlite3_stmt *st = cl_casedb_stmt(db,
-            "INSERT INTO key_images (case_id, image_id, label, created_at) "
-            "VALUES (?1, ?2, ?3, ?4)", error);
+        sqlite3_stmt *st =
+            cl_casedb_stmt(db,
+                           "INSERT INTO key_images (case_id, image_id, label, created_at) "
+                           "VALUES (?1, ?2, ?3, ?4)",
+                           error);
         ok = st != NULL;
         if (ok) {
             sqlite3_bind_int64(st, 1, case_id);

@@ -66,10 +66,8 @@ static gboolean has_token_char(const char *word)
         case G_UNICODE_LETTER_NUMBER:
         case G_UNICODE_OTHER_NUMBER:
         case G_UNICODE_PRIVATE_USE:
-        case G_UNICODE_OTHER_SYMBOL:
-            return TRUE;
-        default:
-            break;
+        case G_UNICODE_OTHER_SYMBOL: return TRUE;
+        default: break;
         }
     }
     return FALSE;
@@ -128,13 +126,14 @@ static gboolean fts_hits(ClCaseDb *db, const char *expr, guint limit, GPtrArray 
 {
     /* ORDER BY rank is done inside FTS5, so the snippet is only made for the rows returned */
     sqlite3_stmt *st = cl_casedb_stmt(db,
-        "SELECT rowid, name, cl_best_column(search), rank, "
-        "  CASE cl_best_column(search) "
-        "  WHEN 0 THEN snippet(search, 0, '[', ']', '…', 16) "
-        "  WHEN 1 THEN snippet(search, 1, '[', ']', '…', 16) "
-        "  WHEN 2 THEN snippet(search, 2, '[', ']', '…', 16) "
-        "  ELSE snippet(search, 3, '[', ']', '…', 16) END "
-        "FROM search WHERE search MATCH ?1 ORDER BY rank LIMIT ?2", error);
+                                      "SELECT rowid, name, cl_best_column(search), rank, "
+                                      "  CASE cl_best_column(search) "
+                                      "  WHEN 0 THEN snippet(search, 0, '[', ']', '…', 16) "
+                                      "  WHEN 1 THEN snippet(search, 1, '[', ']', '…', 16) "
+                                      "  WHEN 2 THEN snippet(search, 2, '[', ']', '…', 16) "
+                                      "  ELSE snippet(search, 3, '[', ']', '…', 16) END "
+                                      "FROM search WHERE search MATCH ?1 ORDER BY rank LIMIT ?2",
+                                      error);
     if (!st)
         return FALSE;
     sqlite3_bind_text(st, 1, expr, -1, SQLITE_TRANSIENT);
@@ -169,9 +168,9 @@ static char *literal_snippet(const char *text, gsize at, gsize len, guint around
         start = g_utf8_prev_char(start);
     for (n = 0; n < around && *end; n++)
         end = g_utf8_next_char(end);
-    return g_strdup_printf("%s%.*s[%.*s]%.*s%s", start > text ? "…" : "",
-                           (int)(text + at - start), start, (int)len, text + at,
-                           (int)(end - (text + at + len)), text + at + len, *end ? "…" : "");
+    return g_strdup_printf("%s%.*s[%.*s]%.*s%s", start > text ? "…" : "", (int)(text + at - start),
+                           start, (int)len, text + at, (int)(end - (text + at + len)),
+                           text + at + len, *end ? "…" : "");
 }
 
 /* Punctuation alone is not in the index: look for it as a plain substring of the indexed texts
@@ -179,11 +178,13 @@ static char *literal_snippet(const char *text, gsize at, gsize len, guint around
 static gboolean literal_hits(ClCaseDb *db, const char *needle, guint limit, GPtrArray *out,
                              GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db,
-        "SELECT rowid, name, description, notes, metadata FROM search "
-        "WHERE instr(name, ?1) OR instr(description, ?1) OR instr(notes, ?1) "
-        "   OR instr(metadata, ?1) "
-        "ORDER BY rowid DESC LIMIT ?2", error);
+    sqlite3_stmt *st =
+        cl_casedb_stmt(db,
+                       "SELECT rowid, name, description, notes, metadata FROM search "
+                       "WHERE instr(name, ?1) OR instr(description, ?1) OR instr(notes, ?1) "
+                       "   OR instr(metadata, ?1) "
+                       "ORDER BY rowid DESC LIMIT ?2",
+                       error);
     if (!st)
         return FALSE;
     sqlite3_bind_text(st, 1, needle, -1, SQLITE_TRANSIENT);

@@ -169,8 +169,7 @@ struct SampleSource {
     guint32 raw(guint64 i) const
     {
         switch (ba) {
-        case 1:
-            return words ? (words[i >> 4] >> (i & 15)) & 1u : (bytes[i >> 3] >> (i & 7)) & 1u;
+        case 1: return words ? (words[i >> 4] >> (i & 15)) & 1u : (bytes[i >> 3] >> (i & 7)) & 1u;
         case 8:
             if (!words)
                 return bytes[i];
@@ -376,13 +375,12 @@ gboolean read_palette(DcmDataset *ds, const PixelHeader &h, Lut pal[3], const ch
     const struct {
         DcmTagKey desc, data;
     } tags[3] = {
-        {DCM_RedPaletteColorLookupTableDescriptor, DCM_RedPaletteColorLookupTableData},
-        {DCM_GreenPaletteColorLookupTableDescriptor, DCM_GreenPaletteColorLookupTableData},
-        {DCM_BluePaletteColorLookupTableDescriptor, DCM_BluePaletteColorLookupTableData},
+        { DCM_RedPaletteColorLookupTableDescriptor, DCM_RedPaletteColorLookupTableData },
+        { DCM_GreenPaletteColorLookupTableDescriptor, DCM_GreenPaletteColorLookupTableData },
+        { DCM_BluePaletteColorLookupTableDescriptor, DCM_BluePaletteColorLookupTableData },
     };
     for (int c = 0; c < 3; c++)
-        if (!read_lut(ds, tags[c].desc, tags[c].data, h.pr == 1, pal[c], shown, "palette",
-                      error))
+        if (!read_lut(ds, tags[c].desc, tags[c].data, h.pr == 1, pal[c], shown, "palette", error))
             return FALSE;
     return TRUE;
 }

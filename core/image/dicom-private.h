@@ -53,8 +53,7 @@ struct Lut {
 gboolean read_pixel_header(DcmItem *ds, PixelHeader &h, const char *shown, GError **error);
 /* A LUT from its descriptor (entries, first stored value mapped, bits) and its data. */
 gboolean read_lut(DcmItem *item, const DcmTagKey &desc_tag, const DcmTagKey &data_tag,
-                  bool signed_first, Lut &lut, const char *shown, const char *what,
-                  GError **error);
+                  bool signed_first, Lut &lut, const char *shown, const char *what, GError **error);
 /* The samples of (decoded) Pixel Data into img's frames, out_channels planes each: sets img's
  * size and sample format, expands palettes and converts YBR to RGB. */
 gboolean decode_pixels(ClImage *img, DcmDataset *ds, DcmElement *pixel, const PixelHeader &h,

@@ -41,30 +41,31 @@ const char *extra_xfer_name(const char *uid)
     static const struct {
         const char *uid, *name;
     } names[] = {
-        {"1.2.840.10008.1.2.1.98", "Encapsulated Uncompressed Explicit VR Little Endian"},
-        {"1.2.840.10008.1.2.4.100.1", "Fragmentable MPEG2 Main Profile / Main Level"},
-        {"1.2.840.10008.1.2.4.101.1", "Fragmentable MPEG2 Main Profile / High Level"},
-        {"1.2.840.10008.1.2.4.102.1", "Fragmentable MPEG-4 AVC/H.264 High Profile / Level 4.1"},
-        {"1.2.840.10008.1.2.4.103.1",
-         "Fragmentable MPEG-4 AVC/H.264 BD-compatible High Profile / Level 4.1"},
-        {"1.2.840.10008.1.2.4.104.1",
-         "Fragmentable MPEG-4 AVC/H.264 High Profile / Level 4.2 For 2D Video"},
-        {"1.2.840.10008.1.2.4.105.1",
-         "Fragmentable MPEG-4 AVC/H.264 High Profile / Level 4.2 For 3D Video"},
-        {"1.2.840.10008.1.2.4.106.1",
-         "Fragmentable MPEG-4 AVC/H.264 Stereo High Profile / Level 4.2"},
-        {"1.2.840.10008.1.2.4.110", "JPEG XL Lossless"},
-        {"1.2.840.10008.1.2.4.111", "JPEG XL JPEG Recompression"},
-        {"1.2.840.10008.1.2.4.112", "JPEG XL"},
-        {"1.2.840.10008.1.2.4.201", "High-Throughput JPEG 2000 (Lossless Only)"},
-        {"1.2.840.10008.1.2.4.202", "High-Throughput JPEG 2000 with RPCL Options (Lossless Only)"},
-        {"1.2.840.10008.1.2.4.203", "High-Throughput JPEG 2000"},
-        {"1.2.840.10008.1.2.4.204", "JPIP HTJ2K Referenced"},
-        {"1.2.840.10008.1.2.4.205", "JPIP HTJ2K Referenced Deflate"},
-        {"1.2.840.10008.1.2.7.1", "SMPTE ST 2110-20 Uncompressed Progressive Active Video"},
-        {"1.2.840.10008.1.2.7.2", "SMPTE ST 2110-20 Uncompressed Interlaced Active Video"},
-        {"1.2.840.10008.1.2.7.3", "SMPTE ST 2110-30 PCM Digital Audio"},
-        {"1.2.840.10008.1.2.8.1", "Deflated Image Frame Compression"},
+        { "1.2.840.10008.1.2.1.98", "Encapsulated Uncompressed Explicit VR Little Endian" },
+        { "1.2.840.10008.1.2.4.100.1", "Fragmentable MPEG2 Main Profile / Main Level" },
+        { "1.2.840.10008.1.2.4.101.1", "Fragmentable MPEG2 Main Profile / High Level" },
+        { "1.2.840.10008.1.2.4.102.1", "Fragmentable MPEG-4 AVC/H.264 High Profile / Level 4.1" },
+        { "1.2.840.10008.1.2.4.103.1",
+          "Fragmentable MPEG-4 AVC/H.264 BD-compatible High Profile / Level 4.1" },
+        { "1.2.840.10008.1.2.4.104.1",
+          "Fragmentable MPEG-4 AVC/H.264 High Profile / Level 4.2 For 2D Video" },
+        { "1.2.840.10008.1.2.4.105.1",
+          "Fragmentable MPEG-4 AVC/H.264 High Profile / Level 4.2 For 3D Video" },
+        { "1.2.840.10008.1.2.4.106.1",
+          "Fragmentable MPEG-4 AVC/H.264 Stereo High Profile / Level 4.2" },
+        { "1.2.840.10008.1.2.4.110", "JPEG XL Lossless" },
+        { "1.2.840.10008.1.2.4.111", "JPEG XL JPEG Recompression" },
+        { "1.2.840.10008.1.2.4.112", "JPEG XL" },
+        { "1.2.840.10008.1.2.4.201", "High-Throughput JPEG 2000 (Lossless Only)" },
+        { "1.2.840.10008.1.2.4.202",
+          "High-Throughput JPEG 2000 with RPCL Options (Lossless Only)" },
+        { "1.2.840.10008.1.2.4.203", "High-Throughput JPEG 2000" },
+        { "1.2.840.10008.1.2.4.204", "JPIP HTJ2K Referenced" },
+        { "1.2.840.10008.1.2.4.205", "JPIP HTJ2K Referenced Deflate" },
+        { "1.2.840.10008.1.2.7.1", "SMPTE ST 2110-20 Uncompressed Progressive Active Video" },
+        { "1.2.840.10008.1.2.7.2", "SMPTE ST 2110-20 Uncompressed Interlaced Active Video" },
+        { "1.2.840.10008.1.2.7.3", "SMPTE ST 2110-30 PCM Digital Audio" },
+        { "1.2.840.10008.1.2.8.1", "Deflated Image Frame Compression" },
     };
     for (const auto &n : names)
         if (strcmp(n.uid, uid) == 0)
@@ -310,8 +311,7 @@ gboolean find_pixel_data(DcmDataset *ds, DcmElement *&pixel, const char *shown, 
  * set is read at all, and how. Names the syntax in img. A deflated data set is inflated into
  * `inflated`, which must outlive ff (deferred values are read from it). */
 gboolean read_file(const guint8 *data, gsize len, const ClImageLimits *limits, DcmFileFormat &ff,
-                   std::vector<Uint8> &inflated, ClImage *img, const char *shown,
-                   GError **error)
+                   std::vector<Uint8> &inflated, ClImage *img, const char *shown, GError **error)
 {
     MemoryStream stream(data, (offile_off_t)len);
     DcmMetaInfo *meta = ff.getMetaInfo();
@@ -382,8 +382,8 @@ gboolean decompress(DcmDataset *ds, const DcmXfer &xfer, PixelHeader &h, DcmElem
         return FALSE;
     }
     if (after.rows != h.rows || after.cols != h.cols || after.spp != h.spp) {
-        set_error(error, CL_IMAGE_ERROR_CORRUPT, shown,
-                  "the %s decoder changed the image geometry", img->transfer_syntax);
+        set_error(error, CL_IMAGE_ERROR_CORRUPT, shown, "the %s decoder changed the image geometry",
+                  img->transfer_syntax);
         return FALSE;
     }
     if (after.colour != h.colour) {

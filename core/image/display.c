@@ -95,22 +95,14 @@ void cl_display_channel_range(const ClImage *img, guint frame, guint channel,
     gsize n = (gsize)img->width * img->height;
     double a = 0, b = 1;
     switch (s->mode) {
-    case CL_DISPLAY_PERCENTILE:
-        channel_percentiles(p, n, s->low_pct, s->high_pct, &a, &b);
-        break;
-    case CL_DISPLAY_MINMAX:
-        channel_minmax(p, n, &a, &b);
-        break;
-    case CL_DISPLAY_FULL_RANGE:
-        full_range(img, f, lo, hi);
-        return;
+    case CL_DISPLAY_PERCENTILE: channel_percentiles(p, n, s->low_pct, s->high_pct, &a, &b); break;
+    case CL_DISPLAY_MINMAX: channel_minmax(p, n, &a, &b); break;
+    case CL_DISPLAY_FULL_RANGE: full_range(img, f, lo, hi); return;
     case CL_DISPLAY_WINDOW:
         *lo = s->center - s->width / 2;
         *hi = s->center + s->width / 2;
         return;
-    default:
-        full_range(img, f, lo, hi);
-        return;
+    default: full_range(img, f, lo, hi); return;
     }
     /* stored -> modality units */
     double sl = f->rescale_slope, ic = f->rescale_intercept;
@@ -127,18 +119,14 @@ void cl_display_settings_init(ClDisplaySettings *s, const ClImage *img, guint fr
 
     switch (img->layout) {
     case CL_LAYOUT_RGB:
-    case CL_LAYOUT_RGBA:
-        s->bands[0] = 0, s->bands[1] = 1, s->bands[2] = 2;
-        break;
+    case CL_LAYOUT_RGBA: s->bands[0] = 0, s->bands[1] = 1, s->bands[2] = 2; break;
     case CL_LAYOUT_BANDS:
         s->bands[0] = 0;
         s->bands[1] = img->channels > 1 ? 1 : 0;
         s->bands[2] = img->channels > 2 ? 2 : 0;
         s->per_band = TRUE; /* false-colour composites are stretched band by band */
         break;
-    default:
-        s->bands[0] = s->bands[1] = s->bands[2] = 0;
-        break;
+    default: s->bands[0] = s->bands[1] = s->bands[2] = 0; break;
     }
 
     if (is_dicom_grey(img)) {
@@ -232,9 +220,9 @@ double cl_display_map_value(const ClImage *img, const ClDisplaySettings *s, doub
 {
     double y;
     if (s->mode == CL_DISPLAY_WINDOW) {
-        y = img->format == CL_IMAGE_FORMAT_DICOM ? dicom_window(m, s->center, s->width)
-                                                 : linear(m, s->center - s->width / 2,
-                                                          s->center + s->width / 2);
+        y = img->format == CL_IMAGE_FORMAT_DICOM
+                ? dicom_window(m, s->center, s->width)
+                : linear(m, s->center - s->width / 2, s->center + s->width / 2);
     } else if (s->mode == CL_DISPLAY_VOI_LUT && s->voi_lut < img->voi_luts->len) {
         y = voi_lut(g_ptr_array_index(img->voi_luts, s->voi_lut), m);
     } else {
@@ -293,9 +281,9 @@ static inline void map_pixel(const PixelMap *m, gsize i, guint8 *px)
     if (m->grey) {
         float v = m->src[0][i];
         nodata = !isfinite(v);
-        guint8 g = nodata ? 0
-                          : to8(cl_display_map_value(m->img, m->s, v * m->sl + m->ic, m->lo[0],
-                                                     m->hi[0]));
+        guint8 g =
+            nodata ? 0
+                   : to8(cl_display_map_value(m->img, m->s, v * m->sl + m->ic, m->lo[0], m->hi[0]));
         px[0] = px[1] = px[2] = g;
     } else {
         for (int k = 0; k < 3; k++) {
@@ -328,13 +316,15 @@ guint8 *cl_display_render_rgba_region(const ClImage *img, guint frame, const ClD
     g_return_val_if_fail(img != NULL && s != NULL, NULL);
     if (frame >= cl_image_n_frames(img)) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID,
-                    "frame %u does not exist (the image has %u)", frame + 1, cl_image_n_frames(img));
+                    "frame %u does not exist (the image has %u)", frame + 1,
+                    cl_image_n_frames(img));
         return NULL;
     }
     for (int k = 0; k < 3; k++)
         if (s->bands[k] >= (int)img->channels) {
             g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID,
-                        "band %d does not exist (the image has %u)", s->bands[k] + 1, img->channels);
+                        "band %d does not exist (the image has %u)", s->bands[k] + 1,
+                        img->channels);
             return NULL;
         }
     if (s->mode == CL_DISPLAY_VOI_LUT && s->voi_lut >= img->voi_luts->len) {
@@ -429,8 +419,8 @@ guint8 *cl_display_render_rgba(const ClImage *img, guint frame, const ClDisplayS
 {
     g_return_val_if_fail(img != NULL && s != NULL, NULL);
     guint w, h;
-    return cl_display_render_rgba_region(img, frame, s, NULL, 0, 0, img->width, img->height, 1,
-                                         &w, &h, NULL, error);
+    return cl_display_render_rgba_region(img, frame, s, NULL, 0, 0, img->width, img->height, 1, &w,
+                                         &h, NULL, error);
 }
 
 char *cl_display_pixel_readout(const ClImage *img, guint frame, double x, double y)
@@ -467,7 +457,8 @@ char *cl_display_pixel_readout(const ClImage *img, guint frame, double x, double
             g_string_append_c(s, ' ');
         if (!isfinite(v))
             g_string_append(s, "nodata");
-        else if (img->sample_format == CL_SAMPLE_FLOAT || f->rescale_slope != floor(f->rescale_slope))
+        else if (img->sample_format == CL_SAMPLE_FLOAT ||
+                 f->rescale_slope != floor(f->rescale_slope))
             g_string_append_printf(s, "%.4g", m);
         else
             g_string_append_printf(s, "%.0f", m);

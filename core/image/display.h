@@ -22,9 +22,9 @@ typedef struct {
     guint voi_lut;        /* CL_DISPLAY_VOI_LUT: index into img->voi_luts */
     double low_pct;       /* CL_DISPLAY_PERCENTILE */
     double high_pct;
-    int bands[3];         /* channel shown as R, G, B; all three equal for grey; -1 = black */
-    gboolean per_band;    /* stretch each band on its own (else one range over the three) */
-    gboolean invert;      /* MONOCHROME1: applied after the VOI step */
+    int bands[3];      /* channel shown as R, G, B; all three equal for grey; -1 = black */
+    gboolean per_band; /* stretch each band on its own (else one range over the three) */
+    gboolean invert;   /* MONOCHROME1: applied after the VOI step */
 } ClDisplaySettings;
 
 /* Sensible defaults for a frame: DICOM -> the file's first window preset, else its first VOI LUT,

@@ -6,7 +6,7 @@
 
 #include "image/loaders.h"
 
-G_DEFINE_QUARK(cl-image-error-quark, cl_image_error)
+G_DEFINE_QUARK(cl - image - error - quark, cl_image_error)
 
 void cl_image_limits_init(ClImageLimits *limits)
 {
@@ -43,11 +43,12 @@ gboolean cl_image_check_limits(const ClImageLimits *limits, guint64 width, guint
         return FALSE;
     }
     guint64 pixels = 0, all = 0, samples = 0;
-    gboolean ok = g_uint64_checked_mul(&pixels, width, height) &&
-                  g_uint64_checked_mul(&all, pixels, frames);
+    gboolean ok =
+        g_uint64_checked_mul(&pixels, width, height) && g_uint64_checked_mul(&all, pixels, frames);
     if (!ok || all > limits->max_pixels) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
-                    "image of %" G_GUINT64_FORMAT " × %" G_GUINT64_FORMAT " pixels × %" G_GUINT64_FORMAT
+                    "image of %" G_GUINT64_FORMAT " × %" G_GUINT64_FORMAT
+                    " pixels × %" G_GUINT64_FORMAT
                     " frames is over the pixel budget of %" G_GUINT64_FORMAT " pixels",
                     width, height, frames, limits->max_pixels);
         return FALSE;
@@ -55,8 +56,9 @@ gboolean cl_image_check_limits(const ClImageLimits *limits, guint64 width, guint
     /* Samples are kept as float: allow 4 samples a pixel of the budget (4 GiB at the default). */
     if (!g_uint64_checked_mul(&samples, all, channels) || samples / 4 > limits->max_pixels) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
-                    "image of %" G_GUINT64_FORMAT " × %" G_GUINT64_FORMAT " pixels × %" G_GUINT64_FORMAT
-                    " frames × %" G_GUINT64_FORMAT " channels is over the sample budget of %" G_GUINT64_FORMAT,
+                    "image of %" G_GUINT64_FORMAT " × %" G_GUINT64_FORMAT
+                    " pixels × %" G_GUINT64_FORMAT " frames × %" G_GUINT64_FORMAT
+                    " channels is over the sample budget of %" G_GUINT64_FORMAT,
                     width, height, frames, channels, 4 * limits->max_pixels);
         return FALSE;
     }
@@ -258,9 +260,10 @@ ClImage *cl_image_load_data(const guint8 *data, gsize len, const char *name,
         img = cl_image_load_pixbuf(data, len, name, fmt, limits, error);
         break;
     default:
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNKNOWN_FORMAT,
-                    "%s: not an image format ChangeLens reads (PNG, TIFF, DICOM, JPEG, WebP, BMP, GIF)",
-                    shown);
+        g_set_error(
+            error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNKNOWN_FORMAT,
+            "%s: not an image format ChangeLens reads (PNG, TIFF, DICOM, JPEG, WebP, BMP, GIF)",
+            shown);
         return NULL;
     }
     if (img) {
@@ -276,7 +279,8 @@ ClImage *cl_image_load(const char *path, const ClImageLimits *limits, GError **e
     g_return_val_if_fail(path != NULL, NULL);
     g_autoptr(GError) local = NULL;
     if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO, "%s: is a folder, not an image file", path);
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO, "%s: is a folder, not an image file",
+                    path);
         return NULL;
     }
     GMappedFile *map = g_mapped_file_new(path, FALSE, &local);

@@ -71,13 +71,13 @@ typedef struct {
 
 /* GeoTIFF georeferencing (NULL on an image without it). */
 typedef struct {
-    int epsg;                  /* projected or geographic CRS code, 0 if unknown */
-    char *crs_name;            /* citation or EPSG name, may be NULL */
-    gboolean has_transform;    /* transform[] is valid */
-    double transform[6];       /* x = t0 + col*t1 + row*t2; y = t3 + col*t4 + row*t5 (GDAL order) */
-    gboolean pixel_is_point;   /* raster type: PixelIsPoint (else PixelIsArea) */
-    double pixel_size[2];      /* |x size|, |y size| in CRS units (from scale or transform) */
-    double origin[2];          /* CRS coordinate of the upper-left corner of pixel (0,0) */
+    int epsg;                /* projected or geographic CRS code, 0 if unknown */
+    char *crs_name;          /* citation or EPSG name, may be NULL */
+    gboolean has_transform;  /* transform[] is valid */
+    double transform[6];     /* x = t0 + col*t1 + row*t2; y = t3 + col*t4 + row*t5 (GDAL order) */
+    gboolean pixel_is_point; /* raster type: PixelIsPoint (else PixelIsArea) */
+    double pixel_size[2];    /* |x size|, |y size| in CRS units (from scale or transform) */
+    double origin[2];        /* CRS coordinate of the upper-left corner of pixel (0,0) */
 } ClGeoInfo;
 
 typedef struct {
@@ -91,25 +91,26 @@ typedef struct {
     guint width, height;
     guint channels;
     ClChannelLayout layout;
-    guint bits;            /* significant bits per sample (DICOM BitsStored, PNG/TIFF bit depth) */
-    guint bits_allocated;  /* container bits per sample (DICOM BitsAllocated; else = bits rounded up) */
+    guint bits; /* significant bits per sample (DICOM BitsStored, PNG/TIFF bit depth) */
+    guint
+        bits_allocated; /* container bits per sample (DICOM BitsAllocated; else = bits rounded up) */
     ClSampleFormat sample_format;
-    char *photometric;     /* "MONOCHROME1", "MONOCHROME2", "RGB", "YBR_FULL_422", "PALETTE COLOR",
+    char *photometric; /* "MONOCHROME1", "MONOCHROME2", "RGB", "YBR_FULL_422", "PALETTE COLOR",
                             * "min-is-black", "grey", "palette", ... as the file states */
-    GPtrArray *frames;     /* ClFrame*, owned; length >= 1 */
+    GPtrArray *frames; /* ClFrame*, owned; length >= 1 */
 
     /* DICOM (NULL / 0 elsewhere) */
     char *transfer_syntax_uid;
-    char *transfer_syntax;  /* readable name, "JPEG-LS Lossless", "RLE Lossless", ... */
-    char *modality;         /* "CR", "DX", "CT", "MR", ... */
-    char *rescale_type;     /* "HU", "US", ... may be NULL */
-    GArray *windows;        /* ClWindowPreset, owned (explanation freed with it) */
-    GPtrArray *voi_luts;    /* ClVoiLut*, owned */
+    char *transfer_syntax; /* readable name, "JPEG-LS Lossless", "RLE Lossless", ... */
+    char *modality;        /* "CR", "DX", "CT", "MR", ... */
+    char *rescale_type;    /* "HU", "US", ... may be NULL */
+    GArray *windows;       /* ClWindowPreset, owned (explanation freed with it) */
+    GPtrArray *voi_luts;   /* ClVoiLut*, owned */
     gboolean has_pixel_spacing;
     double pixel_spacing[2]; /* mm: [0] between rows, [1] between columns (DICOM order) */
     char *patient_id, *patient_name;
     char *study_uid, *series_uid, *sop_instance_uid;
-    char *study_datetime;       /* ISO-ish "YYYYMMDDHHMMSS[.f]" as composed from DA+TM, may be NULL */
+    char *study_datetime; /* ISO-ish "YYYYMMDDHHMMSS[.f]" as composed from DA+TM, may be NULL */
     char *acquisition_datetime; /* AcquisitionDateTime or AcquisitionDate+Time, may be NULL */
     int instance_number;        /* -1 if absent */
 
@@ -152,8 +153,9 @@ void cl_image_free(ClImage *img);
 /* Allocates n_frames zero-filled frames of width*height*channels floats (limits must have been
  * checked; uses g_try_malloc and fails with TOO_LARGE if memory is short). */
 gboolean cl_image_alloc_frames(ClImage *img, guint n_frames, GError **error);
-void cl_image_add_meta(ClImage *img, const char *key, const char *value); /* copies; value made valid UTF-8 */
-const char *cl_image_get_meta(const ClImage *img, const char *key);    /* first match or NULL */
+void cl_image_add_meta(ClImage *img, const char *key,
+                       const char *value); /* copies; value made valid UTF-8 */
+const char *cl_image_get_meta(const ClImage *img, const char *key); /* first match or NULL */
 void cl_image_add_window(ClImage *img, double center, double width, const char *explanation);
 
 static inline float *cl_image_plane(const ClImage *img, guint frame, guint channel)
@@ -161,7 +163,10 @@ static inline float *cl_image_plane(const ClImage *img, guint frame, guint chann
     ClFrame *f = (ClFrame *)g_ptr_array_index(img->frames, frame);
     return f->data + (gsize)channel * img->width * img->height;
 }
-static inline guint cl_image_n_frames(const ClImage *img) { return img->frames->len; }
+static inline guint cl_image_n_frames(const ClImage *img)
+{
+    return img->frames->len;
+}
 static inline const ClFrame *cl_image_frame(const ClImage *img, guint frame)
 {
     return (const ClFrame *)g_ptr_array_index(img->frames, frame);

@@ -19,6 +19,7 @@ ClImage *cl_image_load_pixbuf(const guint8 *data, gsize len, const char *name, C
                               const ClImageLimits *limits, GError **error);
 
 /* Shown in `meson configure`-like summaries and `changelens-cli info --version`. */
-const char *cl_image_dicom_codecs(void); /* e.g. "JPEG (baseline, extended, lossless), JPEG-LS, RLE, deflate" */
+const char *
+cl_image_dicom_codecs(void); /* e.g. "JPEG (baseline, extended, lossless), JPEG-LS, RLE, deflate" */
 
 G_END_DECLS

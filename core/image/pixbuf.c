@@ -298,8 +298,8 @@ static void add_pixbuf_options(ClImage *img, GdkPixbuf *pb)
     for (GList *l = keys; l; l = l->next) {
         const char *k = l->data, *v = g_hash_table_lookup(opts, k);
         if (strcmp(k, "icc-profile") == 0) {
-            g_autofree char *s = g_strdup_printf("embedded (%" G_GSIZE_FORMAT " bytes)",
-                                                 strlen(v) / 4 * 3);
+            g_autofree char *s =
+                g_strdup_printf("embedded (%" G_GSIZE_FORMAT " bytes)", strlen(v) / 4 * 3);
             cl_image_add_meta(img, "ICCProfile", s);
         } else if (strcmp(k, "orientation") == 0) {
             cl_image_add_meta(img, "Orientation", v);
@@ -321,12 +321,12 @@ static void add_format_metadata(ClImage *img, const guint8 *data, gsize len, ClI
         if (comps) {
             g_autofree char *s = g_strdup_printf("%u", comps);
             cl_image_add_meta(img, "JPEGComponents", s);
-            cl_image_add_meta(img, "JPEGProcess",
-                              sof == 0xC2 || sof == 0xC6 || sof == 0xCA || sof == 0xCE
-                                  ? "progressive"
-                                  : sof == 0xC3 || sof == 0xC7 || sof == 0xCB || sof == 0xCF
-                                        ? "lossless"
-                                        : sof == 0xC0 ? "baseline" : "extended");
+            cl_image_add_meta(
+                img, "JPEGProcess",
+                sof == 0xC2 || sof == 0xC6 || sof == 0xCA || sof == 0xCE   ? "progressive"
+                : sof == 0xC3 || sof == 0xC7 || sof == 0xCB || sof == 0xCF ? "lossless"
+                : sof == 0xC0                                              ? "baseline"
+                                                                           : "extended");
         }
         /* gdk-pixbuf always hands back RGB: a greyscale JPEG arrives as three equal channels.
          * Keeping them is harmless for display and the model; say what the file held. */
@@ -391,16 +391,14 @@ static gboolean headers_are_sane(const guint8 *data, gsize len, ClImageFormat fo
 }
 
 /* The decoded 8-bit RGB(A) pixbuf as a one-frame planar image. */
-static ClImage *image_from_pixbuf(GdkPixbuf *pb, ClImageFormat format,
-                                  const ClImageLimits *limits, const char *shown,
-                                  GError **error)
+static ClImage *image_from_pixbuf(GdkPixbuf *pb, ClImageFormat format, const ClImageLimits *limits,
+                                  const char *shown, GError **error)
 {
     int w = gdk_pixbuf_get_width(pb), h = gdk_pixbuf_get_height(pb);
     int nch = gdk_pixbuf_get_n_channels(pb), stride = gdk_pixbuf_get_rowstride(pb);
     if (gdk_pixbuf_get_colorspace(pb) != GDK_COLORSPACE_RGB ||
         gdk_pixbuf_get_bits_per_sample(pb) != 8 || (nch != 3 && nch != 4) ||
-        nch != (gdk_pixbuf_get_has_alpha(pb) ? 4 : 3) || w <= 0 || h <= 0 ||
-        stride < w * nch) {
+        nch != (gdk_pixbuf_get_has_alpha(pb) ? 4 : 3) || w <= 0 || h <= 0 || stride < w * nch) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNSUPPORTED,
                     "%s: gdk-pixbuf returned a pixel layout ChangeLens does not handle "
                     "(%d channels, %d bits)",
@@ -511,8 +509,8 @@ ClImage *cl_image_load_pixbuf(const guint8 *data, gsize len, const char *name, C
     if (!pb)
         pb = gdk_pixbuf_loader_get_pixbuf(loader);
     if (!pb) {
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT,
-                    "%s: the %s file holds no image", shown, fmt_name);
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT, "%s: the %s file holds no image",
+                    shown, fmt_name);
         return NULL;
     }
 

@@ -14,13 +14,13 @@ typedef struct {
     const char *shown; /* file name for messages */
     const guint8 *data;
     gsize len, pos;
-    gboolean truncated;   /* the read callback ran off the end of the buffer */
-    guint64 idat_total;   /* IDAT payload bytes, from scan_chunks() */
-    char *error_message;  /* libpng's message for the fatal error, if any */
-    GPtrArray *warnings;  /* char*, libpng's warnings (never printed to stderr) */
+    gboolean truncated;  /* the read callback ran off the end of the buffer */
+    guint64 idat_total;  /* IDAT payload bytes, from scan_chunks() */
+    char *error_message; /* libpng's message for the fatal error, if any */
+    GPtrArray *warnings; /* char*, libpng's warnings (never printed to stderr) */
     png_structp png;
     png_infop info;
-    guint8 *raw;          /* rowbytes × height, as libpng delivers it (packed, big-endian) */
+    guint8 *raw; /* rowbytes × height, as libpng delivers it (packed, big-endian) */
     png_bytep *rows;
     ClImage *img;
 } PngCtx;
@@ -100,8 +100,8 @@ static void read_metadata(PngCtx *ctx)
                                          [PNG_COLOR_TYPE_GRAY_ALPHA] = "grey+alpha",
                                          [PNG_COLOR_TYPE_RGB_ALPHA] = "RGBA" };
     int ctype = png_get_color_type(png, ctx->info);
-    g_autofree char *ctype_s = g_strdup_printf("%s, %d-bit", ctype_names[ctype],
-                                               png_get_bit_depth(png, ctx->info));
+    g_autofree char *ctype_s =
+        g_strdup_printf("%s, %d-bit", ctype_names[ctype], png_get_bit_depth(png, ctx->info));
     cl_image_add_meta(img, "ColorType", ctype_s);
     if (png_get_interlace_type(png, ctx->info) == PNG_INTERLACE_ADAM7)
         cl_image_add_meta(img, "Interlace", "Adam7");
@@ -143,8 +143,8 @@ static void read_metadata(PngCtx *ctx)
     }
     png_color_8p sig = NULL;
     if (png_get_sBIT(png, ctx->info, &sig) && sig) {
-        guint b = (ctype & PNG_COLOR_MASK_COLOR) ? MAX(MAX(sig->red, sig->green), sig->blue)
-                                                 : sig->gray;
+        guint b =
+            (ctype & PNG_COLOR_MASK_COLOR) ? MAX(MAX(sig->red, sig->green), sig->blue) : sig->gray;
         g_autofree char *s = g_strdup_printf("%u", b);
         cl_image_add_meta(img, "SignificantBits", s);
     }

@@ -78,11 +78,11 @@ GPtrArray *cl_sequence_warnings(const ClImage *const *images, guint n)
             first_patient = g_steal_pointer(&key);
             first_patient_file = img->path;
         } else if (strcmp(first_patient, key) != 0) {
-            g_ptr_array_add(warnings,
-                            g_strdup_printf("the sequence mixes patients: %s is patient %s, %s is "
-                                            "patient %s",
-                                            first_patient_file ? first_patient_file : "image 1",
-                                            first_patient, img->path ? img->path : "an image", key));
+            g_ptr_array_add(
+                warnings, g_strdup_printf("the sequence mixes patients: %s is patient %s, %s is "
+                                          "patient %s",
+                                          first_patient_file ? first_patient_file : "image 1",
+                                          first_patient, img->path ? img->path : "an image", key));
             break;
         }
     }
@@ -104,9 +104,8 @@ GPtrArray *cl_sequence_warnings(const ClImage *const *images, guint n)
     for (guint i = 1; first && i < n; i++) {
         const ClImage *img = images[i];
         if (first->modality && img->modality && strcmp(first->modality, img->modality) != 0) {
-            g_ptr_array_add(warnings,
-                            g_strdup_printf("the sequence mixes modalities: %s and %s",
-                                            first->modality, img->modality));
+            g_ptr_array_add(warnings, g_strdup_printf("the sequence mixes modalities: %s and %s",
+                                                      first->modality, img->modality));
             break;
         }
     }
@@ -143,19 +142,20 @@ ClSequence *cl_sequence_new_from_images(ClImage **images, guint n_images)
     for (guint i = 0; i < seq->images->len; i++) {
         ClImage *img = g_ptr_array_index(seq->images, i);
         guint nf = cl_image_n_frames(img);
-        g_autofree char *base = img->path ? g_path_get_basename(img->path)
-                                          : g_strdup_printf("image %u", i + 1);
+        g_autofree char *base =
+            img->path ? g_path_get_basename(img->path) : g_strdup_printf("image %u", i + 1);
         for (guint f = 0; f < nf; f++) {
             ClSequenceItem *it = g_new0(ClSequenceItem, 1);
             it->image = img;
             it->frame = f;
-            it->label = nf > 1 ? g_strdup_printf("%s [frame %u/%u]", base, f + 1, nf)
-                               : g_strdup(base);
+            it->label =
+                nf > 1 ? g_strdup_printf("%s [frame %u/%u]", base, f + 1, nf) : g_strdup(base);
             g_ptr_array_add(seq->items, it);
         }
     }
     g_ptr_array_unref(seq->warnings);
-    seq->warnings = cl_sequence_warnings((const ClImage *const *)seq->images->pdata, seq->images->len);
+    seq->warnings =
+        cl_sequence_warnings((const ClImage *const *)seq->images->pdata, seq->images->len);
     return seq;
 }
 
@@ -193,8 +193,10 @@ static char *photo_stem(const char *path)
     if (dot && dot != base)
         *dot = '\0';
     char *s = g_ascii_strdown(base, -1);
-    static const char *const words[] = { "before", "after", "original", "orig", "edited", "edit",
-                                         "new", "old", "prior", "current", "final", "copy" };
+    static const char *const words[] = {
+        "before", "after", "original", "orig",    "edited", "edit",
+        "new",    "old",   "prior",    "current", "final",  "copy"
+    };
     for (gboolean again = TRUE; again;) {
         again = FALSE;
         g_strchomp(s);
@@ -221,8 +223,9 @@ static char *photo_stem(const char *path)
         for (guint i = 0; i < G_N_ELEMENTS(words) && !word; i++)
             word = g_str_equal(tail, words[i]);
         /* "v2", "2", "t1" */
-        gboolean numbered = *tail && (g_ascii_isdigit(tail[0]) ||
-                                      ((tail[0] == 'v' || tail[0] == 't') && g_ascii_isdigit(tail[1])));
+        gboolean numbered =
+            *tail && (g_ascii_isdigit(tail[0]) ||
+                      ((tail[0] == 'v' || tail[0] == 't') && g_ascii_isdigit(tail[1])));
         for (const char *q = tail + (g_ascii_isdigit(tail[0]) ? 0 : 1); numbered && *q; q++)
             numbered = g_ascii_isdigit(*q);
         if (word || numbered) {
@@ -253,7 +256,8 @@ static gboolean footprint(const ClImage *img, double f[4])
         return FALSE;
     const double *t = img->geo->transform;
     double xs[4], ys[4];
-    const double cx[4] = { 0, img->width, 0, img->width }, cy[4] = { 0, 0, img->height, img->height };
+    const double cx[4] = { 0, img->width, 0, img->width },
+                 cy[4] = { 0, 0, img->height, img->height };
     for (int k = 0; k < 4; k++) {
         xs[k] = t[0] + t[1] * cx[k] + t[2] * cy[k];
         ys[k] = t[3] + t[4] * cx[k] + t[5] * cy[k];

@@ -41,7 +41,10 @@ guint cl_sequence_group(const ClImage *const *images, guint n, guint *group_of);
 /* Builds a sequence from images already loaded (takes ownership of each). */
 ClSequence *cl_sequence_new_from_images(ClImage **images, guint n_images);
 void cl_sequence_free(ClSequence *seq);
-static inline guint cl_sequence_length(const ClSequence *seq) { return seq->items->len; }
+static inline guint cl_sequence_length(const ClSequence *seq)
+{
+    return seq->items->len;
+}
 static inline const ClSequenceItem *cl_sequence_item(const ClSequence *seq, guint i)
 {
     return (const ClSequenceItem *)g_ptr_array_index(seq->items, i);

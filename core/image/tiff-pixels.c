@@ -43,14 +43,14 @@ static void unpack_row(float *dst, const guint8 *row, gsize first, gsize step, g
             dst[k] = (float)v;                                                                     \
         }                                                                                          \
         break;
-    TYPED(K_U16, guint16)
-    TYPED(K_I16, gint16)
-    TYPED(K_U32, guint32)
-    TYPED(K_I32, gint32)
-    TYPED(K_U64, guint64)
-    TYPED(K_I64, gint64)
-    TYPED(K_F32, float)
-    TYPED(K_F64, double)
+        TYPED(K_U16, guint16)
+        TYPED(K_I16, gint16)
+        TYPED(K_U32, guint32)
+        TYPED(K_I32, gint32)
+        TYPED(K_U64, guint64)
+        TYPED(K_I64, gint64)
+        TYPED(K_F32, float)
+        TYPED(K_F64, double)
 #undef TYPED
     case K_F16:
         for (gsize k = 0; k < n; k++, i += step) {
@@ -99,8 +99,10 @@ static gboolean read_block(TIFF *tif, TiffLog *log, gboolean tile, guint32 index
     tmsize_t got = tile ? TIFFReadEncodedTile(tif, index, buf, size)
                         : TIFFReadEncodedStrip(tif, index, buf, size);
     if (got != size || log->n_errors != before)
-        FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u %s %u cannot be decoded, the file is truncated or "
-             "damaged (%s)", page + 1, tile ? "tile" : "strip", index,
+        FAIL(CL_IMAGE_ERROR_CORRUPT,
+             "page %u %s %u cannot be decoded, the file is truncated or "
+             "damaged (%s)",
+             page + 1, tile ? "tile" : "strip", index,
              log->first_error ? log->first_error : "short data");
     return TRUE;
 }
@@ -142,14 +144,15 @@ gboolean cl_tiff_read_pixels(TIFF *tif, TiffLog *log, const Page *p, float *fram
         guint64 across = ((guint64)p->width + p->tile_w - 1) / p->tile_w;
         guint64 down = ((guint64)p->height + p->tile_h - 1) / p->tile_h;
         if (TIFFNumberOfTiles(tif) != across * down * n_planes)
-            FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u has %u tiles where %" G_GUINT64_FORMAT
-                 " were expected", page + 1, TIFFNumberOfTiles(tif), across * down * n_planes);
+            FAIL(CL_IMAGE_ERROR_CORRUPT,
+                 "page %u has %u tiles where %" G_GUINT64_FORMAT " were expected", page + 1,
+                 TIFFNumberOfTiles(tif), across * down * n_planes);
         for (guint s = 0; s < n_planes; s++)
             for (guint32 ty = 0; ty < p->height; ty += MIN(p->tile_h, p->height - ty)) {
                 for (guint32 tx = 0; tx < p->width; tx += MIN(p->tile_w, p->width - tx)) {
                     guint32 index = TIFFComputeTile(tif, tx, ty, 0, (guint16)s);
-                    if (!read_block(tif, log, TRUE, index, buf, (tmsize_t)block_bytes, page,
-                                    shown, error))
+                    if (!read_block(tif, log, TRUE, index, buf, (tmsize_t)block_bytes, page, shown,
+                                    error))
                         return FALSE;
                     /* edge tiles are stored whole: keep only the part inside the image */
                     guint32 rows = MIN(p->tile_h, p->height - ty);
@@ -159,12 +162,12 @@ gboolean cl_tiff_read_pixels(TIFF *tif, TiffLog *log, const Page *p, float *fram
                 }
             }
     } else {
-        guint32 per_plane = (guint32)(((guint64)p->height + p->rows_per_strip - 1) /
-                                      p->rows_per_strip);
+        guint32 per_plane =
+            (guint32)(((guint64)p->height + p->rows_per_strip - 1) / p->rows_per_strip);
         if ((guint64)TIFFNumberOfStrips(tif) != (guint64)per_plane * n_planes)
-            FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u has %u strips where %" G_GUINT64_FORMAT
-                 " were expected", page + 1, TIFFNumberOfStrips(tif),
-                 (guint64)per_plane * n_planes);
+            FAIL(CL_IMAGE_ERROR_CORRUPT,
+                 "page %u has %u strips where %" G_GUINT64_FORMAT " were expected", page + 1,
+                 TIFFNumberOfStrips(tif), (guint64)per_plane * n_planes);
         for (guint s = 0; s < n_planes; s++)
             for (guint32 k = 0; k < per_plane; k++) {
                 guint32 y0 = k * p->rows_per_strip;
@@ -193,8 +196,8 @@ gboolean cl_tiff_read_pixels(TIFF *tif, TiffLog *log, const Page *p, float *fram
     return TRUE;
 }
 
-gboolean cl_tiff_read_pixels_rgba(TIFF *tif, TiffLog *log, const Page *p, float *frame,
-                                  guint page, const char *shown, GError **error)
+gboolean cl_tiff_read_pixels_rgba(TIFF *tif, TiffLog *log, const Page *p, float *frame, guint page,
+                                  const char *shown, GError **error)
 {
     gsize n = (gsize)p->width * p->height;
     g_autofree guint32 *raster = g_try_malloc_n(n, sizeof(guint32));
@@ -208,8 +211,10 @@ gboolean cl_tiff_read_pixels_rgba(TIFF *tif, TiffLog *log, const Page *p, float 
     guint before = log->n_errors;
     if (!TIFFReadRGBAImageOriented(tif, p->width, p->height, raster, orientation, 1) ||
         log->n_errors != before)
-        FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u cannot be decoded, the file is truncated or damaged"
-             " (%s)", page + 1, log->first_error ? log->first_error : "RGBA decoding failed");
+        FAIL(CL_IMAGE_ERROR_CORRUPT,
+             "page %u cannot be decoded, the file is truncated or damaged"
+             " (%s)",
+             page + 1, log->first_error ? log->first_error : "RGBA decoding failed");
     for (gsize i = 0; i < n; i++) {
         frame[i] = TIFFGetR(raster[i]);
         frame[n + i] = TIFFGetG(raster[i]);

@@ -23,14 +23,25 @@ void cl_tiff_log_add(TiffLog *log, gboolean is_error, const char *module, const 
 
 typedef enum {
     K_BITS, /* bit-packed unsigned/signed, 1..32 bits, MSB first (1, 2, 4, 12, ... bit data) */
-    K_U8, K_I8, K_U16, K_I16, K_U24, K_I24, K_U32, K_I32, K_U64, K_I64,
-    K_F16, K_F32, K_F64,
+    K_U8,
+    K_I8,
+    K_U16,
+    K_I16,
+    K_U24,
+    K_I24,
+    K_U32,
+    K_I32,
+    K_U64,
+    K_I64,
+    K_F16,
+    K_F32,
+    K_F64,
 } SampleKind;
 
 typedef struct {
     guint32 width, height;
     guint16 spp, bps, sample_tag, photometric, planar, compression;
-    gboolean alpha;    /* the first extra sample is alpha */
+    gboolean alpha; /* the first extra sample is alpha */
     gboolean tiled;
     guint32 tile_w, tile_h, rows_per_strip;
     guint64 row_bytes; /* one decoded row of a strip or tile (of one plane when separate) */
@@ -60,8 +71,8 @@ const char *cl_tiff_compression_name(guint16 c, char *buf, gsize n);
 gboolean cl_tiff_read_pixels(TIFF *tif, TiffLog *log, const Page *p, float *frame, guint page,
                              const char *shown, GError **error);
 /* Through TIFFReadRGBAImage (the codecs and colour spaces only libtiff converts). */
-gboolean cl_tiff_read_pixels_rgba(TIFF *tif, TiffLog *log, const Page *p, float *frame,
-                                  guint page, const char *shown, GError **error);
+gboolean cl_tiff_read_pixels_rgba(TIFF *tif, TiffLog *log, const Page *p, float *frame, guint page,
+                                  const char *shown, GError **error);
 
 /* ---- tiff-tags.c: the current page's tags and GeoTIFF keys as metadata ---- */
 

@@ -82,12 +82,18 @@ void cl_tiff_read_tags(TIFF *tif, ClImage *img, const Page *p)
         guint32 tag;
         const char *key;
     } ascii[] = {
-        { TIFFTAG_DOCUMENTNAME, "DocumentName" }, { TIFFTAG_IMAGEDESCRIPTION, "ImageDescription" },
-        { TIFFTAG_MAKE, "Make" },                 { TIFFTAG_MODEL, "Model" },
-        { TIFFTAG_PAGENAME, "PageName" },         { TIFFTAG_SOFTWARE, "Software" },
-        { TIFFTAG_DATETIME, "DateTime" },         { TIFFTAG_ARTIST, "Artist" },
-        { TIFFTAG_HOSTCOMPUTER, "HostComputer" }, { TIFFTAG_COPYRIGHT, "Copyright" },
-        { TIFFTAG_GDAL_NODATA, "GDAL_NODATA" },   { TIFFTAG_GDAL_METADATA, "GDAL_METADATA" },
+        { TIFFTAG_DOCUMENTNAME, "DocumentName" },
+        { TIFFTAG_IMAGEDESCRIPTION, "ImageDescription" },
+        { TIFFTAG_MAKE, "Make" },
+        { TIFFTAG_MODEL, "Model" },
+        { TIFFTAG_PAGENAME, "PageName" },
+        { TIFFTAG_SOFTWARE, "Software" },
+        { TIFFTAG_DATETIME, "DateTime" },
+        { TIFFTAG_ARTIST, "Artist" },
+        { TIFFTAG_HOSTCOMPUTER, "HostComputer" },
+        { TIFFTAG_COPYRIGHT, "Copyright" },
+        { TIFFTAG_GDAL_NODATA, "GDAL_NODATA" },
+        { TIFFTAG_GDAL_METADATA, "GDAL_METADATA" },
     };
     for (guint i = 0; i < G_N_ELEMENTS(ascii); i++) {
         g_autofree char *v = get_ascii(tif, ascii[i].tag);
@@ -122,9 +128,10 @@ void cl_tiff_read_tags(TIFF *tif, ClImage *img, const Page *p)
         if (TIFFGetField(tif, TIFFTAG_YRESOLUTION, &yres))
             cl_tiff_add_meta_printf(img, "YResolution", "%g", yres);
         TIFFGetFieldDefaulted(tif, TIFFTAG_RESOLUTIONUNIT, &unit);
-        cl_image_add_meta(img, "ResolutionUnit", unit == RESUNIT_CENTIMETER ? "centimetre"
-                                                 : unit == RESUNIT_NONE     ? "none"
-                                                                            : "inch");
+        cl_image_add_meta(img, "ResolutionUnit",
+                          unit == RESUNIT_CENTIMETER ? "centimetre"
+                          : unit == RESUNIT_NONE     ? "none"
+                                                     : "inch");
     }
     guint16 orientation = 0;
     if (TIFFGetField(tif, TIFFTAG_ORIENTATION, &orientation) && orientation != ORIENTATION_TOPLEFT)
@@ -180,8 +187,7 @@ static gboolean geokeys_valid(TIFF *tif, const guint16 *dir, guint32 n)
             if (!ascii || off > ascii_len || off + count > ascii_len + 1)
                 return FALSE;
             break;
-        default:
-            return FALSE;
+        default: return FALSE;
         }
     }
     return TRUE;
@@ -228,11 +234,14 @@ static char *geokey_short_text(geokey_t key, guint v)
     else if (key == ProjectedCSTypeGeoKey || key == GeographicTypeGeoKey) {
         const char *crs = crs_known_name((int)v, nbuf, sizeof nbuf);
         return g_strdup_printf("EPSG:%u%s%s", v, crs ? " " : "", crs ? crs : "");
-    }
-    else if (key == ProjLinearUnitsGeoKey || key == GeogLinearUnitsGeoKey ||
-             key == VerticalUnitsGeoKey || key == GeogAngularUnitsGeoKey)
-        name = v == 9001 ? "metre" : v == 9002 ? "foot" : v == 9003 ? "US survey foot"
-               : v == 9101 ? "radian" : v == 9102 ? "degree" : NULL;
+    } else if (key == ProjLinearUnitsGeoKey || key == GeogLinearUnitsGeoKey ||
+               key == VerticalUnitsGeoKey || key == GeogAngularUnitsGeoKey)
+        name = v == 9001   ? "metre"
+               : v == 9002 ? "foot"
+               : v == 9003 ? "US survey foot"
+               : v == 9101 ? "radian"
+               : v == 9102 ? "degree"
+                           : NULL;
     return name ? g_strdup_printf("%u (%s)", v, name) : g_strdup_printf("%u", v);
 }
 
@@ -353,15 +362,14 @@ void cl_tiff_read_geo(TIFF *tif, ClImage *img, TiffLog *log)
     } else if (has_tie && n_tie >= 6 && has_scale && n_scale >= 2) {
         /* first tie point (I, J, K) -> (X, Y, Z) and the pixel scale; rows go south */
         double m[6] = { tie[3] - tie[0] * scale[0], scale[0], 0,
-                        tie[4] + tie[1] * scale[1], 0, -scale[1] };
+                        tie[4] + tie[1] * scale[1], 0,        -scale[1] };
         memcpy(t, m, sizeof t);
         have = TRUE;
     }
     if (has_tie && n_tie >= 6)
         cl_tiff_add_meta_printf(img, "ModelTiepoint",
-                                "(%.15g, %.15g, %.15g) -> (%.15g, %.15g, %.15g)%s", tie[0],
-                                tie[1], tie[2], tie[3], tie[4], tie[5],
-                                n_tie >= 12 ? " and more" : "");
+                                "(%.15g, %.15g, %.15g) -> (%.15g, %.15g, %.15g)%s", tie[0], tie[1],
+                                tie[2], tie[3], tie[4], tie[5], n_tie >= 12 ? " and more" : "");
     if (has_scale && n_scale >= 2)
         cl_tiff_add_meta_printf(img, "ModelPixelScale", "%.15g %.15g %.15g", scale[0], scale[1],
                                 n_scale >= 3 ? scale[2] : 0.0);

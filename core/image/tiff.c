@@ -15,7 +15,6 @@
 #define CL_TIFF_PER_HANDLE_ERRORS 0
 #endif
 
-
 /* ---- messages ---- */
 
 void cl_tiff_log_add(TiffLog *log, gboolean is_error, const char *module, const char *fmt,
@@ -32,7 +31,8 @@ void cl_tiff_log_add(TiffLog *log, gboolean is_error, const char *module, const 
         log->n_warnings++;
     if (!*slot)
         *slot = module && *module && g_strcmp0(module, log->name) != 0
-                    ? g_strdup_printf("%s: %s", module, msg) : g_steal_pointer(&msg);
+                    ? g_strdup_printf("%s: %s", module, msg)
+                    : g_steal_pointer(&msg);
 }
 
 static void log_clear(TiffLog *log)
@@ -50,10 +50,9 @@ static int on_tiff_error(TIFF *tif, void *user, const char *module, const char *
     return 1; /* handled: do not call the global (stderr) handler */
 }
 
-static int on_tiff_warning(TIFF *tif, void *user, const char *module, const char *fmt,
-                           va_list ap) G_GNUC_PRINTF(4, 0);
-static int on_tiff_warning(TIFF *tif, void *user, const char *module, const char *fmt,
-                           va_list ap)
+static int on_tiff_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
+    G_GNUC_PRINTF(4, 0);
+static int on_tiff_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 {
     cl_tiff_log_add(user, FALSE, module, fmt, ap);
     return 1;
@@ -181,9 +180,7 @@ static int mem_map(thandle_t h, void **base, toff_t *size)
     return 1;
 }
 
-static void mem_unmap(thandle_t h, void *base, toff_t size)
-{
-}
+static void mem_unmap(thandle_t h, void *base, toff_t size) {}
 
 /* ---- one page (IFD): what it holds and how it decodes ---- */
 
@@ -251,6 +248,97 @@ static ClChannelLayout layout_for(guint16 photometric, guint spp, gboolean alpha
     return CL_LAYOUT_BANDS;
 }
 
+/* The sample kind, bits and format of p's samples (SampleFormat and BitsPerSample). */
+static gboolean page_sample_kind(Page *p, guint page, const char *shown, GError **error)
+{
+    guint bps = p->bps;
+    switch (p->sample_tag) {
+    case SAMPLEFORMAT_UINT:
+    case SAMPLEFORMAT_VOID:
+    case SAMPLEFORMAT_INT:
+        p->is_signed = p->sample_tag == SAMPLEFORMAT_INT;
+        p->sample_format = p->is_signed ? CL_SAMPLE_INT : CL_SAMPLE_UINT;
+        if (bps == 8)
+            p->kind = p->is_signed ? K_I8 : K_U8;
+        else if (bps == 16)
+            p->kind = p->is_signed ? K_I16 : K_U16;
+        else if (bps == 24)
+            p->kind = p->is_signed ? K_I24 : K_U24;
+        else if (bps == 32)
+            p->kind = p->is_signed ? K_I32 : K_U32;
+        else if (bps == 64)
+            p->kind = p->is_signed ? K_I64 : K_U64;
+        else if (bps >= 1 && bps < 32)
+            p->kind = K_BITS;
+        else
+            FAIL(CL_IMAGE_ERROR_UNSUPPORTED,
+                 "page %u has %u-bit integer samples, which ChangeLens "
+                 "does not read",
+                 page + 1, bps);
+        break;
+    case SAMPLEFORMAT_IEEEFP:
+        p->sample_format = CL_SAMPLE_FLOAT;
+        if (bps == 16)
+            p->kind = K_F16;
+        else if (bps == 32)
+            p->kind = K_F32;
+        else if (bps == 64)
+            p->kind = K_F64;
+        else
+            FAIL(CL_IMAGE_ERROR_UNSUPPORTED,
+                 "page %u has %u-bit floating-point samples; "
+                 "ChangeLens reads 16, 32 and 64-bit floats",
+                 page + 1, bps);
+        break;
+    default:
+        FAIL(CL_IMAGE_ERROR_UNSUPPORTED,
+             "page %u has complex or unknown samples (SampleFormat %u),"
+             " which ChangeLens does not read",
+             page + 1, p->sample_tag);
+    }
+    p->bits = bps;
+    p->bits_allocated = bps <= 8 ? 8 : bps <= 16 ? 16 : bps <= 32 ? 32 : 64;
+    return TRUE;
+}
+
+/* Row geometry, ours and libtiff's; they must agree or we would misread the buffer. */
+static gboolean page_row_geometry(TIFF *tif, guint page, const ClImageLimits *limits, Page *p,
+                                  const char *shown, GError **error)
+{
+    guint bps = p->bps;
+    gboolean separate = p->planar == PLANARCONFIG_SEPARATE && p->spp > 1;
+    guint64 per_row = separate ? 1 : p->spp;
+    p->tiled = TIFFIsTiled(tif);
+    guint64 libtiff_row;
+    if (p->tiled) {
+        if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &p->tile_w) ||
+            !TIFFGetField(tif, TIFFTAG_TILELENGTH, &p->tile_h) || p->tile_w == 0 || p->tile_h == 0)
+            FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u is tiled but has no valid tile size", page + 1);
+        /* A tile may be larger than a small image, but not absurdly (it is decoded whole). */
+        guint64 area = (guint64)p->tile_w * p->tile_h;
+        guint64 allowed = MAX((guint64)4 * p->width * p->height, (guint64)1 << 20);
+        if (area > allowed || area > 4 * limits->max_pixels)
+            FAIL(CL_IMAGE_ERROR_CORRUPT,
+                 "page %u has implausible %u × %u tiles for a %u × %u "
+                 "image",
+                 page + 1, p->tile_w, p->tile_h, p->width, p->height);
+        p->row_bytes = ((guint64)p->tile_w * per_row * bps + 7) / 8;
+        libtiff_row = TIFFTileRowSize64(tif);
+    } else {
+        p->rows_per_strip = p->height;
+        guint32 rps = 0;
+        if (TIFFGetField(tif, TIFFTAG_ROWSPERSTRIP, &rps) && rps > 0 && rps < p->height)
+            p->rows_per_strip = rps;
+        p->row_bytes = ((guint64)p->width * per_row * bps + 7) / 8;
+        libtiff_row = TIFFScanlineSize64(tif);
+    }
+    if (libtiff_row != p->row_bytes)
+        FAIL(CL_IMAGE_ERROR_UNSUPPORTED,
+             "page %u has a sample layout ChangeLens does not read "
+             "(%" G_GUINT64_FORMAT " bytes per row where %" G_GUINT64_FORMAT " were expected)",
+             page + 1, libtiff_row, p->row_bytes);
+    return TRUE;
+}
 
 /* Reads the current directory's layout into p and checks that this loader can decode it. */
 static gboolean page_describe(TIFF *tif, guint page, const ClImageLimits *limits, Page *p,
@@ -276,11 +364,15 @@ static gboolean page_describe(TIFF *tif, guint page, const ClImageLimits *limits
     if (p->spp == 0)
         FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u has 0 samples per pixel", page + 1);
     if (depth > 1)
-        FAIL(CL_IMAGE_ERROR_UNSUPPORTED, "page %u is a volume (ImageDepth %u), which ChangeLens "
-             "does not read", page + 1, depth);
+        FAIL(CL_IMAGE_ERROR_UNSUPPORTED,
+             "page %u is a volume (ImageDepth %u), which ChangeLens "
+             "does not read",
+             page + 1, depth);
     if (!TIFFIsCODECConfigured(p->compression))
-        FAIL(CL_IMAGE_ERROR_UNSUPPORTED, "uses %s compression, which this build of libtiff "
-             "cannot decode", cl_tiff_compression_name(p->compression, nbuf, sizeof nbuf));
+        FAIL(CL_IMAGE_ERROR_UNSUPPORTED,
+             "uses %s compression, which this build of libtiff "
+             "cannot decode",
+             cl_tiff_compression_name(p->compression, nbuf, sizeof nbuf));
     guint16 n_extra = 0, *extra = NULL;
     if (TIFFGetField(tif, TIFFTAG_EXTRASAMPLES, &n_extra, &extra) && n_extra > 0 && extra)
         p->alpha = extra[0] == EXTRASAMPLE_ASSOCALPHA || extra[0] == EXTRASAMPLE_UNASSALPHA;
@@ -289,13 +381,11 @@ static gboolean page_describe(TIFF *tif, guint page, const ClImageLimits *limits
     gboolean jpeg_rgb = p->compression == COMPRESSION_JPEG && p->photometric == PHOTOMETRIC_YCBCR;
     if (jpeg_rgb)
         TIFFSetField(tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
-    p->use_rgba = !jpeg_rgb && (p->compression == COMPRESSION_OJPEG ||
-                                p->photometric == PHOTOMETRIC_YCBCR ||
-                                p->photometric == PHOTOMETRIC_CIELAB ||
-                                p->photometric == PHOTOMETRIC_ICCLAB ||
-                                p->photometric == PHOTOMETRIC_ITULAB ||
-                                p->photometric == PHOTOMETRIC_LOGL ||
-                                p->photometric == PHOTOMETRIC_LOGLUV);
+    p->use_rgba = !jpeg_rgb &&
+                  (p->compression == COMPRESSION_OJPEG || p->photometric == PHOTOMETRIC_YCBCR ||
+                   p->photometric == PHOTOMETRIC_CIELAB || p->photometric == PHOTOMETRIC_ICCLAB ||
+                   p->photometric == PHOTOMETRIC_ITULAB || p->photometric == PHOTOMETRIC_LOGL ||
+                   p->photometric == PHOTOMETRIC_LOGLUV);
     if (p->use_rgba) {
         /* Colour models only libtiff's RGBA interface converts: 8-bit RGB(A) display values. */
         char emsg[1024] = "", cbuf[32];
@@ -310,53 +400,16 @@ static gboolean page_describe(TIFF *tif, guint page, const ClImageLimits *limits
         return TRUE;
     }
 
+    if (!page_sample_kind(p, page, shown, error))
+        return FALSE;
     guint bps = p->bps;
-    switch (p->sample_tag) {
-    case SAMPLEFORMAT_UINT:
-    case SAMPLEFORMAT_VOID:
-    case SAMPLEFORMAT_INT:
-        p->is_signed = p->sample_tag == SAMPLEFORMAT_INT;
-        p->sample_format = p->is_signed ? CL_SAMPLE_INT : CL_SAMPLE_UINT;
-        if (bps == 8)
-            p->kind = p->is_signed ? K_I8 : K_U8;
-        else if (bps == 16)
-            p->kind = p->is_signed ? K_I16 : K_U16;
-        else if (bps == 24)
-            p->kind = p->is_signed ? K_I24 : K_U24;
-        else if (bps == 32)
-            p->kind = p->is_signed ? K_I32 : K_U32;
-        else if (bps == 64)
-            p->kind = p->is_signed ? K_I64 : K_U64;
-        else if (bps >= 1 && bps < 32)
-            p->kind = K_BITS;
-        else
-            FAIL(CL_IMAGE_ERROR_UNSUPPORTED, "page %u has %u-bit integer samples, which ChangeLens "
-                 "does not read", page + 1, bps);
-        break;
-    case SAMPLEFORMAT_IEEEFP:
-        p->sample_format = CL_SAMPLE_FLOAT;
-        if (bps == 16)
-            p->kind = K_F16;
-        else if (bps == 32)
-            p->kind = K_F32;
-        else if (bps == 64)
-            p->kind = K_F64;
-        else
-            FAIL(CL_IMAGE_ERROR_UNSUPPORTED, "page %u has %u-bit floating-point samples; "
-                 "ChangeLens reads 16, 32 and 64-bit floats", page + 1, bps);
-        break;
-    default:
-        FAIL(CL_IMAGE_ERROR_UNSUPPORTED, "page %u has complex or unknown samples (SampleFormat %u),"
-             " which ChangeLens does not read", page + 1, p->sample_tag);
-    }
-    p->bits = bps;
-    p->bits_allocated = bps <= 8 ? 8 : bps <= 16 ? 16 : bps <= 32 ? 32 : 64;
 
     if (p->photometric == PHOTOMETRIC_PALETTE) {
         if (p->spp != 1 || p->sample_format != CL_SAMPLE_UINT || bps > 16)
-            FAIL(CL_IMAGE_ERROR_UNSUPPORTED, "page %u is a palette image with %u samples of %u "
-                 "bits; ChangeLens reads 1-sample palette images up to 16 bits", page + 1, p->spp,
-                 bps);
+            FAIL(CL_IMAGE_ERROR_UNSUPPORTED,
+                 "page %u is a palette image with %u samples of %u "
+                 "bits; ChangeLens reads 1-sample palette images up to 16 bits",
+                 page + 1, p->spp, bps);
         guint16 *r, *g, *b;
         if (!TIFFGetField(tif, TIFFTAG_COLORMAP, &r, &g, &b))
             FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u is a palette image without a colour map",
@@ -374,36 +427,7 @@ static gboolean page_describe(TIFF *tif, guint page, const ClImageLimits *limits
         FAIL(CL_IMAGE_ERROR_TOO_LARGE, "page %u has %u samples per pixel; the limit is %u",
              page + 1, p->spp, limits->max_channels);
 
-    /* Row geometry, ours and libtiff's; they must agree or we would misread the buffer. */
-    gboolean separate = p->planar == PLANARCONFIG_SEPARATE && p->spp > 1;
-    guint64 per_row = separate ? 1 : p->spp;
-    p->tiled = TIFFIsTiled(tif);
-    guint64 libtiff_row;
-    if (p->tiled) {
-        if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &p->tile_w) ||
-            !TIFFGetField(tif, TIFFTAG_TILELENGTH, &p->tile_h) || p->tile_w == 0 || p->tile_h == 0)
-            FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u is tiled but has no valid tile size", page + 1);
-        /* A tile may be larger than a small image, but not absurdly (it is decoded whole). */
-        guint64 area = (guint64)p->tile_w * p->tile_h;
-        guint64 allowed = MAX((guint64)4 * p->width * p->height, (guint64)1 << 20);
-        if (area > allowed || area > 4 * limits->max_pixels)
-            FAIL(CL_IMAGE_ERROR_CORRUPT, "page %u has implausible %u × %u tiles for a %u × %u "
-                 "image", page + 1, p->tile_w, p->tile_h, p->width, p->height);
-        p->row_bytes = ((guint64)p->tile_w * per_row * bps + 7) / 8;
-        libtiff_row = TIFFTileRowSize64(tif);
-    } else {
-        p->rows_per_strip = p->height;
-        guint32 rps = 0;
-        if (TIFFGetField(tif, TIFFTAG_ROWSPERSTRIP, &rps) && rps > 0 && rps < p->height)
-            p->rows_per_strip = rps;
-        p->row_bytes = ((guint64)p->width * per_row * bps + 7) / 8;
-        libtiff_row = TIFFScanlineSize64(tif);
-    }
-    if (libtiff_row != p->row_bytes)
-        FAIL(CL_IMAGE_ERROR_UNSUPPORTED, "page %u has a sample layout ChangeLens does not read "
-             "(%" G_GUINT64_FORMAT " bytes per row where %" G_GUINT64_FORMAT " were expected)",
-             page + 1, libtiff_row, p->row_bytes);
-    return TRUE;
+    return page_row_geometry(tif, page, limits, p, shown, error);
 }
 
 /* Pages after the first become frames only if they decode to the same shape. */
@@ -478,10 +502,9 @@ static ClImage *load_open_tiff(TIFF *tif, TiffLog *log, const char *shown,
     }
     guint n_pages = use->len;
     if (skipped->len)
-        cl_tiff_add_meta_printf(img, "SkippedPages",
-                                "%s — not loaded: they differ from page 1 (%u × %u, %u × %u-bit)",
-                                skipped->str, first.width, first.height, first.channels,
-                                first.bits);
+        cl_tiff_add_meta_printf(
+            img, "SkippedPages", "%s — not loaded: they differ from page 1 (%u × %u, %u × %u-bit)",
+            skipped->str, first.width, first.height, first.channels, first.bits);
     g_string_free(skipped, TRUE);
     if (n_pages > 1)
         cl_tiff_add_meta_printf(img, "Pages", "%u", n_pages);
@@ -525,9 +548,8 @@ static ClImage *load_open_tiff(TIFF *tif, TiffLog *log, const char *shown,
         if (!page_describe(tif, d, limits, &p, shown, error))
             return NULL;
         float *data = ((ClFrame *)g_ptr_array_index(img->frames, frame))->data;
-        gboolean ok = p.use_rgba
-                          ? cl_tiff_read_pixels_rgba(tif, log, &p, data, d, shown, error)
-                          : cl_tiff_read_pixels(tif, log, &p, data, d, shown, error);
+        gboolean ok = p.use_rgba ? cl_tiff_read_pixels_rgba(tif, log, &p, data, d, shown, error)
+                                 : cl_tiff_read_pixels(tif, log, &p, data, d, shown, error);
         if (!ok)
             return NULL;
         frame++;

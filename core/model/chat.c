@@ -155,8 +155,8 @@ typedef struct {
     const char *middle;                   /* images between the first and the last (seq) */
     const char *filler_next;              /* answer before a middle image */
     const char *filler_last_pair, *filler_last_seq; /* answer before the last image */
-    const char *last_pair, *last_seq;     /* last image's text before the question; NULL: none */
-    const char *sep;                      /* between that text and the question */
+    const char *last_pair, *last_seq; /* last image's text before the question; NULL: none */
+    const char *sep;                  /* between that text and the question */
     const char *question_pair, *question_seq;
 } Domain;
 

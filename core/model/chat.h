@@ -51,8 +51,8 @@ gboolean cl_chat_domain_from_name(const char *name, ClChatDomain *out);
 
 /* A conversation that owns its texts. */
 typedef struct {
-    GArray *turns;     /* ClChatTurn */
-    GPtrArray *texts;  /* the owned strings the turns point to */
+    GArray *turns;    /* ClChatTurn */
+    GPtrArray *texts; /* the owned strings the turns point to */
 } ClChatConversation;
 
 ClChatConversation *cl_chat_conversation_new(void);

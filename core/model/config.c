@@ -9,7 +9,7 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 
-G_DEFINE_QUARK(cl-model-error-quark, cl_model_error)
+G_DEFINE_QUARK(cl - model - error - quark, cl_model_error)
 
 #define CONFIG_FAIL(...) g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_CONFIG, __VA_ARGS__)
 
@@ -17,14 +17,29 @@ G_DEFINE_QUARK(cl-model-error-quark, cl_model_error)
 
 static const ClModelConfig preset_tiny = {
     .format = 1,
-    .image_size = 160, .patch_size = 16, .channels = 3,
-    .enc_dim = 192, .enc_depth = 6, .enc_heads = 3, .enc_mlp = 768, .enc_rope_base = 10000.0,
-    .sve_variant = CL_SVE_CROSS_FFN, .sve_first = CL_SVE_FIRST_OWN, .sve_cross_pos = TRUE,
+    .image_size = 160,
+    .patch_size = 16,
+    .channels = 3,
+    .enc_dim = 192,
+    .enc_depth = 6,
+    .enc_heads = 3,
+    .enc_mlp = 768,
+    .enc_rope_base = 10000.0,
+    .sve_variant = CL_SVE_CROSS_FFN,
+    .sve_first = CL_SVE_FIRST_OWN,
+    .sve_cross_pos = TRUE,
     .sve_out_init_std = 1e-4,
     .merger_hidden = 768,
-    .dec_dim = 256, .dec_depth = 6, .dec_heads = 4, .dec_kv_heads = 2, .dec_mlp = 704,
-    .vocab_size = 4096, .rope_base = 10000.0, .max_len = 2048,
-    .norm_eps = 1e-6, .tie_embeddings = FALSE,
+    .dec_dim = 256,
+    .dec_depth = 6,
+    .dec_heads = 4,
+    .dec_kv_heads = 2,
+    .dec_mlp = 704,
+    .vocab_size = 4096,
+    .rope_base = 10000.0,
+    .max_len = 2048,
+    .norm_eps = 1e-6,
+    .tie_embeddings = FALSE,
 };
 
 gboolean cl_model_config_preset(ClModelConfig *cfg, const char *name, GError **error)
@@ -56,8 +71,8 @@ gboolean cl_model_config_preset(ClModelConfig *cfg, const char *name, GError **e
 /* ---- names ---------------------------------------------------------------------------------- */
 
 static const char *const variant_names[CL_SVE_N_VARIANTS] = {
-    [CL_SVE_STATELESS] = "stateless", [CL_SVE_CROSS] = "cross",
-    [CL_SVE_CROSS_FFN] = "cross_ffn", [CL_SVE_SELF_EXT] = "self_ext",
+    [CL_SVE_STATELESS] = "stateless",   [CL_SVE_CROSS] = "cross",
+    [CL_SVE_CROSS_FFN] = "cross_ffn",   [CL_SVE_SELF_EXT] = "self_ext",
     [CL_SVE_ADALN_ZERO] = "adaln_zero", [CL_SVE_SELF_FFN] = "self_ffn",
 };
 
@@ -104,7 +119,10 @@ typedef struct {
     int min, max;
 } IntField;
 
-#define INT_FIELD(f, lo, hi) { #f, offsetof(ClModelConfig, f), lo, hi }
+#define INT_FIELD(f, lo, hi)                                                                       \
+    {                                                                                              \
+#f, offsetof(ClModelConfig, f), lo, hi                                                     \
+    }
 static const IntField int_fields[] = {
     INT_FIELD(image_size, 1, CL_CONFIG_MAX_IMAGE),
     INT_FIELD(patch_size, 1, CL_CONFIG_MAX_IMAGE),
@@ -136,7 +154,10 @@ static const DoubleField double_fields[] = {
     { "sve.out_init_std", offsetof(ClModelConfig, sve_out_init_std), TRUE },
 };
 
-static inline int *int_at(ClModelConfig *c, size_t off) { return (int *)((char *)c + off); }
+static inline int *int_at(ClModelConfig *c, size_t off)
+{
+    return (int *)((char *)c + off);
+}
 static inline const int *cint_at(const ClModelConfig *c, size_t off)
 {
     return (const int *)((const char *)c + off);
@@ -284,8 +305,8 @@ static gboolean check_variants(const ClModelConfig *c, GError **error)
         }
     }
     if (c->vist_chunk < 0 || c->vist_chunk > c->max_len || c->vist_tail < 0 ||
-        c->vist_tail > c->max_len || (c->vist_chunk > 0 && (c->vist_font_px < 4 ||
-                                                            c->vist_font_px > c->image_size))) {
+        c->vist_tail > c->max_len ||
+        (c->vist_chunk > 0 && (c->vist_font_px < 4 || c->vist_font_px > c->image_size))) {
         CONFIG_FAIL("config: vist.chunk (%d) and vist.tail (%d) must be 0 to max_len (%d), "
                     "vist.font_px (%d) 4 to image_size",
                     c->vist_chunk, c->vist_tail, c->max_len, c->vist_font_px);
@@ -416,7 +437,7 @@ static gboolean json_number(JsonNode *node, const char *key, double *out, GError
         return FALSE;
     }
     *out = json_node_get_value_type(node) == G_TYPE_INT64 ? (double)json_node_get_int(node)
-                                                           : json_node_get_double(node);
+                                                          : json_node_get_double(node);
     return TRUE;
 }
 
@@ -572,7 +593,7 @@ void cl_config_set_vist(ClModelConfig *c, int chunk)
 {
     g_return_if_fail(c != NULL);
     const int g = c->image_size / MAX(c->patch_size, 1);
-    const int m = MAX(g * g / 4, 1); /* visual rows per image */
+    const int m = MAX(g * g / 4, 1);                             /* visual rows per image */
     c->vist_chunk = chunk > 0 ? chunk : (chunk < 0 ? 0 : 4 * m); /* 0: the default */
     c->vist_tail = c->vist_chunk > 0 ? MIN(m, c->vist_chunk) : 0;
     c->vist_font_px = c->vist_chunk > 0 ? MAX(c->image_size / 20, 4) : 0;
@@ -737,7 +758,7 @@ char *cl_model_config_to_json(const ClModelConfig *c)
 #define PUT_INT(f) g_string_append_printf(s, "\"" #f "\":%d,", c->f)
 #define PUT_DOUBLE(f)                                                                              \
     do {                                                                                           \
-        g_string_append(s, "\"" #f "\":");                                                        \
+        g_string_append(s, "\"" #f "\":");                                                         \
         append_double(s, c->f);                                                                    \
         g_string_append_c(s, ',');                                                                 \
     } while (0)

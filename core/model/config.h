@@ -141,12 +141,18 @@ const char *cl_sve_first_name(ClSveFirst f);
 gboolean cl_sve_first_from_name(const char *name, ClSveFirst *out);
 
 /* Derived sizes. */
-static inline int cl_config_grid(const ClModelConfig *c) { return c->image_size / c->patch_size; }
+static inline int cl_config_grid(const ClModelConfig *c)
+{
+    return c->image_size / c->patch_size;
+}
 static inline int cl_config_n_patches(const ClModelConfig *c)
 {
     return cl_config_grid(c) * cl_config_grid(c);
 }
-static inline int cl_config_n_visual(const ClModelConfig *c) { return cl_config_n_patches(c) / 4; }
+static inline int cl_config_n_visual(const ClModelConfig *c)
+{
+    return cl_config_n_patches(c) / 4;
+}
 /* The decoder positions an <image> tag becomes: its M visual rows, and CASA's gist token. */
 static inline int cl_config_image_positions(const ClModelConfig *c)
 {

@@ -34,8 +34,8 @@ gboolean cl_dec_casa_reserve(ClKVCache *c, ClBackend *be, int n, GError **error)
         if (v)
             be->ops->release(be, v);
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
-                    "Not enough %s memory for CASA's window (%d visual rows)",
-                    cl_backend_name(be), n);
+                    "Not enough %s memory for CASA's window (%d visual rows)", cl_backend_name(be),
+                    n);
         return FALSE;
     }
     /* the rows there (another backend: start over) */
@@ -76,8 +76,7 @@ void cl_dec_casa_cross(const ClDecRun *r, const ClDecoderLayerWeights *L, int l,
         const int at = c->casa_rows + c->casa_text;
         op->linear(be, ck + (size_t)at * KV, c->h, own ? L->casa_k : L->k, NULL, cn, E, KV);
         op->linear(be, cv + (size_t)at * KV, c->h, own ? L->casa_v : L->v, NULL, cn, E, KV);
-        op->rope(be, ck + (size_t)at * KV, c->rope_cos, c->rope_sin, cn, KV, c->kv_heads, c->hd,
-                 1);
+        op->rope(be, ck + (size_t)at * KV, c->rope_cos, c->rope_sin, cn, KV, c->kv_heads, c->hd, 1);
         op->rope(be, c->q, c->rope_cos, c->rope_sin, cn, Q, c->heads, c->hd, 1);
         nk = at + cn;
         causal = at;
@@ -207,8 +206,7 @@ static void casa_text_run(const ClDecRun *r, const gint32 *ids, int i, int run, 
 }
 
 gboolean cl_dec_casa_forward(const ClDecRun *r, const gint32 *ids, int n, const float *visual,
-                             int rows, float *logits, float *logits_all, int *pos,
-                             GError **error)
+                             int rows, float *logits, float *logits_all, int *pos, GError **error)
 {
     ClKVCache *c = r->c;
     const int V = c->vocab;
@@ -248,8 +246,7 @@ static void casa_tv_rows(ClTrainDec *d, int n, int vr)
     for (int j = 0; j < vr; j++)
         cl_rope_table_1d(d->img_cos + j * half, d->img_sin + j * half, 0, 1, hd, cfg->rope_base);
     for (int t = 0; t < n; t++) {
-        const gboolean cont =
-            t > 0 && d->win0[t] == d->win0[t - 1] && d->winn[t] == d->winn[t - 1];
+        const gboolean cont = t > 0 && d->win0[t] == d->win0[t - 1] && d->winn[t] == d->winn[t - 1];
         d->wstart[t] = cont ? d->wstart[t - 1] : t;
         if (!cont && d->winn[t] > 0)
             for (int j = d->win0[t]; j < d->win0[t] + d->winn[t]; j++)
@@ -332,8 +329,8 @@ static void window_keys(float *gk, float *gv, const ClTrainCasaAct *c, int w0, i
     memcpy(gv + (size_t)wn * KV, c->vt + (size_t)ws * KV, sizeof(float) * (t1 - ws) * KV);
 }
 
-void cl_dec_train_casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L,
-                               ClTrainLayerAct *a, float *x, int s)
+void cl_dec_train_casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, ClTrainLayerAct *a,
+                               float *x, int s)
 {
     ClBackend *be = d->be;
     const struct cl_backend_ops *op = be->ops;
@@ -345,8 +342,8 @@ void cl_dec_train_casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L,
     op->rmsnorm(be, c->ny, d->visual, L->casa_norm, nv, E, d->eps);
     op->linear(be, c->kc, c->ny, own ? L->casa_k : L->k, NULL, nv, E, KV);
     op->linear(be, c->vc, c->ny, own ? L->casa_v : L->v, NULL, nv, E, KV);
-    op->linear(be, c->qc + (size_t)s * Q, a->h1 + (size_t)s * E, own ? L->casa_q : L->q, NULL, m,
-               E, Q);
+    op->linear(be, c->qc + (size_t)s * Q, a->h1 + (size_t)s * E, own ? L->casa_q : L->q, NULL, m, E,
+               Q);
     const gboolean tv = d->cfg->casa_tv;
     float *gk = d->cgk, *gv = d->cgv;
     if (tv) { /* CA_{t+v}: every text row's keys and values, and RoPE on them all */
@@ -367,9 +364,8 @@ void cl_dec_train_casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L,
             const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0, ws = d->wstart[t0];
             const int nk = wn + t1 - ws;
             window_keys(gk, gv, c, w0, wn, ws, t1, KV);
-            op->attention(be, c->attc + (size_t)t0 * Q, NULL, c->qc + (size_t)t0 * Q, gk, gv, r,
-                          nk, Q, KV, KV, Q, d->Hq, d->Hkv, d->hd, d->scale, wn + t0 - ws, 0,
-                          scratch);
+            op->attention(be, c->attc + (size_t)t0 * Q, NULL, c->qc + (size_t)t0 * Q, gk, gv, r, nk,
+                          Q, KV, KV, Q, d->Hq, d->Hkv, d->hd, d->scale, wn + t0 - ws, 0, scratch);
             op->linear(be, proj, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o, NULL, r, Q, E);
             op->residual(be, x + (size_t)t0 * E, proj, NULL, r, E);
         } else if (d->winn[t0] > 0) {
@@ -384,8 +380,8 @@ void cl_dec_train_casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L,
 }
 
 void cl_dec_train_casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
-                                ClDecoderLayerWeights *G, const ClTrainLayerAct *a,
-                                const float *dx, int s, float *dh, float *dvis)
+                                ClDecoderLayerWeights *G, const ClTrainLayerAct *a, const float *dx,
+                                int s, float *dh, float *dvis)
 {
     const int n = d->n, E = d->E, Q = d->Q, KV = d->KV, nv = d->n_vis;
     const gboolean own = d->cfg->casa == CL_CASA_CA;
@@ -406,8 +402,8 @@ void cl_dec_train_casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights
             const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0, ws = d->wstart[t0];
             const int nk = wn + t1 - ws;
             cl_grad_linear(dattc + (size_t)t0 * Q, own ? G->casa_o : G->o, NULL,
-                           dx + (size_t)t0 * E, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o,
-                           r, Q, E);
+                           dx + (size_t)t0 * E, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o, r,
+                           Q, E);
             window_keys(gk, gv, c, w0, wn, ws, t1, KV);
             memset(dgk, 0, sizeof(float) * (size_t)nk * KV);
             memset(dgv, 0, sizeof(float) * (size_t)nk * KV);
@@ -422,24 +418,24 @@ void cl_dec_train_casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights
         } else if (d->winn[t0] > 0) {
             const int w0 = d->win0[t0], wn = d->winn[t0], r = t1 - t0;
             cl_grad_linear(dattc + (size_t)t0 * Q, own ? G->casa_o : G->o, NULL,
-                           dx + (size_t)t0 * E, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o,
-                           r, Q, E);
+                           dx + (size_t)t0 * E, c->attc + (size_t)t0 * Q, own ? L->casa_o : L->o, r,
+                           Q, E);
             cl_grad_attention(dqc + (size_t)t0 * Q, dkc + (size_t)w0 * KV, dvc + (size_t)w0 * KV,
                               dattc + (size_t)t0 * Q, c->qc + (size_t)t0 * Q,
-                              c->kc + (size_t)w0 * KV, c->vc + (size_t)w0 * KV, r, wn, Q, KV, KV,
-                              Q, d->Hq, d->Hkv, d->hd, d->scale, -1);
+                              c->kc + (size_t)w0 * KV, c->vc + (size_t)w0 * KV, r, wn, Q, KV, KV, Q,
+                              d->Hq, d->Hkv, d->hd, d->scale, -1);
         }
     }
     if (tv) { /* back through RoPE: the queries, the visual keys (kr → kc), the text keys */
         const size_t half = (size_t)d->hd / 2;
-        cl_grad_rope(dqc + (size_t)s * Q, d->rope_cos + s * half, d->rope_sin + s * half, n - s,
-                     Q, d->Hq, d->hd, 1);
+        cl_grad_rope(dqc + (size_t)s * Q, d->rope_cos + s * half, d->rope_sin + s * half, n - s, Q,
+                     d->Hq, d->hd, 1);
         cl_grad_rope(dkc, d->img_cos, d->img_sin, nv, KV, d->Hkv, d->hd, 1);
         cl_grad_rope(dkt, d->rope_cos, d->rope_sin, n, KV, d->Hkv, d->hd, 1);
-        cl_grad_linear(dh, own ? G->casa_k : G->k, NULL, dkt, a->h1, own ? L->casa_k : L->k, n,
-                       E, KV);
-        cl_grad_linear(dh, own ? G->casa_v : G->v, NULL, dvt, a->h1, own ? L->casa_v : L->v, n,
-                       E, KV);
+        cl_grad_linear(dh, own ? G->casa_k : G->k, NULL, dkt, a->h1, own ? L->casa_k : L->k, n, E,
+                       KV);
+        cl_grad_linear(dh, own ? G->casa_v : G->v, NULL, dvt, a->h1, own ? L->casa_v : L->v, n, E,
+                       KV);
         g_free(gk), g_free(gv), g_free(dgk), g_free(dgv), g_free(dkt), g_free(dvt);
     }
     cl_grad_linear(dh + (size_t)s * E, own ? G->casa_q : G->q, NULL, dqc + (size_t)s * Q,
@@ -451,8 +447,8 @@ void cl_dec_train_casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights
     cl_grad_rmsnorm(dvis, G->casa_norm, dny, d->visual, L->casa_norm, nv, E, d->eps);
     g_free(dattc), g_free(dqc), g_free(dkc), g_free(dvc), g_free(dny);
 }
-gboolean cl_dec_train_casa_logits(const ClTrainDec *d, const float *lm_head,
-                                  const int *full2text, int n_full, float *logits)
+gboolean cl_dec_train_casa_logits(const ClTrainDec *d, const float *lm_head, const int *full2text,
+                                  int n_full, float *logits)
 {
     const int n = d->n, V = d->V;
     float *tl = g_try_new(float, (size_t)MAX(n, 1) * V);

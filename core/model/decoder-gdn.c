@@ -124,7 +124,8 @@ void cl_dec_gdn_layer(const ClDecRun *r, const ClDecoderLayerWeights *L, int slo
         float *x;
         const float *w;
         int ch;
-    } conv[3] = { { c->gq, L->gdn_conv_q, Qk }, { c->gk, L->gdn_conv_k, Qk },
+    } conv[3] = { { c->gq, L->gdn_conv_q, Qk },
+                  { c->gk, L->gdn_conv_k, Qk },
                   { c->gv, L->gdn_conv_v, Vv } };
     for (int i = 0; i < 3; i++) {
         cl_causal_conv1d(tmp, st, conv[i].x, conv[i].w, cn, conv[i].ch, K);
@@ -133,11 +134,11 @@ void cl_dec_gdn_layer(const ClDecRun *r, const ClDecoderLayerWeights *L, int slo
     }
     g_free(tmp);
     /* per head: unit q and k (q scaled), beta, the log-decay */
-    cl_gdn_gates(c->gq, c->gk, Qk, c->ga, c->ga, c->gb, c->gb, L->gdn_A_log, L->gdn_dt_bias, cn,
-                 H, dk);
+    cl_gdn_gates(c->gq, c->gk, Qk, c->ga, c->ga, c->gb, c->gb, L->gdn_A_log, L->gdn_dt_bias, cn, H,
+                 dk);
     /* the delta rule, head by head */
-    delta_rule(c->go, c->gdn_S + (size_t)slot * c->gdn_state, c->gq, c->gk, c->gv, c->ga, c->gb,
-               cn, H, dk, dv);
+    delta_rule(c->go, c->gdn_S + (size_t)slot * c->gdn_state, c->gq, c->gk, c->gv, c->ga, c->gb, cn,
+               H, dk, dv);
     /* the gated output */
     op->rmsnorm(be, c->go, c->go, L->gdn_o_norm, cn * H, dv, r->eps);
     op->silu_mul(be, c->go, c->gg, c->go, (size_t)cn * Vv);
@@ -195,8 +196,8 @@ void cl_dec_train_gdn_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, ClT
     /* per head: unit q and k (q scaled), beta, the log-decay (as the inference step, in float) */
     memcpy(g->nq, g->sq, nQ * sizeof(float));
     memcpy(g->nk, g->sk, nQ * sizeof(float));
-    cl_gdn_gates(g->nq, g->nk, Qk, g->gd, g->za, g->bt, g->zb, L->gdn_A_log, L->gdn_dt_bias, n,
-                 H, dk);
+    cl_gdn_gates(g->nq, g->nk, Qk, g->gd, g->za, g->bt, g->zb, L->gdn_A_log, L->gdn_dt_bias, n, H,
+                 dk);
     /* the delta rule, head by head, from zero states */
     float *S = g_new0(float, (size_t)H * dk * dv);
     delta_rule(g->o, S, g->nq, g->nk, g->sv, g->gd, g->bt, n, H, dk, dv);
@@ -212,8 +213,7 @@ void cl_dec_train_gdn_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, ClT
 }
 
 void cl_dec_train_gdn_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
-                               ClDecoderLayerWeights *G, const ClTrainLayerAct *a, float *dx,
-                               int s)
+                               ClDecoderLayerWeights *G, const ClTrainLayerAct *a, float *dx, int s)
 {
     const ClModelConfig *cfg = d->cfg;
     const int n = d->n, E = d->E, H = cfg->gdn_heads, dk = cfg->gdn_dk, dv = cfg->gdn_dv;
@@ -231,8 +231,8 @@ void cl_dec_train_gdn_backward(const ClTrainDec *d, const ClDecoderLayerWeights 
     float *dh = g_new0(float, (size_t)n * E);
 
     /* x += y W_o^T at rows [s, n); y = SiLU(zg) ⊙ on; on = RMSNorm_head(o; o_norm) */
-    cl_grad_linear(dy + (size_t)s * Vv, G->gdn_o, NULL, dx + (size_t)s * E,
-                   g->y + (size_t)s * Vv, L->gdn_o, m, Vv, E);
+    cl_grad_linear(dy + (size_t)s * Vv, G->gdn_o, NULL, dx + (size_t)s * E, g->y + (size_t)s * Vv,
+                   L->gdn_o, m, Vv, E);
     cl_grad_silu_mul(dzg, don, dy, g->zg, g->on, nV);
     cl_grad_rmsnorm(dO, G->gdn_o_norm, don, g->o, L->gdn_o_norm, n * H, dv, d->eps);
     /* the delta rule per head from a zero state (gdn.h) */

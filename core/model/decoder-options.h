@@ -30,10 +30,10 @@ struct _ClKVCache {
     /* offline sparse prefill (sp_block > 0): a chunk's queries in blocks of sp_block positions
      * attend to the first key block, the previous one, their own and the sp_topk best others */
     int sp_block, sp_topk;
-    int kv_dim;         /* Hkv · hd */
+    int kv_dim; /* Hkv · hd */
     int e, f, heads, kv_heads, hd, vocab;
-    float *k, *v;       /* (depth, capacity, kv_dim) */
-    ClBackend *kv_be;   /* a reference to the device backend k and v live on; NULL: host memory
+    float *k, *v;     /* (depth, capacity, kv_dim) */
+    ClBackend *kv_be; /* a reference to the device backend k and v live on; NULL: host memory
                          * (g_malloc), which every host-memory backend uses as it is */
 
     /* workspace for `rows` positions at a time, grown on demand */
@@ -41,14 +41,14 @@ struct _ClKVCache {
     int rows;
     size_t scratch_floats; /* attention scratch laid out (depends on the backend's threads) */
     float *arena;
-    float *x;           /* (rows, E) the stream */
-    float *h;           /* (rows, E) normalised */
-    float *q;           /* (rows, Hq·hd) */
-    float *att;         /* (rows, Hq·hd) */
-    float *proj;        /* (rows, E) */
-    float *gate, *up;   /* (rows, F) */
-    float *scores;      /* attention scratch for (rows, capacity) */
-    float *rope_cos;    /* (rows, hd/2) */
+    float *x;         /* (rows, E) the stream */
+    float *h;         /* (rows, E) normalised */
+    float *q;         /* (rows, Hq·hd) */
+    float *att;       /* (rows, Hq·hd) */
+    float *proj;      /* (rows, E) */
+    float *gate, *up; /* (rows, F) */
+    float *scores;    /* attention scratch for (rows, capacity) */
+    float *rope_cos;  /* (rows, hd/2) */
     float *rope_sin;
     /* device backends only: the logits before their download, (rows, V); the RoPE tables in
      * host memory before their upload */
@@ -59,10 +59,10 @@ struct _ClKVCache {
      * (n_pvm, pvm_cap, hp) each, made by the call that brought them (the first at position
      * pvm_from) and kept for the decode steps after it */
     int n_pvm, pvm_r, pvm_heads, pvm_hp, pvm_f;
-    ClBackend *pvm_be;  /* a reference to the backend pvm_k/pvm_v/pvm_vis live on */
+    ClBackend *pvm_be; /* a reference to the backend pvm_k/pvm_v/pvm_vis live on */
     int pvm_cap, pvm_n, pvm_from;
     float *pvm_k, *pvm_v;
-    float *pvm_vis;     /* (pvm_cap, E) the visual rows in backend memory (device backends) */
+    float *pvm_vis; /* (pvm_cap, E) the visual rows in backend memory (device backends) */
     /* the branch's activations, in the arena: (rows, r) ×3, (rows, Fp) ×2, (rows, E), (E) */
     float *pa, *pb, *pc, *pg, *pu, *pp, *ones;
 
@@ -104,8 +104,8 @@ gboolean cl_dec_ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError *
 /* Positions cid[0, cn) at positions pos0.. through every layer into c->x, their keys and values
  * into the cache; visual ids take the next rows of `visual` from *vis_row (visual may be NULL
  * when cid has none). */
-void cl_dec_run_layers(const ClDecRun *r, const gint32 *cid, int cn, int pos0,
-                       const float *visual, int *vis_row);
+void cl_dec_run_layers(const ClDecRun *r, const gint32 *cid, int cn, int pos0, const float *visual,
+                       int *vis_row);
 /* Logits of c->x's cn rows: every row's into rows_out ((cn, V), host) and/or the last row's into
  * last ((V), host); either may be NULL. */
 void cl_dec_run_logits(const ClDecRun *r, int cn, float *rows_out, float *last);
@@ -135,8 +135,7 @@ gboolean cl_dec_stream_truncate_ok(const ClKVCache *c, int len);
 /* TRUE when the sparse prefill's rule serves a chunk of cn positions. */
 gboolean cl_dec_sparse_on(const ClKVCache *c, int cn);
 /* c->att for the chunk's queries c->q at pos0.. over layer keys kl / values vl. */
-void cl_dec_sparse_attention(const ClDecRun *r, const float *kl, const float *vl, int pos0,
-                             int cn);
+void cl_dec_sparse_attention(const ClDecRun *r, const float *kl, const float *vl, int pos0, int cn);
 
 /* ---- decoder-gdn.c: the hybrid's Gated DeltaNet layers (§4.5) ---- */
 
@@ -159,12 +158,12 @@ void cl_dec_pvm_copy(ClKVCache *dst, const ClKVCache *src);
 /* The PVM keys and values of the call's visual rows (ids' CL_DECODER_VISUAL ones, rows of
  * `visual`), made before the layers run; nothing when the call has none. */
 gboolean cl_dec_pvm_prepare(ClKVCache *c, ClBackend *be, const ClModelConfig *cfg,
-                            const ClModelWeights *w, const gint32 *ids, int n,
-                            const float *visual, GError **error);
+                            const ClModelWeights *w, const gint32 *ids, int n, const float *visual,
+                            GError **error);
 /* P for the chunk's cn rows of h into c->pp (zero at visual rows); nothing (FALSE) when layer l
  * has no PVM branch or no visual rows were read. */
-gboolean cl_dec_pvm_branch(const ClDecRun *r, const ClDecoderLayerWeights *L, int l,
-                           const float *h, const gint32 *cid, int cn);
+gboolean cl_dec_pvm_branch(const ClDecRun *r, const ClDecoderLayerWeights *L, int l, const float *h,
+                           const gint32 *cid, int cn);
 
 /* ---- decoder-casa.c: cross-attention beside self-attention (§4.3) ---- */
 
@@ -185,7 +184,6 @@ void cl_dec_casa_only(const ClDecRun *r, const ClDecoderLayerWeights *L, int l, 
  * time, logits as cl_decoder_forward's (0 at visual rows); *pos advances by the text's
  * positions. */
 gboolean cl_dec_casa_forward(const ClDecRun *r, const gint32 *ids, int n, const float *visual,
-                             int rows, float *logits, float *logits_all, int *pos,
-                             GError **error);
+                             int rows, float *logits, float *logits_all, int *pos, GError **error);
 
 G_END_DECLS

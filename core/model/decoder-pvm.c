@@ -46,8 +46,8 @@ static gboolean pvm_reserve(ClKVCache *c, ClBackend *be, int n, GError **error)
     if (!c->pvm_k || !c->pvm_v || (vis && !c->pvm_vis)) {
         cl_dec_pvm_release(c);
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
-                    "Not enough %s memory for the PVM's visual keys (%d rows)",
-                    cl_backend_name(be), n);
+                    "Not enough %s memory for the PVM's visual keys (%d rows)", cl_backend_name(be),
+                    n);
         return FALSE;
     }
     c->pvm_cap = n;
@@ -80,8 +80,8 @@ void cl_dec_pvm_copy(ClKVCache *dst, const ClKVCache *src)
 /* PVM's keys and values of the call's n_vis visual rows (host memory `visual`), per PVM
  * layer: zv = Vimg W_v^T, k = RMSNorm_head(zv W_k^T), v = zv W_vv^T. */
 static gboolean pvm_visual(ClKVCache *c, ClBackend *be, const ClModelConfig *cfg,
-                           const ClModelWeights *w, const float *visual, int n_vis,
-                           int first_pos, GError **error)
+                           const ClModelWeights *w, const float *visual, int n_vis, int first_pos,
+                           GError **error)
 {
     const struct cl_backend_ops *op = be->ops;
     if (!pvm_reserve(c, be, n_vis, error))
@@ -113,8 +113,8 @@ static gboolean pvm_visual(ClKVCache *c, ClBackend *be, const ClModelConfig *cfg
 }
 
 gboolean cl_dec_pvm_prepare(ClKVCache *c, ClBackend *be, const ClModelConfig *cfg,
-                            const ClModelWeights *w, const gint32 *ids, int n,
-                            const float *visual, GError **error)
+                            const ClModelWeights *w, const gint32 *ids, int n, const float *visual,
+                            GError **error)
 {
     if (!c->n_pvm)
         return TRUE;
@@ -130,8 +130,8 @@ gboolean cl_dec_pvm_prepare(ClKVCache *c, ClBackend *be, const ClModelConfig *cf
 
 /* P = α · RMSNorm0(m' W_up^T) for the chunk's cn rows of h (docs/MODEL.md §4.2), zero at
  * visual rows; into c->pp. */
-gboolean cl_dec_pvm_branch(const ClDecRun *r, const ClDecoderLayerWeights *L, int l,
-                           const float *h, const gint32 *cid, int cn)
+gboolean cl_dec_pvm_branch(const ClDecRun *r, const ClDecoderLayerWeights *L, int l, const float *h,
+                           const gint32 *cid, int cn)
 {
     ClKVCache *c = r->c;
     const int slot = c->n_pvm ? cl_config_pvm_slot(r->cfg, l) : -1;
@@ -143,22 +143,22 @@ gboolean cl_dec_pvm_branch(const ClDecRun *r, const ClDecoderLayerWeights *L, in
     const int R = c->pvm_r, hp = c->pvm_hp, H = c->pvm_heads, Fp = c->pvm_f, E = c->e;
     const float *ks = c->pvm_k + (size_t)slot * c->pvm_cap * hp;
     const float *vs = c->pvm_v + (size_t)slot * c->pvm_cap * hp;
-    op->linear(be, c->pa, h, L->pvm_t, NULL, cn, E, R);                 /* h W_t^T */
-    op->rmsnorm(be, c->pa, c->pa, L->pvm_norm_a, cn, R, eps);          /* zq */
-    op->linear(be, c->pb, c->pa, L->pvm_q, NULL, cn, R, R);             /* zq W_q^T */
-    op->rmsnorm(be, c->pb, c->pb, L->pvm_q_norm, cn * H, hp, eps);     /* q, per head */
+    op->linear(be, c->pa, h, L->pvm_t, NULL, cn, E, R);            /* h W_t^T */
+    op->rmsnorm(be, c->pa, c->pa, L->pvm_norm_a, cn, R, eps);      /* zq */
+    op->linear(be, c->pb, c->pa, L->pvm_q, NULL, cn, R, R);        /* zq W_q^T */
+    op->rmsnorm(be, c->pb, c->pb, L->pvm_q_norm, cn * H, hp, eps); /* q, per head */
     op->attention(be, c->pc, NULL, c->pb, ks, vs, cn, c->pvm_n, R, hp, hp, R, H, 1, hp,
                   (float)(1.0 / sqrt((double)hp)), -1, 0, c->scores);
-    op->linear(be, c->pa, c->pc, L->pvm_o, NULL, cn, R, R);             /* m */
+    op->linear(be, c->pa, c->pc, L->pvm_o, NULL, cn, R, R); /* m */
     op->rmsnorm(be, c->pb, c->pa, L->pvm_norm_b, cn, R, eps);
     op->linear(be, c->pg, c->pb, L->pvm_gate, NULL, cn, R, Fp);
     op->linear(be, c->pu, c->pb, L->pvm_up, NULL, cn, R, Fp);
     op->silu_mul(be, c->pg, c->pg, c->pu, (size_t)cn * Fp);
     op->linear(be, c->pc, c->pg, L->pvm_down, NULL, cn, Fp, R);
-    op->residual(be, c->pc, c->pa, NULL, cn, R);                        /* m' = m + SwiGLU */
+    op->residual(be, c->pc, c->pa, NULL, cn, R); /* m' = m + SwiGLU */
     op->linear(be, c->pp, c->pc, L->pvm_out, NULL, cn, R, E);
-    op->rmsnorm(be, c->pp, c->pp, c->ones, cn, E, eps);                 /* RMSNorm0 */
-    op->scale_by(be, c->pp, L->pvm_alpha, (size_t)cn * E);              /* α · */
+    op->rmsnorm(be, c->pp, c->pp, c->ones, cn, E, eps);    /* RMSNorm0 */
+    op->scale_by(be, c->pp, L->pvm_alpha, (size_t)cn * E); /* α · */
     for (int i = 0; i < cn;) { /* the silencing mask: nothing at visual rows */
         if (cid[i] != CL_DECODER_VISUAL) {
             i++;
@@ -210,8 +210,8 @@ void cl_dec_train_pvm_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, ClT
     op->rmsnorm(be, p->zq + sr, p->zt + sr, L->pvm_norm_a, m, r, eps);
     op->linear(be, p->qp + sr, p->zq + sr, L->pvm_q, NULL, m, r, r);
     op->rmsnorm(be, p->qn + sr, p->qp + sr, L->pvm_q_norm, m * H, hp, eps);
-    cl_train_attention(p->att + sr, p->probs, p->qn + sr, p->kn, p->vv, m, nv, r, hp, hp, r, H,
-                       1, hp, (float)(1.0 / sqrt((double)hp)), -1);
+    cl_train_attention(p->att + sr, p->probs, p->qn + sr, p->kn, p->vv, m, nv, r, hp, hp, r, H, 1,
+                       hp, (float)(1.0 / sqrt((double)hp)), -1);
     op->linear(be, p->mo + sr, p->att + sr, L->pvm_o, NULL, m, r, r);
     op->rmsnorm(be, p->nb + sr, p->mo + sr, L->pvm_norm_b, m, r, eps);
     op->linear(be, p->gu + (size_t)s * 2 * Fp, p->nb + sr,

@@ -23,8 +23,7 @@ gboolean cl_dec_sparse_on(const ClKVCache *c, int cn)
  * block qb − 1, its own block and the topk other earlier blocks whose mean key scores highest
  * against the block's mean query (the best over the query heads); with no more candidates than
  * that, to every earlier block (dense). Host memory. */
-void cl_dec_sparse_attention(const ClDecRun *r, const float *kl, const float *vl, int pos0,
-                             int cn)
+void cl_dec_sparse_attention(const ClDecRun *r, const float *kl, const float *vl, int pos0, int cn)
 {
     ClKVCache *c = r->c;
     ClBackend *be = r->be;

@@ -50,7 +50,7 @@ typedef struct {
  * Fewer, wider products: the activation is packed once instead of three times. */
 typedef struct {
     float *x_in, *h1, *qkv, *att, *x_mid, *h2, *gu, *act;
-    gboolean gdn; /* a Gated DeltaNet layer in place of the attention (qkv, att, probs NULL) */
+    gboolean gdn;     /* a Gated DeltaNet layer in place of the attention (qkv, att, probs NULL) */
     gboolean ca_only; /* CASA's CA^#: the cross-attention alone (qkv, att, probs NULL) */
     ClTrainGdnAct g;
     float *probs; /* (Hq, n, n) attention probabilities, or NULL: the backward recomputes them */
@@ -67,11 +67,11 @@ struct _ClTrainDec {
     const gint32 *ids;
     ClTrainLayerAct *layer;
     float *x_out, *hn, *rope_cos, *rope_sin;
-    int n_rows;        /* logit rows: every position, or the listed ones */
-    int tail;          /* the first logit row: the last layer's queries, output projection,
+    int n_rows;          /* logit rows: every position, or the listed ones */
+    int tail;            /* the first logit row: the last layer's queries, output projection,
                         * MLP and the final norm run on positions [tail, n) only */
-    int *rows;         /* (n_rows) their positions, NULL = all */
-    float *hk;         /* (n_rows, E) the final norm's output at those rows */
+    int *rows;           /* (n_rows) their positions, NULL = all */
+    float *hk;           /* (n_rows, E) the final norm's output at those rows */
     const float *visual; /* (n_vis, E) the visual rows (PVM's Vimg) */
     float *ones;         /* (E) RMSNorm0's unit gain */
     int n_vis;
@@ -120,17 +120,17 @@ gboolean cl_dec_train_casa_rows(ClTrainDec *d, const gint32 **ids, int *n, const
 void cl_dec_train_casa_layout(ClTrainDec *d, ClTrainCasaAct *c, ClActArena *a);
 /* After the layer's self-attention residual (or in its place, CA^#): x += CA(h1, window) at
  * the text rows [s, n) that have a window, in inference's order. */
-void cl_dec_train_casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L,
-                               ClTrainLayerAct *a, float *x, int s);
+void cl_dec_train_casa_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, ClTrainLayerAct *a,
+                               float *x, int s);
 /* dx: the gradient at the layer's x after the attention and CA residuals; the gradient at h1
  * goes into dh (rows [s, n)), at the visual rows into dvis. */
 void cl_dec_train_casa_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
-                                ClDecoderLayerWeights *G, const ClTrainLayerAct *a,
-                                const float *dx, int s, float *dh, float *dvis);
+                                ClDecoderLayerWeights *G, const ClTrainLayerAct *a, const float *dx,
+                                int s, float *dh, float *dvis);
 /* Every position's logits (n_full, V) from the text rows' final norm d->hk: the text rows'
  * in place, zeros at visual rows (as inference gives them). FALSE when memory is short. */
-gboolean cl_dec_train_casa_logits(const ClTrainDec *d, const float *lm_head,
-                                  const int *full2text, int n_full, float *logits);
+gboolean cl_dec_train_casa_logits(const ClTrainDec *d, const float *lm_head, const int *full2text,
+                                  int n_full, float *logits);
 
 /* ---- decoder-gdn.c ---- */
 

@@ -188,7 +188,8 @@ static gboolean kv_move_to(ClKVCache *c, ClBackend *be, GError **error)
 {
     if (be == c->kv_be)
         return TRUE;
-    size_t n = (size_t)MAX(c->kv_layers, 1) * c->capacity * c->kv_dim * sizeof(float); /* checked in new */
+    size_t n =
+        (size_t)MAX(c->kv_layers, 1) * c->capacity * c->kv_dim * sizeof(float); /* checked in new */
     float *k = be ? be->ops->alloc(be, n) : g_try_malloc(n);
     float *v = be ? be->ops->alloc(be, n) : g_try_malloc(n);
     if (!k || !v) {
@@ -233,8 +234,8 @@ static gboolean kv_move_to(ClKVCache *c, ClBackend *be, GError **error)
 void cl_kv_cache_copy_from(ClKVCache *dst, const ClKVCache *src)
 {
     g_return_if_fail(dst != NULL && src != NULL);
-    g_return_if_fail(dst->depth == src->depth && dst->kv_dim == src->kv_dim &&
-                     dst->e == src->e && dst->vocab == src->vocab);
+    g_return_if_fail(dst->depth == src->depth && dst->kv_dim == src->kv_dim && dst->e == src->e &&
+                     dst->vocab == src->vocab);
     g_return_if_fail(dst->capacity >= MIN(src->len, src->capacity));
     g_return_if_fail(dst->capacity == src->capacity || !src->window);
     if (dst == src)
@@ -465,8 +466,8 @@ static void attention_map_rows(const ClDecRun *r, const float *kl, int pos0, int
 
 /* The chunk's rows into c->x (token embeddings, visual rows from *vis_row on) and their RoPE
  * tables (VIST2: at positions shifted from the slots). */
-static void embed_chunk(const ClDecRun *r, const gint32 *cid, int cn, int pos0,
-                        const float *visual, int *vis_row)
+static void embed_chunk(const ClDecRun *r, const gint32 *cid, int cn, int pos0, const float *visual,
+                        int *vis_row)
 {
     ClBackend *be = r->be;
     const struct cl_backend_ops *op = be->ops;
@@ -576,8 +577,7 @@ static void self_attention(const ClDecRun *r, const ClDecoderLayerWeights *L, in
 
 /* Layer l's token mixer: the self-attention (CASA: its cross-attention beside it), or what the
  * hybrid (a Gated DeltaNet layer) or CA^# (the cross-attention alone) puts in its place. */
-static void token_mixer(const ClDecRun *r, const ClDecoderLayerWeights *L, int l, int pos0,
-                        int cn)
+static void token_mixer(const ClDecRun *r, const ClDecoderLayerWeights *L, int l, int pos0, int cn)
 {
     ClKVCache *c = r->c;
     if (c->gdn_slot[l] >= 0) {
@@ -605,8 +605,7 @@ static void feed_forward(const ClDecRun *r, const ClDecoderLayerWeights *L, int 
     op->rmsnorm(be, c->h, c->x, L->mlp_norm, cn, E, r->eps);
     dec_linear_same_x(r, c->h, cn, E, 2, (float *const[]){ c->gate, c->up },
                       (const float *const[]){ L->gate, L->up },
-                      (const ClQuantMatrix *const[]){ QL ? &QL->gate : NULL,
-                                                      QL ? &QL->up : NULL },
+                      (const ClQuantMatrix *const[]){ QL ? &QL->gate : NULL, QL ? &QL->up : NULL },
                       (const int[]){ F, F });
     op->silu_mul(be, c->gate, c->gate, c->up, (size_t)cn * F);
     dec_linear(r, c->proj, c->gate, L->down, QL ? &QL->down : NULL, cn, F, E);
@@ -615,8 +614,8 @@ static void feed_forward(const ClDecRun *r, const ClDecoderLayerWeights *L, int 
         op->residual(be, c->x, c->pp, NULL, cn, E);
 }
 
-void cl_dec_run_layers(const ClDecRun *r, const gint32 *cid, int cn, int pos0,
-                       const float *visual, int *vis_row)
+void cl_dec_run_layers(const ClDecRun *r, const gint32 *cid, int cn, int pos0, const float *visual,
+                       int *vis_row)
 {
     ClKVCache *c = r->c;
     embed_chunk(r, cid, cn, pos0, visual, vis_row);
@@ -697,8 +696,8 @@ static gboolean check_call(const ClKVCache *cache, const ClModelConfig *cfg, con
 }
 
 /* The backend, workspace and option state the call needs, made before the layers run. */
-static gboolean prepare_call(ClKVCache *cache, ClBackend *be, const ClModelConfig *cfg,
-                             int rows, int n, GError **error)
+static gboolean prepare_call(ClKVCache *cache, ClBackend *be, const ClModelConfig *cfg, int rows,
+                             int n, GError **error)
 {
     /* CA_{t+v}: room for the window's text this call may add (before the workspace, which is
      * sized for the window's keys) */
@@ -740,7 +739,8 @@ static gboolean forward(ClDecRun *r, ClBackend *be, const ClModel *model, ClKVCa
     r->be = be, r->cfg = cfg, r->w = w, r->c = cache, r->host = be->ops->host_memory;
     r->quant = model->quant, r->pool = cl_backend_cpu_pool(be);
     if (r->quant && !r->pool) {
-        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "This model's decoder weights "
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "This model's decoder weights "
                     "are kept quantized (Q8_0/Q4_1), which runs on the CPU backend only");
         return FALSE;
     }
@@ -776,8 +776,7 @@ static gboolean forward(ClDecRun *r, ClBackend *be, const ClModel *model, ClKVCa
 
 gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cache,
                             const gint32 *ids, int n, const float *visual, float *logits,
-                            float *logits_all, ClTensorTap tap, gpointer tap_data,
-                            GError **error)
+                            float *logits_all, ClTensorTap tap, gpointer tap_data, GError **error)
 {
     g_return_val_if_fail(be != NULL && model != NULL && cache != NULL, FALSE);
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
@@ -786,9 +785,8 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
 }
 
 gboolean cl_decoder_forward_attention(ClBackend *be, const ClModel *model, ClKVCache *cache,
-                                      const gint32 *ids, int n, const float *visual,
-                                      float *logits, int layer, int q0, float *att,
-                                      GError **error)
+                                      const gint32 *ids, int n, const float *visual, float *logits,
+                                      int layer, int q0, float *att, GError **error)
 {
     g_return_val_if_fail(be != NULL && model != NULL && cache != NULL && att != NULL, FALSE);
     g_return_val_if_fail(error == NULL || *error == NULL, FALSE);
@@ -807,7 +805,8 @@ gboolean cl_decoder_forward_attention(ClBackend *be, const ClModel *model, ClKVC
         q0 < cache->len || q0 > end) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "No attention map of layer %d from position %d (a self-attention layer of "
-                    "%d, positions %d..%d)", layer, q0, depth, cache->len, end);
+                    "%d, positions %d..%d)",
+                    layer, q0, depth, cache->len, end);
         return FALSE;
     }
     memset(att, 0, sizeof(float) * (size_t)(end - q0) * end);

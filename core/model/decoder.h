@@ -52,8 +52,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClKVCache, cl_kv_cache_free)
 #define CL_DECODER_VISUAL (-1)
 gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cache,
                             const gint32 *ids, int n, const float *visual, float *logits,
-                            float *logits_all, ClTensorTap tap, gpointer tap_data,
-                            GError **error);
+                            float *logits_all, ClTensorTap tap, gpointer tap_data, GError **error);
 
 /* cl_decoder_forward (logits: the last position's, or NULL; no tap) that also gives the
  * attention of decoder block `layer` (< 0: counted from the end), averaged over the heads, from
@@ -63,8 +62,7 @@ gboolean cl_decoder_forward(ClBackend *be, const ClModel *model, ClKVCache *cach
  * or sparse), a model with its images in the sequence (not CASA) and a layer with
  * self-attention (not a Gated DeltaNet or CA^# one); FALSE + CL_MODEL_ERROR_INPUT otherwise. */
 gboolean cl_decoder_forward_attention(ClBackend *be, const ClModel *model, ClKVCache *cache,
-                                      const gint32 *ids, int n, const float *visual,
-                                      float *logits, int layer, int q0, float *att,
-                                      GError **error);
+                                      const gint32 *ids, int n, const float *visual, float *logits,
+                                      int layer, int q0, float *att, GError **error);
 
 G_END_DECLS

@@ -52,7 +52,7 @@ static gboolean str_is(const char *s, const char *const *list)
 ClChatDomain cl_describe_detect_domain(const ClImage *img)
 {
     g_return_val_if_fail(img != NULL, CL_CHAT_DOMAIN_GENERIC);
-    static const char *const radiographs[] = {"CR", "DX", "DR", "RG", NULL};
+    static const char *const radiographs[] = { "CR", "DX", "DR", "RG", NULL };
     if (str_is(img->modality, radiographs))
         return CL_CHAT_DOMAIN_RADIOGRAPH;
     if (img->modality) {
@@ -153,11 +153,11 @@ static GArray *build_prompt(const ClModel *model, const ClDescribeImage *images,
     }
     if (positions >= cfg->max_len) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "the prompt for %u images takes %" G_GINT64_FORMAT " positions (%d per image%s) "
+                    "the prompt for %u images takes %" G_GINT64_FORMAT
+                    " positions (%d per image%s) "
                     "but the model's context holds %d: use fewer images%s",
-                    n_images, positions, M,
-                    with_context ? ", the prior reports included" : "", cfg->max_len,
-                    with_context ? " or shorter prior reports" : "");
+                    n_images, positions, M, with_context ? ", the prior reports included" : "",
+                    cfg->max_len, with_context ? " or shorter prior reports" : "");
         return NULL;
     }
     GArray *dec_ids = g_array_sized_new(FALSE, FALSE, sizeof(gint32), (guint)positions);
@@ -184,8 +184,8 @@ static GArray *build_prompt(const ClModel *model, const ClDescribeImage *images,
 /* Preprocesses and encodes the images one by one (the encoder's state carries the previous
  * one) into *visual_out, n_images × M × E (set even on failure), with heatmaps and timings. */
 static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescribeImage *images,
-                              guint n_images, const ClDescribeOptions *opts,
-                              ClDescribeResult *out, float **visual_out, GError **error)
+                              guint n_images, const ClDescribeOptions *opts, ClDescribeResult *out,
+                              float **visual_out, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, C = cfg->channels, S = cfg->image_size;
@@ -208,14 +208,13 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
             opts->on_progress(CL_DESCRIBE_ENCODING, t, n_images, opts->user_data);
         gint64 t0 = g_get_monotonic_time();
         g_autoptr(GError) perr = NULL;
-        gboolean pre = images[t].align
-                           ? cl_preprocess_image_aligned(images[t].image, images[t].frame,
-                                                         images[t].display, images[t].align,
-                                                         images[t].frame_w, images[t].frame_h, S,
-                                                         C, pixels, &out->letterbox[t], &perr)
-                           : cl_preprocess_image(images[t].image, images[t].frame,
-                                                 images[t].display, S, C, pixels,
-                                                 &out->letterbox[t], &perr);
+        gboolean pre =
+            images[t].align
+                ? cl_preprocess_image_aligned(images[t].image, images[t].frame, images[t].display,
+                                              images[t].align, images[t].frame_w, images[t].frame_h,
+                                              S, C, pixels, &out->letterbox[t], &perr)
+                : cl_preprocess_image(images[t].image, images[t].frame, images[t].display, S, C,
+                                      pixels, &out->letterbox[t], &perr);
         if (!pre) {
             g_set_error(error, perr->domain, perr->code, "image %u (%s): %s", t + 1,
                         images[t].image->path ? images[t].image->path : "in memory", perr->message);
@@ -248,8 +247,8 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
             else
                 g_ptr_array_add(out->heatmaps, hm);
             for (int l = 0; ok && !opts->delta && l < cfg->enc_depth; l++) {
-                ClHeatmap *lh = cl_heatmap_new_from_encoder_layer(&eo, cfg->enc_depth, l, (int)t,
-                                                                  NULL);
+                ClHeatmap *lh =
+                    cl_heatmap_new_from_encoder_layer(&eo, cfg->enc_depth, l, (int)t, NULL);
                 if (lh)
                     g_ptr_array_add(out->layer_heatmaps, lh);
             }
@@ -301,8 +300,7 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     go.user_data = opts->user_data;
     go.cancellable = opts->cancellable;
     g_autoptr(ClVist) vist = NULL;
-    if (with_context && cfg->vist_chunk > 0 && opts->beam_size == 1 &&
-        opts->stream_window <= 0) {
+    if (with_context && cfg->vist_chunk > 0 && opts->beam_size == 1 && opts->stream_window <= 0) {
         vist = cl_vist_new(be, model, error);
         ok = vist != NULL;
         go.vist = vist;
@@ -318,8 +316,8 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     if (!ok)
         cl_generate_result_init(&gr);
     else
-        ok = cl_generate(be, model, (const gint32 *)(gconstpointer)dec_ids->data,
-                         (int)dec_ids->len, visual, &go, &gr, error);
+        ok = cl_generate(be, model, (const gint32 *)(gconstpointer)dec_ids->data, (int)dec_ids->len,
+                         visual, &go, &gr, error);
     if (vist) /* the decoder's positions: the pages' rows in place of the text they hold */
         out->n_prompt = (int)dec_ids->len - out->context_compressed + out->context_pages * M;
     for (guint i = 0; vist && i < cl_vist_n_pages(vist); i++) {

@@ -42,24 +42,24 @@ typedef void (*ClDescribeProgress)(ClDescribeStage stage, guint image, guint n_i
                                    gpointer user_data);
 
 typedef struct {
-    gboolean auto_domain;  /* pick the conversation with cl_describe_detect_domain (default) */
-    ClChatDomain domain;   /* used when auto_domain is FALSE */
-    const char *question;  /* replaces the domain's final question; NULL or "" = the domain's */
+    gboolean auto_domain; /* pick the conversation with cl_describe_detect_domain (default) */
+    ClChatDomain domain;  /* used when auto_domain is FALSE */
+    const char *question; /* replaces the domain's final question; NULL or "" = the domain's */
     /* A whole conversation to use instead of the domain's (evaluation: a data set's own turns up
      * to the answer); it must hold one <image> tag per image and end with a user turn. NULL =
      * the domain's (default). `domain` and `question` are ignored when it is set. */
     const ClChatTurn *turns;
     gsize n_turns;
-    int max_new_tokens;    /* see ClGenerateOptions (default 256) */
-    int beam_size;         /* 1 = greedy (default) */
+    int max_new_tokens;             /* see ClGenerateOptions (default 256) */
+    int beam_size;                  /* 1 = greedy (default) */
     int stream_sink, stream_window; /* streaming KV caches (ClGenerateOptions); 0: off */
     int sparse_block, sparse_topk;  /* the offline sparse prefill (ClGenerateOptions); 0: off */
     /* Earlier reports and notes of the case (plain text), read with the images: the last user
      * turn gets "Prior reports: {context}\n" after its image. A model with VIST2 keeps the text
      * as rendered pages' visual rows (vist.h), another as text. NULL or "": none. */
     const char *context;
-    double length_penalty; /* 1.0 */
-    gboolean median_numbers; /* numbers as the median of the model's distribution, see
+    double length_penalty;           /* 1.0 */
+    gboolean median_numbers;         /* numbers as the median of the model's distribution, see
                               * ClGenerateOptions (default FALSE) */
     const char *const *stop_strings; /* besides the end tokens and the texts <|im_start|>,
                                       * <|im_end|>, <|endoftext|> (always stops); NULL-terminated,
@@ -67,11 +67,11 @@ typedef struct {
     gboolean heatmaps;               /* heat grids for every image after the first (default TRUE) */
     gboolean delta; /* heat grids from the Δ map (a second encoder pass per image) instead
                      * of the update norms */
-    ClTokenCallback on_token; /* streaming, see generate.h; may be NULL */
+    ClTokenCallback on_token;       /* streaming, see generate.h; may be NULL */
     ClDescribeProgress on_progress; /* before each image's encoding and before the generation;
                                      * may be NULL */
-    gpointer user_data;       /* for on_token and on_progress */
-    GCancellable *cancellable; /* checked between images and at every decoder step */
+    gpointer user_data;             /* for on_token and on_progress */
+    GCancellable *cancellable;      /* checked between images and at every decoder step */
 } ClDescribeOptions;
 
 void cl_describe_options_init(ClDescribeOptions *opts);
@@ -88,8 +88,8 @@ typedef struct {
                              * VIST2 pages, their rows in place of the text they hold) */
     int n_visual_per_image; /* M */
     guint n_images;
-    ClLetterbox *letterbox; /* (n_images): how each image sits in the model input */
-    GPtrArray *heatmaps;    /* ClHeatmap*, one per image after the first, in order
+    ClLetterbox *letterbox;    /* (n_images): how each image sits in the model input */
+    GPtrArray *heatmaps;       /* ClHeatmap*, one per image after the first, in order
                              * (image_index 1, 2, ...); empty when not asked for */
     GPtrArray *layer_heatmaps; /* ClHeatmap*: with update-norm heat maps, each image's per
                                 * block too (image 1 blocks 0..depth-1, image 2 ...) */

@@ -16,46 +16,46 @@ static gboolean same_shape(const EncShape *a, const EncShape *b)
 {
     return a->depth == b->depth && a->n == b->n && a->d == b->d && a->f == b->f &&
            a->heads == b->heads && a->hd == b->hd && a->grid == b->grid && a->m == b->m &&
-           a->e == b->e && a->hm == b->hm && a->channels == b->channels &&
-           a->patch == b->patch && a->image == b->image && a->variant == b->variant;
+           a->e == b->e && a->hm == b->hm && a->channels == b->channels && a->patch == b->patch &&
+           a->image == b->image && a->variant == b->variant;
 }
 
 struct _ClEncoderState {
     EncShape s;
-    ClBackend *be;      /* a reference to the backend whose memory prev and arena are in */
-    float *prev;        /* (depth, N, D) every block's X_in of the last image */
+    ClBackend *be; /* a reference to the backend whose memory prev and arena are in */
+    float *prev;   /* (depth, N, D) every block's X_in of the last image */
     gboolean has_prev;
 
     /* workspace: one allocation, made on the first forward for that backend */
     size_t scratch_floats; /* attention scratch laid out (depends on the backend's threads) */
-    double rope_base;   /* the base the RoPE tables hold */
+    double rope_base;      /* the base the RoPE tables hold */
     float *arena;
-    float *patches;     /* (N, C·P·P) the image cut into patches */
-    float *x;           /* (N, D) the stream */
-    float *x_in;        /* (N, D) the block's input */
-    float *h;           /* (N, D) the normalised stream */
-    float *hy;          /* (N, D) the normalised state */
-    float *qkv;         /* (N, 3D) self-attention q|k|v; the SVE query; the merger's (M, 4D) */
-    float *kv;          /* (2N, 2D) keys|values of the state (self_ext: [own; state]) */
-    float *att;         /* (N, D) attention output (before the out projection) */
-    float *att_tail;    /* (N, D) self_ext: the state's share of it */
-    float *proj;        /* (N, D) a projected output */
-    float *upd;         /* (N, D) adaln_zero: the module's update */
-    float *hid;         /* (max(N·F, M·Hm)) MLP hidden */
-    float *scores;      /* attention scratch */
-    float *rope_cos;    /* (N, hd/2) 2-D RoPE tables */
+    float *patches;  /* (N, C·P·P) the image cut into patches */
+    float *x;        /* (N, D) the stream */
+    float *x_in;     /* (N, D) the block's input */
+    float *h;        /* (N, D) the normalised stream */
+    float *hy;       /* (N, D) the normalised state */
+    float *qkv;      /* (N, 3D) self-attention q|k|v; the SVE query; the merger's (M, 4D) */
+    float *kv;       /* (2N, 2D) keys|values of the state (self_ext: [own; state]) */
+    float *att;      /* (N, D) attention output (before the out projection) */
+    float *att_tail; /* (N, D) self_ext: the state's share of it */
+    float *proj;     /* (N, D) a projected output */
+    float *upd;      /* (N, D) adaln_zero: the module's update */
+    float *hid;      /* (max(N·F, M·Hm)) MLP hidden */
+    float *scores;   /* attention scratch */
+    float *rope_cos; /* (N, hd/2) 2-D RoPE tables */
     float *rope_sin;
-    float *mod;         /* (6D) adaln_zero modulation */
-    float *cvec;        /* (D) adaln_zero pooled state */
-    float *visual_own;  /* (M, E) the Δ pass's merger output */
-    float *norms;       /* (M) */
-    float *unorm_tmp;   /* (N) update norms nobody keeps (the Δ pass) */
+    float *mod;        /* (6D) adaln_zero modulation */
+    float *cvec;       /* (D) adaln_zero pooled state */
+    float *visual_own; /* (M, E) the Δ pass's merger output */
+    float *norms;      /* (M) */
+    float *unorm_tmp;  /* (N) update norms nobody keeps (the Δ pass) */
     /* a device backend's copies of what the caller gets in host memory (size 0 on the CPU,
      * where the encoder writes straight into the caller's arrays) */
-    float *pixels;      /* (C, S, S) */
-    float *visual;      /* (M, E) */
-    float *unorm_all;   /* (depth, N) */
-    float *host_rope;   /* host memory: the RoPE tables before their upload (device only) */
+    float *pixels;    /* (C, S, S) */
+    float *visual;    /* (M, E) */
+    float *unorm_all; /* (depth, N) */
+    float *host_rope; /* host memory: the RoPE tables before their upload (device only) */
 };
 
 static EncShape shape_of(const ClModelConfig *c)
@@ -294,8 +294,8 @@ static void block_attention(const Enc *E, const ClEncoderLayerWeights *L, const 
         op->linear(be, st->qkv, st->h, L->qkv_w, L->qkv_b, N, D, 3 * D);
         op->rope(be, st->qkv, st->rope_cos, st->rope_sin, N, 3 * D, H, hd, 2);
         op->rope(be, st->qkv + D, st->rope_cos, st->rope_sin, N, 3 * D, H, hd, 2);
-        op->attention(be, st->att, NULL, st->qkv, st->qkv + D, st->qkv + 2 * D, N, N, 3 * D,
-                      3 * D, 3 * D, D, H, H, hd, E->scale, -1, 0, st->scores);
+        op->attention(be, st->att, NULL, st->qkv, st->qkv + D, st->qkv + 2 * D, N, N, 3 * D, 3 * D,
+                      3 * D, D, H, H, hd, E->scale, -1, 0, st->scores);
         op->linear(be, st->proj, st->att, L->attn_out_w, L->attn_out_b, N, D, D);
         op->residual(be, st->x, st->proj, mod ? mod + 2 * D : NULL, N, D);
         if (mod) /* the update: α1 ⊙ A */
@@ -320,8 +320,8 @@ static void block_attention(const Enc *E, const ClEncoderLayerWeights *L, const 
     op->rope(be, st->kv, st->rope_cos, st->rope_sin, N, 2 * D, H, hd, 2);
     if (E->cfg->sve_cross_pos && ysrc != Y_NULL)
         op->rope(be, kv_y, st->rope_cos, st->rope_sin, K, 2 * D, H, hd, 2);
-    op->attention(be, st->att, st->att_tail, q, st->kv, st->kv + D, N, N + K, D, 2 * D, 2 * D, D,
-                  H, H, hd, E->scale, -1, N, st->scores);
+    op->attention(be, st->att, st->att_tail, q, st->kv, st->kv + D, N, N + K, D, 2 * D, 2 * D, D, H,
+                  H, hd, E->scale, -1, N, st->scores);
     op->linear(be, st->proj, st->att, L->attn_out_w, L->attn_out_b, N, D, D);
     op->residual(be, st->x, st->proj, NULL, N, D);
     /* the update: the state's share through W_out, no bias */
@@ -330,8 +330,7 @@ static void block_attention(const Enc *E, const ClEncoderLayerWeights *L, const 
 }
 
 /* X += MLP(LN2(X)); adaln_zero: modulated, gated, and the update norm ‖α1⊙A + α2⊙B‖. */
-static void block_mlp(const Enc *E, const ClEncoderLayerWeights *L, const float *mod,
-                      float *unorm)
+static void block_mlp(const Enc *E, const ClEncoderLayerWeights *L, const float *mod, float *unorm)
 {
     ClBackend *be = E->be;
     const struct cl_backend_ops *op = be->ops;
@@ -454,12 +453,9 @@ static void encode_blocks(const Enc *E, const ClModelWeights *w, ClEncoderState 
             adaln_modulation(E, L, ysrc, y);
             mod = st->mod;
             break;
-        case CL_SVE_STATELESS:
-            be->ops->zero(be, unorm, (size_t)N * sizeof(float));
-            break;
+        case CL_SVE_STATELESS: be->ops->zero(be, unorm, (size_t)N * sizeof(float)); break;
         case CL_SVE_SELF_EXT:
-        case CL_SVE_N_VARIANTS:
-            break;
+        case CL_SVE_N_VARIANTS: break;
         }
         block_attention(E, L, mod, ysrc, y, unorm);
         block_mlp(E, L, mod, unorm);
@@ -500,8 +496,8 @@ void cl_visual_center(float *v, int m, int e)
 }
 
 /* x (N, D) = the patches' embedding, plus enc.pos when the model has it (config enc_pos). */
-static void embed_patches(ClBackend *be, float *x, const float *patches,
-                          const ClModelWeights *w, int N, int cpp, int D)
+static void embed_patches(ClBackend *be, float *x, const float *patches, const ClModelWeights *w,
+                          int N, int cpp, int D)
 {
     be->ops->linear(be, x, patches, w->patch_w, w->patch_b, N, cpp, D);
     if (w->enc_pos)
@@ -530,8 +526,8 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
     gint64 t0 = g_get_monotonic_time();
 
     const int N = s.n, D = s.d, M = s.m, E = s.e;
-    out->visual = g_try_new(float, (size_t)M * E);
-    out->update_norm = g_try_new(float, (size_t)s.depth * N);
+    out->visual = g_try_new(float, (size_t)M *E);
+    out->update_norm = g_try_new(float, (size_t)s.depth *N);
     if (want_delta)
         out->delta = g_try_new0(float, (size_t)M);
     if (!out->visual || !out->update_norm || (want_delta && !out->delta)) {
@@ -598,8 +594,7 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
     }
     if (!host) {
         be->ops->download(be, out->visual, visual, (size_t)M * E * sizeof(float));
-        be->ops->download(be, out->update_norm, update_norm,
-                          (size_t)s.depth * N * sizeof(float));
+        be->ops->download(be, out->update_norm, update_norm, (size_t)s.depth * N * sizeof(float));
     }
     if (!be->ops->finish(be, error)) {
         /* the state's contents are unknown after a failed op: start over */

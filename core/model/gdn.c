@@ -90,8 +90,7 @@ void cl_gdn_chunked(float *o, float *S, const float *q, const float *k, const fl
             for (int j = 0; j < dk; j++) {
                 double s = 0;
                 for (int e = 0; e <= i; e++)
-                    s += Tm[(size_t)i * n + e] * beta[c0 + e] * eb[e] *
-                         kc[(size_t)e * dk + j];
+                    s += Tm[(size_t)i * n + e] * beta[c0 + e] * eb[e] * kc[(size_t)e * dk + j];
                 W[(size_t)i * dk + j] = s;
             }
             for (int j = 0; j < dv; j++) {
@@ -134,8 +133,8 @@ void cl_gdn_chunked(float *o, float *S, const float *q, const float *k, const fl
     g_free(eb), g_free(ec);
 }
 
-void cl_causal_conv1d(float *y, float *state, const float *x, const float *w, int T,
-                      int channels, int K)
+void cl_causal_conv1d(float *y, float *state, const float *x, const float *w, int T, int channels,
+                      int K)
 {
     for (int t = 0; t < T; t++)
         for (int ch = 0; ch < channels; ch++) {
@@ -154,8 +153,7 @@ void cl_causal_conv1d(float *y, float *state, const float *x, const float *w, in
         for (int r = 0; r < K - 1; r++) {
             const int src = T - (K - 1) + r;
             memcpy(next + (size_t)r * channels,
-                   src >= 0 ? x + (size_t)src * channels
-                            : state + (size_t)(K - 1 + src) * channels,
+                   src >= 0 ? x + (size_t)src * channels : state + (size_t)(K - 1 + src) * channels,
                    sizeof(float) * (size_t)channels);
         }
         memcpy(state, next, sizeof(float) * (size_t)(K - 1) * channels);
@@ -165,8 +163,8 @@ void cl_causal_conv1d(float *y, float *state, const float *x, const float *w, in
 
 /* One step of the recurrence in double from S_(t−1) = S (dk, dv), in place to S_t; r = v − S'^T k
  * (dv) and u = beta r are left for the backward. */
-static void step_double(double *S, double *r, double *u, const float *kt, const float *vt,
-                        float gt, float bt, int dk, int dv)
+static void step_double(double *S, double *r, double *u, const float *kt, const float *vt, float gt,
+                        float bt, int dk, int dv)
 {
     const double a = exp((double)gt);
     for (size_t i = 0; i < (size_t)dk * dv; i++)
@@ -184,9 +182,9 @@ static void step_double(double *S, double *r, double *u, const float *kt, const 
 }
 
 void cl_gdn_recurrent_backward(float *d_q, float *d_k, float *d_v, float *d_g, float *d_beta,
-                               float *d_S0, const float *d_o, const float *d_S,
-                               const float *S0, const float *q, const float *k, const float *v,
-                               const float *g, const float *beta, int T, int dk, int dv)
+                               float *d_S0, const float *d_o, const float *d_S, const float *S0,
+                               const float *q, const float *k, const float *v, const float *g,
+                               const float *beta, int T, int dk, int dv)
 {
     const size_t N = (size_t)dk * dv;
     /* checkpoints every C steps (C ~ √T): ck[c] is the state before step c·C */
@@ -314,8 +312,8 @@ void cl_causal_conv1d_backward(float *d_x, float *d_w, float *d_state, const flo
         }
 }
 
-void cl_gdn_gates(float *q, float *k, int ld, float *g, const float *a, float *beta,
-                  const float *b, const float *A_log, const float *dt_bias, int n, int H, int dk)
+void cl_gdn_gates(float *q, float *k, int ld, float *g, const float *a, float *beta, const float *b,
+                  const float *A_log, const float *dt_bias, int n, int H, int dk)
 {
     for (int i = 0; i < n; i++)
         for (int h = 0; h < H; h++) {

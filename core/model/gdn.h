@@ -30,16 +30,16 @@ void cl_gdn_chunked(float *o, float *S, const float *q, const float *k, const fl
  * recomputed in double from checkpoints every C ~ √T steps (memory (T/C + C + 1)·dk·dv
  * doubles), and the state's gradient is carried in double. */
 void cl_gdn_recurrent_backward(float *d_q, float *d_k, float *d_v, float *d_g, float *d_beta,
-                               float *d_S0, const float *d_o, const float *d_S,
-                               const float *S0, const float *q, const float *k, const float *v,
-                               const float *g, const float *beta, int T, int dk, int dv);
+                               float *d_S0, const float *d_o, const float *d_S, const float *S0,
+                               const float *q, const float *k, const float *v, const float *g,
+                               const float *beta, int T, int dk, int dv);
 
 /* Causal depthwise convolution of `channels` channels with kernels of K taps (w: (channels,
  * K), tap K−1 on the current step): y_t = Σ_i w_i x_(t−K+1+i). state: (K−1, channels) the
  * inputs before x (zeros at the start of a sequence), updated to the last K−1 inputs. x, y:
  * (T, channels); y may not alias x. */
-void cl_causal_conv1d(float *y, float *state, const float *x, const float *w, int T,
-                      int channels, int K);
+void cl_causal_conv1d(float *y, float *state, const float *x, const float *w, int T, int channels,
+                      int K);
 
 /* Its backward from the state it started with (NULL: zeros, a sequence's start), given d_y
  * (T, channels): d_x (T, channels), d_w (channels, K) and d_state (K−1, channels) ACCUMULATE
@@ -51,7 +51,7 @@ void cl_causal_conv1d_backward(float *d_x, float *d_w, float *d_state, const flo
 /* A GDN layer's per-step quantities over n rows of H heads (q and k rows of stride ld): q and k
  * unit per head (norms in double, 1e-12 added; q also divided by √dk), in place; beta = σ(b);
  * g = −exp(A_log)·softplus(a + dt_bias) (softplus linear past 20). g may alias a, beta b. */
-void cl_gdn_gates(float *q, float *k, int ld, float *g, const float *a, float *beta,
-                  const float *b, const float *A_log, const float *dt_bias, int n, int H, int dk);
+void cl_gdn_gates(float *q, float *k, int ld, float *g, const float *a, float *beta, const float *b,
+                  const float *A_log, const float *dt_bias, int n, int H, int dk);
 
 G_END_DECLS

@@ -19,16 +19,11 @@ void cl_generate_options_init(ClGenerateOptions *opts)
 const char *cl_stop_reason_name(ClStopReason r)
 {
     switch (r) {
-    case CL_STOP_END_TOKEN:
-        return "end_token";
-    case CL_STOP_STRING:
-        return "stop_string";
-    case CL_STOP_MAX_TOKENS:
-        return "max_tokens";
-    case CL_STOP_MAX_LEN:
-        return "max_len";
-    case CL_STOP_CANCELLED:
-        return "cancelled";
+    case CL_STOP_END_TOKEN: return "end_token";
+    case CL_STOP_STRING: return "stop_string";
+    case CL_STOP_MAX_TOKENS: return "max_tokens";
+    case CL_STOP_MAX_LEN: return "max_len";
+    case CL_STOP_CANCELLED: return "cancelled";
     }
     return "unknown";
 }
@@ -200,10 +195,10 @@ typedef struct {
     const ClGenerateOptions *opts;
     Vocab vocab;
     gint32 digit_id[10]; /* the token that is exactly the digit d, or -1 */
-    int max_new;        /* tokens that may be generated */
-    ClStopReason limit; /* what max_new stands for */
-    int capacity;       /* cache positions */
-    GArray *vist_raw;   /* VIST2: the generated ids not compressed yet */
+    int max_new;         /* tokens that may be generated */
+    ClStopReason limit;  /* what max_new stands for */
+    int capacity;        /* cache positions */
+    GArray *vist_raw;    /* VIST2: the generated ids not compressed yet */
 } Gen;
 
 static gboolean cancelled(const Gen *g, GError **error)
@@ -274,7 +269,7 @@ static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult
                        GError **error)
 {
     const ClGenerateOptions *o = g->opts;
-    Emitter em = {o->on_token, o->user_data, o->stop_strings, 0};
+    Emitter em = { o->on_token, o->user_data, o->stop_strings, 0 };
     gint64 t0 = g_get_monotonic_time();
     gboolean ok = TRUE;
     double q = 0.5;          /* median_numbers: the quantile still sought in this number */
@@ -455,7 +450,7 @@ static void replay(const Gen *g, const ClGenerateResult *out)
     const ClGenerateOptions *o = g->opts;
     if (!o->on_token)
         return;
-    Emitter em = {o->on_token, o->user_data, o->stop_strings, 0};
+    Emitter em = { o->on_token, o->user_data, o->stop_strings, 0 };
     GString *t = g_string_new(NULL);
     for (guint i = 0; i < out->ids->len; i++) {
         gint32 id = g_array_index(out->ids, gint32, i);
@@ -713,9 +708,9 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
                     "beam size %d is out of range (1 to 64)", opts->beam_size);
         return FALSE;
     }
-    if (opts->vist && (opts->beam_size != 1 || streaming || opts->vist_from < 0 ||
-                       opts->vist_len < 0 || opts->vist_from > n_prompt ||
-                       opts->vist_len > n_prompt - opts->vist_from)) {
+    if (opts->vist &&
+        (opts->beam_size != 1 || streaming || opts->vist_from < 0 || opts->vist_len < 0 ||
+         opts->vist_from > n_prompt || opts->vist_len > n_prompt - opts->vist_from)) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "VIST2 compression works with greedy decoding on an ordinary cache, over a "
                     "span inside the prompt");
@@ -728,7 +723,7 @@ gboolean cl_generate(ClBackend *be, const ClModel *model, const gint32 *prompt, 
             return FALSE;
         }
 
-    Gen g = {.be = be, .model = model, .opts = opts};
+    Gen g = { .be = be, .model = model, .opts = opts };
     g.vocab.model = model;
     g.vocab.V = cfg->vocab_size;
     g.vocab.n_tok = MIN(cl_tokenizer_vocab_size(model->tokenizer), cfg->vocab_size);

@@ -62,8 +62,10 @@ static gboolean read_vocab(const ClGguf *g, const ClGgufValue *tokens, Vocab *v,
         if (type != 1) /* control and user-defined tokens: matched by text, below */
             continue;
         if (!token_bytes(tokens->strs[i], buf)) {
-            FAIL(CL_MODEL_ERROR_TOKENIZER, "token %" G_GUINT64_FORMAT " ('%s') has a character "
-                 "outside GPT-2's byte alphabet", i, tokens->strs[i]);
+            FAIL(CL_MODEL_ERROR_TOKENIZER,
+                 "token %" G_GUINT64_FORMAT " ('%s') has a character "
+                 "outside GPT-2's byte alphabet",
+                 i, tokens->strs[i]);
             return FALSE;
         }
         GBytes *key = g_bytes_new(buf->data, buf->len);
@@ -116,8 +118,10 @@ static gboolean check_tokenizer_kind(const ClGguf *g, const ClGgufValue **tokens
     const ClGgufValue *pre = cl_gguf_get(g, "tokenizer.ggml.pre");
     const char *pre_name = pre && pre->type == CL_GGUF_STRING ? pre->str : "(none)";
     if (strcmp(model, "gpt2") != 0 || strcmp(pre_name, "smollm") != 0) {
-        FAIL(CL_MODEL_ERROR_TOKENIZER, "tokenizer '%s' with pre-tokenizer '%s' is not supported "
-             "(byte-level BPE 'gpt2' with 'smollm' is)", model, pre_name);
+        FAIL(CL_MODEL_ERROR_TOKENIZER,
+             "tokenizer '%s' with pre-tokenizer '%s' is not supported "
+             "(byte-level BPE 'gpt2' with 'smollm' is)",
+             model, pre_name);
         return FALSE;
     }
     *tokens = cl_gguf_get(g, "tokenizer.ggml.tokens");
@@ -126,7 +130,7 @@ static gboolean check_tokenizer_kind(const ClGguf *g, const ClGgufValue **tokens
         (*merges)->elem_type != CL_GGUF_STRING || (*tokens)->type != CL_GGUF_ARRAY ||
         (*merges)->type != CL_GGUF_ARRAY) {
         FAIL(CL_MODEL_ERROR_TOKENIZER, "tokenizer.ggml.tokens and tokenizer.ggml.merges must be "
-             "arrays of strings");
+                                       "arrays of strings");
         return FALSE;
     }
     if ((*merges)->n + CL_TOKEN_FIRST_MERGE > CL_TOKENIZER_MAX_VOCAB) {
@@ -137,14 +141,15 @@ static gboolean check_tokenizer_kind(const ClGguf *g, const ClGgufValue **tokens
     return TRUE;
 }
 
-ClTokenizer *cl_tokenizer_from_gguf(const ClGguf *g, gint32 **ext_of_id, int *n_ids,
-                                    GError **error)
+ClTokenizer *cl_tokenizer_from_gguf(const ClGguf *g, gint32 **ext_of_id, int *n_ids, GError **error)
 {
     const ClGgufValue *tokens, *merges;
     if (!check_tokenizer_kind(g, &tokens, &merges, error))
         return NULL;
-    Vocab v = { g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL),
-                g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL) };
+    Vocab v = {
+        g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL),
+        g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL)
+    };
     gsize n = (gsize)merges->n, total = CL_TOKEN_FIRST_MERGE + n;
     g_autofree gint32 *pairs = g_new(gint32, 2 * MAX(n, 1));
     g_autofree gint32 *ext = g_new(gint32, total);
@@ -196,8 +201,8 @@ static gboolean meta_int(const ClGguf *g, const char *key, int lo, int hi, int *
     if (!cl_gguf_get_uint(g, key, &v, error))
         return FALSE;
     if (v < (guint64)lo || v > (guint64)hi) {
-        FAIL(CL_MODEL_ERROR_CONFIG, "metadata '%s' is %" G_GUINT64_FORMAT ", outside [%d, %d]",
-             key, v, lo, hi);
+        FAIL(CL_MODEL_ERROR_CONFIG, "metadata '%s' is %" G_GUINT64_FORMAT ", outside [%d, %d]", key,
+             v, lo, hi);
         return FALSE;
     }
     *out = (int)v;
@@ -220,7 +225,8 @@ gboolean cl_gguf_model_config(const ClGguf *g, int n_ids, ClModelConfig *cfg, GE
     if (!meta_int(g, "llama.block_count", 1, CL_CONFIG_MAX_DEPTH, &cfg->dec_depth, error) ||
         !meta_int(g, "llama.embedding_length", 1, CL_CONFIG_MAX_DIM, &cfg->dec_dim, error) ||
         !meta_int(g, "llama.feed_forward_length", 1, CL_CONFIG_MAX_DIM * 8, &cfg->dec_mlp, error) ||
-        !meta_int(g, "llama.attention.head_count", 1, CL_CONFIG_MAX_HEADS, &cfg->dec_heads, error) ||
+        !meta_int(g, "llama.attention.head_count", 1, CL_CONFIG_MAX_HEADS, &cfg->dec_heads,
+                  error) ||
         !meta_int(g, "llama.attention.head_count_kv", 1, CL_CONFIG_MAX_HEADS, &cfg->dec_kv_heads,
                   error) ||
         !meta_int(g, "llama.context_length", 1, CL_CONFIG_MAX_LEN, &ctx, error) ||
@@ -260,9 +266,10 @@ static float *tensor_f32(const ClGguf *g, const char *name, guint64 rows, guint6
         return NULL;
     }
     if (t->ne[0] != cols || t->numel != rows * cols) {
-        FAIL(CL_MODEL_ERROR_FILE, "tensor '%s' is %" G_GUINT64_FORMAT " x %" G_GUINT64_FORMAT
-             ", expected %" G_GUINT64_FORMAT " x %" G_GUINT64_FORMAT, name, t->numel / t->ne[0],
-             t->ne[0], rows, cols);
+        FAIL(CL_MODEL_ERROR_FILE,
+             "tensor '%s' is %" G_GUINT64_FORMAT " x %" G_GUINT64_FORMAT
+             ", expected %" G_GUINT64_FORMAT " x %" G_GUINT64_FORMAT,
+             name, t->numel / t->ne[0], t->ne[0], rows, cols);
         return NULL;
     }
     return cl_gguf_tensor_to_f32(t, error);
@@ -318,7 +325,7 @@ static gboolean copy_rows(const ClGguf *g, const char *name, float *dst, const g
 
 typedef struct {
     const char *suffix;
-    size_t offset; /* of the f32 view in ClDecoderLayerWeights */
+    size_t offset;  /* of the f32 view in ClDecoderLayerWeights */
     size_t qoffset; /* of the blocks in ClQuantLayer, or (size_t)-1 for a norm */
     int rows, cols, rope_heads;
 } LayerPart;
@@ -330,13 +337,16 @@ static void layer_parts(const ClModelConfig *c, LayerPart parts[9])
 {
     int E = c->dec_dim, F = c->dec_mlp, hd = E / c->dec_heads;
     int Q = c->dec_heads * hd, KV = c->dec_kv_heads * hd;
-#define P(s, f, q, r, cc, h) { s, offsetof(ClDecoderLayerWeights, f), q, r, cc, h }
+#define P(s, f, q, r, cc, h)                                                                       \
+    {                                                                                              \
+        s, offsetof(ClDecoderLayerWeights, f), q, r, cc, h                                         \
+    }
 #define QO(f) offsetof(ClQuantLayer, f)
     const LayerPart p[9] = {
-        P("attn_norm", attn_norm, NO_QUANT, 1, E, 0), P("attn_q", q, QO(q), Q, E, c->dec_heads),
+        P("attn_norm", attn_norm, NO_QUANT, 1, E, 0),  P("attn_q", q, QO(q), Q, E, c->dec_heads),
         P("attn_k", k, QO(k), KV, E, c->dec_kv_heads), P("attn_v", v, QO(v), KV, E, 0),
-        P("attn_output", o, QO(o), E, Q, 0),        P("ffn_norm", mlp_norm, NO_QUANT, 1, E, 0),
-        P("ffn_gate", gate, QO(gate), F, E, 0),     P("ffn_up", up, QO(up), F, E, 0),
+        P("attn_output", o, QO(o), E, Q, 0),           P("ffn_norm", mlp_norm, NO_QUANT, 1, E, 0),
+        P("ffn_gate", gate, QO(gate), F, E, 0),        P("ffn_up", up, QO(up), F, E, 0),
         P("ffn_down", down, QO(down), E, F, 0),
     };
 #undef P
@@ -437,8 +447,8 @@ gboolean cl_file_is_gguf(const char *path)
 static const ClGgufTensor *head_tensor(const ClGguf *g, const ClModelConfig *cfg, ClQuantType *qt,
                                        gboolean *quantized)
 {
-    const ClGgufTensor *t = cl_gguf_tensor(g, cfg->tie_embeddings ? "token_embd.weight"
-                                                                  : "output.weight");
+    const ClGgufTensor *t =
+        cl_gguf_tensor(g, cfg->tie_embeddings ? "token_embd.weight" : "output.weight");
     *quantized = t && quantizable(t->type, qt) && t->ne[0] == (guint64)cfg->dec_dim;
     return t;
 }
@@ -497,8 +507,7 @@ static ClModel *new_quantized(const ClGguf *g, const ClModelConfig *cfg, guint64
     return m;
 }
 
-ClModel *cl_model_load_gguf(const char *path, guint64 seed, gboolean keep_quantized,
-                            GError **error)
+ClModel *cl_model_load_gguf(const char *path, guint64 seed, gboolean keep_quantized, GError **error)
 {
     GError *err = NULL;
     g_autoptr(ClGguf) g = cl_gguf_open(path, error);

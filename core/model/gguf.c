@@ -20,8 +20,8 @@
 
 static const struct {
     const char *name;
-    guint32 block;  /* elements per block */
-    guint32 bytes;  /* bytes per block */
+    guint32 block; /* elements per block */
+    guint32 bytes; /* bytes per block */
 } ggml_types[] = {
     [CL_GGML_F32] = { "F32", 1, 4 },     [CL_GGML_F16] = { "F16", 1, 2 },
     [CL_GGML_Q4_0] = { "Q4_0", 32, 18 }, [CL_GGML_Q4_1] = { "Q4_1", 32, 20 },
@@ -30,11 +30,11 @@ static const struct {
 
 /* ggml's other type numbers, so a refusal can name what the file holds. */
 static const char *const other_ggml_types[] = {
-    [6] = "Q5_0",    [7] = "Q5_1",    [9] = "Q8_1",    [10] = "Q2_K",   [11] = "Q3_K",
-    [12] = "Q4_K",   [13] = "Q5_K",   [14] = "Q6_K",   [15] = "Q8_K",   [16] = "IQ2_XXS",
+    [6] = "Q5_0",    [7] = "Q5_1",     [9] = "Q8_1",   [10] = "Q2_K",   [11] = "Q3_K",
+    [12] = "Q4_K",   [13] = "Q5_K",    [14] = "Q6_K",  [15] = "Q8_K",   [16] = "IQ2_XXS",
     [17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL", [21] = "IQ3_S",
-    [22] = "IQ2_S",  [23] = "IQ4_XS", [24] = "I8",     [25] = "I16",    [26] = "I32",
-    [27] = "I64",    [28] = "F64",    [29] = "IQ1_M",  [34] = "TQ1_0",  [35] = "TQ2_0",
+    [22] = "IQ2_S",  [23] = "IQ4_XS",  [24] = "I8",    [25] = "I16",    [26] = "I32",
+    [27] = "I64",    [28] = "F64",     [29] = "IQ1_M", [34] = "TQ1_0",  [35] = "TQ2_0",
 };
 
 static gboolean type_known(guint32 t)
@@ -53,9 +53,8 @@ const char *cl_ggml_type_name(guint32 t)
 
 const char *cl_gguf_value_type_name(guint32 t)
 {
-    static const char *const names[] = { "u8",  "i8",     "u16",   "i16", "u32",
-                                         "i32", "f32",    "bool",  "string", "array",
-                                         "u64", "i64",    "f64" };
+    static const char *const names[] = { "u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                         "bool", "string", "array", "u64", "i64", "f64" };
     return t < G_N_ELEMENTS(names) ? names[t] : "unknown";
 }
 
@@ -87,16 +86,16 @@ static gboolean take(Cursor *c, gsize n, const void **out, const char *what)
     return TRUE;
 }
 
-#define READ_LE(bits)                                                                           \
-    static gboolean read_u##bits(Cursor *c, guint##bits *out, const char *what)                \
-    {                                                                                           \
-        const void *p;                                                                          \
-        if (!take(c, sizeof *out, &p, what))                                                    \
-            return FALSE;                                                                       \
-        guint##bits v;                                                                          \
-        memcpy(&v, p, sizeof v);                                                                \
-        *out = GUINT##bits##_FROM_LE(v);                                                        \
-        return TRUE;                                                                            \
+#define READ_LE(bits)                                                                              \
+    static gboolean read_u##bits(Cursor *c, guint##bits *out, const char *what)                    \
+    {                                                                                              \
+        const void *p;                                                                             \
+        if (!take(c, sizeof *out, &p, what))                                                       \
+            return FALSE;                                                                          \
+        guint##bits v;                                                                             \
+        memcpy(&v, p, sizeof v);                                                                   \
+        *out = GUINT##bits##_FROM_LE(v);                                                           \
+        return TRUE;                                                                               \
     }
 READ_LE(16)
 READ_LE(32)
@@ -157,10 +156,17 @@ static void value_free(gpointer data)
 static gsize scalar_size(guint32 t)
 {
     switch (t) {
-    case CL_GGUF_U8: case CL_GGUF_I8: case CL_GGUF_BOOL: return 1;
-    case CL_GGUF_U16: case CL_GGUF_I16: return 2;
-    case CL_GGUF_U32: case CL_GGUF_I32: case CL_GGUF_F32: return 4;
-    case CL_GGUF_U64: case CL_GGUF_I64: case CL_GGUF_F64: return 8;
+    case CL_GGUF_U8:
+    case CL_GGUF_I8:
+    case CL_GGUF_BOOL: return 1;
+    case CL_GGUF_U16:
+    case CL_GGUF_I16: return 2;
+    case CL_GGUF_U32:
+    case CL_GGUF_I32:
+    case CL_GGUF_F32: return 4;
+    case CL_GGUF_U64:
+    case CL_GGUF_I64:
+    case CL_GGUF_F64: return 8;
     default: return 0;
     }
 }
@@ -176,17 +182,33 @@ static gboolean is_float(guint32 t)
 }
 
 /* One scalar of type t into u / i / f by kind. */
-static gboolean read_scalar(Cursor *c, guint32 t, guint64 *u, gint64 *i, double *f, const char *what)
+static gboolean read_scalar(Cursor *c, guint32 t, guint64 *u, gint64 *i, double *f,
+                            const char *what)
 {
     guint8 b8 = 0;
     guint16 b16 = 0;
     guint32 b32 = 0;
     guint64 b64 = 0;
     switch (scalar_size(t)) {
-    case 1: if (!read_u8(c, &b8, what)) return FALSE; b64 = b8; break;
-    case 2: if (!read_u16(c, &b16, what)) return FALSE; b64 = b16; break;
-    case 4: if (!read_u32(c, &b32, what)) return FALSE; b64 = b32; break;
-    default: if (!read_u64(c, &b64, what)) return FALSE; break;
+    case 1:
+        if (!read_u8(c, &b8, what))
+            return FALSE;
+        b64 = b8;
+        break;
+    case 2:
+        if (!read_u16(c, &b16, what))
+            return FALSE;
+        b64 = b16;
+        break;
+    case 4:
+        if (!read_u32(c, &b32, what))
+            return FALSE;
+        b64 = b32;
+        break;
+    default:
+        if (!read_u64(c, &b64, what))
+            return FALSE;
+        break;
     }
     if (t == CL_GGUF_BOOL && b8 > 1) {
         g_set_error(c->error, CL_MODEL_ERROR, CL_MODEL_ERROR_FILE, "%s: bool value %u", what, b8);
@@ -229,7 +251,8 @@ static gboolean read_array(Cursor *c, ClGgufValue *v, const char *key)
     if (v->n > (c->size - c->pos) / min_elem) {
         g_set_error(c->error, CL_MODEL_ERROR, CL_MODEL_ERROR_FILE,
                     "metadata '%s': %" G_GUINT64_FORMAT " array elements cannot fit in the %zu "
-                    "bytes left", key, v->n, c->size - c->pos);
+                    "bytes left",
+                    key, v->n, c->size - c->pos);
         return FALSE;
     }
     if (et == CL_GGUF_STRING) {
@@ -330,7 +353,8 @@ static gboolean read_header(Cursor *c, ClGguf *g, guint64 *n_tensors, guint64 *n
     /* a metadata entry takes at least 8 + 4 + 1 bytes, a tensor entry 8 + 4 + 8 + 4 + 8 */
     if (*n_kv > c->size / 13 || *n_tensors > c->size / 32) {
         FAIL("%" G_GUINT64_FORMAT " tensors and %" G_GUINT64_FORMAT " metadata entries cannot "
-             "fit in a file of %zu bytes", *n_tensors, *n_kv, c->size);
+             "fit in a file of %zu bytes",
+             *n_tensors, *n_kv, c->size);
         return FALSE;
     }
     return TRUE;
@@ -385,8 +409,8 @@ static gboolean read_tensor_info(Cursor *c, ClGguf *g, ClGgufTensor *t)
         if (!read_u64(c, &t->ne[d], t->name))
             return FALSE;
         if (t->ne[d] == 0 || t->ne[d] > G_MAXINT64 / t->numel) {
-            FAIL("tensor '%s': dimension %u is %" G_GUINT64_FORMAT " (empty or too large)",
-                 t->name, d, t->ne[d]);
+            FAIL("tensor '%s': dimension %u is %" G_GUINT64_FORMAT " (empty or too large)", t->name,
+                 d, t->ne[d]);
             return FALSE;
         }
         t->numel *= t->ne[d];
@@ -406,8 +430,9 @@ static gboolean read_tensor_info(Cursor *c, ClGguf *g, ClGgufTensor *t)
         return FALSE;
     }
     if (t->offset % g->alignment) {
-        FAIL("tensor '%s': offset %" G_GUINT64_FORMAT " is not a multiple of the alignment %"
-             G_GUINT64_FORMAT, t->name, t->offset, g->alignment);
+        FAIL("tensor '%s': offset %" G_GUINT64_FORMAT
+             " is not a multiple of the alignment %" G_GUINT64_FORMAT,
+             t->name, t->offset, g->alignment);
         return FALSE;
     }
     t->nbytes *= t->numel / t->ne[0]; /* no overflow: numel <= G_MAXINT64, bytes/elem <= 4 */
@@ -433,8 +458,8 @@ static gboolean place_tensors(ClGguf *g, GError **error)
         ClGgufTensor *t = sorted->pdata[k];
         if (t->offset > data_size || t->nbytes > data_size - t->offset) {
             FAIL("tensor '%s': bytes %" G_GUINT64_FORMAT "..%" G_GUINT64_FORMAT " of the data "
-                 "section lie past its end (%zu bytes)", t->name, t->offset,
-                 t->offset + t->nbytes, data_size);
+                 "section lie past its end (%zu bytes)",
+                 t->name, t->offset, t->offset + t->nbytes, data_size);
             return FALSE;
         }
         if (t->offset < end) {
@@ -475,7 +500,8 @@ ClGguf *cl_gguf_parse(const guint8 *bytes, gsize size, GError **error)
     guint64 start = (c.pos + g->alignment - 1) / g->alignment * g->alignment;
     if (start > size && n_tensors > 0) {
         FAIL("truncated: the data section would start at byte %" G_GUINT64_FORMAT
-             " of a %zu-byte file", start, size);
+             " of a %zu-byte file",
+             start, size);
         return NULL;
     }
     g->data_start = start > size ? size : (gsize)start;
@@ -539,7 +565,8 @@ gboolean cl_gguf_get_uint(const ClGguf *g, const char *key, guint64 *out, GError
         *out = v->u;
         return TRUE;
     }
-    FAIL("metadata '%s' is a %s, not a non-negative integer", key, cl_gguf_value_type_name(v->type));
+    FAIL("metadata '%s' is a %s, not a non-negative integer", key,
+         cl_gguf_value_type_name(v->type));
     return FALSE;
 }
 
@@ -593,9 +620,7 @@ void cl_ggml_dequantize(ClGgmlType type, const void *src, float *dst, size_t n)
 {
     const guint8 *s = src;
     switch (type) {
-    case CL_GGML_F32:
-        memcpy(dst, s, n * 4);
-        break;
+    case CL_GGML_F32: memcpy(dst, s, n * 4); break;
     case CL_GGML_F16:
         for (size_t k = 0; k < n; k++)
             dst[k] = le_f16(s + 2 * k);
@@ -618,8 +643,7 @@ void cl_ggml_dequantize(ClGgmlType type, const void *src, float *dst, size_t n)
         for (size_t k = 0; k < n / 32; k++)
             deq_q4_0(s + 18 * k, dst + 32 * k);
         break;
-    default:
-        g_return_if_reached();
+    default: g_return_if_reached();
     }
 }
 

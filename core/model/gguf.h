@@ -37,9 +37,9 @@ typedef enum {
 } ClGgmlType;
 
 #define CL_GGUF_MAX_DIMS 4
-#define CL_GGUF_MAX_NAME 64              /* bytes of a tensor name, as llama.cpp */
+#define CL_GGUF_MAX_NAME 64 /* bytes of a tensor name, as llama.cpp */
 #define CL_GGUF_DEFAULT_ALIGNMENT 32
-#define CL_GGUF_QK 32                    /* elements per block of Q8_0, Q4_0, Q4_1 */
+#define CL_GGUF_QK 32 /* elements per block of Q8_0, Q4_0, Q4_1 */
 
 /* One metadata value. Scalars are widened into u/i/f; a string is NUL-terminated, copied and
  * valid UTF-8; an array holds `n` elements of `elem_type` (never ARRAY: nested arrays are
@@ -47,9 +47,9 @@ typedef enum {
 typedef struct {
     ClGgufValueType type;
     union {
-        guint64 u;  /* U8..U64, BOOL */
-        gint64 i;   /* I8..I64 */
-        double f;   /* F32, F64 */
+        guint64 u; /* U8..U64, BOOL */
+        gint64 i;  /* I8..I64 */
+        double f;  /* F32, F64 */
     };
     char *str;                 /* STRING */
     ClGgufValueType elem_type; /* ARRAY */
@@ -66,19 +66,19 @@ typedef struct {
     int n_dims;
     guint64 ne[CL_GGUF_MAX_DIMS]; /* ne[0] varies fastest (a row); unused dims are 1 */
     guint64 numel;
-    guint64 offset;               /* from the start of the data section */
+    guint64 offset; /* from the start of the data section */
     guint64 nbytes;
-    const guint8 *data;           /* in the parsed buffer */
+    const guint8 *data; /* in the parsed buffer */
 } ClGgufTensor;
 
 typedef struct {
     guint32 version;
     guint64 alignment;
-    GPtrArray *tensors;   /* ClGgufTensor *, file order */
-    GHashTable *by_name;  /* name -> ClGgufTensor * */
-    GPtrArray *keys;      /* char *, metadata keys in file order */
-    GHashTable *kv;       /* key -> ClGgufValue * */
-    const guint8 *bytes;  /* the whole file */
+    GPtrArray *tensors;  /* ClGgufTensor *, file order */
+    GHashTable *by_name; /* name -> ClGgufTensor * */
+    GPtrArray *keys;     /* char *, metadata keys in file order */
+    GHashTable *kv;      /* key -> ClGgufValue * */
+    const guint8 *bytes; /* the whole file */
     gsize size;
     gsize data_start;     /* offset of the data section in the file */
     GMappedFile *mapping; /* owned when opened from a path */

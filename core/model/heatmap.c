@@ -152,19 +152,19 @@ float *cl_heatmap_to_image(const ClHeatmap *hm, const ClLetterbox *lb)
 
 /* matplotlib's "inferno" (CC0) at 0, 1/7, ..., 1 */
 static const guint8 inferno[8][3] = {
-    {0, 0, 4},     {40, 11, 84},   {101, 21, 110}, {159, 42, 99},
-    {212, 72, 66}, {245, 125, 21}, {250, 193, 39}, {252, 255, 164},
+    { 0, 0, 4 },     { 40, 11, 84 },   { 101, 21, 110 }, { 159, 42, 99 },
+    { 212, 72, 66 }, { 245, 125, 21 }, { 250, 193, 39 }, { 252, 255, 164 },
 };
 
 /* matplotlib's "viridis" (CC0) at the same stops; and a ramp from dark red through red to
  * yellow, which stays readable over grey radiographs */
 static const guint8 viridis[8][3] = {
-    {68, 1, 84},    {70, 50, 126},  {54, 92, 141},  {39, 127, 142},
-    {31, 161, 135}, {74, 193, 109}, {160, 218, 57}, {253, 231, 37},
+    { 68, 1, 84 },    { 70, 50, 126 },  { 54, 92, 141 },  { 39, 127, 142 },
+    { 31, 161, 135 }, { 74, 193, 109 }, { 160, 218, 57 }, { 253, 231, 37 },
 };
 static const guint8 reds[8][3] = {
-    {60, 0, 0},    {110, 0, 0},   {160, 10, 0},  {205, 30, 0},
-    {235, 70, 0},  {250, 120, 0}, {255, 180, 0}, {255, 240, 80},
+    { 60, 0, 0 },   { 110, 0, 0 },   { 160, 10, 0 },  { 205, 30, 0 },
+    { 235, 70, 0 }, { 250, 120, 0 }, { 255, 180, 0 }, { 255, 240, 80 },
 };
 
 void cl_heatmap_colour_map(ClHeatmapColours map, double v, guint8 rgb[3])
@@ -311,7 +311,7 @@ gboolean cl_png_write_rgb(const char *path, const guint8 *rgb, guint width, guin
                     width, height, path);
         return FALSE;
     }
-    PngSink sink = {g_byte_array_new(), ""};
+    PngSink sink = { g_byte_array_new(), "" };
     gboolean ok = png_encode(&sink, rgb, width, height);
     if (!ok)
         g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_FAILED, "could not encode %s as PNG: %s",

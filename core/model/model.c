@@ -30,10 +30,10 @@ void cl_model_weights_changed(ClModel *model)
 /* ---- the device copy of the weights ---------------------------------------------------------- */
 
 typedef struct {
-    ClBackend *be;   /* not a reference: the copy lives on (and dies with) this backend */
-    guint64 serial;  /* of the model it copies */
+    ClBackend *be;  /* not a reference: the copy lives on (and dies with) this backend */
+    guint64 serial; /* of the model it copies */
     ClModelWeights w;
-    void *block;     /* every tensor, in the backend's memory */
+    void *block; /* every tensor, in the backend's memory */
 } DeviceWeights;
 
 static void device_weights_free(gpointer p)
@@ -81,8 +81,8 @@ const ClModelWeights *cl_model_weights_on(const ClModel *model, ClBackend *be, G
     d->block = be->ops->alloc(be, MAX(total, 1) * sizeof(float));
     if (!d->block) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
-                    "Not enough %s memory for the model's weights (%.1f MB)",
-                    cl_backend_name(be), total * 4.0 / 1e6);
+                    "Not enough %s memory for the model's weights (%.1f MB)", cl_backend_name(be),
+                    total * 4.0 / 1e6);
         device_weights_free(d);
         return NULL;
     }
@@ -262,8 +262,8 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
     for (guint i = 0; i < st->tensors->len; i++) {
         const ClSafeTensor *t = g_ptr_array_index(st->tensors, i);
         if (!g_hash_table_contains(expected, t->name)) {
-            gboolean tied = model->config.tie_embeddings &&
-                            strcmp(t->name, "dec.lm_head.weight") == 0;
+            gboolean tied =
+                model->config.tie_embeddings && strcmp(t->name, "dec.lm_head.weight") == 0;
             MODEL_FAIL(CL_MODEL_ERROR_FILE, "unexpected tensor '%s'%s (not part of this config)",
                        t->name, tied ? " with tie_embeddings" : "");
             return NULL;
@@ -273,8 +273,8 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
     if (arena_n) {
         model->arena = g_try_malloc_n((gsize)arena_n, sizeof(float));
         if (!model->arena) {
-            MODEL_FAIL(CL_MODEL_ERROR_NO_MEMORY, "out of memory for %" G_GUINT64_FORMAT
-                       " parameters", arena_n);
+            MODEL_FAIL(CL_MODEL_ERROR_NO_MEMORY,
+                       "out of memory for %" G_GUINT64_FORMAT " parameters", arena_n);
             return NULL;
         }
     }
@@ -320,8 +320,8 @@ ClModel *cl_model_load(const char *path, GError **error)
 ClModel *cl_model_load_from_bytes(const guint8 *bytes, gsize size, GError **error)
 {
     g_return_val_if_fail(bytes != NULL || size == 0, NULL);
-    g_autoptr(ClSafetensors) st = cl_safetensors_parse(bytes ? bytes : (const guint8 *)"", size,
-                                                       error);
+    g_autoptr(ClSafetensors) st =
+        cl_safetensors_parse(bytes ? bytes : (const guint8 *)"", size, error);
     if (!st)
         return NULL;
     return model_from_safetensors(st, FALSE, error);
@@ -346,7 +346,7 @@ static guint64 stream_seed(guint64 seed, guint64 domain, guint64 index)
     return splitmix64(&s);
 }
 
-#define DOMAIN_INIT G_GUINT64_CONSTANT(0x494e4954)      /* "INIT" */
+#define DOMAIN_INIT G_GUINT64_CONSTANT(0x494e4954)        /* "INIT" */
 #define DOMAIN_SVE G_GUINT64_CONSTANT(0x5356455f494e4954) /* "SVE_INIT" */
 
 /* N(0, std^2) by Box-Muller in double, both outputs used, cast to float. */
@@ -380,12 +380,12 @@ static gboolean has_suffix(const char *s, const char *suffix)
 /* LayerNorm / RMSNorm gains: every norm weight of docs/MODEL.md §3-4 */
 static gboolean is_norm_weight(const char *name)
 {
-    static const char *const norms[] = { ".ln1.weight",  ".ln2.weight",      ".attn_norm.weight",
-                                         ".mlp_norm.weight", "dec.norm.weight", "merger.ln.weight",
-                                         ".sve.ln.weight", ".sve.ffn_ln.weight",
-                                         ".pvm.norm_a.weight", ".pvm.norm_b.weight",
-                                         ".pvm.q_norm.weight", ".pvm.k_norm.weight",
-                                         ".casa.norm.weight", ".gdn.o_norm.weight" };
+    static const char *const norms[] = {
+        ".ln1.weight",        ".ln2.weight",        ".attn_norm.weight",  ".mlp_norm.weight",
+        "dec.norm.weight",    "merger.ln.weight",   ".sve.ln.weight",     ".sve.ffn_ln.weight",
+        ".pvm.norm_a.weight", ".pvm.norm_b.weight", ".pvm.q_norm.weight", ".pvm.k_norm.weight",
+        ".casa.norm.weight",  ".gdn.o_norm.weight"
+    };
     for (gsize i = 0; i < G_N_ELEMENTS(norms); i++)
         if (has_suffix(name, norms[i]))
             return TRUE;
@@ -417,7 +417,7 @@ static void init_gdn(ClModel *model, guint64 seed)
 static gboolean quantized_matrix(const char *name)
 {
     static const char *const suffixes[] = {
-        ".attn.q.weight", ".attn.k.weight", ".attn.v.weight", ".attn.o.weight",
+        ".attn.q.weight",   ".attn.k.weight", ".attn.v.weight",   ".attn.o.weight",
         ".mlp.gate.weight", ".mlp.up.weight", ".mlp.down.weight",
     };
     if (!g_str_has_prefix(name, "dec.") || strstr(name, ".pvm.") || strstr(name, ".casa."))
@@ -441,7 +441,7 @@ ClModel *cl_model_new_random_quantized(const ClModelConfig *cfg, guint64 seed, G
     g_return_val_if_fail(cfg != NULL, NULL);
     if (cfg->casa != CL_CASA_OFF || cfg->pvm_n_layers > 0 || cfg->hybrid_every > 0) {
         MODEL_FAIL(CL_MODEL_ERROR_CONFIG, "a quantized decoder is made of plain blocks (no "
-                   "CASA, PVM or Gated DeltaNet layers)");
+                                          "CASA, PVM or Gated DeltaNet layers)");
         return NULL;
     }
     return model_new_random(cfg, seed, TRUE, error);
@@ -458,7 +458,8 @@ static ClModel *model_new_random(const ClModelConfig *cfg, guint64 seed, gboolea
     model->config = *cfg;
     model->tokenizer = cl_tokenizer_new_bytes();
     if (cl_tokenizer_vocab_size(model->tokenizer) > cfg->vocab_size) {
-        MODEL_FAIL(CL_MODEL_ERROR_CONFIG, "config: vocab_size (%d) is smaller than the "
+        MODEL_FAIL(CL_MODEL_ERROR_CONFIG,
+                   "config: vocab_size (%d) is smaller than the "
                    "tokenizer's %d tokens",
                    cfg->vocab_size, cl_tokenizer_vocab_size(model->tokenizer));
         return NULL;
@@ -583,7 +584,7 @@ void cl_model_weights_insert_sve(ClModel *model, guint64 seed)
         guint64 idx = (guint64)l * 8;
         copy_floats(L->sve_ln_w, L->ln1_w, D);
         copy_floats(L->sve_ln_b, L->ln1_b, D);
-        copy_floats(L->sve_q_w, L->qkv_w, D * D);           /* q rows */
+        copy_floats(L->sve_q_w, L->qkv_w, D * D); /* q rows */
         copy_floats(L->sve_q_b, L->qkv_b, D);
         if (L->qkv_w)
             copy_floats(L->sve_kv_w, L->qkv_w + D * D, 2 * D * D); /* k then v rows */
@@ -622,8 +623,10 @@ gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GErr
 {
     g_return_val_if_fail(model != NULL && path != NULL, FALSE);
     if (model->quant) {
-        MODEL_FAIL(CL_MODEL_ERROR_INPUT, "this model's decoder is kept quantized (from %s): load "
-                   "it dequantized to save it", model->path ? model->path : "a GGUF file");
+        MODEL_FAIL(CL_MODEL_ERROR_INPUT,
+                   "this model's decoder is kept quantized (from %s): load "
+                   "it dequantized to save it",
+                   model->path ? model->path : "a GGUF file");
         return FALSE;
     }
     ClDtype dt;
@@ -643,8 +646,13 @@ gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GErr
     }
     g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
     g_autofree char *tok_json = cl_tokenizer_to_json(model->tokenizer);
-    const char *meta[] = { "changelens.format",    "1", "changelens.config", cfg_json,
-                           "changelens.tokenizer", tok_json, NULL };
+    const char *meta[] = { "changelens.format",
+                           "1",
+                           "changelens.config",
+                           cfg_json,
+                           "changelens.tokenizer",
+                           tok_json,
+                           NULL };
     char *sha = NULL;
     if (!cl_safetensors_write(path, entries, specs->len, meta, &sha, error))
         return FALSE;
@@ -667,8 +675,8 @@ void cl_data_dirs(const char *sub, char **source_dir, char **install_dir)
 char *cl_pretrained_path(const char *file)
 {
     const char *env = g_getenv("CHANGELENS_DATA");
-    g_autofree char *base = env && *env ? g_strdup(env)
-                                        : g_build_filename(g_get_user_data_dir(), "changelens", NULL);
+    g_autofree char *base =
+        env && *env ? g_strdup(env) : g_build_filename(g_get_user_data_dir(), "changelens", NULL);
     return g_build_filename(base, "pretrained", file, NULL);
 }
 

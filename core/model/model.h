@@ -25,9 +25,9 @@ typedef struct {
 /* The matrices a model keeps quantized (a GGUF model's Q8_0/Q4_1 tensors): their f32 views in
  * ClModelWeights are NULL, and only the CPU decoder runs them. */
 typedef struct {
-    ClQuantLayer *dec;      /* (dec_depth) */
-    ClQuantMatrix lm_head;  /* data NULL: lm_head (or the tied embedding) in f32 */
-    guint8 *bytes;          /* owns every matrix's blocks */
+    ClQuantLayer *dec;     /* (dec_depth) */
+    ClQuantMatrix lm_head; /* data NULL: lm_head (or the tied embedding) in f32 */
+    guint8 *bytes;         /* owns every matrix's blocks */
     size_t n_bytes;
 } ClQuantWeights;
 

@@ -199,7 +199,7 @@ static gboolean letterbox_rgba(const guint8 *rgba, int W, int H, gboolean grey, 
         const guint8 *row = rgba + (gsize)y * W * 4;
         for (int x = 0; x < cw; x++) {
             const float *w = tx.w + (gsize)x * tx.stride;
-            float acc[3] = {0, 0, 0};
+            float acc[3] = { 0, 0, 0 };
             for (int k = 0; k < tx.n[x]; k++) {
                 const guint8 *px = row + (gsize)(tx.first[x] + k) * 4;
                 for (int c = 0; c < 3; c++)
@@ -298,15 +298,17 @@ gboolean cl_preprocess_image_aligned(const ClImage *img, guint frame, const ClDi
             double ax = fx - x0, ay = fy - y0;
             for (int c = 0; c < 4; c++) {
                 double v = (rgba[((gsize)y0 * W + x0) * 4 + c] * (1 - ax) +
-                            rgba[((gsize)y0 * W + x1) * 4 + c] * ax) * (1 - ay) +
+                            rgba[((gsize)y0 * W + x1) * 4 + c] * ax) *
+                               (1 - ay) +
                            (rgba[((gsize)y1 * W + x0) * 4 + c] * (1 - ax) +
-                            rgba[((gsize)y1 * W + x1) * 4 + c] * ax) * ay;
+                            rgba[((gsize)y1 * W + x1) * 4 + c] * ax) *
+                               ay;
                 o[c] = (guint8)lround(CLAMP(v, 0.0, 255.0));
             }
         }
     const gboolean grey = img->layout == CL_LAYOUT_GREY || img->layout == CL_LAYOUT_GREY_ALPHA;
-    gboolean ok = letterbox_rgba(warped, (int)frame_w, (int)frame_h, grey, size, channels, out, lb,
-                                 error);
+    gboolean ok =
+        letterbox_rgba(warped, (int)frame_w, (int)frame_h, grey, size, channels, out, lb, error);
     g_free(warped);
     return ok;
 }

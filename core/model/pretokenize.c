@@ -81,14 +81,15 @@ static int cp_class(const guchar *s, gsize e, gsize i, gsize *len, gunichar *cp)
     if (unicode_space(*cp))
         return U_SPACE;
     switch (g_unichar_type(*cp)) {
-    case G_UNICODE_UPPERCASE_LETTER: case G_UNICODE_LOWERCASE_LETTER:
-    case G_UNICODE_TITLECASE_LETTER: case G_UNICODE_MODIFIER_LETTER:
-    case G_UNICODE_OTHER_LETTER:
-        return U_LETTER;
-    case G_UNICODE_DECIMAL_NUMBER: case G_UNICODE_LETTER_NUMBER: case G_UNICODE_OTHER_NUMBER:
-        return U_NUMBER;
-    default:
-        return U_OTHER;
+    case G_UNICODE_UPPERCASE_LETTER:
+    case G_UNICODE_LOWERCASE_LETTER:
+    case G_UNICODE_TITLECASE_LETTER:
+    case G_UNICODE_MODIFIER_LETTER:
+    case G_UNICODE_OTHER_LETTER: return U_LETTER;
+    case G_UNICODE_DECIMAL_NUMBER:
+    case G_UNICODE_LETTER_NUMBER:
+    case G_UNICODE_OTHER_NUMBER: return U_NUMBER;
+    default: return U_OTHER;
     }
 }
 
@@ -198,4 +199,3 @@ void cl_tokenizer_pieces(const guchar *s, gsize n, ClPretokenizer pre, guint spe
     }
     pieces_of_plain(s + start, n - start, pre, piece, data);
 }
-

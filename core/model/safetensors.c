@@ -29,9 +29,8 @@ static const struct {
 /* The other dtypes of the safetensors format: recognised, so the message can say "unsupported"
  * rather than "unknown". */
 static const char *const other_dtypes[] = {
-    "F64",     "I64",      "U64",      "I32",      "U32", "I16", "U16", "I8",
-    "U8",      "BOOL",     "F8_E4M3",  "F8_E5M2",  "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",
-    "C64",     "C128",
+    "F64",  "I64",     "U64",     "I32",     "U32",     "I16",     "U16", "I8",  "U8",
+    "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64", "C128",
 };
 
 const char *cl_dtype_name(ClDtype dtype)
@@ -183,8 +182,8 @@ JsonNode *cl_json_parse_strict(const char *text, gssize len, int code, GError **
                 return NULL;
             }
             i--;
-        } else if (n - i >= 4 && (memcmp(text + i, "true", 4) == 0 ||
-                                  memcmp(text + i, "null", 4) == 0)) {
+        } else if (n - i >= 4 &&
+                   (memcmp(text + i, "true", 4) == 0 || memcmp(text + i, "null", 4) == 0)) {
             i += 3;
         } else if (n - i >= 5 && memcmp(text + i, "false", 5) == 0) {
             i += 4;
@@ -471,8 +470,8 @@ ClSafetensors *cl_safetensors_parse(const guint8 *bytes, gsize size, GError **er
         const ClSafeTensor *t = g_ptr_array_index(st->tensors, i);
         if (t->begin < at) {
             const ClSafeTensor *p = g_ptr_array_index(st->tensors, i - 1);
-            FILE_FAIL("tensors '%s' [%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT ") and '%s' [%"
-                      G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT ") overlap",
+            FILE_FAIL("tensors '%s' [%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
+                      ") and '%s' [%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT ") overlap",
                       p->name, p->begin, p->end, t->name, t->begin, t->end);
             return NULL;
         }
@@ -633,9 +632,9 @@ gboolean cl_safetensors_write(const char *path, const ClSafetensorsEntry *entrie
         const ClSafetensorsEntry *e = &entries[i];
         guint64 n = 1, bytes = 0;
         gboolean ok = e->name && g_utf8_validate(e->name, -1, NULL) &&
-                      strcmp(e->name, "__metadata__") != 0 &&
-                      (unsigned)e->dtype < CL_N_DTYPES && e->ndim >= 0 &&
-                      e->ndim <= CL_SAFETENSORS_MAX_NDIM && (e->shape || e->ndim == 0);
+                      strcmp(e->name, "__metadata__") != 0 && (unsigned)e->dtype < CL_N_DTYPES &&
+                      e->ndim >= 0 && e->ndim <= CL_SAFETENSORS_MAX_NDIM &&
+                      (e->shape || e->ndim == 0);
         for (int d = 0; ok && d < e->ndim; d++)
             ok = e->shape[d] >= 0 && g_uint64_checked_mul(&n, n, (guint64)e->shape[d]);
         ok = ok && g_uint64_checked_mul(&bytes, n, dtypes[e->dtype].size) && (e->data || n == 0);
@@ -651,9 +650,8 @@ gboolean cl_safetensors_write(const char *path, const ClSafetensorsEntry *entrie
         g_string_append_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", dtypes[e->dtype].name);
         for (int d = 0; d < e->ndim; d++)
             g_string_append_printf(h, "%s%" G_GINT64_FORMAT, d ? "," : "", e->shape[d]);
-        g_string_append_printf(h, "],\"data_offsets\":[%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT
-                                  "]}",
-                               at, at + bytes);
+        g_string_append_printf(
+            h, "],\"data_offsets\":[%" G_GUINT64_FORMAT ",%" G_GUINT64_FORMAT "]}", at, at + bytes);
         at += bytes;
     }
     g_string_append_c(h, '}');

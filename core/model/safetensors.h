@@ -8,12 +8,7 @@ G_BEGIN_DECLS
 
 /* The dtypes a model file may hold. Other safetensors dtypes (F64, I64, U8, BOOL, ...) are
  * known but refused as unsupported. */
-typedef enum {
-    CL_DTYPE_F32,
-    CL_DTYPE_F16,
-    CL_DTYPE_BF16,
-    CL_N_DTYPES
-} ClDtype;
+typedef enum { CL_DTYPE_F32, CL_DTYPE_F16, CL_DTYPE_BF16, CL_N_DTYPES } ClDtype;
 
 const char *cl_dtype_name(ClDtype dtype); /* "F32", "F16", "BF16" */
 /* Case-insensitive ("f16" works too); FALSE for anything else. */
@@ -29,21 +24,21 @@ typedef struct {
     ClDtype dtype;
     int ndim;
     gint64 shape[CL_SAFETENSORS_MAX_NDIM];
-    guint64 numel;       /* product of shape (1 for a scalar) */
-    guint64 begin, end;  /* data_offsets: relative to the start of the data section */
-    const guint8 *data;  /* begin's address in the parsed buffer (any alignment) */
+    guint64 numel;      /* product of shape (1 for a scalar) */
+    guint64 begin, end; /* data_offsets: relative to the start of the data section */
+    const guint8 *data; /* begin's address in the parsed buffer (any alignment) */
 } ClSafeTensor;
 
 typedef struct {
-    GPtrArray *tensors;    /* ClSafeTensor *, in ascending data offset (= file) order */
-    GHashTable *by_name;   /* name -> ClSafeTensor * (borrowed from tensors) */
-    GHashTable *metadata;  /* key -> value, both strings; empty when there is no __metadata__ */
-    const guint8 *bytes;   /* the whole file */
+    GPtrArray *tensors;   /* ClSafeTensor *, in ascending data offset (= file) order */
+    GHashTable *by_name;  /* name -> ClSafeTensor * (borrowed from tensors) */
+    GHashTable *metadata; /* key -> value, both strings; empty when there is no __metadata__ */
+    const guint8 *bytes;  /* the whole file */
     gsize size;
-    gsize header_len;      /* the JSON header's length; data starts at 8 + header_len */
-    const guint8 *data;    /* the data section */
+    gsize header_len;   /* the JSON header's length; data starts at 8 + header_len */
+    const guint8 *data; /* the data section */
     gsize data_size;
-    GMappedFile *mapping;  /* owned when opened from a file (private, copy-on-write) */
+    GMappedFile *mapping; /* owned when opened from a file (private, copy-on-write) */
 } ClSafetensors;
 
 /* Parses and validates a whole file held in memory. Nothing is copied: `bytes` must outlive the
@@ -62,9 +57,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClSafetensors, cl_safetensors_free)
 typedef struct {
     const char *name;
     ClDtype dtype;
-    int ndim;             /* 0..CL_SAFETENSORS_MAX_NDIM */
+    int ndim; /* 0..CL_SAFETENSORS_MAX_NDIM */
     const gint64 *shape;
-    const float *data;    /* product(shape) values */
+    const float *data; /* product(shape) values */
 } ClSafetensorsEntry;
 
 /* Writes `entries` contiguously in the given order after a header padded with spaces so the

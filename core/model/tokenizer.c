@@ -11,7 +11,7 @@
 #define special_texts cl_tokenizer_special_texts
 
 #define MAX_MERGES (CL_TOKENIZER_MAX_VOCAB - CL_TOKEN_FIRST_MERGE)
-#define CACHE_MAX_PIECE 64        /* longer pieces are rare: not cached */
+#define CACHE_MAX_PIECE 64          /* longer pieces are rare: not cached */
 #define CACHE_MAX_ENTRIES (1 << 16) /* the cache is emptied when it reaches this */
 
 static void set_error(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -149,7 +149,7 @@ struct _ClTokenizer {
     gint32 *merges;  /* (n_merges, 2): merge i makes id CL_TOKEN_FIRST_MERGE + i */
     guint32 *offset; /* (n_vocab + 1): token id's bytes are bytes[offset[id] .. offset[id+1]) */
     char *bytes;
-    PairMap ids;     /* (a, b) -> merged id; the id is the rank */
+    PairMap ids; /* (a, b) -> merged id; the id is the rank */
     ClPretokenizer pretok;
     GMutex cache_lock;
     GHashTable *cache; /* PieceKey* -> CacheEntry* (same pointer), pieces of 2..64 bytes */
@@ -271,8 +271,8 @@ ClTokenizer *cl_tokenizer_new_from_merges(const gint32 *merges, gsize n, ClPreto
         set_error(error, "%zu merges, more than the limit of %d", n, MAX_MERGES);
         return NULL;
     }
-    ClTokenizer *tok = tokenizer_build(n ? g_memdup2(merges, 2 * n * sizeof(gint32)) : NULL, n,
-                                       error);
+    ClTokenizer *tok =
+        tokenizer_build(n ? g_memdup2(merges, 2 * n * sizeof(gint32)) : NULL, n, error);
     if (tok)
         tok->pretok = pre;
     return tok;
@@ -490,7 +490,8 @@ void cl_tokenizer_encode_append(const ClTokenizer *tok, const char *text, gssize
     g_return_if_fail(g_array_get_element_size(out) == sizeof(gint32));
     gsize n = len < 0 ? strlen(text) : (gsize)len;
     EncodeCtx ctx = { (ClTokenizer *)tok, out };
-    cl_tokenizer_pieces((const guchar *)text, n, tok->pretok, specials, encode_piece, encode_special, &ctx);
+    cl_tokenizer_pieces((const guchar *)text, n, tok->pretok, specials, encode_piece,
+                        encode_special, &ctx);
 }
 
 GArray *cl_tokenizer_encode(const ClTokenizer *tok, const char *text, gssize len, gboolean specials)
@@ -597,9 +598,7 @@ static void corpus_piece(const guchar *p, gsize n, gpointer data)
     w->freq++;
 }
 
-static void corpus_special(gint32 id, gpointer data)
-{
-}
+static void corpus_special(gint32 id, gpointer data) {}
 
 typedef struct {
     PairMap map;     /* (a, b) -> index in stats */
@@ -681,8 +680,8 @@ ClTokenizer *cl_tokenizer_train(const char *const *texts, gsize n_texts, int voc
 {
     g_return_val_if_fail(texts || n_texts == 0, NULL);
     if (vocab_size < CL_TOKEN_FIRST_MERGE || vocab_size > CL_TOKENIZER_MAX_VOCAB) {
-        set_error(error, "vocabulary size %d is outside [%d, %d]", vocab_size,
-                  CL_TOKEN_FIRST_MERGE, CL_TOKENIZER_MAX_VOCAB);
+        set_error(error, "vocabulary size %d is outside [%d, %d]", vocab_size, CL_TOKEN_FIRST_MERGE,
+                  CL_TOKENIZER_MAX_VOCAB);
         return NULL;
     }
 
@@ -695,8 +694,7 @@ ClTokenizer *cl_tokenizer_train(const char *const *texts, gsize n_texts, int voc
     for (gsize t = 0; t < n_texts; t++)
         if (texts[t])
             cl_tokenizer_pieces((const guchar *)texts[t], strlen(texts[t]), CL_PRETOK_CHANGELENS,
-                      CL_TOKENIZER_ALL_SPECIALS,
-                      corpus_piece, corpus_special, &corpus);
+                                CL_TOKENIZER_ALL_SPECIALS, corpus_piece, corpus_special, &corpus);
     g_hash_table_unref(corpus.index);
     guint n_words = corpus.words->len;
     Word **words = (Word **)corpus.words->pdata;
@@ -890,8 +888,10 @@ ClTokenizer *cl_tokenizer_from_json(const char *json, GError **error)
     ClPretokenizer pre = CL_PRETOK_CHANGELENS;
     JsonNode *pn = json_object_get_member(obj, "pretokenizer");
     if (pn) {
-        const char *name = JSON_NODE_HOLDS_VALUE(pn) && json_node_get_value_type(pn) == G_TYPE_STRING
-                               ? json_node_get_string(pn) : "";
+        const char *name =
+            JSON_NODE_HOLDS_VALUE(pn) && json_node_get_value_type(pn) == G_TYPE_STRING
+                ? json_node_get_string(pn)
+                : "";
         if (strcmp(name, "gpt2-digits") == 0)
             pre = CL_PRETOK_GPT2_DIGITS;
         else if (strcmp(name, "changelens") != 0) {

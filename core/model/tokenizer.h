@@ -18,12 +18,12 @@ enum {
 
 #define CL_TOKENIZER_N_SPECIAL 5
 /* Bit masks for cl_tokenizer_encode_append's `specials`: bit k recognises id 256 + k. */
-#define CL_TOKENIZER_SPECIAL_BIT(id) (1u << ((id) - CL_TOKEN_ENDOFTEXT))
+#define CL_TOKENIZER_SPECIAL_BIT(id) (1u << ((id)-CL_TOKEN_ENDOFTEXT))
 #define CL_TOKENIZER_ALL_SPECIALS 0x1fu
 /* Limits (validated on load; training never exceeds them), so a hostile file cannot ask for
  * absurd allocations. */
-#define CL_TOKENIZER_MAX_VOCAB 1048576        /* ids in all, = CL_CONFIG_MAX_VOCAB */
-#define CL_TOKENIZER_MAX_TOKEN_LEN 1024       /* bytes of one token */
+#define CL_TOKENIZER_MAX_VOCAB 1048576           /* ids in all, = CL_CONFIG_MAX_VOCAB */
+#define CL_TOKENIZER_MAX_TOKEN_LEN 1024          /* bytes of one token */
 #define CL_TOKENIZER_MAX_TOTAL_BYTES (64u << 20) /* bytes of all tokens together */
 
 /* Pre-tokenisation (the choices docs/MODEL.md §5 leaves open): letters are ASCII letters and
@@ -63,7 +63,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClTokenizer, cl_tokenizer_free)
 int cl_tokenizer_vocab_size(const ClTokenizer *tok);
 /* Encodes `len` bytes (any bytes; -1 = NUL-terminated); special tokens are recognised when
  * `specials` is TRUE. Returns a GArray of gint32 ids. */
-GArray *cl_tokenizer_encode(const ClTokenizer *tok, const char *text, gssize len, gboolean specials);
+GArray *cl_tokenizer_encode(const ClTokenizer *tok, const char *text, gssize len,
+                            gboolean specials);
 /* Appends the ids of `len` bytes to `out` (gint32), recognising the special tokens whose
  * CL_TOKENIZER_SPECIAL_BIT is set in `specials`. Thread-safe (the piece cache is locked). */
 void cl_tokenizer_encode_append(const ClTokenizer *tok, const char *text, gssize len,

@@ -114,9 +114,9 @@ struct _ClVist {
     ClBackend *be;
     const ClModel *model;
     ClEncoderState *state;
-    float *pixels;     /* [C, S, S] */
-    GPtrArray *pages;  /* guint8[S·S] */
-    GPtrArray *texts;  /* char* */
+    float *pixels;    /* [C, S, S] */
+    GPtrArray *pages; /* guint8[S·S] */
+    GPtrArray *texts; /* char* */
     int m, e;
 };
 
@@ -201,8 +201,8 @@ gboolean cl_vist_encode(ClVist *v, const gint32 *ids, int n, float *rows, GError
     cl_encoder_state_reset(v->state);
     ClEncoderOutput eo;
     memset(&eo, 0, sizeof eo);
-    gboolean ok = cl_encoder_forward(v->be, v->model, v->state, v->pixels, 0, FALSE, NULL, NULL,
-                                     &eo, error);
+    gboolean ok =
+        cl_encoder_forward(v->be, v->model, v->state, v->pixels, 0, FALSE, NULL, NULL, &eo, error);
     if (ok)
         memcpy(rows, eo.visual, sizeof(float) * (size_t)v->m * v->e);
     cl_encoder_output_clear(&eo);
@@ -210,8 +210,8 @@ gboolean cl_vist_encode(ClVist *v, const gint32 *ids, int n, float *rows, GError
 }
 
 /* Pages' rows for the trainer: each page (C, S, S) encoded as a first image. */
-gboolean cl_vist_encode_pages(ClBackend *be, const ClModel *model, const float *pixels,
-                              int n_pages, float *rows, GError **error)
+gboolean cl_vist_encode_pages(ClBackend *be, const ClModel *model, const float *pixels, int n_pages,
+                              float *rows, GError **error)
 {
     if (n_pages <= 0)
         return TRUE;
@@ -228,8 +228,8 @@ gboolean cl_vist_encode_pages(ClBackend *be, const ClModel *model, const float *
         cl_encoder_state_reset(st);
         ClEncoderOutput eo;
         memset(&eo, 0, sizeof eo);
-        gboolean ok = cl_encoder_forward(be, model, st, pixels + p * px, 0, FALSE, NULL, NULL,
-                                         &eo, error);
+        gboolean ok =
+            cl_encoder_forward(be, model, st, pixels + p * px, 0, FALSE, NULL, NULL, &eo, error);
         if (ok)
             memcpy(rows + p * me, eo.visual, sizeof(float) * me);
         cl_encoder_output_clear(&eo);
@@ -241,8 +241,8 @@ gboolean cl_vist_encode_pages(ClBackend *be, const ClModel *model, const float *
 
 /* The chunk's visual rows through the decoder (their ids: CL_DECODER_VISUAL), RoPE positions
  * shifted by `shift`. */
-static gboolean run_rows(ClVist *v, ClKVCache *cache, const float *rows, int shift,
-                         float *logits, GError **error)
+static gboolean run_rows(ClVist *v, ClKVCache *cache, const float *rows, int shift, float *logits,
+                         GError **error)
 {
     gint32 *ids = g_new(gint32, v->m);
     for (int i = 0; i < v->m; i++)
@@ -255,8 +255,8 @@ static gboolean run_rows(ClVist *v, ClKVCache *cache, const float *rows, int shi
     return ok;
 }
 
-gboolean cl_vist_compress_rows(ClVist *v, ClKVCache *cache, int n, const float *rows,
-                               float *logits, GError **error)
+gboolean cl_vist_compress_rows(ClVist *v, ClKVCache *cache, int n, const float *rows, float *logits,
+                               GError **error)
 {
     g_return_val_if_fail(v != NULL && cache != NULL && rows != NULL, FALSE);
     const int len = cl_kv_cache_len(cache);

@@ -45,8 +45,8 @@ char *cl_vist_chunk_pixels(const ClModel *model, const gint32 *ids, int n, float
 /* n_pages pages (n_pages × (C, S, S), cl_vist_chunk_pixels) encoded each as a first image:
  * rows (n_pages × M × E). The trainer's pages (the encoder frozen for them, as VIST2's later
  * stages keep it). */
-gboolean cl_vist_encode_pages(ClBackend *be, const ClModel *model, const float *pixels,
-                              int n_pages, float *rows, GError **error);
+gboolean cl_vist_encode_pages(ClBackend *be, const ClModel *model, const float *pixels, int n_pages,
+                              float *rows, GError **error);
 
 /* The visual rows (M, E) of a chunk of n token ids: decoded, rendered (a page), encoded as a
  * first image. rows: M·E floats. */
@@ -60,8 +60,8 @@ gboolean cl_vist_encode(ClVist *v, const gint32 *ids, int n, float *rows, GError
 gboolean cl_vist_compress(ClVist *v, ClKVCache *cache, const gint32 *ids, int n, float *logits,
                           GError **error);
 /* The same step with the chunk's rows (M, E) already made (cl_vist_encode). */
-gboolean cl_vist_compress_rows(ClVist *v, ClKVCache *cache, int n, const float *rows,
-                               float *logits, GError **error);
+gboolean cl_vist_compress_rows(ClVist *v, ClKVCache *cache, int n, const float *rows, float *logits,
+                               GError **error);
 
 /* A context (ids, n; text only) appended to the cache as VIST2 keeps it: cl_vist_plan's chunks
  * as visual rows (mask "image": their text never runs; "paper": it runs, then is evicted), the

@@ -10,31 +10,31 @@ G_BEGIN_DECLS
 /* Shapes are in the comments (PyTorch layout: linear weights are [out, in]). A pointer is NULL
  * when the config has no such tensor (e.g. sve_* for "stateless", lm_head when tied). */
 typedef struct {
-    float *ln1_w, *ln1_b;         /* (D) */
-    float *qkv_w, *qkv_b;         /* (3D, D), (3D) */
+    float *ln1_w, *ln1_b;           /* (D) */
+    float *qkv_w, *qkv_b;           /* (3D, D), (3D) */
     float *attn_out_w, *attn_out_b; /* (D, D), (D) */
-    float *ln2_w, *ln2_b;         /* (D) */
-    float *fc1_w, *fc1_b;         /* (F, D), (F) */
-    float *fc2_w, *fc2_b;         /* (D, F), (D) */
+    float *ln2_w, *ln2_b;           /* (D) */
+    float *fc1_w, *fc1_b;           /* (F, D), (F) */
+    float *fc2_w, *fc2_b;           /* (D, F), (D) */
     /* SVE module (cross, cross_ffn, self_ffn) */
-    float *sve_ln_w, *sve_ln_b;   /* (D) */
-    float *sve_q_w, *sve_q_b;     /* (D, D), (D) */
-    float *sve_kv_w, *sve_kv_b;   /* (2D, D), (2D) */
-    float *sve_out_w, *sve_out_b; /* (D, D), (D) */
+    float *sve_ln_w, *sve_ln_b;         /* (D) */
+    float *sve_q_w, *sve_q_b;           /* (D, D), (D) */
+    float *sve_kv_w, *sve_kv_b;         /* (2D, D), (2D) */
+    float *sve_out_w, *sve_out_b;       /* (D, D), (D) */
     float *sve_ffn_ln_w, *sve_ffn_ln_b; /* (D) cross_ffn, self_ffn */
-    float *sve_fc1_w, *sve_fc1_b; /* (F, D), (F) */
-    float *sve_fc2_w, *sve_fc2_b; /* (D, F), (D) */
-    float *sve_ada_w, *sve_ada_b; /* (6D, D), (6D) adaln_zero */
-    float *sve_null;              /* (1, D) or (D) for adaln_zero; sve_first == null only */
+    float *sve_fc1_w, *sve_fc1_b;       /* (F, D), (F) */
+    float *sve_fc2_w, *sve_fc2_b;       /* (D, F), (D) */
+    float *sve_ada_w, *sve_ada_b;       /* (6D, D), (6D) adaln_zero */
+    float *sve_null;                    /* (1, D) or (D) for adaln_zero; sve_first == null only */
 } ClEncoderLayerWeights;
 
 typedef struct {
-    float *attn_norm;  /* (E) */
-    float *q, *k, *v;  /* (Hq*hd, E), (Hkv*hd, E), (Hkv*hd, E) */
-    float *o;          /* (E, Hq*hd) */
-    float *mlp_norm;   /* (E) */
-    float *gate, *up;  /* (F, E) */
-    float *down;       /* (E, F) */
+    float *attn_norm; /* (E) */
+    float *q, *k, *v; /* (Hq*hd, E), (Hkv*hd, E), (Hkv*hd, E) */
+    float *o;         /* (E, Hq*hd) */
+    float *mlp_norm;  /* (E) */
+    float *gate, *up; /* (F, E) */
+    float *down;      /* (E, F) */
     /* PVM (config pvm_layers; NULL in the other layers), r = pvm_rank, hp = r / pvm_heads,
      * Fp = pvm_mlp. Consecutive in this order (k|vv and gate|up are stacked products). */
     float *pvm_t;                   /* (r, E)  text query source: RMSNorm_a(h W_t^T) */
@@ -51,9 +51,9 @@ typedef struct {
     float *pvm_alpha;               /* (1)  the gate, 0 at init */
     /* CASA (config casa): the norm of the window's visual rows (both variants) and, for ca,
      * the cross-attention's own projections (ca_shared uses q/k/v/o above) */
-    float *casa_norm;               /* (E) */
+    float *casa_norm;                /* (E) */
     float *casa_q, *casa_k, *casa_v; /* (Hq*hd, E), (Hkv*hd, E), (Hkv*hd, E) */
-    float *casa_o;                  /* (E, Hq*hd) */
+    float *casa_o;                   /* (E, Hq*hd) */
     /* Gated DeltaNet layers (config hybrid_every; their q/k/v/o above are NULL), H heads,
      * dk/dv, K taps: */
     float *gdn_q, *gdn_k;           /* (H*dk, E) */
@@ -67,25 +67,25 @@ typedef struct {
 } ClDecoderLayerWeights;
 
 typedef struct {
-    float *patch_w, *patch_b;     /* (D, C, P, P), (D) */
-    float *enc_pos;               /* (N, D) when config.enc_pos, else NULL */
-    ClEncoderLayerWeights *enc;   /* (enc_depth) */
-    float *merger_ln_w, *merger_ln_b; /* (D) */
+    float *patch_w, *patch_b;           /* (D, C, P, P), (D) */
+    float *enc_pos;                     /* (N, D) when config.enc_pos, else NULL */
+    ClEncoderLayerWeights *enc;         /* (enc_depth) */
+    float *merger_ln_w, *merger_ln_b;   /* (D) */
     float *merger_fc1_w, *merger_fc1_b; /* (Hm, 4D), (Hm) */
     float *merger_fc2_w, *merger_fc2_b; /* (E, Hm), (E) */
     float *merger_pos;                  /* (M, E) when config.visual_pos, else NULL */
-    float *embed;                 /* (V, E) */
-    ClDecoderLayerWeights *dec;   /* (dec_depth) */
-    float *dec_norm;              /* (E) */
-    float *lm_head;               /* (V, E); == embed when tied */
+    float *embed;                       /* (V, E) */
+    ClDecoderLayerWeights *dec;         /* (dec_depth) */
+    float *dec_norm;                    /* (E) */
+    float *lm_head;                     /* (V, E); == embed when tied */
 } ClModelWeights;
 
 /* One named tensor of the model: its docs/MODEL.md name, shape and where it lives. */
 typedef struct {
-    char *name;       /* "enc.3.attn.qkv.weight" */
+    char *name; /* "enc.3.attn.qkv.weight" */
     int ndim;
     gint64 shape[4];
-    float **slot;     /* the ClModelWeights field that points at it */
+    float **slot; /* the ClModelWeights field that points at it */
 } ClWeightSpec;
 
 /* Every tensor the config has (ClWeightSpec *, freed with the array), in a fixed order (the

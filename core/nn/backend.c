@@ -4,7 +4,7 @@
 #include "cl-config.h"
 #include "device.h"
 
-G_DEFINE_QUARK(cl-backend-error-quark, cl_backend_error)
+G_DEFINE_QUARK(cl - backend - error - quark, cl_backend_error)
 
 ClBackend *cl_backend_new(const char *device, char **notice, GError **error)
 {

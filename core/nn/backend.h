@@ -79,23 +79,21 @@ struct cl_backend_ops {
                     float eps);
     /* x[i, j] = x[i, j] · (1 + scale[j]) + shift[j]   (adaLN modulation; exact when both are
      * zero). */
-    void (*modulate)(ClBackend *be, float *x, const float *scale, const float *shift, int m,
-                     int n);
+    void (*modulate)(ClBackend *be, float *x, const float *scale, const float *shift, int m, int n);
     /* out = GELU(x) = x/2 · (1 + erf(x/√2)), exact-erf semantics (|error| ≤ 2e-7·(1+|x|));
      * in place ok. */
     void (*gelu)(ClBackend *be, float *out, const float *x, size_t count);
     /* out = SiLU(x) = x / (1 + exp(−x)); in place ok. */
     void (*silu)(ClBackend *be, float *out, const float *x, size_t count);
     /* out = SiLU(gate) ⊙ up   (SwiGLU); out may alias gate or up. */
-    void (*silu_mul)(ClBackend *be, float *out, const float *gate, const float *up,
-                     size_t count);
+    void (*silu_mul)(ClBackend *be, float *out, const float *gate, const float *up, size_t count);
     /* out = a + b; out may alias a or b. */
     void (*add)(ClBackend *be, float *out, const float *a, const float *b, size_t count);
     /* x[i, j] += (1 + gate[j]) · a[i, j]; gate NULL: x += a (a residual connection). */
     void (*residual)(ClBackend *be, float *x, const float *a, const float *gate, int m, int n);
     /* out[i, j] = (accumulate ? out[i, j] : 0) + gate[j] · a[i, j]. */
-    void (*scale_cols)(ClBackend *be, float *out, const float *a, const float *gate, int m,
-                       int n, gboolean accumulate);
+    void (*scale_cols)(ClBackend *be, float *out, const float *a, const float *gate, int m, int n,
+                       gboolean accumulate);
     /* Rotate-half RoPE in place on n_tok rows of `x` (stride ld), heads of `head_dim` at column
      * h·head_dim. Each head is cut into `n_sections` equal sections (1: decoder, 2: the
      * encoder's row/column halves); in section s of size q the pair is (s·q + i, s·q + i + q/2)
@@ -122,8 +120,7 @@ struct cl_backend_ops {
                       int ld);
     /* out[i, :] = table[ids[i], :] for ids[i] >= 0; rows with ids[i] < 0 are left alone. The
      * caller has checked every id < the table's rows. */
-    void (*embed)(ClBackend *be, float *out, const float *table, const gint32 *ids, int n,
-                  int dim);
+    void (*embed)(ClBackend *be, float *out, const float *table, const gint32 *ids, int n, int dim);
 
     /* ---- layout ops of the encoder */
     /* pixels [C, S, S] → patches [G·G, C·P·P] (G = S / P), each patch flattened in (c, py, px)
@@ -143,7 +140,7 @@ struct cl_backend_ops {
 
 struct _ClBackend {
     const struct cl_backend_ops *ops;
-    void *data; /* the backend's own state (CPU: thread pool, thread count) */
+    void *data;     /* the backend's own state (CPU: thread pool, thread count) */
     int extra_refs; /* cl_backend_ref()s not yet matched by a cl_backend_free() */
     /* one cache slot a model layer may keep on the backend (the device copy of a model's
      * weights), freed with the backend */

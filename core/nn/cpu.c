@@ -102,13 +102,13 @@ static void linear_blocks(void *p, int begin, int end)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, nc, c->k, 1.0f, w, c->k, c->x, 1, beta,
                         c->out + c0, 1);
         else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->m, nc, c->k, 1.0f, c->x,
-                        c->k, w, c->k, beta, c->out + c0, c->n);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, c->m, nc, c->k, 1.0f, c->x, c->k,
+                        w, c->k, beta, c->out + c0, c->n);
     }
 }
 
-static void cpu_linear(ClBackend *be, float *out, const float *x, const float *w,
-                       const float *bias, int m, int k, int n)
+static void cpu_linear(ClBackend *be, float *out, const float *x, const float *w, const float *bias,
+                       int m, int k, int n)
 {
     LinearCtx c = { out, x, w, bias, m, k, n, n_col_blocks(be, m, n, k) };
     int prev = blas_enter();
@@ -136,8 +136,8 @@ static void gemm_blocks(void *p, int begin, int end)
         /* op(b) columns c0..c1: rows of a transposed b, columns of a plain one */
         const float *b = g->tb ? g->b + (size_t)c0 * g->ldb : g->b + c0;
         cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
-                    g->tb ? CblasTrans : CblasNoTrans, g->m, c1 - c0, g->k, g->alpha, g->a,
-                    g->lda, b, g->ldb, g->beta, g->c + c0, g->ldc);
+                    g->tb ? CblasTrans : CblasNoTrans, g->m, c1 - c0, g->k, g->alpha, g->a, g->lda,
+                    b, g->ldb, g->beta, g->c + c0, g->ldc);
     }
 }
 
@@ -145,8 +145,8 @@ static void cpu_gemm(ClBackend *be, gboolean trans_a, gboolean trans_b, int m, i
                      float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                      float *c, int ldc)
 {
-    GemmCtx g = { trans_a, trans_b, m, n, k, n_col_blocks(be, m, n, k), alpha, beta, a, b,
-                  lda, ldb, ldc, c };
+    GemmCtx g = { trans_a, trans_b, m,   n,   k, n_col_blocks(be, m, n, k), alpha, beta, a,
+                  b,       lda,     ldb, ldc, c };
     int prev = blas_enter();
     cl_threadpool_run(pool_of(be), g.nb, 1, gemm_blocks, &g);
     blas_leave(prev);
@@ -259,8 +259,8 @@ static int rows_grain(int n)
     return MAX(1, GRAIN_FLOATS / MAX(n, 1));
 }
 
-static void cpu_layernorm(ClBackend *be, float *out, const float *x, const float *w,
-                          const float *b, int m, int n, float eps)
+static void cpu_layernorm(ClBackend *be, float *out, const float *x, const float *w, const float *b,
+                          int m, int n, float eps)
 {
     NormCtx c = { out, x, w, b, n, eps };
     cl_threadpool_run(pool_of(be), m, rows_grain(n), layernorm_rows, &c);
@@ -671,8 +671,24 @@ static void cpu_attention(ClBackend *be, float *out, float *out_tail, const floa
                           int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
                           int causal, int tail_start, float *scratch)
 {
-    AttnCtx c = { out, out_tail, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo,
-                  n_head, n_head / n_kv_head, head_dim, scale, causal, tail_start, scratch,
+    AttnCtx c = { out,
+                  out_tail,
+                  q,
+                  k,
+                  v,
+                  n_q,
+                  n_kv,
+                  ldq,
+                  ldk,
+                  ldv,
+                  ldo,
+                  n_head,
+                  n_head / n_kv_head,
+                  head_dim,
+                  scale,
+                  causal,
+                  tail_start,
+                  scratch,
                   attention_lanes(be, n_head) };
     if (n_q <= FUSED_MAX_Q) {
         /* one item = one head's query: n_kv·head_dim·2 multiply-adds */
@@ -904,7 +920,8 @@ ClBackend *cl_backend_cpu_new(int n_threads)
     /* blas.c chose OpenBLAS's kernels before main; a CPU they do not fit is worth a warning */
     if (!cl_blas_kernels_fit_cpu())
         g_message("OpenBLAS runs its SSE3 kernels (%s) on a CPU with AVX2 or AVX-512: products "
-                  "will be several times slower than they could be", cl_blas_kernels());
+                  "will be several times slower than they could be",
+                  cl_blas_kernels());
     CpuData *d = g_new0(CpuData, 1);
     d->pool = cl_threadpool_new(n_threads);
     d->n_threads = cl_threadpool_size(d->pool);
@@ -920,74 +937,4 @@ int cl_backend_cpu_threads(const ClBackend *be)
     if (be->ops != &cpu_ops)
         return 0;
     return ((const CpuData *)be->data)->n_threads;
-}
-
-/* ---- host helpers ---------------------------------------------------------------------------- */
-
-int cl_argmax(const float *x, int n)
-{
-    int best = -1;
-    for (int i = 0; i < n; i++)
-        if (!isnan(x[i]) && (best < 0 || x[i] > x[best]))
-            best = i;
-    return n > 0 && best < 0 ? 0 : best;
-}
-
-void cl_softmax(float *x, int n)
-{
-    if (n <= 0)
-        return;
-    float m = x[0];
-    for (int i = 1; i < n; i++)
-        m = MAX(m, x[i]);
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += exp((double)x[i] - m);
-    for (int i = 0; i < n; i++)
-        x[i] = (float)(exp((double)x[i] - m) / s);
-}
-
-void cl_log_softmax(float *x, int n)
-{
-    if (n <= 0)
-        return;
-    float m = x[0];
-    for (int i = 1; i < n; i++)
-        m = MAX(m, x[i]);
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += exp((double)x[i] - m);
-    double lse = m + log(s);
-    for (int i = 0; i < n; i++)
-        x[i] = (float)((double)x[i] - lse);
-}
-
-void cl_rope_table_1d(float *cos_t, float *sin_t, int pos0, int n, int head_dim, double base)
-{
-    int half = head_dim / 2;
-    double *freq = g_new(double, MAX(half, 1)); /* the same doubles as pow() per entry */
-    for (int i = 0; i < half; i++)
-        freq[i] = pow(base, -2.0 * i / head_dim);
-    for (int t = 0; t < n; t++)
-        for (int i = 0; i < half; i++) {
-            double a = (double)(pos0 + t) * freq[i];
-            cos_t[(size_t)t * half + i] = (float)cos(a);
-            sin_t[(size_t)t * half + i] = (float)sin(a);
-        }
-    g_free(freq);
-}
-
-void cl_rope_table_2d(float *cos_t, float *sin_t, int grid, int head_dim, double base)
-{
-    int half = head_dim / 2; /* entries per token */
-    int q = head_dim / 2;    /* section size */
-    for (int t = 0; t < grid * grid; t++) {
-        int pos[2] = { t / grid, t % grid };
-        for (int s = 0; s < 2; s++)
-            for (int i = 0; i < q / 2; i++) {
-                double a = (double)pos[s] * pow(base, -2.0 * i / q);
-                cos_t[(size_t)t * half + s * (q / 2) + i] = (float)cos(a);
-                sin_t[(size_t)t * half + s * (q / 2) + i] = (float)sin(a);
-            }
-    }
 }

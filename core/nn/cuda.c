@@ -101,8 +101,7 @@ static void cu_silu(ClBackend *be, float *out, const float *x, size_t count)
     clk_silu(K(be), out, x, count);
 }
 
-static void cu_silu_mul(ClBackend *be, float *out, const float *gate, const float *up,
-                        size_t count)
+static void cu_silu_mul(ClBackend *be, float *out, const float *gate, const float *up, size_t count)
 {
     clk_silu_mul(K(be), out, gate, up, count);
 }
@@ -134,10 +133,10 @@ static void cu_softmax(ClBackend *be, float *x, int m, int n, int ld)
     clk_softmax(K(be), x, m, n, ld);
 }
 
-static void cu_attention(ClBackend *be, float *out, float *out_tail, const float *q,
-                         const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
-                         int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
-                         int causal, int tail_start, float *scratch)
+static void cu_attention(ClBackend *be, float *out, float *out_tail, const float *q, const float *k,
+                         const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo,
+                         int n_head, int n_kv_head, int head_dim, float scale, int causal,
+                         int tail_start, float *scratch)
 {
     (void)scratch; /* flash-style: the scores are never stored */
     clk_attention(K(be), out, out_tail, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head, n_kv_head,

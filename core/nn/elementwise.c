@@ -11,7 +11,12 @@
 #include "elementwise.inc"
 
 static const ClElementwise v4 = {
-    4, cl_ew4_gelu, cl_ew4_silu, cl_ew4_silu_mul, cl_ew4_gelu_grad_acc, cl_ew4_silu_mul_grad_acc,
+    4,
+    cl_ew4_gelu,
+    cl_ew4_silu,
+    cl_ew4_silu_mul,
+    cl_ew4_gelu_grad_acc,
+    cl_ew4_silu_mul_grad_acc,
     cl_ew4_exp_shift,
 };
 
@@ -26,8 +31,13 @@ const ClElementwise *cl_elementwise_v4(void)
 #include "nn/elementwise-decl.h"
 
 static const ClElementwise v16 = {
-    16, cl_ew16_gelu, cl_ew16_silu, cl_ew16_silu_mul, cl_ew16_gelu_grad_acc,
-    cl_ew16_silu_mul_grad_acc, cl_ew16_exp_shift,
+    16,
+    cl_ew16_gelu,
+    cl_ew16_silu,
+    cl_ew16_silu_mul,
+    cl_ew16_gelu_grad_acc,
+    cl_ew16_silu_mul_grad_acc,
+    cl_ew16_exp_shift,
 };
 #endif
 

@@ -14,11 +14,11 @@ void cl_grad_linear(float *dx, float *dw, float *db, const float *dy, const floa
     if (m <= 0 || k <= 0 || n <= 0)
         return;
     if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f, dy, n, w, k, 1.0f,
-                    dx, k);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, k, n, 1.0f, dy, n, w, k, 1.0f, dx,
+                    k);
     if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, dy, n, x, k, 1.0f,
-                    dw, k);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, k, m, 1.0f, dy, n, x, k, 1.0f, dw,
+                    k);
     if (db) {
         double *acc = g_new0(double, n);
         for (int i = 0; i < m; i++)
@@ -95,8 +95,8 @@ static double dot3(const float *a, const float *b, const float *c, int n)
     return s;
 }
 
-void cl_grad_rmsnorm(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                     int m, int n, float eps)
+void cl_grad_rmsnorm(float *dx, float *dw, const float *dy, const float *x, const float *w, int m,
+                     int n, float eps)
 {
     /* dw's column sums: float over blocks of rows, then into double */
     enum { ROW_BLOCK = 32 };
@@ -178,14 +178,14 @@ void cl_grad_silu(float *dx, const float *dy, const float *x, size_t count)
         dx[i] += dy[i] * dsilu(x[i]);
 }
 
-void cl_grad_silu_mul(float *dgate, float *dup, const float *dy, const float *gate,
-                      const float *up, size_t count)
+void cl_grad_silu_mul(float *dgate, float *dup, const float *dy, const float *gate, const float *up,
+                      size_t count)
 {
     cl_silu_mul_grad_accumulate(dgate, dup, dy, gate, up, count);
 }
 
-void cl_grad_residual(float *da, float *dgate, const float *dy, const float *a,
-                      const float *gate, int m, int n)
+void cl_grad_residual(float *da, float *dgate, const float *dy, const float *a, const float *gate,
+                      int m, int n)
 {
     if (da)
         for (int i = 0; i < m; i++)
@@ -195,8 +195,8 @@ void cl_grad_residual(float *da, float *dgate, const float *dy, const float *a,
         col_sums_add(dgate, dy, a, m, n);
 }
 
-void cl_grad_scale_cols(float *da, float *dgate, const float *dy, const float *a,
-                        const float *gate, int m, int n)
+void cl_grad_scale_cols(float *da, float *dgate, const float *dy, const float *a, const float *gate,
+                        int m, int n)
 {
     if (da)
         for (int i = 0; i < m; i++)
@@ -205,8 +205,8 @@ void cl_grad_scale_cols(float *da, float *dgate, const float *dy, const float *a
     col_sums_add(dgate, dy, a, m, n);
 }
 
-void cl_grad_rope(float *dx, const float *cos_t, const float *sin_t, int n_tok, int ld,
-                  int n_head, int head_dim, int n_sections)
+void cl_grad_rope(float *dx, const float *cos_t, const float *sin_t, int n_tok, int ld, int n_head,
+                  int head_dim, int n_sections)
 {
     const int half = head_dim / 2, q = head_dim / n_sections, h2 = q / 2;
     for (int t = 0; t < n_tok; t++) {
@@ -244,9 +244,9 @@ void cl_grad_softmax(float *dx, const float *dy, const float *y, int m, int n, i
  * decoder sequence) while each stays big enough for OpenBLAS's kernels. */
 #define GRAD_ATTN_ROWS 64
 
-void cl_train_attention(float *out, float *probs, const float *q, const float *k,
-                        const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo,
-                        int n_head, int n_kv_head, int head_dim, float scale, int causal)
+void cl_train_attention(float *out, float *probs, const float *q, const float *k, const float *v,
+                        int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo, int n_head,
+                        int n_kv_head, int head_dim, float scale, int causal)
 {
     if (n_q <= 0 || n_kv <= 0)
         return;
@@ -258,7 +258,8 @@ void cl_train_attention(float *out, float *probs, const float *q, const float *k
         for (int i0 = 0; i0 < n_q; i0 += rows) {
             const int r = MIN(rows, n_q - i0);
             const int c = causal < 0 ? n_kv : MIN(n_kv, causal + i0 + r);
-            float *pb = probs + ((size_t)h * n_q + i0) * n_kv, *ob = out + (size_t)i0 * ldo + (size_t)h * hd;
+            float *pb = probs + ((size_t)h * n_q + i0) * n_kv,
+                  *ob = out + (size_t)i0 * ldo + (size_t)h * hd;
             if (c <= 0) {
                 for (int i = 0; i < r; i++)
                     memset(ob + (size_t)i * ldo, 0, (size_t)hd * sizeof(float));
@@ -306,8 +307,8 @@ static void grad_attention(float *dq, float *dk, float *dv, const float *dout, c
                             ldk, 0.0f, p, c);
                 cl_softmax_rows(p, r, c, c, causal, i0);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, hd, 1.0f, dob, ldo, vg,
-                        ldv, 0.0f, dp, c);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, c, hd, 1.0f, dob, ldo, vg, ldv,
+                        0.0f, dp, c);
             for (int i = 0; i < r; i++) {
                 const float *pr = pb + (size_t)i * ldp;
                 float *dr = dp + (size_t)i * c;
@@ -335,25 +336,23 @@ static void grad_attention(float *dq, float *dk, float *dv, const float *dout, c
 }
 
 void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                       const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
-                       int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
-                       int causal)
+                       const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv,
+                       int ldo, int n_head, int n_kv_head, int head_dim, float scale, int causal)
 {
     grad_attention(dq, dk, dv, dout, q, k, v, NULL, n_q, n_kv, ldq, ldk, ldv, ldo, n_head,
                    n_kv_head, head_dim, scale, causal);
 }
 
 void cl_grad_attention_probs(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                             const float *k, const float *v, const float *probs, int n_q,
-                             int n_kv, int ldq, int ldk, int ldv, int ldo, int n_head,
-                             int n_kv_head, int head_dim, float scale, int causal)
+                             const float *k, const float *v, const float *probs, int n_q, int n_kv,
+                             int ldq, int ldk, int ldv, int ldo, int n_head, int n_kv_head,
+                             int head_dim, float scale, int causal)
 {
     grad_attention(dq, dk, dv, dout, q, k, v, probs, n_q, n_kv, ldq, ldk, ldv, ldo, n_head,
                    n_kv_head, head_dim, scale, causal);
 }
 
-void cl_grad_row_norms(float *da, const float *dout, const float *a, const float *out, int m,
-                       int n)
+void cl_grad_row_norms(float *da, const float *dout, const float *a, const float *out, int m, int n)
 {
     for (int i = 0; i < m; i++) {
         if (out[i] == 0.0f)
@@ -375,8 +374,7 @@ void cl_grad_embed(float *dtable, const float *dy, const gint32 *ids, int n, int
     }
 }
 
-void cl_grad_patch_unfold(float *dpixels, const float *dpatches, int channels, int size,
-                          int patch)
+void cl_grad_patch_unfold(float *dpixels, const float *dpatches, int channels, int size, int patch)
 {
     const int C = channels, P = patch, S = size, G = size / patch;
     for (int r = 0; r < G; r++)
@@ -464,8 +462,8 @@ double cl_cross_entropy(float *dlogits, const float *logits, const gint32 *targe
     return total / ns;
 }
 
-const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, const float *c,
-                             int nc, int E, float *tmp)
+const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, const float *c, int nc,
+                             int E, float *tmp)
 {
     const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
     if (b == a + sa && (!c || c == b + sb))
@@ -477,8 +475,7 @@ const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, con
     return tmp;
 }
 
-float *cl_grad_stacked_grad(float *a, int na, float *b, int nb, float *c, int nc, int E,
-                            float *tmp)
+float *cl_grad_stacked_grad(float *a, int na, float *b, int nb, float *c, int nc, int E, float *tmp)
 {
     const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
     if (b == a + sa && (!c || c == b + sb))
@@ -487,8 +484,7 @@ float *cl_grad_stacked_grad(float *a, int na, float *b, int nb, float *c, int nc
     return tmp;
 }
 
-void cl_grad_unstack(const float *at, float *a, int na, float *b, int nb, float *c, int nc,
-                     int E)
+void cl_grad_unstack(const float *at, float *a, int na, float *b, int nb, float *c, int nc, int E)
 {
     if (at == a)
         return;

@@ -19,8 +19,8 @@ void cl_grad_linear(float *dx, float *dw, float *db, const float *dy, const floa
 void cl_grad_layernorm(float *dx, float *dw, float *db, const float *dy, const float *x,
                        const float *w, int m, int n, float eps);
 /* y = x · rs · w, rs = 1/sqrt(mean(x²) + eps) per row. */
-void cl_grad_rmsnorm(float *dx, float *dw, const float *dy, const float *x, const float *w,
-                     int m, int n, float eps);
+void cl_grad_rmsnorm(float *dx, float *dw, const float *dy, const float *x, const float *w, int m,
+                     int n, float eps);
 /* y[i, j] = x[i, j]·(1 + scale[j]) + shift[j]  (x: the input before modulation). */
 void cl_grad_modulate(float *dx, float *dscale, float *dshift, const float *dy, const float *x,
                       const float *scale, int m, int n);
@@ -29,40 +29,39 @@ void cl_grad_gelu(float *dx, const float *dy, const float *x, size_t count);
 /* y = SiLU(x). */
 void cl_grad_silu(float *dx, const float *dy, const float *x, size_t count);
 /* y = SiLU(gate) ⊙ up. */
-void cl_grad_silu_mul(float *dgate, float *dup, const float *dy, const float *gate,
-                      const float *up, size_t count);
+void cl_grad_silu_mul(float *dgate, float *dup, const float *dy, const float *gate, const float *up,
+                      size_t count);
 /* x += (1 + gate[j])·a (gate NULL: x += a): da += (1 + gate)·dy, dgate += Σ_rows dy ⊙ a.
  * (The residual's own input passes dy through unchanged: nothing to do for it.) */
-void cl_grad_residual(float *da, float *dgate, const float *dy, const float *a,
-                      const float *gate, int m, int n);
+void cl_grad_residual(float *da, float *dgate, const float *dy, const float *a, const float *gate,
+                      int m, int n);
 /* y[i, j] = gate[j]·a[i, j]: da += gate·dy, dgate += Σ_rows dy ⊙ a. */
-void cl_grad_scale_cols(float *da, float *dgate, const float *dy, const float *a,
-                        const float *gate, int m, int n);
+void cl_grad_scale_cols(float *da, float *dgate, const float *dy, const float *a, const float *gate,
+                        int m, int n);
 /* In place on the gradient `dx` (layout as backend.h's rope): the transpose of the rotation,
  * i.e. the same rotation by −angle. */
-void cl_grad_rope(float *dx, const float *cos_t, const float *sin_t, int n_tok, int ld,
-                  int n_head, int head_dim, int n_sections);
+void cl_grad_rope(float *dx, const float *cos_t, const float *sin_t, int n_tok, int ld, int n_head,
+                  int head_dim, int n_sections);
 /* y = softmax of each row of x (y given): dx += y ⊙ (dy − Σ dy ⊙ y). Strides ld. */
 void cl_grad_softmax(float *dx, const float *dy, const float *y, int m, int n, int ld);
 /* The backward of backend.h's `attention` (out only, not out_tail): probabilities are
  * recomputed one head at a time (O(n_q·n_kv) memory). dq: (n_q, ldq-strided like q), dk/dv
  * like k/v; GQA groups add their heads' key/value gradients. */
 void cl_grad_attention(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                       const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
-                       int ldv, int ldo, int n_head, int n_kv_head, int head_dim, float scale,
-                       int causal);
+                       const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv,
+                       int ldo, int n_head, int n_kv_head, int head_dim, float scale, int causal);
 /* The training forward of attention (backend.h's `attention`, no tail) that keeps what its
  * backward needs: probs (n_head, n_q, n_kv) receives each head's probabilities (rows past a
  * causal block's last key are left unwritten: cl_grad_attention_probs does not read them). */
-void cl_train_attention(float *out, float *probs, const float *q, const float *k,
-                        const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo,
-                        int n_head, int n_kv_head, int head_dim, float scale, int causal);
+void cl_train_attention(float *out, float *probs, const float *q, const float *k, const float *v,
+                        int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo, int n_head,
+                        int n_kv_head, int head_dim, float scale, int causal);
 /* cl_grad_attention with the forward's probabilities (cl_train_attention's probs) instead of
  * recomputing them. */
 void cl_grad_attention_probs(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                             const float *k, const float *v, const float *probs, int n_q,
-                             int n_kv, int ldq, int ldk, int ldv, int ldo, int n_head,
-                             int n_kv_head, int head_dim, float scale, int causal);
+                             const float *k, const float *v, const float *probs, int n_q, int n_kv,
+                             int ldq, int ldk, int ldv, int ldo, int n_head, int n_kv_head,
+                             int head_dim, float scale, int causal);
 /* out[i] = ‖a[i, :]‖ (out given): da += dout[i]·a[i, :]/out[i] (0 where out is 0). */
 void cl_grad_row_norms(float *da, const float *dout, const float *a, const float *out, int m,
                        int n);
@@ -71,8 +70,7 @@ void cl_grad_embed(float *dtable, const float *dy, const gint32 *ids, int n, int
 
 /* The patch embedding's unfold is cl_patch_unfold (backend.h); the conv is then cl_grad_linear
  * over the patches. Its backward (col2im): dpixels += the patch gradients put back. */
-void cl_grad_patch_unfold(float *dpixels, const float *dpatches, int channels, int size,
-                          int patch);
+void cl_grad_patch_unfold(float *dpixels, const float *dpatches, int channels, int size, int patch);
 /* The 2×2 merger's unfold (§3.8): x [G², D] → cat [(G/2)², 4D]. */
 void cl_merger_unfold(float *cat, const float *x, int grid, int dim);
 void cl_grad_merger_unfold(float *dx, const float *dcat, int grid, int dim);
@@ -89,14 +87,13 @@ double cl_cross_entropy(float *dlogits, const float *logits, const gint32 *targe
 
 /* Rows a (na, E) and b (nb, E) (and c (nc, E), may be NULL) as one (na + nb + nc, E) matrix:
  * themselves when consecutive (a trainable model's flat parameters), else a copy in tmp. */
-const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, const float *c,
-                             int nc, int E, float *tmp);
+const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, const float *c, int nc,
+                             int E, float *tmp);
 /* The gradient of a stacked product's weights: into a itself when its parts are consecutive,
  * else into tmp (zeroed), added back part by part by cl_grad_unstack(). */
 float *cl_grad_stacked_grad(float *a, int na, float *b, int nb, float *c, int nc, int E,
                             float *tmp);
-void cl_grad_unstack(const float *at, float *a, int na, float *b, int nb, float *c, int nc,
-                     int E);
+void cl_grad_unstack(const float *at, float *a, int na, float *b, int nb, float *c, int nc, int E);
 
 /* ---- training activations: views into one buffer ---- */
 

@@ -91,7 +91,10 @@ uint16_t cl_f32_to_bf16(float f)
     return (uint16_t)(x >> 16);
 }
 
-float cl_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+float cl_bf16_to_f32(uint16_t h)
+{
+    return bits_f32((uint32_t)h << 16);
+}
 
 void cl_f32_to_f16_array(uint16_t *dst, const float *src, size_t n)
 {

@@ -74,7 +74,8 @@ static void quantize_q4_1_block(const float *x, uint8_t *b)
     put16(b, cl_f32_to_f16(d));
     put16(b + 2, cl_f32_to_f16(lo));
     for (int j = 0; j < 16; j++) {
-        int a = (int)(int8_t)((x[j] - lo) * id + 0.5f), c = (int)(int8_t)((x[j + 16] - lo) * id + 0.5f);
+        int a = (int)(int8_t)((x[j] - lo) * id + 0.5f),
+            c = (int)(int8_t)((x[j + 16] - lo) * id + 0.5f);
         b[4 + j] = (uint8_t)(MIN(15, a) | MIN(15, c) << 4);
     }
 }
@@ -169,18 +170,16 @@ __attribute__((target("avx2,fma,f16c"))) static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-
 __attribute__((target("avx2,fma,f16c"))) static inline __m256 q8_block_products(__m256i qw,
-                                                                               __m256i qx)
+                                                                                __m256i qx)
 {
     /* |w| · (x with w's sign): maddubs takes an unsigned and a signed operand */
     __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void dot4_q8_0_avx2(const uint8_t *w, size_t rb,
-                                                                    const BlockQ8 *x, int nb,
-                                                                    float *y)
+__attribute__((target("avx2,fma,f16c"))) static void
+dot4_q8_0_avx2(const uint8_t *w, size_t rb, const BlockQ8 *x, int nb, float *y)
 {
     __m256 acc[ROWS4];
     for (int r = 0; r < ROWS4; r++)
@@ -213,9 +212,8 @@ __attribute__((target("avx2,fma,f16c"))) static float dot_q8_0_avx2(const uint8_
 
 /* Q4_1: elements 0..15 the low nibbles, 16..31 the high ones — the activations' order. The
  * block's d and m (two f16) convert together; the offsets m·s gather in a vector too. */
-__attribute__((target("avx2,fma,f16c"))) static void dot4_q4_1_avx2(const uint8_t *w, size_t rb,
-                                                                    const BlockQ8 *x, int nb,
-                                                                    float *y)
+__attribute__((target("avx2,fma,f16c"))) static void
+dot4_q4_1_avx2(const uint8_t *w, size_t rb, const BlockQ8 *x, int nb, float *y)
 {
     const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(15);
     __m256 acc[ROWS4];
@@ -230,7 +228,7 @@ __attribute__((target("avx2,fma,f16c"))) static void dot4_q4_1_avx2(const uint8_
             int32_t dm;
             memcpy(&dm, wb, 4);
             __m128 wdm = _mm_cvtph_ps(_mm_cvtsi32_si128(dm)); /* d, m */
-            __m128 prod = _mm_mul_ps(wdm, ds);                 /* d·dx, m·s */
+            __m128 prod = _mm_mul_ps(wdm, ds);                /* d·dx, m·s */
             __m128i n = _mm_loadu_si128((const __m128i *)(wb + 4));
             __m256i qw = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(n, 4), n), low);
             __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(qw, qx), ones));
@@ -333,8 +331,12 @@ static void multi_rows(void *p, int begin, int end)
         if (b0 >= b1)
             continue;
         const ClQuantMatvec *mv = &c->mats[j];
-        MatvecCtx one = { dot_fns[mv->type], dot4_fns[mv->type], mv->W,
-                          cl_quant_row_bytes(mv->type, c->nb * CL_QUANT_BLOCK), c->x, c->nb,
+        MatvecCtx one = { dot_fns[mv->type],
+                          dot4_fns[mv->type],
+                          mv->W,
+                          cl_quant_row_bytes(mv->type, c->nb * CL_QUANT_BLOCK),
+                          c->x,
+                          c->nb,
                           mv->y };
         matvec_rows(&one, b0 - c->bounds[j], b1 - c->bounds[j]);
     }
@@ -360,8 +362,8 @@ void cl_quant_matvec_multi(ClThreadPool *pool, const ClQuantMatvec *mats, int n,
         g_free(xq);
 }
 
-void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k,
-                     const float *x, float *y)
+void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k, const float *x,
+                     float *y)
 {
     g_return_if_fail((unsigned)t < CL_QUANT_N_TYPES && k % CL_QUANT_BLOCK == 0);
     choose_kernels();
@@ -403,8 +405,8 @@ static void matmul_tiles(void *p, int begin, int end)
     g_free(tile);
 }
 
-void cl_quant_matmul(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k,
-                     const float *X, int n, float *Y)
+void cl_quant_matmul(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k, const float *X,
+                     int n, float *Y)
 {
     g_return_if_fail((unsigned)t < CL_QUANT_N_TYPES && k % CL_QUANT_BLOCK == 0);
     MatmulCtx c = { t, W, m, k, n, X, Y };

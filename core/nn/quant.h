@@ -39,8 +39,8 @@ const char *cl_quant_kernels(void);
 /* y[i] = W[i,:]·x for the m rows of W (m × k, type t): x is quantized to 8 bits per block first
  * (Q8_0 against Q8_0 weights, Q8_1 — with the block's sum — against Q4_1), as llama.cpp does, so
  * the dot products run on integers. Rows are split over `pool` (NULL: this thread). */
-void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k,
-                     const float *x, float *y);
+void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k, const float *x,
+                     float *y);
 /* One matrix of several multiplied by the same x (q, k and v; gate and up). */
 typedef struct {
     ClQuantType type;
@@ -55,8 +55,8 @@ void cl_quant_matvec_multi(ClThreadPool *pool, const ClQuantMatvec *mats, int n,
                            const float *x);
 /* Y (n × m) = X (n × k) · W^T for prefill: W is dequantized tile by tile into f32 and each tile
  * multiplied with sgemm, spread over `pool`. */
-void cl_quant_matmul(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k,
-                     const float *X, int n, float *Y);
+void cl_quant_matmul(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k, const float *X,
+                     int n, float *Y);
 
 #ifdef __cplusplus
 }

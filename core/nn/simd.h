@@ -21,7 +21,8 @@
 #if CL_VL == 16
 typedef float vf __attribute__((vector_size(64)));
 typedef gint32 vi __attribute__((vector_size(64)));
-#define V(c) ((vf){ (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c) })
+#define V(c)                                                                                       \
+    ((vf){ (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c), (c) })
 #elif CL_VL == 4
 typedef float vf __attribute__((vector_size(16)));
 typedef gint32 vi __attribute__((vector_size(16)));
@@ -177,15 +178,15 @@ static inline vf vgelu_grad(vf x)
     return cdf + x * phi;
 }
 
-
 static inline vf vsilu(vf x)
 {
     return x / (V(1.0f) + vexp(-x));
 }
 
-static inline __attribute__((always_inline)) void
-silu_mul_grad_lanes(float *dgate, float *dup, const float *dy, const float *gate, const float *up,
-                    int k)
+static inline __attribute__((always_inline)) void silu_mul_grad_lanes(float *dgate, float *dup,
+                                                                      const float *dy,
+                                                                      const float *gate,
+                                                                      const float *up, int k)
 {
     const gboolean full = k == VL;
     vf g = full ? vload(gate) : vload_n(gate, k), d = full ? vload(dy) : vload_n(dy, k);

@@ -2,15 +2,15 @@
 #include "nn/threadpool.h"
 
 struct _ClThreadPool {
-    int n_threads;   /* the caller included */
+    int n_threads;     /* the caller included */
     GThread **workers; /* (n_threads − 1) */
-    GMutex run_lock; /* one job at a time */
-    GMutex lock;     /* guards everything below */
-    GCond wake;      /* workers wait here for a new generation */
-    GCond done;      /* the caller waits here for pending == 0 */
+    GMutex run_lock;   /* one job at a time */
+    GMutex lock;       /* guards everything below */
+    GCond wake;        /* workers wait here for a new generation */
+    GCond done;        /* the caller waits here for pending == 0 */
     guint64 generation;
-    int pending;     /* workers still busy with this generation's job */
-    int n_chunks;    /* threads taking part in this job (chunk 0 is the caller's) */
+    int pending;  /* workers still busy with this generation's job */
+    int n_chunks; /* threads taking part in this job (chunk 0 is the caller's) */
     gboolean quit;
     ClParallelFn fn;
     void *ctx;

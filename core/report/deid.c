@@ -25,141 +25,141 @@ typedef struct {
  * Information with Modified Dates Option); times follow the basic profile. */
 static const Rule dicom_rules[] = {
     /* patient */
-    {"PatientName", CL_DEID_EMPTY},
-    {"PatientID", CL_DEID_EMPTY},
-    {"IssuerOfPatientID", CL_DEID_REMOVE},
-    {"PatientBirthDate", CL_DEID_EMPTY},
-    {"PatientBirthTime", CL_DEID_REMOVE},
-    {"PatientSex", CL_DEID_EMPTY},
-    {"PatientAge", CL_DEID_REMOVE},
-    {"PatientSize", CL_DEID_REMOVE},
-    {"PatientWeight", CL_DEID_REMOVE},
-    {"PatientAddress", CL_DEID_REMOVE},
-    {"PatientTelephoneNumbers", CL_DEID_REMOVE},
-    {"PatientMotherBirthName", CL_DEID_REMOVE},
-    {"PatientBirthName", CL_DEID_REMOVE},
-    {"OtherPatientIDs", CL_DEID_REMOVE},
-    {"OtherPatientNames", CL_DEID_REMOVE},
-    {"OtherPatientIDsSequence", CL_DEID_REMOVE},
-    {"MedicalRecordLocator", CL_DEID_REMOVE},
-    {"EthnicGroup", CL_DEID_REMOVE},
-    {"Occupation", CL_DEID_REMOVE},
-    {"AdditionalPatientHistory", CL_DEID_REMOVE},
-    {"PatientComments", CL_DEID_REMOVE},
-    {"MilitaryRank", CL_DEID_REMOVE},
-    {"BranchOfService", CL_DEID_REMOVE},
-    {"CountryOfResidence", CL_DEID_REMOVE},
-    {"RegionOfResidence", CL_DEID_REMOVE},
-    {"PatientReligiousPreference", CL_DEID_REMOVE},
-    {"MedicalAlerts", CL_DEID_REMOVE},
-    {"Allergies", CL_DEID_REMOVE},
-    {"PregnancyStatus", CL_DEID_REMOVE},
-    {"SmokingStatus", CL_DEID_REMOVE},
-    {"PatientInsurancePlanCodeSequence", CL_DEID_REMOVE},
-    {"ResponsiblePerson", CL_DEID_REMOVE},
-    {"ResponsibleOrganization", CL_DEID_REMOVE},
+    { "PatientName", CL_DEID_EMPTY },
+    { "PatientID", CL_DEID_EMPTY },
+    { "IssuerOfPatientID", CL_DEID_REMOVE },
+    { "PatientBirthDate", CL_DEID_EMPTY },
+    { "PatientBirthTime", CL_DEID_REMOVE },
+    { "PatientSex", CL_DEID_EMPTY },
+    { "PatientAge", CL_DEID_REMOVE },
+    { "PatientSize", CL_DEID_REMOVE },
+    { "PatientWeight", CL_DEID_REMOVE },
+    { "PatientAddress", CL_DEID_REMOVE },
+    { "PatientTelephoneNumbers", CL_DEID_REMOVE },
+    { "PatientMotherBirthName", CL_DEID_REMOVE },
+    { "PatientBirthName", CL_DEID_REMOVE },
+    { "OtherPatientIDs", CL_DEID_REMOVE },
+    { "OtherPatientNames", CL_DEID_REMOVE },
+    { "OtherPatientIDsSequence", CL_DEID_REMOVE },
+    { "MedicalRecordLocator", CL_DEID_REMOVE },
+    { "EthnicGroup", CL_DEID_REMOVE },
+    { "Occupation", CL_DEID_REMOVE },
+    { "AdditionalPatientHistory", CL_DEID_REMOVE },
+    { "PatientComments", CL_DEID_REMOVE },
+    { "MilitaryRank", CL_DEID_REMOVE },
+    { "BranchOfService", CL_DEID_REMOVE },
+    { "CountryOfResidence", CL_DEID_REMOVE },
+    { "RegionOfResidence", CL_DEID_REMOVE },
+    { "PatientReligiousPreference", CL_DEID_REMOVE },
+    { "MedicalAlerts", CL_DEID_REMOVE },
+    { "Allergies", CL_DEID_REMOVE },
+    { "PregnancyStatus", CL_DEID_REMOVE },
+    { "SmokingStatus", CL_DEID_REMOVE },
+    { "PatientInsurancePlanCodeSequence", CL_DEID_REMOVE },
+    { "ResponsiblePerson", CL_DEID_REMOVE },
+    { "ResponsibleOrganization", CL_DEID_REMOVE },
     /* study, visit, request */
-    {"AccessionNumber", CL_DEID_EMPTY},
-    {"StudyID", CL_DEID_EMPTY},
-    {"StudyDescription", CL_DEID_REMOVE},
-    {"SeriesDescription", CL_DEID_REMOVE},
-    {"ImageComments", CL_DEID_REMOVE},
-    {"DerivationDescription", CL_DEID_REMOVE},
-    {"ProtocolName", CL_DEID_REMOVE},
-    {"AdmittingDiagnosesDescription", CL_DEID_REMOVE},
-    {"ReasonForStudy", CL_DEID_REMOVE},
-    {"RequestedProcedureDescription", CL_DEID_REMOVE},
-    {"RequestAttributesSequence", CL_DEID_REMOVE},
-    {"PerformedProcedureStepDescription", CL_DEID_REMOVE},
-    {"PerformedProcedureStepID", CL_DEID_REMOVE},
-    {"ScheduledProcedureStepDescription", CL_DEID_REMOVE},
-    {"AdmissionID", CL_DEID_REMOVE},
-    {"CurrentPatientLocation", CL_DEID_REMOVE},
-    {"VisitComments", CL_DEID_REMOVE},
-    {"TextComments", CL_DEID_REMOVE},
-    {"TextString", CL_DEID_REMOVE},
-    {"ContentSequence", CL_DEID_REMOVE},
+    { "AccessionNumber", CL_DEID_EMPTY },
+    { "StudyID", CL_DEID_EMPTY },
+    { "StudyDescription", CL_DEID_REMOVE },
+    { "SeriesDescription", CL_DEID_REMOVE },
+    { "ImageComments", CL_DEID_REMOVE },
+    { "DerivationDescription", CL_DEID_REMOVE },
+    { "ProtocolName", CL_DEID_REMOVE },
+    { "AdmittingDiagnosesDescription", CL_DEID_REMOVE },
+    { "ReasonForStudy", CL_DEID_REMOVE },
+    { "RequestedProcedureDescription", CL_DEID_REMOVE },
+    { "RequestAttributesSequence", CL_DEID_REMOVE },
+    { "PerformedProcedureStepDescription", CL_DEID_REMOVE },
+    { "PerformedProcedureStepID", CL_DEID_REMOVE },
+    { "ScheduledProcedureStepDescription", CL_DEID_REMOVE },
+    { "AdmissionID", CL_DEID_REMOVE },
+    { "CurrentPatientLocation", CL_DEID_REMOVE },
+    { "VisitComments", CL_DEID_REMOVE },
+    { "TextComments", CL_DEID_REMOVE },
+    { "TextString", CL_DEID_REMOVE },
+    { "ContentSequence", CL_DEID_REMOVE },
     /* people and places */
-    {"ReferringPhysicianName", CL_DEID_EMPTY},
-    {"ReferringPhysicianAddress", CL_DEID_REMOVE},
-    {"ReferringPhysicianTelephoneNumbers", CL_DEID_REMOVE},
-    {"PerformingPhysicianName", CL_DEID_REMOVE},
-    {"PhysiciansOfRecord", CL_DEID_REMOVE},
-    {"NameOfPhysiciansReadingStudy", CL_DEID_REMOVE},
-    {"RequestingPhysician", CL_DEID_REMOVE},
-    {"OperatorsName", CL_DEID_REMOVE},
-    {"VerifyingObserverName", CL_DEID_DUMMY},
-    {"PersonName", CL_DEID_DUMMY},
-    {"ContentCreatorName", CL_DEID_EMPTY},
-    {"InstitutionName", CL_DEID_REMOVE},
-    {"InstitutionAddress", CL_DEID_REMOVE},
-    {"InstitutionalDepartmentName", CL_DEID_REMOVE},
-    {"StationName", CL_DEID_REMOVE},
-    {"DeviceSerialNumber", CL_DEID_REMOVE},
-    {"DetectorID", CL_DEID_REMOVE},
-    {"PlateID", CL_DEID_REMOVE},
-    {"GantryID", CL_DEID_REMOVE},
-    {"SoftwareVersions", CL_DEID_REMOVE},
-    {"SourceApplicationEntityTitle", CL_DEID_REMOVE},
+    { "ReferringPhysicianName", CL_DEID_EMPTY },
+    { "ReferringPhysicianAddress", CL_DEID_REMOVE },
+    { "ReferringPhysicianTelephoneNumbers", CL_DEID_REMOVE },
+    { "PerformingPhysicianName", CL_DEID_REMOVE },
+    { "PhysiciansOfRecord", CL_DEID_REMOVE },
+    { "NameOfPhysiciansReadingStudy", CL_DEID_REMOVE },
+    { "RequestingPhysician", CL_DEID_REMOVE },
+    { "OperatorsName", CL_DEID_REMOVE },
+    { "VerifyingObserverName", CL_DEID_DUMMY },
+    { "PersonName", CL_DEID_DUMMY },
+    { "ContentCreatorName", CL_DEID_EMPTY },
+    { "InstitutionName", CL_DEID_REMOVE },
+    { "InstitutionAddress", CL_DEID_REMOVE },
+    { "InstitutionalDepartmentName", CL_DEID_REMOVE },
+    { "StationName", CL_DEID_REMOVE },
+    { "DeviceSerialNumber", CL_DEID_REMOVE },
+    { "DetectorID", CL_DEID_REMOVE },
+    { "PlateID", CL_DEID_REMOVE },
+    { "GantryID", CL_DEID_REMOVE },
+    { "SoftwareVersions", CL_DEID_REMOVE },
+    { "SourceApplicationEntityTitle", CL_DEID_REMOVE },
     /* UIDs of this patient's instances (class and transfer syntax UIDs are standard: kept) */
-    {"StudyInstanceUID", CL_DEID_UID},
-    {"SeriesInstanceUID", CL_DEID_UID},
-    {"SOPInstanceUID", CL_DEID_UID},
-    {"MediaStorageSOPInstanceUID", CL_DEID_UID},
-    {"FrameOfReferenceUID", CL_DEID_UID},
-    {"SynchronizationFrameOfReferenceUID", CL_DEID_UID},
-    {"ReferencedSOPInstanceUID", CL_DEID_UID},
-    {"ReferencedFrameOfReferenceUID", CL_DEID_UID},
-    {"IrradiationEventUID", CL_DEID_UID},
-    {"ConcatenationUID", CL_DEID_UID},
-    {"DimensionOrganizationUID", CL_DEID_UID},
-    {"DeviceUID", CL_DEID_UID},
-    {"InstanceCreatorUID", CL_DEID_UID},
-    {"StorageMediaFileSetUID", CL_DEID_UID},
-    {"TargetUID", CL_DEID_UID},
-    {"UID", CL_DEID_UID},
+    { "StudyInstanceUID", CL_DEID_UID },
+    { "SeriesInstanceUID", CL_DEID_UID },
+    { "SOPInstanceUID", CL_DEID_UID },
+    { "MediaStorageSOPInstanceUID", CL_DEID_UID },
+    { "FrameOfReferenceUID", CL_DEID_UID },
+    { "SynchronizationFrameOfReferenceUID", CL_DEID_UID },
+    { "ReferencedSOPInstanceUID", CL_DEID_UID },
+    { "ReferencedFrameOfReferenceUID", CL_DEID_UID },
+    { "IrradiationEventUID", CL_DEID_UID },
+    { "ConcatenationUID", CL_DEID_UID },
+    { "DimensionOrganizationUID", CL_DEID_UID },
+    { "DeviceUID", CL_DEID_UID },
+    { "InstanceCreatorUID", CL_DEID_UID },
+    { "StorageMediaFileSetUID", CL_DEID_UID },
+    { "TargetUID", CL_DEID_UID },
+    { "UID", CL_DEID_UID },
     /* dates: shifted (the modified dates option) */
-    {"StudyDate", CL_DEID_SHIFT},
-    {"SeriesDate", CL_DEID_SHIFT},
-    {"AcquisitionDate", CL_DEID_SHIFT},
-    {"ContentDate", CL_DEID_SHIFT},
-    {"OverlayDate", CL_DEID_SHIFT},
-    {"CurveDate", CL_DEID_SHIFT},
-    {"InstanceCreationDate", CL_DEID_SHIFT},
-    {"AcquisitionDateTime", CL_DEID_SHIFT},
-    {"FrameAcquisitionDateTime", CL_DEID_SHIFT},
-    {"PerformedProcedureStepStartDate", CL_DEID_SHIFT},
+    { "StudyDate", CL_DEID_SHIFT },
+    { "SeriesDate", CL_DEID_SHIFT },
+    { "AcquisitionDate", CL_DEID_SHIFT },
+    { "ContentDate", CL_DEID_SHIFT },
+    { "OverlayDate", CL_DEID_SHIFT },
+    { "CurveDate", CL_DEID_SHIFT },
+    { "InstanceCreationDate", CL_DEID_SHIFT },
+    { "AcquisitionDateTime", CL_DEID_SHIFT },
+    { "FrameAcquisitionDateTime", CL_DEID_SHIFT },
+    { "PerformedProcedureStepStartDate", CL_DEID_SHIFT },
     /* times: the basic profile's action */
-    {"StudyTime", CL_DEID_EMPTY},
-    {"SeriesTime", CL_DEID_REMOVE},
-    {"AcquisitionTime", CL_DEID_REMOVE},
-    {"ContentTime", CL_DEID_EMPTY},
-    {"OverlayTime", CL_DEID_REMOVE},
-    {"CurveTime", CL_DEID_REMOVE},
-    {"InstanceCreationTime", CL_DEID_REMOVE},
-    {"PerformedProcedureStepStartTime", CL_DEID_REMOVE},
+    { "StudyTime", CL_DEID_EMPTY },
+    { "SeriesTime", CL_DEID_REMOVE },
+    { "AcquisitionTime", CL_DEID_REMOVE },
+    { "ContentTime", CL_DEID_EMPTY },
+    { "OverlayTime", CL_DEID_REMOVE },
+    { "CurveTime", CL_DEID_REMOVE },
+    { "InstanceCreationTime", CL_DEID_REMOVE },
+    { "PerformedProcedureStepStartTime", CL_DEID_REMOVE },
 };
 
 /* Other formats carry people, places and dates under their own names (PNG text, TIFF, EXIF). */
 static const Rule other_rules[] = {
-    {"Artist", CL_DEID_REMOVE},
-    {"Author", CL_DEID_REMOVE},
-    {"Copyright", CL_DEID_REMOVE},
-    {"HostComputer", CL_DEID_REMOVE},
-    {"Comment", CL_DEID_REMOVE},
-    {"Description", CL_DEID_REMOVE},
-    {"ImageDescription", CL_DEID_REMOVE},
-    {"DocumentName", CL_DEID_REMOVE},
-    {"Title", CL_DEID_REMOVE},
-    {"Source", CL_DEID_REMOVE},
-    {"Disclaimer", CL_DEID_REMOVE},
-    {"UserComment", CL_DEID_REMOVE},
-    {"CameraOwnerName", CL_DEID_REMOVE},
-    {"BodySerialNumber", CL_DEID_REMOVE},
-    {"DateTime", CL_DEID_SHIFT},
-    {"DateTimeOriginal", CL_DEID_SHIFT},
-    {"DateTimeDigitized", CL_DEID_SHIFT},
-    {"Creation Time", CL_DEID_SHIFT},
+    { "Artist", CL_DEID_REMOVE },
+    { "Author", CL_DEID_REMOVE },
+    { "Copyright", CL_DEID_REMOVE },
+    { "HostComputer", CL_DEID_REMOVE },
+    { "Comment", CL_DEID_REMOVE },
+    { "Description", CL_DEID_REMOVE },
+    { "ImageDescription", CL_DEID_REMOVE },
+    { "DocumentName", CL_DEID_REMOVE },
+    { "Title", CL_DEID_REMOVE },
+    { "Source", CL_DEID_REMOVE },
+    { "Disclaimer", CL_DEID_REMOVE },
+    { "UserComment", CL_DEID_REMOVE },
+    { "CameraOwnerName", CL_DEID_REMOVE },
+    { "BodySerialNumber", CL_DEID_REMOVE },
+    { "DateTime", CL_DEID_SHIFT },
+    { "DateTimeOriginal", CL_DEID_SHIFT },
+    { "DateTimeDigitized", CL_DEID_SHIFT },
+    { "Creation Time", CL_DEID_SHIFT },
 };
 
 static gboolean is_private_key(const char *key)
@@ -301,8 +301,7 @@ char *cl_deid_installation_secret(GError **error)
         int err = 0;
         if (!create_secret(path, &err) && err != EEXIST) {
             g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_WRITE,
-                        "cannot create the de-identification secret %s: %s", path,
-                        g_strerror(err));
+                        "cannot create the de-identification secret %s: %s", path, g_strerror(err));
             return NULL;
         }
         /* made it, or someone else did: read it back */
@@ -378,7 +377,8 @@ static void hmac(const char *secret, const char *msg, guint8 out[32])
 
 static JsonObject *parse_object(const char *json, JsonParser *parser)
 {
-    if (!json || !g_utf8_validate(json, -1, NULL) || !json_parser_load_from_data(parser, json, -1, NULL))
+    if (!json || !g_utf8_validate(json, -1, NULL) ||
+        !json_parser_load_from_data(parser, json, -1, NULL))
         return NULL;
     JsonNode *root = json_parser_get_root(parser);
     return root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
@@ -415,7 +415,8 @@ static void collect(ClDeid *d, const ClCase *c, char **patient_id, char **study_
             if (!v)
                 continue;
             if (strcmp(key, "PatientName") == 0 || strcmp(key, "OtherPatientNames") == 0 ||
-                strcmp(key, "PatientBirthName") == 0 || strcmp(key, "PatientMotherBirthName") == 0) {
+                strcmp(key, "PatientBirthName") == 0 ||
+                strcmp(key, "PatientMotherBirthName") == 0) {
                 g_auto(GStrv) parts = g_strsplit_set(v, "^=\\, \t", -1);
                 for (int k = 0; parts[k]; k++)
                     add_term(d, parts[k], "[removed]", 2);
@@ -464,9 +465,10 @@ ClDeid *cl_deid_new(const char *secret, const ClCase *c)
     guint32 v = ((guint32)mac[0] << 24) | ((guint32)mac[1] << 16) | ((guint32)mac[2] << 8) | mac[3];
     d->offset_days = -(int)(1 + v % 3650);
 
-    d->iso_date = g_regex_new("(?<![0-9])((?:19|20)[0-9]{2})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-                              "(?![0-9])",
-                              G_REGEX_OPTIMIZE, 0, NULL);
+    d->iso_date =
+        g_regex_new("(?<![0-9])((?:19|20)[0-9]{2})-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+                    "(?![0-9])",
+                    G_REGEX_OPTIMIZE, 0, NULL);
     /* YYYYMMDD alone or starting a DICOM date-time (HHMM or HHMMSS, a fraction) */
     d->da_date = g_regex_new("(?<![0-9])((?:19|20)[0-9]{2})(0[1-9]|1[0-2])(0[1-9]|[12][0-9]|3[01])"
                              "(?=(?:[0-9]{4}|[0-9]{6})?(?:\\.[0-9]+)?(?![0-9]))",
@@ -678,7 +680,8 @@ char *cl_deid_text(const ClDeid *d, const char *text)
         return NULL;
     g_autofree char *valid = g_utf8_make_valid(text, -1);
     g_autofree char *a = replace_terms(d, valid);
-    g_autofree char *b = g_regex_replace_eval(d->iso_date, a, -1, 0, 0, shift_match, (gpointer)d, NULL);
+    g_autofree char *b =
+        g_regex_replace_eval(d->iso_date, a, -1, 0, 0, shift_match, (gpointer)d, NULL);
     if (!b)
         return g_steal_pointer(&a);
     char *c = g_regex_replace_eval(d->da_date, b, -1, 0, 0, shift_match, (gpointer)d, NULL);
@@ -718,7 +721,8 @@ static JsonNode *scrub_node(const ClDeid *d, JsonNode *node)
         /* keys are the program's vocabulary (and DICOM keywords): only values are scrubbed,
          * or a patient named "Patient" would rename PatientOrientation */
         for (GList *l = members; l; l = l->next)
-            json_object_set_member(out, l->data, scrub_node(d, json_object_get_member(in, l->data)));
+            json_object_set_member(out, l->data,
+                                   scrub_node(d, json_object_get_member(in, l->data)));
         JsonNode *n = json_node_new(JSON_NODE_OBJECT);
         json_node_take_object(n, out);
         return n;
@@ -766,17 +770,13 @@ char *cl_deid_metadata(const ClDeid *d, const char *metadata_json, gboolean dico
     for (GList *l = members; l; l = l->next) {
         const char *key = l->data;
         JsonNode *v = json_object_get_member(in, key);
-        gboolean is_string = JSON_NODE_HOLDS_VALUE(v) && json_node_get_value_type(v) == G_TYPE_STRING;
+        gboolean is_string =
+            JSON_NODE_HOLDS_VALUE(v) && json_node_get_value_type(v) == G_TYPE_STRING;
         const char *s = is_string ? json_node_get_string(v) : NULL;
         switch (cl_deid_action(key, dicom)) {
-        case CL_DEID_REMOVE:
-            break;
-        case CL_DEID_EMPTY:
-            json_object_set_string_member(out, key, "");
-            break;
-        case CL_DEID_DUMMY:
-            json_object_set_string_member(out, key, dummy_for(key));
-            break;
+        case CL_DEID_REMOVE: break;
+        case CL_DEID_EMPTY: json_object_set_string_member(out, key, ""); break;
+        case CL_DEID_DUMMY: json_object_set_string_member(out, key, dummy_for(key)); break;
         case CL_DEID_UID: {
             g_autofree char *m = cl_deid_uid(d, s ? s : "");
             json_object_set_string_member(out, key, m);
@@ -787,9 +787,7 @@ char *cl_deid_metadata(const ClDeid *d, const char *metadata_json, gboolean dico
             json_object_set_string_member(out, key, m);
             break;
         }
-        case CL_DEID_KEEP:
-            json_object_set_member(out, key, scrub_node(d, v));
-            break;
+        case CL_DEID_KEEP: json_object_set_member(out, key, scrub_node(d, v)); break;
         }
     }
     if (dicom) {
@@ -830,8 +828,8 @@ static void json_field(const ClDeid *d, char **field)
     if (!*field)
         return;
     g_autoptr(JsonParser) parser = json_parser_new();
-    if (!g_utf8_validate(*field, -1, NULL) || !json_parser_load_from_data(parser, *field, -1, NULL) ||
-        !json_parser_get_root(parser)) {
+    if (!g_utf8_validate(*field, -1, NULL) ||
+        !json_parser_load_from_data(parser, *field, -1, NULL) || !json_parser_get_root(parser)) {
         text_field(d, field);
         return;
     }

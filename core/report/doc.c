@@ -295,7 +295,7 @@ static const ClCaseHeatmap *pick_heatmap(const ClCase *c, const ClCaseRun *run, 
         const ClCaseHeatmap *h = g_ptr_array_index(c->heatmaps, i);
         if (h->run_id != run->id || h->image_id != image_id || h->layer != -1)
             continue;
-        int rank = want && g_strcmp0(h->kind, want) == 0 ? 0
+        int rank = want && g_strcmp0(h->kind, want) == 0    ? 0
                    : g_strcmp0(h->kind, "update_norm") == 0 ? 1
                    : g_strcmp0(h->kind, "delta") == 0       ? 2
                                                             : 3;
@@ -308,14 +308,10 @@ static const ClCaseHeatmap *pick_heatmap(const ClCase *c, const ClCaseRun *run, 
 static const char *state_words(ClFileState s)
 {
     switch (s) {
-    case CL_FILE_MISSING:
-        return "missing (moved or deleted)";
-    case CL_FILE_CHANGED:
-        return "changed since it was added (its sha256 differs)";
-    case CL_FILE_UNREADABLE:
-        return "unreadable (permission or I/O error)";
-    default:
-        return cl_file_state_name(s);
+    case CL_FILE_MISSING: return "missing (moved or deleted)";
+    case CL_FILE_CHANGED: return "changed since it was added (its sha256 differs)";
+    case CL_FILE_UNREADABLE: return "unreadable (permission or I/O error)";
+    default: return cl_file_state_name(s);
     }
 }
 
@@ -366,13 +362,15 @@ static void compare(ClRpDoc *d, guint i, const ClImage *after_img, const ClCaseI
     cmp->before = i - 1;
     cmp->after = i;
     cmp->diff_max = -1;
-    const ClRpImage *rb = g_ptr_array_index(d->images, i - 1), *ra = g_ptr_array_index(d->images, i);
+    const ClRpImage *rb = g_ptr_array_index(d->images, i - 1),
+                    *ra = g_ptr_array_index(d->images, i);
     cmp->heatmap = pick_heatmap(d->c, d->latest_run, ra->img->id);
     if (!d->latest_run) {
         cmp->overlay.placeholder = g_strdup("No heatmap: the model has not run on this case");
     } else if (!cmp->heatmap) {
-        cmp->overlay.placeholder = g_strdup_printf(
-            "No heatmap: run %" G_GINT64_FORMAT " stored none for image %u", d->latest_run->id, i + 1);
+        cmp->overlay.placeholder =
+            g_strdup_printf("No heatmap: run %" G_GINT64_FORMAT " stored none for image %u",
+                            d->latest_run->id, i + 1);
     } else if (!after_img || !after->planes) {
         cmp->overlay.placeholder =
             g_strdup_printf("No heatmap overlay: image %u cannot be shown", i + 1);
@@ -419,8 +417,7 @@ static char *now_iso(void)
     return g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
 }
 
-ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictures,
-                       GError **error)
+ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictures, GError **error)
 {
     g_autoptr(ClDeid) deid = NULL;
     if (o->deidentify) {
@@ -481,8 +478,9 @@ ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictu
             ri->burned_in = strcmp(b, "YES") == 0;
         }
         if (ri->burned_in)
-            warn(d, "%s has burned-in annotation (BurnedInAnnotation = YES): its pixels may show "
-                    "identifying text that this export %s.",
+            warn(d,
+                 "%s has burned-in annotation (BurnedInAnnotation = YES): its pixels may show "
+                 "identifying text that this export %s.",
                  ri->title, deid ? "does not remove" : "shows as it is");
         ri->key_labels = key_labels(d->c, ri->img->id);
         g_ptr_array_add(d->images, ri);
@@ -506,11 +504,11 @@ ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictu
         }
         return d;
     }
-    ClRpPlanes prev = {0};
+    ClRpPlanes prev = { 0 };
     for (guint i = 0; i < d->images->len; i++) {
         ClRpImage *ri = g_ptr_array_index(d->images, i);
         const ClCaseImage *orig = g_ptr_array_index(c->images, i); /* the real path */
-        ClRpPlanes planes = {0};
+        ClRpPlanes planes = { 0 };
         g_autoptr(ClImage) img = load_image(d, deid, orig, ri, &planes);
         if (img)
             cl_rp_planes_to_picture(&planes, &ri->view);
@@ -530,8 +528,7 @@ char *cl_rp_image_caption(const ClRpImage *ri, const char *role)
     if (ri->img->acquired_at && *ri->img->acquired_at)
         g_string_append_printf(s, ", acquired %s", ri->img->acquired_at);
     if (ri->key_labels)
-        g_string_append_printf(s, "\n★ Key image%s%s", *ri->key_labels ? ": " : "",
-                               ri->key_labels);
+        g_string_append_printf(s, "\n★ Key image%s%s", *ri->key_labels ? ": " : "", ri->key_labels);
     if (ri->burned_in)
         g_string_append(s, "\nBurned-in annotation: the pixels may show identifying text");
     return g_string_free(s, FALSE);

@@ -26,19 +26,19 @@ typedef struct {
     const ClCaseHeatmap *heatmap; /* of the latest run for the after image, or NULL */
     ClRpPicture overlay;          /* picture or placeholder */
     ClRpPicture diff;
-    double diff_max;              /* display levels 0..1; < 0 when there is no difference image */
+    double diff_max; /* display levels 0..1; < 0 when there is no difference image */
 } ClRpComparison;
 
 typedef struct {
-    ClCase *c;                /* cleaned (and de-identified) copy */
-    ClReportOptions o;        /* generator and secret not kept */
+    ClCase *c;         /* cleaned (and de-identified) copy */
+    ClReportOptions o; /* generator and secret not kept */
     gboolean deidentified;
-    gboolean pictures;        /* the images were read (PDF, HTML) */
+    gboolean pictures; /* the images were read (PDF, HTML) */
     char *generator;
-    char *generated_at;       /* ISO 8601 UTC; shifted with the rest when de-identified */
-    GPtrArray *images;        /* ClRpImage* by position */
-    GPtrArray *comparisons;   /* ClRpComparison* */
-    GPtrArray *warnings;      /* char* */
+    char *generated_at;                 /* ISO 8601 UTC; shifted with the rest when de-identified */
+    GPtrArray *images;                  /* ClRpImage* by position */
+    GPtrArray *comparisons;             /* ClRpComparison* */
+    GPtrArray *warnings;                /* char* */
     const ClCaseDescVersion *current;   /* NULL when the case has no description */
     const ClCaseDescVersion *generated; /* version 1 when its text differs from the current one */
     const ClCaseRun *latest_run;
@@ -53,9 +53,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClRpDoc, cl_rp_doc_free)
 
 /* Text helpers shared by the writers. */
 const ClRpImage *cl_rp_doc_image_by_id(const ClRpDoc *d, gint64 image_id);
-char *cl_rp_timings(const ClCaseRun *r);               /* "preprocess 1.0 ms, encode ..." */
-char *cl_rp_short(const char *text, guint max_chars);  /* first line, cut with … */
-char *cl_rp_compact_json(const char *json);            /* one line; the text itself if not JSON */
+char *cl_rp_timings(const ClCaseRun *r);              /* "preprocess 1.0 ms, encode ..." */
+char *cl_rp_short(const char *text, guint max_chars); /* first line, cut with … */
+char *cl_rp_compact_json(const char *json);           /* one line; the text itself if not JSON */
 const char *cl_rp_or(const char *s, const char *fallback); /* s when not empty */
 /* "1 → 2: update_norm heatmap of run 3 (grid 10 × 10)" style captions. */
 /* "Before: image-1.dcm, acquired …", key-image and burned-in lines added */

@@ -144,9 +144,11 @@ static void add_runs(JsonBuilder *b, const ClRpDoc *d)
         const struct {
             const char *name;
             double v;
-        } t[] = {{"preprocess", r->preprocess_ms}, {"encode", r->encode_ms},
-                 {"prefill", r->prefill_ms},       {"decode", r->decode_ms},
-                 {"total", r->total_ms}};
+        } t[] = { { "preprocess", r->preprocess_ms },
+                  { "encode", r->encode_ms },
+                  { "prefill", r->prefill_ms },
+                  { "decode", r->decode_ms },
+                  { "total", r->total_ms } };
         for (guint k = 0; k < G_N_ELEMENTS(t); k++) {
             json_builder_set_member_name(b, t[k].name);
             json_builder_add_double_value(b, isfinite(t[k].v) ? t[k].v : 0.0);

@@ -151,7 +151,8 @@ gboolean cl_rp_overlay(const ClCaseHeatmap *hm, guint image_index, const ClImage
             grid.max = hm->data[i];
     ClLetterbox lb;
     cl_letterbox_init(&lb, img->width, img->height, hm->input_size);
-    g_autofree guint8 *rgb = cl_heatmap_render_overlay(&grid, &lb, img, frame, NULL, opacity, error);
+    g_autofree guint8 *rgb =
+        cl_heatmap_render_overlay(&grid, &lb, img, frame, NULL, opacity, error);
     if (!rgb)
         return FALSE;
     guint w, h;
@@ -170,7 +171,7 @@ gboolean cl_rp_overlay(const ClCaseHeatmap *hm, guint image_index, const ClImage
         for (int c = 0; c < 3; c++)
             planes[c * n + i] = rgb[i * 3 + c] / 255.0f;
     g_clear_pointer(&rgb, g_free);
-    ClRpPlanes small = {resize3(planes, img->width, img->height, w, h), w, h};
+    ClRpPlanes small = { resize3(planes, img->width, img->height, w, h), w, h };
     if (!small.planes)
         return out_of_memory(w, h, error);
     cl_rp_planes_to_picture(&small, out);
@@ -182,7 +183,8 @@ cairo_surface_t *cl_rp_picture_surface(const ClRpPicture *p)
 {
     if (!p->rgb || p->width == 0 || p->height == 0)
         return NULL;
-    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)p->width, (int)p->height);
+    cairo_surface_t *s =
+        cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)p->width, (int)p->height);
     if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
         cairo_surface_destroy(s);
         return NULL;

@@ -12,7 +12,7 @@
 G_BEGIN_DECLS
 
 typedef struct {
-    guint8 *rgb;       /* width × height × 3, row stride width × 3; NULL: no picture */
+    guint8 *rgb; /* width × height × 3, row stride width × 3; NULL: no picture */
     guint width, height;
     char *placeholder; /* when rgb is NULL: why (the file's state, the loader's message) */
 } ClRpPicture;

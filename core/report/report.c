@@ -10,14 +10,16 @@
 #include "cl-config.h"
 #include "report/doc.h"
 
-G_DEFINE_QUARK(cl-report-error-quark, cl_report_error)
+G_DEFINE_QUARK(cl - report - error - quark, cl_report_error)
 
 gboolean cl_report_format_parse(const char *name, ClReportFormat *out)
 {
     static const struct {
         const char *name;
         ClReportFormat format;
-    } names[] = {{"pdf", CL_REPORT_PDF}, {"html", CL_REPORT_HTML}, {"json", CL_REPORT_JSON}};
+    } names[] = { { "pdf", CL_REPORT_PDF },
+                  { "html", CL_REPORT_HTML },
+                  { "json", CL_REPORT_JSON } };
     for (guint i = 0; name && i < G_N_ELEMENTS(names); i++)
         if (g_ascii_strcasecmp(name, names[i].name) == 0) {
             *out = names[i].format;

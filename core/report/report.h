@@ -32,7 +32,7 @@ gboolean cl_paper_size_parse(const char *name, ClPaperSize *out); /* "a4", "lett
 
 typedef struct {
     ClReportFormat format;
-    ClPaperSize paper;   /* PDF only (default A4) */
+    ClPaperSize paper; /* PDF only (default A4) */
     /* De-identify everything the report and its images contain (DICOM PS3.15 basic profile,
      * deid.h). Default: on when the case has a DICOM image (cl_report_options_init sets it from
      * the case), off otherwise. */

@@ -12,7 +12,7 @@
 #include <xtiffio.h>
 
 #define EPSG_UTM33N 32633 /* also in aerial.c's structured answer */
-#define GSD_AT_160 0.5 /* metres per pixel at the default 160 px (LEVIR-CC's resolution) */
+#define GSD_AT_160 0.5    /* metres per pixel at the default 160 px (LEVIR-CC's resolution) */
 
 /* libtiff 4.5 lets each handle carry its own error handler; older ones print to stderr */
 #if TIFFLIB_VERSION >= 20221213
@@ -89,11 +89,14 @@ gboolean cl_synth_aerial_write(const ClSynthSample *s, int k, const char *path, 
     if (!tif) {
         int e = errno;
         g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_IO, "cannot create %s: %s", path,
-                    why ? why : e ? g_strerror(e) : "libtiff refused it");
+                    why ? why
+                    : e ? g_strerror(e)
+                        : "libtiff refused it");
         return FALSE;
     }
     guint16 compression = TIFFIsCODECConfigured(COMPRESSION_ADOBE_DEFLATE)
-                              ? COMPRESSION_ADOBE_DEFLATE : COMPRESSION_NONE;
+                              ? COMPRESSION_ADOBE_DEFLATE
+                              : COMPRESSION_NONE;
     guint32 rps = MAX(1, 65536 / (img->width * 3)); /* ~64 KiB strips */
     TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, (guint32)img->width);
     TIFFSetField(tif, TIFFTAG_IMAGELENGTH, (guint32)img->height);
@@ -107,8 +110,9 @@ gboolean cl_synth_aerial_write(const ClSynthSample *s, int k, const char *path, 
         TIFFSetField(tif, TIFFTAG_PREDICTOR, PREDICTOR_HORIZONTAL);
     TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, rps);
     TIFFSetField(tif, TIFFTAG_SOFTWARE, "ChangeLens synth (aerial)");
-    g_autofree char *desc = g_strdup_printf("synthetic aerial tile, %s image, seed %" G_GUINT64_FORMAT,
-                                            k == 0 ? "before" : "after", s->seed);
+    g_autofree char *desc =
+        g_strdup_printf("synthetic aerial tile, %s image, seed %" G_GUINT64_FORMAT,
+                        k == 0 ? "before" : "after", s->seed);
     TIFFSetField(tif, TIFFTAG_IMAGEDESCRIPTION, desc);
 
     /* georeferencing: the corner of pixel (0, 0) and the ground sample distance */

@@ -42,25 +42,24 @@ static const char *const clause_t[N_TYPES][2] = {
 };
 #define NO_CHANGE "there is no difference ."
 
-
 /* ---- features -------------------------------------------------------------------------------- */
 
 typedef struct {
     Kind kind;
-    double x0, y0, x1, y1; /* footprint: roof, road strip, crowns' extent, pond's extent */
-    double height;         /* buildings and trees: what casts the shadow, scene pixels */
-    int roof;              /* buildings: roof colour */
+    double x0, y0, x1, y1;   /* footprint: roof, road strip, crowns' extent, pond's extent */
+    double height;           /* buildings and trees: what casts the shadow, scene pixels */
+    int roof;                /* buildings: roof colour */
     gboolean gable, ridge_x; /* buildings: pitched roof, ridge along x */
-    gboolean vertical;     /* roads */
-    guint64 seed;          /* detail: crowns, pond outline, rubble */
+    gboolean vertical;       /* roads */
+    guint64 seed;            /* detail: crowns, pond outline, rubble */
     double box[4];
 } Feature;
 
 typedef struct {
-    GArray *features;      /* Feature, all that appear in any image */
-    int n_slots;           /* images (2; a series: more) */
-    GArray **shown;        /* int: the features image k shows, in its object order */
-    GArray **scars;        /* int: features removed before image k, drawn as bare ground */
+    GArray *features; /* Feature, all that appear in any image */
+    int n_slots;      /* images (2; a series: more) */
+    GArray **shown;   /* int: the features image k shows, in its object order */
+    GArray **scars;   /* int: features removed before image k, drawn as bare ground */
     guint64 terrain_seed;
     guint64 nuisance_seed;
     double scale;
@@ -149,8 +148,8 @@ static void make_trees(Feature *f, ClSynthRng *rng, double cx, double cy, double
 }
 
 /* a road segment (new roads) or a strip across the tile (existing ones, length 0) */
-static void make_road(Feature *f, ClSynthRng *rng, double cx, double cy, double len, gboolean vertical,
-                      double u)
+static void make_road(Feature *f, ClSynthRng *rng, double cx, double cy, double len,
+                      gboolean vertical, double u)
 {
     double half_w = cl_synth_rng_range(rng, 3.5, 5.0) * u;
     *f = (Feature){ .kind = K_ROAD, .vertical = vertical };
@@ -381,8 +380,8 @@ static void draw_trees(cairo_t *cr, const Feature *f, const Acquisition *a, doub
     double cx[12], cy[12], cr_[12];
     int n = cl_synth_rng_int(&r, 3, 12);
     for (int i = 0; i < n; i++) {
-        double rad = MIN(cl_synth_rng_range(&r, 2.2, 4.5) * u,
-                         MIN(f->x1 - f->x0, f->y1 - f->y0) / 2);
+        double rad =
+            MIN(cl_synth_rng_range(&r, 2.2, 4.5) * u, MIN(f->x1 - f->x0, f->y1 - f->y0) / 2);
         cr_[i] = rad;
         cx[i] = cl_synth_rng_range(&r, f->x0 + rad, f->x1 - rad);
         cy[i] = cl_synth_rng_range(&r, f->y0 + rad, f->y1 - rad);
@@ -395,9 +394,8 @@ static void draw_trees(cairo_t *cr, const Feature *f, const Acquisition *a, doub
     cairo_fill(cr);
     for (int i = 0; i < n; i++) {
         double g = cl_synth_rng_range(&r, 0.85, 1.15);
-        cairo_pattern_t *p = cairo_pattern_create_radial(cx[i] - a->dx * cr_[i] * 0.4,
-                                                         cy[i] - a->dy * cr_[i] * 0.4, 0, cx[i],
-                                                         cy[i], cr_[i]);
+        cairo_pattern_t *p = cairo_pattern_create_radial(
+            cx[i] - a->dx * cr_[i] * 0.4, cy[i] - a->dy * cr_[i] * 0.4, 0, cx[i], cy[i], cr_[i]);
         cairo_pattern_add_color_stop_rgb(p, 0, 0.25 * g, 0.45 * g, 0.18 * g);
         cairo_pattern_add_color_stop_rgb(p, 1, 0.08 * g, 0.22 * g, 0.08 * g);
         cairo_arc(cr, cx[i], cy[i], cr_[i], 0, 2 * G_PI);
@@ -510,7 +508,8 @@ static void build_scene(AerialDrawing *d, ClSynthRng *rng, int w, int h)
     }
     if (cl_synth_rng_double(rng) < 0.3) {
         Feature f = { .kind = K_WATER, .seed = cl_synth_rng_next(rng) };
-        double rx = cl_synth_rng_range(rng, 0.08, 0.16) * w, ry = cl_synth_rng_range(rng, 0.08, 0.16) * h;
+        double rx = cl_synth_rng_range(rng, 0.08, 0.16) * w,
+               ry = cl_synth_rng_range(rng, 0.08, 0.16) * h;
         double cx = cl_synth_rng_range(rng, 0, w), cy = cl_synth_rng_range(rng, 0, h);
         f.x0 = cx - rx, f.x1 = cx + rx, f.y0 = cy - ry, f.y1 = cy + ry;
         feature_box(&f);
@@ -521,9 +520,8 @@ static void build_scene(AerialDrawing *d, ClSynthRng *rng, int w, int h)
     int want_b = cl_synth_rng_int(rng, (int)(2 * area + 0.5), (int)(7 * area + 0.5));
     int want_t = cl_synth_rng_int(rng, (int)(2 * area + 0.5), (int)(5 * area + 0.5));
     int n_b = 0, n_t = 0;
-    for (int t = 0; t < 300 && (n_b < want_b || n_t < want_t) &&
-                    d->features->len < MAX_FEATURES - 8;
-         t++) {
+    for (int t = 0;
+         t < 300 && (n_b < want_b || n_t < want_t) && d->features->len < MAX_FEATURES - 8; t++) {
         Feature f;
         gboolean tree = n_b >= want_b || (n_t < want_t && cl_synth_rng_int(rng, 0, 1));
         double cx = cl_synth_rng_range(rng, -0.05 * w, 1.05 * w);
@@ -531,7 +529,8 @@ static void build_scene(AerialDrawing *d, ClSynthRng *rng, int w, int h)
         if (!tree && n_roads > 0 && cl_synth_rng_double(rng) < 0.6) {
             /* beside the first road */
             const Feature *r = &g_array_index(d->features, Feature, 0);
-            double side = cl_synth_rng_int(rng, 0, 1) ? 1 : -1, off = cl_synth_rng_range(rng, 13, 18) * u;
+            double side = cl_synth_rng_int(rng, 0, 1) ? 1 : -1,
+                   off = cl_synth_rng_range(rng, 13, 18) * u;
             if (r->vertical)
                 cx = (r->x0 + r->x1) / 2 + side * off;
             else
@@ -626,9 +625,11 @@ static ChangeKind change_kind(const ClSynthSample *s, const ClSynthChange *c)
 {
     if (c->type == CL_SYNTH_CHANGE_ADD)
         return g_array_index(s->objects[1], ClSynthObject, c->after).colour == K_ROAD
-                   ? ROAD : CONSTRUCTION;
+                   ? ROAD
+                   : CONSTRUCTION;
     return g_array_index(s->objects[0], ClSynthObject, c->before).colour == K_TREES
-               ? VEGETATION_CLEARED : DEMOLITION;
+               ? VEGETATION_CLEARED
+               : DEMOLITION;
 }
 
 static const double *change_box(const ClSynthSample *s, const ClSynthChange *c)
@@ -774,8 +775,8 @@ gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
     for (int im = 0; im < 2; im++) {
         s->objects[im] = g_array_new(FALSE, TRUE, sizeof(ClSynthObject));
         for (guint i = 0; i < d->shown[im]->len; i++) {
-            ClSynthObject o =
-                to_object(&g_array_index(d->features, Feature, g_array_index(d->shown[im], int, i)));
+            ClSynthObject o = to_object(
+                &g_array_index(d->features, Feature, g_array_index(d->shown[im], int, i)));
             g_array_append_val(s->objects[im], o);
         }
     }
@@ -849,9 +850,9 @@ gboolean cl_synth_aerial_series_generate(ClSynthSample *s, ClSynthRng *rng,
     const ClSynthChange built = g_array_index(placed, ClSynthChange, 0);
     const int built_f = built.after; /* the feature */
     const gboolean removal = placed->len > 1;
-    const int gone_f = removal ? g_array_index(d->shown[0], int,
-                                               g_array_index(placed, ClSynthChange, 1).before)
-                               : -1;
+    const int gone_f =
+        removal ? g_array_index(d->shown[0], int, g_array_index(placed, ClSynthChange, 1).before)
+                : -1;
     const int k = cl_synth_rng_int(rng, 1, removal ? N - 2 : N - 1); /* 0-based */
     const int m = removal ? cl_synth_rng_int(rng, k + 1, N - 1) : N;
     g_array_set_size(d->scars[1], 0); /* place_change's bookkeeping, rebuilt per image below */
@@ -909,8 +910,8 @@ gboolean cl_synth_aerial_series_generate(ClSynthSample *s, ClSynthRng *rng,
         g_string_append(answer, " nothing has changed since .");
     }
     s->conversation = cl_chat_describe_conversation(
-        CL_CHAT_DOMAIN_AERIAL, N,
-        "When did the building first appear, and what changed since?", error);
+        CL_CHAT_DOMAIN_AERIAL, N, "When did the building first appear, and what changed since?",
+        error);
     g_array_unref(placed);
     if (!s->conversation) {
         g_string_free(answer, TRUE);
@@ -932,9 +933,8 @@ gboolean cl_synth_aerial_series_generate(ClSynthSample *s, ClSynthRng *rng,
  * names the dates too: "the building at the top right first appears in image 6 , acquired on
  * 2020-08-11 ; since then … in image 11 , acquired on 2021-02-03 ." The dates are only in the
  * log: a model must read it. */
-gboolean cl_synth_aerial_log_generate(ClSynthSample *s, ClSynthRng *rng,
-                                      const ClSynthOptions *opts, ClSynthDrawing *drawing,
-                                      GError **error)
+gboolean cl_synth_aerial_log_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                      ClSynthDrawing *drawing, GError **error)
 {
     /* 4-8 tiles unless asked (the log's dates are long in tokens: 8 lines are ~190) */
     ClSynthOptions o = *opts;

@@ -25,10 +25,10 @@ typedef enum { TABLE, ROOM, GARDEN, N_SETTINGS } Setting;
 
 /* backdrops 0..7 indoors (tables and rooms), 8..13 outdoors */
 static const char *const themes[14] = {
-    "a plain blue wall", "a red brick wall",      "a striped wallpaper", "a window with a blue sky",
-    "a wooden panel wall", "a green tiled wall",  "a plain beige wall",  "a dotted wallpaper",
-    "a clear blue sky",  "a sunset sky",          "a cloudy sky",        "a mountain landscape",
-    "a city skyline",    "a starry night sky",
+    "a plain blue wall",   "a red brick wall",   "a striped wallpaper", "a window with a blue sky",
+    "a wooden panel wall", "a green tiled wall", "a plain beige wall",  "a dotted wallpaper",
+    "a clear blue sky",    "a sunset sky",       "a cloudy sky",        "a mountain landscape",
+    "a city skyline",      "a starry night sky",
 };
 
 typedef enum { E_ADD, E_REMOVE, E_REPLACE, E_COLOUR, E_BACKGROUND, N_EDITS } EditType;
@@ -44,7 +44,6 @@ static const double palette[CL_SYNTH_N_COLOURS][3] = {
     { 0.50, 0.50, 0.50 }, { 0.75, 0.15, 0.14 }, { 0.18, 0.32, 0.80 }, { 0.16, 0.52, 0.20 },
     { 0.50, 0.31, 0.14 }, { 0.50, 0.20, 0.70 }, { 0.18, 0.75, 0.78 }, { 0.95, 0.85, 0.20 },
 };
-
 
 /* ---- objects --------------------------------------------------------------------------------- */
 
@@ -133,7 +132,7 @@ static int area_of(const ClSynthObject *o, int w, int h)
 
 typedef struct {
     Setting setting;
-    double horizon;       /* where the backdrop meets the surface */
+    double horizon; /* where the backdrop meets the surface */
     double scale;
     guint64 texture_seed; /* wood grain, lawn, clouds: the same in both images */
     int surface;          /* surface variant */
@@ -303,8 +302,7 @@ static void draw_backdrop(cairo_t *cr, const EditsDrawing *d, int theme, int w)
                     0.6 * u);
         cairo_fill(cr);
         break;
-    default:
-        break;
+    default: break;
     }
     cairo_restore(cr);
 }
@@ -466,7 +464,8 @@ static void draw_object(cairo_t *cr, const ClSynthObject *o, double u)
     }
     case FRAME: {
         cairo_rectangle(cr, x - 10 * u, y - 8 * u, 20 * u, 16 * u);
-        cairo_pattern_t *p = cairo_pattern_create_linear(x - 10 * u, y - 8 * u, x + 10 * u, y + 8 * u);
+        cairo_pattern_t *p =
+            cairo_pattern_create_linear(x - 10 * u, y - 8 * u, x + 10 * u, y + 8 * u);
         stop(p, 0, c, 1.2);
         stop(p, 1, c, 0.65);
         fill_with(cr, p);
@@ -616,8 +615,10 @@ JsonNode *cl_synth_edits_answer_json(const ClSynthSample *s)
 {
     g_return_val_if_fail(s && g_strcmp0(s->task, "edits") == 0 && s->changes->len == 1, NULL);
     const ClSynthChange *c = &g_array_index(s->changes, ClSynthChange, 0);
-    const ClSynthObject *b = c->before >= 0 ? &g_array_index(s->objects[0], ClSynthObject, c->before) : NULL;
-    const ClSynthObject *a = c->after >= 0 ? &g_array_index(s->objects[1], ClSynthObject, c->after) : NULL;
+    const ClSynthObject *b =
+        c->before >= 0 ? &g_array_index(s->objects[0], ClSynthObject, c->before) : NULL;
+    const ClSynthObject *a =
+        c->after >= 0 ? &g_array_index(s->objects[1], ClSynthObject, c->after) : NULL;
     EditType t = c->type == CL_SYNTH_CHANGE_ADD      ? E_ADD
                  : c->type == CL_SYNTH_CHANGE_REMOVE ? E_REMOVE
                  : c->before == 0                    ? E_BACKGROUND
@@ -629,7 +630,8 @@ JsonNode *cl_synth_edits_answer_json(const ClSynthSample *s)
     json_builder_set_member_name(j, "type");
     json_builder_add_string_value(j, edit_names[t]);
     json_builder_set_member_name(j, "object");
-    json_builder_add_string_value(j, t == E_BACKGROUND ? "background" : kind_names[kind_of(b ? b : a)]);
+    json_builder_add_string_value(j, t == E_BACKGROUND ? "background"
+                                                       : kind_names[kind_of(b ? b : a)]);
     if (t == E_REPLACE) {
         json_builder_set_member_name(j, "new_object");
         json_builder_add_string_value(j, kind_names[kind_of(a)]);
@@ -686,7 +688,8 @@ static EditsDrawing *new_scene(const ClSynthSample *s, ClSynthRng *rng, const Cl
     backdrop.box[3] = d->horizon + 1.5;
     g_array_append_val(scene, backdrop);
     double area = (double)w * h / (160.0 * 160.0);
-    int want = cl_synth_rng_int(rng, CLAMP((int)(3 * area + 0.5), 2, 20), CLAMP((int)(6 * area + 0.5), 3, 40));
+    int want = cl_synth_rng_int(rng, CLAMP((int)(3 * area + 0.5), 2, 20),
+                                CLAMP((int)(6 * area + 0.5), 3, 40));
     for (int t = 0; t < 20 * want && (int)scene->len - 1 < want; t++) {
         ClSynthObject o;
         if (place_new(&o, rng, scene, d, w, h, d->setting))
@@ -817,13 +820,15 @@ gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynt
     s->quantity = CL_SYNTH_QUANTITY_NONE;
 
     /* the instruction, ImgEdit style: capitalised, no full stop */
-    const ClSynthObject *ob = c.before >= 0 ? &g_array_index(before, ClSynthObject, c.before) : NULL;
+    const ClSynthObject *ob =
+        c.before >= 0 ? &g_array_index(before, ClSynthObject, c.before) : NULL;
     const ClSynthObject *oa = c.after >= 0 ? &g_array_index(after, ClSynthObject, c.after) : NULL;
     char *answer;
     if (c.before == 0)
         answer = g_strdup_printf("Change the background to %s", themes[theme_of(oa)]);
     else if (c.type == CL_SYNTH_CHANGE_ADD)
-        answer = g_strdup_printf("Add %s %s %s in the %s area", a_or_an(cl_synth_colour_name(oa->colour)),
+        answer = g_strdup_printf("Add %s %s %s in the %s area",
+                                 a_or_an(cl_synth_colour_name(oa->colour)),
                                  cl_synth_colour_name(oa->colour), kind_names[kind_of(oa)],
                                  area_names[area_of(oa, w, h)]);
     else if (c.type == CL_SYNTH_CHANGE_REMOVE)

@@ -171,8 +171,8 @@ static char *radiograph_answer(const GArray *objs)
         return g_strdup("the image shows no findings.");
     g_autoptr(GPtrArray) names = g_ptr_array_new();
     for (guint i = 0; i < objs->len; i++)
-        g_ptr_array_add(names,
-                        (gpointer)cl_synth_radiograph_finding(&g_array_index(objs, ClSynthObject, i)));
+        g_ptr_array_add(
+            names, (gpointer)cl_synth_radiograph_finding(&g_array_index(objs, ClSynthObject, i)));
     g_ptr_array_sort(names, cmp_names);
     GString *g = g_string_new(names->len > 1 ? "the image shows the findings of "
                                              : "the image shows the finding of ");
@@ -209,9 +209,8 @@ static char *aerial_answer(const GArray *objs, int w, int h)
     if (n[AERIAL_TREES]) /* clumps run into each other: trees, not a count */
         g_ptr_array_add(items, g_strdup("trees"));
     if (n[AERIAL_WATER])
-        g_ptr_array_add(items, n[AERIAL_WATER] == 1
-                                   ? g_strdup("a pond")
-                                   : g_strdup_printf("%d ponds", n[AERIAL_WATER]));
+        g_ptr_array_add(items, n[AERIAL_WATER] == 1 ? g_strdup("a pond")
+                                                    : g_strdup_printf("%d ponds", n[AERIAL_WATER]));
     if (items->len == 0)
         return g_strdup("the tile shows only fields.");
     GString *g = g_string_new("the tile shows ");
@@ -292,8 +291,7 @@ gboolean cl_synth_ground_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
         answer = edits_answer(objs);
         break;
     }
-    default:
-        g_assert_not_reached();
+    default: g_assert_not_reached();
     }
     s->quantity = CL_SYNTH_QUANTITY_NONE;
 
@@ -398,8 +396,9 @@ JsonNode *cl_synth_ground_answer_json(const ClSynthSample *s)
             double cx, cy;
             box_centre(o, &cx, &cy);
             json_builder_begin_object(b);
-            add_string(b, "kind", o->colour >= 0 && o->colour < N_AERIAL ? aerial_kinds[o->colour]
-                                                                         : "unknown");
+            add_string(b, "kind",
+                       o->colour >= 0 && o->colour < N_AERIAL ? aerial_kinds[o->colour]
+                                                              : "unknown");
             add_double(b, "x", norm4(cx, w));
             add_double(b, "y", norm4(cy, h));
             add_string(b, "position", position_names[cell_of(o, w, h)]);
@@ -438,8 +437,7 @@ JsonNode *cl_synth_ground_answer_json(const ClSynthSample *s)
         json_builder_end_array(b);
         break;
     }
-    default:
-        g_assert_not_reached();
+    default: g_assert_not_reached();
     }
     json_builder_end_object(b);
     return json_builder_get_root(b);

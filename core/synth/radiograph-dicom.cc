@@ -60,8 +60,8 @@ gboolean put(DcmDataset *ds, const DcmTagKey &tag, const char *value, const char
 {
     OFCondition c = ds->putAndInsertString(tag, value);
     if (c.bad()) {
-        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_IO, "cannot write %s: DICOM %s: %s",
-                    path, DcmTag(tag).getTagName(), c.text());
+        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_IO, "cannot write %s: DICOM %s: %s", path,
+                    DcmTag(tag).getTagName(), c.text());
         return FALSE;
     }
     return TRUE;
@@ -77,8 +77,7 @@ void study_datetime(guint64 seed, int k, char date[9], char time[7])
     g_date_add_days(d, (guint)(a % 4000));
     if (k == 0)
         g_date_subtract_days(d, 1 + (guint)((a >> 20) % 720));
-    g_snprintf(date, 9, "%04d%02d%02d", g_date_get_year(d), g_date_get_month(d),
-               g_date_get_day(d));
+    g_snprintf(date, 9, "%04d%02d%02d", g_date_get_year(d), g_date_get_month(d), g_date_get_day(d));
     g_date_free(d);
     guint sec = 8 * 3600 + (guint)((b >> (k ? 32 : 0)) % (9 * 3600));
     g_snprintf(time, 7, "%02u%02u%02u", sec / 3600, sec / 60 % 60, sec % 60);
@@ -198,8 +197,8 @@ extern "C" gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, con
     ds->putAndInsertUint16(DCM_BitsStored, 12);
     ds->putAndInsertUint16(DCM_HighBit, 11);
     ds->putAndInsertUint16(DCM_PixelRepresentation, 0);
-    OFCondition c = ds->putAndInsertUint16Array(DCM_PixelData, words.data(),
-                                                (unsigned long)words.size());
+    OFCondition c =
+        ds->putAndInsertUint16Array(DCM_PixelData, words.data(), (unsigned long)words.size());
     if (c.bad()) {
         g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_IO, "cannot write %s: %s", path,
                     c.text());
@@ -211,8 +210,7 @@ extern "C" gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, con
                     0, 0, EWM_createNewMeta);
     if (c.bad()) {
         g_unlink(tmp);
-        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_IO, "cannot write %s: %s", tmp,
-                    c.text());
+        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_IO, "cannot write %s: %s", tmp, c.text());
         return FALSE;
     }
     if (g_rename(tmp, path) != 0) {

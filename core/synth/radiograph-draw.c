@@ -84,8 +84,8 @@ static void lung_path(cairo_t *cr, const Drawing *d, int side)
     cairo_move_to(cr, l.xi, d->an.dome[side] * h + 0.035 * h);
     cairo_line_to(cr, l.xi, apex + 0.08 * h);
     cairo_curve_to(cr, l.xi, apex + 0.03 * h, l.xa + m * 0.04 * w, apex, l.xa, apex);
-    cairo_curve_to(cr, l.xa - m * 0.09 * w, apex + 0.005 * h, l.xo - m * 0.015 * w,
-                   apex + 0.22 * h, l.xo, cp);
+    cairo_curve_to(cr, l.xa - m * 0.09 * w, apex + 0.005 * h, l.xo - m * 0.015 * w, apex + 0.22 * h,
+                   l.xo, cp);
     dome_curve(cr, d, side, FALSE);
     cairo_close_path(cr);
 }
@@ -116,7 +116,8 @@ Heart cl_radiograph_heart(const Drawing *d, gboolean enlarged)
 void cl_radiograph_ellipse_bbox(double cx, double cy, double rx, double ry, double ang, double b[4])
 {
     double c = cos(ang), s = sin(ang);
-    double ex = sqrt(rx * rx * c * c + ry * ry * s * s), ey = sqrt(rx * rx * s * s + ry * ry * c * c);
+    double ex = sqrt(rx * rx * c * c + ry * ry * s * s),
+           ey = sqrt(rx * rx * s * s + ry * ry * c * c);
     b[0] = cx - ex - 1, b[1] = cy - ey - 1, b[2] = cx + ex + 1, b[3] = cy + ey + 1;
 }
 
@@ -164,8 +165,8 @@ static void draw_body(cairo_t *cr, const Drawing *d)
         double s = SG(side);
         cairo_move_to(cr, c + s * 0.09 * w, -24);
         cairo_line_to(cr, c + s * 0.09 * w, 0.03 * h);
-        cairo_curve_to(cr, c + s * 0.12 * w, 0.08 * h, c + s * 0.3 * w, 0.07 * h,
-                       c + s * 0.7 * w, 0.10 * h);
+        cairo_curve_to(cr, c + s * 0.12 * w, 0.08 * h, c + s * 0.3 * w, 0.07 * h, c + s * 0.7 * w,
+                       0.10 * h);
         cairo_line_to(cr, c + s * 0.7 * w, -24);
         cairo_close_path(cr);
         grey(cr, 0.03, 1);
@@ -321,8 +322,8 @@ static void draw_film(cairo_t *cr, const Drawing *d, int image)
         }
         double s = SG(side);
         cairo_move_to(cr, c + s * 0.05 * w, 0.185 * h);
-        cairo_curve_to(cr, c + s * 0.15 * w, 0.2 * h, c + s * 0.28 * w, 0.11 * h,
-                       c + s * 0.4 * w, 0.13 * h);
+        cairo_curve_to(cr, c + s * 0.15 * w, 0.2 * h, c + s * 0.28 * w, 0.11 * h, c + s * 0.4 * w,
+                       0.13 * h);
         cairo_set_line_width(cr, 0.022 * h);
         grey(cr, 1, 0.3);
         cairo_stroke(cr);
@@ -419,8 +420,7 @@ static void draw_lung_finding(cairo_t *cr, const Drawing *d, const Finding *f, C
         cairo_arc(cr, f->x, f->y, f->p[0], 0, 2 * G_PI);
         cairo_fill(cr);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -483,8 +483,7 @@ static void draw_pleural_finding(cairo_t *cr, const Drawing *d, const Finding *f
         grey(cr, 0.9, 0.5);
         cairo_stroke(cr);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -499,7 +498,8 @@ static void draw_central_finding(cairo_t *cr, const Drawing *d, const Finding *f
             double hx = c + SG(s) * 0.11 * w, hy = 0.41 * h;
             radial_blob(cr, hx, hy, 0.06 * w, 0.9, 0.35);
             for (int v = 0; v < 5; v++) {
-                double ang = cl_synth_rng_range(r, -1.4, -0.2), len = cl_synth_rng_range(r, 0.1, 0.15) * w;
+                double ang = cl_synth_rng_range(r, -1.4, -0.2),
+                       len = cl_synth_rng_range(r, 0.1, 0.15) * w;
                 cairo_move_to(cr, hx, hy);
                 cairo_line_to(cr, hx + SG(s) * cos(ang) * len, hy + sin(ang) * len);
             }
@@ -562,7 +562,8 @@ static void draw_central_finding(cairo_t *cr, const Drawing *d, const Finding *f
         grey(cr, 0.12, 0.85);
         cairo_stroke(cr);
         double off = 1.2 * sc, len = 0.03 * w;
-        cairo_move_to(cr, pt[0] + tan[0] * 0.6 * sc + nx * off, pt[1] + tan[1] * 0.6 * sc + ny * off);
+        cairo_move_to(cr, pt[0] + tan[0] * 0.6 * sc + nx * off,
+                      pt[1] + tan[1] * 0.6 * sc + ny * off);
         cairo_line_to(cr, pt[0] + tan[0] * len + nx * off, pt[1] + tan[1] * len + ny * off);
         cairo_set_line_width(cr, 0.012 * h);
         grey(cr, 1, 0.2);
@@ -577,8 +578,7 @@ static void draw_central_finding(cairo_t *cr, const Drawing *d, const Finding *f
         grey(cr, 0, 0.45);
         cairo_fill(cr);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -593,20 +593,13 @@ static void draw_finding(cairo_t *cr, const Drawing *d, const Finding *f)
     case F_LUNG_OPACITY:
     case F_EDEMA:
     case F_CONSOLIDATION:
-    case F_GRANULOMA:
-        draw_lung_finding(cr, d, f, &r);
-        break;
+    case F_GRANULOMA: draw_lung_finding(cr, d, f, &r); break;
     case F_EFFUSION:
     case F_BLUNTING:
     case F_PNEUMOTHORAX:
-    case F_PLEURAL_THICKENING:
-        draw_pleural_finding(cr, d, f);
-        break;
-    case F_CARDIOMEGALY: /* drawn with the heart */
-        break;
-    default:
-        draw_central_finding(cr, d, f, &r);
-        break;
+    case F_PLEURAL_THICKENING: draw_pleural_finding(cr, d, f); break;
+    case F_CARDIOMEGALY: /* drawn with the heart */ break;
+    default: draw_central_finding(cr, d, f, &r); break;
     }
     cairo_restore(cr);
 }

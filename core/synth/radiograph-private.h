@@ -42,13 +42,13 @@ typedef struct {
 
 typedef struct {
     Kind kind;
-    int side;        /* 0 right, 1 left; -1 for the midline and bilateral findings */
-    guint8 zones;    /* lung zones it covers on its side (lateral findings) */
-    int zone;        /* 0..2, the zone it is named by; -1 */
-    double x, y;     /* anchor, pixels */
-    double p[4];     /* kind-specific sizes, pixels (see the drawing in radiograph-draw.c) */
-    guint64 seed;    /* its own pattern (patchy opacities, bronchograms, vessels) */
-    double box[4];   /* everything drawn for it, pixels, before the nuisance margin */
+    int side;      /* 0 right, 1 left; -1 for the midline and bilateral findings */
+    guint8 zones;  /* lung zones it covers on its side (lateral findings) */
+    int zone;      /* 0..2, the zone it is named by; -1 */
+    double x, y;   /* anchor, pixels */
+    double p[4];   /* kind-specific sizes, pixels (see the drawing in radiograph-draw.c) */
+    guint64 seed;  /* its own pattern (patchy opacities, bronchograms, vessels) */
+    double box[4]; /* everything drawn for it, pixels, before the nuisance margin */
 } Finding;
 
 #define MAX_FINDINGS 12

@@ -85,7 +85,6 @@ static int zone_index(guint8 z)
     return z == Z_UPPER ? 0 : z == Z_MID ? 1 : 2;
 }
 
-
 static double zone_y(const Drawing *d, int zone)
 {
     return zone_frac(&d->an, zone) * d->h;
@@ -197,8 +196,8 @@ static void place(Drawing *d, Finding *f, ClSynthRng *rng)
     case F_HERNIA:
         f->p[0] = cl_synth_rng_range(rng, 0.04, 0.055) * w;
         f->x = c + 0.01 * w, f->y = a->dome[1] * h - 0.07 * h;
-        set_box(f, f->x - f->p[0] - 1.5 * sc, f->y - f->p[0] - 1.5 * sc,
-                f->x + f->p[0] + 1.5 * sc, f->y + f->p[0] + 1.5 * sc);
+        set_box(f, f->x - f->p[0] - 1.5 * sc, f->y - f->p[0] - 1.5 * sc, f->x + f->p[0] + 1.5 * sc,
+                f->y + f->p[0] + 1.5 * sc);
         break;
     case F_PNEUMOMEDIASTINUM: {
         Heart hh = cl_radiograph_heart(d, FALSE);
@@ -231,8 +230,7 @@ static void place(Drawing *d, Finding *f, ClSynthRng *rng)
         set_box(f, f->x - f->p[0] - 1, f->y - f->p[1] - 1, f->x + f->p[0] + 1,
                 f->y + 0.3 * f->p[1] + 1);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -305,7 +303,7 @@ static char *answer_text(GPtrArray *added, GPtrArray *missing)
     GString *g = g_string_new(NULL);
     if (added->len) {
         g_string_append(g, added->len > 1 ? "the main image has additional findings of "
-                                           : "the main image has an additional finding of ");
+                                          : "the main image has an additional finding of ");
         append_list(g, added);
         g_string_append(g, " than the reference image.");
     }
@@ -537,10 +535,10 @@ static void findings_json(JsonBuilder *b, const ClSynthSample *s, int image)
 
 JsonNode *cl_synth_radiograph_answer_json(const ClSynthSample *s)
 {
-    g_return_val_if_fail(s && s->n_images == 2 && s->task &&
-                             (strcmp(s->task, "radiograph") == 0 ||
-                              strcmp(s->task, "radiograph-history") == 0),
-                         NULL);
+    g_return_val_if_fail(
+        s && s->n_images == 2 && s->task &&
+            (strcmp(s->task, "radiograph") == 0 || strcmp(s->task, "radiograph-history") == 0),
+        NULL);
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
     for (int pass = 0; pass < 2; pass++) {
@@ -551,8 +549,8 @@ JsonNode *cl_synth_radiograph_answer_json(const ClSynthSample *s)
             if ((c->type == CL_SYNTH_CHANGE_REMOVE) != pass)
                 continue;
             int img = pass ? 0 : 1, idx = pass ? c->before : c->after;
-            json_builder_add_string_value(
-                b, cl_synth_radiograph_finding(&g_array_index(s->objects[img], ClSynthObject, idx)));
+            json_builder_add_string_value(b, cl_synth_radiograph_finding(&g_array_index(
+                                                 s->objects[img], ClSynthObject, idx)));
         }
         json_builder_end_array(b);
     }
@@ -574,8 +572,8 @@ JsonNode *cl_synth_radiograph_answer_json(const ClSynthSample *s)
  * every finding on both films, since when it is reported: "… the pleural effusion in the right
  * lower zone is reported since 2024-03-02 ." Those dates are only in the reports. */
 gboolean cl_synth_radiograph_history_generate(ClSynthSample *s, ClSynthRng *rng,
-                                              const ClSynthOptions *opts,
-                                              ClSynthDrawing *drawing, GError **error)
+                                              const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                              GError **error)
 {
     if (!cl_synth_radiograph_generate(s, rng, opts, drawing, error))
         return FALSE;

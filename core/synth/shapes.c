@@ -7,8 +7,8 @@
 
 /* CLEVR's colours (its properties.json), 0..255 */
 static const guint8 colours[CL_SYNTH_N_COLOURS][3] = {
-    { 87, 87, 87 },   { 173, 35, 35 },  { 42, 75, 215 },  { 29, 105, 20 },
-    { 129, 74, 25 },  { 129, 38, 192 }, { 41, 208, 208 }, { 255, 238, 51 },
+    { 87, 87, 87 },  { 173, 35, 35 },  { 42, 75, 215 },  { 29, 105, 20 },
+    { 129, 74, 25 }, { 129, 38, 192 }, { 41, 208, 208 }, { 255, 238, 51 },
 };
 
 #define FRAME_MARGIN 3.0 /* objects stay this far inside the frame (the shift is at most 2) */
@@ -22,9 +22,8 @@ static const char *const move_t[] = { "The {b} moved.", "The {b} changed its loc
                                       "Someone moved the {b}." };
 static const char *const add_t[] = { "A new {a} is visible.", "Someone added a {a}.",
                                      "A {a} has been added.", "There is a new {a}." };
-static const char *const remove_t[] = { "The {b} has disappeared.",
-                                        "The {b} is no longer there.", "The {b} is missing.",
-                                        "Someone removed the {b}." };
+static const char *const remove_t[] = { "The {b} has disappeared.", "The {b} is no longer there.",
+                                        "The {b} is missing.", "Someone removed the {b}." };
 static const char *const replace_t[] = { "Someone replaced the {b} with a {a}.",
                                          "The {b} gave up its position to a {a}.",
                                          "The {b} was replaced by a {a}.",
@@ -103,9 +102,7 @@ static void object_box(ClSynthObject *o, double scale)
         x0 = x - rc, x1 = x + rc, y0 = y - h - ery, y1 = y + ery;
         break;
     }
-    default: /* sphere */
-        x0 = x - r, x1 = x + r, y0 = y - 1.85 * r, y1 = y + 0.15 * r;
-        break;
+    default: /* sphere */ x0 = x - r, x1 = x + r, y0 = y - 1.85 * r, y1 = y + 0.15 * r; break;
     }
     /* shadow: an ellipse down and to the right (light from the upper left) */
     x0 = MIN(x0, x + 0.35 * r - 1.15 * r), x1 = MAX(x1, x + 0.35 * r + 1.15 * r);
@@ -400,8 +397,8 @@ gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
                 continue;
             c.before = i;
         }
-        ClSynthObject o = c.before >= 0 ? g_array_index(before, ClSynthObject, c.before)
-                                        : (ClSynthObject){ 0 };
+        ClSynthObject o =
+            c.before >= 0 ? g_array_index(before, ClSynthObject, c.before) : (ClSynthObject){ 0 };
         gboolean placed = c.type == CL_SYNTH_CHANGE_REMOVE;
         if (c.type == CL_SYNTH_CHANGE_REPLACE)
             fresh_attrs(&o, rng, used);

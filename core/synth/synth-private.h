@@ -15,9 +15,9 @@ typedef struct {
 guint64 cl_synth_splitmix64(guint64 *state);
 void cl_synth_rng_init(ClSynthRng *r, guint64 seed);
 guint64 cl_synth_rng_next(ClSynthRng *r);
-double cl_synth_rng_double(ClSynthRng *r);                 /* [0, 1), 53 bits */
+double cl_synth_rng_double(ClSynthRng *r); /* [0, 1), 53 bits */
 double cl_synth_rng_range(ClSynthRng *r, double lo, double hi);
-int cl_synth_rng_int(ClSynthRng *r, int lo, int hi);       /* lo..hi inclusive */
+int cl_synth_rng_int(ClSynthRng *r, int lo, int hi); /* lo..hi inclusive */
 
 /* Draws image `image` of a sample in scene pixels: the caller has already translated `cr` by the
  * image's shift. It must cover the whole image plus a few pixels around it. */
@@ -46,8 +46,8 @@ typedef struct {
     const char *name;
     const char *summary;
     ClSynthGenerateFunc generate;
-    const char *ext;         /* NULL = "png" */
-    ClSynthWriteFunc write;  /* NULL = cl_synth_image_write_png */
+    const char *ext;        /* NULL = "png" */
+    ClSynthWriteFunc write; /* NULL = cl_synth_image_write_png */
     /* The structured answer (cl_synth_sample_answer_json); NULL = the shapes / dots form. */
     JsonNode *(*answer_json)(const ClSynthSample *s);
     /* One image, no change: the grounded single-image tasks (ground.c); the others take 2-5. */
@@ -61,20 +61,17 @@ gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
 gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                 ClSynthDrawing *drawing, GError **error);
 /* radiograph.c (+ its DICOM writer) */
-gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng,
-                                      const ClSynthOptions *opts, ClSynthDrawing *drawing,
-                                      GError **error);
-gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, const char *path,
-                                   GError **error);
+gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                      ClSynthDrawing *drawing, GError **error);
+gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, const char *path, GError **error);
 /* aerial.c (+ its GeoTIFF writer) */
 /* The conversation's last (answer) turn replaced by `answer` (the tasks built on another's). */
 void cl_synth_replace_answer(ClSynthSample *s, const char *answer);
 gboolean cl_synth_radiograph_history_generate(ClSynthSample *s, ClSynthRng *rng,
-                                              const ClSynthOptions *opts,
-                                              ClSynthDrawing *drawing, GError **error);
-gboolean cl_synth_aerial_log_generate(ClSynthSample *s, ClSynthRng *rng,
-                                      const ClSynthOptions *opts, ClSynthDrawing *drawing,
-                                      GError **error);
+                                              const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                              GError **error);
+gboolean cl_synth_aerial_log_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
+                                      ClSynthDrawing *drawing, GError **error);
 gboolean cl_synth_aerial_series_generate(ClSynthSample *s, ClSynthRng *rng,
                                          const ClSynthOptions *opts, ClSynthDrawing *drawing,
                                          GError **error);
@@ -110,8 +107,8 @@ void cl_synth_aerial_tile(ClSynthSample *s, ClSynthRng *rng, const ClSynthOption
  * returns the setting (0 table-top, 1 room, 2 garden) */
 int cl_synth_edits_scene(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                          ClSynthDrawing *drawing);
-const char *cl_synth_edits_object_name(const ClSynthObject *o);           /* "cup" */
-const char *cl_synth_edits_backdrop_name(const ClSynthObject *backdrop);  /* "a red brick wall" */
+const char *cl_synth_edits_object_name(const ClSynthObject *o);          /* "cup" */
+const char *cl_synth_edits_backdrop_name(const ClSynthObject *backdrop); /* "a red brick wall" */
 /* ground.c: the grounded tasks */
 gboolean cl_synth_ground_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                   ClSynthDrawing *drawing, GError **error);

@@ -8,35 +8,42 @@
 #include <stdio.h>
 #include <string.h>
 
-G_DEFINE_QUARK(cl-synth-error-quark, cl_synth_error)
+G_DEFINE_QUARK(cl - synth - error - quark, cl_synth_error)
 
 static const ClSynthTaskDef tasks[] = {
     { "shapes", "CLEVR-like scenes, 1-4 object changes (move/add/remove/replace), paper B.2",
       cl_synth_shapes_generate, NULL, NULL, NULL },
-    { "dots", "a red dot per image over screen-like backgrounds, 2-5 images; distance or "
-              "convex-hull area, paper B.1",
+    { "dots",
+      "a red dot per image over screen-like backgrounds, 2-5 images; distance or "
+      "convex-hull area, paper B.1",
       cl_synth_dots_generate, NULL, NULL, NULL },
-    { "radiograph", "chest-film phantoms with findings added or resolved, Medical-Diff-VQA "
-                    "phrasing (paper B.4); written as DICOM",
+    { "radiograph",
+      "chest-film phantoms with findings added or resolved, Medical-Diff-VQA "
+      "phrasing (paper B.4); written as DICOM",
       cl_synth_radiograph_generate, "dcm", cl_synth_radiograph_write,
       cl_synth_radiograph_answer_json },
-    { "aerial", "aerial tiles: constructions, demolitions, new roads, cleared vegetation, about "
-                "half unchanged, LEVIR-CC phrasing (paper B.6); written as GeoTIFF",
+    { "aerial",
+      "aerial tiles: constructions, demolitions, new roads, cleared vegetation, about "
+      "half unchanged, LEVIR-CC phrasing (paper B.6); written as GeoTIFF",
       cl_synth_aerial_generate, "tif", cl_synth_aerial_write, cl_synth_aerial_answer_json },
-    { "edits", "photo-like scenes with add/remove/replace/colour/background edits, instruction "
-               "phrasing (paper B.5)",
+    { "edits",
+      "photo-like scenes with add/remove/replace/colour/background edits, instruction "
+      "phrasing (paper B.5)",
       cl_synth_edits_generate, NULL, NULL, cl_synth_edits_answer_json },
     /* long sequences for the decoder options (docs/MODEL.md §4.2–4.6) */
-    { "aerial-series", "8-16 aerial tiles of one place (3-32 with --images): when the building "
-                       "first appears, and what changed since",
+    { "aerial-series",
+      "8-16 aerial tiles of one place (3-32 with --images): when the building "
+      "first appears, and what changed since",
       cl_synth_aerial_series_generate, NULL, NULL, NULL, FALSE, TRUE },
-    { "radiograph-history", "radiograph with 1-3 earlier reports as text read with the films: "
-                            "what changed, and since when each persisting finding is reported; "
-                            "written as DICOM",
+    { "radiograph-history",
+      "radiograph with 1-3 earlier reports as text read with the films: "
+      "what changed, and since when each persisting finding is reported; "
+      "written as DICOM",
       cl_synth_radiograph_history_generate, "dcm", cl_synth_radiograph_write,
       cl_synth_radiograph_answer_json },
-    { "aerial-log", "4-8 aerial tiles and their acquisition log as text read with them: when "
-                    "(image and date) the building first appears, and what changed since",
+    { "aerial-log",
+      "4-8 aerial tiles and their acquisition log as text read with them: when "
+      "(image and date) the building first appears, and what changed since",
       cl_synth_aerial_log_generate, NULL, NULL, NULL, FALSE, TRUE },
     /* grounded single-image tasks for stage-1 pretraining (docs/DESIGN.md §5), ground.c */
     { "shapes-ground", "one shapes scene: list the objects with attributes and coarse positions",
@@ -46,17 +53,27 @@ static const ClSynthTaskDef tasks[] = {
     { "radiograph-ground", "one chest-film phantom: the findings present; written as DICOM",
       cl_synth_ground_generate, "dcm", cl_synth_radiograph_write, cl_synth_ground_answer_json,
       TRUE },
-    { "aerial-ground", "one aerial tile: its buildings, roads, trees and water; written as "
-                       "GeoTIFF",
+    { "aerial-ground",
+      "one aerial tile: its buildings, roads, trees and water; written as "
+      "GeoTIFF",
       cl_synth_ground_generate, "tif", cl_synth_aerial_write, cl_synth_ground_answer_json, TRUE },
-    { "edits-ground", "one photo-like scene: its objects and backdrop",
-      cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
+    { "edits-ground", "one photo-like scene: its objects and backdrop", cl_synth_ground_generate,
+      NULL, NULL, cl_synth_ground_answer_json, TRUE },
 };
-static const char *const task_names[] = { "shapes",        "dots",        "radiograph",
-                                          "aerial",        "edits",       "aerial-series", "aerial-log", "radiograph-history",
+static const char *const task_names[] = { "shapes",
+                                          "dots",
+                                          "radiograph",
+                                          "aerial",
+                                          "edits",
+                                          "aerial-series",
+                                          "aerial-log",
+                                          "radiograph-history",
                                           "shapes-ground",
-                                          "dots-ground",   "radiograph-ground",
-                                          "aerial-ground", "edits-ground", NULL };
+                                          "dots-ground",
+                                          "radiograph-ground",
+                                          "aerial-ground",
+                                          "edits-ground",
+                                          NULL };
 
 const char *const *cl_synth_tasks(void)
 {
@@ -88,9 +105,8 @@ const char *cl_synth_shape_name(ClSynthShape s)
 
 const char *cl_synth_colour_name(int colour)
 {
-    static const char *const names[CL_SYNTH_N_COLOURS] = { "gray",   "red",  "blue",
-                                                           "green",  "brown", "purple",
-                                                           "cyan",   "yellow" };
+    static const char *const names[CL_SYNTH_N_COLOURS] = { "gray",  "red",    "blue", "green",
+                                                           "brown", "purple", "cyan", "yellow" };
     return colour >= 0 && colour < CL_SYNTH_N_COLOURS ? names[colour] : NULL;
 }
 
@@ -207,8 +223,7 @@ void cl_synth_options_init(ClSynthOptions *opts)
     };
 }
 
-static gboolean check_options(const ClSynthTaskDef *def, const ClSynthOptions *o,
-                              GError **error)
+static gboolean check_options(const ClSynthTaskDef *def, const ClSynthOptions *o, GError **error)
 {
     const char *bad = NULL;
     if (o->width < 32 || o->width > 4096 || o->height < 32 || o->height > 4096)
@@ -335,8 +350,7 @@ static void aux_targets(ClSynthSample *s)
         const double *shift = s->images[c->image].shift;
         if (c->before >= 0)
             mark_box(grid, NULL, 0, s,
-                     g_array_index(s->objects[c->image - 1], ClSynthObject, c->before).box,
-                     shift);
+                     g_array_index(s->objects[c->image - 1], ClSynthObject, c->before).box, shift);
         if (c->after >= 0)
             mark_box(grid, NULL, 0, s,
                      g_array_index(s->objects[c->image], ClSynthObject, c->after).box, shift);
@@ -550,8 +564,7 @@ char *cl_synth_sample_to_jsonl(const ClSynthSample *s, const char *id,
 gboolean cl_synth_image_write_png(const ClSynthImage *img, const char *path, GError **error)
 {
     g_return_val_if_fail(img && img->pixels && path, FALSE);
-    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, img->width,
-                                                       img->height);
+    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, img->width, img->height);
     cairo_surface_flush(surf);
     guint8 *dst = cairo_image_surface_get_data(surf);
     int stride = cairo_image_surface_get_stride(surf);
@@ -584,8 +597,8 @@ static gboolean dir_is_empty(const char *dir, gboolean *exists, GError **error)
     if (!*exists)
         return TRUE;
     if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_EXISTS,
-                    "%s exists and is not a folder", dir);
+        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_EXISTS, "%s exists and is not a folder",
+                    dir);
         return FALSE;
     }
     g_autoptr(GDir) d = g_dir_open(dir, 0, error);
@@ -639,8 +652,8 @@ gboolean cl_synth_write_dataset(const char *dir, const char *task, guint64 seed,
         return io_error(error, "create", tmp_path, errno);
     gboolean ok = TRUE;
     for (int i = 0; ok && i < n; i++) {
-        g_autoptr(ClSynthSample) s = cl_synth_generate(task, cl_synth_stream_seed(seed, i), opts,
-                                                       error);
+        g_autoptr(ClSynthSample) s =
+            cl_synth_generate(task, cl_synth_stream_seed(seed, i), opts, error);
         if (!s) {
             ok = FALSE;
             break;
@@ -648,8 +661,8 @@ gboolean cl_synth_write_dataset(const char *dir, const char *task, guint64 seed,
         g_autoptr(GPtrArray) rel = g_ptr_array_new_with_free_func(g_free);
         const ClSynthTaskDef *def = find_task(task);
         for (int k = 0; ok && k < s->n_images; k++) {
-            char *r = g_strdup_printf("images/%06d-%d.%s", i + 1, k + 1,
-                                      def->ext ? def->ext : "png");
+            char *r =
+                g_strdup_printf("images/%06d-%d.%s", i + 1, k + 1, def->ext ? def->ext : "png");
             g_ptr_array_add(rel, r);
             g_autofree char *path = g_build_filename(dir, r, NULL);
             ok = def->write ? def->write(s, k, path, error)

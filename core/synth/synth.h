@@ -22,15 +22,15 @@ typedef enum {
 
 /* Generation options; cl_synth_options_init fills the defaults. */
 typedef struct {
-    int width, height;   /* image size in pixels (default 160 × 160; 32..4096) */
-    int patch;           /* auxiliary-target patch size (default 16); grid = ceil(size / patch) */
-    gboolean nuisance;   /* misregistration, gain/offset and sensor noise per image (default on) */
-    int n_images;        /* dots: 2..5, 0 = drawn from the seed; shapes: always 2 */
-    int min_objects;     /* shapes: objects in the first scene, 0 = from the image size */
-    int max_objects;     /*   (at most 64; the paper's 768 px scenes hold 30-40) */
-    int min_changes;     /* shapes: simultaneous changes, default 1..4 (the paper: 4) */
+    int width, height; /* image size in pixels (default 160 × 160; 32..4096) */
+    int patch;         /* auxiliary-target patch size (default 16); grid = ceil(size / patch) */
+    gboolean nuisance; /* misregistration, gain/offset and sensor noise per image (default on) */
+    int n_images;      /* dots: 2..5, 0 = drawn from the seed; shapes: always 2 */
+    int min_objects;   /* shapes: objects in the first scene, 0 = from the image size */
+    int max_objects;   /*   (at most 64; the paper's 768 px scenes hold 30-40) */
+    int min_changes;   /* shapes: simultaneous changes, default 1..4 (the paper: 4) */
     int max_changes;
-    double dot_scale;    /* dots tasks: the red dot's radius as a multiple of the default
+    double dot_scale; /* dots tasks: the red dot's radius as a multiple of the default
                           * (3.5 px at 160 px; default 1, 1..4): larger dots for a curriculum */
 } ClSynthOptions;
 
@@ -49,16 +49,16 @@ typedef enum {
     CL_SYNTH_N_SHAPES
 } ClSynthShape;
 
-#define CL_SYNTH_N_COLOURS 8   /* CLEVR's: gray red blue green brown purple cyan yellow */
-#define CL_SYNTH_N_SIZES 2     /* small large */
-#define CL_SYNTH_N_MATERIALS 2 /* rubber (matte) metal (specular) */
+#define CL_SYNTH_N_COLOURS 8    /* CLEVR's: gray red blue green brown purple cyan yellow */
+#define CL_SYNTH_N_SIZES 2      /* small large */
+#define CL_SYNTH_N_MATERIALS 2  /* rubber (matte) metal (specular) */
 #define CL_SYNTH_MAX_OBJECTS 64 /* grounding bitmasks are guint64 */
 #define CL_SYNTH_MAX_SERIES 32  /* images of a series task (aerial-series) */
 
-const char *cl_synth_shape_name(ClSynthShape s);    /* "cube", "sphere", "cylinder", "dot" */
-const char *cl_synth_colour_name(int colour);       /* "gray", "red", … */
-const char *cl_synth_size_name(int size);           /* "small", "large" */
-const char *cl_synth_material_name(int material);   /* "rubber", "metal" */
+const char *cl_synth_shape_name(ClSynthShape s);  /* "cube", "sphere", "cylinder", "dot" */
+const char *cl_synth_colour_name(int colour);     /* "gray", "red", … */
+const char *cl_synth_size_name(int size);         /* "small", "large" */
+const char *cl_synth_material_name(int material); /* "rubber", "metal" */
 
 /* One object of one image. Scene coordinates are the pixels of an ideal, registered image;
  * an image's nuisance shift moves what is drawn, not the scene. */
@@ -110,7 +110,7 @@ typedef struct {
     int width, height, channels; /* channels: 3 (RGB) or 1 (grey) */
     guint8 *pixels;
     /* the acquisition nuisances applied to it (all zero / gain 1 when off) */
-    double shift[2]; /* drawn content moved by (dx, dy) pixels */
+    double shift[2];                  /* drawn content moved by (dx, dy) pixels */
     double gain, offset, noise_sigma; /* v' = v*gain + offset + noise, in 0..255 units */
 } ClSynthImage;
 
@@ -118,29 +118,29 @@ typedef struct {
     char *task;
     guint64 seed;
     int n_images;
-    ClSynthImage *images;        /* n_images */
-    GArray **objects;            /* n_images arrays of ClSynthObject (what each image shows) */
+    ClSynthImage *images; /* n_images */
+    GArray **objects;     /* n_images arrays of ClSynthObject (what each image shows) */
 
     /* The paper's conversation: system prompt (if the task has one), one user turn per image
      * starting "<image>\n", filler answers, the question, and the answer as the last turn. */
     ClChatConversation *conversation;
-    const char *answer;          /* the last turn's text: the supervised target */
+    const char *answer; /* the last turn's text: the supervised target */
     /* text read with the images (aerial-log: the acquisition log), NULL when none; the prompt
      * holds it as cl_chat_with_context's slot (docs/MODEL.md §4.6) */
     char *context;
 
     /* Structured answer */
-    GArray *changes;             /* ClSynthChange between consecutive images: shapes, in the order
+    GArray *changes;          /* ClSynthChange between consecutive images: shapes, in the order
                                   * the answer says them; dots, the dot moving (not in the JSON) */
-    ClSynthQuantity quantity;    /* dots */
-    double value;                /* dots: the quantity before rounding */
+    ClSynthQuantity quantity; /* dots */
+    double value;             /* dots: the quantity before rounding */
 
     /* Auxiliary per-patch targets for a grid_w × grid_h grid of patch × patch pixels over each
      * image (in that image's pixels, nuisance shift included). */
     int patch, grid_w, grid_h;
-    guint64 *grounding;          /* (n_images, grid_h, grid_w): bit k = object k of that image
+    guint64 *grounding; /* (n_images, grid_h, grid_w): bit k = object k of that image
                                   * overlaps the patch */
-    guint8 *changed;             /* (n_images, grid_h, grid_w): 1 = the patch shows a change
+    guint8 *changed;    /* (n_images, grid_h, grid_w): 1 = the patch shows a change
                                   * against the previous image (image 0: all 0) */
 } ClSynthSample;
 

@@ -11,7 +11,7 @@
 #include "train/params.h"
 #include "model/safetensors.h"
 
-G_DEFINE_QUARK(cl-checkpoint-error-quark, cl_checkpoint_error)
+G_DEFINE_QUARK(cl - checkpoint - error - quark, cl_checkpoint_error)
 
 #define CK_FAIL(code, ...) g_set_error(error, CL_CHECKPOINT_ERROR, code, __VA_ARGS__)
 #define CK_FORMAT "1"
@@ -33,8 +33,7 @@ void cl_checkpoint_state_clear(ClCheckpointState *s)
     s->step = 0;
 }
 
-const ClCheckpointExtra *cl_checkpoint_state_extra(const ClCheckpointState *s,
-                                                   const char *name)
+const ClCheckpointExtra *cl_checkpoint_state_extra(const ClCheckpointState *s, const char *name)
 {
     g_return_val_if_fail(s != NULL && name != NULL, NULL);
     for (guint i = 0; i < s->n_extra; i++)
@@ -96,11 +95,10 @@ static char *options_to_json(const ClAdamWOptions *o)
     char b1[G_ASCII_DTOSTR_BUF_SIZE], b2[G_ASCII_DTOSTR_BUF_SIZE];
     char eps[G_ASCII_DTOSTR_BUF_SIZE], wd[G_ASCII_DTOSTR_BUF_SIZE];
     /* g_ascii_dtostr writes the shortest exact form: the values round-trip bit for bit */
-    return g_strdup_printf("{\"beta1\":%s,\"beta2\":%s,\"eps\":%s,\"weight_decay\":%s}",
-                           g_ascii_dtostr(b1, sizeof b1, o->beta1),
-                           g_ascii_dtostr(b2, sizeof b2, o->beta2),
-                           g_ascii_dtostr(eps, sizeof eps, o->eps),
-                           g_ascii_dtostr(wd, sizeof wd, o->weight_decay));
+    return g_strdup_printf(
+        "{\"beta1\":%s,\"beta2\":%s,\"eps\":%s,\"weight_decay\":%s}",
+        g_ascii_dtostr(b1, sizeof b1, o->beta1), g_ascii_dtostr(b2, sizeof b2, o->beta2),
+        g_ascii_dtostr(eps, sizeof eps, o->eps), g_ascii_dtostr(wd, sizeof wd, o->weight_decay));
 }
 
 gboolean cl_checkpoint_save(const char *path, const ClModel *model, const ClAdamW *opt,
@@ -109,8 +107,8 @@ gboolean cl_checkpoint_save(const char *path, const ClModel *model, const ClAdam
     g_return_val_if_fail(path != NULL && model != NULL && opt != NULL && state != NULL, FALSE);
     size_t n = cl_model_n_params(&model->config);
     if (opt->n != n) {
-        CK_FAIL(CL_CHECKPOINT_ERROR_INPUT,
-                "the optimiser holds %zu parameters, the model %zu", opt->n, n);
+        CK_FAIL(CL_CHECKPOINT_ERROR_INPUT, "the optimiser holds %zu parameters, the model %zu",
+                opt->n, n);
         return FALSE;
     }
     if (state->step < 0 || (state->n_rng && !state->rng)) {
@@ -135,8 +133,10 @@ gboolean cl_checkpoint_save(const char *path, const ClModel *model, const ClAdam
         const ClCheckpointExtra *x = &state->extra[i];
         if (!x->name || !*x->name || strchr(x->name, ',') || !x->data || x->n == 0 ||
             g_hash_table_contains(names, x->name)) {
-            CK_FAIL(CL_CHECKPOINT_ERROR_INPUT, "extra tensor %u ('%s') is empty, unnamed or "
-                    "named like another tensor", i, x->name ? x->name : "");
+            CK_FAIL(CL_CHECKPOINT_ERROR_INPUT,
+                    "extra tensor %u ('%s') is empty, unnamed or "
+                    "named like another tensor",
+                    i, x->name ? x->name : "");
             return FALSE;
         }
         g_hash_table_add(names, x->name);
@@ -181,18 +181,30 @@ gboolean cl_checkpoint_save(const char *path, const ClModel *model, const ClAdam
         g_string_append_printf(rng, "%s%016" G_GINT64_MODIFIER "x", i ? "," : "", state->rng[i]);
     g_autofree char *rng_str = g_string_free(rng, FALSE);
     const char *meta[] = {
-        "changelens.format", "1",
-        "changelens.config", cfg_json,
-        "changelens.tokenizer", tok_json,
-        "changelens.checkpoint", CK_FORMAT,
-        "train.step", step,
-        "train.rng", rng_str,
-        "train.cursor", cursor,
-        "train.options", options,
-        "adam.step", adam_step,
-        "adam.options", adam_options,
-        "train.data_sha256", g_checksum_get_string(sum),
-        state->n_extra ? "train.extra" : NULL, extra_str,
+        "changelens.format",
+        "1",
+        "changelens.config",
+        cfg_json,
+        "changelens.tokenizer",
+        tok_json,
+        "changelens.checkpoint",
+        CK_FORMAT,
+        "train.step",
+        step,
+        "train.rng",
+        rng_str,
+        "train.cursor",
+        cursor,
+        "train.options",
+        options,
+        "adam.step",
+        adam_step,
+        "adam.options",
+        adam_options,
+        "train.data_sha256",
+        g_checksum_get_string(sum),
+        state->n_extra ? "train.extra" : NULL,
+        extra_str,
         NULL,
     };
     if (!cl_safetensors_write(path, entries, n_entries, meta, NULL, error)) {
@@ -325,8 +337,10 @@ static gboolean check_tensor_names(const ClSafetensors *st, char **extra, GHashT
         const ClSafeTensor *t = cl_safetensors_get(st, extra[i]);
         if (!t || t->dtype != CL_DTYPE_F32 || t->ndim != 1 || t->numel == 0 ||
             g_hash_table_contains(expected, extra[i])) {
-            CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "train.extra names '%.60s', which is not a "
-                    "distinct non-empty F32 vector in the file", extra[i]);
+            CK_FAIL(CL_CHECKPOINT_ERROR_FILE,
+                    "train.extra names '%.60s', which is not a "
+                    "distinct non-empty F32 vector in the file",
+                    extra[i]);
             return FALSE;
         }
         g_hash_table_add(expected, extra[i]);
@@ -350,8 +364,8 @@ static gboolean check_sum(const ClSafetensors *st, const GPtrArray *specs, char 
     const guint n_extra = g_strv_length(extra);
     g_autoptr(GChecksum) sum = g_checksum_new(G_CHECKSUM_SHA256);
     for (guint i = 0; i < specs->len + 2 + n_extra; i++) {
-        const char *name = i < specs->len       ? ((ClWeightSpec *)g_ptr_array_index(specs, i))->name
-                           : i == specs->len     ? "adam.m"
+        const char *name = i < specs->len    ? ((ClWeightSpec *)g_ptr_array_index(specs, i))->name
+                           : i == specs->len ? "adam.m"
                            : i == specs->len + 1 ? "adam.v"
                                                  : extra[i - specs->len - 2];
         const ClSafeTensor *t = cl_safetensors_get(st, name);
@@ -365,7 +379,8 @@ static gboolean check_sum(const ClSafetensors *st, const GPtrArray *specs, char 
         }
     }
     if (g_ascii_strcasecmp(g_checksum_get_string(sum), data_sha) != 0) {
-        CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "the tensor data is corrupted (its SHA-256 differs "
+        CK_FAIL(CL_CHECKPOINT_ERROR_FILE,
+                "the tensor data is corrupted (its SHA-256 differs "
                 "from the one recorded at save): use an earlier checkpoint");
         return FALSE;
     }
@@ -398,7 +413,8 @@ static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
 {
     const char *format = cl_safetensors_metadata(st, "changelens.checkpoint");
     if (!format) {
-        CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "not a training checkpoint (no changelens.checkpoint "
+        CK_FAIL(CL_CHECKPOINT_ERROR_FILE,
+                "not a training checkpoint (no changelens.checkpoint "
                 "in __metadata__%s)",
                 cl_safetensors_metadata(st, "changelens.format") ? "; it is a model file" : "");
         return NULL;
@@ -412,7 +428,8 @@ static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
         *data_sha;
     if (!(cfg_json = need_meta(st, "changelens.config", error)) ||
         !(tok_json = need_meta(st, "changelens.tokenizer", error)) ||
-        !(step = need_meta(st, "train.step", error)) || !(rng = need_meta(st, "train.rng", error)) ||
+        !(step = need_meta(st, "train.step", error)) ||
+        !(rng = need_meta(st, "train.rng", error)) ||
         !(cursor = need_meta(st, "train.cursor", error)) ||
         !(options = need_meta(st, "train.options", error)) ||
         !(adam_step = need_meta(st, "adam.step", error)) ||
@@ -444,8 +461,10 @@ static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
     if (!(model->tokenizer = cl_tokenizer_from_json(tok_json, error)))
         return NULL;
     if (cl_tokenizer_vocab_size(model->tokenizer) > cfg.vocab_size) {
-        CK_FAIL(CL_CHECKPOINT_ERROR_FILE, "config: vocab_size (%d) is smaller than the "
-                "tokenizer's %d tokens", cfg.vocab_size, cl_tokenizer_vocab_size(model->tokenizer));
+        CK_FAIL(CL_CHECKPOINT_ERROR_FILE,
+                "config: vocab_size (%d) is smaller than the "
+                "tokenizer's %d tokens",
+                cfg.vocab_size, cl_tokenizer_vocab_size(model->tokenizer));
         return NULL;
     }
     g_autoptr(GPtrArray) specs = cl_model_weight_specs(&model->config, &model->w);
@@ -472,8 +491,8 @@ static ClCheckpoint *load_parsed(const ClSafetensors *st, GError **error)
     g_hash_table_add(expected, (gpointer) "adam.v");
     /* the trainer's extra vectors, as train.extra lists them */
     const char *extra_meta = cl_safetensors_metadata(st, "train.extra");
-    g_auto(GStrv) extra = extra_meta && *extra_meta ? g_strsplit(extra_meta, ",", -1)
-                                                    : g_new0(char *, 1);
+    g_auto(GStrv) extra =
+        extra_meta && *extra_meta ? g_strsplit(extra_meta, ",", -1) : g_new0(char *, 1);
     /* the checksum before any allocation of the state's size is worth making */
     if (!check_tensor_names(st, extra, expected, error) ||
         !check_sum(st, specs, extra, data_sha, error))
@@ -540,8 +559,8 @@ gboolean cl_checkpoint_check_config(const ClCheckpoint *ck, const ClModelConfig 
     return FALSE;
 }
 
-gboolean cl_checkpoint_json_first_difference(const char *a, const char *b, char **key,
-                                             char **va, char **vb)
+gboolean cl_checkpoint_json_first_difference(const char *a, const char *b, char **key, char **va,
+                                             char **vb)
 {
     g_return_val_if_fail(key != NULL && va != NULL && vb != NULL, FALSE);
     g_autoptr(JsonNode) na = a ? json_from_string(a, NULL) : NULL;
@@ -653,8 +672,8 @@ char *cl_checkpoint_latest(const char *dir, const char *prefix, GError **error)
     GArray *files = list_steps(dir, prefix, error);
     if (!files)
         return NULL;
-    char *path = files->len ? g_build_filename(dir, g_array_index(files, StepFile, 0).name, NULL)
-                            : NULL;
+    char *path =
+        files->len ? g_build_filename(dir, g_array_index(files, StepFile, 0).name, NULL) : NULL;
     step_files_free(files);
     return path;
 }

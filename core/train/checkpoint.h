@@ -38,25 +38,24 @@ typedef enum {
 
 /* One of the trainer's own vectors (not part of the model). */
 typedef struct {
-    char *name;           /* unique, not a model tensor's, no ',' */
-    float *data;          /* (n) */
+    char *name;  /* unique, not a model tensor's, no ',' */
+    float *data; /* (n) */
     size_t n;
 } ClCheckpointExtra;
 
 /* Everything a trainer needs back, besides the model and the optimiser. */
 typedef struct {
-    gint64 step;          /* training steps completed */
-    guint64 *rng;         /* the trainer's RNG state(s), opaque words */
+    gint64 step;  /* training steps completed */
+    guint64 *rng; /* the trainer's RNG state(s), opaque words */
     size_t n_rng;
-    char *cursor_json;    /* the data cursor; "null" when none was given */
-    char *options_json;   /* the training options; "null" when none was given */
+    char *cursor_json;        /* the data cursor; "null" when none was given */
+    char *options_json;       /* the training options; "null" when none was given */
     ClCheckpointExtra *extra; /* n_extra tensors (loaded: owned, names and data too) */
     guint n_extra;
 } ClCheckpointState;
 
 /* The loaded extra tensor `name`, or NULL. */
-const ClCheckpointExtra *cl_checkpoint_state_extra(const ClCheckpointState *s,
-                                                   const char *name);
+const ClCheckpointExtra *cl_checkpoint_state_extra(const ClCheckpointState *s, const char *name);
 
 void cl_checkpoint_state_clear(ClCheckpointState *s);
 
@@ -69,8 +68,8 @@ gboolean cl_checkpoint_save(const char *path, const ClModel *model, const ClAdam
 
 /* A loaded checkpoint; the caller owns all three parts (steal them, or cl_checkpoint_free). */
 typedef struct {
-    ClModel *model;          /* trainable: parameters flat in model->arena; path/sha256 NULL */
-    ClAdamW *opt;            /* options, moments, step, the decay mask of the config */
+    ClModel *model; /* trainable: parameters flat in model->arena; path/sha256 NULL */
+    ClAdamW *opt;   /* options, moments, step, the decay mask of the config */
     ClCheckpointState state;
 } ClCheckpoint;
 
@@ -96,8 +95,8 @@ gboolean cl_checkpoint_check_config(const ClCheckpoint *ck, const ClModelConfig 
  * with another value, for messages that name what a resume does not match: TRUE with its name
  * in *key and the two values as JSON in *va and *vb ("(absent)" where b lacks it); FALSE when
  * every member matches or either text is not a JSON object. */
-gboolean cl_checkpoint_json_first_difference(const char *a, const char *b, char **key,
-                                             char **va, char **vb);
+gboolean cl_checkpoint_json_first_difference(const char *a, const char *b, char **key, char **va,
+                                             char **vb);
 
 /* Rotation: "<dir>/<prefix>-<step, 8+ digits>.safetensors". */
 char *cl_checkpoint_path(const char *dir, const char *prefix, gint64 step);

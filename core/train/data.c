@@ -12,7 +12,7 @@
 #include "model/decoder.h" /* CL_DECODER_VISUAL */
 #include "model/preprocess.h"
 
-G_DEFINE_QUARK(cl-dataset-error-quark, cl_dataset_error)
+G_DEFINE_QUARK(cl - dataset - error - quark, cl_dataset_error)
 
 /* A sample's problems are reported at most this many times in skip mode (all are kept). */
 #define MAX_SKIP_MESSAGES 20
@@ -154,9 +154,11 @@ static ClTrainSample *encode_sample(const ClModel *model, const ClChatTurn *turn
     }
     g_free(target);
     if (s->n_supervised == 0) {
-        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG,
-                    "truncated at %d positions the sample keeps no supervised token (it takes %"
-                    G_GINT64_FORMAT ")", n_ids, total);
+        g_set_error(
+            error, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG,
+            "truncated at %d positions the sample keeps no supervised token (it takes %" G_GINT64_FORMAT
+            ")",
+            n_ids, total);
         return NULL;
     }
 
@@ -165,8 +167,8 @@ static ClTrainSample *encode_sample(const ClModel *model, const ClChatTurn *turn
     s->channels = cfg->channels;
     s->size = cfg->image_size;
     if (n_images > 0 && with_pixels) {
-        s->pixels = g_try_new(float, (gsize)n_images * cfg->channels * cfg->image_size *
-                                         cfg->image_size);
+        s->pixels =
+            g_try_new(float, (gsize)n_images * cfg->channels * cfg->image_size * cfg->image_size);
         if (!s->pixels) {
             g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG,
                         "not enough memory for %u preprocessed images", n_images);
@@ -228,7 +230,7 @@ static gboolean splice_context(const ClModel *model, ClTrainSample *s, const cha
     s->n_pages = pages;
     if (pages > 0 && with_pixels) { /* (a data set's index pass needs the length alone) */
         const size_t px = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
-        s->page_pixels = g_try_new(float, px * pages);
+        s->page_pixels = g_try_new(float, px *pages);
         if (!s->page_pixels) {
             g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG,
                         "not enough memory for %d context pages", pages);
@@ -236,8 +238,8 @@ static gboolean splice_context(const ClModel *model, ClTrainSample *s, const cha
         }
         for (int p = 0; p < pages; p++) {
             const int a = p * cfg->vist_chunk, b = MIN(a + cfg->vist_chunk, packed);
-            g_free(cl_vist_chunk_pixels(model, (const gint32 *)(gconstpointer)ctx->data + a,
-                                        b - a, s->page_pixels + p * px, NULL));
+            g_free(cl_vist_chunk_pixels(model, (const gint32 *)(gconstpointer)ctx->data + a, b - a,
+                                        s->page_pixels + p * px, NULL));
         }
     }
     return TRUE;
@@ -276,16 +278,13 @@ ClTrainSample *cl_train_sample_from_turns(const ClModel *model, const ClChatTurn
                                           const ClImage *const *images, const guint *frames,
                                           guint n_images, gboolean all_turns, GError **error)
 {
-    return cl_train_sample_from_turns_with_context(model, turns, n, images, frames, n_images,
-                                                   NULL, all_turns, error);
+    return cl_train_sample_from_turns_with_context(model, turns, n, images, frames, n_images, NULL,
+                                                   all_turns, error);
 }
 
-ClTrainSample *cl_train_sample_from_turns_with_context(const ClModel *model,
-                                                       const ClChatTurn *turns, gsize n,
-                                                       const ClImage *const *images,
-                                                       const guint *frames, guint n_images,
-                                                       const char *context, gboolean all_turns,
-                                                       GError **error)
+ClTrainSample *cl_train_sample_from_turns_with_context(
+    const ClModel *model, const ClChatTurn *turns, gsize n, const ClImage *const *images,
+    const guint *frames, guint n_images, const char *context, gboolean all_turns, GError **error)
 {
     g_return_val_if_fail(model != NULL && (turns != NULL || n == 0), NULL);
     g_return_val_if_fail(images != NULL || n_images == 0, NULL);
@@ -324,7 +323,7 @@ typedef struct {
     GPtrArray *paths; /* resolved file paths (char*) */
     GArray *frames;   /* guint per image */
     char *id;
-    char *context;    /* "context": text read with the images (docs/MODEL.md §4.6), or NULL */
+    char *context; /* "context": text read with the images (docs/MODEL.md §4.6), or NULL */
 } Line;
 
 static void line_clear(Line *l)
@@ -344,8 +343,9 @@ static gboolean role_from_name(const char *name, ClChatRole *out)
         const char *name;
         ClChatRole role;
     } roles[] = {
-        { "system", CL_CHAT_SYSTEM }, { "user", CL_CHAT_USER },   { "assistant", CL_CHAT_ASSISTANT },
-        { "human", CL_CHAT_USER },    { "gpt", CL_CHAT_ASSISTANT }, /* the older ShareGPT schema */
+        { "system", CL_CHAT_SYSTEM },       { "user", CL_CHAT_USER },
+        { "assistant", CL_CHAT_ASSISTANT }, { "human", CL_CHAT_USER },
+        { "gpt", CL_CHAT_ASSISTANT }, /* the older ShareGPT schema */
     };
     for (gsize i = 0; i < G_N_ELEMENTS(roles); i++)
         if (strcmp(name, roles[i].name) == 0) {
@@ -366,8 +366,8 @@ static JsonNode *member2(JsonObject *o, const char *a, const char *b, const char
 static gboolean resolve_image(const char *dir, const char *entry, guint k, char **path,
                               guint *frame, GError **error)
 {
-    g_autofree char *full = g_path_is_absolute(entry) ? g_strdup(entry)
-                                                      : g_build_filename(dir, entry, NULL);
+    g_autofree char *full =
+        g_path_is_absolute(entry) ? g_strdup(entry) : g_build_filename(dir, entry, NULL);
     *frame = 0;
     if (!g_file_test(full, G_FILE_TEST_IS_REGULAR)) {
         const char *hash = strrchr(full, '#');
@@ -569,7 +569,7 @@ struct _ClDataset {
     ClDatasetSummary sum;
     GPtrArray *problems;
 
-    GMutex lock; /* the cache */
+    GMutex lock;       /* the cache */
     GHashTable *cache; /* key -> CacheEntry */
     GQueue lru;        /* keys, most recent first */
     guint64 hits, misses;
@@ -655,8 +655,8 @@ ClDataset *cl_dataset_open(const char *path, const ClModel *model, const ClDatas
     d->dir = g_path_get_dirname(path);
     d->model = model;
     d->o = *o;
-    d->limit = o->max_len > 0 && o->max_len < model->config.max_len ? o->max_len
-                                                                    : model->config.max_len;
+    d->limit =
+        o->max_len > 0 && o->max_len < model->config.max_len ? o->max_len : model->config.max_len;
     d->offsets = g_array_new(FALSE, FALSE, sizeof(gint64));
     d->lengths = g_array_new(FALSE, FALSE, sizeof(gsize));
     d->lines = g_array_new(FALSE, FALSE, sizeof(guint));
@@ -676,8 +676,8 @@ ClDataset *cl_dataset_open(const char *path, const ClModel *model, const ClDatas
         if (got < 0) {
             if (ferror(f)) {
                 int e = errno;
-                g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO,
-                            "%s:%u: read error: %s", path, lineno + 1, g_strerror(e));
+                g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO, "%s:%u: read error: %s",
+                            path, lineno + 1, g_strerror(e));
                 ok = FALSE;
             }
             break;
@@ -704,8 +704,7 @@ ClDataset *cl_dataset_open(const char *path, const ClModel *model, const ClDatas
             continue;
         gboolean too_long = g_error_matches(lerr, CL_DATASET_ERROR, CL_DATASET_ERROR_TOO_LONG);
         if (!o->skip_bad_lines) {
-            g_set_error(error, lerr->domain, lerr->code, "%s:%u: %s%s", path, lineno,
-                        lerr->message,
+            g_set_error(error, lerr->domain, lerr->code, "%s:%u: %s%s", path, lineno, lerr->message,
                         too_long ? "" : " (or open the file with bad lines skipped)");
             ok = FALSE;
             break;
@@ -770,8 +769,9 @@ char *cl_dataset_summary_text(const ClDataset *d)
         g_string_append_printf(t, ", %u truncated to %d positions", s->n_truncated, d->limit);
     if (s->n_samples)
         g_string_append_printf(t,
-                               "; %u images, %" G_GUINT64_FORMAT " positions (longest %d), %"
-                               G_GUINT64_FORMAT " supervised targets (%s)",
+                               "; %u images, %" G_GUINT64_FORMAT
+                               " positions (longest %d), %" G_GUINT64_FORMAT
+                               " supervised targets (%s)",
                                s->n_images, s->n_positions, s->max_positions, s->n_supervised,
                                d->o.all_turns ? "every assistant turn" : "final answers");
     return g_string_free(t, FALSE);

@@ -43,28 +43,28 @@ typedef enum {
 } ClDatasetLongPolicy;
 
 typedef struct {
-    gboolean all_turns;        /* supervise every assistant turn (FALSE, the default: only the
+    gboolean all_turns; /* supervise every assistant turn (FALSE, the default: only the
                                 * final answer and its <|im_end|>, the paper's mask_history) */
-    int max_len;               /* positions per sample; 0 or more than the model's max_len: the
+    int max_len;        /* positions per sample; 0 or more than the model's max_len: the
                                 * model's max_len */
     ClDatasetLongPolicy long_policy; /* default CL_DATASET_LONG_REFUSE */
-    gboolean skip_bad_lines;   /* FALSE (default): the first bad line fails the open; TRUE: each
+    gboolean skip_bad_lines; /* FALSE (default): the first bad line fails the open; TRUE: each
                                 * bad line is warned about (g_warning is not used: see
                                 * cl_dataset_problems) and counted */
-    guint image_cache;         /* preprocessed images kept (LRU, by path and frame); 0 = none */
+    guint image_cache;       /* preprocessed images kept (LRU, by path and frame); 0 = none */
 } ClDatasetOptions;
 
 void cl_dataset_options_init(ClDatasetOptions *o);
 
 /* Counts from the open. */
 typedef struct {
-    guint n_lines;     /* lines in the file, blank ones included */
-    guint n_blank;     /* blank lines (ignored) */
-    guint n_samples;   /* usable samples */
-    guint n_bad;       /* lines skipped as malformed (skip mode), too-long ones not counted */
-    guint n_too_long;  /* samples refused for length (skipped in skip mode) */
-    guint n_truncated; /* samples kept but cut at the limit (CL_DATASET_LONG_TRUNCATE) */
-    guint n_images;    /* image references over the usable samples */
+    guint n_lines;        /* lines in the file, blank ones included */
+    guint n_blank;        /* blank lines (ignored) */
+    guint n_samples;      /* usable samples */
+    guint n_bad;          /* lines skipped as malformed (skip mode), too-long ones not counted */
+    guint n_too_long;     /* samples refused for length (skipped in skip mode) */
+    guint n_truncated;    /* samples kept but cut at the limit (CL_DATASET_LONG_TRUNCATE) */
+    guint n_images;       /* image references over the usable samples */
     guint64 n_positions;  /* decoder positions over the usable samples (after truncation) */
     guint64 n_supervised; /* supervised targets over the usable samples */
     int max_positions;    /* the longest usable sample */
@@ -114,12 +114,9 @@ ClTrainSample *cl_train_sample_from_turns(const ClModel *model, const ClChatTurn
 /* The same with a context (prior reports, case notes; NULL or "": none) read with the images
  * (cl_chat_with_context): a model with VIST2 gets it as pages (ClTrainSample.page_pixels, the
  * tail rule's text after them), another as text. */
-ClTrainSample *cl_train_sample_from_turns_with_context(const ClModel *model,
-                                                       const ClChatTurn *turns, gsize n,
-                                                       const ClImage *const *images,
-                                                       const guint *frames, guint n_images,
-                                                       const char *context, gboolean all_turns,
-                                                       GError **error);
+ClTrainSample *cl_train_sample_from_turns_with_context(
+    const ClModel *model, const ClChatTurn *turns, gsize n, const ClImage *const *images,
+    const guint *frames, guint n_images, const char *context, gboolean all_turns, GError **error);
 
 /* Deterministic shuffles (Fisher–Yates driven by splitmix64, unbiased): order[0 .. n) becomes a
  * permutation of 0 .. n-1 that depends only on (seed, n). cl_dataset_epoch_order gives each

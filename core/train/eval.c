@@ -89,8 +89,10 @@ static GPtrArray *shapes_variants(const ClSynthSample *s, GPtrArray *store)
 /* Whether a description says nothing changed (aerial). */
 static gboolean says_no_change(const char *text)
 {
-    static const char *const phrases[] = { "no difference", "no change", "nothing has changed",
-                                           "nothing changed", "unchanged", "the same", NULL };
+    static const char *const phrases[] = {
+        "no difference", "no change", "nothing has changed", "nothing changed", "unchanged",
+        "the same",      NULL
+    };
     g_autofree char *n = cl_change_normalise(text);
     for (int i = 0; phrases[i]; i++)
         if (strstr(n, phrases[i]))
@@ -268,13 +270,15 @@ static gboolean make_baseline(const ClEvalOptions *o, const ClSynthOptions *so, 
                               GError **error)
 {
     memset(b, 0, sizeof *b);
-    guint64 seed = o->baseline_seed ? o->baseline_seed : o->seed ^ G_GUINT64_CONSTANT(0x5eedba5e1ee7);
+    guint64 seed =
+        o->baseline_seed ? o->baseline_seed : o->seed ^ G_GUINT64_CONSTANT(0x5eedba5e1ee7);
     g_autoptr(GHashTable) counts = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     double sum[3][BASELINE_MAX_IMAGES + 1] = { { 0 } };
     int cnt[3][BASELINE_MAX_IMAGES + 1] = { { 0 } };
     guint best = 0;
     for (int i = 0; i < o->baseline_n; i++) {
-        g_autoptr(ClSynthSample) s = cl_synth_generate(o->task, cl_synth_stream_seed(seed, (guint64)i), so, error);
+        g_autoptr(ClSynthSample) s =
+            cl_synth_generate(o->task, cl_synth_stream_seed(seed, (guint64)i), so, error);
         if (!s)
             return FALSE;
         guint c = GPOINTER_TO_UINT(g_hash_table_lookup(counts, s->answer)) + 1;
@@ -303,8 +307,8 @@ static ClChatTurn *prompt_turns(const ClSynthSample *s, gsize *n)
     return (ClChatTurn *)cl_chat_conversation_turns(s->conversation);
 }
 
-gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o,
-                     ClEvalResult *out, GError **error)
+gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o, ClEvalResult *out,
+                     GError **error)
 {
     memset(out, 0, sizeof *out);
     out->task = g_strdup(o->task);
@@ -338,7 +342,8 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
             ok = FALSE;
             break;
         }
-        samples[i] = cl_synth_generate(o->task, cl_synth_stream_seed(o->seed, (guint64)i), &so, error);
+        samples[i] =
+            cl_synth_generate(o->task, cl_synth_stream_seed(o->seed, (guint64)i), &so, error);
         if (!samples[i]) {
             ok = FALSE;
             break;
@@ -385,8 +390,8 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
         if (!ok)
             break;
         if (strcmp(o->task, "dots") == 0)
-            bpred[i] = g_strdup_printf("%.4f", base.mean[(guint)s->quantity < 3 ? s->quantity : 0]
-                                                        [baseline_images(s)]);
+            bpred[i] = g_strdup_printf(
+                "%.4f", base.mean[(guint)s->quantity < 3 ? s->quantity : 0][baseline_images(s)]);
         else
             bpred[i] = g_strdup(base.majority);
         ClEvalAnswer a = { g_strdup(s->answer), g_strdup(pred[i]),
@@ -401,7 +406,8 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
     }
     if (ok)
         ok = cl_eval_score(o->task, samples, (const char *const *)pred, o->n, &out->model, error) &&
-             cl_eval_score(o->task, samples, (const char *const *)bpred, o->n, &out->baseline, error);
+             cl_eval_score(o->task, samples, (const char *const *)bpred, o->n, &out->baseline,
+                           error);
     if (ok && o->perplexity && n_tok > 0)
         out->model.ppl = exp(nll / n_tok);
     for (int i = 0; i < o->n; i++)
@@ -420,11 +426,16 @@ static void add_scores(JsonBuilder *b, const ClEvalScores *s)
         const char *key;
         double v;
     } m[] = {
-        { "change_accuracy", s->change_accuracy }, { "bleu4", s->bleu4 },
-        { "meteor", s->meteor },                   { "rougeL", s->rouge_l },
-        { "cider", s->cider },                     { "ppl", s->ppl },
-        { "finding_f1_micro", s->finding_f1_micro }, { "finding_f1_macro", s->finding_f1_macro },
-        { "mae", s->mae },                         { "rmse", s->rmse },
+        { "change_accuracy", s->change_accuracy },
+        { "bleu4", s->bleu4 },
+        { "meteor", s->meteor },
+        { "rougeL", s->rouge_l },
+        { "cider", s->cider },
+        { "ppl", s->ppl },
+        { "finding_f1_micro", s->finding_f1_micro },
+        { "finding_f1_macro", s->finding_f1_macro },
+        { "mae", s->mae },
+        { "rmse", s->rmse },
         { "exact", s->exact },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(m); i++) {

@@ -40,14 +40,14 @@ typedef void (*ClEvalProgress)(int done, int total, gpointer user_data);
 
 typedef struct {
     const char *task;
-    int n;                /* held-out samples */
-    guint64 seed;         /* their data-set seed (cl_synth_stream_seed(seed, i)) */
-    int max_new_tokens;   /* 160 */
-    int baseline_n;       /* training samples the baseline is drawn from (200) */
-    int dot_images;       /* dots: images per sample, 2-5 (0: drawn per sample) */
+    int n;                 /* held-out samples */
+    guint64 seed;          /* their data-set seed (cl_synth_stream_seed(seed, i)) */
+    int max_new_tokens;    /* 160 */
+    int baseline_n;        /* training samples the baseline is drawn from (200) */
+    int dot_images;        /* dots: images per sample, 2-5 (0: drawn per sample) */
     guint64 baseline_seed; /* 0 = derived from seed */
-    gboolean perplexity;  /* TRUE: needs the CPU backend */
-    int n_examples;       /* (reference, prediction) pairs kept for the report (3) */
+    gboolean perplexity;   /* TRUE: needs the CPU backend */
+    int n_examples;        /* (reference, prediction) pairs kept for the report (3) */
     /* dots: decode each answer's digits as the median of the model's distribution over numbers
      * (ClGenerateOptions.median_numbers, the answer with the least expected absolute error)
      * rather than greedily (TRUE by default); the other tasks ignore it */
@@ -73,22 +73,21 @@ typedef struct {
     char *task;
     int n;
     ClEvalScores model, baseline;
-    GArray *answers;       /* ClEvalAnswer, every sample's, in order */
-    char *baseline_text;   /* what the baseline answers ("nothing has changed.", "0.2000", …) */
-    GPtrArray *examples;   /* char*: reference, prediction, reference, prediction, … */
+    GArray *answers;     /* ClEvalAnswer, every sample's, in order */
+    char *baseline_text; /* what the baseline answers ("nothing has changed.", "0.2000", …) */
+    GPtrArray *examples; /* char*: reference, prediction, reference, prediction, … */
     double seconds;
 } ClEvalResult;
 void cl_eval_result_clear(ClEvalResult *r);
 
 /* Runs the model (greedy) on the task's n held-out samples, each prompted with its own
  * conversation up to the answer, and scores it and the baseline. */
-gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o,
-                     ClEvalResult *out, GError **error);
+gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o, ClEvalResult *out,
+                     GError **error);
 
 /* The scoring alone: predictions[i] for samples[i] (n of them) of `task`. ppl is left NaN. */
 gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
-                       const char *const *predictions, int n, ClEvalScores *out,
-                       GError **error);
+                       const char *const *predictions, int n, ClEvalScores *out, GError **error);
 
 /* Whether `prediction` answers sample `s` of `task` entirely right (ClEvalScores.exact): 1 or 0,
  * or -1 where the task's answers are not judged whole (dots, aerial, edits). */

@@ -10,20 +10,105 @@
 #define BETA 0.20
 #define GAMMA 0.60
 #define DELTA 0.75
-static const double module_weight[2] = {1.0, 0.6};
+static const double module_weight[2] = { 1.0, 0.6 };
 
 #define SEARCH_NODE_LIMIT 200000 /* beyond this the best alignment found so far is used */
 
 /* METEOR 1.5's function/english.words (lower-cased tokens that weigh 1 - delta). */
-static const char *const function_words[] = {
-    "the", ",", ".", "to", "of", "and", "a", "in", "that", "for", "\"", "is", "on", "'s", "it",
-    "with", "was", "as", "said", "at", "he", "by", "be", "from", "have", "has", "are", "his",
-    "but", "an", "this", "not", "i", "will", "\xe2\x80\x99", "they", ")", "-rrb-", "(", "-lrb-",
-    "who", "their", "had", "we", "which", "were", "been", "more", "or", "s", "its", "would",
-    "about", "new", "one", "after", "you", ":", "also", "up", "when", "there", "than", "$", "all",
-    "out", "her", "people", "she", "year", "two", "-", "can", "if", "last", "first",
-    "\xe2\x80\x9c", "over", "other", "\xe2\x80\x9d", "into", "some", "what", "so", "--", "no",
-    "time", "years", "could", "?", "'t", "\xe2\x80\x94", "'", NULL};
+static const char *const function_words[] = { "the",
+                                              ",",
+                                              ".",
+                                              "to",
+                                              "of",
+                                              "and",
+                                              "a",
+                                              "in",
+                                              "that",
+                                              "for",
+                                              "\"",
+                                              "is",
+                                              "on",
+                                              "'s",
+                                              "it",
+                                              "with",
+                                              "was",
+                                              "as",
+                                              "said",
+                                              "at",
+                                              "he",
+                                              "by",
+                                              "be",
+                                              "from",
+                                              "have",
+                                              "has",
+                                              "are",
+                                              "his",
+                                              "but",
+                                              "an",
+                                              "this",
+                                              "not",
+                                              "i",
+                                              "will",
+                                              "\xe2\x80\x99",
+                                              "they",
+                                              ")",
+                                              "-rrb-",
+                                              "(",
+                                              "-lrb-",
+                                              "who",
+                                              "their",
+                                              "had",
+                                              "we",
+                                              "which",
+                                              "were",
+                                              "been",
+                                              "more",
+                                              "or",
+                                              "s",
+                                              "its",
+                                              "would",
+                                              "about",
+                                              "new",
+                                              "one",
+                                              "after",
+                                              "you",
+                                              ":",
+                                              "also",
+                                              "up",
+                                              "when",
+                                              "there",
+                                              "than",
+                                              "$",
+                                              "all",
+                                              "out",
+                                              "her",
+                                              "people",
+                                              "she",
+                                              "year",
+                                              "two",
+                                              "-",
+                                              "can",
+                                              "if",
+                                              "last",
+                                              "first",
+                                              "\xe2\x80\x9c",
+                                              "over",
+                                              "other",
+                                              "\xe2\x80\x9d",
+                                              "into",
+                                              "some",
+                                              "what",
+                                              "so",
+                                              "--",
+                                              "no",
+                                              "time",
+                                              "years",
+                                              "could",
+                                              "?",
+                                              "'t",
+                                              "\xe2\x80\x94",
+                                              "'",
+                                              NULL };
 
 typedef struct {
     double test_len, ref_len, test_fn, ref_fn;
@@ -65,12 +150,12 @@ static void compute(Stats *s)
 /* ---- alignment: most matched words, then fewest chunks, then least displacement ------------- */
 
 typedef struct {
-    guint m, n;            /* test and reference lengths */
-    int *cand;             /* [m * n]: -1 none, 0 exact, 1 stem */
-    guint *rem;            /* [m + 1]: test positions >= j with any candidate */
-    int *cur, *best;       /* [m]: matched reference position or -1 */
-    gboolean *used;        /* [n] */
-    guint target;          /* the maximum number of matches */
+    guint m, n;      /* test and reference lengths */
+    int *cand;       /* [m * n]: -1 none, 0 exact, 1 stem */
+    guint *rem;      /* [m + 1]: test positions >= j with any candidate */
+    int *cur, *best; /* [m]: matched reference position or -1 */
+    gboolean *used;  /* [n] */
+    guint target;    /* the maximum number of matches */
     guint best_chunks, best_dist;
     gboolean have_best;
     gulong nodes;
@@ -97,8 +182,8 @@ static void dfs(Search *s, guint j, guint matches, guint chunks, guint dist)
     guint free_refs = s->n - matches;
     if (matches + MIN(s->rem[j], free_refs) < s->target)
         return;
-    if (s->have_best && (chunks > s->best_chunks
-                         || (chunks == s->best_chunks && dist >= s->best_dist)))
+    if (s->have_best &&
+        (chunks > s->best_chunks || (chunks == s->best_chunks && dist >= s->best_dist)))
         return;
     if (j == s->m) {
         s->best_chunks = chunks;
@@ -130,7 +215,7 @@ static void dfs(Search *s, guint j, guint matches, guint chunks, guint dist)
 static Stats segment_stats(const ClMetricsSent *t, const ClMetricsSent *r, char **t_stem,
                            char **r_stem)
 {
-    Stats st = {0};
+    Stats st = { 0 };
     st.test_len = t->len;
     st.ref_len = r->len;
     for (guint j = 0; j < t->len; j++)
@@ -138,7 +223,7 @@ static Stats segment_stats(const ClMetricsSent *t, const ClMetricsSent *r, char 
     for (guint i = 0; i < r->len; i++)
         st.ref_fn += is_function_word(r->words[i]);
 
-    Search s = {.m = t->len, .n = r->len};
+    Search s = { .m = t->len, .n = r->len };
     s.cand = g_new(int, (gsize)s.m * s.n + 1);
     s.rem = g_new0(guint, s.m + 1);
     s.cur = g_new(int, s.m + 1);
@@ -217,7 +302,7 @@ static char **stems_of(const ClMetricsSent *s)
 static Stats best_stats(const ClMetricsSent *t, const ClMetricsSent *refs, guint n_refs)
 {
     g_auto(GStrv) ts = stems_of(t);
-    Stats best = {0};
+    Stats best = { 0 };
     for (guint r = 0; r < n_refs; r++) {
         g_auto(GStrv) rs = stems_of(&refs[r]);
         Stats st = segment_stats(t, &refs[r], ts, rs);
@@ -230,7 +315,7 @@ static Stats best_stats(const ClMetricsSent *t, const ClMetricsSent *refs, guint
 double cl_metrics_meteor_corpus(ClMetricsSent *cand, ClMetricsSent **refs, const guint *n_refs,
                                 guint n, double *sentence)
 {
-    Stats sum = {0};
+    Stats sum = { 0 };
     for (guint c = 0; c < n; c++) {
         Stats st = best_stats(&cand[c], refs[c], n_refs[c]);
         sentence[c] = st.score;

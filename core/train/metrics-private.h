@@ -4,8 +4,8 @@
 #include "train/metrics.h"
 
 typedef struct {
-    guint32 *ids;  /* interned word ids, one per token */
-    char **words;  /* the tokens themselves (NULL-terminated) */
+    guint32 *ids; /* interned word ids, one per token */
+    char **words; /* the tokens themselves (NULL-terminated) */
     guint len;
 } ClMetricsSent;
 

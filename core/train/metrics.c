@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK(cl-metrics-error-quark, cl_metrics_error)
+G_DEFINE_QUARK(cl - metrics - error - quark, cl_metrics_error)
 
 /* ---- sentences as interned word ids ---------------------------------------------------------- */
 
@@ -75,7 +75,7 @@ static GHashTable *count_ngrams(const ClMetricsSent *s)
     GHashTable *t = g_hash_table_new_full(ngram_hash, ngram_equal, g_free, NULL);
     for (guint k = 1; k <= 4; k++) {
         for (guint i = 0; i + k <= s->len; i++) {
-            NGram g = {.n = k};
+            NGram g = { .n = k };
             memcpy(g.w, s->ids + i, k * sizeof(guint32));
             gpointer old = g_hash_table_lookup(t, &g);
             if (old)
@@ -99,7 +99,7 @@ static void bleu(ClMetricsSent *cand, ClMetricsSent **refs, guint *n_refs, guint
                  ClMetricsScores *out)
 {
     const double small = 1e-9, tiny = 1e-15;
-    double guess[4] = {0}, correct[4] = {0}, testlen_sum = 0, reflen_sum = 0;
+    double guess[4] = { 0 }, correct[4] = { 0 }, testlen_sum = 0, reflen_sum = 0;
     for (guint c = 0; c < n; c++) {
         /* max count of each n-gram over the references */
         GHashTable *maxc = g_hash_table_new_full(ngram_hash, ngram_equal, g_free, NULL);
@@ -121,7 +121,7 @@ static void bleu(ClMetricsSent *cand, ClMetricsSent **refs, guint *n_refs, guint
             }
             g_hash_table_unref(rc);
         }
-        double sg[4], sc[4] = {0};
+        double sg[4], sc[4] = { 0 };
         for (guint k = 0; k < 4; k++)
             sg[k] = testlen >= k + 1 ? testlen - k : 0;
         GHashTable *cc = count_ngrams(&cand[c]);
@@ -232,7 +232,7 @@ static void vec_init(Vec *v, const ClMetricsSent *s, GHashTable *df, double ref_
 
 static double cider_sim(const Vec *h, const Vec *r, double sigma)
 {
-    double val[4] = {0}, sum = 0;
+    double val[4] = { 0 }, sum = 0;
     GHashTableIter it;
     gpointer k, p;
     g_hash_table_iter_init(&it, h->tfidf);
@@ -268,9 +268,9 @@ static void cider(ClMetricsSent *cand, ClMetricsSent **refs, guint *n_refs, guin
             g_hash_table_iter_init(&it, rc);
             while (g_hash_table_iter_next(&it, &k, NULL)) {
                 if (g_hash_table_add(seen, k))
-                    g_hash_table_replace(df, g_memdup2(k, sizeof(NGram)),
-                                         GSIZE_TO_POINTER(GPOINTER_TO_SIZE(
-                                             g_hash_table_lookup(df, k)) + 1));
+                    g_hash_table_replace(
+                        df, g_memdup2(k, sizeof(NGram)),
+                        GSIZE_TO_POINTER(GPOINTER_TO_SIZE(g_hash_table_lookup(df, k)) + 1));
             }
         }
         g_hash_table_unref(seen);
@@ -311,8 +311,8 @@ gboolean cl_metrics_score(const char *const *candidates, const char *const *cons
         if (!candidates[c] || !references[c] || !references[c][0]) {
             g_set_error(error, CL_METRICS_ERROR, CL_METRICS_ERROR_INVALID,
                         "metrics: caption %u has %s; every candidate needs a caption and at "
-                        "least one reference", c + 1,
-                        !candidates[c] ? "no candidate text" : "no reference");
+                        "least one reference",
+                        c + 1, !candidates[c] ? "no candidate text" : "no reference");
             return FALSE;
         }
     }

@@ -46,8 +46,8 @@ typedef enum {
  * Known differences on exotic input: PTB's SGML-tag ("<c>") and e-mail/URL rules, leading
  * apostrophes ("'tis" -> "'t is"), runs like "a..b", number+unit splits ("3.5mm" -> "3.5 mm"),
  * and its full abbreviation list (we know the common ones) are not reproduced. */
-char **cl_metrics_tokenize(const char *text);      /* NULL-terminated token list (g_strfreev) */
-char *cl_metrics_tokenize_join(const char *text);  /* the same, joined by single spaces */
+char **cl_metrics_tokenize(const char *text);     /* NULL-terminated token list (g_strfreev) */
+char *cl_metrics_tokenize_join(const char *text); /* the same, joined by single spaces */
 
 /* The Snowball English (Porter2) stemmer, as METEOR 1.5's stem module uses it. Expects a
  * lower-case word; returns a newly allocated stem. */
@@ -61,11 +61,11 @@ typedef enum {
 } ClMetricsFlags;
 
 typedef struct {
-    guint n;          /* candidates scored */
-    double bleu[4];   /* corpus BLEU-1..4 */
-    double meteor;    /* corpus METEOR (aggregated statistics) */
-    double rouge_l;   /* mean of per-sentence ROUGE-L */
-    double cider;     /* mean of per-sentence CIDEr-D */
+    guint n;        /* candidates scored */
+    double bleu[4]; /* corpus BLEU-1..4 */
+    double meteor;  /* corpus METEOR (aggregated statistics) */
+    double rouge_l; /* mean of per-sentence ROUGE-L */
+    double cider;   /* mean of per-sentence CIDEr-D */
     /* per candidate, [n] each (bleu_sentence is [n][4]) */
     double *bleu_sentence;
     double *meteor_sentence;

@@ -8,7 +8,7 @@
 
 #include "train/params.h"
 
-G_DEFINE_QUARK(cl-optim-error-quark, cl_optim_error)
+G_DEFINE_QUARK(cl - optim - error - quark, cl_optim_error)
 
 #define OPTIM_FAIL(code, ...) g_set_error(error, CL_OPTIM_ERROR, code, __VA_ARGS__)
 
@@ -141,7 +141,8 @@ ClOptimSpan *cl_optim_decay_spans(const ClModelConfig *cfg, guint *n_spans)
     ClOptimSpan *spans = g_new(ClOptimSpan, MAX(specs->len, 1));
     for (guint i = 0; i < specs->len; i++) {
         const ClWeightSpec *s = g_ptr_array_index(specs, i);
-        spans[i] = (ClOptimSpan){ offsets[i], offsets[i + 1], cl_optim_tensor_decays(s->name, s->ndim) };
+        spans[i] =
+            (ClOptimSpan){ offsets[i], offsets[i + 1], cl_optim_tensor_decays(s->name, s->ndim) };
     }
     *n_spans = specs->len;
     return spans;
@@ -151,8 +152,8 @@ ClOptimSpan *cl_optim_decay_spans(const ClModelConfig *cfg, guint *n_spans)
  * computed once in double and rounded, as torch's Python-side scalars are when they reach the
  * float kernels. */
 static void adamw_range(float *restrict p, float *restrict m, float *restrict v,
-                        const float *restrict g, size_t begin, size_t end, float decay,
-                        float w1, float b2, float w2, float bc2_sqrt, float eps, float step_size,
+                        const float *restrict g, size_t begin, size_t end, float decay, float w1,
+                        float b2, float w2, float bc2_sqrt, float eps, float step_size,
                         float gscale)
 {
     for (size_t i = begin; i < end; i++) {
@@ -198,8 +199,8 @@ void cl_adamw_update_range(const ClAdamW *a, float *params, const float *grads, 
     for (guint s = 0; s < a->n_spans; s++) {
         size_t b = MAX(begin, a->spans[s].begin), e = MIN(end, a->spans[s].end);
         if (b < e)
-            adamw_range(params, a->m, a->v, grads, b, e, a->spans[s].decay ? decay : 1.0f, w1,
-                        b2, w2, bc2_sqrt, eps, step_size, gscale);
+            adamw_range(params, a->m, a->v, grads, b, e, a->spans[s].decay ? decay : 1.0f, w1, b2,
+                        w2, bc2_sqrt, eps, step_size, gscale);
     }
 }
 
@@ -245,7 +246,8 @@ gboolean cl_grad_check_norm(const float *grads, size_t n, double norm, GError **
     if (bad < n)
         OPTIM_FAIL(CL_OPTIM_ERROR_NONFINITE,
                    "gradient %zu of %zu is %s: step skipped (lower the learning rate, or look "
-                   "for a bad sample)", bad, n, isnan(grads[bad]) ? "NaN" : "infinite");
+                   "for a bad sample)",
+                   bad, n, isnan(grads[bad]) ? "NaN" : "infinite");
     else
         OPTIM_FAIL(CL_OPTIM_ERROR_NONFINITE, "the gradient norm overflows: step skipped");
     return FALSE;
@@ -304,9 +306,8 @@ double cl_lr_schedule_at(const ClLrSchedule *s, gint64 step)
         return s->max_lr * (double)step / (double)s->warmup;
     if (step > s->total)
         return s->min_lr;
-    double p = s->total > s->warmup
-                   ? (double)(step - s->warmup) / (double)(s->total - s->warmup)
-                   : 1.0;
+    double p =
+        s->total > s->warmup ? (double)(step - s->warmup) / (double)(s->total - s->warmup) : 1.0;
     return s->min_lr + (s->max_lr - s->min_lr) * 0.5 * (1.0 + cos(G_PI * p));
 }
 
@@ -314,14 +315,15 @@ gboolean cl_lr_schedule_validate(const ClLrSchedule *s, GError **error)
 {
     g_return_val_if_fail(s != NULL, FALSE);
     if (!isfinite(s->max_lr) || !isfinite(s->min_lr) || s->min_lr < 0 || s->min_lr > s->max_lr) {
-        OPTIM_FAIL(CL_OPTIM_ERROR_INPUT,
-                   "learning rates must satisfy 0 <= min_lr (%g) <= lr (%g)", s->min_lr, s->max_lr);
+        OPTIM_FAIL(CL_OPTIM_ERROR_INPUT, "learning rates must satisfy 0 <= min_lr (%g) <= lr (%g)",
+                   s->min_lr, s->max_lr);
         return FALSE;
     }
     if (s->total <= 0 || s->warmup < 0 || s->warmup > s->total) {
         OPTIM_FAIL(CL_OPTIM_ERROR_INPUT,
-                   "schedule needs 0 <= warmup (%" G_GINT64_FORMAT ") <= total steps (%"
-                   G_GINT64_FORMAT ") and total > 0", s->warmup, s->total);
+                   "schedule needs 0 <= warmup (%" G_GINT64_FORMAT
+                   ") <= total steps (%" G_GINT64_FORMAT ") and total > 0",
+                   s->warmup, s->total);
         return FALSE;
     }
     return TRUE;

@@ -41,9 +41,9 @@ typedef struct {
 typedef struct {
     ClAdamWOptions opt;
     size_t n;
-    float *m, *v;        /* (n) owned */
+    float *m, *v; /* (n) owned */
     gint64 step;
-    ClOptimSpan *spans;  /* owned; cover [0, n) in order; without spans everything decays */
+    ClOptimSpan *spans; /* owned; cover [0, n) in order; without spans everything decays */
     guint n_spans;
 } ClAdamW;
 

@@ -24,8 +24,8 @@ static void make_samples(WorkerCall *c)
         if (g_cancellable_is_cancelled(j->cancellable))
             return;
         ClTrainerSlot *sl = &j->slots[k];
-        sl->sample = cl_trainer_source_get(j->src, j->model, &sl->ref, j->all_turns,
-                                           &j->errors[c->w]);
+        sl->sample =
+            cl_trainer_source_get(j->src, j->model, &sl->ref, j->all_turns, &j->errors[c->w]);
         if (!sl->sample)
             return;
     }
@@ -43,8 +43,8 @@ static void train_share(WorkerCall *c)
         const ClTrainSample *s = sl->sample;
         ClTrainStepStats st;
         GError *err = NULL;
-        if (!cl_train_forward_backward_aux(c->worker->be, j->model, s, j->gopt,
-                                           c->worker->grads, c->worker->aux_grads, &st, &err)) {
+        if (!cl_train_forward_backward_aux(c->worker->be, j->model, s, j->gopt, c->worker->grads,
+                                           c->worker->aux_grads, &st, &err)) {
             g_set_error(&j->errors[c->w], CL_TRAINER_ERROR, CL_TRAINER_ERROR_SAMPLE,
                         "sample %s: %s", s->id ? s->id : "?", err->message);
             g_error_free(err);
@@ -194,8 +194,12 @@ void cl_trainer_step_job_init(ClTrainerStepJob *job, const ClModel *model, ClTra
                               int batch, int n_workers, const ClTrainGradOptions *gopt,
                               gboolean all_turns, GCancellable *cancellable)
 {
-    *job = (ClTrainerStepJob){ .model = model, .src = src, .batch = batch,
-                               .n_workers = n_workers, .gopt = gopt, .all_turns = all_turns,
+    *job = (ClTrainerStepJob){ .model = model,
+                               .src = src,
+                               .batch = batch,
+                               .n_workers = n_workers,
+                               .gopt = gopt,
+                               .all_turns = all_turns,
                                .cancellable = cancellable };
     job->slots = g_new0(ClTrainerSlot, batch);
 }
@@ -213,10 +217,13 @@ static int update_split(ClTrainerUpdate *uc, ClTrainerWorker *workers, int n_wor
     const int parts = n_workers > 1 && n >= 1024 ? 2 : 1;
     const size_t mid = parts > 1 ? (n / 2) & ~(size_t)15 : n;
     for (int u = 0; u < parts; u++)
-        uc[u] = (ClTrainerUpdate){ .g0 = workers[0].grads->data, .params = model->arena,
+        uc[u] = (ClTrainerUpdate){ .g0 = workers[0].grads->data,
+                                   .params = model->arena,
                                    .g1 = n_workers > 1 ? workers[1].grads->data : NULL,
-                                   .opt = opt, .inv_batch = (float)(1.0 / batch),
-                                   .gscale = 1.0f, .begin = u ? mid : 0,
+                                   .opt = opt,
+                                   .inv_batch = (float)(1.0 / batch),
+                                   .gscale = 1.0f,
+                                   .begin = u ? mid : 0,
                                    .end = u || parts == 1 ? n : mid };
     return parts;
 }

@@ -93,8 +93,10 @@ gboolean cl_trainer_options_match(const char *saved, const char *now, GError **e
     g_autofree char *key = NULL, *in_now = NULL, *in_saved = NULL;
     if (!cl_checkpoint_json_first_difference(now, saved, &key, &in_now, &in_saved))
         return TRUE;
-    FAIL(RESUME, "the checkpoint was trained with %s %s, this run asks for %s (resume with "
-         "the options of the interrupted run)", key, in_saved, in_now);
+    FAIL(RESUME,
+         "the checkpoint was trained with %s %s, this run asks for %s (resume with "
+         "the options of the interrupted run)",
+         key, in_saved, in_now);
     return FALSE;
 }
 
@@ -195,8 +197,7 @@ gboolean cl_trainer_log_truncate(const char *path, gint64 step, double *elapsed,
         if (!JSON_NODE_HOLDS_OBJECT(root))
             continue;
         JsonObject *obj = json_node_get_object(root);
-        if (json_object_has_member(obj, "step") &&
-            json_object_get_int_member(obj, "step") > step)
+        if (json_object_has_member(obj, "step") && json_object_get_int_member(obj, "step") > step)
             continue;
         if (json_object_has_member(obj, "elapsed_s") &&
             JSON_NODE_TYPE(json_object_get_member(obj, "elapsed_s")) == JSON_NODE_VALUE)

@@ -34,8 +34,8 @@ typedef struct {
     /* what the objects on a patch are (NULL: only whether there is one): bit j of patch p is
      * attribute label j of any object overlapping it, j < CL_TRAIN_AUX_N_LABELS (core/synth's
      * shape, colour, size and material indices: 4 + 8 + 2 + 2 bits, cl_train_aux_label) */
-    guint32 *aux_labels;  /* n_images × grid × grid */
-    guint8 *aux_changed;  /* n_images × grid × grid (image 0's rows are 0) */
+    guint32 *aux_labels; /* n_images × grid × grid */
+    guint8 *aux_changed; /* n_images × grid × grid (image 0's rows are 0) */
 
     /* VIST2 (docs/MODEL.md §4.6): the context's pages, n_pages × (channels, size, size) model
      * inputs; their visual rows follow the images' in the ids (n_pages × n_visual_per_image more
@@ -43,7 +43,7 @@ typedef struct {
     int n_pages;
     float *page_pixels;
 
-    char *id;          /* the example's id (JSONL "id" or "line N"), for messages */
+    char *id; /* the example's id (JSONL "id" or "line N"), for messages */
 } ClTrainSample;
 
 #define CL_TRAIN_AUX_N_LABELS 16

@@ -112,8 +112,8 @@ ClTrainSample *cl_trainer_source_get(ClTrainerSource *s, const ClModel *model,
 }
 
 /* Opens the task mix or the data file (see trainer-private.h). */
-gboolean cl_trainer_source_open(ClTrainerSource *s, const ClTrainerOptions *o,
-                                const ClModel *model, GError **error)
+gboolean cl_trainer_source_open(ClTrainerSource *s, const ClTrainerOptions *o, const ClModel *model,
+                                GError **error)
 {
     memset(s, 0, sizeof(*s));
     s->seed = o->seed;

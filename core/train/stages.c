@@ -72,8 +72,7 @@ static void apply_sve_switches(ClModelConfig *cfg, const ClTrainerOptions *o)
  * `new_part`) keep their init. The shapes of shared names agree (the same config otherwise). */
 static void copy_by_name(ClModel *dst, const ClModel *src, const char *new_part)
 {
-    g_autoptr(GPtrArray) sspecs =
-        cl_model_weight_specs(&src->config, (ClModelWeights *)&src->w);
+    g_autoptr(GPtrArray) sspecs = cl_model_weight_specs(&src->config, (ClModelWeights *)&src->w);
     g_autoptr(GHashTable) by_name = g_hash_table_new(g_str_hash, g_str_equal);
     for (guint i = 0; i < sspecs->len; i++) {
         ClWeightSpec *s = g_ptr_array_index(sspecs, i);
@@ -191,12 +190,12 @@ static ClModel *insert_hybrid(const ClModel *src, const ClTrainerOptions *o, GEr
     return g_steal_pointer(&m);
 }
 
-ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o,
-                                   GError **error)
+ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o, GError **error)
 {
     g_return_val_if_fail(src != NULL && o != NULL, NULL);
     if (src->config.sve_variant != CL_SVE_STATELESS) {
-        FAIL(MODEL, "--stage sve inserts SVE modules into a stateless (stage 1) model; this one "
+        FAIL(MODEL,
+             "--stage sve inserts SVE modules into a stateless (stage 1) model; this one "
              "is already '%s' (train it further with --stage pretrain --from)",
              cl_sve_variant_name(src->config.sve_variant));
         return NULL;
@@ -288,7 +287,8 @@ ClModel *cl_trainer_initial_model(const ClTrainerOptions *o, GError **error)
     }
     if (o->pvm_every > 0) {
         if (src->config.pvm_n_layers > 0) {
-            FAIL(MODEL, "--from %s already has PVM (layers from %d): leave out --pvm-every to "
+            FAIL(MODEL,
+                 "--from %s already has PVM (layers from %d): leave out --pvm-every to "
                  "train it further",
                  o->from, src->config.pvm_layers[0]);
             return NULL;
@@ -307,8 +307,10 @@ ClModel *cl_trainer_initial_model(const ClTrainerOptions *o, GError **error)
     }
     if (o->hybrid_every > 0) {
         if (src->config.hybrid_every > 0) {
-            FAIL(MODEL, "--from %s is already a hybrid (attention every %d layers): leave out "
-                 "--hybrid to train it further", o->from, src->config.hybrid_every);
+            FAIL(MODEL,
+                 "--from %s is already a hybrid (attention every %d layers): leave out "
+                 "--hybrid to train it further",
+                 o->from, src->config.hybrid_every);
             return NULL;
         }
         if (o->hybrid_every > src->config.dec_depth) {

@@ -43,8 +43,8 @@ static gboolean short_syllable_at(const Word *w, int i)
     if (i < 2)
         return FALSE;
     char c = w->w[i];
-    return !is_vowel(w->w[i - 2]) && is_vowel(w->w[i - 1]) && !is_vowel(c) && c != 'w' && c != 'x'
-           && c != 'Y';
+    return !is_vowel(w->w[i - 2]) && is_vowel(w->w[i - 1]) && !is_vowel(c) && c != 'w' &&
+           c != 'x' && c != 'Y';
 }
 
 static gboolean is_short(const Word *w)
@@ -89,7 +89,7 @@ static gboolean in_r(int region, const Word *w, const char *suffix)
 
 static void step1a(Word *w)
 {
-    static const char *const s[] = {"sses", "ied", "ies", "s", "us", "ss", NULL};
+    static const char *const s[] = { "sses", "ied", "ies", "s", "us", "ss", NULL };
     int k = longest(w, s);
     if (k < 0)
         return;
@@ -107,7 +107,7 @@ static void step1a(Word *w)
 
 static void step1b(Word *w)
 {
-    static const char *const s[] = {"eed", "eedly", "ed", "edly", "ing", "ingly", NULL};
+    static const char *const s[] = { "eed", "eedly", "ed", "edly", "ing", "ingly", NULL };
     int k = longest(w, s);
     if (k < 0)
         return;
@@ -123,8 +123,8 @@ static void step1b(Word *w)
     set_to(w, n, "");
     if (ends(w, "at") || ends(w, "bl") || ends(w, "iz")) {
         set_to(w, 0, "e");
-    } else if (w->len >= 2 && w->w[w->len - 1] == w->w[w->len - 2]
-               && strchr("bdfgmnprt", w->w[w->len - 1])) {
+    } else if (w->len >= 2 && w->w[w->len - 1] == w->w[w->len - 2] &&
+               strchr("bdfgmnprt", w->w[w->len - 1])) {
         set_to(w, 1, "");
     } else if (is_short(w)) {
         set_to(w, 0, "e");
@@ -133,21 +133,21 @@ static void step1b(Word *w)
 
 static void step1c(Word *w)
 {
-    if (w->len > 2 && (w->w[w->len - 1] == 'y' || w->w[w->len - 1] == 'Y')
-        && !is_vowel(w->w[w->len - 2]))
+    if (w->len > 2 && (w->w[w->len - 1] == 'y' || w->w[w->len - 1] == 'Y') &&
+        !is_vowel(w->w[w->len - 2]))
         w->w[w->len - 1] = 'i';
 }
 
 static void step2(Word *w)
 {
-    static const char *const s[] = {"tional", "enci", "anci", "abli", "entli", "izer", "ization",
-                                    "ational", "ation", "ator", "alism", "aliti", "alli", "fulness",
-                                    "ousli", "ousness", "iveness", "iviti", "biliti", "bli", "ogi",
-                                    "fulli", "lessli", "li", NULL};
-    static const char *const r[] = {"tion", "ence", "ance", "able", "ent", "ize", "ize",
-                                    "ate", "ate", "ate", "al", "al", "al", "ful",
-                                    "ous", "ous", "ive", "ive", "ble", "ble", "og",
-                                    "ful", "less", ""};
+    static const char *const s[] = { "tional",  "enci",    "anci",    "abli",    "entli",
+                                     "izer",    "ization", "ational", "ation",   "ator",
+                                     "alism",   "aliti",   "alli",    "fulness", "ousli",
+                                     "ousness", "iveness", "iviti",   "biliti",  "bli",
+                                     "ogi",     "fulli",   "lessli",  "li",      NULL };
+    static const char *const r[] = { "tion", "ence", "ance", "able", "ent", "ize", "ize",  "ate",
+                                     "ate",  "ate",  "al",   "al",   "al",  "ful", "ous",  "ous",
+                                     "ive",  "ive",  "ble",  "ble",  "og",  "ful", "less", "" };
     int k = longest(w, s);
     if (k < 0 || !in_r(w->r1, w, s[k]))
         return;
@@ -165,9 +165,9 @@ static void step2(Word *w)
 
 static void step3(Word *w)
 {
-    static const char *const s[] = {"tional", "ational", "alize", "icate", "iciti", "ical", "ful",
-                                    "ness", "ative", NULL};
-    static const char *const r[] = {"tion", "ate", "al", "ic", "ic", "ic", "", "", ""};
+    static const char *const s[] = { "tional", "ational", "alize", "icate", "iciti",
+                                     "ical",   "ful",     "ness",  "ative", NULL };
+    static const char *const r[] = { "tion", "ate", "al", "ic", "ic", "ic", "", "", "" };
     int k = longest(w, s);
     if (k < 0 || !in_r(w->r1, w, s[k]))
         return;
@@ -178,9 +178,9 @@ static void step3(Word *w)
 
 static void step4(Word *w)
 {
-    static const char *const s[] = {"al", "ance", "ence", "er", "ic", "able", "ible", "ant",
-                                    "ement", "ment", "ent", "ism", "ate", "iti", "ous", "ive",
-                                    "ize", "ion", NULL};
+    static const char *const s[] = { "al",  "ance",  "ence", "er",  "ic",  "able", "ible",
+                                     "ant", "ement", "ment", "ent", "ism", "ate",  "iti",
+                                     "ous", "ive",   "ize",  "ion", NULL };
     int k = longest(w, s);
     if (k < 0 || !in_r(w->r2, w, s[k]))
         return;
@@ -212,14 +212,14 @@ static void step5(Word *w)
 char *cl_metrics_stem(const char *word)
 {
     static const char *const special[][2] = {
-        {"skis", "ski"},     {"skies", "sky"},   {"dying", "die"},   {"lying", "lie"},
-        {"tying", "tie"},    {"idly", "idl"},    {"gently", "gentl"}, {"ugly", "ugli"},
-        {"early", "earli"},  {"only", "onli"},   {"singly", "singl"}, {"sky", "sky"},
-        {"news", "news"},    {"howe", "howe"},   {"atlas", "atlas"}, {"cosmos", "cosmos"},
-        {"bias", "bias"},    {"andes", "andes"},
+        { "skis", "ski" },    { "skies", "sky" },   { "dying", "die" },    { "lying", "lie" },
+        { "tying", "tie" },   { "idly", "idl" },    { "gently", "gentl" }, { "ugly", "ugli" },
+        { "early", "earli" }, { "only", "onli" },   { "singly", "singl" }, { "sky", "sky" },
+        { "news", "news" },   { "howe", "howe" },   { "atlas", "atlas" },  { "cosmos", "cosmos" },
+        { "bias", "bias" },   { "andes", "andes" },
     };
-    static const char *const after1a[] = {"inning", "outing", "canning", "herring", "earring",
-                                          "proceed", "exceed", "succeed", NULL};
+    static const char *const after1a[] = { "inning",  "outing", "canning", "herring", "earring",
+                                           "proceed", "exceed", "succeed", NULL };
     gsize len = strlen(word);
     if (len <= 2 || len >= sizeof(((Word *)0)->w) - 8)
         return g_strdup(word);

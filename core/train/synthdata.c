@@ -43,8 +43,8 @@ guint32 cl_train_aux_label(const ClSynthObject *o)
     return bits;
 }
 
-G_STATIC_ASSERT(CL_SYNTH_N_SHAPES + CL_SYNTH_N_COLOURS + CL_SYNTH_N_SIZES +
-                    CL_SYNTH_N_MATERIALS == CL_TRAIN_AUX_N_LABELS);
+G_STATIC_ASSERT(CL_SYNTH_N_SHAPES + CL_SYNTH_N_COLOURS + CL_SYNTH_N_SIZES + CL_SYNTH_N_MATERIALS ==
+                CL_TRAIN_AUX_N_LABELS);
 
 void cl_synth_options_for_model(ClSynthOptions *o, const ClModel *model)
 {

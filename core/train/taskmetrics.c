@@ -10,20 +10,38 @@
 
 static const char *const findings[CL_N_FINDINGS + 1] = {
     /* Lungs */
-    "atelectasis", "lung opacity", "edema", "pneumonia", "consolidation", "emphysema",
-    "infection", "granuloma", "contusion",
+    "atelectasis",
+    "lung opacity",
+    "edema",
+    "pneumonia",
+    "consolidation",
+    "emphysema",
+    "infection",
+    "granuloma",
+    "contusion",
     /* Pleura */
-    "pleural effusion", "pneumothorax", "pleural thickening",
+    "pleural effusion",
+    "pneumothorax",
+    "pleural thickening",
     "blunting of the costophrenic angle",
     /* Cardiac */
-    "cardiomegaly", "vascular congestion", "heart failure", "hilar congestion",
+    "cardiomegaly",
+    "vascular congestion",
+    "heart failure",
+    "hilar congestion",
     /* Mediastinum / Aorta / Hernia */
-    "hernia", "pneumomediastinum", "tortuosity of the thoracic aorta",
+    "hernia",
+    "pneumomediastinum",
+    "tortuosity of the thoracic aorta",
     "tortuosity of the descending aorta",
     /* Chest wall / Skeletal */
-    "calcification", "fracture", "scoliosis", "hematoma",
+    "calcification",
+    "fracture",
+    "scoliosis",
+    "hematoma",
     /* Adjacent / Other */
-    "air collection", "gastric distention",
+    "air collection",
+    "gastric distention",
     NULL,
 };
 
@@ -202,8 +220,8 @@ GPtrArray *cl_change_sentences(const char *text)
     const char *start = text;
     for (const char *p = text;; p++) {
         gboolean end = *p == '\0';
-        gboolean stop = (*p == '.' || *p == '!' || *p == '?') &&
-                        (p[1] == '\0' || g_ascii_isspace(p[1]));
+        gboolean stop =
+            (*p == '.' || *p == '!' || *p == '?') && (p[1] == '\0' || g_ascii_isspace(p[1]));
         if (end || stop) {
             size_t n = (size_t)(p - start) + (stop ? 1 : 0);
             char *s = g_strstrip(g_strndup(start, n));
@@ -322,8 +340,8 @@ void cl_change_match(const char *prediction, const ClRefChange *refs, guint n_re
             }
         }
     if (n_refs <= EXHAUSTIVE_REFS && np <= EXHAUSTIVE_PRED) {
-        Search s = { n_refs, np, sim, g_new(int, n_refs), out->assignment, g_new0(gboolean, np),
-                     -1 };
+        Search s = {
+            n_refs, np, sim, g_new(int, n_refs), out->assignment, g_new0(gboolean, np), -1 };
         search(&s, 0, 0);
         g_free(s.cur);
         g_free(s.taken);

@@ -62,12 +62,12 @@ typedef struct {
 } ClRefChange;
 
 typedef struct {
-    guint n_ref;         /* reference changes */
-    guint n_pred;        /* predicted sentences */
-    guint n_exact;       /* reference changes whose matched sentence equals one of their variants */
-    double similarity;   /* sum over reference changes of the matched pair's similarity */
-    int *assignment;     /* (n_ref) the predicted sentence matched to each change, -1 none */
-    char **matched;      /* (n_ref) that sentence (NULL when none), owned */
+    guint n_ref;       /* reference changes */
+    guint n_pred;      /* predicted sentences */
+    guint n_exact;     /* reference changes whose matched sentence equals one of their variants */
+    double similarity; /* sum over reference changes of the matched pair's similarity */
+    int *assignment;   /* (n_ref) the predicted sentence matched to each change, -1 none */
+    char **matched;    /* (n_ref) that sentence (NULL when none), owned */
 } ClChangeMatch;
 /* Similarity of a predicted sentence and a change: 1 for an exact (normalised) match with a
  * variant, else the best unigram F1 over its variants. The assignment maximises the total

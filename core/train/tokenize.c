@@ -5,15 +5,15 @@
 #include <string.h>
 
 /* pycocoevalcap's PUNCTUATIONS after PTB's -lowerCase: the bracket names no longer match. */
-static const char *const removed[] = {"''", "'", "``", "`", ".", "?", "!", ",", ":", "-", "--",
-                                      "...", ";", NULL};
+static const char *const removed[] = { "''", "'", "``", "`",  ".",   "?", "!",
+                                       ",",  ":", "-",  "--", "...", ";", NULL };
 
 /* Abbreviations PTB keeps with their period (a subset of PTBLexer's list). */
-static const char *const abbrevs[] = {"mr", "mrs", "ms", "dr", "st", "vs", "etc", "jr", "sr",
-                                      "prof", "inc", "ltd", "co", "corp", "mt", "jan", "feb",
-                                      "aug", "sept", "oct", "nov", "dec", NULL};
+static const char *const abbrevs[] = { "mr",  "mrs",  "ms",   "dr",  "st",  "vs",   "etc", "jr",
+                                       "sr",  "prof", "inc",  "ltd", "co",  "corp", "mt",  "jan",
+                                       "feb", "aug",  "sept", "oct", "nov", "dec",  NULL };
 
-static const char *const clitics[] = {"n't", "'s", "'re", "'ve", "'ll", "'m", "'d", NULL};
+static const char *const clitics[] = { "n't", "'s", "'re", "'ve", "'ll", "'m", "'d", NULL };
 
 static gboolean in_list(const char *const *list, const char *s, gsize n)
 {
@@ -40,8 +40,9 @@ static void emit(GPtrArray *out, const char *s, gsize n)
 /* A word with its clitics split off: "don't" -> "do" "n't", "cannot" -> "can" "not". */
 static void emit_word(GPtrArray *out, const char *s, gsize n)
 {
-    static const char *const split[][2] = {{"cannot", "can"}, {"gonna", "gon"}, {"wanna", "wan"},
-                                           {"gotta", "got"}};
+    static const char *const split[][2] = {
+        { "cannot", "can" }, { "gonna", "gon" }, { "wanna", "wan" }, { "gotta", "got" }
+    };
     for (gsize i = 0; i < G_N_ELEMENTS(split); i++) {
         gsize k = strlen(split[i][0]);
         if (n == k && !strncmp(s, split[i][0], k)) {
@@ -87,8 +88,8 @@ static void tokenize_chunk(GPtrArray *out, const char *s, gsize n, gboolean next
             continue;
         }
         /* signed numbers: "-5", "+3", "-0.5" */
-        gboolean sign = (c == '-' || c == '+') && g_ascii_isdigit((char)c1)
-                        && (i == 0 || !is_word_char(g_utf8_get_char(g_utf8_prev_char(p))));
+        gboolean sign = (c == '-' || c == '+') && g_ascii_isdigit((char)c1) &&
+                        (i == 0 || !is_word_char(g_utf8_get_char(g_utf8_prev_char(p))));
         if (is_word_char(c) || sign) {
             gsize j = i + cl;
             for (;;) {
@@ -102,8 +103,8 @@ static void tokenize_chunk(GPtrArray *out, const char *s, gsize n, gboolean next
                     j += dl;
                 } else if ((d == '.' || d == '-' || d == '/') && d1 && is_word_char(d1)) {
                     j += dl; /* 0.1234, x.y, left-most, a/b */
-                } else if ((d == ',' || d == ':') && d0 < 0x80 && g_ascii_isdigit((char)d0)
-                           && d1 < 0x80 && g_ascii_isdigit((char)d1)) {
+                } else if ((d == ',' || d == ':') && d0 < 0x80 && g_ascii_isdigit((char)d0) &&
+                           d1 < 0x80 && g_ascii_isdigit((char)d1)) {
                     j += dl; /* 1,000 and 3:4 */
                 } else if ((d == '\'' || d == 0x2019) && d1 && is_word_char(d1)) {
                     j += dl; /* o'clock, don't, it's: clitics are split below */
@@ -120,8 +121,8 @@ static void tokenize_chunk(GPtrArray *out, const char *s, gsize n, gboolean next
             }
             /* a trailing period stays on acronyms and known abbreviations */
             if (j < n && s[j] == '.') {
-                gboolean keep = in_list(abbrevs, w->str, w->len)
-                                || (next_is_number && !strcmp(w->str, "no"));
+                gboolean keep =
+                    in_list(abbrevs, w->str, w->len) || (next_is_number && !strcmp(w->str, "no"));
                 g_string_append_c(w, '.');
                 if (keep || is_acronym(w->str, w->len))
                     j++;
@@ -153,11 +154,17 @@ static void tokenize_chunk(GPtrArray *out, const char *s, gsize n, gboolean next
         case ']': emit(out, "-rsb-", 5); break;
         case '{': emit(out, "-lcb-", 5); break;
         case '}': emit(out, "-rcb-", 5); break;
-        case 0x2014: case 0x2013: case 0x2026: /* em/en dash, ellipsis: become -- and ... */
-        case '"': case '\'': case '`': case 0x201C: case 0x201D: case 0x2018: case 0x2019:
-            break; /* quotes: dropped */
-        default:
-            emit(out, p, cl); /* , ; : ! ? dropped by emit; % $ # & * = < > kept as tokens */
+        case 0x2014:
+        case 0x2013:
+        case 0x2026: /* em/en dash, ellipsis: become -- and ... */
+        case '"':
+        case '\'':
+        case '`':
+        case 0x201C:
+        case 0x201D:
+        case 0x2018:
+        case 0x2019: break;        /* quotes: dropped */
+        default: emit(out, p, cl); /* , ; : ! ? dropped by emit; % $ # & * = < > kept as tokens */
         }
         i += cl;
     }

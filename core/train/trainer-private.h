@@ -55,8 +55,8 @@ typedef struct {
 } ClTrainerSource;
 
 /* Opens o's task mix or data file (the data set keeps `model` for its tokenizer and sizes). */
-gboolean cl_trainer_source_open(ClTrainerSource *s, const ClTrainerOptions *o,
-                                const ClModel *model, GError **error);
+gboolean cl_trainer_source_open(ClTrainerSource *s, const ClTrainerOptions *o, const ClModel *model,
+                                GError **error);
 void cl_trainer_source_clear(ClTrainerSource *s);
 /* The next sample of the stream: advances *cursor (and *rng for a task mix). */
 void cl_trainer_source_next(ClTrainerSource *s, guint64 *cursor, guint64 *rng,
@@ -77,12 +77,12 @@ typedef struct {
 /* A batch sample's place in a step: which sample, the sample itself (between the phases), its
  * worker, and what its forward and backward passes gave. */
 typedef struct {
-    ClTrainerSampleRef ref;  /* set by the caller */
-    ClTrainSample *sample;   /* phase 1's output (freed by the end of the step) */
-    int share;               /* phase 2: the worker that trains on it */
+    ClTrainerSampleRef ref; /* set by the caller */
+    ClTrainSample *sample;  /* phase 1's output (freed by the end of the step) */
+    int share;              /* phase 2: the worker that trains on it */
     double loss;
-    double aux[2];           /* objects, changed (NaN: not run) */
-    gint64 tokens;           /* decoder positions */
+    double aux[2]; /* objects, changed (NaN: not run) */
+    gint64 tokens; /* decoder positions */
 } ClTrainerSlot;
 
 /* One step's work, shared by the workers, in two phases: worker w makes samples w,
@@ -99,8 +99,8 @@ typedef struct {
     gboolean all_turns;
     GCancellable *cancellable;
     ClTrainerSlot *slots; /* (batch) the job's own (cl_trainer_step_job_init) */
-    GError *errors[2]; /* (n_workers) first error of each */
-    gboolean compute; /* the phase: FALSE makes samples, TRUE trains on them */
+    GError *errors[2];    /* (n_workers) first error of each */
+    gboolean compute;     /* the phase: FALSE makes samples, TRUE trains on them */
 } ClTrainerStepJob;
 
 void cl_trainer_step_job_init(ClTrainerStepJob *job, const ClModel *model, ClTrainerSource *src,

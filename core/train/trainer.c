@@ -24,7 +24,7 @@
 /* Steps in a row whose gradient may be non-finite before the run is declared diverged. */
 #define MAX_NONFINITE_IN_A_ROW 10
 
-G_DEFINE_QUARK(cl-trainer-error-quark, cl_trainer_error)
+G_DEFINE_QUARK(cl - trainer - error - quark, cl_trainer_error)
 
 const char *cl_trainer_stage_name(ClTrainerStage s)
 {
@@ -65,7 +65,6 @@ void cl_trainer_result_clear(ClTrainerResult *r)
     g_clear_pointer(&r->model_path, g_free);
     g_clear_pointer(&r->checkpoint_path, g_free);
 }
-
 
 static gboolean options_check(const ClTrainerOptions *o, GError **error)
 {
@@ -158,7 +157,6 @@ static gboolean log_raw(ClTrainLog *log, GError **error, const char *fmt, ...)
     return cl_trainlog_write_raw(log, line, error);
 }
 
-
 /* Steps between the per-task loss records of the log. */
 #define TASK_LOG_EVERY 50
 
@@ -177,25 +175,23 @@ static gboolean log_task_losses(ClTrainLog *log, gint64 step, char **tasks, cons
         written = slot[i];
         char b[G_ASCII_DTOSTR_BUF_SIZE];
         g_autofree char *name = g_strescape(tasks[i], NULL);
-        g_string_append_printf(js, "%s\"%s\":%s", i ? "," : "", name,
-                               n[slot[i]] ? g_ascii_formatd(b, sizeof b, "%.6g",
-                                                            loss[slot[i]] / n[slot[i]])
-                                          : "null");
+        g_string_append_printf(
+            js, "%s\"%s\":%s", i ? "," : "", name,
+            n[slot[i]] ? g_ascii_formatd(b, sizeof b, "%.6g", loss[slot[i]] / n[slot[i]]) : "null");
     }
     g_string_append(js, "}}");
     return log_raw(log, error, "%s", js->str);
 }
 
-
 /* ---- the run -------------------------------------------------------------------------------- */
 
 /* The losses since the last log line, and each task's since the last per-task record. */
 typedef struct {
-    int n_tasks;      /* the source's task entries (synthetic tasks; 0 for a data file) */
-    int n_slots;      /* distinct names among them */
-    int *task_slot;   /* (n_tasks) each entry's slot: a task listed twice for weight shares one */
+    int n_tasks;       /* the source's task entries (synthetic tasks; 0 for a data file) */
+    int n_slots;       /* distinct names among them */
+    int *task_slot;    /* (n_tasks) each entry's slot: a task listed twice for weight shares one */
     double *task_loss; /* (n_tasks) by slot: the caption losses' sum */
-    int *task_n;      /* (n_tasks) by slot: how many samples */
+    int *task_n;       /* (n_tasks) by slot: how many samples */
     double loss, aux[2];
     int n, aux_n[2];
 } Window;
@@ -209,8 +205,8 @@ typedef struct {
     int n_workers;
     ClTrainLog *log;
     char *options_json;
-    int blas_threads; /* OpenBLAS's setting before the run (restored), -1: untouched */
-    GArray *frozen;   /* ClOptimSpan: the parameter ranges --train-only leaves alone */
+    int blas_threads;    /* OpenBLAS's setting before the run (restored), -1: untouched */
+    GArray *frozen;      /* ClOptimSpan: the parameter ranges --train-only leaves alone */
     ClTrainerOptions ro; /* the options resolved: steps, warmup, min_lr */
     ClLrSchedule sched;
     char *ck_dir, *log_path, *model_path;
@@ -219,16 +215,16 @@ typedef struct {
     Window win;
     /* where the run stands */
     gint64 step;
-    guint64 rng;      /* the task mix's draws */
-    guint64 cursor;   /* the data stream's next sample */
-    int nonfinite;    /* steps in a row skipped for a non-finite gradient */
-    gint64 t0;        /* when the steps began (monotonic µs) */
+    guint64 rng;    /* the task mix's draws */
+    guint64 cursor; /* the data stream's next sample */
+    int nonfinite;  /* steps in a row skipped for a non-finite gradient */
+    gint64 t0;      /* when the steps began (monotonic µs) */
 } Run;
 
 /* One optimiser step's numbers. */
 typedef struct {
-    double loss;      /* the batch's mean loss */
-    double aux[2];    /* the auxiliary losses' means over the samples that ran them (NaN: none) */
+    double loss;   /* the batch's mean loss */
+    double aux[2]; /* the auxiliary losses' means over the samples that ran them (NaN: none) */
     gint64 tokens;
     double lr, norm;
 } StepStats;
@@ -275,7 +271,6 @@ static char *resume_path(const ClTrainerOptions *o, const char *ck_dir, GError *
     return p;
 }
 
-
 /* The starting model and the output folders; for a resume, the checkpoint (*ck, from *ck_path),
  * whose model replaces the starting one (whose config it must have); then the data source,
  * which keeps the final model for its tokenizer and sizes. */
@@ -291,8 +286,8 @@ static gboolean run_open(Run *r, const ClTrainerOptions *o, ClCheckpoint **ck, c
     r->model_path = g_build_filename(o->out_dir, "model.safetensors", NULL);
     if (g_mkdir_with_parents(r->ck_dir, 0755) != 0) {
         int e = errno;
-        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(e), "cannot create %s: %s",
-                    r->ck_dir, g_strerror(e));
+        g_set_error(error, G_IO_ERROR, g_io_error_from_errno(e), "cannot create %s: %s", r->ck_dir,
+                    g_strerror(e));
         return FALSE;
     }
 
@@ -315,8 +310,7 @@ static gboolean run_open(Run *r, const ClTrainerOptions *o, ClCheckpoint **ck, c
 
 /* r->ro (steps from epochs, warmup, min_lr), the workers, the options a checkpoint records, the
  * schedule, the optimiser's options (*aopt), and the auxiliary heads with their optimiser. */
-static gboolean run_resolve(Run *r, const ClTrainerOptions *o, ClAdamWOptions *aopt,
-                            GError **error)
+static gboolean run_resolve(Run *r, const ClTrainerOptions *o, ClAdamWOptions *aopt, GError **error)
 {
     ClTrainerOptions *ro = &r->ro;
     *ro = *o;
@@ -387,8 +381,10 @@ static gboolean run_restore(Run *r, ClCheckpoint *ck, char **ck_path, const ClAd
         }
         r->opt = g_steal_pointer(&ck->opt);
         if (r->step > r->ro.steps) {
-            FAIL(RESUME, "--resume from %s: the checkpoint is at step %" G_GINT64_FORMAT
-                 ", past --steps %" G_GINT64_FORMAT, *ck_path, r->step, r->ro.steps);
+            FAIL(RESUME,
+                 "--resume from %s: the checkpoint is at step %" G_GINT64_FORMAT
+                 ", past --steps %" G_GINT64_FORMAT,
+                 *ck_path, r->step, r->ro.steps);
             return FALSE;
         }
         if (!cl_trainer_log_truncate(r->log_path, r->step, start_elapsed, error))
@@ -548,11 +544,12 @@ static gboolean step_update(Run *r, StepStats *st, GError **error)
         return TRUE;
     }
     if (!log_raw(r->log, error,
-                 "{\"type\":\"skip\",\"step\":%" G_GINT64_FORMAT ",\"reason\":\"%s\"}",
-                 r->step + 1, "non-finite gradient"))
+                 "{\"type\":\"skip\",\"step\":%" G_GINT64_FORMAT ",\"reason\":\"%s\"}", r->step + 1,
+                 "non-finite gradient"))
         return FALSE;
     if (++r->nonfinite >= MAX_NONFINITE_IN_A_ROW) {
-        FAIL(DIVERGED, "training diverged: %d steps in a row up to step %" G_GINT64_FORMAT
+        FAIL(DIVERGED,
+             "training diverged: %d steps in a row up to step %" G_GINT64_FORMAT
              " had non-finite gradients (%s); lower --lr or set --clip",
              r->nonfinite, r->step + 1, err->message);
         return FALSE;
@@ -582,7 +579,8 @@ static gboolean step_log(Run *r, const StepStats *st, GError **error)
                                    : "null";
             if (!log_raw(r->log, error,
                          "{\"type\":\"aux\",\"step\":%" G_GINT64_FORMAT
-                         ",\"objects_loss\":%s,\"changed_loss\":%s}", step, v[0], v[1]))
+                         ",\"objects_loss\":%s,\"changed_loss\":%s}",
+                         step, v[0], v[1]))
                 return FALSE;
         }
         w->loss = 0, w->n = 0;
@@ -601,8 +599,8 @@ static gboolean step_log(Run *r, const StepStats *st, GError **error)
 /* A checkpoint of where the run stands (result->checkpoint_path: the newest). */
 static gboolean run_checkpoint(Run *r, ClTrainerResult *result, GError **error)
 {
-    return cl_trainer_save_checkpoint(r->ck_dir, r->ro.keep_checkpoints, r->model, r->opt,
-                                      &r->aux, r->step, r->rng, r->cursor, r->options_json,
+    return cl_trainer_save_checkpoint(r->ck_dir, r->ro.keep_checkpoints, r->model, r->opt, &r->aux,
+                                      r->step, r->rng, r->cursor, r->options_json,
                                       &result->checkpoint_path, error);
 }
 
@@ -610,8 +608,8 @@ static gboolean run_checkpoint(Run *r, ClTrainerResult *result, GError **error)
  * dropped, the cursor and RNG put back so that the checkpoint takes its samples again). Each
  * step: the batch drawn and run over the workers, the update, the result's numbers, the log,
  * the callback, and every checkpoint_every steps a checkpoint. */
-static gboolean run_steps(Run *r, ClTrainerProgress cb, gpointer user_data,
-                          ClTrainerResult *result, gboolean *cancelled, GError **error)
+static gboolean run_steps(Run *r, ClTrainerProgress cb, gpointer user_data, ClTrainerResult *result,
+                          gboolean *cancelled, GError **error)
 {
     const ClTrainerOptions *ro = &r->ro;
     result->first_aux_objects_loss = result->first_aux_changed_loss = NAN;
@@ -628,8 +626,8 @@ static gboolean run_steps(Run *r, ClTrainerProgress cb, gpointer user_data,
                 *cancelled = TRUE;
                 break;
             }
-            g_propagate_prefixed_error(error, g_steal_pointer(&err),
-                                       "step %" G_GINT64_FORMAT ": ", r->step + 1);
+            g_propagate_prefixed_error(error, g_steal_pointer(&err), "step %" G_GINT64_FORMAT ": ",
+                                       r->step + 1);
             return FALSE;
         }
         StepStats st;
@@ -649,9 +647,11 @@ static gboolean run_steps(Run *r, ClTrainerProgress cb, gpointer user_data,
         if (!step_log(r, &st, error))
             return FALSE;
         if (cb) {
-            ClTrainerStatus s = { r->step, ro->steps, st.loss, st.aux[0], st.aux[1], st.lr,
-                                  st.norm, result->samples, result->tokens,
-                                  (g_get_monotonic_time() - r->t0) / 1e6 };
+            ClTrainerStatus s = { r->step,        ro->steps,
+                                  st.loss,        st.aux[0],
+                                  st.aux[1],      st.lr,
+                                  st.norm,        result->samples,
+                                  result->tokens, (g_get_monotonic_time() - r->t0) / 1e6 };
             cb(&s, user_data);
         }
         if (ro->checkpoint_every > 0 && r->step % ro->checkpoint_every == 0 &&

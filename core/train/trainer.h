@@ -55,16 +55,16 @@ typedef struct {
 
     /* Stage 2 (and the pretrain stage's variant). */
     gboolean variant_set;
-    ClSveVariant variant;      /* default cross_ffn (sve) */
-    gboolean no_clone;         /* CA Q/K/V, FFN W1 and their norms random (N(0, 0.02²), ones)
+    ClSveVariant variant;  /* default cross_ffn (sve) */
+    gboolean no_clone;     /* CA Q/K/V, FFN W1 and their norms random (N(0, 0.02²), ones)
                                 * instead of cloned from the block (the ablation) */
-    gboolean no_zero_init;     /* W_O / W_2 / adaLN ~ N(0, 0.02²) instead of sve_init_std */
-    double sve_init_std;       /* W_O / W_2 std; default 0 (paper table 16: synthetic tasks);
+    gboolean no_zero_init; /* W_O / W_2 / adaLN ~ N(0, 0.02²) instead of sve_init_std */
+    double sve_init_std;   /* W_O / W_2 std; default 0 (paper table 16: synthetic tasks);
                                 * 1e-4 for real-world data */
     gboolean first_set;
-    ClSveFirst first;          /* own (default) or null */
-    gboolean no_cross_pos;     /* no 2-D positions in the CA (the ablation) */
-    gboolean no_stop_grad;     /* gradients through the predecessor path (the ablation) */
+    ClSveFirst first;      /* own (default) or null */
+    gboolean no_cross_pos; /* no 2-D positions in the CA (the ablation) */
+    gboolean no_stop_grad; /* gradients through the predecessor path (the ablation) */
 
     /* PVM (docs/MODEL.md §4.2) beside the FFN of every pvm_every-th decoder layer from
      * pvm_every, latent width pvm_rank (default 32): set in a random-init config, or inserted
@@ -101,22 +101,22 @@ typedef struct {
      * ShareGPT JSONL file; one seeded permutation per epoch). */
     const char *task;
     const char *data;
-    gboolean all_turns;        /* supervise every assistant turn, not only the final answer */
+    gboolean all_turns;           /* supervise every assistant turn, not only the final answer */
     int min_objects, max_objects; /* shapes scenes' object count (0: from the image size) */
-    double dot_scale;          /* dots tasks' dot radius as a multiple of the default, 1..4
+    double dot_scale;             /* dots tasks' dot radius as a multiple of the default, 1..4
                                 * (0: the default, 1) */
-    int dot_images;            /* dots: images per sample, 2..5 (0: drawn per sample) */
+    int dot_images;               /* dots: images per sample, 2..5 (0: drawn per sample) */
 
     /* Optimisation. steps: optimiser steps (> 0), or 0 with `epochs` > 0 for a data file. */
     gint64 steps;
     double epochs;
-    int batch;                 /* samples per step (default 8) */
-    double lr, min_lr;         /* peak and final learning rate (default 5e-4, lr / 10) */
-    gint64 warmup;             /* warmup steps (default -1: steps / 20, at most 200) */
-    double weight_decay;       /* AdamW (default 0.01; not on norms, biases, sve.null) */
-    double clip;               /* global gradient-norm clip (default 1; 0: off) */
-    guint64 seed;              /* init, data order, task mix, SVE init (default 0) */
-    int workers;               /* 1 or 2 data-parallel workers; 0 (default): the faster for
+    int batch;           /* samples per step (default 8) */
+    double lr, min_lr;   /* peak and final learning rate (default 5e-4, lr / 10) */
+    gint64 warmup;       /* warmup steps (default -1: steps / 20, at most 200) */
+    double weight_decay; /* AdamW (default 0.01; not on norms, biases, sve.null) */
+    double clip;         /* global gradient-norm clip (default 1; 0: off) */
+    guint64 seed;        /* init, data order, task mix, SVE init (default 0) */
+    int workers;         /* 1 or 2 data-parallel workers; 0 (default): the faster for
                                 * this machine (2 when there are at least 2 cores) */
 
     /* The dense auxiliary losses (docs/DESIGN.md §5, trainmodel.h): weights of the per-patch
@@ -126,20 +126,20 @@ typedef struct {
      * run and left out of the final model. */
     double aux_weight_objects;
     double aux_weight_changed;
-    gboolean aux_on_visual;    /* the heads read the visual tokens (after the merger), not the
+    gboolean aux_on_visual; /* the heads read the visual tokens (after the merger), not the
                                 * patch tokens (trainmodel.h) */
 
     /* Output: DIR/model.safetensors, DIR/checkpoints/step-NNNNNNNN.safetensors, DIR/train.jsonl */
     const char *out_dir;
-    gboolean resume;           /* continue from the newest checkpoint in DIR/checkpoints */
-    const char *resume_from;   /* ... or from this checkpoint file */
-    gint64 checkpoint_every;   /* steps between checkpoints (default 500; 0: only at the end) */
-    guint keep_checkpoints;    /* newest kept (default 5; 0: all) */
-    gint64 log_every;          /* steps per log line (default 1); loss averaged over them */
-    const char *dtype;         /* final model: "f32" (default), "f16" or "bf16" */
+    gboolean resume;         /* continue from the newest checkpoint in DIR/checkpoints */
+    const char *resume_from; /* ... or from this checkpoint file */
+    gint64 checkpoint_every; /* steps between checkpoints (default 500; 0: only at the end) */
+    guint keep_checkpoints;  /* newest kept (default 5; 0: all) */
+    gint64 log_every;        /* steps per log line (default 1); loss averaged over them */
+    const char *dtype;       /* final model: "f32" (default), "f16" or "bf16" */
 
-    FILE *progress;            /* progress line (NULL: stderr) */
-    gboolean quiet;            /* no progress line */
+    FILE *progress; /* progress line (NULL: stderr) */
+    gboolean quiet; /* no progress line */
 } ClTrainerOptions;
 
 void cl_trainer_options_init(ClTrainerOptions *o);
@@ -147,30 +147,30 @@ void cl_trainer_options_init(ClTrainerOptions *o);
 /* Where a run stands, for the callback (after every optimiser step). */
 typedef struct {
     gint64 step, total_steps;
-    double loss;               /* this step's mean loss */
-    double aux_objects_loss;   /* this step's mean auxiliary losses over the samples that */
-    double aux_changed_loss;   /* ran them (unweighted BCE; NaN: none did) */
+    double loss;             /* this step's mean loss */
+    double aux_objects_loss; /* this step's mean auxiliary losses over the samples that */
+    double aux_changed_loss; /* ran them (unweighted BCE; NaN: none did) */
     double lr, grad_norm;
-    gint64 samples, tokens;    /* since this run started (not counting a resumed run's) */
-    double elapsed_s;          /* of this run */
+    gint64 samples, tokens; /* since this run started (not counting a resumed run's) */
+    double elapsed_s;       /* of this run */
 } ClTrainerStatus;
 
 typedef void (*ClTrainerProgress)(const ClTrainerStatus *st, gpointer user_data);
 
 /* Results of a run. */
 typedef struct {
-    gint64 start_step, steps;  /* resumed from, and reached */
-    double final_loss;         /* mean loss of the last step */
-    double first_loss;         /* of this run's first step */
+    gint64 start_step, steps;                              /* resumed from, and reached */
+    double final_loss;                                     /* mean loss of the last step */
+    double first_loss;                                     /* of this run's first step */
     double first_aux_objects_loss, first_aux_changed_loss; /* of its first and last steps */
     double final_aux_objects_loss, final_aux_changed_loss; /* (NaN: not run) */
-    gint64 samples, tokens;    /* this run's */
+    gint64 samples, tokens;                                /* this run's */
     double elapsed_s;
     double samples_per_s, tokens_per_s;
     int workers;
-    gboolean cancelled;        /* stopped by the cancellable: a checkpoint was written */
-    char *model_path;          /* the final model (NULL when cancelled) */
-    char *checkpoint_path;     /* the last checkpoint written */
+    gboolean cancelled;    /* stopped by the cancellable: a checkpoint was written */
+    char *model_path;      /* the final model (NULL when cancelled) */
+    char *checkpoint_path; /* the last checkpoint written */
 } ClTrainerResult;
 
 void cl_trainer_result_clear(ClTrainerResult *r);
@@ -186,7 +186,6 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
 /* The stage-2 starting model without training: `src` (stateless) with o's variant and SVE
  * switches, its parameters copied by name, SVE modules initialised as the options say
  * (docs/MODEL.md §3.7 unless no_clone / no_zero_init). For tests and `model` tools. */
-ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o,
-                                   GError **error);
+ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o, GError **error);
 
 G_END_DECLS

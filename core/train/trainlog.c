@@ -105,8 +105,7 @@ static gboolean write_line(ClTrainLog *log, const char *line, gboolean sync, GEr
 {
     if (!log->file)
         return TRUE;
-    if (fputs(line, log->file) == EOF || fputc('\n', log->file) == EOF ||
-        fflush(log->file) != 0)
+    if (fputs(line, log->file) == EOF || fputc('\n', log->file) == EOF || fflush(log->file) != 0)
         return file_error(log, errno, "write", error);
     if (sync || (double)(now_us(log) - log->last_sync_us) / 1e6 >= log->opt.fsync_every_s)
         return cl_trainlog_sync(log, error);
@@ -130,8 +129,8 @@ char *cl_trainlog_format_duration(double seconds)
         return g_strdup("?");
     guint64 s = (guint64)(seconds + 0.5);
     if (s >= 3600)
-        return g_strdup_printf("%" G_GUINT64_FORMAT ":%02u:%02u", s / 3600,
-                               (unsigned)(s / 60 % 60), (unsigned)(s % 60));
+        return g_strdup_printf("%" G_GUINT64_FORMAT ":%02u:%02u", s / 3600, (unsigned)(s / 60 % 60),
+                               (unsigned)(s % 60));
     return g_strdup_printf("%u:%02u", (unsigned)(s / 60), (unsigned)(s % 60));
 }
 

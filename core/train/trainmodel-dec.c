@@ -76,11 +76,10 @@ static void layout(ClTrainDec *d, ClActArena *a)
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
     d->x_out = cl_act_take(a, nE), d->proj = cl_act_take(a, nE), d->hn = cl_act_take(a, nE);
     /* (CASA: a window's rows may outnumber the text's) */
-    d->scratch = cl_act_take(a, d->be->ops->attention_scratch(d->be, n, MAX(n, d->casa ? nv : 0),
-                                                             d->Hq));
+    d->scratch =
+        cl_act_take(a, d->be->ops->attention_scratch(d->be, n, MAX(n, d->casa ? nv : 0), d->Hq));
     d->wtmp = cl_act_take(a, MAX((size_t)MAX(d->QKV, 2 * F) * E,
-                                 cfg->pvm_n_layers ? (size_t)2 * cfg->pvm_mlp * cfg->pvm_rank
-                                                   : 0));
+                                 cfg->pvm_n_layers ? (size_t)2 * cfg->pvm_mlp * cfg->pvm_rank : 0));
     d->rope_cos = cl_act_take(a, (size_t)n * d->hd / 2);
     d->rope_sin = cl_act_take(a, (size_t)n * d->hd / 2);
     d->hk = d->rows ? cl_act_take(a, (size_t)MAX(d->n_rows, 1) * E) : d->hn;
@@ -119,8 +118,8 @@ static gboolean self_attention(ClTrainDec *d, const ClDecoderLayerWeights *L, Cl
     ClBackend *be = d->be;
     const struct cl_backend_ops *op = be->ops;
     const int n = d->n, E = d->E, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd, m = n - s;
-    op->linear(be, a->qkv, a->h1, cl_grad_stacked(L->q, Q, L->k, KV, L->v, KV, E, d->wtmp), NULL,
-               n, E, QKV);
+    op->linear(be, a->qkv, a->h1, cl_grad_stacked(L->q, Q, L->k, KV, L->v, KV, E, d->wtmp), NULL, n,
+               E, QKV);
     float *q = a->qkv, *k = a->qkv + Q, *v = a->qkv + Q + KV;
     op->rope(be, q, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
     op->rope(be, k, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
@@ -286,8 +285,7 @@ static void layer_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
         cl_grad_linear(dh + sE, ggu, NULL, dgu + 2 * sF, a->h2 + sE,
                        cl_grad_stacked(L->gate, F, L->up, F, NULL, 0, E, wtmp), m, E, 2 * F);
         cl_grad_unstack(ggu, G->gate, F, G->up, F, NULL, 0, E);
-        cl_grad_rmsnorm(dx + sE, G->mlp_norm, dh + sE, a->x_mid + sE, L->mlp_norm, m, E,
-                        d->eps);
+        cl_grad_rmsnorm(dx + sE, G->mlp_norm, dh + sE, a->x_mid + sE, L->mlp_norm, m, E, d->eps);
         if (a->pvm)
             for (size_t i = sE; i < nE; i++)
                 dx[i] += dh_pvm[i];
@@ -299,19 +297,18 @@ static void layer_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
             if (dh_casa) {
                 memset(dh_casa, 0, nE * sizeof(float));
                 cl_dec_train_casa_backward(d, L, G, a, dx, s, dh_casa, b->dvis_casa);
-                cl_grad_rmsnorm(dx, G->attn_norm, dh_casa, a->x_in, L->attn_norm, n, E,
-                                d->eps);
+                cl_grad_rmsnorm(dx, G->attn_norm, dh_casa, a->x_in, L->attn_norm, n, E, d->eps);
             }
             return;
         }
         /* attention: x += o(Attn(rope(q), rope(k), v)), q, k and v one stacked product */
         memset(datt, 0, (size_t)n * Q * sizeof(float));
-        cl_grad_linear(datt + (size_t)s * Q, G->o, NULL, dx + sE, a->att + (size_t)s * Q,
-                       L->o, m, Q, E);
+        cl_grad_linear(datt + (size_t)s * Q, G->o, NULL, dx + sE, a->att + (size_t)s * Q, L->o, m,
+                       Q, E);
         cl_grad_attention_probs(dqkv + (size_t)s * QKV, dqkv + Q, dqkv + Q + KV,
                                 datt + (size_t)s * Q, a->qkv + (size_t)s * QKV, a->qkv + Q,
-                                a->qkv + Q + KV, a->probs, m, n, QKV, QKV, QKV, Q, d->Hq,
-                                d->Hkv, hd, d->scale, s);
+                                a->qkv + Q + KV, a->probs, m, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv,
+                                hd, d->scale, s);
         if (dh_casa) { /* CA beside the self-attention reads the same dx */
             memset(dh_casa, 0, nE * sizeof(float));
             cl_dec_train_casa_backward(d, L, G, a, dx, s, dh_casa, b->dvis_casa);
@@ -337,10 +334,9 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
 {
     const int n = d->n, E = d->E, F = d->F, QKV = d->QKV;
     const size_t nE = (size_t)n * E, nF = (size_t)n * F;
-    const size_t tmp_n = MAX((size_t)MAX(QKV, 2 * F) * E,
-                             d->cfg->pvm_n_layers
-                                 ? (size_t)2 * d->cfg->pvm_mlp * d->cfg->pvm_rank
-                                 : 0);
+    const size_t tmp_n =
+        MAX((size_t)MAX(QKV, 2 * F) * E,
+            d->cfg->pvm_n_layers ? (size_t)2 * d->cfg->pvm_mlp * d->cfg->pvm_rank : 0);
     Back b = { 0 };
     b.dx = g_new0(float, nE), b.dh = g_new(float, nE);
     b.dact = g_new(float, nF), b.dgu = g_new(float, 2 * nF);
@@ -373,8 +369,8 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
     }
     const size_t tE = (size_t)d->tail * E;
     if (d->tail < n)
-        cl_grad_rmsnorm(dx + tE, g->dec_norm, dh + tE, d->x_out + tE, w->dec_norm, n - d->tail,
-                        E, d->eps);
+        cl_grad_rmsnorm(dx + tE, g->dec_norm, dh + tE, d->x_out + tE, w->dec_norm, n - d->tail, E,
+                        d->eps);
     for (int l = d->cfg->dec_depth - 1; l >= 0; l--)
         layer_backward(d, &w->dec[l], &g->dec[l], &d->layer[l], l, &b);
 

@@ -23,11 +23,11 @@ typedef struct {
     /* adaln_zero: c pooled (before SiLU), SiLU(c), the modulation (6D) */
     float *c, *sc, *mod;
     /* the block */
-    float *x_a;     /* (N, D) after the SVE module (== x_in without one) */
+    float *x_a;      /* (N, D) after the SVE module (== x_in without one) */
     float *h1, *h1m; /* LN1, modulated LN1 (adaln) */
-    float *qkv;     /* (N, 3D) roped q|k|v; self_ext: q (N, D) */
-    float *kv;      /* self_ext: (N + K, 2D) roped keys|values, own then state */
-    float *hy;      /* self_ext: LN1(Y) (K, D) unless own */
+    float *qkv;      /* (N, 3D) roped q|k|v; self_ext: q (N, D) */
+    float *kv;       /* self_ext: (N + K, 2D) roped keys|values, own then state */
+    float *hy;       /* self_ext: LN1(Y) (K, D) unless own */
     float *att, *pa, *x_b, *h2, *h2m, *f, *pm;
 } BlockAct;
 
@@ -35,7 +35,7 @@ typedef struct {
     float *patches;
     BlockAct *blk;
     float *x_out, *mcat, *mf; /* the merger's input, unfolded LN, pre-GELU hidden */
-    float *dstate;          /* (depth, N, D) gradient from the successor through the state */
+    float *dstate;            /* (depth, N, D) gradient from the successor through the state */
 } ImageAct;
 
 struct _ClTrainEnc {
@@ -43,13 +43,13 @@ struct _ClTrainEnc {
     const ClModelConfig *cfg;
     int n_images, N, D, F, H, hd, G, M, E, Hm, cpp;
     float eps, scale;
-    ClTrainEnc *states;       /* fixed states (owned), or NULL */
+    ClTrainEnc *states; /* fixed states (owned), or NULL */
     ImageAct *img;
     float *rope_cos, *rope_sin, *scratch;
     /* the forward's scratch: (N, D), (N, F) (the SVE module's output projection and GELU, a
      * block's GELU), the merger's LN (N, D) and GELU (M, Hm) */
     float *tmp_nd, *tmp_nf, *tmp_hm, *tmp_mg;
-    float *buf;   /* the one buffer every view lies in (cl_act_buffer_take), buf_n floats */
+    float *buf; /* the one buffer every view lies in (cl_act_buffer_take), buf_n floats */
     size_t buf_n;
 };
 
@@ -99,8 +99,8 @@ static void fwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
         if (b->ysrc != Y_NULL)
             op->rope(be, b->skv, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
     }
-    op->attention(be, b->sca, NULL, b->sq, b->skv, b->skv + D, N, K, D, 2 * D, 2 * D, D, H, H,
-                  hd, e->scale, -1, 0, e->scratch);
+    op->attention(be, b->sca, NULL, b->sq, b->skv, b->skv + D, N, K, D, 2 * D, 2 * D, D, H, H, hd,
+                  e->scale, -1, 0, e->scratch);
     op->linear(be, proj, b->sca, L->sve_out_w, L->sve_out_b, N, D, D);
     op->residual(be, x, proj, NULL, N, D);
     memcpy(b->x1, x, (size_t)N * D * sizeof(float));
@@ -169,8 +169,8 @@ static void fwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
         op->rope(be, b->kv, e->rope_cos, e->rope_sin, N, 2 * D, H, hd, 2);
         if (e->cfg->sve_cross_pos && b->ysrc != Y_NULL)
             op->rope(be, kv_y, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
-        op->attention(be, b->att, NULL, b->qkv, b->kv, b->kv + D, N, N + K, D, 2 * D, 2 * D, D,
-                      H, H, hd, e->scale, -1, N, e->scratch);
+        op->attention(be, b->att, NULL, b->qkv, b->kv, b->kv + D, N, N + K, D, 2 * D, 2 * D, D, H,
+                      H, hd, e->scale, -1, N, e->scratch);
     }
     op->linear(be, b->pa, b->att, L->attn_out_w, L->attn_out_b, N, D, D);
     op->residual(be, x, b->pa, mod ? mod + 2 * D : NULL, N, D);
@@ -209,8 +209,9 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
         const ClEncoderLayerWeights *L = &w->enc[l];
         BlockAct *b = &im->blk[l];
         memcpy(b->x_in, x, (size_t)N * D * sizeof(float));
-        b->y = b->ysrc == Y_PREV ? src->img[t - 1].blk[l].x_in
-               : b->ysrc == Y_OWN ? b->x_in : L->sve_null;
+        b->y = b->ysrc == Y_PREV  ? src->img[t - 1].blk[l].x_in
+               : b->ysrc == Y_OWN ? b->x_in
+                                  : L->sve_null;
         if (cfg->sve_variant == CL_SVE_ADALN_ZERO)
             fwd_adaln(e, L, b);
         if (cl_config_has_cross(cfg))
@@ -358,8 +359,7 @@ static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
 
     /* MLP */
     zero(s->dp, ND);
-    cl_grad_residual(s->dp, dmod ? dmod + 5 * D : NULL, dx, b->pm, mod ? mod + 5 * D : NULL, N,
-                     D);
+    cl_grad_residual(s->dp, dmod ? dmod + 5 * D : NULL, dx, b->pm, mod ? mod + 5 * D : NULL, N, D);
     e->be->ops->gelu(e->be, s->g, b->f, (size_t)N * F);
     zero(s->dg, (size_t)N * F);
     cl_grad_linear(s->dg, G->fc2_w, G->fc2_b, s->dp, s->g, L->fc2_w, N, F, D);
@@ -377,8 +377,7 @@ static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
 
     /* attention */
     zero(s->dp, ND);
-    cl_grad_residual(s->dp, dmod ? dmod + 2 * D : NULL, dx, b->pa, mod ? mod + 2 * D : NULL, N,
-                     D);
+    cl_grad_residual(s->dp, dmod ? dmod + 2 * D : NULL, dx, b->pa, mod ? mod + 2 * D : NULL, N, D);
     zero(s->datt, ND);
     cl_grad_linear(s->datt, G->attn_out_w, G->attn_out_b, s->dp, b->att, L->attn_out_w, N, D, D);
     zero(s->dh, ND);
@@ -395,8 +394,8 @@ static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
         float *dkv_y = s->dkv + ND * 2;
         zero(s->dq, ND);
         zero(s->dkv, (size_t)(N + K) * 2 * D);
-        cl_grad_attention(s->dq, s->dkv, s->dkv + D, s->datt, b->qkv, b->kv, b->kv + D, N, N + K,
-                          D, 2 * D, 2 * D, D, H, H, hd, e->scale, -1);
+        cl_grad_attention(s->dq, s->dkv, s->dkv + D, s->datt, b->qkv, b->kv, b->kv + D, N, N + K, D,
+                          2 * D, 2 * D, D, H, H, hd, e->scale, -1);
         cl_grad_rope(s->dq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
         cl_grad_rope(s->dkv, e->rope_cos, e->rope_sin, N, 2 * D, H, hd, 2);
         if (e->cfg->sve_cross_pos && b->ysrc != Y_NULL)
@@ -409,8 +408,8 @@ static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
                        2 * D);
         if (b->ysrc != Y_OWN) {
             zero(s->dhy, (size_t)K * D);
-            cl_grad_linear(s->dhy, G->qkv_w + kvw, G->qkv_b + D, dkv_y, b->hy, L->qkv_w + kvw, K,
-                           D, 2 * D);
+            cl_grad_linear(s->dhy, G->qkv_w + kvw, G->qkv_b + D, dkv_y, b->hy, L->qkv_w + kvw, K, D,
+                           2 * D);
             cl_grad_layernorm(dyt, G->ln1_w, G->ln1_b, s->dhy, b->y, L->ln1_w, K, D, e->eps);
         }
     }
@@ -437,15 +436,15 @@ static void bwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
         cl_grad_gelu(s->df, s->dg, b->sf, (size_t)N * F);
         zero(s->dh, ND);
         cl_grad_linear(s->dh, G->sve_fc1_w, G->sve_fc1_b, s->df, b->hf, L->sve_fc1_w, N, D, F);
-        cl_grad_layernorm(dx, G->sve_ffn_ln_w, G->sve_ffn_ln_b, s->dh, b->x1, L->sve_ffn_ln_w, N,
-                          D, e->eps);
+        cl_grad_layernorm(dx, G->sve_ffn_ln_w, G->sve_ffn_ln_b, s->dh, b->x1, L->sve_ffn_ln_w, N, D,
+                          e->eps);
     }
     zero(s->datt, ND);
     cl_grad_linear(s->datt, G->sve_out_w, G->sve_out_b, dx, b->sca, L->sve_out_w, N, D, D);
     zero(s->dq, ND);
     zero(s->dkv, (size_t)K * 2 * D);
-    cl_grad_attention(s->dq, s->dkv, s->dkv + D, s->datt, b->sq, b->skv, b->skv + D, N, K, D,
-                      2 * D, 2 * D, D, H, H, hd, e->scale, -1);
+    cl_grad_attention(s->dq, s->dkv, s->dkv + D, s->datt, b->sq, b->skv, b->skv + D, N, K, D, 2 * D,
+                      2 * D, D, H, H, hd, e->scale, -1);
     if (e->cfg->sve_cross_pos) {
         cl_grad_rope(s->dq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
         if (b->ysrc != Y_NULL)
@@ -457,10 +456,8 @@ static void bwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
         cl_grad_linear(s->dh, G->sve_kv_w, G->sve_kv_b, s->dkv, b->hs, L->sve_kv_w, N, D, 2 * D);
     } else {
         zero(s->dhy, (size_t)K * D);
-        cl_grad_linear(s->dhy, G->sve_kv_w, G->sve_kv_b, s->dkv, b->shy, L->sve_kv_w, K, D,
-                       2 * D);
-        cl_grad_layernorm(dyt, G->sve_ln_w, G->sve_ln_b, s->dhy, b->y, L->sve_ln_w, K, D,
-                          e->eps);
+        cl_grad_linear(s->dhy, G->sve_kv_w, G->sve_kv_b, s->dkv, b->shy, L->sve_kv_w, K, D, 2 * D);
+        cl_grad_layernorm(dyt, G->sve_ln_w, G->sve_ln_b, s->dhy, b->y, L->sve_ln_w, K, D, e->eps);
     }
     cl_grad_layernorm(dx, G->sve_ln_w, G->sve_ln_b, s->dh, b->x_in, L->sve_ln_w, N, D, e->eps);
 }
@@ -471,8 +468,7 @@ static void bwd_adaln(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
 {
     const int N = e->N, D = e->D;
     zero(s->dsc, D);
-    cl_grad_linear(s->dsc, G->sve_ada_w, G->sve_ada_b, s->dmod, b->sc, L->sve_ada_w, 1, D,
-                   6 * D);
+    cl_grad_linear(s->dsc, G->sve_ada_w, G->sve_ada_b, s->dmod, b->sc, L->sve_ada_w, 1, D, 6 * D);
     zero(s->dc, D);
     cl_grad_silu(s->dc, s->dsc, b->c, (size_t)D);
     if (!dyt || b->ysrc == Y_OWN) /* own: c = 0, a constant */
@@ -534,13 +530,13 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
         zero(s.df, (size_t)M * Hm);
         cl_grad_gelu(s.df, s.dg, im->mf, (size_t)M * Hm);
         zero(s.dh, (size_t)M * 4 * D);
-        cl_grad_linear(s.dh, g->merger_fc1_w, g->merger_fc1_b, s.df, im->mcat, w->merger_fc1_w,
-                       M, 4 * D, Hm);
+        cl_grad_linear(s.dh, g->merger_fc1_w, g->merger_fc1_b, s.df, im->mcat, w->merger_fc1_w, M,
+                       4 * D, Hm);
         zero(s.dh2, ND);
         cl_grad_merger_unfold(s.dh2, s.dh, e->G, D);
         zero(dx, ND);
-        cl_grad_layernorm(dx, g->merger_ln_w, g->merger_ln_b, s.dh2, im->x_out, w->merger_ln_w,
-                          N, D, e->eps);
+        cl_grad_layernorm(dx, g->merger_ln_w, g->merger_ln_b, s.dh2, im->x_out, w->merger_ln_w, N,
+                          D, e->eps);
         if (dtokens) /* the auxiliary heads read the merger's input too */
             for (size_t i = 0; i < ND; i++)
                 dx[i] += dtokens[(size_t)t * ND + i];

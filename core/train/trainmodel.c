@@ -19,7 +19,10 @@ void cl_train_grad_options_init(ClTrainGradOptions *o)
 /* ---- the auxiliary heads ------------------------------------------------------------------- */
 
 const char *const cl_train_aux_head_names[4] = {
-    "aux.objects.weight", "aux.objects.bias", "aux.changed.weight", "aux.changed.bias",
+    "aux.objects.weight",
+    "aux.objects.bias",
+    "aux.changed.weight",
+    "aux.changed.bias",
 };
 
 size_t cl_train_aux_head_len(int dim, int i)
@@ -80,12 +83,12 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
     const ClModelConfig *cfg = &model->config;
     const int M = cl_config_n_visual(cfg);
     if (aux_on(o)) {
-        if (!isfinite(o->aux_objects_weight) || !isfinite(o->aux_changed_weight) ||
-            !o->aux_heads ||
+        if (!isfinite(o->aux_objects_weight) || !isfinite(o->aux_changed_weight) || !o->aux_heads ||
             o->aux_heads->dim != (o->aux_on_visual ? cfg->dec_dim : cfg->enc_dim)) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                         "The auxiliary losses need finite weights and heads of the width of the "
-                        "tokens they read (%d)", o->aux_on_visual ? cfg->dec_dim : cfg->enc_dim);
+                        "tokens they read (%d)",
+                        o->aux_on_visual ? cfg->dec_dim : cfg->enc_dim);
             return FALSE;
         }
         if ((s->aux_objects || s->aux_changed) && s->n_images > 0 &&
@@ -93,8 +96,7 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                         "Sample %s: its auxiliary targets are on a %dx%d grid but the model's "
                         "patch grid is %dx%d; make the masks at the model's patch size",
-                        sample_name(s), s->grid, s->grid, cl_config_grid(cfg),
-                        cl_config_grid(cfg));
+                        sample_name(s), s->grid, s->grid, cl_config_grid(cfg), cl_config_grid(cfg));
             return FALSE;
         }
     }
@@ -105,18 +107,19 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
         return FALSE;
     }
 
-    if (s->n_images > 0 && (!s->pixels || s->channels != cfg->channels ||
-                            s->size != cfg->image_size)) {
+    if (s->n_images > 0 &&
+        (!s->pixels || s->channels != cfg->channels || s->size != cfg->image_size)) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "Sample %s: images are %dx%d with %d channels but the model takes %dx%d "
-                    "with %d; preprocess them for this model", sample_name(s), s->size, s->size,
-                    s->channels, cfg->image_size, cfg->image_size, cfg->channels);
+                    "with %d; preprocess them for this model",
+                    sample_name(s), s->size, s->size, s->channels, cfg->image_size, cfg->image_size,
+                    cfg->channels);
         return FALSE;
     }
     if (s->n_ids < 2 || !s->ids || s->n_ids > cfg->max_len) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "Sample %s has %d positions; the model takes 2 to %d", sample_name(s),
-                    s->n_ids, cfg->max_len);
+                    "Sample %s has %d positions; the model takes 2 to %d", sample_name(s), s->n_ids,
+                    cfg->max_len);
         return FALSE;
     }
     gint64 n_vis = 0;
@@ -126,7 +129,8 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
         else if (s->ids[i] < 0 || s->ids[i] >= cfg->vocab_size) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                         "Sample %s: token id %d at position %d is outside the model's "
-                        "vocabulary of %d", sample_name(s), s->ids[i], i, cfg->vocab_size);
+                        "vocabulary of %d",
+                        sample_name(s), s->ids[i], i, cfg->vocab_size);
             return FALSE;
         }
     }
@@ -150,8 +154,8 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
             continue;
         if (t + 1 >= s->n_ids || s->ids[t + 1] < 0) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                        "Sample %s supervises position %d, whose target is %s", sample_name(s),
-                        t, t + 1 >= s->n_ids ? "past the end" : "a visual token");
+                        "Sample %s supervises position %d, whose target is %s", sample_name(s), t,
+                        t + 1 >= s->n_ids ? "past the end" : "a visual token");
             return FALSE;
         }
         ns++;
@@ -166,9 +170,8 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
 
 /* The forward of the whole model; keeps what the backward needs in *enc and *dec. */
 static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample *s,
-                        const ClTrainGradOptions *o, const int *rows, int n_rows,
-                        ClTrainEnc **enc, ClTrainDec **dec, float **visual, float **logits,
-                        GError **error)
+                        const ClTrainGradOptions *o, const int *rows, int n_rows, ClTrainEnc **enc,
+                        ClTrainDec **dec, float **visual, float **logits, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     const size_t ME = (size_t)cl_config_n_visual(cfg) * cfg->dec_dim;
@@ -182,7 +185,7 @@ static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample
     }
     ClTrainEnc *fixed = NULL;
     if (o && o->state_params && s->n_images > 1) {
-        float *vis = g_try_new(float, s->n_images * ME);
+        float *vis = g_try_new(float, s->n_images *ME);
         fixed = vis ? cl_train_enc_forward(be, model, &o->state_params->w, s->pixels,
                                            (int)s->n_images, NULL, vis, error)
                     : NULL;
@@ -207,8 +210,7 @@ static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample
     if (s->n_pages > 0 && !cl_vist_encode_pages(be, model, s->page_pixels, s->n_pages,
                                                 *visual + s->n_images * ME, error))
         return FALSE;
-    *dec = cl_train_dec_forward(be, model, s->ids, s->n_ids, *visual, rows, n_rows, *logits,
-                                error);
+    *dec = cl_train_dec_forward(be, model, s->ids, s->n_ids, *visual, rows, n_rows, *logits, error);
     return *dec != NULL;
 }
 
@@ -343,15 +345,14 @@ static double aux_losses(const ClTrainEnc *enc, const float *visual, const ClMod
     double sum = 0;
     *l_objects = *l_changed = NAN;
     if (o->aux_objects_weight > 0 && tg.objects) {
-        *l_objects = aux_head(x, n, 0, &tg, TRUE, h->objects_w, h->objects_b,
-                              o->aux_objects_weight, N, D, dx, hg ? hg->objects_w : NULL,
-                              hg ? hg->objects_b : NULL);
+        *l_objects = aux_head(x, n, 0, &tg, TRUE, h->objects_w, h->objects_b, o->aux_objects_weight,
+                              N, D, dx, hg ? hg->objects_w : NULL, hg ? hg->objects_b : NULL);
         sum += o->aux_objects_weight * *l_objects;
     }
     if (o->aux_changed_weight > 0 && tg.changed && n > 1) {
-        *l_changed = aux_head(x, n, 1, &tg, FALSE, h->changed_w, h->changed_b,
-                              o->aux_changed_weight, N, D, dx, hg ? hg->changed_w : NULL,
-                              hg ? hg->changed_b : NULL);
+        *l_changed =
+            aux_head(x, n, 1, &tg, FALSE, h->changed_w, h->changed_b, o->aux_changed_weight, N, D,
+                     dx, hg ? hg->changed_w : NULL, hg ? hg->changed_b : NULL);
         sum += o->aux_changed_weight * *l_changed;
     }
     aux_targets_clear(&tg);
@@ -409,8 +410,8 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
                         "Not enough memory for the logits' gradient");
             ok = FALSE;
         } else {
-            double loss = cl_cross_entropy(dlogits, logits, tgt, ones, n_rows, cfg->vocab_size,
-                                           1.0f, &ns);
+            double loss =
+                cl_cross_entropy(dlogits, logits, tgt, ones, n_rows, cfg->vocab_size, 1.0f, &ns);
             if (st) {
                 st->loss = loss;
                 st->n_supervised = ns;
@@ -437,8 +438,8 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
                 g_clear_pointer(&dtokens, g_free);
             }
             if (enc)
-                cl_train_enc_backward(enc, &model->w, dvisual, dtokens,
-                                      o ? o->stop_grad : TRUE, &grads->w);
+                cl_train_enc_backward(enc, &model->w, dvisual, dtokens, o ? o->stop_grad : TRUE,
+                                      &grads->w);
             g_free(dvisual);
         }
         g_free(dlogits);
@@ -461,15 +462,15 @@ gboolean cl_train_forward_backward(ClBackend *be, const ClModel *model, const Cl
     return step(be, model, s, o, grads, NULL, st, error);
 }
 
-gboolean cl_train_forward_backward_aux(ClBackend *be, const ClModel *model,
-                                       const ClTrainSample *s, const ClTrainGradOptions *o,
-                                       ClParamBuf *grads, ClTrainAuxHeads *aux_grads,
-                                       ClTrainStepStats *st, GError **error)
+gboolean cl_train_forward_backward_aux(ClBackend *be, const ClModel *model, const ClTrainSample *s,
+                                       const ClTrainGradOptions *o, ClParamBuf *grads,
+                                       ClTrainAuxHeads *aux_grads, ClTrainStepStats *st,
+                                       GError **error)
 {
     g_return_val_if_fail(grads != NULL && grads->n == model->n_params, FALSE);
-    g_return_val_if_fail(aux_grads == NULL || aux_grads->dim == (o && o->aux_on_visual
-                                                                 ? model->config.dec_dim
-                                                                 : model->config.enc_dim),
+    g_return_val_if_fail(aux_grads == NULL ||
+                             aux_grads->dim == (o && o->aux_on_visual ? model->config.dec_dim
+                                                                      : model->config.enc_dim),
                          FALSE);
     return step(be, model, s, o, grads, aux_grads, st, error);
 }

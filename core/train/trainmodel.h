@@ -57,13 +57,13 @@ void cl_train_grad_options_init(ClTrainGradOptions *o);
  * then send no gradient into the encoder (d token = d logit · w = 0) and the heads learn a
  * linear read-out of the tokens first; a logit of 0 is the uninformed p = 0.5. */
 typedef struct _ClTrainAuxHeads {
-    int dim;                  /* D */
-    size_t n;                 /* K·D + K + D + 1, K = CL_TRAIN_AUX_N_OBJECT_OUT */
-    float *data;              /* (n) owned: the four tensors below, in this order */
-    float *objects_w;         /* (K, D) row-major */
-    float *objects_b;         /* (K) */
-    float *changed_w;         /* (D) */
-    float *changed_b;         /* (1) */
+    int dim;          /* D */
+    size_t n;         /* K·D + K + D + 1, K = CL_TRAIN_AUX_N_OBJECT_OUT */
+    float *data;      /* (n) owned: the four tensors below, in this order */
+    float *objects_w; /* (K, D) row-major */
+    float *objects_b; /* (K) */
+    float *changed_w; /* (D) */
+    float *changed_b; /* (1) */
 } ClTrainAuxHeads;
 
 #define CL_TRAIN_AUX_N_OBJECT_OUT (1 + CL_TRAIN_AUX_N_LABELS)
@@ -79,10 +79,10 @@ extern const char *const cl_train_aux_head_names[4];
 size_t cl_train_aux_head_len(int dim, int i);
 
 typedef struct {
-    double loss;       /* mean masked next-token cross-entropy of the sample (nats) */
-    int n_supervised;  /* positions it averages over */
-    int n_positions;   /* decoder positions run */
-    double ms;         /* wall time of the call */
+    double loss;      /* mean masked next-token cross-entropy of the sample (nats) */
+    int n_supervised; /* positions it averages over */
+    int n_positions;  /* decoder positions run */
+    double ms;        /* wall time of the call */
     /* the auxiliary losses (mean BCE, unweighted; NaN when off or the sample has no targets)
      * and the sample's whole loss: loss + the weighted auxiliary terms that ran */
     double aux_objects_loss;
@@ -100,10 +100,10 @@ gboolean cl_train_forward_backward(ClBackend *be, const ClModel *model, const Cl
 
 /* The same, with the auxiliary heads' gradients: aux_grads (a ClTrainAuxHeads of the heads'
  * dim; may be NULL) += d loss / d heads. cl_train_forward_backward is this with NULL. */
-gboolean cl_train_forward_backward_aux(ClBackend *be, const ClModel *model,
-                                       const ClTrainSample *s, const ClTrainGradOptions *o,
-                                       ClParamBuf *grads, ClTrainAuxHeads *aux_grads,
-                                       ClTrainStepStats *st, GError **error);
+gboolean cl_train_forward_backward_aux(ClBackend *be, const ClModel *model, const ClTrainSample *s,
+                                       const ClTrainGradOptions *o, ClParamBuf *grads,
+                                       ClTrainAuxHeads *aux_grads, ClTrainStepStats *st,
+                                       GError **error);
 
 /* The same forward, loss only (finite differences, evaluation perplexity). o may be NULL. */
 gboolean cl_train_loss(ClBackend *be, const ClModel *model, const ClTrainSample *s,
@@ -113,7 +113,6 @@ gboolean cl_train_loss(ClBackend *be, const ClModel *model, const ClTrainSample 
  * (n_images, M, E) and *logits (n_ids, V), newly allocated (either pointer may be NULL). */
 gboolean cl_train_forward_outputs(ClBackend *be, const ClModel *model, const ClTrainSample *s,
                                   float **visual, float **logits, GError **error);
-
 
 /* ---- internal: shared by core/train/trainmodel*.c only ------------------------------------ */
 

@@ -82,8 +82,8 @@ GPtrArray *cl_sentence_maps(ClBackend *be, const ClModel *model, const ClDescrib
     int first = 0;
     for (int k = 0; k < ng; k++) {
         gsize len = 0;
-        const char *b = cl_tokenizer_token_bytes(model->tokenizer, g_array_index(res->ids, gint32, k),
-                                                 &len);
+        const char *b =
+            cl_tokenizer_token_bytes(model->tokenizer, g_array_index(res->ids, gint32, k), &len);
         gboolean ends = FALSE;
         for (gsize i = 0; b && i < len; i++)
             ends |= b[i] == '.' || b[i] == '!' || b[i] == '?' || b[i] == '\n';

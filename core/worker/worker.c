@@ -332,9 +332,8 @@ static gboolean prepare(State *s, Job *job, double *load_ms, GError **error)
         model = cl_model_load(job->model.path, error);
     } else {
         ClModelConfig cfg;
-        if (!cl_model_config_preset(&cfg, job->model.random_preset ? job->model.random_preset
-                                                                   : "tiny",
-                                    error))
+        if (!cl_model_config_preset(
+                &cfg, job->model.random_preset ? job->model.random_preset : "tiny", error))
             return FALSE;
         if (job->model.random_variant &&
             !cl_sve_variant_from_name(job->model.random_variant, &cfg.sve_variant)) {
@@ -364,12 +363,14 @@ static void run_describe(State *s, Job *job)
     ClWorkerDescribeResult *r = g_new0(ClWorkerDescribeResult, 1);
     g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, MAX(job->n_images, 1));
     for (guint i = 0; i < job->n_images; i++)
-        imgs[i] = (ClDescribeImage){ job->images[i].image, job->images[i].frame,
-                                     job->images[i].masks, job->images[i].n_masks,
-                                     job->images[i].has_display ? &job->images[i].display
-                                                                : NULL,
+        imgs[i] = (ClDescribeImage){ job->images[i].image,
+                                     job->images[i].frame,
+                                     job->images[i].masks,
+                                     job->images[i].n_masks,
+                                     job->images[i].has_display ? &job->images[i].display : NULL,
                                      job->images[i].has_align ? job->images[i].align : NULL,
-                                     job->images[i].frame_w, job->images[i].frame_h };
+                                     job->images[i].frame_w,
+                                     job->images[i].frame_h };
     ClDescribeOptions o = job->opts;
     o.on_token = on_token;
     o.on_progress = on_progress;
@@ -380,11 +381,11 @@ static void run_describe(State *s, Job *job)
     r->load_ms = load_ms;
     r->model_name = model_name(&job->model);
     r->model_path = g_strdup(s->model->path);
-    r->model_sha256 = s->model->sha256
-                          ? g_strdup(s->model->sha256)
-                          : g_compute_checksum_for_data(G_CHECKSUM_SHA256,
-                                                        (const guchar *)s->model->arena,
-                                                        s->model->n_params * sizeof(float));
+    r->model_sha256 =
+        s->model->sha256
+            ? g_strdup(s->model->sha256)
+            : g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)s->model->arena,
+                                          s->model->n_params * sizeof(float));
     r->model_config_json = cl_model_config_to_json(&s->model->config);
     r->model_image_size = s->model->config.image_size;
     r->device = g_strdup(cl_backend_name(s->be));
@@ -463,16 +464,12 @@ static void cl_worker_finalize(GObject *object)
     G_OBJECT_CLASS(cl_worker_parent_class)->finalize(object);
 }
 
-static void cl_worker_get_property(GObject *object, guint prop_id, GValue *value,
-                                   GParamSpec *pspec)
+static void cl_worker_get_property(GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
 {
     ClWorker *self = CL_WORKER(object);
     switch (prop_id) {
-    case PROP_N_JOBS:
-        g_value_set_uint(value, self->n_jobs);
-        break;
-    default:
-        G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
+    case PROP_N_JOBS: g_value_set_uint(value, self->n_jobs); break;
+    default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
 
@@ -552,8 +549,7 @@ void cl_worker_describe_async(ClWorker *self, const ClWorkerModel *model, ClWork
     if (cancellable) {
         job->caller_cancellable = g_object_ref(cancellable);
         job->caller_handler = g_cancellable_connect(cancellable, G_CALLBACK(caller_cancelled),
-                                                    g_object_ref(job->cancellable),
-                                                    g_object_unref);
+                                                    g_object_ref(job->cancellable), g_object_unref);
     }
     job->model.path = g_strdup(model->path);
     job->model.random_preset = g_strdup(model->random_preset);
@@ -562,9 +558,9 @@ void cl_worker_describe_async(ClWorker *self, const ClWorkerModel *model, ClWork
     job->images = g_memdup2(images, sizeof(ClWorkerImage) * MAX(n_images, 1));
     job->n_images = n_images;
     for (guint i = 0; i < n_images; i++)
-        job->images[i].masks = images[i].n_masks
-                                   ? g_memdup2(images[i].masks, sizeof(double) * 4 * images[i].n_masks)
-                                   : NULL;
+        job->images[i].masks =
+            images[i].n_masks ? g_memdup2(images[i].masks, sizeof(double) * 4 * images[i].n_masks)
+                              : NULL;
     if (opts)
         job->opts = *opts;
     else

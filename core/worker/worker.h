@@ -25,8 +25,8 @@ guint cl_worker_get_n_jobs(ClWorker *self);
  * text is noise; what the app runs when no model is installed). The worker keeps the last model
  * it loaded and reuses it while the jobs ask for the same one. */
 typedef struct {
-    char *path;          /* a model file; NULL = random init */
-    char *random_preset; /* "tiny", "base", ... when path is NULL (NULL = "tiny") */
+    char *path;           /* a model file; NULL = random init */
+    char *random_preset;  /* "tiny", "base", ... when path is NULL (NULL = "tiny") */
     char *random_variant; /* SVE variant of the random model, NULL = the preset's */
     guint64 random_seed;
 } ClWorkerModel;
@@ -43,7 +43,7 @@ typedef struct {
     guint n_masks;
     gboolean has_display; /* display: the window/level the user sees (copied), else defaults */
     ClDisplaySettings display;
-    gboolean has_align;   /* read aligned onto a frame (ClDescribeImage.align) */
+    gboolean has_align; /* read aligned onto a frame (ClDescribeImage.align) */
     double align[6];
     guint frame_w, frame_h;
 } ClWorkerImage;
