@@ -10,13 +10,41 @@
 #include "nn/backend.h"
 
 /* Every member of struct cl_backend_ops, in order. */
-#define OP_MEMBERS(X)                                                                              \
-    X(name)                                                                                        \
-    X(destroy)                                                                                     \
-    X(host_memory) X(alloc) X(release) X(upload) X(download) X(copy) X(zero) X(finish) X(linear)   \
-        X(gemm) X(layernorm) X(rmsnorm) X(modulate) X(gelu) X(silu) X(silu_mul) X(add) X(residual) \
-            X(scale_cols) X(rope) X(softmax) X(attention) X(attention_scratch) X(row_norms)        \
-                X(embed) X(im2col) X(merge2x2) X(col_mean) X(center_cols) X(scale_by)
+// clang-format off
+#define OP_MEMBERS(X) \
+    X(name) \
+    X(destroy) \
+    X(host_memory) \
+    X(alloc) \
+    X(release) \
+    X(upload) \
+    X(download) \
+    X(copy) \
+    X(zero) \
+    X(finish) \
+    X(linear) \
+    X(gemm) \
+    X(layernorm) \
+    X(rmsnorm) \
+    X(modulate) \
+    X(gelu) \
+    X(silu) \
+    X(silu_mul) \
+    X(add) \
+    X(residual) \
+    X(scale_cols) \
+    X(rope) \
+    X(softmax) \
+    X(attention) \
+    X(attention_scratch) \
+    X(row_norms) \
+    X(embed) \
+    X(im2col) \
+    X(merge2x2) \
+    X(col_mean) \
+    X(center_cols) \
+    X(scale_by)
+// clang-format on
 
 /* The struct rebuilt from the list: same size and every member at the same offset, or the list
  * (and so the table) has fallen behind the struct. */
