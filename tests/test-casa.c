@@ -11,7 +11,7 @@
 #include "model/decoder.h"
 #include "model/model.h"
 #include "refdec.h"
-#include "train/data.h"
+#include "train/jsonl.h"
 #include "train/synthdata.h"
 #include "model/tokenizer.h"
 

@@ -8,7 +8,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
-#include "train/data.h"
+#include "train/jsonl.h"
 #include "model/decoder.h"
 #include "fixtures.h"
 #include "model/preprocess.h"

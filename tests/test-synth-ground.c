@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "train/data.h"
+#include "train/jsonl.h"
 #include "fixtures.h"
 #include "synth/ground.h"
 #include "image/image.h"

@@ -16,7 +16,7 @@
 #include "refdec.h"
 #include "model/vist.h"
 #include "model/describe.h"
-#include "train/data.h"
+#include "train/jsonl.h"
 #include "train/synthdata.h"
 #include "train/trainmodel.h"
 

@@ -97,10 +97,15 @@ typedef struct {
     struct _ClThreadPool *pool;  /* the CPU backend's pool, for them */
 } ClDecRun;
 
-/* ---- decoder.c: the cache and the plain block ---- */
+/* ---- kvcache.c: the cache ---- */
 
+/* The cache serves models of cfg's decoder shapes. */
+gboolean cl_dec_same_model(const ClKVCache *c, const ClModelConfig *cfg);
 /* The workspace for `rows` positions on backend be (and the keys and values moved there). */
 gboolean cl_dec_ensure_workspace(ClKVCache *c, ClBackend *be, int rows, GError **error);
+
+/* ---- decoder.c: the plain block ---- */
+
 /* Positions cid[0, cn) at positions pos0.. through every layer into c->x, their keys and values
  * into the cache; visual ids take the next rows of `visual` from *vis_row (visual may be NULL
  * when cid has none). */

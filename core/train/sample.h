@@ -1,6 +1,6 @@
 /* sample.h - one training example as the trainer consumes it: preprocessed images, the decoder's
  * input ids with the visual positions expanded, the loss mask, and optional auxiliary per-token
- * targets. Made by data.c (ShareGPT JSONL) or from core/synth samples; read by trainmodel.c. */
+ * targets. Made by jsonl.c (ShareGPT JSONL) or from core/synth samples; read by trainmodel.c. */
 #pragma once
 
 #include <glib.h>

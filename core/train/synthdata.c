@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "train/data.h"
+#include "train/jsonl.h"
 
 ClImage *cl_synth_image_to_image(const ClSynthImage *img)
 {

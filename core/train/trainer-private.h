@@ -6,7 +6,7 @@
 #include "nn/backend.h"
 #include "synth/synth.h"
 #include "train/checkpoint.h"
-#include "train/data.h"
+#include "train/jsonl.h"
 #include "train/optim.h"
 #include "train/params.h"
 #include "train/trainer.h"

@@ -11,7 +11,7 @@
 
 #include "nn/backend.h"
 #include "train/checkpoint.h"
-#include "train/data.h"
+#include "train/jsonl.h"
 #include "train/optim.h"
 #include "train/params.h"
 #include "model/safetensors.h"

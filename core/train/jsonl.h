@@ -1,4 +1,4 @@
-/* data.h - ShareGPT-style JSONL training data (docs/DESIGN.md §5, the SVE paper's appendix B) and the
+/* jsonl.h - ShareGPT-style JSONL training data (docs/DESIGN.md §5, the SVE paper's appendix B) and the
  * conversation -> ClTrainSample conversion (ids with visual positions expanded, loss mask,
  * preprocessed images) shared with the synthetic tasks.
  *

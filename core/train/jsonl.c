@@ -1,7 +1,7 @@
-/* data.c - ShareGPT-style JSONL training data (data.h): the up-front index and validation, the
+/* jsonl.c - ShareGPT-style JSONL training data (jsonl.h): the up-front index and validation, the
  * conversation -> ClTrainSample conversion (ids, loss mask, preprocessed images) that the
  * synthetic tasks share, an LRU cache of preprocessed images, and the seeded epoch shuffles. */
-#include "train/data.h"
+#include "train/jsonl.h"
 #include "model/vist.h"
 
 #include <errno.h>
