@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend-check-private.h"
+#include "op-path.h"
 #include "nn/backend.h"
 
 /* Every member of struct cl_backend_ops, in order. */
@@ -458,21 +459,6 @@ static const OpCase cases[] = {
       { 4, 33, 2, 2, 320, -1, 20 } },
 };
 
-/* "m=7,k=64,n=96,bias=1" (the elementwise ops' internal selector left out) */
-static char *case_params(const OpCase *oc)
-{
-    g_auto(GStrv) names = g_strsplit(oc->params, ",", -1);
-    GString *s = g_string_new(NULL);
-    for (int i = 0; names[i] && i < 8; i++) {
-        if (oc->check == check_elementwise && i == 0)
-            continue;
-        g_string_append_printf(s, "%s%s=%d", s->len ? "," : "", names[i], oc->p[i]);
-    }
-    if (s->len == 0)
-        g_string_append(s, "default");
-    return g_string_free(s, FALSE);
-}
-
 typedef struct {
     const Ctx *c;
     const OpCase *oc;
@@ -506,8 +492,10 @@ void cl_check_add_op_tests(const char *prefix, const Ctx *c)
     for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
         OpTest *t = g_new(OpTest, 1); /* lives as long as the test program */
         t->c = c, t->oc = &cases[k];
-        g_autofree char *params = case_params(&cases[k]);
-        g_autofree char *path = g_strdup_printf("%s/ops/%s/%s", prefix, cases[k].op, params);
+        g_autofree char *ops = g_strconcat(prefix, "/ops", NULL);
+        /* the elementwise ops' first value is their internal selector: not in the path */
+        g_autofree char *path = cl_test_op_path(ops, cases[k].op, cases[k].params, cases[k].p,
+                                                cases[k].check == check_elementwise);
         g_test_add_data_func(path, t, run_case);
     }
     g_autofree char *cov = g_strdup_printf("%s/ops/coverage", prefix);

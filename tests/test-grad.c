@@ -9,6 +9,7 @@
 
 #include "nn/backend.h"
 #include "nn/grad.h"
+#include "op-path.h"
 
 static ClBackend *be;
 
@@ -79,18 +80,21 @@ static void lin_fwd(void *p, float *y)
     be->ops->linear(be, y, c->x, c->w, c->b, c->m, c->k, c->n);
 }
 
-static void test_linear(void)
+/* p: m, k, n */
+static void test_linear(gconstpointer data)
 {
+    const int *p_ = data;
     g_autoptr(GRand) r = g_rand_new_with_seed(1);
-    LinCtx c = { .m = 5, .k = 7, .n = 6 };
-    c.x = rnd(r, 35, -1, 1), c.w = rnd(r, 42, -1, 1), c.b = rnd(r, 6, -1, 1);
-    float *dy = rnd(r, 30, -1, 1), *y = g_new(float, 30);
-    float *dx = g_new0(float, 35), *dw = g_new0(float, 42), *db = g_new0(float, 6);
+    LinCtx c = { .m = p_[0], .k = p_[1], .n = p_[2] };
+    const size_t nx = (size_t)c.m * c.k, nw = (size_t)c.n * c.k, ny = (size_t)c.m * c.n;
+    c.x = rnd(r, nx, -1, 1), c.w = rnd(r, nw, -1, 1), c.b = rnd(r, c.n, -1, 1);
+    float *dy = rnd(r, ny, -1, 1), *y = g_new(float, ny);
+    float *dx = g_new0(float, nx), *dw = g_new0(float, nw), *db = g_new0(float, c.n);
     cl_grad_linear(dx, dw, db, dy, c.x, c.w, c.m, c.k, c.n);
-    Probe p = { lin_fwd, &c, dy, 30, y };
-    check_input(&p, "linear", "x", c.x, dx, 35);
-    check_input(&p, "linear", "w", c.w, dw, 42);
-    check_input(&p, "linear", "b", c.b, db, 6);
+    Probe p = { lin_fwd, &c, dy, ny, y };
+    check_input(&p, "linear", "x", c.x, dx, nx);
+    check_input(&p, "linear", "w", c.w, dw, nw);
+    check_input(&p, "linear", "b", c.b, db, c.n);
     g_free(c.x), g_free(c.w), g_free(c.b), g_free(dy), g_free(y), g_free(dx), g_free(dw),
         g_free(db);
 }
@@ -112,24 +116,27 @@ static void norm_fwd(void *p, float *y)
         be->ops->layernorm(be, y, c->x, c->w, c->b, c->m, c->n, 1e-6f);
 }
 
-static void test_norms(void)
+/* p: rms (0: layernorm), m, n */
+static void test_norms(gconstpointer data)
 {
+    const int *p_ = data;
     g_autoptr(GRand) r = g_rand_new_with_seed(2);
-    for (int rms = 0; rms < 2; rms++) {
-        NormCtx c = { .m = 4, .n = 11, .rms = rms };
-        c.x = rnd(r, 44, -2, 2), c.w = rnd(r, 11, 0.5, 1.5), c.b = rnd(r, 11, -1, 1);
-        float *dy = rnd(r, 44, -1, 1), *y = g_new(float, 44);
-        float *dx = g_new0(float, 44), *dw = g_new0(float, 11), *db = g_new0(float, 11);
+    {
+        const int rms = p_[0], m = p_[1], n = p_[2], mn = m * n;
+        NormCtx c = { .m = m, .n = n, .rms = rms };
+        c.x = rnd(r, mn, -2, 2), c.w = rnd(r, n, 0.5, 1.5), c.b = rnd(r, n, -1, 1);
+        float *dy = rnd(r, mn, -1, 1), *y = g_new(float, mn);
+        float *dx = g_new0(float, mn), *dw = g_new0(float, n), *db = g_new0(float, n);
         if (rms)
             cl_grad_rmsnorm(dx, dw, dy, c.x, c.w, c.m, c.n, 1e-6f);
         else
             cl_grad_layernorm(dx, dw, db, dy, c.x, c.w, c.m, c.n, 1e-6f);
-        Probe p = { norm_fwd, &c, dy, 44, y };
+        Probe p = { norm_fwd, &c, dy, mn, y };
         const char *op = rms ? "rmsnorm" : "layernorm";
-        check_input(&p, op, "x", c.x, dx, 44);
-        check_input(&p, op, "w", c.w, dw, 11);
+        check_input(&p, op, "x", c.x, dx, mn);
+        check_input(&p, op, "w", c.w, dw, n);
         if (!rms)
-            check_input(&p, op, "b", c.b, db, 11);
+            check_input(&p, op, "b", c.b, db, n);
         g_free(c.x), g_free(c.w), g_free(c.b), g_free(dy), g_free(y), g_free(dx), g_free(dw),
             g_free(db);
     }
@@ -514,15 +521,31 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     be = cl_backend_cpu_new(2);
-    g_test_add_func("/grad/linear", test_linear);
-    g_test_add_func("/grad/norms", test_norms);
-    g_test_add_func("/grad/elementwise", test_elementwise);
-    g_test_add_func("/grad/rope", test_rope);
-    g_test_add_func("/grad/attention", test_attention);
-    g_test_add_func("/grad/embed", test_embed);
-    g_test_add_func("/grad/patch", test_patch);
-    g_test_add_func("/grad/merger-unfold", test_merger_unfold);
-    g_test_add_func("/grad/cross-entropy", test_cross_entropy);
+    /* the op table's naming (op-path.h): an op and its parameters in every path */
+    static const struct {
+        const char *op, *names;
+        GTestDataFunc fn;
+        int p[4];
+        int skip;
+    } cases[] = {
+        { "linear", "m,k,n", test_linear, { 5, 7, 6 }, 0 },
+        { "linear", "m,k,n", test_linear, { 1, 33, 9 }, 0 }, /* a decode step's row */
+        { "layernorm", "rms,m,n", test_norms, { 0, 4, 11 }, 1 },
+        { "rmsnorm", "rms,m,n", test_norms, { 1, 4, 11 }, 1 },
+        { "rmsnorm", "rms,m,n", test_norms, { 1, 1, 24 }, 1 },
+    };
+    for (gsize k = 0; k < G_N_ELEMENTS(cases); k++) {
+        g_autofree char *path =
+            cl_test_op_path("/grad", cases[k].op, cases[k].names, cases[k].p, cases[k].skip);
+        g_test_add_data_func(path, cases[k].p, cases[k].fn);
+    }
+    g_test_add_func("/grad/elementwise/m=3,n=9", test_elementwise);
+    g_test_add_func("/grad/rope/tokens=9,heads=2,hd=8", test_rope);
+    g_test_add_func("/grad/attention/default", test_attention);
+    g_test_add_func("/grad/embed/n=6,dim=5", test_embed);
+    g_test_add_func("/grad/im2col/channels=3,size=8,patch=4", test_patch);
+    g_test_add_func("/grad/merge2x2/grid=4,d=3", test_merger_unfold);
+    g_test_add_func("/grad/cross-entropy/default", test_cross_entropy);
     int rc = g_test_run();
     cl_backend_free(be);
     return rc;
