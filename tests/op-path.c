@@ -1,8 +1,7 @@
 /* op-path.c - test paths that name an op's parameters (op-path.h). */
 #include "op-path.h"
 
-char *cl_test_op_path(const char *prefix, const char *op, const char *names, const int *p,
-                      int skip)
+char *cl_test_op_path(const char *prefix, const char *op, const char *names, const int *p, int skip)
 {
     g_auto(GStrv) parts = g_strsplit(names, ",", 8);
     GString *s = g_string_new(NULL);

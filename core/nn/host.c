@@ -13,16 +13,25 @@ int cl_argmax(const float *x, int n)
     return n > 0 && best < 0 ? 0 : best;
 }
 
-void cl_softmax(float *x, int n)
+/* max(x) and Σ exp(x − max), in double: the shared first half of (log-)softmax. */
+static double max_and_sum_exp(const float *x, int n, float *max)
 {
-    if (n <= 0)
-        return;
     float m = x[0];
     for (int i = 1; i < n; i++)
         m = MAX(m, x[i]);
     double s = 0;
     for (int i = 0; i < n; i++)
         s += exp((double)x[i] - m);
+    *max = m;
+    return s;
+}
+
+void cl_softmax(float *x, int n)
+{
+    if (n <= 0)
+        return;
+    float m;
+    double s = max_and_sum_exp(x, n, &m);
     for (int i = 0; i < n; i++)
         x[i] = (float)(exp((double)x[i] - m) / s);
 }
@@ -31,12 +40,8 @@ void cl_log_softmax(float *x, int n)
 {
     if (n <= 0)
         return;
-    float m = x[0];
-    for (int i = 1; i < n; i++)
-        m = MAX(m, x[i]);
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += exp((double)x[i] - m);
+    float m;
+    double s = max_and_sum_exp(x, n, &m);
     double lse = m + log(s);
     for (int i = 0; i < n; i++)
         x[i] = (float)((double)x[i] - lse);
