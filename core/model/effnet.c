@@ -108,8 +108,11 @@ static gboolean load_blocks(const ClSafetensors *st, ClEffnet *net, guint *used,
             g_autofree char *pj = g_strconcat(pre, "_project_conv", NULL);
             g_autofree char *bn2 = g_strconcat(pre, "_bn2", NULL);
             B->expand = (Conv){ .cin = cin, .cout = expand > 1 ? hidden : 0, .k = 1, .stride = 1 };
-            B->dw = (Conv){ .cin = hidden, .cout = hidden, .k = stages[s].k,
-                            .stride = r == 0 ? stages[s].stride : 1, .depthwise = TRUE };
+            B->dw = (Conv){ .cin = hidden,
+                            .cout = hidden,
+                            .k = stages[s].k,
+                            .stride = r == 0 ? stages[s].stride : 1,
+                            .depthwise = TRUE };
             B->project = (Conv){ .cin = hidden, .cout = cout, .k = 1, .stride = 1 };
             B->skip = B->dw.stride == 1 && cin == cout;
             if ((expand > 1 && !load_conv(st, ex, bn0, &B->expand, used, error)) ||
@@ -159,8 +162,8 @@ ClEffnet *cl_effnet_load(const char *path, GError **error)
     }
     if (used != st->tensors->len) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_FILE,
-                    "%s: %u tensors, of which EfficientNet-Lite0 uses %u", path,
-                    st->tensors->len, used);
+                    "%s: %u tensors, of which EfficientNet-Lite0 uses %u", path, st->tensors->len,
+                    used);
         return NULL;
     }
     net->fc_w = g_memdup2(w->data, (gsize)CL_EFFNET_CLASSES * 1280 * sizeof(float));
@@ -186,8 +189,8 @@ static int same_pad(int in, int k, int stride, int *out)
 /* y (h·w × cout) = x (h·w × cin) · Wᵀ + b, then ReLU6 when `act` */
 static void pointwise(const Conv *c, const float *x, int hw, float *y, gboolean act)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hw, c->cout, c->cin, 1.0f, x, c->cin,
-                c->w, c->cin, 0.0f, y, c->cout);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, hw, c->cout, c->cin, 1.0f, x, c->cin, c->w,
+                c->cin, 0.0f, y, c->cout);
     for (int i = 0; i < hw; i++)
         for (int o = 0; o < c->cout; o++) {
             float v = y[(size_t)i * c->cout + o] + c->b[o];
@@ -220,8 +223,8 @@ static void spatial(const Conv *c, const float *x, int h, int w, float *y, int *
                     } else {
                         for (int o = 0; o < c->cout; o++)
                             for (int ci = 0; ci < c->cin; ci++)
-                                out[o] += c->w[(((size_t)o * c->cin + ci) * K + u) * K + v] *
-                                          in[ci];
+                                out[o] +=
+                                    c->w[(((size_t)o * c->cin + ci) * K + u) * K + v] * in[ci];
                     }
                 }
             }
@@ -248,8 +251,7 @@ static void block(const Block *B, const float *x, int *h, int *w, float *y, floa
 }
 
 /* Runs the net up to block `last` (−1: through the head); the result in a new array. */
-static float *run(const ClEffnet *net, const float *rgb, int size, int last, int *h, int *w,
-                  int *c)
+static float *run(const ClEffnet *net, const float *rgb, int size, int last, int *h, int *w, int *c)
 {
     size_t cap = (size_t)(size / 2) * (size / 2) * 96; /* the widest activation: block 1's */
     g_autofree float *in = g_new(float, (size_t)size * size * 3);
