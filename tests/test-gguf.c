@@ -10,6 +10,7 @@
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/gguf-model.h"
+#include "model/effnet.h"
 #include "model/chat.h"
 #include "model/generate.h"
 #include "model/decoder.h"
@@ -473,6 +474,40 @@ static void test_smollm2_chat(void)
     cl_backend_free(be);
 }
 
+/* describe with SmolLM2 as the decoder and EfficientNet-Lite0 as the encoder's stem (both as
+ * set-up fetched them; the SVE blocks, merger and projector seeded random, so the text is noise):
+ * the whole pipeline runs, images through the stem into the decoder's prompt. */
+static void test_describe_effnet(void)
+{
+    g_autofree char *path = cl_pretrained_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+    g_autofree char *effnet = cl_pretrained_path(CL_EFFNET_FILE);
+    const char *cli = g_getenv("CL_CLI"), *src = g_getenv("CL_SOURCE_ROOT");
+    if (!g_file_test(path, G_FILE_TEST_EXISTS) || !g_file_test(effnet, G_FILE_TEST_EXISTS) ||
+        !cli || !src) {
+        g_test_skip("SmolLM2 or EfficientNet-Lite0 not fetched (or no CLI to run)");
+        return;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClModel) m = cl_model_load(path, &err);
+    g_assert_no_error(err);
+    g_assert_true(m->config.enc_stem_effnet);
+    g_autofree char *a = g_build_filename(src, "data", "demo", "edits", "before.png", NULL);
+    g_autofree char *b = g_build_filename(src, "data", "demo", "edits", "after.png", NULL);
+    const char *argv[] = { cli, "describe", "--model", path, "--max-tokens",
+                           "6", "--json",   a,         b,    NULL };
+    g_autofree char *out = NULL, *errout = NULL;
+    int status = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                               &errout, &status, &err));
+    if (!g_spawn_check_wait_status(status, NULL))
+        g_error("describe failed: %s", errout);
+    g_autoptr(JsonParser) p = json_parser_new();
+    g_assert_true(json_parser_load_from_data(p, out, -1, NULL));
+    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    g_test_message("describe (random connector): %s", json_object_get_string_member(o, "text"));
+    g_assert_true(json_object_has_member(o, "text"));
+}
+
 /* ---- parity with llama.cpp (the peer: llama-cpp-python in BUILD/venv) ---- */
 
 /* Five conversations and a text that exercises the pre-tokenisation (contractions, Unicode
@@ -679,5 +714,6 @@ int main(int argc, char **argv)
     g_test_add_func("/gguf/smollm2", test_smollm2);
     g_test_add_func("/gguf/smollm2-chat", test_smollm2_chat);
     g_test_add_func("/gguf/llama-parity", test_llama_parity);
+    g_test_add_func("/gguf/describe-effnet", test_describe_effnet);
     return g_test_run();
 }

@@ -232,6 +232,12 @@ static gboolean check_shapes(const ClModelConfig *c, GError **error)
                     c->patch_size);
         return FALSE;
     }
+    if (c->enc_stem_effnet &&
+        (c->patch_size != 16 || c->channels != 3 || c->image_size % 32 != 0)) {
+        CONFIG_FAIL("config: the efficientnet_lite0:16 stem needs patch_size 16, 3 channels and "
+                    "an image_size that is a multiple of 32");
+        return FALSE;
+    }
     const int grid = c->image_size / c->patch_size;
     if (grid % 2 != 0) {
         CONFIG_FAIL("config: the patch grid image_size / patch_size = %d must be even (2×2 merger)",
@@ -666,6 +672,18 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_bool(v, k, &c->visual_center, error);
     if (strcmp(k, "enc_pos") == 0)
         return json_bool(v, k, &c->enc_pos, error);
+    if (strcmp(k, "stem") == 0) {
+        const char *stem = JSON_NODE_HOLDS_VALUE(v) && json_node_get_value_type(v) == G_TYPE_STRING
+                               ? json_node_get_string(v)
+                               : NULL;
+        if (g_strcmp0(stem, "patch") == 0 || g_strcmp0(stem, "efficientnet_lite0:16") == 0) {
+            c->enc_stem_effnet = g_strcmp0(stem, "patch") != 0;
+            return TRUE;
+        }
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_CONFIG,
+                    "config: stem must be \"patch\" or \"efficientnet_lite0:16\"");
+        return FALSE;
+    }
     if (strcmp(k, "sve") == 0)
         return parse_section(c, v, "sve", sve_member, error);
     if (strcmp(k, "pvm") == 0)
@@ -794,6 +812,8 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"visual_center\":true");
     if (c->enc_pos)
         g_string_append(s, ",\"enc_pos\":true");
+    if (c->enc_stem_effnet)
+        g_string_append(s, ",\"stem\":\"efficientnet_lite0:16\"");
     if (c->casa != CL_CASA_OFF)
         g_string_append_printf(s, ",\"casa\":\"%s\"", cl_casa_variant_name(c->casa));
     if (c->casa_replace > 0)

@@ -68,6 +68,12 @@ typedef struct {
      * before the first block): with it a token's place is in its value inside the encoder, so
      * what an SVE block reads from the previous image carries where it was */
     gboolean enc_pos;
+    /* The encoder's stem (JSON "stem"): FALSE ("patch") a linear embedding of each patch's
+     * pixels; TRUE ("efficientnet_lite0:16") the pretrained EfficientNet-Lite0's stride-16 feature
+     * map (model/effnet.h; 112 values a token, frozen, read from the pretrained folder), then the
+     * same linear embedding (enc.patch.weight (D, 112)). Needs patch_size 16, 3 channels and an
+     * image_size that is a multiple of 32; CPU inference only. */
+    gboolean enc_stem_effnet;
     /* each image's visual tokens minus their mean over the image (before visual_pos): what the
      * merger emits for every image alike (a constant "soft prompt") is removed, so after the
      * decoder's RMSNorm a token is what sets it apart from the image's other tokens */
@@ -111,6 +117,13 @@ typedef struct {
     int vist_chunk, vist_tail, vist_font_px;
     gboolean vist_sees_text;
 } ClModelConfig;
+
+/* Values a token of the EfficientNet-Lite0 stem (its stride-16 feature map's channels). */
+#define CL_CONFIG_EFFNET_CHANNELS 112
+/* What the patch embedding reads per patch: C·P·P pixels, or the stem's features. */
+#define cl_config_patch_inputs(c)                                                                  \
+    ((c)->enc_stem_effnet ? CL_CONFIG_EFFNET_CHANNELS                                              \
+                          : (c)->channels * (c)->patch_size * (c)->patch_size)
 
 #define CL_MODEL_ERROR (cl_model_error_quark())
 GQuark cl_model_error_quark(void);

@@ -1,6 +1,8 @@
 /* encoder.c - the stateful visual encoder: patch embedding, SVE ViT blocks (all six variants),
  * 2×2 merger and the Δ map, exactly as docs/MODEL.md §3. */
 #include "model/encoder.h"
+#include "model/effnet.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <string.h>
@@ -495,6 +497,44 @@ void cl_visual_center(float *v, int m, int e)
     cl_center_columns(v, m, e);
 }
 
+/* The pretrained EfficientNet-Lite0, loaded once for the process from the pretrained folder. */
+static const ClEffnet *shared_effnet(GError **error)
+{
+    static GMutex lock;
+    static ClEffnet *net;
+    g_mutex_lock(&lock);
+    if (!net) {
+        g_autofree char *path = cl_pretrained_path(CL_EFFNET_FILE);
+        net = cl_effnet_load(path, error);
+        if (!net)
+            g_prefix_error(error, "The model's stem is EfficientNet-Lite0, which set-up fetches "
+                                  "(./run.sh): ");
+    }
+    g_mutex_unlock(&lock);
+    return net;
+}
+
+/* The stem's tokens for the model input `pixels` (3 planes of size², normalised to [−1, 1]):
+ * the stride-16 feature map, N × CL_CONFIG_EFFNET_CHANNELS, into `patches`. */
+static gboolean effnet_patches(const float *pixels, int size, float *patches, int N, GError **error)
+{
+    const ClEffnet *net = shared_effnet(error);
+    if (!net)
+        return FALSE;
+    const size_t plane = (size_t)size * size;
+    g_autofree float *rgb = g_new(float, plane * 3);
+    for (size_t i = 0; i < plane; i++)
+        for (int c = 0; c < 3; c++)
+            rgb[i * 3 + c] = pixels[c * plane + i] * 0.5f + 0.5f;
+    int n, ch;
+    g_autofree float *f = cl_effnet_features(net, rgb, size, 16, &n, &ch, error);
+    if (!f)
+        return FALSE;
+    g_assert(n == N && ch == CL_CONFIG_EFFNET_CHANNELS);
+    memcpy(patches, f, (size_t)N * ch * sizeof(float));
+    return TRUE;
+}
+
 /* x (N, D) = the patches' embedding, plus enc.pos when the model has it (config enc_pos). */
 static void embed_patches(ClBackend *be, float *x, const float *patches, const ClModelWeights *w,
                           int N, int cpp, int D)
@@ -554,18 +594,28 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
         cl_encoder_output_clear(out);
         return FALSE;
     }
-    const size_t cpp = (size_t)s.channels * s.patch * s.patch;
+    const size_t cpp = (size_t)cl_config_patch_inputs(cfg);
     /* on a device, the results are made in its memory and downloaded at the end */
     float *visual = host ? out->visual : state->visual;
     float *update_norm = host ? out->update_norm : state->unorm_all;
 
-    const float *px = pixels;
-    if (!host) {
-        be->ops->upload(be, state->pixels, pixels,
-                        (size_t)s.channels * s.image * s.image * sizeof(float));
-        px = state->pixels;
+    if (cfg->enc_stem_effnet) {
+        if (!host || !effnet_patches(pixels, s.image, state->patches, N, error)) {
+            if (!host)
+                g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                            "The EfficientNet-Lite0 stem runs on the CPU only");
+            cl_encoder_output_clear(out);
+            return FALSE;
+        }
+    } else {
+        const float *px = pixels;
+        if (!host) {
+            be->ops->upload(be, state->pixels, pixels,
+                            (size_t)s.channels * s.image * s.image * sizeof(float));
+            px = state->pixels;
+        }
+        be->ops->im2col(be, state->patches, px, s.channels, s.image, s.patch);
     }
-    be->ops->im2col(be, state->patches, px, s.channels, s.image, s.patch);
     embed_patches(be, state->x, state->patches, w, N, (int)cpp, D);
     tap2(&t, "patch", state->x, N, D);
 

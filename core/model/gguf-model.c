@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/config.h"
+#include "model/effnet.h"
 
 #define FAIL(code, ...) g_set_error(error, CL_MODEL_ERROR, code, __VA_ARGS__)
 
@@ -251,6 +252,10 @@ gboolean cl_gguf_model_config(const ClGguf *g, int n_ids, ClModelConfig *cfg, GE
     cfg->vocab_size = n_ids;
     cfg->max_len = MIN(ctx, CL_GGUF_MAX_LEN);
     cfg->tie_embeddings = cl_gguf_tensor(g, "output.weight") == NULL;
+    /* the visual side: EfficientNet-Lite0's features when set-up fetched it (SVE blocks and the
+     * merger on top, seeded random until trained), else the tiny preset's patch embedding */
+    g_autofree char *effnet = cl_pretrained_path(CL_EFFNET_FILE);
+    cfg->enc_stem_effnet = g_file_test(effnet, G_FILE_TEST_EXISTS);
     return cl_model_config_validate(cfg, error);
 }
 

@@ -45,7 +45,10 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
     const gint64 hd = cfg->dec_heads > 0 ? E / cfg->dec_heads : 0;
     const gint64 Q = cfg->dec_heads * hd, KV = cfg->dec_kv_heads * hd;
 
-    add(specs, SLOT(w->patch_w), 4, D, C, P, P, "enc.patch.weight");
+    if (cfg->enc_stem_effnet) /* the stem's features, not pixels */
+        M2(SLOT(w->patch_w), D, CL_CONFIG_EFFNET_CHANNELS, "enc.patch.weight");
+    else
+        add(specs, SLOT(w->patch_w), 4, D, C, P, P, "enc.patch.weight");
     V1(SLOT(w->patch_b), D, "enc.patch.bias");
     if (cfg->enc_pos) {
         const gint64 G = (gint64)(cfg->image_size / cfg->patch_size);

@@ -314,6 +314,12 @@ static gboolean run_resolve(Run *r, const ClTrainerOptions *o, ClAdamWOptions *a
 {
     ClTrainerOptions *ro = &r->ro;
     *ro = *o;
+    if (r->model->config.enc_stem_effnet || r->model->quant) {
+        g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_MODEL,
+                    "training a model with the EfficientNet-Lite0 stem or quantized decoder "
+                    "weights is not built yet");
+        return FALSE;
+    }
     if (ro->steps <= 0) {
         guint n = cl_dataset_count(r->src.ds);
         ro->steps = (gint64)ceil(ro->epochs * n / ro->batch);
