@@ -58,6 +58,7 @@ static gboolean micro_visual_pos;
 static gboolean micro_visual_center;
 /* … and a learned position per patch ("enc.pos") when set */
 static gboolean micro_enc_pos;
+static gboolean micro_change_head;
 /* … and PVM beside the FFN of both decoder layers (rank 8, 2 heads of 4) when set */
 static gboolean micro_pvm;
 /* … and CASA (this variant) when not off */
@@ -77,6 +78,7 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     cfg.visual_pos = micro_visual_pos;
     cfg.visual_center = micro_visual_center;
     cfg.enc_pos = micro_enc_pos;
+    cfg.change_head = micro_change_head;
     cfg.casa = micro_casa;
     cfg.casa_replace = micro_casa_replace;
     cfg.casa_tv = micro_casa_tv;
@@ -840,8 +842,13 @@ static void check_aux_fd(ClSveVariant v, gboolean visual)
                    cl_sve_variant_name(v), visual ? "visual" : "patches", n_checked, rel, worst);
     g_assert_cmpfloat(rel, <, 5e-3);
     g_assert_cmpfloat(worst, <, 1.0);
-    /* the heads' gradient is not trivially zero (the check above would pass on zeros) */
-    g_assert_cmpfloat(fabs(hg->objects_b[0]) + fabs(hg->changed_b[0]), >, 1e-4);
+    /* the heads' gradient is not trivially zero (the check above would pass on zeros); with
+     * config.change_head the changed term trains the model's enc.change instead */
+    const float changed_b = m->w.enc_change_b ? g->w.enc_change_b[0] : hg->changed_b[0];
+    g_assert_cmpfloat(fabs(hg->objects_b[0]), >, 1e-4);
+    g_assert_cmpfloat(fabs(changed_b), >, 1e-4);
+    if (m->w.enc_change_b)
+        g_assert_cmpfloat(fabs(hg->changed_b[0]), ==, 0);
     for (int k = 1; k < CL_TRAIN_AUX_N_OBJECT_OUT; k++)
         g_assert_cmpfloat(fabs(hg->objects_b[k]), >, 1e-6);
     g_rand_free(r);
@@ -851,6 +858,52 @@ static void check_aux_fd(ClSveVariant v, gboolean visual)
 static void test_aux_fd(gconstpointer data)
 {
     check_aux_fd(GPOINTER_TO_INT(data), FALSE);
+}
+
+/* config.change_head: the changed loss trains the model's own head (enc.change.*, checked
+ * with every other tensor against finite differences), and the inference encoder's change
+ * probabilities are sigmoid(w·x + b) of the training forward's final patch tokens. */
+static void test_change_head(void)
+{
+    micro_change_head = TRUE;
+    check_aux_fd(CL_SVE_CROSS_FFN, FALSE);
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 171);
+    micro_change_head = FALSE;
+    g_autoptr(ClTrainSample) s = micro_sample(m, 172);
+    const ClModelConfig *cfg = &m->config;
+    const int N = cl_config_n_patches(cfg), D = cfg->enc_dim, S = cfg->image_size;
+    const size_t img = (size_t)cfg->channels * S * S;
+    g_autoptr(GError) err = NULL;
+    g_autofree float *visual =
+        g_new(float, (size_t)s->n_images * cl_config_n_visual(cfg) *
+                                                cfg->dec_dim);
+    ClTrainEnc *enc =
+        cl_train_enc_forward(be, m, &m->w, s->pixels, (int)s->n_images, NULL, visual, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClEncoderState) st = cl_encoder_state_new(m);
+    double worst = 0;
+    for (guint t = 0; t < s->n_images; t++) {
+        ClEncoderOutput out = { 0 };
+        g_assert_true(cl_encoder_forward(be, m, st, s->pixels + t * img, (int)t, FALSE, NULL, NULL,
+                                         &out, &err));
+        g_assert_no_error(err);
+        if (t == 0) {
+            g_assert_null(out.change_prob); /* a first image has nothing to change from */
+        } else {
+            g_assert_nonnull(out.change_prob);
+            const float *x = cl_train_enc_tokens(enc, (int)t);
+            for (int p = 0; p < N; p++) {
+                double z = m->w.enc_change_b[0];
+                for (int d = 0; d < D; d++)
+                    z += (double)m->w.enc_change_w[d] * x[(size_t)p * D + d];
+                worst = MAX(worst, fabs(out.change_prob[p] - 1.0 / (1.0 + exp(-z))));
+            }
+        }
+        cl_encoder_output_clear(&out);
+    }
+    cl_train_enc_free(enc);
+    g_test_message("change head: inference vs training probabilities, max diff %.2e", worst);
+    g_assert_cmpfloat(worst, <, 1e-5);
 }
 
 /* The pooled targets: with only an objectness bias b (weights 0), the objects loss is the mean
@@ -1033,6 +1086,7 @@ int main(int argc, char **argv)
     }
     g_test_add_func("/trainmodel/aux/off", test_aux_off);
     g_test_add_func("/trainmodel/aux/fd-visual", test_aux_fd_visual);
+    g_test_add_func("/trainmodel/aux/change-head", test_change_head);
     g_test_add_func("/trainmodel/aux/visual-targets", test_aux_visual_targets);
     int rc = g_test_run();
     cl_backend_free(be);

@@ -196,7 +196,7 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
 
 typedef struct {
     char *model_path, *random_init, *variant, *device, *prompt, *heatmap, *domain_name;
-    char *stream, *pages_prefix;
+    char *stream, *pages_prefix, *heatmap_source;
     gint64 seed, max_tokens, beam_size, sparse_topk;
     gboolean delta, json;
     char **files, **reports;
@@ -206,7 +206,8 @@ typedef struct {
 static void describe_args_clear(DescribeArgs *a)
 {
     cl_cli_free_all(&a->model_path, &a->random_init, &a->variant, &a->device, &a->prompt,
-                    &a->heatmap, &a->domain_name, &a->stream, &a->pages_prefix, NULL);
+                    &a->heatmap, &a->domain_name, &a->stream, &a->pages_prefix, &a->heatmap_source,
+                    NULL);
     g_clear_pointer(&a->files, g_strfreev);
     g_clear_pointer(&a->reports, g_strfreev);
 }
@@ -266,6 +267,10 @@ static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
         { "delta", 0, 0, G_OPTION_ARG_NONE, &a->delta,
           "Heatmaps from the paper's Δ map (a second encoder pass) instead of the update norms",
           NULL },
+        { "heatmap-source", 0, 0, G_OPTION_ARG_STRING, &a->heatmap_source,
+          "auto (default: the change head's probabilities when the model has one, else the "
+          "update norms), update_norm, delta or change",
+          "SOURCE" },
         { "json", 0, 0, G_OPTION_ARG_NONE, &a->json,
           "Print one JSON object (text, tokens, timings, model, device, heatmaps) instead of "
           "streaming",
@@ -359,6 +364,7 @@ static int describe_options(const DescribeArgs *a, GString *context, ClDescribeO
     opts->max_new_tokens = (int)a->max_tokens;
     opts->beam_size = (int)a->beam_size;
     opts->delta = a->delta;
+    opts->heatmap_source = a->heatmap_source;
     opts->heatmaps = TRUE; /* cheap; the JSON reports them even without --heatmap */
     return -1;
 }

@@ -14,7 +14,12 @@ static char *settings_json(GPtrArray *images, const ClDescribeOptions *opts,
     cl_json_str(b, "question", opts->question && *opts->question ? opts->question : NULL);
     cl_json_int(b, "max_new_tokens", opts->max_new_tokens);
     cl_json_int(b, "beam_size", opts->beam_size);
-    cl_json_str(b, "heatmap_source", opts->delta ? "delta" : "update_norm");
+    cl_json_str(
+        b, "heatmap_source",
+        res->heatmaps && res->heatmaps->len
+            ? cl_heatmap_source_name(((ClHeatmap *)g_ptr_array_index(res->heatmaps, 0))->source)
+        : opts->delta ? "delta"
+                      : "update_norm");
     cl_json_str(b, "display",
                 "defaults of each image (DICOM window / VOI LUT, full range otherwise)");
     cl_json_str(b, "preprocess", "letterbox to the model input, aspect kept, centred");

@@ -672,6 +672,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_bool(v, k, &c->visual_center, error);
     if (strcmp(k, "enc_pos") == 0)
         return json_bool(v, k, &c->enc_pos, error);
+    if (strcmp(k, "change_head") == 0)
+        return json_bool(v, k, &c->change_head, error);
     if (strcmp(k, "stem") == 0) {
         const char *stem = JSON_NODE_HOLDS_VALUE(v) && json_node_get_value_type(v) == G_TYPE_STRING
                                ? json_node_get_string(v)
@@ -814,6 +816,8 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"enc_pos\":true");
     if (c->enc_stem_effnet)
         g_string_append(s, ",\"stem\":\"efficientnet_lite0:16\"");
+    if (c->change_head)
+        g_string_append(s, ",\"change_head\":true");
     if (c->casa != CL_CASA_OFF)
         g_string_append_printf(s, ",\"casa\":\"%s\"", cl_casa_variant_name(c->casa));
     if (c->casa_replace > 0)

@@ -74,6 +74,11 @@ typedef struct {
      * same linear embedding (enc.patch.weight (D, 112)). Needs patch_size 16, 3 channels and an
      * image_size that is a multiple of 32; CPU inference only. */
     gboolean enc_stem_effnet;
+    /* a per-patch change head ("enc.change.weight" [1, D], "enc.change.bias" [1]) on the
+     * encoder's final patch tokens: sigmoid(w·x + b) is the probability that the patch changed
+     * from the previous image, a heat-map source (model/heatmap.h). Trained by the trainer's
+     * --aux-changed loss on the tokens of every image after the first. */
+    gboolean change_head;
     /* each image's visual tokens minus their mean over the image (before visual_pos): what the
      * merger emits for every image alike (a constant "soft prompt") is removed, so after the
      * decoder's RMSNorm a token is what sets it apart from the image's other tokens */

@@ -183,11 +183,38 @@ static GArray *build_prompt(const ClModel *model, const ClDescribeImage *images,
 
 /* Preprocesses and encodes the images one by one (the encoder's state carries the previous
  * one) into *visual_out, n_images × M × E (set even on failure), with heatmaps and timings. */
+gboolean cl_describe_heatmap_source(const ClModel *model, const ClDescribeOptions *opts,
+                                    ClHeatmapSource *source, GError **error)
+{
+    const char *name = opts->heatmap_source;
+    if (opts->delta && (!name || !*name || g_strcmp0(name, "auto") == 0))
+        name = "delta";
+    if (!name || !*name || g_strcmp0(name, "auto") == 0) {
+        *source = model->config.change_head ? CL_HEATMAP_CHANGE : CL_HEATMAP_UPDATE_NORM;
+        return TRUE;
+    }
+    if (!cl_heatmap_source_from_name(name, source)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "unknown heat-map source \"%s\" (auto, update_norm, delta or change)", name);
+        return FALSE;
+    }
+    if (*source == CL_HEATMAP_CHANGE && !model->config.change_head) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "the heat-map source \"change\" needs a model with a change head; this one "
+                    "has none (use update_norm or delta)");
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescribeImage *images,
                               guint n_images, const ClDescribeOptions *opts, ClDescribeResult *out,
                               float **visual_out, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
+    ClHeatmapSource source = CL_HEATMAP_UPDATE_NORM;
+    if (opts->heatmaps && !cl_describe_heatmap_source(model, opts, &source, error))
+        return FALSE;
     const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, C = cfg->channels, S = cfg->image_size;
     out->letterbox = g_new0(ClLetterbox, n_images);
     out->encode_ms = g_new0(double, n_images);
@@ -227,7 +254,7 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
         out->preprocess_ms += ms_since(t0);
 
         t0 = g_get_monotonic_time();
-        gboolean want_delta = opts->heatmaps && opts->delta && t > 0;
+        gboolean want_delta = opts->heatmaps && source == CL_HEATMAP_DELTA && t > 0;
         ClEncoderOutput eo;
         memset(&eo, 0, sizeof eo);
         if (!cl_encoder_forward(be, model, state, pixels, (int)t, want_delta, NULL, NULL, &eo,
@@ -239,14 +266,12 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
         out->encode_ms[t] = ms_since(t0);
         memcpy(visual + (gsize)t * M * E, eo.visual, sizeof(float) * (gsize)M * E);
         if (opts->heatmaps && t > 0) {
-            ClHeatmap *hm = cl_heatmap_new_from_encoder(
-                &eo, cfg->enc_depth, opts->delta ? CL_HEATMAP_DELTA : CL_HEATMAP_UPDATE_NORM,
-                (int)t, error);
+            ClHeatmap *hm = cl_heatmap_new_from_encoder(&eo, cfg->enc_depth, source, (int)t, error);
             if (!hm)
                 ok = FALSE;
             else
                 g_ptr_array_add(out->heatmaps, hm);
-            for (int l = 0; ok && !opts->delta && l < cfg->enc_depth; l++) {
+            for (int l = 0; ok && source == CL_HEATMAP_UPDATE_NORM && l < cfg->enc_depth; l++) {
                 ClHeatmap *lh =
                     cl_heatmap_new_from_encoder_layer(&eo, cfg->enc_depth, l, (int)t, NULL);
                 if (lh)

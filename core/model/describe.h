@@ -66,7 +66,10 @@ typedef struct {
                                       * may be NULL */
     gboolean heatmaps;               /* heat grids for every image after the first (default TRUE) */
     gboolean delta; /* heat grids from the Δ map (a second encoder pass per image) instead
-                     * of the update norms */
+                     * of the update norms (the same as heatmap_source "delta") */
+    /* NULL or "auto": the change head's probabilities when the model has the head (config
+     * change_head), else the update norms; or "update_norm", "delta", "change" */
+    const char *heatmap_source;
     ClTokenCallback on_token;       /* streaming, see generate.h; may be NULL */
     ClDescribeProgress on_progress; /* before each image's encoding and before the generation;
                                      * may be NULL */
@@ -123,6 +126,11 @@ ClChatDomain cl_describe_detect_domain(const ClImage *first);
  * call (clear it after either outcome; on failure it holds what was done). FALSE + error when an
  * image cannot be preprocessed, the prompt does not fit the model's context, the decoder fails,
  * or the cancellable fires (G_IO_ERROR_CANCELLED). */
+/* The heat-map source opts asks for on this model (opts->heatmap_source, opts->delta);
+ * FALSE + CL_MODEL_ERROR_INPUT for an unknown name or "change" on a model without the head. */
+gboolean cl_describe_heatmap_source(const ClModel *model, const ClDescribeOptions *opts,
+                                    ClHeatmapSource *source, GError **error);
+
 gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeImage *images,
                          guint n_images, const ClDescribeOptions *opts, ClDescribeResult *out,
                          GError **error);

@@ -147,6 +147,25 @@ void cl_encoder_output_clear(ClEncoderOutput *out)
     g_clear_pointer(&out->visual, g_free);
     g_clear_pointer(&out->update_norm, g_free);
     g_clear_pointer(&out->delta, g_free);
+    g_clear_pointer(&out->change_prob, g_free);
+}
+
+/* config.change_head: sigmoid(w·x_p + b) for each of the N final patch tokens x (N, D). */
+static float *change_probabilities(ClBackend *be, const ClModelWeights *w, const float *x, int N,
+                                   int D)
+{
+    g_autofree float *tmp = NULL, *tw = NULL, *tb = NULL;
+    const float *hx = cl_backend_host_view(be, x, (size_t)N * D, &tmp);
+    const float *hw = cl_backend_host_view(be, w->enc_change_w, (size_t)D, &tw);
+    const float *hb = cl_backend_host_view(be, w->enc_change_b, 1, &tb);
+    float *p = g_new(float, N);
+    for (int n = 0; n < N; n++) {
+        double z = hb[0];
+        for (int d = 0; d < D; d++)
+            z += (double)hw[d] * hx[(size_t)n * D + d];
+        p[n] = (float)(1.0 / (1.0 + exp(-z)));
+    }
+    return p;
 }
 
 /* Lays out the workspace (arena == NULL: only counts). */
@@ -516,7 +535,8 @@ static const ClEffnet *shared_effnet(GError **error)
 
 /* The stem's tokens for the model input `pixels` (3 planes of size², normalised to [−1, 1]):
  * the stride-16 feature map, N × CL_CONFIG_EFFNET_CHANNELS, into `patches`. */
-static gboolean effnet_patches(const float *pixels, int size, float *patches, int N, GError **error)
+gboolean cl_encoder_stem_features(const float *pixels, int size, float *patches, int N,
+                                  GError **error)
 {
     const ClEffnet *net = shared_effnet(error);
     if (!net)
@@ -600,7 +620,7 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
     float *update_norm = host ? out->update_norm : state->unorm_all;
 
     if (cfg->enc_stem_effnet) {
-        if (!host || !effnet_patches(pixels, s.image, state->patches, N, error)) {
+        if (!host || !cl_encoder_stem_features(pixels, s.image, state->patches, N, error)) {
             if (!host)
                 g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                             "The EfficientNet-Lite0 stem runs on the CPU only");
@@ -621,6 +641,8 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
 
     gboolean had_prev = state->has_prev;
     encode_blocks(&enc, w, state, update_norm, &t);
+    if (had_prev && w->enc_change_w)
+        out->change_prob = change_probabilities(be, w, state->x, N, D);
     state->has_prev = TRUE;
     merger(&enc, w, visual);
     tap2(&t, "visual", visual, M, E);

@@ -28,6 +28,8 @@ typedef struct {
     float *visual;      /* (M, E) visual tokens for the decoder; owned */
     float *update_norm; /* (enc_depth, N) per-block per-token update norms (0 for stateless) */
     float *delta;       /* (M) the paper's Δ map, NULL unless asked for */
+    float *change_prob; /* (N) config.change_head: per patch, the probability that it changed
+                         * from the previous image; NULL for a first image or without the head */
     int grid;           /* G: the patch grid is G x G */
     int n_patches;      /* N = G*G */
     int n_visual;       /* M = N/4, on a (G/2 x G/2) grid */
@@ -42,6 +44,12 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
                             ClTensorTap tap, gpointer tap_data, ClEncoderOutput *out,
                             GError **error);
 void cl_encoder_output_clear(ClEncoderOutput *out);
+
+/* config.enc_stem_effnet: the stride-16 EfficientNet-Lite0 features (N, 112) of one
+ * preprocessed image [3, size, size] (docs/MODEL.md §3.1), the network read once per process
+ * from the pretrained folder; FALSE + error when it is not there. Thread-safe (CPU). */
+gboolean cl_encoder_stem_features(const float *pixels, int size, float *patches, int N,
+                                  GError **error);
 
 /* config.visual_center: each of the E columns of v [M, E] minus its mean over the M rows. A
  * symmetric projection, so its backward is the same call on the gradient. */

@@ -10,7 +10,17 @@
 
 const char *cl_heatmap_source_name(ClHeatmapSource s)
 {
-    return s == CL_HEATMAP_DELTA ? "delta" : "update_norm";
+    return s == CL_HEATMAP_DELTA ? "delta" : s == CL_HEATMAP_CHANGE ? "change" : "update_norm";
+}
+
+gboolean cl_heatmap_source_from_name(const char *name, ClHeatmapSource *out)
+{
+    for (int s = CL_HEATMAP_UPDATE_NORM; s <= CL_HEATMAP_CHANGE; s++)
+        if (g_strcmp0(name, cl_heatmap_source_name((ClHeatmapSource)s)) == 0) {
+            *out = (ClHeatmapSource)s;
+            return TRUE;
+        }
+    return FALSE;
 }
 
 static void update_max(ClHeatmap *hm)
@@ -36,6 +46,20 @@ ClHeatmap *cl_heatmap_new_from_encoder(const ClEncoderOutput *enc, int depth,
     hm->source = source;
     hm->image_index = image_index;
     hm->layer = -1;
+    if (source == CL_HEATMAP_CHANGE) {
+        if (!enc->change_prob) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "image %d has no change probabilities (the model has no change head, "
+                        "or it is a first image)",
+                        image_index + 1);
+            g_free(hm);
+            return NULL;
+        }
+        hm->width = hm->height = G;
+        hm->values = g_memdup2(enc->change_prob, sizeof(float) * (gsize)enc->n_patches);
+        hm->max = 1; /* probabilities keep their scale: a pair without change stays dark */
+        return hm;
+    }
     if (source == CL_HEATMAP_DELTA) {
         if (!enc->delta) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,

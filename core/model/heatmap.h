@@ -19,9 +19,16 @@ typedef enum {
     /* The paper's Δ map (docs/MODEL.md §3.9), on the G/2 × G/2 merger grid: how much the visual
      * tokens differ from encoding the image against itself. Needs want_delta in the encoder. */
     CL_HEATMAP_DELTA,
+    /* config.change_head: per patch, the head's probability that it changed (docs/MODEL.md
+     * §3.10), on the G × G patch grid; shown on its own scale (max 1), so that a pair without
+     * change stays dark. The default wherever the model has the head. */
+    CL_HEATMAP_CHANGE,
 } ClHeatmapSource;
 
-const char *cl_heatmap_source_name(ClHeatmapSource s); /* "update_norm", "delta" */
+/* "update_norm", "delta", "change" */
+const char *cl_heatmap_source_name(ClHeatmapSource s);
+/* The inverse; FALSE for an unknown name. */
+gboolean cl_heatmap_source_from_name(const char *name, ClHeatmapSource *out);
 
 /* A heat grid covering the whole model input (padding included): cell (i, j) is the square of
  * side size/width at model pixels [j * size/width, (j + 1) * size/width) × [i ..., ...). */

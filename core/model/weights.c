@@ -54,6 +54,10 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
         const gint64 G = (gint64)(cfg->image_size / cfg->patch_size);
         M2(SLOT(w->enc_pos), G * G, D, "enc.pos");
     }
+    if (cfg->change_head) {
+        M2(SLOT(w->enc_change_w), 1, D, "enc.change.weight");
+        V1(SLOT(w->enc_change_b), 1, "enc.change.bias");
+    }
     for (int l = 0; l < cfg->enc_depth; l++) {
         ClEncoderLayerWeights *L = w ? &w->enc[l] : NULL;
 #define LS(field) (L ? &L->field : NULL)

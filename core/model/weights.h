@@ -69,6 +69,7 @@ typedef struct {
 typedef struct {
     float *patch_w, *patch_b;           /* (D, C, P, P), (D) */
     float *enc_pos;                     /* (N, D) when config.enc_pos, else NULL */
+    float *enc_change_w, *enc_change_b; /* (1, D), (1) when config.change_head, else NULL */
     ClEncoderLayerWeights *enc;         /* (enc_depth) */
     float *merger_ln_w, *merger_ln_b;   /* (D) */
     float *merger_fc1_w, *merger_fc1_b; /* (Hm, 4D), (Hm) */

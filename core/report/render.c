@@ -138,8 +138,11 @@ gboolean cl_rp_overlay(const ClCaseHeatmap *hm, guint image_index, const ClImage
                     hm->grid_h, hm->input_size);
         return FALSE;
     }
+    ClHeatmapSource source = CL_HEATMAP_UPDATE_NORM;
+    if (!cl_heatmap_source_from_name(hm->kind, &source))
+        source = CL_HEATMAP_UPDATE_NORM;
     ClHeatmap grid = {
-        .source = g_strcmp0(hm->kind, "delta") == 0 ? CL_HEATMAP_DELTA : CL_HEATMAP_UPDATE_NORM,
+        .source = source,
         .image_index = (int)image_index,
         .width = (int)hm->grid_w,
         .height = (int)hm->grid_h,
@@ -149,6 +152,8 @@ gboolean cl_rp_overlay(const ClCaseHeatmap *hm, guint image_index, const ClImage
     for (gsize i = 0; i < (gsize)hm->grid_w * hm->grid_h; i++)
         if (isfinite(hm->data[i]) && hm->data[i] > grid.max)
             grid.max = hm->data[i];
+    if (source == CL_HEATMAP_CHANGE) /* probabilities on their own scale */
+        grid.max = 1;
     ClLetterbox lb;
     cl_letterbox_init(&lb, img->width, img->height, hm->input_size);
     g_autofree guint8 *rgb =

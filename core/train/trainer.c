@@ -314,10 +314,16 @@ static gboolean run_resolve(Run *r, const ClTrainerOptions *o, ClAdamWOptions *a
 {
     ClTrainerOptions *ro = &r->ro;
     *ro = *o;
-    if (r->model->config.enc_stem_effnet || r->model->quant) {
+    if (r->model->quant) {
         g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_MODEL,
-                    "training a model with the EfficientNet-Lite0 stem or quantized decoder "
-                    "weights is not built yet");
+                    "training a model with quantized decoder weights is not built yet "
+                    "(convert it to f32 first)");
+        return FALSE;
+    }
+    if (r->model->config.change_head && ro->aux_on_visual) {
+        g_set_error(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_MODEL,
+                    "the model's change head reads the patch tokens: it trains without "
+                    "--aux-on-visual");
         return FALSE;
     }
     if (ro->steps <= 0) {

@@ -199,7 +199,8 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
     const int N = e->N, D = e->D, S = cfg->image_size;
     ImageAct *im = &e->img[t];
     float *x = im->x_out;
-    cl_patch_unfold(im->patches, pixels, cfg->channels, S, cfg->patch_size);
+    if (!cfg->enc_stem_effnet) /* else cl_train_enc_forward filled them with the stem's features */
+        cl_patch_unfold(im->patches, pixels, cfg->channels, S, cfg->patch_size);
     op->linear(be, x, im->patches, w->patch_w, w->patch_b, N, e->cpp, D);
     if (w->enc_pos)
         op->add(be, x, x, w->enc_pos, (size_t)N * D);
@@ -290,6 +291,11 @@ ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClMo
                                  float *visual, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
+    if (cfg->enc_stem_effnet && !be->ops->host_memory) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "The EfficientNet-Lite0 stem trains on the CPU only");
+        return NULL;
+    }
     ClTrainEnc *e = g_new0(ClTrainEnc, 1);
     e->be = be;
     e->cfg = cfg;
@@ -297,7 +303,7 @@ ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClMo
     e->N = cl_config_n_patches(cfg), e->D = cfg->enc_dim, e->F = cfg->enc_mlp;
     e->H = cfg->enc_heads, e->hd = cfg->enc_dim / cfg->enc_heads, e->G = cl_config_grid(cfg);
     e->M = cl_config_n_visual(cfg), e->E = cfg->dec_dim, e->Hm = cfg->merger_hidden;
-    e->cpp = cfg->channels * cfg->patch_size * cfg->patch_size;
+    e->cpp = cl_config_patch_inputs(cfg);
     e->eps = (float)cfg->norm_eps;
     e->scale = (float)(1.0 / sqrt((double)e->hd));
     e->states = states;
@@ -317,6 +323,14 @@ ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClMo
     layout(e, &a);
     cl_rope_table_2d(e->rope_cos, e->rope_sin, e->G, e->hd, cfg->enc_rope_base);
     const size_t img_floats = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
+    /* the frozen EfficientNet-Lite0 stem: its features stand for the patches' pixels (the
+     * stem itself takes no gradient; enc.patch.weight does) */
+    for (int t = 0; cfg->enc_stem_effnet && t < n_images; t++)
+        if (!cl_encoder_stem_features(pixels + t * img_floats, cfg->image_size, e->img[t].patches,
+                                      e->N, error)) {
+            cl_train_enc_free(e);
+            return NULL;
+        }
     for (int t = 0; t < n_images; t++)
         fwd_image(e, w, pixels + t * img_floats, t, visual + (size_t)t * e->M * e->E);
     return e;

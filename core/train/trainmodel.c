@@ -325,7 +325,8 @@ static double aux_head(const float *const *x, int n_images, int t0, const AuxTar
  * hg as aux_head's. */
 static double aux_losses(const ClTrainEnc *enc, const float *visual, const ClModel *model,
                          const ClTrainSample *s, const ClTrainGradOptions *o, float *dtok,
-                         ClTrainAuxHeads *hg, double *l_objects, double *l_changed)
+                         ClTrainAuxHeads *hg, ClModelWeights *mg, double *l_objects,
+                         double *l_changed)
 {
     const ClModelConfig *cfg = &model->config;
     const gboolean vis = o->aux_on_visual;
@@ -350,9 +351,15 @@ static double aux_losses(const ClTrainEnc *enc, const float *visual, const ClMod
         sum += o->aux_objects_weight * *l_objects;
     }
     if (o->aux_changed_weight > 0 && tg.changed && n > 1) {
-        *l_changed =
-            aux_head(x, n, 1, &tg, FALSE, h->changed_w, h->changed_b, o->aux_changed_weight, N, D,
-                     dx, hg ? hg->changed_w : NULL, hg ? hg->changed_b : NULL);
+        /* config.change_head: the model's own head (a model tensor with its gradient), else
+         * the training-only one */
+        const gboolean own = model->w.enc_change_w && !vis;
+        const float *cw = own ? model->w.enc_change_w : h->changed_w;
+        const float *cb = own ? model->w.enc_change_b : h->changed_b;
+        float *gw = own ? (mg ? mg->enc_change_w : NULL) : (hg ? hg->changed_w : NULL);
+        float *gb = own ? (mg ? mg->enc_change_b : NULL) : (hg ? hg->changed_b : NULL);
+        *l_changed = aux_head(x, n, 1, &tg, FALSE, cw, cb, o->aux_changed_weight, N, D,
+                              gw ? dx : NULL, gw, gb);
         sum += o->aux_changed_weight * *l_changed;
     }
     aux_targets_clear(&tg);
@@ -393,7 +400,7 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
             ok = FALSE;
         } else {
             aux_sum = aux_losses(enc, visual, model, s, o, dtokens, grads ? aux_grads : NULL,
-                                 &l_objects, &l_changed);
+                                 grads ? &grads->w : NULL, &l_objects, &l_changed);
         }
     }
     if (ok) {
