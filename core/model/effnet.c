@@ -16,7 +16,7 @@
 #define MAX_SIZE 1024
 
 typedef struct {
-    float *w; /* (cout, cin, k, k), or (cout, 1, k, k) for a depthwise one; BatchNorm folded in */
+    float *w; /* BatchNorm folded in; 1 × 1: (cout, cin); k × k: (k, k, cin or 1, cout) */
     float *b; /* (cout) */
     int cin, cout, k, stride;
     gboolean depthwise;
@@ -87,6 +87,17 @@ static gboolean load_conv(const ClSafetensors *st, const char *prefix, const cha
         for (size_t i = 0; i < per; i++)
             c->w[o * per + i] = (float)(c->w[o * per + i] * scale);
         c->b[o] = (float)(p[1][o] - p[2][o] * scale);
+    }
+    if (c->k > 1) { /* spatial ones kept tap-major, ((u·k + v)·cin' + ci)·cout + o: the output
+                     * channels innermost and contiguous, as spatial() reads them */
+        const int ci_n = c->depthwise ? 1 : c->cin, kk = c->k * c->k;
+        g_autofree float *t = g_new(float, (size_t)c->cout * per);
+        for (int o = 0; o < c->cout; o++)
+            for (int ci = 0; ci < ci_n; ci++)
+                for (int uv = 0; uv < kk; uv++)
+                    t[((size_t)uv * ci_n + ci) * c->cout + o] =
+                        c->w[o * per + (size_t)ci * kk + uv];
+        memcpy(c->w, t, (size_t)c->cout * per * sizeof(float));
     }
     return TRUE;
 }
@@ -198,16 +209,16 @@ static void pointwise(const Conv *c, const float *x, int hw, float *y, gboolean 
         }
 }
 
-/* KxK convolution (full or depthwise), "same" padding, ReLU6; x is h × w × cin */
+/* KxK convolution (full or depthwise), "same" padding, ReLU6; x is h × w × cin, the weights
+ * tap-major (load_conv) so every inner loop runs over contiguous output channels */
 static void spatial(const Conv *c, const float *x, int h, int w, float *y, int *oh, int *ow)
 {
     int p0 = same_pad(h, c->k, c->stride, oh), q0 = same_pad(w, c->k, c->stride, ow);
-    const int K = c->k;
+    const int K = c->k, C = c->cout, ci_n = c->depthwise ? 1 : c->cin;
     for (int i = 0; i < *oh; i++)
         for (int j = 0; j < *ow; j++) {
-            float *out = y + ((size_t)i * *ow + j) * c->cout;
-            for (int o = 0; o < c->cout; o++)
-                out[o] = c->b[o];
+            float *restrict out = y + ((size_t)i * *ow + j) * C;
+            memcpy(out, c->b, (size_t)C * sizeof(float));
             for (int u = 0; u < K; u++) {
                 int yi = i * c->stride + u - p0;
                 if (yi < 0 || yi >= h)
@@ -216,19 +227,19 @@ static void spatial(const Conv *c, const float *x, int h, int w, float *y, int *
                     int xj = j * c->stride + v - q0;
                     if (xj < 0 || xj >= w)
                         continue;
-                    const float *in = x + ((size_t)yi * w + xj) * c->cin;
+                    const float *restrict in = x + ((size_t)yi * w + xj) * c->cin;
+                    const float *restrict wt = c->w + (size_t)(u * K + v) * ci_n * C;
                     if (c->depthwise) {
-                        for (int o = 0; o < c->cout; o++)
-                            out[o] += c->w[((size_t)o * K + u) * K + v] * in[o];
+                        for (int o = 0; o < C; o++)
+                            out[o] += wt[o] * in[o];
                     } else {
-                        for (int o = 0; o < c->cout; o++)
-                            for (int ci = 0; ci < c->cin; ci++)
-                                out[o] +=
-                                    c->w[(((size_t)o * c->cin + ci) * K + u) * K + v] * in[ci];
+                        for (int ci = 0; ci < ci_n; ci++)
+                            for (int o = 0; o < C; o++)
+                                out[o] += wt[(size_t)ci * C + o] * in[ci];
                     }
                 }
             }
-            for (int o = 0; o < c->cout; o++)
+            for (int o = 0; o < C; o++)
                 out[o] = relu6(out[o]);
         }
 }
