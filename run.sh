@@ -27,6 +27,9 @@ PACKAGES=(
   poppler-utils clang-format
   # tests: scikit-image's sample photographs (independent checks of the pretrained image network)
   python3-skimage
+  # the photo-edits task (core/synth/photo-edits.c): the pasted objects' emoji font, the training
+  # photographs (two wallpaper collections) and the held-out ones (OpenCV's sample photographs)
+  fonts-noto-color-emoji plasma-workspace-wallpapers mate-backgrounds opencv-doc
 )
 
 log() { printf '\033[1mrun.sh:\033[0m %s\n' "$*" >&2; }

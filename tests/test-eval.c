@@ -323,6 +323,8 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     for (const char *const *t = cl_synth_tasks(); *t; t++) {
+        if (!cl_fixture_task_available(*t))
+            continue;
         g_autofree char *path = g_strdup_printf("/eval/score/%s", *t);
         g_test_add_data_func(path, *t, test_perfect_and_empty);
     }

@@ -33,6 +33,8 @@ static void check_conversation(const ClSynthSample *s)
 static void test_determinism(void)
 {
     for (const char *const *task = cl_synth_tasks(); *task; task++) {
+        if (!cl_fixture_task_available(*task))
+            continue;
         g_autoptr(ClSynthSample) a = cl_fixture_synth(*task, 42, NULL);
         g_autoptr(ClSynthSample) b = cl_fixture_synth(*task, 42, NULL);
         g_autoptr(ClSynthSample) c = cl_fixture_synth(*task, 43, NULL);
@@ -54,7 +56,8 @@ static void test_determinism(void)
         /* another seed, another sample */
         g_assert_false(cl_fixture_synth_same_pixels(a, c));
         g_autofree char *jc = cl_synth_sample_to_jsonl(c, "x", paths);
-        g_assert_cmpstr(ja, !=, jc);
+        if (!(g_str_equal(a->answer, "No change.") && g_str_equal(c->answer, "No change.")))
+            g_assert_cmpstr(ja, !=, jc); /* two unchanged pairs may say the same */
         /* the data-set streams differ per index and per seed */
         g_assert_cmpuint(cl_synth_stream_seed(1, 0), !=, cl_synth_stream_seed(1, 1));
         g_assert_cmpuint(cl_synth_stream_seed(1, 0), !=, cl_synth_stream_seed(2, 0));
@@ -420,7 +423,7 @@ static void test_masks(void)
     cl_synth_options_init(&odd);
     odd.width = 150, odd.height = 130, odd.patch = 14;
     for (const char *const *task = cl_synth_tasks(); *task; task++)
-        for (guint64 seed = 0; seed < 12; seed++) {
+        for (guint64 seed = 0; seed < 12 && cl_fixture_task_available(*task); seed++) {
             g_autoptr(ClSynthSample) a = cl_fixture_synth(*task, seed, &clean);
             check_masks(a, TRUE);
             g_autoptr(ClSynthSample) b = cl_fixture_synth(*task, seed, &odd);
@@ -440,7 +443,7 @@ static void test_nuisance(void)
     cl_synth_options_init(&off);
     off.nuisance = FALSE;
     for (const char *const *task = cl_synth_tasks(); *task; task++)
-        for (guint64 seed = 0; seed < 8; seed++) {
+        for (guint64 seed = 0; seed < 8 && cl_fixture_task_available(*task); seed++) {
             g_autoptr(ClSynthSample) on = cl_fixture_synth(*task, seed, NULL);
             g_autoptr(ClSynthSample) no = cl_fixture_synth(*task, seed, &off);
             g_autofree char *ta = conversation_text(on), *tb = conversation_text(no);

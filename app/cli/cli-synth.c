@@ -29,6 +29,9 @@ static const char usage_text[] =
     "  --changes A[-B]     shapes: changes per pair (default 1-4; the paper: 4)\n"
     "  --dot-scale X       dots tasks: the red dot's radius times X, 1 to 4 (default 1)\n"
     "  --no-nuisance       no misregistration, exposure change or noise\n"
+    "  --nuisance-level L  0 none, 1 mild (default), 2 strong (2-4 px shifts, exposure and\n"
+    "                      white-balance changes, JPEG)\n"
+    "  --photos SET        photo-edits: train (default) or heldout photographs\n"
     "  --force             write into a non-empty DIR\n"
     "  --quiet             no progress on standard error\n"
     "  --list              list the tasks and exit\n";
@@ -55,7 +58,8 @@ static void on_progress(int done, int total, gpointer user_data)
 int cl_cli_synth(int argc, char **argv)
 {
     g_autofree char *task = NULL, *seed_s = NULL, *out = NULL, *objects = NULL, *changes = NULL;
-    int size = 0, width = 0, height = 0, patch = 0, images = 0;
+    int size = 0, width = 0, height = 0, patch = 0, images = 0, nuisance_level = 1;
+    g_autofree char *photos = NULL;
     gint64 n = -1; /* -1: not given */
     const ClCliIntOption ints[] = { { "n", 0, 1, G_MAXINT, &n }, { NULL } };
     double dot_scale = 1.0;
@@ -74,6 +78,8 @@ int cl_cli_synth(int argc, char **argv)
         { "changes", 0, 0, G_OPTION_ARG_STRING, &changes, NULL, NULL },
         { "dot-scale", 0, 0, G_OPTION_ARG_DOUBLE, &dot_scale, NULL, NULL },
         { "no-nuisance", 0, 0, G_OPTION_ARG_NONE, &no_nuisance, NULL, NULL },
+        { "nuisance-level", 0, 0, G_OPTION_ARG_INT, &nuisance_level, NULL, NULL },
+        { "photos", 0, 0, G_OPTION_ARG_STRING, &photos, NULL, NULL },
         { "force", 0, 0, G_OPTION_ARG_NONE, &force, NULL, NULL },
         { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, NULL, NULL },
         { "list", 0, 0, G_OPTION_ARG_NONE, &list, NULL, NULL },
@@ -111,6 +117,8 @@ int cl_cli_synth(int argc, char **argv)
         opts.patch = patch;
     opts.n_images = images;
     opts.nuisance = !no_nuisance;
+    opts.nuisance_level = nuisance_level;
+    opts.photos = photos;
     opts.dot_scale = dot_scale;
     if (objects && !cl_cli_parse_range(objects, &opts.min_objects, &opts.max_objects))
         return cl_cli_usage_error(PROG, "--objects takes N or MIN-MAX, not \"%s\"", objects);

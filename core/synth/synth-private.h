@@ -86,6 +86,12 @@ gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynt
                                  ClSynthDrawing *drawing, GError **error);
 JsonNode *cl_synth_edits_answer_json(const ClSynthSample *s);
 
+/* photo-edits.c */
+gboolean cl_synth_photo_edits_generate(ClSynthSample *s, ClSynthRng *rng,
+                                       const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                       GError **error);
+JsonNode *cl_synth_photo_edits_answer_json(const ClSynthSample *s);
+
 /* The change tasks' scenes for one image, for the grounded tasks (ground.c): each gives what the
  * first image of its change task would show, drawn the same way, without touching the sample's
  * other fields. */

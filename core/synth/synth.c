@@ -4,6 +4,7 @@
 #include "synth/radiograph.h"
 
 #include <errno.h>
+#include <math.h>
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +31,10 @@ static const ClSynthTaskDef tasks[] = {
       "photo-like scenes with add/remove/replace/colour/background edits, instruction "
       "phrasing (paper B.5)",
       cl_synth_edits_generate, NULL, NULL, cl_synth_edits_answer_json },
+    { "photo-edits",
+      "real photographs with pasted objects added, removed, moved, recoloured or resized, about a "
+      "third unchanged; acquisition nuisances that are not changes",
+      cl_synth_photo_edits_generate, NULL, NULL, cl_synth_photo_edits_answer_json },
     /* long sequences for the decoder options (docs/MODEL.md §4.2–4.6) */
     { "aerial-series",
       "8-16 aerial tiles of one place (3-32 with --images): when the building "
@@ -60,20 +65,11 @@ static const ClSynthTaskDef tasks[] = {
     { "edits-ground", "one photo-like scene: its objects and backdrop", cl_synth_ground_generate,
       NULL, NULL, cl_synth_ground_answer_json, TRUE },
 };
-static const char *const task_names[] = { "shapes",
-                                          "dots",
-                                          "radiograph",
-                                          "aerial",
-                                          "edits",
-                                          "aerial-series",
-                                          "aerial-log",
-                                          "radiograph-history",
-                                          "shapes-ground",
-                                          "dots-ground",
-                                          "radiograph-ground",
-                                          "aerial-ground",
-                                          "edits-ground",
-                                          NULL };
+static const char *const task_names[] = { "shapes",        "dots",         "radiograph",
+                                          "aerial",        "edits",        "photo-edits",
+                                          "aerial-series", "aerial-log",   "radiograph-history",
+                                          "shapes-ground", "dots-ground",  "radiograph-ground",
+                                          "aerial-ground", "edits-ground", NULL };
 
 const char *const *cl_synth_tasks(void)
 {
@@ -220,6 +216,7 @@ void cl_synth_options_init(ClSynthOptions *opts)
         .min_changes = 1,
         .max_changes = 4,
         .dot_scale = 1.0,
+        .nuisance_level = 1,
     };
 }
 
@@ -246,6 +243,8 @@ static gboolean check_options(const ClSynthTaskDef *def, const ClSynthOptions *o
         bad = "the change counts must be 1 to 8, the minimum not above the maximum";
     else if (!(o->dot_scale >= 1.0 && o->dot_scale <= 4.0))
         bad = "the dot scale must be 1 to 4";
+    else if (o->nuisance_level < 0 || o->nuisance_level > 2)
+        bad = "the nuisance level must be 0 (none), 1 (mild) or 2 (strong)";
     if (bad) {
         g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS, "synth: %s", bad);
         return FALSE;
@@ -258,8 +257,9 @@ static gboolean check_options(const ClSynthTaskDef *def, const ClSynthOptions *o
 /* Draws one image and applies the photometric nuisances in integer arithmetic, so the bytes do
  * not depend on the machine's libm. */
 static void render_image(ClSynthSample *s, int k, const ClSynthDrawing *d, ClSynthRng *nr,
-                         gboolean nuisance)
+                         int level)
 {
+    const gboolean nuisance = level > 0;
     ClSynthImage *img = &s->images[k];
     int w = img->width, h = img->height;
     int gain_q = 1024, offset = 0, sigma = 0; /* gain in 1/1024, offset and sigma in 0..255 */
@@ -270,6 +270,13 @@ static void render_image(ClSynthSample *s, int k, const ClSynthDrawing *d, ClSyn
         gain_q = cl_synth_rng_int(nr, 900, 1140);
         offset = cl_synth_rng_int(nr, -14, 14);
         sigma = cl_synth_rng_int(nr, 1, 4);
+    }
+    if (level == 2) { /* strong: 2-4 px each way, a larger exposure change, more noise */
+        for (int a = 0; a < 2; a++)
+            img->shift[a] = (img->shift[a] < 0 ? -1 : 1) * (2.0 + fabs(img->shift[a]));
+        gain_q = cl_synth_rng_int(nr, 760, 1300);
+        offset = cl_synth_rng_int(nr, -28, 28);
+        sigma = cl_synth_rng_int(nr, 3, 7);
     }
     img->gain = gain_q / 1024.0;
     img->offset = offset;
@@ -404,7 +411,7 @@ ClSynthSample *cl_synth_generate(const char *task, guint64 seed, const ClSynthOp
             s->images[k].width = opts->width;
             s->images[k].height = opts->height;
             s->images[k].channels = 3;
-            render_image(s, k, &drawing, &nuisance_rng, opts->nuisance);
+            render_image(s, k, &drawing, &nuisance_rng, opts->nuisance ? opts->nuisance_level : 0);
         }
         aux_targets(s);
     }

@@ -30,6 +30,12 @@ typedef struct {
     int max_objects;   /*   (at most 64; the paper's 768 px scenes hold 30-40) */
     int min_changes;   /* shapes: simultaneous changes, default 1..4 (the paper: 4) */
     int max_changes;
+    /* how strong the acquisition nuisances are when `nuisance` is on: 1 mild (default), 2 strong
+     * (shifts of 2-4 px, larger gain and offset changes, more noise; photo-edits: a strong
+     * white-balance change and JPEG on every image), 0 none */
+    int nuisance_level;
+    /* photo-edits: the photographs, "train" (default; NULL too) or "heldout" */
+    const char *photos;
     double dot_scale; /* dots tasks: the red dot's radius as a multiple of the default
                           * (3.5 px at 160 px; default 1, 1..4): larger dots for a curriculum */
 } ClSynthOptions;
@@ -143,6 +149,10 @@ typedef struct {
     guint8 *changed;    /* (n_images, grid_h, grid_w): 1 = the patch shows a change
                                   * against the previous image (image 0: all 0) */
 } ClSynthSample;
+
+/* photo-edits: the pasted objects' names ("red apple", …), index 0 .. n − 1; NULL outside. */
+const char *cl_synth_photo_object_name(int index);
+int cl_synth_photo_n_objects(void);
 
 /* Generates one sample of a task; the same (task, seed, options) gives the same bytes. */
 ClSynthSample *cl_synth_generate(const char *task, guint64 seed, const ClSynthOptions *opts,

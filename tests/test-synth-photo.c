@@ -1,0 +1,189 @@
+/* test-synth-photo.c - the photo-edits task (core/synth/photo-edits.c): unchanged pairs say
+ * "No change." and mark no patch, changed pairs name the object, its kind of change and its
+ * position as the structured answer has them and mark the patches where it is, the pasted
+ * objects render in colour, strong nuisances change the pixels but not the answer, the held-out
+ * photographs are not the training ones, and bad options are refused. Skipped where the
+ * photographs' Debian packages are not installed. */
+#include <json-glib/json-glib.h>
+#include <string.h>
+
+#include "fixtures.h"
+#include "synth/synth.h"
+
+#define N_SEEDS 60
+
+static gboolean have_photos(const char *set)
+{
+    ClSynthOptions o;
+    cl_synth_options_init(&o);
+    o.photos = set;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClSynthSample) s = cl_synth_generate("photo-edits", 0, &o, &err);
+    if (!s)
+        g_test_skip(err->message);
+    return s != NULL;
+}
+
+static const char *member(JsonObject *o, const char *name)
+{
+    return json_object_has_member(o, name) ? json_object_get_string_member(o, name) : NULL;
+}
+
+static int changed_cells(const ClSynthSample *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->grid_w * s->grid_h; i++)
+        n += s->changed[s->grid_w * s->grid_h + i] != 0;
+    return n;
+}
+
+static void test_answers(void)
+{
+    if (!have_photos("train"))
+        return;
+    int unchanged = 0, kinds[5] = { 0 };
+    static const char *const kind_words[5][2] = { { "add", "was added" },
+                                                  { "remove", "was removed" },
+                                                  { "move", "moved from" },
+                                                  { "recolour", "changed colour" },
+                                                  { "resize", "became" } };
+    for (guint64 seed = 0; seed < N_SEEDS; seed++) {
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("photo-edits", seed, NULL);
+        g_assert_cmpint(s->n_images, ==, 2);
+        g_autoptr(JsonNode) j = cl_synth_sample_answer_json(s);
+        JsonObject *o = json_node_get_object(j);
+        if (!json_object_get_boolean_member(o, "change")) {
+            unchanged++;
+            g_assert_cmpstr(s->answer, ==, "No change.");
+            g_assert_cmpint(changed_cells(s), ==, 0);
+            continue;
+        }
+        g_assert_cmpint(changed_cells(s), >, 0);
+        const char *kind = member(o, "kind"), *object = member(o, "object");
+        const char *position = member(o, "position");
+        g_assert_nonnull(strstr(s->answer, object));
+        g_assert_nonnull(strstr(s->answer, position));
+        gboolean known = FALSE;
+        for (int k = 0; k < 5; k++)
+            if (g_str_equal(kind, kind_words[k][0])) {
+                g_assert_nonnull(strstr(s->answer, kind_words[k][1]));
+                kinds[k]++;
+                known = TRUE;
+            }
+        g_assert_true(known);
+        if (g_str_equal(kind, "move"))
+            g_assert_nonnull(strstr(s->answer, member(o, "from")));
+    }
+    g_test_message("%d of %d unchanged; add %d remove %d move %d recolour %d resize %d", unchanged,
+                   N_SEEDS, kinds[0], kinds[1], kinds[2], kinds[3], kinds[4]);
+    /* a fair share of unchanged pairs, and every kind of change */
+    g_assert_cmpint(unchanged, >=, N_SEEDS / 6);
+    g_assert_cmpint(unchanged, <=, N_SEEDS / 2);
+    for (int k = 0; k < 5; k++)
+        g_assert_cmpint(kinds[k], >, 0);
+}
+
+/* An added object's cells in the clean second image hold saturated colour (the emoji font
+ * rendered in colour, not as an outline or an empty box). */
+static void test_colour_objects(void)
+{
+    if (!have_photos("train"))
+        return;
+    ClSynthOptions clean;
+    cl_synth_options_init(&clean);
+    clean.nuisance = FALSE;
+    int checked = 0;
+    for (guint64 seed = 0; seed < N_SEEDS && checked < 5; seed++) {
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("photo-edits", seed, &clean);
+        if (s->changes->len == 0 ||
+            g_array_index(s->changes, ClSynthChange, 0).type != CL_SYNTH_CHANGE_ADD)
+            continue;
+        const ClSynthChange *c = &g_array_index(s->changes, ClSynthChange, 0);
+        const ClSynthObject *o = &g_array_index(s->objects[1], ClSynthObject, c->after);
+        const ClSynthImage *b = &s->images[1], *a = &s->images[0];
+        int saturated = 0, differ = 0, n = 0;
+        for (int y = (int)o->box[1]; y < (int)o->box[3]; y++)
+            for (int x = (int)o->box[0]; x < (int)o->box[2]; x++, n++) {
+                const guint8 *p = b->pixels + ((gsize)y * b->width + x) * 3;
+                const guint8 *q = a->pixels + ((gsize)y * a->width + x) * 3;
+                int mx = MAX(p[0], MAX(p[1], p[2])), mn = MIN(p[0], MIN(p[1], p[2]));
+                saturated += mx - mn > 80;
+                differ += abs(p[0] - q[0]) + abs(p[1] - q[1]) + abs(p[2] - q[2]) > 30;
+            }
+        g_assert_cmpint(differ, >, n / 5);
+        g_assert_cmpint(saturated, >, n / 20);
+        checked++;
+    }
+    g_assert_cmpint(checked, ==, 5);
+}
+
+static double mean_abs_diff(const ClSynthImage *a, const ClSynthImage *b)
+{
+    double d = 0;
+    gsize n = (gsize)a->width * a->height * 3;
+    for (gsize i = 0; i < n; i++)
+        d += abs(a->pixels[i] - b->pixels[i]);
+    return d / n;
+}
+
+/* Strong nuisances: the same answers and targets, pixels further apart than mild ones. */
+static void test_strong_nuisance(void)
+{
+    if (!have_photos("train"))
+        return;
+    ClSynthOptions strong, mild;
+    cl_synth_options_init(&strong);
+    cl_synth_options_init(&mild);
+    strong.nuisance_level = 2;
+    double dm = 0, ds = 0;
+    for (guint64 seed = 0; seed < 16; seed++) {
+        g_autoptr(ClSynthSample) m = cl_fixture_synth("photo-edits", seed, &mild);
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("photo-edits", seed, &strong);
+        g_assert_cmpstr(m->answer, ==, s->answer);
+        dm += mean_abs_diff(&m->images[0], &m->images[1]);
+        ds += mean_abs_diff(&s->images[0], &s->images[1]);
+    }
+    g_test_message("mean |image 2 - image 1|: mild %.1f, strong %.1f", dm / 16, ds / 16);
+    g_assert_cmpfloat(ds, >, 1.3 * dm);
+}
+
+static void test_heldout_and_errors(void)
+{
+    if (!have_photos("train") || !have_photos("heldout"))
+        return;
+    ClSynthOptions t, h;
+    cl_synth_options_init(&t);
+    cl_synth_options_init(&h);
+    h.photos = "heldout";
+    for (guint64 seed = 0; seed < 8; seed++) {
+        g_autoptr(ClSynthSample) a = cl_fixture_synth("photo-edits", seed, &t);
+        g_autoptr(ClSynthSample) b = cl_fixture_synth("photo-edits", seed, &h);
+        g_assert_cmpfloat(mean_abs_diff(&a->images[0], &b->images[0]), >, 5);
+    }
+    g_autoptr(GError) err = NULL;
+    ClSynthOptions bad;
+    cl_synth_options_init(&bad);
+    bad.photos = "somewhere";
+    g_assert_null(cl_synth_generate("photo-edits", 1, &bad, &err));
+    g_assert_error(err, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS);
+    g_clear_error(&err);
+    cl_synth_options_init(&bad);
+    bad.nuisance_level = 3;
+    g_assert_null(cl_synth_generate("photo-edits", 1, &bad, &err));
+    g_assert_error(err, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS);
+    g_clear_error(&err);
+    cl_synth_options_init(&bad);
+    bad.n_images = 3;
+    g_assert_null(cl_synth_generate("photo-edits", 1, &bad, &err));
+    g_assert_error(err, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/synth-photo/answers", test_answers);
+    g_test_add_func("/synth-photo/colour-objects", test_colour_objects);
+    g_test_add_func("/synth-photo/strong-nuisance", test_strong_nuisance);
+    g_test_add_func("/synth-photo/heldout-and-errors", test_heldout_and_errors);
+    return g_test_run();
+}
