@@ -17,6 +17,23 @@ gboolean cl_trainer_parse_tasks(const char *spec, char ***out, int **images_out,
         if (!*t)
             continue;
         int images = 0;
+        char *tilde = strchr(t, '~');
+        if (tilde) {
+            /* TASK~L: the task with acquisition nuisances of level L (0 none, 1 mild, 2 strong) */
+            if (tilde[1] < '0' || tilde[1] > '2' || tilde[2] || strchr(t, '@')) {
+                FAIL(OPTIONS, "'%s': ~L takes a nuisance level 0, 1 or 2 (photo-edits~2)", t);
+                return FALSE;
+            }
+            g_autofree char *base = g_strndup(t, (gsize)(tilde - t));
+            if (!g_strv_contains(known, base)) {
+                g_autofree char *list = g_strjoinv(", ", (char **)known);
+                FAIL(OPTIONS, "unknown task '%s' (tasks: %s)", base, list);
+                return FALSE;
+            }
+            g_ptr_array_add(tasks, g_strdup(t));
+            g_array_append_val(counts, images);
+            continue;
+        }
         char *at = strchr(t, '@');
         if (at) {
             /* dots@K: the dots task with K images per sample, beside the mix's other entries */
@@ -101,6 +118,12 @@ ClTrainSample *cl_trainer_source_get(ClTrainerSource *s, const ClModel *model,
         task = "dots";
     } else if (strcmp(task, "dots") != 0) {
         so.n_images = 0;
+    }
+    g_autofree char *base = NULL;
+    const char *tilde = strchr(task, '~'); /* TASK~L: its nuisance level */
+    if (tilde) {
+        so.nuisance_level = tilde[1] - '0';
+        task = base = g_strndup(task, (gsize)(tilde - task));
     }
     g_autoptr(ClSynthSample) syn = cl_synth_generate(task, ref->seed, &so, &err);
     ClTrainSample *ts = syn ? cl_train_sample_from_synth(model, syn, all_turns, &err) : NULL;
