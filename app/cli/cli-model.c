@@ -21,7 +21,8 @@ static const char model_usage[] =
     "       [--dtype f32|f16|bf16] [--tokenizer TOK.json] --out FILE\n"
     "                                  write a randomly initialised model\n"
     "  info [--json] FILE              config, parameters, dtypes, sha256, tokenizer size\n"
-    "  convert --dtype D IN OUT        rewrite a model file in another dtype\n";
+    "  convert --dtype D IN OUT        rewrite a model file in another dtype\n"
+    "  fit-ood --model IN --out OUT    fit the statistics that flag unfamiliar images\n";
 
 static int fail(const GError *err)
 {
@@ -300,6 +301,8 @@ int cl_cli_model(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (strcmp(sub, "convert") == 0)
         return cmd_convert(argc - 1, argv + 1);
+    if (strcmp(sub, "fit-ood") == 0)
+        return cl_cli_model_fit_ood(argc - 1, argv + 1);
     fprintf(stderr, PROG ": unknown command '%s'\n\n%s", sub, model_usage);
     return CL_CLI_EXIT_USAGE;
 }

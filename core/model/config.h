@@ -79,6 +79,10 @@ typedef struct {
      * from the previous image, a heat-map source (model/heatmap.h). Trained by the trainer's
      * --aux-changed loss on the tokens of every image after the first. */
     gboolean change_head;
+    /* K > 0: the training images' descriptors (docs/MODEL.md §3.11): "ood.mean", "ood.var" [2C],
+     * "ood.bank" [K, 2C], "ood.threshold" [1], C = cl_config_patch_inputs; an image whose
+     * pooled features score above the threshold is unlike the training images (a notice) */
+    int ood;
     /* each image's visual tokens minus their mean over the image (before visual_pos): what the
      * merger emits for every image alike (a constant "soft prompt") is removed, so after the
      * decoder's RMSNorm a token is what sets it apart from the image's other tokens */

@@ -215,6 +215,8 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
     ClHeatmapSource source = CL_HEATMAP_UPDATE_NORM;
     if (opts->heatmaps && !cl_describe_heatmap_source(model, opts, &source, error))
         return FALSE;
+    g_autoptr(GString) unlike = g_string_new(NULL); /* the images config.ood flags */
+    int n_unlike = 0;
     const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, C = cfg->channels, S = cfg->image_size;
     out->letterbox = g_new0(ClLetterbox, n_images);
     out->encode_ms = g_new0(double, n_images);
@@ -264,6 +266,10 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
             break;
         }
         out->encode_ms[t] = ms_since(t0);
+        if (eo.ood_threshold > 0 && eo.ood_score > eo.ood_threshold) {
+            g_string_append_printf(unlike, "%s%u", unlike->len ? ", " : "", t + 1);
+            n_unlike++;
+        }
         memcpy(visual + (gsize)t * M * E, eo.visual, sizeof(float) * (gsize)M * E);
         if (opts->heatmaps && t > 0) {
             ClHeatmap *hm = cl_heatmap_new_from_encoder(&eo, cfg->enc_depth, source, (int)t, error);
@@ -283,6 +289,12 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
     g_free(pixels);
     if (state)
         cl_encoder_state_free(state);
+    if (ok && unlike->len)
+        g_ptr_array_add(out->notices,
+                        g_strdup_printf("%s %s %s unlike the images this model was trained on: "
+                                        "its description and heat maps are not to be trusted",
+                                        n_unlike > 1 ? "images" : "image", unlike->str,
+                                        n_unlike > 1 ? "are" : "is"));
     if (ok && opts->heatmaps && cfg->sve_variant == CL_SVE_STATELESS)
         g_ptr_array_add(out->notices,
                         g_strdup("the model's encoder is stateless: its heatmaps are all zero"));

@@ -150,6 +150,69 @@ void cl_encoder_output_clear(ClEncoderOutput *out)
     g_clear_pointer(&out->change_prob, g_free);
 }
 
+/* config.ood (docs/MODEL.md §3.11): an image's descriptor, the mean and the standard deviation
+ * over its N patches of each of their C values (stem features or pixels). */
+void cl_encoder_ood_descriptor(const float *patches, int N, int C, float *desc)
+{
+    for (int c = 0; c < C; c++) {
+        double s = 0, s2 = 0;
+        for (int n = 0; n < N; n++) {
+            double v = patches[(size_t)n * C + c];
+            s += v, s2 += v * v;
+        }
+        double m = s / N;
+        desc[c] = (float)m;
+        desc[C + c] = (float)sqrt(MAX(0, s2 / N - m * m));
+    }
+}
+
+double cl_encoder_ood_score(const float *mean, const float *var, const float *bank, int K, int C2,
+                            const float *desc, int skip)
+{
+    double best[CL_OOD_NEAREST];
+    for (int i = 0; i < CL_OOD_NEAREST; i++)
+        best[i] = G_MAXDOUBLE;
+    for (int k = 0; k < K; k++) {
+        if (k == skip)
+            continue;
+        const float *b = bank + (size_t)k * C2;
+        double d = 0;
+        for (int c = 0; c < C2; c++) {
+            double z = (desc[c] - mean[c]) / sqrt(MAX(var[c], 1e-12)) - b[c];
+            d += z * z;
+        }
+        for (int i = 0; i < CL_OOD_NEAREST; i++) /* insert into the sorted few nearest */
+            if (d < best[i]) {
+                for (int j = CL_OOD_NEAREST - 1; j > i; j--)
+                    best[j] = best[j - 1];
+                best[i] = d;
+                break;
+            }
+    }
+    double s = 0;
+    int n = 0;
+    for (int i = 0; i < CL_OOD_NEAREST; i++)
+        if (best[i] < G_MAXDOUBLE)
+            s += sqrt(best[i] / C2), n++;
+    return n ? s / n : 0;
+}
+
+static void ood_score(ClBackend *be, const ClModel *model, const ClModelWeights *w,
+                      const float *patches, int N, int C, ClEncoderOutput *out)
+{
+    const int K = model->config.ood, C2 = 2 * C;
+    g_autofree float *tp = NULL, *tm = NULL, *tv = NULL, *tb = NULL, *tt = NULL;
+    const float *hp = cl_backend_host_view(be, patches, (size_t)N * C, &tp);
+    const float *hm = cl_backend_host_view(be, w->ood_mean, (size_t)C2, &tm);
+    const float *hv = cl_backend_host_view(be, w->ood_var, (size_t)C2, &tv);
+    const float *hb = cl_backend_host_view(be, w->ood_bank, (size_t)K * C2, &tb);
+    const float *ht = cl_backend_host_view(be, w->ood_threshold, 1, &tt);
+    g_autofree float *desc = g_new(float, C2);
+    cl_encoder_ood_descriptor(hp, N, C, desc);
+    out->ood_score = cl_encoder_ood_score(hm, hv, hb, K, C2, desc, -1);
+    out->ood_threshold = ht[0];
+}
+
 /* config.change_head: sigmoid(w·x_p + b) for each of the N final patch tokens x (N, D). */
 static float *change_probabilities(ClBackend *be, const ClModelWeights *w, const float *x, int N,
                                    int D)
@@ -636,6 +699,8 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
         }
         be->ops->im2col(be, state->patches, px, s.channels, s.image, s.patch);
     }
+    if (w->ood_bank)
+        ood_score(be, model, w, state->patches, N, (int)cpp, out);
     embed_patches(be, state->x, state->patches, w, N, (int)cpp, D);
     tap2(&t, "patch", state->x, N, D);
 

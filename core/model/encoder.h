@@ -28,6 +28,9 @@ typedef struct {
     float *visual;      /* (M, E) visual tokens for the decoder; owned */
     float *update_norm; /* (enc_depth, N) per-block per-token update norms (0 for stateless) */
     float *delta;       /* (M) the paper's Δ map, NULL unless asked for */
+    double ood_score;   /* config.ood: how unlike the training images this one is (§3.11),
+                         * above ood_threshold: unlike; both 0 without the statistics */
+    double ood_threshold;
     float *change_prob; /* (N) config.change_head: per patch, the probability that it changed
                          * from the previous image; NULL for a first image or without the head */
     int grid;           /* G: the patch grid is G x G */
@@ -50,6 +53,15 @@ void cl_encoder_output_clear(ClEncoderOutput *out);
  * from the pretrained folder; FALSE + error when it is not there. Thread-safe (CPU). */
 gboolean cl_encoder_stem_features(const float *pixels, int size, float *patches, int N,
                                   GError **error);
+
+/* config.ood (docs/MODEL.md §3.11): desc (2C) = the mean and the standard deviation over the N
+ * patches of each of their C values; its score = the mean over its CL_OOD_NEAREST nearest bank
+ * rows (K, C2 = 2C; row `skip` left out, −1: none) of the RMS distance, desc standardised by
+ * mean/var first. */
+#define CL_OOD_NEAREST 3
+void cl_encoder_ood_descriptor(const float *patches, int N, int C, float *desc);
+double cl_encoder_ood_score(const float *mean, const float *var, const float *bank, int K, int C2,
+                            const float *desc, int skip);
 
 /* config.visual_center: each of the E columns of v [M, E] minus its mean over the M rows. A
  * symmetric projection, so its backward is the same call on the gradient. */

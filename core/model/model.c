@@ -490,7 +490,13 @@ static ClModel *model_new_random(const ClModelConfig *cfg, guint64 seed, gboolea
             continue;
         }
         *s->slot = at;
-        if (strstr(s->name, ".sve.")) {
+        if (g_str_has_prefix(s->name, "ood.")) {
+            /* no statistics yet: unit variance, and a threshold nothing reaches */
+            fill_const(at, numel,
+                       has_suffix(s->name, ".var")         ? 1.0f
+                       : has_suffix(s->name, ".threshold") ? 1e30f
+                                                           : 0.0f);
+        } else if (strstr(s->name, ".sve.")) {
             /* cl_model_weights_insert_sve below */
         } else if (has_suffix(s->name, ".bias") || has_suffix(s->name, ".pvm.alpha")) {
             /* biases, and PVM's gate (its W_up stays random, so that d/dα is not 0) */
@@ -678,6 +684,48 @@ char *cl_pretrained_path(const char *file)
     g_autofree char *base =
         env && *env ? g_strdup(env) : g_build_filename(g_get_user_data_dir(), "changelens", NULL);
     return g_build_filename(base, "pretrained", file, NULL);
+}
+
+/* Every tensor of dst that src has by name gets src's values; the others (their names hold
+ * `new_part`) keep their init. The shapes of shared names agree (the same config otherwise). */
+static void copy_by_name(ClModel *dst, const ClModel *src, const char *new_part)
+{
+    g_autoptr(GPtrArray) sspecs = cl_model_weight_specs(&src->config, (ClModelWeights *)&src->w);
+    g_autoptr(GHashTable) by_name = g_hash_table_new(g_str_hash, g_str_equal);
+    for (guint i = 0; i < sspecs->len; i++) {
+        ClWeightSpec *s = g_ptr_array_index(sspecs, i);
+        g_hash_table_insert(by_name, s->name, s);
+    }
+    g_autoptr(GPtrArray) dspecs = cl_model_weight_specs(&dst->config, &dst->w);
+    for (guint i = 0; i < dspecs->len; i++) {
+        const ClWeightSpec *d = g_ptr_array_index(dspecs, i);
+        const ClWeightSpec *s = g_hash_table_lookup(by_name, d->name);
+        if (!s) {
+            g_assert(strstr(d->name, new_part) != NULL);
+            continue;
+        }
+        g_assert(cl_weight_spec_numel(s) == cl_weight_spec_numel(d));
+        memcpy(*d->slot, *s->slot, (size_t)cl_weight_spec_numel(d) * sizeof(float));
+    }
+    cl_model_weights_changed(dst);
+}
+
+/* A random model of cfg (seeded) with src's tokenizer and every tensor of src by name; the new
+ * ones (their names hold new_part) keep their init. */
+ClModel *cl_model_reshaped(const ClModel *src, const ClModelConfig *cfg, guint64 seed,
+                           const char *new_part, GError **error)
+{
+    g_autoptr(ClModel) m = cl_model_new_random(cfg, seed, error);
+    if (!m)
+        return NULL;
+    g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
+    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
+    if (!tok)
+        return NULL;
+    cl_tokenizer_free(m->tokenizer);
+    m->tokenizer = tok;
+    copy_by_name(m, src, new_part);
+    return g_steal_pointer(&m);
 }
 
 /* ---- the default model ---------------------------------------------------------------------- */

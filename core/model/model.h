@@ -103,6 +103,11 @@ gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale);
  * neither need exist). */
 void cl_data_dirs(const char *sub, char **source_dir, char **install_dir);
 
+/* A random model of cfg (seeded) with src's tokenizer and every tensor of src by name (the
+ * shapes of shared names agree); the new ones, whose names hold new_part, keep their init. */
+ClModel *cl_model_reshaped(const ClModel *src, const ClModelConfig *cfg, guint64 seed,
+                           const char *new_part, GError **error);
+
 /* Where set-up (tools/fetch-pretrained.sh) puts the pretrained parts: $CHANGELENS_DATA/pretrained,
  * else the user data folder's changelens/pretrained. With `file`, that file's path there (it
  * need not exist). Newly allocated. */

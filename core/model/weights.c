@@ -54,6 +54,13 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
         const gint64 G = (gint64)(cfg->image_size / cfg->patch_size);
         M2(SLOT(w->enc_pos), G * G, D, "enc.pos");
     }
+    if (cfg->ood > 0) {
+        const gint64 C2 = 2 * (gint64)cl_config_patch_inputs(cfg);
+        V1(SLOT(w->ood_mean), C2, "ood.mean");
+        V1(SLOT(w->ood_var), C2, "ood.var");
+        M2(SLOT(w->ood_bank), cfg->ood, C2, "ood.bank");
+        V1(SLOT(w->ood_threshold), 1, "ood.threshold");
+    }
     if (cfg->change_head) {
         M2(SLOT(w->enc_change_w), 1, D, "enc.change.weight");
         V1(SLOT(w->enc_change_b), 1, "enc.change.bias");

@@ -70,15 +70,17 @@ typedef struct {
     float *patch_w, *patch_b;           /* (D, C, P, P), (D) */
     float *enc_pos;                     /* (N, D) when config.enc_pos, else NULL */
     float *enc_change_w, *enc_change_b; /* (1, D), (1) when config.change_head, else NULL */
-    ClEncoderLayerWeights *enc;         /* (enc_depth) */
-    float *merger_ln_w, *merger_ln_b;   /* (D) */
-    float *merger_fc1_w, *merger_fc1_b; /* (Hm, 4D), (Hm) */
-    float *merger_fc2_w, *merger_fc2_b; /* (E, Hm), (E) */
-    float *merger_pos;                  /* (M, E) when config.visual_pos, else NULL */
-    float *embed;                       /* (V, E) */
-    ClDecoderLayerWeights *dec;         /* (dec_depth) */
-    float *dec_norm;                    /* (E) */
-    float *lm_head;                     /* (V, E); == embed when tied */
+    float *ood_mean, *ood_var, *ood_bank, *ood_threshold; /* (2C), (2C), (K, 2C), (1) when
+                                                           * config.ood = K > 0, else NULL */
+    ClEncoderLayerWeights *enc;                           /* (enc_depth) */
+    float *merger_ln_w, *merger_ln_b;                     /* (D) */
+    float *merger_fc1_w, *merger_fc1_b;                   /* (Hm, 4D), (Hm) */
+    float *merger_fc2_w, *merger_fc2_b;                   /* (E, Hm), (E) */
+    float *merger_pos;          /* (M, E) when config.visual_pos, else NULL */
+    float *embed;               /* (V, E) */
+    ClDecoderLayerWeights *dec; /* (dec_depth) */
+    float *dec_norm;            /* (E) */
+    float *lm_head;             /* (V, E); == embed when tied */
 } ClModelWeights;
 
 /* One named tensor of the model: its docs/MODEL.md name, shape and where it lives. */

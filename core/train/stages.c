@@ -68,48 +68,6 @@ static void apply_sve_switches(ClModelConfig *cfg, const ClTrainerOptions *o)
     cfg->sve_out_init_std = o->no_zero_init ? STANDARD_INIT_STD : o->sve_init_std;
 }
 
-/* Every tensor of dst that src has by name gets src's values; the others (their names hold
- * `new_part`) keep their init. The shapes of shared names agree (the same config otherwise). */
-static void copy_by_name(ClModel *dst, const ClModel *src, const char *new_part)
-{
-    g_autoptr(GPtrArray) sspecs = cl_model_weight_specs(&src->config, (ClModelWeights *)&src->w);
-    g_autoptr(GHashTable) by_name = g_hash_table_new(g_str_hash, g_str_equal);
-    for (guint i = 0; i < sspecs->len; i++) {
-        ClWeightSpec *s = g_ptr_array_index(sspecs, i);
-        g_hash_table_insert(by_name, s->name, s);
-    }
-    g_autoptr(GPtrArray) dspecs = cl_model_weight_specs(&dst->config, &dst->w);
-    for (guint i = 0; i < dspecs->len; i++) {
-        const ClWeightSpec *d = g_ptr_array_index(dspecs, i);
-        const ClWeightSpec *s = g_hash_table_lookup(by_name, d->name);
-        if (!s) {
-            g_assert(strstr(d->name, new_part) != NULL);
-            continue;
-        }
-        g_assert(cl_weight_spec_numel(s) == cl_weight_spec_numel(d));
-        memcpy(*d->slot, *s->slot, (size_t)cl_weight_spec_numel(d) * sizeof(float));
-    }
-    cl_model_weights_changed(dst);
-}
-
-/* A random model of cfg (seeded) with src's tokenizer and every tensor of src by name; the new
- * ones (their names hold new_part) keep their init. */
-static ClModel *reshaped(const ClModel *src, const ClModelConfig *cfg, guint64 seed,
-                         const char *new_part, GError **error)
-{
-    g_autoptr(ClModel) m = cl_model_new_random(cfg, seed, error);
-    if (!m)
-        return NULL;
-    g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
-    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
-    if (!tok)
-        return NULL;
-    cl_tokenizer_free(m->tokenizer);
-    m->tokenizer = tok;
-    copy_by_name(m, src, new_part);
-    return g_steal_pointer(&m);
-}
-
 /* `src` (token insertion) as a CASA model of o's variant: the same tensors and tokenizer, the
  * cross-attention cloned from each layer's self-attention (docs/MODEL.md §4.3). */
 static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GError **error)
@@ -119,7 +77,7 @@ static ClModel *insert_casa(const ClModel *src, const ClTrainerOptions *o, GErro
     cfg.casa_replace = o->casa_replace;
     cfg.casa_gist = o->casa_gist;
     cfg.casa_tv = o->casa_tv;
-    g_autoptr(ClModel) m = reshaped(src, &cfg, o->seed, ".casa.", error);
+    g_autoptr(ClModel) m = cl_model_reshaped(src, &cfg, o->seed, ".casa.", error);
     if (!m)
         return NULL;
     cl_model_weights_init_casa(m);
@@ -139,7 +97,7 @@ static ClModel *insert_pvm(const ClModel *src, const ClTrainerOptions *o, GError
         return NULL;
     }
     guint64 seed = o->seed ^ G_GUINT64_CONSTANT(0x50564d494e534552); /* "PVMINSER" */
-    g_autoptr(ClModel) m = reshaped(src, &cfg, seed, ".pvm.", error);
+    g_autoptr(ClModel) m = cl_model_reshaped(src, &cfg, seed, ".pvm.", error);
     if (!m || !cl_model_make_trainable(m, error))
         return NULL;
     return g_steal_pointer(&m);
@@ -159,7 +117,7 @@ static ClModel *insert_hybrid(const ClModel *src, const ClTrainerOptions *o, GEr
     ClModelConfig cfg = src->config;
     cl_config_set_hybrid(&cfg, o->hybrid_every);
     guint64 seed = o->seed ^ G_GUINT64_CONSTANT(0x4859425249444e54); /* "HYBRIDNT" */
-    g_autoptr(ClModel) m = reshaped(src, &cfg, seed, ".gdn.", error);
+    g_autoptr(ClModel) m = cl_model_reshaped(src, &cfg, seed, ".gdn.", error);
     if (!m)
         return NULL;
     const size_t E = cfg.dec_dim, hd = E / cfg.dec_heads, H = cfg.gdn_heads;
@@ -205,7 +163,7 @@ ClModel *cl_trainer_make_sve_model(const ClModel *src, const ClTrainerOptions *o
     apply_sve_switches(&cfg, o);
     guint64 seed = o->seed ^ G_GUINT64_CONSTANT(0x5354414745325356); /* "STAGE2SV" */
     /* every stage-1 tensor by name (and its tokenizer); the new ones are the SVE modules' */
-    g_autoptr(ClModel) m = reshaped(src, &cfg, seed, ".sve.", error);
+    g_autoptr(ClModel) m = cl_model_reshaped(src, &cfg, seed, ".sve.", error);
     if (!m)
         return NULL;
     /* §3.7 from the copied blocks: clone Q/K/V and W1 (and norms), W_O / W_2 at the std */

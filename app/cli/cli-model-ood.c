@@ -1,0 +1,92 @@
+/* cli-model-ood.c - `changelens-cli model fit-ood`: fits the image statistics that flag images
+ * unlike the training ones (config.ood, docs/MODEL.md §3.11) and prints how often each check set
+ * is flagged. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "train/checkpoint.h"
+#include "train/ood.h"
+
+#define PROG "changelens-cli model fit-ood"
+
+static const char usage_text[] =
+    "Usage: " PROG " --model IN|CHECKPOINT --out OUT [--task T] [--photos SET] [--n N]\n"
+    "       [--quantile Q] [--check SET[,SET…]] [--seed S]\n"
+    "\n"
+    "Fits the per-channel mean and variance of the stem features (or patch pixels) of N samples'\n"
+    "images of task T (default photo-edits, its training photos) into a copy of IN, with the\n"
+    "threshold at quantile Q of their scores (default 0.99), and writes it to OUT. Then scores\n"
+    "each check set's images (a task name, or heldout for photo-edits' held-out photographs;\n"
+    "default heldout,radiograph,aerial,shapes,dots) and prints the share above the threshold.\n"
+    "A description whose images score above it carries a notice.\n";
+
+static int fail(GError *err)
+{
+    fprintf(stderr, PROG ": %s\n", err->message);
+    return 1;
+}
+
+int cl_cli_model_fit_ood(int argc, char **argv)
+{
+    g_autofree char *in = NULL, *out = NULL, *task = NULL, *photos = NULL, *check = NULL;
+    gint64 n = 300;
+    double quantile = 0.99;
+    int seed = 7;
+    const ClCliIntOption ints[] = { { "n", 0, 10, 100000, &n }, { NULL } };
+    GOptionEntry entries[] = {
+        { "model", 0, 0, G_OPTION_ARG_FILENAME, &in, NULL, NULL },
+        { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, NULL, NULL },
+        { "task", 0, 0, G_OPTION_ARG_STRING, &task, NULL, NULL },
+        { "photos", 0, 0, G_OPTION_ARG_STRING, &photos, NULL, NULL },
+        CL_CLI_INT_ENTRY("n", 0, NULL, NULL),
+        { "quantile", 0, 0, G_OPTION_ARG_DOUBLE, &quantile, NULL, NULL },
+        { "check", 0, 0, G_OPTION_ARG_STRING, &check, NULL, NULL },
+        { "seed", 0, 0, G_OPTION_ARG_INT, &seed, NULL, NULL },
+        { NULL },
+    };
+    int rc = cl_cli_parse_own_help(PROG, usage_text, entries, (gpointer)ints, argc, argv);
+    if (rc >= 0)
+        return rc;
+    if (!in || !out)
+        return cl_cli_usage_error(PROG, "--model IN and --out OUT are required");
+    g_autoptr(GError) err = NULL;
+    /* a model file, or a training checkpoint's model */
+    g_autoptr(ClModel) model = cl_checkpoint_file_is_checkpoint(in)
+                                   ? cl_checkpoint_load_model(in, &err)
+                                   : cl_model_load(in, &err);
+    if (!model)
+        return fail(err);
+    const char *t = task ? task : "photo-edits";
+    gint64 t0 = g_get_monotonic_time();
+    g_autoptr(ClModel) fitted = cl_ood_fit(model, t, photos, (int)n, (guint64)seed, quantile, &err);
+    if (!fitted)
+        return fail(err);
+    printf("fitted on %s%s%s: %" G_GINT64_FORMAT " samples, threshold %.4g (quantile %.3g), "
+           "%.1f s\n",
+           t, photos ? " photos " : "", photos ? photos : "", n, fitted->w.ood_threshold[0],
+           quantile, (g_get_monotonic_time() - t0) / 1e6);
+    g_auto(GStrv) sets =
+        g_strsplit(check ? check : "heldout,radiograph,aerial,shapes,dots", ",", -1);
+    for (char **s = sets; *s; s++) {
+        const gboolean held = strcmp(*s, "heldout") == 0;
+        int m = 0;
+        g_autofree double *sc =
+            cl_ood_scores(fitted, held ? "photo-edits" : *s, held ? "heldout" : NULL,
+                          (int)MIN(n, 100), (guint64)seed + 1000, NULL, &m, &err);
+        if (!sc) {
+            fprintf(stderr, PROG ": check set %s: %s\n", *s, err->message);
+            g_clear_error(&err);
+            continue;
+        }
+        int above = 0;
+        for (int i = 0; i < m; i++)
+            above += sc[i] > fitted->w.ood_threshold[0];
+        printf("  %-12s %4d images, %5.1f %% flagged as unlike the training images\n",
+               held ? "heldout" : *s, m, 100.0 * above / MAX(m, 1));
+    }
+    if (!cl_model_save(fitted, out, "f16", &err))
+        return fail(err);
+    printf("%s\n", out);
+    return 0;
+}

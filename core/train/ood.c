@@ -1,0 +1,121 @@
+/* ood.c - config.ood's statistics fitted on a task's images (ood.h). */
+#include "train/ood.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "model/encoder.h"
+#include "nn/backend.h"
+#include "synth/synth.h"
+#include "train/synthdata.h"
+
+/* One image's patches (N, C): the stem's features, or the patches' pixels. */
+static gboolean image_patches(const ClModelConfig *cfg, const float *pixels, float *patches,
+                              GError **error)
+{
+    const int N = cl_config_n_patches(cfg);
+    if (cfg->enc_stem_effnet)
+        return cl_encoder_stem_features(pixels, cfg->image_size, patches, N, error);
+    cl_patch_unfold(patches, pixels, cfg->channels, cfg->image_size, cfg->patch_size);
+    return TRUE;
+}
+
+double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
+                      guint64 seed, float **features, int *n_out, GError **error)
+{
+    const ClModelConfig *cfg = &model->config;
+    if (!features && !model->w.ood_bank) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "the model has no image statistics (fit them with `model fit-ood`)");
+        return NULL;
+    }
+    const int N = cl_config_n_patches(cfg), C = cl_config_patch_inputs(cfg);
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    so.width = so.height = cfg->image_size;
+    so.patch = cfg->patch_size;
+    so.photos = photos;
+    g_autoptr(GArray) scores = g_array_new(FALSE, FALSE, sizeof(double));
+    g_autoptr(GArray) feats = g_array_new(FALSE, FALSE, sizeof(float));
+    g_autofree float *patches = g_new(float, (size_t)N * C);
+    g_autofree float *desc = g_new(float, 2 * C);
+    for (int i = 0; i < n; i++) {
+        g_autoptr(ClSynthSample) syn =
+            cl_synth_generate(task, cl_synth_stream_seed(seed, (guint64)i), &so, error);
+        if (!syn)
+            return NULL;
+        g_autoptr(ClTrainSample) ts = cl_train_sample_from_synth(model, syn, FALSE, error);
+        if (!ts)
+            return NULL;
+        const size_t img = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
+        for (guint t = 0; t < ts->n_images; t++) {
+            if (!image_patches(cfg, ts->pixels + t * img, patches, error))
+                return NULL;
+            cl_encoder_ood_descriptor(patches, N, C, desc);
+            if (features)
+                g_array_append_vals(feats, desc, 2 * C);
+            double s = features
+                           ? 0
+                           : cl_encoder_ood_score(model->w.ood_mean, model->w.ood_var,
+                                                  model->w.ood_bank, cfg->ood, 2 * C, desc, -1);
+            g_array_append_val(scores, s);
+        }
+    }
+    *n_out = (int)scores->len;
+    if (features)
+        *features = (float *)(void *)g_array_free(g_steal_pointer(&feats), FALSE);
+    return (double *)(void *)g_array_free(g_steal_pointer(&scores), FALSE);
+}
+
+static int compare_doubles(gconstpointer a, gconstpointer b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, int n, guint64 seed,
+                    double quantile, GError **error)
+{
+    if (!(quantile >= 0.5 && quantile <= 1) || n < 10) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "fitting image statistics needs at least 10 samples and a quantile of 0.5 "
+                    "to 1");
+        return NULL;
+    }
+    const int C2 = 2 * cl_config_patch_inputs(&model->config);
+    float *feats = NULL;
+    int m = 0;
+    g_autofree double *unused = cl_ood_scores(model, task, photos, n, seed, &feats, &m, error);
+    if (!unused)
+        return NULL;
+    g_autofree float *f = feats;
+    ClModelConfig cfg = model->config;
+    cfg.ood = m;
+    g_autoptr(ClModel) out = cl_model_reshaped(model, &cfg, 0, "ood.", error);
+    if (!out)
+        return NULL;
+    ClModelWeights *w = &out->w;
+    for (int c = 0; c < C2; c++) {
+        double s = 0, s2 = 0;
+        for (int i = 0; i < m; i++)
+            s += f[(size_t)i * C2 + c];
+        double mean = s / m;
+        for (int i = 0; i < m; i++)
+            s2 += (f[(size_t)i * C2 + c] - mean) * (f[(size_t)i * C2 + c] - mean);
+        w->ood_mean[c] = (float)mean;
+        /* a floor keeps a value that never varied from deciding alone */
+        w->ood_var[c] = (float)MAX(s2 / MAX(m - 1, 1), 1e-6);
+        for (int i = 0; i < m; i++)
+            w->ood_bank[(size_t)i * C2 + c] =
+                (float)((f[(size_t)i * C2 + c] - mean) / sqrt(w->ood_var[c]));
+    }
+    /* each fitting image scored against the others: the threshold at the quantile */
+    g_autofree double *sc = g_new(double, m);
+    for (int i = 0; i < m; i++)
+        sc[i] = cl_encoder_ood_score(w->ood_mean, w->ood_var, w->ood_bank, m, C2,
+                                     f + (size_t)i * C2, i);
+    qsort(sc, (size_t)m, sizeof(double), compare_doubles);
+    w->ood_threshold[0] = (float)sc[MIN(m - 1, (int)floor(quantile * (m - 1) + 0.5))];
+    cl_model_weights_changed(out);
+    return g_steal_pointer(&out);
+}
