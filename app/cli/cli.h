@@ -12,15 +12,16 @@ typedef struct {
     int (*run)(int argc, char **argv); /* argv[0] is "changelens-cli NAME" */
 } ClCliCommand;
 
-int cl_cli_describe(int argc, char **argv);  /* cli-describe.c */
-int cl_cli_model(int argc, char **argv);     /* cli-model.c */
-int cl_cli_tokenizer(int argc, char **argv); /* cli-tokenizer.c */
-int cl_cli_bench(int argc, char **argv);     /* cli-bench.c */
-int cl_cli_case(int argc, char **argv);      /* cli-case.c */
-int cl_cli_synth(int argc, char **argv);     /* cli-synth.c */
-int cl_cli_eval(int argc, char **argv);      /* cli-eval.c */
-int cl_cli_train(int argc, char **argv);     /* cli-train.c */
-int cl_cli_chat(int argc, char **argv);      /* cli-chat.c */
+int cl_cli_describe(int argc, char **argv);    /* cli-describe.c */
+int cl_cli_model(int argc, char **argv);       /* cli-model.c */
+int cl_cli_tokenizer(int argc, char **argv);   /* cli-tokenizer.c */
+int cl_cli_bench(int argc, char **argv);       /* cli-bench.c */
+int cl_cli_case(int argc, char **argv);        /* cli-case.c */
+int cl_cli_synth(int argc, char **argv);       /* cli-synth.c */
+int cl_cli_eval(int argc, char **argv);        /* cli-eval.c */
+int cl_cli_eval_change(int argc, char **argv); /* cli-eval-change.c */
+int cl_cli_train(int argc, char **argv);       /* cli-train.c */
+int cl_cli_chat(int argc, char **argv);        /* cli-chat.c */
 /* `model info` of a GGUF language model (cli-chat.c) */
 int cl_cli_model_info_gguf(const char *path, const ClModel *model, gboolean json);
 /* `bench --casedb` (cli-bench-casedb.c; cl_cli_bench hands over when it sees --casedb) */
