@@ -526,7 +526,9 @@ static gboolean run_setup(Run *r, GError **error)
     }
     r->so.width = r->so.height = r->size;
     r->so.patch = r->patch;
-    /* the tasks of this build have nuisances on or off; a task with levels takes the level */
+    /* HOOK: the tasks of this build have nuisances on or off; a task with levels (photo-edits'
+     * nuisance_level) takes o->nuisance as it is, and a task with photo sets of its own
+     * (photo_set train | heldout) takes `set`, here, when ClSynthOptions carries them */
     if (o->nuisance >= 0)
         r->so.nuisance = o->nuisance > 0;
     r->grid_w = r->grid_h = (r->size + r->patch - 1) / r->patch;
