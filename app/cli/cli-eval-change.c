@@ -156,7 +156,7 @@ static void print_text_row(const char *name, double v, int n)
 {
     char b[32];
     pct(b, sizeof b, v, 1);
-    printf("  %-24s %7s %%  (%d samples)\n", name, b, n);
+    printf("  %-24s %7s%s  (%d samples)\n", name, b, isfinite(v) ? " %" : "  ", n);
 }
 
 static void print_table(const char *model, const ClChangeEvalResult *r)
