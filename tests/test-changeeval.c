@@ -90,10 +90,16 @@ static void test_text_parse(void)
           CL_CHANGE_KIND_RECOLOUR, 1, 2, 1 },
         { "The chair changed color in the middle.", "chairs", FALSE, CL_CHANGE_KIND_RECOLOUR, 1, 1,
           0 },
+        { "resize", NULL, FALSE, CL_CHANGE_KIND_RESIZE, -1, -1, -1 },
         { "Two books look bigger at the top", "book", FALSE, CL_CHANGE_KIND_RESIZE, 0, 1, 1 },
         { "The plant is smaller, in the central left area", "potted plant", FALSE,
           CL_CHANGE_KIND_RESIZE, 1, 0, 0 },
         { "A potted plant is missing", "potted plant", FALSE, CL_CHANGE_KIND_REMOVE, -1, -1, 1 },
+        { "The pizza moved from the top left to the bottom right.", "pizza", FALSE,
+          CL_CHANGE_KIND_MOVE, 2, 2, 1 },
+        { "It came from the left", NULL, FALSE, CL_CHANGE_KIND_UNKNOWN, 1, 0, -1 },
+        { "A bunch of grapes was added at the centre.", "bunch of grapes", FALSE,
+          CL_CHANGE_KIND_ADD, 1, 1, 1 },
         { "Turn the blue ball into cyan", "ball", FALSE, CL_CHANGE_KIND_UNKNOWN, -1, -1, 1 },
         { "", "cup", FALSE, CL_CHANGE_KIND_UNKNOWN, -1, -1, 0 },
         { NULL, NULL, FALSE, CL_CHANGE_KIND_UNKNOWN, -1, -1, -1 },
@@ -211,6 +217,16 @@ static void test_eval_model(gconstpointer data)
         return;
     }
     g_autoptr(GError) err = NULL;
+    if (strcmp(task, "photo-edits") == 0) { /* its held-out photographs are a package */
+        ClSynthOptions so;
+        cl_synth_options_init(&so);
+        so.photos = "heldout";
+        g_autoptr(ClSynthSample) s = cl_synth_generate(task, 1, &so, &err);
+        if (!s) {
+            g_test_skip(err->message);
+            return;
+        }
+    }
     g_autoptr(ClModel) model = cl_model_load(path, &err);
     g_assert_no_error(err);
     g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
@@ -218,34 +234,39 @@ static void test_eval_model(gconstpointer data)
     ClChangeEvalOptions o;
     cl_change_eval_options_init(&o);
     o.task = task;
-    o.n = 6;
+    o.n = 8;
     o.nuisance = 0;
     o.describe = TRUE;
     o.max_new_tokens = 40;
     ClChangeEvalResult r;
     g_assert_true(cl_change_eval_run(be, model, &o, &r, &err));
     g_assert_no_error(err);
-    check_structure(&r, 6);
+    check_structure(&r, 8);
     g_assert_cmpuint(r.seed, ==, 1000); /* the held-out set's */
     g_assert_cmpint(r.grid_w, ==, cl_config_grid(&model->config));
     g_assert_cmpint(r.size, ==, model->config.image_size);
-    /* the shipped model is stateful: its maps are measured; it has no change head */
+    /* the shipped model is stateful: its maps are measured; the change head where it has one */
     g_assert_null(source(&r, "update_norm")->unavailable);
     g_assert_null(source(&r, "delta")->unavailable);
-    g_assert_nonnull(source(&r, "change_prob")->unavailable);
+    g_assert_cmpstr(source(&r, "change")->unavailable, ==,
+                    model->config.change_head ? NULL : "the model has no change head");
     const ClChangeSourceScore *base = source(&r, "blurdiff");
     g_test_message("%s: blurdiff AUROC %.3f (pair mean %.3f), hottest %.2f; delta %.3f", task,
                    base->auroc_pooled, base->auroc_pair_mean, base->hottest,
                    source(&r, "delta")->auroc_pooled);
     g_assert_cmpfloat(base->auroc_pooled, >, BLURDIFF_FLOOR);
     g_assert_true(r.described);
-    g_assert_cmpint(r.text.n, ==, 6);
+    g_assert_cmpint(r.text.n, ==, 8);
     g_assert_cmpfloat(r.text.change, >=, 0);
     g_assert_cmpfloat(r.text.change, <=, 1);
-    if (strcmp(task, "edits") == 0) /* its answer names the object and where it is */
-        g_assert_cmpint(r.text.n_object, >, 0);
-    else /* shapes' answer is a list of changes: no single kind, object or position */
+    if (strcmp(task, "shapes") == 0) { /* a list of changes: no single kind, object or position */
         g_assert_cmpint(r.text.n_kind + r.text.n_position + r.text.n_object, ==, 0);
+    } else { /* the answer names the object and where it is; photo-edits the kind of every one */
+        g_assert_cmpint(r.text.n_object, >, 0);
+        g_assert_cmpint(r.text.n_position, >, 0);
+    }
+    if (strcmp(task, "photo-edits") == 0)
+        g_assert_cmpint(r.text.n_kind, ==, r.text.n - r.text.n_unchanged);
     g_autofree char *json = cl_change_eval_result_to_json(&r);
     g_autoptr(JsonNode) root = json_from_string(json, &err);
     g_assert_no_error(err);
@@ -330,6 +351,7 @@ int main(int argc, char **argv)
     g_test_add_func("/changeeval/blurdiff", test_blurdiff);
     g_test_add_data_func("/changeeval/model/edits", "edits", test_eval_model);
     g_test_add_data_func("/changeeval/model/shapes", "shapes", test_eval_model);
+    g_test_add_data_func("/changeeval/model/photo-edits", "photo-edits", test_eval_model);
     g_test_add_func("/changeeval/no-model", test_eval_no_model);
     g_test_add_func("/changeeval/cli-json", test_cli_json);
     return g_test_run();

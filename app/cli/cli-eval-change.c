@@ -19,7 +19,7 @@ static const char summary_text[] =
     "  AUROC pair mean  the mean of each pair's own AUROC (pairs with unchanged cells too)\n"
     "  hottest %        pairs whose hottest cell is a changed one (chance: the changed share)\n"
     "Sources: update_norm (the SVE update norms), delta (the Δ map, each visual token's value on\n"
-    "its 2 × 2 patches), change_prob (a change-probability head, where the model has one) and\n"
+    "its 2 × 2 patches), change (the change head's probability, where the model has one) and\n"
     "blurdiff (model-free: the absolute difference of the images blurred, σ 2 px).\n"
     "With --describe the model also answers each sample's question (greedy) and the text is\n"
     "scored: change / no change called right, and where the task's structured answer has them,\n"
@@ -63,9 +63,10 @@ static int parse_args(int argc, char **argv, Args *a)
         CL_CLI_INT_ENTRY("seed", 's', "Data-set seed (default: the set's, 1000 held out, 0 train)",
                          "S"),
         { "set", 0, 0, G_OPTION_ARG_STRING, &a->set,
-          "heldout (default) or train: the seed split, and a task's own set of that name", "SET" },
+          "heldout (default) or train: the seed split, and photo-edits' photographs", "SET" },
         CL_CLI_INT_ENTRY("nuisance", 0,
-                         "Acquisition nuisances: 0 none, 1 and 2 on (default: the task's)", "L"),
+                         "Acquisition nuisances: 0 none, 1 mild, 2 strong (default: the task's, 1)",
+                         "L"),
         CL_CLI_INT_ENTRY("size", 0,
                          "Image side in pixels (default: the model's input size; a multiple of "
                          "its patch grid)",

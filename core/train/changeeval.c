@@ -116,7 +116,7 @@ static ClChangeKind kind_of_word(const char *w)
     static const char *const recolour[] = { "recoloured", "recolored", "recolour",
                                             "recolor",    "colour",    "color",
                                             "coloured",   "colored",   NULL };
-    static const char *const resize[] = { "larger",   "smaller", "bigger", "resized",
+    static const char *const resize[] = { "larger",   "smaller", "bigger", "resized", "resize",
                                           "enlarged", "shrunk",  "shrank", NULL };
     static const char *const *const table[CL_CHANGE_N_KINDS] = { add, remove, move, recolour,
                                                                  resize };
@@ -151,24 +151,45 @@ static const char *const position_filler[] = { "of",   "the",    "and",  "in",  
                                                "part", "area",   "side", "corner", "hand",
                                                "half", "region", NULL };
 
-static void parse_position(char *const *words, int *row, int *col)
+/* The cell of the phrase that starts at words[i] (a position word); returns where it ends. */
+static int position_phrase(char *const *words, int i, int *row, int *col)
 {
+    gboolean centre = FALSE;
     *row = *col = -1;
-    gboolean centre = FALSE, found = FALSE;
-    for (int i = 0; words[i]; i++) {
-        if (!found) {
-            found = position_word(words[i], row, col, &centre);
-            continue;
-        }
-        if (!position_word(words[i], row, col, &centre) && !word_in(words[i], position_filler))
-            break;
-    }
-    if (!found)
-        return;
+    while (words[i] &&
+           (position_word(words[i], row, col, &centre) || word_in(words[i], position_filler)))
+        i++;
     if (*row < 0)
         *row = 1;
     if (*col < 0)
         *col = 1;
+    return i;
+}
+
+/* The first phrase, unless it says where a change came from ("moved from the top left to the
+ * bottom"): a change is placed where it is now, so a later phrase is taken then. */
+static void parse_position(char *const *words, int *row, int *col)
+{
+    static const char *const articles[] = { "the", "a", NULL };
+    *row = *col = -1;
+    for (int i = 0; words[i];) {
+        int r = -1, c = -1;
+        gboolean centre = FALSE;
+        if (!position_word(words[i], &r, &c, &centre)) {
+            i++;
+            continue;
+        }
+        int k = i - 1;
+        while (k >= 0 && word_in(words[k], articles))
+            k--;
+        const gboolean from = k >= 0 && strcmp(words[k], "from") == 0;
+        const int end = position_phrase(words, i, &r, &c);
+        if (*row < 0 || !from)
+            *row = r, *col = c;
+        if (!from)
+            return;
+        i = end;
+    }
 }
 
 /* whether the object's words occur in order, the last one also with a plural ending */
@@ -263,20 +284,20 @@ static gboolean delta_heat(const ClChangePair *p, float *heat, GError **error)
     return TRUE;
 }
 
-/* HOOK: the change-probability head (a per-patch sigmoid on the encoder's patch tokens). When
- * ClEncoderOutput carries it, unavailable() asks the model whether it has the head and heat()
- * copies the N probabilities (on the G × G grid, like update_norm_heat). */
-static const char *change_prob_unavailable(const ClModel *model)
+/* the change head's per-patch probabilities (MODEL.md §3.10), on the G × G grid */
+static const char *change_unavailable(const ClModel *model)
 {
-    (void)model;
-    return "the encoder gives no change probability (no such head in this build)";
+    return model->config.change_head ? NULL : "the model has no change head";
 }
 
-static gboolean change_prob_heat(const ClChangePair *p, float *heat, GError **error)
+static gboolean change_heat(const ClChangePair *p, float *heat, GError **error)
 {
-    (void)p, (void)heat;
-    g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "no change probability to read");
-    return FALSE;
+    g_autoptr(ClHeatmap) hm =
+        cl_heatmap_new_from_encoder(p->enc, p->depth, CL_HEATMAP_CHANGE, p->image, error);
+    if (!hm || !check_grid(p, hm->width, hm->height, error))
+        return FALSE;
+    memcpy(heat, hm->values, sizeof(float) * (gsize)hm->width * hm->height);
+    return TRUE;
 }
 
 /* σ of the baseline's blur, pixels: about the shift the nuisances misregister by */
@@ -294,8 +315,8 @@ static const ClChangeSource sources[] = {
       TRUE, FALSE, stateless_unavailable, update_norm_heat },
     { "delta", "the paper's Δ map per visual token, each token's value on its 2 × 2 patches", TRUE,
       TRUE, stateless_unavailable, delta_heat },
-    { "change_prob", "the change-probability head per patch", TRUE, FALSE, change_prob_unavailable,
-      change_prob_heat },
+    { "change", "the change head's probability per patch", TRUE, FALSE, change_unavailable,
+      change_heat },
     { "blurdiff", "model-free: |after − before| blurred (σ 2 px), mean per patch", FALSE, FALSE,
       NULL, blurdiff_heat },
     { NULL },
@@ -526,11 +547,13 @@ static gboolean run_setup(Run *r, GError **error)
     }
     r->so.width = r->so.height = r->size;
     r->so.patch = r->patch;
-    /* HOOK: the tasks of this build have nuisances on or off; a task with levels (photo-edits'
-     * nuisance_level) takes o->nuisance as it is, and a task with photo sets of its own
-     * (photo_set train | heldout) takes `set`, here, when ClSynthOptions carries them */
-    if (o->nuisance >= 0)
+    /* the nuisances' level (0 turns them off); photo-edits reads its photographs from the set
+     * of the same name (the other tasks ignore it) */
+    if (o->nuisance >= 0) {
         r->so.nuisance = o->nuisance > 0;
+        r->so.nuisance_level = o->nuisance;
+    }
+    r->so.photos = set;
     r->grid_w = r->grid_h = (r->size + r->patch - 1) / r->patch;
     for (const ClChangeSource *s = sources; s->name; s++) {
         Acc *a = &r->acc[r->n_acc++];

@@ -40,8 +40,9 @@ typedef struct {
                          * "identical", "the same", or JSON's "change": false */
     ClChangeKind kind;  /* of the first kind word; UNKNOWN when there is none */
     int row, col;       /* the 3 × 3 cell of the first position phrase (0 top / left, 1 middle,
-                         * 2 bottom / right; an axis the phrase leaves out is the middle);
-                         * -1, -1 when the text names no position */
+                         * 2 bottom / right; an axis the phrase leaves out is the middle), or of
+                         * a later one when the first follows "from"; -1, -1 when the text
+                         * names no position */
     int object;         /* 1: the text names `object` (a whole word or words, plural allowed),
                          * 0: it does not, -1: no object asked about */
 } ClChangeText;
@@ -66,7 +67,7 @@ typedef struct {
 
 /* A heat-map source: adding one is one entry in cl_change_sources(). */
 typedef struct {
-    const char *name;     /* "update_norm", "delta", "change_prob", "blurdiff" */
+    const char *name;     /* "update_norm", "delta", "change", "blurdiff" */
     const char *summary;  /* one line for the table's legend */
     gboolean from_model;  /* reads the encoder output (NULL model: unavailable) */
     gboolean needs_delta; /* the encoder must compute the Δ map (a second pass per image) */
@@ -97,9 +98,8 @@ typedef struct {
     const char *task;
     int n;              /* samples (200) */
     guint64 seed;       /* their data-set seed; CL_CHANGE_EVAL_SET_SEED (default): the set's */
-    const char *set;    /* "heldout" (default) or "train" */
-    int nuisance;       /* -1 the task's default (on), 0 off, 1 and 2 on (a task with levels: that
-                     * level) */
+    const char *set;    /* "heldout" (default) or "train": the seed, and photo-edits' photos */
+    int nuisance;       /* -1 the task's default (mild), 0 none, 1 mild, 2 strong */
     int size;           /* image side in pixels; 0: the model's input size */
     gboolean describe;  /* also generate (greedy) and score the text */
     int max_new_tokens; /* 160 */
