@@ -298,6 +298,32 @@ static void test_eval_no_model(void)
     cl_change_eval_result_clear(&r);
 }
 
+/* A model with the change head: its probabilities are measured like the other maps (a random
+ * head, so only that they are there and are shares). */
+static void test_eval_change_head(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", &err));
+    cfg.change_head = TRUE;
+    g_autoptr(ClModel) model = cl_model_new_random(&cfg, 5, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
+    g_assert_no_error(err);
+    ClChangeEvalOptions o;
+    cl_change_eval_options_init(&o);
+    o.task = "edits";
+    o.n = 3;
+    ClChangeEvalResult r;
+    g_assert_true(cl_change_eval_run(be, model, &o, &r, &err));
+    g_assert_no_error(err);
+    check_structure(&r, 3);
+    const ClChangeSourceScore *c = source(&r, "change");
+    g_assert_null(c->unavailable);
+    g_assert_cmpint(c->n_pairs, ==, r.n_changed_pairs);
+    cl_change_eval_result_clear(&r);
+}
+
 /* `changelens-cli eval-change --json -` prints every key scripts read. */
 static void test_cli_json(void)
 {
@@ -353,6 +379,7 @@ int main(int argc, char **argv)
     g_test_add_data_func("/changeeval/model/shapes", "shapes", test_eval_model);
     g_test_add_data_func("/changeeval/model/photo-edits", "photo-edits", test_eval_model);
     g_test_add_func("/changeeval/no-model", test_eval_no_model);
+    g_test_add_func("/changeeval/change-head", test_eval_change_head);
     g_test_add_func("/changeeval/cli-json", test_cli_json);
     return g_test_run();
 }
