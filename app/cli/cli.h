@@ -20,6 +20,7 @@ int cl_cli_bench(int argc, char **argv);         /* cli-bench.c */
 int cl_cli_case(int argc, char **argv);          /* cli-case.c */
 int cl_cli_synth(int argc, char **argv);         /* cli-synth.c */
 int cl_cli_eval(int argc, char **argv);          /* cli-eval.c */
+int cl_cli_eval_change(int argc, char **argv);   /* cli-eval-change.c */
 int cl_cli_train(int argc, char **argv);         /* cli-train.c */
 int cl_cli_chat(int argc, char **argv);          /* cli-chat.c */
 /* `model info` of a GGUF language model (cli-chat.c) */
