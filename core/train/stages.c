@@ -234,6 +234,12 @@ ClModel *cl_trainer_initial_model(const ClTrainerOptions *o, GError **error)
     g_autoptr(ClModel) src = load_model_or_checkpoint(o->from, error);
     if (!src)
         return NULL;
+    if (src->config.ood > 0) { /* image statistics are fitted after training, not trained */
+        ClModelConfig cfg = src->config;
+        cfg.ood = 0;
+        if (!replace_model(&src, cl_model_reshaped(src, &cfg, o->seed, "ood.", error)))
+            return NULL;
+    }
     if (o->casa != CL_CASA_OFF && src->config.casa != o->casa) {
         if (src->config.casa != CL_CASA_OFF) {
             FAIL(MODEL, "--from %s is a CASA '%s' model, not '%s'", o->from,

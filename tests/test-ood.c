@@ -1,0 +1,92 @@
+/* test-ood.c - the unfamiliar-image statistics (config ood, docs/MODEL.md §3.11; core/train/ood.c):
+ * fitted on one task's images, they keep one bank row per image and a threshold that most of the
+ * task's other images stay under, while images of another kind (grey radiograph phantoms against
+ * colour shapes scenes) score above it; the inference encoder's score is the fitting code's;
+ * the statistics survive a save and load. */
+#include <glib/gstdio.h>
+#include <math.h>
+
+#include "model/encoder.h"
+#include "model/model.h"
+#include "train/ood.h"
+#include "train/synthdata.h"
+
+static ClModel *tiny(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", &err));
+    cfg.image_size = 64; /* 4 × 4 patches of 16 px: quick */
+    ClModel *m = cl_model_new_random(&cfg, 3, &err);
+    g_assert_no_error(err);
+    return m;
+}
+
+static double share_above(const ClModel *m, const char *task, int n, guint64 seed)
+{
+    g_autoptr(GError) err = NULL;
+    int k = 0;
+    g_autofree double *sc = cl_ood_scores(m, task, NULL, n, seed, NULL, &k, &err);
+    g_assert_no_error(err);
+    int above = 0;
+    for (int i = 0; i < k; i++)
+        above += sc[i] > m->w.ood_threshold[0];
+    return (double)above / k;
+}
+
+static void test_fit_and_flag(void)
+{
+    g_autoptr(ClModel) m = tiny();
+    g_autoptr(GError) err = NULL;
+    g_assert_null(cl_ood_scores(m, "shapes", NULL, 2, 1, NULL, &(int){ 0 }, &err));
+    g_clear_error(&err); /* no statistics to score against */
+    g_autoptr(ClModel) f = cl_ood_fit(m, "shapes", NULL, 40, 11, 0.95, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(f->config.ood, ==, 80); /* two images a sample */
+    g_assert_true(isfinite(f->w.ood_threshold[0]) && f->w.ood_threshold[0] > 0);
+    double same = share_above(f, "shapes", 30, 999), other = share_above(f, "radiograph", 30, 5);
+    g_test_message("flagged: shapes (not fitted on) %.0f %%, radiograph %.0f %%", 100 * same,
+                   100 * other);
+    g_assert_cmpfloat(same, <=, 0.2);
+    g_assert_cmpfloat(other, >=, 0.8);
+
+    /* the encoder's score of a radiograph image is the fitting code's, and above the threshold */
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    so.width = so.height = 64;
+    g_autoptr(ClSynthSample) syn = cl_synth_generate("radiograph", 5, &so, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClTrainSample) ts = cl_train_sample_from_synth(f, syn, FALSE, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClBackend) be = cl_backend_cpu_new(1);
+    g_autoptr(ClEncoderState) st = cl_encoder_state_new(f);
+    ClEncoderOutput out = { 0 };
+    g_assert_true(cl_encoder_forward(be, f, st, ts->pixels, 0, FALSE, NULL, NULL, &out, &err));
+    g_assert_cmpfloat(out.ood_threshold, ==, f->w.ood_threshold[0]);
+    int k = 0;
+    g_autofree double *sc = cl_ood_scores(f, "radiograph", NULL, 1, 0, NULL, &k, &err);
+    g_assert_no_error(err);
+    g_test_message("encoder score %.4f, threshold %.4f", out.ood_score, out.ood_threshold);
+    g_assert_cmpfloat(out.ood_score, >, out.ood_threshold);
+    cl_encoder_output_clear(&out);
+
+    /* saved and loaded: the same statistics */
+    g_autofree char *dir = g_dir_make_tmp("cl-ood-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "m.safetensors", NULL);
+    g_assert_true(cl_model_save(f, path, "f32", &err));
+    g_autoptr(ClModel) back = cl_model_load(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(back->config.ood, ==, 80);
+    g_assert_cmpfloat(back->w.ood_threshold[0], ==, f->w.ood_threshold[0]);
+    g_assert_cmpmem(back->w.ood_bank, 80 * 2 * 768 * sizeof(float), f->w.ood_bank,
+                    80 * 2 * 768 * sizeof(float));
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/ood/fit-and-flag", test_fit_and_flag);
+    return g_test_run();
+}
