@@ -95,7 +95,13 @@ static void test_roundtrip(void)
              * random weights; the bounds leave 3-10× room */
             g_test_message("%s %s: max |Δlogit| %.3g, nmse %.3g", cl_quant_type_name(t),
                            tied ? "tied" : "untied", d, nmse);
-            g_assert_cmpfloat(nmse, <, t == CL_QUANT_Q8_0 ? 1e-3 : 5e-2);
+            /* F16 / BF16 (the halves a GGUF file may hold, kept the same way): their rounding
+             * only, 2^-11 / 2^-8 relative per weight, exact f32 activations */
+            g_assert_cmpfloat(nmse, <,
+                              t == CL_QUANT_Q8_0   ? 1e-3
+                              : t == CL_QUANT_Q4_1 ? 5e-2
+                              : t == CL_QUANT_F16  ? 1e-6
+                                                   : 1e-4);
 
             g_autofree char *path = tmp_path("q.safetensors");
             g_assert_true(cl_model_save(m, path, "F32", &err));
@@ -132,7 +138,7 @@ static void test_roundtrip(void)
             g_assert_true(cl_model_save(copy, path2, "F32", &err));
             g_assert_cmpstr(copy->sha256, ==, back->sha256);
 
-            /* requantized to the other type from the blocks */
+            /* requantized to another type from the blocks */
             ClQuantType other = t == CL_QUANT_Q8_0 ? CL_QUANT_Q4_1 : CL_QUANT_Q8_0;
             g_assert_true(cl_model_quantize(back, other, &err));
             g_assert_cmpint(back->quant->dec[0].v.type, ==, other);
@@ -217,7 +223,8 @@ static void test_malformed(void)
     } cases[] = {
         { "[1]", NULL, NULL, "changelens.quant is not a JSON object" },
         { "{\"dec.0.attn.q.weight\":", NULL, NULL, "changelens.quant: " },
-        { "{\"dec.0.attn.q.weight\":\"Q4_0\"}", NULL, NULL, "has type Q4_0 (Q8_0 or Q4_1" },
+        { "{\"dec.0.attn.q.weight\":\"Q4_0\"}", NULL, NULL,
+          "has type Q4_0 (Q8_0, Q4_1, F16 or BF16" },
         { "{\"dec.0.attn.q.weight\":\"q8_0\"}", NULL, NULL, "has type q8_0" },
         { "{\"dec.0.attn.q.weight\":8}", NULL, NULL, "(not a string)" },
         { "{\"dec.0.attn_norm.weight\":\"Q8_0\"}", NULL, NULL, "is not a decoder matrix" },

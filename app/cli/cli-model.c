@@ -281,7 +281,7 @@ static int cmd_convert(int argc, char **argv)
     if (!dt)
         return cl_cli_usage_error(PROG, "unknown --dtype '%s' (f32, f16 or bf16)", dtype);
     ClQuantType qt = CL_QUANT_Q8_0;
-    if (quantize && !cl_quant_type_from_name(quantize, &qt))
+    if (quantize && (!cl_quant_type_from_name(quantize, &qt) || !CL_QUANT_IS_BLOCK(qt)))
         return cl_cli_usage_error(PROG, "unknown --quantize '%s' (q8_0 or q4_1)", quantize);
     if (argc != 3)
         return cl_cli_usage_error(

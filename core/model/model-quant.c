@@ -217,7 +217,7 @@ GHashTable *cl_model_quant_parse(const ClModelConfig *c, const char *json, GErro
         if (!tname || !cl_quant_type_from_name(tname, &t) ||
             strcmp(tname, cl_quant_type_name(t)) != 0) {
             QFAIL(CL_MODEL_ERROR_FILE,
-                  "changelens.quant: '%s' has type %s (Q8_0 or Q4_1 are known)", name,
+                  "changelens.quant: '%s' has type %s (Q8_0, Q4_1, F16 or BF16 are known)", name,
                   tname ? tname : "(not a string)");
             return NULL;
         }

@@ -54,9 +54,10 @@ const ClModelWeights *cl_model_weights_on(const ClModel *model, ClBackend *be, G
     if (be->ops->host_memory)
         return &model->w;
     if (model->quant) {
-        g_set_error(error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_DEVICE,
-                    "This model's decoder weights are kept quantized (Q8_0/Q4_1), which runs on "
-                    "the CPU only");
+        g_set_error(
+            error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_DEVICE,
+            "This model's decoder weights are kept as stored (Q8_0/Q4_1/F16/BF16), which runs on "
+            "the CPU only");
         return NULL;
     }
     DeviceWeights *d = be->cache;
