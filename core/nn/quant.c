@@ -24,11 +24,15 @@ typedef struct {
     int8_t qs[CL_QUANT_BLOCK];
 } BlockQ8;
 
+/* the kernels below read these offsets literally */
+_Static_assert(CL_QUANT_Q8_0_BYTES == 2 + CL_QUANT_BLOCK, "Q8_0: f16 d + 32 int8");
+_Static_assert(CL_QUANT_Q4_1_BYTES == 4 + CL_QUANT_BLOCK / 2, "Q4_1: f16 d, f16 m + 16 bytes");
+
 static const size_t block_bytes[CL_QUANT_N_TYPES] = {
-    [CL_QUANT_Q8_0] = 34,
-    [CL_QUANT_Q4_1] = 20,
-    [CL_QUANT_F16] = 2 * CL_QUANT_BLOCK,
-    [CL_QUANT_BF16] = 2 * CL_QUANT_BLOCK,
+    [CL_QUANT_Q8_0] = CL_QUANT_Q8_0_BYTES,
+    [CL_QUANT_Q4_1] = CL_QUANT_Q4_1_BYTES,
+    [CL_QUANT_F16] = CL_QUANT_HALF_BYTES,
+    [CL_QUANT_BF16] = CL_QUANT_HALF_BYTES,
 };
 
 const char *cl_quant_type_name(ClQuantType t)

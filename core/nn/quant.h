@@ -24,6 +24,10 @@ typedef enum {
 #define CL_QUANT_IS_BLOCK(t) ((t) == CL_QUANT_Q8_0 || (t) == CL_QUANT_Q4_1)
 
 #define CL_QUANT_BLOCK 32
+/* bytes of a block of 32 values (kernels/quant-layout.h must agree: cuda.c checks) */
+#define CL_QUANT_Q8_0_BYTES 34
+#define CL_QUANT_Q4_1_BYTES 20
+#define CL_QUANT_HALF_BYTES (2 * CL_QUANT_BLOCK)
 
 const char *cl_quant_type_name(ClQuantType t); /* "Q8_0", "Q4_1", "F16", "BF16" */
 /* Bytes of a row of k values (k a multiple of CL_QUANT_BLOCK). */
