@@ -4,8 +4,10 @@
  * loop; attention is flash-style (online softmax, the scores never stored), one warp per
  * (query, head) for head sizes up to 256 and one block per (query, head) beyond. */
 #include "kernels.h"
+#include "quant-layout.h"
 
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -435,6 +437,53 @@ extern "C" void clk_modulate(ClkCtx *c, float *x, const float *scale, const floa
 {
     k_modulate<<<grid_for((size_t)m * n, 256), 256, 0, c->stream>>>(x, scale, shift, m, n);
     launched(c, "modulate");
+}
+
+/* ---- stored weight formats to f32 (quant-layout.h) ------------------------------------------ */
+
+__device__ static inline float half_le(const uint8_t *p)
+{
+    return __half2float(__ushort_as_half((unsigned short)(p[0] | p[1] << 8)));
+}
+
+__device__ static inline float bf16_le(const uint8_t *p)
+{
+    return __uint_as_float((unsigned)(p[0] | p[1] << 8) << 16);
+}
+
+/* One thread per value: value j of block b. */
+__global__ void k_dequantize(float *out, const uint8_t *src, int type, size_t count)
+{
+    GRID_STRIDE(i, count)
+    {
+        size_t b = i / CLK_QUANT_BLOCK;
+        int j = (int)(i % CLK_QUANT_BLOCK);
+        if (type == CLK_Q8_0) {
+            const uint8_t *q = src + b * CLK_Q8_0_BYTES;
+            out[i] = half_le(q) * (float)(int8_t)q[2 + j];
+        } else if (type == CLK_Q4_1) {
+            const uint8_t *q = src + b * CLK_Q4_1_BYTES;
+            int nib = j < 16 ? q[4 + j] & 15 : q[4 + j - 16] >> 4;
+            out[i] = half_le(q) * (float)nib + half_le(q + 2);
+        } else if (type == CLK_F16) {
+            out[i] = half_le(src + 2 * i);
+        } else {
+            out[i] = bf16_le(src + 2 * i);
+        }
+    }
+}
+
+extern "C" void clk_dequantize(ClkCtx *c, int type, float *out, const void *src, size_t n_blocks)
+{
+    size_t count = n_blocks * CLK_QUANT_BLOCK;
+    if (type < CLK_Q8_0 || type > CLK_BF16) {
+        if (!c->error[0])
+            snprintf(c->error, sizeof c->error, "dequantize: unknown type %d", type);
+        return;
+    }
+    k_dequantize<<<grid_for(count, 256), 256, 0, c->stream>>>(out, (const uint8_t *)src, type,
+                                                              count);
+    launched(c, "dequantize");
 }
 
 extern "C" void clk_gelu(ClkCtx *c, float *out, const float *x, size_t count)

@@ -71,6 +71,11 @@ void clk_center_cols(ClkCtx *ctx, float *x, int m, int n);
 /* x[i] *= s[0] (s: one float in device memory). */
 void clk_scale_by(ClkCtx *ctx, float *x, const float *s, size_t count);
 
+/* out (n_blocks·32 values, f32) = the stored rows `src` (device memory, n_blocks blocks of
+ * `type`: quant-layout.h's CLK_Q8_0 .. CLK_BF16) widened to f32, as cl_dequantize_rows does on
+ * the host: a quantized decoder's matrices dequantized once at upload or per use. */
+void clk_dequantize(ClkCtx *ctx, int type, float *out, const void *src, size_t n_blocks);
+
 /* Milliseconds the stream takes for `reps` products C[m, n] = A[m, k]·B[n, k]^T on scratch
  * buffers it allocates (for the bench's peak); < 0 on failure. */
 double clk_time_gemm(ClkCtx *ctx, int m, int n, int k, int reps);

@@ -20,8 +20,42 @@
  *   show up here as a failure to look at, not be hidden by a tolerance).
  */
 #include <glib.h>
+#include <string.h>
 
 #include "backend-check.h"
+#include "nn/quant.h"
+
+/* The device's dequantization (kernels/kernels.cu) against cl_dequantize_rows: the same f32
+ * values bit for bit (one product d·q (+ m) of the same floats, or a widening). */
+static void check_dequantize(ClBackend *be)
+{
+    enum { n = 37, k = 576 };
+    g_autofree float *w = g_new(float, (size_t)n * k), *host = g_new(float, (size_t)n * k);
+    g_autofree float *dev = g_new(float, (size_t)n * k);
+    GRand *r = g_rand_new_with_seed(5);
+    for (size_t i = 0; i < (size_t)n * k; i++)
+        w[i] = (float)g_rand_double_range(r, -2, 2);
+    g_rand_free(r);
+    for (int t = 0; t < CL_QUANT_N_TYPES; t++) {
+        size_t bytes = cl_quant_row_bytes(t, k) * n;
+        g_autofree guint8 *q = g_malloc(bytes);
+        cl_quantize_rows(t, w, q, n, k);
+        cl_dequantize_rows(t, q, host, n, k);
+        void *dq = be->ops->alloc(be, bytes);
+        float *dout = be->ops->alloc(be, (size_t)n * k * sizeof(float));
+        g_assert_true(dq && dout);
+        be->ops->upload(be, dq, q, bytes);
+        g_assert_true(cl_backend_cuda_dequantize(be, t, dout, dq, n, k));
+        be->ops->download(be, dev, dout, (size_t)n * k * sizeof(float));
+        g_autoptr(GError) err = NULL;
+        g_assert_true(be->ops->finish(be, &err));
+        g_assert_cmpmem(dev, (size_t)n * k * sizeof(float), host, (size_t)n * k * sizeof(float));
+        be->ops->release(be, dq);
+        be->ops->release(be, dout);
+        g_printerr("dequantize %s on the device: %d × %d values equal to the CPU's\n",
+                   cl_quant_type_name(t), n, k);
+    }
+}
 
 int main(int argc, char **argv)
 {
@@ -37,6 +71,7 @@ int main(int argc, char **argv)
     ClBackend *tf32 = cl_backend_cuda_new(0, &err);
     g_assert_no_error(err);
     g_printerr("CUDA device: %s\n", cl_backend_cuda_device_name(f32));
+    check_dequantize(f32);
 
     const ClTolerances t_f32 = {
         .elementwise = { 2e-6, 2e-6, 1e-10 },

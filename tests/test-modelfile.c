@@ -636,7 +636,7 @@ static void test_safetensors_malformed(void)
         { "{" T("t", "F64", "[1]", 0, 8) "}", 8, "unsupported dtype F64 for tensor 't'" },
         { "{" T("t", "I64", "[1]", 0, 8) "}", 8, "unsupported dtype I64" },
         { "{" T("t", "I32", "[1]", 0, 4) "}", 4, "unsupported dtype I32" },
-        { "{" T("t", "U8", "[1]", 0, 1) "}", 1, "unsupported dtype U8" },
+        { "{" T("t", "I8", "[1]", 0, 1) "}", 1, "unsupported dtype I8" },
         { "{" T("t", "BOOL", "[1]", 0, 1) "}", 1, "unsupported dtype BOOL" },
         { "{" T("t", "F17", "[1]", 0, 4) "}", 4, "unknown dtype 'F17' for tensor 't'" },
         { "{" T("t", "f32", "[1]", 0, 4) "}", 4, "unknown dtype 'f32'" },

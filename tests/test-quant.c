@@ -1,6 +1,7 @@
-/* test-quant.c - the block-quantized products (nn/quant.c): quantizers against the block formats'
- * definitions, the AVX2 dot products against the scalar reference, the decode step's
- * matrix-vector product and the prefill's tiled product against f32 on the dequantized weights. */
+/* test-quant.c - the products on weights as stored (nn/quant.c): quantizers against the block
+ * formats' definitions, the AVX2 dot products against the scalar reference, the decode step's
+ * matrix-vector product and the prefill's tiled product against f32 on the dequantized weights;
+ * F16 and BF16 rows the same way. */
 #include <math.h>
 #include <string.h>
 
@@ -48,7 +49,16 @@ static void test_roundtrip(void)
             /* step: max|x|/127 (Q8_0), (max − min)/15 (Q4_1); the f16 scale and offset add
              * up to 2^-11 of the block's range each */
             float step = t == CL_QUANT_Q8_0 ? fmaxf(fabsf(lo), fabsf(hi)) / 127 : (hi - lo) / 15;
-            for (int j = 0; j < 32; j++) {
+            for (int j = 0; !CL_QUANT_IS_BLOCK(t) && j < 32; j++) {
+                /* halves: round to nearest, half a unit in the last place (2^-11 relative for
+                 * f16's 11-bit significand, 2^-8 for bf16's 8) */
+                float v = x[32 * b + j], rel = t == CL_QUANT_F16 ? 0x1p-11f : 0x1p-8f;
+                g_assert_cmpfloat(fabsf(y[32 * b + j] - v), <=, fabsf(v) * rel);
+                g_assert_cmpfloat(y[32 * b + j], ==,
+                                  t == CL_QUANT_F16 ? cl_f16_to_f32(cl_f32_to_f16(v))
+                                                    : cl_bf16_to_f32(cl_f32_to_bf16(v)));
+            }
+            for (int j = 0; CL_QUANT_IS_BLOCK(t) && j < 32; j++) {
                 float err = fabsf(y[32 * b + j] - x[32 * b + j]);
                 if (err > 0.5f * step + 1e-3f * (fabsf(lo) + fabsf(hi)) + 1e-6f)
                     g_error("%s block %d elem %d: %g -> %g (step %g)", cl_quant_type_name(t), b, j,
@@ -94,20 +104,38 @@ static void check_matvec(ClQuantType t, ClThreadPool *pool)
     cl_quant_matvec(NULL, t, q, m, k, x, y_scalar);
     const char *level = cl_quant_set_kernels(CL_QUANT_KERNELS_AUTO);
     cl_quant_matvec(pool, t, q, m, k, x, y_auto);
-    /* the same integer sums; only the float accumulation order differs */
+    /* blocks: the same integer sums, only the float accumulation order differs; halves: the
+     * same products, fused (AVX2) or not (scalar), summed in another order — f32 rounding over
+     * 576 terms of ~0.1 each */
     for (int i = 0; i < m; i++)
         g_assert_cmpfloat_with_epsilon(y_auto[i], y_scalar[i], 1e-4f * (1 + fabsf(y_scalar[i])));
-    /* against f32 on the same weights: the activations' 8-bit blocks, ~0.4 % of a block's max */
-    double e = nmse(y_scalar, ref, m);
-    g_test_message("%s matvec (%s): nmse vs f32 %.2e", cl_quant_type_name(t), level, e);
-    g_assert_cmpfloat(e, <, 1e-4);
+    /* against f32 on the same weights: the activations' 8-bit blocks, ~0.4 % of a block's max;
+     * halves take x as it is, so only f32 rounding is left */
+    double e = nmse(y_scalar, ref, m), e_auto = nmse(y_auto, ref, m);
+    g_test_message("%s matvec (%s): nmse vs f32 %.2e (scalar), %.2e (%s)", cl_quant_type_name(t),
+                   level, e, e_auto, level);
+    g_assert_cmpfloat(e, <, CL_QUANT_IS_BLOCK(t) ? 1e-4 : 1e-11);
+    g_assert_cmpfloat(e_auto, <, CL_QUANT_IS_BLOCK(t) ? 1e-4 : 1e-11);
+    if (!CL_QUANT_IS_BLOCK(t)) {
+        /* and against f32 on the original weights: the halves' own rounding (2^-11 or 2^-8
+         * relative per weight, random in sign: nmse ~ 2^-22·k/k or 2^-16) */
+        double s2 = 0, e2 = 0;
+        for (int i = 0; i < m; i++) {
+            double r = 0;
+            for (int j = 0; j < k; j++)
+                r += (double)w[(size_t)i * k + j] * x[j];
+            e2 += (y_auto[i] - r) * (y_auto[i] - r), s2 += r * r;
+        }
+        g_test_message("%s matvec: nmse vs the f32 weights %.2e", cl_quant_type_name(t), e2 / s2);
+        g_assert_cmpfloat(e2 / s2, <, t == CL_QUANT_F16 ? 1e-6 : 1e-4);
+    }
 }
 
 static void test_matvec(void)
 {
     ClThreadPool *pool = cl_threadpool_new(2);
-    check_matvec(CL_QUANT_Q8_0, pool);
-    check_matvec(CL_QUANT_Q4_1, pool);
+    for (int t = 0; t < CL_QUANT_N_TYPES; t++)
+        check_matvec((ClQuantType)t, pool);
     cl_threadpool_free(pool);
 }
 
@@ -116,7 +144,7 @@ static void test_matvec_multi(void)
 {
     enum { k = 96 };
     const int ms[3] = { 37, 8, 64 };
-    const ClQuantType ts[3] = { CL_QUANT_Q4_1, CL_QUANT_Q8_0, CL_QUANT_Q4_1 };
+    const ClQuantType ts[3] = { CL_QUANT_Q4_1, CL_QUANT_F16, CL_QUANT_BF16 }; /* mixed kinds */
     float x[k], w[64 * k], y_one[3][64], y_multi[3][64];
     guint8 *q[3];
     ClQuantMatvec mv[3];

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "model/model.h"
+#include "model/model-quant.h"
 #include "model/safetensors.h"
 #include "model/gguf-model.h"
 
@@ -21,7 +22,9 @@ static const char model_usage[] =
     "       [--dtype f32|f16|bf16] [--tokenizer TOK.json] --out FILE\n"
     "                                  write a randomly initialised model\n"
     "  info [--json] FILE              config, parameters, dtypes, sha256, tokenizer size\n"
-    "  convert --dtype D IN OUT        rewrite a model file in another dtype\n"
+    "  convert [--dtype D] [--quantize q8_0|q4_1] IN OUT\n"
+    "                                  rewrite a model file (safetensors or GGUF) in another\n"
+    "                                  dtype, or with its decoder matrices quantized\n"
     "  fit-ood --model IN --out OUT    fit the statistics that flag unfamiliar images\n";
 
 static int fail(const GError *err)
@@ -152,21 +155,22 @@ static int cmd_init(int argc, char **argv)
 /* "F32" or "F16 (n), F32 (m)" when mixed */
 static char *dtypes_of(const ClSafetensors *st, JsonBuilder *b)
 {
-    guint64 count[CL_N_DTYPES] = { 0 };
+    guint64 count[CL_DTYPE_U8 + 1] = { 0 };
     for (guint i = 0; i < st->tensors->len; i++)
         count[((const ClSafeTensor *)g_ptr_array_index(st->tensors, i))->dtype]++;
     GString *s = g_string_new(NULL);
     int kinds = 0;
-    for (int d = 0; d < CL_N_DTYPES; d++)
+    for (int d = 0; d <= CL_DTYPE_U8; d++)
         kinds += count[d] > 0;
-    for (int d = 0; d < CL_N_DTYPES; d++) {
+    for (int d = 0; d <= CL_DTYPE_U8; d++) {
         if (!count[d])
             continue;
         if (s->len)
             g_string_append(s, ", ");
         g_string_append(s, cl_dtype_name(d));
         if (kinds > 1)
-            g_string_append_printf(s, " (%" G_GUINT64_FORMAT " tensors)", count[d]);
+            g_string_append_printf(s, " (%" G_GUINT64_FORMAT " tensors%s)", count[d],
+                                   d == CL_DTYPE_U8 ? " of quantized blocks" : "");
         if (b)
             json_builder_add_string_value(b, cl_dtype_name(d));
     }
@@ -256,9 +260,15 @@ static int cmd_info(int argc, char **argv)
 
 static int cmd_convert(int argc, char **argv)
 {
-    g_autofree char *dtype = NULL;
+    g_autofree char *dtype = NULL, *quantize = NULL;
     GOptionEntry entries[] = {
-        { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "Stored dtype of OUT", "f32|f16|bf16" },
+        { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype,
+          "Stored dtype of OUT's float tensors (default with --quantize: IN's; f32 for GGUF)",
+          "f32|f16|bf16" },
+        { "quantize", 0, 0, G_OPTION_ARG_STRING, &quantize,
+          "Keep the decoder's attention, MLP and output matrices as blocks of this type "
+          "(docs/MODEL.md §7)",
+          "q8_0|q4_1" },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("IN OUT - rewrite a model file");
@@ -266,20 +276,49 @@ static int cmd_convert(int argc, char **argv)
     g_autoptr(GError) err = NULL;
     if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
         return CL_CLI_EXIT_USAGE;
-    if (!dtype)
-        return cl_cli_usage_error(PROG, "--dtype f32|f16|bf16 is required");
-    const char *dt = dtype_arg(dtype);
+    if (!dtype && !quantize)
+        return cl_cli_usage_error(PROG, "--dtype f32|f16|bf16 or --quantize q8_0|q4_1 is required");
+    const char *dt = dtype_arg(dtype ? dtype : "f32");
     if (!dt)
         return cl_cli_usage_error(PROG, "unknown --dtype '%s' (f32, f16 or bf16)", dtype);
+    ClQuantType qt = CL_QUANT_Q8_0;
+    if (quantize && (!cl_quant_type_from_name(quantize, &qt) || !CL_QUANT_IS_BLOCK(qt)))
+        return cl_cli_usage_error(PROG, "unknown --quantize '%s' (q8_0 or q4_1)", quantize);
     if (argc != 3)
         return cl_cli_usage_error(
-            PROG, "give IN and OUT (usage: changelens-cli model convert --dtype D IN "
-                  "OUT)");
-    g_autoptr(ClModel) model = cl_model_load(argv[1], &err);
-    if (!model || !cl_model_save(model, argv[2], dt, &err))
+            PROG, "give IN and OUT (usage: changelens-cli model convert [--dtype D] "
+                  "[--quantize Q] IN OUT)");
+    /* a GGUF file's quantized matrices are kept as they are (no second rounding when the type
+     * is the same) */
+    g_autoptr(ClModel) model = quantize && cl_file_is_gguf(argv[1])
+                                   ? cl_model_load_gguf(argv[1], 0, TRUE, &err)
+                                   : cl_model_load(argv[1], &err);
+    if (!model)
+        return fail(err);
+    if (!dtype && !cl_file_is_gguf(argv[1])) {
+        /* the float tensors stay as IN stores them (a model file is written in one dtype) */
+        g_autoptr(ClSafetensors) st = cl_safetensors_open(argv[1], &err);
+        if (!st)
+            return fail(err);
+        for (guint i = 0; i < st->tensors->len; i++) {
+            const ClSafeTensor *t = g_ptr_array_index(st->tensors, i);
+            if (t->dtype != CL_DTYPE_U8) {
+                dt = cl_dtype_name(t->dtype);
+                break;
+            }
+        }
+    }
+    if (quantize && !cl_model_quantize(model, qt, &err)) {
+        g_prefix_error(&err, "%s: ", argv[1]);
+        return fail(err);
+    }
+    if (!cl_model_save(model, argv[2], dt, &err))
         return fail(err);
     printf("%s\n", argv[2]);
     printf("  %-12s %s\n", "dtype", dt);
+    if (quantize)
+        printf("  %-12s %s (decoder attention, MLP and output matrices)\n", "quantized",
+               cl_quant_type_name(qt));
     printf("  %-12s %s\n", "sha256", model->sha256);
     return 0;
 }

@@ -368,7 +368,7 @@ static gboolean forward(ClDecRun *r, ClBackend *be, const ClModel *model, ClKVCa
     if (r->quant && !r->pool) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "This model's decoder weights "
-                    "are kept quantized (Q8_0/Q4_1), which runs on the CPU backend only");
+                    "are kept as stored (Q8_0/Q4_1/F16/BF16), which runs on the CPU backend only");
         return FALSE;
     }
     r->eps = (float)cfg->norm_eps, r->scale = (float)(1.0 / sqrt((double)cache->hd));

@@ -361,11 +361,13 @@ static void layer_parts(const ClModelConfig *c, LayerPart parts[9])
 
 static gboolean quantizable(ClGgmlType t, ClQuantType *out)
 {
-    if (t == CL_GGML_Q8_0 || t == CL_GGML_Q4_1) {
-        *out = t == CL_GGML_Q8_0 ? CL_QUANT_Q8_0 : CL_QUANT_Q4_1;
-        return TRUE;
+    switch (t) { /* kept as stored: the blocks, and the halves (F16, BF16) */
+    case CL_GGML_Q8_0: *out = CL_QUANT_Q8_0; return TRUE;
+    case CL_GGML_Q4_1: *out = CL_QUANT_Q4_1; return TRUE;
+    case CL_GGML_F16: *out = CL_QUANT_F16; return TRUE;
+    case CL_GGML_BF16: *out = CL_QUANT_BF16; return TRUE;
+    default: return FALSE;
     }
-    return FALSE;
 }
 
 /* Bytes of every matrix the model can keep quantized (0 when one of them cannot: then the whole
@@ -383,6 +385,7 @@ static size_t quantized_bytes(const ClGguf *g, const ClModelConfig *c)
             const ClGgufTensor *t = cl_gguf_tensor(g, name);
             ClQuantType qt;
             if (!t || !quantizable(t->type, &qt) || t->ne[0] != (guint64)parts[k].cols ||
+                parts[k].cols % CL_QUANT_BLOCK ||
                 t->numel != (guint64)parts[k].rows * (guint64)parts[k].cols)
                 return 0;
             total += cl_quant_row_bytes(qt, parts[k].cols) * (size_t)parts[k].rows;
@@ -454,7 +457,8 @@ static const ClGgufTensor *head_tensor(const ClGguf *g, const ClModelConfig *cfg
 {
     const ClGgufTensor *t =
         cl_gguf_tensor(g, cfg->tie_embeddings ? "token_embd.weight" : "output.weight");
-    *quantized = t && quantizable(t->type, qt) && t->ne[0] == (guint64)cfg->dec_dim;
+    *quantized = t && quantizable(t->type, qt) && t->ne[0] == (guint64)cfg->dec_dim &&
+                 cfg->dec_dim % CL_QUANT_BLOCK == 0;
     return t;
 }
 

@@ -31,9 +31,10 @@ gboolean cl_gguf_model_config(const ClGguf *g, int n_ids, ClModelConfig *cfg, GE
  * weights (rows renumbered; Q and K rows back from llama.cpp's interleaved RoPE order to the
  * half-split order our RoPE uses), the encoder and merger seeded random (`seed`) for a connector
  * to be trained. Embedding rows the file lacks are the mean of the others. keep_quantized: the
- * attention and MLP matrices and the output matrix stay Q8_0/Q4_1 blocks (model->quant; CPU
- * inference only) when every one of them is stored so; else, and without it, everything is
- * dequantized to f32. model->path is the file, model->sha256 its SHA-256. */
+ * attention and MLP matrices and the output matrix stay as stored, Q8_0/Q4_1 blocks or F16/BF16
+ * halves (model->quant; CPU inference only), when every one of them is stored so (mixed types
+ * included; rows of whole blocks of 32); else, and without it, everything is dequantized to
+ * f32. model->path is the file, model->sha256 its SHA-256. */
 ClModel *cl_model_load_gguf(const char *path, guint64 seed, gboolean keep_quantized,
                             GError **error);
 

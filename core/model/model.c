@@ -2,6 +2,7 @@
  * place from a private mapping, F16/BF16 converted) or seeded random weights (docs/MODEL.md). */
 #include "model/model.h"
 #include "model/gguf-model.h"
+#include "model/model-quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -53,9 +54,10 @@ const ClModelWeights *cl_model_weights_on(const ClModel *model, ClBackend *be, G
     if (be->ops->host_memory)
         return &model->w;
     if (model->quant) {
-        g_set_error(error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_DEVICE,
-                    "This model's decoder weights are kept quantized (Q8_0/Q4_1), which runs on "
-                    "the CPU only");
+        g_set_error(
+            error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_DEVICE,
+            "This model's decoder weights are kept as stored (Q8_0/Q4_1/F16/BF16), which runs on "
+            "the CPU only");
         return NULL;
     }
     DeviceWeights *d = be->cache;
@@ -112,11 +114,7 @@ void cl_model_free(ClModel *model)
         return;
     g_clear_pointer(&model->tokenizer, cl_tokenizer_free);
     g_free(model->arena);
-    if (model->quant) {
-        g_free(model->quant->dec);
-        g_free(model->quant->bytes);
-        g_free(model->quant);
-    }
+    cl_quant_weights_free(model->quant);
     g_clear_pointer(&model->mapping, g_mapped_file_unref);
     g_free(model->path);
     g_free(model->sha256);
@@ -233,6 +231,12 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
         return NULL;
     }
 
+    /* the matrices stored as quantized blocks (docs/MODEL.md §7) */
+    const char *quant_json = cl_safetensors_metadata(st, "changelens.quant");
+    g_autoptr(GHashTable) quant = NULL;
+    if (quant_json && !(quant = cl_model_quant_parse(&model->config, quant_json, error)))
+        return NULL;
+
     /* every expected tensor with its exact shape, before anything is allocated */
     g_autoptr(GPtrArray) specs = cl_model_weight_specs(&model->config, &model->w);
     g_autoptr(GHashTable) expected = g_hash_table_new(g_str_hash, g_str_equal);
@@ -243,6 +247,20 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
         const ClSafeTensor *t = cl_safetensors_get(st, s->name);
         if (!t) {
             MODEL_FAIL(CL_MODEL_ERROR_FILE, "missing tensor '%s'", s->name);
+            return NULL;
+        }
+        if (quant && g_hash_table_contains(quant, s->name)) {
+            guint64 numel;
+            if (!cl_model_quant_check_tensor(&model->config, quant, t, &numel, error))
+                return NULL;
+            n_params += numel;
+            continue;
+        }
+        if (t->dtype == CL_DTYPE_U8) {
+            MODEL_FAIL(CL_MODEL_ERROR_FILE,
+                       "tensor '%s' is U8 (quantized blocks), but changelens.quant does not "
+                       "list it",
+                       s->name);
             return NULL;
         }
         gboolean same = t->ndim == s->ndim;
@@ -261,9 +279,15 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
     }
     for (guint i = 0; i < st->tensors->len; i++) {
         const ClSafeTensor *t = g_ptr_array_index(st->tensors, i);
+        gboolean tied = model->config.tie_embeddings && strcmp(t->name, "dec.lm_head.weight") == 0;
+        if (tied && quant && g_hash_table_contains(quant, t->name)) {
+            /* a tied output matrix's quantized copy */
+            guint64 numel;
+            if (!cl_model_quant_check_tensor(&model->config, quant, t, &numel, error))
+                return NULL;
+            continue;
+        }
         if (!g_hash_table_contains(expected, t->name)) {
-            gboolean tied =
-                model->config.tie_embeddings && strcmp(t->name, "dec.lm_head.weight") == 0;
             MODEL_FAIL(CL_MODEL_ERROR_FILE, "unexpected tensor '%s'%s (not part of this config)",
                        t->name, tied ? " with tie_embeddings" : "");
             return NULL;
@@ -282,7 +306,9 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
     for (guint i = 0; i < specs->len; i++) {
         const ClWeightSpec *s = g_ptr_array_index(specs, i);
         const ClSafeTensor *t = cl_safetensors_get(st, s->name);
-        if (in_place && usable_in_place(t)) {
+        if (quant && g_hash_table_contains(quant, s->name)) {
+            *s->slot = NULL; /* model->quant's blocks stand for it */
+        } else if (in_place && usable_in_place(t)) {
             /* the mapping is private and writable: in-place edits never reach the file */
             *s->slot = (float *)(guintptr)t->data;
         } else {
@@ -293,6 +319,8 @@ static ClModel *model_from_safetensors(const ClSafetensors *st, gboolean in_plac
     }
     if (model->config.tie_embeddings)
         model->w.lm_head = model->w.embed;
+    if (quant && !cl_model_quant_bind(model, st, quant, in_place, error))
+        return NULL;
     model->n_params = (size_t)n_params;
     model->sha256 = sha256_hex(st->bytes, st->size);
     return g_steal_pointer(&model);
@@ -628,13 +656,6 @@ void cl_model_weights_insert_sve(ClModel *model, guint64 seed)
 gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GError **error)
 {
     g_return_val_if_fail(model != NULL && path != NULL, FALSE);
-    if (model->quant) {
-        MODEL_FAIL(CL_MODEL_ERROR_INPUT,
-                   "this model's decoder is kept quantized (from %s): load "
-                   "it dequantized to save it",
-                   model->path ? model->path : "a GGUF file");
-        return FALSE;
-    }
     ClDtype dt;
     if (!cl_dtype_from_name(dtype ? dtype : "F32", &dt)) {
         MODEL_FAIL(CL_MODEL_ERROR_INPUT, "unknown dtype '%s' (F32, F16 or BF16)", dtype);
@@ -642,25 +663,37 @@ gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GErr
     }
     g_autoptr(GPtrArray) specs = cl_model_weight_specs(&model->config, &model->w);
     g_autofree ClSafetensorsEntry *entries = g_new0(ClSafetensorsEntry, specs->len + 1);
+    g_autofree gint64 *qshapes = g_new0(gint64, 3 * ((size_t)specs->len + 1));
+    guint n_entries = specs->len;
     for (guint i = 0; i < specs->len; i++) {
         const ClWeightSpec *s = g_ptr_array_index(specs, i);
+        if (cl_model_quant_entry(model, s->name, qshapes + 3 * i, &entries[i]))
+            continue;
         if (!*s->slot) {
             MODEL_FAIL(CL_MODEL_ERROR_INPUT, "tensor '%s' has no data", s->name);
             return FALSE;
         }
         entries[i] = (ClSafetensorsEntry){ s->name, dt, s->ndim, s->shape, *s->slot };
     }
+    /* a tied output matrix kept quantized: its copy after the others */
+    if (model->config.tie_embeddings &&
+        cl_model_quant_entry(model, "dec.lm_head.weight", qshapes + 3 * n_entries,
+                             &entries[n_entries]))
+        n_entries++;
     g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
     g_autofree char *tok_json = cl_tokenizer_to_json(model->tokenizer);
+    g_autofree char *quant_json = cl_model_quant_json(model);
     const char *meta[] = { "changelens.format",
                            "1",
                            "changelens.config",
                            cfg_json,
                            "changelens.tokenizer",
                            tok_json,
+                           quant_json ? "changelens.quant" : NULL,
+                           quant_json,
                            NULL };
     char *sha = NULL;
-    if (!cl_safetensors_write(path, entries, specs->len, meta, &sha, error))
+    if (!cl_safetensors_write(path, entries, n_entries, meta, &sha, error))
         return FALSE;
     g_free(model->sha256);
     model->sha256 = sha;

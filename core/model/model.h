@@ -22,12 +22,13 @@ typedef struct {
     ClQuantMatrix q, k, v, o, gate, up, down;
 } ClQuantLayer;
 
-/* The matrices a model keeps quantized (a GGUF model's Q8_0/Q4_1 tensors): their f32 views in
- * ClModelWeights are NULL, and only the CPU decoder runs them. */
+/* The matrices a model keeps quantized (a GGUF model's Q8_0/Q4_1 tensors, a quantized model
+ * file's, cl_model_quantize's): their f32 views in ClModelWeights are NULL (the output matrix's
+ * too unless it is the tied embedding), and only the CPU decoder runs them. */
 typedef struct {
     ClQuantLayer *dec;     /* (dec_depth) */
     ClQuantMatrix lm_head; /* data NULL: lm_head (or the tied embedding) in f32 */
-    guint8 *bytes;         /* owns every matrix's blocks */
+    guint8 *bytes;         /* owns every matrix's blocks (NULL: they are in the model's mapping) */
     size_t n_bytes;
 } ClQuantWeights;
 
@@ -66,10 +67,22 @@ ClModel *cl_model_new_random(const ClModelConfig *cfg, guint64 seed, GError **er
 ClModel *cl_model_new_random_quantized(const ClModelConfig *cfg, guint64 seed, GError **error);
 /* Writes the model as safetensors (dtype "F32", "F16" or "BF16", any case), atomically, with
  * __metadata__ changelens.format "1", changelens.config and changelens.tokenizer; tensors in
- * cl_model_weight_specs() order. On success model->path and model->sha256 name the new file. */
+ * cl_model_weight_specs() order. The matrices model->quant holds are written as their blocks
+ * (U8, listed in changelens.quant; a tied output matrix's quantized copy as dec.lm_head.weight
+ * after the others: docs/MODEL.md §7). On success model->path and model->sha256 name the new
+ * file. */
 gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GError **error);
 void cl_model_free(ClModel *model);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClModel, cl_model_free)
+
+/* docs/MODEL.md §7: keeps the decoder's attention and MLP matrices and the output matrix as
+ * blocks of type t (cl_quantize_rows of their f32 values; a matrix already kept in another type
+ * is dequantized first, one of type t kept as it is); their f32 views become NULL. A tied output
+ * matrix gets a quantized copy, the embedding stays f32 (tokens are looked up in it); norms,
+ * encoder and merger stay f32. Refused (CL_MODEL_ERROR_CONFIG) for decoders with CASA, PVM or
+ * Gated DeltaNet layers and for rows whose length is not a multiple of 32. Clears
+ * model->sha256. */
+gboolean cl_model_quantize(ClModel *model, ClQuantType t, GError **error);
 
 /* The weights as backend `be` sees them: &model->w for a host-memory backend (the CPU); for a
  * device, one copy of every tensor in the device's memory, made on first use and kept on the

@@ -20,22 +20,23 @@
 static const struct {
     const char *name;
     gsize size;
-} dtypes[CL_N_DTYPES] = {
+} dtypes[CL_DTYPE_U8 + 1] = {
     [CL_DTYPE_F32] = { "F32", 4 },
     [CL_DTYPE_F16] = { "F16", 2 },
     [CL_DTYPE_BF16] = { "BF16", 2 },
+    [CL_DTYPE_U8] = { "U8", 1 },
 };
 
 /* The other dtypes of the safetensors format: recognised, so the message can say "unsupported"
  * rather than "unknown". */
 static const char *const other_dtypes[] = {
-    "F64",  "I64",     "U64",     "I32",     "U32",     "I16",     "U16", "I8",  "U8",
-    "BOOL", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64", "C128",
+    "F64",     "I64",     "U64",     "I32",     "U32",     "I16", "U16", "I8",   "BOOL",
+    "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64", "C128",
 };
 
 const char *cl_dtype_name(ClDtype dtype)
 {
-    return (unsigned)dtype < CL_N_DTYPES ? dtypes[dtype].name : "invalid";
+    return (unsigned)dtype <= CL_DTYPE_U8 ? dtypes[dtype].name : "invalid";
 }
 
 gboolean cl_dtype_from_name(const char *name, ClDtype *out)
@@ -51,7 +52,7 @@ gboolean cl_dtype_from_name(const char *name, ClDtype *out)
 
 gsize cl_dtype_size(ClDtype dtype)
 {
-    return (unsigned)dtype < CL_N_DTYPES ? dtypes[dtype].size : 0;
+    return (unsigned)dtype <= CL_DTYPE_U8 ? dtypes[dtype].size : 0;
 }
 
 /* ---- strict JSON ---------------------------------------------------------------------------- */
@@ -294,13 +295,13 @@ static gboolean parse_entry(ClSafetensors *st, const char *name, JsonNode *node,
     }
     const char *dt = json_node_get_string(dtype);
     int found = -1;
-    for (int i = 0; i < CL_N_DTYPES; i++)
+    for (int i = 0; i <= CL_DTYPE_U8; i++)
         if (strcmp(dt, dtypes[i].name) == 0)
             found = i;
     if (found < 0) {
         for (gsize i = 0; i < G_N_ELEMENTS(other_dtypes); i++)
             if (strcmp(dt, other_dtypes[i]) == 0) {
-                FILE_FAIL("unsupported dtype %s for tensor '%s' (F32, F16 or BF16)", dt, name);
+                FILE_FAIL("unsupported dtype %s for tensor '%s' (F32, F16, BF16 or U8)", dt, name);
                 return FALSE;
             }
         FILE_FAIL("unknown dtype '%s' for tensor '%s'", dt, name);
@@ -569,6 +570,8 @@ static gboolean sink_write(Sink *k, const void *p, gsize n)
 
 static gboolean write_tensor(Sink *k, const ClSafetensorsEntry *e, guint64 numel)
 {
+    if (e->dtype == CL_DTYPE_U8)
+        return sink_write(k, e->bytes, numel);
     if (e->dtype == CL_DTYPE_F32 && G_BYTE_ORDER == G_LITTLE_ENDIAN)
         return sink_write(k, e->data, numel * 4);
     enum { CHUNK = 16384 };
@@ -632,12 +635,13 @@ gboolean cl_safetensors_write(const char *path, const ClSafetensorsEntry *entrie
         const ClSafetensorsEntry *e = &entries[i];
         guint64 n = 1, bytes = 0;
         gboolean ok = e->name && g_utf8_validate(e->name, -1, NULL) &&
-                      strcmp(e->name, "__metadata__") != 0 && (unsigned)e->dtype < CL_N_DTYPES &&
+                      strcmp(e->name, "__metadata__") != 0 && (unsigned)e->dtype <= CL_DTYPE_U8 &&
                       e->ndim >= 0 && e->ndim <= CL_SAFETENSORS_MAX_NDIM &&
                       (e->shape || e->ndim == 0);
         for (int d = 0; ok && d < e->ndim; d++)
             ok = e->shape[d] >= 0 && g_uint64_checked_mul(&n, n, (guint64)e->shape[d]);
-        ok = ok && g_uint64_checked_mul(&bytes, n, dtypes[e->dtype].size) && (e->data || n == 0);
+        ok = ok && g_uint64_checked_mul(&bytes, n, dtypes[e->dtype].size) &&
+             ((e->dtype == CL_DTYPE_U8 ? (const void *)e->bytes : (const void *)e->data) || n == 0);
         if (!ok || !g_hash_table_add(names, (gpointer)e->name)) {
             FILE_FAIL("%s: cannot write tensor '%s': %s", display, e->name ? e->name : "(null)",
                       ok ? "duplicate name" : "bad name, dtype, shape or data");

@@ -6,12 +6,20 @@
 
 G_BEGIN_DECLS
 
-/* The dtypes a model file may hold. Other safetensors dtypes (F64, I64, U8, BOOL, ...) are
- * known but refused as unsupported. */
-typedef enum { CL_DTYPE_F32, CL_DTYPE_F16, CL_DTYPE_BF16, CL_N_DTYPES } ClDtype;
+/* The dtypes a model file may hold: the float ones (CL_N_DTYPES of them), and U8 for the blocks
+ * of a quantized matrix (docs/MODEL.md §7), never a float tensor's dtype. Other safetensors
+ * dtypes (F64, I64, BOOL, ...) are known but refused as unsupported. */
+typedef enum {
+    CL_DTYPE_F32,
+    CL_DTYPE_F16,
+    CL_DTYPE_BF16,
+    CL_N_DTYPES,
+    CL_DTYPE_U8 = CL_N_DTYPES
+} ClDtype;
 
-const char *cl_dtype_name(ClDtype dtype); /* "F32", "F16", "BF16" */
-/* Case-insensitive ("f16" works too); FALSE for anything else. */
+const char *cl_dtype_name(ClDtype dtype); /* "F32", "F16", "BF16", "U8" */
+/* A float dtype by name, case-insensitive ("f16" works too); FALSE for anything else, U8
+ * included. */
 gboolean cl_dtype_from_name(const char *name, ClDtype *out);
 gsize cl_dtype_size(ClDtype dtype); /* bytes per element */
 
@@ -53,13 +61,15 @@ const char *cl_safetensors_metadata(const ClSafetensors *st, const char *key);
 void cl_safetensors_free(ClSafetensors *st);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClSafetensors, cl_safetensors_free)
 
-/* One tensor to write: f32 values converted to `dtype` on the way out. */
+/* One tensor to write: f32 values converted to `dtype` on the way out, or (U8) bytes as they
+ * are. */
 typedef struct {
     const char *name;
     ClDtype dtype;
     int ndim; /* 0..CL_SAFETENSORS_MAX_NDIM */
     const gint64 *shape;
-    const float *data; /* product(shape) values */
+    const float *data;   /* product(shape) values (a float dtype) */
+    const guint8 *bytes; /* product(shape) bytes (U8) */
 } ClSafetensorsEntry;
 
 /* Writes `entries` contiguously in the given order after a header padded with spaces so the

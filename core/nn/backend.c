@@ -108,4 +108,11 @@ gboolean cl_backend_cuda_tf32(ClBackend *be)
     (void)be;
     return FALSE;
 }
+
+gboolean cl_backend_cuda_dequantize(ClBackend *be, int type, float *out, const void *src, int n,
+                                    int k)
+{
+    (void)be, (void)type, (void)out, (void)src, (void)n, (void)k;
+    return FALSE;
+}
 #endif

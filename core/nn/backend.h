@@ -169,6 +169,12 @@ double cl_backend_cuda_time_gemm(ClBackend *be, int m, int n, int k, int reps);
 double cl_backend_cuda_time_copy(ClBackend *be, size_t bytes, int reps);
 /* TRUE when the CUDA backend lets cuBLAS use TF32 ($CHANGELENS_CUDA_MATH=tf32). */
 gboolean cl_backend_cuda_tf32(ClBackend *be);
+/* out (n × k f32, device memory) = n stored rows `src` (device memory) of ClQuantType `type`
+ * (nn/quant.h: Q8_0, Q4_1, F16, BF16; k a multiple of 32) widened on the device, as
+ * cl_dequantize_rows does on the host: queued on the backend's stream (cl_backend_finish for
+ * errors). FALSE for a backend that is not CUDA or an unknown type. */
+gboolean cl_backend_cuda_dequantize(ClBackend *be, int type, float *out, const void *src, int n,
+                                    int k);
 
 /* Threads the CPU backend uses for its own ops and for OpenBLAS. */
 int cl_backend_cpu_threads(const ClBackend *be);

@@ -4,6 +4,17 @@
 #include "nn/backend.h"
 
 #include "kernels.h"
+#include "nn/quant.h"
+#include "quant-layout.h"
+
+/* the device's dequantization reads the host's formats byte for byte */
+_Static_assert(CLK_QUANT_BLOCK == CL_QUANT_BLOCK, "block length");
+_Static_assert(CLK_Q8_0_BYTES == CL_QUANT_Q8_0_BYTES, "Q8_0 block bytes");
+_Static_assert(CLK_Q4_1_BYTES == CL_QUANT_Q4_1_BYTES, "Q4_1 block bytes");
+_Static_assert(CLK_HALF_BLOCK_BYTES == CL_QUANT_HALF_BYTES, "F16/BF16 block bytes");
+_Static_assert((int)CLK_Q8_0 == (int)CL_QUANT_Q8_0 && (int)CLK_Q4_1 == (int)CL_QUANT_Q4_1 &&
+                   (int)CLK_F16 == (int)CL_QUANT_F16 && (int)CLK_BF16 == (int)CL_QUANT_BF16,
+               "type numbers");
 
 typedef struct {
     ClkCtx *k;
@@ -263,4 +274,14 @@ gboolean cl_backend_cuda_tf32(ClBackend *be)
 {
     g_return_val_if_fail(be != NULL, FALSE);
     return be->ops == &cuda_ops && clk_tf32(K(be));
+}
+
+gboolean cl_backend_cuda_dequantize(ClBackend *be, int type, float *out, const void *src, int n,
+                                    int k)
+{
+    g_return_val_if_fail(be != NULL && k % CL_QUANT_BLOCK == 0, FALSE);
+    if (be->ops != &cuda_ops || (unsigned)type >= CL_QUANT_N_TYPES)
+        return FALSE;
+    clk_dequantize(K(be), type, out, src, (size_t)n * (size_t)(k / CL_QUANT_BLOCK));
+    return TRUE;
 }

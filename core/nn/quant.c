@@ -1,6 +1,7 @@
-/* quant.c - Q8_0 / Q4_1 weight rows as stored (block formats in quant.h): quantizers as
- * llama.cpp's reference ones, integer dot products against 8-bit activation blocks (scalar and
- * AVX2), the matrix-vector product of a decode step and the tiled f32 product of a prefill. */
+/* quant.c - Q8_0 / Q4_1 / F16 / BF16 weight rows as stored (formats in quant.h): quantizers as
+ * llama.cpp's reference ones, integer dot products against 8-bit activation blocks and half ×
+ * f32 dot products (scalar and AVX2), the matrix-vector product of a decode step and the tiled
+ * f32 product of a prefill. */
 #include "nn/quant.h"
 
 #include <cblas.h>
@@ -23,11 +24,21 @@ typedef struct {
     int8_t qs[CL_QUANT_BLOCK];
 } BlockQ8;
 
-static const size_t block_bytes[CL_QUANT_N_TYPES] = { [CL_QUANT_Q8_0] = 34, [CL_QUANT_Q4_1] = 20 };
+/* the kernels below read these offsets literally */
+_Static_assert(CL_QUANT_Q8_0_BYTES == 2 + CL_QUANT_BLOCK, "Q8_0: f16 d + 32 int8");
+_Static_assert(CL_QUANT_Q4_1_BYTES == 4 + CL_QUANT_BLOCK / 2, "Q4_1: f16 d, f16 m + 16 bytes");
+
+static const size_t block_bytes[CL_QUANT_N_TYPES] = {
+    [CL_QUANT_Q8_0] = CL_QUANT_Q8_0_BYTES,
+    [CL_QUANT_Q4_1] = CL_QUANT_Q4_1_BYTES,
+    [CL_QUANT_F16] = CL_QUANT_HALF_BYTES,
+    [CL_QUANT_BF16] = CL_QUANT_HALF_BYTES,
+};
 
 const char *cl_quant_type_name(ClQuantType t)
 {
-    return t == CL_QUANT_Q8_0 ? "Q8_0" : t == CL_QUANT_Q4_1 ? "Q4_1" : "invalid";
+    static const char *const names[CL_QUANT_N_TYPES] = { "Q8_0", "Q4_1", "F16", "BF16" };
+    return (unsigned)t < CL_QUANT_N_TYPES ? names[t] : "invalid";
 }
 
 size_t cl_quant_row_bytes(ClQuantType t, int k)
@@ -83,6 +94,11 @@ static void quantize_q4_1_block(const float *x, uint8_t *b)
 void cl_quantize_rows(ClQuantType t, const float *x, void *out, int n, int k)
 {
     uint8_t *o = out;
+    if (!CL_QUANT_IS_BLOCK(t)) { /* halves, little-endian */
+        for (size_t i = 0; i < (size_t)n * (size_t)k; i++)
+            put16(o + 2 * i, t == CL_QUANT_F16 ? cl_f32_to_f16(x[i]) : cl_f32_to_bf16(x[i]));
+        return;
+    }
     for (size_t b = 0; b < (size_t)n * (size_t)(k / CL_QUANT_BLOCK); b++) {
         const float *xb = x + b * CL_QUANT_BLOCK;
         uint8_t *ob = o + b * block_bytes[t];
@@ -97,9 +113,19 @@ void cl_quantize_rows(ClQuantType t, const float *x, void *out, int n, int k)
     }
 }
 
+static inline float bf16(const uint8_t *p)
+{
+    return cl_bf16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
+
 void cl_dequantize_rows(ClQuantType t, const void *q, float *out, int n, int k)
 {
     const uint8_t *p = q;
+    if (!CL_QUANT_IS_BLOCK(t)) {
+        for (size_t i = 0; i < (size_t)n * (size_t)k; i++)
+            out[i] = t == CL_QUANT_F16 ? f16(p + 2 * i) : bf16(p + 2 * i);
+        return;
+    }
     for (size_t b = 0; b < (size_t)n * (size_t)(k / CL_QUANT_BLOCK); b++) {
         const uint8_t *pb = p + b * block_bytes[t];
         float *y = out + b * CL_QUANT_BLOCK;
@@ -250,11 +276,61 @@ __attribute__((target("avx2,fma,f16c"))) static float dot_q4_1_avx2(const uint8_
 }
 #endif
 
+/* ---- half rows against f32 activations --------------------------------------------------------- */
+
+typedef float (*HalfDotFn)(const uint8_t *w, const float *x, int k);
+
+/* Eight partial sums (the AVX2 kernels' lanes, in the same order), added pairwise at the end */
+static float dot_f16_scalar(const uint8_t *w, const float *x, int k)
+{
+    float acc[8] = { 0 };
+    for (int j = 0; j < k; j++)
+        acc[j & 7] += f16(w + 2 * j) * x[j];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static float dot_bf16_scalar(const uint8_t *w, const float *x, int k)
+{
+    float acc[8] = { 0 };
+    for (int j = 0; j < k; j++)
+        acc[j & 7] += bf16(w + 2 * j) * x[j];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+#ifdef HAVE_X86
+/* k is a multiple of 32: four vectors of eight a block */
+__attribute__((target("avx2,fma,f16c"))) static float dot_f16_avx2(const uint8_t *w, const float *x,
+                                                                   int k)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (int j = 0; j < k; j += 8) {
+        __m256 wv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + 2 * j)));
+        acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + j), acc);
+    }
+    return hsum8(acc);
+}
+
+__attribute__((target("avx2,fma,f16c"))) static float dot_bf16_avx2(const uint8_t *w,
+                                                                    const float *x, int k)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (int j = 0; j < k; j += 8) {
+        __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(w + 2 * j)));
+        __m256 wv = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)); /* bf16: the upper half */
+        acc = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x + j), acc);
+    }
+    return hsum8(acc);
+}
+#endif
+
 /* Four rows rb bytes apart; NULL: four calls of the one-row kernel. */
 typedef void (*Dot4Fn)(const uint8_t *w, size_t rb, const BlockQ8 *x, int nb, float *y);
 
 static DotFn dot_fns[CL_QUANT_N_TYPES] = { dot_q8_0_scalar, dot_q4_1_scalar };
 static Dot4Fn dot4_fns[CL_QUANT_N_TYPES] = { NULL, NULL };
+static HalfDotFn half_fns[CL_QUANT_N_TYPES] = {
+    [CL_QUANT_F16] = dot_f16_scalar, [CL_QUANT_BF16] = dot_bf16_scalar
+};
 static const char *kernel_level = "scalar";
 static gsize kernels_chosen = 0;
 
@@ -263,6 +339,8 @@ const char *cl_quant_set_kernels(ClQuantKernels k)
     dot_fns[CL_QUANT_Q8_0] = dot_q8_0_scalar;
     dot_fns[CL_QUANT_Q4_1] = dot_q4_1_scalar;
     dot4_fns[CL_QUANT_Q8_0] = dot4_fns[CL_QUANT_Q4_1] = NULL;
+    half_fns[CL_QUANT_F16] = dot_f16_scalar;
+    half_fns[CL_QUANT_BF16] = dot_bf16_scalar;
     kernel_level = "scalar";
 #ifdef HAVE_X86
     if (k == CL_QUANT_KERNELS_AUTO && __builtin_cpu_supports("avx2") &&
@@ -271,6 +349,8 @@ const char *cl_quant_set_kernels(ClQuantKernels k)
         dot_fns[CL_QUANT_Q4_1] = dot_q4_1_avx2;
         dot4_fns[CL_QUANT_Q8_0] = dot4_q8_0_avx2;
         dot4_fns[CL_QUANT_Q4_1] = dot4_q4_1_avx2;
+        half_fns[CL_QUANT_F16] = dot_f16_avx2;
+        half_fns[CL_QUANT_BF16] = dot_bf16_avx2;
         kernel_level = "avx2";
     }
 #endif
@@ -301,12 +381,19 @@ typedef struct {
     const BlockQ8 *x;
     int nb;
     float *y;
+    HalfDotFn half; /* F16 / BF16 rows (dot and x unused) against xf */
+    const float *xf;
 } MatvecCtx;
 
 static void matvec_rows(void *p, int begin, int end)
 {
     const MatvecCtx *c = p;
     int i = begin;
+    if (c->half) {
+        for (; i < end; i++)
+            c->y[i] = c->half(c->W + (size_t)i * c->row_bytes, c->xf, c->nb * CL_QUANT_BLOCK);
+        return;
+    }
     if (c->dot4)
         for (; i + ROWS4 <= end; i += ROWS4)
             c->dot4(c->W + (size_t)i * c->row_bytes, c->row_bytes, c->x, c->nb, c->y + i);
@@ -319,6 +406,7 @@ typedef struct {
     int n;
     const ClQuantMatvec *mats;
     const BlockQ8 *x;
+    const float *xf;
     int nb;
     int bounds[CL_QUANT_MAX_MULTI + 1]; /* first row of each matrix in the joint numbering */
 } MultiCtx;
@@ -337,7 +425,9 @@ static void multi_rows(void *p, int begin, int end)
                           cl_quant_row_bytes(mv->type, c->nb * CL_QUANT_BLOCK),
                           c->x,
                           c->nb,
-                          mv->y };
+                          mv->y,
+                          half_fns[mv->type],
+                          c->xf };
         matvec_rows(&one, b0 - c->bounds[j], b1 - c->bounds[j]);
     }
 }
@@ -350,8 +440,12 @@ void cl_quant_matvec_multi(ClThreadPool *pool, const ClQuantMatvec *mats, int n,
     int nb = k / CL_QUANT_BLOCK;
     BlockQ8 stack[64];
     BlockQ8 *xq = nb <= 64 ? stack : g_new(BlockQ8, nb);
-    quantize_activations(x, k, xq);
-    MultiCtx c = { n, mats, xq, nb, { 0 } };
+    gboolean blocks = FALSE; /* 8-bit activations only for the block formats */
+    for (int j = 0; j < n; j++)
+        blocks = blocks || CL_QUANT_IS_BLOCK(mats[j].type);
+    if (blocks)
+        quantize_activations(x, k, xq);
+    MultiCtx c = { n, mats, xq, x, nb, { 0 } };
     for (int j = 0; j < n; j++)
         c.bounds[j + 1] = c.bounds[j] + mats[j].m;
     if (pool)
@@ -370,8 +464,11 @@ void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, in
     int nb = k / CL_QUANT_BLOCK;
     BlockQ8 stack[64];
     BlockQ8 *xq = nb <= 64 ? stack : g_new(BlockQ8, nb);
-    quantize_activations(x, k, xq);
-    MatvecCtx c = { dot_fns[t], dot4_fns[t], W, cl_quant_row_bytes(t, k), xq, nb, y };
+    if (CL_QUANT_IS_BLOCK(t))
+        quantize_activations(x, k, xq);
+    MatvecCtx c = {
+        dot_fns[t], dot4_fns[t], W, cl_quant_row_bytes(t, k), xq, nb, y, half_fns[t], x
+    };
     /* a row is k/32 blocks: ~64 rows per task keep the wake-ups small against the work */
     if (pool) /* chunks of whole row quads */
         cl_threadpool_run(pool, m, 64, matvec_rows, &c);

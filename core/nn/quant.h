@@ -1,6 +1,7 @@
-/* quant.h - block-quantized weight matrices kept as they are stored (GGUF's Q8_0 and Q4_1 blocks
- * of 32): matrix-vector products for decoding on quantized activations (AVX2 where the CPU has
- * it, a scalar reference otherwise), and matrix products for prefill on f32 tiles. */
+/* quant.h - weight matrices kept as they are stored (GGUF's Q8_0 and Q4_1 blocks of 32, and F16 /
+ * BF16 values): matrix-vector products for decoding (on quantized activations for the blocks,
+ * f32 ones for the halves; AVX2 where the CPU has it, a scalar reference otherwise), and matrix
+ * products for prefill on f32 tiles. */
 #pragma once
 
 #include <stddef.h>
@@ -15,30 +16,40 @@ extern "C" {
 typedef enum {
     CL_QUANT_Q8_0, /* f16 d, 32 × int8 q: x = d·q (34 bytes) */
     CL_QUANT_Q4_1, /* f16 d, f16 m, 16 bytes of nibbles (element j low, j + 16 high): x = d·q + m */
+    CL_QUANT_F16,  /* one IEEE binary16 per value (64 bytes a "block" of 32) */
+    CL_QUANT_BF16, /* one bfloat16 per value (64 bytes a "block" of 32) */
     CL_QUANT_N_TYPES
 } ClQuantType;
+/* Q8_0 and Q4_1: the 8-bit / 4-bit block formats (the rest are halves, exact f32 activations) */
+#define CL_QUANT_IS_BLOCK(t) ((t) == CL_QUANT_Q8_0 || (t) == CL_QUANT_Q4_1)
 
 #define CL_QUANT_BLOCK 32
+/* bytes of a block of 32 values (kernels/quant-layout.h must agree: cuda.c checks) */
+#define CL_QUANT_Q8_0_BYTES 34
+#define CL_QUANT_Q4_1_BYTES 20
+#define CL_QUANT_HALF_BYTES (2 * CL_QUANT_BLOCK)
 
-const char *cl_quant_type_name(ClQuantType t); /* "Q8_0", "Q4_1" */
+const char *cl_quant_type_name(ClQuantType t); /* "Q8_0", "Q4_1", "F16", "BF16" */
 /* Bytes of a row of k values (k a multiple of CL_QUANT_BLOCK). */
 size_t cl_quant_row_bytes(ClQuantType t, int k);
 
-/* Quantizes n rows of k values (k a multiple of 32) as llama.cpp's reference quantizers do. */
+/* Quantizes n rows of k values (k a multiple of 32) as llama.cpp's reference quantizers do (F16,
+ * BF16: rounded to nearest even). */
 void cl_quantize_rows(ClQuantType t, const float *x, void *out, int n, int k);
 /* Dequantizes n rows of k values. */
 void cl_dequantize_rows(ClQuantType t, const void *q, float *out, int n, int k);
 
-/* Kernels: CL_QUANT_KERNELS_AUTO picks AVX2 when the CPU has AVX2 and FMA, else the scalar
+/* Kernels: CL_QUANT_KERNELS_AUTO picks AVX2 when the CPU has AVX2, FMA and F16C, else the scalar
  * reference (CL_QUANT_KERNELS_SCALAR, also what tests compare against). Returns the level in
  * use ("avx2" or "scalar"). */
 typedef enum { CL_QUANT_KERNELS_AUTO, CL_QUANT_KERNELS_SCALAR } ClQuantKernels;
 const char *cl_quant_set_kernels(ClQuantKernels k);
 const char *cl_quant_kernels(void);
 
-/* y[i] = W[i,:]·x for the m rows of W (m × k, type t): x is quantized to 8 bits per block first
- * (Q8_0 against Q8_0 weights, Q8_1 — with the block's sum — against Q4_1), as llama.cpp does, so
- * the dot products run on integers. Rows are split over `pool` (NULL: this thread). */
+/* y[i] = W[i,:]·x for the m rows of W (m × k, type t): for Q8_0 / Q4_1, x is quantized to 8 bits
+ * per block first (Q8_0 against Q8_0 weights, Q8_1 — with the block's sum — against Q4_1), as
+ * llama.cpp does, so the dot products run on integers; F16 / BF16 rows are widened to f32 and
+ * multiplied with x as it is. Rows are split over `pool` (NULL: this thread). */
 void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k, const float *x,
                      float *y);
 /* One matrix of several multiplied by the same x (q, k and v; gate and up). */
