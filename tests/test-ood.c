@@ -26,7 +26,7 @@ static double share_above(const ClModel *m, const char *task, int n, guint64 see
 {
     g_autoptr(GError) err = NULL;
     int k = 0;
-    g_autofree double *sc = cl_ood_scores(m, task, NULL, n, seed, NULL, &k, &err);
+    g_autofree double *sc = cl_ood_scores(m, task, NULL, n, seed, NULL, NULL, &k, &err);
     g_assert_no_error(err);
     int above = 0;
     for (int i = 0; i < k; i++)
@@ -38,7 +38,7 @@ static void test_fit_and_flag(void)
 {
     g_autoptr(ClModel) m = tiny();
     g_autoptr(GError) err = NULL;
-    g_assert_null(cl_ood_scores(m, "shapes", NULL, 2, 1, NULL, &(int){ 0 }, &err));
+    g_assert_null(cl_ood_scores(m, "shapes", NULL, 2, 1, NULL, NULL, &(int){ 0 }, &err));
     g_clear_error(&err); /* no statistics to score against */
     g_autoptr(ClModel) f = cl_ood_fit(m, "shapes", NULL, 40, 11, 0.95, &err);
     g_assert_no_error(err);
@@ -64,7 +64,7 @@ static void test_fit_and_flag(void)
     g_assert_true(cl_encoder_forward(be, f, st, ts->pixels, 0, FALSE, NULL, NULL, &out, &err));
     g_assert_cmpfloat(out.ood_threshold, ==, f->w.ood_threshold[0]);
     int k = 0;
-    g_autofree double *sc = cl_ood_scores(f, "radiograph", NULL, 1, 0, NULL, &k, &err);
+    g_autofree double *sc = cl_ood_scores(f, "radiograph", NULL, 1, 0, NULL, NULL, &k, &err);
     g_assert_no_error(err);
     g_test_message("encoder score %.4f, threshold %.4f", out.ood_score, out.ood_threshold);
     g_assert_cmpfloat(out.ood_score, >, out.ood_threshold);

@@ -21,6 +21,12 @@ static const char usage_text[] =
     "default heldout,radiograph,aerial,shapes,dots) and prints the share above the threshold.\n"
     "A description whose images score above it carries a notice.\n";
 
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static int fail(GError *err)
 {
     fprintf(stderr, PROG ": %s\n", err->message);
@@ -73,7 +79,7 @@ int cl_cli_model_fit_ood(int argc, char **argv)
         int m = 0;
         g_autofree double *sc =
             cl_ood_scores(fitted, held ? "photo-edits" : *s, held ? "heldout" : NULL,
-                          (int)MIN(n, 100), (guint64)seed + 1000, NULL, &m, &err);
+                          (int)MIN(n, 100), (guint64)seed + 1000, NULL, NULL, &m, &err);
         if (!sc) {
             fprintf(stderr, PROG ": check set %s: %s\n", *s, err->message);
             g_clear_error(&err);
@@ -82,8 +88,11 @@ int cl_cli_model_fit_ood(int argc, char **argv)
         int above = 0;
         for (int i = 0; i < m; i++)
             above += sc[i] > fitted->w.ood_threshold[0];
-        printf("  %-12s %4d images, %5.1f %% flagged as unlike the training images\n",
-               held ? "heldout" : *s, m, 100.0 * above / MAX(m, 1));
+        qsort(sc, (size_t)m, sizeof(double), compare_doubles);
+        printf("  %-12s %4d images, %5.1f %% flagged as unlike the training images "
+               "(scores: median %.3g, 10 %% %.3g, 90 %% %.3g)\n",
+               held ? "heldout" : *s, m, 100.0 * above / MAX(m, 1), sc[m / 2], sc[m / 10],
+               sc[m * 9 / 10]);
     }
     if (!cl_model_save(fitted, out, "f16", &err))
         return fail(err);

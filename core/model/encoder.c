@@ -167,13 +167,13 @@ void cl_encoder_ood_descriptor(const float *patches, int N, int C, float *desc)
 }
 
 double cl_encoder_ood_score(const float *mean, const float *var, const float *bank, int K, int C2,
-                            const float *desc, int skip)
+                            const float *desc, int skip_from, int skip_to)
 {
     double best[CL_OOD_NEAREST];
     for (int i = 0; i < CL_OOD_NEAREST; i++)
         best[i] = G_MAXDOUBLE;
     for (int k = 0; k < K; k++) {
-        if (k == skip)
+        if (k >= skip_from && k < skip_to)
             continue;
         const float *b = bank + (size_t)k * C2;
         double d = 0;
@@ -209,7 +209,7 @@ static void ood_score(ClBackend *be, const ClModel *model, const ClModelWeights 
     const float *ht = cl_backend_host_view(be, w->ood_threshold, 1, &tt);
     g_autofree float *desc = g_new(float, C2);
     cl_encoder_ood_descriptor(hp, N, C, desc);
-    out->ood_score = cl_encoder_ood_score(hm, hv, hb, K, C2, desc, -1);
+    out->ood_score = cl_encoder_ood_score(hm, hv, hb, K, C2, desc, 0, 0);
     out->ood_threshold = ht[0];
 }
 

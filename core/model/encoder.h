@@ -56,12 +56,12 @@ gboolean cl_encoder_stem_features(const float *pixels, int size, float *patches,
 
 /* config.ood (docs/MODEL.md §3.11): desc (2C) = the mean and the standard deviation over the N
  * patches of each of their C values; its score = the mean over its CL_OOD_NEAREST nearest bank
- * rows (K, C2 = 2C; row `skip` left out, −1: none) of the RMS distance, desc standardised by
- * mean/var first. */
+ * rows (K, C2 = 2C; rows [skip_from, skip_to) left out) of the RMS distance, desc standardised
+ * by mean/var first. */
 #define CL_OOD_NEAREST 3
 void cl_encoder_ood_descriptor(const float *patches, int N, int C, float *desc);
 double cl_encoder_ood_score(const float *mean, const float *var, const float *bank, int K, int C2,
-                            const float *desc, int skip);
+                            const float *desc, int skip_from, int skip_to);
 
 /* config.visual_center: each of the E columns of v [M, E] minus its mean over the M rows. A
  * symmetric projection, so its backward is the same call on the gradient. */

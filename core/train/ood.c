@@ -21,7 +21,7 @@ static gboolean image_patches(const ClModelConfig *cfg, const float *pixels, flo
 }
 
 double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
-                      guint64 seed, float **features, int *n_out, GError **error)
+                      guint64 seed, float **features, int **sample_of, int *n_out, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     if (!features && !model->w.ood_bank) {
@@ -37,6 +37,7 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
     so.photos = photos;
     g_autoptr(GArray) scores = g_array_new(FALSE, FALSE, sizeof(double));
     g_autoptr(GArray) feats = g_array_new(FALSE, FALSE, sizeof(float));
+    g_autoptr(GArray) owner = g_array_new(FALSE, FALSE, sizeof(int));
     g_autofree float *patches = g_new(float, (size_t)N * C);
     g_autofree float *desc = g_new(float, 2 * C);
     for (int i = 0; i < n; i++) {
@@ -57,11 +58,14 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
             double s = features
                            ? 0
                            : cl_encoder_ood_score(model->w.ood_mean, model->w.ood_var,
-                                                  model->w.ood_bank, cfg->ood, 2 * C, desc, -1);
+                                                  model->w.ood_bank, cfg->ood, 2 * C, desc, 0, 0);
             g_array_append_val(scores, s);
+            g_array_append_val(owner, i);
         }
     }
     *n_out = (int)scores->len;
+    if (sample_of)
+        *sample_of = (int *)(void *)g_array_free(g_steal_pointer(&owner), FALSE);
     if (features)
         *features = (float *)(void *)g_array_free(g_steal_pointer(&feats), FALSE);
     return (double *)(void *)g_array_free(g_steal_pointer(&scores), FALSE);
@@ -84,11 +88,13 @@ ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, 
     }
     const int C2 = 2 * cl_config_patch_inputs(&model->config);
     float *feats = NULL;
-    int m = 0;
-    g_autofree double *unused = cl_ood_scores(model, task, photos, n, seed, &feats, &m, error);
+    int m = 0, *owner = NULL;
+    g_autofree double *unused =
+        cl_ood_scores(model, task, photos, n, seed, &feats, &owner, &m, error);
     if (!unused)
         return NULL;
     g_autofree float *f = feats;
+    g_autofree int *own = owner;
     ClModelConfig cfg = model->config;
     cfg.ood = m;
     g_autoptr(ClModel) out = cl_model_reshaped(model, &cfg, 0, "ood.", error);
@@ -109,11 +115,18 @@ ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, 
             w->ood_bank[(size_t)i * C2 + c] =
                 (float)((f[(size_t)i * C2 + c] - mean) / sqrt(w->ood_var[c]));
     }
-    /* each fitting image scored against the others: the threshold at the quantile */
+    /* each fitting image scored against the other samples' (not its own sample's images: the
+     * same scene): the threshold at the quantile */
     g_autofree double *sc = g_new(double, m);
-    for (int i = 0; i < m; i++)
+    for (int i = 0, lo = 0; i < m; i++) {
+        while (own[lo] != own[i])
+            lo++;
+        int hi = i;
+        while (hi < m && own[hi] == own[i])
+            hi++;
         sc[i] = cl_encoder_ood_score(w->ood_mean, w->ood_var, w->ood_bank, m, C2,
-                                     f + (size_t)i * C2, i);
+                                     f + (size_t)i * C2, lo, hi);
+    }
     qsort(sc, (size_t)m, sizeof(double), compare_doubles);
     w->ood_threshold[0] = (float)sc[MIN(m - 1, (int)floor(quantile * (m - 1) + 0.5))];
     cl_model_weights_changed(out);
