@@ -10,7 +10,7 @@ static const char *const devices[] = { "auto", "cpu", "cuda", NULL };
 static const char *const modes[] = {
     "side-by-side", "swipe", "blend", "flicker", "difference", NULL
 };
-static const char *const sources[] = { "update-norm", "delta", NULL };
+static const char *const sources[] = { "auto", "update-norm", "delta", NULL };
 static const char *const colour_maps[] = { "inferno", "viridis", "reds", NULL };
 
 static gboolean name_to_index(GValue *value, GVariant *variant, gpointer user_data)
@@ -146,11 +146,13 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
     g_object_set_data_full(G_OBJECT(m->row), "cl-model-row", m, model_row_free);
     model_row_update(m);
     adw_preferences_group_add(model, m->row);
-    const char *source_labels[] = { _("Encoder updates"), _("Change map (Δ, slower)"), NULL };
+    const char *source_labels[] = { _("Automatic (change probability where the model has it)"),
+                                    _("Encoder updates"), _("Change map (Δ, slower)"), NULL };
     adw_preferences_group_add(model,
                               combo_row(settings, "heatmap-source", _("Heat maps"),
-                                        _("How much the stateful encoder rewrote each patch, or "
-                                          "the paper's change map from a second encoder pass"),
+                                        _("The model's change probability per patch, how much "
+                                          "the stateful encoder rewrote each patch, or the "
+                                          "paper's change map from a second encoder pass"),
                                         sources, source_labels));
     adw_preferences_group_add(model, switch_row(settings, "align-model-input",
                                                 _("Model reads aligned images"),

@@ -187,8 +187,12 @@ static void pick_model(ClWindow *self, ClWorkerModel *model, char **owned)
         self->settings ? g_settings_get_string(self->settings, "model-file") : NULL;
     if (setting && *setting)
         *owned = g_steal_pointer(&setting);
-    else
-        *owned = cl_model_find_default(NULL);
+    else { /* colour photographs get the photo model where there is one (model/model.h) */
+        ClDocument *doc = cl_image_view_get_document(cl_window_get_view(self, 0));
+        const gboolean photo =
+            doc && cl_describe_detect_domain(cl_document_get_image(doc)) == CL_CHAT_DOMAIN_EDITS;
+        *owned = cl_model_find_default_for(photo, NULL);
+    }
     model->path = *owned;
     if (!model->path)
         model->random_preset = (char *)"tiny";
@@ -298,6 +302,9 @@ void cl_window_describe(ClWindow *self)
     if (self->settings) {
         g_autofree char *src = g_settings_get_string(self->settings, "heatmap-source");
         opts.delta = g_strcmp0(src, "delta") == 0;
+        /* "auto": the model's best source (describe.h); "update-norm": the encoder updates */
+        if (g_strcmp0(src, "update-norm") == 0)
+            opts.heatmap_source = "update_norm";
     }
     self->describe_delta = opts.delta;
     self->describe_aligned = self->aligned && !history;

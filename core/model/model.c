@@ -763,8 +763,22 @@ ClModel *cl_model_reshaped(const ClModel *src, const ClModelConfig *cfg, guint64
 
 /* ---- the default model ---------------------------------------------------------------------- */
 
-static char *first_model_in(const char *dir)
+/* The photo model needs the pretrained EfficientNet-Lite0 that set-up fetches. */
+static gboolean photo_model_usable(const char *dir, char **path)
 {
+    g_autofree char *effnet = cl_pretrained_path("efficientnet-lite0.safetensors");
+    g_autofree char *p = g_build_filename(dir, CL_MODEL_PHOTO_FILE, NULL);
+    if (!g_file_test(p, G_FILE_TEST_IS_REGULAR) || !g_file_test(effnet, G_FILE_TEST_IS_REGULAR))
+        return FALSE;
+    *path = g_steal_pointer(&p);
+    return TRUE;
+}
+
+static char *first_model_in(const char *dir, gboolean photographs)
+{
+    char *photo = NULL;
+    if (photographs && photo_model_usable(dir, &photo))
+        return photo;
     g_autofree char *def = g_build_filename(dir, "changelens-default.safetensors", NULL);
     if (g_file_test(def, G_FILE_TEST_IS_REGULAR))
         return g_steal_pointer(&def);
@@ -787,6 +801,11 @@ static char *first_model_in(const char *dir)
 
 char *cl_model_find_default(GError **error)
 {
+    return cl_model_find_default_for(FALSE, error);
+}
+
+char *cl_model_find_default_for(gboolean photographs, GError **error)
+{
     const char *env = g_getenv("CHANGELENS_MODEL");
     if (env && *env) {
         if (g_file_test(env, G_FILE_TEST_IS_REGULAR))
@@ -801,7 +820,7 @@ char *cl_model_find_default(GError **error)
     cl_data_dirs("models", &dirs[0], &dirs[1]);
     char *found = NULL;
     for (guint i = 0; i < G_N_ELEMENTS(dirs) && !found; i++)
-        found = first_model_in(dirs[i]);
+        found = first_model_in(dirs[i], photographs);
     if (!found)
         g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
                     "no model given and no default model found (CHANGELENS_MODEL is not set; "

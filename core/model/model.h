@@ -131,5 +131,10 @@ char *cl_pretrained_path(const char *file);
  * else in share/changelens/models/ of its install prefix. NULL + an error telling the user what
  * to pass instead. */
 char *cl_model_find_default(GError **error);
+/* The same, for colour photographs (describe's edits domain) when `photographs`: the photo model
+ * (CL_MODEL_PHOTO_FILE: trained on real photographs, data/models/changelens-photo.md) where it
+ * is there and set-up fetched the EfficientNet-Lite0 it needs, else as above. */
+#define CL_MODEL_PHOTO_FILE "changelens-photo.safetensors"
+char *cl_model_find_default_for(gboolean photographs, GError **error);
 
 G_END_DECLS

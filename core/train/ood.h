@@ -16,8 +16,7 @@ G_BEGIN_DECLS
  * number of images. NULL + error when the task fails or the model has no
  * statistics to score against. */
 double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
-                      guint64 seed, float **features, int **sample_of, int *n_out,
-                      GError **error);
+                      guint64 seed, float **features, int **sample_of, int *n_out, GError **error);
 
 /* A copy of `model` with config.ood and statistics fitted on n samples of task/photos: the
  * threshold at `quantile` (0.5 to 1) of the fitting images' scores, each against the other
