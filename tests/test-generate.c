@@ -268,6 +268,51 @@ static void test_beam_beats_greedy(void)
     g_test_message("beam strictly better than greedy in %d of 18 runs", strictly_better);
 }
 
+/* first_text: the first token of the unconstrained answer, required, leaves the answer as it
+ * was; avoided, the first token is another one, which does not agree with it either. */
+static void test_first_text(void)
+{
+    g_autoptr(ClBackend) be = backend();
+    for (guint64 seed = 1; seed <= 4; seed++) {
+        g_autoptr(ClModel) m = small_model(seed);
+        g_autoptr(GArray) prompt = prompt_ids(m);
+        g_autofree float *visual = visual_rows(m, seed);
+        g_autoptr(GError) error = NULL;
+        ClGenerateOptions o;
+        cl_generate_options_init(&o);
+        o.max_new_tokens = 8;
+        ClGenerateResult free_run, req, avoid;
+        g_assert_true(run(be, m, prompt, visual, &o, &free_run, NULL, &error));
+        if (free_run.ids->len == 0) {
+            cl_generate_result_clear(&free_run);
+            continue;
+        }
+        gsize len = 0;
+        const char *b =
+            cl_tokenizer_token_bytes(m->tokenizer, g_array_index(free_run.ids, gint32, 0), &len);
+        g_autofree char *first = g_strndup(b, len);
+        if (strlen(first) != len || len == 0) { /* a NUL byte: not a usable text */
+            cl_generate_result_clear(&free_run);
+            continue;
+        }
+        o.first_text = first;
+        g_assert_true(run(be, m, prompt, visual, &o, &req, NULL, &error));
+        g_assert_cmpstr(req.text->str, ==, free_run.text->str);
+        o.first_text_avoid = TRUE;
+        g_assert_true(run(be, m, prompt, visual, &o, &avoid, NULL, &error));
+        g_assert_no_error(error);
+        if (avoid.ids->len > 0) {
+            gsize l2 = 0;
+            const char *b2 =
+                cl_tokenizer_token_bytes(m->tokenizer, g_array_index(avoid.ids, gint32, 0), &l2);
+            g_assert_true(l2 == 0 || memcmp(b2, first, MIN(l2, len)) != 0);
+        }
+        cl_generate_result_clear(&free_run);
+        cl_generate_result_clear(&req);
+        cl_generate_result_clear(&avoid);
+    }
+}
+
 static void test_stop_string(void)
 {
     g_autoptr(ClBackend) be = backend();
@@ -637,6 +682,7 @@ int main(int argc, char **argv)
     g_test_add_func("/generate/beam1-is-greedy", test_beam1_is_greedy);
     g_test_add_func("/generate/beam-beats-greedy", test_beam_beats_greedy);
     g_test_add_func("/generate/stop-string", test_stop_string);
+    g_test_add_func("/generate/first-text", test_first_text);
     g_test_add_func("/generate/limits", test_limits);
     g_test_add_func("/generate/median-numbers", test_median_numbers);
     g_test_add_func("/generate/median-numbers-loop", test_median_numbers_loop);

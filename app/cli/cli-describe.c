@@ -178,6 +178,10 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
     }
     json_builder_end_array(b);
 
+    if (r->change_max >= 0) { /* the change head's call on the last image */
+        json_builder_set_member_name(b, "change_probability_max");
+        json_builder_add_double_value(b, r->change_max);
+    }
     json_builder_set_member_name(b, "notices");
     json_builder_begin_array(b);
     for (guint i = 0; i < r->notices->len; i++)
@@ -198,7 +202,7 @@ typedef struct {
     char *model_path, *random_init, *variant, *device, *prompt, *heatmap, *domain_name;
     char *stream, *pages_prefix, *heatmap_source;
     gint64 seed, max_tokens, beam_size, sparse_topk;
-    gboolean delta, json;
+    gboolean delta, json, no_change_gate;
     char **files, **reports;
     ClSveVariant sve_variant;
 } DescribeArgs;
@@ -267,6 +271,8 @@ static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
         { "delta", 0, 0, G_OPTION_ARG_NONE, &a->delta,
           "Heatmaps from the paper's Δ map (a second encoder pass) instead of the update norms",
           NULL },
+        { "no-change-gate", 0, 0, G_OPTION_ARG_NONE, &a->no_change_gate,
+          "A model with a change head: do not steer the answer by the head's change call", NULL },
         { "heatmap-source", 0, 0, G_OPTION_ARG_STRING, &a->heatmap_source,
           "auto (default: the change head's probabilities when the model has one, else the "
           "update norms), update_norm, delta or change",
@@ -365,6 +371,7 @@ static int describe_options(const DescribeArgs *a, GString *context, ClDescribeO
     opts->beam_size = (int)a->beam_size;
     opts->delta = a->delta;
     opts->heatmap_source = a->heatmap_source;
+    opts->change_gate = !a->no_change_gate;
     opts->heatmaps = TRUE; /* cheap; the JSON reports them even without --heatmap */
     return -1;
 }

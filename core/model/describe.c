@@ -12,6 +12,7 @@ void cl_describe_options_init(ClDescribeOptions *opts)
 {
     memset(opts, 0, sizeof *opts);
     opts->auto_domain = TRUE;
+    opts->change_gate = TRUE;
     opts->domain = CL_CHAT_DOMAIN_GENERIC;
     opts->max_new_tokens = 256;
     opts->beam_size = 1;
@@ -266,6 +267,11 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
             break;
         }
         out->encode_ms[t] = ms_since(t0);
+        if (eo.change_prob && t + 1 == n_images) {
+            out->change_max = 0;
+            for (int p = 0; p < eo.n_patches; p++)
+                out->change_max = MAX(out->change_max, eo.change_prob[p]);
+        }
         if (eo.ood_threshold > 0 && eo.ood_score > eo.ood_threshold) {
             g_string_append_printf(unlike, "%s%u", unlike->len ? ", " : "", t + 1);
             n_unlike++;
@@ -323,6 +329,12 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     go.sparse_topk = opts->sparse_topk;
     go.median_numbers = opts->median_numbers;
     go.length_penalty = opts->length_penalty;
+    if (opts->change_gate && out->change_max >= 0 && opts->beam_size == 1 && !opts->turns &&
+        (!opts->question || !*opts->question)) {
+        /* the change head's call, and the answer steered to agree with it */
+        go.first_text = "No";
+        go.first_text_avoid = out->change_max >= 0.5;
+    }
     /* The chat's special texts end the answer also when spelt out in plain bytes (a
      * generated <|im_start|> id decodes to its text: the model opening another turn). */
     g_autoptr(GPtrArray) stops = g_ptr_array_new();
@@ -390,6 +402,7 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
         opts = &defaults;
     }
     memset(out, 0, sizeof *out);
+    out->change_max = -1;
     out->ids = g_array_new(FALSE, FALSE, sizeof(gint32));
     out->heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
     out->layer_heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);

@@ -70,6 +70,10 @@ typedef struct {
     /* NULL or "auto": the change head's probabilities when the model has the head (config
      * change_head), else the update norms; or "update_norm", "delta", "change" */
     const char *heatmap_source;
+    /* config.change_head: the head decides whether the last image changed (its largest patch
+     * probability at least 0.5) and the answer is steered to agree: away from "No change." when
+     * it did, towards it when it did not (greedy; default TRUE; no effect without the head) */
+    gboolean change_gate;
     ClTokenCallback on_token;       /* streaming, see generate.h; may be NULL */
     ClDescribeProgress on_progress; /* before each image's encoding and before the generation;
                                      * may be NULL */
@@ -99,15 +103,18 @@ typedef struct {
     /* timings, milliseconds */
     double load_ms;       /* not measured here: for the caller (model + images) */
     double preprocess_ms; /* all images */
-    double *encode_ms;    /* (n_images) each image's encoder pass(es) */
-    double prefill_ms;    /* the prompt through the decoder */
-    double decode_ms;     /* generation after the prefill */
-    double tokens_per_s;  /* generated tokens / decode time (0 when none) */
-    GPtrArray *notices;   /* char*: one-line notes for the user (device fallback, upscaled
+    /* config.change_head: the largest change probability over the last image's patches (the
+     * change call is change_max >= 0.5); -1 without the head */
+    double change_max;
+    double *encode_ms;   /* (n_images) each image's encoder pass(es) */
+    double prefill_ms;   /* the prompt through the decoder */
+    double decode_ms;    /* generation after the prefill */
+    double tokens_per_s; /* generated tokens / decode time (0 when none) */
+    GPtrArray *notices;  /* char*: one-line notes for the user (device fallback, upscaled
                            * images, ...); the caller may add its own */
-    GArray *prompt_ids;   /* gint32: the decoder's prompt (CL_DECODER_VISUAL where the visual
+    GArray *prompt_ids;  /* gint32: the decoder's prompt (CL_DECODER_VISUAL where the visual
                            * tokens go; a context as its text even when VIST2 read pages) */
-    float *visual;        /* (n_images, M, dec_dim): the visual tokens the decoder read */
+    float *visual;       /* (n_images, M, dec_dim): the visual tokens the decoder read */
     /* the context (options.context): its tokens, and with VIST2 the pages they became, the
      * tokens the pages hold and the pages' grey pixels (image_size² bytes each, thumbnails) */
     int context_tokens, context_compressed, context_pages;

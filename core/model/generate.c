@@ -265,6 +265,21 @@ static gboolean is_digit_id(const Gen *g, gint32 id)
     return FALSE;
 }
 
+/* opts->first_text: the tokens that disagree with it (or, avoiding it, agree) get -inf. */
+static void constrain_first(const Gen *g, float *logits)
+{
+    const ClGenerateOptions *o = g->opts;
+    const size_t L = strlen(o->first_text);
+    const int lim = MIN(g->vocab.n_tok, g->vocab.V);
+    for (int i = 0; i < lim; i++) {
+        gsize len = 0;
+        const char *b = cl_tokenizer_token_bytes(g->model->tokenizer, i, &len);
+        gboolean agrees = b && len > 0 && memcmp(b, o->first_text, MIN(len, L)) == 0;
+        if (agrees == o->first_text_avoid)
+            logits[i] = -INFINITY;
+    }
+}
+
 static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult *out,
                        GError **error)
 {
@@ -276,6 +291,8 @@ static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult
     gboolean in_num = FALSE; /* the last token was a digit or the '.' inside a number */
     for (;;) {
         gint32 id;
+        if (o->first_text && *o->first_text && out->ids->len == 0)
+            constrain_first(g, logits);
         if (top_k(&g->vocab, logits, 1, &id) < 1) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                         "the decoder produced no usable logits (NaN)");

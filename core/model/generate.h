@@ -53,6 +53,12 @@ typedef struct {
     /* sparse_block > 0: the prompt's prefill attends per block to sparse_topk chosen blocks
      * besides the first, the previous and its own (cl_kv_cache_set_sparse_prefill); 0: dense */
     int sparse_block, sparse_topk;
+    /* Greedy only. first_text (NULL: none): the first generated token must agree with it (its
+     * bytes begin first_text or first_text begins with them), or, with first_text_avoid, must
+     * not: how a change head's call steers an answer towards or away from "No change."
+     * (describe.h change_gate). */
+    const char *first_text;
+    gboolean first_text_avoid;
 } ClGenerateOptions;
 
 /* Defaults: max_new_tokens 256, beam_size 1, length_penalty 1.0, nothing else. */
