@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "train/checkpoint.h"
 #include "model/model.h"
 #include "model/model-quant.h"
 #include "model/safetensors.h"
@@ -292,6 +293,8 @@ static int cmd_convert(int argc, char **argv)
      * is the same) */
     g_autoptr(ClModel) model = quantize && cl_file_is_gguf(argv[1])
                                    ? cl_model_load_gguf(argv[1], 0, TRUE, &err)
+                               : cl_checkpoint_file_is_checkpoint(argv[1])
+                                   ? cl_checkpoint_load_model(argv[1], &err) /* its model */
                                    : cl_model_load(argv[1], &err);
     if (!model)
         return fail(err);
