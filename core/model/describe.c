@@ -329,8 +329,8 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     go.sparse_topk = opts->sparse_topk;
     go.median_numbers = opts->median_numbers;
     go.length_penalty = opts->length_penalty;
-    if (opts->change_gate && out->change_max >= 0 && opts->beam_size == 1 && !opts->turns &&
-        (!opts->question || !*opts->question)) {
+    if (opts->change_gate && out->change_max >= 0 && opts->beam_size == 1 &&
+        (!opts->turns || opts->change_gate_turns) && (!opts->question || !*opts->question)) {
         /* the change head's call, and the answer steered to agree with it */
         go.first_text = "No";
         go.first_text_avoid = out->change_max >= 0.5;

@@ -74,6 +74,9 @@ typedef struct {
      * probability at least 0.5) and the answer is steered to agree: away from "No change." when
      * it did, towards it when it did not (greedy; default TRUE; no effect without the head) */
     gboolean change_gate;
+    /* with change_gate: steer also when `turns` are given (the caller's turns ask the domain's
+     * question, as an evaluation's samples do); FALSE (default): only for the domain's own */
+    gboolean change_gate_turns;
     ClTokenCallback on_token;       /* streaming, see generate.h; may be NULL */
     ClDescribeProgress on_progress; /* before each image's encoding and before the generation;
                                      * may be NULL */
