@@ -79,7 +79,8 @@ bash tools/fetch-pretrained.sh
 build
 case "$cmd" in
   test)
-    # the test side's peers (llama.cpp for the GGUF parity test): built once, skipped if it cannot be
+    # the test side's peers (llama.cpp for the GGUF parity test; PyTorch for /effnet/pytorch with
+    # CL_PEER_TORCH=1): installed once, skipped if they cannot be
     bash tools/peer-venv.sh
     export GSETTINGS_BACKEND=memory GTK_A11Y=none NO_AT_BRIDGE=1
     rc=0

@@ -1,8 +1,11 @@
 /* test-effnet.c - EfficientNet-Lite0 (model/effnet.h) with the pretrained weights set-up fetches:
  * ImageNet top-5 of scikit-image's chelsea.png (a tabby cat) and coffee.png (a cup of espresso),
  * kept for independent checks (never trained or tuned on); malformed files refused; the feature
- * maps' shapes. Skipped, saying why, without the weights or the images. */
+ * maps' shapes; agreement with PyTorch (tests/reference/effnet_peer.py, the net written again from
+ * the .pth state dict) on chelsea.png's logits and stride-16 map. Skipped, saying why, without the
+ * weights, the images or torch. */
 #include <gdk-pixbuf/gdk-pixbuf.h>
+#include <json-glib/json-glib.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 #include "model/safetensors.h"
 
 #define SKIMAGE_DATA "/usr/lib/python3/dist-packages/skimage/data"
+#define EFFNET_PTH "efficientnet-lite0-57934424.pth" /* what set-up converted (pretrained folder) */
 
 static ClEffnet *net;
 static char *skip_reason;
@@ -129,6 +133,160 @@ static void test_malformed(void)
     g_rmdir(dir);
 }
 
+/* ---- agreement with PyTorch (tests/reference/effnet_peer.py) ---- */
+
+static gboolean imports_torch(const char *py)
+{
+    if (!g_file_test(py, G_FILE_TEST_IS_EXECUTABLE))
+        return FALSE;
+    const char *argv[] = { py, "-c", "import numpy, torch", NULL };
+    int status = 0;
+    return g_spawn_sync(NULL, (char **)argv, NULL,
+                        G_SPAWN_STDOUT_TO_DEV_NULL | G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, NULL,
+                        NULL, &status, NULL) &&
+           g_spawn_check_wait_status(status, NULL);
+}
+
+/* $CL_TORCH_PYTHON, else BUILD/venv/bin/python (CL_PEER_TORCH=1 tools/peer-venv.sh puts torch
+ * there), else Debian's /usr/bin/python3 (python3-torch): the first that imports torch. */
+static char *torch_python(void)
+{
+    const char *env = g_getenv("CL_TORCH_PYTHON"), *build = g_getenv("CL_BUILD_ROOT");
+    if (env && *env)
+        return imports_torch(env) ? g_strdup(env) : NULL;
+    g_autofree char *venv = build ? g_build_filename(build, "venv", "bin", "python", NULL) : NULL;
+    if (venv && imports_torch(venv))
+        return g_steal_pointer(&venv);
+    return imports_torch("/usr/bin/python3") ? g_strdup("/usr/bin/python3") : NULL;
+}
+
+/* The peer's JSON for these pixels, or NULL with the reason in *why (skipped). */
+static JsonObject *run_torch(const float *rgb, int size, JsonParser *parser, char **why)
+{
+    g_autofree char *pth = cl_pretrained_path(EFFNET_PTH);
+    const char *src = g_getenv("CL_SOURCE_ROOT");
+    g_autofree char *py = NULL;
+    if (!g_file_test(pth, G_FILE_TEST_EXISTS)) {
+        *why = g_strdup_printf("%s is not there (set-up could not fetch it)", pth);
+        return NULL;
+    }
+    if (!src || !(py = torch_python())) {
+        *why = g_strdup("no python with torch (CL_PEER_TORCH=1 tools/peer-venv.sh installs it in "
+                        "BUILD/venv; or Debian's python3-torch)");
+        return NULL;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autofree char *dir = g_dir_make_tmp("cl-effnet-XXXXXX", &err);
+    g_assert_no_error(err);
+    g_autofree char *pixels = g_build_filename(dir, "rgb.f32", NULL);
+    g_assert_true(g_file_set_contents(pixels, (const char *)rgb,
+                                      (gssize)((size_t)size * size * 3 * sizeof(float)), NULL));
+    g_autofree char *script = g_build_filename(src, "tests", "reference", "effnet_peer.py", NULL);
+    g_autofree char *sz = g_strdup_printf("%d", size);
+    const char *argv[] = { py,     script,   "--weights", pth,        "--pixels",
+                           pixels, "--size", sz,          "--double", NULL };
+    g_autofree char *out = NULL, *errout = NULL;
+    int status = 0;
+    gboolean ran = g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                                &errout, &status, &err);
+    g_unlink(pixels);
+    g_rmdir(dir);
+    /* torch imported above, so a peer that fails now is a bug in it: fail, not skip */
+    if (!ran || !g_spawn_check_wait_status(status, NULL))
+        g_error("%s failed: %s", script, err ? err->message : errout);
+    g_assert_true(json_parser_load_from_data(parser, out, -1, NULL));
+    return json_node_get_object(json_parser_get_root(parser));
+}
+
+/* ours against the peer's: max |diff|, nmse, and every element within atol + rtol·|ref| */
+static void compare(const char *what, const float *ours, JsonArray *ref, guint n, double atol,
+                    double rtol, double max_nmse)
+{
+    g_assert_cmpuint(json_array_get_length(ref), ==, n);
+    double e = 0, s = 0, worst = 0, worst_ratio = 0, peak = 0;
+    for (guint i = 0; i < n; i++) {
+        double r = json_array_get_double_element(ref, i), d = fabs(ours[i] - r);
+        g_assert_true(isfinite(ours[i]) && isfinite(r));
+        e += d * d, s += r * r;
+        worst = MAX(worst, d);
+        peak = MAX(peak, fabs(r));
+        worst_ratio = MAX(worst_ratio, d / (atol + rtol * fabs(r)));
+    }
+    g_test_message("%s: %u values (max |ref| %.3g), max |diff| %.3g, nmse %.3g, worst diff / "
+                   "tolerance %.3f",
+                   what, n, peak, worst, e / s, worst_ratio);
+    g_assert_cmpfloat(worst_ratio, <=, 1.0);
+    g_assert_cmpfloat(e / s, <, max_nmse);
+}
+
+/* Tolerances. The peer runs in float64, so the difference is our float32 rounding alone (and
+ * its own at 1e-16): measured on chelsea.png, logits max |diff| 4.4e-6 (of values up to ~10),
+ * nmse 9e-13; stride-16 map max |diff| 9.9e-5 (of values up to ~56), nmse 3.3e-12 — the same
+ * size as PyTorch's own float32 against its float64 (6e-6 and 2.9e-5 on a random image). The
+ * bounds leave ~10× (per element) and ~100× (nmse) of room for another BLAS or vector width;
+ * the bugs they are there for are far above them: BatchNorm's eps 1e-5 instead of 1e-3 moves
+ * the logits by nmse 3e-2, "same" padding put at the wrong end by 0.26. */
+#define LOGITS_ATOL 5e-5
+#define LOGITS_RTOL 1e-5
+#define LOGITS_NMSE 1e-10
+#define F16_ATOL 1e-3
+#define F16_RTOL 1e-5
+#define F16_NMSE 1e-10
+
+/* chelsea.png, preprocessed once here (load_rgb), through both: the same logits and stride-16
+ * map up to our float32 rounding (BatchNorm folded into the weights here, applied after each
+ * convolution there; sgemm and direct loops against PyTorch's float64 convolutions), and the
+ * same top class. */
+static void test_pytorch(void)
+{
+    if (skip_reason) {
+        g_test_skip(skip_reason);
+        return;
+    }
+    g_autofree char *path = g_build_filename(SKIMAGE_DATA, "chelsea.png", NULL);
+    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+        g_test_skip("scikit-image's sample images are not installed (python3-skimage)");
+        return;
+    }
+    const int size = 224;
+    g_autofree float *rgb = load_rgb(path, size);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autofree char *why = NULL;
+    JsonObject *peer = run_torch(rgb, size, parser, &why);
+    if (!peer) {
+        g_test_skip(why);
+        return;
+    }
+    g_test_message("peer: torch %s, %s", json_object_get_string_member(peer, "torch_version"),
+                   json_object_get_string_member(peer, "dtype"));
+    float logits[CL_EFFNET_CLASSES];
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_effnet_logits(net, rgb, size, logits, &err));
+    JsonArray *pl = json_object_get_array_member(peer, "logits");
+    compare("logits", logits, pl, CL_EFFNET_CLASSES, LOGITS_ATOL, LOGITS_RTOL, LOGITS_NMSE);
+    float theirs[CL_EFFNET_CLASSES];
+    for (int i = 0; i < CL_EFFNET_CLASSES; i++)
+        theirs[i] = (float)json_array_get_double_element(pl, (guint)i);
+    int t_ours[5], t_theirs[5];
+    top5(logits, t_ours);
+    top5(theirs, t_theirs);
+    g_test_message("top-5 ours %d %d %d %d %d, PyTorch's %d %d %d %d %d", t_ours[0], t_ours[1],
+                   t_ours[2], t_ours[3], t_ours[4], t_theirs[0], t_theirs[1], t_theirs[2],
+                   t_theirs[3], t_theirs[4]);
+    g_assert_cmpint(t_ours[0], ==, t_theirs[0]);
+
+    int n, c;
+    g_autofree float *f16 = cl_effnet_features(net, rgb, size, 16, &n, &c, &err);
+    g_assert_no_error(err);
+    JsonObject *pf = json_object_get_object_member(peer, "features16");
+    JsonArray *shape = json_object_get_array_member(pf, "shape");
+    g_assert_cmpint(json_array_get_int_element(shape, 0) * json_array_get_int_element(shape, 1), ==,
+                    n);
+    g_assert_cmpint(json_array_get_int_element(shape, 2), ==, c);
+    compare("stride-16 map", f16, json_object_get_array_member(pf, "values"), (guint)(n * c),
+            F16_ATOL, F16_RTOL, F16_NMSE);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -142,6 +300,7 @@ int main(int argc, char **argv)
     g_test_add_func("/effnet/coffee", test_coffee);
     g_test_add_func("/effnet/features", test_features);
     g_test_add_func("/effnet/malformed", test_malformed);
+    g_test_add_func("/effnet/pytorch", test_pytorch);
     int rc = g_test_run();
     cl_effnet_free(net);
     g_free(skip_reason);

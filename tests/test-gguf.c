@@ -17,6 +17,7 @@
 #include <json-glib/json-glib.h>
 #include "nn/backend.h"
 #include "nn/half.h"
+#include "nn/quant.h"
 
 /* ---- a small GGUF writer -------------------------------------------------------------------- */
 
@@ -392,6 +393,290 @@ static void test_flips(void)
     g_rand_free(r);
 }
 
+/* ---- a small Llama model whose matrices are F16 or BF16 -------------------------------------- */
+
+/* Its shape: 2 blocks, width 64, 2 heads of 32 (1 key/value head), FFN 128 — every row a whole
+ * number of blocks of 32, as keep_quantized needs. */
+enum { HM_DEPTH = 2, HM_E = 64, HM_HEADS = 2, HM_KV = 1, HM_F = 128, HM_HD = HM_E / HM_HEADS };
+
+/* The file's vocabulary: the 256 bytes in GPT-2's alphabet, three control tokens, and the tokens
+ * of the merges "h e", "l l", "he ll". */
+static const char *const hm_merges[] = { "h e", "l l", "he ll" };
+static const char *const hm_extra[] = { "<|endoftext|>", "<|im_start|>", "<|im_end|>", "he", "ll",
+                                        "hell" };
+#define HM_N_TOKENS (256 + (int)G_N_ELEMENTS(hm_extra))
+
+static char *byte_token(int b)
+{
+    static int rank[256];
+    int n = 0;
+    for (int k = 0; k < 256; k++) {
+        gboolean printable = (k >= '!' && k <= '~') || (k >= 0xa1 && k <= 0xac) || k >= 0xae;
+        rank[k] = printable ? k : 256 + n++;
+    }
+    char buf[8] = { 0 };
+    g_unichar_to_utf8((gunichar)rank[b], buf);
+    return g_strdup(buf);
+}
+
+static void w_kv_str(W *w, const char *key, const char *v)
+{
+    w_str(w, key);
+    w_u32(w, CL_GGUF_STRING);
+    w_str(w, v);
+}
+
+static void w_kv_f32(W *w, const char *key, float v)
+{
+    w_str(w, key);
+    w_u32(w, CL_GGUF_F32);
+    w_bytes(w, &v, 4);
+}
+
+typedef struct {
+    char *name;
+    int rows, cols; /* cols is ggml's ne[0] */
+    guint32 type;   /* CL_GGML_F32, F16 or BF16 */
+    float *v;       /* rows × cols */
+} HmTensor;
+
+/* Writes the model: norms in F32, every matrix (and the embedding) as `type`, an untied
+ * output.weight unless `tied`. Values drawn from `seed`: matrices ~ U(±0.25) (activations stay
+ * O(1) over two blocks), norms 1 ± 0.1, embedding rows ~ U(±1). */
+static GByteArray *half_model_file(guint32 type, gboolean tied, guint32 seed)
+{
+    g_autoptr(GRand) r = g_rand_new_with_seed(seed);
+    HmTensor all[3 + 9 * HM_DEPTH];
+    int n = 0;
+#define T(nm, rr, cc, ty, scale, bias)                                                             \
+    do {                                                                                           \
+        HmTensor *t = &all[n++];                                                                   \
+        *t = (HmTensor){ nm, rr, cc, ty, g_new(float, (size_t)(rr) * (cc)) };                      \
+        for (int i = 0; i < (rr) * (cc); i++)                                                      \
+            t->v[i] = (float)((bias) + (scale)*g_rand_double_range(r, -1, 1));                     \
+    } while (0)
+    T(g_strdup("token_embd.weight"), HM_N_TOKENS, HM_E, type, 1.0, 0.0);
+    T(g_strdup("output_norm.weight"), 1, HM_E, CL_GGML_F32, 0.1, 1.0);
+    if (!tied)
+        T(g_strdup("output.weight"), HM_N_TOKENS, HM_E, type, 0.25, 0.0);
+    for (int l = 0; l < HM_DEPTH; l++) {
+        T(g_strdup_printf("blk.%d.attn_norm.weight", l), 1, HM_E, CL_GGML_F32, 0.1, 1.0);
+        T(g_strdup_printf("blk.%d.attn_q.weight", l), HM_HEADS * HM_HD, HM_E, type, 0.25, 0.0);
+        T(g_strdup_printf("blk.%d.attn_k.weight", l), HM_KV * HM_HD, HM_E, type, 0.25, 0.0);
+        T(g_strdup_printf("blk.%d.attn_v.weight", l), HM_KV * HM_HD, HM_E, type, 0.25, 0.0);
+        T(g_strdup_printf("blk.%d.attn_output.weight", l), HM_E, HM_HEADS * HM_HD, type, 0.25, 0.0);
+        T(g_strdup_printf("blk.%d.ffn_norm.weight", l), 1, HM_E, CL_GGML_F32, 0.1, 1.0);
+        T(g_strdup_printf("blk.%d.ffn_gate.weight", l), HM_F, HM_E, type, 0.25, 0.0);
+        T(g_strdup_printf("blk.%d.ffn_up.weight", l), HM_F, HM_E, type, 0.25, 0.0);
+        T(g_strdup_printf("blk.%d.ffn_down.weight", l), HM_E, HM_F, type, 0.25, 0.0);
+    }
+#undef T
+    W w = { g_byte_array_new() };
+    w_header(&w, 3, (guint64)n, 16);
+    w_kv_str(&w, "general.architecture", "llama");
+    w_kv_u32(&w, "llama.block_count", HM_DEPTH);
+    w_kv_u32(&w, "llama.context_length", 64);
+    w_kv_u32(&w, "llama.embedding_length", HM_E);
+    w_kv_u32(&w, "llama.feed_forward_length", HM_F);
+    w_kv_u32(&w, "llama.attention.head_count", HM_HEADS);
+    w_kv_u32(&w, "llama.attention.head_count_kv", HM_KV);
+    w_kv_u32(&w, "llama.rope.dimension_count", HM_HD);
+    w_kv_f32(&w, "llama.rope.freq_base", 10000.0f);
+    w_kv_f32(&w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    w_kv_str(&w, "tokenizer.ggml.model", "gpt2");
+    w_kv_str(&w, "tokenizer.ggml.pre", "smollm");
+    w_str(&w, "tokenizer.ggml.tokens");
+    w_u32(&w, CL_GGUF_ARRAY);
+    w_u32(&w, CL_GGUF_STRING);
+    w_u64(&w, HM_N_TOKENS);
+    for (int b = 0; b < 256; b++) {
+        g_autofree char *t = byte_token(b);
+        w_str(&w, t);
+    }
+    for (gsize k = 0; k < G_N_ELEMENTS(hm_extra); k++)
+        w_str(&w, hm_extra[k]);
+    w_str(&w, "tokenizer.ggml.token_type"); /* 1 normal, 3 control */
+    w_u32(&w, CL_GGUF_ARRAY);
+    w_u32(&w, CL_GGUF_I32);
+    w_u64(&w, HM_N_TOKENS);
+    for (int i = 0; i < HM_N_TOKENS; i++)
+        w_u32(&w, i >= 256 && i < 259 ? 3 : 1);
+    w_str(&w, "tokenizer.ggml.merges");
+    w_u32(&w, CL_GGUF_ARRAY);
+    w_u32(&w, CL_GGUF_STRING);
+    w_u64(&w, G_N_ELEMENTS(hm_merges));
+    for (gsize k = 0; k < G_N_ELEMENTS(hm_merges); k++)
+        w_str(&w, hm_merges[k]);
+    w_kv_u32(&w, "general.alignment", 32);
+    guint64 offset = 0;
+    for (int i = 0; i < n; i++) {
+        w_str(&w, all[i].name);
+        w_u32(&w, all[i].rows > 1 ? 2 : 1);
+        w_u64(&w, (guint64)all[i].cols);
+        if (all[i].rows > 1)
+            w_u64(&w, (guint64)all[i].rows);
+        w_u32(&w, all[i].type);
+        w_u64(&w, offset);
+        size_t bytes = (size_t)all[i].rows * all[i].cols * (all[i].type == CL_GGML_F32 ? 4 : 2);
+        offset += (bytes + 31) / 32 * 32;
+    }
+    for (int i = 0; i < n; i++) {
+        w_pad(&w, 32);
+        for (int k = 0; k < all[i].rows * all[i].cols; k++) {
+            if (all[i].type == CL_GGML_F32) {
+                w_bytes(&w, &all[i].v[k], 4);
+            } else {
+                uint16_t h = all[i].type == CL_GGML_F16 ? cl_f32_to_f16(all[i].v[k])
+                                                        : cl_f32_to_bf16(all[i].v[k]);
+                h = GUINT16_TO_LE(h);
+                w_bytes(&w, &h, 2);
+            }
+        }
+        g_free(all[i].name);
+        g_free(all[i].v);
+    }
+    return w.b;
+}
+
+/* The last position's logits after `ids` (appended to the cache). */
+static void hm_logits(ClBackend *be, const ClModel *m, ClKVCache *cache, const gint32 *ids, int n,
+                      float *logits)
+{
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_decoder_forward(be, m, cache, ids, n, NULL, logits, NULL, NULL, NULL, &err));
+    g_assert_no_error(err);
+}
+
+/* A GGUF file whose decoder matrices are `type` (F16 or BF16), loaded with keep_quantized: the
+ * matrices (and the output matrix: output.weight, or the tied embedding) stay as stored in
+ * model->quant, hold exactly the halves the f32 load widened (Q and K rows reordered alike), and
+ * the logits — a prompt's prefill (the half × sgemm tiles), then decode steps (the half matvec
+ * kernels) — match those of the f32 load of the same file; the two ids the file lacks (<image>,
+ * <|pad|>: the mean row) within the half type's rounding. */
+/* The halves widened are exactly the f32 load's weights, so the two differ only in the order of
+ * f32 additions (the half kernels' AVX2 lanes against sgemm): measured nmse <= 4.5e-13 and max
+ * |diff| <= 6.6e-7 of the largest logit over both files; a misplaced row or a misread half moves
+ * them by orders of magnitude more. */
+#define HALF_MAX_NMSE 1e-10
+#define HALF_MAX_REL 1e-5
+
+static void check_half_model(guint32 gtype, ClQuantType qtype, gboolean tied)
+{
+    g_autoptr(GByteArray) b = half_model_file(gtype, tied, 7);
+    g_autoptr(GError) err = NULL;
+    g_autofree char *dir = g_dir_make_tmp("cl-gguf-half-XXXXXX", &err);
+    g_assert_no_error(err);
+    g_autofree char *path = g_build_filename(dir, "half.gguf", NULL);
+    g_assert_true(g_file_set_contents(path, (const char *)b->data, b->len, &err));
+    g_autoptr(ClModel) mq = cl_model_load_gguf(path, 1, TRUE, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClModel) mf = cl_model_load_gguf(path, 1, FALSE, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClGguf) g = cl_gguf_open(path, &err);
+    g_assert_no_error(err);
+    g_autofree gint32 *ext = NULL;
+    g_autoptr(ClTokenizer) tok = cl_tokenizer_from_gguf(g, &ext, NULL, &err);
+    g_assert_no_error(err);
+    g_unlink(path);
+    g_rmdir(dir);
+
+    g_assert_cmpint(mq->config.dec_dim, ==, HM_E);
+    g_assert_cmpint(mq->config.vocab_size, ==, CL_TOKEN_FIRST_MERGE + 3);
+    g_assert_cmpint(mq->config.tie_embeddings, ==, tied);
+    g_assert_null(mf->quant);
+    g_assert_nonnull(mq->quant);
+    int E = HM_E, Q = HM_HEADS * HM_HD, KV = HM_KV * HM_HD, F = HM_F;
+    for (int l = 0; l < HM_DEPTH; l++) {
+        const ClQuantLayer *ql = &mq->quant->dec[l];
+        const ClDecoderLayerWeights *lf = &mf->w.dec[l];
+        const struct {
+            const ClQuantMatrix *q;
+            const float *f32;
+            int rows, cols;
+        } mats[] = { { &ql->q, lf->q, Q, E },       { &ql->k, lf->k, KV, E },
+                     { &ql->v, lf->v, KV, E },      { &ql->o, lf->o, E, Q },
+                     { &ql->gate, lf->gate, F, E }, { &ql->up, lf->up, F, E },
+                     { &ql->down, lf->down, E, F } };
+        g_assert_null(mq->w.dec[l].q); /* no f32 view beside the halves */
+        for (gsize k = 0; k < G_N_ELEMENTS(mats); k++) {
+            g_assert_cmpint(mats[k].q->type, ==, qtype);
+            g_assert_nonnull(mats[k].q->data);
+            size_t nv = (size_t)mats[k].rows * mats[k].cols;
+            g_autofree float *wide = g_new(float, nv);
+            cl_dequantize_rows(qtype, mats[k].q->data, wide, mats[k].rows, mats[k].cols);
+            /* widening a half is exact: bit for bit what the f32 load holds */
+            g_assert_cmpint(memcmp(wide, mats[k].f32, nv * sizeof(float)), ==, 0);
+        }
+    }
+    g_assert_cmpint(mq->quant->lm_head.type, ==, qtype);
+    g_assert_nonnull(mq->quant->lm_head.data);
+
+    ClBackend *be = cl_backend_cpu_new(0);
+    int V = mq->config.vocab_size;
+    g_autofree float *lq = g_new(float, V), *lf = g_new(float, V);
+    g_autoptr(ClKVCache) cq = cl_kv_cache_new(mq, 16), cf = cl_kv_cache_new(mf, 16);
+    /* <|im_start|> h e l l o, the merges' tokens, <|im_end|> */
+    gint32 ids[] = { CL_TOKEN_IM_START,
+                     'h',
+                     'e',
+                     'l',
+                     'l',
+                     'o',
+                     CL_TOKEN_FIRST_MERGE,
+                     CL_TOKEN_FIRST_MERGE + 2,
+                     ' ',
+                     CL_TOKEN_IM_END };
+    int n_ids = (int)G_N_ELEMENTS(ids);
+    double worst_nmse = 0, worst_rel = 0;
+    for (int step = 0; step < 4; step++) {
+        const gint32 *in = ids;
+        int n = n_ids;
+        gint32 next = 0;
+        if (step > 0) { /* decode: the f32 model's greedy token into both */
+            for (int i = 1; i < V; i++)
+                next = lf[i] > lf[next] ? i : next;
+            in = &next, n = 1;
+        }
+        hm_logits(be, mq, cq, in, n, lq);
+        hm_logits(be, mf, cf, in, n, lf);
+        double e = 0, s = 0, worst = 0, peak = 0, worst_mean = 0;
+        for (int i = 0; i < V; i++) {
+            g_assert_true(isfinite(lq[i]));
+            if (ext[i] < 0) { /* <image>, <|pad|>: the mean row, rounded to a half when kept */
+                worst_mean = MAX(worst_mean, fabs((double)lq[i] - lf[i]));
+                continue;
+            }
+            e += ((double)lq[i] - lf[i]) * ((double)lq[i] - lf[i]);
+            s += (double)lf[i] * lf[i];
+            worst = MAX(worst, fabs((double)lq[i] - lf[i]));
+            peak = MAX(peak, fabs((double)lf[i]));
+        }
+        g_test_message("%s%s %s: logits max |diff| %.3g (of max |logit| %.3g), nmse %.3g; "
+                       "mean rows' max |diff| %.3g",
+                       cl_quant_type_name(qtype), tied ? " tied" : "",
+                       step ? "decode step" : "prefill", worst, peak, e / s, worst_mean);
+        worst_nmse = MAX(worst_nmse, e / s);
+        worst_rel = MAX(worst_rel, worst / peak);
+        /* the mean rows: the f32 load keeps them exact, the kept head rounds them to the half
+         * type (2^-11 relative for F16, 2^-8 for BF16; measured 4.5e-6 and 4.4e-5 of the largest
+         * logit) */
+        g_assert_cmpfloat(worst_mean, <=, (qtype == CL_QUANT_F16 ? 0x1p-11 : 0x1p-8) * peak);
+    }
+    g_assert_cmpfloat(worst_nmse, <, HALF_MAX_NMSE);
+    g_assert_cmpfloat(worst_rel, <, HALF_MAX_REL);
+    cl_backend_free(be);
+}
+
+static void test_f16_model(void)
+{
+    check_half_model(CL_GGML_F16, CL_QUANT_F16, FALSE);
+}
+
+static void test_bf16_model(void)
+{
+    check_half_model(CL_GGML_BF16, CL_QUANT_BF16, TRUE);
+}
+
 /* The real SmolLM2-135M-Instruct file that set-up fetches (skipped when it is not there): its
  * architecture, shapes and tokenizer as the model card gives them, and weights that dequantize
  * to finite values of a plausible spread. */
@@ -711,6 +996,8 @@ int main(int argc, char **argv)
     g_test_add_func("/gguf/truncated", test_truncated);
     g_test_add_func("/gguf/malformed", test_malformed);
     g_test_add_func("/gguf/flips", test_flips);
+    g_test_add_func("/gguf/f16-model", test_f16_model);
+    g_test_add_func("/gguf/bf16-model", test_bf16_model);
     g_test_add_func("/gguf/smollm2", test_smollm2);
     g_test_add_func("/gguf/smollm2-chat", test_smollm2_chat);
     g_test_add_func("/gguf/llama-parity", test_llama_parity);
