@@ -606,11 +606,6 @@ static gboolean place_new(ClSynthObject *o, ClSynthRng *rng, const GArray *scene
     return FALSE;
 }
 
-static const char *a_or_an(const char *word)
-{
-    return strchr("aeiou", word[0]) ? "an" : "a";
-}
-
 JsonNode *cl_synth_edits_answer_json(const ClSynthSample *s)
 {
     g_return_val_if_fail(s && g_strcmp0(s->task, "edits") == 0 && s->changes->len == 1, NULL);
@@ -828,7 +823,7 @@ gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynt
         answer = g_strdup_printf("Change the background to %s", themes[theme_of(oa)]);
     else if (c.type == CL_SYNTH_CHANGE_ADD)
         answer = g_strdup_printf("Add %s %s %s in the %s area",
-                                 a_or_an(cl_synth_colour_name(oa->colour)),
+                                 cl_synth_a_or_an(cl_synth_colour_name(oa->colour)),
                                  cl_synth_colour_name(oa->colour), kind_names[kind_of(oa)],
                                  area_names[area_of(oa, w, h)]);
     else if (c.type == CL_SYNTH_CHANGE_REMOVE)
@@ -843,7 +838,7 @@ gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynt
         answer = g_strdup_printf("Replace the %s %s positioned in the %s area with %s %s %s",
                                  cl_synth_colour_name(ob->colour), kind_names[kind_of(ob)],
                                  area_names[area_of(ob, w, h)],
-                                 a_or_an(cl_synth_colour_name(oa->colour)),
+                                 cl_synth_a_or_an(cl_synth_colour_name(oa->colour)),
                                  cl_synth_colour_name(oa->colour), kind_names[kind_of(oa)]);
     s->conversation = cl_chat_describe_conversation(CL_CHAT_DOMAIN_EDITS, 2, NULL, error);
     g_assert(s->conversation); /* a fixed, valid request */

@@ -113,11 +113,6 @@ static void sort_reading(GArray *objs, guint first, int w, int h)
 
 /* ---- phrasing -------------------------------------------------------------------------------- */
 
-static const char *a_or_an(const char *word)
-{
-    return strchr("aeiou", word[0]) ? "an" : "a";
-}
-
 /* "x", "x and y", "x, y and z" */
 static void append_list(GString *g, GPtrArray *items)
 {
@@ -148,7 +143,7 @@ static char *shapes_answer(const GArray *objs, int w, int h)
     for (guint i = 0; i < objs->len; i++) {
         const ClSynthObject *o = &g_array_index(objs, ClSynthObject, i);
         g_autofree char *desc = cl_synth_object_description(o);
-        g_ptr_array_add(items, g_strdup_printf("%s %s %s", a_or_an(desc), desc,
+        g_ptr_array_add(items, g_strdup_printf("%s %s %s", cl_synth_a_or_an(desc), desc,
                                                position_phrases[cell_of(o, w, h)]));
     }
     GString *g = g_string_new(NULL);
@@ -227,7 +222,7 @@ static char *edits_answer(const GArray *objs)
     for (guint i = 1; i < objs->len; i++) {
         const ClSynthObject *o = &g_array_index(objs, ClSynthObject, i);
         const char *colour = cl_synth_colour_name(o->colour);
-        g_ptr_array_add(items, g_strdup_printf("%s %s %s", a_or_an(colour), colour,
+        g_ptr_array_add(items, g_strdup_printf("%s %s %s", cl_synth_a_or_an(colour), colour,
                                                cl_synth_edits_object_name(o)));
     }
     GString *g = g_string_new(NULL);

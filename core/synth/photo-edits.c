@@ -553,7 +553,8 @@ static gboolean edit(ClSynthSample *s, ClSynthRng *rng, GArray *before, GArray *
         g_autofree char *at = at_position(position_of(&o, w, h));
         const char *name = emoji[emoji_of(&o)].name;
         *answer =
-            g_strdup_printf("%s %s was added %s.", strchr("aeiou", name[0]) ? "An" : "A", name, at);
+            g_strdup_printf("%c%s %s was added %s.", g_ascii_toupper(cl_synth_a_or_an(name)[0]),
+                            cl_synth_a_or_an(name) + 1, name, at);
         break;
     }
     case P_REMOVE:

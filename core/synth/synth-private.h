@@ -86,6 +86,9 @@ gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynt
                                  ClSynthDrawing *drawing, GError **error);
 JsonNode *cl_synth_edits_answer_json(const ClSynthSample *s);
 
+/* "an" before a word that starts with a vowel, else "a" */
+const char *cl_synth_a_or_an(const char *word);
+
 /* photo-edits.c */
 gboolean cl_synth_photo_edits_generate(ClSynthSample *s, ClSynthRng *rng,
                                        const ClSynthOptions *opts, ClSynthDrawing *drawing,

@@ -420,6 +420,11 @@ ClSynthSample *cl_synth_generate(const char *task, guint64 seed, const ClSynthOp
     return ok ? g_steal_pointer(&s) : NULL;
 }
 
+const char *cl_synth_a_or_an(const char *word)
+{
+    return strchr("aeiou", word[0]) ? "an" : "a";
+}
+
 void cl_synth_replace_answer(ClSynthSample *s, const char *answer)
 {
     const gsize n = cl_chat_conversation_len(s->conversation);

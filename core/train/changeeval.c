@@ -258,14 +258,21 @@ static gboolean check_grid(const ClChangePair *p, int w, int h, GError **error)
     return FALSE;
 }
 
-static gboolean update_norm_heat(const ClChangePair *p, float *heat, GError **error)
+/* A source already on the G × G patch grid, copied as it is. */
+static gboolean patch_grid_heat(const ClChangePair *p, ClHeatmapSource source, float *heat,
+                                GError **error)
 {
     g_autoptr(ClHeatmap) hm =
-        cl_heatmap_new_from_encoder(p->enc, p->depth, CL_HEATMAP_UPDATE_NORM, p->image, error);
+        cl_heatmap_new_from_encoder(p->enc, p->depth, source, p->image, error);
     if (!hm || !check_grid(p, hm->width, hm->height, error))
         return FALSE;
     memcpy(heat, hm->values, sizeof(float) * (gsize)hm->width * hm->height);
     return TRUE;
+}
+
+static gboolean update_norm_heat(const ClChangePair *p, float *heat, GError **error)
+{
+    return patch_grid_heat(p, CL_HEATMAP_UPDATE_NORM, heat, error);
 }
 
 /* Δ lives on the merger's G/2 × G/2 grid, a token per 2 × 2 patches (MODEL.md §3.8): each patch
@@ -292,12 +299,7 @@ static const char *change_unavailable(const ClModel *model)
 
 static gboolean change_heat(const ClChangePair *p, float *heat, GError **error)
 {
-    g_autoptr(ClHeatmap) hm =
-        cl_heatmap_new_from_encoder(p->enc, p->depth, CL_HEATMAP_CHANGE, p->image, error);
-    if (!hm || !check_grid(p, hm->width, hm->height, error))
-        return FALSE;
-    memcpy(heat, hm->values, sizeof(float) * (gsize)hm->width * hm->height);
-    return TRUE;
+    return patch_grid_heat(p, CL_HEATMAP_CHANGE, heat, error);
 }
 
 /* σ of the baseline's blur, pixels: about the shift the nuisances misregister by */
