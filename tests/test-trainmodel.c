@@ -59,6 +59,8 @@ static gboolean micro_visual_center;
 /* … and a learned position per patch ("enc.pos") when set */
 static gboolean micro_enc_pos;
 static gboolean micro_change_head;
+/* … and the change marker (needs micro_change_head) when set */
+static gboolean micro_change_marker;
 /* … and PVM beside the FFN of both decoder layers (rank 8, 2 heads of 4) when set */
 static gboolean micro_pvm;
 /* … and CASA (this variant) when not off */
@@ -79,6 +81,7 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     cfg.visual_center = micro_visual_center;
     cfg.enc_pos = micro_enc_pos;
     cfg.change_head = micro_change_head;
+    cfg.change_marker = micro_change_marker;
     cfg.casa = micro_casa;
     cfg.casa_replace = micro_casa_replace;
     cfg.casa_tv = micro_casa_tv;
@@ -906,6 +909,74 @@ static void test_change_head(void)
     g_assert_cmpfloat(worst, <, 1e-5);
 }
 
+/* config.change_marker: merger.change and the path through the change head's probabilities
+ * (q_m, the largest of a token's four) checked against finite differences with every other
+ * tensor; the inference encoder's visual tokens are the training forward's, marker included,
+ * and the marker moves the tokens of the images after the first by q_m · merger.change. */
+static void test_change_marker(void)
+{
+    micro_change_head = micro_change_marker = TRUE;
+    check_aux_fd(CL_SVE_CROSS_FFN, FALSE);
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 173);
+    micro_change_head = micro_change_marker = FALSE;
+    g_assert_nonnull(m->w.merger_change);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 174);
+    const ClModelConfig *cfg = &m->config;
+    const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, S = cfg->image_size;
+    const int G = cl_config_grid(cfg);
+    const size_t img = (size_t)cfg->channels * S * S, ME = (size_t)M * E;
+    g_autoptr(GError) err = NULL;
+    g_autofree float *visual = g_new(float, s->n_images * ME);
+    ClTrainEnc *enc =
+        cl_train_enc_forward(be, m, &m->w, s->pixels, (int)s->n_images, NULL, visual, &err);
+    g_assert_no_error(err);
+    /* the same forward without the marker */
+    g_autofree float *keep = g_memdup2(m->w.merger_change, (size_t)E * sizeof(float));
+    memset(m->w.merger_change, 0, (size_t)E * sizeof(float));
+    cl_model_weights_changed(m);
+    g_autofree float *plain = g_new(float, s->n_images * ME);
+    ClTrainEnc *enc0 =
+        cl_train_enc_forward(be, m, &m->w, s->pixels, (int)s->n_images, NULL, plain, &err);
+    g_assert_no_error(err);
+    cl_train_enc_free(enc0);
+    memcpy(m->w.merger_change, keep, (size_t)E * sizeof(float));
+    cl_model_weights_changed(m);
+
+    g_autoptr(ClEncoderState) st = cl_encoder_state_new(m);
+    double worst = 0, worst_mark = 0, moved = 0;
+    g_autofree float *q = g_new(float, M);
+    for (guint t = 0; t < s->n_images; t++) {
+        ClEncoderOutput out = { 0 };
+        g_assert_true(cl_encoder_forward(be, m, st, s->pixels + t * img, (int)t, FALSE, NULL, NULL,
+                                         &out, &err));
+        g_assert_no_error(err);
+        const float *v = visual + t * ME, *v0 = plain + t * ME;
+        for (size_t i = 0; i < ME; i++)
+            worst = MAX(worst, fabs(out.visual[i] - v[i]));
+        if (t == 0) {
+            for (size_t i = 0; i < ME; i++) /* a first image is not marked */
+                g_assert_cmpfloat(v[i], ==, v0[i]);
+        } else {
+            cl_change_marker_pool(out.change_prob, G, q, NULL);
+            for (int i = 0; i < M; i++) {
+                g_assert_cmpfloat(q[i], >, 0);
+                for (int e = 0; e < E; e++) {
+                    const size_t at = (size_t)i * E + e;
+                    worst_mark = MAX(worst_mark, fabs(v[at] - v0[at] - q[i] * keep[e]));
+                    moved = MAX(moved, fabs(v[at] - v0[at]));
+                }
+            }
+        }
+        cl_encoder_output_clear(&out);
+    }
+    cl_train_enc_free(enc);
+    g_test_message("change marker: inference vs training %.2e, marker %.2e, largest move %.3f",
+                   worst, worst_mark, moved);
+    g_assert_cmpfloat(worst, <, 1e-4);
+    g_assert_cmpfloat(worst_mark, <, 1e-5);
+    g_assert_cmpfloat(moved, >, 1e-2);
+}
+
 /* The pooled targets: with only an objectness bias b (weights 0), the objects loss is the mean
  * over visual tokens of BCE(b, y), y = 1 when any of the token's 2 x 2 patches has an object */
 static void test_aux_visual_targets(void)
@@ -1087,6 +1158,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainmodel/aux/off", test_aux_off);
     g_test_add_func("/trainmodel/aux/fd-visual", test_aux_fd_visual);
     g_test_add_func("/trainmodel/aux/change-head", test_change_head);
+    g_test_add_func("/trainmodel/aux/change-marker", test_change_marker);
     g_test_add_func("/trainmodel/aux/visual-targets", test_aux_visual_targets);
     int rc = g_test_run();
     cl_backend_free(be);

@@ -62,6 +62,8 @@ static const char usage_text[] =
     "  --no-aux             no auxiliary losses (--aux-objects 0 --aux-changed 0)\n"
     "  --aux-on-visual      the heads read the visual tokens (after the merger; targets pooled\n"
     "                       2 x 2) instead of the encoder's patch tokens\n"
+    "  --change-marker      mark the visual tokens by the change head's probabilities (config\n"
+    "                       change_marker; added to a --from model that has the head)\n"
     "SVE ablations (stage 2):\n"
     "  --no-clone           random CA/FFN input weights instead of cloning the block's\n"
     "  --no-zero-init       output weights with a standard init (std 0.02)\n"
@@ -294,6 +296,7 @@ static int parse_train_args(int argc, char **argv, TrainArgs *a)
         FLAG("quiet", quiet),
         FLAG("casa-gist", casa_gist),
         FLAG("casa-tv", casa_tv),
+        FLAG("change-marker", change_marker),
         { "no-aux", 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)on_no_aux, NULL,
           NULL },
         { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)on_seed, NULL, NULL },

@@ -236,6 +236,11 @@ static gboolean check_shapes(const ClModelConfig *c, GError **error)
         CONFIG_FAIL("config: ood (the image descriptors kept) must be 0 to 100000");
         return FALSE;
     }
+    if (c->change_marker && !c->change_head) {
+        CONFIG_FAIL("config: change_marker needs change_head (the marker follows its "
+                    "probabilities)");
+        return FALSE;
+    }
     if (c->enc_stem_effnet &&
         (c->patch_size != 16 || c->channels != 3 || c->image_size % 32 != 0)) {
         CONFIG_FAIL("config: the efficientnet_lite0:16 stem needs patch_size 16, 3 channels and "
@@ -678,6 +683,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_bool(v, k, &c->enc_pos, error);
     if (strcmp(k, "change_head") == 0)
         return json_bool(v, k, &c->change_head, error);
+    if (strcmp(k, "change_marker") == 0)
+        return json_bool(v, k, &c->change_marker, error);
     if (strcmp(k, "ood") == 0)
         return json_int(v, k, &c->ood, error);
     if (strcmp(k, "stem") == 0) {
@@ -824,6 +831,8 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"stem\":\"efficientnet_lite0:16\"");
     if (c->change_head)
         g_string_append(s, ",\"change_head\":true");
+    if (c->change_marker)
+        g_string_append(s, ",\"change_marker\":true");
     if (c->ood > 0)
         g_string_append_printf(s, ",\"ood\":%d", c->ood);
     if (c->casa != CL_CASA_OFF)

@@ -79,6 +79,10 @@ typedef struct {
      * from the previous image, a heat-map source (model/heatmap.h). Trained by the trainer's
      * --aux-changed loss on the tokens of every image after the first. */
     gboolean change_head;
+    /* with change_head: "merger.change" [1, E], added to each visual token of every image after
+     * the first in proportion to the largest change probability of its four patches, so that the
+     * decoder finds the changed tokens by their value (docs/MODEL.md §3.12) */
+    gboolean change_marker;
     /* K > 0: the training images' descriptors (docs/MODEL.md §3.11): "ood.mean", "ood.var" [2C],
      * "ood.bank" [K, 2C], "ood.threshold" [1], C = cl_config_patch_inputs; an image whose
      * pooled features score above the threshold is unlike the training images (a notice) */

@@ -579,6 +579,32 @@ void cl_visual_center(float *v, int m, int e)
     cl_center_columns(v, m, e);
 }
 
+void cl_change_marker_pool(const float *p, int G, float *q, int *at)
+{
+    const int H = G / 2;
+    for (int i = 0; i < H; i++)
+        for (int j = 0; j < H; j++) {
+            const int m = i * H + j;
+            int best = (2 * i) * G + 2 * j;
+            for (int di = 0; di < 2; di++)
+                for (int dj = 0; dj < 2; dj++) {
+                    const int n = (2 * i + di) * G + 2 * j + dj;
+                    if (p[n] > p[best])
+                        best = n;
+                }
+            q[m] = p[best];
+            if (at)
+                at[m] = best;
+        }
+}
+
+void cl_change_marker_add(float *visual, const float *q, const float *marker, int M, int E)
+{
+    for (int m = 0; m < M; m++)
+        for (int e = 0; e < E; e++)
+            visual[(size_t)m * E + e] += q[m] * marker[e];
+}
+
 /* The pretrained EfficientNet-Lite0, loaded once for the process from the pretrained folder. */
 static const ClEffnet *shared_effnet(GError **error)
 {
@@ -738,6 +764,14 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
         state->has_prev = FALSE;
         cl_encoder_output_clear(out);
         return FALSE;
+    }
+    if (out->change_prob && w->merger_change) {
+        /* config.change_marker: after the Δ pass, which compares the merger's outputs alone */
+        g_autofree float *tmk = NULL;
+        const float *mk = cl_backend_host_view(be, w->merger_change, (size_t)E, &tmk);
+        g_autofree float *q = g_new(float, M);
+        cl_change_marker_pool(out->change_prob, s.grid, q, NULL);
+        cl_change_marker_add(out->visual, q, mk, M, E);
     }
     out->ms = (g_get_monotonic_time() - t0) / 1000.0;
     return TRUE;

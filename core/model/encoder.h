@@ -67,4 +67,12 @@ double cl_encoder_ood_score(const float *mean, const float *var, const float *ba
  * symmetric projection, so its backward is the same call on the gradient. */
 void cl_visual_center(float *v, int m, int e);
 
+/* config.change_marker (docs/MODEL.md §3.12): q[m], the largest of the change probabilities p
+ * (the G × G patch grid) of visual token m's four patches (the merger's 2 × 2 order), and in
+ * at[m] (may be NULL) the patch it came from. */
+void cl_change_marker_pool(const float *p, int G, float *q, int *at);
+
+/* visual (M, E) += q[m] · marker (E) for each token m */
+void cl_change_marker_add(float *visual, const float *q, const float *marker, int M, int E);
+
 G_END_DECLS

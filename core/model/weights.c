@@ -120,6 +120,8 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
         const gint64 Gm = (gint64)(cfg->image_size / cfg->patch_size) / 2;
         M2(SLOT(w->merger_pos), Gm * Gm, E, "merger.pos");
     }
+    if (cfg->change_marker)
+        M2(SLOT(w->merger_change), 1, E, "merger.change");
     M2(SLOT(w->embed), V, E, "dec.embed.weight");
     for (int l = 0; l < cfg->dec_depth; l++) {
         ClDecoderLayerWeights *L = w ? &w->dec[l] : NULL;

@@ -76,6 +76,7 @@ typedef struct {
     float *merger_ln_w, *merger_ln_b;                     /* (D) */
     float *merger_fc1_w, *merger_fc1_b;                   /* (Hm, 4D), (Hm) */
     float *merger_fc2_w, *merger_fc2_b;                   /* (E, Hm), (E) */
+    float *merger_change;       /* (1, E) when config.change_marker, else NULL */
     float *merger_pos;          /* (M, E) when config.visual_pos, else NULL */
     float *embed;               /* (V, E) */
     ClDecoderLayerWeights *dec; /* (dec_depth) */

@@ -60,6 +60,8 @@ char *cl_trainer_options_to_json(const ClTrainerOptions *o)
         BOOL("casa_gist", TRUE);
     if (o->casa_tv)
         BOOL("casa_tv", TRUE);
+    if (o->change_marker)
+        BOOL("change_marker", TRUE);
     if (o->vist_chunk != 0)
         INT("vist_chunk", o->vist_chunk);
     if (o->train_only && *o->train_only)

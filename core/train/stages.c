@@ -199,6 +199,8 @@ static ClModel *config_model(const ClTrainerOptions *o, GError **error)
         cfg.casa_gist = TRUE;
     if (o->casa_tv)
         cfg.casa_tv = TRUE;
+    if (o->change_marker)
+        cfg.change_marker = TRUE;
     if (o->vist_chunk != 0)
         cl_config_set_vist(&cfg, MAX(o->vist_chunk, 0));
     if (o->pvm_every > 0 &&
@@ -238,6 +240,19 @@ ClModel *cl_trainer_initial_model(const ClTrainerOptions *o, GError **error)
         ClModelConfig cfg = src->config;
         cfg.ood = 0;
         if (!replace_model(&src, cl_model_reshaped(src, &cfg, o->seed, "ood.", error)))
+            return NULL;
+    }
+    if (o->change_marker && !src->config.change_marker) {
+        if (!src->config.change_head) {
+            FAIL(MODEL, "--change-marker: --from %s has no change head (config change_head)",
+                 o->from);
+            return NULL;
+        }
+        ClModelConfig cfg = src->config;
+        cfg.change_marker = TRUE;
+        if (!replace_model(&src, cl_model_reshaped(src, &cfg, o->seed, "merger.change", error)))
+            return NULL;
+        if (!cl_model_make_trainable(src, error))
             return NULL;
     }
     if (o->casa != CL_CASA_OFF && src->config.casa != o->casa) {

@@ -82,6 +82,9 @@ typedef struct {
     gboolean casa_gist;
     /* CASA's CA_{t+v} (config casa_tv) */
     gboolean casa_tv;
+    /* config change_marker (docs/MODEL.md §3.12): set in a random-init config, or added to a
+     * --from model with the change head (merger.change new, std 0.02) */
+    gboolean change_marker;
     /* The Gated DeltaNet hybrid (docs/MODEL.md §4.5): attention kept in
      * decoder layers l % hybrid_every == 0, GDN layers in the others; set in a random-init
      * config, or converted from a --from model without it (each GDN layer started from its

@@ -36,6 +36,10 @@ typedef struct {
     BlockAct *blk;
     float *x_out, *mcat, *mf; /* the merger's input, unfolded LN, pre-GELU hidden */
     float *dstate;            /* (depth, N, D) gradient from the successor through the state */
+    /* config.change_marker, images after the first: the change head's probabilities p (N),
+     * each visual token's largest q (M) and the patch it came from (M); the backward's dq (M) */
+    float *mark_p, *mark_q, *mark_dq;
+    int *mark_at;
 } ImageAct;
 
 struct _ClTrainEnc {
@@ -60,8 +64,11 @@ void cl_train_enc_free(ClTrainEnc *e)
     cl_train_enc_free(e->states);
     cl_act_buffer_give(e->buf, e->buf_n);
     if (e->img)
-        for (int t = 0; t < e->n_images; t++)
+        for (int t = 0; t < e->n_images; t++) {
             g_free(e->img[t].blk);
+            g_free(e->img[t].mark_p), g_free(e->img[t].mark_q), g_free(e->img[t].mark_dq);
+            g_free(e->img[t].mark_at);
+        }
     g_free(e->img);
     g_free(e);
 }
@@ -231,6 +238,19 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
         cl_visual_center(visual, M, e->E);
     if (w->merger_pos)
         op->add(be, visual, visual, w->merger_pos, (size_t)M * e->E);
+    if (t > 0 && w->merger_change && w->enc_change_w) {
+        /* config.change_marker: as cl_encoder_forward, from the change head on x */
+        im->mark_p = g_new(float, N), im->mark_q = g_new(float, M), im->mark_dq = g_new(float, M);
+        im->mark_at = g_new(int, M);
+        for (int n = 0; n < N; n++) {
+            double z = w->enc_change_b[0];
+            for (int d = 0; d < D; d++)
+                z += (double)w->enc_change_w[d] * x[(size_t)n * D + d];
+            im->mark_p[n] = (float)(1.0 / (1.0 + exp(-z)));
+        }
+        cl_change_marker_pool(im->mark_p, G, im->mark_q, im->mark_at);
+        cl_change_marker_add(visual, im->mark_q, w->merger_change, M, e->E);
+    }
 }
 
 /* A block's views (what its variant keeps); its state source and size first. */
@@ -503,6 +523,43 @@ const float *cl_train_enc_tokens(const ClTrainEnc *e, int t)
     return e->img[t].x_out;
 }
 
+/* config.change_marker, the marker term v_m += q_m · k with q_m = p_{at(m)} = sigmoid(z): dk +=
+ * q_m dv_m, and dq_m = k·dv_m into im->mark_dq for marker_backward_tokens. */
+static void marker_backward(ClTrainEnc *e, ImageAct *im, const ClModelWeights *w, ClModelWeights *g,
+                            const float *dvis)
+{
+    const int M = e->M, E = e->E;
+    for (int m = 0; m < M; m++) {
+        const float *dv = dvis + (size_t)m * E;
+        double dq = 0;
+        for (int j = 0; j < E; j++) {
+            if (g->merger_change)
+                g->merger_change[j] += im->mark_q[m] * dv[j];
+            dq += (double)w->merger_change[j] * dv[j];
+        }
+        im->mark_dq[m] = (float)dq;
+    }
+}
+
+/* … then dz = dq · p(1 − p) into the change head and the patch token it read. */
+static void marker_backward_tokens(ClTrainEnc *e, ImageAct *im, const ClModelWeights *w,
+                                   ClModelWeights *g, float *dx)
+{
+    const int M = e->M, D = e->D;
+    for (int m = 0; m < M; m++) {
+        const int n = im->mark_at[m];
+        const double p = im->mark_p[n], dz = im->mark_dq[m] * p * (1 - p);
+        const float *xn = im->x_out + (size_t)n * D;
+        if (g->enc_change_b)
+            g->enc_change_b[0] += (float)dz;
+        for (int d = 0; d < D; d++) {
+            if (g->enc_change_w)
+                g->enc_change_w[d] += (float)(dz * xn[d]);
+            dx[(size_t)n * D + d] += (float)(dz * w->enc_change_w[d]);
+        }
+    }
+}
+
 void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *dvisual,
                            const float *dtokens, gboolean stop_grad, ClModelWeights *g)
 {
@@ -529,6 +586,8 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
         ImageAct *im = &e->img[t];
         /* the merger */
         const float *dvis = dvisual + (size_t)t * M * E;
+        if (im->mark_q) /* config.change_marker: q_m · marker, q_m through the change head */
+            marker_backward(e, im, w, g, dvis);
         if (g->merger_pos)
             for (size_t i = 0; i < (size_t)M * E; i++)
                 g->merger_pos[i] += dvis[i];
@@ -554,6 +613,8 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
         if (dtokens) /* the auxiliary heads read the merger's input too */
             for (size_t i = 0; i < ND; i++)
                 dx[i] += dtokens[(size_t)t * ND + i];
+        if (im->mark_q)
+            marker_backward_tokens(e, im, w, g, dx);
 
         for (int l = cfg->enc_depth - 1; l >= 0; l--) {
             const ClEncoderLayerWeights *L = &w->enc[l];
