@@ -16,10 +16,16 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 rm -rf "$OUT" && mkdir -p "$OUT"
 # 8 candidates per task; the first whose pair has a change is kept (aerial pairs are half
-# no-change, and a demo should show something)
-for task in radiograph aerial edits; do
+# no-change, and a demo should show something). The photo edit is made in a real
+# photograph: the photo-edits task on its held-out photographs (Debian opencv-doc's samples),
+# the kind of pair the photo model (data/models/changelens-photo.md) describes.
+for task in radiograph aerial; do
   "$CLI" synth --task "$task" --n 8 --seed 20261122 --size "$SIZE" --out "$tmp/$task" --quiet
 done
+# The sample is picked by hand (photo-edits-000012 below): an added object in a colour photograph with no person
+# in it.
+"$CLI" synth --task photo-edits --photos heldout --n 12 --seed 7 --size "$SIZE" \
+  --out "$tmp/edits" --quiet
 python3 - "$tmp" "$OUT" <<'PY'
 import json, os, shutil, sys
 tmp, out = sys.argv[1], sys.argv[2]
@@ -32,6 +38,8 @@ for task in ("radiograph", "aerial", "edits"):
         s = json.loads(line)
         answer = s["messages"][-1]["content"]
         if task == "aerial" and not s["answer"].get("change", True):
+            continue
+        if task == "edits" and s["id"] != "photo-edits-000012":
             continue
         os.makedirs(os.path.join(out, task))
         files = []
