@@ -30,6 +30,28 @@ static gboolean case_shown(gpointer data)
     return window_idle(win) && cl_image_view_get_document(cl_window_get_view(win, 0)) != NULL;
 }
 
+/* The first widget under root that is a button of this action (depth first), NULL when none. */
+static GtkWidget *find_action_button(GtkWidget *root, const char *action)
+{
+    if (GTK_IS_BUTTON(root) &&
+        g_strcmp0(gtk_actionable_get_action_name(GTK_ACTIONABLE(root)), action) == 0)
+        return root;
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        GtkWidget *found = find_action_button(c, action);
+        if (found)
+            return found;
+    }
+    return NULL;
+}
+
+/* Whether the window's action is enabled now, as its button in the panel shows it. */
+static gboolean action_enabled(ClWindow *win, const char *action)
+{
+    GtkWidget *button = find_action_button(GTK_WIDGET(win), action);
+    g_assert_nonnull(button);
+    return gtk_widget_get_sensitive(button);
+}
+
 static void set_description_text(ClWindow *win, const char *text)
 {
     /* the panel's editor, as a user types into it */
@@ -313,9 +335,82 @@ static void test_import_pairs(void)
         g_free(paths[i]);
 }
 
+/* Two photos picked together whose names share no stem (an image and its edit) make one case of
+ * the two, shown with an empty description (not the previous case's), ready to review. */
+static void test_import_two_photos(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "two-photos.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    /* a previous case with a description, shown first */
+    g_autofree char *p0 = g_build_filename(tmpdir, "harbour-1.png", NULL);
+    g_autofree char *p1 = g_build_filename(tmpdir, "harbour-2.png", NULL);
+    write_scene_at(p0, FALSE, 0, 0);
+    write_scene_at(p1, TRUE, 0, 0);
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    const char *prev[] = { p0, p1 };
+    open_paths(win, prev, 2);
+    g_assert_true(wait_for(window_idle, win));
+    gint64 prev_id = cl_window_get_case_id(win);
+    g_assert_cmpint(prev_id, >, 0);
+    set_description_text(win, "The previous case's text.");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.save-description", NULL));
+
+    /* the photo and its edit, same size, picked together in that order */
+    g_autofree char *a = g_build_filename(tmpdir, "astronaut.png", NULL);
+    g_autofree char *b = g_build_filename(tmpdir, "astronaut_paste.png", NULL);
+    write_scene_at(a, FALSE, 0, 0);
+    write_scene_at(b, TRUE, 0, 0);
+    const char *paths[] = { a, b };
+    open_paths(win, paths, 2);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_true(wait_for(case_shown, win));
+    g_autoptr(GPtrArray) list = cl_casedb_list(db, &error);
+    g_assert_cmpuint(list->len, ==, 2);
+    const ClCaseSummary *made = list->pdata[0];
+    g_assert_cmpint(made->id, !=, prev_id);
+    g_assert_cmpuint(made->n_images, ==, 2);
+    g_assert_cmpstr(made->name, ==, "astronaut.png and astronaut_paste.png");
+    /* the window shows the new case, in the order picked */
+    g_assert_cmpint(cl_window_get_case_id(win), ==, made->id);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, made->id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_true(g_str_has_suffix(((ClCaseImage *)c->images->pdata[0])->path, "astronaut.png"));
+    g_assert_true(
+        g_str_has_suffix(((ClCaseImage *)c->images->pdata[1])->path, "astronaut_paste.png"));
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 0))),
+                    ==, "astronaut.png");
+    g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 1))),
+                    ==, "astronaut_paste.png");
+    /* the panel is the new case's: no text of the previous one; Save, Accept and Export on */
+    g_autofree char *shown = cl_window_get_description(win);
+    g_assert_cmpstr(shown, ==, "");
+    g_assert_true(action_enabled(win, "win.save-description"));
+    g_assert_true(action_enabled(win, "win.accept-description"));
+    set_description_text(win, "A bicycle was added at the right.");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.save-description", NULL));
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, made->id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_cmpstr(cl_case_current_description(c)->text, ==, "A bicycle was added at the right.");
+    g_autofree char *json = g_build_filename(tmpdir, "two-photos.json", NULL);
+    g_autoptr(GFile) json_file = g_file_new_for_path(json);
+    cl_window_export_report(win, json_file);
+    g_assert_true(cl_window_get_exporting(win));
+    g_assert_true(wait_for(not_exporting, win));
+    g_assert_true(cl_window_get_last_export_ok(win));
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
 void test_ui_cases_register(void)
 {
     g_test_add_func("/ui/window/cases", test_cases);
     g_test_add_func("/ui/window/filmstrip", test_filmstrip);
     g_test_add_func("/ui/window/import-pairs", test_import_pairs);
+    g_test_add_func("/ui/window/import-two-photos", test_import_two_photos);
 }

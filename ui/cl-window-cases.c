@@ -423,27 +423,55 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
         cl_window_cases_refresh_list(self);
         return;
     }
-    if (groups && n_groups > 1) {
-        /* one import, several studies / places / photos: a case each; the first is opened */
+    /* one import, several studies / places / photos (at least two groups of two or more): a
+     * case each, the first opened; otherwise the files picked together are one comparison */
+    g_autofree guint *sizes = g_new0(guint, MAX(n_groups, 1));
+    guint n_pairs = 0;
+    for (guint i = 0; groups && i < case_images->len; i++)
+        if (groups[i] < n_groups && ++sizes[groups[i]] == 2)
+            n_pairs++;
+    if (groups && n_pairs > 1) {
         gint64 first = 0;
+        guint made = 0;
+        g_autoptr(GPtrArray) alone = g_ptr_array_new();
         for (guint g = 0; g < n_groups; g++) {
             g_autoptr(GPtrArray) part = g_ptr_array_new();
             for (guint i = 0; i < case_images->len; i++)
                 if (groups[i] == g)
                     g_ptr_array_add(part, g_ptr_array_index(case_images, i));
-            if (part->len < 2)
-                continue; /* a lone image is nothing to compare: shown, not made a case */
+            if (part->len < 2) {
+                g_ptr_array_extend(alone, part, NULL, NULL);
+                continue;
+            }
             gint64 id = make_case(self, part);
+            made += id != 0;
             if (!first)
                 first = id;
         }
+        /* the files that matched no other: together, one more comparison */
+        if (alone->len > 1) {
+            gint64 id = make_case(self, alone);
+            made += id != 0;
+        }
         /* TRANSLATORS: the opened files were sorted into this many cases */
         g_autofree char *msg = g_strdup_printf(
-            ngettext("The files make %u case", "The files make %u cases", n_groups), n_groups);
-        cl_window_toast(self, msg);
+            ngettext("The files make %u case", "The files make %u cases", made), made);
+        if (alone->len == 1) {
+            g_autofree char *name =
+                g_path_get_basename(((ClCaseImage *)g_ptr_array_index(alone, 0))->path);
+            /* TRANSLATORS: the cases made of the opened files, and the one file that matched
+             * none of the others (shown, in no case) */
+            g_autofree char *more =
+                g_strdup_printf(_("%s; “%s” matched no other file and is in none"), msg, name);
+            cl_window_toast(self, more);
+        } else {
+            cl_window_toast(self, msg);
+        }
         cl_window_cases_refresh_list(self);
         if (first)
             cl_window_open_case(self, first);
+        else
+            apply_case_state(self, FALSE);
         return;
     }
     gint64 id = make_case(self, case_images);
