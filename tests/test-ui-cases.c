@@ -55,22 +55,7 @@ static gboolean action_enabled(ClWindow *win, const char *action)
 static void set_description_text(ClWindow *win, const char *text)
 {
     /* the panel's editor, as a user types into it */
-    GtkWidget *w = GTK_WIDGET(win);
-    GtkTextView *tv = NULL;
-    for (GtkWidget *c = w; c;) {
-        if (GTK_IS_TEXT_VIEW(c)) {
-            tv = GTK_TEXT_VIEW(c);
-            break;
-        }
-        /* depth-first walk */
-        GtkWidget *next = gtk_widget_get_first_child(c);
-        while (!next && c && c != w) {
-            next = gtk_widget_get_next_sibling(c);
-            if (!next)
-                c = gtk_widget_get_parent(c);
-        }
-        c = next;
-    }
+    GtkTextView *tv = find_text_view(win);
     g_assert_nonnull(tv);
     GtkTextBuffer *b = gtk_text_view_get_buffer(tv);
     gtk_text_buffer_set_text(b, text, -1);
@@ -151,10 +136,15 @@ static void test_cases(void)
         g_assert_true(g_file_set_contents(copy, bytes, (gssize)len, NULL));
     }
 
-    /* an edit left unsaved when another case is opened is kept, not lost */
+    /* the accepted text is changed after Edit (asked first); an edit left unsaved when another
+     * case is opened is kept as a version when the reviewer says Save */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.edit-description", NULL));
+    answer_dialog(win, "edit");
     set_description_text(win, "A later thought, never saved by hand.");
     const ClCaseSummary *second = cases->pdata[1];
     cl_window_open_case(win, second->id);
+    g_assert_cmpint(cl_window_get_case_id(win), ==, first->id);
+    answer_dialog(win, "save");
     g_assert_true(wait_for(case_shown, win));
     g_assert_cmpint(cl_window_get_case_id(win), ==, second->id);
     g_clear_pointer(&c, cl_case_free);
@@ -407,10 +397,135 @@ static void test_import_two_photos(void)
     cl_casedb_close(db);
 }
 
+/* A case of two generated scenes in db, named name; its id. */
+static gint64 scene_case(ClCaseDb *db, const char *name, const char *stem)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) images =
+        g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
+    for (int i = 0; i < 2; i++) {
+        g_autofree char *file = g_strdup_printf("%s-%d.png", stem, i + 1);
+        g_autofree char *path = g_build_filename(tmpdir, file, NULL);
+        write_scene_at(path, i == 1, 0, 0);
+        ClCaseImage *ci = g_new0(ClCaseImage, 1);
+        g_assert_true(cl_case_image_from_file(path, 0, ci, &error));
+        g_ptr_array_add(images, ci);
+    }
+    gint64 id = 0;
+    g_assert_true(cl_casedb_case_new(db, name, &id, &error));
+    g_assert_true(cl_casedb_images_add(db, id, images, NULL, &error));
+    g_assert_no_error(error);
+    return id;
+}
+
+static guint n_versions(ClCaseDb *db, gint64 id)
+{
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, NULL);
+    return c->descriptions->len;
+}
+
+static ClDescStatus current_status(ClCaseDb *db, gint64 id)
+{
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, NULL);
+    return cl_case_current_description(c)->status;
+}
+
+/* After Accept the keys are the images' (the accepted text takes no typing, the focus is back on
+ * the view), a click on an image takes the focus, switching case neither makes a version nor
+ * changes the status, and reopening the accepted text for edits asks first. */
+static void test_review_after_accept(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "accept.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    gint64 first = scene_case(db, "First", "accept-a");
+    gint64 second = scene_case(db, "Second", "accept-b");
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    cl_window_open_case(win, first);
+    g_assert_true(wait_for(case_shown, win));
+    GtkTextView *tv = find_text_view(win);
+    GtkTextBuffer *buf = gtk_text_view_get_buffer(tv);
+
+    /* typed, then accepted from the editor (Ctrl+Return) */
+    gtk_widget_grab_focus(GTK_WIDGET(tv));
+    set_description_text(win, "A red square appeared at the upper right.");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.accept-description", NULL));
+    guint accepted_versions = n_versions(db, first);
+    g_assert_cmpint(current_status(db, first), ==, CL_DESC_ACCEPTED);
+    /* the focus is the image's, the text takes no key: "0" typed as the editor would insert it */
+    GtkWidget *focus = gtk_window_get_focus(GTK_WINDOW(win));
+    g_assert_true(focus == GTK_WIDGET(cl_window_get_view(win, 0)));
+    g_assert_false(gtk_text_view_get_editable(tv));
+    gtk_text_buffer_insert_interactive_at_cursor(buf, "0", 1, gtk_text_view_get_editable(tv));
+    g_autofree char *text = cl_window_get_description(win);
+    g_assert_cmpstr(text, ==, "A red square appeared at the upper right.");
+    g_assert_false(gtk_text_buffer_get_modified(buf));
+    g_assert_false(action_enabled(win, "win.save-description"));
+    g_assert_false(action_enabled(win, "win.accept-description"));
+    g_assert_true(action_enabled(win, "win.edit-description"));
+
+    /* a click on the later image takes the focus from the text */
+    gtk_widget_grab_focus(GTK_WIDGET(tv));
+    g_assert_true(gtk_window_get_focus(GTK_WINDOW(win)) == GTK_WIDGET(tv));
+    press_view(cl_window_get_view(win, 1), 20, 20);
+    g_assert_true(gtk_window_get_focus(GTK_WINDOW(win)) == GTK_WIDGET(cl_window_get_view(win, 1)));
+
+    /* to the other case and back: no question, no version, still accepted and read-only */
+    cl_window_open_case(win, second);
+    g_assert_null(find_dialog(win));
+    g_assert_cmpint(cl_window_get_case_id(win), ==, second);
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_true(gtk_text_view_get_editable(tv)); /* a case not described yet: editable */
+    cl_window_open_case(win, first);
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_cmpuint(n_versions(db, first), ==, accepted_versions);
+    g_assert_cmpint(current_status(db, first), ==, CL_DESC_ACCEPTED);
+    g_assert_false(gtk_text_view_get_editable(tv));
+
+    /* Edit asks first; Cancel leaves it accepted and read-only */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.edit-description", NULL));
+    answer_dialog(win, "cancel");
+    g_assert_false(gtk_text_view_get_editable(tv));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.edit-description", NULL));
+    answer_dialog(win, "edit");
+    g_assert_true(gtk_text_view_get_editable(tv));
+    g_assert_true(gtk_window_get_focus(GTK_WINDOW(win)) == GTK_WIDGET(tv));
+    g_assert_true(action_enabled(win, "win.accept-description"));
+    /* still accepted in the case until the edit is saved */
+    g_assert_cmpint(current_status(db, first), ==, CL_DESC_ACCEPTED);
+    GtkTextIter end;
+    gtk_text_buffer_get_end_iter(buf, &end);
+    gtk_text_buffer_place_cursor(buf, &end);
+    g_assert_true(gtk_text_buffer_insert_interactive_at_cursor(buf, " It is 70 px wide.", -1,
+                                                               gtk_text_view_get_editable(tv)));
+    /* switching with the edit asks: Cancel stays on the case, nothing recorded */
+    cl_window_open_case(win, second);
+    g_assert_cmpint(cl_window_get_case_id(win), ==, first);
+    answer_dialog(win, "cancel");
+    g_assert_cmpint(cl_window_get_case_id(win), ==, first);
+    g_assert_cmpuint(n_versions(db, first), ==, accepted_versions);
+    /* Discard: the other case opens, the accepted version is still the current one */
+    cl_window_open_case(win, second);
+    answer_dialog(win, "discard");
+    g_assert_cmpint(cl_window_get_case_id(win), ==, second);
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_cmpuint(n_versions(db, first), ==, accepted_versions);
+    g_assert_cmpint(current_status(db, first), ==, CL_DESC_ACCEPTED);
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
 void test_ui_cases_register(void)
 {
     g_test_add_func("/ui/window/cases", test_cases);
     g_test_add_func("/ui/window/filmstrip", test_filmstrip);
     g_test_add_func("/ui/window/import-pairs", test_import_pairs);
     g_test_add_func("/ui/window/import-two-photos", test_import_two_photos);
+    g_test_add_func("/ui/window/review-after-accept", test_review_after_accept);
 }

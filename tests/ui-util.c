@@ -152,6 +152,66 @@ void save_screenshot(ClWindow *win, const char *name)
     g_test_message("screenshot %s", path);
 }
 
+AdwMessageDialog *find_dialog(ClWindow *win)
+{
+    AdwMessageDialog *found = NULL;
+    GList *all = gtk_window_list_toplevels();
+    for (GList *l = all; l && !found; l = l->next)
+        if (ADW_IS_MESSAGE_DIALOG(l->data) && gtk_widget_get_visible(l->data) &&
+            gtk_window_get_transient_for(l->data) == GTK_WINDOW(win))
+            found = l->data;
+    g_list_free(all);
+    return found;
+}
+
+static gboolean has_dialog(gpointer win)
+{
+    return find_dialog(win) != NULL;
+}
+
+void answer_dialog(ClWindow *win, const char *response)
+{
+    g_assert_true(wait_for(has_dialog, win));
+    AdwMessageDialog *d = find_dialog(win);
+    g_assert_true(adw_message_dialog_has_response(d, response));
+    adw_message_dialog_response(d, response);
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+}
+
+void press_view(ClImageView *view, double x, double y)
+{
+    g_autoptr(GListModel) controllers = gtk_widget_observe_controllers(GTK_WIDGET(view));
+    for (guint i = 0; i < g_list_model_get_n_items(controllers); i++) {
+        g_autoptr(GObject) c = g_list_model_get_item(controllers, i);
+        if (GTK_IS_GESTURE_DRAG(c) &&
+            gtk_gesture_single_get_button(GTK_GESTURE_SINGLE(c)) == GDK_BUTTON_PRIMARY) {
+            g_signal_emit_by_name(c, "drag-begin", x, y);
+            g_signal_emit_by_name(c, "drag-end", 0.0, 0.0);
+            return;
+        }
+    }
+    g_assert_not_reached();
+}
+
+GtkTextView *find_text_view(ClWindow *win)
+{
+    GtkWidget *w = GTK_WIDGET(win);
+    for (GtkWidget *c = w; c;) {
+        if (GTK_IS_TEXT_VIEW(c))
+            return GTK_TEXT_VIEW(c);
+        /* depth-first walk */
+        GtkWidget *next = gtk_widget_get_first_child(c);
+        while (!next && c && c != w) {
+            next = gtk_widget_get_next_sibling(c);
+            if (!next)
+                c = gtk_widget_get_parent(c);
+        }
+        c = next;
+    }
+    return NULL;
+}
+
 void set_mode(ClWindow *win, const char *mode)
 {
     g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.compare-mode", "s", mode));

@@ -46,6 +46,14 @@ void wait_for_paint(GtkWidget *widget);
 /* Writes what the window shows to $CL_SCREENSHOT_DIR/name.png (test artefacts; skipped when the
  * variable is unset). */
 void save_screenshot(ClWindow *win, const char *name);
+/* The message dialog over win (AdwMessageDialog, transient for it), NULL when none; answering it
+ * as a click on one of its responses would. */
+AdwMessageDialog *find_dialog(ClWindow *win);
+void answer_dialog(ClWindow *win, const char *response);
+/* A press on the view as the pointer's would start it (its primary-button drag gesture). */
+void press_view(ClImageView *view, double x, double y);
+/* The first text view in the window (the description's editor). */
+GtkTextView *find_text_view(ClWindow *win);
 /* win.compare-mode, checked. */
 void set_mode(ClWindow *win, const char *mode);
 

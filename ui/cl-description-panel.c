@@ -11,7 +11,7 @@ struct _ClDescriptionPanel {
     GtkProgressBar *progress;
     GtkTextView *description_view;
     GtkDropDown *version_dropdown;
-    GtkWidget *review_box;
+    GtkWidget *review_box, *edit_button, *save_button;
 
     gboolean running;
     gboolean updating_versions; /* the version list is being set, not browsed */
@@ -108,6 +108,21 @@ void cl_description_panel_set_editable(ClDescriptionPanel *self, gboolean editab
 }
 
 /* ---- the review ---- */
+
+void cl_description_panel_set_locked(ClDescriptionPanel *self, gboolean locked)
+{
+    g_return_if_fail(CL_IS_DESCRIPTION_PANEL(self));
+    gtk_widget_set_visible(self->edit_button, locked);
+    gtk_widget_set_visible(self->save_button, !locked);
+    if (locked)
+        gtk_text_view_set_editable(self->description_view, FALSE);
+}
+
+GtkWidget *cl_description_panel_get_editor(ClDescriptionPanel *self)
+{
+    g_return_val_if_fail(CL_IS_DESCRIPTION_PANEL(self), NULL);
+    return GTK_WIDGET(self->description_view);
+}
 
 void cl_description_panel_set_review_visible(ClDescriptionPanel *self, gboolean visible)
 {
@@ -280,6 +295,8 @@ static void cl_description_panel_class_init(ClDescriptionPanelClass *klass)
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, description_view);
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, version_dropdown);
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, review_box);
+    gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, edit_button);
+    gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, save_button);
     gtk_widget_class_bind_template_callback(widget_class, on_version_selected);
     gtk_widget_class_bind_template_callback(widget_class, on_text_motion);
     gtk_widget_class_bind_template_callback(widget_class, on_text_leave);

@@ -30,6 +30,10 @@ void cl_description_panel_set_editable(ClDescriptionPanel *self, gboolean editab
  * selected; the list only shows with two or more) and the line about the version shown. Picking
  * an item emits "version-selected" (guint index); setting the list does not. */
 void cl_description_panel_set_review_visible(ClDescriptionPanel *self, gboolean visible);
+/* An accepted description: read-only, with Edit (win.edit-description) in place of Save. */
+void cl_description_panel_set_locked(ClDescriptionPanel *self, gboolean locked);
+/* The text view (transfer none), to give it the focus. */
+GtkWidget *cl_description_panel_get_editor(ClDescriptionPanel *self);
 void cl_description_panel_set_versions(ClDescriptionPanel *self, const char *const *items);
 void cl_description_panel_set_version_label(ClDescriptionPanel *self, const char *text);
 

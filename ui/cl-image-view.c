@@ -277,6 +277,8 @@ static gboolean on_scroll(GtkEventControllerScroll *scroll, double dx, double dy
 static void on_drag_begin(GtkGestureDrag *drag, double x, double y, ClImageView *self)
 {
     self->drag_last_x = self->drag_last_y = 0.0;
+    /* a click on the image gives it the keys (0, 1, +, -, ...) back from a text field */
+    gtk_widget_grab_focus(GTK_WIDGET(self));
     GdkModifierType mods = gtk_event_controller_get_current_event_state(GTK_EVENT_CONTROLLER(drag));
     self->drawing_mask = (mods & GDK_SHIFT_MASK) && self->texture && !self->has_align;
     if (self->drawing_mask) {
@@ -336,6 +338,7 @@ static void on_drag_end(GtkGestureDrag *drag, double offset_x, double offset_y, 
 
 static void on_wl_begin(GtkGestureDrag *drag, double x, double y, ClImageView *self)
 {
+    gtk_widget_grab_focus(GTK_WIDGET(self));
     if (!self->document || !self->mips) {
         gtk_gesture_set_state(GTK_GESTURE(drag), GTK_EVENT_SEQUENCE_DENIED);
         return;
@@ -497,6 +500,8 @@ static void cl_image_view_init(ClImageView *self)
     gtk_widget_set_hexpand(widget, TRUE);
     gtk_widget_set_vexpand(widget, TRUE);
     gtk_widget_set_cursor_from_name(widget, "grab");
+    /* focusable, so that the window's plain keys reach it (not a text field) after a click */
+    gtk_widget_set_focusable(widget, TRUE);
     self->texture_scale = 1.0;
     self->swipe = 0.5;
     self->blend = 0.5;

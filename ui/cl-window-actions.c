@@ -177,6 +177,11 @@ static void action_reject(GtkWidget *widget, const char *name, GVariant *param)
     cl_window_cases_set_status(CL_WINDOW(widget), CL_DESC_REJECTED);
 }
 
+static void action_edit(GtkWidget *widget, const char *name, GVariant *param)
+{
+    cl_window_cases_edit_accepted(CL_WINDOW(widget));
+}
+
 /* Keyboard review: the next or previous case of the list, as the list is sorted or filtered. */
 static void action_next_case(GtkWidget *widget, const char *name, GVariant *param)
 {
@@ -258,6 +263,7 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
     gtk_widget_class_install_action(widget_class, "win.save-description", NULL, action_save);
     gtk_widget_class_install_action(widget_class, "win.accept-description", NULL, action_accept);
     gtk_widget_class_install_action(widget_class, "win.reject-description", NULL, action_reject);
+    gtk_widget_class_install_action(widget_class, "win.edit-description", NULL, action_edit);
     gtk_widget_class_install_action(widget_class, "win.toggle-sidebar", NULL,
                                     action_toggle_sidebar);
     gtk_widget_class_install_action(widget_class, "win.export-report", NULL, action_export);

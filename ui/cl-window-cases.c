@@ -1,8 +1,9 @@
 /* cl-window-cases.c - ClWindow's cases: the sidebar's list (search, most recent first), opening
  * a case, making a case of newly opened files, recording model runs, the report export, and the
  * review of the description (save as a new version, accept, reject, every version kept and
- * browsable). Edits are never
- * lost: switching case, opening files or closing the window keeps an edited text as a version. */
+ * browsable; an accepted one read-only until Edit asks). Edits are never lost and never kept by
+ * themselves: switching case, opening files or closing the window with an edited text asks
+ * whether to save it as a version, drop it or stay. */
 #include "cl-window-private.h"
 
 #include <glib/gi18n.h>
@@ -228,7 +229,7 @@ static void apply_case_state(ClWindow *self, gboolean keep_text)
             cl_description_panel_set_model(panel, m);
         }
     }
-    cl_description_panel_set_editable(panel, !cl_window_get_describing(self));
+    cl_window_cases_update_editor(self);
     cl_description_panel_set_review_visible(panel, c != NULL);
     if (cur)
         gtk_revealer_set_reveal_child(self->panel_revealer, TRUE);
@@ -285,9 +286,142 @@ void cl_window_cases_set_status(ClWindow *self, ClDescStatus status)
         cl_window_toast(self, msg);
         return;
     }
+    self->reopened = FALSE;
     if (reload_case(self, &error))
         apply_case_state(self, TRUE);
     cl_window_cases_refresh_list(self);
+    /* signed off: the keys are the images' again (0 fits, not types a zero) */
+    if (status == CL_DESC_ACCEPTED)
+        gtk_widget_grab_focus(GTK_WIDGET(cl_window_get_view(self, 0)));
+}
+
+/* ---- the editor's state, and asking before an edit is kept or dropped ---- */
+
+gboolean cl_window_cases_locked(ClWindow *self)
+{
+    const ClCaseDescVersion *cur =
+        self->current_case ? cl_case_current_description(self->current_case) : NULL;
+    return cur && cur->status == CL_DESC_ACCEPTED && !self->reopened;
+}
+
+void cl_window_cases_update_editor(ClWindow *self)
+{
+    gboolean locked = self->db && cl_window_cases_locked(self);
+    cl_description_panel_set_locked(self->description_panel, locked);
+    cl_description_panel_set_editable(self->description_panel,
+                                      !locked && !cl_window_get_describing(self) &&
+                                          self->shown_version == G_MAXUINT);
+}
+
+gboolean cl_window_cases_has_unsaved(ClWindow *self)
+{
+    if (!self->db || !self->current_case || cl_window_get_describing(self) ||
+        !gtk_text_buffer_get_modified(editor(self)))
+        return FALSE;
+    g_autofree char *text = cl_description_panel_get_text(self->description_panel);
+    const ClCaseDescVersion *cur = cl_case_current_description(self->current_case);
+    return cur ? strcmp(cur->text, text) != 0 : *text != '\0';
+}
+
+typedef struct {
+    ClWindow *self;
+    ClWindowThen then;
+    gpointer data;
+    GDestroyNotify destroy;
+} Confirm;
+
+static void confirm_free(gpointer p, GClosure *closure)
+{
+    Confirm *c = p;
+    if (c->destroy)
+        c->destroy(c->data);
+    g_free(c);
+}
+
+static void on_unsaved_response(AdwMessageDialog *dialog, const char *response, Confirm *c)
+{
+    ClWindow *self = c->self;
+    self->confirm_dialog = NULL;
+    gboolean go = FALSE;
+    if (g_str_equal(response, "save")) {
+        go = cl_window_cases_save(self);
+    } else if (g_str_equal(response, "discard")) {
+        gtk_text_buffer_set_modified(editor(self), FALSE);
+        go = TRUE;
+    }
+    if (go)
+        c->then(self, c->data);
+    else
+        cl_window_cases_refresh_list(self); /* the list marks the case still shown */
+}
+
+void cl_window_cases_confirm_unsaved(ClWindow *self, ClWindowThen then, gpointer data,
+                                     GDestroyNotify destroy)
+{
+    if (!cl_window_cases_has_unsaved(self)) {
+        then(self, data);
+        if (destroy)
+            destroy(data);
+        return;
+    }
+    if (self->confirm_dialog) {
+        /* one question at a time: the newer request waits for none */
+        gtk_window_present(self->confirm_dialog);
+        if (destroy)
+            destroy(data);
+        return;
+    }
+    /* TRANSLATORS: the description was edited and another case, files or closing follow */
+    GtkWidget *d =
+        adw_message_dialog_new(GTK_WINDOW(self), _("Keep the Edited Description?"), NULL);
+    adw_message_dialog_format_body(
+        ADW_MESSAGE_DIALOG(d),
+        _("The description of “%s” was edited. Saving keeps the text as a new version (a draft)."),
+        self->current_case->summary.name);
+    adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "discard",
+                                     _("_Discard"), "save", _("_Save"), NULL);
+    adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "discard",
+                                               ADW_RESPONSE_DESTRUCTIVE);
+    adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "save",
+                                               ADW_RESPONSE_SUGGESTED);
+    adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), "save");
+    adw_message_dialog_set_close_response(ADW_MESSAGE_DIALOG(d), "cancel");
+    gtk_window_set_destroy_with_parent(GTK_WINDOW(d), TRUE);
+    Confirm *c = g_new0(Confirm, 1);
+    *c = (Confirm){ self, then, data, destroy };
+    g_signal_connect_data(d, "response", G_CALLBACK(on_unsaved_response), c, confirm_free, 0);
+    self->confirm_dialog = GTK_WINDOW(d);
+    g_object_add_weak_pointer(G_OBJECT(d), (gpointer *)&self->confirm_dialog);
+    gtk_window_present(GTK_WINDOW(d));
+}
+
+static void on_edit_response(AdwMessageDialog *dialog, const char *response, ClWindow *self)
+{
+    if (!g_str_equal(response, "edit") || !cl_window_cases_locked(self))
+        return;
+    self->reopened = TRUE;
+    cl_window_cases_update_editor(self);
+    cl_window_update_actions(self);
+    gtk_widget_grab_focus(cl_description_panel_get_editor(self->description_panel));
+}
+
+void cl_window_cases_edit_accepted(ClWindow *self)
+{
+    if (!cl_window_cases_can_review(self) || !cl_window_cases_locked(self))
+        return;
+    /* TRANSLATORS: the reviewer asked to change a description that was signed off */
+    GtkWidget *d = adw_message_dialog_new(GTK_WINDOW(self), _("Edit the Accepted Description?"),
+                                          _("The accepted version stays in the history. Your "
+                                            "edits make a new draft, to be accepted again."));
+    adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "edit",
+                                     _("_Edit"), NULL);
+    adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "edit",
+                                               ADW_RESPONSE_SUGGESTED);
+    adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), "edit");
+    adw_message_dialog_set_close_response(ADW_MESSAGE_DIALOG(d), "cancel");
+    gtk_window_set_destroy_with_parent(GTK_WINDOW(d), TRUE);
+    g_signal_connect_object(d, "response", G_CALLBACK(on_edit_response), self, 0);
+    gtk_window_present(GTK_WINDOW(d));
 }
 
 /* Browsing versions: an older one is shown read-only; the latest is the one edited. */
@@ -308,8 +442,7 @@ void cl_window_cases_version_selected(ClWindow *self, guint sel)
     self->shown_version = latest ? G_MAXUINT : sel;
     cl_description_panel_set_text(self->description_panel, v->text);
     gtk_text_buffer_set_modified(editor(self), FALSE);
-    cl_description_panel_set_editable(self->description_panel,
-                                      latest && !cl_window_get_describing(self));
+    cl_window_cases_update_editor(self);
     g_autofree char *label = version_line(v);
     cl_description_panel_set_version_label(self->description_panel, label);
     cl_window_update_actions(self);
@@ -335,14 +468,9 @@ gint64 cl_window_get_case_id(ClWindow *self)
     return self->current_case ? self->current_case->summary.id : 0;
 }
 
-void cl_window_open_case(ClWindow *self, gint64 case_id)
+static void open_case(ClWindow *self, gpointer data)
 {
-    g_return_if_fail(CL_IS_WINDOW(self));
-    if (!self->db)
-        return;
-    /* an edit that cannot be kept stays on screen: the other case waits */
-    if (!cl_window_cases_save_pending(self))
-        return;
+    gint64 case_id = *(gint64 *)data;
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
     g_autoptr(GError) error = NULL;
@@ -355,6 +483,7 @@ void cl_window_open_case(ClWindow *self, gint64 case_id)
     }
     g_clear_pointer(&self->current_case, cl_case_free);
     self->current_case = c;
+    self->reopened = FALSE;
     self->sequence_case_id = 0; /* until its images are loaded */
     g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_object_unref);
     for (guint i = 0; i < c->images->len; i++) {
@@ -376,6 +505,15 @@ void cl_window_open_case(ClWindow *self, gint64 case_id)
     cl_window_cases_refresh_list(self);
     if (files->len > 0)
         cl_window_load_files(self, (GFile *const *)files->pdata, files->len, case_id);
+}
+
+void cl_window_open_case(ClWindow *self, gint64 case_id)
+{
+    g_return_if_fail(CL_IS_WINDOW(self));
+    if (!self->db)
+        return;
+    /* an edit is kept or dropped as the reviewer says, never as a version by itself */
+    cl_window_cases_confirm_unsaved(self, open_case, g_memdup2(&case_id, sizeof case_id), g_free);
 }
 
 /* A new case of these images (ClCaseImage*); its id, or 0 with a toast. */
@@ -417,6 +555,7 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
         return;
     }
     self->sequence_case_id = 0;
+    self->reopened = FALSE;
     g_clear_pointer(&self->current_case, cl_case_free);
     if (!case_images || case_images->len < 2) {
         apply_case_state(self, FALSE);

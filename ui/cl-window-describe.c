@@ -21,6 +21,7 @@ void cl_window_set_describing(ClWindow *self, GCancellable *cancellable)
     gboolean on = cancellable != NULL;
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.stop-describe", on);
     cl_description_panel_set_running(self->description_panel, on);
+    cl_window_cases_update_editor(self);
     cl_window_update_actions(self);
     g_object_notify(G_OBJECT(self), "describing");
 }

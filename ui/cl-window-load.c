@@ -168,10 +168,23 @@ static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
     cl_window_update_busy(self);
 }
 
+static void open_now(ClWindow *self, gpointer data)
+{
+    GPtrArray *files = data;
+    cl_window_load_files(self, (GFile *const *)files->pdata, files->len, 0);
+}
+
 void cl_window_open_files(ClWindow *self, GFile *const *files, guint n_files)
 {
     g_return_if_fail(CL_IS_WINDOW(self));
-    cl_window_load_files(self, files, n_files, 0);
+    g_return_if_fail(files != NULL || n_files == 0);
+    if (n_files == 0)
+        return;
+    GPtrArray *list = g_ptr_array_new_with_free_func(g_object_unref);
+    for (guint i = 0; i < n_files; i++)
+        g_ptr_array_add(list, g_object_ref(files[i]));
+    /* new files make a new case: an edit of the shown one is kept or dropped as asked */
+    cl_window_cases_confirm_unsaved(self, open_now, list, (GDestroyNotify)g_ptr_array_unref);
 }
 
 void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gint64 case_id)

@@ -63,6 +63,9 @@ struct _ClWindow {
     GCancellable *export_cancellable; /* a report being written */
     gint64 sequence_case_id;          /* the case whose images the sequence shows, 0: none */
     gboolean last_export_ok;
+    gboolean reopened;         /* the accepted description was opened for editing (Edit) */
+    GtkWindow *confirm_dialog; /* the question asked before an edit is kept or dropped */
+    gboolean close_confirmed;  /* closing after that question: ask no more */
 };
 
 /* cl-window.c */
@@ -99,6 +102,19 @@ gboolean cl_window_cases_reorder(ClWindow *self, guint from, guint to);
 gboolean cl_window_cases_can_review(ClWindow *self);
 /* Keeps an edited description before the window shows something else (nothing is lost). */
 gboolean cl_window_cases_save_pending(ClWindow *self);
+/* TRUE when the editor holds text that differs from the case's current version. */
+gboolean cl_window_cases_has_unsaved(ClWindow *self);
+/* Runs then(self, data) now when nothing is unsaved; else asks first (Save, Discard or Cancel)
+ * and runs it after Save or Discard, never after Cancel. destroy frees data either way. Switching
+ * case, opening files and closing never keep an edit as a version without asking. */
+typedef void (*ClWindowThen)(ClWindow *self, gpointer data);
+void cl_window_cases_confirm_unsaved(ClWindow *self, ClWindowThen then, gpointer data,
+                                     GDestroyNotify destroy);
+/* An accepted description is read-only until Edit (win.edit-description) asks and reopens it; the
+ * editor's state (editable, Edit or Save) follows the case, the version shown and a model run. */
+gboolean cl_window_cases_locked(ClWindow *self);
+void cl_window_cases_update_editor(ClWindow *self);
+void cl_window_cases_edit_accepted(ClWindow *self);
 /* win.save-description, win.accept-description and win.reject-description. */
 gboolean cl_window_cases_save(ClWindow *self);
 void cl_window_cases_set_status(ClWindow *self, ClDescStatus status);

@@ -167,9 +167,12 @@ void cl_window_update_actions(ClWindow *self)
                     cl_image_view_get_document(cl_window_get_view(self, 1)) != NULL;
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.describe", pair);
     gboolean review = cl_window_cases_can_review(self);
-    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.save-description", review);
-    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.accept-description", review);
+    /* an accepted description is saved or accepted again only after Edit */
+    gboolean locked = review && cl_window_cases_locked(self);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.save-description", review && !locked);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.accept-description", review && !locked);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.reject-description", review);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.edit-description", locked);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.export-report",
                                   self->current_case != NULL && !self->export_cancellable);
     const char *zoom_actions[] = { "win.zoom-in", "win.zoom-out", "win.zoom-100", "win.zoom-fit" };
@@ -336,7 +339,7 @@ void cl_window_show_pair(ClWindow *self, guint later)
     g_return_if_fail(CL_IS_WINDOW(self));
     if (!self->sequence || later >= self->sequence->len)
         return;
-    cl_window_cases_save_pending(self);
+    /* an edit of the description stays in the editor: the case is the same */
     /* an item and its predecessor; the first with the second */
     guint b = MAX(later, MIN(1u, self->sequence->len - 1));
     show_pair(self, b > 0 ? b - 1 : 0, b);
@@ -473,9 +476,20 @@ static void save_window_state(ClWindow *self)
     }
 }
 
+static void close_now(ClWindow *self, gpointer data)
+{
+    self->close_confirmed = TRUE;
+    gtk_window_close(GTK_WINDOW(self));
+}
+
 static gboolean cl_window_close_request(GtkWindow *window)
 {
-    cl_window_cases_save_pending(CL_WINDOW(window));
+    ClWindow *self = CL_WINDOW(window);
+    if (!self->close_confirmed && cl_window_cases_has_unsaved(self)) {
+        /* asked first: Save keeps the edit as a version, Discard drops it, Cancel stays */
+        cl_window_cases_confirm_unsaved(self, close_now, NULL, NULL);
+        return TRUE;
+    }
     save_window_state(CL_WINDOW(window));
     return GTK_WINDOW_CLASS(cl_window_parent_class)->close_request(window);
 }
