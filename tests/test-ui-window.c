@@ -1,12 +1,15 @@
 /* test-ui-window.c - ClWindow and ClImageView end to end under a display: generated images load
  * off the main thread, show at the right size and colour, linked views follow each other, newer
- * opens win, multi-frame and DICOM files, large images, the Open dialog, the preferences. */
+ * opens win, multi-frame and DICOM files, large images, the Open dialog, the preferences, the
+ * shortcuts window. */
 #include "ui-util.h"
 
 #include <cairo.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "cl-application.h"
 #include "cl-preferences.h"
 #include "fixtures.h"
 
@@ -63,6 +66,70 @@ static void test_resources(void)
     gtk_window_destroy(GTK_WINDOW(gtk_builder_get_object(builder, "help_overlay")));
     g_assert_true(g_resources_get_info("/io/changelens/ChangeLens/style.css",
                                        G_RESOURCE_LOOKUP_FLAGS_NONE, NULL, NULL, NULL));
+}
+
+/* Whether the shortcuts window lists accel (a token of some entry's accelerator, compared as
+ * parsed keys) or an entry of action. */
+static gboolean overlay_lists(GtkBuilder *builder, const char *accel, const char *action)
+{
+    guint key, want_key;
+    GdkModifierType mods, want_mods;
+    g_assert_true(gtk_accelerator_parse(accel, &want_key, &want_mods));
+    g_autoptr(GSList) objects = gtk_builder_get_objects(builder);
+    for (GSList *l = objects; l; l = l->next) {
+        if (!GTK_IS_SHORTCUTS_SHORTCUT(l->data))
+            continue;
+        g_autofree char *accelerator = NULL, *action_name = NULL;
+        g_object_get(l->data, "accelerator", &accelerator, "action-name", &action_name, NULL);
+        if (action && g_strcmp0(action_name, action) == 0)
+            return TRUE;
+        g_auto(GStrv) tokens = g_strsplit(accelerator ? accelerator : "", " ", -1);
+        for (guint i = 0; tokens[i]; i++)
+            if (*tokens[i] && gtk_accelerator_parse(tokens[i], &key, &mods) && key == want_key &&
+                mods == want_mods)
+                return TRUE;
+    }
+    return FALSE;
+}
+
+static gboolean overlay_has_title(GtkBuilder *builder, const char *title, const char *subtitle)
+{
+    g_autoptr(GSList) objects = gtk_builder_get_objects(builder);
+    for (GSList *l = objects; l; l = l->next) {
+        if (!GTK_IS_SHORTCUTS_SHORTCUT(l->data))
+            continue;
+        g_autofree char *t = NULL, *st = NULL;
+        g_object_get(l->data, "title", &t, "subtitle", &st, NULL);
+        if (g_strcmp0(t, title) == 0 && st && strstr(st, subtitle))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* The shortcuts window lists every application shortcut, the window's Alt+arrows and the
+ * pointer's right-drag (window/level) and Shift+drag (ignore region). */
+static void test_shortcuts_window(void)
+{
+    g_autoptr(GtkBuilder) builder = gtk_builder_new();
+    g_autoptr(GError) error = NULL;
+    gtk_builder_add_from_resource(builder, "/io/changelens/ChangeLens/gtk/help-overlay.ui", &error);
+    g_assert_no_error(error);
+    guint n;
+    const ClShortcut *shortcuts = cl_application_get_shortcuts(&n);
+    g_assert_cmpuint(n, >, 10);
+    for (guint i = 0; i < n; i++) {
+        if (!overlay_lists(builder, shortcuts[i].accels[0], shortcuts[i].action))
+            g_error("the shortcuts window misses %s (%s)", shortcuts[i].accels[0],
+                    shortcuts[i].action);
+    }
+    g_assert_true(overlay_lists(builder, "<Control>e", NULL));
+    g_assert_true(overlay_lists(builder, "<Control>comma", NULL));
+    const char *nudges[] = { "<Alt>Left", "<Alt>Right", "<Alt>Up", "<Alt>Down" };
+    for (guint i = 0; i < G_N_ELEMENTS(nudges); i++)
+        g_assert_true(overlay_lists(builder, nudges[i], NULL));
+    g_assert_true(overlay_has_title(builder, "Window/level", "right button"));
+    g_assert_true(overlay_has_title(builder, "Draw an ignore region", "Shift+drag"));
+    gtk_window_destroy(GTK_WINDOW(gtk_builder_get_object(builder, "help_overlay")));
 }
 
 /* ---- the window ---- */
@@ -506,6 +573,7 @@ void test_ui_window_register(void)
 {
     g_test_add_func("/ui/viewport/math", test_viewport_math);
     g_test_add_func("/ui/resources", test_resources);
+    g_test_add_func("/ui/shortcuts-window", test_shortcuts_window);
     g_test_add_func("/ui/window/load-two", test_load_two);
     g_test_add_func("/ui/window/link-views", test_link_views);
     g_test_add_func("/ui/window/newer-open-wins", test_newer_open_wins);

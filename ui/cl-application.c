@@ -182,6 +182,36 @@ static void action_about(GSimpleAction *action, GVariant *param, gpointer user_d
     gtk_window_present(GTK_WINDOW(about));
 }
 
+/* Only modifier shortcuts here: application accelerators run before the focused widget sees a
+ * key, and the description panel is a text editor. The plain keys (0, 1, +, -, L, H, Escape) are
+ * the window's own bindings, which text fields get to first (cl-window-actions.c). */
+static const ClShortcut shortcuts[] = {
+    { "app.quit", { "<Control>q", NULL } },
+    { "win.open", { "<Control>o", NULL } },
+    { "win.zoom-fit", { "<Control>0", NULL } },
+    { "win.zoom-in", { "<Control>plus", "<Control>equal", NULL } },
+    { "win.zoom-out", { "<Control>minus", NULL } },
+    { "win.compare-mode('side-by-side')", { "<Control>1", NULL } },
+    { "win.compare-mode('swipe')", { "<Control>2", NULL } },
+    { "win.compare-mode('blend')", { "<Control>3", NULL } },
+    { "win.compare-mode('flicker')", { "<Control>4", NULL } },
+    { "win.compare-mode('difference')", { "<Control>5", NULL } },
+    { "win.describe", { "<Control>d", NULL } },
+    { "win.save-description", { "<Control>s", NULL } },
+    { "win.accept-description", { "<Control>Return", NULL } },
+    { "win.toggle-sidebar", { "F9", NULL } },
+    { "win.export-report", { "<Control>e", NULL } },
+    { "win.preferences", { "<Control>comma", NULL } },
+    { "win.next-case", { "<Control>Page_Down", NULL } },
+    { "win.previous-case", { "<Control>Page_Up", NULL } },
+};
+
+const ClShortcut *cl_application_get_shortcuts(guint *n)
+{
+    *n = G_N_ELEMENTS(shortcuts);
+    return shortcuts;
+}
+
 static void cl_application_startup(GApplication *app)
 {
     G_APPLICATION_CLASS(cl_application_parent_class)->startup(app);
@@ -193,32 +223,6 @@ static void cl_application_startup(GApplication *app)
     };
     g_action_map_add_action_entries(G_ACTION_MAP(app), app_actions, G_N_ELEMENTS(app_actions), app);
 
-    /* Only modifier shortcuts here: application accelerators run before the focused widget
-     * sees a key, and the description panel is a text editor. The plain keys (0, 1, +, -, L,
-     * H, Escape) are the window's own bindings, which text fields get to first (cl-window-actions.c). */
-    static const struct {
-        const char *action;
-        const char *accels[6];
-    } shortcuts[] = {
-        { "app.quit", { "<Control>q", NULL } },
-        { "win.open", { "<Control>o", NULL } },
-        { "win.zoom-fit", { "<Control>0", NULL } },
-        { "win.zoom-in", { "<Control>plus", "<Control>equal", NULL } },
-        { "win.zoom-out", { "<Control>minus", NULL } },
-        { "win.compare-mode('side-by-side')", { "<Control>1", NULL } },
-        { "win.compare-mode('swipe')", { "<Control>2", NULL } },
-        { "win.compare-mode('blend')", { "<Control>3", NULL } },
-        { "win.compare-mode('flicker')", { "<Control>4", NULL } },
-        { "win.compare-mode('difference')", { "<Control>5", NULL } },
-        { "win.describe", { "<Control>d", NULL } },
-        { "win.save-description", { "<Control>s", NULL } },
-        { "win.accept-description", { "<Control>Return", NULL } },
-        { "win.toggle-sidebar", { "F9", NULL } },
-        { "win.export-report", { "<Control>e", NULL } },
-        { "win.preferences", { "<Control>comma", NULL } },
-        { "win.next-case", { "<Control>Page_Down", NULL } },
-        { "win.previous-case", { "<Control>Page_Up", NULL } },
-    };
     for (guint i = 0; i < G_N_ELEMENTS(shortcuts); i++)
         gtk_application_set_accels_for_action(GTK_APPLICATION(app), shortcuts[i].action,
                                               shortcuts[i].accels);

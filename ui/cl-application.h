@@ -15,4 +15,12 @@ ClApplication *cl_application_new(void);
 typedef struct _ClCaseDb ClCaseDb;
 gboolean cl_application_add_demo_cases(ClCaseDb *db, const char *dir, GError **error);
 
+/* The application's keyboard shortcuts: n entries of an action (detailed name) and its
+ * accelerators (NULL-terminated, the first the one the shortcuts window shows). */
+typedef struct {
+    const char *action;
+    const char *accels[6];
+} ClShortcut;
+const ClShortcut *cl_application_get_shortcuts(guint *n);
+
 G_END_DECLS
