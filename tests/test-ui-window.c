@@ -314,6 +314,68 @@ static void test_failed_open_keeps_images(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* Three files that do not open, each for its own reason: one toast names them all, its Details
+ * list each one's reason; what was shown stays. */
+static void test_bad_files_one_toast(void)
+{
+    const char *paths[] = { path_a, path_b };
+    ClWindow *win = new_window_with(paths, 2);
+    g_autofree char *missing = g_build_filename(tmpdir, "gone.png", NULL);
+    g_autofree char *text = g_build_filename(tmpdir, "readme.txt", NULL);
+    g_autofree char *cut = g_build_filename(tmpdir, "cut.png", NULL);
+    g_assert_true(g_file_set_contents(text, "not an image\n", -1, NULL));
+    /* a PNG cut after its first 40 bytes */
+    g_assert_true(write_png(cut, 64, 48, 0, 1, 0));
+    g_autofree char *bytes = NULL;
+    gsize len;
+    g_assert_true(g_file_get_contents(cut, &bytes, &len, NULL));
+    g_assert_true(g_file_set_contents(cut, bytes, MIN(len, 40), NULL));
+    guint before = cl_window_get_n_toasts(win);
+    const char *bad[] = { missing, text, cut };
+    open_paths(win, bad, 3);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_cmpuint(cl_window_get_n_toasts(win), ==, before + 1);
+    const char *toast = cl_window_get_last_toast(win);
+    g_test_message("toast: %s", toast);
+    g_assert_nonnull(strstr(toast, "3 files"));
+    g_assert_nonnull(strstr(toast, "gone.png"));
+    g_assert_nonnull(strstr(toast, "readme.txt"));
+    g_assert_nonnull(strstr(toast, "cut.png"));
+    /* the Details: a line per file, each with its own reason */
+    const char *details = cl_window_get_load_errors(win);
+    g_assert_nonnull(details);
+    g_test_message("details:\n%s", details);
+    g_auto(GStrv) lines = g_strsplit(details, "\n", -1);
+    g_assert_cmpuint(g_strv_length(lines), ==, 3);
+    const char *names[] = { "gone.png", "readme.txt", "cut.png" };
+    for (guint i = 0; i < 3; i++) {
+        g_assert_nonnull(strstr(lines[i], names[i]));
+        /* a reason after the name */
+        const char *reason = strstr(lines[i], ": ");
+        g_assert_nonnull(reason);
+        g_assert_cmpuint(strlen(reason), >, 4);
+    }
+    g_assert_nonnull(strstr(lines[0], "No such file"));
+    g_assert_nonnull(strstr(lines[1], "not an image"));
+    g_assert_nonnull(strstr(lines[2], "truncated"));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.show-load-errors", NULL));
+    AdwMessageDialog *d = find_dialog(win);
+    g_assert_nonnull(d);
+    g_assert_cmpstr(adw_message_dialog_get_body(d), ==, details);
+    answer_dialog(win, "close");
+    assert_shows(cl_window_get_view(win, 0), "a.png", 0, 64, 48);
+    assert_shows(cl_window_get_view(win, 1), "b.png", 0, 80, 60);
+
+    /* one bad file: one toast with its reason, as before */
+    const char *one[] = { missing };
+    open_paths(win, one, 1);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_cmpuint(cl_window_get_n_toasts(win), ==, before + 2);
+    g_assert_true(g_str_has_prefix(cl_window_get_last_toast(win), "Could not open “gone.png”: "));
+    g_assert_null(cl_window_get_load_errors(win));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* A lone multi-frame file shows its first two frames side by side. */
 static void test_multi_frame(void)
 {
@@ -578,6 +640,7 @@ void test_ui_window_register(void)
     g_test_add_func("/ui/window/link-views", test_link_views);
     g_test_add_func("/ui/window/newer-open-wins", test_newer_open_wins);
     g_test_add_func("/ui/window/failed-open-keeps-images", test_failed_open_keeps_images);
+    g_test_add_func("/ui/window/bad-files-one-toast", test_bad_files_one_toast);
     g_test_add_func("/ui/window/multi-frame", test_multi_frame);
     g_test_add_func("/ui/window/dicom-order", test_dicom_order);
     g_test_add_func("/ui/window/large-image", test_large_image);

@@ -150,6 +150,18 @@ static void action_display_preset(GtkWidget *widget, const char *name, GVariant 
                                  g_variant_get_string(param, NULL));
 }
 
+/* The Details of the toast about files that did not open: each one and why. */
+static void action_show_load_errors(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (!self->load_errors)
+        return;
+    GtkWidget *d =
+        adw_message_dialog_new(GTK_WINDOW(self), _("Files Not Opened"), self->load_errors);
+    adw_message_dialog_add_response(ADW_MESSAGE_DIALOG(d), "close", _("_Close"));
+    gtk_window_present(GTK_WINDOW(d));
+}
+
 static void action_preferences(GtkWidget *widget, const char *name, GVariant *param)
 {
     ClWindow *self = CL_WINDOW(widget);
@@ -271,6 +283,8 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
     gtk_widget_class_install_action(widget_class, "win.previous-case", NULL, action_previous_case);
     gtk_widget_class_install_action(widget_class, "win.clear-masks", NULL, action_clear_masks);
     gtk_widget_class_install_action(widget_class, "win.preferences", NULL, action_preferences);
+    gtk_widget_class_install_action(widget_class, "win.show-load-errors", NULL,
+                                    action_show_load_errors);
     gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");
     gtk_widget_class_install_action(widget_class, "win.nudge", "(ii)", action_nudge);
     static const struct {

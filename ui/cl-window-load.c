@@ -9,10 +9,10 @@
 #include "image/sequence.h"
 #include "worker/worker.h"
 
-static void toast_error(ClWindow *self, GFile *file, const GError *error)
+/* Why a file did not load. Loader messages start with "<path>: "; the toast names the file
+ * already. */
+static const char *error_reason(GFile *file, const GError *error)
 {
-    g_autofree char *name = g_file_get_basename(file);
-    /* Loader messages start with "<path>: "; the toast names the file already. */
     g_autofree char *path = g_file_get_path(file);
     if (!path)
         path = g_file_get_uri(file); /* what cl_document_load() names non-local files by */
@@ -20,8 +20,40 @@ static void toast_error(ClWindow *self, GFile *file, const GError *error)
     gsize len = path ? strlen(path) : 0;
     if (len && g_str_has_prefix(message, path) && message[len] == ':' && message[len + 1] == ' ')
         message += len + 2;
-    g_autofree char *text = g_strdup_printf(_("Could not open “%s”: %s"), name, message);
-    cl_window_toast(self, text);
+    return message;
+}
+
+/* The files that did not load: one toast whatever their number; with more than one it names
+ * them and its Details button lists each one's reason (win.show-load-errors). */
+static void toast_errors(ClWindow *self, GPtrArray *files, GPtrArray *errors)
+{
+    g_clear_pointer(&self->load_errors, g_free);
+    if (errors->len == 0)
+        return;
+    if (errors->len == 1) {
+        g_autofree char *name = g_file_get_basename(files->pdata[0]);
+        g_autofree char *text = g_strdup_printf(_("Could not open “%s”: %s"), name,
+                                                error_reason(files->pdata[0], errors->pdata[0]));
+        cl_window_toast(self, text);
+        return;
+    }
+    GString *names = g_string_new(NULL), *details = g_string_new(NULL);
+    for (guint i = 0; i < errors->len; i++) {
+        g_autofree char *name = g_file_get_basename(files->pdata[i]);
+        g_string_append_printf(names, "%s“%s”", i ? ", " : "", name);
+        /* TRANSLATORS: one line of the list of files that could not be opened: name, reason */
+        g_string_append_printf(details, "%s", i ? "\n" : "");
+        g_string_append_printf(details, _("“%s”: %s"), name,
+                               error_reason(files->pdata[i], errors->pdata[i]));
+    }
+    g_free(self->load_errors);
+    self->load_errors = g_string_free(details, FALSE);
+    /* TRANSLATORS: several files could not be opened; %u is how many, %s their names */
+    g_autofree char *text = g_strdup_printf(
+        ngettext("Could not open %u file: %s", "Could not open %u files: %s", errors->len),
+        errors->len, names->str);
+    g_string_free(names, TRUE);
+    cl_window_toast_with_button(self, text, _("_Details"), "win.show-load-errors");
 }
 
 /* ---- loading (worker thread) ---- */
@@ -143,12 +175,11 @@ static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
     g_autoptr(GError) error = NULL;
     if (g_task_propagate_boolean(task, &error)) {
         LoadJob *job = g_task_get_task_data(task);
-        for (guint i = 0; i < job->errors->len; i++)
-            toast_error(self, job->error_files->pdata[i], job->errors->pdata[i]);
+        toast_errors(self, job->error_files, job->errors);
         if (job->files->len > MAX_OPEN_FILES) {
             g_autofree char *text = g_strdup_printf(_("Only the first %u of %u files were opened"),
                                                     MAX_OPEN_FILES, job->files->len);
-            adw_toast_overlay_add_toast(self->toast_overlay, adw_toast_new(text));
+            cl_window_toast(self, text);
         }
         for (guint i = 0; job->warnings && i < job->warnings->len; i++) {
             /* flagged, not refused: the user decides whether the comparison makes sense */

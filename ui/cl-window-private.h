@@ -43,6 +43,9 @@ struct _ClWindow {
     GArray *sequence;      /* SeqItem: every image of the sequence, in order */
     guint pair_a, pair_b;  /* the items shown */
     guint zoom_label_idle; /* pending update_zoom_label */
+    guint n_toasts;        /* shown so far, and the last one's text */
+    char *last_toast;
+    char *load_errors; /* the last open's failed files, "name: reason" a line; NULL: none */
     gboolean aligned;
     GCancellable *align_cancellable;
 

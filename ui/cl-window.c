@@ -410,13 +410,45 @@ void cl_window_show_documents(ClWindow *self, GPtrArray *documents)
 
 /* ---- toasts ---- */
 
-void cl_window_toast(ClWindow *self, const char *text)
+void cl_window_toast_with_button(ClWindow *self, const char *text, const char *label,
+                                 const char *action)
 {
+    g_return_if_fail(CL_IS_WINDOW(self));
     /* AdwToast titles are Pango markup in libadwaita 1.2: file names may hold '&' or '<'. */
     g_autofree char *markup = g_markup_escape_text(text, -1);
     AdwToast *toast = adw_toast_new(markup);
     adw_toast_set_timeout(toast, 8);
+    if (label && action) {
+        adw_toast_set_button_label(toast, label);
+        adw_toast_set_action_name(toast, action);
+    }
+    self->n_toasts++;
+    g_free(self->last_toast);
+    self->last_toast = g_strdup(text);
     adw_toast_overlay_add_toast(self->toast_overlay, toast);
+}
+
+void cl_window_toast(ClWindow *self, const char *text)
+{
+    cl_window_toast_with_button(self, text, NULL, NULL);
+}
+
+guint cl_window_get_n_toasts(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), 0);
+    return self->n_toasts;
+}
+
+const char *cl_window_get_last_toast(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), NULL);
+    return self->last_toast ? self->last_toast : "";
+}
+
+const char *cl_window_get_load_errors(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), NULL);
+    return self->load_errors;
 }
 
 static void on_render_failed(ClImageView *view, GError *error, ClWindow *self)
@@ -571,6 +603,8 @@ static void cl_window_dispose(GObject *object)
     g_clear_object(&self->settings);
     g_clear_pointer(&self->documents, g_ptr_array_unref);
     g_clear_pointer(&self->sequence, g_array_unref);
+    g_clear_pointer(&self->last_toast, g_free);
+    g_clear_pointer(&self->load_errors, g_free);
     G_OBJECT_CLASS(cl_window_parent_class)->dispose(object);
 }
 

@@ -82,8 +82,17 @@ int cl_window_get_highlighted_sentence(ClWindow *self);
 /* The description panel's text (newly allocated). */
 char *cl_window_get_description(ClWindow *self);
 
-/* Tells the user something in a toast (text, not markup). */
+/* Tells the user something in a toast (text, not markup); with a button (use_underline label)
+ * that activates action. */
 void cl_window_toast(ClWindow *self, const char *text);
+void cl_window_toast_with_button(ClWindow *self, const char *text, const char *label,
+                                 const char *action);
+/* How many toasts the window has shown, and the last one's text ("" when none). */
+guint cl_window_get_n_toasts(ClWindow *self);
+const char *cl_window_get_last_toast(ClWindow *self);
+/* The reasons of the last open's files that failed, one "name: reason" a line (NULL: none); the
+ * toast's Details (win.show-load-errors) shows them. */
+const char *cl_window_get_load_errors(ClWindow *self);
 
 /* ---- cases (cl-window-cases.c) ---- */
 typedef struct _ClCaseDb ClCaseDb;
