@@ -107,7 +107,10 @@ static void test_cases(void)
     g_assert_cmpuint(c->heatmaps->len, ==, 1 + cl_window_get_n_heat_layers(win));
     save_screenshot(win, "case-described");
 
-    /* the reviewer edits and accepts: two new versions, the text kept as typed */
+    /* the reviewer (named once: /ui/window/reviewer-name) edits and accepts: two new versions,
+     * the text kept as typed */
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_settings_set_string(settings, "reviewer-name", "Test Reviewer");
     set_description_text(win, "Edited by the reviewer: new finding at the right base.");
     g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.accept-description", NULL));
     g_clear_pointer(&c, cl_case_free);
@@ -116,6 +119,7 @@ static void test_cases(void)
     g_assert_cmpuint(v->version, ==, 3);
     g_assert_cmpint(v->status, ==, CL_DESC_ACCEPTED);
     g_assert_cmpstr(v->text, ==, "Edited by the reviewer: new finding at the right base.");
+    g_assert_cmpstr(v->author, ==, "Test Reviewer");
 
     /* the case's report, as the menu's Export Report writes it */
     g_autofree char *pdf = g_build_filename(tmpdir, "report.pdf", NULL);
@@ -181,6 +185,7 @@ static void test_cases(void)
     g_assert_cmpuint(made->n_images, ==, 2);
     g_assert_cmpint(cl_window_get_case_id(win), ==, made->id);
     save_screenshot(win, "cases");
+    g_settings_reset(settings, "reviewer-name");
     gtk_window_destroy(GTK_WINDOW(win));
     for (int i = 0; i < 10; i++)
         g_main_context_iteration(NULL, FALSE);
@@ -449,6 +454,8 @@ static void test_review_after_accept(void)
     g_assert_true(wait_for(case_shown, win));
     GtkTextView *tv = find_text_view(win);
     GtkTextBuffer *buf = gtk_text_view_get_buffer(tv);
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_settings_set_string(settings, "reviewer-name", "Test Reviewer");
 
     /* typed, then accepted from the editor (Ctrl+Return) */
     gtk_widget_grab_focus(GTK_WIDGET(tv));
@@ -515,6 +522,75 @@ static void test_review_after_accept(void)
     g_assert_true(wait_for(case_shown, win));
     g_assert_cmpuint(n_versions(db, first), ==, accepted_versions);
     g_assert_cmpint(current_status(db, first), ==, CL_DESC_ACCEPTED);
+    g_settings_reset(settings, "reviewer-name");
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
+/* The reviewer's name is asked at the first sign-off (not the OS login), kept in the
+ * reviewer-name setting, recorded with the accepted version and the later edits, and not asked
+ * again. */
+static void test_reviewer_name(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "reviewer.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    gint64 first = scene_case(db, "First", "reviewer-a");
+    gint64 second = scene_case(db, "Second", "reviewer-b");
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_settings_reset(settings, "reviewer-name");
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    cl_window_open_case(win, first);
+    g_assert_true(wait_for(case_shown, win));
+    set_description_text(win, "A red square appeared.");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.accept-description", NULL));
+    /* asked: nothing signed yet; Cancel signs nothing */
+    answer_dialog(win, "cancel");
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, first, CL_CASE_GET_DEFAULT, &error);
+    g_assert_null(cl_case_current_description(c));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.accept-description", NULL));
+    AdwMessageDialog *d = find_dialog(win);
+    g_assert_nonnull(d);
+    GtkWidget *entry = adw_message_dialog_get_extra_child(d);
+    g_assert_true(GTK_IS_EDITABLE(entry));
+    /* no name, no sign-off */
+    gtk_editable_set_text(GTK_EDITABLE(entry), "  ");
+    g_assert_false(adw_message_dialog_get_response_enabled(d, "sign"));
+    gtk_editable_set_text(GTK_EDITABLE(entry), " Dr. Ada Quill ");
+    g_assert_true(adw_message_dialog_get_response_enabled(d, "sign"));
+    answer_dialog(win, "sign");
+    g_autofree char *kept = g_settings_get_string(settings, "reviewer-name");
+    g_assert_cmpstr(kept, ==, "Dr. Ada Quill");
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, first, CL_CASE_GET_DEFAULT, &error);
+    const ClCaseDescVersion *v = cl_case_current_description(c);
+    g_assert_cmpint(v->status, ==, CL_DESC_ACCEPTED);
+    g_assert_cmpstr(v->author, ==, "Dr. Ada Quill");
+    g_assert_cmpstr(v->author, !=, g_get_user_name());
+    /* the edit saved before it was accepted is hers too */
+    const ClCaseDescVersion *edit = g_ptr_array_index(c->descriptions, 0);
+    g_assert_cmpstr(edit->text, ==, "A red square appeared.");
+
+    /* the next sign-off asks nothing */
+    cl_window_open_case(win, second);
+    g_assert_true(wait_for(case_shown, win));
+    set_description_text(win, "Nothing changed.");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.reject-description", NULL));
+    g_assert_null(find_dialog(win));
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, second, CL_CASE_GET_DEFAULT, &error);
+    v = cl_case_current_description(c);
+    g_assert_cmpint(v->status, ==, CL_DESC_REJECTED);
+    g_assert_cmpstr(v->author, ==, "Dr. Ada Quill");
+    for (guint i = 0; i < c->descriptions->len; i++)
+        g_assert_cmpstr(((ClCaseDescVersion *)c->descriptions->pdata[i])->author, ==,
+                        "Dr. Ada Quill");
+    g_settings_reset(settings, "reviewer-name");
     gtk_window_destroy(GTK_WINDOW(win));
     for (int i = 0; i < 10; i++)
         g_main_context_iteration(NULL, FALSE);
@@ -528,4 +604,5 @@ void test_ui_cases_register(void)
     g_test_add_func("/ui/window/import-pairs", test_import_pairs);
     g_test_add_func("/ui/window/import-two-photos", test_import_two_photos);
     g_test_add_func("/ui/window/review-after-accept", test_review_after_accept);
+    g_test_add_func("/ui/window/reviewer-name", test_reviewer_name);
 }

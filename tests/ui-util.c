@@ -169,12 +169,37 @@ static gboolean has_dialog(gpointer win)
     return find_dialog(win) != NULL;
 }
 
+/* The button under root whose label is label, NULL when none. */
+static GtkWidget *find_button(GtkWidget *root, const char *label)
+{
+    if (GTK_IS_BUTTON(root) && g_strcmp0(gtk_button_get_label(GTK_BUTTON(root)), label) == 0)
+        return root;
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        GtkWidget *found = find_button(c, label);
+        if (found)
+            return found;
+    }
+    return NULL;
+}
+
+static gboolean dialog_gone(gpointer d)
+{
+    return !gtk_widget_get_visible(d);
+}
+
 void answer_dialog(ClWindow *win, const char *response)
 {
     g_assert_true(wait_for(has_dialog, win));
     AdwMessageDialog *d = find_dialog(win);
     g_assert_true(adw_message_dialog_has_response(d, response));
-    adw_message_dialog_response(d, response);
+    /* a click on the response's button, as the user's */
+    GtkWidget *button =
+        find_button(GTK_WIDGET(d), adw_message_dialog_get_response_label(d, response));
+    g_assert_nonnull(button);
+    g_object_ref(d);
+    g_signal_emit_by_name(button, "clicked");
+    g_assert_true(wait_for(dialog_gone, d));
+    g_object_unref(d);
     for (int i = 0; i < 10; i++)
         g_main_context_iteration(NULL, FALSE);
 }

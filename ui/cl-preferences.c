@@ -1,5 +1,6 @@
 /* cl-preferences.c - the Preferences window: where the model runs, which model, how images are
- * compared by default, what linked views share. Every row is a GSettings key, bound both ways. */
+ * compared by default, what linked views share, the reviewer's name. Every row is a GSettings key,
+ * bound both ways. */
 #include "cl-preferences.h"
 
 #include <glib/gi18n.h>
@@ -186,6 +187,16 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
                                               _("The colour map of the heat maps"), colour_maps,
                                               colour_labels));
     adw_preferences_page_add(page, view);
+
+    AdwPreferencesGroup *review = ADW_PREFERENCES_GROUP(adw_preferences_group_new());
+    adw_preferences_group_set_title(review, _("Review"));
+    adw_preferences_group_set_description(
+        review, _("Recorded with the descriptions you edit, accept or reject"));
+    GtkWidget *name = adw_entry_row_new();
+    adw_preferences_row_set_title(ADW_PREFERENCES_ROW(name), _("Reviewer's name"));
+    g_settings_bind(settings, "reviewer-name", name, "text", G_SETTINGS_BIND_DEFAULT);
+    adw_preferences_group_add(review, name);
+    adw_preferences_page_add(page, review);
     adw_preferences_window_add(win, page);
     return GTK_WIDGET(win);
 }

@@ -274,7 +274,85 @@ gboolean cl_window_cases_save_pending(ClWindow *self)
     return TRUE;
 }
 
+/* ---- the reviewer's name: asked once, at the first sign-off ---- */
+
+/* The reviewer-name setting goes to the database as the author of edits and sign-offs. */
+static void sync_reviewer(ClWindow *self)
+{
+    if (!self->db || !self->settings)
+        return;
+    g_autofree char *name = g_settings_get_string(self->settings, "reviewer-name");
+    g_strstrip(name);
+    if (*name)
+        cl_casedb_set_actor(self->db, name);
+}
+
+static void set_status_now(ClWindow *self, ClDescStatus status);
+
+static void on_reviewer_changed(GtkEditable *entry, AdwMessageDialog *dialog)
+{
+    g_autofree char *name = g_strstrip(g_strdup(gtk_editable_get_text(entry)));
+    adw_message_dialog_set_response_enabled(dialog, "sign", *name != '\0');
+}
+
+static void on_reviewer_response(AdwMessageDialog *dialog, const char *response, ClWindow *self)
+{
+    if (!g_str_equal(response, "sign"))
+        return;
+    GtkEditable *entry = GTK_EDITABLE(adw_message_dialog_get_extra_child(dialog));
+    g_autofree char *name = g_strstrip(g_strdup(gtk_editable_get_text(entry)));
+    if (!*name || !self->settings)
+        return;
+    g_settings_set_string(self->settings, "reviewer-name", name);
+    sync_reviewer(self);
+    set_status_now(self, GPOINTER_TO_INT(g_object_get_data(G_OBJECT(dialog), "cl-status")));
+}
+
+/* Asks for the reviewer's name (kept in the reviewer-name setting), then signs off. */
+static void ask_reviewer(ClWindow *self, ClDescStatus status)
+{
+    /* TRANSLATORS: asked once, before the first accept or reject */
+    GtkWidget *d = adw_message_dialog_new(
+        GTK_WINDOW(self), _("Your Name as the Reviewer"),
+        _("It is recorded with the descriptions you accept, reject or edit. It is asked once; "
+          "Preferences can change it."));
+    GtkWidget *entry = gtk_entry_new();
+    gtk_entry_set_placeholder_text(GTK_ENTRY(entry), _("Name"));
+    gtk_entry_set_activates_default(GTK_ENTRY(entry), TRUE);
+    const char *real = g_get_real_name();
+    if (real && *real && g_strcmp0(real, "Unknown") != 0)
+        gtk_editable_set_text(GTK_EDITABLE(entry), real);
+    adw_message_dialog_set_extra_child(ADW_MESSAGE_DIALOG(d), entry);
+    adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "sign",
+                                     status == CL_DESC_REJECTED ? _("_Reject") : _("_Accept"),
+                                     NULL);
+    adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "sign",
+                                               ADW_RESPONSE_SUGGESTED);
+    adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), "sign");
+    adw_message_dialog_set_close_response(ADW_MESSAGE_DIALOG(d), "cancel");
+    gtk_window_set_destroy_with_parent(GTK_WINDOW(d), TRUE);
+    g_object_set_data(G_OBJECT(d), "cl-status", GINT_TO_POINTER(status));
+    g_signal_connect(entry, "changed", G_CALLBACK(on_reviewer_changed), d);
+    on_reviewer_changed(GTK_EDITABLE(entry), ADW_MESSAGE_DIALOG(d));
+    g_signal_connect_object(d, "response", G_CALLBACK(on_reviewer_response), self, 0);
+    gtk_window_present(GTK_WINDOW(d));
+    gtk_widget_grab_focus(entry);
+}
+
 void cl_window_cases_set_status(ClWindow *self, ClDescStatus status)
+{
+    if (!self->db || !self->current_case)
+        return;
+    g_autofree char *name =
+        self->settings ? g_settings_get_string(self->settings, "reviewer-name") : NULL;
+    if (name && !*g_strstrip(name)) {
+        ask_reviewer(self, status);
+        return;
+    }
+    set_status_now(self, status);
+}
+
+static void set_status_now(ClWindow *self, ClDescStatus status)
 {
     if (!self->db || !self->current_case || !cl_window_cases_save(self))
         return;
@@ -455,6 +533,7 @@ void cl_window_set_case_db(ClWindow *self, ClCaseDb *db)
     g_return_if_fail(CL_IS_WINDOW(self));
     cl_window_cases_save_pending(self);
     self->db = db;
+    sync_reviewer(self);
     g_clear_pointer(&self->current_case, cl_case_free);
     gtk_widget_set_visible(GTK_WIDGET(self->sidebar_button), db != NULL);
     gtk_toggle_button_set_active(self->sidebar_button, db != NULL);
@@ -785,6 +864,9 @@ gboolean cl_window_get_last_export_ok(ClWindow *self)
 void cl_window_cases_init(ClWindow *self)
 {
     self->shown_version = G_MAXUINT;
+    if (self->settings)
+        g_signal_connect_object(self->settings, "changed::reviewer-name", G_CALLBACK(sync_reviewer),
+                                self, G_CONNECT_SWAPPED);
     g_object_bind_property(self->sidebar_button, "active", self->sidebar_revealer, "reveal-child",
                            G_BINDING_SYNC_CREATE);
     gtk_widget_set_visible(GTK_WIDGET(self->sidebar_button), FALSE);
