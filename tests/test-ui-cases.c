@@ -3,6 +3,7 @@
 #include "ui-util.h"
 
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 
 #include "casedb/casedb.h"
@@ -402,8 +403,8 @@ static void test_import_two_photos(void)
     cl_casedb_close(db);
 }
 
-/* A case of two generated scenes in db, named name; its id. */
-static gint64 scene_case(ClCaseDb *db, const char *name, const char *stem)
+/* A case of two generated scenes in db, named name, the later one shifted by (dx, 0); its id. */
+static gint64 shifted_case(ClCaseDb *db, const char *name, const char *stem, double dx)
 {
     g_autoptr(GError) error = NULL;
     g_autoptr(GPtrArray) images =
@@ -411,7 +412,7 @@ static gint64 scene_case(ClCaseDb *db, const char *name, const char *stem)
     for (int i = 0; i < 2; i++) {
         g_autofree char *file = g_strdup_printf("%s-%d.png", stem, i + 1);
         g_autofree char *path = g_build_filename(tmpdir, file, NULL);
-        write_scene_at(path, i == 1, 0, 0);
+        write_scene_at(path, i == 1, i == 1 ? dx : 0, 0);
         ClCaseImage *ci = g_new0(ClCaseImage, 1);
         g_assert_true(cl_case_image_from_file(path, 0, ci, &error));
         g_ptr_array_add(images, ci);
@@ -421,6 +422,11 @@ static gint64 scene_case(ClCaseDb *db, const char *name, const char *stem)
     g_assert_true(cl_casedb_images_add(db, id, images, NULL, &error));
     g_assert_no_error(error);
     return id;
+}
+
+static gint64 scene_case(ClCaseDb *db, const char *name, const char *stem)
+{
+    return shifted_case(db, name, stem, 0);
 }
 
 static guint n_versions(ClCaseDb *db, gint64 id)
@@ -597,6 +603,80 @@ static void test_reviewer_name(void)
     cl_casedb_close(db);
 }
 
+static gboolean views_idle(gpointer data)
+{
+    ClWindow *win = data;
+    return !cl_image_view_get_loading(cl_window_get_view(win, 0)) &&
+           !cl_image_view_get_loading(cl_window_get_view(win, 1)) && case_shown(win);
+}
+
+/* A case's window/level and alignment are as the reviewer left them when it is opened again
+ * (another case in between starts from its own defaults). */
+static void test_case_view_kept(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "caseview.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    gint64 first = shifted_case(db, "Shifted", "caseview-a", 6);
+    gint64 second = scene_case(db, "Other", "caseview-b");
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    cl_window_open_case(win, first);
+    g_assert_true(wait_for(views_idle, win));
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    ClDisplaySettings defaults, s;
+    g_assert_true(cl_image_view_get_display(a, &defaults));
+    g_assert_cmpint(defaults.mode, !=, CL_DISPLAY_WINDOW);
+
+    /* a window/level dragged on the earlier image (the later one follows), then Align */
+    s = defaults;
+    s.mode = CL_DISPLAY_WINDOW;
+    s.center = 100;
+    s.width = 60;
+    cl_image_view_set_display(a, &s);
+    g_signal_emit_by_name(a, "display-changed");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.align", NULL));
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_window_get_aligned(win));
+    double m[6];
+    g_assert_true(cl_image_view_get_alignment(b, m));
+    g_assert_cmpfloat(fabs(m[0] - 6), <, 0.5);
+
+    /* the other case: its own defaults, nothing aligned */
+    cl_window_open_case(win, second);
+    g_assert_true(wait_for(views_idle, win));
+    ClDisplaySettings got;
+    g_assert_true(cl_image_view_get_display(a, &got));
+    g_assert_cmpint(got.mode, ==, defaults.mode);
+    g_assert_false(cl_window_get_aligned(win));
+    g_assert_false(cl_image_view_get_alignment(b, m));
+
+    /* back: the window/level and the alignment as they were left */
+    cl_window_open_case(win, first);
+    g_assert_true(wait_for(views_idle, win));
+    for (guint i = 0; i < 2; i++) {
+        g_assert_true(cl_image_view_get_display(cl_window_get_view(win, i), &got));
+        g_assert_cmpint(got.mode, ==, CL_DISPLAY_WINDOW);
+        g_assert_cmpfloat(got.center, ==, 100);
+        g_assert_cmpfloat(got.width, ==, 60);
+    }
+    g_assert_true(cl_window_get_aligned(win));
+    double back[6];
+    g_assert_true(cl_image_view_get_alignment(b, back));
+    for (int k = 0; k < 6; k++)
+        g_assert_cmpfloat(back[k], ==, m[k]);
+    /* turning Align off shows the images as they are */
+    cl_window_set_aligned(win, FALSE);
+    g_assert_false(cl_image_view_get_alignment(b, back));
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
 void test_ui_cases_register(void)
 {
     g_test_add_func("/ui/window/cases", test_cases);
@@ -605,4 +685,5 @@ void test_ui_cases_register(void)
     g_test_add_func("/ui/window/import-two-photos", test_import_two_photos);
     g_test_add_func("/ui/window/review-after-accept", test_review_after_accept);
     g_test_add_func("/ui/window/reviewer-name", test_reviewer_name);
+    g_test_add_func("/ui/window/case-view-kept", test_case_view_kept);
 }

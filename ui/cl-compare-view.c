@@ -469,6 +469,12 @@ void cl_compare_view_set_align_status(ClCompareView *self, const char *text)
     gtk_label_set_label(self->align_label, text ? text : "");
 }
 
+const char *cl_compare_view_get_align_status(ClCompareView *self)
+{
+    g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), NULL);
+    return gtk_label_get_label(self->align_label);
+}
+
 gboolean cl_compare_view_nudge(ClCompareView *self, int dx, int dy)
 {
     g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), FALSE);

@@ -47,6 +47,7 @@ void cl_compare_view_apply_preset(ClCompareView *self, const char *preset);
  * and the mode bar's words about it (NULL: none). */
 void cl_compare_view_set_alignment(ClCompareView *self, const double m[6]);
 void cl_compare_view_set_align_status(ClCompareView *self, const char *text);
+const char *cl_compare_view_get_align_status(ClCompareView *self);
 /* Moves the later image by (dx, dy) pixels of the earlier one from where its alignment (or the
  * plain stretch) puts it. FALSE without two images. */
 gboolean cl_compare_view_nudge(ClCompareView *self, int dx, int dy);

@@ -550,6 +550,8 @@ gint64 cl_window_get_case_id(ClWindow *self)
 static void open_case(ClWindow *self, gpointer data)
 {
     gint64 case_id = *(gint64 *)data;
+    /* the case shown is left as it is: its window/level and alignment come back with it */
+    cl_window_caseview_remember(self);
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
     g_autoptr(GError) error = NULL;
@@ -631,6 +633,7 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
         self->sequence_case_id = self->pending_case_id;
         self->pending_case_id = 0;
         apply_case_state(self, FALSE);
+        cl_window_caseview_restore(self);
         return;
     }
     self->sequence_case_id = 0;
@@ -879,5 +882,6 @@ void cl_window_cases_dispose(ClWindow *self)
         g_clear_object(&self->export_cancellable);
     }
     g_clear_pointer(&self->current_case, cl_case_free);
+    cl_window_caseview_dispose(self);
     self->db = NULL;
 }

@@ -227,6 +227,8 @@ void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gi
         g_cancellable_cancel(self->load_cancellable);
         g_clear_object(&self->load_cancellable);
     }
+    /* the case shown is left as it is: its window/level and alignment come back with it */
+    cl_window_caseview_remember(self);
     LoadJob *job = g_new0(LoadJob, 1);
     job->files = g_ptr_array_new_with_free_func(g_object_unref);
     for (guint i = 0; i < n_files; i++)

@@ -1,7 +1,7 @@
 /* cl-window-private.h - ClWindow's instance struct, shared with its companion files
  * (cl-window-actions.c: the win.* actions; cl-window-load.c: loading files;
  * cl-window-describe.c: the model runs; cl-window-cases.c: the case sidebar and the case
- * database). */
+ * database; cl-window-caseview.c: each case's view as it was left). */
 #pragma once
 
 #include "casedb/casedb.h"
@@ -69,6 +69,7 @@ struct _ClWindow {
     gboolean reopened;         /* the accepted description was opened for editing (Edit) */
     GtkWindow *confirm_dialog; /* the question asked before an edit is kept or dropped */
     gboolean close_confirmed;  /* closing after that question: ask no more */
+    GHashTable *case_views;    /* case id → its view as left (cl-window-caseview.c) */
 };
 
 /* cl-window.c */
@@ -87,6 +88,12 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class);
 
 /* cl-window-describe.c: the run in progress (NULL: none) and what shows it. */
 void cl_window_set_describing(ClWindow *self, GCancellable *cancellable);
+
+/* cl-window-caseview.c: each case's pair, window/level and alignment, remembered before other
+ * images replace the case's and given back once its images are shown again. */
+void cl_window_caseview_remember(ClWindow *self);
+void cl_window_caseview_restore(ClWindow *self);
+void cl_window_caseview_dispose(ClWindow *self);
 
 /* cl-window-cases.c */
 void cl_window_cases_init(ClWindow *self);
