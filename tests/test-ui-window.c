@@ -631,6 +631,41 @@ static void test_preferences(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* Without a D-Bus session (dconf cannot write) the compare mode buttons still switch the mode and
+ * the choice is kept: run in a child whose settings backend is the default one. */
+static void test_settings_without_dbus(void)
+{
+    if (g_test_subprocess()) {
+        ClWindow *win = cl_window_new(NULL);
+        gtk_window_present(GTK_WINDOW(win));
+        set_mode(win, "difference");
+        /* dconf tells of a failed write a moment later, undoing it */
+        gint64 until = g_get_monotonic_time() + G_USEC_PER_SEC / 2;
+        while (g_get_monotonic_time() < until)
+            if (!g_main_context_iteration(NULL, FALSE))
+                g_usleep(2000);
+        g_assert_cmpstr(cl_window_get_compare_mode(win), ==, "difference");
+        /* kept: a new window opens in it */
+        ClWindow *next = cl_window_new(NULL);
+        g_assert_cmpstr(cl_window_get_compare_mode(next), ==, "difference");
+        gtk_window_destroy(GTK_WINDOW(next));
+        gtk_window_destroy(GTK_WINDOW(win));
+        return;
+    }
+    g_autofree char *backend = g_strdup(g_getenv("GSETTINGS_BACKEND"));
+    g_autofree char *bus = g_strdup(g_getenv("DBUS_SESSION_BUS_ADDRESS"));
+    g_unsetenv("GSETTINGS_BACKEND");
+    g_setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/changelens-test-bus", TRUE);
+    g_test_trap_subprocess(NULL, 60 * G_USEC_PER_SEC, G_TEST_SUBPROCESS_INHERIT_STDERR);
+    if (backend)
+        g_setenv("GSETTINGS_BACKEND", backend, TRUE);
+    if (bus)
+        g_setenv("DBUS_SESSION_BUS_ADDRESS", bus, TRUE);
+    else
+        g_unsetenv("DBUS_SESSION_BUS_ADDRESS");
+    g_test_trap_assert_passed();
+}
+
 void test_ui_window_register(void)
 {
     g_test_add_func("/ui/viewport/math", test_viewport_math);
@@ -648,4 +683,5 @@ void test_ui_window_register(void)
     g_test_add_func("/ui/view/nearest-when-zoomed", test_nearest_when_zoomed);
     g_test_add_func("/ui/window/open-dialog", test_open_dialog);
     g_test_add_func("/ui/preferences", test_preferences);
+    g_test_add_func("/ui/settings/without-dbus", test_settings_without_dbus);
 }

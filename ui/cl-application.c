@@ -8,6 +8,7 @@
 #include "casedb/casedb.h"
 #include "model/model.h"
 #include "cl-config.h"
+#include "cl-settings.h"
 #include "cl-window.h"
 
 struct _ClApplication {
@@ -128,10 +129,7 @@ static void open_database(ClApplication *self)
         self->db_error = g_strdup(error->message);
         return;
     }
-    GSettingsSchemaSource *source = g_settings_schema_source_get_default();
-    g_autoptr(GSettingsSchema) schema =
-        source ? g_settings_schema_source_lookup(source, CL_APP_ID, TRUE) : NULL;
-    g_autoptr(GSettings) settings = schema ? g_settings_new_full(schema, NULL, NULL) : NULL;
+    g_autoptr(GSettings) settings = cl_settings_new(FALSE);
     if (settings && g_settings_get_boolean(settings, "demo-cases-added"))
         return;
     g_autoptr(GPtrArray) cases = cl_casedb_list(self->db, NULL);

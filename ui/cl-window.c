@@ -11,6 +11,7 @@
 #include "align/register.h"
 #include "cl-config.h"
 #include "cl-document.h"
+#include "cl-settings.h"
 #include "worker/worker.h"
 
 G_DEFINE_FINAL_TYPE(ClWindow, cl_window, ADW_TYPE_APPLICATION_WINDOW)
@@ -526,22 +527,6 @@ static gboolean cl_window_close_request(GtkWindow *window)
     return GTK_WINDOW_CLASS(cl_window_parent_class)->close_request(window);
 }
 
-/* A missing schema would abort in g_settings_new(); run without saved state instead. */
-static GSettings *settings_or_null(void)
-{
-    GSettingsSchemaSource *source = g_settings_schema_source_get_default();
-    g_autoptr(GSettingsSchema) schema =
-        source ? g_settings_schema_source_lookup(source, CL_APP_ID, TRUE) : NULL;
-    if (!schema) {
-        g_warning("GSettings schema %s is not installed: window state and preferences will not be "
-                  "saved (set GSETTINGS_SCHEMA_DIR to the build's data directory when running "
-                  "uninstalled)",
-                  CL_APP_ID);
-        return NULL;
-    }
-    return g_settings_new_full(schema, NULL, NULL);
-}
-
 /* ---- GObject ---- */
 
 ClWindow *cl_window_new(GtkApplication *application)
@@ -678,7 +663,8 @@ static void cl_window_init(ClWindow *self)
     g_signal_connect(drop, "drop", G_CALLBACK(on_drop), self);
     gtk_widget_add_controller(GTK_WIDGET(self->toast_overlay), GTK_EVENT_CONTROLLER(drop));
 
-    self->settings = settings_or_null();
+    /* NULL without the schema (a missing one would abort in g_settings_new()): no saved state */
+    self->settings = cl_settings_new(TRUE);
     if (self->settings) {
         g_settings_bind(self->settings, "link-views", self, "link-views", G_SETTINGS_BIND_DEFAULT);
         g_settings_bind(self->settings, "compare-mode", self, "compare-mode",
