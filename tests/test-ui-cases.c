@@ -1,5 +1,7 @@
 /* test-ui-cases.c - Cases in the window: the sidebar and the demo cases, runs recorded, the review
- * with versions and the report, the filmstrip's pairs and order, one import made into cases. */
+ * with versions and the report, the filmstrip's pairs and order, one import made into cases (and
+ * two photos picked together into one), the keys and the focus after Accept, the questions before
+ * an edit is kept or an accepted text reopened, the reviewer's name, each case's view kept. */
 #include "ui-util.h"
 
 #include <json-glib/json-glib.h>
@@ -292,24 +294,26 @@ static void test_filmstrip(void)
     cl_casedb_close(db);
 }
 
-/* One import of two photo pairs makes two cases (same file stem, version words dropped). */
+/* One import of two photo pairs makes two cases (same file stem, version words dropped); a fifth
+ * file that matches neither is named in the toast. */
 static void test_import_pairs(void)
 {
     g_autofree char *db_path = g_build_filename(tmpdir, "pairs.db", NULL);
     g_autoptr(GError) error = NULL;
     ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
     g_assert_no_error(error);
+    /* and one that matches neither pair */
     const char *names[] = { "harbour-before.png", "garden-before.png", "harbour-after.png",
-                            "garden-after.png" };
-    char *paths[4];
-    for (int i = 0; i < 4; i++) {
+                            "garden-after.png", "lighthouse.png" };
+    char *paths[5];
+    for (int i = 0; i < 5; i++) {
         paths[i] = g_build_filename(tmpdir, names[i], NULL);
         write_scene_at(paths[i], i >= 2, 0, 0);
     }
     ClWindow *win = cl_window_new(NULL);
     gtk_window_present(GTK_WINDOW(win));
     cl_window_set_case_db(win, db);
-    open_paths(win, (const char *const *)paths, 4);
+    open_paths(win, (const char *const *)paths, 5);
     g_assert_true(wait_for(window_idle, win));
     g_assert_true(wait_for(case_shown, win));
     g_autoptr(GPtrArray) list = cl_casedb_list(db, &error);
@@ -319,6 +323,10 @@ static void test_import_pairs(void)
         g_assert_cmpuint(cs->n_images, ==, 2);
         g_assert_true(g_str_has_suffix(cs->name, "-after.png"));
     }
+    /* the toast counts the cases made and names the file in none */
+    g_test_message("toast: %s", cl_window_get_last_toast(win));
+    g_assert_true(g_str_has_prefix(cl_window_get_last_toast(win), "The files make 2 cases"));
+    g_assert_nonnull(strstr(cl_window_get_last_toast(win), "lighthouse.png"));
     /* the first pair is the one shown, as its own case */
     g_assert_cmpuint(cl_window_get_n_sequence(win), ==, 2);
     g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 0))),
@@ -327,7 +335,7 @@ static void test_import_pairs(void)
     for (int i = 0; i < 10; i++)
         g_main_context_iteration(NULL, FALSE);
     cl_casedb_close(db);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         g_free(paths[i]);
 }
 
