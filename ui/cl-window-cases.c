@@ -419,7 +419,11 @@ static void confirm_free(gpointer p, GClosure *closure)
 static void on_unsaved_response(AdwMessageDialog *dialog, const char *response, Confirm *c)
 {
     ClWindow *self = c->self;
-    self->confirm_dialog = NULL;
+    if (self->confirm_dialog) {
+        g_object_remove_weak_pointer(G_OBJECT(self->confirm_dialog),
+                                     (gpointer *)&self->confirm_dialog);
+        self->confirm_dialog = NULL;
+    }
     gboolean go = FALSE;
     if (g_str_equal(response, "save")) {
         go = cl_window_cases_save(self);
@@ -880,6 +884,13 @@ void cl_window_cases_dispose(ClWindow *self)
     if (self->export_cancellable) {
         g_cancellable_cancel(self->export_cancellable);
         g_clear_object(&self->export_cancellable);
+    }
+    if (self->confirm_dialog) {
+        /* the question goes with the window (its answer would find no window) */
+        GtkWindow *d = self->confirm_dialog;
+        g_object_remove_weak_pointer(G_OBJECT(d), (gpointer *)&self->confirm_dialog);
+        self->confirm_dialog = NULL;
+        gtk_window_destroy(d);
     }
     g_clear_pointer(&self->current_case, cl_case_free);
     cl_window_caseview_dispose(self);
