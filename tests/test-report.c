@@ -947,6 +947,44 @@ static void test_deid_units(void)
     g_assert_cmpint(cl_deid_action("GPSLatitude", FALSE), ==, CL_DEID_REMOVE);
 }
 
+/* A file's own extension never survives: it may be the patient's ID ("scan.77123"), or
+ * anything at all ("scan.a-b12" once made the name be built from freed memory). */
+static ClCaseImage *named_image(guint position, const char *path, const char *format)
+{
+    ClCaseImage *img = g_new0(ClCaseImage, 1);
+    img->position = position;
+    img->path = g_strdup(path);
+    img->format = g_strdup(format);
+    img->metadata_json = g_strdup("{\"PatientID\":\"77123\",\"PatientName\":\"Roe^Richard\"}");
+    return img;
+}
+
+static void test_deid_file_names(void)
+{
+    g_autoptr(ClCase) c = cl_case_new_empty();
+    g_ptr_array_add(c->images, named_image(0, "/data/scans/scan.77123", "DICOM"));
+    g_ptr_array_add(c->images, named_image(1, "/data/scans/scan.a-b12", "DICOM"));
+    g_ptr_array_add(c->images, named_image(2, "/data/Roe.Richard.TIFF", "TIFF"));
+    g_ptr_array_add(c->images, named_image(3, "/data/photo.77123.png", "PNG"));
+    g_ptr_array_add(c->images, named_image(4, "/data/noext", NULL));
+    const char *const want[] = { "image-1.dcm", "image-2.dcm", "image-3.tif", "image-4.png",
+                                 "image-5.img" };
+    for (guint i = 0; i < c->images->len; i++) {
+        g_autofree char *name = cl_deid_image_name(g_ptr_array_index(c->images, i));
+        g_assert_cmpstr(name, ==, want[i]);
+    }
+    g_autoptr(ClDeid) d = cl_deid_new("secret-A", c);
+    g_autofree char *t = cl_deid_text(d, "Compare scan.77123 with /data/scans/scan.a-b12 and "
+                                         "photo.77123.png; ID 77123.");
+    g_assert_cmpstr(t, ==, "Compare image-1.dcm with image-2.dcm and image-4.png; ID [removed].");
+    cl_deid_case(d, c);
+    for (guint i = 0; i < c->images->len; i++) {
+        const ClCaseImage *img = g_ptr_array_index(c->images, i);
+        g_assert_cmpstr(img->path, ==, want[i]);
+        g_assert_null(strstr(img->metadata_json, "77123"));
+    }
+}
+
 /* No secret given: one is made in the config dir (0600) and reused. */
 static void test_deid_secret_file(void)
 {
@@ -1191,6 +1229,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/json", test_json);
     g_test_add_func("/report/deid/units", test_deid_units);
     g_test_add_func("/report/deid/consistent", test_deid_consistent);
+    g_test_add_func("/report/deid/file-names", test_deid_file_names);
     g_test_add_func("/report/deid/secret-file", test_deid_secret_file);
     g_test_add_func("/report/missing-file", test_missing_file);
     g_test_add_func("/report/atomic", test_atomic);
