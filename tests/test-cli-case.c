@@ -373,6 +373,76 @@ static void test_usage_and_newer_db(void)
     g_assert_cmpmem(before, n_before, after, n_after);
 }
 
+/* changelens-cli ARGS… exactly as given (NULL-terminated), --db wherever the caller puts it */
+static void run_args(Run *r, const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (char *)g_getenv("CL_CLI"));
+    for (const char *const *a = args; *a; a++)
+        g_ptr_array_add(argv, (char *)*a);
+    g_ptr_array_add(argv, NULL);
+    g_autoptr(GError) error = NULL;
+    int status = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                               &r->out, &r->err, &status, &error));
+    g_assert_no_error(error);
+    if (!WIFEXITED(status))
+        g_error("changelens-cli died (status %d): %s", status, r->err);
+    r->status = WEXITSTATUS(status);
+}
+
+/* --db is taken out of the arguments wherever it stands, and what is left is exactly the
+ * command's: a plain `search WORD` once became "WORD search WORD" (the removed --db PATH left
+ * the last arguments twice), which matched nothing. */
+static void test_db_option(void)
+{
+    g_autofree char *db = g_build_filename(tmp, "db-option.db", NULL);
+    g_autofree char *db_eq = g_strconcat("--db=", db, NULL);
+    Run r = { 0 };
+    const char *const new1[] = { "case", "--db", db, "new", "Chest film of Okafor", NULL };
+    run_args(&r, new1);
+    expect_ok(&r);
+    run_clear(&r);
+    const char *const new2[] = { "case", "new", "Abdomen", "--db", db, NULL };
+    run_args(&r, new2);
+    expect_ok(&r);
+    g_assert_cmpstr(r.out, ==, "2\n");
+    run_clear(&r);
+    const char *const *const finds_one[] = {
+        (const char *const[]){ "case", "--db", db, "search", "chest", NULL },
+        (const char *const[]){ "case", "--db", db, "search", "chest", "okafor", NULL },
+        (const char *const[]){ "case", db_eq, "search", "film", NULL },
+        (const char *const[]){ "case", "search", "--db", db, "chest", NULL },
+        (const char *const[]){ "case", "search", "chest", "--db", db, NULL },
+        (const char *const[]){ "case", "--db", db, "search", "-n", "5", "okafor", NULL },
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(finds_one); i++) {
+        run_args(&r, finds_one[i]);
+        expect_ok(&r);
+        if (!strstr(r.out, "Chest film of Okafor") || strstr(r.out, "Abdomen"))
+            g_error("search %u found the wrong cases: %s", i, r.out);
+        run_clear(&r);
+    }
+    /* the words left are the query's, no more: "search" itself is not searched for */
+    const char *const none[] = { "case", "--db", db, "search", "abdomen", "chest", NULL };
+    run_args(&r, none);
+    expect_ok(&r);
+    g_assert_null(strstr(r.out, "Abdomen"));
+    g_assert_null(strstr(r.out, "Chest"));
+    run_clear(&r);
+    /* and a command's own arguments are as given: show takes exactly one id */
+    const char *const show[] = { "case", "--db", db, "show", "2", NULL };
+    run_args(&r, show);
+    expect_ok(&r);
+    g_assert_nonnull(strstr(r.out, "Abdomen"));
+    run_clear(&r);
+    const char *const no_path[] = { "case", "search", "chest", "--db", NULL };
+    run_args(&r, no_path);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, "--db"));
+    run_clear(&r);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -384,6 +454,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cli-case/workflow", test_workflow);
     g_test_add_func("/cli-case/dicom-deidentified", test_dicom_deidentified);
     g_test_add_func("/cli-case/usage-and-newer-db", test_usage_and_newer_db);
+    g_test_add_func("/cli-case/db-option", test_db_option);
     int rc = g_test_run();
     cl_fixture_rmdir(tmp);
     g_free(db_path);
