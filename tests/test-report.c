@@ -529,6 +529,38 @@ static void test_pdf_text(void)
     g_assert_true(warnings_have(w2, "De-identification is off", NULL));
 }
 
+/* Noncharacters (U+FDD0, U+1FFFE, U+10FFFF) are valid UTF-8 that Cairo refuses: the name,
+ * description and note holding them still export, the characters shown as U+FFFD. */
+static void test_noncharacters(void)
+{
+    g_autoptr(ClCase) c = make_case(FALSE);
+    g_free(c->summary.name);
+    c->summary.name = g_strdup("Plot \xef\xb7\x90 west \xf4\x8f\xbf\xbf end");
+    ClCaseDescVersion *v = g_ptr_array_index(c->descriptions, c->descriptions->len - 1);
+    g_free(v->text);
+    v->text = g_strdup("Shed \xf0\x9f\xbf\xbe moved \xef\xbf\xbe left.");
+    ClCaseNote *n = g_ptr_array_index(c->notes, 0);
+    g_free(n->text);
+    n->text = g_strdup("Note \xef\xb7\xaf here");
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_PDF, NULL);
+    g_autofree char *pdf = tmp_path("nonchar.pdf");
+    g_autoptr(GPtrArray) w = export_ok(c, &o, pdf);
+    g_autofree char *text = pdf_text(pdf);
+    if (text) {
+        g_assert_nonnull(strstr(text, "Plot \xef\xbf\xbd west \xef\xbf\xbd end"));
+        g_assert_nonnull(strstr(text, "Shed \xef\xbf\xbd moved \xef\xbf\xbd left."));
+        g_assert_nonnull(strstr(text, "Note \xef\xbf\xbd here"));
+    }
+    o.format = CL_REPORT_JSON;
+    g_autofree char *json_path = tmp_path("nonchar.json");
+    g_autoptr(GPtrArray) w2 = export_ok(c, &o, json_path);
+    g_autofree char *json = read_text(json_path);
+    g_assert_nonnull(strstr(json, "Plot \xef\xbf\xbd west \xef\xbf\xbd end"));
+    g_assert_null(strstr(json, "\xef\xb7\x90"));
+    g_assert_null(strstr(json, "\xf4\x8f\xbf\xbf"));
+}
+
 /* Very long words and text: wrapped inside the margins, flowing onto more pages. */
 static void test_pdf_long_text(void)
 {
@@ -1225,6 +1257,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/pdf/letter", test_pdf_letter);
     g_test_add_func("/report/pdf/text", test_pdf_text);
     g_test_add_func("/report/pdf/long-text", test_pdf_long_text);
+    g_test_add_func("/report/pdf/noncharacters", test_noncharacters);
     g_test_add_func("/report/html", test_html);
     g_test_add_func("/report/json", test_json);
     g_test_add_func("/report/deid/units", test_deid_units);
