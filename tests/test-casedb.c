@@ -650,6 +650,56 @@ static void test_files(void)
                     CL_FILE_UNCHECKED);
 }
 
+/* A file name that is not UTF-8 (Latin-1 bytes from an old archive) is kept byte for byte: the
+ * file is found again (not "missing"), and a UTF-8 path is still stored as readable text. */
+static void test_non_utf8_path(void)
+{
+    g_autofree char *dir = tmp_path("encodings");
+    g_assert_cmpint(g_mkdir(dir, 0700), ==, 0);
+    g_autofree char *png = NULL;
+    gsize len;
+    g_assert_true(g_file_get_contents(fx_png->path, &png, &len, NULL));
+    /* "Röntgen 50%.png" in Latin-1, and its UTF-8 twin */
+    g_autofree char *latin1 = g_build_filename(dir, "R\xf6ntgen 50%.png", NULL);
+    g_autofree char *utf8 = g_build_filename(dir, "R\xc3\xb6ntgen 50%.png", NULL);
+    g_assert_false(g_utf8_validate(latin1, -1, NULL));
+    g_assert_true(g_file_set_contents(latin1, png, (gssize)len, NULL));
+    g_assert_true(g_file_set_contents(utf8, png, (gssize)len, NULL));
+    g_autoptr(GPtrArray) imgs = images_new();
+    g_ptr_array_add(imgs, image_from(latin1, 0));
+    g_ptr_array_add(imgs, image_from(utf8, 0));
+    g_autofree char *db_path = tmp_path("encodings.db");
+    g_autoptr(ClCaseDb) db = open_ok(db_path);
+    gint64 id = new_case(db, "encodings");
+    g_autoptr(GArray) ids = add_images(db, id, imgs);
+    g_autoptr(ClCase) c = get(db, id, CL_CASE_CHECK_FILES);
+    g_assert_cmpuint(c->images->len, ==, 2);
+    const ClCaseImage *a = g_ptr_array_index(c->images, 0), *b = g_ptr_array_index(c->images, 1);
+    g_assert_cmpstr(a->path, ==, latin1);
+    g_assert_cmpstr(b->path, ==, utf8);
+    g_assert_cmpint(a->file_state, ==, CL_FILE_OK);
+    g_assert_cmpint(b->file_state, ==, CL_FILE_OK);
+    /* what the database holds is UTF-8 text either way; the UTF-8 path as it is */
+    sqlite3 *s = raw_open(db_path);
+    sqlite3_stmt *st = NULL;
+    g_assert_cmpint(
+        sqlite3_prepare_v2(s, "SELECT path FROM images ORDER BY position", -1, &st, NULL), ==,
+        SQLITE_OK);
+    g_assert_cmpint(sqlite3_step(st), ==, SQLITE_ROW);
+    const char *stored = (const char *)sqlite3_column_text(st, 0);
+    g_assert_true(g_utf8_validate(stored, -1, NULL));
+    g_assert_true(g_str_has_prefix(stored, "file://"));
+    g_assert_cmpint(sqlite3_step(st), ==, SQLITE_ROW);
+    g_assert_cmpstr((const char *)sqlite3_column_text(st, 0), ==, utf8);
+    sqlite3_finalize(st);
+    sqlite3_close(s);
+    /* removed, it is missing: the state comes from the file, not from the name's encoding */
+    g_assert_cmpint(g_unlink(latin1), ==, 0);
+    g_autoptr(ClCase) c2 = get(db, id, CL_CASE_CHECK_FILES);
+    g_assert_cmpint(((ClCaseImage *)g_ptr_array_index(c2->images, 0))->file_state, ==,
+                    CL_FILE_MISSING);
+}
+
 /* ---- search ---------------------------------------------------------------------------------- */
 
 static void test_search(void)
@@ -1092,6 +1142,7 @@ int main(int argc, char **argv)
     g_test_add_func("/casedb/records", test_records);
     g_test_add_func("/casedb/image-errors", test_image_errors);
     g_test_add_func("/casedb/files", test_files);
+    g_test_add_func("/casedb/non-utf8-path", test_non_utf8_path);
     g_test_add_func("/casedb/search", test_search);
     g_test_add_func("/casedb/escaping", test_escaping);
     g_test_add_func("/casedb/read-only", test_read_only);

@@ -443,6 +443,41 @@ static void test_db_option(void)
     run_clear(&r);
 }
 
+/* An image whose file name is not UTF-8 is found again after `case add`: show says "ok". */
+static void test_non_utf8_name(void)
+{
+    g_autofree char *dir = g_build_filename(tmp, "latin1", NULL);
+    g_autofree char *db = g_build_filename(tmp, "latin1.db", NULL);
+    Run r = { 0 };
+    const char *const demo[] = { "demo", "--out", dir, NULL };
+    run_args(&r, demo);
+    expect_ok(&r);
+    run_clear(&r);
+    g_autofree char *before = g_build_filename(dir, "before.png", NULL);
+    g_autofree char *after = g_build_filename(dir, "after.png", NULL);
+    g_autofree char *latin1 = g_build_filename(dir, "Vorh\xe4r.png", NULL); /* Latin-1 ä */
+    g_assert_cmpint(g_rename(before, latin1), ==, 0);
+    const char *const new_case[] = { "case", "--db", db, "new", "Latin-1", NULL };
+    run_args(&r, new_case);
+    expect_ok(&r);
+    run_clear(&r);
+    const char *const add[] = { "case", "--db", db, "add", "1", latin1, after, NULL };
+    run_args(&r, add);
+    expect_ok(&r);
+    run_clear(&r);
+    const char *const show[] = { "case", "--db", db, "show", "1", "--json", NULL };
+    run_args(&r, show);
+    expect_ok(&r);
+    g_autoptr(JsonNode) root = parse_json(r.out);
+    run_clear(&r);
+    JsonArray *images = member_array(root, "images");
+    g_assert_cmpuint(json_array_get_length(images), ==, 2);
+    for (guint i = 0; i < 2; i++)
+        g_assert_cmpstr(
+            json_object_get_string_member(json_array_get_object_element(images, i), "file_state"),
+            ==, "ok");
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -455,6 +490,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cli-case/dicom-deidentified", test_dicom_deidentified);
     g_test_add_func("/cli-case/usage-and-newer-db", test_usage_and_newer_db);
     g_test_add_func("/cli-case/db-option", test_db_option);
+    g_test_add_func("/cli-case/non-utf8-name", test_non_utf8_name);
     int rc = g_test_run();
     cl_fixture_rmdir(tmp);
     g_free(db_path);

@@ -216,6 +216,30 @@ int cl_casedb_bind_text(sqlite3_stmt *st, int idx, const char *text)
     return sqlite3_bind_text(st, idx, valid, -1, g_free);
 }
 
+char *cl_casedb_path_to_text(const char *path)
+{
+    /* a UTF-8 path is kept as it is, readable; any other (bytes of another encoding) as a file
+     * URI, whose %XX escapes give the bytes back. No absolute path starts with "file:", so
+     * the two cannot be confused. */
+    if (g_utf8_validate(path, -1, NULL) && !g_str_has_prefix(path, "file:"))
+        return g_strdup(path);
+    g_autofree char *abs = g_canonicalize_filename(path, NULL);
+    char *uri = g_filename_to_uri(abs, NULL, NULL);
+    return uri ? uri : g_utf8_make_valid(path, -1);
+}
+
+char *cl_casedb_path_from_text(const char *text)
+{
+    if (!text)
+        return NULL;
+    if (g_str_has_prefix(text, "file://")) {
+        char *path = g_filename_from_uri(text, NULL, NULL);
+        if (path)
+            return path;
+    }
+    return g_strdup(text);
+}
+
 char *cl_casedb_column_dup(sqlite3_stmt *st, int col)
 {
     const unsigned char *s = sqlite3_column_text(st, col);

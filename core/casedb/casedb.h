@@ -105,7 +105,8 @@ typedef struct {
 typedef struct {
     gint64 id;
     guint position;    /* 0-based order in the case: the model reads the images in this order */
-    char *path;        /* absolute path */
+    char *path;        /* absolute path, in the file system's encoding (not always UTF-8:
+                        * show it with g_filename_display_name) */
     guint frame;       /* frame / page of the file */
     char *sha256;      /* lowercase hex of the file's bytes when added */
     gint64 file_size;  /* bytes when added */

@@ -303,8 +303,9 @@ static gboolean check_image(const ClCaseImage *img, guint i, GError **error)
         g_autoptr(GError) err = NULL;
         if (!json_parser_load_from_data(p, img->metadata_json, -1, &err) ||
             !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p))) {
+            g_autofree char *shown = g_filename_display_name(img->path);
             g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
-                        "The metadata of %s is not a JSON object%s%s", img->path, err ? ": " : "",
+                        "The metadata of %s is not a JSON object%s%s", shown, err ? ": " : "",
                         err ? err->message : "");
             return FALSE;
         }
@@ -325,7 +326,7 @@ static gboolean insert_image(ClCaseDb *db, gint64 case_id, guint position, const
         return FALSE;
     sqlite3_bind_int64(st, 1, case_id);
     sqlite3_bind_int64(st, 2, position);
-    cl_casedb_bind_text(st, 3, img->path);
+    sqlite3_bind_text(st, 3, cl_casedb_path_to_text(img->path), -1, g_free);
     sqlite3_bind_int64(st, 4, img->frame);
     cl_casedb_bind_text(st, 5, img->sha256 ? img->sha256 : "");
     sqlite3_bind_int64(st, 6, img->file_size);
@@ -384,7 +385,8 @@ gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, G
             g_array_append_val(ids, id);
             g_autoptr(JsonBuilder) b = detail_new();
             detail_int(b, "image_id", id);
-            detail_str(b, "path", img->path);
+            g_autofree char *path = cl_casedb_path_to_text(img->path);
+            detail_str(b, "path", path);
             detail_int(b, "frame", img->frame);
             detail_str(b, "sha256", img->sha256);
             ok = audit_with(db, now, "image.add", case_id, b, error);
