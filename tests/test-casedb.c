@@ -5,6 +5,8 @@
 #include <json-glib/json-glib.h>
 #include <sqlite3.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <utime.h>
 
 #include "casedb/casedb.h"
@@ -922,6 +924,64 @@ static void test_read_only(void)
     g_assert_cmpuint(again->descriptions->len, ==, 1);
 }
 
+/* The child of test_read_only_folder, with file permissions applied: 77 when they cannot be. */
+static int read_only_folder_child(const char *dir, const char *path, gint64 id)
+{
+    if (!cl_fixture_obey_permissions(dir))
+        return 77;
+    const ClCaseDbOpenFlags flags[] = { CL_CASEDB_OPEN_NO_CREATE, CL_CASEDB_OPEN_DEFAULT };
+    for (guint i = 0; i < G_N_ELEMENTS(flags); i++) {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(ClCaseDb) db = cl_casedb_open(path, flags[i], &err);
+        g_assert_no_error(err);
+        g_autoptr(GPtrArray) list = cl_casedb_list(db, &err);
+        g_assert_no_error(err);
+        g_assert_cmpuint(list->len, ==, 1);
+        g_autoptr(ClCase) c = get(db, id, 0);
+        g_assert_cmpstr(cl_case_current_description(c)->text, ==, "Stable nodule");
+        g_assert_true(finds(db, "nodule", id));
+        g_assert_false(cl_casedb_description_edit(db, id, "changed", NULL, 0, NULL, &err));
+        g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY);
+        g_assert_nonnull(strstr(err->message, path));
+        g_assert_nonnull(strstr(err->message, "can only be read"));
+        g_clear_error(&err);
+        g_assert_false(cl_casedb_case_new(db, "new", NULL, &err));
+        g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY);
+    }
+    return 0;
+}
+
+/* A database in a folder that cannot be written (a read-only mount, an archive): SQLite cannot
+ * put the WAL index beside it, yet it is read; a write fails saying why. */
+static void test_read_only_folder(void)
+{
+    g_autofree char *dir = tmp_path("read-only-folder");
+    g_assert_cmpint(g_mkdir(dir, 0700), ==, 0);
+    g_autofree char *path = g_build_filename(dir, "cases.db", NULL);
+    ClCaseDb *rw = open_ok(path);
+    gint64 id = new_case(rw, "Archived chest");
+    edit(rw, id, "Stable nodule", 0);
+    cl_casedb_close(rw);
+    g_autofree char *shm = g_strconcat(path, "-shm", NULL);
+    g_assert_false(g_file_test(shm, G_FILE_TEST_EXISTS)); /* closed: nothing beside it */
+    g_assert_cmpint(g_chmod(dir, 0555), ==, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0)
+        _exit(read_only_folder_child(dir, path, id));
+    int status = 0;
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_cmpint(g_chmod(dir, 0700), ==, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        g_test_skip("file permissions cannot be made to apply to this process");
+        return;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        g_error("reading the database in a read-only folder failed (status %d)", status);
+    g_assert_false(g_file_test(shm, G_FILE_TEST_EXISTS));
+}
+
 static void test_full(void)
 {
     g_autofree char *path = tmp_path("full.db");
@@ -1146,6 +1206,7 @@ int main(int argc, char **argv)
     g_test_add_func("/casedb/search", test_search);
     g_test_add_func("/casedb/escaping", test_escaping);
     g_test_add_func("/casedb/read-only", test_read_only);
+    g_test_add_func("/casedb/read-only-folder", test_read_only_folder);
     g_test_add_func("/casedb/full", test_full);
     g_test_add_func("/casedb/reader-while-writing", test_reader_while_writing);
     g_test_add_func("/casedb/wrong-thread", test_wrong_thread);

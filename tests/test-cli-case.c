@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "fixtures.h"
 
@@ -478,6 +479,67 @@ static void test_non_utf8_name(void)
             ==, "ok");
 }
 
+static void obey_permissions(gpointer dir)
+{
+    cl_fixture_obey_permissions(dir);
+}
+
+/* A database in a folder that cannot be written: the reading commands work, a writing one
+ * fails saying why. File permissions are made to apply even to root (the test's child). */
+static void test_read_only_folder(void)
+{
+    g_autofree char *dir = g_build_filename(tmp, "read-only", NULL);
+    g_autofree char *db = g_build_filename(dir, "cases.db", NULL);
+    Run r = { 0 };
+    const char *const new_case[] = { "case", "--db", db, "new", "Archived chest", NULL };
+    run_args(&r, new_case);
+    expect_ok(&r);
+    run_clear(&r);
+    const char *const edit[] = { "case", "--db", db, "edit", "1", "Stable nodule", NULL };
+    run_args(&r, edit);
+    expect_ok(&r);
+    run_clear(&r);
+    g_assert_cmpint(g_chmod(dir, 0555), ==, 0);
+    pid_t probe = fork();
+    g_assert_cmpint(probe, >=, 0);
+    if (probe == 0)
+        _exit(cl_fixture_obey_permissions(dir) ? 0 : 77);
+    int status = 0;
+    g_assert_cmpint(waitpid(probe, &status, 0), ==, probe);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        g_assert_cmpint(g_chmod(dir, 0700), ==, 0);
+        g_test_skip("file permissions cannot be made to apply to this process");
+        return;
+    }
+    const char *const *const reads[] = {
+        (const char *const[]){ "case", "--db", db, "list", NULL },
+        (const char *const[]){ "case", "--db", db, "show", "1", NULL },
+        (const char *const[]){ "case", "--db", db, "search", "nodule", NULL },
+        (const char *const[]){ "case", "--db", db, "new", "Another", NULL },
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(reads); i++) {
+        g_autoptr(GPtrArray) argv = g_ptr_array_new();
+        g_ptr_array_add(argv, (char *)g_getenv("CL_CLI"));
+        for (const char *const *a = reads[i]; *a; a++)
+            g_ptr_array_add(argv, (char *)*a);
+        g_ptr_array_add(argv, NULL);
+        g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT,
+                                   obey_permissions, dir, &r.out, &r.err, &status, NULL));
+        g_assert_true(WIFEXITED(status));
+        r.status = WEXITSTATUS(status);
+        if (i < 3) {
+            expect_ok(&r);
+            g_assert_nonnull(strstr(r.out, "Archived chest"));
+        } else { /* the write is refused, saying why */
+            g_assert_cmpint(r.status, ==, 1);
+            g_assert_nonnull(strstr(r.err, "can only be read"));
+            g_assert_nonnull(strstr(r.err, "read-only"));
+        }
+        run_clear(&r);
+    }
+    g_assert_cmpint(g_chmod(dir, 0700), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -491,6 +553,7 @@ int main(int argc, char **argv)
     g_test_add_func("/cli-case/usage-and-newer-db", test_usage_and_newer_db);
     g_test_add_func("/cli-case/db-option", test_db_option);
     g_test_add_func("/cli-case/non-utf8-name", test_non_utf8_name);
+    g_test_add_func("/cli-case/read-only-folder", test_read_only_folder);
     int rc = g_test_run();
     cl_fixture_rmdir(tmp);
     g_free(db_path);

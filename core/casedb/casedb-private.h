@@ -8,9 +8,10 @@
 
 struct _ClCaseDb {
     sqlite3 *sql;
-    char *path;         /* as given (":memory:" for a private in-memory database) */
-    GThread *owner;     /* the only thread allowed to use the connection */
-    gboolean read_only; /* opened with CL_CASEDB_OPEN_READ_ONLY (or the file is read-only) */
+    char *path;          /* as given (":memory:" for a private in-memory database) */
+    GThread *owner;      /* the only thread allowed to use the connection */
+    gboolean read_only;  /* opened with CL_CASEDB_OPEN_READ_ONLY (or the file is read-only) */
+    gboolean unwritable; /* read-only because the file, its folder or its mount is */
     char *actor;
     GHashTable *stmts; /* SQL text -> sqlite3_stmt*, prepared once, finalized at close */
 };

@@ -49,7 +49,9 @@ char *cl_casedb_default_path(void);
 /* Opens (and creates, and migrates to cl_casedb_schema_version()) the database at path;
  * ":memory:" gives a private in-memory database. Sets WAL (file databases), synchronous=NORMAL,
  * foreign_keys=ON and a busy timeout of 5 s. A database with a user_version above ours fails with
- * TOO_NEW and a message naming both versions; a file that is not a database fails with CORRUPT. */
+ * TOO_NEW and a message naming both versions; a file that is not a database fails with CORRUPT.
+ * A file, folder or mount that cannot be written opens read-only (reads work; every write fails
+ * with READ_ONLY and a message saying why), unless the schema is older and must be migrated. */
 ClCaseDb *cl_casedb_open(const char *path, ClCaseDbOpenFlags flags, GError **error);
 /* Tests: opens like cl_casedb_open but migrates only up to `version` (0 = an empty schema). */
 ClCaseDb *cl_casedb_open_at_version(const char *path, int version, GError **error);
