@@ -890,6 +890,183 @@ static void test_escaping(void)
     g_string_free(big, TRUE);
 }
 
+/* ---- durability ------------------------------------------------------------------------------- */
+
+/* A VFS over the default one that counts xSync calls on WAL files: a commit is durable when the
+ * WAL holding it has been synced before the call returns. */
+typedef struct {
+    sqlite3_file base;
+    sqlite3_file *real; /* the default VFS's file, right after this struct */
+    gboolean wal;
+} CountingFile;
+
+static sqlite3_vfs counting_vfs, *default_vfs;
+static sqlite3_io_methods counting_io;
+static gint wal_syncs;
+
+#define REAL(f) (((CountingFile *)(f))->real)
+static int c_close(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xClose(REAL(f));
+}
+static int c_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o)
+{
+    return REAL(f)->pMethods->xRead(REAL(f), b, n, o);
+}
+static int c_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
+{
+    return REAL(f)->pMethods->xWrite(REAL(f), b, n, o);
+}
+static int c_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+    return REAL(f)->pMethods->xTruncate(REAL(f), size);
+}
+static int c_sync(sqlite3_file *f, int flags)
+{
+    if (((CountingFile *)f)->wal)
+        g_atomic_int_inc(&wal_syncs);
+    return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int c_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+    return REAL(f)->pMethods->xFileSize(REAL(f), size);
+}
+static int c_lock(sqlite3_file *f, int l)
+{
+    return REAL(f)->pMethods->xLock(REAL(f), l);
+}
+static int c_unlock(sqlite3_file *f, int l)
+{
+    return REAL(f)->pMethods->xUnlock(REAL(f), l);
+}
+static int c_check_reserved(sqlite3_file *f, int *out)
+{
+    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+static int c_file_control(sqlite3_file *f, int op, void *arg)
+{
+    return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+}
+static int c_sector_size(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xSectorSize(REAL(f));
+}
+static int c_device(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int c_shm_map(sqlite3_file *f, int pg, int size, int extend, void volatile **p)
+{
+    return REAL(f)->pMethods->xShmMap(REAL(f), pg, size, extend, p);
+}
+static int c_shm_lock(sqlite3_file *f, int offset, int n, int flags)
+{
+    return REAL(f)->pMethods->xShmLock(REAL(f), offset, n, flags);
+}
+static void c_shm_barrier(sqlite3_file *f)
+{
+    REAL(f)->pMethods->xShmBarrier(REAL(f));
+}
+static int c_shm_unmap(sqlite3_file *f, int del)
+{
+    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+
+static int c_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
+{
+    (void)vfs;
+    CountingFile *cf = (CountingFile *)f;
+    cf->real = (sqlite3_file *)(cf + 1);
+    cf->wal = (flags & SQLITE_OPEN_WAL) != 0;
+    int rc = default_vfs->xOpen(default_vfs, name, cf->real, flags, out);
+    /* the unix VFS needs no shm or mmap methods of ours beyond forwarding; version 2 of the
+     * table is enough for WAL (no xFetch: memory mapping stays off) */
+    f->pMethods = rc == SQLITE_OK && cf->real->pMethods ? &counting_io : NULL;
+    return rc;
+}
+
+static void counting_vfs_install(void)
+{
+    default_vfs = sqlite3_vfs_find(NULL);
+    counting_vfs = *default_vfs;
+    counting_vfs.zName = "cl-counting";
+    counting_vfs.szOsFile = (int)sizeof(CountingFile) + default_vfs->szOsFile;
+    counting_vfs.xOpen = c_open;
+    counting_io = (sqlite3_io_methods){
+        .iVersion = 2,
+        .xClose = c_close,
+        .xRead = c_read,
+        .xWrite = c_write,
+        .xTruncate = c_truncate,
+        .xSync = c_sync,
+        .xFileSize = c_file_size,
+        .xLock = c_lock,
+        .xUnlock = c_unlock,
+        .xCheckReservedLock = c_check_reserved,
+        .xFileControl = c_file_control,
+        .xSectorSize = c_sector_size,
+        .xDeviceCharacteristics = c_device,
+        .xShmMap = c_shm_map,
+        .xShmLock = c_shm_lock,
+        .xShmBarrier = c_shm_barrier,
+        .xShmUnmap = c_shm_unmap,
+    };
+    g_assert_cmpint(sqlite3_vfs_register(&counting_vfs, 1), ==, SQLITE_OK);
+}
+
+static void counting_vfs_remove(void)
+{
+    sqlite3_vfs_unregister(&counting_vfs);
+    sqlite3_vfs_register(default_vfs, 1);
+}
+
+/* Accept, reject, edit, note and key image reach the disk before they return (the WAL is
+ * synced at their commit): a power cut right after a sign-off cannot take it back. Bulk writes
+ * (a case, its images) are not synced one by one. */
+static void test_durable(void)
+{
+    counting_vfs_install();
+    g_autofree char *path = tmp_path("durable.db");
+    ClCaseDb *db = open_ok(path);
+    g_autoptr(GError) err = NULL;
+    gint64 id = new_case(db, "Durable");
+    g_autoptr(GPtrArray) imgs = images_new();
+    g_ptr_array_add(imgs, image_from(fx_png->path, 0));
+
+    g_atomic_int_set(&wal_syncs, 0);
+    g_autoptr(GArray) ids = add_images(db, id, imgs);
+    gint64 bulk_syncs = g_atomic_int_get(&wal_syncs);
+    g_atomic_int_set(&wal_syncs, 0);
+    gint64 v1 = edit(db, id, "Stable", 0);
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    g_atomic_int_set(&wal_syncs, 0);
+    g_assert_true(
+        cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, "Dr. Okafor", NULL, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    g_atomic_int_set(&wal_syncs, 0);
+    g_assert_true(cl_casedb_description_set_status(db, id, CL_DESC_REJECTED, "Dr. Ng", NULL, &err));
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    g_atomic_int_set(&wal_syncs, 0);
+    g_assert_true(cl_casedb_note_add(db, id, 0, "Called the ward", NULL, &err));
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    g_atomic_int_set(&wal_syncs, 0);
+    g_assert_true(
+        cl_casedb_key_image_add(db, id, g_array_index(ids, gint64, 0), "key", NULL, &err));
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    /* the connection is back to NORMAL afterwards: the next bulk write syncs no more than the
+     * first did */
+    g_atomic_int_set(&wal_syncs, 0);
+    g_autoptr(GPtrArray) more = images_new();
+    g_ptr_array_add(more, image_from(fx_png->path, 0));
+    g_autoptr(GArray) ids2 = add_images(db, id, more);
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), ==, bulk_syncs);
+    g_assert_cmpint(bulk_syncs, ==, 0);
+    (void)v1;
+    cl_casedb_close(db);
+    counting_vfs_remove();
+}
+
 /* ---- read-only and full disk ----------------------------------------------------------------- */
 
 static void test_read_only(void)
@@ -1205,6 +1382,7 @@ int main(int argc, char **argv)
     g_test_add_func("/casedb/non-utf8-path", test_non_utf8_path);
     g_test_add_func("/casedb/search", test_search);
     g_test_add_func("/casedb/escaping", test_escaping);
+    g_test_add_func("/casedb/durable", test_durable);
     g_test_add_func("/casedb/read-only", test_read_only);
     g_test_add_func("/casedb/read-only-folder", test_read_only_folder);
     g_test_add_func("/casedb/full", test_full);

@@ -47,7 +47,8 @@ int cl_casedb_schema_version(void);
 char *cl_casedb_default_path(void);
 
 /* Opens (and creates, and migrates to cl_casedb_schema_version()) the database at path;
- * ":memory:" gives a private in-memory database. Sets WAL (file databases), synchronous=NORMAL,
+ * ":memory:" gives a private in-memory database. Sets WAL (file databases), synchronous=NORMAL
+ * (FULL for the reviewer's writes: edits, accept/reject, notes, key images; docs/DESIGN.md §6),
  * foreign_keys=ON and a busy timeout of 5 s. A database with a user_version above ours fails with
  * TOO_NEW and a message naming both versions; a file that is not a database fails with CORRUPT.
  * A file, folder or mount that cannot be written opens read-only (reads work; every write fails

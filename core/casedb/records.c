@@ -204,6 +204,31 @@ static gboolean finish(ClCaseDb *db, gboolean ok, const char *what, GError **err
     return FALSE;
 }
 
+/* What a reviewer writes or decides (a description's edit, accept and reject; notes; key
+ * images) must survive a power cut once the call has returned. The connection runs
+ * synchronous=NORMAL, under which a WAL commit reaches the disk only at the next checkpoint;
+ * these writes commit under synchronous=FULL, which syncs the WAL at the commit (and with it
+ * every commit before). Bulk writes (images, runs with their heatmaps) keep NORMAL: a crash
+ * loses at most what can be made again, and they stay fast. */
+static gboolean begin_durable(ClCaseDb *db, GError **error)
+{
+    sqlite3_stmt *st = cl_casedb_stmt(db, "PRAGMA synchronous = FULL", error);
+    if (!st || !cl_casedb_exec_stmt(db, st, "starting a change", error))
+        return FALSE;
+    if (cl_casedb_begin(db, error))
+        return TRUE;
+    sqlite3_exec(db->sql, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+    return FALSE;
+}
+
+static gboolean finish_durable(ClCaseDb *db, gboolean ok, const char *what, GError **error)
+{
+    ok = finish(db, ok, what, error);
+    /* outside the transaction again: back to the connection's setting */
+    sqlite3_exec(db->sql, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+    return ok;
+}
+
 /* ---- cases ----------------------------------------------------------------------------------- */
 
 gboolean cl_casedb_case_new(ClCaseDb *db, const char *name, gint64 *out_id, GError **error)
@@ -609,7 +634,7 @@ gboolean cl_casedb_description_edit(ClCaseDb *db, gint64 case_id, const char *te
 {
     CL_CASEDB_CHECK(db, FALSE);
     g_return_val_if_fail(text != NULL, FALSE);
-    if (!cl_casedb_begin(db, error))
+    if (!begin_durable(db, error))
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     Current cur = { 0 };
@@ -653,7 +678,7 @@ gboolean cl_casedb_description_edit(ClCaseDb *db, gint64 case_id, const char *te
              cl_casedb_touch_case(db, case_id, now, error);
     }
     current_clear(&cur);
-    if (!finish(db, ok, "saving the description", error))
+    if (!finish_durable(db, ok, "saving the description", error))
         return FALSE;
     if (out_version_id)
         *out_version_id = version_id;
@@ -667,7 +692,7 @@ gboolean cl_casedb_description_set_status(ClCaseDb *db, gint64 case_id, ClDescSt
     CL_CASEDB_CHECK(db, FALSE);
     g_return_val_if_fail(
         status == CL_DESC_DRAFT || status == CL_DESC_ACCEPTED || status == CL_DESC_REJECTED, FALSE);
-    if (!cl_casedb_begin(db, error))
+    if (!begin_durable(db, error))
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     Current cur = { 0 };
@@ -695,7 +720,7 @@ gboolean cl_casedb_description_set_status(ClCaseDb *db, gint64 case_id, ClDescSt
              cl_casedb_touch_case(db, case_id, now, error);
     }
     current_clear(&cur);
-    if (!finish(db, ok, "changing the description's status", error))
+    if (!finish_durable(db, ok, "changing the description's status", error))
         return FALSE;
     if (out_version_id)
         *out_version_id = version_id;
@@ -714,7 +739,7 @@ gboolean cl_casedb_note_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID, "A note needs some text");
         return FALSE;
     }
-    if (!cl_casedb_begin(db, error))
+    if (!begin_durable(db, error))
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     gint64 id = 0;
@@ -745,7 +770,7 @@ gboolean cl_casedb_note_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const
         ok = audit_with(db, now, "note.add", case_id, b, error) &&
              cl_casedb_touch_case(db, case_id, now, error);
     }
-    if (!finish(db, ok, "saving the note", error))
+    if (!finish_durable(db, ok, "saving the note", error))
         return FALSE;
     if (out_id)
         *out_id = id;
@@ -756,7 +781,7 @@ gboolean cl_casedb_key_image_add(ClCaseDb *db, gint64 case_id, gint64 image_id, 
                                  gint64 *out_id, GError **error)
 {
     CL_CASEDB_CHECK(db, FALSE);
-    if (!cl_casedb_begin(db, error))
+    if (!begin_durable(db, error))
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     gint64 id = 0;
@@ -786,7 +811,7 @@ gboolean cl_casedb_key_image_add(ClCaseDb *db, gint64 case_id, gint64 image_id, 
         ok = audit_with(db, now, "key_image.add", case_id, b, error) &&
              cl_casedb_touch_case(db, case_id, now, error);
     }
-    if (!finish(db, ok, "marking the key image", error))
+    if (!finish_durable(db, ok, "marking the key image", error))
         return FALSE;
     if (out_id)
         *out_id = id;
