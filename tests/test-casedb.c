@@ -5,6 +5,8 @@
 #include <json-glib/json-glib.h>
 #include <sqlite3.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <utime.h>
 
 #include "casedb/casedb.h"
@@ -650,6 +652,56 @@ static void test_files(void)
                     CL_FILE_UNCHECKED);
 }
 
+/* A file name that is not UTF-8 (Latin-1 bytes from an old archive) is kept byte for byte: the
+ * file is found again (not "missing"), and a UTF-8 path is still stored as readable text. */
+static void test_non_utf8_path(void)
+{
+    g_autofree char *dir = tmp_path("encodings");
+    g_assert_cmpint(g_mkdir(dir, 0700), ==, 0);
+    g_autofree char *png = NULL;
+    gsize len;
+    g_assert_true(g_file_get_contents(fx_png->path, &png, &len, NULL));
+    /* "Röntgen 50%.png" in Latin-1, and its UTF-8 twin */
+    g_autofree char *latin1 = g_build_filename(dir, "R\xf6ntgen 50%.png", NULL);
+    g_autofree char *utf8 = g_build_filename(dir, "R\xc3\xb6ntgen 50%.png", NULL);
+    g_assert_false(g_utf8_validate(latin1, -1, NULL));
+    g_assert_true(g_file_set_contents(latin1, png, (gssize)len, NULL));
+    g_assert_true(g_file_set_contents(utf8, png, (gssize)len, NULL));
+    g_autoptr(GPtrArray) imgs = images_new();
+    g_ptr_array_add(imgs, image_from(latin1, 0));
+    g_ptr_array_add(imgs, image_from(utf8, 0));
+    g_autofree char *db_path = tmp_path("encodings.db");
+    g_autoptr(ClCaseDb) db = open_ok(db_path);
+    gint64 id = new_case(db, "encodings");
+    g_autoptr(GArray) ids = add_images(db, id, imgs);
+    g_autoptr(ClCase) c = get(db, id, CL_CASE_CHECK_FILES);
+    g_assert_cmpuint(c->images->len, ==, 2);
+    const ClCaseImage *a = g_ptr_array_index(c->images, 0), *b = g_ptr_array_index(c->images, 1);
+    g_assert_cmpstr(a->path, ==, latin1);
+    g_assert_cmpstr(b->path, ==, utf8);
+    g_assert_cmpint(a->file_state, ==, CL_FILE_OK);
+    g_assert_cmpint(b->file_state, ==, CL_FILE_OK);
+    /* what the database holds is UTF-8 text either way; the UTF-8 path as it is */
+    sqlite3 *s = raw_open(db_path);
+    sqlite3_stmt *st = NULL;
+    g_assert_cmpint(
+        sqlite3_prepare_v2(s, "SELECT path FROM images ORDER BY position", -1, &st, NULL), ==,
+        SQLITE_OK);
+    g_assert_cmpint(sqlite3_step(st), ==, SQLITE_ROW);
+    const char *stored = (const char *)sqlite3_column_text(st, 0);
+    g_assert_true(g_utf8_validate(stored, -1, NULL));
+    g_assert_true(g_str_has_prefix(stored, "file://"));
+    g_assert_cmpint(sqlite3_step(st), ==, SQLITE_ROW);
+    g_assert_cmpstr((const char *)sqlite3_column_text(st, 0), ==, utf8);
+    sqlite3_finalize(st);
+    sqlite3_close(s);
+    /* removed, it is missing: the state comes from the file, not from the name's encoding */
+    g_assert_cmpint(g_unlink(latin1), ==, 0);
+    g_autoptr(ClCase) c2 = get(db, id, CL_CASE_CHECK_FILES);
+    g_assert_cmpint(((ClCaseImage *)g_ptr_array_index(c2->images, 0))->file_state, ==,
+                    CL_FILE_MISSING);
+}
+
 /* ---- search ---------------------------------------------------------------------------------- */
 
 static void test_search(void)
@@ -838,6 +890,183 @@ static void test_escaping(void)
     g_string_free(big, TRUE);
 }
 
+/* ---- durability ------------------------------------------------------------------------------- */
+
+/* A VFS over the default one that counts xSync calls on WAL files: a commit is durable when the
+ * WAL holding it has been synced before the call returns. */
+typedef struct {
+    sqlite3_file base;
+    sqlite3_file *real; /* the default VFS's file, right after this struct */
+    gboolean wal;
+} CountingFile;
+
+static sqlite3_vfs counting_vfs, *default_vfs;
+static sqlite3_io_methods counting_io;
+static gint wal_syncs;
+
+#define REAL(f) (((CountingFile *)(f))->real)
+static int c_close(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xClose(REAL(f));
+}
+static int c_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o)
+{
+    return REAL(f)->pMethods->xRead(REAL(f), b, n, o);
+}
+static int c_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
+{
+    return REAL(f)->pMethods->xWrite(REAL(f), b, n, o);
+}
+static int c_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+    return REAL(f)->pMethods->xTruncate(REAL(f), size);
+}
+static int c_sync(sqlite3_file *f, int flags)
+{
+    if (((CountingFile *)f)->wal)
+        g_atomic_int_inc(&wal_syncs);
+    return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int c_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+    return REAL(f)->pMethods->xFileSize(REAL(f), size);
+}
+static int c_lock(sqlite3_file *f, int l)
+{
+    return REAL(f)->pMethods->xLock(REAL(f), l);
+}
+static int c_unlock(sqlite3_file *f, int l)
+{
+    return REAL(f)->pMethods->xUnlock(REAL(f), l);
+}
+static int c_check_reserved(sqlite3_file *f, int *out)
+{
+    return REAL(f)->pMethods->xCheckReservedLock(REAL(f), out);
+}
+static int c_file_control(sqlite3_file *f, int op, void *arg)
+{
+    return REAL(f)->pMethods->xFileControl(REAL(f), op, arg);
+}
+static int c_sector_size(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xSectorSize(REAL(f));
+}
+static int c_device(sqlite3_file *f)
+{
+    return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int c_shm_map(sqlite3_file *f, int pg, int size, int extend, void volatile **p)
+{
+    return REAL(f)->pMethods->xShmMap(REAL(f), pg, size, extend, p);
+}
+static int c_shm_lock(sqlite3_file *f, int offset, int n, int flags)
+{
+    return REAL(f)->pMethods->xShmLock(REAL(f), offset, n, flags);
+}
+static void c_shm_barrier(sqlite3_file *f)
+{
+    REAL(f)->pMethods->xShmBarrier(REAL(f));
+}
+static int c_shm_unmap(sqlite3_file *f, int del)
+{
+    return REAL(f)->pMethods->xShmUnmap(REAL(f), del);
+}
+
+static int c_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags, int *out)
+{
+    (void)vfs;
+    CountingFile *cf = (CountingFile *)f;
+    cf->real = (sqlite3_file *)(cf + 1);
+    cf->wal = (flags & SQLITE_OPEN_WAL) != 0;
+    int rc = default_vfs->xOpen(default_vfs, name, cf->real, flags, out);
+    /* the unix VFS needs no shm or mmap methods of ours beyond forwarding; version 2 of the
+     * table is enough for WAL (no xFetch: memory mapping stays off) */
+    f->pMethods = rc == SQLITE_OK && cf->real->pMethods ? &counting_io : NULL;
+    return rc;
+}
+
+static void counting_vfs_install(void)
+{
+    default_vfs = sqlite3_vfs_find(NULL);
+    counting_vfs = *default_vfs;
+    counting_vfs.zName = "cl-counting";
+    counting_vfs.szOsFile = (int)sizeof(CountingFile) + default_vfs->szOsFile;
+    counting_vfs.xOpen = c_open;
+    counting_io = (sqlite3_io_methods){
+        .iVersion = 2,
+        .xClose = c_close,
+        .xRead = c_read,
+        .xWrite = c_write,
+        .xTruncate = c_truncate,
+        .xSync = c_sync,
+        .xFileSize = c_file_size,
+        .xLock = c_lock,
+        .xUnlock = c_unlock,
+        .xCheckReservedLock = c_check_reserved,
+        .xFileControl = c_file_control,
+        .xSectorSize = c_sector_size,
+        .xDeviceCharacteristics = c_device,
+        .xShmMap = c_shm_map,
+        .xShmLock = c_shm_lock,
+        .xShmBarrier = c_shm_barrier,
+        .xShmUnmap = c_shm_unmap,
+    };
+    g_assert_cmpint(sqlite3_vfs_register(&counting_vfs, 1), ==, SQLITE_OK);
+}
+
+static void counting_vfs_remove(void)
+{
+    sqlite3_vfs_unregister(&counting_vfs);
+    sqlite3_vfs_register(default_vfs, 1);
+}
+
+/* Accept, reject, edit, note and key image reach the disk before they return (the WAL is
+ * synced at their commit): a power cut right after a sign-off cannot take it back. Bulk writes
+ * (a case, its images) are not synced one by one. */
+static void test_durable(void)
+{
+    counting_vfs_install();
+    g_autofree char *path = tmp_path("durable.db");
+    ClCaseDb *db = open_ok(path);
+    g_autoptr(GError) err = NULL;
+    gint64 id = new_case(db, "Durable");
+    g_autoptr(GPtrArray) imgs = images_new();
+    g_ptr_array_add(imgs, image_from(fx_png->path, 0));
+
+    g_atomic_int_set(&wal_syncs, 0);
+    g_autoptr(GArray) ids = add_images(db, id, imgs);
+    gint64 bulk_syncs = g_atomic_int_get(&wal_syncs);
+    g_atomic_int_set(&wal_syncs, 0);
+    gint64 v1 = edit(db, id, "Stable", 0);
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    g_atomic_int_set(&wal_syncs, 0);
+    g_assert_true(
+        cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, "Dr. Okafor", NULL, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    g_atomic_int_set(&wal_syncs, 0);
+    g_assert_true(cl_casedb_description_set_status(db, id, CL_DESC_REJECTED, "Dr. Ng", NULL, &err));
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    g_atomic_int_set(&wal_syncs, 0);
+    g_assert_true(cl_casedb_note_add(db, id, 0, "Called the ward", NULL, &err));
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    g_atomic_int_set(&wal_syncs, 0);
+    g_assert_true(
+        cl_casedb_key_image_add(db, id, g_array_index(ids, gint64, 0), "key", NULL, &err));
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
+    /* the connection is back to NORMAL afterwards: the next bulk write syncs no more than the
+     * first did */
+    g_atomic_int_set(&wal_syncs, 0);
+    g_autoptr(GPtrArray) more = images_new();
+    g_ptr_array_add(more, image_from(fx_png->path, 0));
+    g_autoptr(GArray) ids2 = add_images(db, id, more);
+    g_assert_cmpint(g_atomic_int_get(&wal_syncs), ==, bulk_syncs);
+    g_assert_cmpint(bulk_syncs, ==, 0);
+    (void)v1;
+    cl_casedb_close(db);
+    counting_vfs_remove();
+}
+
 /* ---- read-only and full disk ----------------------------------------------------------------- */
 
 static void test_read_only(void)
@@ -870,6 +1099,64 @@ static void test_read_only(void)
     /* still usable for reading after the refusals */
     g_autoptr(ClCase) again = get(ro, id, 0);
     g_assert_cmpuint(again->descriptions->len, ==, 1);
+}
+
+/* The child of test_read_only_folder, with file permissions applied: 77 when they cannot be. */
+static int read_only_folder_child(const char *dir, const char *path, gint64 id)
+{
+    if (!cl_fixture_obey_permissions(dir))
+        return 77;
+    const ClCaseDbOpenFlags flags[] = { CL_CASEDB_OPEN_NO_CREATE, CL_CASEDB_OPEN_DEFAULT };
+    for (guint i = 0; i < G_N_ELEMENTS(flags); i++) {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(ClCaseDb) db = cl_casedb_open(path, flags[i], &err);
+        g_assert_no_error(err);
+        g_autoptr(GPtrArray) list = cl_casedb_list(db, &err);
+        g_assert_no_error(err);
+        g_assert_cmpuint(list->len, ==, 1);
+        g_autoptr(ClCase) c = get(db, id, 0);
+        g_assert_cmpstr(cl_case_current_description(c)->text, ==, "Stable nodule");
+        g_assert_true(finds(db, "nodule", id));
+        g_assert_false(cl_casedb_description_edit(db, id, "changed", NULL, 0, NULL, &err));
+        g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY);
+        g_assert_nonnull(strstr(err->message, path));
+        g_assert_nonnull(strstr(err->message, "can only be read"));
+        g_clear_error(&err);
+        g_assert_false(cl_casedb_case_new(db, "new", NULL, &err));
+        g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY);
+    }
+    return 0;
+}
+
+/* A database in a folder that cannot be written (a read-only mount, an archive): SQLite cannot
+ * put the WAL index beside it, yet it is read; a write fails saying why. */
+static void test_read_only_folder(void)
+{
+    g_autofree char *dir = tmp_path("read-only-folder");
+    g_assert_cmpint(g_mkdir(dir, 0700), ==, 0);
+    g_autofree char *path = g_build_filename(dir, "cases.db", NULL);
+    ClCaseDb *rw = open_ok(path);
+    gint64 id = new_case(rw, "Archived chest");
+    edit(rw, id, "Stable nodule", 0);
+    cl_casedb_close(rw);
+    g_autofree char *shm = g_strconcat(path, "-shm", NULL);
+    g_assert_false(g_file_test(shm, G_FILE_TEST_EXISTS)); /* closed: nothing beside it */
+    g_assert_cmpint(g_chmod(dir, 0555), ==, 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0)
+        _exit(read_only_folder_child(dir, path, id));
+    int status = 0;
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_cmpint(g_chmod(dir, 0700), ==, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        g_test_skip("file permissions cannot be made to apply to this process");
+        return;
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        g_error("reading the database in a read-only folder failed (status %d)", status);
+    g_assert_false(g_file_test(shm, G_FILE_TEST_EXISTS));
 }
 
 static void test_full(void)
@@ -1092,9 +1379,12 @@ int main(int argc, char **argv)
     g_test_add_func("/casedb/records", test_records);
     g_test_add_func("/casedb/image-errors", test_image_errors);
     g_test_add_func("/casedb/files", test_files);
+    g_test_add_func("/casedb/non-utf8-path", test_non_utf8_path);
     g_test_add_func("/casedb/search", test_search);
     g_test_add_func("/casedb/escaping", test_escaping);
+    g_test_add_func("/casedb/durable", test_durable);
     g_test_add_func("/casedb/read-only", test_read_only);
+    g_test_add_func("/casedb/read-only-folder", test_read_only_folder);
     g_test_add_func("/casedb/full", test_full);
     g_test_add_func("/casedb/reader-while-writing", test_reader_while_writing);
     g_test_add_func("/casedb/wrong-thread", test_wrong_thread);

@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "fixtures.h"
 
@@ -373,6 +374,172 @@ static void test_usage_and_newer_db(void)
     g_assert_cmpmem(before, n_before, after, n_after);
 }
 
+/* changelens-cli ARGS… exactly as given (NULL-terminated), --db wherever the caller puts it */
+static void run_args(Run *r, const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (char *)g_getenv("CL_CLI"));
+    for (const char *const *a = args; *a; a++)
+        g_ptr_array_add(argv, (char *)*a);
+    g_ptr_array_add(argv, NULL);
+    g_autoptr(GError) error = NULL;
+    int status = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                               &r->out, &r->err, &status, &error));
+    g_assert_no_error(error);
+    if (!WIFEXITED(status))
+        g_error("changelens-cli died (status %d): %s", status, r->err);
+    r->status = WEXITSTATUS(status);
+}
+
+/* --db is taken out of the arguments wherever it stands, and what is left is exactly the
+ * command's: a plain `search WORD` once became "WORD search WORD" (the removed --db PATH left
+ * the last arguments twice), which matched nothing. */
+static void test_db_option(void)
+{
+    g_autofree char *db = g_build_filename(tmp, "db-option.db", NULL);
+    g_autofree char *db_eq = g_strconcat("--db=", db, NULL);
+    Run r = { 0 };
+    const char *const new1[] = { "case", "--db", db, "new", "Chest film of Okafor", NULL };
+    run_args(&r, new1);
+    expect_ok(&r);
+    run_clear(&r);
+    const char *const new2[] = { "case", "new", "Abdomen", "--db", db, NULL };
+    run_args(&r, new2);
+    expect_ok(&r);
+    g_assert_cmpstr(r.out, ==, "2\n");
+    run_clear(&r);
+    const char *const *const finds_one[] = {
+        (const char *const[]){ "case", "--db", db, "search", "chest", NULL },
+        (const char *const[]){ "case", "--db", db, "search", "chest", "okafor", NULL },
+        (const char *const[]){ "case", db_eq, "search", "film", NULL },
+        (const char *const[]){ "case", "search", "--db", db, "chest", NULL },
+        (const char *const[]){ "case", "search", "chest", "--db", db, NULL },
+        (const char *const[]){ "case", "--db", db, "search", "-n", "5", "okafor", NULL },
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(finds_one); i++) {
+        run_args(&r, finds_one[i]);
+        expect_ok(&r);
+        if (!strstr(r.out, "Chest film of Okafor") || strstr(r.out, "Abdomen"))
+            g_error("search %u found the wrong cases: %s", i, r.out);
+        run_clear(&r);
+    }
+    /* the words left are the query's, no more: "search" itself is not searched for */
+    const char *const none[] = { "case", "--db", db, "search", "abdomen", "chest", NULL };
+    run_args(&r, none);
+    expect_ok(&r);
+    g_assert_null(strstr(r.out, "Abdomen"));
+    g_assert_null(strstr(r.out, "Chest"));
+    run_clear(&r);
+    /* and a command's own arguments are as given: show takes exactly one id */
+    const char *const show[] = { "case", "--db", db, "show", "2", NULL };
+    run_args(&r, show);
+    expect_ok(&r);
+    g_assert_nonnull(strstr(r.out, "Abdomen"));
+    run_clear(&r);
+    const char *const no_path[] = { "case", "search", "chest", "--db", NULL };
+    run_args(&r, no_path);
+    g_assert_cmpint(r.status, ==, 2);
+    g_assert_nonnull(strstr(r.err, "--db"));
+    run_clear(&r);
+}
+
+/* An image whose file name is not UTF-8 is found again after `case add`: show says "ok". */
+static void test_non_utf8_name(void)
+{
+    g_autofree char *dir = g_build_filename(tmp, "latin1", NULL);
+    g_autofree char *db = g_build_filename(tmp, "latin1.db", NULL);
+    Run r = { 0 };
+    const char *const demo[] = { "demo", "--out", dir, NULL };
+    run_args(&r, demo);
+    expect_ok(&r);
+    run_clear(&r);
+    g_autofree char *before = g_build_filename(dir, "before.png", NULL);
+    g_autofree char *after = g_build_filename(dir, "after.png", NULL);
+    g_autofree char *latin1 = g_build_filename(dir, "Vorh\xe4r.png", NULL); /* Latin-1 ä */
+    g_assert_cmpint(g_rename(before, latin1), ==, 0);
+    const char *const new_case[] = { "case", "--db", db, "new", "Latin-1", NULL };
+    run_args(&r, new_case);
+    expect_ok(&r);
+    run_clear(&r);
+    const char *const add[] = { "case", "--db", db, "add", "1", latin1, after, NULL };
+    run_args(&r, add);
+    expect_ok(&r);
+    run_clear(&r);
+    const char *const show[] = { "case", "--db", db, "show", "1", "--json", NULL };
+    run_args(&r, show);
+    expect_ok(&r);
+    g_autoptr(JsonNode) root = parse_json(r.out);
+    run_clear(&r);
+    JsonArray *images = member_array(root, "images");
+    g_assert_cmpuint(json_array_get_length(images), ==, 2);
+    for (guint i = 0; i < 2; i++)
+        g_assert_cmpstr(
+            json_object_get_string_member(json_array_get_object_element(images, i), "file_state"),
+            ==, "ok");
+}
+
+static void obey_permissions(gpointer dir)
+{
+    cl_fixture_obey_permissions(dir);
+}
+
+/* A database in a folder that cannot be written: the reading commands work, a writing one
+ * fails saying why. File permissions are made to apply even to root (the test's child). */
+static void test_read_only_folder(void)
+{
+    g_autofree char *dir = g_build_filename(tmp, "read-only", NULL);
+    g_autofree char *db = g_build_filename(dir, "cases.db", NULL);
+    Run r = { 0 };
+    const char *const new_case[] = { "case", "--db", db, "new", "Archived chest", NULL };
+    run_args(&r, new_case);
+    expect_ok(&r);
+    run_clear(&r);
+    const char *const edit[] = { "case", "--db", db, "edit", "1", "Stable nodule", NULL };
+    run_args(&r, edit);
+    expect_ok(&r);
+    run_clear(&r);
+    g_assert_cmpint(g_chmod(dir, 0555), ==, 0);
+    pid_t probe = fork();
+    g_assert_cmpint(probe, >=, 0);
+    if (probe == 0)
+        _exit(cl_fixture_obey_permissions(dir) ? 0 : 77);
+    int status = 0;
+    g_assert_cmpint(waitpid(probe, &status, 0), ==, probe);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        g_assert_cmpint(g_chmod(dir, 0700), ==, 0);
+        g_test_skip("file permissions cannot be made to apply to this process");
+        return;
+    }
+    const char *const *const reads[] = {
+        (const char *const[]){ "case", "--db", db, "list", NULL },
+        (const char *const[]){ "case", "--db", db, "show", "1", NULL },
+        (const char *const[]){ "case", "--db", db, "search", "nodule", NULL },
+        (const char *const[]){ "case", "--db", db, "new", "Another", NULL },
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(reads); i++) {
+        g_autoptr(GPtrArray) argv = g_ptr_array_new();
+        g_ptr_array_add(argv, (char *)g_getenv("CL_CLI"));
+        for (const char *const *a = reads[i]; *a; a++)
+            g_ptr_array_add(argv, (char *)*a);
+        g_ptr_array_add(argv, NULL);
+        g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT,
+                                   obey_permissions, dir, &r.out, &r.err, &status, NULL));
+        g_assert_true(WIFEXITED(status));
+        r.status = WEXITSTATUS(status);
+        if (i < 3) {
+            expect_ok(&r);
+            g_assert_nonnull(strstr(r.out, "Archived chest"));
+        } else { /* the write is refused, saying why */
+            g_assert_cmpint(r.status, ==, 1);
+            g_assert_nonnull(strstr(r.err, "can only be read"));
+            g_assert_nonnull(strstr(r.err, "read-only"));
+        }
+        run_clear(&r);
+    }
+    g_assert_cmpint(g_chmod(dir, 0700), ==, 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -384,6 +551,9 @@ int main(int argc, char **argv)
     g_test_add_func("/cli-case/workflow", test_workflow);
     g_test_add_func("/cli-case/dicom-deidentified", test_dicom_deidentified);
     g_test_add_func("/cli-case/usage-and-newer-db", test_usage_and_newer_db);
+    g_test_add_func("/cli-case/db-option", test_db_option);
+    g_test_add_func("/cli-case/non-utf8-name", test_non_utf8_name);
+    g_test_add_func("/cli-case/read-only-folder", test_read_only_folder);
     int rc = g_test_run();
     cl_fixture_rmdir(tmp);
     g_free(db_path);

@@ -411,6 +411,23 @@ static void test_bad_lines_strict(void)
     }
 }
 
+/* A line of 100,000 '[' is a bad line like any other, not a crash (json-glib's parser recurses
+ * per level; the depth is checked first). */
+static void test_deep_line(void)
+{
+    g_autofree char *good = bad_dir_good_line();
+    g_autofree char *deep = g_strnfill(100000, '[');
+    g_autofree char *text = g_strdup_printf("%s\n%s\n", good, deep);
+    g_autofree char *path = write_text("bad/deep.jsonl", text);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ClDataset) d = cl_dataset_open(path, model, NULL, &error);
+    g_assert_null(d);
+    g_assert_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE);
+    g_autofree char *where = g_strdup_printf("%s:2: ", path);
+    g_assert_true(g_str_has_prefix(error->message, where));
+    g_assert_nonnull(strstr(error->message, "nested deeper than 256 levels"));
+}
+
 static void test_bad_lines_skip(void)
 {
     g_autofree char *good = bad_dir_good_line();
@@ -750,6 +767,7 @@ int main(int argc, char **argv)
     g_test_add_func("/data/jsonl/relative-paths", test_relative_paths);
     g_test_add_func("/data/jsonl/bad-lines", test_bad_lines_strict);
     g_test_add_func("/data/jsonl/bad-lines-skip", test_bad_lines_skip);
+    g_test_add_func("/data/jsonl/deep-line", test_deep_line);
     g_test_add_func("/data/jsonl/bad-image", test_bad_image);
     g_test_add_func("/data/jsonl/too-long", test_too_long);
     g_test_add_func("/data/jsonl/frames", test_frames);

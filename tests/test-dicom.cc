@@ -530,6 +530,116 @@ static void test_no_preamble(void)
         g_assert_cmpfloat(cl_image_plane(img, 0, 0)[i], ==, (float)(i * 7));
 }
 
+/* ---- sequences nested thousands deep ---- */
+
+static void put16(GByteArray *b, guint v, bool be)
+{
+    guint8 x[2] = { (guint8)(be ? v >> 8 : v), (guint8)(be ? v : v >> 8) };
+    g_byte_array_append(b, x, 2);
+}
+
+static void put32(GByteArray *b, guint32 v, bool be)
+{
+    put16(b, be ? v >> 16 : v & 0xFFFF, be);
+    put16(b, be ? v & 0xFFFF : v >> 16, be);
+}
+
+static void put_tag(GByteArray *b, guint g, guint e, bool be)
+{
+    put16(b, g, be);
+    put16(b, e, be);
+}
+
+/* A sequence header (0040,A730) of length l in the data set's encoding. */
+static void put_sq(GByteArray *b, guint32 l, bool implicit, bool be)
+{
+    put_tag(b, 0x0040, 0xA730, be);
+    if (!implicit) {
+        g_byte_array_append(b, (const guint8 *)"SQ\0\0", 4);
+    }
+    put32(b, l, be);
+}
+
+/* Preamble, meta header (explicit VR little endian) naming the syntax, then a data set of
+ * `depth` sequences each in the one item of the one before: lengths undefined (closed by
+ * delimiters) or defined (built from the inside out). */
+static GByteArray *deep_dicom(const char *syntax, guint depth, bool defined)
+{
+    const bool implicit = strcmp(syntax, "1.2.840.10008.1.2") == 0;
+    const bool be = strcmp(syntax, "1.2.840.10008.1.2.2") == 0;
+    GByteArray *meta = g_byte_array_new();
+    put_tag(meta, 0x0002, 0x0010, false);
+    g_byte_array_append(meta, (const guint8 *)"UI", 2);
+    guint n = (guint)strlen(syntax);
+    put16(meta, n + (n & 1), false);
+    g_byte_array_append(meta, (const guint8 *)syntax, n);
+    if (n & 1)
+        g_byte_array_append(meta, (const guint8 *)"", 1);
+    GByteArray *b = g_byte_array_new();
+    g_byte_array_set_size(b, 128);
+    memset(b->data, 0, 128);
+    g_byte_array_append(b, (const guint8 *)"DICM", 4);
+    put_tag(b, 0x0002, 0x0000, false);
+    g_byte_array_append(b, (const guint8 *)"UL", 2);
+    put16(b, 4, false);
+    put32(b, meta->len, false);
+    g_byte_array_append(b, meta->data, meta->len);
+    g_byte_array_unref(meta);
+    if (!defined) {
+        for (guint i = 0; i < depth; i++) {
+            put_sq(b, 0xFFFFFFFFu, implicit, be);
+            put_tag(b, 0xFFFE, 0xE000, be);
+            put32(b, 0xFFFFFFFFu, be);
+        }
+        for (guint i = 0; i < depth; i++) {
+            put_tag(b, 0xFFFE, 0xE00D, be);
+            put32(b, 0, be);
+            put_tag(b, 0xFFFE, 0xE0DD, be);
+            put32(b, 0, be);
+        }
+        return b;
+    }
+    GByteArray *inner = g_byte_array_new();
+    for (guint i = 0; i < depth; i++) {
+        GByteArray *outer = g_byte_array_new();
+        put_sq(outer, inner->len + 8, implicit, be);
+        put_tag(outer, 0xFFFE, 0xE000, be);
+        put32(outer, inner->len, be);
+        g_byte_array_append(outer, inner->data, inner->len);
+        g_byte_array_unref(inner);
+        inner = outer;
+    }
+    g_byte_array_append(b, inner->data, inner->len);
+    g_byte_array_unref(inner);
+    return b;
+}
+
+/* 6,000 levels ran DCMTK's recursive reader off the stack (a crash); now an error, in every
+ * encoding and with lengths defined or not, while 100 levels are still read (and refused only
+ * for having no image). */
+static void test_deep_sequences(void)
+{
+    const char *const syntaxes[] = { "1.2.840.10008.1.2.1", "1.2.840.10008.1.2",
+                                     "1.2.840.10008.1.2.2" };
+    for (const char *syntax : syntaxes) {
+        for (bool defined : { false, true }) {
+            for (guint depth : { 6000u, 100u }) {
+                GByteArray *b = deep_dicom(syntax, depth, defined);
+                g_autoptr(GError) err = NULL;
+                g_autoptr(ClImage) img =
+                    cl_image_load_data(b->data, b->len, "deep.dcm", NULL, &err);
+                g_byte_array_unref(b);
+                g_assert_null(img);
+                g_assert_nonnull(err);
+                const bool refused = strstr(err->message, "more than 128 levels deep") != NULL;
+                if (refused != (depth > 128))
+                    g_error("%s, %s lengths, %u levels: %s", syntax,
+                            defined ? "defined" : "undefined", depth, err->message);
+            }
+        }
+    }
+}
+
 /* DCMTK must stay quiet: every problem reaches the user as a GError, not as stderr noise. Run in
  * a fresh process, where nothing but the loader has touched DCMTK's logging (the fixture writer
  * silences it too), over every DICOM file the other tests wrote, whole and cut. */
@@ -638,6 +748,7 @@ int main(int argc, char **argv)
     g_test_add_func("/dicom/unsupported-syntax", test_unsupported_syntax);
     g_test_add_func("/dicom/bad-headers", test_bad_headers);
     g_test_add_func("/dicom/no-preamble", test_no_preamble);
+    g_test_add_func("/dicom/deep-sequences", test_deep_sequences);
     g_test_add_func("/dicom/threads", test_threads);
     g_test_add_func("/dicom/codecs", test_codecs);
     g_test_add_func("/dicom/quiet", test_quiet);

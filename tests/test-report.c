@@ -529,6 +529,38 @@ static void test_pdf_text(void)
     g_assert_true(warnings_have(w2, "De-identification is off", NULL));
 }
 
+/* Noncharacters (U+FDD0, U+1FFFE, U+10FFFF) are valid UTF-8 that Cairo refuses: the name,
+ * description and note holding them still export, the characters shown as U+FFFD. */
+static void test_noncharacters(void)
+{
+    g_autoptr(ClCase) c = make_case(FALSE);
+    g_free(c->summary.name);
+    c->summary.name = g_strdup("Plot \xef\xb7\x90 west \xf4\x8f\xbf\xbf end");
+    ClCaseDescVersion *v = g_ptr_array_index(c->descriptions, c->descriptions->len - 1);
+    g_free(v->text);
+    v->text = g_strdup("Shed \xf0\x9f\xbf\xbe moved \xef\xbf\xbe left.");
+    ClCaseNote *n = g_ptr_array_index(c->notes, 0);
+    g_free(n->text);
+    n->text = g_strdup("Note \xef\xb7\xaf here");
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_PDF, NULL);
+    g_autofree char *pdf = tmp_path("nonchar.pdf");
+    g_autoptr(GPtrArray) w = export_ok(c, &o, pdf);
+    g_autofree char *text = pdf_text(pdf);
+    if (text) {
+        g_assert_nonnull(strstr(text, "Plot \xef\xbf\xbd west \xef\xbf\xbd end"));
+        g_assert_nonnull(strstr(text, "Shed \xef\xbf\xbd moved \xef\xbf\xbd left."));
+        g_assert_nonnull(strstr(text, "Note \xef\xbf\xbd here"));
+    }
+    o.format = CL_REPORT_JSON;
+    g_autofree char *json_path = tmp_path("nonchar.json");
+    g_autoptr(GPtrArray) w2 = export_ok(c, &o, json_path);
+    g_autofree char *json = read_text(json_path);
+    g_assert_nonnull(strstr(json, "Plot \xef\xbf\xbd west \xef\xbf\xbd end"));
+    g_assert_null(strstr(json, "\xef\xb7\x90"));
+    g_assert_null(strstr(json, "\xf4\x8f\xbf\xbf"));
+}
+
 /* Very long words and text: wrapped inside the margins, flowing onto more pages. */
 static void test_pdf_long_text(void)
 {
@@ -947,6 +979,44 @@ static void test_deid_units(void)
     g_assert_cmpint(cl_deid_action("GPSLatitude", FALSE), ==, CL_DEID_REMOVE);
 }
 
+/* A file's own extension never survives: it may be the patient's ID ("scan.77123"), or
+ * anything at all ("scan.a-b12" once made the name be built from freed memory). */
+static ClCaseImage *named_image(guint position, const char *path, const char *format)
+{
+    ClCaseImage *img = g_new0(ClCaseImage, 1);
+    img->position = position;
+    img->path = g_strdup(path);
+    img->format = g_strdup(format);
+    img->metadata_json = g_strdup("{\"PatientID\":\"77123\",\"PatientName\":\"Roe^Richard\"}");
+    return img;
+}
+
+static void test_deid_file_names(void)
+{
+    g_autoptr(ClCase) c = cl_case_new_empty();
+    g_ptr_array_add(c->images, named_image(0, "/data/scans/scan.77123", "DICOM"));
+    g_ptr_array_add(c->images, named_image(1, "/data/scans/scan.a-b12", "DICOM"));
+    g_ptr_array_add(c->images, named_image(2, "/data/Roe.Richard.TIFF", "TIFF"));
+    g_ptr_array_add(c->images, named_image(3, "/data/photo.77123.png", "PNG"));
+    g_ptr_array_add(c->images, named_image(4, "/data/noext", NULL));
+    const char *const want[] = { "image-1.dcm", "image-2.dcm", "image-3.tif", "image-4.png",
+                                 "image-5.img" };
+    for (guint i = 0; i < c->images->len; i++) {
+        g_autofree char *name = cl_deid_image_name(g_ptr_array_index(c->images, i));
+        g_assert_cmpstr(name, ==, want[i]);
+    }
+    g_autoptr(ClDeid) d = cl_deid_new("secret-A", c);
+    g_autofree char *t = cl_deid_text(d, "Compare scan.77123 with /data/scans/scan.a-b12 and "
+                                         "photo.77123.png; ID 77123.");
+    g_assert_cmpstr(t, ==, "Compare image-1.dcm with image-2.dcm and image-4.png; ID [removed].");
+    cl_deid_case(d, c);
+    for (guint i = 0; i < c->images->len; i++) {
+        const ClCaseImage *img = g_ptr_array_index(c->images, i);
+        g_assert_cmpstr(img->path, ==, want[i]);
+        g_assert_null(strstr(img->metadata_json, "77123"));
+    }
+}
+
 /* No secret given: one is made in the config dir (0600) and reused. */
 static void test_deid_secret_file(void)
 {
@@ -1187,10 +1257,12 @@ int main(int argc, char **argv)
     g_test_add_func("/report/pdf/letter", test_pdf_letter);
     g_test_add_func("/report/pdf/text", test_pdf_text);
     g_test_add_func("/report/pdf/long-text", test_pdf_long_text);
+    g_test_add_func("/report/pdf/noncharacters", test_noncharacters);
     g_test_add_func("/report/html", test_html);
     g_test_add_func("/report/json", test_json);
     g_test_add_func("/report/deid/units", test_deid_units);
     g_test_add_func("/report/deid/consistent", test_deid_consistent);
+    g_test_add_func("/report/deid/file-names", test_deid_file_names);
     g_test_add_func("/report/deid/secret-file", test_deid_secret_file);
     g_test_add_func("/report/missing-file", test_missing_file);
     g_test_add_func("/report/atomic", test_atomic);

@@ -652,6 +652,39 @@ static void test_json(void)
     g_assert_cmpint(cl_tokenizer_vocab_size(bytes), ==, CL_TOKEN_FIRST_MERGE);
 }
 
+/* A tokenizer file nested 100,000 deep is refused before json-glib, whose parser recurses per
+ * level, would run off the stack; brackets inside strings are not nesting. */
+static void test_json_deep(void)
+{
+    const gsize n = 100000;
+    GString *deep = g_string_new("{\"version\": 1, \"merges\": ");
+    for (gsize i = 0; i < n; i++)
+        g_string_append_c(deep, '[');
+    for (gsize i = 0; i < n; i++)
+        g_string_append_c(deep, ']');
+    g_string_append_c(deep, '}');
+    g_autoptr(GError) err = NULL;
+    g_assert_null(cl_tokenizer_from_json(deep->str, &err));
+    g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_TOKENIZER);
+    g_assert_nonnull(strstr(err->message, "nested deeper than 256 levels"));
+    g_string_free(deep, TRUE);
+    g_clear_error(&err);
+    /* unclosed, as a hostile file would be */
+    g_autofree char *open = g_strnfill(n, '[');
+    g_assert_null(cl_tokenizer_from_json(open, &err));
+    g_assert_nonnull(strstr(err->message, "nested deeper"));
+    g_clear_error(&err);
+    /* 300 brackets in a string (and an escaped quote before them) are text: the file is read
+     * and refused for its unknown member, not for nesting */
+    g_autofree char *brackets = g_strnfill(300, '[');
+    g_autofree char *quoted = g_strdup_printf(
+        "{\"version\": 1, \"special\": [\"<|endoftext|>\", \"<|im_start|>\", \"<|im_end|>\", "
+        "\"<image>\", \"<|pad|>\"], \"merges\": [], \"note\": \"\\\"%s\"}",
+        brackets);
+    g_assert_null(cl_tokenizer_from_json(quoted, &err));
+    g_assert_nonnull(strstr(err->message, "unknown member \"note\""));
+}
+
 static void test_json_malformed(void)
 {
 #define SP                                                                                         \
@@ -1220,6 +1253,7 @@ int main(int argc, char **argv)
     g_test_add_func("/tokenizer/specials", test_specials);
     g_test_add_func("/tokenizer/json", test_json);
     g_test_add_func("/tokenizer/json-malformed", test_json_malformed);
+    g_test_add_func("/tokenizer/json-deep", test_json_deep);
     g_test_add_func("/tokenizer/threads-speed", test_threads_and_speed);
     g_test_add_func("/chat/template", test_chat_template);
     g_test_add_func("/chat/injection", test_chat_injection);

@@ -573,15 +573,16 @@ static void open_case(ClWindow *self, gpointer data)
     g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_object_unref);
     for (guint i = 0; i < c->images->len; i++) {
         const ClCaseImage *img = g_ptr_array_index(c->images, i);
+        g_autofree char *shown = g_filename_display_name(img->path);
         if (img->file_state == CL_FILE_MISSING || img->file_state == CL_FILE_UNREADABLE) {
             /* TRANSLATORS: an image of a case cannot be read any more */
-            g_autofree char *msg = g_strdup_printf(_("“%s” is missing or unreadable"), img->path);
+            g_autofree char *msg = g_strdup_printf(_("“%s” is missing or unreadable"), shown);
             cl_window_toast(self, msg);
             continue;
         }
         if (img->file_state == CL_FILE_CHANGED) {
             g_autofree char *msg =
-                g_strdup_printf(_("“%s” changed since it was added to the case"), img->path);
+                g_strdup_printf(_("“%s” changed since it was added to the case"), shown);
             cl_window_toast(self, msg);
         }
         g_ptr_array_add(files, g_file_new_for_path(img->path));
@@ -606,7 +607,8 @@ static gint64 make_case(ClWindow *self, GPtrArray *images)
 {
     const ClCaseImage *a = g_ptr_array_index(images, 0);
     const ClCaseImage *b = images->len > 1 ? g_ptr_array_index(images, 1) : a;
-    g_autofree char *na = g_path_get_basename(a->path), *nb = g_path_get_basename(b->path);
+    g_autofree char *na = g_filename_display_basename(a->path),
+                    *nb = g_filename_display_basename(b->path);
     /* TRANSLATORS: the name of a case made of opened files: two names, or the first and how
      * many more */
     g_autofree char *name = g_strcmp0(a->path, b->path) == 0 ? g_strdup(na)

@@ -712,8 +712,9 @@ static int check_case_images(const ClCase *c, gint64 id)
     for (guint i = 0; i < c->images->len; i++) {
         const ClCaseImage *img = g_ptr_array_index(c->images, i);
         if (img->file_state != CL_FILE_OK) {
+            g_autofree char *path = printable(img->path);
             fprintf(stderr, "%s describe: image %u (%s) is %s%s; nothing was run\n", PROG, i + 1,
-                    img->path, cl_file_state_name(img->file_state),
+                    path, cl_file_state_name(img->file_state),
                     img->file_state == CL_FILE_MISSING
                         ? " (moved or deleted: put it back, or make a new case)"
                     : img->file_state == CL_FILE_CHANGED

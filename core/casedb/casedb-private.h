@@ -8,9 +8,10 @@
 
 struct _ClCaseDb {
     sqlite3 *sql;
-    char *path;         /* as given (":memory:" for a private in-memory database) */
-    GThread *owner;     /* the only thread allowed to use the connection */
-    gboolean read_only; /* opened with CL_CASEDB_OPEN_READ_ONLY (or the file is read-only) */
+    char *path;          /* as given (":memory:" for a private in-memory database) */
+    GThread *owner;      /* the only thread allowed to use the connection */
+    gboolean read_only;  /* opened with CL_CASEDB_OPEN_READ_ONLY (or the file is read-only) */
+    gboolean unwritable; /* read-only because the file, its folder or its mount is */
     char *actor;
     GHashTable *stmts; /* SQL text -> sqlite3_stmt*, prepared once, finalized at close */
 };
@@ -40,6 +41,11 @@ void cl_casedb_rollback(ClCaseDb *db);
 int cl_casedb_bind_text(sqlite3_stmt *st, int idx, const char *text);
 /* A column as a new string (NULL stays NULL). */
 char *cl_casedb_column_dup(sqlite3_stmt *st, int col);
+
+/* An image's path as the database keeps it, and back: the file system's bytes need not be
+ * UTF-8 (a name from another encoding), and a path made valid UTF-8 would name no file. */
+char *cl_casedb_path_to_text(const char *path);
+char *cl_casedb_path_from_text(const char *text);
 
 /* Now as ISO 8601 UTC with milliseconds: "2026-11-21T21:30:00.123Z". */
 char *cl_casedb_now(void);

@@ -8,6 +8,7 @@
 #include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 G_DEFINE_QUARK(cl - casedb - error - quark, cl_casedb_error)
 
@@ -103,7 +104,13 @@ void cl_casedb_set_sqlite_error(ClCaseDb *db, int rc, const char *what, GError *
                     where, what);
         break;
     case SQLITE_READONLY:
-        if (db && db->read_only)
+        if (db && db->unwritable)
+            g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY,
+                        "%s can only be read (the file or its folder is read-only), so %s is "
+                        "not possible; nothing was changed. Check the permissions, or copy the "
+                        "database somewhere you may write and pass --db with the copy.",
+                        where, what);
+        else if (db && db->read_only)
             g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY,
                         "%s is open read-only, so %s is not possible; nothing was changed.", where,
                         what);
@@ -214,6 +221,30 @@ int cl_casedb_bind_text(sqlite3_stmt *st, int idx, const char *text)
         return sqlite3_bind_text(st, idx, text, -1, SQLITE_TRANSIENT);
     char *valid = g_utf8_make_valid(text, -1);
     return sqlite3_bind_text(st, idx, valid, -1, g_free);
+}
+
+char *cl_casedb_path_to_text(const char *path)
+{
+    /* a UTF-8 path is kept as it is, readable; any other (bytes of another encoding) as a file
+     * URI, whose %XX escapes give the bytes back. No absolute path starts with "file:", so
+     * the two cannot be confused. */
+    if (g_utf8_validate(path, -1, NULL) && !g_str_has_prefix(path, "file:"))
+        return g_strdup(path);
+    g_autofree char *abs = g_canonicalize_filename(path, NULL);
+    char *uri = g_filename_to_uri(abs, NULL, NULL);
+    return uri ? uri : g_utf8_make_valid(path, -1);
+}
+
+char *cl_casedb_path_from_text(const char *text)
+{
+    if (!text)
+        return NULL;
+    if (g_str_has_prefix(text, "file://")) {
+        char *path = g_filename_from_uri(text, NULL, NULL);
+        if (path)
+            return path;
+    }
+    return g_strdup(text);
 }
 
 char *cl_casedb_column_dup(sqlite3_stmt *st, int col)
@@ -447,6 +478,52 @@ static gboolean check_header(ClCaseDb *db, gint64 *out_version, GError **error)
     return TRUE;
 }
 
+/* Opens db->sql (a path, or a URI with SQLITE_OPEN_URI) with our connection settings. */
+static gboolean connect(ClCaseDb *db, const char *name, int oflags, GError **error)
+{
+    int rc = sqlite3_open_v2(name, &db->sql, oflags, NULL);
+    if (rc != SQLITE_OK) {
+        cl_casedb_set_sqlite_error(db, rc, "opening it", error);
+        return FALSE;
+    }
+    sqlite3_extended_result_codes(db->sql, 1);
+    sqlite3_busy_timeout(db->sql, BUSY_TIMEOUT_MS);
+    return cl_casedb_search_register(db, error);
+}
+
+static gboolean writable(const char *path)
+{
+    return g_access(path, W_OK) == 0;
+}
+
+/* Whether a failed first read is a WAL database in a place we may not write (a read-only
+ * folder or mount: SQLite cannot make the -shm index there) that can still be read from the
+ * file alone: no -wal file with changes in it, so the file holds every committed write. */
+static gboolean cannot_read_in_place(ClCaseDb *db, const char *path, const GError *error)
+{
+    int rc = sqlite3_extended_errcode(db->sql) & 0xff;
+    if (!g_error_matches(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY) &&
+        !g_error_matches(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN))
+        return FALSE;
+    if (rc != SQLITE_READONLY && rc != SQLITE_CANTOPEN)
+        return FALSE;
+    g_autofree char *dir = g_path_get_dirname(path);
+    if (writable(dir) && writable(path))
+        return FALSE;
+    g_autofree char *wal = g_strconcat(path, "-wal", NULL);
+    GStatBuf sb;
+    return g_stat(wal, &sb) != 0 || sb.st_size == 0;
+}
+
+/* "file:PATH?immutable=1": SQLite reads the file without locks or a WAL index. Nothing can
+ * write where we cannot, so nothing changes the file under us. */
+static char *immutable_uri(const char *path)
+{
+    g_autofree char *abs = g_canonicalize_filename(path, NULL);
+    g_autofree char *escaped = g_uri_escape_string(abs, "/", FALSE);
+    return g_strconcat("file:", escaped, "?immutable=1", NULL);
+}
+
 static ClCaseDb *open_db(const char *path, ClCaseDbOpenFlags flags, int target, GError **error)
 {
     g_return_val_if_fail(path != NULL, NULL);
@@ -491,24 +568,36 @@ static ClCaseDb *open_db(const char *path, ClCaseDbOpenFlags flags, int target, 
 
     int oflags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) |
                  (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX;
-    int rc = sqlite3_open_v2(path, &db->sql, oflags, NULL);
-    if (rc != SQLITE_OK) {
-        cl_casedb_set_sqlite_error(db, rc, "opening it", error);
-        cl_casedb_close(db);
-        return NULL;
-    }
-    sqlite3_extended_result_codes(db->sql, 1);
-    sqlite3_busy_timeout(db->sql, BUSY_TIMEOUT_MS);
-    if (!cl_casedb_search_register(db, error)) {
+    if (!connect(db, path, oflags, error)) {
         cl_casedb_close(db);
         return NULL;
     }
     /* a file we may not write opens read-only: treat it so (no WAL switch, no migration) */
     if (sqlite3_db_readonly(db->sql, "main") == 1)
-        db->read_only = TRUE;
+        db->read_only = db->unwritable = TRUE;
 
     gint64 version = 0;
-    if (!check_header(db, &version, error)) {
+    g_autoptr(GError) header_error = NULL;
+    if (!check_header(db, &version, &header_error) && !memory &&
+        cannot_read_in_place(db, path, header_error)) {
+        /* the first read needs the WAL's index next to the file, which a read-only folder or
+         * mount cannot take; with no WAL content to read, the file alone is the database */
+        g_clear_error(&header_error);
+        g_clear_pointer(&db->stmts, g_hash_table_destroy);
+        sqlite3_close_v2(db->sql);
+        db->sql = NULL;
+        db->stmts = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, stmt_finalize);
+        db->read_only = db->unwritable = TRUE;
+        g_autofree char *uri = immutable_uri(path);
+        if (!connect(db, uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                     error)) {
+            cl_casedb_close(db);
+            return NULL;
+        }
+        check_header(db, &version, &header_error);
+    }
+    if (header_error) {
+        g_propagate_error(error, g_steal_pointer(&header_error));
         cl_casedb_close(db);
         return NULL;
     }

@@ -47,9 +47,12 @@ int cl_casedb_schema_version(void);
 char *cl_casedb_default_path(void);
 
 /* Opens (and creates, and migrates to cl_casedb_schema_version()) the database at path;
- * ":memory:" gives a private in-memory database. Sets WAL (file databases), synchronous=NORMAL,
+ * ":memory:" gives a private in-memory database. Sets WAL (file databases), synchronous=NORMAL
+ * (FULL for the reviewer's writes: edits, accept/reject, notes, key images; docs/DESIGN.md §6),
  * foreign_keys=ON and a busy timeout of 5 s. A database with a user_version above ours fails with
- * TOO_NEW and a message naming both versions; a file that is not a database fails with CORRUPT. */
+ * TOO_NEW and a message naming both versions; a file that is not a database fails with CORRUPT.
+ * A file, folder or mount that cannot be written opens read-only (reads work; every write fails
+ * with READ_ONLY and a message saying why), unless the schema is older and must be migrated. */
 ClCaseDb *cl_casedb_open(const char *path, ClCaseDbOpenFlags flags, GError **error);
 /* Tests: opens like cl_casedb_open but migrates only up to `version` (0 = an empty schema). */
 ClCaseDb *cl_casedb_open_at_version(const char *path, int version, GError **error);
@@ -105,7 +108,8 @@ typedef struct {
 typedef struct {
     gint64 id;
     guint position;    /* 0-based order in the case: the model reads the images in this order */
-    char *path;        /* absolute path */
+    char *path;        /* absolute path, in the file system's encoding (not always UTF-8:
+                        * show it with g_filename_display_name) */
     guint frame;       /* frame / page of the file */
     char *sha256;      /* lowercase hex of the file's bytes when added */
     gint64 file_size;  /* bytes when added */

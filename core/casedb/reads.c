@@ -147,7 +147,7 @@ static void image_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
     ClCaseImage *img = g_new0(ClCaseImage, 1);
     img->id = sqlite3_column_int64(st, 0);
     img->position = (guint)sqlite3_column_int64(st, 1);
-    img->path = cl_casedb_column_dup(st, 2);
+    img->path = cl_casedb_path_from_text((const char *)sqlite3_column_text(st, 2));
     img->frame = (guint)sqlite3_column_int64(st, 3);
     img->sha256 = cl_casedb_column_dup(st, 4);
     img->file_size = sqlite3_column_int64(st, 5);

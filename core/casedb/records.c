@@ -204,6 +204,31 @@ static gboolean finish(ClCaseDb *db, gboolean ok, const char *what, GError **err
     return FALSE;
 }
 
+/* What a reviewer writes or decides (a description's edit, accept and reject; notes; key
+ * images) must survive a power cut once the call has returned. The connection runs
+ * synchronous=NORMAL, under which a WAL commit reaches the disk only at the next checkpoint;
+ * these writes commit under synchronous=FULL, which syncs the WAL at the commit (and with it
+ * every commit before). Bulk writes (images, runs with their heatmaps) keep NORMAL: a crash
+ * loses at most what can be made again, and they stay fast. */
+static gboolean begin_durable(ClCaseDb *db, GError **error)
+{
+    sqlite3_stmt *st = cl_casedb_stmt(db, "PRAGMA synchronous = FULL", error);
+    if (!st || !cl_casedb_exec_stmt(db, st, "starting a change", error))
+        return FALSE;
+    if (cl_casedb_begin(db, error))
+        return TRUE;
+    sqlite3_exec(db->sql, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+    return FALSE;
+}
+
+static gboolean finish_durable(ClCaseDb *db, gboolean ok, const char *what, GError **error)
+{
+    ok = finish(db, ok, what, error);
+    /* outside the transaction again: back to the connection's setting */
+    sqlite3_exec(db->sql, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+    return ok;
+}
+
 /* ---- cases ----------------------------------------------------------------------------------- */
 
 gboolean cl_casedb_case_new(ClCaseDb *db, const char *name, gint64 *out_id, GError **error)
@@ -303,8 +328,9 @@ static gboolean check_image(const ClCaseImage *img, guint i, GError **error)
         g_autoptr(GError) err = NULL;
         if (!json_parser_load_from_data(p, img->metadata_json, -1, &err) ||
             !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p))) {
+            g_autofree char *shown = g_filename_display_name(img->path);
             g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
-                        "The metadata of %s is not a JSON object%s%s", img->path, err ? ": " : "",
+                        "The metadata of %s is not a JSON object%s%s", shown, err ? ": " : "",
                         err ? err->message : "");
             return FALSE;
         }
@@ -325,7 +351,7 @@ static gboolean insert_image(ClCaseDb *db, gint64 case_id, guint position, const
         return FALSE;
     sqlite3_bind_int64(st, 1, case_id);
     sqlite3_bind_int64(st, 2, position);
-    cl_casedb_bind_text(st, 3, img->path);
+    sqlite3_bind_text(st, 3, cl_casedb_path_to_text(img->path), -1, g_free);
     sqlite3_bind_int64(st, 4, img->frame);
     cl_casedb_bind_text(st, 5, img->sha256 ? img->sha256 : "");
     sqlite3_bind_int64(st, 6, img->file_size);
@@ -384,7 +410,8 @@ gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, G
             g_array_append_val(ids, id);
             g_autoptr(JsonBuilder) b = detail_new();
             detail_int(b, "image_id", id);
-            detail_str(b, "path", img->path);
+            g_autofree char *path = cl_casedb_path_to_text(img->path);
+            detail_str(b, "path", path);
             detail_int(b, "frame", img->frame);
             detail_str(b, "sha256", img->sha256);
             ok = audit_with(db, now, "image.add", case_id, b, error);
@@ -607,7 +634,7 @@ gboolean cl_casedb_description_edit(ClCaseDb *db, gint64 case_id, const char *te
 {
     CL_CASEDB_CHECK(db, FALSE);
     g_return_val_if_fail(text != NULL, FALSE);
-    if (!cl_casedb_begin(db, error))
+    if (!begin_durable(db, error))
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     Current cur = { 0 };
@@ -651,7 +678,7 @@ gboolean cl_casedb_description_edit(ClCaseDb *db, gint64 case_id, const char *te
              cl_casedb_touch_case(db, case_id, now, error);
     }
     current_clear(&cur);
-    if (!finish(db, ok, "saving the description", error))
+    if (!finish_durable(db, ok, "saving the description", error))
         return FALSE;
     if (out_version_id)
         *out_version_id = version_id;
@@ -665,7 +692,7 @@ gboolean cl_casedb_description_set_status(ClCaseDb *db, gint64 case_id, ClDescSt
     CL_CASEDB_CHECK(db, FALSE);
     g_return_val_if_fail(
         status == CL_DESC_DRAFT || status == CL_DESC_ACCEPTED || status == CL_DESC_REJECTED, FALSE);
-    if (!cl_casedb_begin(db, error))
+    if (!begin_durable(db, error))
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     Current cur = { 0 };
@@ -693,7 +720,7 @@ gboolean cl_casedb_description_set_status(ClCaseDb *db, gint64 case_id, ClDescSt
              cl_casedb_touch_case(db, case_id, now, error);
     }
     current_clear(&cur);
-    if (!finish(db, ok, "changing the description's status", error))
+    if (!finish_durable(db, ok, "changing the description's status", error))
         return FALSE;
     if (out_version_id)
         *out_version_id = version_id;
@@ -712,7 +739,7 @@ gboolean cl_casedb_note_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID, "A note needs some text");
         return FALSE;
     }
-    if (!cl_casedb_begin(db, error))
+    if (!begin_durable(db, error))
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     gint64 id = 0;
@@ -743,7 +770,7 @@ gboolean cl_casedb_note_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const
         ok = audit_with(db, now, "note.add", case_id, b, error) &&
              cl_casedb_touch_case(db, case_id, now, error);
     }
-    if (!finish(db, ok, "saving the note", error))
+    if (!finish_durable(db, ok, "saving the note", error))
         return FALSE;
     if (out_id)
         *out_id = id;
@@ -754,7 +781,7 @@ gboolean cl_casedb_key_image_add(ClCaseDb *db, gint64 case_id, gint64 image_id, 
                                  gint64 *out_id, GError **error)
 {
     CL_CASEDB_CHECK(db, FALSE);
-    if (!cl_casedb_begin(db, error))
+    if (!begin_durable(db, error))
         return FALSE;
     g_autofree char *now = cl_casedb_now();
     gint64 id = 0;
@@ -784,7 +811,7 @@ gboolean cl_casedb_key_image_add(ClCaseDb *db, gint64 case_id, gint64 image_id, 
         ok = audit_with(db, now, "key_image.add", case_id, b, error) &&
              cl_casedb_touch_case(db, case_id, now, error);
     }
-    if (!finish(db, ok, "marking the key image", error))
+    if (!finish_durable(db, ok, "marking the key image", error))
         return FALSE;
     if (out_id)
         *out_id = id;

@@ -16,6 +16,17 @@
 namespace cl_dicom
 {
 
+/* ---- nesting (dicom-depth.cc) ---- */
+
+/* The deepest sequence nesting read: real files nest a few levels (structured reports some
+ * tens); DCMTK's reader recurses once per level. */
+const unsigned kMaxSequenceDepth = 128;
+
+/* Whether a data set's sequences nest at most max_depth deep (false only when they are found
+ * to nest deeper; data the walk cannot follow is left to DCMTK). */
+bool nesting_within(const Uint8 *data, size_t len, bool implicit_vr, bool big_endian,
+                    unsigned max_depth);
+
 /* ---- errors, strings and attributes (dicom-meta.cc) ---- */
 
 /* "shown: message" in CL_IMAGE_ERROR. */

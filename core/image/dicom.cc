@@ -307,6 +307,29 @@ gboolean find_pixel_data(DcmDataset *ds, DcmElement *&pixel, const char *shown, 
     return FALSE;
 }
 
+/* Refuses a data set whose sequences nest deeper than DCMTK's recursive reader can go. Without
+ * a meta header (EXS_Unknown) the encoding is guessed as DCMTK does: a VR's two capitals after
+ * the first tag mean explicit VR. */
+gboolean check_nesting(const guint8 *data, gsize len, E_TransferSyntax xfer, const char *shown,
+                       GError **error)
+{
+    bool implicit, big_endian = false;
+    if (xfer == EXS_Unknown) {
+        implicit = !(len >= 6 && g_ascii_isupper(data[4]) && g_ascii_isupper(data[5]));
+    } else {
+        DcmXfer x(xfer);
+        implicit = x.isImplicitVR();
+        big_endian = x.isBigEndian();
+    }
+    if (nesting_within(data, len, implicit, big_endian, kMaxSequenceDepth))
+        return TRUE;
+    set_error(error, CL_IMAGE_ERROR_UNSUPPORTED, shown,
+              "DICOM file nests sequences more than %u levels deep, which ChangeLens does not "
+              "read (real images nest a few)",
+              kMaxSequenceDepth);
+    return FALSE;
+}
+
 /* The meta header, then the data set: the meta header's transfer syntax decides whether the data
  * set is read at all, and how. Names the syntax in img. A deflated data set is inflated into
  * `inflated`, which must outlive ff (deferred values are read from it). */
@@ -331,15 +354,20 @@ gboolean read_file(const guint8 *data, gsize len, const ClImageLimits *limits, D
     if (!uid.empty() && !check_transfer_syntax(uid, img, shown, error))
         return FALSE;
     E_TransferSyntax read_xfer = uid.empty() ? EXS_Unknown : DcmXfer(uid.c_str()).getXfer();
+    const gsize start = (gsize)stream.tell();
     if (read_xfer == EXS_DeflatedLittleEndianExplicit) {
         const gsize cap =
             (gsize)MIN((guint64)G_MAXUINT32, 16 * limits->max_pixels + ((guint64)64 << 20));
-        const gsize start = (gsize)stream.tell();
         if (!inflate_dataset(data + start, len - start, cap, inflated, shown, error))
+            return FALSE;
+        if (!check_nesting(inflated.data(), inflated.size(), EXS_LittleEndianExplicit, shown,
+                           error))
             return FALSE;
         MemoryStream plain(inflated.data(), (offile_off_t)inflated.size());
         st = ds->read(plain, EXS_LittleEndianExplicit, EGL_noChange, kDeferredValueBytes);
     } else {
+        if (!check_nesting(data + start, len - start, read_xfer, shown, error))
+            return FALSE;
         st = ds->read(stream, read_xfer, EGL_noChange, kDeferredValueBytes);
     }
     ff.transferEnd();

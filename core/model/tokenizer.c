@@ -6,6 +6,7 @@
 #include <json-glib/json-glib.h>
 #include <string.h>
 
+#include "jsondepth.h"
 #include "model/config.h" /* CL_MODEL_ERROR */
 
 #define special_texts cl_tokenizer_special_texts
@@ -824,6 +825,11 @@ static gboolean node_int(JsonNode *node, gint64 *v)
 ClTokenizer *cl_tokenizer_from_json(const char *json, GError **error)
 {
     g_return_val_if_fail(json, NULL);
+    if (!cl_json_depth_ok(json, -1, CL_JSON_MAX_DEPTH)) {
+        set_error(error, "invalid JSON: arrays and objects nested deeper than %d levels",
+                  CL_JSON_MAX_DEPTH);
+        return NULL;
+    }
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) perr = NULL;
     if (!json_parser_load_from_data(parser, json, -1, &perr)) {

@@ -692,23 +692,17 @@ char *cl_deid_text(const ClDeid *d, const char *text)
 
 char *cl_deid_image_name(const ClCaseImage *img)
 {
-    g_autofree char *base = img->path ? g_path_get_basename(img->path) : g_strdup("");
-    const char *dot = strrchr(base, '.');
-    g_autofree char *ext = NULL;
-    if (dot && dot != base && strlen(dot + 1) >= 1 && strlen(dot + 1) <= 5) {
-        ext = g_ascii_strdown(dot + 1, -1);
-        for (const char *p = ext; *p; p++)
-            if (!g_ascii_isalnum(*p))
-                g_clear_pointer(&ext, g_free);
-    }
-    if (!ext) {
-        const char *f = img->format ? img->format : "";
-        ext = g_ascii_strcasecmp(f, "DICOM") == 0  ? g_strdup("dcm")
-              : g_ascii_strcasecmp(f, "TIFF") == 0 ? g_strdup("tif")
-              : g_ascii_strcasecmp(f, "JPEG") == 0 ? g_strdup("jpg")
-              : *f                                 ? g_ascii_strdown(f, -1)
-                                                   : g_strdup("img");
-    }
+    /* the extension comes from the format, never from the file name: a name's extension can be
+     * anything its writer chose ("scan.77123", the patient's ID) */
+    const char *f = img->format ? img->format : "";
+    const char *ext = g_ascii_strcasecmp(f, "DICOM") == 0  ? "dcm"
+                      : g_ascii_strcasecmp(f, "TIFF") == 0 ? "tif"
+                      : g_ascii_strcasecmp(f, "JPEG") == 0 ? "jpg"
+                      : g_ascii_strcasecmp(f, "PNG") == 0  ? "png"
+                      : g_ascii_strcasecmp(f, "WebP") == 0 ? "webp"
+                      : g_ascii_strcasecmp(f, "BMP") == 0  ? "bmp"
+                      : g_ascii_strcasecmp(f, "GIF") == 0  ? "gif"
+                                                           : "img";
     return g_strdup_printf("image-%u.%s", img->position + 1, ext);
 }
 

@@ -68,7 +68,8 @@ char *cl_deid_shift_date(const ClDeid *d, const char *value);
 char *cl_deid_text(const ClDeid *d, const char *text);
 
 /* The name an image gets in a de-identified export: "image-<position + 1>.<ext>", ext from the
- * file name (lower case) or the format. */
+ * format ("dcm", "tif", "png", ...; "img" for one it does not know), never from the file name,
+ * whose extension may be anything (a patient ID). */
 char *cl_deid_image_name(const ClCaseImage *img);
 
 /* The profile applied to one image's metadata (a JSON object of key -> string). Adds

@@ -10,8 +10,17 @@
 
 /* ---- safe text ------------------------------------------------------------------------------ */
 
+/* Unicode's 66 noncharacters (U+FDD0..U+FDEF and the last two code points of every plane,
+ * U+FFFE, U+10FFFF, ...): valid UTF-8, but Cairo refuses a string that holds one, so a case
+ * named with one could not be exported as PDF. */
+static gboolean is_noncharacter(gunichar c)
+{
+    return (c >= 0xfdd0 && c <= 0xfdef) || (c & 0xfffe) == 0xfffe;
+}
+
 /* Valid UTF-8 (bad bytes become U+FFFD), line ends as \n, and no control characters other than
- * \n and \t (they become U+FFFD too): Pango, HTML and JSON all take the result as is. */
+ * \n and \t nor noncharacters (they become U+FFFD too): Pango, Cairo, HTML and JSON all take
+ * the result as is. */
 static char *clean(const char *s)
 {
     if (!s)
@@ -24,7 +33,7 @@ static char *clean(const char *s)
             if (p[1] != '\n')
                 g_string_append_c(out, '\n');
         } else if ((c < 0x20 && c != '\n' && c != '\t') || (c >= 0x7f && c <= 0x9f) ||
-                   c == 0xfffe || c == 0xffff) {
+                   is_noncharacter(c)) {
             g_string_append_unichar(out, 0xfffd);
         } else {
             g_string_append_unichar(out, c);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jsondepth.h"
 #include "model/decoder.h" /* CL_DECODER_VISUAL */
 #include "model/preprocess.h"
 
@@ -396,6 +397,11 @@ static gboolean parse_line(const char *dir, const char *text, gsize len, guint l
                            gboolean check_files, Line *out, GError **error)
 {
     memset(out, 0, sizeof *out);
+    if (!cl_json_depth_ok(text, (gssize)len, CL_JSON_MAX_DEPTH)) {
+        LINE_ERROR("not valid JSON (arrays and objects nested deeper than %d levels)",
+                   CL_JSON_MAX_DEPTH);
+        return FALSE;
+    }
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) jerr = NULL;
     if (!json_parser_load_from_data(parser, text, (gssize)len, &jerr)) {
