@@ -2,7 +2,7 @@
  * fitted on one task's images, they keep one bank row per image and a threshold that most of the
  * task's other images stay under, while images of another kind (grey radiograph phantoms against
  * colour shapes scenes) score above it; the inference encoder's score is the fitting code's;
- * the statistics survive a save and load. */
+ * the statistics survive a save and load; photo-edits' images are grouped by photograph. */
 #include <glib/gstdio.h>
 #include <math.h>
 
@@ -84,9 +84,44 @@ static void test_fit_and_flag(void)
     g_rmdir(dir);
 }
 
+/* photo-edits: an image's group is its photograph (both images of a pair share it, and crops of
+ * one photograph from different samples too), so that the threshold is a new photograph's */
+static void test_photo_groups(void)
+{
+    g_autoptr(ClModel) m = tiny();
+    g_autoptr(GError) err = NULL;
+    float *feats = NULL;
+    int *group = NULL, k = 0;
+    g_autofree double *sc = cl_ood_scores(m, "photo-edits", NULL, 40, 3, &feats, &group, &k, &err);
+    if (!sc) { /* the wallpaper packages are not installed */
+        g_test_skip(err->message);
+        return;
+    }
+    g_autofree float *f = feats;
+    g_autofree int *g = group;
+    g_assert_cmpint(k, ==, 80);
+    int shared = 0;
+    for (int i = 0; i < k; i += 2) {
+        g_assert_cmpint(g[i], ==, g[i + 1]);
+        g_assert_cmpint(g[i], >=, 0);
+        for (int j = 0; j < i; j += 2)
+            if (g[j] == g[i]) {
+                shared++;
+                break;
+            }
+    }
+    /* 40 draws from some 80 photographs: some photograph comes twice (the birthday bound) */
+    g_test_message("%d of 40 samples reuse a photograph", shared);
+    g_assert_cmpint(shared, >, 0);
+    g_autoptr(ClModel) fit = cl_ood_fit(m, "photo-edits", NULL, 40, 3, 0.99, &err);
+    g_assert_no_error(err);
+    g_assert_true(isfinite(fit->w.ood_threshold[0]) && fit->w.ood_threshold[0] > 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/ood/fit-and-flag", test_fit_and_flag);
+    g_test_add_func("/ood/photo-groups", test_photo_groups);
     return g_test_run();
 }

@@ -16,9 +16,11 @@ static const char usage_text[] =
     "\n"
     "Fits the per-channel mean and variance of the stem features (or patch pixels) of N samples'\n"
     "images of task T (default photo-edits, its training photos) into a copy of IN, with the\n"
-    "threshold at quantile Q of their scores (default 0.99), and writes it to OUT. Then scores\n"
-    "each check set's images (a task name, or heldout for photo-edits' held-out photographs;\n"
-    "default heldout,radiograph,aerial,shapes,dots) and prints the share above the threshold.\n"
+    "threshold at quantile Q of their scores (default 0.99; each image scored against the\n"
+    "images of other photographs, or other samples outside photo-edits), and writes it to\n"
+    "OUT. Then scores each check set's images (a task name, or heldout for photo-edits'\n"
+    "held-out photographs; default heldout,radiograph,aerial,shapes,dots) and prints the\n"
+    "share above the threshold.\n"
     "A description whose images score above it carries a notice.\n";
 
 static int compare_doubles(const void *a, const void *b)

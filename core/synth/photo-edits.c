@@ -639,7 +639,8 @@ gboolean cl_synth_photo_edits_generate(ClSynthSample *s, ClSynthRng *rng,
         return FALSE;
     }
     PhotoDrawing *d = g_new0(PhotoDrawing, 1);
-    d->photo = set->pixbufs->pdata[cl_synth_rng_int(rng, 0, (int)set->pixbufs->len - 1)];
+    s->source = cl_synth_rng_int(rng, 0, (int)set->pixbufs->len - 1);
+    d->photo = set->pixbufs->pdata[s->source];
     const int pw = cairo_image_surface_get_width(d->photo);
     const int ph = cairo_image_surface_get_height(d->photo);
     d->crop[2] = MIN(pw, ph) * cl_synth_rng_range(rng, 0.5, 1.0);

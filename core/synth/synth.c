@@ -387,6 +387,7 @@ ClSynthSample *cl_synth_generate(const char *task, guint64 seed, const ClSynthOp
     s->task = g_strdup(def->name);
     s->seed = seed;
     s->changes = g_array_new(FALSE, FALSE, sizeof(ClSynthChange));
+    s->source = -1;
     s->patch = opts->patch;
     s->grid_w = (opts->width + opts->patch - 1) / opts->patch;
     s->grid_h = (opts->height + opts->patch - 1) / opts->patch;

@@ -140,6 +140,7 @@ typedef struct {
                                   * the answer says them; dots, the dot moving (not in the JSON) */
     ClSynthQuantity quantity; /* dots */
     double value;             /* dots: the quantity before rounding */
+    int source;               /* photo-edits: the photograph's index in its set; -1 elsewhere */
 
     /* Auxiliary per-patch targets for a grid_w × grid_h grid of patch × patch pixels over each
      * image (in that image's pixels, nuisance shift included). */

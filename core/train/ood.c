@@ -21,7 +21,7 @@ static gboolean image_patches(const ClModelConfig *cfg, const float *pixels, flo
 }
 
 double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
-                      guint64 seed, float **features, int **sample_of, int *n_out, GError **error)
+                      guint64 seed, float **features, int **group_of, int *n_out, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     if (!features && !model->w.ood_bank) {
@@ -60,12 +60,14 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
                            : cl_encoder_ood_score(model->w.ood_mean, model->w.ood_var,
                                                   model->w.ood_bank, cfg->ood, 2 * C, desc, 0, 0);
             g_array_append_val(scores, s);
-            g_array_append_val(owner, i);
+            /* photo-edits: crops of one photograph are one group, not only one sample's pair */
+            const int group = syn->source >= 0 ? syn->source : i;
+            g_array_append_val(owner, group);
         }
     }
     *n_out = (int)scores->len;
-    if (sample_of)
-        *sample_of = (int *)(void *)g_array_free(g_steal_pointer(&owner), FALSE);
+    if (group_of)
+        *group_of = (int *)(void *)g_array_free(g_steal_pointer(&owner), FALSE);
     if (features)
         *features = (float *)(void *)g_array_free(g_steal_pointer(&feats), FALSE);
     return (double *)(void *)g_array_free(g_steal_pointer(&scores), FALSE);
@@ -75,6 +77,13 @@ static int compare_doubles(gconstpointer a, gconstpointer b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* stable: ties keep the images' order */
+static int compare_groups(gconstpointer a, gconstpointer b, gpointer owner)
+{
+    const int *own = owner, i = *(const int *)a, j = *(const int *)b;
+    return own[i] != own[j] ? (own[i] > own[j]) - (own[i] < own[j]) : (i > j) - (i < j);
 }
 
 ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, int n, guint64 seed,
@@ -93,8 +102,19 @@ ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, 
         cl_ood_scores(model, task, photos, n, seed, &feats, &owner, &m, error);
     if (!unused)
         return NULL;
-    g_autofree float *f = feats;
-    g_autofree int *own = owner;
+    /* the images in group order, so that a group's bank rows are one run [lo, hi) */
+    g_autofree int *order = g_new(int, m);
+    for (int i = 0; i < m; i++)
+        order[i] = i;
+    g_qsort_with_data(order, m, sizeof(int), compare_groups, owner);
+    g_autofree float *f = g_new(float, (size_t)m * C2);
+    g_autofree int *own = g_new(int, m);
+    for (int i = 0; i < m; i++) {
+        memcpy(f + (size_t)i * C2, feats + (size_t)order[i] * C2, sizeof(float) * C2);
+        own[i] = owner[order[i]];
+    }
+    g_free(feats);
+    g_free(owner);
     ClModelConfig cfg = model->config;
     cfg.ood = m;
     g_autoptr(ClModel) out = cl_model_reshaped(model, &cfg, 0, "ood.", error);
@@ -115,8 +135,10 @@ ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, 
             w->ood_bank[(size_t)i * C2 + c] =
                 (float)((f[(size_t)i * C2 + c] - mean) / sqrt(w->ood_var[c]));
     }
-    /* each fitting image scored against the other samples' (not its own sample's images: the
-     * same scene): the threshold at the quantile */
+    /* each fitting image scored against the other groups' rows (not its own sample's images,
+     * the same scene; for photo-edits, not any crop of its own photograph): the threshold at
+     * the quantile. Scoring a crop against other crops of its photograph would put the
+     * threshold where an image seen in training lies, and flag most new photographs. */
     g_autofree double *sc = g_new(double, m);
     for (int i = 0, lo = 0; i < m; i++) {
         while (own[lo] != own[i])

@@ -12,15 +12,15 @@ G_BEGIN_DECLS
 /* The scores of every image of n samples of `task` (synth options at the model's input size;
  * photos: photo-edits' set, NULL for the default) against the model's statistics, or, when
  * `features` is not NULL, the images' descriptors (n_images × 2C) into *features instead of
- * scoring, and (sample_of not NULL) each image's sample index into *sample_of. *n_out: the
- * number of images. NULL + error when the task fails or the model has no
- * statistics to score against. */
+ * scoring, and (group_of not NULL) each image's group into *group_of: photo-edits, the index of
+ * its photograph; other tasks, its sample's. *n_out: the number of images. NULL + error when
+ * the task fails or the model has no statistics to score against. */
 double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
-                      guint64 seed, float **features, int **sample_of, int *n_out, GError **error);
+                      guint64 seed, float **features, int **group_of, int *n_out, GError **error);
 
 /* A copy of `model` with config.ood and statistics fitted on n samples of task/photos: the
  * threshold at `quantile` (0.5 to 1) of the fitting images' scores, each against the other
- * samples' images. */
+ * groups' images (cl_ood_scores' groups: a photograph's crops are scored as a new photograph). */
 ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, int n, guint64 seed,
                     double quantile, GError **error);
 
