@@ -26,20 +26,13 @@ static void run_clear(Run *r)
 
 static char *db_path;
 
-/* changelens-cli case --db DB ARGS… (NULL-terminated) */
-static void run_case(Run *r, ...)
+/* changelens-cli ARGS… exactly as given (NULL-terminated), --db wherever the caller puts it */
+static void run_args(Run *r, const char *const *args)
 {
     g_autoptr(GPtrArray) argv = g_ptr_array_new();
     g_ptr_array_add(argv, (char *)g_getenv("CL_CLI"));
-    g_ptr_array_add(argv, "case");
-    g_ptr_array_add(argv, "--db");
-    g_ptr_array_add(argv, db_path);
-    va_list ap;
-    va_start(ap, r);
-    const char *a;
-    while ((a = va_arg(ap, const char *)))
-        g_ptr_array_add(argv, (char *)a);
-    va_end(ap);
+    for (const char *const *a = args; *a; a++)
+        g_ptr_array_add(argv, (char *)*a);
     g_ptr_array_add(argv, NULL);
     g_autoptr(GError) error = NULL;
     int status = 0;
@@ -49,6 +42,23 @@ static void run_case(Run *r, ...)
     if (!WIFEXITED(status))
         g_error("changelens-cli died (status %d): %s", status, r->err);
     r->status = WEXITSTATUS(status);
+}
+
+/* changelens-cli case --db DB ARGS… (NULL-terminated) */
+static void run_case(Run *r, ...)
+{
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    g_ptr_array_add(args, "case");
+    g_ptr_array_add(args, "--db");
+    g_ptr_array_add(args, db_path);
+    va_list ap;
+    va_start(ap, r);
+    const char *a;
+    while ((a = va_arg(ap, const char *)))
+        g_ptr_array_add(args, (char *)a);
+    va_end(ap);
+    g_ptr_array_add(args, NULL);
+    run_args(r, (const char *const *)args->pdata);
 }
 
 static void expect_ok(Run *r)
@@ -372,24 +382,6 @@ static void test_usage_and_newer_db(void)
     gsize n_after = 0;
     g_assert_true(g_file_get_contents(newer, &after, &n_after, NULL));
     g_assert_cmpmem(before, n_before, after, n_after);
-}
-
-/* changelens-cli ARGS… exactly as given (NULL-terminated), --db wherever the caller puts it */
-static void run_args(Run *r, const char *const *args)
-{
-    g_autoptr(GPtrArray) argv = g_ptr_array_new();
-    g_ptr_array_add(argv, (char *)g_getenv("CL_CLI"));
-    for (const char *const *a = args; *a; a++)
-        g_ptr_array_add(argv, (char *)*a);
-    g_ptr_array_add(argv, NULL);
-    g_autoptr(GError) error = NULL;
-    int status = 0;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
-                               &r->out, &r->err, &status, &error));
-    g_assert_no_error(error);
-    if (!WIFEXITED(status))
-        g_error("changelens-cli died (status %d): %s", status, r->err);
-    r->status = WEXITSTATUS(status);
 }
 
 /* --db is taken out of the arguments wherever it stands, and what is left is exactly the
