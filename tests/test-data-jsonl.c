@@ -7,6 +7,7 @@
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "train/jsonl.h"
 #include "model/decoder.h"
@@ -428,6 +429,50 @@ static void test_deep_line(void)
     g_assert_nonnull(strstr(error->message, "nested deeper than 256 levels"));
 }
 
+/* A file without line breaks is refused at the line limit, not read whole into memory. */
+static void test_endless_line(void)
+{
+    g_autofree char *good = bad_dir_good_line();
+    gsize n = (gsize)17 << 20;
+    char *text = g_malloc(strlen(good) + 1 + n + 1);
+    char *p = g_stpcpy(text, good);
+    *p++ = '\n';
+    memset(p, 'x', n);
+    p[n] = '\0';
+    g_autofree char *path = write_text("bad/endless.jsonl", text);
+    g_free(text);
+    ClDatasetOptions o;
+    cl_dataset_options_init(&o);
+    o.skip_bad_lines = TRUE; /* even so: a line with no end cannot be skipped */
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ClDataset) d = cl_dataset_open(path, model, &o, &error);
+    g_assert_null(d);
+    g_assert_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE);
+    g_autofree char *where = g_strdup_printf("%s:2: a line longer than 16 MiB", path);
+    g_assert_true(g_str_has_prefix(error->message, where));
+}
+
+/* A pipe or a device is refused before anything is read: a FIFO without a writer would block
+ * the open (and the command with it), /dev/zero would be read forever. */
+static void test_not_regular(void)
+{
+    g_autofree char *fifo = g_build_filename(tmpdir, "bad", "fifo.jsonl", NULL);
+    g_autofree char *dir = g_path_get_dirname(fifo);
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
+    g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+    const char *paths[] = { fifo, "/dev/zero" };
+    for (gsize i = 0; i < G_N_ELEMENTS(paths); i++) {
+        if (!g_file_test(paths[i], G_FILE_TEST_EXISTS))
+            continue;
+        g_autoptr(GError) error = NULL;
+        g_autoptr(ClDataset) d = cl_dataset_open(paths[i], model, NULL, &error);
+        g_assert_null(d);
+        g_assert_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO);
+        g_assert_nonnull(strstr(error->message, "is not a regular file"));
+    }
+    g_unlink(fifo);
+}
+
 static void test_bad_lines_skip(void)
 {
     g_autofree char *good = bad_dir_good_line();
@@ -768,6 +813,8 @@ int main(int argc, char **argv)
     g_test_add_func("/data/jsonl/bad-lines", test_bad_lines_strict);
     g_test_add_func("/data/jsonl/bad-lines-skip", test_bad_lines_skip);
     g_test_add_func("/data/jsonl/deep-line", test_deep_line);
+    g_test_add_func("/data/jsonl/endless-line", test_endless_line);
+    g_test_add_func("/data/jsonl/not-regular", test_not_regular);
     g_test_add_func("/data/jsonl/bad-image", test_bad_image);
     g_test_add_func("/data/jsonl/too-long", test_too_long);
     g_test_add_func("/data/jsonl/frames", test_frames);

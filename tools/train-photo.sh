@@ -10,7 +10,8 @@
 #   OUT=runs/photo2 FROM=runs/photo1/checkpoints/step-00000500.safetensors STEPS=700 LR=5e-4 \
 #     WARMUP=20 tools/train-photo.sh
 # MARKER=1 adds --change-marker (the change head's probabilities marked on the visual tokens,
-# docs/MODEL.md §3.12; a new tensor when FROM's model lacks it).
+# docs/MODEL.md §3.12; a new tensor when FROM's model lacks it). AUX_OBJECTS=W weighs the
+# per-patch objects loss (default 1).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 OUT=${OUT:-runs/photo1}
@@ -23,7 +24,8 @@ else
   init=(--config tools/models/photo.json --variant "$VARIANT")
 fi
 args=(train "${init[@]}" --task photo-edits,photo-edits,photo-edits~2 --steps "$STEPS" --batch 8
-  --lr "${LR:-1e-3}" --warmup "${WARMUP:-100}" --aux-changed 2 --checkpoint-every 100
+  --lr "${LR:-1e-3}" --warmup "${WARMUP:-100}" --aux-objects "${AUX_OBJECTS:-1}" --aux-changed 2
+  --checkpoint-every 100
   --keep-checkpoints 3 --seed "$SEED" --out "$OUT")
 if [ -n "${MARKER:-}" ]; then
   args+=(--change-marker)

@@ -5,9 +5,12 @@
 #include "model/vist.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "jsondepth.h"
 #include "model/decoder.h" /* CL_DECODER_VISUAL */
@@ -17,6 +20,10 @@ G_DEFINE_QUARK(cl - dataset - error - quark, cl_dataset_error)
 
 /* A sample's problems are reported at most this many times in skip mode (all are kept). */
 #define MAX_SKIP_MESSAGES 20
+
+/* The longest line read: a conversation and its image paths take kilobytes; a file without line
+ * breaks (a binary file, /dev/zero) is refused here instead of being read whole into memory. */
+#define MAX_LINE_BYTES ((gsize)16 << 20)
 
 void cl_dataset_options_init(ClDatasetOptions *o)
 {
@@ -625,6 +632,68 @@ static gboolean index_line(ClDataset *d, const char *text, gsize len, gint64 off
     return TRUE;
 }
 
+/* fopen(path, "rb") for a regular file only: a folder, a pipe, a device or a socket is refused
+ * with a message saying so (a FIFO is opened without blocking, so an empty pipe cannot hang the
+ * command before it can answer a signal). */
+static FILE *open_regular(const char *path, GError **error)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO, "cannot open %s: %s", path,
+                    g_strerror(e));
+        return NULL;
+    }
+    struct stat sb;
+    const char *what = NULL;
+    if (fstat(fd, &sb) != 0)
+        what = "cannot be examined";
+    else if (S_ISDIR(sb.st_mode))
+        what = "is a folder, not a JSONL file";
+    else if (!S_ISREG(sb.st_mode))
+        what = "is not a regular file (a pipe, device or socket); training reads a JSONL file";
+    if (what || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        close(fd);
+        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO, "%s %s", path,
+                    what ? what : "cannot be read");
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+/* The next line of f, its '\n' kept, into line: its length, 0 at the end of the file, -1 on an
+ * error (*ok cleared, *error set): a read error, or a line over MAX_LINE_BYTES. */
+static gssize read_line_bounded(FILE *f, GString *line, const char *path, guint lineno,
+                                gboolean *ok, GError **error)
+{
+    g_string_truncate(line, 0);
+    int c;
+    errno = 0;
+    while ((c = getc_unlocked(f)) != EOF) {
+        g_string_append_c(line, (char)c);
+        if (c == '\n')
+            return (gssize)line->len;
+        if (line->len > MAX_LINE_BYTES) {
+            g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE,
+                        "%s:%u: a line longer than %u MiB: not a JSONL file of conversations", path,
+                        lineno, (guint)(MAX_LINE_BYTES >> 20));
+            *ok = FALSE;
+            return -1;
+        }
+    }
+    if (ferror(f)) {
+        int e = errno;
+        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO, "%s:%u: read error: %s", path,
+                    lineno, g_strerror(e));
+        *ok = FALSE;
+        return -1;
+    }
+    return (gssize)line->len;
+}
+
 static gboolean is_blank(const char *s, gsize len)
 {
     for (gsize i = 0; i < len; i++)
@@ -642,19 +711,9 @@ ClDataset *cl_dataset_open(const char *path, const ClModel *model, const ClDatas
         cl_dataset_options_init(&defaults);
         o = &defaults;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO, "cannot open %s: %s", path,
-                    g_strerror(e));
+    FILE *f = open_regular(path, error);
+    if (!f)
         return NULL;
-    }
-    if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-        fclose(f);
-        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO,
-                    "%s is a folder, not a JSONL file", path);
-        return NULL;
-    }
 
     g_autoptr(ClDataset) d = g_new0(ClDataset, 1);
     d->path = g_strdup(path);
@@ -671,23 +730,15 @@ ClDataset *cl_dataset_open(const char *path, const ClModel *model, const ClDatas
     d->cache = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, cache_entry_free);
     g_queue_init(&d->lru);
 
-    char *buf = NULL;
-    size_t cap = 0;
+    g_autoptr(GString) line = g_string_sized_new(4096);
     gint64 offset = 0;
     guint lineno = 0;
     gboolean ok = TRUE;
     for (;;) {
-        errno = 0;
-        ssize_t got = getline(&buf, &cap, f);
-        if (got < 0) {
-            if (ferror(f)) {
-                int e = errno;
-                g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO, "%s:%u: read error: %s",
-                            path, lineno + 1, g_strerror(e));
-                ok = FALSE;
-            }
+        gssize got = read_line_bounded(f, line, path, lineno + 1, &ok, error);
+        if (got <= 0)
             break;
-        }
+        const char *buf = line->str;
         lineno++;
         gint64 at = offset;
         offset += got;
@@ -724,7 +775,6 @@ ClDataset *cl_dataset_open(const char *path, const ClModel *model, const ClDatas
         else
             d->sum.n_bad++;
     }
-    free(buf);
     fclose(f);
     if (!ok)
         return NULL;
