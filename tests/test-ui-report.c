@@ -4,6 +4,7 @@
  * written; an unsaved edit neither filed nor lost by Describe or Export without asking. */
 #include "ui-util.h"
 
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
@@ -243,7 +244,7 @@ static void test_report_deidentify(void)
     const char *signed_text = "Compared with the prior of 2024-03-12: a red square appeared.";
     set_description_text(win, signed_text);
     g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.accept-description", NULL));
-    g_assert_cmpuint(n_versions(db, id), ==, 1);
+    g_assert_cmpuint(n_versions(db, id), ==, 2); /* the edit, then its acceptance */
 
     g_autofree char *path = g_build_filename(tmpdir, "report-deid.json", NULL);
     g_autoptr(GFile) file = g_file_new_for_path(path);
@@ -271,7 +272,7 @@ static void test_report_deidentify(void)
     g_assert_cmpstr(shifted, !=, "2024-03-12");
     g_assert_true(g_regex_match_simple("^[0-9]{4}-[0-9]{2}-[0-9]{2}$", shifted, 0, 0));
     g_assert_nonnull(strstr(adw_preferences_row_get_title(ADW_PREFERENCES_ROW(row)),
-                            "Description, version 1 (accepted, by Dr Test)"));
+                            "Description, version 2 (accepted, by Dr Test)"));
     answer_dialog(win, "export");
     g_assert_true(wait_for(not_exporting, win));
     g_assert_true(cl_window_get_last_export_ok(win));
@@ -280,7 +281,7 @@ static void test_report_deidentify(void)
     JsonObject *root = read_json(path, parser);
     g_assert_true(json_object_get_boolean_member(root, "deidentified"));
     JsonObject *v =
-        json_array_get_object_element(json_object_get_array_member(root, "descriptions"), 0);
+        json_array_get_object_element(json_object_get_array_member(root, "descriptions"), 1);
     g_autofree char *expected =
         g_strdup_printf("Compared with the prior of %s: a red square appeared.", shifted);
     g_assert_cmpstr(json_object_get_string_member(v, "text"), ==, expected); /* as shown */
