@@ -1238,6 +1238,189 @@ static void test_png_case(void)
         g_assert_nonnull(strstr(text, "nothing to compare"));
 }
 
+/* ---- the view on screen (ClReportView) ------------------------------------------------------ */
+
+/* A 20 × 10 grey PNG of level 100, with a 4 × 5 block of level 200 at (bx, 0) when bx >= 0. */
+static char *grey_png(const char *name, int bx)
+{
+    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 20, 10);
+    cairo_surface_flush(s);
+    guint8 *data = cairo_image_surface_get_data(s);
+    const int stride = cairo_image_surface_get_stride(s);
+    for (int y = 0; y < 10; y++)
+        for (int x = 0; x < 20; x++) {
+            guint8 v = bx >= 0 && x >= bx && x < bx + 4 && y < 5 ? 200 : 100;
+            guint32 *p = (guint32 *)(data + y * stride) + x;
+            *p = 0xff000000u | (guint32)v << 16 | (guint32)v << 8 | v;
+        }
+    cairo_surface_mark_dirty(s);
+    char *path = tmp_path(name);
+    g_assert_true(cairo_surface_write_to_png(s, path) == CAIRO_STATUS_SUCCESS);
+    cairo_surface_destroy(s);
+    return path;
+}
+
+static ClCaseImage *grey_image(guint position, gint64 id, const char *path)
+{
+    ClCaseImage *img = g_new0(ClCaseImage, 1);
+    img->id = id;
+    img->position = position;
+    img->path = g_strdup(path);
+    img->format = g_strdup("PNG");
+    img->width = 20;
+    img->height = 10;
+    img->n_frames = 1;
+    img->file_state = CL_FILE_OK;
+    img->metadata_json = g_strdup("{}");
+    return img;
+}
+
+/* The JSON report of c through view v; its "view" and first comparison. */
+static JsonObject *view_json(const ClCase *c, const ClReportView *v, JsonParser *parser,
+                             JsonObject **cmp)
+{
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_JSON, "view-secret");
+    o.view = v;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *json = cl_report_to_json(c, &o, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_true(json_parser_load_from_data(parser, json, -1, &err));
+    JsonObject *root = json_node_get_object(json_parser_get_root(parser));
+    *cmp = json_array_get_object_element(json_object_get_array_member(root, "comparisons"), 0);
+    return json_object_get_null_member(root, "view") ? NULL
+                                                     : json_object_get_object_member(root, "view");
+}
+
+/* The changed share is counted on known pixels: 20 of 200 changed; an ignore region leaves 10 of
+ * 190; the alignment (a 2-pixel shift) leaves 20 of the 180 pixels with a later pixel; the view's
+ * window (both levels below it: black) leaves none. The view and each image's display are
+ * recorded; without a view there is none. */
+static void test_view(void)
+{
+    g_autofree char *pa = grey_png("view-a.png", -1);
+    g_autofree char *pb = grey_png("view-b.png", 10);
+    g_autoptr(ClCase) c = cl_case_new_empty();
+    c->summary.id = 5;
+    c->summary.name = g_strdup("View");
+    g_ptr_array_add(c->images, grey_image(0, 11, pa));
+    g_ptr_array_add(c->images, grey_image(1, 12, pb));
+    ClReportView v = { 0 };
+    v.before_image_id = 11;
+    v.after_image_id = 12;
+    v.compare_mode = "difference";
+    v.tolerance = 16;
+    v.changed_fraction = 0.1;
+    JsonObject *cmp;
+
+    g_autoptr(JsonParser) p1 = json_parser_new();
+    JsonObject *view = view_json(c, &v, p1, &cmp);
+    g_assert_nonnull(view);
+    g_assert_cmpfloat(json_object_get_double_member(view, "changed_fraction"), ==, 0.1);
+    g_assert_cmpfloat(json_object_get_double_member(view, "changed_fraction_on_screen"), ==, 0.1);
+    g_assert_cmpstr(json_object_get_string_member(view, "compare_mode"), ==, "difference");
+    g_assert_true(json_object_get_boolean_member(cmp, "on_screen"));
+    g_assert_cmpint(json_object_get_int_member(cmp, "compared_pixels"), ==, 200);
+
+    const double mask[4] = { 10, 0, 12, 5 };
+    v.masks = mask;
+    v.n_masks = 1;
+    g_autoptr(JsonParser) p2 = json_parser_new();
+    view = view_json(c, &v, p2, &cmp);
+    g_assert_cmpint(json_object_get_int_member(cmp, "compared_pixels"), ==, 190);
+    g_assert_cmpfloat(fabs(json_object_get_double_member(view, "changed_fraction") - 10.0 / 190), <,
+                      1e-12);
+    g_assert_cmpuint(json_array_get_length(json_object_get_array_member(view, "ignore_regions")),
+                     ==, 1);
+
+    v.n_masks = 0;
+    v.aligned = TRUE;
+    const double m[6] = { 2, 1, 0, 0, 0, 1 };
+    memcpy(v.align_m, m, sizeof m);
+    g_autoptr(JsonParser) p3 = json_parser_new();
+    view = view_json(c, &v, p3, &cmp);
+    g_assert_cmpint(json_object_get_int_member(cmp, "compared_pixels"), ==, 180);
+    g_assert_cmpfloat(fabs(json_object_get_double_member(view, "changed_fraction") - 20.0 / 180), <,
+                      1e-12);
+    g_assert_true(json_object_get_boolean_member(cmp, "aligned"));
+    g_assert_cmpfloat(
+        json_array_get_double_element(json_object_get_array_member(view, "alignment"), 0), ==, 2);
+
+    v.aligned = FALSE;
+    for (int k = 0; k < 2; k++) {
+        v.has_display[k] = TRUE;
+        v.display[k] = (ClDisplaySettings){
+            .mode = CL_DISPLAY_WINDOW, .center = 300, .width = 10, .bands = { 0, 1, 2 }
+        };
+    }
+    g_autoptr(JsonParser) p4 = json_parser_new();
+    view = view_json(c, &v, p4, &cmp);
+    g_assert_cmpfloat(json_object_get_double_member(view, "changed_fraction"), ==, 0);
+    JsonObject *d0 =
+        json_array_get_object_element(json_object_get_array_member(view, "display"), 0);
+    g_assert_cmpstr(json_object_get_string_member(d0, "mode"), ==, "window");
+    g_assert_cmpfloat(json_object_get_double_member(d0, "window_center"), ==, 300);
+
+    /* the pictures too: the images drawn with the window, the view line and captions */
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_HTML, "view-secret");
+    o.view = &v;
+    g_autofree char *html_path = tmp_path("view.html");
+    g_autoptr(GPtrArray) w = export_ok(c, &o, html_path);
+    g_autofree char *html = read_text(html_path);
+    g_assert_nonnull(strstr(html, "As on screen: image 1 → image 2, both shown with window width "
+                                  "10, level 300; not aligned"));
+    g_assert_nonnull(strstr(html, "difference tolerance 16/255: 0.00 % of the compared pixels "
+                                  "differ (10.00 % on screen)"));
+    g_assert_nonnull(strstr(html, "Display: window width 10, level 300 (as on screen)"));
+    g_assert_nonnull(strstr(html, "Comparison 1: image 1 → image 2 (as on screen)"));
+
+    /* a bad view is refused, never drawn */
+    v.tolerance = NAN;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *bad = tmp_path("view-bad.html");
+    g_assert_false(cl_report_export(c, &o, bad, NULL, &err));
+    g_assert_error(err, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID);
+    v.tolerance = 16;
+
+    /* without a view: none recorded, the comparison not the screen's */
+    g_autoptr(JsonParser) p5 = json_parser_new();
+    g_assert_null(view_json(c, NULL, p5, &cmp));
+    g_assert_false(json_object_get_boolean_member(cmp, "on_screen"));
+    g_assert_true(json_object_get_null_member(cmp, "changed_fraction"));
+}
+
+/* De-identification's changes to what people wrote, listed before an export: the reviewer's
+ * signed sentence with its date shifted (as the report will have it), the model's own text not
+ * listed, an unchanged text not listed. */
+static void test_deid_text_changes(void)
+{
+    g_autoptr(ClCase) c = make_case(TRUE);
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_JSON, "changes-secret");
+    add_version(c, 900, 9, "Compared with the prior of 2024-03-12: stable.", CL_DESC_ACCEPTED,
+                "Dr Ng", "2024-04-16T10:00:00Z");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) changes = cl_report_deid_text_changes(c, &o, &err);
+    g_assert_no_error(err);
+    const ClReportTextChange *first = NULL;
+    for (guint i = 0; i < changes->len; i++) {
+        const ClReportTextChange *t = changes->pdata[i];
+        g_test_message("%s: %s -> %s", t->where, t->before, t->after);
+        g_assert_cmpstr(t->before, !=, t->after);
+        g_assert_cmpstr(t->before, !=, desc_generated); /* the model's text is not the reviewer's */
+        if (strstr(t->before, "2024-03-12"))
+            first = t;
+    }
+    g_assert_nonnull(first);
+    g_assert_null(strstr(first->after, "2024-03-12"));
+    g_assert_nonnull(strstr(first->where, "version 9"));
+    /* what is listed is what the report holds */
+    g_autofree char *json = cl_report_to_json(c, &o, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(strstr(json, first->after));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1267,6 +1450,8 @@ int main(int argc, char **argv)
     g_test_add_func("/report/missing-file", test_missing_file);
     g_test_add_func("/report/atomic", test_atomic);
     g_test_add_func("/report/png-case", test_png_case);
+    g_test_add_func("/report/view", test_view);
+    g_test_add_func("/report/deid/text-changes", test_deid_text_changes);
     int rc = g_test_run();
     g_ptr_array_unref(fixtures);
     if (g_getenv("CL_REPORT_KEEP")) /* to look at the reports */

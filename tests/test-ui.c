@@ -1,6 +1,7 @@
 /* test-ui.c - The ui suite (one process, run alone: it times the main loop): the window and the
  * views (test-ui-window.c), the compare view (test-ui-compare.c), the model in the window
- * (test-ui-describe.c), the cases (test-ui-cases.c), over ui-util.c. */
+ * (test-ui-describe.c), the cases (test-ui-cases.c), the report (test-ui-report.c), over
+ * ui-util.c. */
 #include "ui-util.h"
 
 int main(int argc, char **argv)
@@ -12,6 +13,7 @@ int main(int argc, char **argv)
     test_ui_compare_register();
     test_ui_describe_register();
     test_ui_cases_register();
+    test_ui_report_register();
     rc = g_test_run();
     ui_util_cleanup();
     return rc;

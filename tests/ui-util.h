@@ -63,8 +63,9 @@ void write_scene_at(const char *path, gboolean changed, double dx, double dy);
 void write_scene(const char *path, gboolean changed);
 
 /* Each test file's tests (test-ui-window.c, test-ui-compare.c, test-ui-describe.c,
- * test-ui-cases.c). */
+ * test-ui-cases.c, test-ui-report.c). */
 void test_ui_window_register(void);
 void test_ui_compare_register(void);
 void test_ui_describe_register(void);
 void test_ui_cases_register(void);
+void test_ui_report_register(void);

@@ -334,6 +334,12 @@ static void on_mode_scale_changed(GtkRange *range, ClCompareView *self)
     }
 }
 
+double cl_compare_view_get_tolerance(ClCompareView *self)
+{
+    g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), CL_VIEW_DEFAULT_TOLERANCE);
+    return self->tolerance;
+}
+
 const char *cl_compare_view_get_compare_mode(ClCompareView *self)
 {
     g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), NULL);

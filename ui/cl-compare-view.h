@@ -33,6 +33,9 @@ const char *cl_compare_view_get_compare_mode(ClCompareView *self);
 /* FALSE for a name that is not a mode (nothing changes). */
 gboolean cl_compare_view_set_compare_mode(ClCompareView *self, const char *mode);
 
+/* The difference mode's tolerance (levels of 255; the mode bar's slider), kept in every mode. */
+double cl_compare_view_get_tolerance(ClCompareView *self);
+
 /* Zoom on each distinct viewport (one when linked), about its centre; 1:1; fit. */
 void cl_compare_view_zoom_by(ClCompareView *self, double factor);
 void cl_compare_view_zoom_100(ClCompareView *self);

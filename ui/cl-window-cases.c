@@ -95,8 +95,7 @@ void cl_window_cases_activated(ClWindow *self, gint64 id)
 
 /* ---- the description's review ---- */
 
-/* The case image shown as the pair's later one, when the sequence is the case's. */
-static const ClCaseImage *case_image_at(ClWindow *self, guint index)
+const ClCaseImage *cl_window_cases_image_at(ClWindow *self, guint index)
 {
     const ClCase *c = self->current_case;
     if (!c || c->summary.id != self->sequence_case_id || !self->sequence ||
@@ -125,7 +124,7 @@ static void apply_case_heat(ClWindow *self)
 {
     const ClCase *c = self->current_case;
     const ClCaseRun *run = c ? cl_case_latest_run(c) : NULL;
-    const ClCaseImage *img = case_image_at(self, self->pair_b);
+    const ClCaseImage *img = cl_window_cases_image_at(self, self->pair_b);
     const ClCaseHeatmap *h = run && img ? cl_case_find_heatmap(c, run->id, img->id, -1) : NULL;
     if (!h || !h->data || h->grid_w == 0 || h->grid_h == 0 || h->input_size <= 0)
         return;
@@ -418,6 +417,7 @@ static void confirm_free(gpointer p, GClosure *closure)
 
 static void on_unsaved_response(AdwMessageDialog *dialog, const char *response, Confirm *c)
 {
+    /* "keep": go on with the edit left in the editor, unsaved (Export the Saved Version) */
     ClWindow *self = c->self;
     if (self->confirm_dialog) {
         g_object_remove_weak_pointer(G_OBJECT(self->confirm_dialog),
@@ -430,6 +430,8 @@ static void on_unsaved_response(AdwMessageDialog *dialog, const char *response, 
     } else if (g_str_equal(response, "discard")) {
         gtk_text_buffer_set_modified(editor(self), FALSE);
         go = TRUE;
+    } else if (g_str_equal(response, "keep")) {
+        go = TRUE;
     }
     if (go)
         c->then(self, c->data);
@@ -439,6 +441,12 @@ static void on_unsaved_response(AdwMessageDialog *dialog, const char *response, 
 
 void cl_window_cases_confirm_unsaved(ClWindow *self, ClWindowThen then, gpointer data,
                                      GDestroyNotify destroy)
+{
+    cl_window_cases_confirm_unsaved_for(self, CL_UNSAVED_LEAVE, then, data, destroy);
+}
+
+void cl_window_cases_confirm_unsaved_for(ClWindow *self, ClUnsavedAsk ask, ClWindowThen then,
+                                         gpointer data, GDestroyNotify destroy)
 {
     if (!cl_window_cases_has_unsaved(self)) {
         then(self, data);
@@ -456,14 +464,41 @@ void cl_window_cases_confirm_unsaved(ClWindow *self, ClWindowThen then, gpointer
     /* TRANSLATORS: the description was edited and another case, files or closing follow */
     GtkWidget *d =
         adw_message_dialog_new(GTK_WINDOW(self), _("Keep the Edited Description?"), NULL);
-    adw_message_dialog_format_body(
-        ADW_MESSAGE_DIALOG(d),
-        _("The description of “%s” was edited. Saving keeps the text as a new version (a draft)."),
-        self->current_case->summary.name);
-    adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "discard",
-                                     _("_Discard"), "save", _("_Save"), NULL);
-    adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "discard",
-                                               ADW_RESPONSE_DESTRUCTIVE);
+    const char *name = self->current_case->summary.name;
+    switch (ask) {
+    case CL_UNSAVED_DESCRIBE:
+        adw_message_dialog_format_body(
+            ADW_MESSAGE_DIALOG(d),
+            /* TRANSLATORS: before a model run replaces an edited description */
+            _("The description of “%s” was edited. The model's new text replaces it: saving "
+              "first keeps your text as a new version (a draft, not signed)."),
+            name);
+        break;
+    case CL_UNSAVED_EXPORT:
+        adw_message_dialog_format_body(
+            ADW_MESSAGE_DIALOG(d),
+            /* TRANSLATORS: before a report is written while the description has an unsaved edit */
+            _("The description of “%s” was edited but not saved. The report shows the saved "
+              "version, unless you save your text first as a new version (a draft, not signed)."),
+            name);
+        break;
+    default:
+        adw_message_dialog_format_body(ADW_MESSAGE_DIALOG(d),
+                                       _("The description of “%s” was edited. Saving keeps the "
+                                         "text as a new version (a draft)."),
+                                       name);
+        break;
+    }
+    if (ask == CL_UNSAVED_EXPORT) {
+        adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "keep",
+                                         _("Export the Saved _Version"), "save",
+                                         _("_Save and Export"), NULL);
+    } else {
+        adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "discard",
+                                         _("_Discard"), "save", _("_Save"), NULL);
+        adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "discard",
+                                                   ADW_RESPONSE_DESTRUCTIVE);
+    }
     adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "save",
                                                ADW_RESPONSE_SUGGESTED);
     adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), "save");
@@ -714,8 +749,8 @@ void cl_window_cases_loaded(ClWindow *self, GPtrArray *documents, GPtrArray *cas
 
 void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r)
 {
-    const ClCaseImage *ia = case_image_at(self, self->pair_a);
-    const ClCaseImage *ib = case_image_at(self, self->pair_b);
+    const ClCaseImage *ia = cl_window_cases_image_at(self, self->pair_a);
+    const ClCaseImage *ib = cl_window_cases_image_at(self, self->pair_b);
     if (!self->db || !ia || !ib || ia == ib)
         return;
     ClDescribeOptions opts;
@@ -726,7 +761,7 @@ void cl_window_cases_record_run(ClWindow *self, const ClWorkerDescribeResult *r)
      * the sequence with the long history */
     g_autoptr(GPtrArray) pair = g_ptr_array_new();
     for (guint i = self->describe_first; i < self->pair_a; i++) {
-        const ClCaseImage *ip = case_image_at(self, i);
+        const ClCaseImage *ip = cl_window_cases_image_at(self, i);
         if (ip)
             g_ptr_array_add(pair, (gpointer)ip);
     }
@@ -760,114 +795,6 @@ gboolean cl_window_cases_can_review(ClWindow *self)
            self->shown_version == G_MAXUINT;
 }
 
-/* ---- report export ---- */
-
-typedef struct {
-    ClCase *c;
-    char *path;
-    ClReportFormat format;
-    GPtrArray *warnings;
-} ExportJob;
-
-static void export_job_free(ExportJob *j)
-{
-    cl_case_free(j->c);
-    g_free(j->path);
-    g_ptr_array_unref(j->warnings);
-    g_free(j);
-}
-
-static void export_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
-{
-    cl_worker_thread_background();
-    ExportJob *j = data;
-    ClReportOptions o;
-    cl_report_options_init(&o, j->c);
-    o.format = j->format;
-    o.generator = "ChangeLens " CL_VERSION;
-    GError *error = NULL;
-    if (cl_report_export(j->c, &o, j->path, j->warnings, &error))
-        g_task_return_boolean(task, TRUE);
-    else
-        g_task_return_error(task, error);
-}
-
-static void export_done(GObject *source, GAsyncResult *result, gpointer user_data)
-{
-    GTask *task = G_TASK(result);
-    /* the window went away while the report was written: nothing to tell */
-    if (g_cancellable_is_cancelled(g_task_get_cancellable(task)))
-        return;
-    ClWindow *self = CL_WINDOW(source);
-    ExportJob *j = g_task_get_task_data(task);
-    g_autoptr(GError) error = NULL;
-    gboolean ok = g_task_propagate_boolean(task, &error);
-    g_clear_object(&self->export_cancellable);
-    g_autofree char *name = g_path_get_basename(j->path);
-    if (ok) {
-        /* TRANSLATORS: a report was written; %s is its file name */
-        g_autofree char *msg = j->warnings->len
-                                   ? g_strdup_printf(_("Report saved as “%s” (%s)"), name,
-                                                     (char *)j->warnings->pdata[0])
-                                   : g_strdup_printf(_("Report saved as “%s”"), name);
-        cl_window_toast(self, msg);
-    } else {
-        g_autofree char *msg = g_strdup_printf(_("The report was not saved: %s"), error->message);
-        cl_window_toast(self, msg);
-    }
-    self->last_export_ok = ok;
-    cl_window_update_actions(self);
-    g_object_notify(G_OBJECT(self), "busy");
-}
-
-void cl_window_export_report(ClWindow *self, GFile *file)
-{
-    g_return_if_fail(CL_IS_WINDOW(self));
-    g_return_if_fail(G_IS_FILE(file));
-    if (!self->db || !self->current_case || self->export_cancellable)
-        return;
-    cl_window_cases_save_pending(self);
-    g_autofree char *path = g_file_get_path(file);
-    if (!path) {
-        cl_window_toast(self, _("Reports are saved to local files only"));
-        return;
-    }
-    ExportJob *j = g_new0(ExportJob, 1);
-    j->format = g_str_has_suffix(path, ".html") || g_str_has_suffix(path, ".htm") ? CL_REPORT_HTML
-                : g_str_has_suffix(path, ".json")                                 ? CL_REPORT_JSON
-                                                                                  : CL_REPORT_PDF;
-    g_autoptr(GError) error = NULL;
-    j->c = cl_casedb_get_case(self->db, self->current_case->summary.id,
-                              CL_CASE_HEATMAP_DATA | CL_CASE_CHECK_FILES, &error);
-    if (!j->c) {
-        g_autofree char *msg = g_strdup_printf(_("The report was not saved: %s"), error->message);
-        cl_window_toast(self, msg);
-        g_free(j);
-        return;
-    }
-    j->path = g_steal_pointer(&path);
-    j->warnings = g_ptr_array_new_with_free_func(g_free);
-    self->export_cancellable = g_cancellable_new();
-    self->last_export_ok = FALSE;
-    g_autoptr(GTask) task = g_task_new(self, self->export_cancellable, export_done, NULL);
-    g_task_set_task_data(task, j, (GDestroyNotify)export_job_free);
-    g_task_run_in_thread(task, export_thread);
-    cl_window_update_actions(self);
-    g_object_notify(G_OBJECT(self), "busy");
-}
-
-gboolean cl_window_get_exporting(ClWindow *self)
-{
-    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
-    return self->export_cancellable != NULL;
-}
-
-gboolean cl_window_get_last_export_ok(ClWindow *self)
-{
-    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
-    return self->last_export_ok;
-}
-
 /* ---- set-up ---- */
 
 void cl_window_cases_init(ClWindow *self)
@@ -892,6 +819,12 @@ void cl_window_cases_dispose(ClWindow *self)
         GtkWindow *d = self->confirm_dialog;
         g_object_remove_weak_pointer(G_OBJECT(d), (gpointer *)&self->confirm_dialog);
         self->confirm_dialog = NULL;
+        gtk_window_destroy(d);
+    }
+    if (self->export_dialog) { /* likewise */
+        GtkWindow *d = self->export_dialog;
+        g_object_remove_weak_pointer(G_OBJECT(d), (gpointer *)&self->export_dialog);
+        self->export_dialog = NULL;
         gtk_window_destroy(d);
     }
     g_clear_pointer(&self->current_case, cl_case_free);

@@ -272,14 +272,23 @@ static void ensure_worker(ClWindow *self)
     self->worker = cl_worker_new(device);
 }
 
+static void describe_now(ClWindow *self, gpointer data);
+
 void cl_window_describe(ClWindow *self)
 {
     g_return_if_fail(CL_IS_WINDOW(self));
     if (!cl_image_view_get_document(cl_window_get_view(self, 0)) ||
         !cl_image_view_get_document(cl_window_get_view(self, 1)))
         return;
-    /* the editor is cleared for the new text: an edit in it is kept first, or nothing runs */
-    if (!cl_window_cases_save_pending(self))
+    /* the editor is cleared for the new text: an edit in it is saved or dropped as the reviewer
+     * says, never filed without asking */
+    cl_window_cases_confirm_unsaved_for(self, CL_UNSAVED_DESCRIBE, describe_now, NULL, NULL);
+}
+
+static void describe_now(ClWindow *self, gpointer data)
+{
+    if (!cl_image_view_get_document(cl_window_get_view(self, 0)) ||
+        !cl_image_view_get_document(cl_window_get_view(self, 1)))
         return;
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);

@@ -1,7 +1,8 @@
 /* cl-window-private.h - ClWindow's instance struct, shared with its companion files
  * (cl-window-actions.c: the win.* actions; cl-window-load.c: loading files;
  * cl-window-describe.c: the model runs; cl-window-cases.c: the case sidebar and the case
- * database; cl-window-caseview.c: each case's view as it was left). */
+ * database; cl-window-caseview.c: each case's view as it was left; cl-window-export.c: the
+ * report). */
 #pragma once
 
 #include "casedb/casedb.h"
@@ -68,6 +69,7 @@ struct _ClWindow {
     gboolean last_export_ok;
     gboolean reopened;         /* the accepted description was opened for editing (Edit) */
     GtkWindow *confirm_dialog; /* the question asked before an edit is kept or dropped */
+    GtkWindow *export_dialog;  /* the export's options (de-identification), NULL when none */
     gboolean close_confirmed;  /* closing after that question: ask no more */
     GHashTable *case_views;    /* case id → its view as left (cl-window-caseview.c) */
 };
@@ -97,6 +99,9 @@ void cl_window_caseview_dispose(ClWindow *self);
 
 /* cl-window-cases.c */
 void cl_window_cases_init(ClWindow *self);
+/* The case image the sequence shows at index, when the sequence is the current case's; else
+ * NULL. */
+const ClCaseImage *cl_window_cases_image_at(ClWindow *self, guint index);
 void cl_window_cases_dispose(ClWindow *self);
 /* After a load: a case for newly opened files (documents, the files' paths), or the state of the
  * case that was opened (description, versions, heat map). */
@@ -120,6 +125,15 @@ gboolean cl_window_cases_has_unsaved(ClWindow *self);
 typedef void (*ClWindowThen)(ClWindow *self, gpointer data);
 void cl_window_cases_confirm_unsaved(ClWindow *self, ClWindowThen then, gpointer data,
                                      GDestroyNotify destroy);
+/* What follows the question, which words it uses and what its other answer does. */
+typedef enum {
+    CL_UNSAVED_LEAVE,    /* another case, files, closing: Save, Discard or Cancel */
+    CL_UNSAVED_DESCRIBE, /* a model run replaces the text: Save, Discard or Cancel */
+    CL_UNSAVED_EXPORT,   /* a report: Save and Export, Export the Saved Version (the edit stays
+                          * in the editor, unsaved) or Cancel */
+} ClUnsavedAsk;
+void cl_window_cases_confirm_unsaved_for(ClWindow *self, ClUnsavedAsk ask, ClWindowThen then,
+                                         gpointer data, GDestroyNotify destroy);
 /* An accepted description is read-only until Edit (win.edit-description) asks and reopens it; the
  * editor's state (editable, Edit or Save) follows the case, the version shown and a model run. */
 gboolean cl_window_cases_locked(ClWindow *self);

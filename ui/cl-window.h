@@ -68,7 +68,8 @@ void cl_window_set_show_heatmap(ClWindow *self, gboolean show);
 /* Describes the change between the two shown images with the model in the background worker
  * (action win.describe): the model file of the "model-file" setting, else the installed
  * default, else an untrained one (the panel says so); the text streams into the description
- * panel, the heat map arrives with the result. A newer run or new images stop an older run. */
+ * panel, the heat map arrives with the result. A newer run or new images stop an older run. An
+ * unsaved edit of the description asks first (Save, Discard or Cancel). */
 void cl_window_describe(ClWindow *self);
 /* TRUE while a run is in progress ("describing" property). */
 gboolean cl_window_get_describing(ClWindow *self);
@@ -104,8 +105,12 @@ void cl_window_set_case_db(ClWindow *self, ClCaseDb *db);
 void cl_window_open_case(ClWindow *self, gint64 case_id);
 /* The case shown, 0 when none. */
 gint64 cl_window_get_case_id(ClWindow *self);
-/* Writes the shown case's report to file in a worker thread (action win.export-report asks
- * where): PDF, or HTML / JSON by the name's suffix; a toast says how it went. */
+/* The shown case's report to file (action win.export-report asks where): PDF, or HTML / JSON by
+ * the name's suffix. Asks first about an unsaved edit of the description (save it, or export the
+ * saved version), then shows the export's options: de-identification (on by default for DICOM
+ * cases) with the changes it would make to the reviewer's text. Export writes it in a worker
+ * thread from the view on screen (window/level, alignment, ignore regions, compare mode,
+ * tolerance, heat map); a toast says how it went. */
 void cl_window_export_report(ClWindow *self, GFile *file);
 gboolean cl_window_get_exporting(ClWindow *self);
 gboolean cl_window_get_last_export_ok(ClWindow *self);

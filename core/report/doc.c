@@ -185,7 +185,20 @@ char *cl_rp_overlay_caption(const ClRpDoc *d, const ClRpComparison *cmp)
 
 char *cl_rp_diff_caption(const ClRpDoc *d, const ClRpComparison *cmp)
 {
-    (void)d;
+    if (cmp->on_screen && cmp->changed_fraction >= 0) {
+        GString *s = g_string_new(NULL);
+        g_string_append_printf(s,
+                               "Difference as on screen: image %u %s image %u; red = a channel "
+                               "differs by more than %.0f/255 (brighter = more), grey = within it",
+                               cmp->after + 1, cmp->aligned ? "aligned onto" : "stretched onto",
+                               cmp->before + 1, d->view->tolerance);
+        if (d->view->n_masks)
+            g_string_append_printf(s, ", dark blue = %u ignore region%s (not compared)",
+                                   d->view->n_masks, d->view->n_masks == 1 ? "" : "s");
+        g_string_append_printf(s, ". %.2f %% of the %" G_GUINT64_FORMAT " compared pixels differ",
+                               cmp->changed_fraction * 100.0, cmp->compared);
+        return g_string_free(s, FALSE);
+    }
     if (cmp->diff_max < 0)
         return g_strdup_printf("Difference image %u − %u: not available", cmp->after + 1,
                                cmp->before + 1);
@@ -205,7 +218,12 @@ char *cl_rp_review_line(const ClRpDoc *d)
     if (!v)
         return g_strdup("No description yet.");
     const char *who = cl_rp_or(v->author, "unknown");
-    const char *when = cl_rp_or(v->created_at, "an unknown date");
+    g_autofree char *when_shifted =
+        d->deidentified && v->created_at && *v->created_at
+            ? g_strdup_printf("%s (moved back with every date of this de-identified report)",
+                              v->created_at)
+            : NULL;
+    const char *when = when_shifted ? when_shifted : cl_rp_or(v->created_at, "an unknown date");
     switch (v->status) {
     case CL_DESC_ACCEPTED:
         return g_strdup_printf("Accepted by %s on %s (version %u).", who, when, v->version);
@@ -226,6 +244,7 @@ static void rp_image_free(gpointer p)
     g_free(ri->title);
     cl_rp_picture_clear(&ri->view);
     g_free(ri->key_labels);
+    g_free(ri->display_words);
     if (ri->meta)
         json_object_unref(ri->meta);
     g_free(ri);
@@ -249,6 +268,7 @@ void cl_rp_doc_free(ClRpDoc *d)
     g_ptr_array_unref(d->images);
     g_ptr_array_unref(d->comparisons);
     g_ptr_array_unref(d->warnings);
+    g_clear_pointer(&d->desc_altered, g_array_unref);
     g_free(d);
 }
 
@@ -285,16 +305,18 @@ static const char *meta_string(JsonObject *o, const char *key)
 
 /* The heat grid of the run for this image: the mean map (layer -1), of the kind the run's
  * settings name, else update_norm, else delta. */
-static const ClCaseHeatmap *pick_heatmap(const ClCase *c, const ClCaseRun *run, gint64 image_id)
+static const ClCaseHeatmap *pick_heatmap(const ClCase *c, const ClCaseRun *run, gint64 image_id,
+                                         const ClReportView *view)
 {
     if (!run)
         return NULL;
-    const char *want = NULL;
+    const char *want = view ? view->heatmap_source : NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
     if (run->settings_json && json_parser_load_from_data(parser, run->settings_json, -1, NULL) &&
         JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
         JsonObject *o = json_node_get_object(json_parser_get_root(parser));
-        want = meta_string(o, "heatmap_source");
+        if (!want)
+            want = meta_string(o, "heatmap_source");
         if (!want)
             want = meta_string(o, "heatmap");
     }
@@ -322,6 +344,46 @@ static const char *state_words(ClFileState s)
     case CL_FILE_UNREADABLE: return "unreadable (permission or I/O error)";
     default: return cl_file_state_name(s);
     }
+}
+
+/* Whether settings made for one image fit another (its bands and VOI LUTs exist). */
+static gboolean display_fits(const ClDisplaySettings *s, const ClImage *img)
+{
+    for (int c = 0; c < 3; c++)
+        if (s->bands[c] >= (int)img->channels)
+            return FALSE;
+    return s->mode != CL_DISPLAY_VOI_LUT || (img->voi_luts && s->voi_lut < img->voi_luts->len);
+}
+
+/* The display an image is drawn with: the view's for the images on screen; for another image of
+ * the same format and modality as the later one on screen (a series: the next CT of a follow-up)
+ * the later one's, so that the whole report has the window the reviewer chose; else the frame's
+ * defaults. */
+static void pick_display(ClRpDoc *d, ClRpImage *ri, const ClImage *img)
+{
+    const ClReportView *v = d->view;
+    ri->display_source = "default";
+    for (int k = 0; v && k < 2; k++) {
+        gint64 id = k == 0 ? v->before_image_id : v->after_image_id;
+        if (ri->img->id == id && v->has_display[k] && display_fits(&v->display[k], img)) {
+            ri->display = v->display[k];
+            ri->display_source = "screen";
+        }
+    }
+    if (v && v->has_display[1] && g_str_equal(ri->display_source, "default")) {
+        const ClRpImage *later = cl_rp_doc_image_by_id(d, v->after_image_id);
+        if (later && later != ri && g_strcmp0(later->img->format, ri->img->format) == 0 &&
+            g_strcmp0(later->img->modality, ri->img->modality) == 0 &&
+            display_fits(&v->display[1], img)) {
+            ri->display = v->display[1];
+            ri->display_source = "screen-series";
+        }
+    }
+    if (g_str_equal(ri->display_source, "default"))
+        cl_display_settings_init(&ri->display, img, ri->img->frame);
+    ri->has_display = TRUE;
+    g_free(ri->display_words);
+    ri->display_words = cl_rp_display_words(&ri->display);
 }
 
 /* Loads one image's frame and its display planes; on any problem sets the placeholder and a
@@ -352,8 +414,10 @@ static ClImage *load_image(ClRpDoc *d, const ClDeid *deid, const ClCaseImage *or
         g_set_error(&err, CL_REPORT_ERROR, CL_REPORT_ERROR_RENDER,
                     "the file changed: it is %u × %u pixels now, %u × %u when it was added",
                     img->width, img->height, orig->width, orig->height);
-    else if (img)
-        cl_rp_display(img, orig->frame, d->o.max_image_px, planes, &err);
+    else if (img) {
+        pick_display(d, ri, img);
+        cl_rp_display(img, orig->frame, &ri->display, d->o.max_image_px, planes, &err);
+    }
     if (!err)
         return g_steal_pointer(&img);
     /* loader messages name the path */
@@ -364,16 +428,18 @@ static ClImage *load_image(ClRpDoc *d, const ClDeid *deid, const ClCaseImage *or
     return NULL;
 }
 
-static void compare(ClRpDoc *d, guint i, const ClImage *after_img, const ClCaseImage *after_orig,
-                    const ClRpPlanes *before, const ClRpPlanes *after)
+/* The comparison of images ib and i (before, after): overlay and grey difference. */
+static ClRpComparison *compare(ClRpDoc *d, guint ib, guint i, const ClImage *after_img,
+                               const ClCaseImage *after_orig, const ClRpPlanes *before,
+                               const ClRpPlanes *after)
 {
     ClRpComparison *cmp = g_new0(ClRpComparison, 1);
-    cmp->before = i - 1;
+    cmp->before = ib;
     cmp->after = i;
     cmp->diff_max = -1;
-    const ClRpImage *rb = g_ptr_array_index(d->images, i - 1),
-                    *ra = g_ptr_array_index(d->images, i);
-    cmp->heatmap = pick_heatmap(d->c, d->latest_run, ra->img->id);
+    cmp->changed_fraction = -1;
+    const ClRpImage *rb = g_ptr_array_index(d->images, ib), *ra = g_ptr_array_index(d->images, i);
+    cmp->heatmap = pick_heatmap(d->c, d->latest_run, ra->img->id, d->view);
     if (!d->latest_run) {
         cmp->overlay.placeholder = g_strdup("No heatmap: the model has not run on this case");
     } else if (!cmp->heatmap) {
@@ -385,7 +451,8 @@ static void compare(ClRpDoc *d, guint i, const ClImage *after_img, const ClCaseI
             g_strdup_printf("No heatmap overlay: image %u cannot be shown", i + 1);
     } else {
         g_autoptr(GError) err = NULL;
-        if (!cl_rp_overlay(cmp->heatmap, i, after_img, after_orig->frame, d->o.heatmap_opacity,
+        if (!cl_rp_overlay(cmp->heatmap, i, after_img, after_orig->frame,
+                           ra->has_display ? &ra->display : NULL, d->o.heatmap_opacity,
                            d->o.max_image_px, &cmp->overlay, &err)) {
             g_autofree char *msg = clean(err->message);
             cmp->overlay.placeholder =
@@ -399,7 +466,7 @@ static void compare(ClRpDoc *d, guint i, const ClImage *after_img, const ClCaseI
         cmp->diff.placeholder = g_strdup_printf("No difference image: %s cannot be shown",
                                                 !before->planes ? rb->title : ra->title);
     }
-    g_ptr_array_add(d->comparisons, cmp);
+    return cmp;
 }
 
 static char *key_labels(const ClCase *c, gint64 image_id)
@@ -426,23 +493,115 @@ static char *now_iso(void)
     return g_date_time_format(now, "%Y-%m-%dT%H:%M:%SZ");
 }
 
+/* One frame's display planes for the pair on screen, read again without warnings (the main pass
+ * gave them); NULL when it cannot be shown. */
+static ClImage *load_quiet(const ClRpDoc *d, const ClCaseImage *orig, const ClRpImage *ri,
+                           ClRpPlanes *planes)
+{
+    memset(planes, 0, sizeof *planes);
+    ClFileState st = orig->file_state;
+    if (st == CL_FILE_MISSING || st == CL_FILE_CHANGED || st == CL_FILE_UNREADABLE || !orig->path ||
+        !*orig->path)
+        return NULL;
+    g_autoptr(ClImage) img = cl_image_load(orig->path, NULL, NULL);
+    if (!img || orig->frame >= cl_image_n_frames(img) ||
+        (orig->width && orig->height && (img->width != orig->width || img->height != orig->height)))
+        return NULL;
+    ClDisplaySettings s;
+    if (ri->has_display && display_fits(&ri->display, img))
+        s = ri->display;
+    else
+        cl_display_settings_init(&s, img, orig->frame);
+    if (!cl_rp_display(img, orig->frame, &s, d->o.max_image_px, planes, NULL))
+        return NULL;
+    return g_steal_pointer(&img);
+}
+
+/* The pair on screen (o.view): its comparison (the consecutive one, or a new one listed first)
+ * gets the difference as the window showed it and the share of changed pixels. */
+static void view_comparison(ClRpDoc *d, const ClDeid *deid, const ClCase *orig)
+{
+    const ClReportView *v = d->view;
+    if (!v)
+        return;
+    int ib = -1, ia = -1;
+    for (guint i = 0; i < d->images->len; i++) {
+        const ClRpImage *ri = g_ptr_array_index(d->images, i);
+        if (ri->img->id == v->before_image_id)
+            ib = (int)i;
+        if (ri->img->id == v->after_image_id)
+            ia = (int)i;
+    }
+    if (ib < 0 || ia < 0 || ib == ia) {
+        warn(d, "The images on screen are not two images of this case: the report shows the "
+                "case's comparisons without the view's alignment, ignore regions and tolerance.");
+        return;
+    }
+    ClRpComparison *cmp = NULL;
+    for (guint i = 0; i < d->comparisons->len && !cmp; i++) {
+        ClRpComparison *c = g_ptr_array_index(d->comparisons, i);
+        if ((int)c->before == ib && (int)c->after == ia)
+            cmp = c;
+    }
+    const ClCaseImage *ob = g_ptr_array_index(orig->images, ib),
+                      *oa = g_ptr_array_index(orig->images, ia);
+    ClRpPlanes pb, pa;
+    g_autoptr(ClImage) before = load_quiet(d, ob, g_ptr_array_index(d->images, ib), &pb);
+    g_autoptr(ClImage) after = load_quiet(d, oa, g_ptr_array_index(d->images, ia), &pa);
+    if (!cmp) { /* a pair that is not consecutive (the filmstrip can show any two) */
+        if (d->pictures) {
+            cmp = compare(d, (guint)ib, (guint)ia, after, oa, &pb, &pa);
+        } else {
+            cmp = g_new0(ClRpComparison, 1);
+            cmp->before = (guint)ib;
+            cmp->after = (guint)ia;
+            cmp->diff_max = -1;
+            cmp->heatmap = pick_heatmap(d->c, d->latest_run, oa->id, d->view);
+        }
+        g_ptr_array_insert(d->comparisons, 0, cmp);
+    }
+    (void)deid;
+    cmp->on_screen = TRUE;
+    cmp->aligned = v->aligned;
+    cmp->changed_fraction = -1;
+    if (before && after && pb.planes && pa.planes) {
+        ClRpPicture pic = { 0 };
+        cl_rp_difference_view(&pb, before->width, before->height, &pa, after->width, after->height,
+                              v->aligned ? v->align_m : NULL, v->masks, v->n_masks, v->tolerance,
+                              d->pictures ? &pic : NULL, &cmp->changed_fraction, &cmp->compared);
+        if (d->pictures) {
+            cl_rp_picture_clear(&cmp->diff);
+            cmp->diff = pic;
+        }
+    }
+    cl_rp_planes_clear(&pb);
+    cl_rp_planes_clear(&pa);
+}
+
+/* The de-identifier of these options' secret (or the installation's). */
+static ClDeid *deid_for(const ClCase *c, const ClReportOptions *o, GError **error)
+{
+    g_autofree char *secret = NULL;
+    if (o->deid_secret) {
+        if (!*o->deid_secret) {
+            g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
+                        "the de-identification secret is empty");
+            return NULL;
+        }
+        secret = g_strdup(o->deid_secret);
+    } else if (!(secret = cl_deid_installation_secret(error))) {
+        return NULL;
+    }
+    return cl_deid_new(secret, c);
+}
+
+static void view_comparison(ClRpDoc *d, const ClDeid *deid, const ClCase *orig);
+
 ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictures, GError **error)
 {
     g_autoptr(ClDeid) deid = NULL;
-    if (o->deidentify) {
-        g_autofree char *secret = NULL;
-        if (o->deid_secret) {
-            if (!*o->deid_secret) {
-                g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
-                            "the de-identification secret is empty");
-                return NULL;
-            }
-            secret = g_strdup(o->deid_secret);
-        } else if (!(secret = cl_deid_installation_secret(error))) {
-            return NULL;
-        }
-        deid = cl_deid_new(secret, c);
-    }
+    if (o->deidentify && !(deid = deid_for(c, o, error)))
+        return NULL;
 
     ClRpDoc *d = g_new0(ClRpDoc, 1);
     d->o = *o;
@@ -455,9 +614,22 @@ ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictu
     d->images = g_ptr_array_new_with_free_func(rp_image_free);
     d->comparisons = g_ptr_array_new_with_free_func(rp_comparison_free);
     d->warnings = g_ptr_array_new_with_free_func(g_free);
+    d->view = o->view;
     d->c = copy_case(c);
+    d->desc_altered = g_array_new(FALSE, TRUE, sizeof(gboolean));
+    g_array_set_size(d->desc_altered, d->c->descriptions->len);
     if (deid) {
+        /* what de-identification changes in the descriptions is said next to them */
+        g_autoptr(GPtrArray) before = g_ptr_array_new_with_free_func(g_free);
+        for (guint i = 0; i < d->c->descriptions->len; i++)
+            g_ptr_array_add(before,
+                            g_strdup(((ClCaseDescVersion *)d->c->descriptions->pdata[i])->text));
         cl_deid_case(deid, d->c);
+        for (guint i = 0; i < d->c->descriptions->len; i++)
+            g_array_index(d->desc_altered, gboolean, i) =
+                g_strcmp0(before->pdata[i],
+                          ((ClCaseDescVersion *)d->c->descriptions->pdata[i])->text) != 0;
+        d->day_shift = cl_deid_day_offset(deid);
         g_autofree char *g = cl_deid_shift_date(deid, d->generated_at);
         g_free(d->generated_at);
         d->generated_at = g_steal_pointer(&g);
@@ -507,10 +679,20 @@ ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictu
                 cmp->before = i - 1;
                 cmp->after = i;
                 cmp->diff_max = -1;
-                cmp->heatmap = pick_heatmap(d->c, d->latest_run, ri->img->id);
+                cmp->heatmap = pick_heatmap(d->c, d->latest_run, ri->img->id, d->view);
+                cmp->changed_fraction = -1;
                 g_ptr_array_add(d->comparisons, cmp);
             }
+            for (int k = 0; d->view && k < 2; k++)
+                if (ri->img->id == (k ? d->view->after_image_id : d->view->before_image_id) &&
+                    d->view->has_display[k]) {
+                    ri->display = d->view->display[k];
+                    ri->has_display = TRUE;
+                    ri->display_source = "screen";
+                    ri->display_words = cl_rp_display_words(&ri->display);
+                }
         }
+        view_comparison(d, deid, c);
         return d;
     }
     ClRpPlanes prev = { 0 };
@@ -522,11 +704,12 @@ ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictu
         if (img)
             cl_rp_planes_to_picture(&planes, &ri->view);
         if (i >= 1)
-            compare(d, i, img, orig, &prev, &planes);
+            g_ptr_array_add(d->comparisons, compare(d, i - 1, i, img, orig, &prev, &planes));
         cl_rp_planes_clear(&prev);
         prev = planes;
     }
     cl_rp_planes_clear(&prev);
+    view_comparison(d, deid, c);
     return d;
 }
 
@@ -536,9 +719,165 @@ char *cl_rp_image_caption(const ClRpImage *ri, const char *role)
     g_string_append_printf(s, "%s: %s", role, ri->title);
     if (ri->img->acquired_at && *ri->img->acquired_at)
         g_string_append_printf(s, ", acquired %s", ri->img->acquired_at);
+    if (ri->display_words)
+        g_string_append_printf(s, "\nDisplay: %s (%s)", ri->display_words,
+                               g_strcmp0(ri->display_source, "screen") == 0 ? "as on screen"
+                               : g_strcmp0(ri->display_source, "screen-series") == 0
+                                   ? "as the later image on screen"
+                                   : "the file's default");
     if (ri->key_labels)
         g_string_append_printf(s, "\n★ Key image%s%s", *ri->key_labels ? ": " : "", ri->key_labels);
     if (ri->burned_in)
         g_string_append(s, "\nBurned-in annotation: the pixels may show identifying text");
     return g_string_free(s, FALSE);
+}
+
+char *cl_rp_altered_line(const ClRpDoc *d)
+{
+    if (!d->deidentified || !d->current)
+        return NULL;
+    for (guint i = 0; i < d->c->descriptions->len; i++)
+        if (g_ptr_array_index(d->c->descriptions, i) == d->current &&
+            g_array_index(d->desc_altered, gboolean, i))
+            return g_strdup("De-identified copy of this text: dates in it moved back by the same "
+                            "number of days as every date of this report, the patient's names and "
+                            "IDs removed. The text as written and signed is kept unchanged in the "
+                            "case.");
+    return NULL;
+}
+
+char *cl_rp_display_words(const ClDisplaySettings *s)
+{
+    GString *w = g_string_new(NULL);
+    switch (s->mode) {
+    case CL_DISPLAY_WINDOW:
+        g_string_append_printf(w, "window width %.6g, level %.6g", s->width, s->center);
+        break;
+    case CL_DISPLAY_VOI_LUT:
+        g_string_append_printf(w, "the file's VOI LUT %u", s->voi_lut + 1);
+        break;
+    case CL_DISPLAY_MINMAX: g_string_append(w, "min–max stretch"); break;
+    case CL_DISPLAY_PERCENTILE:
+        g_string_append_printf(w, "%.3g–%.3g %% percentile stretch", s->low_pct, s->high_pct);
+        break;
+    case CL_DISPLAY_FULL_RANGE: g_string_append(w, "full range"); break;
+    default: g_string_append(w, "the default display"); break;
+    }
+    if (s->per_band)
+        g_string_append(w, ", each band stretched on its own");
+    if (!(s->bands[0] == s->bands[1] && s->bands[1] == s->bands[2]) &&
+        !(s->bands[0] == 0 && s->bands[1] == 1 && s->bands[2] == 2))
+        g_string_append_printf(w, ", bands %d, %d, %d as R, G, B", s->bands[0] + 1, s->bands[1] + 1,
+                               s->bands[2] + 1);
+    if (s->invert)
+        g_string_append(w, ", inverted");
+    return g_string_free(w, FALSE);
+}
+
+char *cl_rp_view_line(const ClRpDoc *d)
+{
+    const ClReportView *v = d->view;
+    if (!v)
+        return NULL;
+    const ClRpComparison *cmp = NULL;
+    for (guint i = 0; i < d->comparisons->len && !cmp; i++) {
+        const ClRpComparison *c = g_ptr_array_index(d->comparisons, i);
+        if (c->on_screen)
+            cmp = c;
+    }
+    if (!cmp)
+        return g_strdup("As on screen: the images shown are not two images of this case.");
+    const ClRpImage *b = g_ptr_array_index(d->images, cmp->before),
+                    *a = g_ptr_array_index(d->images, cmp->after);
+    GString *s = g_string_new(NULL);
+    g_string_append_printf(s, "As on screen: image %u → image %u", cmp->before + 1, cmp->after + 1);
+    if (b->display_words && a->display_words && g_str_equal(b->display_words, a->display_words))
+        g_string_append_printf(s, ", both shown with %s", a->display_words);
+    else
+        g_string_append_printf(s, ", image %u shown with %s, image %u with %s", cmp->before + 1,
+                               cl_rp_or(b->display_words, "its default display"), cmp->after + 1,
+                               cl_rp_or(a->display_words, "its default display"));
+    if (v->aligned)
+        g_string_append_printf(s, "; image %u aligned onto image %u%s%s%s", cmp->after + 1,
+                               cmp->before + 1, v->align_status ? " (" : "",
+                               v->align_status ? v->align_status : "", v->align_status ? ")" : "");
+    else
+        g_string_append_printf(s, "; not aligned (image %u stretched onto image %u)",
+                               cmp->after + 1, cmp->before + 1);
+    g_string_append_printf(s, "; compare mode %s", cl_rp_or(v->compare_mode, "side-by-side"));
+    g_string_append_printf(s, "; difference tolerance %.0f/255", v->tolerance);
+    if (cmp->changed_fraction >= 0)
+        g_string_append_printf(s, ": %.2f %% of the compared pixels differ",
+                               cmp->changed_fraction * 100.0);
+    if (v->changed_fraction >= 0)
+        g_string_append_printf(s, " (%.2f %% on screen)", v->changed_fraction * 100.0);
+    if (v->n_masks)
+        g_string_append_printf(s, "; %u ignore region%s left out", v->n_masks,
+                               v->n_masks == 1 ? "" : "s");
+    g_string_append_printf(s, "; heat map %s", v->heatmap_shown ? "shown" : "hidden");
+    if (v->heatmap_source)
+        g_string_append_printf(s, " (%s)", v->heatmap_source);
+    g_string_append_c(s, '.');
+    return g_string_free(s, FALSE);
+}
+
+void cl_report_text_change_free(ClReportTextChange *t)
+{
+    if (!t)
+        return;
+    g_free(t->where);
+    g_free(t->before);
+    g_free(t->after);
+    g_free(t);
+}
+
+static void text_change(GPtrArray *out, const ClDeid *deid, char *where, const char *text)
+{
+    g_autofree char *w = where;
+    g_autofree char *before = clean(text ? text : "");
+    for (guint i = 0; i < out->len; i++) /* a text kept in several versions: once */
+        if (g_str_equal(((ClReportTextChange *)out->pdata[i])->before, before))
+            return;
+    g_autofree char *after = cl_deid_text(deid, before);
+    if (g_strcmp0(before, after) == 0)
+        return;
+    ClReportTextChange *t = g_new0(ClReportTextChange, 1);
+    t->where = g_steal_pointer(&w);
+    t->before = g_steal_pointer(&before);
+    t->after = g_steal_pointer(&after);
+    g_ptr_array_add(out, t);
+}
+
+GPtrArray *cl_report_deid_text_changes(const ClCase *c, const ClReportOptions *o, GError **error)
+{
+    g_return_val_if_fail(c != NULL && o != NULL, NULL);
+    g_autoptr(ClDeid) deid = deid_for(c, o, error);
+    if (!deid)
+        return NULL;
+    GPtrArray *out = g_ptr_array_new_with_free_func((GDestroyNotify)cl_report_text_change_free);
+    /* the current description first: the text a reviewer signs */
+    const ClCaseDescVersion *cur = cl_case_current_description(c);
+    for (int pass = 0; pass < 2; pass++)
+        for (guint i = 0; c->descriptions && i < c->descriptions->len; i++) {
+            const ClCaseDescVersion *v = g_ptr_array_index(c->descriptions, i);
+            gboolean generated = v->run_id != 0 && v->version == 1;
+            if (generated || (pass == 0) != (v == cur))
+                continue;
+            text_change(out, deid,
+                        g_strdup_printf("Description, version %u (%s, by %s)", v->version,
+                                        cl_desc_status_name(v->status),
+                                        cl_rp_or(v->author, "unknown")),
+                        v->text);
+        }
+    for (guint i = 0; c->notes && i < c->notes->len; i++) {
+        const ClCaseNote *n = g_ptr_array_index(c->notes, i);
+        text_change(out, deid, g_strdup_printf("Note by %s", cl_rp_or(n->author, "unknown")),
+                    n->text);
+    }
+    for (guint i = 0; c->key_images && i < c->key_images->len; i++) {
+        const ClCaseKeyImage *k = g_ptr_array_index(c->key_images, i);
+        text_change(out, deid, g_strdup("Key-image label"), k->label);
+    }
+    text_change(out, deid, g_strdup("Case name"), c->summary.name);
+    return out;
 }

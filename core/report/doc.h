@@ -12,13 +12,18 @@
 G_BEGIN_DECLS
 
 typedef struct {
-    const ClCaseImage *img; /* in doc->c */
-    char *name;             /* the file name shown: its basename, or image-N.ext */
-    char *title;            /* "Image 2 (name)" */
-    ClRpPicture view;       /* the display image, or a placeholder */
-    gboolean burned_in;     /* BurnedInAnnotation = YES */
-    char *key_labels;       /* NULL unless marked as a key image: the labels, "; "-joined */
-    JsonObject *meta;       /* its metadata (de-identified), owned; never NULL */
+    const ClCaseImage *img;     /* in doc->c */
+    char *name;                 /* the file name shown: its basename, or image-N.ext */
+    char *title;                /* "Image 2 (name)" */
+    ClRpPicture view;           /* the display image, or a placeholder */
+    gboolean burned_in;         /* BurnedInAnnotation = YES */
+    char *key_labels;           /* NULL unless marked as a key image: the labels, "; "-joined */
+    JsonObject *meta;           /* its metadata (de-identified), owned; never NULL */
+    ClDisplaySettings display;  /* the display transform its picture is drawn with */
+    gboolean has_display;       /* display is known (the image was read, or the view gave it) */
+    const char *display_source; /* "screen" (the view's), "screen-series" (the view's for an
+                                  * image of the same series not on screen) or "default" */
+    char *display_words;        /* "window 1500 / −600", NULL until known */
 } ClRpImage;
 
 typedef struct {
@@ -27,6 +32,12 @@ typedef struct {
     ClRpPicture overlay;          /* picture or placeholder */
     ClRpPicture diff;
     double diff_max; /* display levels 0..1; < 0 when there is no difference image */
+    /* the pair on screen (o.view): its difference drawn as the window's difference mode with the
+     * alignment, ignore regions and tolerance, and the share of changed pixels */
+    gboolean on_screen;
+    gboolean aligned;
+    double changed_fraction; /* of the compared pixels; < 0: not measured */
+    guint64 compared;        /* pixels compared (not masked, inside both images) */
 } ClRpComparison;
 
 typedef struct {
@@ -42,6 +53,10 @@ typedef struct {
     const ClCaseDescVersion *current;   /* NULL when the case has no description */
     const ClCaseDescVersion *generated; /* version 1 when its text differs from the current one */
     const ClCaseRun *latest_run;
+    const ClReportView *view; /* = o.view, borrowed for the doc's life; NULL: none */
+    GArray *desc_altered;     /* gboolean per d->c->descriptions: de-identification changed
+                                 * its text */
+    int day_shift;            /* de-identified: the dates' shift in days (< 0), else 0 */
 } ClRpDoc;
 
 /* pictures FALSE: no image is read (the JSON report): no views, overlays or differences, and
@@ -64,6 +79,14 @@ char *cl_rp_overlay_caption(const ClRpDoc *d, const ClRpComparison *cmp);
 char *cl_rp_diff_caption(const ClRpDoc *d, const ClRpComparison *cmp);
 /* The reviewer line: "Accepted by X on DATE", "Draft, last edited by X on DATE". */
 char *cl_rp_review_line(const ClRpDoc *d);
+/* Under the current description when de-identification changed its text: says so (NULL when
+ * it did not). */
+char *cl_rp_altered_line(const ClRpDoc *d);
+/* The view line: "As on screen: window …; aligned (…); difference mode, tolerance 16/255: 0.91 %
+ * of the compared pixels differ; 2 ignore regions; heat map update_norm shown" (NULL: no view). */
+char *cl_rp_view_line(const ClRpDoc *d);
+/* "window 1500 / −600" style words for a display transform. */
+char *cl_rp_display_words(const ClDisplaySettings *s);
 
 /* Writers: each writes a complete file atomically (CL_REPORT_ERROR_WRITE on failure, leaving
  * any old file as it was). */

@@ -57,6 +57,116 @@ static void add_case(JsonBuilder *b, const ClRpDoc *d)
     json_builder_end_object(b);
 }
 
+static void num_or_null(JsonBuilder *b, const char *name, double value, gboolean known)
+{
+    json_builder_set_member_name(b, name);
+    if (known && isfinite(value))
+        json_builder_add_double_value(b, value);
+    else
+        json_builder_add_null_value(b);
+}
+
+static const char *display_mode_name(ClDisplayMode m)
+{
+    switch (m) {
+    case CL_DISPLAY_WINDOW: return "window";
+    case CL_DISPLAY_VOI_LUT: return "voi_lut";
+    case CL_DISPLAY_MINMAX: return "minmax";
+    case CL_DISPLAY_PERCENTILE: return "percentile";
+    case CL_DISPLAY_FULL_RANGE: return "full_range";
+    default: return "auto";
+    }
+}
+
+/* A display transform: its mode and the numbers that mode uses. */
+static void add_display(JsonBuilder *b, const ClDisplaySettings *s, const char *source,
+                        const char *words)
+{
+    json_builder_begin_object(b);
+    str_or_null(b, "source", source);
+    json_builder_set_member_name(b, "mode");
+    json_builder_add_string_value(b, display_mode_name(s->mode));
+    num_or_null(b, "window_center", s->center, s->mode == CL_DISPLAY_WINDOW);
+    num_or_null(b, "window_width", s->width, s->mode == CL_DISPLAY_WINDOW);
+    num_or_null(b, "voi_lut", s->voi_lut, s->mode == CL_DISPLAY_VOI_LUT);
+    num_or_null(b, "low_percentile", s->low_pct, s->mode == CL_DISPLAY_PERCENTILE);
+    num_or_null(b, "high_percentile", s->high_pct, s->mode == CL_DISPLAY_PERCENTILE);
+    json_builder_set_member_name(b, "bands");
+    json_builder_begin_array(b);
+    for (int c = 0; c < 3; c++)
+        json_builder_add_int_value(b, s->bands[c]);
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "per_band");
+    json_builder_add_boolean_value(b, s->per_band);
+    json_builder_set_member_name(b, "invert");
+    json_builder_add_boolean_value(b, s->invert);
+    str_or_null(b, "text", words);
+    json_builder_end_object(b);
+}
+
+/* What the window showed (o.view), null when the report was not made from one. */
+static void add_view(JsonBuilder *b, const ClRpDoc *d)
+{
+    json_builder_set_member_name(b, "view");
+    const ClReportView *v = d->view;
+    if (!v) {
+        json_builder_add_null_value(b);
+        return;
+    }
+    const ClRpComparison *cmp = NULL;
+    for (guint i = 0; i < d->comparisons->len && !cmp; i++)
+        if (((const ClRpComparison *)d->comparisons->pdata[i])->on_screen)
+            cmp = d->comparisons->pdata[i];
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "before_image_id");
+    json_builder_add_int_value(b, v->before_image_id);
+    json_builder_set_member_name(b, "after_image_id");
+    json_builder_add_int_value(b, v->after_image_id);
+    json_builder_set_member_name(b, "display");
+    json_builder_begin_array(b);
+    for (int k = 0; k < 2; k++) {
+        if (!v->has_display[k]) {
+            json_builder_add_null_value(b);
+            continue;
+        }
+        g_autofree char *words = cl_rp_display_words(&v->display[k]);
+        add_display(b, &v->display[k], "screen", words);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "aligned");
+    json_builder_add_boolean_value(b, v->aligned);
+    json_builder_set_member_name(b, "alignment");
+    if (v->aligned) {
+        json_builder_begin_array(b);
+        for (int k = 0; k < 6; k++)
+            json_builder_add_double_value(b, v->align_m[k]);
+        json_builder_end_array(b);
+    } else {
+        json_builder_add_null_value(b);
+    }
+    str_or_null(b, "alignment_status", v->align_status);
+    json_builder_set_member_name(b, "ignore_regions");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < v->n_masks; i++) {
+        json_builder_begin_array(b);
+        for (int k = 0; k < 4; k++)
+            json_builder_add_double_value(b, v->masks[4 * i + k]);
+        json_builder_end_array(b);
+    }
+    json_builder_end_array(b);
+    str_or_null(b, "compare_mode", v->compare_mode);
+    num_or_null(b, "tolerance", v->tolerance, TRUE);
+    num_or_null(b, "changed_fraction", cmp ? cmp->changed_fraction : -1,
+                cmp && cmp->changed_fraction >= 0);
+    num_or_null(b, "changed_fraction_on_screen", v->changed_fraction, v->changed_fraction >= 0);
+    json_builder_set_member_name(b, "heatmap_shown");
+    json_builder_add_boolean_value(b, v->heatmap_shown);
+    str_or_null(b, "heatmap_source", v->heatmap_source);
+    g_autofree char *line = cl_rp_view_line(d);
+    str_or_null(b, "text", line);
+    json_builder_end_object(b);
+}
+
 static void add_images(JsonBuilder *b, const ClRpDoc *d)
 {
     json_builder_set_member_name(b, "images");
@@ -92,6 +202,11 @@ static void add_images(JsonBuilder *b, const ClRpDoc *d)
         json_builder_add_boolean_value(b, ri->key_labels != NULL);
         json_builder_set_member_name(b, "burned_in_annotation");
         json_builder_add_boolean_value(b, ri->burned_in);
+        json_builder_set_member_name(b, "display");
+        if (ri->has_display)
+            add_display(b, &ri->display, ri->display_source, ri->display_words);
+        else
+            json_builder_add_null_value(b);
         json_builder_set_member_name(b, "metadata");
         JsonNode *meta = json_node_new(JSON_NODE_OBJECT);
         json_node_set_object(meta, ri->meta);
@@ -115,6 +230,17 @@ static void add_comparisons(JsonBuilder *b, const ClRpDoc *d)
         json_builder_set_member_name(b, "after_image_id");
         json_builder_add_int_value(b, ai->img->id);
         id_or_null(b, "heatmap_id", cmp->heatmap ? cmp->heatmap->id : 0);
+        json_builder_set_member_name(b, "on_screen");
+        json_builder_add_boolean_value(b, cmp->on_screen);
+        json_builder_set_member_name(b, "aligned");
+        json_builder_add_boolean_value(b, cmp->on_screen && cmp->aligned);
+        num_or_null(b, "tolerance", d->view ? d->view->tolerance : 0, cmp->on_screen);
+        num_or_null(b, "changed_fraction", cmp->changed_fraction, cmp->changed_fraction >= 0);
+        json_builder_set_member_name(b, "compared_pixels");
+        if (cmp->changed_fraction >= 0)
+            json_builder_add_int_value(b, (gint64)cmp->compared);
+        else
+            json_builder_add_null_value(b);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -186,6 +312,8 @@ static void add_descriptions(JsonBuilder *b, const ClRpDoc *d)
         json_builder_add_boolean_value(b, v == d->current);
         json_builder_set_member_name(b, "generated");
         json_builder_add_boolean_value(b, v->run_id != 0 && v->version == 1);
+        json_builder_set_member_name(b, "deidentified_text");
+        json_builder_add_boolean_value(b, g_array_index(d->desc_altered, gboolean, i));
         json_builder_end_object(b);
     }
     json_builder_end_array(b);
@@ -275,6 +403,7 @@ char *cl_rp_json(const ClRpDoc *d)
     json_builder_add_boolean_value(b, d->deidentified);
     str_or_null(b, "deidentification_method", d->deidentified ? cl_deid_method() : NULL);
     add_case(b, d);
+    add_view(b, d);
     add_images(b, d);
     add_comparisons(b, d);
     add_runs(b, d);

@@ -3,6 +3,7 @@
 #include "report/render.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/heatmap.h"
@@ -52,11 +53,11 @@ static gboolean out_of_memory(guint w, guint h, GError **error)
     return FALSE;
 }
 
-gboolean cl_rp_display(const ClImage *img, guint frame, guint max_px, ClRpPlanes *out,
-                       GError **error)
+gboolean cl_rp_display(const ClImage *img, guint frame, const ClDisplaySettings *s, guint max_px,
+                       ClRpPlanes *out, GError **error)
 {
     memset(out, 0, sizeof *out);
-    g_autofree float *full = cl_preprocess_display(img, frame, NULL, error);
+    g_autofree float *full = cl_preprocess_display(img, frame, s, error);
     if (!full)
         return FALSE;
     cl_rp_fit(img->width, img->height, max_px, &out->w, &out->h);
@@ -122,8 +123,73 @@ void cl_rp_difference(const ClRpPlanes *before, const ClRpPlanes *after, ClRpPic
     *max_out = mx;
 }
 
+void cl_rp_difference_view(const ClRpPlanes *before, guint bw, guint bh, const ClRpPlanes *after,
+                           guint aw, guint ah, const double *m, const double *masks, guint n_masks,
+                           double tolerance, ClRpPicture *out, double *changed_fraction,
+                           guint64 *compared_out)
+{
+    const guint w = before->w, h = before->h;
+    const gsize nb = (gsize)w * h, na = (gsize)after->w * after->h;
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->rgb = g_malloc(nb * 3);
+        out->width = w;
+        out->height = h;
+    }
+    /* picture pixel -> before's full-resolution pixels -> after's -> after's picture pixels */
+    const double sx = (double)bw / w, sy = (double)bh / h;
+    const double ax = (double)after->w / aw, ay = (double)after->h / ah;
+    const double stretch[6] = { 0, (double)aw / bw, 0, 0, 0, (double)ah / bh };
+    const double *t = m ? m : stretch;
+    guint64 changed = 0, compared = 0;
+    for (guint y = 0; y < h; y++) {
+        const double uy = (y + 0.5) * sy;
+        for (guint x = 0; x < w; x++) {
+            const double ux = (x + 0.5) * sx;
+            const gsize i = (gsize)y * w + x;
+            int a8[3];
+            for (int c = 0; c < 3; c++)
+                a8[c] = level(before->planes[c * nb + i]);
+            const int grey = (a8[0] * 77 + a8[1] * 150 + a8[2] * 29) >> 8;
+            guint8 px[3];
+            gboolean masked = FALSE;
+            for (guint k = 0; k < n_masks && !masked; k++) {
+                const double *r = masks + 4 * k;
+                masked = ux >= MIN(r[0], r[2]) && ux < MAX(r[0], r[2]) && uy >= MIN(r[1], r[3]) &&
+                         uy < MAX(r[1], r[3]);
+            }
+            const double mx = t[0] + t[1] * ux + t[2] * uy, my = t[3] + t[4] * ux + t[5] * uy;
+            if (masked) { /* an ignore region: not compared */
+                px[0] = px[1] = (guint8)(grey / 8), px[2] = (guint8)(40 + grey / 8);
+            } else if (!(mx >= 0 && my >= 0 && mx < aw && my < ah)) {
+                px[0] = px[1] = 36, px[2] = 56; /* no later pixel here: not compared */
+            } else {
+                const guint bx = MIN((guint)(mx * ax), after->w - 1),
+                            by = MIN((guint)(my * ay), after->h - 1);
+                const gsize j = (gsize)by * after->w + bx;
+                int dmax = 0;
+                for (int c = 0; c < 3; c++)
+                    dmax = MAX(dmax, abs(a8[c] - (int)level(after->planes[c * na + j])));
+                compared++;
+                if (dmax > tolerance) {
+                    changed++;
+                    px[0] = (guint8)(128 + dmax / 2), px[1] = px[2] = 24;
+                } else {
+                    px[0] = px[1] = px[2] = (guint8)(grey * 3 / 10);
+                }
+            }
+            if (out)
+                memcpy(out->rgb + i * 3, px, 3);
+        }
+    }
+    *changed_fraction = compared ? (double)changed / (double)compared : 0.0;
+    if (compared_out)
+        *compared_out = compared;
+}
+
 gboolean cl_rp_overlay(const ClCaseHeatmap *hm, guint image_index, const ClImage *img, guint frame,
-                       double opacity, guint max_px, ClRpPicture *out, GError **error)
+                       const ClDisplaySettings *s, double opacity, guint max_px, ClRpPicture *out,
+                       GError **error)
 {
     memset(out, 0, sizeof *out);
     if (!hm->data) {
@@ -156,8 +222,7 @@ gboolean cl_rp_overlay(const ClCaseHeatmap *hm, guint image_index, const ClImage
         grid.max = 1;
     ClLetterbox lb;
     cl_letterbox_init(&lb, img->width, img->height, hm->input_size);
-    g_autofree guint8 *rgb =
-        cl_heatmap_render_overlay(&grid, &lb, img, frame, NULL, opacity, error);
+    g_autofree guint8 *rgb = cl_heatmap_render_overlay(&grid, &lb, img, frame, s, opacity, error);
     if (!rgb)
         return FALSE;
     guint w, h;

@@ -7,6 +7,7 @@
 #include <glib.h>
 
 #include "casedb/casedb.h"
+#include "image/display.h"
 #include "image/image.h"
 
 G_BEGIN_DECLS
@@ -31,9 +32,9 @@ void cl_rp_planes_clear(ClRpPlanes *p);
 /* Fits w × h into max_px (aspect kept, at least 1 pixel). */
 void cl_rp_fit(guint w, guint h, guint max_px, guint *out_w, guint *out_h);
 
-/* The frame's display image (its default display settings), resized to fit max_px. */
-gboolean cl_rp_display(const ClImage *img, guint frame, guint max_px, ClRpPlanes *out,
-                       GError **error);
+/* The frame's display image through s (NULL: the frame's defaults), resized to fit max_px. */
+gboolean cl_rp_display(const ClImage *img, guint frame, const ClDisplaySettings *s, guint max_px,
+                       ClRpPlanes *out, GError **error);
 
 /* Planes -> RGB bytes (rounded). */
 void cl_rp_planes_to_picture(const ClRpPlanes *p, ClRpPicture *out);
@@ -44,10 +45,25 @@ void cl_rp_planes_to_picture(const ClRpPlanes *p, ClRpPicture *out);
 void cl_rp_difference(const ClRpPlanes *before, const ClRpPlanes *after, ClRpPicture *out,
                       double *max_out);
 
-/* The overlay of a stored heat grid on the frame (heatmap.h: letterbox of the grid's input size
- * over the image), resized to fit max_px. FALSE + error when the grid is unusable. */
+/* The difference as the window's difference mode shows it, in the earlier image's frame: per
+ * pixel of before (the display planes of a bw × bh image), the later image's pixel that shows the
+ * same point (m: ClRegistration.m in full-resolution pixels; NULL: the plain stretch of one image
+ * onto the other), nearest; changed when a channel differs by more than tolerance levels of 255.
+ * Changed pixels red (brighter = larger), others the earlier image in faded grey, ignore regions
+ * (masks: n_masks × (x0, y0, x1, y1) in before's full-resolution pixels) dark blue and not
+ * compared, pixels with no later pixel dark slate and not compared. out may be NULL (the numbers
+ * only). *changed_fraction: changed / compared (0 when nothing is compared). */
+void cl_rp_difference_view(const ClRpPlanes *before, guint bw, guint bh, const ClRpPlanes *after,
+                           guint aw, guint ah, const double *m, const double *masks, guint n_masks,
+                           double tolerance, ClRpPicture *out, double *changed_fraction,
+                           guint64 *compared);
+
+/* The overlay of a stored heat grid on the frame through display s (NULL: its defaults)
+ * (heatmap.h: letterbox of the grid's input size over the image), resized to fit max_px. FALSE +
+ * error when the grid is unusable. */
 gboolean cl_rp_overlay(const ClCaseHeatmap *hm, guint image_index, const ClImage *img, guint frame,
-                       double opacity, guint max_px, ClRpPicture *out, GError **error);
+                       const ClDisplaySettings *s, double opacity, guint max_px, ClRpPicture *out,
+                       GError **error);
 
 /* A Cairo RGB24 surface holding the picture (NULL when it has none). */
 cairo_surface_t *cl_rp_picture_surface(const ClRpPicture *p);

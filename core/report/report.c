@@ -81,6 +81,29 @@ static gboolean check(const ClCase *c, const ClReportOptions *o, const char *pat
                     o->max_image_px);
         return FALSE;
     }
+    const ClReportView *v = o->view;
+    if (v && !(v->tolerance >= 0 && v->tolerance <= 255)) {
+        g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
+                    "the difference tolerance must be between 0 and 255 (it is %g)", v->tolerance);
+        return FALSE;
+    }
+    if (v && v->n_masks && !v->masks) {
+        g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
+                    "%u ignore regions are named but none is given", v->n_masks);
+        return FALSE;
+    }
+    for (guint i = 0; v && i < 4 * v->n_masks; i++)
+        if (!isfinite(v->masks[i])) {
+            g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
+                        "ignore region %u is not a rectangle of finite numbers", i / 4 + 1);
+            return FALSE;
+        }
+    for (guint i = 0; v && v->aligned && i < 6; i++)
+        if (!isfinite(v->align_m[i])) {
+            g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
+                        "the alignment holds a number that is not finite");
+            return FALSE;
+        }
     if (!c->images || c->images->len == 0) {
         g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
                     "the case “%s” has no images: there is nothing to report",
