@@ -48,7 +48,8 @@ struct _ClImageView {
 
     /* Comparison with the partner view's image, drawn into this image's rectangle (a partner of
      * another size is stretched onto it: same scene, other resolution). */
-    ClImageView *partner; /* weak: cleared when it goes */
+    ClImageView *partner;  /* weak: cleared when it goes */
+    ClImageView *fit_peer; /* weak: the other view of the pair, for fits */
     gulong partner_texture_id;
     ClCompareMode mode;
     double swipe;        /* divider at this fraction of the widget's width */

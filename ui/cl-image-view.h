@@ -38,6 +38,10 @@ void cl_image_view_get_image_size(ClImageView *self, guint *width, guint *height
 void cl_image_view_zoom_at(ClImageView *self, double factor, double x, double y);
 void cl_image_view_pan_by(ClImageView *self, double dx, double dy);
 void cl_image_view_fit(ClImageView *self);
+/* The other view of a pair: while both show and share one viewport, a fit shows the whole image
+ * in the smaller of the two, so the zoom does not depend on which was laid out last (weak; NULL:
+ * none). */
+void cl_image_view_set_fit_peer(ClImageView *self, ClImageView *peer);
 void cl_image_view_widget_to_image(ClImageView *self, double x, double y, double *image_x,
                                    double *image_y);
 
