@@ -39,6 +39,8 @@ struct _ClCompareView {
     double tolerance;
     gboolean updating_scale;
 
+    guint stretch; /* ClStretchSource: whose values a stretch is taken over */
+
     GArray *masks; /* double: ignore regions, x0 y0 x1 y1 in the earlier image's pixels */
 
     gboolean show_heatmap;

@@ -26,6 +26,7 @@ enum {
     PROP_SYNC_WINDOW_LEVEL,
     PROP_ZOOM,
     PROP_SIDE_WIDTH,
+    PROP_STRETCH,
     N_PROPS
 };
 static GParamSpec *properties[N_PROPS];
@@ -138,6 +139,66 @@ void cl_compare_view_fit(ClCompareView *self)
     g_return_if_fail(CL_IS_COMPARE_VIEW(self));
     cl_image_view_fit(self->view_a);
     cl_image_view_fit(self->view_b);
+}
+
+/* ---- the stretch shared by the images ---- */
+
+static const char *const stretch_names[] = { "shared", "earlier", "later", "each" };
+enum { STRETCH_SHARED, STRETCH_EARLIER, STRETCH_LATER, STRETCH_EACH };
+
+/* Gives both views the images their stretch pools for docs (docs[1] NULL: one image). */
+static void apply_stretch(ClCompareView *self, ClDocument *const docs[2], const guint frames[2])
+{
+    ClDocument *both[2] = { docs[0], docs[1] };
+    guint n = docs[0] && docs[1] ? 2 : 0;
+    const guint *f = frames;
+    switch (self->stretch) {
+    case STRETCH_EARLIER: n = n ? 1 : 0; break;
+    case STRETCH_LATER:
+        if (n)
+            both[0] = docs[1], f = frames + 1, n = 1;
+        break;
+    case STRETCH_EACH: n = 0; break;
+    default: break;
+    }
+    cl_image_view_set_stretch_images(self->view_a, both, f, n);
+    cl_image_view_set_stretch_images(self->view_b, both, f, n);
+}
+
+const char *cl_compare_view_get_stretch(ClCompareView *self)
+{
+    g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), NULL);
+    return stretch_names[self->stretch];
+}
+
+gboolean cl_compare_view_set_stretch(ClCompareView *self, const char *source)
+{
+    g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), FALSE);
+    guint k = 0;
+    while (k < G_N_ELEMENTS(stretch_names) && g_strcmp0(stretch_names[k], source) != 0)
+        k++;
+    if (k == G_N_ELEMENTS(stretch_names))
+        return FALSE;
+    if (k == self->stretch)
+        return TRUE;
+    self->stretch = k;
+    ClDocument *docs[2];
+    guint frames[2];
+    for (guint i = 0; i < 2; i++) {
+        ClImageView *v = cl_compare_view_get_view(self, i);
+        docs[i] = cl_image_view_get_document(v);
+        frames[i] = cl_image_view_get_frame(v);
+    }
+    apply_stretch(self, docs, frames);
+    /* each view again with its display settings, under the new stretch */
+    for (guint i = 0; i < 2; i++) {
+        ClImageView *v = cl_compare_view_get_view(self, i);
+        ClDisplaySettings s;
+        if (cl_image_view_get_display(v, &s))
+            cl_image_view_set_display(v, &s);
+    }
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_STRETCH]);
+    return TRUE;
 }
 
 /* ---- the side panel and its divider ---- */
@@ -596,6 +657,7 @@ void cl_compare_view_show_images(ClCompareView *self, ClDocument *const docs[2],
     /* ignore regions and the heat map belonged to the images shown until now */
     g_array_set_size(self->masks, 0);
     cl_compare_view_set_heatmap(self, NULL, NULL, NULL, FALSE);
+    apply_stretch(self, docs, frames);
     cl_image_view_set_image(self->view_a, docs[0], frames[0]);
     cl_image_view_set_image(self->view_b, docs[1], frames[1]);
     apply_masks(self);
@@ -643,6 +705,7 @@ static void cl_compare_view_get_property(GObject *object, guint prop_id, GValue 
     case PROP_SYNC_WINDOW_LEVEL: g_value_set_boolean(value, self->sync_window_level); break;
     case PROP_ZOOM: g_value_set_double(value, cl_compare_view_get_zoom(self)); break;
     case PROP_SIDE_WIDTH: g_value_set_int(value, self->side_width); break;
+    case PROP_STRETCH: g_value_set_string(value, stretch_names[self->stretch]); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
@@ -667,6 +730,10 @@ static void cl_compare_view_set_property(GObject *object, guint prop_id, const G
         }
         break;
     case PROP_SIDE_WIDTH: cl_compare_view_set_side_width(self, g_value_get_int(value)); break;
+    case PROP_STRETCH:
+        if (!cl_compare_view_set_stretch(self, g_value_get_string(value)))
+            g_warning("unknown stretch “%s”", g_value_get_string(value));
+        break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
@@ -711,7 +778,10 @@ static void cl_compare_view_class_init(ClCompareViewClass *klass)
                                                 G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
     properties[PROP_SIDE_WIDTH] = g_param_spec_int("side-width", NULL, NULL, SIDE_MIN_WIDTH,
                                                    G_MAXINT, SIDE_DEFAULT_WIDTH, rw);
+    properties[PROP_STRETCH] = g_param_spec_string("stretch", NULL, NULL, "shared", rw);
     g_object_class_install_properties(object_class, N_PROPS, properties);
+    /* the presets menu's "Stretch across the images" section */
+    gtk_widget_class_install_property_action(widget_class, "view.stretch", "stretch");
 
     g_type_ensure(CL_TYPE_IMAGE_VIEW);
     gtk_widget_class_set_template_from_resource(widget_class,

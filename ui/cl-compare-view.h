@@ -43,6 +43,13 @@ void cl_compare_view_zoom_100(ClCompareView *self);
 void cl_compare_view_fit(ClCompareView *self);
 double cl_compare_view_get_zoom(ClCompareView *self);
 
+/* Whose values a stretch (min-max, percentile: the default of 16-bit, float and multi-band
+ * images) is taken over: "shared" (both images pooled: one value, one colour in both views),
+ * "earlier" or "later" (that image's, for both), "each" (each image its own). FALSE for another
+ * name. The "stretch" property. */
+gboolean cl_compare_view_set_stretch(ClCompareView *self, const char *source);
+const char *cl_compare_view_get_stretch(ClCompareView *self);
+
 /* The side panel's width (see "side-width"); set: clamped to what the window leaves. */
 int cl_compare_view_get_side_width(ClCompareView *self);
 void cl_compare_view_set_side_width(ClCompareView *self, int width);

@@ -80,6 +80,23 @@ void cl_image_view_set_display(ClImageView *self, const ClDisplaySettings *setti
     g_object_notify_by_pspec(G_OBJECT(self), cl_image_view_properties[PROP_LOADING]);
 }
 
+void cl_image_view_set_stretch_images(ClImageView *self, ClDocument *const *docs,
+                                      const guint *frames, guint n)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_return_if_fail(n <= G_N_ELEMENTS(self->stretch_docs));
+    g_return_if_fail(n == 0 || (docs != NULL && frames != NULL));
+    for (guint i = 0; i < self->n_stretch; i++)
+        g_clear_object(&self->stretch_docs[i]);
+    self->n_stretch = 0;
+    for (guint i = 0; i < n; i++) {
+        g_return_if_fail(CL_IS_DOCUMENT(docs[i]));
+        self->stretch_docs[i] = g_object_ref(docs[i]);
+        self->stretch_frames[i] = frames[i];
+        self->n_stretch++;
+    }
+}
+
 gboolean cl_image_view_get_display(ClImageView *self, ClDisplaySettings *out)
 {
     g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), FALSE);
@@ -457,6 +474,7 @@ static void cl_image_view_dispose(GObject *object)
     }
     cl_image_view_compare_dispose(self);
     cl_image_view_set_fit_peer(self, NULL);
+    cl_image_view_set_stretch_images(self, NULL, NULL, 0);
     g_clear_object(&self->document);
     cl_image_view_clear_pictures(self);
     G_OBJECT_CLASS(cl_image_view_parent_class)->dispose(object);

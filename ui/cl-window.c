@@ -661,8 +661,10 @@ static void cl_window_init(ClWindow *self)
 
     for (guint i = 0; i < 2; i++) {
         ClImageView *view = cl_window_get_view(self, i);
-        g_signal_connect_swapped(view, "notify::loading", G_CALLBACK(cl_window_update_busy), self);
-        g_signal_connect(view, "render-failed", G_CALLBACK(on_render_failed), self);
+        /* a render can finish after the window went (its task holds the view) */
+        g_signal_connect_object(view, "notify::loading", G_CALLBACK(cl_window_update_busy), self,
+                                G_CONNECT_SWAPPED);
+        g_signal_connect_object(view, "render-failed", G_CALLBACK(on_render_failed), self, 0);
     }
 
     GtkDropTarget *drop = gtk_drop_target_new(GDK_TYPE_FILE_LIST, GDK_ACTION_COPY);
@@ -674,6 +676,8 @@ static void cl_window_init(ClWindow *self)
     if (self->settings) {
         g_settings_bind(self->settings, "link-views", self, "link-views", G_SETTINGS_BIND_DEFAULT);
         g_settings_bind(self->settings, "panel-width", self->compare_view, "side-width",
+                        G_SETTINGS_BIND_DEFAULT);
+        g_settings_bind(self->settings, "stretch", self->compare_view, "stretch",
                         G_SETTINGS_BIND_DEFAULT);
         g_settings_bind(self->settings, "compare-mode", self, "compare-mode",
                         G_SETTINGS_BIND_DEFAULT);
