@@ -10,6 +10,8 @@
 
 #include "casedb/casedb.h"
 #include "cl-application.h"
+#include "cl-filmstrip.h"
+#include "fixtures.h"
 
 static gboolean not_exporting(gpointer data)
 {
@@ -289,6 +291,120 @@ static void test_filmstrip(void)
         later += hm->image_id == ((ClCaseImage *)c->images->pdata[2])->id;
     }
     g_assert_cmpuint(later, >, 0);
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
+/* The texts of the labels under root that name a frame ("name [k]"), in order. */
+static void collect_frame_labels(GtkWidget *root, GString *out)
+{
+    if (GTK_IS_LABEL(root) && strchr(gtk_label_get_label(GTK_LABEL(root)), '['))
+        g_string_append_printf(out, "%s;", strrchr(gtk_label_get_label(GTK_LABEL(root)), '['));
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c))
+        collect_frame_labels(c, out);
+}
+
+static GtkWidget *find_filmstrip(GtkWidget *root)
+{
+    if (CL_IS_FILMSTRIP(root))
+        return root;
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        GtkWidget *found = find_filmstrip(c);
+        if (found)
+            return found;
+    }
+    return NULL;
+}
+
+static gboolean same_pixels(GdkTexture *x, GdkTexture *y)
+{
+    int w = gdk_texture_get_width(x), h = gdk_texture_get_height(x);
+    if (w != gdk_texture_get_width(y) || h != gdk_texture_get_height(y))
+        return FALSE;
+    g_autofree guchar *bx = g_malloc((gsize)w * h * 4), *by = g_malloc((gsize)w * h * 4);
+    gdk_texture_download(x, bx, (gsize)w * 4);
+    gdk_texture_download(y, by, (gsize)w * 4);
+    return memcmp(bx, by, (gsize)w * h * 4) == 0;
+}
+
+/* A case made of a multi-frame file's frames reopens at those frames: the filmstrip says [1],
+ * [2], [3], ..., and the pair compared is the frames chosen, not the first one twice. */
+static void test_case_frames(void)
+{
+    g_autoptr(GPtrArray) fixtures = g_ptr_array_new_with_free_func((GDestroyNotify)cl_fixture_free);
+    g_autofree char *dir = g_build_filename(tmpdir, "frame-fixtures", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0700), ==, 0);
+    cl_fixtures_dicom(dir, fixtures, NULL);
+    cl_fixtures_tiff(dir, fixtures, NULL);
+    const ClFixture *multi = NULL;
+    for (guint i = 0; i < fixtures->len && !multi; i++) {
+        const ClFixture *f = fixtures->pdata[i];
+        if (f->frames >= 3 && f->frames <= 8 && !f->must_fail) {
+            g_autoptr(ClImage) img = cl_image_load(f->path, NULL, NULL);
+            if (img)
+                multi = f;
+        }
+    }
+    if (!multi) {
+        g_test_skip("no fixture of three or more frames loads in this build");
+        return;
+    }
+    g_test_message("multi-frame fixture: %s (%u frames)", multi->what, multi->frames);
+    g_autofree char *db_path = g_build_filename(tmpdir, "frames.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    open_paths(win, (const char *const *)&multi->path, 1);
+    g_assert_true(wait_for(window_idle, win));
+    guint n = multi->frames;
+    g_assert_cmpuint(cl_window_get_n_sequence(win), ==, n);
+    gint64 id = cl_window_get_case_id(win);
+    g_assert_cmpint(id, >, 0);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(c->images->len, ==, n);
+    for (guint i = 0; i < n; i++)
+        g_assert_cmpuint(((ClCaseImage *)c->images->pdata[i])->frame, ==, i);
+
+    /* other images, then the case again */
+    const char *others[] = { path_a, path_b };
+    open_paths(win, others, 2);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_cmpint(cl_window_get_case_id(win), !=, id);
+    cl_window_open_case(win, id);
+    CaseWait cw = { win, id };
+    g_assert_true(wait_for(case_is, &cw));
+    g_assert_true(wait_for(case_shown, win));
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_cmpuint(cl_window_get_n_sequence(win), ==, n);
+
+    /* the filmstrip names each frame */
+    g_autoptr(GString) labels = g_string_new(NULL), want = g_string_new(NULL);
+    collect_frame_labels(find_filmstrip(GTK_WIDGET(win)), labels);
+    for (guint i = 0; i < n; i++)
+        g_string_append_printf(want, "[%u];", i + 1);
+    g_assert_cmpstr(labels->str, ==, want->str);
+
+    /* the first two frames, then the last two: each view at its frame, their pictures differ */
+    ClImageView *va = cl_window_get_view(win, 0), *vb = cl_window_get_view(win, 1);
+    for (guint later = 1; later < n; later += n - 2) {
+        cl_window_show_pair(win, later);
+        g_assert_true(wait_for(window_idle, win));
+        g_assert_cmpuint(cl_image_view_get_frame(va), ==, later - 1);
+        g_assert_cmpuint(cl_image_view_get_frame(vb), ==, later);
+        g_assert_true(cl_image_view_get_document(va) == cl_image_view_get_document(vb));
+        g_assert_nonnull(cl_image_view_get_texture(va));
+        g_assert_nonnull(cl_image_view_get_texture(vb));
+        g_assert_false(same_pixels(cl_image_view_get_texture(va), cl_image_view_get_texture(vb)));
+        if (n == 2)
+            break;
+    }
     gtk_window_destroy(GTK_WINDOW(win));
     for (int i = 0; i < 10; i++)
         g_main_context_iteration(NULL, FALSE);
@@ -691,6 +807,7 @@ void test_ui_cases_register(void)
 {
     g_test_add_func("/ui/window/cases", test_cases);
     g_test_add_func("/ui/window/filmstrip", test_filmstrip);
+    g_test_add_func("/ui/window/case-frames", test_case_frames);
     g_test_add_func("/ui/window/import-pairs", test_import_pairs);
     g_test_add_func("/ui/window/import-two-photos", test_import_two_photos);
     g_test_add_func("/ui/window/review-after-accept", test_review_after_accept);

@@ -123,6 +123,93 @@ static void test_bands(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* A 32 × 32 4-band 16-bit raster: the left half "grass" (the same values in every date), the
+ * right half a ramp from lo to hi, so that each date's own 2-98 % stretch differs. */
+static void write_dated_raster(const char *path, guint16 lo, guint16 hi)
+{
+    TIFF *t = TIFFOpen(path, "w");
+    g_assert_nonnull(t);
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, 32);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, 32);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 4);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 16);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    guint16 extra = EXTRASAMPLE_UNSPECIFIED;
+    guint16 extras[3] = { extra, extra, extra };
+    TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 3, extras);
+    const guint16 grass[4] = { 1200, 2400, 900, 1500 };
+    guint16 row[32 * 4];
+    for (guint y = 0; y < 32; y++) {
+        for (guint x = 0; x < 32; x++)
+            for (guint b = 0; b < 4; b++)
+                row[x * 4 + b] =
+                    x < 16
+                        ? grass[b]
+                        : (guint16)(lo + (hi - lo) * ((x - 16) * 32 + y + b * 7) / (16 * 32 + 21));
+        g_assert_cmpint(TIFFWriteScanline(t, row, y, 0), ==, 1);
+    }
+    TIFFClose(t);
+}
+
+static gboolean diff_done(gpointer data)
+{
+    ClWindow *win = data;
+    return views_idle(win) && diff_ready(cl_window_get_view(win, 0));
+}
+
+/* Two dates of a 16-bit multi-band raster with different value ranges: by default the stretch is
+ * taken over both, so the identical grass shows the same colour in both views and the difference
+ * leaves it out; each image stretched on its own (the old behaviour) it would not. */
+static void test_shared_stretch(void)
+{
+    g_autofree char *p2023 = g_build_filename(tmpdir, "tile-2023.tif", NULL);
+    g_autofree char *p2024 = g_build_filename(tmpdir, "tile-2024.tif", NULL);
+    write_dated_raster(p2023, 100, 500);
+    write_dated_raster(p2024, 3000, 9000);
+    const char *paths[] = { p2023, p2024 };
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    g_assert_true(wait_for(views_idle, win));
+    ClDisplaySettings s;
+    g_assert_true(cl_image_view_get_display(a, &s));
+    g_assert_cmpint(s.mode, ==, CL_DISPLAY_PERCENTILE);
+    /* the grass: one colour in both views, at every pixel of it */
+    for (int y = 0; y < 32; y += 5)
+        for (int x = 0; x < 16; x += 3)
+            g_assert_cmphex(texture_pixel(a, x, y), ==, texture_pixel(b, x, y));
+    /* and not a flat grey or black: the shared stretch still spreads the values */
+    guint32 g = texture_pixel(a, 2, 2);
+    g_assert_cmphex(g, !=, texture_pixel(a, 20, 2));
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_done, win));
+    double shared_changed = cl_image_view_get_changed_fraction(a);
+    g_test_message("shared stretch: grass %08x, %.1f %% changed", g, shared_changed * 100);
+    /* the ramp half differs, the grass half does not */
+    g_assert_cmpfloat(shared_changed, <=, 0.51);
+    g_assert_cmpfloat(shared_changed, >=, 0.3);
+
+    /* each image on its own: the grass differs between the dates (the defect) */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(a), "view.stretch", "s", "each"));
+    g_assert_true(wait_for(diff_done, win));
+    g_assert_cmphex(texture_pixel(a, 2, 2), !=, texture_pixel(b, 2, 2));
+    double own_changed = cl_image_view_get_changed_fraction(a);
+    g_test_message("each its own: %08x and %08x, %.1f %% changed", texture_pixel(a, 2, 2),
+                   texture_pixel(b, 2, 2), own_changed * 100);
+    g_assert_cmpfloat(own_changed, >, 0.9);
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_assert_cmpstr(g_settings_get_string(settings, "stretch"), ==, "each");
+
+    /* a chosen reference: both views stretched as the later image, identical grass again */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(a), "view.stretch", "s", "later"));
+    g_assert_true(wait_for(diff_done, win));
+    set_mode(win, "side-by-side");
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_cmphex(texture_pixel(a, 2, 2), ==, texture_pixel(b, 2, 2));
+    g_settings_reset(settings, "stretch");
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Window/level: set on a view, followed by the linked one, presets on both. */
 static void test_window_level(void)
 {
@@ -267,6 +354,7 @@ void test_ui_compare_register(void)
     g_test_add_func("/ui/window/compare-modes", test_compare_modes);
     g_test_add_func("/ui/window/window-level", test_window_level);
     g_test_add_func("/ui/window/bands", test_bands);
+    g_test_add_func("/ui/window/shared-stretch", test_shared_stretch);
     g_test_add_func("/ui/window/align", test_align);
     g_test_add_func("/ui/window/masks", test_masks);
 }

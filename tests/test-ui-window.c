@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cl-application.h"
+#include "cl-description-panel.h"
 #include "cl-preferences.h"
 #include "fixtures.h"
 
@@ -407,6 +408,194 @@ static void test_multi_frame(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* ---- the pointer never moves the zoom ---- */
+
+/* The pointer entering and moving over view (as GTK delivers it to every motion controller on the
+ * widget: the view's own and the compare view's readout). */
+static void pointer_over(ClImageView *view, double x, double y)
+{
+    g_autoptr(GListModel) controllers = gtk_widget_observe_controllers(GTK_WIDGET(view));
+    for (guint i = 0; i < g_list_model_get_n_items(controllers); i++) {
+        g_autoptr(GObject) c = g_list_model_get_item(controllers, i);
+        if (!GTK_IS_EVENT_CONTROLLER_MOTION(c))
+            continue;
+        g_signal_emit_by_name(c, "enter", x, y);
+        g_signal_emit_by_name(c, "motion", x, y);
+    }
+}
+
+static void pointer_away(ClImageView *view)
+{
+    g_autoptr(GListModel) controllers = gtk_widget_observe_controllers(GTK_WIDGET(view));
+    for (guint i = 0; i < g_list_model_get_n_items(controllers); i++) {
+        g_autoptr(GObject) c = g_list_model_get_item(controllers, i);
+        if (GTK_IS_EVENT_CONTROLLER_MOTION(c))
+            g_signal_emit_by_name(c, "leave");
+    }
+}
+
+/* The widget of type `type` under root, NULL when none. */
+static GtkWidget *find_widget_of_type(GtkWidget *root, GType type)
+{
+    if (G_TYPE_CHECK_INSTANCE_TYPE(root, type))
+        return root;
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        GtkWidget *found = find_widget_of_type(c, type);
+        if (found)
+            return found;
+    }
+    return NULL;
+}
+
+/* Pointer enter, motion over many places (each one a readout of its own length) and leave, in
+ * side by side and mid-swipe, with the description panel closed and open: the fitted zoom and
+ * the views' sizes stay as they were. */
+static void test_pointer_keeps_zoom(void)
+{
+    g_autofree char *pa = g_build_filename(tmpdir, "zoom-a.png", NULL);
+    g_autofree char *pb = g_build_filename(tmpdir, "zoom-b.png", NULL);
+    write_scene(pa, FALSE);
+    write_scene(pb, TRUE);
+    const char *paths[] = { pa, pb };
+    ClWindow *win = new_window_with(paths, 2);
+    /* wider than the window's minimum: the layout has room to share out */
+    gtk_window_set_default_size(GTK_WINDOW(win), 1500, 900);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    GtkWidget *panel = find_widget_of_type(GTK_WIDGET(win), g_type_from_name("ClDescriptionPanel"));
+    g_assert_nonnull(panel);
+    GtkWidget *revealer = gtk_widget_get_ancestor(panel, GTK_TYPE_REVEALER);
+    g_assert_nonnull(revealer);
+    /* a description of some length: its natural width is the whole text on one line */
+    g_autoptr(GString) text = g_string_new(NULL);
+    for (int i = 0; i < 12; i++)
+        g_string_append(text,
+                        "A new pale rectangle appears in the lower right of the later image. ");
+    cl_description_panel_set_text(CL_DESCRIPTION_PANEL(panel), text->str);
+    cl_description_panel_set_stage(CL_DESCRIPTION_PANEL(panel), text->str);
+    cl_description_panel_set_model(CL_DESCRIPTION_PANEL(panel), text->str);
+    const char *modes[] = { "side-by-side", "swipe" };
+    for (guint open = 0; open < 2; open++) {
+        gtk_revealer_set_reveal_child(GTK_REVEALER(revealer), open);
+        for (guint m = 0; m < G_N_ELEMENTS(modes); m++) {
+            set_mode(win, modes[m]);
+            g_assert_true(wait_for(window_idle, win));
+            wait_for_paint(GTK_WIDGET(win));
+            /* the revealer's slide (250 ms) and the layout it causes are over */
+            for (int i = 0; i < 40; i++) {
+                while (g_main_context_iteration(NULL, FALSE))
+                    ;
+                g_usleep(10000);
+            }
+            double zoom = cl_viewport_get_zoom(cl_image_view_get_viewport(a));
+            int wa = gtk_widget_get_width(GTK_WIDGET(a)), ha = gtk_widget_get_height(GTK_WIDGET(a));
+            g_assert_true(cl_viewport_get_fit(cl_image_view_get_viewport(a)));
+            g_assert_cmpint(wa, >, 0);
+            ClImageView *views[] = { a, b };
+            for (guint v = 0; v < (m == 0 ? 2u : 1u); v++) {
+                int w = gtk_widget_get_width(GTK_WIDGET(views[v]));
+                int h = gtk_widget_get_height(GTK_WIDGET(views[v]));
+                const double places[][2] = { { 1, 1 },     { w / 2.0, h / 2.0 },
+                                             { w - 2, 3 }, { w / 3.0, h - 2 },
+                                             { -5, -5 },   { 7, h / 2.0 } };
+                for (guint k = 0; k < G_N_ELEMENTS(places); k++) {
+                    pointer_over(views[v], places[k][0], places[k][1]);
+                    wait_for_paint(GTK_WIDGET(win));
+                    g_test_message(
+                        "%s, panel %s, view %u at (%.0f, %.0f): zoom %.4f, %d × %d", modes[m],
+                        open ? "open" : "closed", v, places[k][0], places[k][1],
+                        cl_viewport_get_zoom(cl_image_view_get_viewport(a)),
+                        gtk_widget_get_width(GTK_WIDGET(a)), gtk_widget_get_height(GTK_WIDGET(a)));
+                    g_assert_cmpfloat(cl_viewport_get_zoom(cl_image_view_get_viewport(a)), ==,
+                                      zoom);
+                    g_assert_cmpint(gtk_widget_get_width(GTK_WIDGET(a)), ==, wa);
+                    g_assert_cmpint(gtk_widget_get_height(GTK_WIDGET(a)), ==, ha);
+                }
+                pointer_away(views[v]);
+                wait_for_paint(GTK_WIDGET(win));
+                g_assert_cmpfloat(cl_viewport_get_zoom(cl_image_view_get_viewport(a)), ==, zoom);
+            }
+        }
+    }
+    set_mode(win, "side-by-side");
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+static void settle(ClWindow *win)
+{
+    wait_for_paint(GTK_WIDGET(win));
+    for (int i = 0; i < 5; i++) {
+        while (g_main_context_iteration(NULL, FALSE))
+            ;
+        g_usleep(10000);
+    }
+    wait_for_paint(GTK_WIDGET(win));
+}
+
+/* The description panel sits behind a divider: its width is the default or the one dragged to
+ * (remembered for the next window), not what its text would like; closed, the images get its
+ * width back. */
+static void test_panel_divider(void)
+{
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_settings_reset(settings, "panel-width");
+    const char *paths[] = { path_a, path_b };
+    for (int round = 0; round < 2; round++) {
+        ClWindow *win = new_window_with(paths, 2);
+        gtk_window_set_default_size(GTK_WINDOW(win), 1400, 800);
+        ClImageView *a = cl_window_get_view(win, 0);
+        GtkWidget *panel =
+            find_widget_of_type(GTK_WIDGET(win), g_type_from_name("ClDescriptionPanel"));
+        GtkWidget *revealer = gtk_widget_get_ancestor(panel, GTK_TYPE_REVEALER);
+        GtkPaned *paned = GTK_PANED(gtk_widget_get_ancestor(panel, GTK_TYPE_PANED));
+        g_assert_nonnull(paned);
+        settle(win);
+        /* closed: the panes have the whole width, no blank column */
+        int full = gtk_widget_get_width(GTK_WIDGET(paned));
+        int closed_a = gtk_widget_get_width(GTK_WIDGET(a));
+        g_assert_cmpint(full, >=, 1390);
+        g_assert_cmpint(closed_a, >=, full / 2 - 4);
+
+        /* open, with a long text: the remembered width */
+        g_autoptr(GString) text = g_string_new(NULL);
+        for (int i = 0; i < 20; i++)
+            g_string_append(text, "The lower right shows a new rectangle that was not there. ");
+        cl_description_panel_set_text(CL_DESCRIPTION_PANEL(panel), text->str);
+        cl_description_panel_set_model(CL_DESCRIPTION_PANEL(panel), text->str);
+        gtk_revealer_set_reveal_child(GTK_REVEALER(revealer), TRUE);
+        settle(win);
+        int want = round == 0 ? 380 : 500;
+        g_assert_cmpint(g_settings_get_int(settings, "panel-width"), ==, want);
+        int side = full - gtk_paned_get_position(paned);
+        g_test_message("round %d: panes %d wide, panel %d (%d), view %d", round, full, side,
+                       gtk_widget_get_width(panel), gtk_widget_get_width(GTK_WIDGET(a)));
+        g_assert_cmpint(side, ==, want);
+        g_assert_cmpint(gtk_widget_get_width(panel), <=, want);
+        g_assert_cmpint(gtk_widget_get_width(panel), >=, want - 30);
+
+        if (round == 0) {
+            /* a drag of the divider (what it sets) is remembered */
+            gtk_paned_set_position(paned, full - 500);
+            settle(win);
+            g_assert_cmpint(g_settings_get_int(settings, "panel-width"), ==, 500);
+            /* the window growing keeps the panel's width */
+            gtk_window_set_default_size(GTK_WINDOW(win), 1500, 800);
+            settle(win);
+            int wider = gtk_widget_get_width(GTK_WIDGET(paned));
+            g_assert_cmpint(wider - gtk_paned_get_position(paned), ==, 500);
+            g_assert_cmpint(g_settings_get_int(settings, "panel-width"), ==, 500);
+            gtk_window_set_default_size(GTK_WINDOW(win), 1400, 800);
+            settle(win);
+        }
+        /* closed again: the images get the panel's width back */
+        gtk_revealer_set_reveal_child(GTK_REVEALER(revealer), FALSE);
+        settle(win);
+        g_assert_false(gtk_widget_get_visible(gtk_paned_get_end_child(paned)));
+        g_assert_cmpint(gtk_widget_get_width(GTK_WIDGET(a)), ==, closed_a);
+        gtk_window_destroy(GTK_WINDOW(win));
+    }
+    g_settings_reset(settings, "panel-width");
+}
+
 /* DICOM files open in time order whatever order they were given in: the prior on the left. */
 static void test_dicom_order(void)
 {
@@ -677,6 +866,8 @@ void test_ui_window_register(void)
     g_test_add_func("/ui/window/failed-open-keeps-images", test_failed_open_keeps_images);
     g_test_add_func("/ui/window/bad-files-one-toast", test_bad_files_one_toast);
     g_test_add_func("/ui/window/multi-frame", test_multi_frame);
+    g_test_add_func("/ui/window/pointer-keeps-zoom", test_pointer_keeps_zoom);
+    g_test_add_func("/ui/window/panel-divider", test_panel_divider);
     g_test_add_func("/ui/window/dicom-order", test_dicom_order);
     g_test_add_func("/ui/window/large-image", test_large_image);
     g_test_add_func("/ui/window/mip-part", test_mip_part);

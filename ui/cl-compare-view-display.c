@@ -174,6 +174,15 @@ void cl_compare_view_update_presets(ClCompareView *self, ClDocument *doc)
     g_menu_append(stretch, _("2 to 98 percentile"), "win.display-preset('percentile')");
     g_menu_append_section(menu, NULL, G_MENU_MODEL(stretch));
     g_object_unref(stretch);
+    /* whose values a stretch is taken over: identical values show alike only when shared */
+    GMenu *across = g_menu_new();
+    g_menu_append(across, _("From both images"), "view.stretch::shared");
+    g_menu_append(across, _("From the earlier image"), "view.stretch::earlier");
+    g_menu_append(across, _("From the later image"), "view.stretch::later");
+    g_menu_append(across, _("Each image on its own"), "view.stretch::each");
+    /* TRANSLATORS: menu section: where a contrast stretch of two images comes from */
+    g_menu_append_section(menu, _("Stretch Across the Images"), G_MENU_MODEL(across));
+    g_object_unref(across);
     const ClImage *img = doc ? cl_document_get_image(doc) : NULL;
     if (img && img->windows && img->windows->len > 0) {
         GMenu *file = g_menu_new();

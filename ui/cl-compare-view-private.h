@@ -13,12 +13,18 @@ struct _ClCompareView {
     ClImageView *view_a, *view_b;
     GtkLabel *name_a, *info_a, *name_b, *info_b;
     GtkWidget *pane_b;
+    GtkPaned *paned;          /* the panes | the side panel */
+    GtkWidget *side_scroller; /* the paned's end child, around side_box */
     GtkBox *side_box, *bottom_box;
     GtkLabel *mode_label, *changed_label, *align_label;
     GtkScale *mode_scale, *heat_scale;
     GtkMenuButton *preset_button;
     GtkButton *masks_button;
     GtkDropDown *layer_dropdown;
+
+    int side_width;   /* the side panel's width (with the divider), as last set or dragged */
+    gboolean placing; /* the divider is being placed from side_width, not dragged */
+    guint place_tick; /* places it once the panes are laid out */
 
     gboolean link_views;
     gboolean sync_window_level;
@@ -32,6 +38,8 @@ struct _ClCompareView {
     double flicker_rate;
     double tolerance;
     gboolean updating_scale;
+
+    guint stretch; /* ClStretchSource: whose values a stretch is taken over */
 
     GArray *masks; /* double: ignore regions, x0 y0 x1 y1 in the earlier image's pixels */
 

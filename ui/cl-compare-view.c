@@ -25,6 +25,8 @@ enum {
     PROP_SHOW_HEATMAP,
     PROP_SYNC_WINDOW_LEVEL,
     PROP_ZOOM,
+    PROP_SIDE_WIDTH,
+    PROP_STRETCH,
     N_PROPS
 };
 static GParamSpec *properties[N_PROPS];
@@ -137,6 +139,152 @@ void cl_compare_view_fit(ClCompareView *self)
     g_return_if_fail(CL_IS_COMPARE_VIEW(self));
     cl_image_view_fit(self->view_a);
     cl_image_view_fit(self->view_b);
+}
+
+/* ---- the stretch shared by the images ---- */
+
+static const char *const stretch_names[] = { "shared", "earlier", "later", "each" };
+enum { STRETCH_SHARED, STRETCH_EARLIER, STRETCH_LATER, STRETCH_EACH };
+
+/* Gives both views the images their stretch pools for docs (docs[1] NULL: one image). */
+static void apply_stretch(ClCompareView *self, ClDocument *const docs[2], const guint frames[2])
+{
+    ClDocument *both[2] = { docs[0], docs[1] };
+    guint n = docs[0] && docs[1] ? 2 : 0;
+    const guint *f = frames;
+    switch (self->stretch) {
+    case STRETCH_EARLIER: n = n ? 1 : 0; break;
+    case STRETCH_LATER:
+        if (n)
+            both[0] = docs[1], f = frames + 1, n = 1;
+        break;
+    case STRETCH_EACH: n = 0; break;
+    default: break;
+    }
+    cl_image_view_set_stretch_images(self->view_a, both, f, n);
+    cl_image_view_set_stretch_images(self->view_b, both, f, n);
+}
+
+const char *cl_compare_view_get_stretch(ClCompareView *self)
+{
+    g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), NULL);
+    return stretch_names[self->stretch];
+}
+
+gboolean cl_compare_view_set_stretch(ClCompareView *self, const char *source)
+{
+    g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), FALSE);
+    guint k = 0;
+    while (k < G_N_ELEMENTS(stretch_names) && g_strcmp0(stretch_names[k], source) != 0)
+        k++;
+    if (k == G_N_ELEMENTS(stretch_names))
+        return FALSE;
+    if (k == self->stretch)
+        return TRUE;
+    self->stretch = k;
+    ClDocument *docs[2];
+    guint frames[2];
+    for (guint i = 0; i < 2; i++) {
+        ClImageView *v = cl_compare_view_get_view(self, i);
+        docs[i] = cl_image_view_get_document(v);
+        frames[i] = cl_image_view_get_frame(v);
+    }
+    apply_stretch(self, docs, frames);
+    /* each view again with its display settings, under the new stretch */
+    for (guint i = 0; i < 2; i++) {
+        ClImageView *v = cl_compare_view_get_view(self, i);
+        ClDisplaySettings s;
+        if (cl_image_view_get_display(v, &s))
+            cl_image_view_set_display(v, &s);
+    }
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_STRETCH]);
+    return TRUE;
+}
+
+/* ---- the side panel and its divider ---- */
+
+/* Narrowest side panel the divider is placed at (the panel's own minimum may be wider). */
+#define SIDE_MIN_WIDTH 240
+#define SIDE_DEFAULT_WIDTH 380
+
+/* The divider where side_width puts it, now that the paned has a width; FALSE before. */
+static gboolean place_divider(ClCompareView *self)
+{
+    int w = gtk_widget_get_width(GTK_WIDGET(self->paned));
+    if (w <= 0 || !gtk_widget_get_visible(self->side_scroller))
+        return FALSE;
+    self->placing = TRUE;
+    gtk_paned_set_position(self->paned, MAX(w - self->side_width, 0));
+    self->placing = FALSE;
+    return TRUE;
+}
+
+static gboolean place_divider_tick(GtkWidget *widget, GdkFrameClock *clock, gpointer data)
+{
+    ClCompareView *self = data;
+    if (!gtk_widget_get_visible(self->side_scroller) || place_divider(self)) {
+        self->place_tick = 0;
+        return G_SOURCE_REMOVE;
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+/* Without a position of its own the paned would share its width by what the children would
+ * like, and a description's one-line natural width takes most of the window: the divider is
+ * always placed, at once when the panes are laid out, else before the next frame. */
+static void queue_place_divider(ClCompareView *self)
+{
+    if (place_divider(self) || self->place_tick)
+        return;
+    self->place_tick =
+        gtk_widget_add_tick_callback(GTK_WIDGET(self->paned), place_divider_tick, self, NULL);
+}
+
+/* The side slot shows while one of its children does; closed, the panes get all the width. */
+static void update_side(ClCompareView *self)
+{
+    gboolean any = FALSE;
+    for (GtkWidget *c = gtk_widget_get_first_child(GTK_WIDGET(self->side_box)); c && !any;
+         c = gtk_widget_get_next_sibling(c))
+        any = gtk_widget_get_visible(c) &&
+              (!GTK_IS_REVEALER(c) || gtk_revealer_get_reveal_child(GTK_REVEALER(c)));
+    if (any == gtk_widget_get_visible(self->side_scroller))
+        return;
+    gtk_widget_set_visible(self->side_scroller, any);
+    if (any)
+        queue_place_divider(self);
+}
+
+/* A drag of the divider (the window resizing moves it too, keeping the side's width). */
+static void on_paned_position(ClCompareView *self)
+{
+    int w = gtk_widget_get_width(GTK_WIDGET(self->paned));
+    if (self->placing || w <= 0 || !gtk_widget_get_visible(self->side_scroller) ||
+        !gtk_widget_get_mapped(GTK_WIDGET(self->paned)))
+        return;
+    int side = w - gtk_paned_get_position(self->paned);
+    if (side == self->side_width || side < SIDE_MIN_WIDTH)
+        return;
+    self->side_width = side;
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_SIDE_WIDTH]);
+}
+
+int cl_compare_view_get_side_width(ClCompareView *self)
+{
+    g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), SIDE_DEFAULT_WIDTH);
+    return self->side_width;
+}
+
+void cl_compare_view_set_side_width(ClCompareView *self, int width)
+{
+    g_return_if_fail(CL_IS_COMPARE_VIEW(self));
+    width = MAX(width, SIDE_MIN_WIDTH);
+    if (width == self->side_width)
+        return;
+    self->side_width = width;
+    if (gtk_widget_get_visible(self->side_scroller))
+        queue_place_divider(self);
+    g_object_notify_by_pspec(G_OBJECT(self), properties[PROP_SIDE_WIDTH]);
 }
 
 /* ---- the heat map ---- */
@@ -515,6 +663,7 @@ void cl_compare_view_show_images(ClCompareView *self, ClDocument *const docs[2],
     /* ignore regions and the heat map belonged to the images shown until now */
     g_array_set_size(self->masks, 0);
     cl_compare_view_set_heatmap(self, NULL, NULL, NULL, FALSE);
+    apply_stretch(self, docs, frames);
     cl_image_view_set_image(self->view_a, docs[0], frames[0]);
     cl_image_view_set_image(self->view_b, docs[1], frames[1]);
     apply_masks(self);
@@ -529,9 +678,15 @@ static void cl_compare_view_add_child(GtkBuildable *buildable, GtkBuilder *build
                                       const char *type)
 {
     ClCompareView *self = CL_COMPARE_VIEW(buildable);
-    if (g_strcmp0(type, "side") == 0 && GTK_IS_WIDGET(child))
+    if (g_strcmp0(type, "side") == 0 && GTK_IS_WIDGET(child)) {
         gtk_box_append(self->side_box, GTK_WIDGET(child));
-    else if (g_strcmp0(type, "bottom") == 0 && GTK_IS_WIDGET(child))
+        g_signal_connect_object(child, "notify::visible", G_CALLBACK(update_side), self,
+                                G_CONNECT_SWAPPED);
+        if (GTK_IS_REVEALER(child))
+            g_signal_connect_object(child, "notify::reveal-child", G_CALLBACK(update_side), self,
+                                    G_CONNECT_SWAPPED);
+        update_side(self);
+    } else if (g_strcmp0(type, "bottom") == 0 && GTK_IS_WIDGET(child))
         gtk_box_append(self->bottom_box, GTK_WIDGET(child));
     else
         parent_buildable_iface->add_child(buildable, builder, child, type);
@@ -555,6 +710,8 @@ static void cl_compare_view_get_property(GObject *object, guint prop_id, GValue 
     case PROP_SHOW_HEATMAP: g_value_set_boolean(value, self->show_heatmap); break;
     case PROP_SYNC_WINDOW_LEVEL: g_value_set_boolean(value, self->sync_window_level); break;
     case PROP_ZOOM: g_value_set_double(value, cl_compare_view_get_zoom(self)); break;
+    case PROP_SIDE_WIDTH: g_value_set_int(value, self->side_width); break;
+    case PROP_STRETCH: g_value_set_string(value, stretch_names[self->stretch]); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
@@ -578,6 +735,11 @@ static void cl_compare_view_set_property(GObject *object, guint prop_id, const G
             g_object_notify_by_pspec(object, pspec);
         }
         break;
+    case PROP_SIDE_WIDTH: cl_compare_view_set_side_width(self, g_value_get_int(value)); break;
+    case PROP_STRETCH:
+        if (!cl_compare_view_set_stretch(self, g_value_get_string(value)))
+            g_warning("unknown stretch “%s”", g_value_get_string(value));
+        break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
@@ -585,6 +747,9 @@ static void cl_compare_view_set_property(GObject *object, guint prop_id, const G
 static void cl_compare_view_dispose(GObject *object)
 {
     ClCompareView *self = CL_COMPARE_VIEW(object);
+    if (self->place_tick && self->paned)
+        gtk_widget_remove_tick_callback(GTK_WIDGET(self->paned), self->place_tick);
+    self->place_tick = 0;
     if (self->zoom_viewport) {
         g_clear_signal_handler(&self->zoom_id, self->zoom_viewport);
         g_clear_object(&self->zoom_viewport);
@@ -617,7 +782,12 @@ static void cl_compare_view_class_init(ClCompareViewClass *klass)
         g_param_spec_boolean("sync-window-level", NULL, NULL, TRUE, rw);
     properties[PROP_ZOOM] = g_param_spec_double("zoom", NULL, NULL, 0, G_MAXDOUBLE, 1.0,
                                                 G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    properties[PROP_SIDE_WIDTH] = g_param_spec_int("side-width", NULL, NULL, SIDE_MIN_WIDTH,
+                                                   G_MAXINT, SIDE_DEFAULT_WIDTH, rw);
+    properties[PROP_STRETCH] = g_param_spec_string("stretch", NULL, NULL, "shared", rw);
     g_object_class_install_properties(object_class, N_PROPS, properties);
+    /* the presets menu's "Stretch across the images" section */
+    gtk_widget_class_install_property_action(widget_class, "view.stretch", "stretch");
 
     g_type_ensure(CL_TYPE_IMAGE_VIEW);
     gtk_widget_class_set_template_from_resource(widget_class,
@@ -629,6 +799,8 @@ static void cl_compare_view_class_init(ClCompareViewClass *klass)
     gtk_widget_class_bind_template_child(widget_class, ClCompareView, name_b);
     gtk_widget_class_bind_template_child(widget_class, ClCompareView, info_b);
     gtk_widget_class_bind_template_child(widget_class, ClCompareView, pane_b);
+    gtk_widget_class_bind_template_child(widget_class, ClCompareView, paned);
+    gtk_widget_class_bind_template_child(widget_class, ClCompareView, side_scroller);
     gtk_widget_class_bind_template_child(widget_class, ClCompareView, side_box);
     gtk_widget_class_bind_template_child(widget_class, ClCompareView, bottom_box);
     gtk_widget_class_bind_template_child(widget_class, ClCompareView, mode_label);
@@ -643,6 +815,7 @@ static void cl_compare_view_class_init(ClCompareViewClass *klass)
     gtk_widget_class_bind_template_callback(widget_class, update_heat);
     gtk_widget_class_bind_template_callback(widget_class, on_mode_scale_changed);
     gtk_widget_class_bind_template_callback(widget_class, on_mask_drawn);
+    gtk_widget_class_bind_template_callback(widget_class, on_paned_position);
     cl_compare_view_display_class_init(widget_class);
 }
 
@@ -653,11 +826,14 @@ static void cl_compare_view_init(ClCompareView *self)
     self->blend = 0.5;
     self->flicker_rate = 2.0;
     self->tolerance = CL_VIEW_DEFAULT_TOLERANCE;
+    self->side_width = SIDE_DEFAULT_WIDTH;
     self->masks = g_array_new(FALSE, FALSE, sizeof(double));
     self->shared_viewport = cl_viewport_new();
     self->own_viewport[0] = cl_viewport_new();
     self->own_viewport[1] = cl_viewport_new();
     gtk_widget_init_template(GTK_WIDGET(self));
+    cl_image_view_set_fit_peer(self->view_a, self->view_b);
+    cl_image_view_set_fit_peer(self->view_b, self->view_a);
     apply_link(self);
     update_mode_bar(self);
     update_heat(self);

@@ -13,11 +13,15 @@ G_DECLARE_FINAL_TYPE(ClCompareView, cl_compare_view, CL, COMPARE_VIEW, GtkBox)
 
 /* Two panes side by side (the later image's one hidden when the images are overlaid), each with
  * its caption (name, format and size, the pixel under the pointer). Builder children of type
- * "side" go to the right of the panes, of type "bottom" between them and the mode bar.
+ * "side" go to the right of the panes behind a divider the user drags (shown while one of them
+ * is: a GtkRevealer while it reveals its child), of type "bottom" between them and the mode
+ * bar.
  *
  * Properties: "link-views" (one viewport for both views, else one each), "compare-mode"
  * ("side-by-side", "swipe", "blend", "flicker", "difference"), "show-heatmap", "sync-window-level"
- * (linked views follow a window/level drag in either), "zoom" (read-only: the left view's). */
+ * (linked views follow a window/level drag in either), "zoom" (read-only: the left view's),
+ * "side-width" (the side panel's width with its divider, logical pixels; kept as the window
+ * resizes, changed by dragging the divider). */
 
 /* index 0 = left (the earlier image), 1 = right (the later one). (transfer none) */
 ClImageView *cl_compare_view_get_view(ClCompareView *self, guint index);
@@ -41,6 +45,17 @@ void cl_compare_view_zoom_by(ClCompareView *self, double factor);
 void cl_compare_view_zoom_100(ClCompareView *self);
 void cl_compare_view_fit(ClCompareView *self);
 double cl_compare_view_get_zoom(ClCompareView *self);
+
+/* Whose values a stretch (min-max, percentile: the default of 16-bit, float and multi-band
+ * images) is taken over: "shared" (both images pooled: one value, one colour in both views),
+ * "earlier" or "later" (that image's, for both), "each" (each image its own). FALSE for another
+ * name. The "stretch" property. */
+gboolean cl_compare_view_set_stretch(ClCompareView *self, const char *source);
+const char *cl_compare_view_get_stretch(ClCompareView *self);
+
+/* The side panel's width (see "side-width"); set: clamped to what the window leaves. */
+int cl_compare_view_get_side_width(ClCompareView *self);
+void cl_compare_view_set_side_width(ClCompareView *self, int width);
 
 /* win.display-preset's argument ("default", "minmax", "percentile", "bands:R,G,B", "bands:N",
  * "file:N", "ct:NAME") on both views: each image gets its own defaults, ranges and presets. */

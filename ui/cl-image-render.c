@@ -28,6 +28,9 @@ typedef struct {
     guint frame;
     gboolean has_settings; /* else the frame's defaults */
     ClDisplaySettings settings;
+    ClDocument *stretch_docs[2]; /* whose values the stretch pools (none: the frame's own) */
+    guint stretch_frames[2];
+    guint n_stretch;
 } RenderJob;
 
 typedef struct {
@@ -41,6 +44,8 @@ typedef struct {
 static void render_job_free(RenderJob *job)
 {
     g_clear_object(&job->document);
+    for (guint i = 0; i < job->n_stretch; i++)
+        g_clear_object(&job->stretch_docs[i]);
     g_free(job);
 }
 
@@ -175,7 +180,16 @@ static void render_thread(GTask *task, gpointer source, gpointer task_data,
         res->settings = job->settings;
     else
         cl_display_settings_init(&res->settings, img, job->frame);
-    cl_display_resolve_ranges(img, job->frame, &res->settings, &res->ranges);
+    if (job->n_stretch > 0) {
+        /* one stretch over the images compared: one value, one colour in each view */
+        const ClImage *imgs[2];
+        for (guint i = 0; i < job->n_stretch; i++)
+            imgs[i] = cl_document_get_image(job->stretch_docs[i]);
+        cl_display_resolve_ranges_shared(imgs, job->stretch_frames, job->n_stretch, &res->settings,
+                                         &res->ranges);
+    } else {
+        cl_display_resolve_ranges(img, job->frame, &res->settings, &res->ranges);
+    }
     GError *error = NULL;
     guint8 *rgba = cl_display_render_rgba_region(
         img, job->frame, &res->settings, &res->ranges, 0, 0, img->width, img->height,
@@ -252,6 +266,11 @@ void cl_image_view_render(ClImageView *self, const ClDisplaySettings *settings)
     if (settings) {
         job->has_settings = TRUE;
         job->settings = *settings;
+    }
+    job->n_stretch = self->n_stretch;
+    for (guint i = 0; i < self->n_stretch; i++) {
+        job->stretch_docs[i] = g_object_ref(self->stretch_docs[i]);
+        job->stretch_frames[i] = self->stretch_frames[i];
     }
     g_autoptr(GTask) task = g_task_new(self, self->render_cancellable, render_done, NULL);
     g_task_set_source_tag(task, cl_image_view_set_image);

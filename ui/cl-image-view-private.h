@@ -36,6 +36,9 @@ struct _ClImageView {
     double texture_scale;       /* texture width / image width (1 unless downsampled) */
     ClDisplaySettings settings; /* what the overview was rendered with, for the crops */
     ClDisplayRanges ranges;
+    ClDocument *stretch_docs[2]; /* the images the stretch is taken over (0: this frame alone) */
+    guint stretch_frames[2];
+    guint n_stretch;
 
     /* Full-resolution crop for zoomed-in drawing, cached while the view stays inside it;
      * rendered off the main thread unless it is small. */
@@ -48,7 +51,8 @@ struct _ClImageView {
 
     /* Comparison with the partner view's image, drawn into this image's rectangle (a partner of
      * another size is stretched onto it: same scene, other resolution). */
-    ClImageView *partner; /* weak: cleared when it goes */
+    ClImageView *partner;  /* weak: cleared when it goes */
+    ClImageView *fit_peer; /* weak: the other view of the pair, for fits */
     gulong partner_texture_id;
     ClCompareMode mode;
     double swipe;        /* divider at this fraction of the widget's width */

@@ -80,6 +80,23 @@ void cl_image_view_set_display(ClImageView *self, const ClDisplaySettings *setti
     g_object_notify_by_pspec(G_OBJECT(self), cl_image_view_properties[PROP_LOADING]);
 }
 
+void cl_image_view_set_stretch_images(ClImageView *self, ClDocument *const *docs,
+                                      const guint *frames, guint n)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_return_if_fail(n <= G_N_ELEMENTS(self->stretch_docs));
+    g_return_if_fail(n == 0 || (docs != NULL && frames != NULL));
+    for (guint i = 0; i < self->n_stretch; i++)
+        g_clear_object(&self->stretch_docs[i]);
+    self->n_stretch = 0;
+    for (guint i = 0; i < n; i++) {
+        g_return_if_fail(CL_IS_DOCUMENT(docs[i]));
+        self->stretch_docs[i] = g_object_ref(docs[i]);
+        self->stretch_frames[i] = frames[i];
+        self->n_stretch++;
+    }
+}
+
 gboolean cl_image_view_get_display(ClImageView *self, ClDisplaySettings *out)
 {
     g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), FALSE);
@@ -196,10 +213,31 @@ void cl_image_view_fit(ClImageView *self)
         cl_viewport_set_content_size(self->viewport, self->image_width, self->image_height);
     double s = view_scale(self);
     double w = gtk_widget_get_width(GTK_WIDGET(self)), h = gtk_widget_get_height(GTK_WIDGET(self));
+    /* a viewport shared with the other pane fits the smaller of the two (a border makes them
+     * differ by a pixel or two): else a relayout of one pane alone moves the zoom */
+    ClImageView *peer = self->fit_peer;
+    if (peer && peer->viewport == self->viewport && gtk_widget_is_visible(GTK_WIDGET(peer)) &&
+        gtk_widget_is_visible(GTK_WIDGET(self))) {
+        double pw = gtk_widget_get_width(GTK_WIDGET(peer)),
+               ph = gtk_widget_get_height(GTK_WIDGET(peer));
+        if (pw > 0 && ph > 0)
+            w = MIN(w, pw), h = MIN(h, ph);
+    }
     if (w > 0 && h > 0)
         cl_viewport_fit_to(self->viewport, w * s, h * s);
     else
         cl_viewport_set_fit(self->viewport, TRUE); /* applied at the first allocation */
+}
+
+void cl_image_view_set_fit_peer(ClImageView *self, ClImageView *peer)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_return_if_fail(peer == NULL || CL_IS_IMAGE_VIEW(peer));
+    if (self->fit_peer)
+        g_object_remove_weak_pointer(G_OBJECT(self->fit_peer), (gpointer *)&self->fit_peer);
+    self->fit_peer = peer;
+    if (peer)
+        g_object_add_weak_pointer(G_OBJECT(peer), (gpointer *)&self->fit_peer);
 }
 
 /* ---- drawing ---- */
@@ -435,6 +473,8 @@ static void cl_image_view_dispose(GObject *object)
         g_clear_object(&self->viewport);
     }
     cl_image_view_compare_dispose(self);
+    cl_image_view_set_fit_peer(self, NULL);
+    cl_image_view_set_stretch_images(self, NULL, NULL, 0);
     g_clear_object(&self->document);
     cl_image_view_clear_pictures(self);
     G_OBJECT_CLASS(cl_image_view_parent_class)->dispose(object);

@@ -38,6 +38,10 @@ void cl_image_view_get_image_size(ClImageView *self, guint *width, guint *height
 void cl_image_view_zoom_at(ClImageView *self, double factor, double x, double y);
 void cl_image_view_pan_by(ClImageView *self, double dx, double dy);
 void cl_image_view_fit(ClImageView *self);
+/* The other view of a pair: while both show and share one viewport, a fit shows the whole image
+ * in the smaller of the two, so the zoom does not depend on which was laid out last (weak; NULL:
+ * none). */
+void cl_image_view_set_fit_peer(ClImageView *self, ClImageView *peer);
 void cl_image_view_widget_to_image(ClImageView *self, double x, double y, double *image_x,
                                    double *image_y);
 
@@ -46,6 +50,11 @@ void cl_image_view_widget_to_image(ClImageView *self, double x, double y, double
  * Dragging with the secondary button sets a window (horizontal: width, vertical: level) and
  * emits "display-changed" so that linked views can follow. get: FALSE while nothing is shown. */
 void cl_image_view_set_display(ClImageView *self, const ClDisplaySettings *settings);
+/* The images (documents at frames, at most 2) whose pooled values a stretch (min-max, percentile)
+ * is taken over, so that views given the same list show one value as one colour; n 0: this
+ * view's frame alone. Applies from the next render (set_image, set_display). */
+void cl_image_view_set_stretch_images(ClImageView *self, ClDocument *const *docs,
+                                      const guint *frames, guint n);
 gboolean cl_image_view_get_display(ClImageView *self, ClDisplaySettings *out);
 
 /* Alignment (register.h): this image is drawn in the frame of the image it was aligned onto,

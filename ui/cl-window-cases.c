@@ -606,6 +606,7 @@ static void open_case(ClWindow *self, gpointer data)
     self->reopened = FALSE;
     self->sequence_case_id = 0; /* until its images are loaded */
     g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func(g_object_unref);
+    g_autoptr(GArray) frames = g_array_new(FALSE, FALSE, sizeof(guint));
     for (guint i = 0; i < c->images->len; i++) {
         const ClCaseImage *img = g_ptr_array_index(c->images, i);
         g_autofree char *shown = g_filename_display_name(img->path);
@@ -621,11 +622,14 @@ static void open_case(ClWindow *self, gpointer data)
             cl_window_toast(self, msg);
         }
         g_ptr_array_add(files, g_file_new_for_path(img->path));
+        /* a multi-frame file comes once per frame the case holds, at that frame */
+        g_array_append_val(frames, img->frame);
     }
     apply_case_state(self, FALSE);
     cl_window_cases_refresh_list(self);
     if (files->len > 0)
-        cl_window_load_files(self, (GFile *const *)files->pdata, files->len, case_id);
+        cl_window_load_files(self, (GFile *const *)files->pdata,
+                             (const guint *)(gpointer)frames->data, files->len, case_id);
 }
 
 void cl_window_open_case(ClWindow *self, gint64 case_id)

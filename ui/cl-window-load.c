@@ -68,6 +68,9 @@ typedef struct {
     GPtrArray *case_images;    /* ClCaseImage*, output: the shown images' records (path,
                                 * frame, sha256, metadata), NULL when not wanted or failed */
     gint64 case_id;            /* the case being opened (its images are its own), or 0 */
+    GArray *frames;            /* guint, with case_id: the frame of each file (a case keeps a
+                                * multi-frame file once per frame it holds) */
+    GArray *doc_frames;        /* guint, output with frames: the frame of each document */
     guint *groups;             /* output with case_images: each image's group (cl_sequence_group) */
     guint n_groups;
 } LoadJob;
@@ -80,6 +83,8 @@ static void load_job_free(LoadJob *job)
     g_clear_pointer(&job->error_files, g_ptr_array_unref);
     g_clear_pointer(&job->warnings, g_ptr_array_unref);
     g_clear_pointer(&job->case_images, g_ptr_array_unref);
+    g_clear_pointer(&job->frames, g_array_unref);
+    g_clear_pointer(&job->doc_frames, g_array_unref);
     g_free(job->groups);
     g_free(job);
 }
@@ -122,15 +127,34 @@ static void load_thread(GTask *task, gpointer source, gpointer task_data, GCance
     cl_worker_thread_background();
     LoadJob *job = task_data;
     /* Every file is loaded so the sequence can be ordered (DICOM priors by date); the first
-     * two in that order are shown. */
+     * two in that order are shown. A case's file that it holds several frames of is loaded once
+     * and shown at each of those frames. */
+    g_autoptr(GHashTable) loaded =
+        g_hash_table_new_full(g_file_hash, (GEqualFunc)g_file_equal, NULL, g_object_unref);
+    if (job->frames)
+        job->doc_frames = g_array_new(FALSE, FALSE, sizeof(guint));
     for (guint i = 0; i < job->files->len && i < MAX_OPEN_FILES; i++) {
         if (g_task_return_error_if_cancelled(task))
             return;
         GFile *file = job->files->pdata[i];
         GError *error = NULL;
-        ClDocument *doc = cl_document_load(file, NULL, cancellable, &error);
+        ClDocument *doc = job->frames ? g_hash_table_lookup(loaded, file) : NULL;
+        if (doc)
+            g_object_ref(doc);
+        else if ((doc = cl_document_load(file, NULL, cancellable, &error)) && job->frames)
+            g_hash_table_insert(loaded, file, g_object_ref(doc)); /* file: held by the job */
+        guint frame = job->frames ? g_array_index(job->frames, guint, i) : 0;
+        if (doc && frame >= cl_document_get_n_frames(doc)) {
+            /* TRANSLATORS: a case refers to a frame its file no longer has */
+            error = g_error_new(CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID,
+                                _("the case shows frame %u, the file has %u"), frame + 1,
+                                cl_document_get_n_frames(doc));
+            g_clear_object(&doc);
+        }
         if (doc) {
             g_ptr_array_add(job->documents, doc);
+            if (job->doc_frames)
+                g_array_append_val(job->doc_frames, frame);
         } else {
             g_ptr_array_add(job->errors, error);
             g_ptr_array_add(job->error_files, g_object_ref(file));
@@ -191,7 +215,9 @@ static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
         if (job->documents->len > 0) {
             if (!job->case_id)
                 cl_window_cases_save_pending(self);
-            cl_window_show_documents(self, job->documents);
+            cl_window_show_documents(
+                self, job->documents,
+                job->doc_frames ? (const guint *)(gpointer)job->doc_frames->data : NULL);
             cl_window_cases_loaded(self, job->documents, job->case_images, job->groups,
                                    job->n_groups);
         }
@@ -202,7 +228,7 @@ static void load_done(GObject *source, GAsyncResult *result, gpointer user_data)
 static void open_now(ClWindow *self, gpointer data)
 {
     GPtrArray *files = data;
-    cl_window_load_files(self, (GFile *const *)files->pdata, files->len, 0);
+    cl_window_load_files(self, (GFile *const *)files->pdata, NULL, files->len, 0);
 }
 
 void cl_window_open_files(ClWindow *self, GFile *const *files, guint n_files)
@@ -218,7 +244,8 @@ void cl_window_open_files(ClWindow *self, GFile *const *files, guint n_files)
     cl_window_cases_confirm_unsaved(self, open_now, list, (GDestroyNotify)g_ptr_array_unref);
 }
 
-void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gint64 case_id)
+void cl_window_load_files(ClWindow *self, GFile *const *files, const guint *frames, guint n_files,
+                          gint64 case_id)
 {
     g_return_if_fail(files != NULL || n_files == 0);
     if (n_files == 0)
@@ -237,6 +264,10 @@ void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gi
     job->errors = g_ptr_array_new_with_free_func((GDestroyNotify)g_error_free);
     job->error_files = g_ptr_array_new_with_free_func(g_object_unref);
     job->case_id = case_id;
+    if (frames && case_id) {
+        job->frames = g_array_sized_new(FALSE, FALSE, sizeof(guint), n_files);
+        g_array_append_vals(job->frames, frames, n_files);
+    }
     job->want_case_images = self->db != NULL && case_id == 0;
     self->pending_case_id = case_id;
 

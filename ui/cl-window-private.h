@@ -77,13 +77,16 @@ struct _ClWindow {
 /* cl-window.c */
 void cl_window_update_actions(ClWindow *self);
 void cl_window_update_busy(ClWindow *self);
-/* Shows loaded documents (at least one): all their images go in the filmstrip (a lone
- * multi-frame file gives one item per frame), the first two are shown. */
-void cl_window_show_documents(ClWindow *self, GPtrArray *documents);
+/* Shows loaded documents (at least one): all their images go in the filmstrip, the first two
+ * are shown. frames: the frame of each document (a case's items; a document may come once per
+ * frame); NULL: a lone multi-frame file gives one item per frame, several files their first. */
+void cl_window_show_documents(ClWindow *self, GPtrArray *documents, const guint *frames);
 
 /* cl-window-load.c: loads files as cl_window_open_files does; case_id: the case they belong to
- * (0: new files, of which the window makes a case when it has a database). */
-void cl_window_load_files(ClWindow *self, GFile *const *files, guint n_files, gint64 case_id);
+ * (0: new files, of which the window makes a case when it has a database), frames: with a case,
+ * the frame of each file the case shows (NULL: the first). */
+void cl_window_load_files(ClWindow *self, GFile *const *files, const guint *frames, guint n_files,
+                          gint64 case_id);
 
 /* cl-window-actions.c: installs the win.* actions and their keys. */
 void cl_window_actions_class_init(GtkWidgetClass *widget_class);

@@ -384,9 +384,9 @@ void cl_window_move_image(ClWindow *self, guint from, guint to)
     cl_window_show_pair(self, MAX(to, 1u));
 }
 
-/* Shows documents (at least one): all their images go in the filmstrip (a lone multi-frame file
- * gives one item per frame), the first two are shown. */
-void cl_window_show_documents(ClWindow *self, GPtrArray *documents)
+/* Shows documents (at least one): all their images go in the filmstrip (the frames given, else a
+ * lone multi-frame file gives one item per frame), the first two are shown. */
+void cl_window_show_documents(ClWindow *self, GPtrArray *documents, const guint *frames)
 {
     g_assert(documents->len > 0);
     g_ptr_array_set_size(self->documents, 0);
@@ -394,7 +394,13 @@ void cl_window_show_documents(ClWindow *self, GPtrArray *documents)
         g_ptr_array_add(self->documents, g_object_ref(documents->pdata[i]));
     g_array_set_size(self->sequence, 0);
     ClDocument *first = documents->pdata[0];
-    if (documents->len == 1) {
+    if (frames) {
+        for (guint i = 0; i < documents->len; i++) {
+            SeqItem it = { g_object_ref(documents->pdata[i]), frames[i] };
+            g_assert(frames[i] < cl_document_get_n_frames(it.doc));
+            g_array_append_val(self->sequence, it);
+        }
+    } else if (documents->len == 1) {
         for (guint f = 0; f < MIN(cl_document_get_n_frames(first), (guint)MAX_OPEN_FILES); f++) {
             SeqItem it = { g_object_ref(first), f };
             g_array_append_val(self->sequence, it);
@@ -655,8 +661,10 @@ static void cl_window_init(ClWindow *self)
 
     for (guint i = 0; i < 2; i++) {
         ClImageView *view = cl_window_get_view(self, i);
-        g_signal_connect_swapped(view, "notify::loading", G_CALLBACK(cl_window_update_busy), self);
-        g_signal_connect(view, "render-failed", G_CALLBACK(on_render_failed), self);
+        /* a render can finish after the window went (its task holds the view) */
+        g_signal_connect_object(view, "notify::loading", G_CALLBACK(cl_window_update_busy), self,
+                                G_CONNECT_SWAPPED);
+        g_signal_connect_object(view, "render-failed", G_CALLBACK(on_render_failed), self, 0);
     }
 
     GtkDropTarget *drop = gtk_drop_target_new(GDK_TYPE_FILE_LIST, GDK_ACTION_COPY);
@@ -667,6 +675,10 @@ static void cl_window_init(ClWindow *self)
     self->settings = cl_settings_new(TRUE);
     if (self->settings) {
         g_settings_bind(self->settings, "link-views", self, "link-views", G_SETTINGS_BIND_DEFAULT);
+        g_settings_bind(self->settings, "panel-width", self->compare_view, "side-width",
+                        G_SETTINGS_BIND_DEFAULT);
+        g_settings_bind(self->settings, "stretch", self->compare_view, "stretch",
+                        G_SETTINGS_BIND_DEFAULT);
         g_settings_bind(self->settings, "compare-mode", self, "compare-mode",
                         G_SETTINGS_BIND_DEFAULT);
         g_settings_bind(self->settings, "sync-window-level", self->compare_view,

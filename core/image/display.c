@@ -265,6 +265,80 @@ void cl_display_resolve_ranges(const ClImage *img, guint frame, const ClDisplayS
     }
 }
 
+/* Whether the image has every band s shows. */
+static gboolean has_bands(const ClImage *img, const ClDisplaySettings *s)
+{
+    for (int k = 0; k < 3; k++)
+        if (s->bands[k] >= (int)img->channels)
+            return FALSE;
+    return TRUE;
+}
+
+/* The stretch range of one band over the pooled modality values of several frames (each
+ * subsampled so that the pool stays within the single-image cap). */
+static void pooled_range(const ClImage *const *imgs, const guint *frames, guint n, guint band,
+                         const ClDisplaySettings *s, double *lo, double *hi)
+{
+    const gsize cap = 4u << 20;
+    gsize total = 0;
+    for (guint i = 0; i < n; i++)
+        total += (gsize)imgs[i]->width * imgs[i]->height;
+    float *pool = g_new(float, MIN(total, cap) + n + 1);
+    gsize m = 0;
+    for (guint i = 0; i < n; i++) {
+        const ClFrame *f = cl_image_frame(imgs[i], frames[i]);
+        const float *p = cl_image_plane(imgs[i], frames[i], MIN(band, imgs[i]->channels - 1));
+        gsize np = (gsize)imgs[i]->width * imgs[i]->height;
+        gsize share = MAX(cap / n, 1);
+        gsize stride = np > share ? (np + share - 1) / share : 1;
+        for (gsize j = 0; j < np; j += stride)
+            if (isfinite(p[j]))
+                pool[m++] = (float)(p[j] * f->rescale_slope + f->rescale_intercept);
+    }
+    if (s->mode == CL_DISPLAY_PERCENTILE)
+        channel_percentiles(pool, m, s->low_pct, s->high_pct, lo, hi);
+    else
+        channel_minmax(pool, m, lo, hi);
+    g_free(pool);
+}
+
+void cl_display_resolve_ranges_shared(const ClImage *const *imgs, const guint *frames, guint n,
+                                      const ClDisplaySettings *s, ClDisplayRanges *r)
+{
+    g_return_if_fail(imgs != NULL && frames != NULL && n > 0 && s != NULL && r != NULL);
+    /* the images that can share: a frame that exists and the bands shown */
+    g_autofree const ClImage **use = g_new(const ClImage *, n);
+    g_autofree guint *use_frames = g_new(guint, n);
+    guint k = 0;
+    for (guint i = 0; i < n; i++)
+        if (imgs[i] && frames[i] < cl_image_n_frames(imgs[i]) && has_bands(imgs[i], s))
+            use[k] = imgs[i], use_frames[k++] = frames[i];
+    gboolean stretch = s->mode == CL_DISPLAY_PERCENTILE || s->mode == CL_DISPLAY_MINMAX;
+    if (!stretch || k <= 1) {
+        cl_display_resolve_ranges(k ? use[0] : imgs[0], k ? use_frames[0] : frames[0], s, r);
+        return;
+    }
+    for (int c = 0; c < 3; c++) {
+        r->lo[c] = 0, r->hi[c] = 1;
+        if (s->bands[c] < 0)
+            continue;
+        gboolean done = FALSE;
+        for (int j = 0; j < c && !done; j++)
+            if (s->bands[j] == s->bands[c])
+                r->lo[c] = r->lo[j], r->hi[c] = r->hi[j], done = TRUE;
+        if (!done)
+            pooled_range(use, use_frames, k, (guint)s->bands[c], s, &r->lo[c], &r->hi[c]);
+    }
+    if (!s->per_band) {
+        double a = INFINITY, b = -INFINITY;
+        for (int c = 0; c < 3; c++)
+            if (s->bands[c] >= 0)
+                a = MIN(a, r->lo[c]), b = MAX(b, r->hi[c]);
+        for (int c = 0; c < 3; c++)
+            r->lo[c] = a, r->hi[c] = b;
+    }
+}
+
 /* What every pixel of a render needs, resolved once. */
 typedef struct {
     const ClImage *img;

@@ -53,6 +53,13 @@ typedef struct {
 void cl_display_resolve_ranges(const ClImage *img, guint frame, const ClDisplaySettings *s,
                                ClDisplayRanges *ranges);
 
+/* The stretch of a comparison: the ranges of cl_display_resolve_ranges() taken over the pooled
+ * values (modality units) of frames[i] of every imgs[i] that has the bands s shows, so that one
+ * value shows as one colour in each of them. Only the stretch modes (min-max, percentile) pool;
+ * other modes, and n 1, resolve imgs[0] alone. */
+void cl_display_resolve_ranges_shared(const ClImage *const *imgs, const guint *frames, guint n,
+                                      const ClDisplaySettings *s, ClDisplayRanges *ranges);
+
 /* Renders the rectangle (x, y, w, h) of the frame, each step × step block box-averaged (on the
  * 8-bit display values) into one output pixel — step 1 is full resolution — into a new
  * ceil(w / step) × ceil(h / step) RGBA buffer (stride out_w * 4). ranges may be NULL (resolved
