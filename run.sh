@@ -56,9 +56,34 @@ build() {
   ninja -C build
 }
 
+# The core and model suites a second time, built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (build-asan/, no CUDA, no GUI): a memory error or undefined behaviour
+# fails the test that hit it. Leak reports are off: GLib, fontconfig and OpenBLAS keep
+# process-lifetime allocations that are not ours to free.
+sanitize_tests() {
+  if [ ! -f build-asan/build.ninja ]; then
+    meson setup build-asan -Db_sanitize=address,undefined -Dcuda=disabled \
+      -Dbuildtype=debugoptimized >/dev/null
+  fi
+  local targets
+  targets=$(meson introspect --tests build-asan | python3 -c '
+import json, sys
+exes = set()
+for t in json.load(sys.stdin):
+    if {"changelens:core", "changelens:model"} & set(t["suite"]) and "/build-asan/" in t["cmd"][0]:
+        exes.add(t["cmd"][0].split("/build-asan/", 1)[1])
+print(" ".join(sorted(exes)))')
+  # shellcheck disable=SC2086 # one target per word
+  ninja -C build-asan app/changelens-cli $targets
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-asan --no-rebuild --print-errorlogs --suite core --suite model \
+    --logbase sanitize
+}
+
 # Prints the plain closing line "N passed, N failed, N skipped" from meson's test log.
 summarise_tests() {
-  local log=build/meson-logs/testlog.json
+  local log=${1:-build/meson-logs/testlog.json}
   [ -f "$log" ] || return 0
   python3 - "$log" <<'PY' 2>/dev/null || true
 import json, sys
@@ -85,6 +110,14 @@ case "$cmd" in
     export GSETTINGS_BACKEND=memory GTK_A11Y=none NO_AT_BRIDGE=1
     rc=0
     xvfb-run -a -s '-screen 0 1600x1000x24' meson test -C build --print-errorlogs "$@" || rc=$?
+    if [ $# -eq 0 ]; then
+      # the whole suite: core and model again under the sanitizers
+      log "core and model suites under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/)"
+      srt=0
+      sanitize_tests || srt=$?
+      echo "sanitizers: $(summarise_tests build-asan/meson-logs/sanitize.json)"
+      [ $srt -ne 0 ] && rc=$srt
+    fi
     summarise_tests
     exit $rc
     ;;
