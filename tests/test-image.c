@@ -58,6 +58,14 @@ static void test_detect(void)
     guint8 dicm[140] = { 0 };
     memcpy(dicm + 128, "DICM", 4);
     g_assert_cmpint(cl_image_detect_format(dicm, sizeof dicm), ==, CL_IMAGE_FORMAT_DICOM);
+    /* dual-personality (PS3.10 §7.1): a TIFF header in the preamble, "DICM" at 128 wins */
+    memcpy(dicm, "II*\0\x08\0\0\0", 8);
+    g_assert_cmpint(cl_image_detect_format(dicm, sizeof dicm), ==, CL_IMAGE_FORMAT_DICOM);
+    memcpy(dicm, "MM\0*\0\0\0\x08", 8);
+    g_assert_cmpint(cl_image_detect_format(dicm, sizeof dicm), ==, CL_IMAGE_FORMAT_DICOM);
+    /* a TIFF whose byte 128 is not "DICM" stays a TIFF */
+    memcpy(dicm + 128, "DICX", 4);
+    g_assert_cmpint(cl_image_detect_format(dicm, sizeof dicm), ==, CL_IMAGE_FORMAT_TIFF);
 }
 
 static void test_errors(void)

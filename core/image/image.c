@@ -180,11 +180,13 @@ ClImageFormat cl_image_detect_format(const guint8 *d, gsize n)
 {
     if (n >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0)
         return CL_IMAGE_FORMAT_PNG;
+    /* "DICM" after the 128-byte preamble first: PS3.10 §7.1 lets the preamble hold another
+     * format's header, and dual-personality files put a TIFF header there. */
+    if (n >= 132 && memcmp(d + 128, "DICM", 4) == 0)
+        return CL_IMAGE_FORMAT_DICOM;
     if (n >= 4 && (memcmp(d, "II*\0", 4) == 0 || memcmp(d, "MM\0*", 4) == 0 ||
                    memcmp(d, "II+\0", 4) == 0 || memcmp(d, "MM\0+", 4) == 0))
         return CL_IMAGE_FORMAT_TIFF;
-    if (n >= 132 && memcmp(d + 128, "DICM", 4) == 0)
-        return CL_IMAGE_FORMAT_DICOM;
     if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF)
         return CL_IMAGE_FORMAT_JPEG;
     if (n >= 12 && memcmp(d, "RIFF", 4) == 0 && memcmp(d + 8, "WEBP", 4) == 0)
