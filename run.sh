@@ -14,7 +14,7 @@ PACKAGES=(
   # core
   libglib2.0-dev libglib2.0-bin libgdk-pixbuf-2.0-dev libpng-dev zlib1g-dev libtiff-dev libgeotiff-dev
   libdcmtk-dev libsndfile1-dev libssl-dev libwrap0-dev libjson-glib-dev libcairo2-dev libpango1.0-dev
-  libopenblas-dev libsqlite3-dev
+  libopenblas-dev libsqlite3-dev libopenjp2-7-dev
   # fonts for the PDF and HTML reports (Pango)
   fonts-dejavu-core
   # image formats gdk-pixbuf loads at run time

@@ -200,6 +200,102 @@ static void test_metadata(void)
     g_assert_cmpuint(img->voi_luts->len, ==, 0);
 }
 
+/* Attributes are the data set's own: a Patient's Name (or a Photometric Interpretation) nested
+ * in a sequence item belongs to another image and must not win over, or stand in for, the
+ * top-level one. DCMTK sorts by tag, so ReferencedImageSequence (0008,1140) comes first. */
+static void nest_other_image(DcmDataset *ds)
+{
+    DcmItem *ref = NULL;
+    g_assert_true(ds->findOrCreateSequenceItem(DCM_ReferencedImageSequence, ref, -2).good());
+    ref->putAndInsertString(DCM_ReferencedSOPClassUID, UID_SecondaryCaptureImageStorage);
+    ref->putAndInsertString(DCM_ReferencedSOPInstanceUID, "2.25.99002");
+    ref->putAndInsertString(DCM_PatientName, "Nested^Wrong");
+    ref->putAndInsertString(DCM_PatientID, "NESTED-ID");
+    ref->putAndInsertString(DCM_Modality, "MR");
+    ref->putAndInsertString(DCM_PhotometricInterpretation, "MONOCHROME1");
+}
+
+static void test_top_level_attributes(void)
+{
+    g_autofree char *both =
+        write_grey("nested-name.dcm", 4, 4, 1, 16, EXS_LittleEndianExplicit, [](DcmDataset *ds) {
+            ds->putAndInsertString(DCM_PatientName, "Top^Level");
+            ds->putAndInsertString(DCM_PatientID, "TOP-ID");
+            nest_other_image(ds);
+        });
+    g_autoptr(ClImage) img = load_ok(both);
+    g_assert_cmpstr(img->patient_name, ==, "Top^Level");
+    g_assert_cmpstr(cl_image_get_meta(img, "PatientName"), ==, "Top^Level");
+    g_assert_cmpstr(img->patient_id, ==, "TOP-ID");
+    g_assert_cmpstr(img->modality, ==, "OT");
+    g_assert_cmpstr(img->photometric, ==, "MONOCHROME2");
+
+    /* only the nested one: the image has no patient's name */
+    g_autofree char *nested_only =
+        write_grey("nested-name-only.dcm", 4, 4, 1, 16, EXS_LittleEndianExplicit, nest_other_image);
+    g_autoptr(ClImage) img2 = load_ok(nested_only);
+    g_assert_null(img2->patient_name);
+    g_assert_null(img2->patient_id);
+    g_assert_null(cl_image_get_meta(img2, "PatientName"));
+    g_assert_cmpstr(img2->photometric, ==, "MONOCHROME2");
+}
+
+/* A dual-personality file (PS3.10 §7.1): the 128-byte preamble holds a complete little TIFF
+ * (1 × 1, 8-bit), the DICOM file follows. It is read as the DICOM file it also is. */
+static void write_tiff_preamble(guint8 *p)
+{
+    memset(p, 0, 128);
+    memcpy(p, "II*\0", 4);
+    p[4] = 8; /* first IFD at offset 8 */
+    static const guint16 entries[8][3] = {
+        /* tag, type (3 SHORT, 4 LONG), value */
+        { 256, 3, 1 }, { 257, 3, 1 },   { 258, 3, 8 }, { 259, 3, 1 },
+        { 262, 3, 1 }, { 273, 4, 110 }, { 278, 3, 1 }, { 279, 4, 1 },
+    };
+    guint8 *q = p + 8;
+    q[0] = 8; /* entries */
+    q += 2;
+    for (const auto &e : entries) {
+        q[0] = (guint8)(e[0] & 0xFF);
+        q[1] = (guint8)(e[0] >> 8);
+        q[2] = (guint8)e[1];
+        q[4] = 1; /* count */
+        q[8] = (guint8)(e[2] & 0xFF);
+        q[9] = (guint8)(e[2] >> 8);
+        q += 12;
+    }
+    /* next IFD offset 0 (4 bytes), then the one pixel at 110 */
+    p[110] = 0x5A;
+}
+
+static void test_dual_personality(void)
+{
+    g_autofree char *plain = write_grey("dual-src.dcm", 6, 5, 1, 30, EXS_LittleEndianExplicit, {});
+    g_autofree char *bytes = NULL;
+    gsize len = 0;
+    g_assert_true(g_file_get_contents(plain, &bytes, &len, NULL));
+    g_assert_cmpuint(len, >, 132);
+    write_tiff_preamble((guint8 *)bytes);
+    g_autofree char *dual = g_build_filename(tmpdir, "dual-personality.dcm", NULL);
+    g_assert_true(g_file_set_contents(dual, bytes, (gssize)len, NULL));
+
+    g_assert_cmpint(cl_image_detect_format((const guint8 *)bytes, len), ==, CL_IMAGE_FORMAT_DICOM);
+    g_autoptr(ClImage) img = load_ok(dual);
+    g_assert_cmpint(img->format, ==, CL_IMAGE_FORMAT_DICOM);
+    g_assert_cmpuint(img->width, ==, 5);
+    g_assert_cmpuint(img->height, ==, 6);
+    for (guint i = 0; i < 30; i++)
+        g_assert_cmpfloat(cl_image_plane(img, 0, 0)[i], ==, (float)(i * 7));
+
+    /* the preamble alone is the TIFF it claims to be (so the test is of a real dual file) */
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) tiff =
+        cl_image_load_data((const guint8 *)bytes, 128, "preamble", NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(tiff->format, ==, CL_IMAGE_FORMAT_TIFF);
+    g_assert_cmpfloat(cl_image_plane(tiff, 0, 0)[0], ==, 0x5A);
+}
+
 /* A character set Latin-1 guessing would get wrong: ISO-8859-5 (Cyrillic) names. */
 static void test_charset_cyrillic(void)
 {
@@ -432,11 +528,11 @@ static void test_no_pixel_data(void)
 
 static void test_unsupported_syntax(void)
 {
-    /* a syntax DCMTK 3.6.7 does not even know (HTJ2K): the meta header is written by hand */
-    g_autofree char *ht = write_grey(
-        "htj2k.dcm", 16, 16, 1, 256, EXS_JPEG2000LosslessOnly,
+    /* a syntax DCMTK 3.6.7 does not even know (JPEG XL): the meta header is written by hand */
+    g_autofree char *jxl = write_grey(
+        "jpegxl.dcm", 16, 16, 1, 256, EXS_JPEG2000LosslessOnly,
         [](DcmDataset *ds) {
-            encapsulate(ds, EXS_JPEG2000LosslessOnly, { 0xFF, 0x4F, 0xFF, 0x51 });
+            encapsulate(ds, EXS_JPEG2000LosslessOnly, { 0xFF, 0x0A, 0x00, 0x00 });
         },
         EWM_dontUpdateMeta,
         [](DcmMetaInfo *meta) {
@@ -444,10 +540,10 @@ static void test_unsupported_syntax(void)
             meta->putAndInsertUint8Array(DCM_FileMetaInformationVersion, version, 2);
             meta->putAndInsertString(DCM_MediaStorageSOPClassUID, UID_SecondaryCaptureImageStorage);
             meta->putAndInsertString(DCM_MediaStorageSOPInstanceUID, "2.25.99001");
-            meta->putAndInsertString(DCM_TransferSyntaxUID, "1.2.840.10008.1.2.4.201");
+            meta->putAndInsertString(DCM_TransferSyntaxUID, "1.2.840.10008.1.2.4.110");
         });
-    expect_error(ht, CL_IMAGE_ERROR_UNSUPPORTED,
-                 { "High-Throughput JPEG 2000", "1.2.840.10008.1.2.4.201", "cannot decode" });
+    expect_error(jxl, CL_IMAGE_ERROR_UNSUPPORTED,
+                 { "JPEG XL", "1.2.840.10008.1.2.4.110", "cannot decode" });
 
     /* known to DCMTK, but no decoder: JPEG Extended process 3+5 (retired) */
     g_autofree char *p35 =
@@ -455,12 +551,217 @@ static void test_unsupported_syntax(void)
             encapsulate(ds, EXS_JPEGProcess3_5, { 0xFF, 0xD8, 0xFF, 0xD9 });
         });
     expect_error(p35, CL_IMAGE_ERROR_UNSUPPORTED, { "1.2.840.10008.1.2.4.52", "cannot decode" });
-    /* JPEG 2000 lossy as well */
-    g_autofree char *j2k =
-        write_grey("j2k91.dcm", 16, 16, 1, 256, EXS_JPEG2000, [](DcmDataset *ds) {
-            encapsulate(ds, EXS_JPEG2000, { 0xFF, 0x4F, 0xFF, 0x51 });
+    /* JPEG 2000 Part 2 (multi-component): OpenJPEG decodes Part 1 and HTJ2K only */
+    g_autofree char *part2 = write_grey(
+        "j2k92.dcm", 16, 16, 1, 256, EXS_JPEG2000MulticomponentLosslessOnly, [](DcmDataset *ds) {
+            encapsulate(ds, EXS_JPEG2000MulticomponentLosslessOnly, { 0xFF, 0x4F, 0xFF, 0x51 });
         });
-    expect_error(j2k, CL_IMAGE_ERROR_UNSUPPORTED, { "JPEG 2000", "1.2.840.10008.1.2.4.91" });
+    expect_error(part2, CL_IMAGE_ERROR_UNSUPPORTED, { "1.2.840.10008.1.2.4.92", "cannot decode" });
+}
+
+/* ---- JPEG 2000 ---- */
+
+/* The fragments (codestream) of a JPEG 2000 fixture's single frame. */
+static std::vector<Uint8> fixture_codestream(const char *file)
+{
+    DcmFileFormat ff;
+    g_assert_true(ff.loadFile(fixture(file)->path).good());
+    DcmPixelData *pd = NULL;
+    DcmElement *e = NULL;
+    g_assert_true(ff.getDataset()->findAndGetElement(DCM_PixelData, e).good());
+    pd = OFdynamic_cast(DcmPixelData *, e);
+    DcmPixelSequence *seq = NULL;
+    g_assert_true(pd->getEncapsulatedRepresentation(EXS_JPEG2000LosslessOnly, NULL, seq).good());
+    std::vector<Uint8> cs;
+    for (unsigned long i = 1; i < seq->card(); i++) {
+        DcmPixelItem *item = NULL;
+        Uint8 *b = NULL;
+        g_assert_true(seq->getItem(item, i).good());
+        g_assert_true(item->getUint8Array(b).good());
+        cs.insert(cs.end(), b, b + item->getLength());
+    }
+    return cs;
+}
+
+/* Encapsulated Pixel Data from fragments and a Basic Offset Table, as given. */
+static void encapsulate_frags(DcmDataset *ds, E_TransferSyntax xfer,
+                              const std::vector<Uint8> &table,
+                              const std::vector<std::vector<Uint8>> &frags)
+{
+    ds->findAndDeleteElement(DCM_PixelData);
+    DcmPixelSequence *seq = new DcmPixelSequence(DcmTag(DCM_PixelData, EVR_OB));
+    DcmPixelItem *bot = new DcmPixelItem(DcmTag(DCM_Item, EVR_OB));
+    if (!table.empty())
+        bot->putUint8Array(table.data(), (unsigned long)table.size());
+    seq->insert(bot);
+    for (const auto &f : frags) {
+        DcmPixelItem *frag = new DcmPixelItem(DcmTag(DCM_Item, EVR_OB));
+        frag->putUint8Array(f.data(), (unsigned long)f.size());
+        seq->insert(frag);
+    }
+    DcmPixelData *pd = new DcmPixelData(DCM_PixelData);
+    pd->putOriginalRepresentation(xfer, NULL, seq);
+    ds->insert(pd, OFTrue);
+}
+
+/* What cannot be decoded is refused with a message, never a crash or a wrong image. The
+ * codestream is dicom-j2k-u16.dcm's (37 × 23, 16-bit). */
+static void test_j2k_errors(void)
+{
+    static std::vector<Uint8> cs;
+    cs = fixture_codestream("dicom-j2k-u16.dcm");
+    g_assert_cmpuint(cs.size(), >, 200);
+    struct Case {
+        const char *name;
+        guint rows, cols, frames;
+        E_TransferSyntax xfer;
+        std::function<void(DcmDataset *)> edit;
+        std::initializer_list<const char *> words;
+    };
+    const Case cases[] = {
+        { "j2k-not-codestream.dcm",
+          16,
+          16,
+          1,
+          EXS_JPEG2000,
+          [](DcmDataset *ds) {
+              encapsulate(ds, EXS_JPEG2000, { 0xFF, 0x4F, 0xFF, 0x51 });
+          },
+          { "JPEG 2000", "not a readable JPEG 2000 codestream" } },
+        { "j2k-garbage.dcm",
+          16,
+          16,
+          1,
+          EXS_JPEG2000LosslessOnly,
+          [](DcmDataset *ds) {
+              encapsulate(ds, EXS_JPEG2000LosslessOnly, std::vector<Uint8>(64, 0x5A));
+          },
+          { "not a readable JPEG 2000 codestream" } },
+        { "j2k-truncated.dcm",
+          23,
+          37,
+          1,
+          EXS_JPEG2000LosslessOnly,
+          [](DcmDataset *ds) {
+              std::vector<Uint8> half(cs.begin(), cs.begin() + (std::ptrdiff_t)(cs.size() / 2));
+              half.resize(half.size() & ~(size_t)1);
+              encapsulate(ds, EXS_JPEG2000LosslessOnly, half);
+          },
+          { "truncated or damaged" } },
+        { "j2k-no-fragments.dcm",
+          23,
+          37,
+          1,
+          EXS_JPEG2000LosslessOnly,
+          [](DcmDataset *ds) { encapsulate_frags(ds, EXS_JPEG2000LosslessOnly, {}, {}); },
+          { "no fragments" } },
+        { "j2k-geometry.dcm",
+          22,
+          37,
+          1,
+          EXS_JPEG2000LosslessOnly,
+          [](DcmDataset *ds) { encapsulate(ds, EXS_JPEG2000LosslessOnly, cs); },
+          { "37 × 23", "the header says 37 × 22" } },
+        { "j2k-bits-stored.dcm",
+          23,
+          37,
+          1,
+          EXS_JPEG2000LosslessOnly,
+          [](DcmDataset *ds) {
+              ds->putAndInsertUint16(DCM_BitsStored, 12);
+              ds->putAndInsertUint16(DCM_HighBit, 11);
+              encapsulate(ds, EXS_JPEG2000LosslessOnly, cs);
+          },
+          { "does not fit the 12 bits stored" } },
+        { "j2k-frames-missing.dcm",
+          23,
+          37,
+          3,
+          EXS_JPEG2000LosslessOnly,
+          [](DcmDataset *ds) {
+              encapsulate_frags(ds, EXS_JPEG2000LosslessOnly, {}, { cs, cs });
+          },
+          { "2 codestreams in 2 fragments for the 3 frames" } },
+        { "j2k-bot-count.dcm",
+          23,
+          37,
+          2,
+          EXS_JPEG2000LosslessOnly,
+          [](DcmDataset *ds) {
+              encapsulate_frags(ds, EXS_JPEG2000LosslessOnly, { 0, 0, 0, 0 }, { cs, cs });
+          },
+          { "Basic Offset Table has 4 bytes" } },
+        { "j2k-bot-offset.dcm",
+          23,
+          37,
+          2,
+          EXS_JPEG2000LosslessOnly,
+          [](DcmDataset *ds) {
+              encapsulate_frags(ds, EXS_JPEG2000LosslessOnly, { 0, 0, 0, 0, 10, 0, 0, 0 },
+                                { cs, cs });
+          },
+          { "offset 10 for frame 2 is not the start of a fragment" } },
+        { "htj2k-damaged.dcm",
+          16,
+          16,
+          1,
+          EXS_JPEG2000LosslessOnly,
+          [](DcmDataset *ds) {
+              encapsulate(ds, EXS_JPEG2000LosslessOnly, { 0xFF, 0x4F, 0xFF, 0x51, 0, 0 });
+          },
+          { "High-Throughput JPEG 2000", "not a readable JPEG 2000 codestream" } },
+    };
+    for (const Case &c : cases) {
+        const bool ht = g_str_has_prefix(c.name, "htj2k");
+        g_autofree char *path = write_grey(
+            c.name, c.rows, c.cols, c.frames, c.rows * c.cols * c.frames, c.xfer, c.edit,
+            ht ? EWM_dontUpdateMeta : EWM_createNewMeta, [ht](DcmMetaInfo *meta) {
+                if (!ht)
+                    return;
+                const Uint8 version[2] = { 0, 1 };
+                meta->putAndInsertUint8Array(DCM_FileMetaInformationVersion, version, 2);
+                meta->putAndInsertString(DCM_MediaStorageSOPClassUID,
+                                         UID_SecondaryCaptureImageStorage);
+                meta->putAndInsertString(DCM_MediaStorageSOPInstanceUID, "2.25.99001");
+                meta->putAndInsertString(DCM_TransferSyntaxUID, "1.2.840.10008.1.2.4.201");
+            });
+        expect_error(path, CL_IMAGE_ERROR_CORRUPT, c.words);
+    }
+}
+
+/* A JPEG 2000 file and its uncompressed twin load to the same image: geometry, sample format,
+ * rescale, windows and every value. */
+static void test_j2k_twins(void)
+{
+    static const char *const pairs[][2] = {
+        { "dicom-j2k-u16.dcm", "dicom-j2k-u16-native.dcm" },
+        { "dicom-j2k-s12.dcm", "dicom-j2k-s12-native.dcm" },
+        { "dicom-j2k-rct.dcm", "dicom-j2k-rct-native.dcm" },
+    };
+    for (const auto &p : pairs) {
+        g_autoptr(ClImage) a = load_fixture(p[0]);
+        g_autoptr(ClImage) b = load_fixture(p[1]);
+        g_assert_cmpstr(a->transfer_syntax_uid, ==, "1.2.840.10008.1.2.4.90");
+        g_assert_cmpstr(b->transfer_syntax_uid, ==, "1.2.840.10008.1.2.1");
+        g_assert_cmpuint(a->width, ==, b->width);
+        g_assert_cmpuint(a->height, ==, b->height);
+        g_assert_cmpuint(a->channels, ==, b->channels);
+        g_assert_cmpuint(a->bits, ==, b->bits);
+        g_assert_cmpuint(a->bits_allocated, ==, b->bits_allocated);
+        g_assert_cmpint(a->sample_format, ==, b->sample_format);
+        g_assert_cmpuint(cl_image_n_frames(a), ==, cl_image_n_frames(b));
+        g_assert_cmpuint(a->windows->len, ==, b->windows->len);
+        for (guint f = 0; f < cl_image_n_frames(a); f++) {
+            const ClFrame *fa = cl_image_frame(a, f), *fb = cl_image_frame(b, f);
+            g_assert_cmpfloat(fa->rescale_slope, ==, fb->rescale_slope);
+            g_assert_cmpfloat(fa->rescale_intercept, ==, fb->rescale_intercept);
+            const gsize n = (gsize)a->width * a->height * a->channels;
+            g_assert_cmpmem(fa->data, n * sizeof(float), fb->data, n * sizeof(float));
+        }
+    }
+    g_autoptr(ClImage) rct = load_fixture("dicom-j2k-rct.dcm");
+    g_assert_cmpstr(rct->photometric, ==, "YBR_RCT");
+    g_assert_nonnull(strstr(cl_image_get_meta(rct, "ColourConversion"), "YBR_RCT"));
 }
 
 static void test_bad_headers(void)
@@ -716,6 +1017,8 @@ static void test_codecs(void)
     g_assert_nonnull(strstr(codecs, "JPEG-LS"));
     g_assert_nonnull(strstr(codecs, "RLE"));
     g_assert_nonnull(strstr(codecs, "deflate"));
+    g_assert_nonnull(strstr(codecs, "JPEG 2000"));
+    g_assert_nonnull(strstr(codecs, "HTJ2K"));
 }
 
 int main(int argc, char **argv)
@@ -735,6 +1038,8 @@ int main(int argc, char **argv)
     g_assert_cmpuint(fixtures->len, >=, 14);
     cl_fixture_add_tests("dicom", fixtures, test_fixture);
     g_test_add_func("/dicom/metadata", test_metadata);
+    g_test_add_func("/dicom/top-level-attributes", test_top_level_attributes);
+    g_test_add_func("/dicom/dual-personality", test_dual_personality);
     g_test_add_func("/dicom/charset-cyrillic", test_charset_cyrillic);
     g_test_add_func("/dicom/imager-spacing", test_imager_spacing);
     g_test_add_func("/dicom/ct-rescale-window", test_ct_rescale_window);
@@ -746,6 +1051,8 @@ int main(int argc, char **argv)
     g_test_add_func("/dicom/huge-length", test_huge_length);
     g_test_add_func("/dicom/no-pixel-data", test_no_pixel_data);
     g_test_add_func("/dicom/unsupported-syntax", test_unsupported_syntax);
+    g_test_add_func("/dicom/j2k-errors", test_j2k_errors);
+    g_test_add_func("/dicom/j2k-twins", test_j2k_twins);
     g_test_add_func("/dicom/bad-headers", test_bad_headers);
     g_test_add_func("/dicom/no-preamble", test_no_preamble);
     g_test_add_func("/dicom/deep-sequences", test_deep_sequences);

@@ -2,6 +2,7 @@
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fixtures.h"
 
@@ -58,6 +59,14 @@ static void test_detect(void)
     guint8 dicm[140] = { 0 };
     memcpy(dicm + 128, "DICM", 4);
     g_assert_cmpint(cl_image_detect_format(dicm, sizeof dicm), ==, CL_IMAGE_FORMAT_DICOM);
+    /* dual-personality (PS3.10 §7.1): a TIFF header in the preamble, "DICM" at 128 wins */
+    memcpy(dicm, "II*\0\x08\0\0\0", 8);
+    g_assert_cmpint(cl_image_detect_format(dicm, sizeof dicm), ==, CL_IMAGE_FORMAT_DICOM);
+    memcpy(dicm, "MM\0*\0\0\0\x08", 8);
+    g_assert_cmpint(cl_image_detect_format(dicm, sizeof dicm), ==, CL_IMAGE_FORMAT_DICOM);
+    /* a TIFF whose byte 128 is not "DICM" stays a TIFF */
+    memcpy(dicm + 128, "DICX", 4);
+    g_assert_cmpint(cl_image_detect_format(dicm, sizeof dicm), ==, CL_IMAGE_FORMAT_TIFF);
 }
 
 static void test_errors(void)
@@ -89,6 +98,20 @@ static void test_errors(void)
     g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNKNOWN_FORMAT);
     g_assert_nonnull(strstr(err->message, "report.dcm"));
     g_clear_error(&err);
+
+    /* a pipe or a device is refused before it is read (a FIFO without a writer would block) */
+    g_autofree char *fifo = g_build_filename(dir, "scan.png", NULL);
+    g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+    const char *not_files[] = { fifo, "/dev/zero" };
+    for (gsize i = 0; i < G_N_ELEMENTS(not_files); i++) {
+        if (!g_file_test(not_files[i], G_FILE_TEST_EXISTS))
+            continue;
+        g_assert_null(cl_image_load(not_files[i], NULL, &err));
+        g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO);
+        g_assert_nonnull(strstr(err->message, "not a regular file"));
+        g_clear_error(&err);
+    }
+    g_unlink(fifo);
     cl_fixture_rmdir(dir);
 }
 
@@ -129,6 +152,19 @@ static void test_meta(void)
     g_assert_cmpstr(cl_image_get_meta(img, "Comment"), ==, "caf\xc3\xa9");
     g_assert_true(g_utf8_validate(cl_image_get_meta(img, "Bad"), -1, NULL));
     g_assert_null(cl_image_get_meta(img, "Missing"));
+
+    /* a 1 MB text chunk is kept as its first 64 KiB, saying how long it was */
+    gsize n = (gsize)1 << 20;
+    g_autofree char *big = g_malloc(n + 1);
+    memset(big, 'A', n);
+    big[n] = '\0';
+    cl_image_add_meta(img, "Comment", big);
+    const char *kept =
+        ((ClMetaEntry *)g_ptr_array_index(img->metadata, img->metadata->len - 1))->value;
+    g_assert_cmpuint(strlen(kept), <=, CL_IMAGE_META_MAX + 64);
+    g_assert_cmpuint(strlen(kept), >=, CL_IMAGE_META_MAX - 8);
+    g_assert_true(g_str_has_suffix(kept, "… (cut: 1048576 bytes in the file)"));
+    g_assert_true(g_utf8_validate(kept, -1, NULL));
 }
 
 int main(int argc, char **argv)

@@ -40,11 +40,13 @@ char *dup_utf8(const char *s)
     return conv ? conv : g_utf8_make_valid(s, (gssize)n);
 }
 
-/* All values of a string-like element joined with '\', padding removed; empty if absent. */
+/* All values of a string-like element of item itself (never one nested in its sequences: a
+ * Patient's Name inside ReferencedImageSequence is not this image's) joined with '\', padding
+ * removed; empty if absent. */
 OFString get_string(DcmItem *item, const DcmTagKey &tag)
 {
     OFString v;
-    if (!item || item->findAndGetOFStringArray(tag, v, OFTrue).bad())
+    if (!item || item->findAndGetOFStringArray(tag, v, OFFalse /* searchIntoSub */).bad())
         return OFString();
     return v;
 }

@@ -18,7 +18,7 @@ namespace cl_dicom
  * ------------------------------------------------------------------------------------------- */
 
 /* Reads and cross-checks every attribute that says how Pixel Data is laid out. */
-gboolean read_pixel_header(DcmItem *ds, PixelHeader &h, const char *shown, GError **error)
+gboolean read_pixel_header(DcmItem *ds, PixelHeader &h, const char *shown, GError **error, bool j2k)
 {
     if (!get_u16(ds, DCM_Rows, h.rows) || !get_u16(ds, DCM_Columns, h.cols)) {
         set_error(error, CL_IMAGE_ERROR_CORRUPT, shown,
@@ -135,6 +135,8 @@ gboolean read_pixel_header(DcmItem *ds, PixelHeader &h, const char *shown, GErro
         h.colour = Colour::YBR_FULL;
     else if (strcmp(pi, "YBR_FULL_422") == 0)
         h.colour = Colour::YBR_FULL_422;
+    else if (j2k && (strcmp(pi, "YBR_RCT") == 0 || strcmp(pi, "YBR_ICT") == 0))
+        h.colour = Colour::RGB;
     else {
         set_error(error, CL_IMAGE_ERROR_UNSUPPORTED, shown,
                   "DICOM image has photometric interpretation %s, which ChangeLens converts only "
@@ -142,7 +144,9 @@ gboolean read_pixel_header(DcmItem *ds, PixelHeader &h, const char *shown, GErro
                   pi);
         return FALSE;
     }
-    if ((h.colour == Colour::YBR_FULL || h.colour == Colour::YBR_FULL_422) && h.pr == 1) {
+    if ((h.colour == Colour::YBR_FULL || h.colour == Colour::YBR_FULL_422 ||
+         (h.colour == Colour::RGB && strcmp(pi, "RGB") != 0)) &&
+        h.pr == 1) {
         set_error(error, CL_IMAGE_ERROR_CORRUPT, shown, "DICOM image is %s with signed samples",
                   pi);
         return FALSE;
@@ -492,6 +496,30 @@ gboolean decode_pixels(ClImage *img, DcmDataset *ds, DcmElement *pixel, const Pi
     }
     for (guint32 f = 0; f < h.frames; f++)
         decode_frame(cl_image_plane(img, f, 0), f, h, src, pal, subsampled);
+    return TRUE;
+}
+
+gboolean decode_native(ClImage *img, DcmDataset *ds, const std::vector<Uint8> &bytes,
+                       const PixelHeader &h, guint out_channels, const char *shown, GError **error)
+{
+    SampleSource src;
+    src.ba = h.ba;
+    src.bytes = bytes.data();
+    src.big = false;
+    if ((guint64)bytes.size() < needed_bytes(h, false)) {
+        set_error(error, CL_IMAGE_ERROR_CORRUPT, shown, "decoded Pixel Data is short");
+        return FALSE;
+    }
+    Lut pal[3];
+    if (h.colour == Colour::PALETTE && !read_palette(ds, h, pal, shown, error))
+        return FALSE;
+    set_format(img, h, pal, out_channels);
+    if (!cl_image_alloc_frames(img, h.frames, error)) {
+        g_prefix_error(error, "%s: ", shown);
+        return FALSE;
+    }
+    for (guint32 f = 0; f < h.frames; f++)
+        decode_frame(cl_image_plane(img, f, 0), f, h, src, pal, false);
     return TRUE;
 }
 

@@ -60,8 +60,11 @@ struct Lut {
     unsigned bits = 16;
 };
 
-/* Reads and cross-checks every attribute that says how Pixel Data is laid out. */
-gboolean read_pixel_header(DcmItem *ds, PixelHeader &h, const char *shown, GError **error);
+/* Reads and cross-checks every attribute that says how Pixel Data is laid out. With j2k, the
+ * JPEG 2000 photometric interpretations YBR_RCT and YBR_ICT are taken as RGB (the decoder
+ * undoes the component transform). */
+gboolean read_pixel_header(DcmItem *ds, PixelHeader &h, const char *shown, GError **error,
+                           bool j2k = false);
 /* A LUT from its descriptor (entries, first stored value mapped, bits) and its data. */
 gboolean read_lut(DcmItem *item, const DcmTagKey &desc_tag, const DcmTagKey &data_tag,
                   bool signed_first, Lut &lut, const char *shown, const char *what, GError **error);
@@ -70,6 +73,22 @@ gboolean read_lut(DcmItem *item, const DcmTagKey &desc_tag, const DcmTagKey &dat
 gboolean decode_pixels(ClImage *img, DcmDataset *ds, DcmElement *pixel, const PixelHeader &h,
                        const DcmXfer &xfer, bool decompressed, guint out_channels,
                        const char *shown, GError **error);
+
+/* Samples already decoded into native layout (as decode_j2k leaves them: little endian, Bits
+ * Allocated each, the stored value in the low Bits Stored bits, planes when h.planar) into
+ * img's frames, like decode_pixels. */
+gboolean decode_native(ClImage *img, DcmDataset *ds, const std::vector<Uint8> &bytes,
+                       const PixelHeader &h, guint out_channels, const char *shown, GError **error);
+
+/* ---- JPEG 2000 and HTJ2K (dicom-j2k.cc) ---- */
+
+/* The syntax DCMTK reads a JPEG 2000 or HTJ2K data set as (explicit VR little endian,
+ * encapsulated); EXS_Unknown when uid is no syntax decode_j2k decodes. */
+E_TransferSyntax j2k_read_syntax(const char *uid);
+/* Every frame of pixel (encapsulated; img names the syntax) decoded through OpenJPEG into out
+ * in the layout decode_native reads; h becomes that layout. */
+gboolean decode_j2k(DcmElement *pixel, PixelHeader &h, std::vector<Uint8> &out, ClImage *img,
+                    const char *shown, GError **error);
 
 /* ---- metadata (dicom-meta.cc) ---- */
 

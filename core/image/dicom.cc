@@ -1,6 +1,6 @@
 /* dicom.cc - DICOM decoding through DCMTK behind the C API of loaders.h (cl_image_load_dicom):
- * reading the file, transfer syntaxes, decompression; pixels in dicom-pixels.cc, attributes in
- * dicom-meta.cc. */
+ * reading the file, transfer syntaxes, decompression; pixels in dicom-pixels.cc, JPEG 2000 in
+ * dicom-j2k.cc, attributes in dicom-meta.cc. */
 #include "cl-config.h"
 
 /* osconfig.h must come before every other DCMTK header. */
@@ -257,8 +257,10 @@ gboolean check_transfer_syntax(const OFString &uid, ClImage *img, const char *sh
     img->transfer_syntax = g_strdup(name ? name : "unknown transfer syntax");
 
     bool ok;
-    if (xfer.getXfer() == EXS_Unknown || xfer.getXfer() == EXS_BigEndianImplicit ||
-        xfer.isReferenced())
+    if (j2k_read_syntax(uid.c_str()) != EXS_Unknown)
+        ok = true; /* JPEG 2000 and HTJ2K: OpenJPEG (dicom-j2k.cc) */
+    else if (xfer.getXfer() == EXS_Unknown || xfer.getXfer() == EXS_BigEndianImplicit ||
+             xfer.isReferenced())
         ok = false;
     else if (xfer.isEncapsulated())
         ok = DcmCodecList::canChangeCoding(xfer.getXfer(), EXS_LittleEndianExplicit);
@@ -354,6 +356,8 @@ gboolean read_file(const guint8 *data, gsize len, const ClImageLimits *limits, D
     if (!uid.empty() && !check_transfer_syntax(uid, img, shown, error))
         return FALSE;
     E_TransferSyntax read_xfer = uid.empty() ? EXS_Unknown : DcmXfer(uid.c_str()).getXfer();
+    if (!uid.empty() && j2k_read_syntax(uid.c_str()) != EXS_Unknown)
+        read_xfer = j2k_read_syntax(uid.c_str()); /* HTJ2K is unknown to DCMTK 3.6.7 */
     const gsize start = (gsize)stream.tell();
     if (read_xfer == EXS_DeflatedLittleEndianExplicit) {
         const gsize cap =
@@ -452,8 +456,9 @@ ClImage *load(const guint8 *data, gsize len, const char *shown, const ClImageLim
 
     /* Original values, read before the decoder rewrites photometric and friends. */
     const OFString orig_charset = get_string(ds, DCM_SpecificCharacterSet);
+    const bool j2k = j2k_read_syntax(img->transfer_syntax_uid) != EXS_Unknown;
     PixelHeader h;
-    if (!read_pixel_header(ds, h, shown, error))
+    if (!read_pixel_header(ds, h, shown, error, j2k))
         return NULL;
     const guint out_channels = h.spp == 1 && h.colour != Colour::PALETTE ? 1 : 3;
     /* Before anything is decompressed or allocated: the decoders size their output from
@@ -465,11 +470,18 @@ ClImage *load(const guint8 *data, gsize len, const char *shown, const ClImageLim
 
     add_file_metadata(img, ff.getMetaInfo(), ds, orig_charset);
     img->photometric = dup_utf8(h.photometric.c_str());
-    const bool decompressed = xfer.isEncapsulated();
-    if (decompressed && !decompress(ds, xfer, h, pixel, img, shown, error))
-        return NULL;
-    if (!decode_pixels(img, ds, pixel, h, xfer, decompressed, out_channels, shown, error))
-        return NULL;
+    if (j2k) {
+        std::vector<Uint8> native;
+        if (!decode_j2k(pixel, h, native, img, shown, error) ||
+            !decode_native(img, ds, native, h, out_channels, shown, error))
+            return NULL;
+    } else {
+        const bool decompressed = xfer.isEncapsulated();
+        if (decompressed && !decompress(ds, xfer, h, pixel, img, shown, error))
+            return NULL;
+        if (!decode_pixels(img, ds, pixel, h, xfer, decompressed, out_channels, shown, error))
+            return NULL;
+    }
     read_display(img, ds, h, shown);
     return (ClImage *)g_steal_pointer(&img);
 }

@@ -1,8 +1,13 @@
 /* image.c - ClImage lifetime, limits, format detection and the load dispatcher. */
 #include "image/image.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "image/loaders.h"
 
@@ -156,7 +161,19 @@ void cl_image_add_meta(ClImage *img, const char *key, const char *value)
         return;
     ClMetaEntry *e = g_new(ClMetaEntry, 1);
     e->key = g_utf8_make_valid(key, -1);
-    e->value = g_utf8_make_valid(value, -1);
+    gsize n = strlen(value);
+    if (n > CL_IMAGE_META_MAX) {
+        /* a value is for reading and searching, not a payload: the first CL_IMAGE_META_MAX bytes,
+         * cut at a character, and how long it was */
+        g_autofree char *head = g_utf8_make_valid(value, CL_IMAGE_META_MAX);
+        const char *end = head + strlen(head);
+        while (end > head && (gsize)(end - head) > CL_IMAGE_META_MAX - 4)
+            end = g_utf8_find_prev_char(head, end);
+        e->value = g_strdup_printf("%.*s… (cut: %" G_GSIZE_FORMAT " bytes in the file)",
+                                   (int)(end - head), head, n);
+    } else {
+        e->value = g_utf8_make_valid(value, -1);
+    }
     g_ptr_array_add(img->metadata, e);
 }
 
@@ -180,11 +197,13 @@ ClImageFormat cl_image_detect_format(const guint8 *d, gsize n)
 {
     if (n >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0)
         return CL_IMAGE_FORMAT_PNG;
+    /* "DICM" after the 128-byte preamble first: PS3.10 §7.1 lets the preamble hold another
+     * format's header, and dual-personality files put a TIFF header there. */
+    if (n >= 132 && memcmp(d + 128, "DICM", 4) == 0)
+        return CL_IMAGE_FORMAT_DICOM;
     if (n >= 4 && (memcmp(d, "II*\0", 4) == 0 || memcmp(d, "MM\0*", 4) == 0 ||
                    memcmp(d, "II+\0", 4) == 0 || memcmp(d, "MM\0+", 4) == 0))
         return CL_IMAGE_FORMAT_TIFF;
-    if (n >= 132 && memcmp(d + 128, "DICM", 4) == 0)
-        return CL_IMAGE_FORMAT_DICOM;
     if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF)
         return CL_IMAGE_FORMAT_JPEG;
     if (n >= 12 && memcmp(d, "RIFF", 4) == 0 && memcmp(d + 8, "WEBP", 4) == 0)
@@ -278,12 +297,30 @@ ClImage *cl_image_load(const char *path, const ClImageLimits *limits, GError **e
 {
     g_return_val_if_fail(path != NULL, NULL);
     g_autoptr(GError) local = NULL;
-    if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO, "%s: is a folder, not an image file",
-                    path);
+    /* opened without blocking and checked before it is read: a FIFO without a writer would
+     * block the open, a device (/dev/zero) would be read forever */
+    int fd = g_open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
+    if (fd < 0) {
+        int e = errno;
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO, "%s: cannot open: %s", path,
+                    g_strerror(e));
         return NULL;
     }
-    GMappedFile *map = g_mapped_file_new(path, FALSE, &local);
+    struct stat sb;
+    const char *not_file = NULL;
+    if (fstat(fd, &sb) != 0)
+        not_file = "cannot be examined";
+    else if (S_ISDIR(sb.st_mode))
+        not_file = "is a folder, not an image file";
+    else if (!S_ISREG(sb.st_mode))
+        not_file = "is not a regular file (a pipe, device or socket), not an image file";
+    if (not_file) {
+        close(fd);
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO, "%s: %s", path, not_file);
+        return NULL;
+    }
+    GMappedFile *map = g_mapped_file_new_from_fd(fd, FALSE, &local);
+    close(fd); /* the mapping keeps what it needs */
     if (!map) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO, "%s: cannot open: %s", path,
                     local->message);

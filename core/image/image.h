@@ -153,8 +153,10 @@ void cl_image_free(ClImage *img);
 /* Allocates n_frames zero-filled frames of width*height*channels floats (limits must have been
  * checked; uses g_try_malloc and fails with TOO_LARGE if memory is short). */
 gboolean cl_image_alloc_frames(ClImage *img, guint n_frames, GError **error);
+/* The longest metadata value kept (bytes); a longer one is cut and says how long it was. */
+#define CL_IMAGE_META_MAX ((gsize)64 * 1024)
 void cl_image_add_meta(ClImage *img, const char *key,
-                       const char *value); /* copies; value made valid UTF-8 */
+                       const char *value); /* copies; value made valid UTF-8, at most ~META_MAX */
 const char *cl_image_get_meta(const ClImage *img, const char *key); /* first match or NULL */
 void cl_image_add_window(ClImage *img, double center, double width, const char *explanation);
 

@@ -1,5 +1,7 @@
 /* model.c - a model: config + weights + tokenizer, bound to a safetensors file (F32 used in
  * place from a private mapping, F16/BF16 converted) or seeded random weights (docs/MODEL.md). */
+#include "cl-config.h"
+
 #include "model/model.h"
 #include "model/gguf-model.h"
 #include "model/model-quant.h"
@@ -702,13 +704,40 @@ gboolean cl_model_save(ClModel *model, const char *path, const char *dtype, GErr
     return TRUE;
 }
 
+/* path is dir or inside it (both canonical, no trailing '/'). */
+static gboolean path_within(const char *path, const char *dir)
+{
+    gsize n = strlen(dir);
+    return n > 0 && strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+void cl_data_dirs_for(const char *exe, const char *source_root, const char *build_root,
+                      const char *bindir, const char *datadir, const char *sub, char **source_dir,
+                      char **install_dir)
+{
+    g_autofree char *exe_dir = g_path_get_dirname(exe);
+    g_autofree char *build = g_canonicalize_filename(build_root, "/");
+    g_autofree char *bin = g_canonicalize_filename(bindir, "/");
+    if (path_within(exe_dir, build)) {
+        /* run from its build folder, wherever that is (`meson setup ../b` as well as build/
+         * inside the tree): the source tree meson configured it from */
+        *source_dir = g_build_filename(source_root, "data", sub, NULL);
+    } else {
+        /* a build folder moved or copied along with its tree (TREE/BUILD/app/program) */
+        *source_dir = g_build_filename(exe_dir, "..", "..", "data", sub, NULL);
+    }
+    if (path_within(exe_dir, build) || strcmp(exe_dir, bin) == 0)
+        *install_dir = g_build_filename(datadir, "changelens", sub, NULL);
+    else /* an install moved to another prefix: prefix/bin/program */
+        *install_dir = g_build_filename(exe_dir, "..", "share", "changelens", sub, NULL);
+}
+
 void cl_data_dirs(const char *sub, char **source_dir, char **install_dir)
 {
     g_autofree char *exe = g_file_read_link("/proc/self/exe", NULL);
-    g_autofree char *bindir = exe ? g_path_get_dirname(exe) : g_strdup(".");
-    /* build trees live in the source tree (BUILD/app/changelens-cli); installs in prefix/bin */
-    *source_dir = g_build_filename(bindir, "..", "..", "data", sub, NULL);
-    *install_dir = g_build_filename(bindir, "..", "share", "changelens", sub, NULL);
+    g_autofree char *abs = exe ? NULL : g_canonicalize_filename("program", NULL);
+    cl_data_dirs_for(exe ? exe : abs, CL_SOURCE_DIR, CL_BUILD_DIR, CL_BINDIR, CL_DATADIR, sub,
+                     source_dir, install_dir);
 }
 
 char *cl_pretrained_path(const char *file)

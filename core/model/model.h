@@ -115,6 +115,14 @@ gboolean cl_model_init_visual_pos_grid(ClModel *model, double scale);
  * tree it was built in, and share/changelens/<sub> of its install prefix (both newly allocated;
  * neither need exist). */
 void cl_data_dirs(const char *sub, char **source_dir, char **install_dir);
+/* The same for a program at `exe` (absolute, canonical) built from source_root in build_root
+ * and installed to bindir and datadir (meson's, absolute): a program inside build_root gets
+ * source_root/data/<sub>, wherever build_root lies; one elsewhere (a moved tree) EXE/../../data;
+ * the installed data is datadir/changelens/<sub> unless the program runs from another prefix
+ * (then EXE/../share/changelens/<sub>). */
+void cl_data_dirs_for(const char *exe, const char *source_root, const char *build_root,
+                      const char *bindir, const char *datadir, const char *sub, char **source_dir,
+                      char **install_dir);
 
 /* A random model of cfg (seeded) with src's tokenizer and every tensor of src by name (the
  * shapes of shared names agree); the new ones, whose names hold new_part, keep their init. */

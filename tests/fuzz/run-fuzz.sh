@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run-fuzz.sh - builds the libFuzzer harnesses (clang, ASan+UBSan) and fuzzes every loader
-# (images: png tiff dicom pixbuf; model files: safetensors gguf).
+# (images: png tiff dicom dicom-j2k pixbuf; model files: safetensors gguf).
 # Usage: tests/fuzz/run-fuzz.sh [SECONDS_PER_LOADER=600] [LOADER…]; not part of ./run.sh test.
 # Prints each loader's exec count; exits non-zero if any harness crashed, leaked or hung.
 set -euo pipefail
@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 secs="${1:-600}"
 shift || true
 loaders=("$@")
-[ ${#loaders[@]} -eq 0 ] && loaders=(png tiff dicom pixbuf safetensors gguf)
+[ ${#loaders[@]} -eq 0 ] && loaders=(png tiff dicom dicom-j2k pixbuf safetensors gguf)
 bdir=build-fuzz
 if [ ! -f "$bdir/build.ninja" ]; then
   CC=clang-14 CXX=clang++-14 meson setup "$bdir" -Dcuda=disabled -Dfuzzing=true \
@@ -31,13 +31,18 @@ for l in "${loaders[@]}"; do
     tiff) pat='*.tif*' ;;
     dicom) pat='*.dcm' ;;
     pixbuf) pat='*.jpg *.jpeg *.bmp *.gif *.webp' ;;
-    safetensors | gguf) pat='' ;;
+    dicom-j2k | safetensors | gguf) pat='' ;;
   esac
   if [ "$l" = safetensors ]; then
     # the harness writes its own seeds: small models of every variant and dtype, broken files
     [ -d "$out/seeds-safetensors" ] ||
       CL_FUZZ_WRITE_SEEDS="$out/seeds-safetensors" "$bdir/tests/fuzz-safetensors" >/dev/null
     find "$out/seeds-safetensors" -maxdepth 1 -name '*.safetensors' -exec cp -n {} "$corpus/" \;
+  elif [ "$l" = dicom-j2k ]; then
+    # the harness writes its own seeds: a 6-byte header and a codestream from OpenJPEG's encoder
+    [ -d "$out/seeds-dicom-j2k" ] ||
+      CL_FUZZ_WRITE_SEEDS="$out/seeds-dicom-j2k" "$bdir/tests/fuzz-dicom-j2k" >/dev/null
+    find "$out/seeds-dicom-j2k" -maxdepth 1 -name '*.j2kseed' -exec cp -n {} "$corpus/" \;
   elif [ "$l" = gguf ]; then
     # test-gguf writes the seeds: a file with every value and tensor type, refused variants
     [ -d "$out/seeds-gguf" ] || CL_FUZZ_WRITE_SEEDS="$out/seeds-gguf" "$bdir/tests/test-gguf"
