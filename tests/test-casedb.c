@@ -627,7 +627,9 @@ static void test_files(void)
 
     g_autofree char *moved_to = g_strconcat(g_ptr_array_index(paths, 0), ".elsewhere", NULL);
     g_assert_cmpint(g_rename(g_ptr_array_index(paths, 0), moved_to), ==, 0);
-    g_autofree char *longer = g_strconcat(png, "extra", NULL);
+    g_autofree char *longer = g_malloc(len + 5); /* png is binary: its bytes, then 5 more */
+    memcpy(longer, png, len);
+    memcpy(longer + len, "extra", 5);
     g_assert_true(g_file_set_contents(g_ptr_array_index(paths, 1), longer, (gssize)len + 5, NULL));
     struct utimbuf times = { .actime = 1000000000, .modtime = 1000000000 };
     g_assert_cmpint(g_utime(g_ptr_array_index(paths, 3), &times), ==, 0);
