@@ -65,20 +65,22 @@ sanitize_tests() {
     meson setup build-asan -Db_sanitize=address,undefined -Dcuda=disabled \
       -Dbuildtype=debugoptimized >/dev/null
   fi
-  local targets
-  targets=$(meson introspect --tests build-asan | python3 -c '
+  # the suites' tests that run our C code (the scripts' checks — data, doc-refs, format — need
+  # no second run), and their executables
+  local tests targets
+  tests=$(meson introspect --tests build-asan | python3 -c '
 import json, sys
-exes = set()
 for t in json.load(sys.stdin):
     if {"changelens:core", "changelens:model"} & set(t["suite"]) and "/build-asan/" in t["cmd"][0]:
-        exes.add(t["cmd"][0].split("/build-asan/", 1)[1])
-print(" ".join(sorted(exes)))')
-  # shellcheck disable=SC2086 # one target per word
+        print(t["name"], t["cmd"][0].split("/build-asan/", 1)[1])')
+  targets=$(echo "$tests" | cut -d' ' -f2 | sort -u)
+  # shellcheck disable=SC2086 # one target or test name per word
   ninja -C build-asan app/changelens-cli $targets
+  # shellcheck disable=SC2046
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-asan --no-rebuild --print-errorlogs --suite core --suite model \
-    --logbase sanitize
+    meson test -C build-asan --no-rebuild --print-errorlogs --logbase sanitize \
+    $(echo "$tests" | cut -d' ' -f1)
 }
 
 # Prints the plain closing line "N passed, N failed, N skipped" from meson's test log.
