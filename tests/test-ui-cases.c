@@ -529,27 +529,6 @@ static void test_import_two_photos(void)
     cl_casedb_close(db);
 }
 
-/* A case of two generated scenes in db, named name, the later one shifted by (dx, 0); its id. */
-static gint64 shifted_case(ClCaseDb *db, const char *name, const char *stem, double dx)
-{
-    g_autoptr(GError) error = NULL;
-    g_autoptr(GPtrArray) images =
-        g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
-    for (int i = 0; i < 2; i++) {
-        g_autofree char *file = g_strdup_printf("%s-%d.png", stem, i + 1);
-        g_autofree char *path = g_build_filename(tmpdir, file, NULL);
-        write_scene_at(path, i == 1, i == 1 ? dx : 0, 0);
-        ClCaseImage *ci = g_new0(ClCaseImage, 1);
-        g_assert_true(cl_case_image_from_file(path, 0, ci, &error));
-        g_ptr_array_add(images, ci);
-    }
-    gint64 id = 0;
-    g_assert_true(cl_casedb_case_new(db, name, &id, &error));
-    g_assert_true(cl_casedb_images_add(db, id, images, NULL, &error));
-    g_assert_no_error(error);
-    return id;
-}
-
 static gint64 scene_case(ClCaseDb *db, const char *name, const char *stem)
 {
     return shifted_case(db, name, stem, 0);

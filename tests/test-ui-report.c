@@ -27,27 +27,6 @@ static gboolean case_shown(gpointer data)
     return window_idle(win) && cl_image_view_get_document(cl_window_get_view(win, 0)) != NULL;
 }
 
-/* A case of two generated scenes, the later one changed and shifted by (dx, 0); its id. */
-static gint64 scene_case(ClCaseDb *db, const char *name, const char *stem, double dx)
-{
-    g_autoptr(GError) error = NULL;
-    g_autoptr(GPtrArray) images =
-        g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
-    for (int i = 0; i < 2; i++) {
-        g_autofree char *file = g_strdup_printf("%s-%d.png", stem, i + 1);
-        g_autofree char *path = g_build_filename(tmpdir, file, NULL);
-        write_scene_at(path, i == 1, i == 1 ? dx : 0, 0);
-        ClCaseImage *ci = g_new0(ClCaseImage, 1);
-        g_assert_true(cl_case_image_from_file(path, 0, ci, &error));
-        g_ptr_array_add(images, ci);
-    }
-    gint64 id = 0;
-    g_assert_true(cl_casedb_case_new(db, name, &id, &error));
-    g_assert_true(cl_casedb_images_add(db, id, images, NULL, &error));
-    g_assert_no_error(error);
-    return id;
-}
-
 static ClWindow *window_on_case(ClCaseDb *db, gint64 id)
 {
     ClWindow *win = cl_window_new(NULL);
@@ -122,7 +101,7 @@ static void test_report_view(void)
     g_autoptr(GError) error = NULL;
     ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
     g_assert_no_error(error);
-    gint64 id = scene_case(db, "Shifted", "report-view", 6);
+    gint64 id = shifted_case(db, "Shifted", "report-view", 6);
     ClWindow *win = window_on_case(db, id);
     ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
 
@@ -237,7 +216,7 @@ static void test_report_deidentify(void)
     g_autoptr(GError) error = NULL;
     ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
     g_assert_no_error(error);
-    gint64 id = scene_case(db, "Follow-up", "report-deid", 0);
+    gint64 id = shifted_case(db, "Follow-up", "report-deid", 0);
     ClWindow *win = window_on_case(db, id);
     g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
     g_settings_set_string(settings, "reviewer-name", "Dr Test");
@@ -324,7 +303,7 @@ static void test_unsaved_edit(void)
     g_autoptr(GError) error = NULL;
     ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
     g_assert_no_error(error);
-    gint64 id = scene_case(db, "Unsaved", "report-unsaved", 0);
+    gint64 id = shifted_case(db, "Unsaved", "report-unsaved", 0);
     ClWindow *win = window_on_case(db, id);
     g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
     g_settings_set_string(settings, "reviewer-name", "Dr Test");

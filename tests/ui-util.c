@@ -5,6 +5,7 @@
 #include <cairo.h>
 #include <glib/gstdio.h>
 
+#include "casedb/casedb.h"
 #include "fixtures.h"
 
 char *tmpdir;
@@ -331,4 +332,25 @@ void ui_util_cleanup(void)
     g_free(tmpdir);
     g_free(path_a);
     g_free(path_b);
+}
+
+/* A case of two generated scenes in db, named name, the later one shifted by (dx, 0); its id. */
+gint64 shifted_case(ClCaseDb *db, const char *name, const char *stem, double dx)
+{
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) images =
+        g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
+    for (int i = 0; i < 2; i++) {
+        g_autofree char *file = g_strdup_printf("%s-%d.png", stem, i + 1);
+        g_autofree char *path = g_build_filename(tmpdir, file, NULL);
+        write_scene_at(path, i == 1, i == 1 ? dx : 0, 0);
+        ClCaseImage *ci = g_new0(ClCaseImage, 1);
+        g_assert_true(cl_case_image_from_file(path, 0, ci, &error));
+        g_ptr_array_add(images, ci);
+    }
+    gint64 id = 0;
+    g_assert_true(cl_casedb_case_new(db, name, &id, &error));
+    g_assert_true(cl_casedb_images_add(db, id, images, NULL, &error));
+    g_assert_no_error(error);
+    return id;
 }

@@ -5,6 +5,7 @@
 
 #include <adwaita.h>
 
+#include "casedb/casedb.h"
 #include "cl-document.h"
 #include "cl-image-view.h"
 #include "cl-viewport.h"
@@ -61,6 +62,9 @@ void set_mode(ClWindow *win, const char *mode);
  * for the compare modes and the model. */
 void write_scene_at(const char *path, gboolean changed, double dx, double dy);
 void write_scene(const char *path, gboolean changed);
+/* A case in db named name of two such scenes (stem-1.png, stem-2.png in tmpdir), the later one
+ * changed and shifted by (dx, 0); its id. */
+gint64 shifted_case(ClCaseDb *db, const char *name, const char *stem, double dx);
 
 /* Each test file's tests (test-ui-window.c, test-ui-compare.c, test-ui-describe.c,
  * test-ui-cases.c, test-ui-report.c). */
