@@ -13,11 +13,6 @@
 #include "cl-filmstrip.h"
 #include "fixtures.h"
 
-static gboolean not_exporting(gpointer data)
-{
-    return !cl_window_get_exporting(data);
-}
-
 typedef struct {
     ClWindow *win;
     gint64 id;
@@ -29,42 +24,12 @@ static gboolean case_is(gpointer data)
     return cl_window_get_case_id(w->win) == w->id;
 }
 
-static gboolean case_shown(gpointer data)
-{
-    ClWindow *win = data;
-    return window_idle(win) && cl_image_view_get_document(cl_window_get_view(win, 0)) != NULL;
-}
-
-/* The first widget under root that is a button of this action (depth first), NULL when none. */
-static GtkWidget *find_action_button(GtkWidget *root, const char *action)
-{
-    if (GTK_IS_BUTTON(root) &&
-        g_strcmp0(gtk_actionable_get_action_name(GTK_ACTIONABLE(root)), action) == 0)
-        return root;
-    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
-        GtkWidget *found = find_action_button(c, action);
-        if (found)
-            return found;
-    }
-    return NULL;
-}
-
 /* Whether the window's action is enabled now, as its button in the panel shows it. */
 static gboolean action_enabled(ClWindow *win, const char *action)
 {
-    GtkWidget *button = find_action_button(GTK_WIDGET(win), action);
+    GtkWidget *button = find_actionable(GTK_WIDGET(win), action);
     g_assert_nonnull(button);
     return gtk_widget_get_sensitive(button);
-}
-
-static void set_description_text(ClWindow *win, const char *text)
-{
-    /* the panel's editor, as a user types into it */
-    GtkTextView *tv = find_text_view(win);
-    g_assert_nonnull(tv);
-    GtkTextBuffer *b = gtk_text_view_get_buffer(tv);
-    gtk_text_buffer_set_text(b, text, -1);
-    gtk_text_buffer_set_modified(b, TRUE);
 }
 
 static void test_cases(void)
@@ -532,12 +497,6 @@ static void test_import_two_photos(void)
 static gint64 scene_case(ClCaseDb *db, const char *name, const char *stem)
 {
     return shifted_case(db, name, stem, 0);
-}
-
-static guint n_versions(ClCaseDb *db, gint64 id)
-{
-    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, NULL);
-    return c->descriptions->len;
 }
 
 static ClDescStatus current_status(ClCaseDb *db, gint64 id)

@@ -253,11 +253,6 @@ static void test_window_level(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
-static gboolean not_busy(gpointer data)
-{
-    return !cl_window_get_busy(data);
-}
-
 /* Align: a shifted later image is laid back over the earlier one; the difference shrinks to the
  * real change; Alt+arrow nudges move it by a pixel. */
 static void test_align(void)

@@ -11,22 +11,6 @@
 
 #include "casedb/casedb.h"
 
-static gboolean not_exporting(gpointer data)
-{
-    return !cl_window_get_exporting(data);
-}
-
-static gboolean not_busy(gpointer data)
-{
-    return !cl_window_get_busy(data);
-}
-
-static gboolean case_shown(gpointer data)
-{
-    ClWindow *win = data;
-    return window_idle(win) && cl_image_view_get_document(cl_window_get_view(win, 0)) != NULL;
-}
-
 static ClWindow *window_on_case(ClCaseDb *db, gint64 id)
 {
     ClWindow *win = cl_window_new(NULL);
@@ -44,21 +28,6 @@ static void close_window(ClWindow *win, ClCaseDb *db)
     for (int i = 0; i < 10; i++)
         g_main_context_iteration(NULL, FALSE);
     cl_casedb_close(db);
-}
-
-static void set_description_text(ClWindow *win, const char *text)
-{
-    GtkTextView *tv = find_text_view(win);
-    g_assert_nonnull(tv);
-    GtkTextBuffer *b = gtk_text_view_get_buffer(tv);
-    gtk_text_buffer_set_text(b, text, -1);
-    gtk_text_buffer_set_modified(b, TRUE);
-}
-
-static guint n_versions(ClCaseDb *db, gint64 id)
-{
-    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, NULL);
-    return c->descriptions->len;
 }
 
 /* Exports through the window as the menu does once the file is chosen: the options dialog

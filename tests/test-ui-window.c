@@ -164,20 +164,6 @@ static void assert_same_view(ClViewport *x, ClViewport *y)
     g_assert_cmpfloat_with_epsilon(cl_viewport_get_center_y(x), cl_viewport_get_center_y(y), 1e-9);
 }
 
-/* The widget under root whose action is action_name (the header bar's link toggle, ...). */
-static GtkWidget *find_actionable(GtkWidget *root, const char *action_name)
-{
-    if (GTK_IS_ACTIONABLE(root) &&
-        g_strcmp0(gtk_actionable_get_action_name(GTK_ACTIONABLE(root)), action_name) == 0)
-        return root;
-    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
-        GtkWidget *found = find_actionable(c, action_name);
-        if (found)
-            return found;
-    }
-    return NULL;
-}
-
 typedef struct {
     double zoom, cx, cy;
 } State;

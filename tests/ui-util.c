@@ -354,3 +354,49 @@ gint64 shifted_case(ClCaseDb *db, const char *name, const char *stem, double dx)
     g_assert_no_error(error);
     return id;
 }
+
+gboolean not_busy(gpointer data)
+{
+    return !cl_window_get_busy(data);
+}
+
+gboolean not_exporting(gpointer data)
+{
+    return !cl_window_get_exporting(data);
+}
+
+gboolean case_shown(gpointer data)
+{
+    ClWindow *win = data;
+    return window_idle(win) && cl_image_view_get_document(cl_window_get_view(win, 0)) != NULL;
+}
+
+void set_description_text(ClWindow *win, const char *text)
+{
+    /* the panel's editor, as a user types into it */
+    GtkTextView *tv = find_text_view(win);
+    g_assert_nonnull(tv);
+    GtkTextBuffer *b = gtk_text_view_get_buffer(tv);
+    gtk_text_buffer_set_text(b, text, -1);
+    gtk_text_buffer_set_modified(b, TRUE);
+}
+
+guint n_versions(ClCaseDb *db, gint64 id)
+{
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, NULL);
+    return c->descriptions->len;
+}
+
+/* The widget under root whose action is action_name (the header bar's link toggle, ...). */
+GtkWidget *find_actionable(GtkWidget *root, const char *action_name)
+{
+    if (GTK_IS_ACTIONABLE(root) &&
+        g_strcmp0(gtk_actionable_get_action_name(GTK_ACTIONABLE(root)), action_name) == 0)
+        return root;
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        GtkWidget *found = find_actionable(c, action_name);
+        if (found)
+            return found;
+    }
+    return NULL;
+}

@@ -65,6 +65,18 @@ void write_scene(const char *path, gboolean changed);
 /* A case in db named name of two such scenes (stem-1.png, stem-2.png in tmpdir), the later one
  * changed and shifted by (dx, 0); its id. */
 gint64 shifted_case(ClCaseDb *db, const char *name, const char *stem, double dx);
+/* Wait conditions (data: the ClWindow): no export running; no model run or alignment busy; idle
+ * with the first view's document shown. */
+gboolean not_exporting(gpointer data);
+gboolean not_busy(gpointer data);
+gboolean case_shown(gpointer data);
+/* Types text into the description's editor as a user would (the buffer marked modified). */
+void set_description_text(ClWindow *win, const char *text);
+/* The case's description versions. */
+guint n_versions(ClCaseDb *db, gint64 id);
+/* The widget under root whose action is action_name (a button, the header bar's link toggle,
+ * ...), depth first; NULL when none. */
+GtkWidget *find_actionable(GtkWidget *root, const char *action_name);
 
 /* Each test file's tests (test-ui-window.c, test-ui-compare.c, test-ui-describe.c,
  * test-ui-cases.c, test-ui-report.c). */
