@@ -470,6 +470,23 @@ void decode_frame(float *out, guint32 f, const PixelHeader &h, const SampleSourc
     }
 }
 
+/* The image's format and every frame from src (the palette read first where there is one). */
+gboolean fill_frames(ClImage *img, DcmDataset *ds, const PixelHeader &h, const SampleSource &src,
+                     bool subsampled, guint out_channels, const char *shown, GError **error)
+{
+    Lut pal[3];
+    if (h.colour == Colour::PALETTE && !read_palette(ds, h, pal, shown, error))
+        return FALSE;
+    set_format(img, h, pal, out_channels);
+    if (!cl_image_alloc_frames(img, h.frames, error)) {
+        g_prefix_error(error, "%s: ", shown);
+        return FALSE;
+    }
+    for (guint32 f = 0; f < h.frames; f++)
+        decode_frame(cl_image_plane(img, f, 0), f, h, src, pal, subsampled);
+    return TRUE;
+}
+
 } /* namespace */
 
 gboolean decode_pixels(ClImage *img, DcmDataset *ds, DcmElement *pixel, const PixelHeader &h,
@@ -486,17 +503,7 @@ gboolean decode_pixels(ClImage *img, DcmDataset *ds, DcmElement *pixel, const Pi
     SampleSource src;
     if (!open_samples(pixel, h, xfer, decompressed, subsampled, src, shown, error))
         return FALSE;
-    Lut pal[3];
-    if (h.colour == Colour::PALETTE && !read_palette(ds, h, pal, shown, error))
-        return FALSE;
-    set_format(img, h, pal, out_channels);
-    if (!cl_image_alloc_frames(img, h.frames, error)) {
-        g_prefix_error(error, "%s: ", shown);
-        return FALSE;
-    }
-    for (guint32 f = 0; f < h.frames; f++)
-        decode_frame(cl_image_plane(img, f, 0), f, h, src, pal, subsampled);
-    return TRUE;
+    return fill_frames(img, ds, h, src, subsampled, out_channels, shown, error);
 }
 
 gboolean decode_native(ClImage *img, DcmDataset *ds, const std::vector<Uint8> &bytes,
@@ -510,17 +517,7 @@ gboolean decode_native(ClImage *img, DcmDataset *ds, const std::vector<Uint8> &b
         set_error(error, CL_IMAGE_ERROR_CORRUPT, shown, "decoded Pixel Data is short");
         return FALSE;
     }
-    Lut pal[3];
-    if (h.colour == Colour::PALETTE && !read_palette(ds, h, pal, shown, error))
-        return FALSE;
-    set_format(img, h, pal, out_channels);
-    if (!cl_image_alloc_frames(img, h.frames, error)) {
-        g_prefix_error(error, "%s: ", shown);
-        return FALSE;
-    }
-    for (guint32 f = 0; f < h.frames; f++)
-        decode_frame(cl_image_plane(img, f, 0), f, h, src, pal, false);
-    return TRUE;
+    return fill_frames(img, ds, h, src, false, out_channels, shown, error);
 }
 
 } /* namespace cl_dicom */
