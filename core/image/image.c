@@ -1,15 +1,12 @@
 /* image.c - ClImage lifetime, limits, format detection and the load dispatcher. */
 #include "image/image.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "image/loaders.h"
+#include "regularfile.h"
 
 G_DEFINE_QUARK(cl - image - error - quark, cl_image_error)
 
@@ -297,26 +294,11 @@ ClImage *cl_image_load(const char *path, const ClImageLimits *limits, GError **e
 {
     g_return_val_if_fail(path != NULL, NULL);
     g_autoptr(GError) local = NULL;
-    /* opened without blocking and checked before it is read: a FIFO without a writer would
-     * block the open, a device (/dev/zero) would be read forever */
-    int fd = g_open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
+    const char *why = NULL;
+    int fd = cl_open_regular(path, &why);
     if (fd < 0) {
-        int e = errno;
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO, "%s: cannot open: %s", path,
-                    g_strerror(e));
-        return NULL;
-    }
-    struct stat sb;
-    const char *not_file = NULL;
-    if (fstat(fd, &sb) != 0)
-        not_file = "cannot be examined";
-    else if (S_ISDIR(sb.st_mode))
-        not_file = "is a folder, not an image file";
-    else if (!S_ISREG(sb.st_mode))
-        not_file = "is not a regular file (a pipe, device or socket), not an image file";
-    if (not_file) {
-        close(fd);
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO, "%s: %s", path, not_file);
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO,
+                    fd == -1 ? "%s: cannot open: %s" : "%s: %s, not an image file", path, why);
         return NULL;
     }
     GMappedFile *map = g_mapped_file_new_from_fd(fd, FALSE, &local);

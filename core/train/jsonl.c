@@ -5,14 +5,13 @@
 #include "model/vist.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "jsondepth.h"
+#include "regularfile.h"
 #include "model/decoder.h" /* CL_DECODER_VISUAL */
 #include "model/preprocess.h"
 
@@ -632,30 +631,15 @@ static gboolean index_line(ClDataset *d, const char *text, gsize len, gint64 off
     return TRUE;
 }
 
-/* fopen(path, "rb") for a regular file only: a folder, a pipe, a device or a socket is refused
- * with a message saying so (a FIFO is opened without blocking, so an empty pipe cannot hang the
- * command before it can answer a signal). */
+/* fopen(path, "rb") for a regular file only (regularfile.h): a folder, a pipe, a device or a
+ * socket is refused with a message saying so. */
 static FILE *open_regular(const char *path, GError **error)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    const char *why = NULL;
+    int fd = cl_open_regular(path, &why);
     if (fd < 0) {
-        int e = errno;
-        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO, "cannot open %s: %s", path,
-                    g_strerror(e));
-        return NULL;
-    }
-    struct stat sb;
-    const char *what = NULL;
-    if (fstat(fd, &sb) != 0)
-        what = "cannot be examined";
-    else if (S_ISDIR(sb.st_mode))
-        what = "is a folder, not a JSONL file";
-    else if (!S_ISREG(sb.st_mode))
-        what = "is not a regular file (a pipe, device or socket); training reads a JSONL file";
-    if (what || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
-        close(fd);
-        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO, "%s %s", path,
-                    what ? what : "cannot be read");
+        g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_IO,
+                    fd == -1 ? "cannot open %s: %s" : "%s %s, not a JSONL file", path, why);
         return NULL;
     }
     FILE *f = fdopen(fd, "rb");
