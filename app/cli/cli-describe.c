@@ -79,6 +79,7 @@ typedef struct {
     const char *variant;
     const char *device;
     char **heatmap_files; /* per heatmap, NULL when not written */
+    const char *object;   /* the object head's class name, NULL when none */
 } JsonContext;
 
 static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, const JsonContext *c)
@@ -181,6 +182,22 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
     if (r->change_max >= 0) { /* the change head's call on the last image */
         json_builder_set_member_name(b, "change_probability_max");
         json_builder_add_double_value(b, r->change_max);
+        /* the changed regions (grounding.h): 3 × 3 cell names and centres in [0, 1] */
+        json_builder_set_member_name(b, "change_regions");
+        json_builder_begin_array(b);
+        for (int i = 0; i < r->regions.n; i++) {
+            json_builder_begin_object(b);
+            json_member_string(b, "position", cl_grounding_position_names[r->regions.cell[i]]);
+            json_member_double(b, "x", r->regions.x[i]);
+            json_member_double(b, "y", r->regions.y[i]);
+            json_member_double(b, "mass", r->regions.mass[i]);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+    }
+    if (c->object) { /* config.n_objects: what the object head sees where the change is */
+        json_member_string(b, "changed_object", c->object);
+        json_member_double(b, "changed_object_share", r->object_share);
     }
     json_builder_set_member_name(b, "notices");
     json_builder_begin_array(b);
@@ -202,7 +219,7 @@ typedef struct {
     char *model_path, *random_init, *variant, *device, *prompt, *heatmap, *domain_name;
     char *stream, *pages_prefix, *heatmap_source;
     gint64 seed, max_tokens, beam_size, sparse_topk;
-    gboolean delta, json, no_change_gate;
+    gboolean delta, json, no_change_gate, no_grounding;
     char **files, **reports;
     ClSveVariant sve_variant;
 } DescribeArgs;
@@ -273,6 +290,10 @@ static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
           NULL },
         { "no-change-gate", 0, 0, G_OPTION_ARG_NONE, &a->no_change_gate,
           "A model with a change head: do not steer the answer by the head's change call", NULL },
+        { "no-grounding", 0, 0, G_OPTION_ARG_NONE, &a->no_grounding,
+          "A model with a change head: do not hold the answer's position and object to what "
+          "the heads found (docs/MODEL.md §3.13)",
+          NULL },
         { "heatmap-source", 0, 0, G_OPTION_ARG_STRING, &a->heatmap_source,
           "auto (default: the change head's probabilities when the model has one, else the "
           "update norms), update_norm, delta or change",
@@ -372,6 +393,7 @@ static int describe_options(const DescribeArgs *a, GString *context, ClDescribeO
     opts->delta = a->delta;
     opts->heatmap_source = a->heatmap_source;
     opts->change_gate = !a->no_change_gate;
+    opts->grounding = !a->no_grounding;
     opts->heatmaps = TRUE; /* cheap; the JSON reports them even without --heatmap */
     return -1;
 }
@@ -525,6 +547,7 @@ static void print_describe_result(const DescribeArgs *a, const DescribeInputs *i
             .variant = cl_sve_variant_name(in->model->config.sve_variant),
             .device = cl_backend_name(in->be),
             .heatmap_files = written,
+            .object = res->object >= 0 ? in->model->config.object_names[res->object] : NULL,
         };
         g_autofree char *out = result_to_json(res, in->seq, &c);
         printf("%s\n", out);

@@ -11,6 +11,7 @@
 #include "model/model-quant.h"
 #include "model/safetensors.h"
 #include "model/gguf-model.h"
+#include "synth/synth.h"
 
 #define PROG "changelens-cli model"
 
@@ -23,7 +24,7 @@ static const char model_usage[] =
     "       [--dtype f32|f16|bf16] [--tokenizer TOK.json] --out FILE\n"
     "                                  write a randomly initialised model\n"
     "  info [--json] FILE              config, parameters, dtypes, sha256, tokenizer size\n"
-    "  convert [--dtype D] [--quantize q8_0|q4_1] IN OUT\n"
+    "  convert [--dtype D] [--quantize q8_0|q4_1] [--objects-from CHECKPOINT] IN OUT\n"
     "                                  rewrite a model file (safetensors or GGUF) in another\n"
     "                                  dtype, or with its decoder matrices quantized\n"
     "  fit-ood --model IN --out OUT    fit the statistics that flag unfamiliar images\n";
@@ -259,9 +260,41 @@ static int cmd_info(int argc, char **argv)
 
 /* ---- convert -------------------------------------------------------------------------------- */
 
+/* --objects-from: the model with the object head (config.n_objects, photo-edits' objects) whose
+ * weights are the trainer's objects head in `ckpt` ("aux.objects.weight", "aux.objects.bias") */
+static ClModel *with_object_head(const ClModel *model, const char *ckpt, GError **error)
+{
+    g_autoptr(ClSafetensors) st = cl_safetensors_open(ckpt, error);
+    if (!st)
+        return NULL;
+    const gint64 K = CL_CONFIG_OBJECT_OUT, D = model->config.enc_dim;
+    const ClSafeTensor *w = cl_safetensors_get(st, "aux.objects.weight"),
+                       *b = cl_safetensors_get(st, "aux.objects.bias");
+    if (!w || !b || w->dtype != CL_DTYPE_F32 || b->dtype != CL_DTYPE_F32 ||
+        w->numel != (guint64)(K * D) || b->numel != (guint64)K) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_FILE,
+                    "%s: no objects head for this model (aux.objects.weight: %" G_GINT64_FORMAT
+                    " × %" G_GINT64_FORMAT " F32 values, aux.objects.bias: %" G_GINT64_FORMAT
+                    "): train with --aux-objects",
+                    ckpt, K, D, K);
+        return NULL;
+    }
+    ClModelConfig cfg = model->config;
+    cfg.n_objects = cl_synth_photo_n_objects();
+    for (int c = 0; c < cfg.n_objects; c++)
+        g_strlcpy(cfg.object_names[c], cl_synth_photo_object_name(c), CL_CONFIG_OBJECT_NAME);
+    ClModel *m = cl_model_reshaped(model, &cfg, 0, "enc.objects.", error);
+    if (!m)
+        return NULL;
+    memcpy(m->w.enc_objects_w, w->data, sizeof(float) * (size_t)(K * D));
+    memcpy(m->w.enc_objects_b, b->data, sizeof(float) * (size_t)K);
+    cl_model_weights_changed(m);
+    return m;
+}
+
 static int cmd_convert(int argc, char **argv)
 {
-    g_autofree char *dtype = NULL, *quantize = NULL;
+    g_autofree char *dtype = NULL, *quantize = NULL, *objects_from = NULL;
     GOptionEntry entries[] = {
         { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype,
           "Stored dtype of OUT's float tensors (default with --quantize: IN's; f32 for GGUF)",
@@ -270,6 +303,10 @@ static int cmd_convert(int argc, char **argv)
           "Keep the decoder's attention, MLP and output matrices as blocks of this type "
           "(docs/MODEL.md §7)",
           "q8_0|q4_1" },
+        { "objects-from", 0, 0, G_OPTION_ARG_FILENAME, &objects_from,
+          "Add the object head (photo-edits' objects, docs/MODEL.md §3.13) from a training "
+          "checkpoint's objects loss head",
+          "CHECKPOINT" },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("IN OUT - rewrite a model file");
@@ -310,6 +347,13 @@ static int cmd_convert(int argc, char **argv)
                 break;
             }
         }
+    }
+    if (objects_from) {
+        ClModel *with = with_object_head(model, objects_from, &err);
+        if (!with)
+            return fail(err);
+        cl_model_free(model);
+        model = with;
     }
     if (quantize && !cl_model_quantize(model, qt, &err)) {
         g_prefix_error(&err, "%s: ", argv[1]);

@@ -663,6 +663,37 @@ gboolean cl_config_set_pvm(ClModelConfig *c, int every, int rank)
     return TRUE;
 }
 
+/* "object_names": an array of 1 to CL_CONFIG_MAX_OBJECTS names of lower-case letters and single
+ * spaces, each shorter than CL_CONFIG_OBJECT_NAME bytes */
+static gboolean parse_object_names(ClModelConfig *c, JsonNode *v, GError **error)
+{
+    JsonArray *a = JSON_NODE_HOLDS_ARRAY(v) ? json_node_get_array(v) : NULL;
+    const guint n = a ? json_array_get_length(a) : 0;
+    if (!a || n == 0 || n > CL_CONFIG_MAX_OBJECTS) {
+        CONFIG_FAIL("config: object_names must be an array of 1 to %d names",
+                    CL_CONFIG_MAX_OBJECTS);
+        return FALSE;
+    }
+    for (guint i = 0; i < n; i++) {
+        JsonNode *e = json_array_get_element(a, i);
+        const char *name = JSON_NODE_HOLDS_VALUE(e) && json_node_get_value_type(e) == G_TYPE_STRING
+                               ? json_node_get_string(e)
+                               : NULL;
+        gboolean ok = name && *name && strlen(name) < CL_CONFIG_OBJECT_NAME && name[0] != ' ';
+        for (const char *q = name; ok && *q; q++)
+            ok = (*q >= 'a' && *q <= 'z') || (*q == ' ' && q[1] && q[1] != ' ');
+        if (!ok) {
+            CONFIG_FAIL("config: object_names[%u] must be 1 to %d lower-case letters and single "
+                        "spaces",
+                        i, CL_CONFIG_OBJECT_NAME - 1);
+            return FALSE;
+        }
+        g_strlcpy(c->object_names[i], name, CL_CONFIG_OBJECT_NAME);
+    }
+    c->n_objects = (int)n;
+    return TRUE;
+}
+
 static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GError **error)
 {
     for (gsize i = 0; i < G_N_ELEMENTS(int_fields); i++)
@@ -687,6 +718,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_bool(v, k, &c->change_marker, error);
     if (strcmp(k, "ood") == 0)
         return json_int(v, k, &c->ood, error);
+    if (strcmp(k, "object_names") == 0)
+        return parse_object_names(c, v, error);
     if (strcmp(k, "stem") == 0) {
         const char *stem = JSON_NODE_HOLDS_VALUE(v) && json_node_get_value_type(v) == G_TYPE_STRING
                                ? json_node_get_string(v)
@@ -835,6 +868,12 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"change_marker\":true");
     if (c->ood > 0)
         g_string_append_printf(s, ",\"ood\":%d", c->ood);
+    if (c->n_objects > 0) { /* names of letters and spaces: nothing to escape */
+        g_string_append(s, ",\"object_names\":[");
+        for (int i = 0; i < c->n_objects; i++)
+            g_string_append_printf(s, "%s\"%s\"", i ? "," : "", c->object_names[i]);
+        g_string_append_c(s, ']');
+    }
     if (c->casa != CL_CASA_OFF)
         g_string_append_printf(s, ",\"casa\":\"%s\"", cl_casa_variant_name(c->casa));
     if (c->casa_replace > 0)

@@ -44,6 +44,11 @@ typedef enum {
     CL_CASA_SHARED, /* CA^φ: CA with the layer's self-attention projections */
 } ClCasaVariant;
 
+/* config.n_objects: classes at most, a name's bytes at most (with its NUL), the head's logits */
+#define CL_CONFIG_MAX_OBJECTS 64
+#define CL_CONFIG_OBJECT_NAME 32
+#define CL_CONFIG_OBJECT_OUT 17
+
 typedef struct {
     int format; /* 1 */
     int image_size, patch_size, channels;
@@ -83,6 +88,15 @@ typedef struct {
      * the first in proportion to the largest change probability of its four patches, so that the
      * decoder finds the changed tokens by their value (docs/MODEL.md §3.12) */
     gboolean change_marker;
+    /* n_objects > 0: an object head ("enc.objects.weight" [CL_CONFIG_OBJECT_OUT, D],
+     * "enc.objects.bias" [CL_CONFIG_OBJECT_OUT]) on the encoder's final patch tokens, the
+     * trainer's objects loss made part of the model: logit 0 "the patch shows an object",
+     * logits 1 + j the synthetic objects' attribute labels j (4 shapes, 8 colours, 2 sizes,
+     * 2 materials). Class c (object_names[c], c < n_objects) is the object whose labels are
+     * shape c / 8 % 4, colour c % 8, size c / 32: how photo-edits codes its objects. describe
+     * names the changed object by it (docs/MODEL.md §3.13). JSON "object_names": [...]. */
+    int n_objects;
+    char object_names[CL_CONFIG_MAX_OBJECTS][CL_CONFIG_OBJECT_NAME];
     /* K > 0: the training images' descriptors (docs/MODEL.md §3.11): "ood.mean", "ood.var" [2C],
      * "ood.bank" [K, 2C], "ood.threshold" [1], C = cl_config_patch_inputs; an image whose
      * pooled features score above the threshold is unlike the training images (a notice) */

@@ -13,6 +13,7 @@ void cl_describe_options_init(ClDescribeOptions *opts)
     memset(opts, 0, sizeof *opts);
     opts->auto_domain = TRUE;
     opts->change_gate = TRUE;
+    opts->grounding = TRUE;
     opts->domain = CL_CHAT_DOMAIN_GENERIC;
     opts->max_new_tokens = 256;
     opts->beam_size = 1;
@@ -225,6 +226,7 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
     float *pixels = g_new(float, px_n);
     float *visual = *visual_out = g_try_new(float, (gsize)n_images *M *E);
     ClEncoderState *state = cl_encoder_state_new(model);
+    g_autofree float *prev_objects = NULL; /* the previous image's object-head logits */
     gboolean ok = visual != NULL && state != NULL;
     if (!ok)
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
@@ -271,11 +273,18 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
             out->change_max = 0;
             for (int p = 0; p < eo.n_patches; p++)
                 out->change_max = MAX(out->change_max, eo.change_prob[p]);
+            cl_grounding_change_regions(eo.change_prob, eo.grid, &out->letterbox[t], &out->regions);
+            if (cfg->n_objects > 0)
+                out->object =
+                    cl_grounding_changed_object(prev_objects, eo.object_logits, eo.change_prob,
+                                                eo.n_patches, cfg->n_objects, &out->object_share);
         }
         if (eo.ood_threshold > 0 && eo.ood_score > eo.ood_threshold) {
             g_string_append_printf(unlike, "%s%u", unlike->len ? ", " : "", t + 1);
             n_unlike++;
         }
+        g_free(prev_objects);
+        prev_objects = g_steal_pointer(&eo.object_logits);
         memcpy(visual + (gsize)t * M * E, eo.visual, sizeof(float) * (gsize)M * E);
         if (opts->heatmaps && t > 0) {
             ClHeatmap *hm = cl_heatmap_new_from_encoder(&eo, cfg->enc_depth, source, (int)t, error);
@@ -335,6 +344,30 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
         go.first_text = "No";
         go.first_text_avoid = out->change_max >= 0.5;
     }
+    /* grounding: the position phrases to the changed regions' cells, the object named to the
+     * object head's class */
+    gboolean allowed_cells[9] = { FALSE }, allowed_objects[CL_CONFIG_MAX_OBJECTS] = { FALSE };
+    const char *object_names[CL_CONFIG_MAX_OBJECTS + 1] = { NULL };
+    ClGroundingSlot slots[2];
+    int n_slots = 0;
+    if (opts->grounding && out->regions.n > 0 && opts->beam_size == 1 &&
+        (!opts->turns || opts->change_gate_turns) && (!opts->question || !*opts->question)) {
+        if (out->domain != CL_CHAT_DOMAIN_RADIOGRAPH) {
+            for (int i = 0; i < out->regions.n; i++)
+                allowed_cells[out->regions.cell[i]] = TRUE;
+            slots[n_slots++] = (ClGroundingSlot){ cl_grounding_position_names, allowed_cells,
+                                                  CL_GROUNDING_AFTER_PREPOSITION };
+        }
+        if (out->object >= 0) {
+            for (int c = 0; c < cfg->n_objects; c++)
+                object_names[c] = cfg->object_names[c];
+            allowed_objects[out->object] = TRUE;
+            slots[n_slots++] =
+                (ClGroundingSlot){ object_names, allowed_objects, CL_GROUNDING_SENTENCE_START };
+        }
+    }
+    go.slots = slots;
+    go.n_slots = n_slots;
     /* The chat's special texts end the answer also when spelt out in plain bytes (a
      * generated <|im_start|> id decodes to its text: the model opening another turn). */
     g_autoptr(GPtrArray) stops = g_ptr_array_new();
@@ -403,6 +436,7 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
     }
     memset(out, 0, sizeof *out);
     out->change_max = -1;
+    out->object = -1;
     out->ids = g_array_new(FALSE, FALSE, sizeof(gint32));
     out->heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
     out->layer_heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);

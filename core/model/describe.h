@@ -8,6 +8,7 @@
 #include "nn/backend.h"
 #include "model/chat.h"
 #include "model/generate.h"
+#include "model/grounding.h"
 #include "model/heatmap.h"
 #include "image/image.h"
 #include "model/model.h"
@@ -77,6 +78,13 @@ typedef struct {
     /* with change_gate: steer also when `turns` are given (the caller's turns ask the domain's
      * question, as an evaluation's samples do); FALSE (default): only for the domain's own */
     gboolean change_gate_turns;
+    /* config.change_head, greedy: when the head calls a change, a position phrase of the
+     * answer ("at the top left") is held to the cells of the changed regions it found, and with
+     * config.n_objects the object the answer names (after its opening "A", "An" or "The") to
+     * the one the object head sees there (grounding.h, docs/MODEL.md §3.13); as change_gate
+     * with `turns`. Positions not for radiographs, whose left and right are the patient's
+     * (default TRUE) */
+    gboolean grounding;
     ClTokenCallback on_token;       /* streaming, see generate.h; may be NULL */
     ClDescribeProgress on_progress; /* before each image's encoding and before the generation;
                                      * may be NULL */
@@ -109,6 +117,11 @@ typedef struct {
     /* config.change_head: the largest change probability over the last image's patches (the
      * change call is change_max >= 0.5); -1 without the head */
     double change_max;
+    ClChangeRegions regions; /* config.change_head: the last image's changed regions */
+    /* config.n_objects: the class the object head sees in them (config.object_names), -1
+     * when none; its share of the classes' probability */
+    int object;
+    double object_share;
     double *encode_ms;   /* (n_images) each image's encoder pass(es) */
     double prefill_ms;   /* the prompt through the decoder */
     double decode_ms;    /* generation after the prefill */

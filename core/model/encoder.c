@@ -148,6 +148,7 @@ void cl_encoder_output_clear(ClEncoderOutput *out)
     g_clear_pointer(&out->update_norm, g_free);
     g_clear_pointer(&out->delta, g_free);
     g_clear_pointer(&out->change_prob, g_free);
+    g_clear_pointer(&out->object_logits, g_free);
 }
 
 /* config.ood (docs/MODEL.md §3.11): an image's descriptor, the mean and the standard deviation
@@ -229,6 +230,26 @@ static float *change_probabilities(ClBackend *be, const ClModelWeights *w, const
         p[n] = (float)(1.0 / (1.0 + exp(-z)));
     }
     return p;
+}
+
+/* config.n_objects: the object head's logits w·x_p + b (N, CL_CONFIG_OBJECT_OUT) for the N final
+ * patch tokens x (N, D). */
+static float *object_logits(ClBackend *be, const ClModelWeights *w, const float *x, int N, int D)
+{
+    const int K = CL_CONFIG_OBJECT_OUT;
+    g_autofree float *tmp = NULL, *tw = NULL, *tb = NULL;
+    const float *hx = cl_backend_host_view(be, x, (size_t)N * D, &tmp);
+    const float *hw = cl_backend_host_view(be, w->enc_objects_w, (size_t)K * D, &tw);
+    const float *hb = cl_backend_host_view(be, w->enc_objects_b, (size_t)K, &tb);
+    float *z = g_new(float, (size_t)N * K);
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            double acc = hb[k];
+            for (int d = 0; d < D; d++)
+                acc += (double)hw[(size_t)k * D + d] * hx[(size_t)n * D + d];
+            z[(size_t)n * K + k] = (float)acc;
+        }
+    return z;
 }
 
 /* Lays out the workspace (arena == NULL: only counts). */
@@ -734,6 +755,8 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
     encode_blocks(&enc, w, state, update_norm, &t);
     if (had_prev && w->enc_change_w)
         out->change_prob = change_probabilities(be, w, state->x, N, D);
+    if (w->enc_objects_w)
+        out->object_logits = object_logits(be, w, state->x, N, D);
     state->has_prev = TRUE;
     merger(&enc, w, visual);
     tap2(&t, "visual", visual, M, E);

@@ -31,12 +31,14 @@ typedef struct {
     double ood_score;   /* config.ood: how unlike the training images this one is (§3.11),
                          * above ood_threshold: unlike; both 0 without the statistics */
     double ood_threshold;
-    float *change_prob; /* (N) config.change_head: per patch, the probability that it changed
+    float *change_prob;   /* (N) config.change_head: per patch, the probability that it changed
                          * from the previous image; NULL for a first image or without the head */
-    int grid;           /* G: the patch grid is G x G */
-    int n_patches;      /* N = G*G */
-    int n_visual;       /* M = N/4, on a (G/2 x G/2) grid */
-    double ms;          /* wall time of this call */
+    float *object_logits; /* (N, CL_CONFIG_OBJECT_OUT) config.n_objects: the object head's
+                           * logits per patch (every image); NULL without the head */
+    int grid;             /* G: the patch grid is G x G */
+    int n_patches;        /* N = G*G */
+    int n_visual;         /* M = N/4, on a (G/2 x G/2) grid */
+    double ms;            /* wall time of this call */
 } ClEncoderOutput;
 
 /* Encodes one image `pixels` [C, S, S] (preprocessed, docs/MODEL.md §2) reading the state's

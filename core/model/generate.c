@@ -280,6 +280,26 @@ static void constrain_first(const Gen *g, float *logits)
     }
 }
 
+/* slot_phrases: how many of the most likely tokens are tried before the best one is taken
+ * regardless (a model that wants nothing allowed there) */
+#define MAX_SLOT_TRIES 64
+
+/* whether the text with token id appended keeps every slot's phrase to the allowed ones */
+static gboolean slot_ok(const Gen *g, const GString *text, gint32 id)
+{
+    gsize len = 0;
+    const char *b = cl_tokenizer_token_bytes(g->model->tokenizer, id, &len);
+    char buf[64 + 64];
+    const gsize keep = MIN(text->len, (gsize)64), add = b ? MIN(len, (gsize)64) : 0;
+    memcpy(buf, text->str + text->len - keep, keep);
+    if (add)
+        memcpy(buf + keep, b, add);
+    for (int i = 0; i < g->opts->n_slots; i++)
+        if (!cl_grounding_text_ok(buf, keep + add, keep == text->len, &g->opts->slots[i]))
+            return FALSE;
+    return TRUE;
+}
+
 static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult *out,
                        GError **error)
 {
@@ -298,6 +318,14 @@ static gboolean greedy(Gen *g, ClKVCache *cache, float *logits, ClGenerateResult
                         "the decoder produced no usable logits (NaN)");
             ok = FALSE;
             break;
+        }
+        for (int tries = 0; o->n_slots > 0 && tries < MAX_SLOT_TRIES && !slot_ok(g, out->text, id);
+             tries++) {
+            gint32 next;
+            logits[id] = -INFINITY;
+            if (top_k(&g->vocab, logits, 1, &next) < 1)
+                break; /* nothing else: the first choice stands */
+            id = next;
         }
         if (o->median_numbers) {
             gboolean digit = is_digit_id(g, id);

@@ -6,6 +6,7 @@
 #include <glib.h>
 
 #include "nn/backend.h"
+#include "model/grounding.h"
 #include "model/model.h"
 
 G_BEGIN_DECLS
@@ -59,6 +60,12 @@ typedef struct {
      * (describe.h change_gate). */
     const char *first_text;
     gboolean first_text_avoid;
+    /* Greedy only. n_slots sets of phrases (grounding.h) the text must keep to: where the most
+     * likely token would make a slot's phrase one that is not allowed (cl_grounding_text_ok),
+     * the next most likely is taken, and so on. How describe holds the text to where the change
+     * head found the change and to the object the object head sees there. */
+    const ClGroundingSlot *slots;
+    int n_slots;
 } ClGenerateOptions;
 
 /* Defaults: max_new_tokens 256, beam_size 1, length_penalty 1.0, nothing else. */

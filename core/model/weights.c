@@ -65,6 +65,10 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
         M2(SLOT(w->enc_change_w), 1, D, "enc.change.weight");
         V1(SLOT(w->enc_change_b), 1, "enc.change.bias");
     }
+    if (cfg->n_objects > 0) {
+        M2(SLOT(w->enc_objects_w), CL_CONFIG_OBJECT_OUT, D, "enc.objects.weight");
+        V1(SLOT(w->enc_objects_b), CL_CONFIG_OBJECT_OUT, "enc.objects.bias");
+    }
     for (int l = 0; l < cfg->enc_depth; l++) {
         ClEncoderLayerWeights *L = w ? &w->enc[l] : NULL;
 #define LS(field) (L ? &L->field : NULL)

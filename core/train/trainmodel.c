@@ -323,6 +323,8 @@ static double aux_head(const float *const *x, int n_images, int t0, const AuxTar
  * the visual tokens: fills st's aux fields and returns the weighted sum of the terms that ran
  * (0 when none). dtok (may be NULL): the gradient of the tokens read, (n_images, tokens, width);
  * hg as aux_head's. */
+G_STATIC_ASSERT(CL_TRAIN_AUX_N_OBJECT_OUT == CL_CONFIG_OBJECT_OUT);
+
 static double aux_losses(const ClTrainEnc *enc, const float *visual, const ClModel *model,
                          const ClTrainSample *s, const ClTrainGradOptions *o, float *dtok,
                          ClTrainAuxHeads *hg, ClModelWeights *mg, double *l_objects,
@@ -346,8 +348,14 @@ static double aux_losses(const ClTrainEnc *enc, const float *visual, const ClMod
     double sum = 0;
     *l_objects = *l_changed = NAN;
     if (o->aux_objects_weight > 0 && tg.objects) {
-        *l_objects = aux_head(x, n, 0, &tg, TRUE, h->objects_w, h->objects_b, o->aux_objects_weight,
-                              N, D, dx, hg ? hg->objects_w : NULL, hg ? hg->objects_b : NULL);
+        /* config.n_objects: the model's own object head (model tensors with their gradient),
+         * else the training-only one */
+        const gboolean own = model->w.enc_objects_w && !vis;
+        const float *ow = own ? model->w.enc_objects_w : h->objects_w;
+        const float *ob = own ? model->w.enc_objects_b : h->objects_b;
+        float *gw = own ? (mg ? mg->enc_objects_w : NULL) : (hg ? hg->objects_w : NULL);
+        float *gb = own ? (mg ? mg->enc_objects_b : NULL) : (hg ? hg->objects_b : NULL);
+        *l_objects = aux_head(x, n, 0, &tg, TRUE, ow, ob, o->aux_objects_weight, N, D, dx, gw, gb);
         sum += o->aux_objects_weight * *l_objects;
     }
     if (o->aux_changed_weight > 0 && tg.changed && n > 1) {

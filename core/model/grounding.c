@@ -1,0 +1,282 @@
+/* grounding.c - the changed regions' 3 × 3 cells, and the position-phrase check (grounding.h). */
+#include "model/grounding.h"
+
+#include "model/config.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *const cl_grounding_position_names[10] = {
+    "top left", "top",         "top right", "left",         "centre",
+    "right",    "bottom left", "bottom",    "bottom right", NULL,
+};
+
+/* ---- the regions ------------------------------------------------------------------------------ */
+
+typedef struct {
+    double mass, sx, sy; /* Σp, Σp·x, Σp·y in model pixels */
+} Region;
+
+static int region_cmp(const void *a, const void *b)
+{
+    const Region *x = a, *y = b;
+    return x->mass > y->mass ? -1 : x->mass < y->mass ? 1 : 0;
+}
+
+void cl_grounding_change_regions(const float *prob, int grid, const ClLetterbox *lb,
+                                 ClChangeRegions *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!prob || grid <= 0 || !lb || lb->content_w <= 0 || lb->content_h <= 0)
+        return;
+    const int N = grid * grid;
+    const double P = (double)lb->size / grid;
+    g_autofree int *label = g_new0(int, N); /* 0: not taken, else 1 + the region's index */
+    g_autofree int *stack = g_new(int, N);
+    g_autoptr(GArray) regions = g_array_new(FALSE, TRUE, sizeof(Region));
+    for (int p0 = 0; p0 < N; p0++) {
+        if (label[p0] || !(prob[p0] >= 0.5f))
+            continue;
+        Region r = { 0 };
+        int top = 0;
+        stack[top++] = p0;
+        label[p0] = (int)regions->len + 1;
+        while (top > 0) {
+            const int p = stack[--top], row = p / grid, col = p % grid;
+            r.mass += prob[p];
+            r.sx += prob[p] * (col + 0.5) * P;
+            r.sy += prob[p] * (row + 0.5) * P;
+            for (int dr = -1; dr <= 1; dr++)
+                for (int dc = -1; dc <= 1; dc++) {
+                    const int rr = row + dr, cc = col + dc;
+                    if (rr < 0 || rr >= grid || cc < 0 || cc >= grid)
+                        continue;
+                    const int q = rr * grid + cc;
+                    if (!label[q] && prob[q] >= 0.5f) {
+                        label[q] = (int)regions->len + 1;
+                        stack[top++] = q;
+                    }
+                }
+        }
+        g_array_append_val(regions, r);
+    }
+    g_array_sort(regions, region_cmp);
+    for (guint i = 0; i < regions->len && out->n < CL_GROUNDING_MAX_REGIONS; i++) {
+        const Region *r = &g_array_index(regions, Region, i);
+        if (i > 0 && r->mass < g_array_index(regions, Region, 0).mass / 3)
+            break;
+        const double x = CLAMP((r->sx / r->mass - lb->off_x) / lb->content_w, 0.0, 1.0);
+        const double y = CLAMP((r->sy / r->mass - lb->off_y) / lb->content_h, 0.0, 1.0);
+        const int col = MIN((int)(x * 3), 2), row = MIN((int)(y * 3), 2);
+        out->cell[out->n] = row * 3 + col;
+        out->mass[out->n] = r->mass;
+        out->x[out->n] = x;
+        out->y[out->n] = y;
+        out->n++;
+    }
+}
+
+/* ---- the position phrases --------------------------------------------------------------------- */
+
+typedef struct {
+    const char *p;
+    int n;
+} Span;
+
+static gboolean span_is(Span w, const char *s, int n)
+{
+    return w.n == n && g_ascii_strncasecmp(w.p, s, (gsize)n) == 0;
+}
+
+/* The words of a phrase (at most max) into words; returns how many. */
+static int phrase_words(const char *phrase, Span *words, int max)
+{
+    int k = 0;
+    for (const char *s = phrase; *s && k < max;) {
+        const char *e = strchr(s, ' ');
+        const int n = e ? (int)(e - s) : (int)strlen(s);
+        words[k++] = (Span){ s, n };
+        s += n + (e != NULL);
+    }
+    return k;
+}
+
+/* whether w is one of the phrases' words */
+static gboolean phrase_word(Span w, const char *const *phrases)
+{
+    for (int i = 0; phrases[i]; i++) {
+        Span pw[4];
+        const int m = phrase_words(phrases[i], pw, 4);
+        for (int j = 0; j < m; j++)
+            if (span_is(w, pw[j].p, pw[j].n))
+                return TRUE;
+    }
+    return FALSE;
+}
+
+/* the letters that end at e (exclusive) */
+static Span word_before(const char *s, int e)
+{
+    int b = e;
+    while (b > 0 && g_ascii_isalpha(s[b - 1]))
+        b--;
+    return (Span){ s + b, e - b };
+}
+
+/* whether s[0, at) ends with "The ", "A " or "An " opening a sentence (at the text's start when
+ * `whole`, or after ". ", "! ", "? ") */
+static gboolean sentence_context(const char *s, int at, gboolean whole)
+{
+    static const char *const dets[] = { "the", "a", "an", NULL };
+    if (at < 1 || s[at - 1] != ' ')
+        return FALSE;
+    Span det = word_before(s, at - 1);
+    gboolean is_det = FALSE;
+    for (int i = 0; dets[i]; i++)
+        is_det = is_det || span_is(det, dets[i], (int)strlen(dets[i]));
+    if (!is_det)
+        return FALSE;
+    const int b = (int)(det.p - s);
+    if (b == 0)
+        return whole;
+    return b >= 2 && s[b - 1] == ' ' && (s[b - 2] == '.' || s[b - 2] == '!' || s[b - 2] == '?');
+}
+
+/* whether s[0, at) ends with "<preposition> the " */
+static gboolean position_context(const char *s, int at)
+{
+    static const char *const preps[] = { "at", "from", "to", "on", "in", NULL };
+    if (at < 1 || s[at - 1] != ' ')
+        return FALSE;
+    Span the = word_before(s, at - 1);
+    if (!span_is(the, "the", 3))
+        return FALSE;
+    const int b = (int)(the.p - s);
+    if (b < 1 || s[b - 1] != ' ')
+        return FALSE;
+    Span prep = word_before(s, b - 1);
+    for (int i = 0; preps[i]; i++)
+        if (span_is(prep, preps[i], (int)strlen(preps[i])))
+            return TRUE;
+    return FALSE;
+}
+
+gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
+                              const ClGroundingSlot *slot)
+{
+    if (!text || !slot || !slot->phrases || !slot->allowed)
+        return TRUE;
+    const char *const *phrases = slot->phrases;
+    const gboolean *allowed = slot->allowed;
+    const gsize from = len > 64 ? len - 64 : 0;
+    whole = whole && from == 0;
+    const char *s = text + from;
+    const int n = (int)(len - from);
+    /* the word being written, and where the run's last whole word ends */
+    Span partial = { NULL, 0 };
+    gboolean open = FALSE; /* a space follows the last whole word: the run may go on */
+    int e = n;
+    if (e > 0 && g_ascii_isalpha(s[e - 1])) {
+        partial = word_before(s, e);
+        e = (int)(partial.p - s);
+        if (e < 1 || s[e - 1] != ' ')
+            return TRUE; /* glued to what comes before: not a phrase's word */
+        e--;
+    } else if (e > 0 && s[e - 1] == ' ') {
+        open = TRUE;
+        e--;
+    } else if (e > 0) {
+        e--; /* a punctuation mark closes the run */
+    }
+    /* the run of whole phrase words before, last first */
+    Span run[4];
+    int k = 0, first = partial.n ? (int)(partial.p - s) : -1;
+    while (k < 4 && e > 0 && g_ascii_isalpha(s[e - 1])) {
+        Span w = word_before(s, e);
+        if (!phrase_word(w, phrases))
+            break;
+        run[k++] = w;
+        first = (int)(w.p - s);
+        if (first < 1 || s[first - 1] != ' ')
+            break;
+        e = first - 1;
+    }
+    if (first < 0 ||
+        !(slot->context == CL_GROUNDING_SENTENCE_START ? sentence_context(s, first, whole)
+                                                       : position_context(s, first)))
+        return TRUE;
+    for (int a = 0, b = k - 1; a < b; a++, b--) {
+        Span t = run[a];
+        run[a] = run[b];
+        run[b] = t;
+    }
+    /* complete: the run is an allowed phrase; extends: some phrase, allowed or not, goes on from
+     * the run with a word that the word being written begins */
+    gboolean complete = FALSE, extends = FALSE;
+    for (int i = 0; phrases[i]; i++) {
+        Span pw[4];
+        const int m = phrase_words(phrases[i], pw, 4);
+        gboolean same = k <= m;
+        for (int j = 0; same && j < k; j++)
+            same = span_is(run[j], pw[j].p, pw[j].n);
+        if (!same)
+            continue;
+        const gboolean goes_on = partial.n && m > k && pw[k].n >= partial.n &&
+                                 g_ascii_strncasecmp(pw[k].p, partial.p, (gsize)partial.n) == 0;
+        if (allowed[i] && goes_on)
+            return TRUE; /* the word being written goes on an allowed phrase */
+        if (allowed[i] && !partial.n && (open ? m >= k : m == k))
+            return TRUE; /* whole, or still open and the start of an allowed phrase */
+        complete = complete || (allowed[i] && m == k);
+        extends = extends || goes_on;
+    }
+    /* another word after a whole allowed phrase (or in place of a phrase), one that cannot be
+     * the start of a phrase's next word: "to", "became" ("at the top" + "le" is refused when
+     * only "top" is allowed, or the text would get round the check a piece at a time) */
+    return partial.n && (k == 0 || complete) && !extends;
+}
+
+/* ---- the changed object ----------------------------------------------------------------------- */
+
+static inline double log_sigmoid(double z)
+{
+    return z >= 0 ? -log1p(exp(-z)) : z - log1p(exp(z));
+}
+
+int cl_grounding_changed_object(const float *before, const float *after, const float *prob, int N,
+                                int n_classes, double *share)
+{
+    const int K = CL_CONFIG_OBJECT_OUT;
+    if (share)
+        *share = 0;
+    if (!prob || n_classes <= 0 || n_classes > CL_CONFIG_MAX_OBJECTS)
+        return -1;
+    double score[CL_CONFIG_MAX_OBJECTS] = { 0 }, wsum = 0;
+    const float *images[2] = { before, after };
+    for (int t = 0; t < 2; t++)
+        for (int p = 0; images[t] && p < N; p++) {
+            if (!(prob[p] >= 0.5f))
+                continue;
+            const float *z = images[t] + (size_t)p * K;
+            const double w = prob[p] * exp(log_sigmoid(z[0]));
+            wsum += w;
+            for (int c = 0; c < n_classes; c++) {
+                const int shape = c / 8 % 4, colour = c % 8, size = c / 32;
+                score[c] += w * (log_sigmoid(z[1 + shape]) + log_sigmoid(z[1 + 4 + colour]) +
+                                 log_sigmoid(z[1 + 12 + size]));
+            }
+        }
+    if (!(wsum > 0))
+        return -1;
+    int best = 0;
+    for (int c = 1; c < n_classes; c++)
+        if (score[c] > score[best])
+            best = c;
+    if (share) {
+        double z = 0;
+        for (int c = 0; c < n_classes; c++)
+            z += exp((score[c] - score[best]) / wsum);
+        *share = 1.0 / z;
+    }
+    return best;
+}

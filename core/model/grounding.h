@@ -1,0 +1,70 @@
+/* grounding.h - the description held to where the change head found the change: the 3 × 3
+ * cells of the changed regions (from the per-patch change probabilities), and the check that
+ * keeps a generated position phrase ("at the top left") to the allowed cells (docs/MODEL.md
+ * §3.13). */
+#pragma once
+
+#include <glib.h>
+
+#include "model/preprocess.h"
+
+G_BEGIN_DECLS
+
+/* The coarse positions the position-saying tasks (photo-edits, aerial) use, row-major over
+ * the image's 3 × 3 grid: "top left", "top", "top right", "left", "centre", ..., NULL-ended. */
+extern const char *const cl_grounding_position_names[10];
+
+#define CL_GROUNDING_MAX_REGIONS 2
+
+typedef struct {
+    int n;                                 /* regions found: 0 (no patch at 0.5) to 2 */
+    int cell[CL_GROUNDING_MAX_REGIONS];    /* their 3 × 3 cells of the image, largest first */
+    double mass[CL_GROUNDING_MAX_REGIONS]; /* their summed probabilities */
+    double x[CL_GROUNDING_MAX_REGIONS], y[CL_GROUNDING_MAX_REGIONS]; /* centres, in [0, 1] of
+                                                                      * the image */
+} ClChangeRegions;
+
+/* The changed regions of an image: the 8-connected groups of patches whose change probability
+ * (prob, grid × grid patches over the model input) is at least 0.5, each placed at its
+ * probability-weighted centre, in the image's own frame (the letterbox's padding left out).
+ * The largest group comes first; a second one is kept when its mass is at least a third of
+ * the first's (a moved object leaves two). */
+void cl_grounding_change_regions(const float *prob, int grid, const ClLetterbox *lb,
+                                 ClChangeRegions *out);
+
+/* Where a slot's phrases are looked for: right after "at the", "from the", "to the", "on the" or
+ * "in the" (positions), or after "The", "A" or "An" opening a sentence (objects). */
+typedef enum {
+    CL_GROUNDING_AFTER_PREPOSITION,
+    CL_GROUNDING_SENTENCE_START,
+} ClGroundingContext;
+
+/* A set of phrases, the ones allowed, and where they are said. phrases: NULL-ended, words of
+ * lower-case letters joined by single spaces; allowed: one flag per phrase. */
+typedef struct {
+    const char *const *phrases;
+    const gboolean *allowed;
+    ClGroundingContext context;
+} ClGroundingSlot;
+
+/* Whether text[0, len) keeps its last phrase of the slot to the allowed ones. A phrase is a run
+ * of the phrases' words joined by single spaces in the slot's context; while it is being written
+ * (the text ends inside it, or in a word that may still grow into one of its words) it must be
+ * the start of an allowed phrase, and once another word or a punctuation mark follows, an
+ * allowed phrase whole; a word after a whole allowed phrase may not be one that would make
+ * another phrase of it ("at the top" + "le" when only "top" is allowed). Text elsewhere is not
+ * looked at ("The top hat" is no position, "at the top" no object). Only the last 64 bytes are
+ * read; `whole` says that text[0] is the answer's first byte (a sentence starts there). */
+gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
+                              const ClGroundingSlot *slot);
+
+/* config.n_objects: the class the object head sees where the change is. logits: the head's
+ * (N, CL_CONFIG_OBJECT_OUT) for the image before and the image after (either may be NULL);
+ * prob: the after image's change probabilities. Class c scores the sum over the patches at 0.5
+ * or above, and over both images, of prob · σ(objectness) · Σ log σ(c's label logits) (see
+ * config.h for c's labels), over the sum of the weights; the best class, or -1 when no patch
+ * is at 0.5. *share: the best class's share of exp(score) over the classes (may be NULL). */
+int cl_grounding_changed_object(const float *before, const float *after, const float *prob, int N,
+                                int n_classes, double *share);
+
+G_END_DECLS

@@ -1,0 +1,233 @@
+/* test-grounding.c - the description held to the change head's regions (model/grounding.h):
+ * the position-phrase check on hand-written texts, the regions of hand-made probability maps
+ * (letterbox padding left out, a moved object's two regions), and, with the photo model and its
+ * held-out photographs, that every grounded answer places the change in a region's cell. */
+#include <gio/gio.h>
+#include <string.h>
+
+#include "model/describe.h"
+#include "model/grounding.h"
+#include "synth/synth.h"
+#include "train/changeeval.h"
+#include "train/synthdata.h"
+
+static const char *const *names = cl_grounding_position_names;
+
+/* whether `text` passes with exactly the cells listed (-1 ends) allowed */
+static gboolean ok_with(const char *text, const int *cells)
+{
+    gboolean allowed[9] = { FALSE };
+    for (int i = 0; cells[i] >= 0; i++)
+        allowed[cells[i]] = TRUE;
+    const ClGroundingSlot slot = { names, allowed, CL_GROUNDING_AFTER_PREPOSITION };
+    return cl_grounding_text_ok(text, strlen(text), TRUE, &slot);
+}
+
+/* the same for the object slot, with object `allow` (an index of objects[]) allowed */
+static const char *const objects[] = { "cat", "top hat", "bunch of grapes", "car", NULL };
+
+static gboolean object_ok(const char *text, int allow, gboolean whole)
+{
+    gboolean allowed[4] = { FALSE };
+    allowed[allow] = TRUE;
+    const ClGroundingSlot slot = { objects, allowed, CL_GROUNDING_SENTENCE_START };
+    return cl_grounding_text_ok(text, strlen(text), whole, &slot);
+}
+
+static void test_objects(void)
+{
+    /* after the opening article: the allowed object, being written or whole */
+    g_assert_true(object_ok("A c", 0, TRUE));
+    g_assert_true(object_ok("A ca", 0, TRUE));
+    g_assert_true(object_ok("A cat", 0, TRUE));
+    g_assert_true(object_ok("A cat was added at the top.", 0, TRUE));
+    g_assert_true(object_ok("The top hat", 1, TRUE));
+    g_assert_true(object_ok("The bunch of grapes moved", 2, TRUE));
+    /* another object: refused at its first letter that leaves the allowed name */
+    g_assert_false(object_ok("A car", 0, TRUE));
+    g_assert_false(object_ok("The top hat", 0, TRUE));
+    g_assert_false(object_ok("The t", 0, TRUE));
+    g_assert_false(object_ok("The bunch", 3, TRUE));
+    /* a sentence after a full stop opens the same way; not mid-sentence, not mid-text */
+    g_assert_false(object_ok("No change. The car", 0, TRUE));
+    g_assert_true(object_ok("It is a car", 0, TRUE));
+    g_assert_true(object_ok("The car", 0, FALSE)); /* text[0] is not the answer's start */
+    /* words that are no object's are free */
+    g_assert_true(object_ok("No change.", 0, TRUE));
+    g_assert_true(object_ok("The image", 0, TRUE));
+}
+
+static void test_text(void)
+{
+    const int top_left[] = { 0, -1 }, top[] = { 1, -1 }, right[] = { 5, -1 }, move[] = { 0, 8, -1 };
+    /* the allowed phrase, as it is being written and once it is whole */
+    g_assert_true(ok_with("A cat was added at the t", top_left));
+    g_assert_true(ok_with("A cat was added at the top", top_left));
+    g_assert_true(ok_with("A cat was added at the top le", top_left));
+    g_assert_true(ok_with("A cat was added at the top left", top_left));
+    g_assert_true(ok_with("A cat was added at the top left.", top_left));
+    g_assert_true(ok_with("At the top left", top_left)); /* case is ignored */
+    /* another cell: refused as soon as its word is there */
+    g_assert_false(ok_with("A cat was added at the right", top_left));
+    g_assert_false(ok_with("A cat was added at the top right", top_left));
+    g_assert_false(ok_with("A cat was added at the bottom", top_left));
+    g_assert_false(ok_with("A cat was added at the centre", top_left));
+    /* a phrase cut short is not the allowed one */
+    g_assert_false(ok_with("A cat was added at the top.", top_left));
+    g_assert_false(ok_with("A cat was added at the top and", top_left));
+    /* "top" alone allowed: "top left" is another cell */
+    g_assert_true(ok_with("A cat was added at the top.", top));
+    g_assert_false(ok_with("A cat was added at the top left", top));
+    /* nor can the text get round the check a piece of a word at a time ("le" + "ft"), while
+     * a word that goes on no phrase may follow a whole one ("became", "to") */
+    g_assert_false(ok_with("A cat was added at the top l", top));
+    g_assert_false(ok_with("A cat was added at the top lef", top));
+    g_assert_false(ok_with("A cat was added at the t", right));
+    g_assert_true(ok_with("The cat at the top beca", top));
+    g_assert_true(ok_with("The cat at the top became larger.", top));
+    /* after "on the", "in the", "from the", "to the" as well */
+    g_assert_true(ok_with("A road was built on the right", right));
+    g_assert_false(ok_with("A road was built on the left", right));
+    g_assert_false(ok_with("A road was built in the centre", right));
+    /* a move: both regions' cells, in either place */
+    g_assert_true(ok_with("The dog moved from the top left to the bottom right.", move));
+    g_assert_true(ok_with("The dog moved from the bottom right to the top left", move));
+    g_assert_true(ok_with("The dog moved from the top left to", move)); /* "to" is no "top" */
+    g_assert_false(ok_with("The dog moved from the top left to the centre", move));
+    /* the phrases' words outside a position phrase are free */
+    g_assert_true(ok_with("The top hat was removed", right));
+    g_assert_true(ok_with("A top", right));
+    g_assert_true(ok_with("the left", right)); /* no preposition before "the" */
+    g_assert_true(ok_with("No change.", top));
+    g_assert_true(ok_with("", top));
+    /* other words after "at the" are not position phrases */
+    g_assert_true(ok_with("at the edge of", right));
+    g_assert_false(ok_with("at the cen", right)); /* on its way to "centre" */
+    /* without phrases or flags nothing is checked */
+    g_assert_true(cl_grounding_text_ok("at the left", 11, TRUE, NULL));
+    /* only the last 64 bytes are read: a long text ending in a refused phrase is refused */
+    g_autofree char *longer = g_strdup_printf(
+        "%s at the bottom", "a long description of the pair that goes on and on and on");
+    g_assert_false(ok_with(longer, top_left));
+}
+
+static void test_regions(void)
+{
+    enum { G = 6 };
+    float p[G * G] = { 0 };
+    ClLetterbox lb;
+    cl_letterbox_init(&lb, 96, 96, 96); /* the image fills the 6 × 6 grid of 16-pixel patches */
+    ClChangeRegions r;
+    cl_grounding_change_regions(p, G, &lb, &r);
+    g_assert_cmpint(r.n, ==, 0);
+    /* one region at the top left (rows 0-1, columns 0-1) */
+    p[0] = p[1] = p[G] = p[G + 1] = 0.9f;
+    cl_grounding_change_regions(p, G, &lb, &r);
+    g_assert_cmpint(r.n, ==, 1);
+    g_assert_cmpint(r.cell[0], ==, 0);
+    g_assert_cmpfloat_with_epsilon(r.x[0], 2.0 / 12, 1e-9);
+    g_assert_cmpfloat_with_epsilon(r.mass[0], 3.6, 1e-5);
+    /* a second, smaller one at the bottom right (a move), kept: more than a third of the first */
+    p[G * G - 1] = p[G * G - 2] = 0.8f;
+    cl_grounding_change_regions(p, G, &lb, &r);
+    g_assert_cmpint(r.n, ==, 2);
+    g_assert_cmpint(r.cell[0], ==, 0);
+    g_assert_cmpint(r.cell[1], ==, 8);
+    /* below a third of the first: left out; below 0.5: no region */
+    p[G * G - 2] = 0.4f;
+    p[G * G - 1] = 0.9f;
+    cl_grounding_change_regions(p, G, &lb, &r);
+    g_assert_cmpint(r.n, ==, 1);
+    /* diagonal neighbours join */
+    memset(p, 0, sizeof p);
+    p[2 * G + 2] = p[3 * G + 3] = 0.7f;
+    cl_grounding_change_regions(p, G, &lb, &r);
+    g_assert_cmpint(r.n, ==, 1);
+    g_assert_cmpint(r.cell[0], ==, 4);
+    /* letterboxed: a 96 × 60 image fills input rows 18-78; a change in grid row 2 (centre 40:
+     * 22 / 60 of the image) is in the image's middle row, one in grid row 1 (centre 24: 6 / 60)
+     * in its top row */
+    cl_letterbox_init(&lb, 96, 60, 96);
+    memset(p, 0, sizeof p);
+    p[2 * G + 5] = 0.9f;
+    cl_grounding_change_regions(p, G, &lb, &r);
+    g_assert_cmpint(r.n, ==, 1);
+    g_assert_cmpint(r.cell[0], ==, 5); /* the middle row, right */
+    memset(p, 0, sizeof p);
+    p[1 * G + 0] = 0.9f;
+    cl_grounding_change_regions(p, G, &lb, &r);
+    g_assert_cmpint(r.cell[0], ==, 0);
+}
+
+/* The photo model on held-out photographs: where the head calls a change, the answer's position
+ * (if it says one) is one of the regions' cells; with grounding off it is not always (which is
+ * what the option changes). Needs the shipped photo model, the pretrained stem and opencv-doc. */
+static void test_photo_model(void)
+{
+    const char *root = g_getenv("CL_SOURCE_ROOT");
+    g_autofree char *path =
+        g_build_filename(root ? root : ".", "data", "models", "changelens-photo.safetensors", NULL);
+    g_autoptr(GError) err = NULL;
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    so.photos = "heldout";
+    so.nuisance = FALSE;
+    so.width = so.height = 224;
+    g_autoptr(ClSynthSample) probe = cl_synth_generate("photo-edits", 1000, &so, &err);
+    if (!probe) {
+        g_test_skip(err->message);
+        return;
+    }
+    g_autoptr(ClModel) model = cl_model_load(path, &err);
+    if (!model) {
+        g_test_skip(err->message); /* the pretrained stem is missing */
+        return;
+    }
+    g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
+    g_assert_no_error(err);
+    int grounded = 0, placed = 0;
+    for (guint64 seed = 1000; seed < 1024 && grounded < 6; seed++) {
+        g_autoptr(ClSynthSample) s = cl_synth_generate("photo-edits", seed, &so, &err);
+        g_assert_no_error(err);
+        ClImage *imgs[2] = { cl_synth_image_to_image(&s->images[0]),
+                             cl_synth_image_to_image(&s->images[1]) };
+        ClDescribeImage di[2] = { { .image = imgs[0] }, { .image = imgs[1] } };
+        ClDescribeOptions d;
+        cl_describe_options_init(&d);
+        d.max_new_tokens = 96;
+        d.heatmaps = FALSE;
+        ClDescribeResult res;
+        gboolean ok = cl_describe_run(be, model, di, 2, &d, &res, &err);
+        g_assert_no_error(err);
+        g_assert_true(ok);
+        if (res.regions.n > 0) {
+            grounded++;
+            ClChangeText ct;
+            cl_change_text_parse(res.text, NULL, &ct);
+            g_test_message("seed %" G_GUINT64_FORMAT ": \"%s\", regions %d (cell %d)", seed,
+                           res.text, res.regions.n, res.regions.cell[0]);
+            if (ct.row >= 0) {
+                placed++;
+                gboolean in = FALSE;
+                for (int i = 0; i < res.regions.n; i++)
+                    in = in || res.regions.cell[i] == ct.row * 3 + ct.col;
+                g_assert_true(in);
+            }
+        }
+        cl_describe_result_clear(&res);
+        cl_image_free(imgs[0]);
+        cl_image_free(imgs[1]);
+    }
+    g_assert_cmpint(grounded, >=, 3);
+    g_assert_cmpint(placed, >=, 1);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/grounding/text", test_text);
+    g_test_add_func("/grounding/objects", test_objects);
+    g_test_add_func("/grounding/regions", test_regions);
+    g_test_add_func("/grounding/photo-model", test_photo_model);
+    return g_test_run();
+}
