@@ -3,6 +3,7 @@
  * (letterbox padding left out, a moved object's two regions), and, with the photo model and its
  * held-out photographs, that every grounded answer places the change in a region's cell. */
 #include <gio/gio.h>
+#include <glib/gstdio.h>
 #include <string.h>
 
 #include "model/describe.h"
@@ -19,7 +20,17 @@ static gboolean ok_with(const char *text, const int *cells)
     gboolean allowed[9] = { FALSE };
     for (int i = 0; cells[i] >= 0; i++)
         allowed[cells[i]] = TRUE;
-    const ClGroundingSlot slot = { names, allowed, CL_GROUNDING_AFTER_PREPOSITION };
+    const ClGroundingSlot slot = { names, allowed, CL_GROUNDING_AFTER_PREPOSITION, NULL };
+    return cl_grounding_text_ok(text, strlen(text), TRUE, &slot);
+}
+
+/* the same with another set after "from the" */
+static gboolean from_ok(const char *text, int cell, int from_cell)
+{
+    gboolean allowed[9] = { FALSE }, from[9] = { FALSE };
+    allowed[cell] = TRUE;
+    from[from_cell] = TRUE;
+    const ClGroundingSlot slot = { names, allowed, CL_GROUNDING_AFTER_PREPOSITION, from };
     return cl_grounding_text_ok(text, strlen(text), TRUE, &slot);
 }
 
@@ -30,7 +41,7 @@ static gboolean object_ok(const char *text, int allow, gboolean whole)
 {
     gboolean allowed[4] = { FALSE };
     allowed[allow] = TRUE;
-    const ClGroundingSlot slot = { objects, allowed, CL_GROUNDING_SENTENCE_START };
+    const ClGroundingSlot slot = { objects, allowed, CL_GROUNDING_SENTENCE_START, NULL };
     return cl_grounding_text_ok(text, strlen(text), whole, &slot);
 }
 
@@ -94,6 +105,10 @@ static void test_text(void)
     g_assert_true(ok_with("The dog moved from the bottom right to the top left", move));
     g_assert_true(ok_with("The dog moved from the top left to", move)); /* "to" is no "top" */
     g_assert_false(ok_with("The dog moved from the top left to the centre", move));
+    /* where a moved object came from has its own set */
+    g_assert_true(from_ok("The dog moved from the left to the right.", 5, 3));
+    g_assert_false(from_ok("The dog moved from the right", 5, 3));
+    g_assert_false(from_ok("The dog moved from the left to the left", 5, 3));
     /* the phrases' words outside a position phrase are free */
     g_assert_true(ok_with("The top hat was removed", right));
     g_assert_true(ok_with("A top", right));
@@ -159,6 +174,89 @@ static void test_regions(void)
     g_assert_cmpint(r.cell[0], ==, 0);
 }
 
+/* The object head's class at the changed patches: an added object seen in the after image, a
+ * removed one in the before image; patches below 0.5 and patches without an object count not. */
+static void set_class(float *z, int c, double objectness)
+{
+    for (int k = 0; k < CL_CONFIG_OBJECT_OUT; k++)
+        z[k] = -6;
+    z[0] = (float)objectness;
+    z[1 + c / 8 % 4] = z[1 + 4 + c % 8] = z[1 + 12 + c / 32] = 6;
+}
+
+static void test_changed_object(void)
+{
+    enum { N = 4, K = CL_CONFIG_OBJECT_OUT };
+    float before[N * K], after[N * K], prob[N] = { 0.9f, 0.8f, 0.2f, 0.1f };
+    for (int p = 0; p < N; p++) {
+        set_class(before + p * K, 5, -6); /* no object before */
+        set_class(after + p * K, p < 2 ? 41 : 3, 6);
+    }
+    double share = 0;
+    g_assert_cmpint(cl_grounding_changed_object(before, after, prob, N, 48, &share), ==, 41);
+    g_assert_cmpfloat(share, >, 0.5);
+    /* removed: the object is in the before image */
+    for (int p = 0; p < N; p++) {
+        set_class(before + p * K, 17, 6);
+        set_class(after + p * K, 30, -6);
+    }
+    g_assert_cmpint(cl_grounding_changed_object(before, after, prob, N, 48, NULL), ==, 17);
+    /* a class past n_classes is never chosen; no patch at 0.5: none */
+    g_assert_cmpint(cl_grounding_changed_object(before, NULL, prob, N, 10, NULL), !=, 17);
+    const float low[N] = { 0.4f, 0.1f, 0, 0 };
+    g_assert_cmpint(cl_grounding_changed_object(before, after, low, N, 48, NULL), ==, -1);
+    g_assert_cmpint(cl_grounding_changed_object(before, after, NULL, N, 48, NULL), ==, -1);
+}
+
+/* config object_names: saved and read back, the head's tensors in the file; bad names refused */
+static void test_object_config(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", &err));
+    g_assert_cmpint(cfg.n_objects, ==, 0);
+    g_autofree char *plain = cl_model_config_to_json(&cfg);
+    g_assert_null(strstr(plain, "object_names")); /* files without it read as before */
+    cfg.n_objects = 2;
+    g_strlcpy(cfg.object_names[0], "red apple", CL_CONFIG_OBJECT_NAME);
+    g_strlcpy(cfg.object_names[1], "cat", CL_CONFIG_OBJECT_NAME);
+    g_autofree char *json = cl_model_config_to_json(&cfg);
+    ClModelConfig back;
+    g_assert_true(cl_model_config_from_json(&back, json, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(back.n_objects, ==, 2);
+    g_assert_cmpstr(back.object_names[0], ==, "red apple");
+    g_assert_cmpstr(back.object_names[1], ==, "cat");
+    g_autoptr(ClModel) m = cl_model_new_random(&cfg, 1, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(m->w.enc_objects_w);
+    g_assert_nonnull(m->w.enc_objects_b);
+    m->w.enc_objects_b[3] = 0.25f;
+    g_autofree char *dir = g_dir_make_tmp("grounding-XXXXXX", &err);
+    g_autofree char *path = g_build_filename(dir, "m.safetensors", NULL);
+    g_assert_true(cl_model_save(m, path, "f32", &err));
+    g_autoptr(ClModel) l = cl_model_load(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(l->config.n_objects, ==, 2);
+    g_assert_cmpfloat(l->w.enc_objects_b[3], ==, 0.25f);
+    g_unlink(path);
+    g_rmdir(dir);
+    const char *bad[] = { "[]",          "[\"Cat\"]", "[\"two  spaces\"]",
+                          "[\" lead\"]", "[1]",       "[\"a name that is far too long for it\"]",
+                          "\"cat\"" };
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autofree char *obj = g_strdup(json);
+        char *at = strstr(obj, "\"object_names\":");
+        g_assert_nonnull(at);
+        *at = 0;
+        g_autofree char *broken = g_strdup_printf("%s\"object_names\":%s}", obj, bad[i]);
+        ClModelConfig x;
+        g_autoptr(GError) e = NULL;
+        g_assert_false(cl_model_config_from_json(&x, broken, &e));
+        g_assert_nonnull(e);
+    }
+}
+
 /* The photo model on held-out photographs: where the head calls a change, the answer's position
  * (if it says one) is one of the regions' cells; with grounding off it is not always (which is
  * what the option changes). Needs the shipped photo model, the pretrained stem and opencv-doc. */
@@ -202,6 +300,13 @@ static void test_photo_model(void)
         g_assert_true(ok);
         if (res.regions.n > 0) {
             grounded++;
+            /* a move is never from where it went (one region: its new place) */
+            for (int c = 0; c < 9; c++) {
+                g_autofree char *twice =
+                    g_strdup_printf("from the %s to the %s", cl_grounding_position_names[c],
+                                    cl_grounding_position_names[c]);
+                g_assert_null(strstr(res.text, twice));
+            }
             ClChangeText ct;
             cl_change_text_parse(res.text, NULL, &ct);
             g_test_message("seed %" G_GUINT64_FORMAT ": \"%s\", regions %d (cell %d)", seed,
@@ -228,6 +333,8 @@ int main(int argc, char **argv)
     g_test_add_func("/grounding/text", test_text);
     g_test_add_func("/grounding/objects", test_objects);
     g_test_add_func("/grounding/regions", test_regions);
+    g_test_add_func("/grounding/changed-object", test_changed_object);
+    g_test_add_func("/grounding/object-config", test_object_config);
     g_test_add_func("/grounding/photo-model", test_photo_model);
     return g_test_run();
 }

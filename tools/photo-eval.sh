@@ -4,6 +4,7 @@
 # (opencv-doc, never trained on) its heat maps and its text at each nuisance level, the time of
 # a 512 × 512 describe, and how the unfamiliar-image statistics (model fit-ood) would flag each
 # set (fitted into a separate file: the shipped model does not carry them; OOD=0 skips them).
+# A checkpoint's objects head goes into the model file (model convert --objects-from).
 # Writes OUT/.
 #   tools/photo-eval.sh runs/photo2/model.safetensors runs/photo-eval
 set -euo pipefail
@@ -13,7 +14,12 @@ OUT=${2:-runs/photo-eval}
 N=${N:-200}
 cli=build/app/changelens-cli
 mkdir -p "$OUT"
-"$cli" model convert --dtype f16 "$IN" "$OUT/model.safetensors"
+# a training checkpoint's objects head becomes the model's (docs/MODEL.md §3.13)
+objects=()
+if head -c 200000 "$IN" | grep -aq 'aux.objects.weight'; then
+  objects=(--objects-from "$IN")
+fi
+"$cli" model convert --dtype f16 "${objects[@]}" "$IN" "$OUT/model.safetensors"
 for level in 0 1 2; do
   "$cli" eval-change --model "$OUT/model.safetensors" --task photo-edits --set heldout \
     --n "$N" --nuisance "$level" --describe --json "$OUT/heldout-$level.json" \

@@ -31,7 +31,7 @@ static const char summary_text[] =
 typedef struct {
     char *model_path, *task, *set, *json_path, *device;
     gint64 n, seed, nuisance, size, max_tokens;
-    gboolean describe;
+    gboolean describe, no_grounding;
 } Args;
 
 static void args_clear(Args *a)
@@ -71,6 +71,8 @@ static int parse_args(int argc, char **argv, Args *a)
                          "Image side in pixels (default: the model's input size; a multiple of "
                          "its patch grid)",
                          "PX"),
+        { "no-grounding", 0, 0, G_OPTION_ARG_NONE, &a->no_grounding,
+          "With --describe: answers without grounding (docs/MODEL.md §3.13)", NULL },
         { "describe", 0, 0, G_OPTION_ARG_NONE, &a->describe,
           "Also generate each answer (greedy) and score its change calls", NULL },
         CL_CLI_INT_ENTRY("max-tokens", 0, "Longest answer with --describe (160 tokens)", "N"),
@@ -226,6 +228,7 @@ int cl_cli_eval_change(int argc, char **argv)
     o.nuisance = (int)a.nuisance;
     o.size = (int)a.size;
     o.describe = a.describe;
+    o.no_grounding = a.no_grounding;
     o.max_new_tokens = (int)a.max_tokens;
     gint64 last = 0;
     o.progress = progress;

@@ -346,7 +346,8 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     }
     /* grounding: the position phrases to the changed regions' cells, the object named to the
      * object head's class */
-    gboolean allowed_cells[9] = { FALSE }, allowed_objects[CL_CONFIG_MAX_OBJECTS] = { FALSE };
+    gboolean allowed_cells[9] = { FALSE }, allowed_from[9] = { FALSE };
+    gboolean allowed_objects[CL_CONFIG_MAX_OBJECTS] = { FALSE };
     const char *object_names[CL_CONFIG_MAX_OBJECTS + 1] = { NULL };
     ClGroundingSlot slots[2];
     int n_slots = 0;
@@ -354,9 +355,13 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
         (!opts->turns || opts->change_gate_turns) && (!opts->question || !*opts->question)) {
         if (out->domain != CL_CHAT_DOMAIN_RADIOGRAPH) {
             for (int i = 0; i < out->regions.n; i++)
-                allowed_cells[out->regions.cell[i]] = TRUE;
+                allowed_cells[out->regions.cell[i]] = allowed_from[out->regions.cell[i]] = TRUE;
+            /* one region: a moved object's new place (its old one, filled from the
+             * surroundings, may not reach 0.5), so where it came from is any other cell */
+            for (int c = 0; out->regions.n == 1 && c < 9; c++)
+                allowed_from[c] = !allowed_cells[c];
             slots[n_slots++] = (ClGroundingSlot){ cl_grounding_position_names, allowed_cells,
-                                                  CL_GROUNDING_AFTER_PREPOSITION };
+                                                  CL_GROUNDING_AFTER_PREPOSITION, allowed_from };
         }
         if (out->object >= 0) {
             for (int c = 0; c < cfg->n_objects; c++)

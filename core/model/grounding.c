@@ -142,8 +142,8 @@ static gboolean sentence_context(const char *s, int at, gboolean whole)
     return b >= 2 && s[b - 1] == ' ' && (s[b - 2] == '.' || s[b - 2] == '!' || s[b - 2] == '?');
 }
 
-/* whether s[0, at) ends with "<preposition> the " */
-static gboolean position_context(const char *s, int at)
+/* whether s[0, at) ends with "<preposition> the "; *from: the preposition is "from" */
+static gboolean position_context(const char *s, int at, gboolean *from)
 {
     static const char *const preps[] = { "at", "from", "to", "on", "in", NULL };
     if (at < 1 || s[at - 1] != ' ')
@@ -155,6 +155,7 @@ static gboolean position_context(const char *s, int at)
     if (b < 1 || s[b - 1] != ' ')
         return FALSE;
     Span prep = word_before(s, b - 1);
+    *from = span_is(prep, "from", 4);
     for (int i = 0; preps[i]; i++)
         if (span_is(prep, preps[i], (int)strlen(preps[i])))
             return TRUE;
@@ -201,10 +202,13 @@ gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
             break;
         e = first - 1;
     }
+    gboolean from_context = FALSE;
     if (first < 0 ||
         !(slot->context == CL_GROUNDING_SENTENCE_START ? sentence_context(s, first, whole)
-                                                       : position_context(s, first)))
+                                                       : position_context(s, first, &from_context)))
         return TRUE;
+    if (from_context && slot->allowed_from)
+        allowed = slot->allowed_from;
     for (int a = 0, b = k - 1; a < b; a++, b--) {
         Span t = run[a];
         run[a] = run[b];

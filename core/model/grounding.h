@@ -45,6 +45,9 @@ typedef struct {
     const char *const *phrases;
     const gboolean *allowed;
     ClGroundingContext context;
+    /* AFTER_PREPOSITION: the phrases allowed after "from the" (where a moved object was);
+     * NULL: `allowed` there too */
+    const gboolean *allowed_from;
 } ClGroundingSlot;
 
 /* Whether text[0, len) keeps its last phrase of the slot to the allowed ones. A phrase is a run

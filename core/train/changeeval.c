@@ -702,6 +702,7 @@ static gboolean describe_sample(Run *r, const ClSynthSample *s, ClImage *const *
     d.n_turns = len > 0 ? len - 1 : 0; /* up to the answer */
     d.change_gate_turns = TRUE;        /* the task's own question: as describe asks it */
     d.max_new_tokens = r->o->max_new_tokens;
+    d.grounding = !r->o->no_grounding;
     d.heatmaps = FALSE;
     d.context = s->context;
     d.cancellable = r->o->cancellable;

@@ -96,13 +96,14 @@ typedef void (*ClChangeEvalProgress)(int done, int total, gpointer user_data);
 
 typedef struct {
     const char *task;
-    int n;              /* samples (200) */
-    guint64 seed;       /* their data-set seed; CL_CHANGE_EVAL_SET_SEED (default): the set's */
-    const char *set;    /* "heldout" (default) or "train": the seed, and photo-edits' photos */
-    int nuisance;       /* -1 the task's default (mild), 0 none, 1 mild, 2 strong */
-    int size;           /* image side in pixels; 0: the model's input size */
-    gboolean describe;  /* also generate (greedy) and score the text */
-    int max_new_tokens; /* 160 */
+    int n;                 /* samples (200) */
+    guint64 seed;          /* their data-set seed; CL_CHANGE_EVAL_SET_SEED (default): the set's */
+    const char *set;       /* "heldout" (default) or "train": the seed, and photo-edits' photos */
+    int nuisance;          /* -1 the task's default (mild), 0 none, 1 mild, 2 strong */
+    int size;              /* image side in pixels; 0: the model's input size */
+    gboolean describe;     /* also generate (greedy) and score the text */
+    int max_new_tokens;    /* 160 */
+    gboolean no_grounding; /* the answers without describe's grounding (docs/MODEL.md §3.13) */
     ClChangeEvalProgress progress;
     gpointer user_data;
     GCancellable *cancellable;
