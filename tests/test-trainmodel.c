@@ -59,6 +59,8 @@ static gboolean micro_visual_center;
 /* … and a learned position per patch ("enc.pos") when set */
 static gboolean micro_enc_pos;
 static gboolean micro_change_head;
+/* … and an object head of three classes (config.n_objects) when set */
+static gboolean micro_object_head;
 /* … and the change marker (needs micro_change_head) when set */
 static gboolean micro_change_marker;
 /* … and PVM beside the FFN of both decoder layers (rank 8, 2 heads of 4) when set */
@@ -82,6 +84,12 @@ static ClModel *micro_model(ClSveVariant v, ClSveFirst first, guint64 seed)
     cfg.enc_pos = micro_enc_pos;
     cfg.change_head = micro_change_head;
     cfg.change_marker = micro_change_marker;
+    if (micro_object_head) {
+        cfg.n_objects = 3;
+        g_strlcpy(cfg.object_names[0], "cat", CL_CONFIG_OBJECT_NAME);
+        g_strlcpy(cfg.object_names[1], "dog", CL_CONFIG_OBJECT_NAME);
+        g_strlcpy(cfg.object_names[2], "top hat", CL_CONFIG_OBJECT_NAME);
+    }
     cfg.casa = micro_casa;
     cfg.casa_replace = micro_casa_replace;
     cfg.casa_tv = micro_casa_tv;
@@ -848,12 +856,16 @@ static void check_aux_fd(ClSveVariant v, gboolean visual)
     /* the heads' gradient is not trivially zero (the check above would pass on zeros); with
      * config.change_head the changed term trains the model's enc.change instead */
     const float changed_b = m->w.enc_change_b ? g->w.enc_change_b[0] : hg->changed_b[0];
-    g_assert_cmpfloat(fabs(hg->objects_b[0]), >, 1e-4);
+    /* with config.n_objects the objects term trains the model's enc.objects instead */
+    const float *objects_b = m->w.enc_objects_b && !visual ? g->w.enc_objects_b : hg->objects_b;
+    g_assert_cmpfloat(fabs(objects_b[0]), >, 1e-4);
     g_assert_cmpfloat(fabs(changed_b), >, 1e-4);
     if (m->w.enc_change_b)
         g_assert_cmpfloat(fabs(hg->changed_b[0]), ==, 0);
+    if (m->w.enc_objects_b && !visual)
+        g_assert_cmpfloat(fabs(hg->objects_b[0]), ==, 0);
     for (int k = 1; k < CL_TRAIN_AUX_N_OBJECT_OUT; k++)
-        g_assert_cmpfloat(fabs(hg->objects_b[k]), >, 1e-6);
+        g_assert_cmpfloat(fabs(objects_b[k]), >, 1e-6);
     g_rand_free(r);
     g_free(off);
 }
@@ -907,6 +919,50 @@ static void test_change_head(void)
     cl_train_enc_free(enc);
     g_test_message("change head: inference vs training probabilities, max diff %.2e", worst);
     g_assert_cmpfloat(worst, <, 1e-5);
+}
+
+/* config.n_objects: the objects loss trains the model's own object head (enc.objects.*,
+ * checked with every other tensor against finite differences), and the inference encoder's
+ * object logits are w·x + b of the training forward's final patch tokens, for every image. */
+static void test_object_head(void)
+{
+    micro_object_head = TRUE;
+    check_aux_fd(CL_SVE_CROSS_FFN, FALSE);
+    g_autoptr(ClModel) m = micro_model(CL_SVE_CROSS_FFN, CL_SVE_FIRST_OWN, 175);
+    micro_object_head = FALSE;
+    g_assert_nonnull(m->w.enc_objects_w);
+    g_autoptr(ClTrainSample) s = micro_sample(m, 176);
+    const ClModelConfig *cfg = &m->config;
+    const int N = cl_config_n_patches(cfg), D = cfg->enc_dim, S = cfg->image_size;
+    const int K = CL_CONFIG_OBJECT_OUT;
+    const size_t img = (size_t)cfg->channels * S * S;
+    g_autoptr(GError) err = NULL;
+    g_autofree float *visual =
+        g_new(float, (size_t)s->n_images * cl_config_n_visual(cfg) * cfg->dec_dim);
+    ClTrainEnc *enc =
+        cl_train_enc_forward(be, m, &m->w, s->pixels, (int)s->n_images, NULL, visual, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClEncoderState) st = cl_encoder_state_new(m);
+    double worst = 0;
+    for (guint t = 0; t < s->n_images; t++) {
+        ClEncoderOutput out = { 0 };
+        g_assert_true(cl_encoder_forward(be, m, st, s->pixels + t * img, (int)t, FALSE, NULL, NULL,
+                                         &out, &err));
+        g_assert_no_error(err);
+        g_assert_nonnull(out.object_logits); /* every image, the first too */
+        const float *x = cl_train_enc_tokens(enc, (int)t);
+        for (int p = 0; p < N; p++)
+            for (int k = 0; k < K; k++) {
+                double z = m->w.enc_objects_b[k];
+                for (int d = 0; d < D; d++)
+                    z += (double)m->w.enc_objects_w[(size_t)k * D + d] * x[(size_t)p * D + d];
+                worst = MAX(worst, fabs(out.object_logits[(size_t)p * K + k] - z));
+            }
+        cl_encoder_output_clear(&out);
+    }
+    cl_train_enc_free(enc);
+    g_test_message("object head: inference vs training logits, max diff %.2e", worst);
+    g_assert_cmpfloat(worst, <, 1e-4);
 }
 
 /* config.change_marker: merger.change and the path through the change head's probabilities
@@ -1158,6 +1214,7 @@ int main(int argc, char **argv)
     g_test_add_func("/trainmodel/aux/off", test_aux_off);
     g_test_add_func("/trainmodel/aux/fd-visual", test_aux_fd_visual);
     g_test_add_func("/trainmodel/aux/change-head", test_change_head);
+    g_test_add_func("/trainmodel/aux/object-head", test_object_head);
     g_test_add_func("/trainmodel/aux/change-marker", test_change_marker);
     g_test_add_func("/trainmodel/aux/visual-targets", test_aux_visual_targets);
     int rc = g_test_run();
