@@ -626,6 +626,20 @@ static void test_cli_model_file(void)
     g_assert_nonnull(strstr(error->message, "context"));
     g_clear_error(&error);
     cl_describe_result_clear(&r);
+    /* … unless a streaming cache reads it (the app's "every prior image"): 24 images of 16
+     * visual rows each are six times this context */
+    ClDescribeImage many[24];
+    for (int i = 0; i < 24; i++)
+        many[i] = imgs[i % 2];
+    ClDescribeOptions sopts = opts;
+    sopts.stream_sink = 8;
+    sopts.stream_window = 32;
+    g_assert_true(cl_describe_run(be, short_m, many, 24, &sopts, &r, &error));
+    g_assert_no_error(error);
+    g_assert_cmpint(r.n_prompt, >, short_cfg.max_len);
+    g_assert_cmpuint(r.heatmaps->len, ==, 23);
+    g_assert_cmpuint(r.ids->len, >, 0);
+    cl_describe_result_clear(&r);
     /* one image is not a sequence */
     g_assert_false(cl_describe_run(be, m, imgs, 1, &opts, &r, &error));
     g_assert_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);

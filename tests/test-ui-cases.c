@@ -262,6 +262,46 @@ static void test_filmstrip(void)
     cl_casedb_close(db);
 }
 
+/* "Model reads every prior image" on a sequence of 24: the streaming cache takes a prompt
+ * longer than the model's context, so the run reads all 24 (it used to stop at the context). */
+static void test_long_history_24(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "long.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    char *paths[24];
+    for (int i = 0; i < 24; i++) {
+        paths[i] = g_strdup_printf("%s/long-%02d.png", tmpdir, i);
+        write_scene_at(paths[i], i == 23, i % 4, i % 3);
+    }
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    open_paths(win, (const char *const *)paths, 24);
+    g_assert_true(wait_for(window_idle, win));
+    g_assert_cmpuint(cl_window_get_n_sequence(win), ==, 24);
+    cl_window_show_pair(win, 23);
+    g_assert_true(wait_for(window_idle, win));
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_settings_set_boolean(settings, "long-history", TRUE);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_settings_reset(settings, "long-history");
+    g_assert_cmpuint(cl_window_get_described_images(win), ==, 24);
+    gint64 id = cl_window_get_case_id(win);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(c->runs->len, ==, 1);
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    for (int i = 0; i < 24; i++)
+        g_free(paths[i]);
+    cl_casedb_close(db);
+}
+
 /* The texts of the labels under root that name a frame ("name [k]"), in order. */
 static void collect_frame_labels(GtkWidget *root, GString *out)
 {
@@ -746,6 +786,7 @@ void test_ui_cases_register(void)
     g_test_add_func("/ui/window/cases", test_cases);
     g_test_add_func("/ui/window/filmstrip", test_filmstrip);
     g_test_add_func("/ui/window/case-frames", test_case_frames);
+    g_test_add_func("/ui/window/long-history-24", test_long_history_24);
     g_test_add_func("/ui/window/import-pairs", test_import_pairs);
     g_test_add_func("/ui/window/import-two-photos", test_import_two_photos);
     g_test_add_func("/ui/window/review-after-accept", test_review_after_accept);

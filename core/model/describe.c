@@ -153,7 +153,8 @@ static GArray *build_prompt(const ClModel *model, const ClDescribeImage *images,
         ctx_positions = out->context_tokens - out->context_compressed + chunks * M;
         positions += ctx_positions - 1;
     }
-    if (positions >= cfg->max_len) {
+    /* a streaming cache (opts->stream_window) holds any length: sink + window positions */
+    if (positions >= cfg->max_len && opts->stream_window <= 0) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
                     "the prompt for %u images takes %" G_GINT64_FORMAT
                     " positions (%d per image%s) "
