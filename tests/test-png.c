@@ -254,6 +254,50 @@ static void test_metadata(void)
     g_assert_cmpuint(low->bits_allocated, ==, 8);
 }
 
+/* header_only (what `info` asks for): the sizes and every chunk's metadata, text after the pixels
+ * too, and no pixels kept; the pixel data is still read through, so damage is still refused. */
+static void test_header_only(void)
+{
+    ClImageLimits lim;
+    cl_image_limits_init(&lim);
+    lim.header_only = TRUE;
+    const char *files[] = { "png-rgb8.png", "png-rgb16-adam7.png", "png-grey2.png" };
+    for (guint k = 0; k < G_N_ELEMENTS(files); k++) {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(ClImage) full = cl_image_load(find_fixture(files[k])->path, NULL, &err);
+        g_assert_no_error(err);
+        g_autoptr(ClImage) head = cl_image_load(find_fixture(files[k])->path, &lim, &err);
+        g_assert_no_error(err);
+        g_assert_cmpuint(head->width, ==, full->width);
+        g_assert_cmpuint(head->height, ==, full->height);
+        g_assert_cmpuint(head->channels, ==, full->channels);
+        g_assert_cmpuint(head->bits, ==, full->bits);
+        g_assert_cmpuint(cl_image_n_frames(head), ==, 1);
+        g_assert_null(cl_image_frame(head, 0)->data);
+        g_assert_nonnull(cl_image_frame(full, 0)->data);
+        g_assert_cmpuint(head->metadata->len, ==, full->metadata->len);
+        for (guint i = 0; i < full->metadata->len; i++) {
+            const ClMetaEntry *a = g_ptr_array_index(full->metadata, i),
+                              *b = g_ptr_array_index(head->metadata, i);
+            g_assert_cmpstr(a->key, ==, b->key);
+            g_assert_cmpstr(a->value, ==, b->value);
+        }
+    }
+    /* the text chunk after IDAT is there; a damaged IDAT is refused as before */
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) img = cl_image_load(find_fixture("png-rgb8.png")->path, &lim, &err);
+    g_assert_cmpstr(cl_image_get_meta(img, "Software"), ==, "fixtures-png (after IDAT)");
+    g_autoptr(GBytes) b = read_fixture("png-rgb8.png");
+    gsize len = 0;
+    const guint8 *d = g_bytes_get_data(b, &len);
+    g_autofree guint8 *copy = g_memdup2(d, len);
+    gsize pos = chunk_offset(copy, len, "IDAT");
+    copy[pos + 8 + 20] ^= 0xff; /* inside the compressed data (its CRC now fails too) */
+    g_autoptr(ClImage) bad = cl_image_load_data(copy, len, "bad.png", &lim, &err);
+    g_assert_null(bad);
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -270,6 +314,7 @@ int main(int argc, char **argv)
     g_test_add_func("/png/not-png", test_not_png);
     g_test_add_func("/png/bad-crc", test_bad_crc);
     g_test_add_func("/png/metadata", test_metadata);
+    g_test_add_func("/png/header-only", test_header_only);
     int rc = g_test_run();
     g_ptr_array_unref(fixtures);
     cl_fixture_rmdir(fixture_dir);

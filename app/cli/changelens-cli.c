@@ -293,7 +293,11 @@ static int cmd_info(int argc, char **argv)
     json_builder_begin_array(b);
     for (guint i = 0; files[i]; i++) {
         g_autoptr(GError) lerr = NULL;
-        g_autoptr(ClImage) img = cl_image_load(files[i], NULL, &lerr);
+        /* without --stats the pixels are not needed: a loader that can skips keeping them */
+        ClImageLimits limits;
+        cl_image_limits_init(&limits);
+        limits.header_only = !stats;
+        g_autoptr(ClImage) img = cl_image_load(files[i], &limits, &lerr);
         if (!img) {
             /* the message already names the file */
             fprintf(stderr, "changelens-cli: %s\n", lerr->message);

@@ -15,6 +15,7 @@ void cl_image_limits_init(ClImageLimits *limits)
     limits->max_pixels = (guint64)1 << 28;
     limits->max_frames = 4096;
     limits->max_channels = 1024;
+    limits->header_only = FALSE;
 }
 
 gboolean cl_image_check_limits(const ClImageLimits *limits, guint64 width, guint64 height,

@@ -126,6 +126,10 @@ typedef struct {
     guint64 max_pixels; /* width*height*frames; default 2^28 */
     guint max_frames;   /* default 4096 */
     guint max_channels; /* default 1024 */
+    /* TRUE: what the file says (sizes, samples, metadata) without its pixels, for `info`: a
+     * loader that can (PNG) checks the pixel data row by row in a row's memory and leaves every
+     * frame's data NULL; the others load as usual. Default FALSE. */
+    gboolean header_only;
 } ClImageLimits;
 
 void cl_image_limits_init(ClImageLimits *limits);

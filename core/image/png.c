@@ -331,12 +331,27 @@ static gboolean decode(PngCtx *ctx, const ClImageLimits *limits, GError **error)
 
     /* No value transforms at all: rows arrive packed and big-endian, and convert() unpacks them,
      * so low-bit grey is not scaled and 16-bit is not stripped. Only de-interlacing. */
-    png_set_interlace_handling(png);
+    const int passes = png_set_interlace_handling(png);
     png_read_update_info(png, info);
     gsize rowbytes = png_get_rowbytes(png, info);
     if (rowbytes == 0 || rowbytes < ((gsize)w * in_spp * (gsize)depth + 7) / 8)
         png_error(png, "inconsistent row size");
 
+    if (limits->header_only) {
+        /* every row decoded (and so checked) into one row's memory, then thrown away */
+        ClFrame *f = g_new0(ClFrame, 1);
+        f->rescale_slope = 1.0;
+        g_ptr_array_add(img->frames, f);
+        ctx->raw = g_try_malloc(rowbytes);
+        if (!ctx->raw)
+            png_error(png, "out of memory");
+        for (int pass = 0; pass < passes; pass++)
+            for (png_uint_32 y = 0; y < h; y++)
+                png_read_row(png, ctx->raw, NULL);
+        png_read_end(png, info);
+        read_metadata(ctx);
+        return TRUE;
+    }
     ctx->raw = g_try_malloc_n(h, rowbytes);
     ctx->rows = g_try_new(png_bytep, h);
     if (!ctx->raw || !ctx->rows || !cl_image_alloc_frames(img, 1, error)) {
