@@ -640,6 +640,22 @@ static void test_cli_model_file(void)
     g_assert_cmpuint(r.heatmaps->len, ==, 23);
     g_assert_cmpuint(r.ids->len, >, 0);
     cl_describe_result_clear(&r);
+    /* the app's case notes reach only a model trained to read prior reports (VIST2): this one
+     * has none, so it reads nothing and says so; asked plainly, it reads them as text */
+    ClDescribeOptions copts = opts;
+    copts.context = "Prior finding: a small nodule in the left upper lobe.";
+    g_assert_true(cl_describe_run(be, m, imgs, 2, &copts, &r, &error));
+    g_assert_cmpint(r.context_tokens, >, 0);
+    cl_describe_result_clear(&r);
+    copts.context_vist_only = TRUE;
+    g_assert_true(cl_describe_run(be, m, imgs, 2, &copts, &r, &error));
+    g_assert_cmpint(r.context_tokens, ==, 0);
+    g_assert_null(strstr(r.prompt_text, "nodule"));
+    gboolean said = FALSE;
+    for (guint i = 0; i < r.notices->len; i++)
+        said = said || strstr(g_ptr_array_index(r.notices, i), "not trained to read") != NULL;
+    g_assert_true(said);
+    cl_describe_result_clear(&r);
     /* one image is not a sequence */
     g_assert_false(cl_describe_run(be, m, imgs, 1, &opts, &r, &error));
     g_assert_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);

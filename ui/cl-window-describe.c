@@ -325,6 +325,7 @@ static void describe_now(ClWindow *self, gpointer data)
     }
     g_autofree char *notes = case_notes(self);
     opts.context = notes && *notes ? notes : NULL;
+    opts.context_vist_only = TRUE; /* a model never trained on prior reports gets none */
 
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
     DescribeRun *run = describe_run_new(self, cancellable);

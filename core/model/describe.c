@@ -449,6 +449,16 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
     out->notices = g_ptr_array_new_with_free_func(g_free);
     out->context_page_pixels = g_ptr_array_new_with_free_func(g_free);
     out->n_images = n_images;
+    ClDescribeOptions without_context;
+    if (opts->context && *opts->context && opts->context_vist_only &&
+        model->config.vist_chunk <= 0) {
+        without_context = *opts;
+        without_context.context = NULL;
+        opts = &without_context;
+        g_ptr_array_add(out->notices,
+                        g_strdup("the case's notes were not given to the model: it was not "
+                                 "trained to read prior reports"));
+    }
 
     if (n_images < 2 || n_images > CL_CHAT_MAX_IMAGES) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,

@@ -59,6 +59,10 @@ typedef struct {
      * turn gets "Prior reports: {context}\n" after its image. A model with VIST2 keeps the text
      * as rendered pages' visual rows (vist.h), another as text. NULL or "": none. */
     const char *context;
+    /* TRUE: the context goes only to a model with VIST2 (config vist, the models trained to
+     * read prior reports); another gets none, and a notice says so (the app's case notes: a
+     * model never trained with them answers them with nonsense). Default FALSE: any model. */
+    gboolean context_vist_only;
     double length_penalty;           /* 1.0 */
     gboolean median_numbers;         /* numbers as the median of the model's distribution, see
                               * ClGenerateOptions (default FALSE) */
