@@ -165,8 +165,8 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
                                                   "order, with a streaming cache")));
     adw_preferences_group_add(model, switch_row(settings, "read-case-notes",
                                                 _("Model reads the case's notes"),
-                                                _("As prior reports, with the images (compressed "
-                                                  "to pages by a VIST2 model)")));
+                                                _("As prior reports, with the images, by a "
+                                                  "model trained to read them (VIST2)")));
     adw_preferences_page_add(page, model);
 
     AdwPreferencesGroup *view = ADW_PREFERENCES_GROUP(adw_preferences_group_new());
