@@ -130,6 +130,8 @@ static void test_shortcuts_window(void)
         g_assert_true(overlay_lists(builder, nudges[i], NULL));
     g_assert_true(overlay_has_title(builder, "Window/level", "right button"));
     g_assert_true(overlay_has_title(builder, "Draw an ignore region", "Shift+drag"));
+    g_assert_true(overlay_has_title(builder, "Measure a distance", "Ctrl+drag"));
+    g_assert_true(overlay_has_title(builder, "Measure a region", "Ctrl+Shift+drag"));
     gtk_window_destroy(GTK_WINDOW(gtk_builder_get_object(builder, "help_overlay")));
 }
 
@@ -154,6 +156,35 @@ static void test_load_two(void)
     g_assert_true(cl_viewport_get_fit(vp));
     g_assert_cmpfloat_with_epsilon(cl_viewport_get_center_x(vp), 40.0, 1e-9);
     g_assert_cmpfloat_with_epsilon(cl_viewport_get_center_y(vp), 30.0, 1e-9);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Measuring on a view: a distance and a rectangle's values, checked against the pixels of a.png
+ * (64 × 48, red, a white square at [16, 32) × [12, 24)); a new image clears it. */
+static void test_measure(void)
+{
+    const char *paths[] = { path_a, path_b };
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0);
+    assert_shows(a, "a.png", 0, 64, 48);
+    g_assert_null(cl_image_view_get_measurement(a));
+    cl_image_view_measure(a, CL_VIEW_MEASURE_LENGTH, 10, 10, 13, 14);
+    g_assert_cmpstr(cl_image_view_get_measurement(a), ==, "5.00 px"); /* a PNG has no spacing */
+    /* inside the square: white, (255 + 255 + 255) / 3 */
+    cl_image_view_measure(a, CL_VIEW_MEASURE_REGION, 16, 12, 32, 24);
+    g_assert_cmpstr(cl_image_view_get_measurement(a), ==, "mean 255, SD 0.000 over 192 px");
+    /* half red (255 + 0 + 0) / 3 = 85, half white: mean 170, SD 85 */
+    cl_image_view_measure(a, CL_VIEW_MEASURE_REGION, 32, 24, 0, 12);
+    g_assert_cmpstr(cl_image_view_get_measurement(a), ==, "mean 170, SD 85.0 over 384 px");
+    wait_for_paint(GTK_WIDGET(a));
+    save_screenshot(win, "measure");
+    cl_image_view_measure(a, CL_VIEW_MEASURE_REGION, 100, 100, 120, 120);
+    g_assert_cmpstr(cl_image_view_get_measurement(a), ==, "no pixels");
+    cl_image_view_clear_measurement(a);
+    g_assert_null(cl_image_view_get_measurement(a));
+    cl_image_view_measure(a, CL_VIEW_MEASURE_LENGTH, 0, 0, 64, 0);
+    cl_image_view_set_image(a, cl_image_view_get_document(cl_window_get_view(win, 1)), 0);
+    g_assert_null(cl_image_view_get_measurement(a));
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
@@ -847,6 +878,7 @@ void test_ui_window_register(void)
     g_test_add_func("/ui/resources", test_resources);
     g_test_add_func("/ui/shortcuts-window", test_shortcuts_window);
     g_test_add_func("/ui/window/load-two", test_load_two);
+    g_test_add_func("/ui/window/measure", test_measure);
     g_test_add_func("/ui/window/link-views", test_link_views);
     g_test_add_func("/ui/window/newer-open-wins", test_newer_open_wins);
     g_test_add_func("/ui/window/failed-open-keeps-images", test_failed_open_keeps_images);

@@ -87,6 +87,13 @@ struct _ClImageView {
     gboolean heat_in_frame;  /* the map is of the frame (an aligned model input), not an image */
     double heat_fw, heat_fh; /* the frame's size then */
 
+    /* The measurement (Ctrl+drag a distance, Ctrl+Shift+drag a rectangle), image pixels; its
+     * text in the image's units (image/measure.h), NULL when there is none */
+    ClViewMeasure measure_kind;
+    gboolean measuring; /* a drag is drawing it */
+    double meas_x0, meas_y0, meas_x1, meas_y1;
+    char *measure_text;
+
     /* Input state */
     double pointer_x, pointer_y;
     gboolean has_pointer;

@@ -2,6 +2,9 @@
  * the widget's properties, input and drawing order (pictures: cl-image-render.c, comparison with
  * the partner: cl-image-compare.c). */
 #include "cl-image-view-private.h"
+#include "image/measure.h"
+
+#include <glib/gi18n.h>
 
 #include <math.h>
 #include <string.h>
@@ -32,6 +35,7 @@ void cl_image_view_set_image(ClImageView *self, ClDocument *document, guint fram
     }
     g_set_object(&self->document, document);
     self->frame = frame;
+    cl_image_view_clear_measurement(self);
     cl_image_view_clear_pictures(self);
     self->image_width = self->image_height = 0;
 
@@ -240,6 +244,84 @@ void cl_image_view_set_fit_peer(ClImageView *self, ClImageView *peer)
         g_object_add_weak_pointer(G_OBJECT(peer), (gpointer *)&self->fit_peer);
 }
 
+/* ---- measuring ---- */
+
+void cl_image_view_measure(ClImageView *self, ClViewMeasure kind, double x0, double y0, double x1,
+                           double y1)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    g_clear_pointer(&self->measure_text, g_free);
+    self->measure_kind = kind;
+    self->meas_x0 = x0, self->meas_y0 = y0, self->meas_x1 = x1, self->meas_y1 = y1;
+    const ClImage *img = self->document ? cl_document_get_image(self->document) : NULL;
+    if (kind == CL_VIEW_MEASURE_LENGTH) {
+        double len = 0;
+        ClMeasureUnit u = cl_measure_length(img, x0, y0, x1, y1, &len);
+        self->measure_text = cl_measure_length_text(u, len);
+    } else if (kind == CL_VIEW_MEASURE_REGION) {
+        ClMeasureRegion r;
+        if (cl_measure_region(img, self->frame, x0, y0, x1, y1, &r))
+            self->measure_text = cl_measure_region_text(img, &r);
+        else
+            /* TRANSLATORS: a measured rectangle that holds no pixel's centre */
+            self->measure_text = g_strdup(_("no pixels"));
+    }
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+const char *cl_image_view_get_measurement(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), NULL);
+    return self->measure_kind != CL_VIEW_MEASURE_NONE ? self->measure_text : NULL;
+}
+
+void cl_image_view_clear_measurement(ClImageView *self)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    self->measure_kind = CL_VIEW_MEASURE_NONE;
+    self->measuring = FALSE;
+    g_clear_pointer(&self->measure_text, g_free);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+/* The measurement over the image: the line or rectangle, and its text on a dark box. */
+static void draw_measurement(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy,
+                             double lz)
+{
+    if (self->measure_kind == CL_VIEW_MEASURE_NONE)
+        return;
+    const double w = gtk_widget_get_width(GTK_WIDGET(self)),
+                 h = gtk_widget_get_height(GTK_WIDGET(self));
+    const double x0 = ox + self->meas_x0 * lz, y0 = oy + self->meas_y0 * lz;
+    const double x1 = ox + self->meas_x1 * lz, y1 = oy + self->meas_y1 * lz;
+    cairo_t *cr =
+        gtk_snapshot_append_cairo(snapshot, &GRAPHENE_RECT_INIT(0, 0, (float)w, (float)h));
+    cairo_set_line_width(cr, 2.0);
+    cairo_set_source_rgba(cr, 1.0, 0.85, 0.1, 0.95);
+    if (self->measure_kind == CL_VIEW_MEASURE_LENGTH) {
+        cairo_move_to(cr, x0, y0);
+        cairo_line_to(cr, x1, y1);
+    } else {
+        cairo_rectangle(cr, MIN(x0, x1), MIN(y0, y1), fabs(x1 - x0), fabs(y1 - y0));
+    }
+    cairo_stroke(cr);
+    if (self->measure_text) {
+        PangoLayout *layout = gtk_widget_create_pango_layout(GTK_WIDGET(self), self->measure_text);
+        int tw = 0, th = 0;
+        pango_layout_get_pixel_size(layout, &tw, &th);
+        const double tx = CLAMP(MAX(x0, x1) + 6, 2, MAX(w - tw - 8, 2.0));
+        const double ty = CLAMP(MAX(y0, y1) + 6, 2, MAX(h - th - 6, 2.0));
+        cairo_set_source_rgba(cr, 0, 0, 0, 0.7);
+        cairo_rectangle(cr, tx - 4, ty - 2, tw + 8, th + 4);
+        cairo_fill(cr);
+        cairo_set_source_rgba(cr, 1, 1, 1, 1);
+        cairo_move_to(cr, tx, ty);
+        pango_cairo_show_layout(cr, layout);
+        g_object_unref(layout);
+    }
+    cairo_destroy(cr);
+}
+
 /* ---- drawing ---- */
 
 /* The image (or the compare mode's picture), then the ignore regions, then the heat overlay. */
@@ -259,6 +341,7 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
     cl_image_view_draw_compare(self, snapshot, ox, oy, lz, zoom);
     cl_image_view_draw_masks(self, snapshot, ox, oy, lz);
     cl_image_view_draw_heat(self, snapshot, ox, oy, lz);
+    draw_measurement(self, snapshot, ox, oy, lz);
 }
 
 static void cl_image_view_map(GtkWidget *widget)
@@ -318,6 +401,16 @@ static void on_drag_begin(GtkGestureDrag *drag, double x, double y, ClImageView 
     /* a click on the image gives it the keys (0, 1, +, -, ...) back from a text field */
     gtk_widget_grab_focus(GTK_WIDGET(self));
     GdkModifierType mods = gtk_event_controller_get_current_event_state(GTK_EVENT_CONTROLLER(drag));
+    self->measuring = (mods & GDK_CONTROL_MASK) && self->texture && !self->has_align;
+    if (self->measuring) {
+        double ix, iy;
+        cl_image_view_widget_to_image(self, x, y, &ix, &iy);
+        cl_image_view_measure(
+            self, (mods & GDK_SHIFT_MASK) ? CL_VIEW_MEASURE_REGION : CL_VIEW_MEASURE_LENGTH, ix, iy,
+            ix, iy);
+        gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "crosshair");
+        return;
+    }
     self->drawing_mask = (mods & GDK_SHIFT_MASK) && self->texture && !self->has_align;
     if (self->drawing_mask) {
         cl_image_view_widget_to_image(self, x, y, &self->mask_x0, &self->mask_y0);
@@ -335,6 +428,14 @@ static void on_drag_begin(GtkGestureDrag *drag, double x, double y, ClImageView 
 static void on_drag_update(GtkGestureDrag *drag, double offset_x, double offset_y,
                            ClImageView *self)
 {
+    if (self->measuring) {
+        double x0, y0, ix, iy;
+        if (gtk_gesture_drag_get_start_point(drag, &x0, &y0)) {
+            cl_image_view_widget_to_image(self, x0 + offset_x, y0 + offset_y, &ix, &iy);
+            cl_image_view_measure(self, self->measure_kind, self->meas_x0, self->meas_y0, ix, iy);
+        }
+        return;
+    }
     if (self->drawing_mask) {
         double x0, y0;
         if (gtk_gesture_drag_get_start_point(drag, &x0, &y0))
@@ -358,6 +459,14 @@ static void on_drag_update(GtkGestureDrag *drag, double offset_x, double offset_
 
 static void on_drag_end(GtkGestureDrag *drag, double offset_x, double offset_y, ClImageView *self)
 {
+    if (self->measuring) {
+        self->measuring = FALSE;
+        /* a Ctrl+click without a drag clears it */
+        if (hypot(offset_x, offset_y) < 2)
+            cl_image_view_clear_measurement(self);
+        gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "grab");
+        return;
+    }
     if (self->drawing_mask) {
         self->drawing_mask = FALSE;
         double x0 = CLAMP(MIN(self->mask_x0, self->mask_x1), 0, self->image_width);
@@ -473,6 +582,7 @@ static void cl_image_view_dispose(GObject *object)
         g_clear_object(&self->viewport);
     }
     cl_image_view_compare_dispose(self);
+    g_clear_pointer(&self->measure_text, g_free);
     cl_image_view_set_fit_peer(self, NULL);
     cl_image_view_set_stretch_images(self, NULL, NULL, 0);
     g_clear_object(&self->document);

@@ -69,6 +69,21 @@ gboolean cl_image_view_get_alignment(ClImageView *self, double m[6]);
 void cl_image_view_set_masks(ClImageView *self, const double *rects, guint n);
 guint cl_image_view_get_n_masks(ClImageView *self);
 
+/* Measuring: a distance (Ctrl+drag) or a rectangle's values and area (Ctrl+Shift+drag) on this
+ * view's image, in its units (image/measure.h: mm, m or px; values in modality units), drawn
+ * over the image with its text until another replaces it, the image changes or it is cleared.
+ * measure: sets one from image pixel coordinates (what the drag does); get: its text, NULL
+ * when there is none (transfer none). Not on an aligned image (its pixels are not the frame's). */
+typedef enum {
+    CL_VIEW_MEASURE_NONE,
+    CL_VIEW_MEASURE_LENGTH,
+    CL_VIEW_MEASURE_REGION,
+} ClViewMeasure;
+void cl_image_view_measure(ClImageView *self, ClViewMeasure kind, double x0, double y0, double x1,
+                           double y1);
+const char *cl_image_view_get_measurement(ClImageView *self);
+void cl_image_view_clear_measurement(ClImageView *self);
+
 /* ---- comparison: this view's image with its partner's, in this view ----
  * The partner's image is drawn into this image's rectangle (stretched when its size differs:
  * the same scene at another resolution). */

@@ -66,13 +66,19 @@ gboolean cl_measure_region(const ClImage *img, guint frame, double x0, double y0
     if (c0 >= c1 || r0 >= r1)
         return FALSE;
     const ClFrame *f = cl_image_frame(img, frame);
+    /* grey: channel 0; colour: the mean of R, G and B */
+    const gboolean colour = img->layout == CL_LAYOUT_RGB || img->layout == CL_LAYOUT_RGBA;
     const float *plane = cl_image_plane(img, frame, 0);
+    const float *green = colour ? cl_image_plane(img, frame, 1) : NULL;
+    const float *blue = colour ? cl_image_plane(img, frame, 2) : NULL;
     double sum = 0, sum2 = 0, mn = INFINITY, mx = -INFINITY;
     guint64 n = 0;
     for (gint64 r = r0; r < r1; r++)
         for (gint64 c = c0; c < c1; c++) {
-            const double v = plane[(gsize)r * img->width + (gsize)c] * f->rescale_slope +
-                             f->rescale_intercept;
+            const gsize at = (gsize)r * img->width + (gsize)c;
+            const double stored =
+                colour ? ((double)plane[at] + green[at] + blue[at]) / 3.0 : (double)plane[at];
+            const double v = stored * f->rescale_slope + f->rescale_intercept;
             if (!isfinite(v))
                 continue;
             sum += v, sum2 += v * v, n++;

@@ -27,9 +27,10 @@ ClMeasureUnit cl_measure_length(const ClImage *img, double x0, double y0, double
                                 double *length);
 
 typedef struct {
-    guint64 n;                  /* pixels whose centre lies in the rectangle */
-    double mean, sd, min, max;  /* of channel 0's values in modality units (population SD) */
-    double area;                /* the rectangle's area: n pixels' worth, in unit² */
+    guint64 n;                 /* pixels whose centre lies in the rectangle */
+    double mean, sd, min, max; /* of the values in modality units (population SD): channel 0,
+                                 * or the mean of R, G and B of a colour image */
+    double area;               /* the rectangle's area: n pixels' worth, in unit² */
     ClMeasureUnit unit;
 } ClMeasureRegion;
 
