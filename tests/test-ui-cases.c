@@ -177,6 +177,23 @@ static void test_cases(void)
     cl_casedb_close(db);
 }
 
+static gboolean pair_is(gpointer data, guint want)
+{
+    guint a, b;
+    cl_window_get_pair(CL_WINDOW(data), &a, &b);
+    return b == want && a == want - 1;
+}
+
+static gboolean pair_is_second(gpointer data)
+{
+    return pair_is(data, 1);
+}
+
+static gboolean pair_is_third(gpointer data)
+{
+    return pair_is(data, 2);
+}
+
 /* The filmstrip: a sequence of three, any pair shown, the order changed by a move, the case's
  * order in the database following. */
 static void test_filmstrip(void)
@@ -218,6 +235,17 @@ static void test_filmstrip(void)
     g_assert_cmpstr(cl_document_get_name(cl_image_view_get_document(cl_window_get_view(win, 1))),
                     ==, "film-3.png");
     save_screenshot(win, "filmstrip");
+
+    /* cine steps the later image on: 2 → 3 → 2 (after the last, the second again) */
+    g_assert_false(cl_window_get_cine(win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.cine", NULL));
+    g_assert_true(cl_window_get_cine(win));
+    g_assert_true(wait_for(pair_is_second, win));
+    g_assert_true(wait_for(pair_is_third, win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.cine", NULL));
+    g_assert_false(cl_window_get_cine(win));
+    cl_window_show_pair(win, 2);
+    g_assert_true(wait_for(window_idle, win));
 
     /* the third becomes the first: in the window and in the case */
     cl_window_move_image(win, 2, 0);

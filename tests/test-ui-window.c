@@ -125,6 +125,7 @@ static void test_shortcuts_window(void)
     }
     g_assert_true(overlay_lists(builder, "<Control>e", NULL));
     g_assert_true(overlay_lists(builder, "<Control>comma", NULL));
+    g_assert_true(overlay_lists(builder, "c", NULL)); /* cine */
     const char *nudges[] = { "<Alt>Left", "<Alt>Right", "<Alt>Up", "<Alt>Down" };
     for (guint i = 0; i < G_N_ELEMENTS(nudges); i++)
         g_assert_true(overlay_lists(builder, nudges[i], NULL));

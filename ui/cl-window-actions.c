@@ -31,6 +31,51 @@ static void action_zoom_fit(GtkWidget *widget, const char *name, GVariant *param
     cl_compare_view_fit(CL_WINDOW(widget)->compare_view);
 }
 
+/* ---- cine ---- */
+
+/* frames a second while cine plays */
+#define CL_CINE_RATE 4
+
+/* Cine: the next item of the sequence as the later image (with its predecessor), back to the
+ * second after the last. */
+static gboolean cine_step(gpointer data)
+{
+    ClWindow *self = data;
+    const guint n = self->sequence ? self->sequence->len : 0;
+    if (n < 3) {
+        self->cine_id = 0;
+        return G_SOURCE_REMOVE;
+    }
+    cl_window_show_pair(self, self->pair_b + 1 < n ? self->pair_b + 1 : 1);
+    return G_SOURCE_CONTINUE;
+}
+
+gboolean cl_window_get_cine(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    return self->cine_id != 0;
+}
+
+void cl_window_stop_cine(ClWindow *self)
+{
+    g_clear_handle_id(&self->cine_id, g_source_remove);
+}
+
+static void action_cine(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (self->cine_id) {
+        cl_window_stop_cine(self);
+        return;
+    }
+    if (!self->sequence || self->sequence->len < 3) {
+        /* TRANSLATORS: cine asked for on a pair: there is nothing to step through */
+        cl_window_toast(self, _("Cine steps through a sequence of three or more images"));
+        return;
+    }
+    self->cine_id = g_timeout_add(1000 / CL_CINE_RATE, cine_step, self);
+}
+
 /* ---- Open dialog ---- */
 
 static const char *const supported_mime_types[] = {
@@ -270,6 +315,7 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
     gtk_widget_class_install_property_action(widget_class, "win.compare-mode", "compare-mode");
     gtk_widget_class_install_property_action(widget_class, "win.show-heatmap", "show-heatmap");
     gtk_widget_class_install_action(widget_class, "win.describe", NULL, action_describe);
+    gtk_widget_class_install_action(widget_class, "win.cine", NULL, action_cine);
     gtk_widget_class_install_action(widget_class, "win.stop-describe", NULL, action_stop_describe);
     gtk_widget_class_install_action(widget_class, "win.close-panel", NULL, action_close_panel);
     gtk_widget_class_install_action(widget_class, "win.save-description", NULL, action_save);
@@ -304,12 +350,19 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
         guint key;
         const char *action;
     } keys[] = {
-        { GDK_KEY_0, "win.zoom-fit" },           { GDK_KEY_KP_0, "win.zoom-fit" },
-        { GDK_KEY_1, "win.zoom-100" },           { GDK_KEY_KP_1, "win.zoom-100" },
-        { GDK_KEY_plus, "win.zoom-in" },         { GDK_KEY_equal, "win.zoom-in" },
-        { GDK_KEY_KP_Add, "win.zoom-in" },       { GDK_KEY_minus, "win.zoom-out" },
-        { GDK_KEY_KP_Subtract, "win.zoom-out" }, { GDK_KEY_l, "win.link-views" },
-        { GDK_KEY_h, "win.show-heatmap" },       { GDK_KEY_Escape, "win.stop-describe" },
+        { GDK_KEY_0, "win.zoom-fit" },
+        { GDK_KEY_KP_0, "win.zoom-fit" },
+        { GDK_KEY_1, "win.zoom-100" },
+        { GDK_KEY_KP_1, "win.zoom-100" },
+        { GDK_KEY_plus, "win.zoom-in" },
+        { GDK_KEY_equal, "win.zoom-in" },
+        { GDK_KEY_KP_Add, "win.zoom-in" },
+        { GDK_KEY_minus, "win.zoom-out" },
+        { GDK_KEY_KP_Subtract, "win.zoom-out" },
+        { GDK_KEY_l, "win.link-views" },
+        { GDK_KEY_h, "win.show-heatmap" },
+        { GDK_KEY_Escape, "win.stop-describe" },
+        { GDK_KEY_c, "win.cine" },
     };
     for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
         gtk_widget_class_add_binding_action(widget_class, keys[i].key, 0, keys[i].action, NULL);

@@ -43,6 +43,7 @@ struct _ClWindow {
     GPtrArray *documents;  /* ClDocument*, what is shown */
     GArray *sequence;      /* SeqItem: every image of the sequence, in order */
     guint pair_a, pair_b;  /* the items shown */
+    guint cine_id;         /* cine: the timeout that steps the later image on (0: stopped) */
     guint zoom_label_idle; /* pending update_zoom_label */
     guint n_toasts;        /* shown so far, and the last one's text */
     char *last_toast;

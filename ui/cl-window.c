@@ -590,6 +590,7 @@ static void cl_window_dispose(GObject *object)
     g_clear_object(&self->worker);
     cl_window_cases_dispose(self);
     g_clear_handle_id(&self->zoom_label_idle, g_source_remove);
+    g_clear_handle_id(&self->cine_id, g_source_remove);
     gtk_widget_dispose_template(GTK_WIDGET(self), CL_TYPE_WINDOW);
     g_clear_object(&self->settings);
     g_clear_pointer(&self->documents, g_ptr_array_unref);

@@ -26,6 +26,10 @@ void cl_window_choose_files(ClWindow *self);
  * case's order in the database follows). */
 guint cl_window_get_n_sequence(ClWindow *self);
 void cl_window_get_pair(ClWindow *self, guint *a, guint *b);
+/* Cine (win.cine, the c key): the later image steps through the sequence, each item with its
+ * predecessor, at 4 a second, from the last back to the second; only on three or more items. */
+gboolean cl_window_get_cine(ClWindow *self);
+void cl_window_stop_cine(ClWindow *self);
 void cl_window_show_pair(ClWindow *self, guint later);
 void cl_window_move_image(ClWindow *self, guint from, guint to);
 
