@@ -126,6 +126,7 @@ static void test_shortcuts_window(void)
     g_assert_true(overlay_lists(builder, "<Control>e", NULL));
     g_assert_true(overlay_lists(builder, "<Control>comma", NULL));
     g_assert_true(overlay_lists(builder, "c", NULL)); /* cine */
+    g_assert_true(overlay_lists(builder, "i", NULL)); /* corner overlays */
     const char *nudges[] = { "<Alt>Left", "<Alt>Right", "<Alt>Up", "<Alt>Down" };
     for (guint i = 0; i < G_N_ELEMENTS(nudges); i++)
         g_assert_true(overlay_lists(builder, nudges[i], NULL));
@@ -186,6 +187,52 @@ static void test_measure(void)
     cl_image_view_measure(a, CL_VIEW_MEASURE_LENGTH, 0, 0, 64, 0);
     cl_image_view_set_image(a, cl_image_view_get_document(cl_window_get_view(win, 1)), 0);
     g_assert_null(cl_image_view_get_measurement(a));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
+/* Corner overlays on a DICOM: patient, study, the window in numbers (following a new window),
+ * frame and zoom; hidden and shown again by win.overlays. */
+static void test_overlays(void)
+{
+    g_autoptr(GPtrArray) fixtures = g_ptr_array_new_with_free_func((GDestroyNotify)cl_fixture_free);
+    g_autofree char *dir = g_build_filename(tmpdir, "overlay-fixtures", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0700), ==, 0);
+    g_autoptr(GError) error = NULL;
+    if (!cl_fixtures_dicom(dir, fixtures, &error)) {
+        g_test_skip("no DICOM fixtures in this build");
+        return;
+    }
+    const ClFixture *f = cl_fixture_find(fixtures, "dicom-mono2-u16-le.dcm");
+    g_assert_nonnull(f);
+    const char *paths[] = { f->path, f->path };
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *v = cl_window_get_view(win, 0);
+    g_autofree char *name = g_path_get_basename(f->path);
+    assert_shows(v, name, 0, (int)f->width, (int)f->height);
+    g_assert_true(cl_image_view_get_overlays(v)); /* on by default */
+    g_autofree char *tl = cl_image_view_get_overlay_text(v, CL_VIEW_TOP_LEFT);
+    g_autofree char *tr = cl_image_view_get_overlay_text(v, CL_VIEW_TOP_RIGHT);
+    g_autofree char *bl = cl_image_view_get_overlay_text(v, CL_VIEW_BOTTOM_LEFT);
+    g_autofree char *br = cl_image_view_get_overlay_text(v, CL_VIEW_BOTTOM_RIGHT);
+    g_assert_cmpstr(tl, ==, "M\xc3\xbcller J\xc3\xbcrgen\nID CL-0001");
+    g_assert_true(g_str_has_prefix(tr, "2024-01-31 09:00\n"));
+    g_assert_cmpstr(bl, ==, "W 65536 L 32768"); /* the file's first window */
+    g_assert_true(g_str_has_suffix(br, "%"));
+    /* a window set on the view: its numbers */
+    ClDisplaySettings s;
+    g_assert_true(cl_image_view_get_display(v, &s));
+    s.mode = CL_DISPLAY_WINDOW, s.center = 1200, s.width = 800;
+    cl_image_view_set_display(v, &s);
+    g_autofree char *bl2 = cl_image_view_get_overlay_text(v, CL_VIEW_BOTTOM_LEFT);
+    g_assert_cmpstr(bl2, ==, "W 800 L 1200");
+    wait_for_paint(GTK_WIDGET(v));
+    save_screenshot(win, "overlays");
+    /* the i key's action hides them on both views, and shows them again */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.overlays", NULL));
+    g_assert_false(cl_image_view_get_overlays(v));
+    g_assert_false(cl_image_view_get_overlays(cl_window_get_view(win, 1)));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.overlays", NULL));
+    g_assert_true(cl_image_view_get_overlays(v));
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
@@ -880,6 +927,7 @@ void test_ui_window_register(void)
     g_test_add_func("/ui/shortcuts-window", test_shortcuts_window);
     g_test_add_func("/ui/window/load-two", test_load_two);
     g_test_add_func("/ui/window/measure", test_measure);
+    g_test_add_func("/ui/window/overlays", test_overlays);
     g_test_add_func("/ui/window/link-views", test_link_views);
     g_test_add_func("/ui/window/newer-open-wins", test_newer_open_wins);
     g_test_add_func("/ui/window/failed-open-keeps-images", test_failed_open_keeps_images);

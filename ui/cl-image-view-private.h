@@ -94,6 +94,9 @@ struct _ClImageView {
     double meas_x0, meas_y0, meas_x1, meas_y1;
     char *measure_text;
 
+    /* The four corners' texts (patient, study, window/level, frame and zoom), when shown */
+    gboolean overlays;
+
     /* Input state */
     double pointer_x, pointer_y;
     gboolean has_pointer;
@@ -111,6 +114,7 @@ enum {
     PROP_LOADING,
     PROP_COMPARE_MODE,
     PROP_CHANGED_FRACTION,
+    PROP_OVERLAYS,
     N_PROPS
 };
 extern GParamSpec *cl_image_view_properties[N_PROPS];

@@ -322,6 +322,132 @@ static void draw_measurement(ClImageView *self, GtkSnapshot *snapshot, double ox
     cairo_destroy(cr);
 }
 
+/* ---- corner overlays ---- */
+
+void cl_image_view_set_overlays(ClImageView *self, gboolean shown)
+{
+    g_return_if_fail(CL_IS_IMAGE_VIEW(self));
+    if (self->overlays == !!shown)
+        return;
+    self->overlays = !!shown;
+    g_object_notify_by_pspec(G_OBJECT(self), cl_image_view_properties[PROP_OVERLAYS]);
+    gtk_widget_queue_draw(GTK_WIDGET(self));
+}
+
+gboolean cl_image_view_get_overlays(ClImageView *self)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), FALSE);
+    return self->overlays;
+}
+
+/* "YYYYMMDDHHMMSS…" as "YYYY-MM-DD HH:MM" (what there is of it) */
+static char *readable_datetime(const char *dt)
+{
+    const gsize n = strlen(dt);
+    if (n < 8)
+        return g_strdup(dt);
+    GString *s = g_string_new(NULL);
+    g_string_append_printf(s, "%.4s-%.2s-%.2s", dt, dt + 4, dt + 6);
+    if (n >= 12)
+        g_string_append_printf(s, " %.2s:%.2s", dt + 8, dt + 10);
+    return g_string_free(s, FALSE);
+}
+
+char *cl_image_view_get_overlay_text(ClImageView *self, ClViewCorner corner)
+{
+    g_return_val_if_fail(CL_IS_IMAGE_VIEW(self), NULL);
+    const ClImage *img = self->document ? cl_document_get_image(self->document) : NULL;
+    if (!img)
+        return g_strdup("");
+    GString *s = g_string_new(NULL);
+    switch (corner) {
+    case CL_VIEW_TOP_LEFT:
+        if (img->patient_name && *img->patient_name) {
+            g_autofree char *name = g_strdup(img->patient_name);
+            g_strdelimit(name, "^", ' ');
+            g_string_append(s, g_strstrip(name));
+        }
+        if (img->patient_id && *img->patient_id)
+            g_string_append_printf(s, "%sID %s", s->len ? "\n" : "", img->patient_id);
+        break;
+    case CL_VIEW_TOP_RIGHT: {
+        const char *when = img->study_datetime ? img->study_datetime : img->acquisition_datetime;
+        if (when && *when) {
+            g_autofree char *d = readable_datetime(when);
+            g_string_append(s, d);
+        }
+        const char *series = cl_image_get_meta(img, "SeriesDescription");
+        if (img->modality || series)
+            g_string_append_printf(s, "%s%s%s%s", s->len ? "\n" : "",
+                                   img->modality ? img->modality : "",
+                                   img->modality && series ? " · " : "", series ? series : "");
+        break;
+    }
+    case CL_VIEW_BOTTOM_LEFT: {
+        /* what the picture was rendered with (a stretch's resolved range: nothing is computed
+         * here, the draw must stay cheap on a huge image) */
+        double c = 0, w = 0;
+        if (!self->image_width)
+            break;
+        if (self->settings.mode == CL_DISPLAY_VOI_LUT) {
+            g_string_append(s, "VOI LUT");
+            break;
+        }
+        if (self->settings.mode == CL_DISPLAY_WINDOW)
+            c = self->settings.center, w = self->settings.width;
+        else if (self->ranges.hi[0] > self->ranges.lo[0])
+            c = (self->ranges.lo[0] + self->ranges.hi[0]) / 2,
+            w = self->ranges.hi[0] - self->ranges.lo[0];
+        else
+            break;
+        g_string_append_printf(s, "W %.6g L %.6g%s%s", w, c, img->rescale_type ? " " : "",
+                               img->rescale_type ? img->rescale_type : "");
+        break;
+    }
+    case CL_VIEW_BOTTOM_RIGHT: {
+        const guint n = cl_image_n_frames(img);
+        if (n > 1)
+            /* TRANSLATORS: the frame shown of a multi-frame image, "frame 3 / 24" */
+            g_string_append_printf(s, _("frame %u / %u"), self->frame + 1, n);
+        g_string_append_printf(s, "%s%.0f %%", s->len ? "\n" : "",
+                               cl_viewport_get_zoom(self->viewport) * 100);
+        break;
+    }
+    }
+    return g_string_free(s, FALSE);
+}
+
+/* The corners' texts over the image, on dark boxes. */
+static void draw_overlays(ClImageView *self, GtkSnapshot *snapshot)
+{
+    if (!self->overlays || !self->document)
+        return;
+    const double w = gtk_widget_get_width(GTK_WIDGET(self)),
+                 h = gtk_widget_get_height(GTK_WIDGET(self));
+    cairo_t *cr =
+        gtk_snapshot_append_cairo(snapshot, &GRAPHENE_RECT_INIT(0, 0, (float)w, (float)h));
+    for (int c = CL_VIEW_TOP_LEFT; c <= CL_VIEW_BOTTOM_RIGHT; c++) {
+        g_autofree char *text = cl_image_view_get_overlay_text(self, (ClViewCorner)c);
+        if (!*text)
+            continue;
+        PangoLayout *layout = gtk_widget_create_pango_layout(GTK_WIDGET(self), text);
+        const gboolean right = c == CL_VIEW_TOP_RIGHT || c == CL_VIEW_BOTTOM_RIGHT;
+        pango_layout_set_alignment(layout, right ? PANGO_ALIGN_RIGHT : PANGO_ALIGN_LEFT);
+        int tw = 0, th = 0;
+        pango_layout_get_pixel_size(layout, &tw, &th);
+        const double x = right ? w - tw - 8 : 8;
+        const double y = c >= CL_VIEW_BOTTOM_LEFT ? h - th - 8 : 8;
+        cairo_set_source_rgba(cr, 0, 0, 0, 0.55);
+        cairo_rectangle(cr, x - 4, y - 2, tw + 8, th + 4);
+        cairo_fill(cr);
+        cairo_set_source_rgba(cr, 1, 1, 1, 0.95);
+        cairo_move_to(cr, x, y);
+        pango_cairo_show_layout(cr, layout);
+        g_object_unref(layout);
+    }
+    cairo_destroy(cr);
+}
+
 /* ---- drawing ---- */
 
 /* The image (or the compare mode's picture), then the ignore regions, then the heat overlay. */
@@ -342,6 +468,7 @@ static void cl_image_view_snapshot(GtkWidget *widget, GtkSnapshot *snapshot)
     cl_image_view_draw_masks(self, snapshot, ox, oy, lz);
     cl_image_view_draw_heat(self, snapshot, ox, oy, lz);
     draw_measurement(self, snapshot, ox, oy, lz);
+    draw_overlays(self, snapshot);
 }
 
 static void cl_image_view_map(GtkWidget *widget)
@@ -556,6 +683,7 @@ static void cl_image_view_get_property(GObject *object, guint prop_id, GValue *v
     case PROP_LOADING: g_value_set_boolean(value, cl_image_view_get_loading(self)); break;
     case PROP_COMPARE_MODE: g_value_set_int(value, self->mode); break;
     case PROP_CHANGED_FRACTION: g_value_set_double(value, self->changed_fraction); break;
+    case PROP_OVERLAYS: g_value_set_boolean(value, self->overlays); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
@@ -566,6 +694,7 @@ static void cl_image_view_set_property(GObject *object, guint prop_id, const GVa
     ClImageView *self = CL_IMAGE_VIEW(object);
     switch (prop_id) {
     case PROP_VIEWPORT: cl_image_view_set_viewport(self, g_value_get_object(value)); break;
+    case PROP_OVERLAYS: cl_image_view_set_overlays(self, g_value_get_boolean(value)); break;
     default: G_OBJECT_WARN_INVALID_PROPERTY_ID(object, prop_id, pspec);
     }
 }
@@ -622,6 +751,10 @@ static void cl_image_view_class_init(ClImageViewClass *klass)
     /* difference mode: the fraction of pixels over the tolerance; < 0 while unknown */
     properties[PROP_CHANGED_FRACTION] = g_param_spec_double(
         "changed-fraction", NULL, NULL, -1, 1, -1, G_PARAM_READABLE | G_PARAM_STATIC_STRINGS);
+    /* the corner overlays (cl_image_view_set_overlays) */
+    properties[PROP_OVERLAYS] =
+        g_param_spec_boolean("overlays", NULL, NULL, FALSE,
+                             G_PARAM_READWRITE | G_PARAM_EXPLICIT_NOTIFY | G_PARAM_STATIC_STRINGS);
     g_object_class_install_properties(object_class, N_PROPS, properties);
 
     /* The frame could not be rendered (memory, bad frame): the GError says why, naming the file. */

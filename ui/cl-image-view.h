@@ -84,6 +84,21 @@ void cl_image_view_measure(ClImageView *self, ClViewMeasure kind, double x0, dou
 const char *cl_image_view_get_measurement(ClImageView *self);
 void cl_image_view_clear_measurement(ClImageView *self);
 
+/* Corner overlays, as PACS viewers draw them: top left the patient (name, ID), top right the
+ * study (date and time, modality, series), bottom left the window (W and L in modality units,
+ * or the stretch), bottom right the frame (k / n) and the zoom. get_overlay_text: a corner's
+ * lines (CL_VIEW_TOP_LEFT ...), newly allocated, "" when it has none; computed even while the
+ * overlays are hidden. */
+typedef enum {
+    CL_VIEW_TOP_LEFT,
+    CL_VIEW_TOP_RIGHT,
+    CL_VIEW_BOTTOM_LEFT,
+    CL_VIEW_BOTTOM_RIGHT,
+} ClViewCorner;
+void cl_image_view_set_overlays(ClImageView *self, gboolean shown);
+gboolean cl_image_view_get_overlays(ClImageView *self);
+char *cl_image_view_get_overlay_text(ClImageView *self, ClViewCorner corner);
+
 /* ---- comparison: this view's image with its partner's, in this view ----
  * The partner's image is drawn into this image's rectangle (stretched when its size differs:
  * the same scene at another resolution). */

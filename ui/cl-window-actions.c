@@ -76,6 +76,16 @@ static void action_cine(GtkWidget *widget, const char *name, GVariant *param)
     self->cine_id = g_timeout_add(1000 / CL_CINE_RATE, cine_step, self);
 }
 
+/* ---- corner overlays ---- */
+
+static void action_overlays(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    const gboolean shown = !cl_image_view_get_overlays(cl_window_get_view(self, 0));
+    for (int i = 0; i < 2; i++) /* the setting follows through its binding */
+        cl_image_view_set_overlays(cl_window_get_view(self, i), shown);
+}
+
 /* ---- Open dialog ---- */
 
 static const char *const supported_mime_types[] = {
@@ -316,6 +326,7 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
     gtk_widget_class_install_property_action(widget_class, "win.show-heatmap", "show-heatmap");
     gtk_widget_class_install_action(widget_class, "win.describe", NULL, action_describe);
     gtk_widget_class_install_action(widget_class, "win.cine", NULL, action_cine);
+    gtk_widget_class_install_action(widget_class, "win.overlays", NULL, action_overlays);
     gtk_widget_class_install_action(widget_class, "win.stop-describe", NULL, action_stop_describe);
     gtk_widget_class_install_action(widget_class, "win.close-panel", NULL, action_close_panel);
     gtk_widget_class_install_action(widget_class, "win.save-description", NULL, action_save);
@@ -363,6 +374,7 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
         { GDK_KEY_h, "win.show-heatmap" },
         { GDK_KEY_Escape, "win.stop-describe" },
         { GDK_KEY_c, "win.cine" },
+        { GDK_KEY_i, "win.overlays" },
     };
     for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
         gtk_widget_class_add_binding_action(widget_class, keys[i].key, 0, keys[i].action, NULL);

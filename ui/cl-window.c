@@ -684,6 +684,9 @@ static void cl_window_init(ClWindow *self)
                         G_SETTINGS_BIND_DEFAULT);
         g_settings_bind(self->settings, "sync-window-level", self->compare_view,
                         "sync-window-level", G_SETTINGS_BIND_GET);
+        for (int i = 0; i < 2; i++)
+            g_settings_bind(self->settings, "corner-overlays", cl_window_get_view(self, i),
+                            "overlays", G_SETTINGS_BIND_DEFAULT);
         g_signal_connect_swapped(self->settings, "changed::heatmap-colours",
                                  G_CALLBACK(update_heat_colours), self);
         update_heat_colours(self);
