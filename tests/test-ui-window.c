@@ -225,6 +225,31 @@ static void test_overlays(void)
     cl_image_view_set_display(v, &s);
     g_autofree char *bl2 = cl_image_view_get_overlay_text(v, CL_VIEW_BOTTOM_LEFT);
     g_assert_cmpstr(bl2, ==, "W 800 L 1200");
+    /* numbers typed: a preset "window:CENTRE:WIDTH" for both images, nonsense refused … */
+    g_assert_true(
+        gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s", "window:40:400"));
+    for (int i = 0; i < 2; i++) {
+        g_autofree char *t =
+            cl_image_view_get_overlay_text(cl_window_get_view(win, i), CL_VIEW_BOTTOM_LEFT);
+        g_assert_cmpstr(t, ==, "W 400 L 40");
+    }
+    g_assert_true(
+        gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s", "window:4x:0"));
+    g_autofree char *kept = cl_image_view_get_overlay_text(v, CL_VIEW_BOTTOM_LEFT);
+    g_assert_cmpstr(kept, ==, "W 400 L 40");
+    /* … and the Custom Window dialog, which starts from what is shown */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.custom-window", NULL));
+    AdwMessageDialog *d = find_dialog(win);
+    g_assert_nonnull(d);
+    GtkSpinButton *centre = g_object_get_data(G_OBJECT(d), "centre");
+    GtkSpinButton *width = g_object_get_data(G_OBJECT(d), "width");
+    g_assert_cmpfloat(gtk_spin_button_get_value(centre), ==, 40);
+    g_assert_cmpfloat(gtk_spin_button_get_value(width), ==, 400);
+    gtk_spin_button_set_value(centre, 1200);
+    gtk_spin_button_set_value(width, 800);
+    answer_dialog(win, "apply");
+    g_autofree char *typed = cl_image_view_get_overlay_text(v, CL_VIEW_BOTTOM_LEFT);
+    g_assert_cmpstr(typed, ==, "W 800 L 1200");
     wait_for_paint(GTK_WIDGET(v));
     save_screenshot(win, "overlays");
     /* the i key's action hides them on both views, and shows them again */

@@ -3,6 +3,7 @@
 #include "cl-compare-view-private.h"
 
 #include <glib/gi18n.h>
+#include <math.h>
 
 #include "cl-document.h"
 #include "image/display.h"
@@ -119,6 +120,14 @@ static void apply_preset(ClImageView *view, const char *preset)
     } else if (g_str_has_prefix(preset, "bands:")) {
         if (!preset_bands(&s, img, preset + 6))
             return;
+    } else if (g_str_has_prefix(preset, "window:")) {
+        /* "window:CENTRE:WIDTH" in modality units, as typed (Custom Window…) */
+        char *end = NULL;
+        const double c = g_ascii_strtod(preset + 7, &end);
+        const double w = end && *end == ':' ? g_ascii_strtod(end + 1, &end) : NAN;
+        if (!isfinite(c) || !isfinite(w) || w <= 0 || !end || *end)
+            return;
+        s.mode = CL_DISPLAY_WINDOW, s.center = c, s.width = w;
     } else if (g_str_has_prefix(preset, "file:")) {
         guint i = (guint)g_ascii_strtoull(preset + 5, NULL, 10);
         if (img->windows && i < img->windows->len) {
@@ -172,6 +181,7 @@ void cl_compare_view_update_presets(ClCompareView *self, ClDocument *doc)
     g_menu_append(stretch, _("Default"), "win.display-preset('default')");
     g_menu_append(stretch, _("Minimum to maximum"), "win.display-preset('minmax')");
     g_menu_append(stretch, _("2 to 98 percentile"), "win.display-preset('percentile')");
+    g_menu_append(stretch, _("Custom Window…"), "win.custom-window");
     g_menu_append_section(menu, NULL, G_MENU_MODEL(stretch));
     g_object_unref(stretch);
     /* whose values a stretch is taken over: identical values show alike only when shared */

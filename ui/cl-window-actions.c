@@ -205,6 +205,67 @@ static void action_display_preset(GtkWidget *widget, const char *name, GVariant 
                                  g_variant_get_string(param, NULL));
 }
 
+/* Custom Window…: the window's centre and width typed, for both images (modality units),
+ * starting from what the earlier image shows. */
+static void on_custom_window_response(AdwMessageDialog *d, const char *response, ClWindow *self)
+{
+    if (g_strcmp0(response, "apply") != 0)
+        return;
+    GtkSpinButton *centre = g_object_get_data(G_OBJECT(d), "centre");
+    GtkSpinButton *width = g_object_get_data(G_OBJECT(d), "width");
+    char c[G_ASCII_DTOSTR_BUF_SIZE], w[G_ASCII_DTOSTR_BUF_SIZE];
+    g_ascii_dtostr(c, sizeof c, gtk_spin_button_get_value(centre));
+    g_ascii_dtostr(w, sizeof w, gtk_spin_button_get_value(width));
+    g_autofree char *preset = g_strdup_printf("window:%s:%s", c, w);
+    cl_compare_view_apply_preset(self->compare_view, preset);
+}
+
+static void action_custom_window(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    ClImageView *v = cl_window_get_view(self, 0);
+    ClDisplaySettings s;
+    double c = 40, w = 400;
+    ClDocument *doc = cl_image_view_get_document(v);
+    if (doc && cl_image_view_get_display(v, &s) &&
+        !cl_display_effective_window(cl_document_get_image(doc), cl_image_view_get_frame(v), &s, &c,
+                                     &w))
+        c = 40, w = 400;
+    GtkWidget *d = adw_message_dialog_new(GTK_WINDOW(self), _("Custom Window"),
+                                          _("Centre and width in the image's values (HU for "
+                                            "CT), for both images"));
+    GtkWidget *grid = gtk_grid_new();
+    gtk_grid_set_row_spacing(GTK_GRID(grid), 6);
+    gtk_grid_set_column_spacing(GTK_GRID(grid), 12);
+    GtkWidget *centre = gtk_spin_button_new_with_range(-1e7, 1e7, 1);
+    GtkWidget *width = gtk_spin_button_new_with_range(1e-3, 2e7, 1);
+    gtk_spin_button_set_digits(GTK_SPIN_BUTTON(centre), 1);
+    gtk_spin_button_set_digits(GTK_SPIN_BUTTON(width), 1);
+    gtk_spin_button_set_value(GTK_SPIN_BUTTON(centre), c);
+    gtk_spin_button_set_value(GTK_SPIN_BUTTON(width), MAX(w, 1e-3));
+    GtkWidget *lc = gtk_label_new_with_mnemonic(_("_Centre (level)"));
+    GtkWidget *lw = gtk_label_new_with_mnemonic(_("_Width"));
+    gtk_label_set_mnemonic_widget(GTK_LABEL(lc), centre);
+    gtk_label_set_mnemonic_widget(GTK_LABEL(lw), width);
+    gtk_widget_set_halign(lc, GTK_ALIGN_START);
+    gtk_widget_set_halign(lw, GTK_ALIGN_START);
+    gtk_grid_attach(GTK_GRID(grid), lc, 0, 0, 1, 1);
+    gtk_grid_attach(GTK_GRID(grid), centre, 1, 0, 1, 1);
+    gtk_grid_attach(GTK_GRID(grid), lw, 0, 1, 1, 1);
+    gtk_grid_attach(GTK_GRID(grid), width, 1, 1, 1, 1);
+    adw_message_dialog_set_extra_child(ADW_MESSAGE_DIALOG(d), grid);
+    g_object_set_data(G_OBJECT(d), "centre", centre);
+    g_object_set_data(G_OBJECT(d), "width", width);
+    adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "apply",
+                                     _("_Apply"), NULL);
+    adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "apply",
+                                               ADW_RESPONSE_SUGGESTED);
+    adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), "apply");
+    adw_message_dialog_set_close_response(ADW_MESSAGE_DIALOG(d), "cancel");
+    g_signal_connect(d, "response", G_CALLBACK(on_custom_window_response), self);
+    gtk_window_present(GTK_WINDOW(d));
+}
+
 /* The Details of the toast about files that did not open: each one and why. */
 static void action_show_load_errors(GtkWidget *widget, const char *name, GVariant *param)
 {
@@ -355,6 +416,7 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
         gtk_widget_class_add_binding_action(widget_class, nudges[i].key, GDK_ALT_MASK, "win.nudge",
                                             "(ii)", nudges[i].dx, nudges[i].dy);
     gtk_widget_class_install_action(widget_class, "win.display-preset", "s", action_display_preset);
+    gtk_widget_class_install_action(widget_class, "win.custom-window", NULL, action_custom_window);
 
     /* Plain keys as the window's bindings (bubble phase): a focused text field types them. */
     static const struct {
