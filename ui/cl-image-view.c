@@ -284,6 +284,18 @@ void cl_image_view_clear_measurement(ClImageView *self)
     gtk_widget_queue_draw(GTK_WIDGET(self));
 }
 
+/* White text (tw × th pixels) at (x, y) on a dark box of opacity `shade`. */
+static void draw_label(cairo_t *cr, PangoLayout *layout, double x, double y, int tw, int th,
+                       double shade)
+{
+    cairo_set_source_rgba(cr, 0, 0, 0, shade);
+    cairo_rectangle(cr, x - 4, y - 2, tw + 8, th + 4);
+    cairo_fill(cr);
+    cairo_set_source_rgba(cr, 1, 1, 1, 0.95);
+    cairo_move_to(cr, x, y);
+    pango_cairo_show_layout(cr, layout);
+}
+
 /* The measurement over the image: the line or rectangle, and its text on a dark box. */
 static void draw_measurement(ClImageView *self, GtkSnapshot *snapshot, double ox, double oy,
                              double lz)
@@ -311,12 +323,7 @@ static void draw_measurement(ClImageView *self, GtkSnapshot *snapshot, double ox
         pango_layout_get_pixel_size(layout, &tw, &th);
         const double tx = CLAMP(MAX(x0, x1) + 6, 2, MAX(w - tw - 8, 2.0));
         const double ty = CLAMP(MAX(y0, y1) + 6, 2, MAX(h - th - 6, 2.0));
-        cairo_set_source_rgba(cr, 0, 0, 0, 0.7);
-        cairo_rectangle(cr, tx - 4, ty - 2, tw + 8, th + 4);
-        cairo_fill(cr);
-        cairo_set_source_rgba(cr, 1, 1, 1, 1);
-        cairo_move_to(cr, tx, ty);
-        pango_cairo_show_layout(cr, layout);
+        draw_label(cr, layout, tx, ty, tw, th, 0.7);
         g_object_unref(layout);
     }
     cairo_destroy(cr);
@@ -437,12 +444,7 @@ static void draw_overlays(ClImageView *self, GtkSnapshot *snapshot)
         pango_layout_get_pixel_size(layout, &tw, &th);
         const double x = right ? w - tw - 8 : 8;
         const double y = c >= CL_VIEW_BOTTOM_LEFT ? h - th - 8 : 8;
-        cairo_set_source_rgba(cr, 0, 0, 0, 0.55);
-        cairo_rectangle(cr, x - 4, y - 2, tw + 8, th + 4);
-        cairo_fill(cr);
-        cairo_set_source_rgba(cr, 1, 1, 1, 0.95);
-        cairo_move_to(cr, x, y);
-        pango_cairo_show_layout(cr, layout);
+        draw_label(cr, layout, x, y, tw, th, 0.55);
         g_object_unref(layout);
     }
     cairo_destroy(cr);
