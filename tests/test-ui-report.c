@@ -326,6 +326,32 @@ static void test_unsaved_edit(void)
                  g_strcmp0(dv->author, "Dr Test") == 0 && dv->status == CL_DESC_DRAFT;
     }
     g_assert_true(found);
+
+    /* browsing to an older version with an edit in the editor asks first (it used to file the
+     * edit as a new version unasked): Cancel keeps the edit and files nothing */
+    const guint before = n_versions(db, id);
+    const char *third = "Third thought, unsaved.";
+    set_description_text(win, third);
+    GtkWidget *panel = find_widget_of_type(GTK_WIDGET(win), g_type_from_name("ClDescriptionPanel"));
+    g_assert_nonnull(panel);
+    g_signal_emit_by_name(panel, "version-selected", 0u);
+    g_assert_nonnull(find_dialog(win));
+    answer_dialog(win, "cancel");
+    g_assert_cmpuint(n_versions(db, id), ==, before);
+    g_autofree char *kept2 = cl_window_get_description(win);
+    g_assert_cmpstr(kept2, ==, third);
+    /* Discard: the older version shows, nothing filed */
+    g_signal_emit_by_name(panel, "version-selected", 0u);
+    answer_dialog(win, "discard");
+    g_assert_cmpuint(n_versions(db, id), ==, before);
+    g_autofree char *oldest = cl_window_get_description(win);
+    g_assert_cmpstr(oldest, !=, third);
+    g_assert_false(gtk_text_buffer_get_modified(buf));
+    gboolean filed = FALSE; /* the text shown is a filed version's */
+    g_autoptr(ClCase) c2 = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &error);
+    for (guint i = 0; i < c2->descriptions->len; i++)
+        filed |= g_strcmp0(((ClCaseDescVersion *)c2->descriptions->pdata[i])->text, oldest) == 0;
+    g_assert_true(filed);
     g_settings_reset(settings, "reviewer-name");
     close_window(win, db);
 }

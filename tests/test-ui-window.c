@@ -524,19 +524,6 @@ static void pointer_away(ClImageView *view)
     }
 }
 
-/* The widget of type `type` under root, NULL when none. */
-static GtkWidget *find_widget_of_type(GtkWidget *root, GType type)
-{
-    if (G_TYPE_CHECK_INSTANCE_TYPE(root, type))
-        return root;
-    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
-        GtkWidget *found = find_widget_of_type(c, type);
-        if (found)
-            return found;
-    }
-    return NULL;
-}
-
 /* Pointer enter, motion over many places (each one a readout of its own length) and leave, in
  * side by side and mid-swipe, with the description panel closed and open: the fitted zoom and
  * the views' sizes stay as they were. */

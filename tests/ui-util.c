@@ -400,3 +400,15 @@ GtkWidget *find_actionable(GtkWidget *root, const char *action_name)
     }
     return NULL;
 }
+
+GtkWidget *find_widget_of_type(GtkWidget *root, GType type)
+{
+    if (G_TYPE_CHECK_INSTANCE_TYPE(root, type))
+        return root;
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        GtkWidget *found = find_widget_of_type(c, type);
+        if (found)
+            return found;
+    }
+    return NULL;
+}

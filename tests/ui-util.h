@@ -50,6 +50,8 @@ void save_screenshot(ClWindow *win, const char *name);
 /* The message dialog over win (AdwMessageDialog, transient for it), NULL when none; answering it
  * as a click on one of its responses would. */
 AdwMessageDialog *find_dialog(ClWindow *win);
+/* The widget of type `type` under root, NULL when none. */
+GtkWidget *find_widget_of_type(GtkWidget *root, GType type);
 void answer_dialog(ClWindow *win, const char *response);
 /* A press on the view as the pointer's would start it (its primary-button drag gesture). */
 void press_view(ClImageView *view, double x, double y);

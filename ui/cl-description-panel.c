@@ -145,6 +145,14 @@ void cl_description_panel_set_versions(ClDescriptionPanel *self, const char *con
     gtk_widget_set_visible(GTK_WIDGET(self->version_dropdown), n > 1);
 }
 
+void cl_description_panel_select_version(ClDescriptionPanel *self, guint index)
+{
+    g_return_if_fail(CL_IS_DESCRIPTION_PANEL(self));
+    self->updating_versions = TRUE;
+    gtk_drop_down_set_selected(self->version_dropdown, index);
+    self->updating_versions = FALSE;
+}
+
 void cl_description_panel_set_version_label(ClDescriptionPanel *self, const char *text)
 {
     g_return_if_fail(CL_IS_DESCRIPTION_PANEL(self));

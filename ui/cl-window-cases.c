@@ -542,13 +542,9 @@ void cl_window_cases_edit_accepted(ClWindow *self)
 }
 
 /* Browsing versions: an older one is shown read-only; the latest is the one edited. */
-void cl_window_cases_version_selected(ClWindow *self, guint sel)
+static void show_version(ClWindow *self, gpointer data)
 {
-    g_autoptr(GPtrArray) versions = current_versions(self->current_case);
-    if (sel >= versions->len || sel == self->shown_version)
-        return;
-    if (!cl_window_cases_save_pending(self))
-        return;
+    guint sel = GPOINTER_TO_UINT(data);
     /* saving may have added a version (versions are appended: the pick's index holds) */
     g_autoptr(GPtrArray) now = current_versions(self->current_case);
     if (now->len == 0)
@@ -562,7 +558,25 @@ void cl_window_cases_version_selected(ClWindow *self, guint sel)
     cl_window_cases_update_editor(self);
     g_autofree char *label = version_line(v);
     cl_description_panel_set_version_label(self->description_panel, label);
+    cl_description_panel_select_version(self->description_panel, sel);
     cl_window_update_actions(self);
+}
+
+void cl_window_cases_version_selected(ClWindow *self, guint sel)
+{
+    g_autoptr(GPtrArray) versions = current_versions(self->current_case);
+    if (sel >= versions->len || sel == self->shown_version)
+        return;
+    if (!cl_window_cases_has_unsaved(self)) {
+        show_version(self, GUINT_TO_POINTER(sel));
+        return;
+    }
+    /* an edit in the editor: asked first (it used to be saved as a new version unasked);
+     * until the answer, the list shows the version still in the editor */
+    cl_description_panel_select_version(self->description_panel, self->shown_version == G_MAXUINT
+                                                                     ? versions->len - 1
+                                                                     : self->shown_version);
+    cl_window_cases_confirm_unsaved(self, show_version, GUINT_TO_POINTER(sel), NULL);
 }
 
 /* ---- opening and recording ---- */
