@@ -170,6 +170,9 @@ static void test_measure(void)
     ClImageView *a = cl_window_get_view(win, 0);
     assert_shows(a, "a.png", 0, 64, 48);
     g_assert_null(cl_image_view_get_measurement(a));
+    /* an 8-bit photograph shown as it is has no window to tell in its corner */
+    g_autofree char *no_window = cl_image_view_get_overlay_text(a, CL_VIEW_BOTTOM_LEFT);
+    g_assert_cmpstr(no_window, ==, "");
     cl_image_view_measure(a, CL_VIEW_MEASURE_LENGTH, 10, 10, 13, 14);
     g_assert_cmpstr(cl_image_view_get_measurement(a), ==, "5.00 px"); /* a PNG has no spacing */
     /* inside the square: white, (255 + 255 + 255) / 3 */

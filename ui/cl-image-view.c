@@ -400,6 +400,8 @@ char *cl_image_view_get_overlay_text(ClImageView *self, ClViewCorner corner)
             g_string_append(s, "VOI LUT");
             break;
         }
+        if (self->settings.mode == CL_DISPLAY_FULL_RANGE)
+            break; /* values as the file means them (8-bit photographs): no window to tell */
         if (self->settings.mode == CL_DISPLAY_WINDOW)
             c = self->settings.center, w = self->settings.width;
         else if (self->ranges.hi[0] > self->ranges.lo[0])

@@ -86,7 +86,8 @@ void cl_image_view_clear_measurement(ClImageView *self);
 
 /* Corner overlays, as PACS viewers draw them: top left the patient (name, ID), top right the
  * study (date and time, modality, series), bottom left the window (W and L in modality units,
- * or the stretch), bottom right the frame (k / n) and the zoom. get_overlay_text: a corner's
+ * or the stretch's; nothing for values shown as the file means them, an 8-bit photograph's),
+ * bottom right the frame (k / n) and the zoom. get_overlay_text: a corner's
  * lines (CL_VIEW_TOP_LEFT ...), newly allocated, "" when it has none; computed even while the
  * overlays are hidden. */
 typedef enum {
