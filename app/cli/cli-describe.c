@@ -563,6 +563,18 @@ static void print_describe_result(const DescribeArgs *a, const DescribeInputs *i
             cl_chat_domain_name(res->domain), in->load_ms, res->preprocess_ms, enc, res->n_prompt,
             res->prefill_ms, res->ids->len, res->decode_ms, res->tokens_per_s,
             cl_stop_reason_name(res->stop_reason));
+    if (res->change_max >= 0) { /* what the heads found (docs/MODEL.md §3.10, §3.13) */
+        g_autoptr(GString) found = g_string_new(NULL);
+        for (int i = 0; i < res->regions.n; i++)
+            g_string_append_printf(found, "%s%s", i ? " and " : "",
+                                   cl_grounding_position_names[res->regions.cell[i]]);
+        if (res->object >= 0)
+            g_string_append_printf(found, "; the object there: %s (%.0f %%)",
+                                   in->model->config.object_names[res->object],
+                                   100 * res->object_share);
+        fprintf(stderr, "%s: change head: largest probability %.2f%s%s\n", PROG, res->change_max,
+                found->len ? ", changed at the " : " (no change)", found->str);
+    }
 }
 
 int cl_cli_describe(int argc, char **argv)
