@@ -93,6 +93,15 @@ static void test_region(void)
     r.area = 25000; /* the text's hectares */
     g_autofree char *ha = cl_measure_region_text(img, &r);
     g_assert_nonnull(strstr(ha, "25000 m² (2.50 ha)"));
+    /* areas alone: none in pixels, mm², m², hectares from 10,000 m²; the whole frame's */
+    g_assert_null(cl_measure_area_text(CL_MEASURE_PIXELS, 5));
+    g_autofree char *mm2 = cl_measure_area_text(CL_MEASURE_MM, 37.5);
+    g_assert_cmpstr(mm2, ==, "37.5 mm²");
+    g_autofree char *m2 = cl_measure_area_text(CL_MEASURE_M, 820);
+    g_assert_cmpstr(m2, ==, "820 m²");
+    double whole = 0;
+    g_assert_cmpint(cl_measure_image_area(img, &whole), ==, CL_MEASURE_M);
+    g_assert_cmpfloat_with_epsilon(whole, 10 * 8 * 100, 1e-9);
     /* a header-only image has no pixels to measure */
     ClFrame *f = (ClFrame *)cl_image_frame(img, 0);
     float *keep = f->data;

@@ -2,6 +2,8 @@
  * difference), window/level and bands, alignment and its nudges, the ignore regions. */
 #include "ui-util.h"
 
+#include "image/measure.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <tiffio.h>
@@ -210,6 +212,42 @@ static void test_shared_stretch(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* the text of the first label under root whose text contains needle, NULL when none */
+static const char *label_containing(GtkWidget *root, const char *needle)
+{
+    if (GTK_IS_LABEL(root) && strstr(gtk_label_get_label(GTK_LABEL(root)), needle))
+        return gtk_label_get_label(GTK_LABEL(root));
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        const char *t = label_containing(c, needle);
+        if (t)
+            return t;
+    }
+    return NULL;
+}
+
+/* The difference on a georeferenced pair (the demo's aerial tiles, 320 × 320 pixels of 0.25 m):
+ * the changed share also as ground area. */
+static void test_changed_area(void)
+{
+    const char *demo = g_getenv("CL_DEMO_DIR");
+    g_autofree char *pa = g_build_filename(demo, "aerial", "before.tif", NULL);
+    g_autofree char *pb = g_build_filename(demo, "aerial", "after.tif", NULL);
+    const char *paths[] = { pa, pb };
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0);
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_done, win));
+    const double f = cl_image_view_get_changed_fraction(a);
+    g_assert_cmpfloat(f, >, 0);
+    const char *label = label_containing(GTK_WIDGET(win), "of pixels differ");
+    g_assert_nonnull(label);
+    g_autofree char *area = cl_measure_area_text(CL_MEASURE_M, f * 320 * 320 * 0.25 * 0.25);
+    g_test_message("%s", label);
+    g_assert_true(g_str_has_suffix(label, area));
+    g_assert_nonnull(strstr(label, " m²"));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Window/level: set on a view, followed by the linked one, presets on both. */
 static void test_window_level(void)
 {
@@ -350,6 +388,7 @@ void test_ui_compare_register(void)
     g_test_add_func("/ui/window/window-level", test_window_level);
     g_test_add_func("/ui/window/bands", test_bands);
     g_test_add_func("/ui/window/shared-stretch", test_shared_stretch);
+    g_test_add_func("/ui/window/changed-area", test_changed_area);
     g_test_add_func("/ui/window/align", test_align);
     g_test_add_func("/ui/window/masks", test_masks);
 }

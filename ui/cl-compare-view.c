@@ -5,6 +5,8 @@
 #include "cl-compare-view-private.h"
 
 #include <glib/gi18n.h>
+
+#include "image/measure.h"
 #include <math.h>
 #include <string.h>
 
@@ -424,7 +426,17 @@ static void update_changed_label(ClCompareView *self)
     } else {
         /* TRANSLATORS: difference mode, share of pixels over the tolerance */
         g_autofree char *text = g_strdup_printf(_("%.2f %% of pixels differ"), f * 100.0);
-        gtk_label_set_label(self->changed_label, text);
+        /* and the ground (or tissue) they cover, where the image knows its pixels' size */
+        ClDocument *doc = cl_image_view_get_document(self->view_a);
+        double whole = 0;
+        ClMeasureUnit u = cl_measure_image_area(doc ? cl_document_get_image(doc) : NULL, &whole);
+        g_autofree char *area = cl_measure_area_text(u, whole * f);
+        if (area) {
+            g_autofree char *both = g_strdup_printf("%s, %s", text, area);
+            gtk_label_set_label(self->changed_label, both);
+        } else {
+            gtk_label_set_label(self->changed_label, text);
+        }
     }
 }
 
@@ -754,6 +766,10 @@ static void cl_compare_view_dispose(GObject *object)
         g_clear_signal_handler(&self->zoom_id, self->zoom_viewport);
         g_clear_object(&self->zoom_viewport);
     }
+    /* the view's last "changed-fraction" (it drops its difference on going) must not reach a
+     * label the template has already let go: closing a window in difference mode */
+    if (self->view_a)
+        g_signal_handlers_disconnect_by_func(self->view_a, update_changed_label, self);
     gtk_widget_dispose_template(GTK_WIDGET(self), CL_TYPE_COMPARE_VIEW);
     g_clear_pointer(&self->heatmap, cl_heatmap_free);
     g_clear_pointer(&self->layer_heatmaps, g_ptr_array_unref);

@@ -18,7 +18,7 @@ const char *cl_measure_unit_name(ClMeasureUnit u)
 static gboolean geographic(const ClImage *img)
 {
     const char *model = cl_image_get_meta(img, "GTModelTypeGeoKey");
-    if (model && g_str_has_prefix(model, "geographic"))
+    if (model && strstr(model, "geographic")) /* "2 (geographic)" */
         return TRUE;
     return img->geo->epsg >= 4000 && img->geo->epsg < 5000; /* EPSG's geographic 2-D CRSs */
 }
@@ -110,20 +110,37 @@ char *cl_measure_length_text(ClMeasureUnit unit, double length)
     return g_strdup_printf("%s %s", n, cl_measure_unit_name(unit));
 }
 
+char *cl_measure_area_text(ClMeasureUnit unit, double area)
+{
+    if (unit == CL_MEASURE_PIXELS)
+        return NULL;
+    g_autofree char *n = number(area);
+    if (unit == CL_MEASURE_M && area >= 10000) {
+        g_autofree char *ha = number(area / 10000);
+        return g_strdup_printf("%s m² (%s ha)", n, ha);
+    }
+    return g_strdup_printf("%s %s²", n, cl_measure_unit_name(unit));
+}
+
+ClMeasureUnit cl_measure_image_area(const ClImage *img, double *area)
+{
+    double dx, dy;
+    ClMeasureUnit u = cl_measure_pixel_size(img, &dx, &dy);
+    *area = img ? (double)img->width * img->height * dx * dy : 0;
+    return u;
+}
+
 char *cl_measure_region_text(const ClImage *img, const ClMeasureRegion *r)
 {
-    g_autofree char *mean = number(r->mean), *sd = number(r->sd), *area = number(r->area);
+    g_autofree char *mean = number(r->mean), *sd = number(r->sd);
     const char *units = img && img->rescale_type && *img->rescale_type ? img->rescale_type : NULL;
     GString *s = g_string_new(NULL);
     g_string_append_printf(s, "mean %s, SD %s", mean, sd);
     if (units)
         g_string_append_printf(s, " %s", units);
     g_string_append_printf(s, " over %" G_GUINT64_FORMAT " px", r->n);
-    if (r->unit != CL_MEASURE_PIXELS)
-        g_string_append_printf(s, ", %s %s²", area, cl_measure_unit_name(r->unit));
-    if (r->unit == CL_MEASURE_M && r->area >= 10000) {
-        g_autofree char *ha = number(r->area / 10000);
-        g_string_append_printf(s, " (%s ha)", ha);
-    }
+    g_autofree char *a = cl_measure_area_text(r->unit, r->area);
+    if (a)
+        g_string_append_printf(s, ", %s", a);
     return g_string_free(s, FALSE);
 }

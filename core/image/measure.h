@@ -43,6 +43,11 @@ gboolean cl_measure_region(const ClImage *img, guint frame, double x0, double y0
 /* One line for the user: "12.4 mm", "3.20 m", "57.0 px" (lengths); "mean 41.3, SD 6.20 HU over
  * 1024 px, 37.5 mm²" (regions; areas of 10,000 m² and more also in ha). Newly allocated. */
 char *cl_measure_length_text(ClMeasureUnit unit, double length);
+/* An area in unit²: "37.5 mm²", "820 m²", "25000 m² (2.50 ha)" (ha from 10,000 m²); NULL for
+ * pixels (no physical area). Newly allocated. */
+char *cl_measure_area_text(ClMeasureUnit unit, double area);
+/* The whole frame's area: width × height pixels of cl_measure_pixel_size. */
+ClMeasureUnit cl_measure_image_area(const ClImage *img, double *area);
 char *cl_measure_region_text(const ClImage *img, const ClMeasureRegion *r);
 
 G_END_DECLS
