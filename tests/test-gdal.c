@@ -1,0 +1,426 @@
+/* test-gdal.c - the GDAL loader: rasters written here with GDAL's API (ENVI, JPEG 2000, netCDF,
+ * GeoTIFF) read back value by value with their CRS, transform, nodata, scale/offset and band
+ * descriptions; oversize rasters read at an overview or decimated scale; corrupt files refused. */
+#include <gdal.h>
+#include <cpl_conv.h>
+#include <cpl_error.h>
+#include <ogr_srs_api.h>
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fixtures.h"
+#include "image/loaders.h"
+
+static char *tmpdir;
+
+/* (b, x, y) -> the stored value of the small fixtures: distinct, some negative */
+static double fixture_value(int b, int x, int y)
+{
+    return b * 1000 + y * 10 + x - 20;
+}
+
+static OGRSpatialReferenceH srs_epsg(int code)
+{
+    OGRSpatialReferenceH s = OSRNewSpatialReference(NULL);
+    g_assert_cmpint(OSRImportFromEPSG(s, code), ==, OGRERR_NONE);
+    OSRSetAxisMappingStrategy(s, OAMS_TRADITIONAL_GIS_ORDER);
+    return s;
+}
+
+/* W × H, n bands of Int16 fixture values, a nodata pixel (band 1 at (1, 2)), scale/offset,
+ * band descriptions, EPSG:32633 and a 10 m grid; written by DRIVER (Create, or CreateCopy from a
+ * MEM dataset when the driver cannot create). */
+static const double utm_t[6] = { 500000, 10, 0, 4600000, 0, -10 };
+static char *write_fixture(const char *driver, const char *file, int w, int h, int n,
+                           GDALDataType type, char **options)
+{
+    g_autofree char *path = g_build_filename(tmpdir, file, NULL);
+    GDALDriverH mem = GDALGetDriverByName("MEM");
+    GDALDatasetH ds = GDALCreate(mem, "", w, h, n, type, NULL);
+    g_assert_nonnull(ds);
+    double t[6];
+    memcpy(t, utm_t, sizeof t);
+    GDALSetGeoTransform(ds, t);
+    OGRSpatialReferenceH s = srs_epsg(32633);
+    GDALSetSpatialRef(ds, s);
+    OSRDestroySpatialReference(s);
+    float *buf = g_new(float, (gsize)w * h);
+    for (int b = 0; b < n; b++) {
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                buf[y * w + x] = (float)fixture_value(b, x, y);
+        if (b == 0)
+            buf[2 * w + 1] = -9999;
+        GDALRasterBandH band = GDALGetRasterBand(ds, b + 1);
+        g_assert_cmpint(GDALRasterIO(band, GF_Write, 0, 0, w, h, buf, w, h, GDT_Float32, 0, 0), ==,
+                        CE_None);
+        if (b == 0)
+            GDALSetRasterNoDataValue(band, -9999);
+        GDALSetRasterScale(band, 0.5);
+        GDALSetRasterOffset(band, 10);
+        g_autofree char *d = g_strdup_printf("band-%c", 'A' + b);
+        GDALSetDescription(band, d);
+    }
+    g_free(buf);
+    GDALDatasetH out =
+        GDALCreateCopy(GDALGetDriverByName(driver), path, ds, TRUE, options, NULL, NULL);
+    g_assert_nonnull(out);
+    GDALClose(out);
+    GDALClose(ds);
+    return g_steal_pointer(&path);
+}
+
+static void check_fixture_values(const ClImage *img, int w, int h, int n)
+{
+    g_assert_cmpuint(img->width, ==, (guint)w);
+    g_assert_cmpuint(img->height, ==, (guint)h);
+    g_assert_cmpuint(img->channels, ==, (guint)n);
+    g_assert_cmpuint(cl_image_n_frames(img), ==, 1);
+    for (int b = 0; b < n; b++) {
+        const float *p = cl_image_plane(img, 0, (guint)b);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                if (b == 0 && x == 1 && y == 2) {
+                    g_assert_true(isnan(p[y * w + x])); /* nodata */
+                    continue;
+                }
+                g_assert_cmpfloat(p[y * w + x], ==, fixture_value(b, x, y));
+            }
+    }
+    const ClFrame *f = cl_image_frame(img, 0);
+    g_assert_cmpfloat(f->rescale_slope, ==, 0.5);
+    g_assert_cmpfloat(f->rescale_intercept, ==, 10);
+}
+
+static void check_utm_geo(const ClImage *img, double scale)
+{
+    g_assert_nonnull(img->geo);
+    g_assert_cmpint(img->geo->epsg, ==, 32633);
+    g_assert_nonnull(img->geo->crs_name);
+    g_assert_nonnull(strstr(img->geo->crs_name, "UTM zone 33N"));
+    g_assert_nonnull(img->geo->crs_wkt);
+    g_assert_true(img->geo->has_transform);
+    g_assert_cmpfloat(img->geo->transform[0], ==, utm_t[0]);
+    g_assert_cmpfloat(img->geo->transform[1], ==, utm_t[1] * scale);
+    g_assert_cmpfloat(img->geo->transform[2], ==, 0);
+    g_assert_cmpfloat(img->geo->transform[3], ==, utm_t[3]);
+    g_assert_cmpfloat(img->geo->transform[4], ==, 0);
+    g_assert_cmpfloat(img->geo->transform[5], ==, utm_t[5] * scale);
+    g_assert_cmpfloat(img->geo->pixel_size[0], ==, 10 * scale);
+    g_assert_cmpfloat(img->geo->origin[1], ==, 4600000);
+}
+
+/* a metadata entry with this key whose value contains text */
+static gboolean has_meta(const ClImage *img, const char *key, const char *text)
+{
+    for (guint i = 0; i < img->metadata->len; i++) {
+        const ClMetaEntry *e = g_ptr_array_index(img->metadata, i);
+        if (strcmp(e->key, key) == 0 && strstr(e->value, text))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static void test_envi(void)
+{
+    g_autofree char *path = write_fixture("ENVI", "small.envi", 7, 5, 2, GDT_Int16, NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) img = cl_image_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(img->format, ==, CL_IMAGE_FORMAT_GDAL);
+    g_assert_cmpstr(cl_image_format_name(img->format), ==, "GDAL");
+    g_assert_true(has_meta(img, "GDALDriver", "ENVI"));
+    g_assert_cmpint(img->layout, ==, CL_LAYOUT_BANDS);
+    g_assert_cmpuint(img->bits, ==, 16);
+    g_assert_cmpint(img->sample_format, ==, CL_SAMPLE_INT);
+    check_fixture_values(img, 7, 5, 2);
+    check_utm_geo(img, 1);
+    g_assert_true(has_meta(img, "BandDescription", "band 1: band-A"));
+    g_assert_true(has_meta(img, "BandDescription", "band 2: band-B"));
+    g_assert_true(has_meta(img, "NoData", "band 1: -9999"));
+    g_assert_true(has_meta(img, "ScaleOffset", "band 2: value = stored × 0.5 + 10"));
+    /* statistics skip the nodata pixel and apply the scale */
+    ClFrameStats st;
+    cl_image_frame_stats(img, 0, &st);
+    g_assert_cmpfloat(st.min, ==, fixture_value(0, 0, 0) * 0.5 + 10);
+    g_assert_cmpfloat(st.max, ==, fixture_value(1, 6, 4) * 0.5 + 10);
+
+    /* `info` without --stats: the same description, no pixels */
+    ClImageLimits lim;
+    cl_image_limits_init(&lim);
+    lim.header_only = TRUE;
+    g_autoptr(ClImage) head = cl_image_load(path, &lim, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(head->width, ==, 7);
+    g_assert_cmpuint(head->channels, ==, 2);
+    g_assert_null(cl_image_frame(head, 0)->data);
+    g_assert_cmpint(head->geo->epsg, ==, 32633);
+    g_assert_cmpfloat(cl_image_frame(head, 0)->rescale_slope, ==, 0.5);
+}
+
+static void test_jp2(void)
+{
+    if (!GDALGetDriverByName("JP2OpenJPEG")) {
+        g_test_skip("GDAL has no JP2OpenJPEG driver in this build");
+        return;
+    }
+    char *opts[] = { "REVERSIBLE=YES", "QUALITY=100", NULL };
+    g_autofree char *path = write_fixture("JP2OpenJPEG", "small.jp2", 9, 6, 1, GDT_Int16, opts);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) img = cl_image_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(img->format, ==, CL_IMAGE_FORMAT_GDAL);
+    g_assert_true(has_meta(img, "GDALDriver", "JP2OpenJPEG"));
+    g_assert_cmpint(img->layout, ==, CL_LAYOUT_GREY);
+    g_assert_cmpuint(img->bits_allocated, ==, 16);
+    g_assert_cmpint(img->sample_format, ==, CL_SAMPLE_INT);
+    check_fixture_values(img, 9, 6, 1); /* lossless; nodata and scale from the .aux.xml beside it */
+    check_utm_geo(img, 1);
+    g_assert_true(has_meta(img, "BandDescription", "band 1: band-A"));
+    g_assert_cmpfloat(cl_image_frame(img, 0)->rescale_slope, ==, 0.5);
+
+    /* the same bytes from memory (no .aux.xml): values and georeferencing from the JP2 boxes */
+    g_autofree char *bytes = NULL;
+    gsize len = 0;
+    g_assert_true(g_file_get_contents(path, &bytes, &len, NULL));
+    g_autoptr(ClImage) mem =
+        cl_image_load_data((const guint8 *)bytes, len, "small.jp2", NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(mem->width, ==, 9);
+    g_assert_cmpfloat(cl_image_plane(mem, 0, 0)[5 * 9 + 8], ==, fixture_value(0, 8, 5));
+    g_assert_cmpint(mem->geo->epsg, ==, 32633);
+
+    /* cut in half: a clear error, no crash */
+    g_autofree char *cut = g_build_filename(tmpdir, "cut.jp2", NULL);
+    g_assert_true(g_file_set_contents(cut, bytes, (gssize)len / 2, NULL));
+    g_autoptr(ClImage) bad = cl_image_load(cut, NULL, &err);
+    g_assert_null(bad);
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT);
+    g_assert_nonnull(strstr(err->message, "cut.jp2"));
+    g_test_message("truncated JPEG 2000: %s", err->message);
+}
+
+/* 4 × 4 blocks of one value each, so that any resampling of a power-of-two scale keeps them */
+static float block_value(int x, int y, int scale)
+{
+    return (float)((y / scale) * 1000 + x / scale);
+}
+
+static char *write_blocks(const char *driver, const char *file, int w, int h, gboolean overviews)
+{
+    g_autofree char *path = g_build_filename(tmpdir, file, NULL);
+    GDALDatasetH ds = GDALCreate(GDALGetDriverByName(driver), path, w, h, 1, GDT_Float32, NULL);
+    g_assert_nonnull(ds);
+    double t[6];
+    memcpy(t, utm_t, sizeof t);
+    GDALSetGeoTransform(ds, t);
+    OGRSpatialReferenceH s = srs_epsg(32633);
+    GDALSetSpatialRef(ds, s);
+    OSRDestroySpatialReference(s);
+    float *buf = g_new(float, (gsize)w * h);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            buf[y * w + x] = block_value(x, y, 4);
+    g_assert_cmpint(
+        GDALRasterIO(GDALGetRasterBand(ds, 1), GF_Write, 0, 0, w, h, buf, w, h, GDT_Float32, 0, 0),
+        ==, CE_None);
+    g_free(buf);
+    if (overviews) {
+        int levels[] = { 2, 4 };
+        g_assert_cmpint(GDALBuildOverviews(ds, "NEAREST", 2, levels, 0, NULL, NULL, NULL), ==,
+                        CE_None);
+    }
+    GDALClose(ds);
+    return g_steal_pointer(&path);
+}
+
+static void check_blocks(const ClImage *img, guint w, guint h)
+{
+    g_assert_cmpuint(img->width, ==, w);
+    g_assert_cmpuint(img->height, ==, h);
+    const float *p = cl_image_plane(img, 0, 0);
+    for (guint y = 0; y < h; y++)
+        for (guint x = 0; x < w; x++)
+            g_assert_cmpfloat(p[y * w + x], ==, block_value((int)x, (int)y, 1));
+}
+
+/* A GeoTIFF with overviews (a COG's shape) over the pixel budget: the TIFF loader refuses it,
+ * GDAL reads the 1/4 overview that fits; the transform is the overview's. */
+static void test_overview(void)
+{
+    g_autofree char *path = write_blocks("GTiff", "big-ovr.tif", 256, 128, TRUE);
+    ClImageLimits lim;
+    cl_image_limits_init(&lim);
+    lim.max_pixels = 64 * 32;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) img = cl_image_load(path, &lim, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(img->format, ==, CL_IMAGE_FORMAT_GDAL);
+    check_blocks(img, 64, 32);
+    g_assert_true(has_meta(img, "Resolution", "read at 1/4 scale: the full raster is 256 × 128"));
+    g_assert_true(has_meta(img, "Resolution", "GDAL overview 2"));
+    check_utm_geo(img, 4);
+    /* within the budget the TIFF loader reads it whole, as before */
+    g_autoptr(ClImage) whole = cl_image_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(whole->format, ==, CL_IMAGE_FORMAT_TIFF);
+    g_assert_cmpuint(whole->width, ==, 256);
+}
+
+/* No overviews: a decimated read (every 4th sample) that fits. */
+static void test_decimated(void)
+{
+    g_autofree char *path = write_blocks("ENVI", "big.envi", 200, 100, FALSE);
+    ClImageLimits lim;
+    cl_image_limits_init(&lim);
+    lim.max_pixels = 50 * 25;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) img = cl_image_load(path, &lim, &err);
+    g_assert_no_error(err);
+    check_blocks(img, 50, 25);
+    g_assert_true(has_meta(img, "Resolution", "read at 1/4 scale: the full raster is 200 × 100"));
+    check_utm_geo(img, 4);
+    /* too many bands is still refused before reading */
+    lim.max_pixels = (guint64)1 << 28;
+    lim.max_channels = 0;
+    g_autoptr(ClImage) none = cl_image_load(path, &lim, &err);
+    g_assert_null(none);
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE);
+}
+
+/* netCDF with two variables: the container opens its first subdataset and lists both; FILE:VAR
+ * and FILE:N pick one. */
+static void test_subdatasets(void)
+{
+    GDALDriverH nc = GDALGetDriverByName("netCDF");
+    if (!nc) {
+        g_test_skip("GDAL has no netCDF driver in this build");
+        return;
+    }
+    g_autofree char *path = g_build_filename(tmpdir, "two.nc", NULL);
+    GDALDatasetH ds = GDALCreateMultiDimensional(nc, path, NULL, NULL);
+    g_assert_nonnull(ds);
+    GDALGroupH root = GDALDatasetGetRootGroup(ds);
+    GDALDimensionH dims[2] = {
+        GDALGroupCreateDimension(root, "y", NULL, NULL, 3, NULL),
+        GDALGroupCreateDimension(root, "x", NULL, NULL, 4, NULL),
+    };
+    GDALExtendedDataTypeH ft = GDALExtendedDataTypeCreate(GDT_Float32);
+    const char *names[2] = { "temp", "rain" };
+    for (int v = 0; v < 2; v++) {
+        GDALMDArrayH a = GDALGroupCreateMDArray(root, names[v], 2, dims, ft, NULL);
+        g_assert_nonnull(a);
+        float vals[12];
+        for (int i = 0; i < 12; i++)
+            vals[i] = (float)(v * 100 + i);
+        GUInt64 start[2] = { 0, 0 };
+        size_t count[2] = { 3, 4 };
+        g_assert_true(GDALMDArrayWrite(a, start, count, NULL, NULL, ft, vals, vals, sizeof vals));
+        GDALMDArrayRelease(a);
+    }
+    GDALExtendedDataTypeRelease(ft);
+    GDALDimensionRelease(dims[0]);
+    GDALDimensionRelease(dims[1]);
+    GDALGroupRelease(root);
+    GDALClose(ds);
+
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) first = cl_image_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_true(has_meta(first, "Subdataset", ":temp"));
+    g_assert_true(has_meta(first, "Subdataset", ":rain"));
+    g_assert_true(has_meta(first, "SubdatasetOpened", ":temp"));
+    g_assert_cmpuint(first->width, ==, 4);
+    g_assert_cmpuint(first->height, ==, 3);
+    /* netCDF stores rows bottom-up unless told; GDAL flips them: check the set, not the order */
+    const float *p = cl_image_plane(first, 0, 0);
+    double sum = 0;
+    for (int i = 0; i < 12; i++)
+        sum += p[i];
+    g_assert_cmpfloat(sum, ==, 66);
+
+    g_autofree char *by_name = g_strdup_printf("%s:rain", path);
+    g_autoptr(ClImage) rain = cl_image_load(by_name, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_true(has_meta(rain, "SubdatasetOpened", ":rain"));
+    sum = 0;
+    for (int i = 0; i < 12; i++)
+        sum += cl_image_plane(rain, 0, 0)[i];
+    g_assert_cmpfloat(sum, ==, 1266);
+    g_autofree char *by_number = g_strdup_printf("%s:2", path);
+    g_autoptr(ClImage) second = cl_image_load(by_number, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_true(has_meta(second, "SubdatasetOpened", ":rain"));
+
+    g_autofree char *missing = g_strdup_printf("%s:snow", path);
+    g_autoptr(ClImage) none = cl_image_load(missing, NULL, &err);
+    g_assert_null(none);
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO);
+    g_assert_nonnull(strstr(err->message, "no subdataset 'snow'"));
+}
+
+/* A plain GeoTIFF is still the TIFF loader's. */
+static void test_geotiff_stays_tiff(void)
+{
+    g_autofree char *path = write_fixture("GTiff", "plain.tif", 7, 5, 1, GDT_Int16, NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) img = cl_image_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(img->format, ==, CL_IMAGE_FORMAT_TIFF);
+    g_assert_cmpstr(cl_image_format_name(img->format), ==, "TIFF");
+    g_assert_cmpint(img->geo->epsg, ==, 32633);
+    g_assert_null(cl_image_get_meta(img, "GDALDriver"));
+}
+
+static void test_corrupt(void)
+{
+    g_autoptr(GError) err = NULL;
+    /* an ENVI header that lies about the size of its data */
+    g_autofree char *path = write_fixture("ENVI", "lying.envi", 7, 5, 2, GDT_Int16, NULL);
+    g_assert_cmpint(truncate(path, 20), ==, 0);
+    g_autoptr(ClImage) cut = cl_image_load(path, NULL, &err);
+    g_assert_null(cut);
+    g_assert_nonnull(err);
+    g_assert_nonnull(strstr(err->message, "lying.envi"));
+    g_test_message("truncated ENVI: %s", err->message);
+    g_clear_error(&err);
+
+    /* garbage: not a format anyone reads */
+    g_autofree char *junk = g_build_filename(tmpdir, "junk.bin", NULL);
+    guint8 bytes[4096];
+    GRand *r = g_rand_new_with_seed(7);
+    for (gsize i = 0; i < sizeof bytes; i++)
+        bytes[i] = (guint8)g_rand_int_range(r, 0x20, 0x7f);
+    g_rand_free(r);
+    g_assert_true(g_file_set_contents(junk, (const char *)bytes, sizeof bytes, NULL));
+    g_autoptr(ClImage) none = cl_image_load(junk, NULL, &err);
+    g_assert_null(none);
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNKNOWN_FORMAT);
+    g_assert_nonnull(strstr(err->message, "not an image format ChangeLens reads"));
+    g_clear_error(&err);
+    g_autoptr(ClImage) none2 = cl_image_load_data(bytes, sizeof bytes, "junk.bin", NULL, &err);
+    g_assert_null(none2);
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNKNOWN_FORMAT);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    cl_gdal_init();
+    CPLPushErrorHandler(CPLQuietErrorHandler); /* the fixtures' writers: no noise */
+    tmpdir = cl_fixture_tmpdir("cl-test-gdal");
+    g_test_add_func("/gdal/envi", test_envi);
+    g_test_add_func("/gdal/jp2", test_jp2);
+    g_test_add_func("/gdal/overview", test_overview);
+    g_test_add_func("/gdal/decimated", test_decimated);
+    g_test_add_func("/gdal/subdatasets", test_subdatasets);
+    g_test_add_func("/gdal/geotiff-stays-tiff", test_geotiff_stays_tiff);
+    g_test_add_func("/gdal/corrupt", test_corrupt);
+    int rc = g_test_run();
+    cl_fixture_rmdir(tmpdir);
+    g_free(tmpdir);
+    return rc;
+}
