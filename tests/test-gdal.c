@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "fixtures.h"
+#include "image/geoexport.h"
 #include "image/loaders.h"
+#include <ogr_api.h>
 
 static char *tmpdir;
 
@@ -406,6 +408,126 @@ static void test_corrupt(void)
     g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNKNOWN_FORMAT);
 }
 
+/* The mask and heat map on the input's grid: the same size, CRS WKT and transform, read back with
+ * GDAL; values mapped from a reduced-scale image by nearest. */
+static void check_same_grid(const char *out, const char *input)
+{
+    GDALDatasetH a = GDALOpen(out, GA_ReadOnly), b = GDALOpen(input, GA_ReadOnly);
+    g_assert_nonnull(a);
+    g_assert_nonnull(b);
+    g_assert_cmpint(GDALGetRasterXSize(a), ==, GDALGetRasterXSize(b));
+    g_assert_cmpint(GDALGetRasterYSize(a), ==, GDALGetRasterYSize(b));
+    g_assert_cmpstr(GDALGetProjectionRef(a), ==, GDALGetProjectionRef(b));
+    g_assert_cmpstr(GDALGetProjectionRef(a), !=, "");
+    double ta[6], tb[6];
+    g_assert_cmpint(GDALGetGeoTransform(a, ta), ==, CE_None);
+    g_assert_cmpint(GDALGetGeoTransform(b, tb), ==, CE_None);
+    for (int i = 0; i < 6; i++)
+        g_assert_cmpfloat(ta[i], ==, tb[i]);
+    GDALClose(a);
+    GDALClose(b);
+}
+
+static void test_export_geotiff(void)
+{
+    /* a 200 × 100 input read at 1/4 scale: a 50 × 25 map goes back onto the 200 × 100 grid */
+    g_autofree char *input = write_blocks("ENVI", "grid.envi", 200, 100, FALSE);
+    float *heat = g_new(float, 50 * 25);
+    for (int i = 0; i < 50 * 25; i++)
+        heat[i] = (float)(i % 50) / 49.0f; /* 0 at the left edge, 1 at the right */
+    g_autofree char *mask = g_build_filename(tmpdir, "mask.tif", NULL);
+    g_autofree char *heatp = g_build_filename(tmpdir, "heat.tif", NULL);
+    g_autoptr(GError) err = NULL;
+    gboolean geo = FALSE;
+    g_assert_true(cl_geo_write_geotiff(mask, input, heat, 50, 25, TRUE, 0.5, &geo, &err));
+    g_assert_no_error(err);
+    g_assert_true(geo);
+    g_assert_true(cl_geo_write_geotiff(heatp, input, heat, 50, 25, FALSE, 0, NULL, &err));
+    g_assert_no_error(err);
+    check_same_grid(mask, input);
+    check_same_grid(heatp, input);
+    GDALDatasetH m = GDALOpen(mask, GA_ReadOnly), h = GDALOpen(heatp, GA_ReadOnly);
+    g_assert_cmpint(GDALGetRasterDataType(GDALGetRasterBand(m, 1)), ==, GDT_Byte);
+    g_assert_cmpint(GDALGetRasterDataType(GDALGetRasterBand(h, 1)), ==, GDT_Float32);
+    float *mv = g_new(float, 200 * 100), *hv = g_new(float, 200 * 100);
+    g_assert_cmpint(GDALRasterIO(GDALGetRasterBand(m, 1), GF_Read, 0, 0, 200, 100, mv, 200, 100,
+                                 GDT_Float32, 0, 0),
+                    ==, CE_None);
+    g_assert_cmpint(GDALRasterIO(GDALGetRasterBand(h, 1), GF_Read, 0, 0, 200, 100, hv, 200, 100,
+                                 GDT_Float32, 0, 0),
+                    ==, CE_None);
+    for (int y = 0; y < 100; y++)
+        for (int x = 0; x < 200; x++) {
+            float v = heat[(y / 4) * 50 + x / 4];
+            g_assert_cmpfloat(hv[y * 200 + x], ==, v);
+            g_assert_cmpfloat(mv[y * 200 + x], ==, v >= 0.5f ? 1 : 0);
+        }
+    GDALClose(m);
+    GDALClose(h);
+    g_free(mv);
+    g_free(hv);
+    g_free(heat);
+
+    /* a grid that cannot be opened: an error, no file */
+    g_autofree char *nowhere = g_build_filename(tmpdir, "nowhere.tif", NULL);
+    float one = 1;
+    g_assert_false(
+        cl_geo_write_geotiff(nowhere, "/nonexistent/in.envi", &one, 1, 1, TRUE, 0.5, NULL, &err));
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO);
+    g_assert_false(g_file_test(nowhere, G_FILE_TEST_EXISTS));
+}
+
+/* A 3 × 3 square and a lone pixel on a 10 m UTM grid: two polygons of 900 and 100 m². */
+static void test_export_regions(void)
+{
+    g_autofree char *input = write_blocks("ENVI", "grid2.envi", 12, 8, FALSE);
+    float m[12 * 8] = { 0 };
+    for (int y = 2; y < 5; y++)
+        for (int x = 3; x < 6; x++)
+            m[y * 12 + x] = 1;
+    m[7 * 12 + 11] = 1;
+    g_autofree char *mask = g_build_filename(tmpdir, "mask2.tif", NULL);
+    g_autofree char *gpkg = g_build_filename(tmpdir, "regions.gpkg", NULL);
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_geo_write_geotiff(mask, input, m, 12, 8, TRUE, 0.5, NULL, &err));
+    guint n = 0;
+    g_assert_true(cl_geo_write_regions(gpkg, mask, &n, &err));
+    g_assert_no_error(err);
+    g_assert_cmpuint(n, ==, 2);
+
+    GDALDatasetH ds = GDALOpenEx(gpkg, GDAL_OF_VECTOR, NULL, NULL, NULL);
+    g_assert_nonnull(ds);
+    OGRLayerH layer = GDALDatasetGetLayerByName(ds, "changed_regions");
+    g_assert_nonnull(layer);
+    g_assert_cmpint(OGR_L_GetFeatureCount(layer, TRUE), ==, 2);
+    OGRSpatialReferenceH s = OGR_L_GetSpatialRef(layer);
+    g_assert_nonnull(s);
+    g_assert_cmpstr(OSRGetAuthorityCode(s, NULL), ==, "32633");
+    double areas[2] = { 0, 0 };
+    OGRFeatureH f;
+    int k = 0;
+    OGR_L_ResetReading(layer);
+    while ((f = OGR_L_GetNextFeature(layer)) != NULL) {
+        g_assert_cmpint(k, <, 2);
+        areas[k] = OGR_F_GetFieldAsDouble(f, OGR_F_GetFieldIndex(f, "area_m2"));
+        OGREnvelope e;
+        OGR_G_GetEnvelope(OGR_F_GetGeometryRef(f), &e);
+        if (areas[k] > 500) {
+            /* the square: columns 3..5, rows 2..4 of a grid from (500000, 4600000), 10 m */
+            g_assert_cmpfloat(e.MinX, ==, 500030);
+            g_assert_cmpfloat(e.MaxX, ==, 500060);
+            g_assert_cmpfloat(e.MaxY, ==, 4599980);
+            g_assert_cmpfloat(e.MinY, ==, 4599950);
+        }
+        OGR_F_Destroy(f);
+        k++;
+    }
+    /* exact: the polygons' corners are whole metres */
+    g_assert_cmpfloat(MAX(areas[0], areas[1]), ==, 900);
+    g_assert_cmpfloat(MIN(areas[0], areas[1]), ==, 100);
+    GDALClose(ds);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -419,6 +541,8 @@ int main(int argc, char **argv)
     g_test_add_func("/gdal/subdatasets", test_subdatasets);
     g_test_add_func("/gdal/geotiff-stays-tiff", test_geotiff_stays_tiff);
     g_test_add_func("/gdal/corrupt", test_corrupt);
+    g_test_add_func("/gdal/export/geotiff", test_export_geotiff);
+    g_test_add_func("/gdal/export/regions", test_export_regions);
     int rc = g_test_run();
     cl_fixture_rmdir(tmpdir);
     g_free(tmpdir);
