@@ -528,6 +528,53 @@ static void test_export_regions(void)
     GDALClose(ds);
 }
 
+/* End to end: `info` on a GDAL-only file, and `describe --geotiff` writing its heat map, mask and
+ * regions on the grid of the second image (ENVI, read by GDAL). */
+static void test_cli(void)
+{
+    g_autofree char *before = write_blocks("GTiff", "cli-before.tif", 64, 48, FALSE);
+    g_autofree char *after = write_blocks("ENVI", "cli-after.envi", 64, 48, FALSE);
+    const char *info[] = { "info", "--json", after, NULL };
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(info);
+    JsonObject *o = json_array_get_object_element(json_node_get_array(root), 0);
+    g_assert_cmpstr(json_object_get_string_member(o, "format"), ==, "GDAL");
+    JsonObject *geo = json_object_get_object_member(o, "geo");
+    g_assert_cmpint(json_object_get_int_member(geo, "epsg"), ==, 32633);
+    g_assert_nonnull(strstr(json_object_get_string_member(geo, "crs_wkt"), "UTM zone 33N"));
+    JsonObject *md = json_object_get_object_member(o, "metadata");
+    g_assert_true(g_str_has_prefix(json_object_get_string_member(md, "GDALDriver"), "ENVI"));
+
+    g_autofree char *prefix = g_build_filename(tmpdir, "cli-out", NULL);
+    const char *describe[] = { "describe", "--random-init",
+                               "tiny",     "--device",
+                               "cpu",      "--max-tokens",
+                               "2",        "--geotiff",
+                               prefix,     "--mask-threshold",
+                               "0.25",     before,
+                               after,      NULL };
+    g_autofree char *err = NULL;
+    g_assert_cmpint(cl_fixture_run_cli(describe, &err), ==, 0);
+    g_test_message("%s", err);
+    g_assert_nonnull(strstr(err, "at heat >= 0.25"));
+    g_autofree char *heat = g_strdup_printf("%s-2-heat.tif", prefix);
+    g_autofree char *mask = g_strdup_printf("%s-2-mask.tif", prefix);
+    g_autofree char *gpkg = g_strdup_printf("%s-2-regions.gpkg", prefix);
+    check_same_grid(heat, after);
+    check_same_grid(mask, after);
+    GDALDatasetH ds = GDALOpenEx(gpkg, GDAL_OF_VECTOR, NULL, NULL, NULL);
+    g_assert_nonnull(ds);
+    g_assert_nonnull(GDALDatasetGetLayerByName(ds, "changed_regions"));
+    GDALClose(ds);
+
+    /* --mask-threshold alone, or out of range: usage errors */
+    const char *alone[] = { "describe", "--random-init", "tiny", "--mask-threshold",
+                            "0.5",      before,          after,  NULL };
+    g_assert_cmpint(cl_fixture_run_cli(alone, NULL), ==, 2);
+    const char *range[] = { "describe",         "--random-init", "tiny", "--geotiff", prefix,
+                            "--mask-threshold", "1.5",           before, after,       NULL };
+    g_assert_cmpint(cl_fixture_run_cli(range, NULL), ==, 2);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -543,6 +590,7 @@ int main(int argc, char **argv)
     g_test_add_func("/gdal/corrupt", test_corrupt);
     g_test_add_func("/gdal/export/geotiff", test_export_geotiff);
     g_test_add_func("/gdal/export/regions", test_export_regions);
+    g_test_add_func("/gdal/export/cli", test_cli);
     int rc = g_test_run();
     cl_fixture_rmdir(tmpdir);
     g_free(tmpdir);
