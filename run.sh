@@ -15,6 +15,8 @@ PACKAGES=(
   libglib2.0-dev libglib2.0-bin libgdk-pixbuf-2.0-dev libpng-dev zlib1g-dev libtiff-dev libgeotiff-dev
   libdcmtk-dev libsndfile1-dev libssl-dev libwrap0-dev libjson-glib-dev libcairo2-dev libpango1.0-dev
   libopenblas-dev libsqlite3-dev libopenjp2-7-dev
+  # GDAL: the geospatial rasters TIFF does not cover, and the GeoTIFF/GeoPackage export; gdalinfo
+  libgdal-dev gdal-bin
   # fonts for the PDF and HTML reports (Pango)
   fonts-dejavu-core
   # image formats gdk-pixbuf loads at run time

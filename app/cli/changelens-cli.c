@@ -17,7 +17,8 @@ static const char usage_text[] =
     "Usage: changelens-cli COMMAND [OPTIONS…]\n"
     "\n"
     "Commands:\n"
-    "  info [--json] [--stats] FILE…   describe images (format, size, depth, DICOM, geo, …)\n"
+    "  info [--json] [--stats] FILE…   describe images (format, size, depth, DICOM, geo, …);\n"
+    "                                  FILE may be any raster GDAL opens, or FILE:SUBDATASET\n"
     "  demo --out DIR                  write the demo case (before.png, after.png)\n"
     "  version                         version, compute devices and codecs of this build\n"
     "  describe [OPTIONS] IMG1 IMG2…    describe what changed across an image sequence\n"
@@ -121,6 +122,7 @@ static void image_to_json(JsonBuilder *b, const char *path, const ClImage *img, 
         json_builder_begin_object(b);
         json_add_int(b, "epsg", g->epsg);
         json_add_string(b, "crs", g->crs_name);
+        json_add_string(b, "crs_wkt", g->crs_wkt);
         json_builder_set_member_name(b, "origin");
         json_builder_begin_array(b);
         json_builder_add_double_value(b, g->origin[0]);
@@ -210,6 +212,9 @@ static void image_to_text(const char *path, const ClImage *img, gboolean stats)
     if (img->transfer_syntax)
         print_row("format", "%s (%s, %s)", cl_image_format_name(img->format), img->transfer_syntax,
                   img->transfer_syntax_uid ? img->transfer_syntax_uid : "?");
+    else if (cl_image_get_meta(img, "GDALDriver"))
+        print_row("format", "%s (%s)", cl_image_format_name(img->format),
+                  cl_image_get_meta(img, "GDALDriver"));
     else
         print_row("format", "%s", cl_image_format_name(img->format));
     guint nf = cl_image_n_frames(img);
@@ -225,7 +230,8 @@ static void image_to_text(const char *path, const ClImage *img, gboolean stats)
     if (img->modality)
         print_row("modality", "%s", img->modality);
     const ClFrame *f0 = cl_image_frame(img, 0);
-    if (img->format == CL_IMAGE_FORMAT_DICOM)
+    if (img->format == CL_IMAGE_FORMAT_DICOM || f0->rescale_slope != 1 ||
+        f0->rescale_intercept != 0)
         print_row("rescale", "slope %.10g, intercept %.10g%s%s", f0->rescale_slope,
                   f0->rescale_intercept, img->rescale_type ? " " : "",
                   img->rescale_type ? img->rescale_type : "");

@@ -8,6 +8,7 @@
 #include "nn/backend.h"
 #include "cli.h"
 #include "model/describe.h"
+#include "image/geoexport.h"
 #include "image/sequence.h"
 #include "model/vist.h"
 
@@ -217,7 +218,8 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
 
 typedef struct {
     char *model_path, *random_init, *variant, *device, *prompt, *heatmap, *domain_name;
-    char *stream, *pages_prefix, *heatmap_source;
+    char *stream, *pages_prefix, *heatmap_source, *geotiff, *mask_threshold_text;
+    double mask_threshold;
     gint64 seed, max_tokens, beam_size, sparse_topk;
     gboolean delta, json, no_change_gate, no_grounding;
     char **files, **reports;
@@ -228,7 +230,7 @@ static void describe_args_clear(DescribeArgs *a)
 {
     cl_cli_free_all(&a->model_path, &a->random_init, &a->variant, &a->device, &a->prompt,
                     &a->heatmap, &a->domain_name, &a->stream, &a->pages_prefix, &a->heatmap_source,
-                    NULL);
+                    &a->geotiff, &a->mask_threshold_text, NULL);
     g_clear_pointer(&a->files, g_strfreev);
     g_clear_pointer(&a->reports, g_strfreev);
 }
@@ -285,6 +287,15 @@ static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
         { "heatmap", 0, 0, G_OPTION_ARG_FILENAME, &a->heatmap,
           "Write heatmap overlays PREFIX-2.png, PREFIX-3.png, … (one per image after the first)",
           "PREFIX" },
+        { "geotiff", 0, 0, G_OPTION_ARG_FILENAME, &a->geotiff,
+          "Write each heatmap on its image's own grid (same size, CRS and geotransform, through "
+          "GDAL): PREFIX-N-heat.tif (Float32, 0..1), PREFIX-N-mask.tif (1 where the heat is at or "
+          "above --mask-threshold) and PREFIX-N-regions.gpkg (the changed regions as polygons "
+          "with area_m2), N = 2, 3, …",
+          "PREFIX" },
+        { "mask-threshold", 0, 0, G_OPTION_ARG_STRING, &a->mask_threshold_text,
+          "The heat (0..1) from which --geotiff's mask counts a pixel as changed (default 0.5)",
+          "T" },
         { "delta", 0, 0, G_OPTION_ARG_NONE, &a->delta,
           "Heatmaps from the paper's Δ map (a second encoder pass) instead of the update norms",
           NULL },
@@ -317,6 +328,15 @@ static int parse_describe_args(int argc, char **argv, DescribeArgs *a)
         return cl_cli_usage_error(PROG, "--model and --random-init exclude each other");
     if (a->seed != -1 && !a->random_init)
         return cl_cli_usage_error(PROG, "--seed only applies to --random-init");
+    a->mask_threshold = 0.5;
+    if (a->mask_threshold_text) {
+        g_autoptr(GError) perr = NULL;
+        if (!a->geotiff)
+            return cl_cli_usage_error(PROG, "--mask-threshold only applies to --geotiff");
+        if (!cl_cli_parse_double("--mask-threshold", a->mask_threshold_text, 0, 1,
+                                 &a->mask_threshold, &perr))
+            return cl_cli_usage_error(PROG, "%s", perr->message);
+    }
     if (a->variant && !a->random_init)
         return cl_cli_usage_error(PROG, "--variant only applies to --random-init (a model file "
                                         "has its variant built in)");
@@ -534,6 +554,49 @@ static int write_describe_images(const DescribeArgs *a, const DescribeInputs *in
     return rc;
 }
 
+/* --geotiff: each heatmap as heat and mask GeoTIFFs on its image's grid, and the mask's regions as
+ * a GeoPackage. Returns 1 when one could not be written, else 0. */
+static int write_describe_geotiffs(const DescribeArgs *a, const DescribeInputs *in,
+                                   const ClDescribeResult *res)
+{
+    int rc = 0;
+    for (guint i = 0; a->geotiff && i < res->heatmaps->len; i++) {
+        const ClHeatmap *hm = g_ptr_array_index(res->heatmaps, i);
+        int t = hm->image_index;
+        const ClSequenceItem *it = cl_sequence_item(in->seq, (guint)t);
+        const ClImage *img = it->image;
+        g_autofree float *heat = cl_heatmap_to_image(hm, &res->letterbox[t]);
+        if (!heat || !img->path) {
+            fprintf(stderr, "%s: --geotiff: image %d (%s): %s\n", PROG, t + 1, it->label,
+                    heat ? "no file to take the grid from" : "not enough memory");
+            rc = 1;
+            continue;
+        }
+        g_autofree char *heat_path = g_strdup_printf("%s-%d-heat.tif", a->geotiff, t + 1);
+        g_autofree char *mask_path = g_strdup_printf("%s-%d-mask.tif", a->geotiff, t + 1);
+        g_autofree char *gpkg_path = g_strdup_printf("%s-%d-regions.gpkg", a->geotiff, t + 1);
+        g_autoptr(GError) gerr = NULL;
+        gboolean geo = FALSE;
+        guint n = 0;
+        if (!cl_geo_write_geotiff(heat_path, img->path, heat, img->width, img->height, FALSE, 0,
+                                  &geo, &gerr) ||
+            !cl_geo_write_geotiff(mask_path, img->path, heat, img->width, img->height, TRUE,
+                                  a->mask_threshold, NULL, &gerr) ||
+            !cl_geo_write_regions(gpkg_path, mask_path, &n, &gerr)) {
+            fprintf(stderr, "%s: --geotiff: %s\n", PROG, gerr->message);
+            rc = 1;
+            continue;
+        }
+        fprintf(stderr,
+                "%s: wrote %s, %s and %s (%s heatmap of image %d on its grid%s; %u "
+                "changed region%s at heat >= %g)\n",
+                PROG, heat_path, mask_path, gpkg_path, cl_heatmap_source_name(hm->source), t + 1,
+                geo ? "" : ", which has no georeferencing", n, n == 1 ? "" : "s",
+                a->mask_threshold);
+    }
+    return rc;
+}
+
 /* The JSON object on stdout, or the one-line summary on stderr after the streamed text. */
 static void print_describe_result(const DescribeArgs *a, const DescribeInputs *in,
                                   const ClDescribeResult *res, char **written)
@@ -619,6 +682,7 @@ int cl_cli_describe(int argc, char **argv)
     print_prior_reports(&res);
     g_auto(GStrv) written = NULL;
     rc = write_describe_images(&a, &in, &res, &written);
+    rc = write_describe_geotiffs(&a, &in, &res) || rc;
     print_describe_result(&a, &in, &res, written);
     cl_describe_result_clear(&res);
     return rc;

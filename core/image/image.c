@@ -114,6 +114,7 @@ void cl_image_free(ClImage *img)
     g_ptr_array_unref(img->voi_luts);
     if (img->geo) {
         g_free(img->geo->crs_name);
+        g_free(img->geo->crs_wkt);
         g_free(img->geo);
     }
     g_free(img->path);
@@ -227,6 +228,7 @@ const char *cl_image_format_name(ClImageFormat f)
     case CL_IMAGE_FORMAT_WEBP: return "WebP";
     case CL_IMAGE_FORMAT_BMP: return "BMP";
     case CL_IMAGE_FORMAT_GIF: return "GIF";
+    case CL_IMAGE_FORMAT_GDAL: return "GDAL";
     default: return "unknown";
     }
 }
@@ -277,11 +279,10 @@ ClImage *cl_image_load_data(const guint8 *data, gsize len, const char *name,
         img = cl_image_load_pixbuf(data, len, name, fmt, limits, error);
         break;
     default:
-        g_set_error(
-            error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNKNOWN_FORMAT,
-            "%s: not an image format ChangeLens reads (PNG, TIFF, DICOM, JPEG, WebP, BMP, GIF)",
-            shown);
-        return NULL;
+        /* JPEG 2000, NITF, ...: GDAL reads the bytes through its in-memory files (formats made
+         * of several files, ENVI or VRT, need the path: cl_image_load) */
+        img = cl_image_load_gdal_data(data, len, name, limits, error);
+        break;
     }
     if (img) {
         g_assert(img->frames->len >= 1 && img->width && img->height && img->channels);
@@ -297,6 +298,17 @@ ClImage *cl_image_load(const char *path, const ClImageLimits *limits, GError **e
     g_autoptr(GError) local = NULL;
     const char *why = NULL;
     int fd = cl_open_regular(path, &why);
+    if (fd == -1 && strchr(path, ':')) {
+        /* not a file: a GDAL dataset name (NETCDF:"f.nc":var) or FILE:SUBDATASET */
+        g_autoptr(GError) gerr = NULL;
+        ClImage *img = cl_image_load_gdal(path, limits, &gerr);
+        if (img)
+            return img;
+        if (!g_error_matches(gerr, CL_IMAGE_ERROR, CL_IMAGE_ERROR_UNKNOWN_FORMAT)) {
+            g_propagate_error(error, g_steal_pointer(&gerr));
+            return NULL;
+        }
+    }
     if (fd < 0) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_IO,
                     fd == -1 ? "%s: cannot open: %s" : "%s: %s, not an image file", path, why);
@@ -311,8 +323,34 @@ ClImage *cl_image_load(const char *path, const ClImageLimits *limits, GError **e
     }
     const guint8 *data = (const guint8 *)g_mapped_file_get_contents(map);
     gsize len = g_mapped_file_get_length(map);
-    ClImage *img = cl_image_load_data(data, len, path, limits, error);
+    ClImageFormat fmt = cl_image_detect_format(data, len);
+    if (len > 0 && fmt == CL_IMAGE_FORMAT_UNKNOWN) {
+        /* GDAL opens the file by its path: sidecar files (ENVI .hdr, VRT sources, .aux.xml)
+         * and large rasters read by window */
+        g_mapped_file_unref(map);
+        return cl_image_load_gdal(path, limits, error);
+    }
+    /* Two bytes ("BM") or a DICOM group number without the preamble are weak evidence: raw
+     * samples of an ENVI file can start so. */
+    gboolean weak = fmt == CL_IMAGE_FORMAT_BMP ||
+                    (fmt == CL_IMAGE_FORMAT_DICOM && (len < 132 || memcmp(data + 128, "DICM", 4)));
+    ClImage *img = cl_image_load_data(data, len, path, limits, &local);
     g_mapped_file_unref(map);
+    gboolean too_large_tiff = fmt == CL_IMAGE_FORMAT_TIFF &&
+                              g_error_matches(local, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE);
+    if (!img && (weak || too_large_tiff)) {
+        /* a TIFF over the pixel budget (a large GeoTIFF, a COG): GDAL reads an overview or a
+         * decimated scale that fits instead (a TIFF refused for anything else, such as its
+         * number of pages, stays refused) */
+        g_autoptr(GError) gerr = NULL;
+        img = cl_image_load_gdal(path, limits, &gerr);
+        if (img && too_large_tiff && !cl_image_get_meta(img, "Resolution"))
+            g_clear_pointer(&img, cl_image_free);
+        if (img)
+            return img;
+    }
+    if (!img)
+        g_propagate_error(error, g_steal_pointer(&local));
     return img;
 }
 

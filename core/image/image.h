@@ -27,6 +27,7 @@ typedef enum {
     CL_IMAGE_FORMAT_WEBP,
     CL_IMAGE_FORMAT_BMP,
     CL_IMAGE_FORMAT_GIF,
+    CL_IMAGE_FORMAT_GDAL, /* any other raster GDAL opens (metadata GDALDriver names the driver) */
 } ClImageFormat;
 
 typedef enum {
@@ -69,12 +70,14 @@ typedef struct {
     char *explanation;  /* may be NULL */
 } ClVoiLut;
 
-/* GeoTIFF georeferencing (NULL on an image without it). */
+/* Georeferencing of a GeoTIFF or a GDAL raster (NULL on an image without it). */
 typedef struct {
     int epsg;                /* projected or geographic CRS code, 0 if unknown */
     char *crs_name;          /* citation or EPSG name, may be NULL */
+    char *crs_wkt;           /* the CRS as GDAL states it (WKT), NULL from the TIFF loader */
     gboolean has_transform;  /* transform[] is valid */
-    double transform[6];     /* x = t0 + col*t1 + row*t2; y = t3 + col*t4 + row*t5 (GDAL order) */
+    double transform[6];     /* x = t0 + col*t1 + row*t2; y = t3 + col*t4 + row*t5 (GDAL order), of
+                          * the image's pixels (a raster read at 1/k scale: k × the file's) */
     gboolean pixel_is_point; /* raster type: PixelIsPoint (else PixelIsArea) */
     double pixel_size[2];    /* |x size|, |y size| in CRS units (from scale or transform) */
     double origin[2];        /* CRS coordinate of the upper-left corner of pixel (0,0) */
@@ -114,7 +117,7 @@ typedef struct {
     char *acquisition_datetime; /* AcquisitionDateTime or AcquisitionDate+Time, may be NULL */
     int instance_number;        /* -1 if absent */
 
-    /* GeoTIFF */
+    /* GeoTIFF, GDAL */
     ClGeoInfo *geo;
 
     /* Everything else worth showing, in file order. */
