@@ -377,6 +377,41 @@ static void test_geotiff_stays_tiff(void)
     g_assert_null(cl_image_get_meta(img, "GDALDriver"));
 }
 
+/* A VRT whose source is on the network is refused, and nothing is fetched: a listening loopback
+ * socket (never accepting) would hold any connection GDAL made in its backlog. */
+static void test_no_network(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GSocket) sock =
+        g_socket_new(G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, &err);
+    g_assert_no_error(err);
+    g_autoptr(GInetAddress) lo = g_inet_address_new_loopback(G_SOCKET_FAMILY_IPV4);
+    g_autoptr(GSocketAddress) any = g_inet_socket_address_new(lo, 0);
+    g_assert_true(g_socket_bind(sock, any, TRUE, &err));
+    g_assert_true(g_socket_listen(sock, &err));
+    g_autoptr(GSocketAddress) bound = g_socket_get_local_address(sock, &err);
+    const guint16 port = g_inet_socket_address_get_port(G_INET_SOCKET_ADDRESS(bound));
+    g_socket_set_blocking(sock, FALSE);
+
+    g_autofree char *path = g_build_filename(tmpdir, "remote.vrt", NULL);
+    g_autofree char *vrt = g_strdup_printf(
+        "<VRTDataset rasterXSize=\"4\" rasterYSize=\"4\">\n"
+        " <VRTRasterBand dataType=\"Byte\" band=\"1\">\n"
+        "  <SimpleSource><SourceFilename>/vsicurl/http://127.0.0.1:%u/x.tif</SourceFilename>"
+        "<SourceBand>1</SourceBand></SimpleSource>\n"
+        " </VRTRasterBand>\n</VRTDataset>\n",
+        port);
+    g_assert_true(g_file_set_contents(path, vrt, -1, NULL));
+    g_autoptr(ClImage) img = cl_image_load(path, NULL, &err); /* pixels read: the source too */
+    g_assert_null(img);
+    g_assert_nonnull(err);
+    g_test_message("remote VRT: %s", err->message);
+    g_clear_error(&err);
+    g_autoptr(GSocket) came = g_socket_accept(sock, NULL, &err);
+    g_assert_null(came); /* nobody connected */
+    g_assert_error(err, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK);
+}
+
 static void test_corrupt(void)
 {
     g_autoptr(GError) err = NULL;
@@ -588,6 +623,7 @@ int main(int argc, char **argv)
     g_test_add_func("/gdal/subdatasets", test_subdatasets);
     g_test_add_func("/gdal/geotiff-stays-tiff", test_geotiff_stays_tiff);
     g_test_add_func("/gdal/corrupt", test_corrupt);
+    g_test_add_func("/gdal/no-network", test_no_network);
     g_test_add_func("/gdal/export/geotiff", test_export_geotiff);
     g_test_add_func("/gdal/export/regions", test_export_regions);
     g_test_add_func("/gdal/export/cli", test_cli);

@@ -17,6 +17,13 @@ void cl_gdal_init(void)
 {
     static gsize once = 0;
     if (g_once_init_enter(&once)) {
+        /* fully local (docs/DESIGN.md §9, item 12): a file (a VRT's source, a path the user
+         * typed) never makes GDAL or PROJ reach the network — /vsicurl/ and the cloud handlers
+         * built on it take no file, PROJ fetches no grid */
+        CPLSetConfigOption("CPL_VSIL_CURL_ALLOWED_EXTENSIONS", ".changelens-no-network");
+        CPLSetConfigOption("GDAL_HTTP_MAX_RETRY", "0");
+        CPLSetConfigOption("PROJ_NETWORK", "OFF");
+        OSRSetPROJEnableNetwork(FALSE);
         GDALAllRegister();
         g_once_init_leave(&once, 1);
     }
