@@ -90,11 +90,31 @@ static void action_overlays(GtkWidget *widget, const char *name, GVariant *param
 
 static const char *const supported_mime_types[] = {
     "image/png",  "image/tiff", "application/dicom", "image/jpeg",
-    "image/webp", "image/bmp",  "image/gif",
+    "image/webp", "image/bmp",  "image/gif",         "image/jp2",
 };
 /* DICOM files often carry no MIME type the desktop knows: match their usual suffixes too. */
 static const char *const supported_suffixes[] = {
-    "png", "tif", "tiff", "dcm", "dicom", "jpg", "jpeg", "webp", "bmp", "gif",
+    "png",
+    "tif",
+    "tiff",
+    "dcm",
+    "dicom",
+    "jpg",
+    "jpeg",
+    "webp",
+    "bmp",
+    "gif",
+    /* rasters the GDAL loader reads (core/image/gdal.c) */
+    "jp2",
+    "j2k",
+    "ntf",
+    "nitf",
+    "vrt",
+    "img",
+    "hdr",
+    "nc",
+    "h5",
+    "hdf5",
 };
 
 static void on_chooser_response(GtkNativeDialog *dialog, int response, ClWindow *self)
