@@ -111,7 +111,6 @@ static const char *const supported_suffixes[] = {
     "nitf",
     "vrt",
     "img",
-    "hdr",
     "nc",
     "h5",
     "hdf5",
