@@ -4,6 +4,8 @@
  * written; an unsaved edit neither filed nor lost by Describe or Export without asking. */
 #include "ui-util.h"
 
+#include "cl-description-panel.h"
+
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -356,8 +358,56 @@ static void test_unsaved_edit(void)
     close_window(win, db);
 }
 
+/* Notes and key images from the window: the n key's dialog files a note by the reviewer, the k
+ * key marks the later image; both are in the case and listed in the panel. */
+static void test_notes_key_images(void)
+{
+    g_autofree char *db_path = g_build_filename(tmpdir, "report-notes.db", NULL);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    gint64 id = shifted_case(db, "Notes", "report-notes", 0);
+    ClWindow *win = window_on_case(db, id);
+    g_autoptr(GSettings) settings = g_settings_new("io.changelens.ChangeLens");
+    g_settings_set_string(settings, "reviewer-name", "Dr Test");
+    GtkWidget *panel = find_widget_of_type(GTK_WIDGET(win), g_type_from_name("ClDescriptionPanel"));
+    g_assert_nonnull(panel);
+    g_assert_cmpstr(cl_description_panel_get_notes(CL_DESCRIPTION_PANEL(panel)), ==, "");
+
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.add-note", NULL));
+    AdwMessageDialog *d = find_dialog(win);
+    g_assert_nonnull(d);
+    gtk_editable_set_text(GTK_EDITABLE(g_object_get_data(G_OBJECT(d), "entry")),
+                          "  Compare with the 2023 film.  ");
+    answer_dialog(win, "add");
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(c->notes->len, ==, 1);
+    const ClCaseNote *n = c->notes->pdata[0];
+    g_assert_cmpstr(n->text, ==, "Compare with the 2023 film.");
+    g_assert_cmpstr(n->author, ==, "Dr Test");
+    g_assert_nonnull(strstr(cl_description_panel_get_notes(CL_DESCRIPTION_PANEL(panel)),
+                            "Dr Test: Compare with the 2023 film."));
+    /* an empty note is not filed */
+    g_assert_false(cl_window_cases_add_note(win, "   "));
+
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.key-image", NULL));
+    g_clear_pointer(&c, cl_case_free);
+    c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, &error);
+    g_assert_cmpuint(c->key_images->len, ==, 1);
+    guint a, b;
+    cl_window_get_pair(win, &a, &b);
+    const ClCaseKeyImage *k = c->key_images->pdata[0];
+    g_assert_cmpint(k->image_id, ==, ((ClCaseImage *)c->images->pdata[b])->id);
+    g_assert_nonnull(
+        strstr(cl_description_panel_get_notes(CL_DESCRIPTION_PANEL(panel)), "Key image: "));
+    g_settings_reset(settings, "reviewer-name");
+    close_window(win, db);
+}
+
 void test_ui_report_register(void)
 {
+    g_test_add_func("/ui/report/notes-key-images", test_notes_key_images);
     g_test_add_func("/ui/report/view", test_report_view);
     g_test_add_func("/ui/report/deidentify", test_report_deidentify);
     g_test_add_func("/ui/report/unsaved-edit", test_unsaved_edit);

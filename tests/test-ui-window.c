@@ -127,6 +127,8 @@ static void test_shortcuts_window(void)
     g_assert_true(overlay_lists(builder, "<Control>comma", NULL));
     g_assert_true(overlay_lists(builder, "c", NULL)); /* cine */
     g_assert_true(overlay_lists(builder, "i", NULL)); /* corner overlays */
+    g_assert_true(overlay_lists(builder, "n", NULL)); /* a note */
+    g_assert_true(overlay_lists(builder, "k", NULL)); /* a key image */
     const char *nudges[] = { "<Alt>Left", "<Alt>Right", "<Alt>Up", "<Alt>Down" };
     for (guint i = 0; i < G_N_ELEMENTS(nudges); i++)
         g_assert_true(overlay_lists(builder, nudges[i], NULL));

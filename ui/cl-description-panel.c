@@ -7,7 +7,7 @@ struct _ClDescriptionPanel {
     GtkBox parent_instance;
 
     /* template children */
-    GtkLabel *stage_label, *model_label, *version_label;
+    GtkLabel *stage_label, *model_label, *version_label, *notes_label;
     GtkProgressBar *progress;
     GtkTextView *description_view;
     GtkDropDown *version_dropdown;
@@ -151,6 +151,19 @@ void cl_description_panel_select_version(ClDescriptionPanel *self, guint index)
     self->updating_versions = TRUE;
     gtk_drop_down_set_selected(self->version_dropdown, index);
     self->updating_versions = FALSE;
+}
+
+void cl_description_panel_set_notes(ClDescriptionPanel *self, const char *text)
+{
+    g_return_if_fail(CL_IS_DESCRIPTION_PANEL(self));
+    gtk_label_set_label(self->notes_label, text ? text : "");
+    gtk_widget_set_visible(GTK_WIDGET(self->notes_label), text && *text);
+}
+
+const char *cl_description_panel_get_notes(ClDescriptionPanel *self)
+{
+    g_return_val_if_fail(CL_IS_DESCRIPTION_PANEL(self), NULL);
+    return gtk_label_get_label(self->notes_label);
 }
 
 void cl_description_panel_set_version_label(ClDescriptionPanel *self, const char *text)
@@ -299,6 +312,7 @@ static void cl_description_panel_class_init(ClDescriptionPanelClass *klass)
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, stage_label);
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, model_label);
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, version_label);
+    gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, notes_label);
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, progress);
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, description_view);
     gtk_widget_class_bind_template_child(widget_class, ClDescriptionPanel, version_dropdown);

@@ -35,6 +35,9 @@ void cl_description_panel_set_locked(ClDescriptionPanel *self, gboolean locked);
 /* The text view (transfer none), to give it the focus. */
 GtkWidget *cl_description_panel_get_editor(ClDescriptionPanel *self);
 void cl_description_panel_set_versions(ClDescriptionPanel *self, const char *const *items);
+/* The case's notes and key images, one line each, under the versions (hidden when empty). */
+void cl_description_panel_set_notes(ClDescriptionPanel *self, const char *text);
+const char *cl_description_panel_get_notes(ClDescriptionPanel *self);
 /* Selects item `index` of the list without emitting "version-selected" (a pick undone). */
 void cl_description_panel_select_version(ClDescriptionPanel *self, guint index);
 void cl_description_panel_set_version_label(ClDescriptionPanel *self, const char *text);

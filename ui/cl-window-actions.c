@@ -76,6 +76,51 @@ static void action_cine(GtkWidget *widget, const char *name, GVariant *param)
     self->cine_id = g_timeout_add(1000 / CL_CINE_RATE, cine_step, self);
 }
 
+/* ---- notes and key images ---- */
+
+static void on_note_response(AdwMessageDialog *d, const char *response, ClWindow *self)
+{
+    if (g_strcmp0(response, "add") != 0)
+        return;
+    GtkEditable *entry = g_object_get_data(G_OBJECT(d), "entry");
+    cl_window_cases_add_note(self, gtk_editable_get_text(entry));
+}
+
+static void action_add_note(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (!self->db || !self->current_case) {
+        cl_window_toast(self, _("Notes belong to a case: open or make one first"));
+        return;
+    }
+    GtkWidget *d = adw_message_dialog_new(GTK_WINDOW(self), _("Add a Note"),
+                                          _("A note on the case, kept with your name and the "
+                                            "time; it goes into the reports"));
+    GtkWidget *entry = gtk_entry_new();
+    gtk_entry_set_activates_default(GTK_ENTRY(entry), TRUE);
+    adw_message_dialog_set_extra_child(ADW_MESSAGE_DIALOG(d), entry);
+    g_object_set_data(G_OBJECT(d), "entry", entry);
+    adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "add",
+                                     _("_Add"), NULL);
+    adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "add",
+                                               ADW_RESPONSE_SUGGESTED);
+    adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), "add");
+    adw_message_dialog_set_close_response(ADW_MESSAGE_DIALOG(d), "cancel");
+    g_signal_connect(d, "response", G_CALLBACK(on_note_response), self);
+    gtk_window_present(GTK_WINDOW(d));
+    gtk_widget_grab_focus(entry);
+}
+
+static void action_key_image(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (!self->db || !self->current_case) {
+        cl_window_toast(self, _("Key images belong to a case: open or make one first"));
+        return;
+    }
+    cl_window_cases_mark_key_image(self);
+}
+
 /* ---- corner overlays ---- */
 
 static void action_overlays(GtkWidget *widget, const char *name, GVariant *param)
@@ -407,6 +452,8 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
     gtk_widget_class_install_action(widget_class, "win.describe", NULL, action_describe);
     gtk_widget_class_install_action(widget_class, "win.cine", NULL, action_cine);
     gtk_widget_class_install_action(widget_class, "win.overlays", NULL, action_overlays);
+    gtk_widget_class_install_action(widget_class, "win.add-note", NULL, action_add_note);
+    gtk_widget_class_install_action(widget_class, "win.key-image", NULL, action_key_image);
     gtk_widget_class_install_action(widget_class, "win.stop-describe", NULL, action_stop_describe);
     gtk_widget_class_install_action(widget_class, "win.close-panel", NULL, action_close_panel);
     gtk_widget_class_install_action(widget_class, "win.save-description", NULL, action_save);

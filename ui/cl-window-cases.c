@@ -196,6 +196,69 @@ static GtkTextBuffer *editor(ClWindow *self)
 
 /* Shows the case's description, its versions and its last heat map. keep_text: leave the
  * editor's text as it is (it is what was just saved or generated). */
+/* The case's notes and key images in the panel, oldest first. */
+static void show_notes(ClWindow *self)
+{
+    const ClCase *c = self->current_case;
+    g_autoptr(GString) s = g_string_new(NULL);
+    for (guint i = 0; c && c->notes && i < c->notes->len; i++) {
+        const ClCaseNote *n = g_ptr_array_index(c->notes, i);
+        /* TRANSLATORS: one note of a case: when, by whom, what */
+        g_string_append_printf(s, _("%sNote · %s · %s: %s"), s->len ? "\n" : "",
+                               n->created_at ? n->created_at : "", n->author ? n->author : "",
+                               n->text ? n->text : "");
+    }
+    for (guint i = 0; c && c->key_images && i < c->key_images->len; i++) {
+        const ClCaseKeyImage *k = g_ptr_array_index(c->key_images, i);
+        /* TRANSLATORS: an image of the case marked as a key image, and its label */
+        g_string_append_printf(s, _("%sKey image: %s"), s->len ? "\n" : "",
+                               k->label ? k->label : "");
+    }
+    cl_description_panel_set_notes(self->description_panel, s->str);
+}
+
+gboolean cl_window_cases_add_note(ClWindow *self, const char *text)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    g_autofree char *t = g_strstrip(g_strdup(text ? text : ""));
+    if (!self->db || !self->current_case || !*t)
+        return FALSE;
+    g_autoptr(GError) error = NULL;
+    if (!cl_casedb_note_add(self->db, self->current_case->summary.id, 0, t, NULL, &error) ||
+        !reload_case(self, &error)) {
+        /* TRANSLATORS: a note could not be stored; the reason follows */
+        g_autofree char *msg = g_strdup_printf(_("The note was not saved: %s"), error->message);
+        cl_window_toast(self, msg);
+        return FALSE;
+    }
+    show_notes(self);
+    cl_window_toast(self, _("Note added to the case"));
+    return TRUE;
+}
+
+gboolean cl_window_cases_mark_key_image(ClWindow *self)
+{
+    g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
+    const ClCase *c = self->current_case;
+    if (!self->db || !c || !c->images || self->pair_b >= c->images->len)
+        return FALSE;
+    const ClCaseImage *img = g_ptr_array_index(c->images, self->pair_b);
+    g_autofree char *label = g_path_get_basename(img->path ? img->path : "image");
+    g_autoptr(GError) error = NULL;
+    if (!cl_casedb_key_image_add(self->db, c->summary.id, img->id, label, NULL, &error) ||
+        !reload_case(self, &error)) {
+        g_autofree char *msg =
+            g_strdup_printf(_("The key image was not saved: %s"), error->message);
+        cl_window_toast(self, msg);
+        return FALSE;
+    }
+    show_notes(self);
+    /* TRANSLATORS: the later image shown was marked as a key image of the case */
+    g_autofree char *msg = g_strdup_printf(_("“%s” marked as a key image"), label);
+    cl_window_toast(self, msg);
+    return TRUE;
+}
+
 static void apply_case_state(ClWindow *self, gboolean keep_text)
 {
     ClDescriptionPanel *panel = self->description_panel;
@@ -229,6 +292,7 @@ static void apply_case_state(ClWindow *self, gboolean keep_text)
         }
     }
     cl_window_cases_update_editor(self);
+    show_notes(self);
     cl_description_panel_set_review_visible(panel, c != NULL);
     if (cur)
         gtk_revealer_set_reveal_child(self->panel_revealer, TRUE);

@@ -29,6 +29,11 @@ void cl_window_get_pair(ClWindow *self, guint *a, guint *b);
 /* Cine (win.cine, the c key): the later image steps through the sequence, each item with its
  * predecessor, at 4 a second, from the last back to the second; only on three or more items. */
 gboolean cl_window_get_cine(ClWindow *self);
+/* Notes and key images of the shown case (win.add-note, the n key, asks for the text;
+ * win.key-image, the k key, marks the later image): stored in the case database, listed in the
+ * description panel, in the reports. FALSE (a toast says why) when not stored. */
+gboolean cl_window_cases_add_note(ClWindow *self, const char *text);
+gboolean cl_window_cases_mark_key_image(ClWindow *self);
 void cl_window_stop_cine(ClWindow *self);
 void cl_window_show_pair(ClWindow *self, guint later);
 void cl_window_move_image(ClWindow *self, guint from, guint to);
