@@ -411,7 +411,10 @@ static gboolean parse_line(const char *dir, const char *text, gsize len, guint l
     g_autoptr(JsonParser) parser = json_parser_new_immutable();
     g_autoptr(GError) jerr = NULL;
     if (!json_parser_load_from_data(parser, text, (gssize)len, &jerr)) {
-        LINE_ERROR("not valid JSON (%s)", jerr->message);
+        /* json-glib quotes the text near the error as decoded: a lone surrogate escape comes
+         * out as bytes that are not UTF-8 */
+        g_autofree char *msg = g_utf8_make_valid(jerr->message, -1);
+        LINE_ERROR("not valid JSON (%s)", msg);
         return FALSE;
     }
     JsonNode *root = json_parser_get_root(parser);
