@@ -1238,6 +1238,32 @@ static void test_png_case(void)
         g_assert_nonnull(strstr(text, "nothing to compare"));
 }
 
+/* A run whose settings are an empty or blank text (json-glib loads it as a document without a
+ * root): the report is written as for settings without a heat-map source (the mean
+ * update_norm map), not stopped by a critical. */
+static void test_blank_settings(void)
+{
+    static const char *const blanks[] = { "", "  \n", "[]" };
+    for (guint i = 0; i < G_N_ELEMENTS(blanks); i++) {
+        g_autoptr(ClCase) c = make_case(FALSE);
+        ClCaseRun *r = c->runs->pdata[0];
+        g_free(r->settings_json);
+        r->settings_json = g_strdup(blanks[i]);
+        ClReportOptions o;
+        opts(&o, c, CL_REPORT_JSON, "secret-A");
+        g_autofree char *path = tmp_path("blank-settings.json");
+        g_autoptr(GPtrArray) w = export_ok(c, &o, path);
+        g_autoptr(JsonParser) parser = json_parser_new();
+        JsonObject *root = load_json(path, parser);
+        for (guint k = 0; k < 2; k++) /* comparisons 1 -> 2, 2 -> 3: the later image's map */
+            g_assert_cmpint(json_object_get_int_member(nth(root, "comparisons", k), "heatmap_id"),
+                            ==, 202 + k);
+        o.format = CL_REPORT_HTML;
+        g_autofree char *html = tmp_path("blank-settings.html");
+        g_autoptr(GPtrArray) w2 = export_ok(c, &o, html);
+    }
+}
+
 /* ---- the view on screen (ClReportView) ------------------------------------------------------ */
 
 /* A 20 × 10 grey PNG of level 100, with a 4 × 5 block of level 200 at (bx, 0) when bx >= 0. */
@@ -1450,6 +1476,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/missing-file", test_missing_file);
     g_test_add_func("/report/atomic", test_atomic);
     g_test_add_func("/report/png-case", test_png_case);
+    g_test_add_func("/report/blank-settings", test_blank_settings);
     g_test_add_func("/report/view", test_view);
     g_test_add_func("/report/deid/text-changes", test_deid_text_changes);
     int rc = g_test_run();

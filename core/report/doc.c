@@ -312,8 +312,9 @@ static const ClCaseHeatmap *pick_heatmap(const ClCase *c, const ClCaseRun *run, 
         return NULL;
     const char *want = view ? view->heatmap_source : NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
+    /* an empty or blank text loads as a document without a root */
     if (run->settings_json && json_parser_load_from_data(parser, run->settings_json, -1, NULL) &&
-        JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        json_parser_get_root(parser) && JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
         JsonObject *o = json_node_get_object(json_parser_get_root(parser));
         if (!want)
             want = meta_string(o, "heatmap_source");
