@@ -452,6 +452,16 @@ static void test_bad_line_utf8(void)
     g_assert_cmpuint(probs->len, ==, 1);
     g_assert_true(g_str_has_prefix(g_ptr_array_index(probs, 0), where));
     g_assert_true(g_utf8_validate(g_ptr_array_index(probs, 0), -1, NULL));
+
+    /* a valid line whose role is such a string: the message quotes it */
+    g_autofree char *text2 = g_strdup_printf(
+        "%s\n{\"messages\": [{\"role\": \"a\\ud83dx\", \"content\": \"x\"}]}\n", good);
+    g_autofree char *path2 = write_text("bad/surrogate-role.jsonl", text2);
+    g_clear_error(&error);
+    g_assert_null(cl_dataset_open(path2, model, NULL, &error));
+    g_assert_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE);
+    g_assert_nonnull(strstr(error->message, "unknown role"));
+    g_assert_true(g_utf8_validate(error->message, -1, NULL));
 }
 
 /* A file without line breaks is refused at the line limit, not read whole into memory. */

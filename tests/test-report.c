@@ -1264,6 +1264,41 @@ static void test_blank_settings(void)
     }
 }
 
+/* Text that is not UTF-8 where the report does not expect people's words: the view's (the
+ * window's) heat-map source and mode words, a lone surrogate escape in the run's settings JSON
+ * (json-glib decodes it to bytes that are not UTF-8). The JSON and HTML reports stay UTF-8
+ * (found by tests/fuzz/fuzz-report.c). */
+static void test_bad_utf8(void)
+{
+    g_autoptr(ClCase) c = make_case(FALSE);
+    ClCaseRun *r = c->runs->pdata[0];
+    g_free(r->settings_json);
+    r->settings_json = g_strdup("{\"prompt\":\"a\\ud83d b\"}");
+    ClReportView v = { .before_image_id = 101,
+                       .after_image_id = 102,
+                       .align_status = "aligned \xff",
+                       .compare_mode = "blend\xfe",
+                       .changed_fraction = -1,
+                       .heatmap_shown = TRUE,
+                       .heatmap_source = "update_norm\xc3" };
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_JSON, "secret-A");
+    o.view = &v;
+    static const ClReportFormat formats[] = { CL_REPORT_JSON, CL_REPORT_HTML };
+    for (guint deid = 0; deid <= 1; deid++)
+        for (guint f = 0; f < G_N_ELEMENTS(formats); f++) {
+            o.format = formats[f];
+            o.deidentify = deid;
+            g_autofree char *path = tmp_path("bad-utf8.out");
+            g_autoptr(GPtrArray) w = export_ok(c, &o, path);
+            g_autofree char *text = read_text(path);
+            const char *bad = NULL;
+            if (!g_utf8_validate(text, -1, &bad))
+                g_error("format %u, deid %u: not UTF-8 at \"%.40s\"", f, deid,
+                        bad - MIN(bad - text, 40));
+        }
+}
+
 /* ---- the view on screen (ClReportView) ------------------------------------------------------ */
 
 /* A 20 × 10 grey PNG of level 100, with a 4 × 5 block of level 200 at (bx, 0) when bx >= 0. */
@@ -1477,6 +1512,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/atomic", test_atomic);
     g_test_add_func("/report/png-case", test_png_case);
     g_test_add_func("/report/blank-settings", test_blank_settings);
+    g_test_add_func("/report/bad-utf8", test_bad_utf8);
     g_test_add_func("/report/view", test_view);
     g_test_add_func("/report/deid/text-changes", test_deid_text_changes);
     int rc = g_test_run();

@@ -30,7 +30,12 @@ static void json_text(JsonBuilder *b, const char *name, const char *text)
 {
     json_builder_set_member_name(b, name);
     g_autoptr(JsonParser) parser = json_parser_new();
-    if (text && json_parser_load_from_data(parser, text, -1, NULL) && json_parser_get_root(parser))
+    g_autofree char *again = NULL;
+    /* a lone surrogate escape ("\ud83d") parses to bytes that are not UTF-8: such a text is kept
+     * as the string it is */
+    if (text && json_parser_load_from_data(parser, text, -1, NULL) &&
+        json_parser_get_root(parser) &&
+        g_utf8_validate(again = json_to_string(json_parser_get_root(parser), FALSE), -1, NULL))
         json_builder_add_value(b, json_node_copy(json_parser_get_root(parser)));
     else if (text)
         json_builder_add_string_value(b, text);
