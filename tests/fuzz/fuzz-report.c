@@ -4,11 +4,8 @@
  * on, and as the JSON string of `case show --json`. The input is fields separated by NUL bytes;
  * field 0 is whitespace-separated numbers (g_ascii_strtod: "nan", "inf", "1e308" too) choosing
  * the structure. `CL_FUZZ_WRITE_SEEDS=DIR fuzz-report` writes a few real cases as seeds. */
-#include <cairo.h>
-#include <fontconfig/fontconfig.h>
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
-#include <pango/pangocairo.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -89,12 +86,6 @@ static void cleanup(void)
     g_unlink(out);
     g_unlink(png_path);
     g_rmdir(tmpdir);
-    /* the PDF writer's fonts: Pango's default font map and fontconfig's configuration live as
-     * long as the process; released here so that LeakSanitizer's check at exit sees only what
-     * the report code leaked */
-    pango_cairo_font_map_set_default(NULL);
-    cairo_debug_reset_static_data();
-    FcFini();
 }
 
 static void setup(void)
