@@ -1299,6 +1299,38 @@ static void test_bad_utf8(void)
         }
 }
 
+/* A view whose alignment or ignore region holds a number that is not finite is refused by the
+ * JSON string as by the export (JSON has no NaN or infinity: it used to write them as they are,
+ * found by tests/fuzz/fuzz-report.c). */
+static void test_json_bad_view(void)
+{
+    g_autoptr(ClCase) c = make_case(FALSE);
+    double masks[4] = { 0, 0, 10, INFINITY };
+    ClReportView v = { .before_image_id = 101, .after_image_id = 102, .changed_fraction = -1 };
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_JSON, "secret-A");
+    o.view = &v;
+    for (int k = 0; k < 2; k++) {
+        v.aligned = k == 0;
+        v.align_m[0] = k == 0 ? NAN : 1;
+        v.masks = masks;
+        v.n_masks = k;
+        g_autoptr(GError) err = NULL;
+        g_autofree char *json = cl_report_to_json(c, &o, NULL, &err);
+        g_assert_null(json);
+        g_assert_error(err, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID);
+        g_autoptr(GError) err2 = NULL;
+        g_autofree char *path = tmp_path("bad-view.json");
+        g_assert_false(cl_report_export(c, &o, path, NULL, &err2));
+        g_assert_error(err2, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID);
+    }
+    v.aligned = FALSE, v.n_masks = 0; /* a finite view is written */
+    g_autoptr(GError) err = NULL;
+    g_autofree char *json = cl_report_to_json(c, &o, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(json);
+}
+
 /* ---- the view on screen (ClReportView) ------------------------------------------------------ */
 
 /* A 20 × 10 grey PNG of level 100, with a 4 × 5 block of level 200 at (bx, 0) when bx >= 0. */
@@ -1513,6 +1545,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/png-case", test_png_case);
     g_test_add_func("/report/blank-settings", test_blank_settings);
     g_test_add_func("/report/bad-utf8", test_bad_utf8);
+    g_test_add_func("/report/json-bad-view", test_json_bad_view);
     g_test_add_func("/report/view", test_view);
     g_test_add_func("/report/deid/text-changes", test_deid_text_changes);
     int rc = g_test_run();
