@@ -1331,6 +1331,33 @@ static void test_json_bad_view(void)
     g_assert_nonnull(json);
 }
 
+/* Numbers whose shortest form has an exponent and no point: json-glib writes "1e+20" as
+ * "1e+20.0", which is not JSON (found by tests/fuzz/fuzz-report.c). The JSON report parses and
+ * keeps them: an integer exactly, any other within one ulp. */
+static void test_json_big_numbers(void)
+{
+    g_autoptr(ClCase) c = make_case(FALSE);
+    ClCaseRun *r = c->runs->pdata[0];
+    r->preprocess_ms = 1e17, r->encode_ms = 1e-300, r->decode_ms = -1e22, r->total_ms = 1e308;
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_JSON, "secret-A");
+    g_autofree char *path = tmp_path("big-numbers.json");
+    g_autoptr(GPtrArray) w = export_ok(c, &o, path);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root = load_json(path, parser); /* asserts that it parses */
+    JsonObject *t = json_object_get_object_member(nth(root, "runs", 0), "timings_ms");
+    g_assert_cmpint(json_object_get_int_member(t, "preprocess"), ==,
+                    G_GINT64_CONSTANT(100000000000000000));
+    const struct {
+        const char *name;
+        double v;
+    } want[] = { { "encode", 1e-300 }, { "decode", -1e22 }, { "total", 1e308 } };
+    for (guint k = 0; k < G_N_ELEMENTS(want); k++) {
+        double got = json_object_get_double_member(t, want[k].name);
+        g_assert_cmpfloat(fabs(got - want[k].v), <=, fabs(want[k].v) * 4e-16);
+    }
+}
+
 /* ---- the view on screen (ClReportView) ------------------------------------------------------ */
 
 /* A 20 × 10 grey PNG of level 100, with a 4 × 5 block of level 200 at (bx, 0) when bx >= 0. */
@@ -1546,6 +1573,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/blank-settings", test_blank_settings);
     g_test_add_func("/report/bad-utf8", test_bad_utf8);
     g_test_add_func("/report/json-bad-view", test_json_bad_view);
+    g_test_add_func("/report/json-big-numbers", test_json_big_numbers);
     g_test_add_func("/report/view", test_view);
     g_test_add_func("/report/deid/text-changes", test_deid_text_changes);
     int rc = g_test_run();
