@@ -1358,6 +1358,23 @@ static void test_json_big_numbers(void)
     }
 }
 
+/* A case without images whose name is not UTF-8: the refusal names it in UTF-8 (found by
+ * tests/fuzz/fuzz-report.c). */
+static void test_empty_bad_name(void)
+{
+    g_autoptr(ClCase) c = cl_case_new_empty();
+    c->summary.name = g_strdup("plot \xcb\xdf 7");
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_HTML, "secret-A");
+    g_autoptr(GError) err = NULL;
+    g_autofree char *path = tmp_path("empty-bad-name.html");
+    g_assert_false(cl_report_export(c, &o, path, NULL, &err));
+    g_assert_error(err, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID);
+    g_assert_true(g_utf8_validate(err->message, -1, NULL));
+    g_assert_nonnull(strstr(err->message, "“plot "));
+    g_assert_nonnull(strstr(err->message, " 7” has no images"));
+}
+
 /* ---- the view on screen (ClReportView) ------------------------------------------------------ */
 
 /* A 20 × 10 grey PNG of level 100, with a 4 × 5 block of level 200 at (bx, 0) when bx >= 0. */
@@ -1574,6 +1591,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/bad-utf8", test_bad_utf8);
     g_test_add_func("/report/json-bad-view", test_json_bad_view);
     g_test_add_func("/report/json-big-numbers", test_json_big_numbers);
+    g_test_add_func("/report/empty-bad-name", test_empty_bad_name);
     g_test_add_func("/report/view", test_view);
     g_test_add_func("/report/deid/text-changes", test_deid_text_changes);
     int rc = g_test_run();

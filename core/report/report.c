@@ -112,9 +112,10 @@ static gboolean check(const ClCase *c, const ClReportOptions *o, const char *pat
     if (!check_view(o->view, error))
         return FALSE;
     if (!c->images || c->images->len == 0) {
+        /* the name as written (a case name need not be UTF-8) */
+        g_autofree char *name = g_utf8_make_valid(c->summary.name ? c->summary.name : "", -1);
         g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
-                    "the case “%s” has no images: there is nothing to report",
-                    c->summary.name ? c->summary.name : "");
+                    "the case “%s” has no images: there is nothing to report", name);
         return FALSE;
     }
     return TRUE;
