@@ -429,6 +429,41 @@ static void test_deep_line(void)
     g_assert_nonnull(strstr(error->message, "nested deeper than 256 levels"));
 }
 
+/* json-glib quotes the text near a parse error as it decoded it: a lone surrogate escape
+ * ("\ud83d") comes out as bytes that are not UTF-8 (found by tests/fuzz/fuzz-jsonl.c). The
+ * line's message is still UTF-8, strict and skipped alike. */
+static void test_bad_line_utf8(void)
+{
+    g_autofree char *good = bad_dir_good_line();
+    g_autofree char *text = g_strdup_printf(
+        "%s\n{\"messages\": [{\"role\": \"user\", \"content\": \"hi \\ud83d\"}, {\"x\"}]}\n", good);
+    g_autofree char *path = write_text("bad/surrogate.jsonl", text);
+    g_autoptr(GError) error = NULL;
+    g_assert_null(cl_dataset_open(path, model, NULL, &error));
+    g_assert_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE);
+    g_autofree char *where = g_strdup_printf("%s:2: not valid JSON", path);
+    g_assert_true(g_str_has_prefix(error->message, where));
+    g_assert_true(g_utf8_validate(error->message, -1, NULL));
+    ClDatasetOptions o;
+    cl_dataset_options_init(&o);
+    o.skip_bad_lines = TRUE;
+    g_autoptr(ClDataset) d = open_ok(path, &o);
+    const GPtrArray *probs = cl_dataset_problems(d);
+    g_assert_cmpuint(probs->len, ==, 1);
+    g_assert_true(g_str_has_prefix(g_ptr_array_index(probs, 0), where));
+    g_assert_true(g_utf8_validate(g_ptr_array_index(probs, 0), -1, NULL));
+
+    /* a valid line whose role is such a string: the message quotes it */
+    g_autofree char *text2 = g_strdup_printf(
+        "%s\n{\"messages\": [{\"role\": \"a\\ud83dx\", \"content\": \"x\"}]}\n", good);
+    g_autofree char *path2 = write_text("bad/surrogate-role.jsonl", text2);
+    g_clear_error(&error);
+    g_assert_null(cl_dataset_open(path2, model, NULL, &error));
+    g_assert_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE);
+    g_assert_nonnull(strstr(error->message, "unknown role"));
+    g_assert_true(g_utf8_validate(error->message, -1, NULL));
+}
+
 /* A file without line breaks is refused at the line limit, not read whole into memory. */
 static void test_endless_line(void)
 {
@@ -813,6 +848,7 @@ int main(int argc, char **argv)
     g_test_add_func("/data/jsonl/bad-lines", test_bad_lines_strict);
     g_test_add_func("/data/jsonl/bad-lines-skip", test_bad_lines_skip);
     g_test_add_func("/data/jsonl/deep-line", test_deep_line);
+    g_test_add_func("/data/jsonl/bad-line-utf8", test_bad_line_utf8);
     g_test_add_func("/data/jsonl/endless-line", test_endless_line);
     g_test_add_func("/data/jsonl/not-regular", test_not_regular);
     g_test_add_func("/data/jsonl/bad-image", test_bad_image);

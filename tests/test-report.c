@@ -1238,6 +1238,143 @@ static void test_png_case(void)
         g_assert_nonnull(strstr(text, "nothing to compare"));
 }
 
+/* A run whose settings are an empty or blank text (json-glib loads it as a document without a
+ * root): the report is written as for settings without a heat-map source (the mean
+ * update_norm map), not stopped by a critical. */
+static void test_blank_settings(void)
+{
+    static const char *const blanks[] = { "", "  \n", "[]" };
+    for (guint i = 0; i < G_N_ELEMENTS(blanks); i++) {
+        g_autoptr(ClCase) c = make_case(FALSE);
+        ClCaseRun *r = c->runs->pdata[0];
+        g_free(r->settings_json);
+        r->settings_json = g_strdup(blanks[i]);
+        ClReportOptions o;
+        opts(&o, c, CL_REPORT_JSON, "secret-A");
+        g_autofree char *path = tmp_path("blank-settings.json");
+        g_autoptr(GPtrArray) w = export_ok(c, &o, path);
+        g_autoptr(JsonParser) parser = json_parser_new();
+        JsonObject *root = load_json(path, parser);
+        for (guint k = 0; k < 2; k++) /* comparisons 1 -> 2, 2 -> 3: the later image's map */
+            g_assert_cmpint(json_object_get_int_member(nth(root, "comparisons", k), "heatmap_id"),
+                            ==, 202 + k);
+        o.format = CL_REPORT_HTML;
+        g_autofree char *html = tmp_path("blank-settings.html");
+        g_autoptr(GPtrArray) w2 = export_ok(c, &o, html);
+    }
+}
+
+/* Text that is not UTF-8 where the report does not expect people's words: the view's (the
+ * window's) heat-map source and mode words, a lone surrogate escape in the run's settings JSON
+ * (json-glib decodes it to bytes that are not UTF-8). The JSON and HTML reports stay UTF-8
+ * (found by tests/fuzz/fuzz-report.c). */
+static void test_bad_utf8(void)
+{
+    g_autoptr(ClCase) c = make_case(FALSE);
+    ClCaseRun *r = c->runs->pdata[0];
+    g_free(r->settings_json);
+    r->settings_json = g_strdup("{\"prompt\":\"a\\ud83d b\"}");
+    ClReportView v = { .before_image_id = 101,
+                       .after_image_id = 102,
+                       .align_status = "aligned \xff",
+                       .compare_mode = "blend\xfe",
+                       .changed_fraction = -1,
+                       .heatmap_shown = TRUE,
+                       .heatmap_source = "update_norm\xc3" };
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_JSON, "secret-A");
+    o.view = &v;
+    static const ClReportFormat formats[] = { CL_REPORT_JSON, CL_REPORT_HTML };
+    for (guint deid = 0; deid <= 1; deid++)
+        for (guint f = 0; f < G_N_ELEMENTS(formats); f++) {
+            o.format = formats[f];
+            o.deidentify = deid;
+            g_autofree char *path = tmp_path("bad-utf8.out");
+            g_autoptr(GPtrArray) w = export_ok(c, &o, path);
+            g_autofree char *text = read_text(path);
+            const char *bad = NULL;
+            if (!g_utf8_validate(text, -1, &bad))
+                g_error("format %u, deid %u: not UTF-8 at \"%.40s\"", f, deid,
+                        bad - MIN(bad - text, 40));
+        }
+}
+
+/* A view whose alignment or ignore region holds a number that is not finite is refused by the
+ * JSON string as by the export (JSON has no NaN or infinity: it used to write them as they are,
+ * found by tests/fuzz/fuzz-report.c). */
+static void test_json_bad_view(void)
+{
+    g_autoptr(ClCase) c = make_case(FALSE);
+    double masks[4] = { 0, 0, 10, INFINITY };
+    ClReportView v = { .before_image_id = 101, .after_image_id = 102, .changed_fraction = -1 };
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_JSON, "secret-A");
+    o.view = &v;
+    for (int k = 0; k < 2; k++) {
+        v.aligned = k == 0;
+        v.align_m[0] = k == 0 ? NAN : 1;
+        v.masks = masks;
+        v.n_masks = k;
+        g_autoptr(GError) err = NULL;
+        g_autofree char *json = cl_report_to_json(c, &o, NULL, &err);
+        g_assert_null(json);
+        g_assert_error(err, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID);
+        g_autoptr(GError) err2 = NULL;
+        g_autofree char *path = tmp_path("bad-view.json");
+        g_assert_false(cl_report_export(c, &o, path, NULL, &err2));
+        g_assert_error(err2, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID);
+    }
+    v.aligned = FALSE, v.n_masks = 0; /* a finite view is written */
+    g_autoptr(GError) err = NULL;
+    g_autofree char *json = cl_report_to_json(c, &o, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_nonnull(json);
+}
+
+/* Numbers whose shortest form has an exponent and no point: json-glib writes "1e+20" as
+ * "1e+20.0", which is not JSON (found by tests/fuzz/fuzz-report.c). The JSON report parses and
+ * keeps them: an integer exactly, any other within one ulp. */
+static void test_json_big_numbers(void)
+{
+    g_autoptr(ClCase) c = make_case(FALSE);
+    ClCaseRun *r = c->runs->pdata[0];
+    r->preprocess_ms = 1e17, r->encode_ms = 1e-300, r->decode_ms = -1e22, r->total_ms = 1e308;
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_JSON, "secret-A");
+    g_autofree char *path = tmp_path("big-numbers.json");
+    g_autoptr(GPtrArray) w = export_ok(c, &o, path);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    JsonObject *root = load_json(path, parser); /* asserts that it parses */
+    JsonObject *t = json_object_get_object_member(nth(root, "runs", 0), "timings_ms");
+    g_assert_cmpint(json_object_get_int_member(t, "preprocess"), ==,
+                    G_GINT64_CONSTANT(100000000000000000));
+    const struct {
+        const char *name;
+        double v;
+    } want[] = { { "encode", 1e-300 }, { "decode", -1e22 }, { "total", 1e308 } };
+    for (guint k = 0; k < G_N_ELEMENTS(want); k++) {
+        double got = json_object_get_double_member(t, want[k].name);
+        g_assert_cmpfloat(fabs(got - want[k].v), <=, fabs(want[k].v) * 4e-16);
+    }
+}
+
+/* A case without images whose name is not UTF-8: the refusal names it in UTF-8 (found by
+ * tests/fuzz/fuzz-report.c). */
+static void test_empty_bad_name(void)
+{
+    g_autoptr(ClCase) c = cl_case_new_empty();
+    c->summary.name = g_strdup("plot \xcb\xdf 7");
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_HTML, "secret-A");
+    g_autoptr(GError) err = NULL;
+    g_autofree char *path = tmp_path("empty-bad-name.html");
+    g_assert_false(cl_report_export(c, &o, path, NULL, &err));
+    g_assert_error(err, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID);
+    g_assert_true(g_utf8_validate(err->message, -1, NULL));
+    g_assert_nonnull(strstr(err->message, "“plot "));
+    g_assert_nonnull(strstr(err->message, " 7” has no images"));
+}
+
 /* ---- the view on screen (ClReportView) ------------------------------------------------------ */
 
 /* A 20 × 10 grey PNG of level 100, with a 4 × 5 block of level 200 at (bx, 0) when bx >= 0. */
@@ -1450,6 +1587,11 @@ int main(int argc, char **argv)
     g_test_add_func("/report/missing-file", test_missing_file);
     g_test_add_func("/report/atomic", test_atomic);
     g_test_add_func("/report/png-case", test_png_case);
+    g_test_add_func("/report/blank-settings", test_blank_settings);
+    g_test_add_func("/report/bad-utf8", test_bad_utf8);
+    g_test_add_func("/report/json-bad-view", test_json_bad_view);
+    g_test_add_func("/report/json-big-numbers", test_json_big_numbers);
+    g_test_add_func("/report/empty-bad-name", test_empty_bad_name);
     g_test_add_func("/report/view", test_view);
     g_test_add_func("/report/deid/text-changes", test_deid_text_changes);
     int rc = g_test_run();

@@ -327,7 +327,7 @@ static gboolean check_image(const ClCaseImage *img, guint i, GError **error)
         g_autoptr(JsonParser) p = json_parser_new();
         g_autoptr(GError) err = NULL;
         if (!json_parser_load_from_data(p, img->metadata_json, -1, &err) ||
-            !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p))) {
+            !json_parser_get_root(p) || !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p))) {
             g_autofree char *shown = g_filename_display_name(img->path);
             g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
                         "The metadata of %s is not a JSON object%s%s", shown, err ? ": " : "",

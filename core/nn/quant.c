@@ -12,6 +12,7 @@
 #include "nn/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #endif
@@ -343,8 +344,11 @@ const char *cl_quant_set_kernels(ClQuantKernels k)
     half_fns[CL_QUANT_BF16] = dot_bf16_scalar;
     kernel_level = "scalar";
 #ifdef HAVE_X86
+    /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c" */
+    unsigned int a, b, c, d;
+    gboolean f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
     if (k == CL_QUANT_KERNELS_AUTO && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+        __builtin_cpu_supports("fma") && f16c) {
         dot_fns[CL_QUANT_Q8_0] = dot_q8_0_avx2;
         dot_fns[CL_QUANT_Q4_1] = dot_q4_1_avx2;
         dot4_fns[CL_QUANT_Q8_0] = dot4_q8_0_avx2;

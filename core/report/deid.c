@@ -828,8 +828,15 @@ static void json_field(const ClDeid *d, char **field)
         return;
     }
     JsonNode *n = scrub_node(d, json_parser_get_root(parser));
-    replace_str(field, node_to_string(n, FALSE));
+    char *out = node_to_string(n, FALSE);
     json_node_unref(n);
+    if (!g_utf8_validate(out, -1, NULL)) {
+        /* a lone surrogate escape ("\ud83d") parses to bytes that are not UTF-8: scrubbed as text */
+        g_free(out);
+        text_field(d, field);
+        return;
+    }
+    replace_str(field, out);
 }
 
 void cl_deid_case(const ClDeid *d, ClCase *c)

@@ -167,7 +167,13 @@ char *cl_rp_compact_json(const char *json)
         return g_strdup(json);
     g_autoptr(JsonGenerator) gen = json_generator_new();
     json_generator_set_root(gen, json_parser_get_root(parser));
-    return json_generator_to_data(gen, NULL);
+    char *out = json_generator_to_data(gen, NULL);
+    /* a lone surrogate escape ("\ud83d") comes back as bytes that are not UTF-8 */
+    if (!g_utf8_validate(out, -1, NULL)) {
+        g_free(out);
+        return g_strdup(json);
+    }
+    return out;
 }
 
 char *cl_rp_overlay_caption(const ClRpDoc *d, const ClRpComparison *cmp)
@@ -269,6 +275,9 @@ void cl_rp_doc_free(ClRpDoc *d)
     g_ptr_array_unref(d->comparisons);
     g_ptr_array_unref(d->warnings);
     g_clear_pointer(&d->desc_altered, g_array_unref);
+    g_free((char *)d->view_copy.align_status);
+    g_free((char *)d->view_copy.compare_mode);
+    g_free((char *)d->view_copy.heatmap_source);
     g_free(d);
 }
 
@@ -312,8 +321,9 @@ static const ClCaseHeatmap *pick_heatmap(const ClCase *c, const ClCaseRun *run, 
         return NULL;
     const char *want = view ? view->heatmap_source : NULL;
     g_autoptr(JsonParser) parser = json_parser_new();
+    /* an empty or blank text loads as a document without a root */
     if (run->settings_json && json_parser_load_from_data(parser, run->settings_json, -1, NULL) &&
-        JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
+        json_parser_get_root(parser) && JSON_NODE_HOLDS_OBJECT(json_parser_get_root(parser))) {
         JsonObject *o = json_node_get_object(json_parser_get_root(parser));
         if (!want)
             want = meta_string(o, "heatmap_source");
@@ -614,7 +624,14 @@ ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictu
     d->images = g_ptr_array_new_with_free_func(rp_image_free);
     d->comparisons = g_ptr_array_new_with_free_func(rp_comparison_free);
     d->warnings = g_ptr_array_new_with_free_func(g_free);
-    d->view = o->view;
+    if (o->view) {
+        /* the view's words go into the report like the case's texts */
+        d->view_copy = *o->view;
+        d->view_copy.align_status = clean(o->view->align_status);
+        d->view_copy.compare_mode = clean(o->view->compare_mode);
+        d->view_copy.heatmap_source = clean(o->view->heatmap_source);
+        d->view = &d->view_copy;
+    }
     d->c = copy_case(c);
     d->desc_altered = g_array_new(FALSE, TRUE, sizeof(gboolean));
     g_array_set_size(d->desc_altered, d->c->descriptions->len);

@@ -53,10 +53,12 @@ typedef struct {
     const ClCaseDescVersion *current;   /* NULL when the case has no description */
     const ClCaseDescVersion *generated; /* version 1 when its text differs from the current one */
     const ClCaseRun *latest_run;
-    const ClReportView *view; /* = o.view, borrowed for the doc's life; NULL: none */
-    GArray *desc_altered;     /* gboolean per d->c->descriptions: de-identification changed
+    const ClReportView *view; /* = &view_copy when o.view is given (its texts cleaned as the
+                               * case's are, masks borrowed for the doc's life); NULL: none */
+    ClReportView view_copy;
+    GArray *desc_altered; /* gboolean per d->c->descriptions: de-identification changed
                                  * its text */
-    int day_shift;            /* de-identified: the dates' shift in days (< 0), else 0 */
+    int day_shift;        /* de-identified: the dates' shift in days (< 0), else 0 */
 } ClRpDoc;
 
 /* pictures FALSE: no image is read (the JSON report): no views, overlays or differences, and

@@ -7,6 +7,25 @@
 #include <math.h>
 #include <string.h>
 
+/* A finite number as JSON. json-glib (1.6) writes a double whose shortest form has an exponent
+ * but no point ("1e+20", "1e-300") with ".0" after it, which is not JSON: such a value is
+ * written as the integer it is when it fits in 64 bits (exact), else one ulp nearer zero, whose
+ * 17 digits carry a point. Every other value is written as before. */
+static void add_number(JsonBuilder *b, double v)
+{
+    g_assert(isfinite(v));
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+    g_ascii_formatd(buf, sizeof buf, "%.17g", v);
+    if (!strchr(buf, '.') && strpbrk(buf, "eE")) {
+        if (v == trunc(v) && fabs(v) < 9.2e18) {
+            json_builder_add_int_value(b, (gint64)v);
+            return;
+        }
+        v = nextafter(v, 0.0);
+    }
+    json_builder_add_double_value(b, v);
+}
+
 static void str_or_null(JsonBuilder *b, const char *name, const char *value)
 {
     json_builder_set_member_name(b, name);
@@ -30,7 +49,12 @@ static void json_text(JsonBuilder *b, const char *name, const char *text)
 {
     json_builder_set_member_name(b, name);
     g_autoptr(JsonParser) parser = json_parser_new();
-    if (text && json_parser_load_from_data(parser, text, -1, NULL) && json_parser_get_root(parser))
+    g_autofree char *again = NULL;
+    /* a lone surrogate escape ("\ud83d") parses to bytes that are not UTF-8: such a text is kept
+     * as the string it is */
+    if (text && json_parser_load_from_data(parser, text, -1, NULL) &&
+        json_parser_get_root(parser) &&
+        g_utf8_validate(again = json_to_string(json_parser_get_root(parser), FALSE), -1, NULL))
         json_builder_add_value(b, json_node_copy(json_parser_get_root(parser)));
     else if (text)
         json_builder_add_string_value(b, text);
@@ -61,7 +85,7 @@ static void num_or_null(JsonBuilder *b, const char *name, double value, gboolean
 {
     json_builder_set_member_name(b, name);
     if (known && isfinite(value))
-        json_builder_add_double_value(b, value);
+        add_number(b, value);
     else
         json_builder_add_null_value(b);
 }
@@ -139,7 +163,7 @@ static void add_view(JsonBuilder *b, const ClRpDoc *d)
     if (v->aligned) {
         json_builder_begin_array(b);
         for (int k = 0; k < 6; k++)
-            json_builder_add_double_value(b, v->align_m[k]);
+            add_number(b, v->align_m[k]);
         json_builder_end_array(b);
     } else {
         json_builder_add_null_value(b);
@@ -150,7 +174,7 @@ static void add_view(JsonBuilder *b, const ClRpDoc *d)
     for (guint i = 0; i < v->n_masks; i++) {
         json_builder_begin_array(b);
         for (int k = 0; k < 4; k++)
-            json_builder_add_double_value(b, v->masks[4 * i + k]);
+            add_number(b, v->masks[4 * i + k]);
         json_builder_end_array(b);
     }
     json_builder_end_array(b);
@@ -277,7 +301,7 @@ static void add_runs(JsonBuilder *b, const ClRpDoc *d)
                   { "total", r->total_ms } };
         for (guint k = 0; k < G_N_ELEMENTS(t); k++) {
             json_builder_set_member_name(b, t[k].name);
-            json_builder_add_double_value(b, isfinite(t[k].v) ? t[k].v : 0.0);
+            add_number(b, isfinite(t[k].v) ? t[k].v : 0.0);
         }
         json_builder_end_object(b);
         json_builder_set_member_name(b, "n_tokens");
@@ -346,7 +370,7 @@ static void add_heatmaps(JsonBuilder *b, const ClRpDoc *d)
             json_builder_begin_array(b);
             for (gsize k = 0; k < (gsize)h->grid_w * h->grid_h; k++)
                 if (isfinite(h->data[k]))
-                    json_builder_add_double_value(b, h->data[k]);
+                    add_number(b, h->data[k]);
                 else
                     json_builder_add_null_value(b); /* JSON has no NaN or infinity */
             json_builder_end_array(b);

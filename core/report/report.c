@@ -54,6 +54,34 @@ void cl_report_options_init(ClReportOptions *o, const ClCase *c)
     o->generator = "ChangeLens " CL_VERSION;
 }
 
+/* The view's numbers (the JSON report writes them as they are: JSON has no NaN or infinity). */
+static gboolean check_view(const ClReportView *v, GError **error)
+{
+    if (v && !(v->tolerance >= 0 && v->tolerance <= 255)) {
+        g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
+                    "the difference tolerance must be between 0 and 255 (it is %g)", v->tolerance);
+        return FALSE;
+    }
+    if (v && v->n_masks && !v->masks) {
+        g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
+                    "%u ignore regions are named but none is given", v->n_masks);
+        return FALSE;
+    }
+    for (guint i = 0; v && i < 4 * v->n_masks; i++)
+        if (!isfinite(v->masks[i])) {
+            g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
+                        "ignore region %u is not a rectangle of finite numbers", i / 4 + 1);
+            return FALSE;
+        }
+    for (guint i = 0; v && v->aligned && i < 6; i++)
+        if (!isfinite(v->align_m[i])) {
+            g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
+                        "the alignment holds a number that is not finite");
+            return FALSE;
+        }
+    return TRUE;
+}
+
 static gboolean check(const ClCase *c, const ClReportOptions *o, const char *path, GError **error)
 {
     if (!path || !*path) {
@@ -81,33 +109,13 @@ static gboolean check(const ClCase *c, const ClReportOptions *o, const char *pat
                     o->max_image_px);
         return FALSE;
     }
-    const ClReportView *v = o->view;
-    if (v && !(v->tolerance >= 0 && v->tolerance <= 255)) {
-        g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
-                    "the difference tolerance must be between 0 and 255 (it is %g)", v->tolerance);
+    if (!check_view(o->view, error))
         return FALSE;
-    }
-    if (v && v->n_masks && !v->masks) {
-        g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
-                    "%u ignore regions are named but none is given", v->n_masks);
-        return FALSE;
-    }
-    for (guint i = 0; v && i < 4 * v->n_masks; i++)
-        if (!isfinite(v->masks[i])) {
-            g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
-                        "ignore region %u is not a rectangle of finite numbers", i / 4 + 1);
-            return FALSE;
-        }
-    for (guint i = 0; v && v->aligned && i < 6; i++)
-        if (!isfinite(v->align_m[i])) {
-            g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
-                        "the alignment holds a number that is not finite");
-            return FALSE;
-        }
     if (!c->images || c->images->len == 0) {
+        /* the name as written (a case name need not be UTF-8) */
+        g_autofree char *name = g_utf8_make_valid(c->summary.name ? c->summary.name : "", -1);
         g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_INVALID,
-                    "the case “%s” has no images: there is nothing to report",
-                    c->summary.name ? c->summary.name : "");
+                    "the case “%s” has no images: there is nothing to report", name);
         return FALSE;
     }
     return TRUE;
@@ -170,6 +178,8 @@ char *cl_report_to_json(const ClCase *c, const ClReportOptions *o, GPtrArray *wa
 {
     g_return_val_if_fail(c != NULL && o != NULL, NULL);
     g_return_val_if_fail(error == NULL || *error == NULL, NULL);
+    if (!check_view(o->view, error))
+        return NULL;
     g_autoptr(ClRpDoc) d = cl_rp_doc_new(c, o, FALSE, error);
     if (!d)
         return NULL;

@@ -84,7 +84,9 @@ gboolean cl_report_export(const ClCase *c, const ClReportOptions *o, const char 
                           GPtrArray *warnings, GError **error);
 
 /* The JSON report (format ignored) as a string, for `case show --json`; NULL + error when the
- * de-identification secret cannot be read or made. */
+ * de-identification secret cannot be read or made, or when the view's numbers are refused as
+ * cl_report_export refuses them (CL_REPORT_ERROR_INVALID: a tolerance out of range, a region or
+ * alignment that is not finite). */
 char *cl_report_to_json(const ClCase *c, const ClReportOptions *o, GPtrArray *warnings,
                         GError **error);
 

@@ -342,7 +342,19 @@ static void line_clear(Line *l)
     g_clear_pointer(&l->context, g_free);
 }
 
-#define LINE_ERROR(...) g_set_error(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE, __VA_ARGS__)
+/* The message made valid UTF-8: a line's strings may hold lone surrogate escapes ("\ud83d"),
+ * which json-glib decodes to bytes that are not UTF-8, and the messages quote them. */
+static void line_error(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+static void line_error(GError **error, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *raw = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    g_autofree char *msg = g_utf8_make_valid(raw, -1);
+    g_set_error_literal(error, CL_DATASET_ERROR, CL_DATASET_ERROR_LINE, msg);
+}
+#define LINE_ERROR(...) line_error(error, __VA_ARGS__)
 
 static gboolean role_from_name(const char *name, ClChatRole *out)
 {

@@ -162,7 +162,7 @@ gboolean cl_trainer_save_checkpoint(const char *dir, guint keep, const ClModel *
 gboolean cl_trainer_parse_cursor(const char *json, guint64 *cursor, GError **error)
 {
     g_autoptr(JsonParser) p = json_parser_new();
-    if (json_parser_load_from_data(p, json, -1, NULL) &&
+    if (json_parser_load_from_data(p, json, -1, NULL) && json_parser_get_root(p) &&
         JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p))) {
         JsonObject *o = json_node_get_object(json_parser_get_root(p));
         if (json_object_has_member(o, "next")) {
@@ -196,7 +196,7 @@ gboolean cl_trainer_log_truncate(const char *path, gint64 step, double *elapsed,
         if (!json_parser_load_from_data(p, *l, -1, NULL))
             continue; /* a line cut by a crash */
         JsonNode *root = json_parser_get_root(p);
-        if (!JSON_NODE_HOLDS_OBJECT(root))
+        if (!root || !JSON_NODE_HOLDS_OBJECT(root)) /* a blank line has no root */
             continue;
         JsonObject *obj = json_node_get_object(root);
         if (json_object_has_member(obj, "step") && json_object_get_int_member(obj, "step") > step)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # run-fuzz.sh - builds the libFuzzer harnesses (clang, ASan+UBSan) and fuzzes every loader
-# (images: png tiff dicom dicom-j2k pixbuf; model files: safetensors gguf).
+# (images: png tiff dicom dicom-j2k pixbuf; model files: safetensors gguf; the tokenizer JSON:
+# tokenizer; training data: jsonl) and the report writers (report: PDF, HTML, JSON, with and
+# without de-identification).
 # Usage: tests/fuzz/run-fuzz.sh [SECONDS_PER_LOADER=600] [LOADER…]; not part of ./run.sh test.
 # Prints each loader's exec count; exits non-zero if any harness crashed, leaked or hung.
 set -euo pipefail
@@ -8,7 +10,8 @@ cd "$(dirname "$0")/../.."
 secs="${1:-600}"
 shift || true
 loaders=("$@")
-[ ${#loaders[@]} -eq 0 ] && loaders=(png tiff dicom dicom-j2k pixbuf safetensors gguf)
+[ ${#loaders[@]} -eq 0 ] &&
+  loaders=(png tiff dicom dicom-j2k pixbuf safetensors gguf tokenizer jsonl report)
 bdir=build-fuzz
 if [ ! -f "$bdir/build.ninja" ]; then
   CC=clang-14 CXX=clang++-14 meson setup "$bdir" -Dcuda=disabled -Dfuzzing=true \
@@ -31,9 +34,18 @@ for l in "${loaders[@]}"; do
     tiff) pat='*.tif*' ;;
     dicom) pat='*.dcm' ;;
     pixbuf) pat='*.jpg *.jpeg *.bmp *.gif *.webp' ;;
-    dicom-j2k | safetensors | gguf) pat='' ;;
+    *) pat='' ;;
   esac
-  if [ "$l" = safetensors ]; then
+  case "$l" in
+    report | jsonl | tokenizer) self_seeded=1 ;;
+    *) self_seeded=0 ;;
+  esac
+  if [ $self_seeded = 1 ]; then
+    # the harness writes its own seeds (report: cases; jsonl: lines of both schemas, good and
+    # bad; tokenizer: the shipped models' tokenizers and a trained one), read from the root
+    [ -d "$out/seeds-$l" ] || CL_FUZZ_WRITE_SEEDS="$out/seeds-$l" "$bdir/tests/fuzz-$l" >/dev/null
+    find "$out/seeds-$l" -maxdepth 1 -type f -exec cp -n {} "$corpus/" \;
+  elif [ "$l" = safetensors ]; then
     # the harness writes its own seeds: small models of every variant and dtype, broken files
     [ -d "$out/seeds-safetensors" ] ||
       CL_FUZZ_WRITE_SEEDS="$out/seeds-safetensors" "$bdir/tests/fuzz-safetensors" >/dev/null
@@ -55,6 +67,7 @@ for l in "${loaders[@]}"; do
   log="$out/fuzz-$l.log"
   echo "fuzzing $l for ${secs}s ($(ls "$corpus" | wc -l) seeds) -> $log"
   if ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1 \
+     LSAN_OPTIONS=suppressions=tests/fuzz/lsan.supp \
      "$bdir/tests/fuzz-$l" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
        -malloc_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/$l-" \
        ${extra[@]+"${extra[@]}"} \
