@@ -300,6 +300,9 @@ static void test_photo_model(void)
         g_assert_true(ok);
         if (res.regions.n > 0) {
             grounded++;
+            /* the photo model has the object head: what it sees there, by name */
+            g_assert_cmpint(res.object, >=, 0);
+            g_assert_cmpstr(res.object_name, ==, model->config.object_names[res.object]);
             /* a move is never from where it went (one region: its new place) */
             for (int c = 0; c < 9; c++) {
                 g_autofree char *twice =

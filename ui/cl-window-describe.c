@@ -119,6 +119,19 @@ static void show_run_summary(ClWindow *self, const ClWorkerDescribeResult *r)
             g_string_append_printf(model, _("Case notes read as text (%d tokens)"),
                                    r->result.context_tokens);
     }
+    if (r->result.regions.n > 0) { /* what the heads found (docs/MODEL.md §3.13) */
+        g_autoptr(GString) where = g_string_new(NULL);
+        for (int i = 0; i < r->result.regions.n; i++)
+            g_string_append_printf(where, "%s%s", i ? _(" and ") : "",
+                                   cl_grounding_position_names[r->result.regions.cell[i]]);
+        g_string_append_c(model, '\n');
+        /* TRANSLATORS: where the model's change head found the change (3 × 3 position names) */
+        g_string_append_printf(model, _("Change found at the %s"), where->str);
+        if (r->result.object_name)
+            /* TRANSLATORS: the object the model's object head sees there, and its confidence */
+            g_string_append_printf(model, _("; the object there: %s (%.0f %%)"),
+                                   r->result.object_name, 100 * r->result.object_share);
+    }
     for (guint i = 0; r->result.notices && i < r->result.notices->len; i++)
         g_string_append_printf(model, "\n%s", (char *)r->result.notices->pdata[i]);
     if (r->notice)

@@ -27,6 +27,7 @@ void cl_describe_result_clear(ClDescribeResult *r)
     if (r->ids)
         g_array_unref(r->ids);
     g_free(r->prompt_text);
+    g_free(r->object_name);
     g_free(r->letterbox);
     if (r->heatmaps)
         g_ptr_array_unref(r->heatmaps);
@@ -279,6 +280,10 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
                 out->object =
                     cl_grounding_changed_object(prev_objects, eo.object_logits, eo.change_prob,
                                                 eo.n_patches, cfg->n_objects, &out->object_share);
+            if (out->object >= 0) {
+                g_free(out->object_name);
+                out->object_name = g_strdup(cfg->object_names[out->object]);
+            }
         }
         if (eo.ood_threshold > 0 && eo.ood_score > eo.ood_threshold) {
             g_string_append_printf(unlike, "%s%u", unlike->len ? ", " : "", t + 1);

@@ -126,6 +126,7 @@ typedef struct {
      * when none; its share of the classes' probability */
     int object;
     double object_share;
+    char *object_name;   /* its name (config.object_names), NULL when none */
     double *encode_ms;   /* (n_images) each image's encoder pass(es) */
     double prefill_ms;   /* the prompt through the decoder */
     double decode_ms;    /* generation after the prefill */
