@@ -240,9 +240,16 @@ gboolean cl_window_cases_mark_key_image(ClWindow *self)
 {
     g_return_val_if_fail(CL_IS_WINDOW(self), FALSE);
     const ClCase *c = self->current_case;
-    if (!self->db || !c || !c->images || self->pair_b >= c->images->len)
+    if (!self->db || !c)
         return FALSE;
-    const ClCaseImage *img = g_ptr_array_index(c->images, self->pair_b);
+    /* the later item as one of the case's images (not a frame of a multi-frame file) */
+    const ClCaseImage *img = cl_window_cases_image_at(self, self->pair_b);
+    if (!img) {
+        /* TRANSLATORS: k pressed where the later item is not one of the case's own images */
+        cl_window_toast(self, _("Only one of the case's images can be a key image, not a "
+                                "frame of a multi-frame file"));
+        return FALSE;
+    }
     g_autofree char *label = g_path_get_basename(img->path ? img->path : "image");
     g_autoptr(GError) error = NULL;
     if (!cl_casedb_key_image_add(self->db, c->summary.id, img->id, label, NULL, &error) ||
