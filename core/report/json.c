@@ -1,6 +1,7 @@
 /* json.c - the JSON report, schema "changelens-report/1" (docs/REPORT.md documents every field):
  * the case, its images, runs, description versions, heatmap grids, notes, key images, the
  * comparisons and warnings, written pretty with json-glib. */
+#include "jsonnum.h"
 #include "report/doc.h"
 #include "report/deid.h"
 
@@ -14,16 +15,11 @@
 static void add_number(JsonBuilder *b, double v)
 {
     g_assert(isfinite(v));
-    char buf[G_ASCII_DTOSTR_BUF_SIZE];
-    g_ascii_formatd(buf, sizeof buf, "%.17g", v);
-    if (!strchr(buf, '.') && strpbrk(buf, "eE")) {
-        if (v == trunc(v) && fabs(v) < 9.2e18) {
-            json_builder_add_int_value(b, (gint64)v);
-            return;
-        }
-        v = nextafter(v, 0.0);
-    }
-    json_builder_add_double_value(b, v);
+    const double safe = cl_json_double(v); /* core/jsonnum.h: the rule for every JSON writer */
+    if (safe != v && v == trunc(v) && fabs(v) < 9.2e18)
+        json_builder_add_int_value(b, (gint64)v); /* an integer: exact */
+    else
+        json_builder_add_double_value(b, safe);
 }
 
 static void str_or_null(JsonBuilder *b, const char *name, const char *value)
