@@ -1,5 +1,6 @@
 /* changelens-cli.c - the command-line interface: argument parsing only; the work is in core/. */
 #include <json-glib/json-glib.h>
+#include "jsonnum.h"
 #include <locale.h>
 #include <math.h>
 #include <stdio.h>
@@ -47,7 +48,7 @@ static void json_add_double(JsonBuilder *b, const char *key, double v)
 {
     json_builder_set_member_name(b, key);
     if (isfinite(v))
-        json_builder_add_double_value(b, v);
+        json_builder_add_double_value(b, cl_json_double(v));
     else
         json_builder_add_null_value(b);
 }
@@ -109,8 +110,8 @@ static void image_to_json(JsonBuilder *b, const char *path, const ClImage *img, 
     json_builder_set_member_name(b, "pixel_spacing");
     if (img->has_pixel_spacing) {
         json_builder_begin_array(b);
-        json_builder_add_double_value(b, img->pixel_spacing[0]);
-        json_builder_add_double_value(b, img->pixel_spacing[1]);
+        json_builder_add_double_value(b, cl_json_double(img->pixel_spacing[0]));
+        json_builder_add_double_value(b, cl_json_double(img->pixel_spacing[1]));
         json_builder_end_array(b);
     } else {
         json_builder_add_null_value(b);
@@ -125,19 +126,19 @@ static void image_to_json(JsonBuilder *b, const char *path, const ClImage *img, 
         json_add_string(b, "crs_wkt", g->crs_wkt);
         json_builder_set_member_name(b, "origin");
         json_builder_begin_array(b);
-        json_builder_add_double_value(b, g->origin[0]);
-        json_builder_add_double_value(b, g->origin[1]);
+        json_builder_add_double_value(b, cl_json_double(g->origin[0]));
+        json_builder_add_double_value(b, cl_json_double(g->origin[1]));
         json_builder_end_array(b);
         json_builder_set_member_name(b, "pixel_size");
         json_builder_begin_array(b);
-        json_builder_add_double_value(b, g->pixel_size[0]);
-        json_builder_add_double_value(b, g->pixel_size[1]);
+        json_builder_add_double_value(b, cl_json_double(g->pixel_size[0]));
+        json_builder_add_double_value(b, cl_json_double(g->pixel_size[1]));
         json_builder_end_array(b);
         json_builder_set_member_name(b, "transform");
         if (g->has_transform) {
             json_builder_begin_array(b);
             for (int k = 0; k < 6; k++)
-                json_builder_add_double_value(b, g->transform[k]);
+                json_builder_add_double_value(b, cl_json_double(g->transform[k]));
             json_builder_end_array(b);
         } else {
             json_builder_add_null_value(b);

@@ -3,6 +3,7 @@
  * reviews, notes), then times full-text searches. Reports inserts/s and search latency
  * percentiles; the target is p95 under 50 ms at 10,000 cases. */
 #include <glib/gstdio.h>
+#include "jsonnum.h"
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <stdio.h>
@@ -288,7 +289,8 @@ static void print_casedb_json(const CasedbArgs *a, const CasedbTimes *t)
     const int n_cases = (int)a->n_cases, n_queries = (int)a->n_queries;
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-#define JD(k, v) (json_builder_set_member_name(b, k), json_builder_add_double_value(b, v))
+#define JD(k, v)                                                                                   \
+    (json_builder_set_member_name(b, k), json_builder_add_double_value(b, cl_json_double(v)))
 #define JI(k, v) (json_builder_set_member_name(b, k), json_builder_add_int_value(b, v))
     JI("cases", n_cases);
     JI("images_per_case", a->n_images);

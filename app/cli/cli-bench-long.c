@@ -2,6 +2,7 @@
  * long outputs), token insertion against each decoder option, as the number of images and of
  * generated tokens grows: the decoder state's memory and the time per generated token. */
 #include <json-glib/json-glib.h>
+#include "jsonnum.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -320,11 +321,11 @@ int cl_cli_bench_long(int argc, char **argv)
             json_builder_set_member_name(b, "prompt_tokens");
             json_builder_add_int_value(b, p->prompt);
             json_builder_set_member_name(b, "peak_mb");
-            json_builder_add_double_value(b, p->mb);
+            json_builder_add_double_value(b, cl_json_double(p->mb));
             json_builder_set_member_name(b, "ms_per_token");
-            json_builder_add_double_value(b, p->ms_per_token);
+            json_builder_add_double_value(b, cl_json_double(p->ms_per_token));
             json_builder_set_member_name(b, "prefill_ms");
-            json_builder_add_double_value(b, p->prefill_ms);
+            json_builder_add_double_value(b, cl_json_double(p->prefill_ms));
             json_builder_end_object(b);
         }
         json_builder_end_array(b);

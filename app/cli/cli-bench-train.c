@@ -3,6 +3,7 @@
  * training loop, and optionally the PyTorch reference doing the same step on the same weights
  * and samples in the same run (tests/reference/bench_train_torch.py, all cores). */
 #include <glib/gstdio.h>
+#include "jsonnum.h"
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <stdio.h>
@@ -403,8 +404,9 @@ static void print_bench_train_json(const BenchTrainArgs *a, const Measured *m)
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
 #define JD(k, v)                                                                                   \
-    (json_builder_set_member_name(b, k),                                                           \
-     isfinite(v) ? json_builder_add_double_value(b, v) : json_builder_add_null_value(b))
+    (json_builder_set_member_name(b, k), isfinite(v)                                               \
+                                             ? json_builder_add_double_value(b, cl_json_double(v)) \
+                                             : json_builder_add_null_value(b))
     json_builder_set_member_name(b, "preset");
     if (a->config || a->from)
         json_builder_add_null_value(b);
@@ -420,13 +422,13 @@ static void print_bench_train_json(const BenchTrainArgs *a, const Measured *m)
     json_builder_set_member_name(b, "round_train_step_ms");
     json_builder_begin_array(b);
     for (int r = 0; r < rounds; r++)
-        json_builder_add_double_value(b, m->ours[r]);
+        json_builder_add_double_value(b, cl_json_double(m->ours[r]));
     json_builder_end_array(b);
     json_builder_set_member_name(b, "round_speedups_vs_torch");
     json_builder_begin_array(b);
     for (int r = 0; r < rounds; r++)
         if (isfinite(m->ratios[r]))
-            json_builder_add_double_value(b, m->ratios[r]);
+            json_builder_add_double_value(b, cl_json_double(m->ratios[r]));
         else
             json_builder_add_null_value(b);
     json_builder_end_array(b);

@@ -1,6 +1,7 @@
 /* cli-bench.c - `changelens-cli bench`: engine speed and memory, with ratios against a
  * reference measured in the same run (OpenBLAS sgemm peak; optionally the PyTorch peer). */
 #include <cblas.h>
+#include "jsonnum.h"
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <math.h>
@@ -539,7 +540,7 @@ static void print_bench_json(const BenchArgs *a, const ClBackend *be, const Benc
     do {                                                                                           \
         json_builder_set_member_name(b, k);                                                        \
         if (isfinite(v))                                                                           \
-            json_builder_add_double_value(b, v);                                                   \
+            json_builder_add_double_value(b, cl_json_double(v));                                   \
         else                                                                                       \
             json_builder_add_null_value(b);                                                        \
     } while (0)

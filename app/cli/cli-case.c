@@ -4,6 +4,7 @@
  * $CHANGELENS_DB, else the user data dir (core/casedb). Exit status: 0 done, 1 failure (the
  * message says what and what to do), 2 usage error. */
 #include <json-glib/json-glib.h>
+#include "jsonnum.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -311,7 +312,7 @@ static int cmd_search(int argc, char **argv)
             cl_json_str(b, "field", h->field);
             cl_json_str(b, "snippet", h->snippet);
             json_builder_set_member_name(b, "rank");
-            json_builder_add_double_value(b, isfinite(h->rank) ? h->rank : 0.0);
+            json_builder_add_double_value(b, cl_json_double(isfinite(h->rank) ? h->rank : 0.0));
             json_builder_end_object(b);
         }
         json_builder_end_array(b);

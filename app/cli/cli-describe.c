@@ -1,6 +1,7 @@
 /* cli-describe.c - `changelens-cli describe`: what changed across an image sequence, streamed,
  * with heatmap overlays and a JSON report; the work is in core/model/describe.c. */
 #include <json-glib/json-glib.h>
+#include "jsonnum.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static void json_member_double(JsonBuilder *b, const char *key, double v)
 {
     json_builder_set_member_name(b, key);
     if (isfinite(v))
-        json_builder_add_double_value(b, v);
+        json_builder_add_double_value(b, cl_json_double(v));
     else
         json_builder_add_null_value(b);
 }
@@ -130,7 +131,7 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
     json_builder_begin_array(b);
     double enc_total = 0;
     for (guint t = 0; t < r->n_images; t++) {
-        json_builder_add_double_value(b, r->encode_ms[t]);
+        json_builder_add_double_value(b, cl_json_double(r->encode_ms[t]));
         enc_total += r->encode_ms[t];
     }
     json_builder_end_array(b);
@@ -173,7 +174,8 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
         json_builder_set_member_name(b, "values");
         json_builder_begin_array(b);
         for (int k = 0; k < hm->width * hm->height; k++)
-            json_builder_add_double_value(b, isfinite(hm->values[k]) ? hm->values[k] : 0.0);
+            json_builder_add_double_value(
+                b, cl_json_double(isfinite(hm->values[k]) ? hm->values[k] : 0.0));
         json_builder_end_array(b);
         json_member_string(b, "file", c->heatmap_files ? c->heatmap_files[i] : NULL);
         json_builder_end_object(b);
@@ -182,7 +184,7 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
 
     if (r->change_max >= 0) { /* the change head's call on the last image */
         json_builder_set_member_name(b, "change_probability_max");
-        json_builder_add_double_value(b, r->change_max);
+        json_builder_add_double_value(b, cl_json_double(r->change_max));
         /* the changed regions (grounding.h): 3 × 3 cell names and centres in [0, 1] */
         json_builder_set_member_name(b, "change_regions");
         json_builder_begin_array(b);

@@ -1,8 +1,8 @@
 /* json.c - the JSON report, schema "changelens-report/1" (docs/REPORT.md documents every field):
  * the case, its images, runs, description versions, heatmap grids, notes, key images, the
  * comparisons and warnings, written pretty with json-glib. */
-#include "jsonnum.h"
 #include "report/doc.h"
+#include "jsonnum.h"
 #include "report/deid.h"
 
 #include <math.h>

@@ -5,6 +5,7 @@
  * (season tint, haze, sun angle, misregistration, noise). Captions in LEVIR-CC's lower-case,
  * space-before-the-full-stop style. */
 #include "synth/synth-private.h"
+#include "jsonnum.h"
 
 #include <math.h>
 #include <string.h>
@@ -670,11 +671,11 @@ JsonNode *cl_synth_aerial_answer_json(const ClSynthSample *s)
     json_builder_add_int_value(b, 32633);
     json_builder_set_member_name(b, "origin");
     json_builder_begin_array(b);
-    json_builder_add_double_value(b, origin[0]);
-    json_builder_add_double_value(b, origin[1]);
+    json_builder_add_double_value(b, cl_json_double(origin[0]));
+    json_builder_add_double_value(b, cl_json_double(origin[1]));
     json_builder_end_array(b);
     json_builder_set_member_name(b, "pixel_size");
-    json_builder_add_double_value(b, gsd);
+    json_builder_add_double_value(b, cl_json_double(gsd));
     json_builder_end_object(b);
     json_builder_end_object(b);
     return json_builder_get_root(b);

@@ -3,6 +3,7 @@
  * coordinates, the findings, the land cover, the objects and backdrop). The scene, its drawing
  * and the acquisition nuisances are the change task's; only the conversation is new. */
 #include "synth/ground.h"
+#include "jsonnum.h"
 #include "synth/radiograph.h"
 #include "synth/synth-private.h"
 
@@ -312,7 +313,7 @@ static void add_string(JsonBuilder *b, const char *key, const char *v)
 static void add_double(JsonBuilder *b, const char *key, double v)
 {
     json_builder_set_member_name(b, key);
-    json_builder_add_double_value(b, v);
+    json_builder_add_double_value(b, cl_json_double(v));
 }
 
 static void add_int(JsonBuilder *b, const char *key, gint64 v)
@@ -358,8 +359,8 @@ JsonNode *cl_synth_ground_answer_json(const ClSynthSample *s)
         const ClSynthObject *o = &g_array_index(objs, ClSynthObject, 0);
         json_builder_set_member_name(b, "point");
         json_builder_begin_array(b);
-        json_builder_add_double_value(b, norm4(o->x, w));
-        json_builder_add_double_value(b, norm4(o->y, h));
+        json_builder_add_double_value(b, cl_json_double(norm4(o->x, w)));
+        json_builder_add_double_value(b, cl_json_double(norm4(o->y, h)));
         json_builder_end_array(b);
         break;
     }
@@ -408,8 +409,8 @@ JsonNode *cl_synth_ground_answer_json(const ClSynthSample *s)
         add_int(b, "epsg", 32633);
         json_builder_set_member_name(b, "origin");
         json_builder_begin_array(b);
-        json_builder_add_double_value(b, origin[0]);
-        json_builder_add_double_value(b, origin[1]);
+        json_builder_add_double_value(b, cl_json_double(origin[0]));
+        json_builder_add_double_value(b, cl_json_double(origin[1]));
         json_builder_end_array(b);
         add_double(b, "pixel_size", gsd);
         json_builder_end_object(b);

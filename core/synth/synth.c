@@ -1,6 +1,7 @@
 /* synth.c - the synthetic task registry, the common renderer (nuisances, auxiliary per-patch
  * targets) and the ShareGPT-style JSONL data-set writer. */
 #include "synth/synth-private.h"
+#include "jsonnum.h"
 #include "synth/radiograph.h"
 
 #include <errno.h>
@@ -464,7 +465,7 @@ void cl_synth_sample_free(ClSynthSample *s)
 static void add_double(JsonBuilder *b, const char *key, double v)
 {
     json_builder_set_member_name(b, key);
-    json_builder_add_double_value(b, v);
+    json_builder_add_double_value(b, cl_json_double(v));
 }
 
 static void add_string(JsonBuilder *b, const char *key, const char *v)
@@ -528,8 +529,8 @@ JsonNode *cl_synth_sample_answer_json(const ClSynthSample *s)
         for (int k = 0; k < s->n_images; k++) {
             const ClSynthObject *o = &g_array_index(s->objects[k], ClSynthObject, 0);
             json_builder_begin_array(b);
-            json_builder_add_double_value(b, norm4(o->x, s->images[k].width));
-            json_builder_add_double_value(b, norm4(o->y, s->images[k].height));
+            json_builder_add_double_value(b, cl_json_double(norm4(o->x, s->images[k].width)));
+            json_builder_add_double_value(b, cl_json_double(norm4(o->y, s->images[k].height)));
             json_builder_end_array(b);
         }
         json_builder_end_array(b);

@@ -1,13 +1,13 @@
 /* eval.c - held-out evaluation of a model on a synthetic task, with the paper's metrics and the
  * task's trivial baseline (eval.h). */
 #include "train/eval.h"
+#include "jsonnum.h"
 
 #include <json-glib/json-glib.h>
 #include <math.h>
 #include <string.h>
 
 #include "model/describe.h"
-#include "jsonnum.h"
 #include "train/metrics.h"
 #include "train/synthdata.h"
 #include "train/taskmetrics.h"
@@ -474,7 +474,7 @@ char *cl_eval_result_to_json(const ClEvalResult *r)
     }
     json_builder_end_array(b);
     json_builder_set_member_name(b, "seconds");
-    json_builder_add_double_value(b, r->seconds);
+    json_builder_add_double_value(b, cl_json_double(r->seconds));
     json_builder_end_object(b);
     g_autoptr(JsonGenerator) gen = json_generator_new();
     g_autoptr(JsonNode) root = json_builder_get_root(b);
