@@ -212,19 +212,6 @@ static void test_shared_stretch(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
-/* the text of the first label under root whose text contains needle, NULL when none */
-static const char *label_containing(GtkWidget *root, const char *needle)
-{
-    if (GTK_IS_LABEL(root) && strstr(gtk_label_get_label(GTK_LABEL(root)), needle))
-        return gtk_label_get_label(GTK_LABEL(root));
-    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
-        const char *t = label_containing(c, needle);
-        if (t)
-            return t;
-    }
-    return NULL;
-}
-
 /* The difference on a georeferenced pair (the demo's aerial tiles, 320 × 320 pixels of 0.25 m):
  * the changed share also as ground area. */
 static void test_changed_area(void)

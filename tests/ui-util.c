@@ -2,6 +2,7 @@
  * windows opened on files, what views show, screenshots and generated scenes. */
 #include "ui-util.h"
 
+#include <string.h>
 #include <cairo.h>
 #include <glib/gstdio.h>
 
@@ -409,6 +410,18 @@ GtkWidget *find_widget_of_type(GtkWidget *root, GType type)
         GtkWidget *found = find_widget_of_type(c, type);
         if (found)
             return found;
+    }
+    return NULL;
+}
+
+const char *label_containing(GtkWidget *root, const char *needle)
+{
+    if (GTK_IS_LABEL(root) && strstr(gtk_label_get_label(GTK_LABEL(root)), needle))
+        return gtk_label_get_label(GTK_LABEL(root));
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        const char *t = label_containing(c, needle);
+        if (t)
+            return t;
     }
     return NULL;
 }

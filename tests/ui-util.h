@@ -52,6 +52,8 @@ void save_screenshot(ClWindow *win, const char *name);
 AdwMessageDialog *find_dialog(ClWindow *win);
 /* The widget of type `type` under root, NULL when none. */
 GtkWidget *find_widget_of_type(GtkWidget *root, GType type);
+/* The text of the first label under root that contains needle, NULL when none. */
+const char *label_containing(GtkWidget *root, const char *needle);
 void answer_dialog(ClWindow *win, const char *response);
 /* A press on the view as the pointer's would start it (its primary-button drag gesture). */
 void press_view(ClImageView *view, double x, double y);

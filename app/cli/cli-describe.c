@@ -612,7 +612,7 @@ static void print_describe_result(const DescribeArgs *a, const DescribeInputs *i
             .variant = cl_sve_variant_name(in->model->config.sve_variant),
             .device = cl_backend_name(in->be),
             .heatmap_files = written,
-            .object = res->object >= 0 ? in->model->config.object_names[res->object] : NULL,
+            .object = res->object_name,
         };
         g_autofree char *out = result_to_json(res, in->seq, &c);
         printf("%s\n", out);
@@ -633,9 +633,8 @@ static void print_describe_result(const DescribeArgs *a, const DescribeInputs *i
         for (int i = 0; i < res->regions.n; i++)
             g_string_append_printf(found, "%s%s", i ? " and " : "",
                                    cl_grounding_position_names[res->regions.cell[i]]);
-        if (res->object >= 0)
-            g_string_append_printf(found, "; the object there: %s (%.0f %%)",
-                                   in->model->config.object_names[res->object],
+        if (res->object_name)
+            g_string_append_printf(found, "; the object there: %s (%.0f %%)", res->object_name,
                                    100 * res->object_share);
         fprintf(stderr, "%s: change head: largest probability %.2f%s%s\n", PROG, res->change_max,
                 found->len ? ", changed at the " : " (no change)", found->str);
