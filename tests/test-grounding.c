@@ -4,6 +4,7 @@
  * held-out photographs, that every grounded answer places the change in a region's cell. */
 #include <gio/gio.h>
 #include <glib/gstdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "model/describe.h"
@@ -257,6 +258,80 @@ static void test_object_config(void)
     }
 }
 
+/* config.change_threshold: describe calls a change from the model's own threshold (a head that
+ * gives every patch 0.7 calls one at the default 0.5 and none at 0.9: then no region, no object
+ * and the answer steered to "No"); the value survives the JSON and bad values are refused. */
+static void test_change_threshold(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", &err));
+    cfg.change_head = TRUE;
+    g_autofree char *plain = cl_model_config_to_json(&cfg);
+    g_assert_null(strstr(plain, "change_threshold")); /* files without it read as before */
+    g_assert_cmpfloat(cl_config_change_threshold(&cfg), ==, 0.5);
+    g_autoptr(ClModel) m = cl_model_new_random(&cfg, 2, &err);
+    g_assert_no_error(err);
+    memset(m->w.enc_change_w, 0, sizeof(float) * (size_t)cfg.enc_dim);
+    m->w.enc_change_b[0] = (float)log(0.7 / 0.3); /* every patch: 0.7 */
+    cl_model_weights_changed(m);
+
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    so.width = so.height = cfg.image_size;
+    g_autoptr(ClSynthSample) s = cl_synth_generate("edits", 3, &so, &err);
+    g_assert_no_error(err);
+    ClImage *imgs[2] = { cl_synth_image_to_image(&s->images[0]),
+                         cl_synth_image_to_image(&s->images[1]) };
+    ClDescribeImage di[2] = { { .image = imgs[0] }, { .image = imgs[1] } };
+    g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
+    g_assert_no_error(err);
+    for (int k = 0; k < 2; k++) {
+        m->config.change_threshold = k ? 0.9 : 0;
+        ClDescribeOptions d;
+        cl_describe_options_init(&d);
+        d.max_new_tokens = 4;
+        d.heatmaps = FALSE;
+        ClDescribeResult res;
+        g_assert_true(cl_describe_run(be, m, di, 2, &d, &res, &err));
+        g_assert_no_error(err);
+        g_assert_cmpfloat_with_epsilon(res.change_max, 0.7, 1e-4);
+        g_assert_cmpfloat(res.change_threshold, ==, k ? 0.9 : 0.5);
+        g_test_message("threshold %.1f: \"%s\", %d regions", res.change_threshold, res.text,
+                       res.regions.n);
+        if (k) { /* no change called */
+            g_assert_cmpint(res.regions.n, ==, 0);
+            g_assert_cmpint(res.object, ==, -1);
+            g_assert_true(g_str_has_prefix(res.text, "N")); /* towards "No" (tiny tokenizer) */
+        } else {
+            g_assert_cmpint(res.regions.n, >=, 1);
+            g_assert_false(g_str_has_prefix(res.text, "No"));
+        }
+        cl_describe_result_clear(&res);
+    }
+    cl_image_free(imgs[0]);
+    cl_image_free(imgs[1]);
+
+    cfg.change_threshold = 0.9;
+    g_autofree char *json = cl_model_config_to_json(&cfg);
+    ClModelConfig back;
+    g_assert_true(cl_model_config_from_json(&back, json, &err));
+    g_assert_no_error(err);
+    g_assert_cmpfloat(back.change_threshold, ==, 0.9);
+    const double bad[] = { 1.0, -0.2, 1.5 };
+    for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
+        ClModelConfig x = cfg;
+        x.change_threshold = bad[i];
+        g_autoptr(GError) e = NULL;
+        g_assert_false(cl_model_config_validate(&x, &e));
+        g_assert_nonnull(e);
+    }
+    ClModelConfig headless = cfg;
+    headless.change_head = FALSE;
+    g_assert_false(cl_model_config_validate(&headless, &err));
+    g_assert_nonnull(err);
+}
+
 /* The photo model on held-out photographs: where the head calls a change, the answer's position
  * (if it says one) is one of the regions' cells; with grounding off it is not always (which is
  * what the option changes). Needs the shipped photo model, the pretrained stem and opencv-doc. */
@@ -338,6 +413,7 @@ int main(int argc, char **argv)
     g_test_add_func("/grounding/regions", test_regions);
     g_test_add_func("/grounding/changed-object", test_changed_object);
     g_test_add_func("/grounding/object-config", test_object_config);
+    g_test_add_func("/grounding/change-threshold", test_change_threshold);
     g_test_add_func("/grounding/photo-model", test_photo_model);
     return g_test_run();
 }

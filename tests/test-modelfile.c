@@ -1131,6 +1131,54 @@ static int run_cli(const char *const *args, char **out, char **err)
     return WEXITSTATUS(status);
 }
 
+/* cl_model_grafted: the encoder, its heads and the merger's first layer from the vision model,
+ * the decoder, its embedding and its config from the language model, the merger's last layer
+ * (the new decoder's width) new */
+static void test_graft(void)
+{
+    g_autoptr(GError) err = NULL;
+    ClModelConfig vc, lc;
+    g_assert_true(cl_model_config_preset(&vc, "tiny", &err));
+    vc.change_head = TRUE;
+    vc.change_threshold = 0.8;
+    lc = vc;
+    lc.change_head = FALSE, lc.change_threshold = 0;
+    lc.dec_dim = vc.dec_dim / 2, lc.dec_depth = 1, lc.dec_mlp = 96, lc.vocab_size = 512;
+    lc.rope_base = 50000;
+    g_autoptr(ClModel) vision = cl_model_new_random(&vc, 1, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClModel) language = cl_model_new_random(&lc, 2, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClModel) g = cl_model_grafted(vision, language, 3, &err);
+    g_assert_no_error(err);
+    const ClModelConfig *c = &g->config;
+    g_assert_cmpint(c->dec_dim, ==, lc.dec_dim);
+    g_assert_cmpint(c->dec_depth, ==, 1);
+    g_assert_cmpint(c->vocab_size, ==, 512);
+    g_assert_cmpfloat(c->rope_base, ==, 50000);
+    g_assert_true(c->change_head);
+    g_assert_cmpfloat(c->change_threshold, ==, 0.8);
+    g_assert_cmpint(c->enc_dim, ==, vc.enc_dim);
+    const size_t D = (size_t)vc.enc_dim, E = (size_t)lc.dec_dim;
+    const size_t cpp = (size_t)cl_config_patch_inputs(&vc);
+    g_assert_cmpmem(g->w.patch_w, D * cpp * sizeof(float), vision->w.patch_w,
+                    D * cpp * sizeof(float));
+    g_assert_cmpmem(g->w.enc_change_w, D * sizeof(float), vision->w.enc_change_w,
+                    D * sizeof(float));
+    const size_t fc1 = (size_t)vc.merger_hidden * 4 * D;
+    g_assert_cmpmem(g->w.merger_fc1_w, fc1 * sizeof(float), vision->w.merger_fc1_w,
+                    fc1 * sizeof(float));
+    g_assert_cmpmem(g->w.embed, 512 * E * sizeof(float), language->w.embed,
+                    512 * E * sizeof(float));
+    const size_t q = (size_t)lc.dec_heads * (E / lc.dec_heads) * E;
+    g_assert_cmpmem(g->w.dec[0].q, q * sizeof(float), language->w.dec[0].q, q * sizeof(float));
+    /* the new merger output: finite, and not a copy of either model's */
+    const size_t fc2 = E * (size_t)vc.merger_hidden;
+    for (size_t i = 0; i < fc2; i++)
+        g_assert_true(isfinite(g->w.merger_fc2_w[i]));
+    g_assert_true(memcmp(g->w.merger_fc2_w, language->w.merger_fc2_w, fc2 * sizeof(float)) != 0);
+}
+
 /* --visual-pos-grid: merger.pos as a 2-D sin-cos grid (docs/MODEL.md §3.8): centred, the
  * formula's values, and a cell's distance to another growing with their distance on the grid,
  * the same along rows and columns */
@@ -1351,6 +1399,7 @@ int main(int argc, char **argv)
     g_test_add_func("/modelfile/model/save-load", test_save_load);
     g_test_add_func("/modelfile/model/file-errors", test_model_file_errors);
     g_test_add_func("/modelfile/model/visual-pos-grid", test_visual_pos_grid);
+    g_test_add_func("/modelfile/model/graft", test_graft);
     g_test_add_func("/modelfile/cli", test_cli);
     int rc = g_test_run();
     /* remove what the tests wrote */

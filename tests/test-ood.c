@@ -78,8 +78,11 @@ static void test_fit_and_flag(void)
     g_assert_no_error(err);
     g_assert_cmpint(back->config.ood, ==, 80);
     g_assert_cmpfloat(back->w.ood_threshold[0], ==, f->w.ood_threshold[0]);
-    g_assert_cmpmem(back->w.ood_bank, 80 * 2 * 768 * sizeof(float), f->w.ood_bank,
-                    80 * 2 * 768 * sizeof(float));
+    const size_t c2 = 2 * (size_t)cl_config_ood_channels(&f->config);
+    g_assert_cmpuint(c2, ==, 2 * (size_t)f->config.enc_dim); /* a patch stem: its embedding */
+    g_assert_cmpmem(back->w.ood_bank, 80 * c2 * sizeof(float), f->w.ood_bank,
+                    80 * c2 * sizeof(float));
+    g_assert_cmpmem(back->w.ood_radius, 80 * sizeof(float), f->w.ood_radius, 80 * sizeof(float));
     g_unlink(path);
     g_rmdir(dir);
 }

@@ -278,4 +278,11 @@ for t in ${CHANGE_TASKS//,/ }; do
       --json > "$OUT/eval-$t.json.tmp" && mv "$OUT/eval-$t.json.tmp" "$OUT/eval-$t.json"
   fi
 done
-log "done: $FINAL; evaluations in $OUT/eval-*.json"
+# 8. the unfamiliar-image statistics (docs/MODEL.md §3.11): the change tasks' images, each scored
+#    against the other samples'; the threshold at their 0.99 quantile. This is the file shipped.
+if [ ! -f "$OUT/shipped.safetensors" ]; then
+  log "unfamiliar-image statistics"
+  "$CLI" model fit-ood --model "$FINAL" --task "$CHANGE_TASKS" --n 500 \
+    --check heldout,$CHANGE_TASKS,photo-edits --out "$OUT/shipped.safetensors"
+fi
+log "done: $OUT/shipped.safetensors (from $FINAL); evaluations in $OUT/eval-*.json"

@@ -185,6 +185,7 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
     if (r->change_max >= 0) { /* the change head's call on the last image */
         json_builder_set_member_name(b, "change_probability_max");
         json_builder_add_double_value(b, cl_json_double(r->change_max));
+        json_member_double(b, "change_threshold", r->change_threshold);
         /* the changed regions (grounding.h): 3 × 3 cell names and centres in [0, 1] */
         json_builder_set_member_name(b, "change_regions");
         json_builder_begin_array(b);

@@ -191,6 +191,9 @@ static void print_table(const char *model, const ClChangeEvalResult *r)
     if (r->described) {
         printf("\n  text (greedy answers to each sample's question)\n");
         print_text_row("change / no change", r->text.change, r->text.n);
+        print_text_row("  on unchanged pairs", r->text.unchanged_right, r->text.n_unchanged);
+        print_text_row("  on changed pairs", r->text.changed_right,
+                       r->text.n - r->text.n_unchanged);
         print_text_row("kind", r->text.kind, r->text.n_kind);
         print_text_row("position (3 × 3)", r->text.position, r->text.n_position);
         print_text_row("object named", r->text.object, r->text.n_object);

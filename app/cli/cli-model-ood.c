@@ -15,12 +15,12 @@ static const char usage_text[] =
     "       [--quantile Q] [--check SET[,SET…]] [--seed S]\n"
     "\n"
     "Fits the per-channel mean and variance of the stem features (or patch pixels) of N samples'\n"
-    "images of task T (default photo-edits, its training photos) into a copy of IN, with the\n"
-    "threshold at quantile Q of their scores (default 0.99; each image scored against the\n"
-    "images of other photographs, or other samples outside photo-edits), and writes it to\n"
-    "OUT. Then scores each check set's images (a task name, or heldout for photo-edits'\n"
-    "held-out photographs; default heldout,radiograph,aerial,shapes,dots) and prints the\n"
-    "share above the threshold.\n"
+    "images of task T (default photo-edits, its training photos; T1,T2,… take turns, for a model\n"
+    "trained on several) into a copy of IN, with the threshold at quantile Q of their scores\n"
+    "(default 0.99; each image scored against the images of other photographs, or other\n"
+    "samples outside photo-edits), and writes it to OUT. Then scores each check set's images\n"
+    "(a task name, or heldout for photo-edits' held-out photographs; default\n"
+    "heldout,radiograph,aerial,shapes,dots) and prints the share above the threshold.\n"
     "A description whose images score above it carries a notice.\n";
 
 static int compare_doubles(const void *a, const void *b)

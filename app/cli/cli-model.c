@@ -24,10 +24,14 @@ static const char model_usage[] =
     "       [--dtype f32|f16|bf16] [--tokenizer TOK.json] --out FILE\n"
     "                                  write a randomly initialised model\n"
     "  info [--json] FILE              config, parameters, dtypes, sha256, tokenizer size\n"
-    "  convert [--dtype D] [--quantize q8_0|q4_1] [--objects-from CHECKPOINT] IN OUT\n"
+    "  convert [--dtype D] [--quantize q8_0|q4_1] [--objects-from CHECKPOINT]\n"
+    "          [--change-threshold P] IN OUT\n"
     "                                  rewrite a model file (safetensors or GGUF) in another\n"
     "                                  dtype, or with its decoder matrices quantized\n"
-    "  fit-ood --model IN --out OUT    fit the statistics that flag unfamiliar images\n";
+    "  fit-ood --model IN --out OUT    fit the statistics that flag unfamiliar images\n"
+    "  graft [--seed N] [--dtype D] VISION LANGUAGE OUT\n"
+    "                                  VISION's encoder and merger with LANGUAGE's decoder and\n"
+    "                                  tokenizer (a GGUF file's): the merger's last layer new\n";
 
 static int fail(const GError *err)
 {
@@ -295,6 +299,7 @@ static ClModel *with_object_head(const ClModel *model, const char *ckpt, GError 
 static int cmd_convert(int argc, char **argv)
 {
     g_autofree char *dtype = NULL, *quantize = NULL, *objects_from = NULL;
+    double change_threshold = 0;
     GOptionEntry entries[] = {
         { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype,
           "Stored dtype of OUT's float tensors (default with --quantize: IN's; f32 for GGUF)",
@@ -307,6 +312,10 @@ static int cmd_convert(int argc, char **argv)
           "Add the object head (photo-edits' objects, docs/MODEL.md §3.13) from a training "
           "checkpoint's objects loss head",
           "CHECKPOINT" },
+        { "change-threshold", 0, 0, G_OPTION_ARG_DOUBLE, &change_threshold,
+          "The change head's largest probability from which describe calls a change (config "
+          "change_threshold, docs/MODEL.md §3.10)",
+          "P" },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("IN OUT - rewrite a model file");
@@ -314,8 +323,9 @@ static int cmd_convert(int argc, char **argv)
     g_autoptr(GError) err = NULL;
     if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
         return CL_CLI_EXIT_USAGE;
-    if (!dtype && !quantize)
-        return cl_cli_usage_error(PROG, "--dtype f32|f16|bf16 or --quantize q8_0|q4_1 is required");
+    if (!dtype && !quantize && change_threshold == 0)
+        return cl_cli_usage_error(PROG, "--dtype f32|f16|bf16, --quantize q8_0|q4_1 or "
+                                        "--change-threshold P is required");
     const char *dt = dtype_arg(dtype ? dtype : "f32");
     if (!dt)
         return cl_cli_usage_error(PROG, "unknown --dtype '%s' (f32, f16 or bf16)", dtype);
@@ -355,6 +365,13 @@ static int cmd_convert(int argc, char **argv)
         cl_model_free(model);
         model = with;
     }
+    if (change_threshold != 0) {
+        ClModelConfig cfg = model->config;
+        cfg.change_threshold = change_threshold;
+        if (!cl_model_config_validate(&cfg, &err))
+            return fail(err);
+        model->config.change_threshold = change_threshold;
+    }
     if (quantize && !cl_model_quantize(model, qt, &err)) {
         g_prefix_error(&err, "%s: ", argv[1]);
         return fail(err);
@@ -367,6 +384,46 @@ static int cmd_convert(int argc, char **argv)
         printf("  %-12s %s (decoder attention, MLP and output matrices)\n", "quantized",
                cl_quant_type_name(qt));
     printf("  %-12s %s\n", "sha256", model->sha256);
+    return 0;
+}
+
+static int cmd_graft(int argc, char **argv)
+{
+    g_autofree char *dtype = NULL;
+    gint64 seed = 0;
+    GOptionEntry entries[] = {
+        { "seed", 0, 0, G_OPTION_ARG_INT64, &seed, "Seed of the new tensors (default 0)", "N" },
+        { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype, "Stored dtype (default f32)",
+          "f32|f16|bf16" },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx =
+        g_option_context_new("VISION LANGUAGE OUT - one model from two (docs/MODEL.md §4.7)");
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    const char *dt = dtype_arg(dtype ? dtype : "f32");
+    if (!dt)
+        return cl_cli_usage_error(PROG, "unknown --dtype '%s' (f32, f16 or bf16)", dtype);
+    if (argc != 4)
+        return cl_cli_usage_error(PROG, "give VISION, LANGUAGE and OUT");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClModel) vision = cl_checkpoint_file_is_checkpoint(argv[1])
+                                    ? cl_checkpoint_load_model(argv[1], &err)
+                                    : cl_model_load(argv[1], &err);
+    if (!vision)
+        return fail(err);
+    g_autoptr(ClModel) language = cl_model_load(argv[2], &err);
+    if (!language)
+        return fail(err);
+    g_autoptr(ClModel) m = cl_model_grafted(vision, language, (guint64)seed, &err);
+    if (!m || !cl_model_save(m, argv[3], dt, &err)) {
+        g_prefix_error(&err, "%s + %s: ", argv[1], argv[2]);
+        return fail(err);
+    }
+    printf("%s\n", argv[3]);
+    printf("  %-12s %s (encoder, merger) + %s (decoder, tokenizer)\n", "from", argv[1], argv[2]);
+    printf("  %-12s %s\n", "sha256", m->sha256);
     return 0;
 }
 
@@ -387,6 +444,8 @@ int cl_cli_model(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (strcmp(sub, "convert") == 0)
         return cmd_convert(argc - 1, argv + 1);
+    if (strcmp(sub, "graft") == 0)
+        return cmd_graft(argc - 1, argv + 1);
     if (strcmp(sub, "fit-ood") == 0)
         return cl_cli_model_fit_ood(argc - 1, argv + 1);
     fprintf(stderr, PROG ": unknown command '%s'\n\n%s", sub, model_usage);

@@ -236,6 +236,11 @@ static gboolean check_shapes(const ClModelConfig *c, GError **error)
         CONFIG_FAIL("config: ood (the image descriptors kept) must be 0 to 100000");
         return FALSE;
     }
+    if (c->change_threshold != 0 &&
+        (!c->change_head || !(c->change_threshold > 0 && c->change_threshold < 1))) {
+        CONFIG_FAIL("config: change_threshold needs change_head and lies between 0 and 1");
+        return FALSE;
+    }
     if (c->change_marker && !c->change_head) {
         CONFIG_FAIL("config: change_marker needs change_head (the marker follows its "
                     "probabilities)");
@@ -716,6 +721,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_bool(v, k, &c->change_head, error);
     if (strcmp(k, "change_marker") == 0)
         return json_bool(v, k, &c->change_marker, error);
+    if (strcmp(k, "change_threshold") == 0)
+        return json_number(v, k, &c->change_threshold, error);
     if (strcmp(k, "ood") == 0)
         return json_int(v, k, &c->ood, error);
     if (strcmp(k, "object_names") == 0)
@@ -866,6 +873,10 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         g_string_append(s, ",\"change_head\":true");
     if (c->change_marker)
         g_string_append(s, ",\"change_marker\":true");
+    if (c->change_threshold > 0) {
+        g_string_append(s, ",\"change_threshold\":");
+        append_double(s, c->change_threshold);
+    }
     if (c->ood > 0)
         g_string_append_printf(s, ",\"ood\":%d", c->ood);
     if (c->n_objects > 0) { /* names of letters and spaces: nothing to escape */

@@ -84,6 +84,10 @@ typedef struct {
      * from the previous image, a heat-map source (model/heatmap.h). Trained by the trainer's
      * --aux-changed loss on the tokens of every image after the first. */
     gboolean change_head;
+    /* with change_head: the largest patch probability from which describe calls the last image
+     * changed (0: 0.5, cl_config_change_threshold); chosen per model on its training images
+     * with their nuisances (the model card says how). JSON "change_threshold", (0, 1). */
+    double change_threshold;
     /* with change_head: "merger.change" [1, E], added to each visual token of every image after
      * the first in proportion to the largest change probability of its four patches, so that the
      * decoder finds the changed tokens by their value (docs/MODEL.md §3.12) */
@@ -98,7 +102,7 @@ typedef struct {
     int n_objects;
     char object_names[CL_CONFIG_MAX_OBJECTS][CL_CONFIG_OBJECT_NAME];
     /* K > 0: the training images' descriptors (docs/MODEL.md §3.11): "ood.mean", "ood.var" [2C],
-     * "ood.bank" [K, 2C], "ood.threshold" [1], C = cl_config_patch_inputs; an image whose
+     * "ood.bank" [K, 2C], "ood.threshold" [1], C = cl_config_ood_channels; an image whose
      * pooled features score above the threshold is unlike the training images (a notice) */
     int ood;
     /* each image's visual tokens minus their mean over the image (before visual_pos): what the
@@ -151,6 +155,13 @@ typedef struct {
 #define cl_config_patch_inputs(c)                                                                  \
     ((c)->enc_stem_effnet ? CL_CONFIG_EFFNET_CHANNELS                                              \
                           : (c)->channels * (c)->patch_size * (c)->patch_size)
+
+/* The values per patch config.ood describes (docs/MODEL.md §3.11): the EfficientNet-Lite0 stem's
+ * features, or for a patch stem the patch embedding's D outputs. */
+#define cl_config_ood_channels(c) ((c)->enc_stem_effnet ? CL_CONFIG_EFFNET_CHANNELS : (c)->enc_dim)
+
+/* config.change_threshold, 0.5 when unset */
+#define cl_config_change_threshold(c) ((c)->change_threshold > 0 ? (c)->change_threshold : 0.5)
 
 #define CL_MODEL_ERROR (cl_model_error_quark())
 GQuark cl_model_error_quark(void);

@@ -273,10 +273,15 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
         out->encode_ms[t] = ms_since(t0);
         if (eo.change_prob && t + 1 == n_images) {
             out->change_max = 0;
+            out->change_threshold = cl_config_change_threshold(cfg);
             for (int p = 0; p < eo.n_patches; p++)
                 out->change_max = MAX(out->change_max, eo.change_prob[p]);
-            cl_grounding_change_regions(eo.change_prob, eo.grid, &out->letterbox[t], &out->regions);
-            if (cfg->n_objects > 0)
+            /* below the model's change threshold the head calls no change: no region, no
+             * object (patches at 0.5 alone do not make one) */
+            if (out->change_max >= cl_config_change_threshold(cfg))
+                cl_grounding_change_regions(eo.change_prob, eo.grid, &out->letterbox[t],
+                                            &out->regions);
+            if (cfg->n_objects > 0 && out->regions.n > 0)
                 out->object =
                     cl_grounding_changed_object(prev_objects, eo.object_logits, eo.change_prob,
                                                 eo.n_patches, cfg->n_objects, &out->object_share);
@@ -348,7 +353,7 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
         (!opts->turns || opts->change_gate_turns) && (!opts->question || !*opts->question)) {
         /* the change head's call, and the answer steered to agree with it */
         go.first_text = "No";
-        go.first_text_avoid = out->change_max >= 0.5;
+        go.first_text_avoid = out->change_max >= cl_config_change_threshold(cfg);
     }
     /* grounding: the position phrases to the changed regions' cells, the object named to the
      * object head's class */

@@ -119,9 +119,11 @@ typedef struct {
     double load_ms;       /* not measured here: for the caller (model + images) */
     double preprocess_ms; /* all images */
     /* config.change_head: the largest change probability over the last image's patches (the
-     * change call is change_max >= 0.5); -1 without the head */
-    double change_max;
-    ClChangeRegions regions; /* config.change_head: the last image's changed regions */
+     * change call is change_max >= change_threshold, cl_config_change_threshold); -1 without
+     * the head */
+    double change_max, change_threshold;
+    ClChangeRegions regions; /* config.change_head: the last image's changed regions (none when
+                              * no change is called) */
     /* config.n_objects: the class the object head sees in them (config.object_names), -1
      * when none; its share of the classes' probability */
     int object;

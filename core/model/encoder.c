@@ -4,6 +4,7 @@
 #include "model/effnet.h"
 #include "model/model.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -167,12 +168,29 @@ void cl_encoder_ood_descriptor(const float *patches, int N, int C, float *desc)
     }
 }
 
-double cl_encoder_ood_score(const float *mean, const float *var, const float *bank, int K, int C2,
-                            const float *desc, int skip_from, int skip_to)
+void cl_encoder_ood_values(const ClModelConfig *cfg, const float *patch_w, const float *patch_b,
+                           const float *patches, int N, float *values)
+{
+    const int cpp = cl_config_patch_inputs(cfg), C = cl_config_ood_channels(cfg);
+    if (cfg->enc_stem_effnet) {
+        memcpy(values, patches, sizeof(float) * (size_t)N * C);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, cpp, 1.0f, patches, cpp, patch_w,
+                cpp, 0.0f, values, C);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            values[(size_t)n * C + c] += patch_b[c];
+}
+
+double cl_encoder_ood_score(const float *mean, const float *var, const float *bank,
+                            const float *radius, int K, int C2, const float *desc, int skip_from,
+                            int skip_to)
 {
     double best[CL_OOD_NEAREST];
+    int row[CL_OOD_NEAREST];
     for (int i = 0; i < CL_OOD_NEAREST; i++)
-        best[i] = G_MAXDOUBLE;
+        best[i] = G_MAXDOUBLE, row[i] = -1;
     for (int k = 0; k < K; k++) {
         if (k >= skip_from && k < skip_to)
             continue;
@@ -185,32 +203,43 @@ double cl_encoder_ood_score(const float *mean, const float *var, const float *ba
         for (int i = 0; i < CL_OOD_NEAREST; i++) /* insert into the sorted few nearest */
             if (d < best[i]) {
                 for (int j = CL_OOD_NEAREST - 1; j > i; j--)
-                    best[j] = best[j - 1];
-                best[i] = d;
+                    best[j] = best[j - 1], row[j] = row[j - 1];
+                best[i] = d, row[i] = k;
                 break;
             }
     }
     double s = 0;
     int n = 0;
     for (int i = 0; i < CL_OOD_NEAREST; i++)
-        if (best[i] < G_MAXDOUBLE)
-            s += sqrt(best[i] / C2), n++;
+        if (row[i] >= 0) {
+            const double r = radius ? MAX(radius[row[i]], 1e-6) : 1.0;
+            s += sqrt(best[i] / C2) / r, n++;
+        }
     return n ? s / n : 0;
 }
 
 static void ood_score(ClBackend *be, const ClModel *model, const ClModelWeights *w,
-                      const float *patches, int N, int C, ClEncoderOutput *out)
+                      const float *patches, int N, ClEncoderOutput *out)
 {
-    const int K = model->config.ood, C2 = 2 * C;
-    g_autofree float *tp = NULL, *tm = NULL, *tv = NULL, *tb = NULL, *tt = NULL;
-    const float *hp = cl_backend_host_view(be, patches, (size_t)N * C, &tp);
+    const ClModelConfig *cfg = &model->config;
+    const int K = cfg->ood, cpp = cl_config_patch_inputs(cfg), D = cfg->enc_dim,
+              C = cl_config_ood_channels(cfg), C2 = 2 * C;
+    g_autofree float *tp = NULL, *tm = NULL, *tv = NULL, *tb = NULL, *tt = NULL, *tpw = NULL,
+                     *tpb = NULL;
+    const float *hpatch = cl_backend_host_view(be, patches, (size_t)N * cpp, &tp);
+    const float *hpw = cl_backend_host_view(be, w->patch_w, (size_t)D * cpp, &tpw);
+    const float *hpb = cl_backend_host_view(be, w->patch_b, (size_t)D, &tpb);
+    g_autofree float *hp = g_new(float, (size_t)N * C);
+    cl_encoder_ood_values(cfg, hpw, hpb, hpatch, N, hp);
     const float *hm = cl_backend_host_view(be, w->ood_mean, (size_t)C2, &tm);
     const float *hv = cl_backend_host_view(be, w->ood_var, (size_t)C2, &tv);
     const float *hb = cl_backend_host_view(be, w->ood_bank, (size_t)K * C2, &tb);
     const float *ht = cl_backend_host_view(be, w->ood_threshold, 1, &tt);
+    g_autofree float *tr = NULL;
+    const float *hr = cl_backend_host_view(be, w->ood_radius, (size_t)K, &tr);
     g_autofree float *desc = g_new(float, C2);
     cl_encoder_ood_descriptor(hp, N, C, desc);
-    out->ood_score = cl_encoder_ood_score(hm, hv, hb, K, C2, desc, 0, 0);
+    out->ood_score = cl_encoder_ood_score(hm, hv, hb, hr, K, C2, desc, 0, 0);
     out->ood_threshold = ht[0];
 }
 
@@ -747,7 +776,7 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
         be->ops->im2col(be, state->patches, px, s.channels, s.image, s.patch);
     }
     if (w->ood_bank)
-        ood_score(be, model, w, state->patches, N, (int)cpp, out);
+        ood_score(be, model, w, state->patches, N, out);
     embed_patches(be, state->x, state->patches, w, N, (int)cpp, D);
     tap2(&t, "patch", state->x, N, D);
 

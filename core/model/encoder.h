@@ -59,11 +59,20 @@ gboolean cl_encoder_stem_features(const float *pixels, int size, float *patches,
 /* config.ood (docs/MODEL.md §3.11): desc (2C) = the mean and the standard deviation over the N
  * patches of each of their C values; its score = the mean over its CL_OOD_NEAREST nearest bank
  * rows (K, C2 = 2C; rows [skip_from, skip_to) left out) of the RMS distance, desc standardised
- * by mean/var first. */
+ * by mean/var first, each distance divided by its row's radius (NULL: not divided): a row from
+ * a sparse part of the training images (a task whose images vary widely) counts as near from
+ * further away than one from a dense part. */
 #define CL_OOD_NEAREST 3
+/* The C = cl_config_ood_channels values of each of N patches (N, cl_config_patch_inputs) into
+ * values (N, C): the EfficientNet-Lite0 stem's features as they are; for a patch stem, the patch
+ * embedding patch_w·p + patch_b (host memory; a patch stem's raw pixel positions all look alike
+ * once averaged over the image, what the model's first layer makes of them does not). */
+void cl_encoder_ood_values(const ClModelConfig *cfg, const float *patch_w, const float *patch_b,
+                           const float *patches, int N, float *values);
 void cl_encoder_ood_descriptor(const float *patches, int N, int C, float *desc);
-double cl_encoder_ood_score(const float *mean, const float *var, const float *bank, int K, int C2,
-                            const float *desc, int skip_from, int skip_to);
+double cl_encoder_ood_score(const float *mean, const float *var, const float *bank,
+                            const float *radius, int K, int C2, const float *desc, int skip_from,
+                            int skip_to);
 
 /* config.visual_center: each of the E columns of v [M, E] minus its mean over the M rows. A
  * symmetric projection, so its backward is the same call on the gradient. */

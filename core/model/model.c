@@ -790,6 +790,57 @@ ClModel *cl_model_reshaped(const ClModel *src, const ClModelConfig *cfg, guint64
     return g_steal_pointer(&m);
 }
 
+ClModel *cl_model_grafted(const ClModel *vision, const ClModel *language, guint64 seed,
+                          GError **error)
+{
+    ClModelConfig cfg = vision->config;
+    const ClModelConfig *l = &language->config;
+    cfg.dec_dim = l->dec_dim, cfg.dec_depth = l->dec_depth, cfg.dec_heads = l->dec_heads;
+    cfg.dec_kv_heads = l->dec_kv_heads, cfg.dec_mlp = l->dec_mlp, cfg.vocab_size = l->vocab_size;
+    cfg.rope_base = l->rope_base, cfg.max_len = l->max_len, cfg.norm_eps = l->norm_eps;
+    cfg.tie_embeddings = l->tie_embeddings;
+    cfg.pvm_n_layers = 0, cfg.casa = CL_CASA_OFF, cfg.casa_replace = 0, cfg.casa_gist = FALSE;
+    cfg.casa_tv = FALSE, cfg.hybrid_every = 0, cfg.vist_chunk = 0, cfg.vist_sees_text = FALSE;
+    cfg.ood = 0;
+    if (!cl_model_config_validate(&cfg, error))
+        return NULL;
+    g_autoptr(ClModel) m = cl_model_new_random(&cfg, seed, error);
+    if (!m)
+        return NULL;
+    g_autofree char *tok_json = cl_tokenizer_to_json(language->tokenizer);
+    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
+    if (!tok)
+        return NULL;
+    cl_tokenizer_free(m->tokenizer);
+    m->tokenizer = tok;
+    const ClModel *src[2] = { vision, language };
+    GHashTable *by_name[2];
+    GPtrArray *specs[2];
+    for (int k = 0; k < 2; k++) {
+        specs[k] = cl_model_weight_specs(&src[k]->config, (ClModelWeights *)&src[k]->w);
+        by_name[k] = g_hash_table_new(g_str_hash, g_str_equal);
+        for (guint i = 0; i < specs[k]->len; i++) {
+            ClWeightSpec *sp = g_ptr_array_index(specs[k], i);
+            g_hash_table_insert(by_name[k], sp->name, sp);
+        }
+    }
+    g_autoptr(GPtrArray) dspecs = cl_model_weight_specs(&m->config, &m->w);
+    for (guint i = 0; i < dspecs->len; i++) {
+        const ClWeightSpec *d = g_ptr_array_index(dspecs, i);
+        const int k =
+            g_str_has_prefix(d->name, "enc.") || g_str_has_prefix(d->name, "merger.") ? 0 : 1;
+        const ClWeightSpec *sp = g_hash_table_lookup(by_name[k], d->name);
+        if (sp && cl_weight_spec_numel(sp) == cl_weight_spec_numel(d))
+            memcpy(*d->slot, *sp->slot, (size_t)cl_weight_spec_numel(d) * sizeof(float));
+    }
+    for (int k = 0; k < 2; k++) {
+        g_hash_table_unref(by_name[k]);
+        g_ptr_array_unref(specs[k]);
+    }
+    cl_model_weights_changed(m);
+    return g_steal_pointer(&m);
+}
+
 /* ---- the default model ---------------------------------------------------------------------- */
 
 /* The photo model needs the pretrained EfficientNet-Lite0 that set-up fetches. */

@@ -124,6 +124,16 @@ void cl_data_dirs_for(const char *exe, const char *source_root, const char *buil
                       const char *bindir, const char *datadir, const char *sub, char **source_dir,
                       char **install_dir);
 
+/* A model that sees with `vision` and speaks with `language` (docs/MODEL.md §4.7): vision's
+ * encoder (stem, SVE blocks, heads) and merger, language's decoder and tokenizer (a GGUF
+ * file's, say). Config: vision's, with the decoder's fields (dec_*, vocab_size, rope_base,
+ * max_len, norm_eps, tie_embeddings) language's and no PVM, CASA, hybrid, VIST2 or ood; tensors
+ * by name from vision (enc.*, merger.*) or language (the rest) where the shapes agree, the
+ * others (the merger's last layer and its positions, whose width is the new decoder's) seeded
+ * random. NULL + error when the config does not hold together. */
+ClModel *cl_model_grafted(const ClModel *vision, const ClModel *language, guint64 seed,
+                          GError **error);
+
 /* A random model of cfg (seeded) with src's tokenizer and every tensor of src by name (the
  * shapes of shared names agree); the new ones, whose names hold new_part, keep their init. */
 ClModel *cl_model_reshaped(const ClModel *src, const ClModelConfig *cfg, guint64 seed,

@@ -55,10 +55,11 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
         M2(SLOT(w->enc_pos), G * G, D, "enc.pos");
     }
     if (cfg->ood > 0) {
-        const gint64 C2 = 2 * (gint64)cl_config_patch_inputs(cfg);
+        const gint64 C2 = 2 * (gint64)cl_config_ood_channels(cfg);
         V1(SLOT(w->ood_mean), C2, "ood.mean");
         V1(SLOT(w->ood_var), C2, "ood.var");
         M2(SLOT(w->ood_bank), cfg->ood, C2, "ood.bank");
+        V1(SLOT(w->ood_radius), cfg->ood, "ood.radius");
         V1(SLOT(w->ood_threshold), 1, "ood.threshold");
     }
     if (cfg->change_head) {

@@ -72,6 +72,7 @@ typedef struct {
     float *enc_change_w, *enc_change_b;   /* (1, D), (1) when config.change_head, else NULL */
     float *enc_objects_w, *enc_objects_b; /* (CL_CONFIG_OBJECT_OUT, D), (CL_CONFIG_OBJECT_OUT)
                                            * when config.n_objects, else NULL */
+    float *ood_radius;                    /* (K) with config.ood */
     float *ood_mean, *ood_var, *ood_bank, *ood_threshold; /* (2C), (2C), (K, 2C), (1) when
                                                            * config.ood = K > 0, else NULL */
     ClEncoderLayerWeights *enc;                           /* (enc_depth) */

@@ -464,13 +464,14 @@ static void truth_of(const ClSynthSample *s, Truth *t)
     t->object = object && *object ? g_strdup(object) : NULL;
 }
 
-static void score_text(const Truth *t, const char *text, ClChangeTextScore *ts, double acc[4])
+static void score_text(const Truth *t, const char *text, ClChangeTextScore *ts, double acc[5])
 {
     ClChangeText ct;
     cl_change_text_parse(text, t->object, &ct);
     ts->n++;
     ts->n_unchanged += !t->changed;
     acc[0] += ct.no_change == !t->changed;
+    acc[4] += !t->changed && ct.no_change; /* unchanged pairs called unchanged */
     if (!t->changed)
         return;
     if (t->kind != CL_CHANGE_KIND_UNKNOWN) {
@@ -513,7 +514,7 @@ typedef struct {
     ClEncoderState *state;
     gint64 encode_us, describe_us;
     ClChangeTextScore text;
-    double text_acc[4];
+    double text_acc[5];
 } Run;
 
 /* the set's seed and the synthetic options: the model's input size and patch grid */
@@ -749,6 +750,9 @@ static void run_finish(Run *r, ClChangeEvalResult *out)
     ts.kind = ts.n_kind ? r->text_acc[1] / ts.n_kind : NAN;
     ts.position = ts.n_position ? r->text_acc[2] / ts.n_position : NAN;
     ts.object = ts.n_object ? r->text_acc[3] / ts.n_object : NAN;
+    ts.unchanged_right = ts.n_unchanged ? r->text_acc[4] / ts.n_unchanged : NAN;
+    ts.changed_right =
+        ts.n > ts.n_unchanged ? (r->text_acc[0] - r->text_acc[4]) / (ts.n - ts.n_unchanged) : NAN;
     out->text = ts;
 }
 
@@ -899,6 +903,8 @@ char *cl_change_eval_result_to_json(const ClChangeEvalResult *r)
         json_int(b, "samples", t->n);
         json_int(b, "unchanged_samples", t->n_unchanged);
         json_number(b, "change_called", t->change);
+        json_number(b, "unchanged_called_unchanged", t->unchanged_right);
+        json_number(b, "changed_called_changed", t->changed_right);
         json_number(b, "kind", t->kind);
         json_int(b, "kind_samples", t->n_kind);
         json_number(b, "position", t->position);

@@ -130,7 +130,9 @@ typedef struct {
     double position; /* the right 3 × 3 cell, of n_position */
     double object;   /* the object named, of n_object */
     int n_kind, n_position, n_object;
-    int n_unchanged; /* samples without a change */
+    int n_unchanged;        /* samples without a change */
+    double unchanged_right; /* of the n_unchanged: the share called "no change" */
+    double changed_right;   /* of the n - n_unchanged that change: the share called a change */
 } ClChangeTextScore;
 
 typedef struct {

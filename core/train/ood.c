@@ -9,14 +9,20 @@
 #include "synth/synth.h"
 #include "train/synthdata.h"
 
-/* One image's patches (N, C): the stem's features, or the patches' pixels. */
-static gboolean image_patches(const ClModelConfig *cfg, const float *pixels, float *patches,
-                              GError **error)
+/* One image's values per patch (N, cl_config_ood_channels): the stem's features, or the patch
+ * embedding of the patches' pixels (patches: N × cl_config_patch_inputs scratch). */
+static gboolean image_values(const ClModel *model, const float *pixels, float *patches,
+                             float *values, GError **error)
 {
+    const ClModelConfig *cfg = &model->config;
     const int N = cl_config_n_patches(cfg);
-    if (cfg->enc_stem_effnet)
-        return cl_encoder_stem_features(pixels, cfg->image_size, patches, N, error);
-    cl_patch_unfold(patches, pixels, cfg->channels, cfg->image_size, cfg->patch_size);
+    if (cfg->enc_stem_effnet) {
+        if (!cl_encoder_stem_features(pixels, cfg->image_size, patches, N, error))
+            return FALSE;
+    } else {
+        cl_patch_unfold(patches, pixels, cfg->channels, cfg->image_size, cfg->patch_size);
+    }
+    cl_encoder_ood_values(cfg, model->w.patch_w, model->w.patch_b, patches, N, values);
     return TRUE;
 }
 
@@ -29,7 +35,7 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
                     "the model has no image statistics (fit them with `model fit-ood`)");
         return NULL;
     }
-    const int N = cl_config_n_patches(cfg), C = cl_config_patch_inputs(cfg);
+    const int N = cl_config_n_patches(cfg), C = cl_config_ood_channels(cfg);
     ClSynthOptions so;
     cl_synth_options_init(&so);
     so.width = so.height = cfg->image_size;
@@ -38,11 +44,19 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
     g_autoptr(GArray) scores = g_array_new(FALSE, FALSE, sizeof(double));
     g_autoptr(GArray) feats = g_array_new(FALSE, FALSE, sizeof(float));
     g_autoptr(GArray) owner = g_array_new(FALSE, FALSE, sizeof(int));
-    g_autofree float *patches = g_new(float, (size_t)N * C);
+    g_autofree float *patches = g_new(float, (size_t)N * cl_config_patch_inputs(cfg));
+    g_autofree float *values = g_new(float, (size_t)N * C);
     g_autofree float *desc = g_new(float, 2 * C);
+    /* "a,b,c": the samples take the tasks in turn (a model trained on several) */
+    g_auto(GStrv) tasks = g_strsplit(task, ",", -1);
+    const int n_tasks = (int)g_strv_length(tasks);
+    if (n_tasks == 0 || !*tasks[0]) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "no task to draw images from");
+        return NULL;
+    }
     for (int i = 0; i < n; i++) {
-        g_autoptr(ClSynthSample) syn =
-            cl_synth_generate(task, cl_synth_stream_seed(seed, (guint64)i), &so, error);
+        g_autoptr(ClSynthSample) syn = cl_synth_generate(
+            tasks[i % n_tasks], cl_synth_stream_seed(seed, (guint64)i), &so, error);
         if (!syn)
             return NULL;
         g_autoptr(ClTrainSample) ts = cl_train_sample_from_synth(model, syn, FALSE, error);
@@ -50,18 +64,18 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
             return NULL;
         const size_t img = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
         for (guint t = 0; t < ts->n_images; t++) {
-            if (!image_patches(cfg, ts->pixels + t * img, patches, error))
+            if (!image_values(model, ts->pixels + t * img, patches, values, error))
                 return NULL;
-            cl_encoder_ood_descriptor(patches, N, C, desc);
+            cl_encoder_ood_descriptor(values, N, C, desc);
             if (features)
                 g_array_append_vals(feats, desc, 2 * C);
-            double s = features
-                           ? 0
-                           : cl_encoder_ood_score(model->w.ood_mean, model->w.ood_var,
-                                                  model->w.ood_bank, cfg->ood, 2 * C, desc, 0, 0);
+            double s = features ? 0
+                                : cl_encoder_ood_score(model->w.ood_mean, model->w.ood_var,
+                                                       model->w.ood_bank, model->w.ood_radius,
+                                                       cfg->ood, 2 * C, desc, 0, 0);
             g_array_append_val(scores, s);
             /* photo-edits: crops of one photograph are one group, not only one sample's pair */
-            const int group = syn->source >= 0 ? syn->source : i;
+            const int group = syn->source >= 0 ? syn->source : (1 << 20) + i;
             g_array_append_val(owner, group);
         }
     }
@@ -95,7 +109,7 @@ ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, 
                     "to 1");
         return NULL;
     }
-    const int C2 = 2 * cl_config_patch_inputs(&model->config);
+    const int C2 = 2 * cl_config_ood_channels(&model->config);
     float *feats = NULL;
     int m = 0, *owner = NULL;
     g_autofree double *unused =
@@ -136,19 +150,26 @@ ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, 
                 (float)((f[(size_t)i * C2 + c] - mean) / sqrt(w->ood_var[c]));
     }
     /* each fitting image scored against the other groups' rows (not its own sample's images,
-     * the same scene; for photo-edits, not any crop of its own photograph): the threshold at
-     * the quantile. Scoring a crop against other crops of its photograph would put the
-     * threshold where an image seen in training lies, and flag most new photographs. */
+     * the same scene; for photo-edits, not any crop of its own photograph). Scoring a crop
+     * against other crops of its photograph would put the threshold where an image seen in
+     * training lies, and flag most new photographs. First unscaled: each row's radius, how far
+     * the training images nearest to it lie; then scaled by those radii: the threshold at the
+     * quantile. */
     g_autofree double *sc = g_new(double, m);
+    g_autofree int *lo_of = g_new(int, m), *hi_of = g_new(int, m);
     for (int i = 0, lo = 0; i < m; i++) {
         while (own[lo] != own[i])
             lo++;
         int hi = i;
         while (hi < m && own[hi] == own[i])
             hi++;
-        sc[i] = cl_encoder_ood_score(w->ood_mean, w->ood_var, w->ood_bank, m, C2,
-                                     f + (size_t)i * C2, lo, hi);
+        lo_of[i] = lo, hi_of[i] = hi;
+        w->ood_radius[i] = (float)cl_encoder_ood_score(w->ood_mean, w->ood_var, w->ood_bank, NULL,
+                                                       m, C2, f + (size_t)i * C2, lo, hi);
     }
+    for (int i = 0; i < m; i++)
+        sc[i] = cl_encoder_ood_score(w->ood_mean, w->ood_var, w->ood_bank, w->ood_radius, m, C2,
+                                     f + (size_t)i * C2, lo_of[i], hi_of[i]);
     qsort(sc, (size_t)m, sizeof(double), compare_doubles);
     w->ood_threshold[0] = (float)sc[MIN(m - 1, (int)floor(quantile * (m - 1) + 0.5))];
     cl_model_weights_changed(out);

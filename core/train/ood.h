@@ -9,12 +9,12 @@
 
 G_BEGIN_DECLS
 
-/* The scores of every image of n samples of `task` (synth options at the model's input size;
- * photos: photo-edits' set, NULL for the default) against the model's statistics, or, when
- * `features` is not NULL, the images' descriptors (n_images × 2C) into *features instead of
- * scoring, and (group_of not NULL) each image's group into *group_of: photo-edits, the index of
- * its photograph; other tasks, its sample's. *n_out: the number of images. NULL + error when
- * the task fails or the model has no statistics to score against. */
+/* The scores of every image of n samples of `task` ("a,b": the tasks in turn; synth options at
+ * the model's input size; photos: photo-edits' set, NULL for the default) against the model's
+ * statistics, or, when `features` is not NULL, the images' descriptors (n_images × 2C) into
+ * *features instead of scoring, and (group_of not NULL) each image's group into *group_of:
+ * photo-edits, the index of its photograph; other tasks, its sample's. *n_out: the number of
+ * images. NULL + error when the task fails or the model has no statistics to score against. */
 double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
                       guint64 seed, float **features, int **group_of, int *n_out, GError **error);
 
