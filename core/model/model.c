@@ -772,20 +772,26 @@ static void copy_by_name(ClModel *dst, const ClModel *src, const char *new_part)
     cl_model_weights_changed(dst);
 }
 
+/* m's tokenizer replaced by a copy of src's */
+static gboolean take_tokenizer(ClModel *m, const ClModel *src, GError **error)
+{
+    g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
+    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
+    if (!tok)
+        return FALSE;
+    cl_tokenizer_free(m->tokenizer);
+    m->tokenizer = tok;
+    return TRUE;
+}
+
 /* A random model of cfg (seeded) with src's tokenizer and every tensor of src by name; the new
  * ones (their names hold new_part) keep their init. */
 ClModel *cl_model_reshaped(const ClModel *src, const ClModelConfig *cfg, guint64 seed,
                            const char *new_part, GError **error)
 {
     g_autoptr(ClModel) m = cl_model_new_random(cfg, seed, error);
-    if (!m)
+    if (!m || !take_tokenizer(m, src, error))
         return NULL;
-    g_autofree char *tok_json = cl_tokenizer_to_json(src->tokenizer);
-    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
-    if (!tok)
-        return NULL;
-    cl_tokenizer_free(m->tokenizer);
-    m->tokenizer = tok;
     copy_by_name(m, src, new_part);
     return g_steal_pointer(&m);
 }
@@ -805,14 +811,8 @@ ClModel *cl_model_grafted(const ClModel *vision, const ClModel *language, guint6
     if (!cl_model_config_validate(&cfg, error))
         return NULL;
     g_autoptr(ClModel) m = cl_model_new_random(&cfg, seed, error);
-    if (!m)
+    if (!m || !take_tokenizer(m, language, error))
         return NULL;
-    g_autofree char *tok_json = cl_tokenizer_to_json(language->tokenizer);
-    ClTokenizer *tok = cl_tokenizer_from_json(tok_json, error);
-    if (!tok)
-        return NULL;
-    cl_tokenizer_free(m->tokenizer);
-    m->tokenizer = tok;
     const ClModel *src[2] = { vision, language };
     GHashTable *by_name[2];
     GPtrArray *specs[2];
