@@ -177,6 +177,12 @@ class Scu : public DcmSCU
         if (isConnected())
             releaseAssociation();
     }
+    /* after a timeout or a broken message: abort, do not wait for a release answer too */
+    void drop()
+    {
+        if (isConnected())
+            abortAssociation();
+    }
     /* initNetwork + negotiateAssociation, the failure in words */
     gboolean open(const ClPacsPeer *p, const char *doing, GError **error)
     {
@@ -243,6 +249,7 @@ gboolean find(const ClPacsPeer *peer, DcmDataset *q, std::vector<DcmDataset *> &
     gboolean ok = TRUE;
     if (c.bad()) {
         set_net_error(error, peer, "C-FIND", c);
+        scu.drop();
         ok = FALSE;
     }
     Uint16 final_status = 0xffff;
@@ -523,6 +530,7 @@ extern "C" gboolean cl_pacs_get_study(const ClPacsPeer *peer, const char *study_
         g_ptr_array_add(files, g_strdup(f.c_str()));
     if (c.bad()) {
         set_net_error(error, peer, "C-GET", c);
+        scu.drop();
         return FALSE;
     }
     if (final_status != STATUS_Success) {
@@ -629,6 +637,7 @@ extern "C" gboolean cl_pacs_store_files(const ClPacsPeer *peer, const char *cons
         if (c.bad()) {
             g_autofree char *doing = g_strdup_printf("C-STORE of %s", it->path.c_str());
             set_net_error(error, peer, doing, c);
+            scu.drop();
             return FALSE;
         }
         /* success, and the warnings (coerced, elements discarded) that still store it */
