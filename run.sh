@@ -27,6 +27,8 @@ PACKAGES=(
   xvfb xauth desktop-file-utils appstream
   # tests: render exported PDFs to PNG (pdftoppm); the style check (tools/format.sh)
   poppler-utils clang-format
+  # tests: a real PACS (Orthanc) that the PACS test starts on loopback ports and stops (tests/test-pacs.cc)
+  orthanc
   # tests: scikit-image's sample photographs (independent checks of the pretrained image network)
   python3-skimage
   # the photo-edits task (core/synth/photo-edits.c): the pasted objects' emoji font, the training

@@ -39,6 +39,9 @@ static const char usage_text[] =
     "  train --stage pretrain|sve (--task T|--data FILE) --steps N --out DIR\n"
     "                                  train a model: stateless pretraining, then SVE\n"
     "  chat [--model FILE] QUESTION    ask a language model (the pretrained SmolLM2 by default)\n"
+    "  pacs find|get|store --host H [--port N] [--aet OURS] [--aec CALLED] …\n"
+    "                                  a PACS: find studies (C-FIND), retrieve them (C-GET),\n"
+    "                                  send files and a case's report back (C-STORE)\n"
     "\n"
     "Run 'changelens-cli COMMAND --help' for a command's options.\n";
 

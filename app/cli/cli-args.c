@@ -171,3 +171,17 @@ void cl_cli_print_json(JsonBuilder *b)
     g_autofree char *text = json_generator_to_data(gen, NULL);
     printf("%s\n", text);
 }
+
+char *cl_cli_printable(const char *s)
+{
+    g_autofree char *valid = g_utf8_make_valid(s ? s : "", -1);
+    GString *out = g_string_sized_new(strlen(valid));
+    for (const char *p = valid; *p; p = g_utf8_next_char(p)) {
+        gunichar c = g_utf8_get_char(p);
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || (c >= 0x80 && c < 0xa0))
+            g_string_append(out, "\xef\xbf\xbd");
+        else
+            g_string_append_unichar(out, c);
+    }
+    return g_string_free(out, FALSE);
+}

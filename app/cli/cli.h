@@ -23,6 +23,7 @@ int cl_cli_eval(int argc, char **argv);          /* cli-eval.c */
 int cl_cli_eval_change(int argc, char **argv);   /* cli-eval-change.c */
 int cl_cli_train(int argc, char **argv);         /* cli-train.c */
 int cl_cli_chat(int argc, char **argv);          /* cli-chat.c */
+int cl_cli_pacs(int argc, char **argv);          /* cli-pacs.c */
 /* `model info` of a GGUF language model (cli-chat.c) */
 int cl_cli_model_info_gguf(const char *path, const ClModel *model, gboolean json);
 /* `bench --casedb` (cli-bench-casedb.c; cl_cli_bench hands over when it sees --casedb) */
@@ -98,6 +99,9 @@ int cl_cli_parse_own_help(const char *prog, const char *usage_text, const GOptio
 /* g_free and NULL the pointers at these addresses (a parsed command line's texts, a run's
  * arrays); the list ends with NULL */
 void cl_cli_free_all(gpointer first, ...) G_GNUC_NULL_TERMINATED;
+/* Text for a terminal: valid UTF-8, control characters (but newline and tab) shown as U+FFFD,
+ * so a hostile text (a description, a PACS's answer) cannot drive the terminal. Newly allocated. */
+char *cl_cli_printable(const char *s);
 /* b's value as pretty JSON and a newline on stdout */
 void cl_cli_print_json(JsonBuilder *b);
 
