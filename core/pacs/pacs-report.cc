@@ -17,6 +17,7 @@
 #include <vector>
 
 extern "C" {
+#include "image/dicom-uid.h"
 #include "pacs/pacs.h"
 }
 
@@ -37,24 +38,9 @@ std::string new_uid()
         limb[nib / 8] = (limb[nib / 8] << 4) | (guint32)g_ascii_xdigit_value(*c);
         nib++;
     }
-    char digits[48];
-    int n = 0;
-    gboolean nonzero = TRUE;
-    while (nonzero) {
-        guint64 rem = 0;
-        nonzero = FALSE;
-        for (int i = 0; i < 4; i++) {
-            guint64 cur = (rem << 32) | limb[i];
-            limb[i] = (guint32)(cur / 10);
-            rem = cur % 10;
-            nonzero |= limb[i] != 0;
-        }
-        digits[n++] = (char)('0' + rem);
-    }
-    std::string s = "2.25.";
-    for (int i = n - 1; i >= 0; i--)
-        s += digits[i];
-    return s;
+    char uid[64];
+    cl_dicom_uid_2_25(limb, uid, sizeof uid);
+    return uid;
 }
 
 /* The patient and study modules copied from the study's file. */

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "image/dicom-uid.h"
 #include "synth/synth.h" /* C linkage of its own (G_BEGIN_DECLS) */
 extern "C" {
 #include "synth/synth-private.h" /* has none */
@@ -32,27 +33,8 @@ void make_uid(char *out, gsize len, guint64 seed, guint64 what)
 {
     guint64 st = seed ^ (what * G_GUINT64_CONSTANT(0x9e3779b97f4a7c15));
     guint64 hi = cl_synth_splitmix64(&st) >> 1, lo = cl_synth_splitmix64(&st); /* < 2^127 */
-    /* 128-bit value to decimal by repeated division by 10 on 32-bit limbs */
     guint32 limb[4] = { (guint32)(hi >> 32), (guint32)hi, (guint32)(lo >> 32), (guint32)lo };
-    char digits[48];
-    int n = 0;
-    gboolean nonzero = TRUE;
-    while (nonzero) {
-        guint64 rem = 0;
-        nonzero = FALSE;
-        for (int i = 0; i < 4; i++) {
-            guint64 cur = (rem << 32) | limb[i];
-            limb[i] = (guint32)(cur / 10);
-            rem = cur % 10;
-            nonzero |= limb[i] != 0;
-        }
-        digits[n++] = (char)('0' + rem);
-    }
-    GString *g = g_string_new("2.25.");
-    for (int i = n - 1; i >= 0; i--)
-        g_string_append_c(g, digits[i]);
-    g_strlcpy(out, g->str, len);
-    g_string_free(g, TRUE);
+    cl_dicom_uid_2_25(limb, out, len);
 }
 
 gboolean put(DcmDataset *ds, const DcmTagKey &tag, const char *value, const char *path,
