@@ -1,6 +1,6 @@
 /* dicom-uid.h - a UID under the 2.25 root (PS3.5 B.2): "2.25." and a 128-bit value in decimal
- * without leading zeros. Shared by the synthetic DICOM writer (core/synth/radiograph-dicom.cc)
- * and the PACS report objects (core/pacs/pacs-report.cc). */
+ * without leading zeros. Shared by the synthetic DICOM writer (core/synth/radiograph-dicom.cc),
+ * the PACS report objects (core/pacs/pacs-report.cc) and de-identification (core/report/deid.c). */
 #pragma once
 
 #include <glib.h>

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image/dicom-uid.h"
 #include "report/report.h"
 
 /* ---- the profile ---------------------------------------------------------------------------- */
@@ -499,28 +500,14 @@ static char *uid_one(const ClDeid *d, const char *uid)
 {
     guint8 mac[32];
     hmac(d->secret, uid, mac);
-    /* the first 128 bits as a big-endian number, in decimal by repeated division */
-    guint8 num[16];
-    memcpy(num, mac, 16);
-    char digits[48];
-    int nd = 0;
-    gboolean zero;
-    do {
-        guint rem = 0;
-        zero = TRUE;
-        for (int i = 0; i < 16; i++) {
-            guint cur = (rem << 8) | num[i];
-            num[i] = (guint8)(cur / 10);
-            rem = cur % 10;
-            if (num[i])
-                zero = FALSE;
-        }
-        digits[nd++] = (char)('0' + rem);
-    } while (!zero);
-    GString *s = g_string_new("2.25.");
-    while (nd > 0)
-        g_string_append_c(s, digits[--nd]);
-    return g_string_free(s, FALSE);
+    /* the first 128 bits as a big-endian number */
+    guint32 limb[4];
+    for (int i = 0; i < 4; i++)
+        limb[i] = (guint32)mac[4 * i] << 24 | (guint32)mac[4 * i + 1] << 16 |
+                  (guint32)mac[4 * i + 2] << 8 | mac[4 * i + 3];
+    char out[64];
+    cl_dicom_uid_2_25(limb, out, sizeof out);
+    return g_strdup(out);
 }
 
 char *cl_deid_uid(const ClDeid *d, const char *uid)
