@@ -467,6 +467,48 @@ static void test_attention(void)
     run_attention_case(1, 40, 4, 2, 8, 39, FALSE);
     run_attention_case(3, 30, 8, 1, 12, 27, FALSE);
     run_attention_case(2, 19, 2, 2, 5, -1, TRUE);
+    /* head sizes the AVX2 decode path takes (16·k), key counts that are not a multiple of 8 */
+    run_attention_case(1, 77, 9, 3, 64, 76, FALSE);
+    run_attention_case(2, 45, 4, 2, 48, -1, TRUE);
+    run_attention_case(1, 5, 2, 1, 32, 4, FALSE);
+    run_attention_case(4, 130, 2, 2, 128, 126, TRUE);
+}
+
+/* The decode attention's AVX2 loops give the portable loops' bits (the same summation order),
+ * so a model's output does not depend on the CPU it runs on. */
+static void test_attention_simd_bits(void)
+{
+    const int shapes[][5] = { /* n_q, n_kv, n_head, n_kv_head, hd */
+                              { 1, 77, 9, 3, 64 },
+                              { 3, 45, 4, 2, 48 },
+                              { 1, 8, 2, 1, 16 },
+                              { 4, 130, 2, 2, 128 }
+    };
+    for (guint t = 0; t < G_N_ELEMENTS(shapes); t++) {
+        const int n_q = shapes[t][0], n_kv = shapes[t][1], n_head = shapes[t][2];
+        const int n_kv_head = shapes[t][3], hd = shapes[t][4];
+        int ldq = n_head * hd, ldk = 2 * n_kv_head * hd + 8, ldo = n_head * hd;
+        g_autofree float *q = rand_vec((size_t)n_q * ldq, 1.0);
+        g_autofree float *kv = rand_vec((size_t)n_kv * ldk, 1.0);
+        const float *k = kv, *v = kv + n_kv_head * hd;
+        const float scale = 1.0f / sqrtf((float)hd);
+        size_t n_out = (size_t)n_q * ldo;
+        float *outs[2], *tails[2];
+        g_autofree float *scratch = g_new(float, be->ops->attention_scratch(be, n_q, n_kv, n_head));
+        for (int portable = 0; portable < 2; portable++) {
+            gboolean prev = cl_backend_cpu_set_simd(!portable);
+            outs[portable] = g_new(float, n_out);
+            tails[portable] = g_new(float, n_out);
+            be->ops->attention(be, outs[portable], tails[portable], q, k, v, n_q, n_kv, ldq, ldk,
+                               ldk, ldo, n_head, n_kv_head, hd, scale, n_kv - n_q, n_kv / 3,
+                               scratch);
+            cl_backend_cpu_set_simd(prev);
+        }
+        g_assert_cmpmem(outs[0], n_out * sizeof(float), outs[1], n_out * sizeof(float));
+        g_assert_cmpmem(tails[0], n_out * sizeof(float), tails[1], n_out * sizeof(float));
+        for (int i = 0; i < 2; i++)
+            g_free(outs[i]), g_free(tails[i]);
+    }
 }
 
 /* ---- row norms, embed ---- */
@@ -680,6 +722,7 @@ int main(int argc, char **argv)
     g_test_add_func("/nn/rope", test_rope);
     g_test_add_func("/nn/softmax", test_softmax);
     g_test_add_func("/nn/attention", test_attention);
+    g_test_add_func("/nn/attention/simd-bits", test_attention_simd_bits);
     g_test_add_func("/nn/rows-embed", test_rows);
     g_test_add_func("/nn/threadpool", test_threadpool);
     g_test_add_func("/nn/backend-new", test_backend_new);

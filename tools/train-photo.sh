@@ -11,7 +11,8 @@
 #     WARMUP=20 tools/train-photo.sh
 # MARKER=1 adds --change-marker (the change head's probabilities marked on the visual tokens,
 # docs/MODEL.md §3.12; a new tensor when FROM's model lacks it). AUX_OBJECTS=W weighs the
-# per-patch objects loss (default 1).
+# per-patch objects loss (default 1). TASKS=LIST replaces the task mix (default two plain
+# photo-edits entries and one with strong nuisances, `photo-edits~2`).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 OUT=${OUT:-runs/photo1}
@@ -23,7 +24,7 @@ if [ -n "${FROM:-}" ]; then
 else
   init=(--config tools/models/photo.json --variant "$VARIANT")
 fi
-args=(train "${init[@]}" --task photo-edits,photo-edits,photo-edits~2 --steps "$STEPS" --batch 8
+args=(train "${init[@]}" --task "${TASKS:-photo-edits,photo-edits,photo-edits~2}" --steps "$STEPS" --batch 8
   --lr "${LR:-1e-3}" --warmup "${WARMUP:-100}" --aux-objects "${AUX_OBJECTS:-1}" --aux-changed 2
   --checkpoint-every 100
   --keep-checkpoints 3 --seed "$SEED" --out "$OUT")

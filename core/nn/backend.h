@@ -14,6 +14,9 @@ ClBackend *cl_backend_cpu_new(int n_threads);
 /* The CPU backend's thread pool (for work outside the op table, such as nn/quant.h's products);
  * NULL for any other backend. */
 struct _ClThreadPool *cl_backend_cpu_pool(ClBackend *be);
+/* The CPU backend's decode attention on AVX2 where the CPU has it (TRUE, the default) or the
+ * portable loops only (FALSE, for tests: both give the same bits). Returns the previous setting. */
+gboolean cl_backend_cpu_set_simd(gboolean use);
 /* "auto" | "cpu" | "cuda": picks the device; "auto" falls back to the CPU with a one-line
  * notice in *notice (may be NULL). FALSE + error when "cuda" is asked for and absent. */
 ClBackend *cl_backend_new(const char *device, char **notice, GError **error);

@@ -586,28 +586,157 @@ typedef struct {
     int lanes;
 } AttnCtx;
 
+/* One query's scores against keys j = 0 .. n−1 (rows ldk apart), and a weighted sum of value rows:
+ * the portable loops, and the same arithmetic on AVX2 where the CPU has it. The AVX2 versions
+ * keep dot_f's summation order (16 partial sums, then added in order) and axpy_f's (o + s·v, a
+ * product then a sum, no FMA): both give the same bits; they only keep the sums in registers
+ * and take eight keys at a time, which is what a decode step's attention over a long cache
+ * spends its time on. */
+static void attn_scores_portable(const float *q, const float *k, int ldk, int n, int hd,
+                                 float scale, float *s)
+{
+    for (int j = 0; j < n; j++)
+        s[j] = dot_f(q, k + (size_t)j * ldk, hd) * scale;
+}
+
+static void attn_values_portable(const float *s, const float *v, int ldv, int j0, int n, int hd,
+                                 float *o)
+{
+    memset(o, 0, (size_t)hd * sizeof(float));
+    for (int j = j0; j < n; j++)
+        axpy_f(o, s[j], v + (size_t)j * ldv, hd);
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+_Static_assert(LANES == 16, "the AVX2 scores keep dot_f's 16 partial sums in two vectors");
+
+/* r[i] lane j = m[j] lane i, for eight vectors */
+__attribute__((target("avx2"))) static inline void transpose8(__m256 m[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(m[i], m[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(m[i], m[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        m[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        m[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* hd a multiple of 16 */
+__attribute__((target("avx2"))) static void
+attn_scores_avx2(const float *q, const float *k, int ldk, int n, int hd, float scale, float *s)
+{
+    int j0 = 0;
+    for (; j0 + 8 <= n; j0 += 8) {
+        __m256 lo[8], hi[8];
+        for (int r = 0; r < 8; r++) {
+            const float *kr = k + (size_t)(j0 + r) * ldk;
+            __m256 a = _mm256_setzero_ps(), b = _mm256_setzero_ps();
+            for (int d = 0; d < hd; d += 16) {
+                a = _mm256_add_ps(a,
+                                  _mm256_mul_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kr + d)));
+                b = _mm256_add_ps(
+                    b, _mm256_mul_ps(_mm256_loadu_ps(q + d + 8), _mm256_loadu_ps(kr + d + 8)));
+            }
+            lo[r] = a, hi[r] = b;
+        }
+        /* lane r of lo[i] / hi[i]: key j0 + r's partial sum i / 8 + i; summed in dot_f's order */
+        transpose8(lo);
+        transpose8(hi);
+        __m256 t = _mm256_setzero_ps();
+        for (int i = 0; i < 8; i++)
+            t = _mm256_add_ps(t, lo[i]);
+        for (int i = 0; i < 8; i++)
+            t = _mm256_add_ps(t, hi[i]);
+        _mm256_storeu_ps(s + j0, _mm256_mul_ps(t, _mm256_set1_ps(scale)));
+    }
+    attn_scores_portable(q, k + (size_t)j0 * ldk, ldk, n - j0, hd, scale, s + j0);
+}
+
+/* hd a multiple of 8: 64 values (eight vectors) of o at a time, summed over j in registers */
+__attribute__((target("avx2"))) static void
+attn_values_avx2(const float *s, const float *v, int ldv, int j0, int n, int hd, float *o)
+{
+    int c = 0;
+    for (; c + 64 <= hd; c += 64) {
+        __m256 acc[8];
+        for (int u = 0; u < 8; u++)
+            acc[u] = _mm256_setzero_ps();
+        for (int j = j0; j < n; j++) {
+            const float *vr = v + (size_t)j * ldv + c;
+            const __m256 a = _mm256_set1_ps(s[j]);
+            for (int u = 0; u < 8; u++)
+                acc[u] = _mm256_add_ps(acc[u], _mm256_mul_ps(a, _mm256_loadu_ps(vr + 8 * u)));
+        }
+        for (int u = 0; u < 8; u++)
+            _mm256_storeu_ps(o + c + 8 * u, acc[u]);
+    }
+    for (; c < hd; c += 8) {
+        __m256 acc = _mm256_setzero_ps();
+        for (int j = j0; j < n; j++)
+            acc = _mm256_add_ps(
+                acc, _mm256_mul_ps(_mm256_set1_ps(s[j]), _mm256_loadu_ps(v + (size_t)j * ldv + c)));
+        _mm256_storeu_ps(o + c, acc);
+    }
+}
+
+#endif
+
+static int simd_allowed = 1;
+
+gboolean cl_backend_cpu_set_simd(gboolean use)
+{
+    return __atomic_exchange_n(&simd_allowed, use ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+#if defined(__x86_64__)
+static gboolean attn_avx2(int hd)
+{
+    return __atomic_load_n(&simd_allowed, __ATOMIC_RELAXED) && __builtin_cpu_supports("avx2") &&
+           hd % 16 == 0;
+}
+#endif
+
 static void attention_fused(void *p, int begin, int end)
 {
     const AttnCtx *c = p;
+#if defined(__x86_64__)
+    const gboolean avx2 = attn_avx2(c->hd);
+#endif
     for (int item = begin; item < end; item++) {
         int h = item / c->n_q, i = item % c->n_q;
         int g = h / c->group;
         int n_vis = c->causal < 0 ? c->n_kv : MIN(c->n_kv, c->causal + i + 1);
         const float *q = c->q + (size_t)i * c->ldq + (size_t)h * c->hd;
+        const float *k = c->k + (size_t)g * c->hd, *v = c->v + (size_t)g * c->hd;
         float *s = c->scratch + (size_t)item * c->n_kv;
-        for (int j = 0; j < n_vis; j++)
-            s[j] = dot_f(q, c->k + (size_t)j * c->ldk + (size_t)g * c->hd, c->hd) * c->scale;
-        softmax_row(s, n_vis);
         float *o = c->out + (size_t)i * c->ldo + (size_t)h * c->hd;
-        memset(o, 0, (size_t)c->hd * sizeof(float));
-        for (int j = 0; j < n_vis; j++)
-            axpy_f(o, s[j], c->v + (size_t)j * c->ldv + (size_t)g * c->hd, c->hd);
-        if (c->out_tail) {
-            float *ot = c->out_tail + (size_t)i * c->ldo + (size_t)h * c->hd;
-            memset(ot, 0, (size_t)c->hd * sizeof(float));
-            for (int j = MAX(c->tail_start, 0); j < n_vis; j++)
-                axpy_f(ot, s[j], c->v + (size_t)j * c->ldv + (size_t)g * c->hd, c->hd);
+        float *ot = c->out_tail ? c->out_tail + (size_t)i * c->ldo + (size_t)h * c->hd : NULL;
+        const int t0 = MAX(c->tail_start, 0);
+#if defined(__x86_64__)
+        if (avx2) {
+            attn_scores_avx2(q, k, c->ldk, n_vis, c->hd, c->scale, s);
+            softmax_row(s, n_vis);
+            attn_values_avx2(s, v, c->ldv, 0, n_vis, c->hd, o);
+            if (ot)
+                attn_values_avx2(s, v, c->ldv, t0, n_vis, c->hd, ot);
+            continue;
         }
+#endif
+        attn_scores_portable(q, k, c->ldk, n_vis, c->hd, c->scale, s);
+        softmax_row(s, n_vis);
+        attn_values_portable(s, v, c->ldv, 0, n_vis, c->hd, o);
+        if (ot)
+            attn_values_portable(s, v, c->ldv, t0, n_vis, c->hd, ot);
     }
 }
 

@@ -15,6 +15,8 @@ struct _ClThreadPool {
     ClParallelFn fn;
     void *ctx;
     int n_items;
+    int sleeping;           /* workers waiting on `wake` (not polling): only they need the futex */
+    gboolean caller_asleep; /* the caller waits on `done` */
 };
 
 typedef struct {
@@ -85,7 +87,9 @@ static gpointer worker_main(gpointer data)
                 g_mutex_lock(&pool->lock);
                 continue;
             }
+            pool->sleeping++;
             g_cond_wait(&pool->wake, &pool->lock);
+            pool->sleeping--;
         }
         if (pool->quit)
             break;
@@ -100,7 +104,8 @@ static gpointer worker_main(gpointer data)
         if (end > begin)
             fn(ctx, begin, end);
         g_mutex_lock(&pool->lock);
-        if (--pool->pending == 0)
+        __atomic_store_n(&pool->pending, pool->pending - 1, __ATOMIC_RELEASE);
+        if (pool->pending == 0 && pool->caller_asleep)
             g_cond_signal(&pool->done);
     }
     g_mutex_unlock(&pool->lock);
@@ -160,8 +165,9 @@ void cl_threadpool_run(ClThreadPool *pool, int n_items, int grain, ClParallelFn 
     pool->n_items = n_items;
     pool->n_chunks = n_chunks;
     pool->pending = n_chunks - 1;
-    pool->generation++;
-    g_cond_broadcast(&pool->wake);
+    __atomic_store_n(&pool->generation, pool->generation + 1, __ATOMIC_RELEASE);
+    if (pool->sleeping > 0) /* polling workers see the generation change by themselves */
+        g_cond_broadcast(&pool->wake);
     g_mutex_unlock(&pool->lock);
 
     int begin, end;
@@ -171,8 +177,11 @@ void cl_threadpool_run(ClThreadPool *pool, int n_items, int grain, ClParallelFn 
     /* the workers usually finish within microseconds of the caller: poll before sleeping */
     spin_until_zero(&pool->pending);
     g_mutex_lock(&pool->lock);
-    while (pool->pending > 0)
+    while (pool->pending > 0) {
+        pool->caller_asleep = TRUE;
         g_cond_wait(&pool->done, &pool->lock);
+        pool->caller_asleep = FALSE;
+    }
     g_mutex_unlock(&pool->lock);
     g_mutex_unlock(&pool->run_lock);
 }
