@@ -636,6 +636,32 @@ __attribute__((target("avx2"))) static void
 attn_scores_avx2(const float *q, const float *k, int ldk, int n, int hd, float scale, float *s)
 {
     int j0 = 0;
+    if (hd == 64) { /* the usual head size: the query stays in registers */
+        __m256 qv[8];
+        for (int u = 0; u < 8; u++)
+            qv[u] = _mm256_loadu_ps(q + 8 * u);
+        for (; j0 + 8 <= n; j0 += 8) {
+            __m256 lo[8], hi[8];
+            for (int r = 0; r < 8; r++) {
+                const float *kr = k + (size_t)(j0 + r) * ldk;
+                __m256 a = _mm256_mul_ps(qv[0], _mm256_loadu_ps(kr));
+                __m256 b = _mm256_mul_ps(qv[1], _mm256_loadu_ps(kr + 8));
+                for (int d = 16; d < 64; d += 16) {
+                    a = _mm256_add_ps(a, _mm256_mul_ps(qv[d / 8], _mm256_loadu_ps(kr + d)));
+                    b = _mm256_add_ps(b, _mm256_mul_ps(qv[d / 8 + 1], _mm256_loadu_ps(kr + d + 8)));
+                }
+                lo[r] = a, hi[r] = b;
+            }
+            transpose8(lo);
+            transpose8(hi);
+            __m256 t = _mm256_setzero_ps();
+            for (int i = 0; i < 8; i++)
+                t = _mm256_add_ps(t, lo[i]);
+            for (int i = 0; i < 8; i++)
+                t = _mm256_add_ps(t, hi[i]);
+            _mm256_storeu_ps(s + j0, _mm256_mul_ps(t, _mm256_set1_ps(scale)));
+        }
+    }
     for (; j0 + 8 <= n; j0 += 8) {
         __m256 lo[8], hi[8];
         for (int r = 0; r < 8; r++) {

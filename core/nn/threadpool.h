@@ -11,9 +11,10 @@ typedef struct _ClThreadPool ClThreadPool;
 typedef void (*ClParallelFn)(void *ctx, int begin, int end);
 
 /* `n_threads` threads in all, the caller's included (so n_threads − 1 workers); 0 = one per
- * core. The workers block on a condition variable between jobs and never spin: the cores belong
- * to whatever runs next (in the CPU backend, also the products: OpenBLAS runs single-threaded
- * inside the pool's tasks). */
+ * core. After a job the workers poll for the next one for a fraction of a millisecond (a decode
+ * step is hundreds of small jobs back to back), then block on a condition variable: the cores
+ * belong to whatever runs next (in the CPU backend, also the products: OpenBLAS runs
+ * single-threaded inside the pool's tasks). */
 ClThreadPool *cl_threadpool_new(int n_threads);
 int cl_threadpool_size(const ClThreadPool *pool);
 /* Runs fn over [0, n_items) cut into one contiguous chunk per thread (the caller takes the
