@@ -184,6 +184,27 @@ ClDeidAction cl_deid_action(const char *key, gboolean dicom)
             return other_rules[i].action;
     if (g_str_has_prefix(key, "GPS")) /* a place */
         return CL_DEID_REMOVE;
+    /* PNG text and other free-form keys are whatever their writer chose ("Patient",
+     * "institution", "MRN", "Referring physician"): the words that name people, places and
+     * record numbers, in any case */
+    static const char *const words[] = { "patient", "institution", "hospital",  "clinic",
+                                         "mrn",     "physician",   "doctor",    "operator",
+                                         "person",  "owner",       "address",   "phone",
+                                         "email",   "birth",       "accession", "location",
+                                         "station", "serial",      "id" };
+    g_autofree char *low = g_ascii_strdown(key, -1);
+    for (guint i = 0; i < G_N_ELEMENTS(words); i++) {
+        const char *hit = strstr(low, words[i]);
+        if (!hit)
+            continue;
+        if (strcmp(words[i], "id") == 0) { /* "PatientID", "study id", "mrn_id"; not "width" */
+            const size_t at = (size_t)(hit - low);
+            if ((at > 0 && g_ascii_isalpha(low[at - 1]) && !g_ascii_isupper(key[at])) ||
+                g_ascii_isalpha(hit[2]))
+                continue;
+        }
+        return CL_DEID_REMOVE;
+    }
     return CL_DEID_KEEP;
 }
 
@@ -326,6 +347,8 @@ struct _ClDeid {
     int offset_days;
     GPtrArray *terms; /* Term*, longest first */
     GRegex *iso_date, *da_date;
+    GRegex *num_date;   /* 12/05/1961, 12.05.1961, 5/25/61 is not taken (two-digit years) */
+    GRegex *named_date; /* May 12, 1961; 12 May 1961; 12th of May 1961 */
 };
 
 static void term_free(gpointer p)
@@ -340,7 +363,11 @@ static void add_term(ClDeid *d, const char *text, const char *replacement, glong
 {
     if (!text || !g_utf8_validate(text, -1, NULL))
         return;
-    g_autofree char *s = g_strstrip(g_strdup(text));
+    /* composed (NFC): "Müller" written with a combining diaeresis is the same name */
+    g_autofree char *s = g_utf8_normalize(text, -1, G_NORMALIZE_DEFAULT_COMPOSE);
+    if (!s)
+        return;
+    g_strstrip(s);
     glong n = 0;
     g_autofree gunichar *u = g_utf8_to_ucs4_fast(s, -1, &n);
     if (n < min_chars || n < 1)
@@ -394,6 +421,53 @@ static const char *member_string(JsonObject *o, const char *key)
     return s && *s ? s : NULL;
 }
 
+static gboolean key_in(const char *key, const char *const *keys)
+{
+    for (int i = 0; keys[i]; i++)
+        if (strcmp(key, keys[i]) == 0)
+            return TRUE;
+    return FALSE;
+}
+
+/* Person names other than the patient's (PN attributes the profile removes or empties) */
+static gboolean is_person_key(const char *key)
+{
+    static const char *const keys[] = {
+        "ReferringPhysicianName",
+        "PerformingPhysicianName",
+        "PhysiciansOfRecord",
+        "NameOfPhysiciansReadingStudy",
+        "RequestingPhysician",
+        "OperatorsName",
+        "ResponsiblePerson",
+        "ContentCreatorName",
+        NULL,
+    };
+    return key_in(key, keys);
+}
+
+/* Places, organisations and identifying numbers the file holds */
+static gboolean is_place_or_id_key(const char *key)
+{
+    static const char *const keys[] = {
+        "InstitutionName",
+        "InstitutionAddress",
+        "InstitutionalDepartmentName",
+        "StationName",
+        "ResponsibleOrganization",
+        "StudyID",
+        "DeviceSerialNumber",
+        "DetectorID",
+        "PlateID",
+        "GantryID",
+        "AdmissionID",
+        "PerformedProcedureStepID",
+        "IssuerOfPatientID",
+        NULL,
+    };
+    return key_in(key, keys);
+}
+
 /* Names and IDs to remove from text, UIDs to map, and the first patient ID / study UID. */
 static void collect(ClDeid *d, const ClCase *c, char **patient_id, char **study_uid)
 {
@@ -427,6 +501,22 @@ static void collect(ClDeid *d, const ClCase *c, char **patient_id, char **study_
                 g_auto(GStrv) parts = g_strsplit(v, "\\", -1);
                 for (int k = 0; parts[k]; k++)
                     add_term(d, parts[k], "[removed]", 2);
+            } else if (is_person_key(key)) {
+                /* the people the file names: typed into a case name or a note, they go too */
+                g_auto(GStrv) parts = g_strsplit_set(v, "^=\\, \t", -1);
+                for (int k = 0; parts[k]; k++)
+                    add_term(d, parts[k], "[removed]", 2);
+            } else if (is_place_or_id_key(key)) {
+                /* whole values: an institution, a station, a study ID, a device's serial; short
+                 * numbers ("1", "12") are left, or every such number in the text would go */
+                g_auto(GStrv) parts = g_strsplit(v, "\\", -1);
+                for (int k = 0; parts[k]; k++) {
+                    g_strstrip(parts[k]);
+                    gboolean digits = parts[k][0] != 0;
+                    for (const char *q = parts[k]; *q; q++)
+                        digits = digits && g_ascii_isdigit(*q);
+                    add_term(d, parts[k], "[removed]", digits ? 4 : 3);
+                }
             } else if (cl_deid_action(key, TRUE) == CL_DEID_UID) {
                 g_auto(GStrv) parts = g_strsplit(v, "\\", -1);
                 for (int k = 0; parts[k]; k++) {
@@ -474,7 +564,18 @@ ClDeid *cl_deid_new(const char *secret, const ClCase *c)
     d->da_date = g_regex_new("(?<![0-9])((?:19|20)[0-9]{2})(0[1-9]|1[0-2])(0[1-9]|[12][0-9]|3[01])"
                              "(?=(?:[0-9]{4}|[0-9]{6})?(?:\\.[0-9]+)?(?![0-9]))",
                              G_REGEX_OPTIMIZE, 0, NULL);
-    g_assert(d->iso_date && d->da_date);
+    d->num_date = g_regex_new("(?<![0-9./-])([0-9]{1,2})([/.])([0-9]{1,2})\\2((?:18|19|20)[0-9]{2})"
+                              "(?![0-9])",
+                              G_REGEX_OPTIMIZE, 0, NULL);
+#define MONTHS                                                                                     \
+    "(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"               \
+    "sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\\.?"
+    d->named_date = g_regex_new("(?<![[:alnum:]])(?:" MONTHS "\\s+([0-9]{1,2})(?:st|nd|rd|th)?,?"
+                                "|([0-9]{1,2})(?:st|nd|rd|th)?(?:\\s+of)?\\s+" MONTHS ",?)"
+                                "\\s+((?:18|19|20)[0-9]{2})(?![0-9])",
+                                G_REGEX_OPTIMIZE | G_REGEX_CASELESS, 0, NULL);
+#undef MONTHS
+    g_assert(d->iso_date && d->da_date && d->num_date && d->named_date);
     return d;
 }
 
@@ -486,6 +587,8 @@ void cl_deid_free(ClDeid *d)
     g_ptr_array_unref(d->terms);
     g_regex_unref(d->iso_date);
     g_regex_unref(d->da_date);
+    g_regex_unref(d->num_date);
+    g_regex_unref(d->named_date);
     g_free(d);
 }
 
@@ -563,8 +666,21 @@ static int digits_at(const char *s, int n)
     return v;
 }
 
-/* One value; NULL when it is not a full date in a form we know. */
-static char *shift_one(int days, const char *v)
+/* What may follow a date in its own value: a DICOM DT's time (HH, HHMM, HHMMSS, a fraction, an
+ * offset) or an ISO 8601 / EXIF time ("T09:30:15.123Z", " 09:30:15"). Anything else ("QUIMBY"
+ * after "20230714") is not part of the date and is dropped with the shift. */
+static gboolean is_time_tail(const char *rest, gboolean separated)
+{
+    const char *pattern =
+        separated ? "^(?:[T ][0-9]{2}(?::[0-9]{2}(?::[0-9]{2}(?:[.,][0-9]+)?)?)?)?"
+                    "(?:Z|[+-][0-9]{2}(?::?[0-9]{2})?)?$"
+                  : "^(?:[0-9]{2}(?:[0-9]{2}(?:[0-9]{2}(?:\\.[0-9]{1,6})?)?)?)?(?:[+-][0-9]{4})?$";
+    return g_regex_match_simple(pattern, rest, 0, 0);
+}
+
+/* One value; NULL when it is not a full date in a form we know. keep_time: the time of day that
+ * follows the date is kept (else the shifted date alone). */
+static char *shift_one(int days, const char *v, gboolean keep_time)
 {
     int y = digits_at(v, 4);
     if (y < 0)
@@ -588,14 +704,15 @@ static char *shift_one(int days, const char *v)
         return NULL;
     if (g_ascii_isdigit(rest[0]) && !sep && strlen(rest) < 2) /* "202401311" is no DT */
         return NULL;
+    if (!keep_time || !is_time_tail(rest, sep != 0))
+        rest = "";
     if (sep)
         return g_strdup_printf("%04d%c%02d%c%02d%s", y, sep, m, sep, dd, rest);
     return g_strdup_printf("%04d%02d%02d%s", y, m, dd, rest);
 }
 
-char *cl_deid_shift_date(const ClDeid *d, const char *value)
+static char *shift_values(const ClDeid *d, const char *value, gboolean keep_time)
 {
-    g_return_val_if_fail(d != NULL, NULL);
     if (!value)
         return g_strdup("");
     g_auto(GStrv) parts = g_strsplit(value, "\\", -1);
@@ -604,11 +721,24 @@ char *cl_deid_shift_date(const ClDeid *d, const char *value)
         g_strstrip(parts[i]);
         if (i)
             g_string_append_c(out, '\\');
-        g_autofree char *s = *parts[i] ? shift_one(d->offset_days, parts[i]) : NULL;
+        g_autofree char *s = *parts[i] ? shift_one(d->offset_days, parts[i], keep_time) : NULL;
         if (s)
             g_string_append(out, s);
     }
     return g_string_free(out, FALSE);
+}
+
+char *cl_deid_shift_date(const ClDeid *d, const char *value)
+{
+    g_return_val_if_fail(d != NULL, NULL);
+    return shift_values(d, value, TRUE);
+}
+
+/* When an image was acquired: the basic profile removes acquisition times (AcquisitionTime), so
+ * the date-times that hold the same time keep only their shifted date. */
+static char *shift_acquisition(const ClDeid *d, const char *value)
+{
+    return shift_values(d, value, FALSE);
 }
 
 static gboolean shift_match(const GMatchInfo *mi, GString *res, gpointer data)
@@ -625,6 +755,71 @@ static gboolean shift_match(const GMatchInfo *mi, GString *res, gpointer data)
         g_string_append_printf(res, "%04d-%02d-%02d", y, m, dd);
     else
         g_string_append_printf(res, "%04d%02d%02d", y, m, dd);
+    return FALSE;
+}
+
+static const char *const month_names[12] = {
+    "January", "February", "March",     "April",   "May",      "June",
+    "July",    "August",   "September", "October", "November", "December",
+};
+
+/* 12/05/1961 or 12.05.1961: day first when the first number cannot be a month, month first when
+ * the second cannot; a dotted date is day first (its usual reading); a slashed one that reads
+ * both ways is removed rather than guessed. The shifted date keeps the order and separator. */
+static gboolean shift_num_match(const GMatchInfo *mi, GString *res, gpointer data)
+{
+    const ClDeid *d = data;
+    g_autofree char *as = g_match_info_fetch(mi, 1), *sep = g_match_info_fetch(mi, 2),
+                    *bs = g_match_info_fetch(mi, 3), *ys = g_match_info_fetch(mi, 4);
+    int a = atoi(as), b = atoi(bs), y = atoi(ys);
+    gboolean day_first;
+    if (a > 12 || *sep == '.')
+        day_first = TRUE;
+    else if (b > 12)
+        day_first = FALSE;
+    else if (a == b)
+        day_first = TRUE;
+    else {
+        g_string_append(res, "[date removed]");
+        return FALSE;
+    }
+    int m = day_first ? b : a, dd = day_first ? a : b;
+    if (!shift_ymd(d->offset_days, &y, &m, &dd)) {
+        g_string_append(res, "[date removed]");
+        return FALSE;
+    }
+    if (day_first)
+        g_string_append_printf(res, "%02d%s%02d%s%04d", dd, sep, m, sep, y);
+    else
+        g_string_append_printf(res, "%02d%s%02d%s%04d", m, sep, dd, sep, y);
+    return FALSE;
+}
+
+static int month_of(const char *name)
+{
+    for (int i = 0; i < 12; i++)
+        if (g_ascii_strncasecmp(name, month_names[i], 3) == 0)
+            return i + 1;
+    return 0;
+}
+
+/* May 12, 1961 / 12 May 1961: shifted, written the same way round with the month in full */
+static gboolean shift_named_match(const GMatchInfo *mi, GString *res, gpointer data)
+{
+    const ClDeid *d = data;
+    g_autofree char *m1 = g_match_info_fetch(mi, 1), *d1 = g_match_info_fetch(mi, 2),
+                    *d2 = g_match_info_fetch(mi, 3), *m2 = g_match_info_fetch(mi, 4),
+                    *ys = g_match_info_fetch(mi, 5);
+    const gboolean month_first = m1 && *m1;
+    int m = month_of(month_first ? m1 : m2), dd = atoi(month_first ? d1 : d2), y = atoi(ys);
+    if (!m || !shift_ymd(d->offset_days, &y, &m, &dd)) {
+        g_string_append(res, "[date removed]");
+        return FALSE;
+    }
+    if (month_first)
+        g_string_append_printf(res, "%s %d, %04d", month_names[m - 1], dd, y);
+    else
+        g_string_append_printf(res, "%d %s %04d", dd, month_names[m - 1], y);
     return FALSE;
 }
 
@@ -666,13 +861,23 @@ char *cl_deid_text(const ClDeid *d, const char *text)
     if (!text)
         return NULL;
     g_autofree char *valid = g_utf8_make_valid(text, -1);
-    g_autofree char *a = replace_terms(d, valid);
+    g_autofree char *nfc = g_utf8_normalize(valid, -1, G_NORMALIZE_DEFAULT_COMPOSE);
+    g_autofree char *a = replace_terms(d, nfc ? nfc : valid);
     g_autofree char *b =
         g_regex_replace_eval(d->iso_date, a, -1, 0, 0, shift_match, (gpointer)d, NULL);
     if (!b)
         return g_steal_pointer(&a);
-    char *c = g_regex_replace_eval(d->da_date, b, -1, 0, 0, shift_match, (gpointer)d, NULL);
-    return c ? c : g_steal_pointer(&b);
+    g_autofree char *c =
+        g_regex_replace_eval(d->da_date, b, -1, 0, 0, shift_match, (gpointer)d, NULL);
+    if (!c)
+        return g_steal_pointer(&b);
+    g_autofree char *e =
+        g_regex_replace_eval(d->num_date, c, -1, 0, 0, shift_num_match, (gpointer)d, NULL);
+    if (!e)
+        return g_steal_pointer(&c);
+    char *f =
+        g_regex_replace_eval(d->named_date, e, -1, 0, 0, shift_named_match, (gpointer)d, NULL);
+    return f ? f : g_steal_pointer(&e);
 }
 
 /* ---- images and metadata -------------------------------------------------------------------- */
@@ -739,6 +944,21 @@ static const char *dummy_for(const char *key)
     return "ANONYMIZED";
 }
 
+/* Date-times that say when the pixels were acquired (their time is removed, as AcquisitionTime) */
+static gboolean is_acquisition_time(const char *key)
+{
+    static const char *const keys[] = { "AcquisitionDateTime",
+                                        "FrameAcquisitionDateTime",
+                                        "DateTimeOriginal",
+                                        "DateTimeDigitized",
+                                        "DateTime",
+                                        "Creation Time" };
+    for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
+        if (g_ascii_strcasecmp(key, keys[i]) == 0)
+            return TRUE;
+    return FALSE;
+}
+
 char *cl_deid_metadata(const ClDeid *d, const char *metadata_json, gboolean dicom)
 {
     g_return_val_if_fail(d != NULL, NULL);
@@ -764,7 +984,8 @@ char *cl_deid_metadata(const ClDeid *d, const char *metadata_json, gboolean dico
             break;
         }
         case CL_DEID_SHIFT: {
-            g_autofree char *m = cl_deid_shift_date(d, s ? s : "");
+            g_autofree char *m = is_acquisition_time(key) ? shift_acquisition(d, s ? s : "")
+                                                          : cl_deid_shift_date(d, s ? s : "");
             json_object_set_string_member(out, key, m);
             break;
         }
@@ -838,7 +1059,8 @@ void cl_deid_case(const ClDeid *d, ClCase *c)
         char *meta = cl_deid_metadata(d, img->metadata_json, dicom);
         replace_str(&img->metadata_json, meta ? meta : g_strdup("{}"));
         replace_str(&img->path, cl_deid_image_name(img));
-        shift_field(d, &img->acquired_at);
+        if (img->acquired_at && *img->acquired_at)
+            replace_str(&img->acquired_at, shift_acquisition(d, img->acquired_at));
         shift_field(d, &img->added_at);
         img->file_mtime += (gint64)d->offset_days * 86400;
     }

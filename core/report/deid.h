@@ -58,13 +58,20 @@ char *cl_deid_uid(const ClDeid *d, const char *uid);
 /* Shifts DICOM DA ("20240131"), DT ("20240131093015.5+0100"), ISO 8601 ("2024-01-31T09:30Z"),
  * ACR-NEMA ("2024.01.31") and EXIF ("2024:01:31 09:30:15") dates by the offset, keeping their
  * form and the time of day; \-separated values one by one. A value that is not a full date
- * cannot be shifted and is removed (""). */
+ * cannot be shifted and is removed (""); text after the date that is not a time of day
+ * ("20230714QUIMBY") is dropped. cl_deid_metadata and cl_deid_case keep no time of acquisition
+ * (AcquisitionDateTime, EXIF DateTimeOriginal, an image's acquired_at): the basic profile
+ * removes AcquisitionTime, so the shifted date alone is written there. */
 char *cl_deid_shift_date(const ClDeid *d, const char *value);
 
 /* Free text: the patient's name components (^-separated, at least 2 characters), IDs and
- * accession numbers become "[removed]" (case-insensitive; whole words for terms under 4
- * characters), the images' paths and file names become "image-N.ext", their UIDs the mapped
- * ones, and dates written as YYYY-MM-DD or YYYYMMDD are shifted. */
+ * accession numbers, the other people the files name (referring, performing and reading
+ * physicians, operators), their institutions, stations, study IDs and device serials become
+ * "[removed]" (case-insensitive, in composed form (NFC); whole words for terms under 4
+ * characters; all-digit values under 4 digits are left, they would take every such number), the
+ * images' paths and file names become "image-N.ext", their UIDs the mapped ones, and dates are
+ * shifted: YYYY-MM-DD, YYYYMMDD, DD/MM/YYYY or MM/DD/YYYY where only one reading is a date (both:
+ * "[date removed]"), DD.MM.YYYY, "May 12, 1961" and "12 May 1961". */
 char *cl_deid_text(const ClDeid *d, const char *text);
 
 /* The name an image gets in a de-identified export: "image-<position + 1>.<ext>", ext from the

@@ -705,7 +705,11 @@ gboolean cl_rp_write_pdf(const ClRpDoc *d, const char *path, GError **error)
         return write_error(path, err, error);
     }
     cairo_surface_t *surface = cairo_pdf_surface_create_for_stream(sink_write, &sink, p.pw, p.ph);
-    g_autofree char *title = g_strdup_printf("ChangeLens report: %s", d->c->summary.name);
+    /* a de-identified report's title names no case: a name is free text its author chose, and
+     * a PDF's title is shown where the pages are not (file managers, tabs, indexes) */
+    g_autofree char *title = d->deidentified
+                                 ? g_strdup("ChangeLens report (de-identified)")
+                                 : g_strdup_printf("ChangeLens report: %s", d->c->summary.name);
     cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_TITLE, title);
     cairo_pdf_surface_set_metadata(surface, CAIRO_PDF_METADATA_CREATOR, d->generator);
     /* set, so that a de-identified report carries the shifted date rather than today's */
