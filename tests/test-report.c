@@ -256,6 +256,9 @@ static void opts(ClReportOptions *o, const ClCase *c, ClReportFormat fmt, const 
     o->format = fmt;
     o->deid_secret = secret;
     o->generator = "ChangeLens test";
+    /* make_case(TRUE)'s third image has burned-in annotation: checked, except where the refusal
+     * is the test (/report/deid/burned-in) */
+    o->burned_in_checked = TRUE;
 }
 
 static GPtrArray *export_ok(const ClCase *c, const ClReportOptions *o, const char *path)
@@ -1173,6 +1176,59 @@ static void test_deid_secret_file(void)
 
 /* ---- missing files, burned-in annotation ---------------------------------------------------- */
 
+/* De-identification changes metadata and text, never pixels: a de-identified PDF or HTML report
+ * of an image that may show burned-in text is refused until its pixels are confirmed checked;
+ * JSON (no pixels) and a report that is not de-identified are written. */
+static void test_deid_burned_in(void)
+{
+    g_autoptr(ClCase) c = make_case(TRUE); /* image 3: BurnedInAnnotation YES */
+    g_assert_cmpuint(cl_report_burned_in_images(c), ==, 1);
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_PDF, "secret-A");
+    o.burned_in_checked = FALSE;
+    g_autofree char *out = tmp_path("burned.pdf");
+    g_autoptr(GError) err = NULL;
+    g_assert_false(cl_report_export(c, &o, out, NULL, &err));
+    g_assert_error(err, CL_REPORT_ERROR, CL_REPORT_ERROR_BURNED_IN);
+    g_assert_nonnull(strstr(err->message, "Image 3"));
+    g_assert_nonnull(strstr(err->message, "--burned-in-checked"));
+    g_assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
+    g_clear_error(&err);
+    o.format = CL_REPORT_HTML;
+    g_assert_false(cl_report_export(c, &o, out, NULL, &err));
+    g_assert_error(err, CL_REPORT_ERROR, CL_REPORT_ERROR_BURNED_IN);
+    g_clear_error(&err);
+    o.format = CL_REPORT_JSON;
+    g_autoptr(GPtrArray) w1 = export_ok(c, &o, out);
+    o.format = CL_REPORT_PDF;
+    o.burned_in_checked = TRUE;
+    g_autoptr(GPtrArray) w2 = export_ok(c, &o, out);
+    g_assert_true(warnings_have(w2, "Image 3", "burned-in annotation"));
+    o.burned_in_checked = FALSE;
+    o.deidentify = FALSE;
+    g_autoptr(GPtrArray) w3 = export_ok(c, &o, out);
+
+    /* ultrasound that does not say: refused as well; one that says NO: written */
+    ClCaseImage *us = g_ptr_array_index(c->images, 1);
+    g_free(us->modality);
+    us->modality = g_strdup("US");
+    g_free(us->metadata_json);
+    us->metadata_json = g_strdup("{\"Modality\":\"US\",\"PatientID\":\"X1\"}");
+    ClCaseImage *third = g_ptr_array_index(c->images, 2);
+    g_free(third->metadata_json);
+    third->metadata_json = g_strdup("{\"BurnedInAnnotation\":\"NO\"}");
+    g_assert_cmpuint(cl_report_burned_in_images(c), ==, 1);
+    o.deidentify = TRUE;
+    g_assert_false(cl_report_export(c, &o, out, NULL, &err));
+    g_assert_error(err, CL_REPORT_ERROR, CL_REPORT_ERROR_BURNED_IN);
+    g_assert_nonnull(strstr(err->message, "ultrasound"));
+    g_clear_error(&err);
+    g_free(us->metadata_json);
+    us->metadata_json = g_strdup("{\"Modality\":\"US\",\"BurnedInAnnotation\":\"NO\"}");
+    g_assert_cmpuint(cl_report_burned_in_images(c), ==, 0);
+    g_autoptr(GPtrArray) w4 = export_ok(c, &o, out);
+}
+
 static void test_missing_file(void)
 {
     g_autoptr(ClCase) c = make_case(TRUE);
@@ -1702,6 +1758,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/deid/file-names", test_deid_file_names);
     g_test_add_func("/report/deid/gaps", test_deid_gaps);
     g_test_add_func("/report/deid/pdf-title", test_deid_pdf_title);
+    g_test_add_func("/report/deid/burned-in", test_deid_burned_in);
     g_test_add_func("/report/deid/secret-file", test_deid_secret_file);
     g_test_add_func("/report/missing-file", test_missing_file);
     g_test_add_func("/report/atomic", test_atomic);

@@ -16,6 +16,7 @@ typedef struct {
     char *path;
     ClReportFormat format;
     gboolean deidentify;
+    gboolean burned_in_checked; /* the reviewer looked at the pixels that may show text */
     GPtrArray *warnings;
     gboolean has_view;
     ClReportView view; /* points into the fields below */
@@ -43,6 +44,7 @@ static void export_thread(GTask *task, gpointer source, gpointer data, GCancella
     cl_report_options_init(&o, j->c);
     o.format = j->format;
     o.deidentify = j->deidentify;
+    o.burned_in_checked = j->burned_in_checked;
     o.generator = "ChangeLens " CL_VERSION;
     o.view = j->has_view ? &j->view : NULL;
     GError *error = NULL;
@@ -122,7 +124,8 @@ static void capture_view(ClWindow *self, ExportJob *j)
         v->heatmap_source = j->heatmap_source = g_strdup(h->kind);
 }
 
-static void start_export(ClWindow *self, const char *path, gboolean deidentify)
+static void start_export(ClWindow *self, const char *path, gboolean deidentify,
+                         gboolean burned_in_checked)
 {
     if (!self->db || !self->current_case || self->export_cancellable)
         return;
@@ -131,6 +134,7 @@ static void start_export(ClWindow *self, const char *path, gboolean deidentify)
                 : g_str_has_suffix(path, ".json")                                 ? CL_REPORT_JSON
                                                                                   : CL_REPORT_PDF;
     j->deidentify = deidentify;
+    j->burned_in_checked = burned_in_checked;
     g_autoptr(GError) error = NULL;
     j->c = cl_casedb_get_case(self->db, self->current_case->summary.id,
                               CL_CASE_HEATMAP_DATA | CL_CASE_CHECK_FILES, &error);
@@ -207,8 +211,9 @@ static void on_export_options_response(AdwMessageDialog *dialog, const char *res
     if (!g_str_equal(response, "export"))
         return;
     GtkSwitch *sw = g_object_get_data(G_OBJECT(dialog), "cl-deidentify");
+    GtkSwitch *checked = g_object_get_data(G_OBJECT(dialog), "cl-burned-in-checked");
     const char *path = g_object_get_data(G_OBJECT(dialog), "cl-path");
-    start_export(self, path, gtk_switch_get_active(sw));
+    start_export(self, path, gtk_switch_get_active(sw), checked && gtk_switch_get_active(checked));
 }
 
 static void ask_options(ClWindow *self, gpointer data)
@@ -246,6 +251,33 @@ static void ask_options(ClWindow *self, gpointer data)
     adw_action_row_set_activatable_widget(ADW_ACTION_ROW(row), sw);
     adw_preferences_group_add(ADW_PREFERENCES_GROUP(main_group), row);
     gtk_box_append(GTK_BOX(box), main_group);
+    /* de-identification changes metadata and text, never pixels: where they may show text, the
+     * reviewer says they looked (else the export is refused with the reason) */
+    const guint burned = cl_report_burned_in_images(self->current_case);
+    if (burned > 0) {
+        GtkWidget *brow = adw_action_row_new();
+        adw_preferences_row_set_title(ADW_PREFERENCES_ROW(brow), _("_Pixels checked"));
+        adw_preferences_row_set_use_underline(ADW_PREFERENCES_ROW(brow), TRUE);
+        g_autofree char *sub = g_strdup_printf(
+            ngettext("%u image may show text burned into its pixels (burned-in annotation, "
+                     "or ultrasound), which de-identification does not remove: switch this on "
+                     "once you have looked and found no name, ID or date there",
+                     "%u images may show text burned into their pixels (burned-in "
+                     "annotation, or ultrasound), which de-identification does not remove: "
+                     "switch this on once you have looked and found no name, ID or date there",
+                     burned),
+            burned);
+        adw_action_row_set_subtitle(ADW_ACTION_ROW(brow), sub);
+        adw_action_row_set_subtitle_lines(ADW_ACTION_ROW(brow), 0);
+        GtkWidget *bsw = gtk_switch_new();
+        gtk_widget_set_valign(bsw, GTK_ALIGN_CENTER);
+        adw_action_row_add_suffix(ADW_ACTION_ROW(brow), bsw);
+        adw_action_row_set_activatable_widget(ADW_ACTION_ROW(brow), bsw);
+        gtk_widget_set_name(brow, "burned-in-checked");
+        adw_preferences_group_add(ADW_PREFERENCES_GROUP(main_group), brow);
+        g_object_bind_property(sw, "active", brow, "visible", G_BINDING_SYNC_CREATE);
+        g_object_set_data(G_OBJECT(d), "cl-burned-in-checked", bsw);
+    }
     GtkWidget *changes = changes_group(self);
     g_object_bind_property(sw, "active", changes, "visible", G_BINDING_SYNC_CREATE);
     gtk_box_append(GTK_BOX(box), changes);

@@ -37,6 +37,7 @@ static const char usage_text[] =
     "  note ID TEXT                    add a note\n"
     "  key ID IMAGE_ID [--label TEXT]  mark a key image\n"
     "  export ID --format pdf|html|json --out PATH [--no-deidentify] [--paper a4|letter]\n"
+    "         [--burned-in-checked]\n"
     "  delete ID                       delete the case (the audit log keeps a record)\n"
     "\n"
     "The database: --db PATH, else $CHANGELENS_DB, else ~/.local/share/changelens/cases.db.\n"
@@ -561,7 +562,7 @@ static int cmd_key(int argc, char **argv)
 static int cmd_export(int argc, char **argv)
 {
     g_autofree char *format = NULL, *out = NULL, *paper = NULL;
-    gboolean no_deid = FALSE, deid = FALSE;
+    gboolean no_deid = FALSE, deid = FALSE, checked = FALSE;
     GOptionEntry entries[] = {
         { "format", 'f', 0, G_OPTION_ARG_STRING, &format, "pdf, html or json", "FORMAT" },
         { "out", 'o', 0, G_OPTION_ARG_FILENAME, &out, "The file to write", "PATH" },
@@ -572,6 +573,10 @@ static int cmd_export(int argc, char **argv)
           NULL },
         { "deidentify", 0, 0, G_OPTION_ARG_NONE, &deid,
           "De-identify a case without DICOM images too", NULL },
+        { "burned-in-checked", 0, 0, G_OPTION_ARG_NONE, &checked,
+          "The pixels of the images that may show burned-in text (BurnedInAnnotation YES, "
+          "ultrasound) were looked at: a de-identified PDF or HTML report of them is written",
+          NULL },
         { NULL },
     };
     int rc = parse("export", "ID - write a report of a case (PDF, HTML or JSON)", NULL, entries,
@@ -607,6 +612,7 @@ static int cmd_export(int argc, char **argv)
         o.deidentify = FALSE;
     if (deid)
         o.deidentify = TRUE;
+    o.burned_in_checked = checked;
     o.generator = "ChangeLens " CL_VERSION;
     g_autoptr(GPtrArray) warnings = g_ptr_array_new_with_free_func(g_free);
     if (!cl_report_export(c, &o, out, warnings, &err))

@@ -607,6 +607,43 @@ static ClDeid *deid_for(const ClCase *c, const ClReportOptions *o, GError **erro
 
 static void view_comparison(ClRpDoc *d, const ClDeid *deid, const ClCase *orig);
 
+/* An ultrasound image (from the case's modality or the metadata's) */
+static gboolean is_ultrasound(const ClCaseImage *img, JsonObject *meta)
+{
+    const char *m = img->modality && *img->modality ? img->modality : meta_string(meta, "Modality");
+    if (!m)
+        return FALSE;
+    g_autofree char *s = g_strstrip(g_ascii_strup(m, -1));
+    return strcmp(s, "US") == 0;
+}
+
+/* BurnedInAnnotation YES: TRUE; else FALSE (absent too) */
+static gboolean says_burned_in(JsonObject *meta)
+{
+    const char *burned = meta_string(meta, "BurnedInAnnotation");
+    if (!burned)
+        return FALSE;
+    g_autofree char *b = g_strstrip(g_ascii_strup(burned, -1));
+    return strcmp(b, "YES") == 0;
+}
+
+guint cl_report_burned_in_images(const ClCase *c)
+{
+    g_return_val_if_fail(c != NULL, 0);
+    guint n = 0;
+    for (guint i = 0; c->images && i < c->images->len; i++) {
+        const ClCaseImage *img = g_ptr_array_index(c->images, i);
+        gboolean ok;
+        JsonObject *meta = parse_meta(img->metadata_json, &ok);
+        const gboolean says = meta && json_object_has_member(meta, "BurnedInAnnotation");
+        if (says_burned_in(meta) || (!says && is_ultrasound(img, meta)))
+            n++;
+        if (meta)
+            json_object_unref(meta);
+    }
+    return n;
+}
+
 ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictures, GError **error)
 {
     g_autoptr(ClDeid) deid = NULL;
@@ -670,16 +707,34 @@ ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictu
         ri->meta = parse_meta(ri->img->metadata_json, &ok);
         if (!ok)
             warn(d, "%s: its stored metadata is not a JSON object and is left out.", ri->title);
-        const char *burned = meta_string(ri->meta, "BurnedInAnnotation");
-        if (burned) {
-            g_autofree char *b = g_strstrip(g_ascii_strup(burned, -1));
-            ri->burned_in = strcmp(b, "YES") == 0;
-        }
+        const gboolean burned = ri->meta && json_object_has_member(ri->meta, "BurnedInAnnotation");
+        ri->burned_in = says_burned_in(ri->meta);
+        const gboolean unsure = !burned && is_ultrasound(ri->img, ri->meta);
         if (ri->burned_in)
             warn(d,
                  "%s has burned-in annotation (BurnedInAnnotation = YES): its pixels may show "
                  "identifying text that this export %s.",
                  ri->title, deid ? "does not remove" : "shows as it is");
+        else if (unsure)
+            warn(d,
+                 "%s is an ultrasound image that does not say whether text is burned into its "
+                 "pixels (no BurnedInAnnotation); ultrasound images often show the patient's "
+                 "name and the date, which this export %s.",
+                 ri->title, deid ? "does not remove" : "shows as it is");
+        if ((ri->burned_in || unsure) && deid && pictures && !o->burned_in_checked) {
+            g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_BURNED_IN,
+                        "%s may show identifying text in its pixels (%s), and de-identification "
+                        "changes metadata and text, never pixels: look at its pixels, then export "
+                        "again confirming they were checked (case export --burned-in-checked; "
+                        "in the app, \"Pixels checked\"), or export the JSON report, which holds "
+                        "no pixels",
+                        ri->title,
+                        ri->burned_in ? "BurnedInAnnotation = YES"
+                                      : "ultrasound without BurnedInAnnotation");
+            rp_image_free(ri);
+            cl_rp_doc_free(d);
+            return NULL;
+        }
         ri->key_labels = key_labels(d->c, ri->img->id);
         g_ptr_array_add(d->images, ri);
     }

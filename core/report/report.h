@@ -15,6 +15,10 @@ typedef enum {
     CL_REPORT_ERROR_WRITE,   /* the output cannot be written (directory, permission, disk full) */
     CL_REPORT_ERROR_INVALID, /* bad options (unknown format, empty case) */
     CL_REPORT_ERROR_RENDER,  /* Cairo / Pango failed */
+    /* a de-identified report with pictures of an image whose pixels may show identifying text
+     * (BurnedInAnnotation = YES; ultrasound without the attribute), not confirmed as checked
+     * (ClReportOptions.burned_in_checked) */
+    CL_REPORT_ERROR_BURNED_IN,
 } ClReportError;
 GQuark cl_report_error_quark(void);
 
@@ -63,6 +67,12 @@ typedef struct {
      * consistently; NULL = a per-installation secret kept in the user config dir
      * (g_get_user_config_dir()/changelens/deid-secret, created on first use). */
     const char *deid_secret;
+    /* The person exporting has looked at the pixels of the images that may show identifying text
+     * burned into them and found none (or accepts it): without it a de-identified PDF or HTML
+     * report of such a case is refused (CL_REPORT_ERROR_BURNED_IN), since de-identification
+     * changes metadata and text, never pixels. JSON reports hold no pixels and are not refused.
+     * Default FALSE. */
+    gboolean burned_in_checked;
     double heatmap_opacity; /* 0.6 */
     guint max_image_px;     /* longest side of embedded images, 1024 */
     const char *generator;  /* "ChangeLens 0.x" written in the report */
@@ -70,6 +80,10 @@ typedef struct {
      * its default display, consecutive pairs only, no tolerance (the command line). */
     const ClReportView *view;
 } ClReportOptions;
+/* How many of the case's images may show identifying text in their pixels: BurnedInAnnotation
+ * YES, or an ultrasound image (Modality US) that does not say. */
+guint cl_report_burned_in_images(const ClCase *c);
+
 /* Defaults for this case (deidentify = cl_case_has_dicom(c)). */
 void cl_report_options_init(ClReportOptions *o, const ClCase *c);
 
