@@ -98,6 +98,46 @@ static void test_resize(void)
         g_assert_cmpfloat(same[i], ==, cb[i]);
 }
 
+/* The fitted display values are the resized planes, bit for bit, for any size: a 16-bit grey
+ * image with a percentile stretch (ranges resolved once for every stripe) and an RGB one, over
+ * more rows than one stripe. */
+static void test_display_fit(void)
+{
+    const struct {
+        ClChannelLayout layout;
+        guint channels, bits, w, h, dw, dh;
+    } cases[] = {
+        { CL_LAYOUT_GREY, 1, 16, 97, 300, 40, 123 },
+        { CL_LAYOUT_RGB, 3, 8, 301, 260, 150, 7 },
+        { CL_LAYOUT_RGB, 3, 8, 64, 64, 64, 64 },
+    };
+    for (guint t = 0; t < G_N_ELEMENTS(cases); t++) {
+        g_autoptr(ClImage) img =
+            mem_image(cases[t].w, cases[t].h, cases[t].layout, cases[t].channels, cases[t].bits);
+        ClFrame *f = g_ptr_array_index(img->frames, 0);
+        const gsize n = (gsize)cases[t].w * cases[t].h * cases[t].channels;
+        guint32 r = 12345 + t;
+        for (gsize i = 0; i < n; i++) {
+            r = r * 1664525u + 1013904223u;
+            if (cases[t].bits == 16)
+                ((guint16 *)f->data)[i] = (guint16)(r >> 16);
+            else
+                ((guint8 *)f->data)[i] = (guint8)(r >> 24);
+        }
+        g_autoptr(GError) error = NULL;
+        g_autofree float *full = cl_preprocess_display(img, 0, NULL, &error);
+        g_assert_no_error(error);
+        const guint dw = cases[t].dw, dh = cases[t].dh;
+        g_autofree float *want = g_new(float, 3 * (gsize)dw * dh);
+        cl_preprocess_resize(full, 3, (int)cases[t].w, (int)cases[t].h, want, (int)dw, (int)dh);
+        g_autofree float *got = cl_preprocess_display_fit(img, 0, NULL, dw, dh, &error);
+        g_assert_no_error(error);
+        g_assert_cmpmem(got, sizeof(float) * 3 * dw * dh, want, sizeof(float) * 3 * dw * dh);
+        g_assert_null(cl_preprocess_display_fit(img, 3, NULL, dw, dh, &error));
+        g_assert_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID);
+    }
+}
+
 static void test_preprocess_values(void)
 {
     g_autoptr(GError) error = NULL;
@@ -816,6 +856,7 @@ int main(int argc, char **argv)
     g_test_add_func("/describe/preprocess/letterbox", test_letterbox);
     g_test_add_func("/describe/preprocess/resize", test_resize);
     g_test_add_func("/describe/preprocess/values", test_preprocess_values);
+    g_test_add_func("/describe/preprocess/display-fit", test_display_fit);
     g_test_add_func("/describe/preprocess/masks", test_masks);
     g_test_add_func("/describe/preprocess/aligned", test_aligned_input);
     g_test_add_func("/describe/heatmap/grid", test_heatmap_grid);

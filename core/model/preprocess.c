@@ -172,6 +172,86 @@ float *cl_preprocess_display(const ClImage *img, guint frame, const ClDisplaySet
     return out;
 }
 
+/* Rows of the display render at a time in cl_preprocess_display_fit */
+#define FIT_STRIPE 128
+
+float *cl_preprocess_display_fit(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                                 guint dw, guint dh, GError **error)
+{
+    g_return_val_if_fail(img != NULL && dw > 0 && dh > 0, NULL);
+    if (dw == img->width && dh == img->height)
+        return cl_preprocess_display(img, frame, s, error);
+    if (frame >= cl_image_n_frames(img)) {
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID,
+                    "frame %u does not exist (the image has %u)", frame + 1,
+                    cl_image_n_frames(img));
+        return NULL;
+    }
+    ClDisplaySettings def;
+    if (!s) {
+        cl_display_settings_init(&def, img, frame);
+        s = &def;
+    }
+    ClDisplayRanges ranges; /* once, so that every stripe maps values alike */
+    cl_display_resolve_ranges(img, frame, s, &ranges);
+    const int W = (int)img->width, H = (int)img->height, w = (int)dw, h = (int)dh;
+    float *tmp = g_try_malloc((gsize)H * w * 3 * sizeof(float));
+    float *out = g_try_malloc((gsize)w * h * 3 * sizeof(float));
+    if (!tmp || !out) {
+        g_free(tmp);
+        g_free(out);
+        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
+                    "not enough memory to resize %d × %d display values", W, H);
+        return NULL;
+    }
+    Taps tx, ty;
+    taps_init(&tx, W, w);
+    taps_init(&ty, H, h);
+    /* the horizontal pass stripe by stripe from the 8-bit render, with the sums of
+     * cl_preprocess_resize over the planes (value = level / 255.0f) */
+    gboolean ok = TRUE;
+    for (int y0 = 0; y0 < H && ok; y0 += FIT_STRIPE) {
+        const int rows = MIN(FIT_STRIPE, H - y0);
+        guint ow = 0, oh = 0;
+        g_autofree guint8 *rgba = cl_display_render_rgba_region(
+            img, frame, s, &ranges, 0, (guint)y0, (guint)W, (guint)rows, 1, &ow, &oh, NULL, error);
+        if (!rgba) {
+            ok = FALSE;
+            break;
+        }
+        for (int c = 0; c < 3; c++)
+            for (int r = 0; r < rows; r++) {
+                const guint8 *row = rgba + (gsize)r * W * 4;
+                for (int x = 0; x < w; x++) {
+                    const float *wt = tx.w + (gsize)x * tx.stride;
+                    float acc = 0;
+                    for (int k = 0; k < tx.n[x]; k++)
+                        acc += wt[k] * (row[(gsize)(tx.first[x] + k) * 4 + c] / 255.0f);
+                    tmp[((gsize)c * H + y0 + r) * w + x] = acc;
+                }
+            }
+    }
+    for (int c = 0; c < 3 && ok; c++) {
+        const float *p = tmp + (gsize)c * H * w;
+        float *q = out + (gsize)c * w * h;
+        for (int y = 0; y < h; y++) {
+            const float *wt = ty.w + (gsize)y * ty.stride;
+            for (int x = 0; x < w; x++) {
+                float acc = 0;
+                for (int k = 0; k < ty.n[y]; k++)
+                    acc += wt[k] * p[(gsize)(ty.first[y] + k) * w + x];
+                q[(gsize)y * w + x] = acc;
+            }
+        }
+    }
+    g_free(tmp);
+    taps_clear(&tx);
+    taps_clear(&ty);
+    if (!ok)
+        g_clear_pointer(&out, g_free);
+    return out;
+}
+
 /* The letterboxed, normalised model input from an 8-bit RGBA picture of W × H. */
 static gboolean letterbox_rgba(const guint8 *rgba, int W, int H, gboolean grey, int size,
                                int channels, float *out, ClLetterbox *lb, GError **error)

@@ -43,6 +43,12 @@ void cl_preprocess_resize(const float *src, int c, int sw, int sh, float *dst, i
  * samples (float "no data") become 0. */
 float *cl_preprocess_display(const ClImage *img, guint frame, const ClDisplaySettings *s,
                              GError **error);
+/* The same display values resized to dw × dh (cl_preprocess_resize's filter, the same values as
+ * resizing cl_preprocess_display's planes) without the full-size float planes: the horizontal
+ * pass reads the 8-bit display render, so a 16384 × 16384 image needs its render and a
+ * height × dw intermediate, not 3 GB of floats. */
+float *cl_preprocess_display_fit(const ClImage *img, guint frame, const ClDisplaySettings *s,
+                                 guint dw, guint dh, GError **error);
 
 /* The model input for one frame: display values (above), to `channels` planes (3: R, G, B;
  * 1: grey images' value, colour images' BT.601 luma), letterboxed into size × size

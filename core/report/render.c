@@ -57,16 +57,10 @@ gboolean cl_rp_display(const ClImage *img, guint frame, const ClDisplaySettings 
                        ClRpPlanes *out, GError **error)
 {
     memset(out, 0, sizeof *out);
-    g_autofree float *full = cl_preprocess_display(img, frame, s, error);
-    if (!full)
-        return FALSE;
     cl_rp_fit(img->width, img->height, max_px, &out->w, &out->h);
-    if (out->w == img->width && out->h == img->height) {
-        out->planes = g_steal_pointer(&full);
-        return TRUE;
-    }
-    out->planes = resize3(full, img->width, img->height, out->w, out->h);
-    return out->planes ? TRUE : out_of_memory(out->w, out->h, error);
+    /* resized on the way: a large image's full-size float planes are never made */
+    out->planes = cl_preprocess_display_fit(img, frame, s, out->w, out->h, error);
+    return out->planes != NULL;
 }
 
 static guint8 level(float v)
