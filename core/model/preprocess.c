@@ -100,6 +100,20 @@ static void taps_init(Taps *t, int n_in, int n_out)
     }
 }
 
+/* The vertical pass of a resize: rows of w values (the horizontal pass's) to h rows. */
+static void vertical_pass(const float *src, const Taps *ty, int w, int h, float *dst)
+{
+    for (int y = 0; y < h; y++) {
+        const float *wt = ty->w + (gsize)y * ty->stride;
+        for (int x = 0; x < w; x++) {
+            float acc = 0;
+            for (int k = 0; k < ty->n[y]; k++)
+                acc += wt[k] * src[(gsize)(ty->first[y] + k) * w + x];
+            dst[(gsize)y * w + x] = acc;
+        }
+    }
+}
+
 void cl_preprocess_resize(const float *src, int c, int sw, int sh, float *dst, int dw, int dh)
 {
     g_return_if_fail(src && dst && c > 0 && sw > 0 && sh > 0 && dw > 0 && dh > 0);
@@ -118,16 +132,7 @@ void cl_preprocess_resize(const float *src, int c, int sw, int sh, float *dst, i
                     acc += w[k] * row[k];
                 tmp[(gsize)y * dw + x] = acc;
             }
-        float *q = dst + (gsize)ch * dw * dh;
-        for (int y = 0; y < dh; y++) {
-            const float *w = ty.w + (gsize)y * ty.stride;
-            for (int x = 0; x < dw; x++) {
-                float acc = 0;
-                for (int k = 0; k < ty.n[y]; k++)
-                    acc += w[k] * tmp[(gsize)(ty.first[y] + k) * dw + x];
-                q[(gsize)y * dw + x] = acc;
-            }
-        }
+        vertical_pass(tmp, &ty, dw, dh, dst + (gsize)ch * dw * dh);
     }
     g_free(tmp);
     taps_clear(&tx);
@@ -231,19 +236,8 @@ float *cl_preprocess_display_fit(const ClImage *img, guint frame, const ClDispla
                 }
             }
     }
-    for (int c = 0; c < 3 && ok; c++) {
-        const float *p = tmp + (gsize)c * H * w;
-        float *q = out + (gsize)c * w * h;
-        for (int y = 0; y < h; y++) {
-            const float *wt = ty.w + (gsize)y * ty.stride;
-            for (int x = 0; x < w; x++) {
-                float acc = 0;
-                for (int k = 0; k < ty.n[y]; k++)
-                    acc += wt[k] * p[(gsize)(ty.first[y] + k) * w + x];
-                q[(gsize)y * w + x] = acc;
-            }
-        }
-    }
+    for (int c = 0; c < 3 && ok; c++)
+        vertical_pass(tmp + (gsize)c * H * w, &ty, w, h, out + (gsize)c * w * h);
     g_free(tmp);
     taps_clear(&tx);
     taps_clear(&ty);

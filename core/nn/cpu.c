@@ -631,6 +631,21 @@ __attribute__((target("avx2"))) static inline void transpose8(__m256 m[8])
     }
 }
 
+/* Eight keys' scores from their 16 partial sums (lo[r] lanes 0-7, hi[r] lanes 8-15 of key r),
+ * added in dot_f's order, times scale, to s[0..7] */
+__attribute__((target("avx2"))) static inline void store_scores(__m256 lo[8], __m256 hi[8],
+                                                                float scale, float *s)
+{
+    transpose8(lo); /* now lane r of lo[i] / hi[i]: key r's partial sum i / 8 + i */
+    transpose8(hi);
+    __m256 t = _mm256_setzero_ps();
+    for (int i = 0; i < 8; i++)
+        t = _mm256_add_ps(t, lo[i]);
+    for (int i = 0; i < 8; i++)
+        t = _mm256_add_ps(t, hi[i]);
+    _mm256_storeu_ps(s, _mm256_mul_ps(t, _mm256_set1_ps(scale)));
+}
+
 /* hd a multiple of 16 */
 __attribute__((target("avx2"))) static void
 attn_scores_avx2(const float *q, const float *k, int ldk, int n, int hd, float scale, float *s)
@@ -652,14 +667,7 @@ attn_scores_avx2(const float *q, const float *k, int ldk, int n, int hd, float s
                 }
                 lo[r] = a, hi[r] = b;
             }
-            transpose8(lo);
-            transpose8(hi);
-            __m256 t = _mm256_setzero_ps();
-            for (int i = 0; i < 8; i++)
-                t = _mm256_add_ps(t, lo[i]);
-            for (int i = 0; i < 8; i++)
-                t = _mm256_add_ps(t, hi[i]);
-            _mm256_storeu_ps(s + j0, _mm256_mul_ps(t, _mm256_set1_ps(scale)));
+            store_scores(lo, hi, scale, s + j0);
         }
     }
     for (; j0 + 8 <= n; j0 += 8) {
@@ -675,15 +683,7 @@ attn_scores_avx2(const float *q, const float *k, int ldk, int n, int hd, float s
             }
             lo[r] = a, hi[r] = b;
         }
-        /* lane r of lo[i] / hi[i]: key j0 + r's partial sum i / 8 + i; summed in dot_f's order */
-        transpose8(lo);
-        transpose8(hi);
-        __m256 t = _mm256_setzero_ps();
-        for (int i = 0; i < 8; i++)
-            t = _mm256_add_ps(t, lo[i]);
-        for (int i = 0; i < 8; i++)
-            t = _mm256_add_ps(t, hi[i]);
-        _mm256_storeu_ps(s + j0, _mm256_mul_ps(t, _mm256_set1_ps(scale)));
+        store_scores(lo, hi, scale, s + j0);
     }
     attn_scores_portable(q, k + (size_t)j0 * ldk, ldk, n - j0, hd, scale, s + j0);
 }
