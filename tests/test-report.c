@@ -14,6 +14,7 @@
 
 #include "casedb/casedb.h"
 #include "report/deid.h"
+#include "report/doc.h"
 #include "fixtures.h"
 #include "model/heatmap.h"
 #include "report/report.h"
@@ -1137,6 +1138,43 @@ static void test_deid_pdf_title(void)
     g_assert_true(pdf_title_is(pdf2, len, "ChangeLens report: Ward7 chest"));
 }
 
+/* A long run without a space gets break opportunities (Pango's wrapping inside a word is
+ * quadratic: a 40,000-character name without a space took 16 s to lay out); text with spaces
+ * is left alone; the text read without the breaks is the same. */
+static void test_long_words(void)
+{
+    g_assert_null(cl_rp_with_breaks("An ordinary sentence, with words-and/slashes."));
+    GString *word = g_string_new(NULL);
+    for (int i = 0; i < 10000; i++)
+        g_string_append(word, i % 2 ? "b" : "\u00e4"); /* ä: two bytes */
+    g_autofree char *broken = cl_rp_with_breaks(word->str);
+    g_assert_nonnull(broken);
+    int run = 0, longest = 0, breaks = 0;
+    GString *back = g_string_new(NULL);
+    for (const char *q = broken; *q; q = g_utf8_next_char(q)) {
+        gunichar c = g_utf8_get_char(q);
+        if (c == 0x200B) {
+            breaks++, run = 0;
+            continue;
+        }
+        g_string_append_unichar(back, c);
+        run++;
+        longest = MAX(longest, run);
+    }
+    g_assert_cmpint(longest, <=, 64);
+    g_assert_cmpint(breaks, ==, 10000 / 64);
+    g_assert_cmpstr(back->str, ==, word->str);
+    g_string_free(back, TRUE);
+    /* and the PDF of a case so named is written */
+    g_autoptr(ClCase) c = make_case(FALSE);
+    g_free(c->summary.name);
+    c->summary.name = g_string_free(word, FALSE);
+    ClReportOptions o;
+    opts(&o, c, CL_REPORT_PDF, "secret-A");
+    g_autofree char *out = tmp_path("long-name.pdf");
+    g_autoptr(GPtrArray) w = export_ok(c, &o, out);
+}
+
 /* No secret given: one is made in the config dir (0600) and reused. */
 static void test_deid_secret_file(void)
 {
@@ -1759,6 +1797,7 @@ int main(int argc, char **argv)
     g_test_add_func("/report/deid/gaps", test_deid_gaps);
     g_test_add_func("/report/deid/pdf-title", test_deid_pdf_title);
     g_test_add_func("/report/deid/burned-in", test_deid_burned_in);
+    g_test_add_func("/report/pdf/long-words", test_long_words);
     g_test_add_func("/report/deid/secret-file", test_deid_secret_file);
     g_test_add_func("/report/missing-file", test_missing_file);
     g_test_add_func("/report/atomic", test_atomic);

@@ -145,6 +145,38 @@ char *cl_rp_timings(const ClCaseRun *r)
                            r->n_tokens);
 }
 
+/* A run of more than this many characters without a break opportunity gets one (U+200B ZERO
+ * WIDTH SPACE) every BREAK_EVERY characters: Pango breaks such a run inside a word by reshaping
+ * it for each line, which takes time quadratic in its length (a 20,000-character name without a
+ * space took 7 s, 40,000 16 s). Text with spaces is left as it is. */
+#define BREAK_EVERY 64
+
+char *cl_rp_with_breaks(const char *text)
+{
+    int run = 0;
+    gboolean long_run = FALSE;
+    for (const char *q = text; *q && !long_run; q = g_utf8_next_char(q)) {
+        gunichar c = g_utf8_get_char(q);
+        run = g_unichar_isspace(c) || c == 0x200B || c == '-' || c == '/' ? 0 : run + 1;
+        long_run = run > BREAK_EVERY;
+    }
+    if (!long_run)
+        return NULL;
+    GString *out = g_string_sized_new(strlen(text) + strlen(text) / 16);
+    run = 0;
+    for (const char *q = text; *q; q = g_utf8_next_char(q)) {
+        gunichar c = g_utf8_get_char(q);
+        if (g_unichar_isspace(c) || c == 0x200B || c == '-' || c == '/')
+            run = 0;
+        else if (++run > BREAK_EVERY) {
+            g_string_append_unichar(out, 0x200B);
+            run = 1;
+        }
+        g_string_append_unichar(out, c);
+    }
+    return g_string_free(out, FALSE);
+}
+
 char *cl_rp_short(const char *text, guint max_chars)
 {
     if (!text)

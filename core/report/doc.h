@@ -72,7 +72,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClRpDoc, cl_rp_doc_free)
 const ClRpImage *cl_rp_doc_image_by_id(const ClRpDoc *d, gint64 image_id);
 char *cl_rp_timings(const ClCaseRun *r);              /* "preprocess 1.0 ms, encode ..." */
 char *cl_rp_short(const char *text, guint max_chars); /* first line, cut with … */
-char *cl_rp_compact_json(const char *json);           /* one line; the text itself if not JSON */
+/* text with a U+200B ZERO WIDTH SPACE every 64 characters of a longer run without a space,
+ * hyphen or slash (for Pango's wrapping, quadratic inside a word); NULL when it has no such run */
+char *cl_rp_with_breaks(const char *text);
+char *cl_rp_compact_json(const char *json); /* one line; the text itself if not JSON */
 const char *cl_rp_or(const char *s, const char *fallback); /* s when not empty */
 /* "1 → 2: update_norm heatmap of run 3 (grid 10 × 10)" style captions. */
 /* "Before: image-1.dcm, acquired …", key-image and burned-in lines added */

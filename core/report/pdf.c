@@ -38,7 +38,8 @@ static PangoLayout *layout_new(Pdf *p, const char *text, const PangoFontDescript
     pango_layout_set_font_description(l, font);
     pango_layout_set_width(l, (int)(width * PANGO_SCALE));
     pango_layout_set_wrap(l, PANGO_WRAP_WORD_CHAR);
-    pango_layout_set_text(l, text, -1);
+    g_autofree char *broken = cl_rp_with_breaks(text);
+    pango_layout_set_text(l, broken ? broken : text, -1);
     return l;
 }
 
