@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/config.h"
+#include "model/preprocess.h"
 
 const char *cl_heatmap_source_name(ClHeatmapSource s)
 {
@@ -223,17 +224,9 @@ guint8 *cl_heatmap_render_overlay(const ClHeatmap *hm, const ClLetterbox *lb, co
                     lb->src_width, lb->src_height, img->width, img->height);
         return NULL;
     }
-    if (frame >= cl_image_n_frames(img)) {
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID,
-                    "frame %u does not exist (the image has %u)", frame + 1,
-                    cl_image_n_frames(img));
-        return NULL;
-    }
     ClDisplaySettings def;
-    if (!s) {
-        cl_display_settings_init(&def, img, frame);
-        s = &def;
-    }
+    if (!(s = cl_preprocess_settings(img, frame, s, &def, error)))
+        return NULL;
     g_autofree guint8 *rgba = cl_display_render_rgba(img, frame, s, error);
     if (!rgba)
         return NULL;

@@ -141,20 +141,28 @@ void cl_preprocess_resize(const float *src, int c, int sw, int sh, float *dst, i
 
 /* ---- display values ------------------------------------------------------------------------- */
 
-static guint8 *render(const ClImage *img, guint frame, const ClDisplaySettings *s, GError **error)
+const ClDisplaySettings *cl_preprocess_settings(const ClImage *img, guint frame,
+                                                const ClDisplaySettings *s,
+                                                ClDisplaySettings *defaults, GError **error)
 {
-    g_return_val_if_fail(img != NULL, NULL);
+    g_return_val_if_fail(img != NULL && defaults != NULL, NULL);
     if (frame >= cl_image_n_frames(img)) {
         g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID,
                     "frame %u does not exist (the image has %u)", frame + 1,
                     cl_image_n_frames(img));
         return NULL;
     }
+    if (s)
+        return s;
+    cl_display_settings_init(defaults, img, frame);
+    return defaults;
+}
+
+static guint8 *render(const ClImage *img, guint frame, const ClDisplaySettings *s, GError **error)
+{
     ClDisplaySettings def;
-    if (!s) {
-        cl_display_settings_init(&def, img, frame);
-        s = &def;
-    }
+    if (!(s = cl_preprocess_settings(img, frame, s, &def, error)))
+        return NULL;
     return cl_display_render_rgba(img, frame, s, error);
 }
 
@@ -186,17 +194,9 @@ float *cl_preprocess_display_fit(const ClImage *img, guint frame, const ClDispla
     g_return_val_if_fail(img != NULL && dw > 0 && dh > 0, NULL);
     if (dw == img->width && dh == img->height)
         return cl_preprocess_display(img, frame, s, error);
-    if (frame >= cl_image_n_frames(img)) {
-        g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_INVALID,
-                    "frame %u does not exist (the image has %u)", frame + 1,
-                    cl_image_n_frames(img));
-        return NULL;
-    }
     ClDisplaySettings def;
-    if (!s) {
-        cl_display_settings_init(&def, img, frame);
-        s = &def;
-    }
+    if (!(s = cl_preprocess_settings(img, frame, s, &def, error)))
+        return NULL;
     ClDisplayRanges ranges; /* once, so that every stripe maps values alike */
     cl_display_resolve_ranges(img, frame, s, &ranges);
     const int W = (int)img->width, H = (int)img->height, w = (int)dw, h = (int)dh;

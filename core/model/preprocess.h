@@ -43,6 +43,11 @@ void cl_preprocess_resize(const float *src, int c, int sw, int sh, float *dst, i
  * samples (float "no data") become 0. */
 float *cl_preprocess_display(const ClImage *img, guint frame, const ClDisplaySettings *s,
                              GError **error);
+/* The settings a frame is shown with: s, or the frame's defaults written to *defaults (s NULL);
+ * NULL + error when the image has no such frame. */
+const ClDisplaySettings *cl_preprocess_settings(const ClImage *img, guint frame,
+                                                const ClDisplaySettings *s,
+                                                ClDisplaySettings *defaults, GError **error);
 /* The same display values resized to dw × dh (cl_preprocess_resize's filter, the same values as
  * resizing cl_preprocess_display's planes) without the full-size float planes: the horizontal
  * pass reads the 8-bit display render, so a 16384 × 16384 image needs its render and a

@@ -153,28 +153,22 @@ char *cl_rp_timings(const ClCaseRun *r)
 
 char *cl_rp_with_breaks(const char *text)
 {
+    GString *out = NULL; /* made at the first break inserted */
     int run = 0;
-    gboolean long_run = FALSE;
-    for (const char *q = text; *q && !long_run; q = g_utf8_next_char(q)) {
-        gunichar c = g_utf8_get_char(q);
-        run = g_unichar_isspace(c) || c == 0x200B || c == '-' || c == '/' ? 0 : run + 1;
-        long_run = run > BREAK_EVERY;
-    }
-    if (!long_run)
-        return NULL;
-    GString *out = g_string_sized_new(strlen(text) + strlen(text) / 16);
-    run = 0;
     for (const char *q = text; *q; q = g_utf8_next_char(q)) {
         gunichar c = g_utf8_get_char(q);
-        if (g_unichar_isspace(c) || c == 0x200B || c == '-' || c == '/')
+        if (g_unichar_isspace(c) || c == 0x200B || c == '-' || c == '/') {
             run = 0;
-        else if (++run > BREAK_EVERY) {
+        } else if (++run > BREAK_EVERY) {
+            if (!out)
+                out = g_string_new_len(text, q - text);
             g_string_append_unichar(out, 0x200B);
             run = 1;
         }
-        g_string_append_unichar(out, c);
+        if (out)
+            g_string_append_unichar(out, c);
     }
-    return g_string_free(out, FALSE);
+    return out ? g_string_free(out, FALSE) : NULL;
 }
 
 char *cl_rp_short(const char *text, guint max_chars)
@@ -649,14 +643,21 @@ static gboolean is_ultrasound(const ClCaseImage *img, JsonObject *meta)
     return strcmp(s, "US") == 0;
 }
 
-/* BurnedInAnnotation YES: TRUE; else FALSE (absent too) */
-static gboolean says_burned_in(JsonObject *meta)
+typedef enum {
+    BURN_NONE, /* BurnedInAnnotation other than YES, or absent on a modality that rarely has it */
+    BURN_YES,  /* BurnedInAnnotation = YES */
+    BURN_ULTRASOUND, /* ultrasound that does not say */
+} BurnRisk;
+
+/* Whether an image's pixels may show identifying text */
+static BurnRisk burn_risk(const ClCaseImage *img, JsonObject *meta)
 {
     const char *burned = meta_string(meta, "BurnedInAnnotation");
-    if (!burned)
-        return FALSE;
-    g_autofree char *b = g_strstrip(g_ascii_strup(burned, -1));
-    return strcmp(b, "YES") == 0;
+    if (burned) {
+        g_autofree char *b = g_strstrip(g_ascii_strup(burned, -1));
+        return strcmp(b, "YES") == 0 ? BURN_YES : BURN_NONE;
+    }
+    return is_ultrasound(img, meta) ? BURN_ULTRASOUND : BURN_NONE;
 }
 
 guint cl_report_burned_in_images(const ClCase *c)
@@ -667,11 +668,8 @@ guint cl_report_burned_in_images(const ClCase *c)
         const ClCaseImage *img = g_ptr_array_index(c->images, i);
         gboolean ok;
         JsonObject *meta = parse_meta(img->metadata_json, &ok);
-        const gboolean says = meta && json_object_has_member(meta, "BurnedInAnnotation");
-        if (says_burned_in(meta) || (!says && is_ultrasound(img, meta)))
-            n++;
-        if (meta)
-            json_object_unref(meta);
+        n += burn_risk(img, meta) != BURN_NONE;
+        json_object_unref(meta);
     }
     return n;
 }
@@ -739,21 +737,20 @@ ClRpDoc *cl_rp_doc_new(const ClCase *c, const ClReportOptions *o, gboolean pictu
         ri->meta = parse_meta(ri->img->metadata_json, &ok);
         if (!ok)
             warn(d, "%s: its stored metadata is not a JSON object and is left out.", ri->title);
-        const gboolean burned = ri->meta && json_object_has_member(ri->meta, "BurnedInAnnotation");
-        ri->burned_in = says_burned_in(ri->meta);
-        const gboolean unsure = !burned && is_ultrasound(ri->img, ri->meta);
+        const BurnRisk risk = burn_risk(ri->img, ri->meta);
+        ri->burned_in = risk == BURN_YES;
         if (ri->burned_in)
             warn(d,
                  "%s has burned-in annotation (BurnedInAnnotation = YES): its pixels may show "
                  "identifying text that this export %s.",
                  ri->title, deid ? "does not remove" : "shows as it is");
-        else if (unsure)
+        else if (risk == BURN_ULTRASOUND)
             warn(d,
                  "%s is an ultrasound image that does not say whether text is burned into its "
                  "pixels (no BurnedInAnnotation); ultrasound images often show the patient's "
                  "name and the date, which this export %s.",
                  ri->title, deid ? "does not remove" : "shows as it is");
-        if ((ri->burned_in || unsure) && deid && pictures && !o->burned_in_checked) {
+        if (risk != BURN_NONE && deid && pictures && !o->burned_in_checked) {
             g_set_error(error, CL_REPORT_ERROR, CL_REPORT_ERROR_BURNED_IN,
                         "%s may show identifying text in its pixels (%s), and de-identification "
                         "changes metadata and text, never pixels: look at its pixels, then export "
