@@ -15,8 +15,9 @@ PACKAGES=(
   libglib2.0-dev libglib2.0-bin libgdk-pixbuf-2.0-dev libpng-dev zlib1g-dev libtiff-dev libgeotiff-dev
   libdcmtk-dev libsndfile1-dev libssl-dev libwrap0-dev libjson-glib-dev libcairo2-dev libpango1.0-dev
   libopenblas-dev libsqlite3-dev libopenjp2-7-dev
-  # GDAL: the geospatial rasters TIFF does not cover, and the GeoTIFF/GeoPackage export; gdalinfo
-  libgdal-dev gdal-bin
+  # GDAL: the geospatial rasters TIFF does not cover, and the GeoTIFF/GeoPackage export; gdalinfo;
+  # HDF5's own library writes the GDAL test's HDF5 file (GDAL reads HDF5 but cannot write it)
+  libgdal-dev gdal-bin libhdf5-dev
   # fonts for the PDF and HTML reports (Pango)
   fonts-dejavu-core
   # image formats gdk-pixbuf loads at run time

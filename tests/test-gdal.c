@@ -1,7 +1,9 @@
 /* test-gdal.c - the GDAL loader: rasters written here with GDAL's API (ENVI, JPEG 2000, netCDF,
- * GeoTIFF) read back value by value with their CRS, transform, nodata, scale/offset and band
- * descriptions; oversize rasters read at an overview or decimated scale; corrupt files refused. */
+ * NITF, VRT, GeoTIFF) and with HDF5's own API read back value by value with their CRS,
+ * transform, nodata, scale/offset and band descriptions; oversize rasters read at an overview or
+ * decimated scale; corrupt files refused. */
 #include <gdal.h>
+#include <hdf5.h>
 #include <cpl_conv.h>
 #include <cpl_error.h>
 #include <ogr_srs_api.h>
@@ -364,6 +366,120 @@ static void test_subdatasets(void)
     g_assert_nonnull(strstr(err->message, "no subdataset 'snow'"));
 }
 
+/* A VRT of the ENVI fixture: the same values, CRS and transform through the virtual raster; a
+ * VRT whose source file is missing is refused naming the file. */
+static void test_vrt(void)
+{
+    g_autofree char *src = write_fixture("ENVI", "vrt-source.envi", 7, 5, 2, GDT_Int16, NULL);
+    g_autofree char *path = g_build_filename(tmpdir, "small.vrt", NULL);
+    GDALDatasetH in = GDALOpen(src, GA_ReadOnly);
+    g_assert_nonnull(in);
+    GDALDatasetH out =
+        GDALCreateCopy(GDALGetDriverByName("VRT"), path, in, FALSE, NULL, NULL, NULL);
+    g_assert_nonnull(out);
+    GDALClose(out);
+    GDALClose(in);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) img = cl_image_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(img->format, ==, CL_IMAGE_FORMAT_GDAL);
+    g_assert_true(has_meta(img, "GDALDriver", "VRT"));
+    check_fixture_values(img, 7, 5, 2);
+    check_utm_geo(img, 1);
+
+    /* the source gone: an error, not a crash or an empty image */
+    g_autofree char *hdr = g_build_filename(tmpdir, "vrt-source.hdr", NULL);
+    g_assert_cmpint(g_unlink(src), ==, 0);
+    g_unlink(hdr);
+    g_autoptr(ClImage) gone = cl_image_load(path, NULL, &err);
+    g_assert_null(gone);
+    g_assert_nonnull(err);
+    g_test_message("VRT without its source: %s", err->message);
+    g_assert_nonnull(strstr(err->message, "small.vrt"));
+}
+
+/* NITF (GDAL's NITF driver): the values and the UTM grid from the file's IGEOLO corners. */
+static void test_nitf(void)
+{
+    if (!GDALGetDriverByName("NITF")) {
+        g_test_skip("GDAL has no NITF driver in this build");
+        return;
+    }
+    g_autofree char *path = write_fixture("NITF", "small.ntf", 7, 5, 2, GDT_Int16, NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) img = cl_image_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(img->format, ==, CL_IMAGE_FORMAT_GDAL);
+    g_assert_true(has_meta(img, "GDALDriver", "NITF"));
+    g_assert_cmpint(img->sample_format, ==, CL_SAMPLE_INT);
+    /* nodata, scale/offset and band names travel in GDAL's .aux.xml beside the file */
+    check_fixture_values(img, 7, 5, 2);
+    g_assert_true(has_meta(img, "BandDescription", "band 2: band-B"));
+    g_assert_nonnull(img->geo);
+    g_assert_true(img->geo->has_transform);
+    g_assert_cmpfloat(fabs(img->geo->transform[0] - utm_t[0]), <, 1e-6);
+    g_assert_cmpfloat(fabs(img->geo->transform[3] - utm_t[3]), <, 1e-6);
+    g_assert_cmpfloat(fabs(img->geo->pixel_size[0] - 10), <, 1e-6);
+    g_assert_nonnull(img->geo->crs_name);
+    g_test_message("NITF CRS: %s (EPSG %d)", img->geo->crs_name, img->geo->epsg);
+    g_assert_nonnull(strstr(img->geo->crs_name, "UTM zone 33N"));
+}
+
+/* HDF5 written with HDF5's own API (GDAL cannot write it): two 2-D datasets in a group, the first
+ * opened by default, the second by name, both value by value. */
+static void test_hdf5(void)
+{
+    if (!GDALGetDriverByName("HDF5")) {
+        g_test_skip("GDAL has no HDF5 driver in this build");
+        return;
+    }
+    g_autofree char *path = g_build_filename(tmpdir, "two.h5", NULL);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    g_assert_cmpint(f, >=, 0);
+    hid_t g = H5Gcreate2(f, "scene", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[2] = { 3, 4 };
+    const char *names[2] = { "red", "nir" };
+    for (int v = 0; v < 2; v++) {
+        hid_t space = H5Screate_simple(2, dims, NULL);
+        hid_t d = H5Dcreate2(g, names[v], H5T_NATIVE_USHORT, space, H5P_DEFAULT, H5P_DEFAULT,
+                             H5P_DEFAULT);
+        unsigned short vals[12];
+        for (int i = 0; i < 12; i++)
+            vals[i] = (unsigned short)(v * 1000 + i * 7);
+        g_assert_cmpint(H5Dwrite(d, H5T_NATIVE_USHORT, H5S_ALL, H5S_ALL, H5P_DEFAULT, vals), >=, 0);
+        H5Dclose(d);
+        H5Sclose(space);
+    }
+    H5Gclose(g);
+    H5Fclose(f);
+
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClImage) first = cl_image_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_true(has_meta(first, "GDALDriver", "HDF5"));
+    g_assert_true(has_meta(first, "Subdataset", "red"));
+    g_assert_true(has_meta(first, "Subdataset", "nir"));
+    g_assert_cmpuint(first->width, ==, 4);
+    g_assert_cmpuint(first->height, ==, 3);
+    g_assert_cmpint(first->sample_format, ==, CL_SAMPLE_UINT);
+    g_assert_cmpuint(first->bits, ==, 16);
+    /* which of the two GDAL lists first is its business; the values say which one it is */
+    const float *p = cl_image_plane(first, 0, 0);
+    const int v0 = p[0] >= 1000;
+    for (int i = 0; i < 12; i++)
+        g_assert_cmpfloat(p[i], ==, v0 * 1000 + i * 7);
+    g_autofree char *by_name = g_strdup_printf("%s:%s", path, v0 ? "red" : "nir");
+    g_autoptr(ClImage) other = cl_image_load(by_name, NULL, &err);
+    g_assert_no_error(err);
+    for (int i = 0; i < 12; i++)
+        g_assert_cmpfloat(cl_image_plane(other, 0, 0)[i], ==, (1 - v0) * 1000 + i * 7);
+    /* or by its path in the file */
+    g_autofree char *by_path = g_strdup_printf("%s:/scene/%s", path, v0 ? "red" : "nir");
+    g_autoptr(ClImage) same = cl_image_load(by_path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(cl_image_plane(same, 0, 0)[1], ==, (1 - v0) * 1000 + 7);
+}
+
 /* A plain GeoTIFF is still the TIFF loader's. */
 static void test_geotiff_stays_tiff(void)
 {
@@ -621,6 +737,9 @@ int main(int argc, char **argv)
     g_test_add_func("/gdal/overview", test_overview);
     g_test_add_func("/gdal/decimated", test_decimated);
     g_test_add_func("/gdal/subdatasets", test_subdatasets);
+    g_test_add_func("/gdal/vrt", test_vrt);
+    g_test_add_func("/gdal/nitf", test_nitf);
+    g_test_add_func("/gdal/hdf5", test_hdf5);
     g_test_add_func("/gdal/geotiff-stays-tiff", test_geotiff_stays_tiff);
     g_test_add_func("/gdal/corrupt", test_corrupt);
     g_test_add_func("/gdal/no-network", test_no_network);

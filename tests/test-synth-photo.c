@@ -3,7 +3,9 @@
  * position as the structured answer has them and mark the patches where it is, the pasted
  * objects render in colour, strong nuisances change the pixels but not the answer, the held-out
  * photographs are not the training ones, and bad options are refused. Skipped where the
- * photographs' Debian packages are not installed. */
+ * photographs' Debian packages are not installed. The same edits in the radiograph and aerial
+ * tasks' renders (radiograph-edits, aerial-edits): the same answers and targets, grey chest films
+ * and colour tiles as the scenes, held-out scenes that are not the training ones. */
 #include <json-glib/json-glib.h>
 #include <string.h>
 
@@ -178,6 +180,73 @@ static void test_heldout_and_errors(void)
     g_assert_error(err, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS);
 }
 
+/* the share of pixels outside every object's box whose channels are equal (a grey scene) */
+static double grey_share(const ClSynthSample *s, int image)
+{
+    const ClSynthImage *im = &s->images[image];
+    const GArray *objs = s->objects[image];
+    int grey = 0, n = 0;
+    for (int y = 0; y < im->height; y++)
+        for (int x = 0; x < im->width; x++) {
+            gboolean inside = FALSE;
+            for (guint i = 0; i < objs->len && !inside; i++) {
+                const ClSynthObject *o = &g_array_index(objs, ClSynthObject, i);
+                inside = x >= o->box[0] - 2 && x <= o->box[2] + 2 && y >= o->box[1] - 2 &&
+                         y <= o->box[3] + 2;
+            }
+            if (inside)
+                continue;
+            const guint8 *p = im->pixels + ((gsize)y * im->width + x) * 3;
+            grey += p[0] == p[1] && p[1] == p[2];
+            n++;
+        }
+    return n ? (double)grey / n : 1;
+}
+
+static void test_other_domains(void)
+{
+    static const char *const tasks[2] = { "radiograph-edits", "aerial-edits" };
+    ClSynthOptions clean, held;
+    cl_synth_options_init(&clean);
+    clean.nuisance = FALSE;
+    held = clean;
+    held.photos = "heldout";
+    for (int t = 0; t < 2; t++) {
+        int changed = 0, unchanged = 0;
+        double grey = 0;
+        for (guint64 seed = 0; seed < 16; seed++) {
+            g_autoptr(ClSynthSample) s = cl_fixture_synth(tasks[t], seed, &clean);
+            g_assert_cmpint(s->n_images, ==, 2);
+            g_assert_cmpint(s->images[0].channels, ==, 3);
+            g_autoptr(JsonNode) j = cl_synth_sample_answer_json(s);
+            JsonObject *o = json_node_get_object(j);
+            if (!json_object_get_boolean_member(o, "change")) {
+                g_assert_cmpstr(s->answer, ==, "No change.");
+                g_assert_cmpint(changed_cells(s), ==, 0);
+                unchanged++;
+            } else {
+                g_assert_nonnull(strstr(s->answer, member(o, "object")));
+                g_assert_nonnull(strstr(s->answer, member(o, "position")));
+                g_assert_cmpint(changed_cells(s), >, 0);
+                changed++;
+            }
+            grey += grey_share(s, 0) / 16;
+            /* the held-out scenes are other patients and tiles */
+            g_autoptr(ClSynthSample) h = cl_fixture_synth(tasks[t], seed, &held);
+            g_assert_cmpfloat(mean_abs_diff(&s->images[0], &h->images[0]), >, 5);
+        }
+        g_test_message("%s: %d changed, %d unchanged, %.0f %% of the scene grey", tasks[t], changed,
+                       unchanged, 100 * grey);
+        g_assert_cmpint(changed, >, 0);
+        g_assert_cmpint(unchanged, >, 0);
+        /* chest films are grey, aerial tiles are not */
+        if (t == 0)
+            g_assert_cmpfloat(grey, >, 0.99);
+        else
+            g_assert_cmpfloat(grey, <, 0.2);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -185,5 +254,6 @@ int main(int argc, char **argv)
     g_test_add_func("/synth-photo/colour-objects", test_colour_objects);
     g_test_add_func("/synth-photo/strong-nuisance", test_strong_nuisance);
     g_test_add_func("/synth-photo/heldout-and-errors", test_heldout_and_errors);
+    g_test_add_func("/synth-photo/other-domains", test_other_domains);
     return g_test_run();
 }

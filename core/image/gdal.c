@@ -126,7 +126,16 @@ static void read_geo(GDALDatasetH ds, ClImage *img, double sx, double sy)
             OSRDestroySpatialReference(c);
         }
         const char *name = OSRGetName(srs);
-        if (name && *name)
+        if (name && *name && g_ascii_strcasecmp(name, "unnamed") != 0)
+            g->crs_name = g_utf8_make_valid(name, -1);
+        else if (g->epsg) {
+            /* a CRS identified but not named (NITF's IGEOLO UTM corners): the EPSG entry's name */
+            OGRSpatialReferenceH e = OSRNewSpatialReference(NULL);
+            if (OSRImportFromEPSG(e, g->epsg) == OGRERR_NONE && OSRGetName(e))
+                g->crs_name = g_utf8_make_valid(OSRGetName(e), -1);
+            OSRDestroySpatialReference(e);
+        }
+        if (!g->crs_name && name && *name)
             g->crs_name = g_utf8_make_valid(name, -1);
         const char *wkt = GDALGetProjectionRef(ds);
         if (wkt && *wkt)
@@ -469,10 +478,16 @@ static GDALDatasetH open_dataset(const char *path, const char *shown, char **ope
                         int n = atoi(key + strlen("SUBDATASET_"));
                         const char *last = strrchr(v, ':');
                         const char *var = last ? last + 1 : v;
-                        if (*var == '/')
+                        while (*var == '/')
                             var++;
-                        const char *w = *want == '/' ? want + 1 : want;
-                        if ((k > 0 && n == k) || strcmp(var, w) == 0)
+                        const char *w = want;
+                        while (*w == '/')
+                            w++;
+                        /* an HDF5 dataset by its path in the file ("scene/red") or its own name
+                         * ("red") */
+                        const char *base = strrchr(var, '/');
+                        if ((k > 0 && n == k) || strcmp(var, w) == 0 ||
+                            (base && !strchr(w, '/') && strcmp(base + 1, w) == 0))
                             sub_name = g_strdup(v);
                     }
                     CPLFree(key);

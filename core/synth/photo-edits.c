@@ -6,7 +6,9 @@
  * a white-balance tint, blur and JPEG re-encoding per image. The answer says what, where (a 3 × 3
  * position) and how, or "No change.". Photos: the training set (plasma-workspace-wallpapers,
  * mate-backgrounds) or the held-out one (opencv-doc's sample photographs), or a folder of the
- * user's (CHANGELENS_PHOTOS). */
+ * user's (CHANGELENS_PHOTOS). The tasks `radiograph-edits` and `aerial-edits` make the same edits
+ * in the radiograph and aerial tasks' renders (a set of 160 patients or tiles for training,
+ * another for held-out evaluation) instead of photographs. */
 #include "synth/synth-private.h"
 
 #include <gdk-pixbuf/gdk-pixbuf.h>
@@ -264,17 +266,58 @@ static PhotoSet *photo_set_load(const char *which)
     return set;
 }
 
-/* The set's photos, decoded once per process (two trainer threads may ask at once). */
-static const PhotoSet *photo_set(const char *which)
+/* Where the scenes of the edits come from: photographs, or the radiograph or aerial task's
+ * renders (the same edits on those domains' images). */
+typedef enum { SCENE_PHOTO, SCENE_RADIOGRAPH, SCENE_AERIAL, N_SCENES } SceneKind;
+static const char *const scene_tasks[N_SCENES] = { NULL, "radiograph", "aerial" };
+#define N_RENDERS 160 /* rendered scenes per set */
+
+/* The first image of N_RENDERS samples of the scene's task (no nuisances) at PHOTO_SIDE, as
+ * RGB24 surfaces; the training and the held-out set draw their seeds from separate streams. */
+static PhotoSet *render_set_load(SceneKind scene, gboolean heldout)
+{
+    PhotoSet *set = g_new0(PhotoSet, 1);
+    set->pixbufs = g_ptr_array_new_with_free_func((GDestroyNotify)cairo_surface_destroy);
+    set->where = g_strdup_printf("the %s task's renders", scene_tasks[scene]);
+    ClSynthOptions o;
+    cl_synth_options_init(&o);
+    o.width = o.height = PHOTO_SIDE;
+    o.nuisance = FALSE;
+    const guint64 base = heldout ? 0x48454c444f555400ull : 0x545241494e000000ull;
+    for (int i = 0; i < N_RENDERS; i++) {
+        g_autoptr(ClSynthSample) r =
+            cl_synth_generate(scene_tasks[scene], cl_synth_stream_seed(base, (guint64)i), &o, NULL);
+        if (!r || r->n_images < 1)
+            continue;
+        const ClSynthImage *im = &r->images[0];
+        cairo_surface_t *sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, im->width, im->height);
+        guint8 *d = cairo_image_surface_get_data(sf);
+        const int st = cairo_image_surface_get_stride(sf), nc = im->channels;
+        for (int y = 0; y < im->height; y++)
+            for (int x = 0; x < im->width; x++) {
+                const guint8 *p = im->pixels + ((gsize)y * im->width + x) * nc;
+                const guint8 g = p[0];
+                *(guint32 *)(gpointer)(d + (gsize)y * st + (gsize)x * 4) =
+                    0xff000000u | (guint32)(nc >= 3 ? p[0] : g) << 16 |
+                    (guint32)(nc >= 3 ? p[1] : g) << 8 | (nc >= 3 ? p[2] : g);
+            }
+        cairo_surface_mark_dirty(sf);
+        g_ptr_array_add(set->pixbufs, sf);
+    }
+    return set;
+}
+
+/* The set's scenes, decoded or rendered once per process (two trainer threads may ask at once). */
+static const PhotoSet *photo_set(SceneKind scene, const char *which)
 {
     static GMutex lock;
-    static PhotoSet *sets[2];
+    static PhotoSet *sets[N_SCENES][2];
     const int k = g_strcmp0(which, "heldout") == 0;
     g_mutex_lock(&lock);
-    if (!sets[k])
-        sets[k] = photo_set_load(which);
+    if (!sets[scene][k])
+        sets[scene][k] = scene == SCENE_PHOTO ? photo_set_load(which) : render_set_load(scene, k);
     g_mutex_unlock(&lock);
-    return sets[k];
+    return sets[scene][k];
 }
 
 /* ---- drawing ---------------------------------------------------------------------------------- */
@@ -610,9 +653,8 @@ static gboolean edit(ClSynthSample *s, ClSynthRng *rng, GArray *before, GArray *
     return TRUE;
 }
 
-gboolean cl_synth_photo_edits_generate(ClSynthSample *s, ClSynthRng *rng,
-                                       const ClSynthOptions *opts, ClSynthDrawing *drawing,
-                                       GError **error)
+static gboolean edits_generate(SceneKind scenes, ClSynthSample *s, ClSynthRng *rng,
+                               const ClSynthOptions *opts, ClSynthDrawing *drawing, GError **error)
 {
     ClSynthRng *const scene = rng;
     const int w = opts->width, h = opts->height;
@@ -627,7 +669,12 @@ gboolean cl_synth_photo_edits_generate(ClSynthSample *s, ClSynthRng *rng,
                     "synth: the photo set must be \"train\" or \"heldout\", not \"%s\"", which);
         return FALSE;
     }
-    const PhotoSet *set = photo_set(which);
+    const PhotoSet *set = photo_set(scenes, which);
+    if (set->pixbufs->len == 0 && scenes != SCENE_PHOTO) {
+        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
+                    "synth: %s rendered no scene to edit", set->where);
+        return FALSE;
+    }
     if (set->pixbufs->len == 0) {
         g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
                     "synth: photo-edits found no photographs in %s (install the Debian packages "
@@ -710,4 +757,25 @@ gboolean cl_synth_photo_edits_generate(ClSynthSample *s, ClSynthRng *rng,
     drawing->data = d;
     drawing->free_data = g_free;
     return TRUE;
+}
+
+gboolean cl_synth_photo_edits_generate(ClSynthSample *s, ClSynthRng *rng,
+                                       const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                       GError **error)
+{
+    return edits_generate(SCENE_PHOTO, s, rng, opts, drawing, error);
+}
+
+gboolean cl_synth_radiograph_edits_generate(ClSynthSample *s, ClSynthRng *rng,
+                                            const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                            GError **error)
+{
+    return edits_generate(SCENE_RADIOGRAPH, s, rng, opts, drawing, error);
+}
+
+gboolean cl_synth_aerial_edits_generate(ClSynthSample *s, ClSynthRng *rng,
+                                        const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                        GError **error)
+{
+    return edits_generate(SCENE_AERIAL, s, rng, opts, drawing, error);
 }

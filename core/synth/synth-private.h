@@ -94,6 +94,13 @@ gboolean cl_synth_photo_edits_generate(ClSynthSample *s, ClSynthRng *rng,
                                        const ClSynthOptions *opts, ClSynthDrawing *drawing,
                                        GError **error);
 JsonNode *cl_synth_photo_edits_answer_json(const ClSynthSample *s);
+/* the same edits in the radiograph and aerial tasks' renders (photo-edits.c) */
+gboolean cl_synth_radiograph_edits_generate(ClSynthSample *s, ClSynthRng *rng,
+                                            const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                            GError **error);
+gboolean cl_synth_aerial_edits_generate(ClSynthSample *s, ClSynthRng *rng,
+                                        const ClSynthOptions *opts, ClSynthDrawing *drawing,
+                                        GError **error);
 
 /* The change tasks' scenes for one image, for the grounded tasks (ground.c): each gives what the
  * first image of its change task would show, drawn the same way, without touching the sample's

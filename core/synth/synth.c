@@ -36,6 +36,13 @@ static const ClSynthTaskDef tasks[] = {
       "real photographs with pasted objects added, removed, moved, recoloured or resized, about a "
       "third unchanged; acquisition nuisances that are not changes",
       cl_synth_photo_edits_generate, NULL, NULL, cl_synth_photo_edits_answer_json },
+    { "radiograph-edits",
+      "photo-edits' edits (objects pasted in, removed, moved, recoloured, resized) in the "
+      "radiograph task's chest films; --photos train or heldout picks the films",
+      cl_synth_radiograph_edits_generate, NULL, NULL, cl_synth_photo_edits_answer_json },
+    { "aerial-edits",
+      "photo-edits' edits in the aerial task's tiles; --photos train or heldout picks the tiles",
+      cl_synth_aerial_edits_generate, NULL, NULL, cl_synth_photo_edits_answer_json },
     /* long sequences for the decoder options (docs/MODEL.md §4.2–4.6) */
     { "aerial-series",
       "8-16 aerial tiles of one place (3-32 with --images): when the building "
@@ -66,11 +73,23 @@ static const ClSynthTaskDef tasks[] = {
     { "edits-ground", "one photo-like scene: its objects and backdrop", cl_synth_ground_generate,
       NULL, NULL, cl_synth_ground_answer_json, TRUE },
 };
-static const char *const task_names[] = { "shapes",        "dots",         "radiograph",
-                                          "aerial",        "edits",        "photo-edits",
-                                          "aerial-series", "aerial-log",   "radiograph-history",
-                                          "shapes-ground", "dots-ground",  "radiograph-ground",
-                                          "aerial-ground", "edits-ground", NULL };
+static const char *const task_names[] = { "shapes",
+                                          "dots",
+                                          "radiograph",
+                                          "aerial",
+                                          "edits",
+                                          "photo-edits",
+                                          "radiograph-edits",
+                                          "aerial-edits",
+                                          "aerial-series",
+                                          "aerial-log",
+                                          "radiograph-history",
+                                          "shapes-ground",
+                                          "dots-ground",
+                                          "radiograph-ground",
+                                          "aerial-ground",
+                                          "edits-ground",
+                                          NULL };
 
 const char *const *cl_synth_tasks(void)
 {
