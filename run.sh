@@ -15,6 +15,8 @@ PACKAGES=(
   libglib2.0-dev libglib2.0-bin libgdk-pixbuf-2.0-dev libpng-dev zlib1g-dev libtiff-dev libgeotiff-dev
   libdcmtk-dev libsndfile1-dev libssl-dev libwrap0-dev libjson-glib-dev libcairo2-dev libpango1.0-dev
   libopenblas-dev libsqlite3-dev libopenjp2-7-dev
+  # DICOMweb to a PACS (QIDO-RS, WADO-RS, STOW-RS)
+  libsoup-3.0-dev
   # GDAL: the geospatial rasters TIFF does not cover, and the GeoTIFF/GeoPackage export; gdalinfo;
   # HDF5's own library writes the GDAL test's HDF5 file (GDAL reads HDF5 but cannot write it)
   libgdal-dev gdal-bin libhdf5-dev
@@ -29,7 +31,7 @@ PACKAGES=(
   # tests: render exported PDFs to PNG (pdftoppm); the style check (tools/format.sh)
   poppler-utils clang-format
   # tests: a real PACS (Orthanc) that the PACS test starts on loopback ports and stops (tests/test-pacs.cc)
-  orthanc
+  orthanc orthanc-dicomweb
   # tests: scikit-image's sample photographs (independent checks of the pretrained image network)
   python3-skimage
   # the photo-edits task (core/synth/photo-edits.c): the pasted objects' emoji font, the training

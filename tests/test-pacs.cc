@@ -1,10 +1,12 @@
 /* test-pacs.cc - `changelens-cli pacs` against a real Orthanc that this test starts on loopback
  * ports with its own configuration (storage in a temporary folder, our AE title allowed to
- * find, get and store, no plugins, no remote access) and stops at the end; if the test dies,
- * the server dies with it (PR_SET_PDEATHSIG). Loaded with the test's own DICOM files (the
- * radiograph task's two studies of one patient); find -> get -> describe -> store the report ->
- * find it again, and read the report objects back. Exit 77 (skipped) only when the Orthanc
- * program is missing or does not start. Only 127.0.0.1 is ever contacted. */
+ * find, get and store, no plugin but Debian's DICOMweb one, no remote access) and stops at the
+ * end; if the test dies, the server dies with it (PR_SET_PDEATHSIG). Loaded with the test's own
+ * DICOM files (the radiograph task's two studies of one patient); find -> get -> describe ->
+ * store the report -> find it again, and read the report objects back — once over DIMSE, once
+ * over DICOMweb (QIDO-RS, WADO-RS, STOW-RS; another patient; skipped without the plugin). Exit
+ * 77 (skipped) only when the Orthanc program is missing or does not start. Only 127.0.0.1 is
+ * ever contacted. */
 #include <dcmtk/config/osconfig.h>
 
 #include <dcmtk/dcmdata/dctk.h>
@@ -35,7 +37,10 @@ static int dicom_port, http_port;
 static char *port_text;
 static char *files[2]; /* the fixture: prior and current study */
 static char *study_uid[2], *patient_id;
-static char *got[2]; /* the retrieved copies */
+static char *got[2];                  /* the retrieved copies */
+static char *web_plugin;              /* Orthanc's DICOMweb plugin, NULL when not installed */
+static std::vector<std::string> peer; /* the connection options of the protocol under test */
+static const char *mode = "";         /* "dimse" or "dicomweb": whose fixture is loaded */
 
 typedef struct {
     int status;
@@ -63,8 +68,28 @@ static Run cli(const char *first, ...)
     return Run{ WEXITSTATUS(status), out, err };
 }
 
-/* the connection options for our Orthanc */
-#define PEER "--host", "127.0.0.1", "--port", port_text, "--aec", "CLTEST", "--aet", "CHANGELENS"
+/* changelens-cli pacs SUB, the connection options of the protocol under test, ARGS… */
+static Run pacs(const char *sub, ...)
+{
+    std::vector<const char *> argv = { g_getenv("CL_CLI"), "pacs", sub };
+    for (const std::string &a : peer)
+        argv.push_back(a.c_str());
+    va_list ap;
+    va_start(ap, sub);
+    for (const char *a; (a = va_arg(ap, const char *));)
+        argv.push_back(a);
+    va_end(ap);
+    argv.push_back(NULL);
+    g_autofree char *out = NULL, *err = NULL;
+    g_autoptr(GError) error = NULL;
+    int status = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv.data(), NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                               &err, &status, &error));
+    g_assert_no_error(error);
+    if (!WIFEXITED(status))
+        g_error("changelens-cli pacs %s died (status %d): %s", sub, status, err);
+    return Run{ WEXITSTATUS(status), out, err };
+}
 
 static void expect_ok(const Run &r, const char *what)
 {
@@ -154,12 +179,17 @@ static gboolean start_server(std::string &why)
         http_port = free_port();
     while (http_port == dicom_port);
     port_text = g_strdup_printf("%d", dicom_port);
+    static const char plugin[] = "/usr/share/orthanc/plugins/libOrthancDicomWeb.so";
+    if (g_file_test(plugin, G_FILE_TEST_EXISTS))
+        web_plugin = g_strdup(plugin);
+    g_autofree char *plugins = web_plugin ? g_strdup_printf("\"%s\"", web_plugin) : g_strdup("");
     g_autofree char *storage = g_build_filename(tmpdir, "orthanc-db", NULL);
     g_autofree char *config = g_strdup_printf(
         "{\n"
         "  \"Name\": \"ChangeLens test\",\n"
         "  \"StorageDirectory\": \"%s\", \"IndexDirectory\": \"%s\",\n"
-        "  \"Plugins\": [], \"LuaScripts\": [],\n"
+        "  \"Plugins\": [%s], \"LuaScripts\": [],\n"
+        "  \"DicomWeb\": { \"Enable\": true, \"Root\": \"/dicom-web/\" },\n"
         "  \"DicomServerEnabled\": true, \"DicomAet\": \"CLTEST\", \"DicomPort\": %d,\n"
         "  \"DicomCheckCalledAet\": true,\n"
         "  \"DicomAlwaysAllowEcho\": false, \"DicomAlwaysAllowStore\": false,\n"
@@ -174,7 +204,7 @@ static gboolean start_server(std::string &why)
         "  \"ExecuteLuaEnabled\": false, \"RestApiWriteToFileSystemEnabled\": false,\n"
         "  \"StableAge\": 1\n"
         "}\n",
-        storage, storage, dicom_port, dicom_port, http_port);
+        storage, storage, plugins, dicom_port, dicom_port, http_port);
     g_autofree char *config_path = g_build_filename(tmpdir, "orthanc.json", NULL);
     g_assert_true(g_file_set_contents(config_path, config, -1, NULL));
     g_autofree char *log_path = g_build_filename(tmpdir, "orthanc.log", NULL);
@@ -210,42 +240,81 @@ static gboolean start_server(std::string &why)
 
 /* ---- the fixture ---- */
 
-static void make_fixture(void)
+static void make_fixture(int seed)
 {
-    g_autofree char *dir = g_build_filename(tmpdir, "synth", NULL);
-    Run r = cli("synth", "--task", "radiograph", "--n", "1", "--seed", "11", "--out", dir, NULL);
+    g_autofree char *dir = g_build_filename(tmpdir, mode, "synth", NULL);
+    g_autofree char *seed_text = g_strdup_printf("%d", seed);
+    Run r =
+        cli("synth", "--task", "radiograph", "--n", "1", "--seed", seed_text, "--out", dir, NULL);
     expect_ok(r, "synth");
+    g_clear_pointer(&patient_id, g_free);
     for (int k = 0; k < 2; k++) {
         g_autofree char *name = g_strdup_printf("000001-%d.dcm", k + 1);
+        g_free(files[k]);
         files[k] = g_build_filename(dir, "images", name, NULL);
         g_autoptr(GError) err = NULL;
         g_autoptr(ClImage) img = cl_image_load(files[k], NULL, &err);
         g_assert_no_error(err);
+        g_free(study_uid[k]);
         study_uid[k] = g_strdup(img->study_uid);
         if (!patient_id)
             patient_id = g_strdup(img->patient_id);
         g_assert_cmpstr(patient_id, ==, img->patient_id);
+        g_clear_pointer(&got[k], g_free);
     }
     g_assert_cmpstr(study_uid[0], !=, study_uid[1]);
 }
 
+/* The protocol a test runs over (its data: "dimse" or "dicomweb"): its connection options and
+ * its own fixture (another patient for DICOMweb), made when the protocol changes. FALSE (the
+ * test skipped) for DICOMweb without Orthanc's plugin. */
+static gboolean enter(gconstpointer data)
+{
+    const char *m = (const char *)data;
+    const gboolean web = strcmp(m, "dicomweb") == 0;
+    if (web && !web_plugin) {
+        g_test_skip(
+            "Orthanc's DICOMweb plugin is not installed (apt-get install orthanc-dicomweb)");
+        return FALSE;
+    }
+    if (strcmp(mode, m) == 0)
+        return TRUE;
+    mode = m;
+    peer.clear();
+    if (web) {
+        peer = { "--dicomweb",
+                 std::string("http://127.0.0.1:") + std::to_string(http_port) + "/dicom-web/" };
+    } else {
+        peer = { "--host", "127.0.0.1", "--port", port_text,
+                 "--aec",  "CLTEST",    "--aet",  "CHANGELENS" };
+    }
+    g_autofree char *dir = g_build_filename(tmpdir, mode, NULL);
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
+    make_fixture(web ? 12 : 11);
+    return TRUE;
+}
+
 /* ---- the tests, in order ---- */
 
-static void test_store_files(void)
+static void test_store_files(gconstpointer data)
 {
-    Run r = cli("pacs", "store", PEER, files[0], files[1], NULL);
+    if (!enter(data))
+        return;
+    Run r = pacs("store", files[0], files[1], NULL);
     expect_ok(r, "store files");
     g_assert_true(r.err.find("2 of 2 files stored") != std::string::npos);
     /* a file that is not DICOM is refused before anything is sent */
-    g_autofree char *bad = g_build_filename(tmpdir, "not-dicom.dcm", NULL);
+    g_autofree char *bad = g_build_filename(tmpdir, mode, "not-dicom.dcm", NULL);
     g_assert_true(g_file_set_contents(bad, "hello", -1, NULL));
-    expect_fail(cli("pacs", "store", PEER, bad, NULL), "store a text file", "cannot read");
+    expect_fail(pacs("store", bad, NULL), "store a text file", "cannot read");
 }
 
-static void test_find(void)
+static void test_find(gconstpointer data)
 {
+    if (!enter(data))
+        return;
     g_autoptr(JsonParser) p = NULL;
-    Run r = cli("pacs", "find", PEER, "--patient", patient_id, "--json", NULL);
+    Run r = pacs("find", "--patient", patient_id, "--json", NULL);
     expect_ok(r, "find by patient");
     JsonArray *a = json_array(r.out, &p);
     g_assert_cmpuint(json_array_get_length(a), ==, 2);
@@ -260,12 +329,12 @@ static void test_find(void)
     /* by accession: the current study alone */
     g_autofree char *acc =
         g_strdup(json_object_get_string_member(json_array_get_object_element(a, 1), "accession"));
-    Run t = cli("pacs", "find", PEER, "--accession", acc, NULL);
+    Run t = pacs("find", "--accession", acc, NULL);
     expect_ok(t, "find by accession");
     g_assert_true(t.out.find(study_uid[1]) != std::string::npos);
     g_assert_true(t.out.find(study_uid[0]) == std::string::npos);
     g_assert_true(t.out.find("CHEST PA") != std::string::npos);
-    expect_fail(cli("pacs", "find", PEER, "--patient", "NOBODY", NULL), "find nobody",
+    expect_fail(pacs("find", "--patient", "NOBODY", NULL), "find nobody",
                 "no study matches patient ID NOBODY");
 }
 
@@ -279,10 +348,12 @@ static std::vector<std::string> lines(const std::string &s)
     return v;
 }
 
-static void test_get(void)
+static void test_get(gconstpointer data)
 {
-    g_autofree char *dir = g_build_filename(tmpdir, "got", NULL);
-    Run r = cli("pacs", "get", PEER, "--patient", patient_id, "--out", dir, NULL);
+    if (!enter(data))
+        return;
+    g_autofree char *dir = g_build_filename(tmpdir, mode, "got", NULL);
+    Run r = pacs("get", "--patient", patient_id, "--out", dir, NULL);
     expect_ok(r, "get");
     std::vector<std::string> paths = lines(r.out);
     g_assert_cmpuint(paths.size(), ==, 2);
@@ -307,8 +378,8 @@ static void test_get(void)
                 got[1], NULL);
     expect_ok(d, "describe the retrieved files");
     /* a study that is not there */
-    g_autofree char *none = g_build_filename(tmpdir, "none", NULL);
-    expect_fail(cli("pacs", "get", PEER, "--study", "1.2.3.4", "--out", none, NULL), "get nothing",
+    g_autofree char *none = g_build_filename(tmpdir, mode, "none", NULL);
+    expect_fail(pacs("get", "--study", "1.2.3.4", "--out", none, NULL), "get nothing",
                 "no study matches study 1.2.3.4");
 }
 
@@ -325,9 +396,11 @@ static std::vector<std::string> sr_texts(DcmDataset *ds)
     return v;
 }
 
-static void test_store_report(void)
+static void test_store_report(gconstpointer data)
 {
-    g_autofree char *db = g_build_filename(tmpdir, "cases.db", NULL);
+    if (!enter(data))
+        return;
+    g_autofree char *db = g_build_filename(tmpdir, mode, "cases.db", NULL);
     Run r = cli("case", "--db", db, "new", "from the PACS", NULL);
     expect_ok(r, "case new");
     std::string id = lines(r.out).at(0);
@@ -336,18 +409,18 @@ static void test_store_report(void)
                   "--max-tokens", "4", "--device", "cpu", NULL),
               "case describe");
     /* a draft is not stored */
-    expect_fail(cli("pacs", "store", PEER, "--case", id.c_str(), "--db", db, NULL), "store a draft",
+    expect_fail(pacs("store", "--case", id.c_str(), "--db", db, NULL), "store a draft",
                 "has no accepted description (draft)");
     const char *text = "New opacity in the right lower zone — größer als zuvor.";
     expect_ok(cli("case", "--db", db, "edit", id.c_str(), text, NULL), "case edit");
     expect_ok(cli("case", "--db", db, "accept", id.c_str(), NULL), "case accept");
-    g_autofree char *keep = g_build_filename(tmpdir, "report", NULL);
-    expect_ok(cli("pacs", "store", PEER, "--case", id.c_str(), "--db", db, "--keep", keep, NULL),
+    g_autofree char *keep = g_build_filename(tmpdir, mode, "report", NULL);
+    expect_ok(pacs("store", "--case", id.c_str(), "--db", db, "--keep", keep, NULL),
               "store the report");
 
     /* found again: the current study has the two report series beside the image */
     g_autoptr(JsonParser) p = NULL;
-    Run f = cli("pacs", "find", PEER, "--study", study_uid[1], "--series", "--json", NULL);
+    Run f = pacs("find", "--study", study_uid[1], "--series", "--json", NULL);
     expect_ok(f, "find the series");
     JsonArray *a = json_array(f.out, &p);
     g_assert_cmpuint(json_array_get_length(a), ==, 3);
@@ -357,14 +430,14 @@ static void test_store_report(void)
                                                           "modality")) +
                 " ";
     g_assert_cmpstr(mods.c_str(), ==, "DX DOC SR ");
-    Run prior = cli("pacs", "find", PEER, "--study", study_uid[0], "--series", "--json", NULL);
+    Run prior = pacs("find", "--study", study_uid[0], "--series", "--json", NULL);
     expect_ok(prior, "find the prior's series");
     g_autoptr(JsonParser) p2 = NULL;
     g_assert_cmpuint(json_array_get_length(json_array(prior.out, &p2)), ==, 1);
 
     /* retrieved again, the objects are the report: the PDF's bytes, the SR's texts */
-    g_autofree char *dir = g_build_filename(tmpdir, "got-report", NULL);
-    Run g = cli("pacs", "get", PEER, "--study", study_uid[1], "--out", dir, NULL);
+    g_autofree char *dir = g_build_filename(tmpdir, mode, "got-report", NULL);
+    Run g = pacs("get", "--study", study_uid[1], "--out", dir, NULL);
     expect_ok(g, "get the report");
     g_autofree char *pdf_path = g_build_filename(keep, "report.pdf", NULL);
     g_autofree char *pdf = NULL;
@@ -418,6 +491,7 @@ static void test_store_report(void)
 
 static void test_errors(void)
 {
+    enter("dimse");
     g_autofree char *closed = g_strdup_printf("%d", free_port());
     expect_fail(cli("pacs", "find", "--host", "127.0.0.1", "--port", closed, "--aec", "CLTEST",
                     "--patient", "X", NULL),
@@ -447,10 +521,44 @@ static void test_errors(void)
     /* usage errors exit 2 */
     Run u = cli("pacs", "find", "--patient", "X", NULL);
     g_assert_cmpint(u.status, ==, 2);
-    g_assert_true(u.err.find("--host is required") != std::string::npos);
-    Run v = cli("pacs", "find", PEER, "--aet", "THIS-TITLE-IS-TOO-LONG", "--patient", "X", NULL);
+    g_assert_true(u.err.find("--host (or --dicomweb URL) is required") != std::string::npos);
+    Run v = pacs("find", "--aet", "THIS-TITLE-IS-TOO-LONG", "--patient", "X", NULL);
     g_assert_cmpint(v.status, ==, 1);
     g_assert_true(v.err.find("1 to 16") != std::string::npos);
+}
+
+/* DICOMweb's failures in words: nothing listening, a wrong base path, a bad URL, a server that
+ * says nothing, both protocols at once */
+static void test_web_errors(void)
+{
+    if (!enter("dicomweb"))
+        return;
+    g_autofree char *closed = g_strdup_printf("http://127.0.0.1:%d/dicom-web", free_port());
+    Run r = cli("pacs", "find", "--dicomweb", closed, "--patient", "X", NULL);
+    expect_fail(r, "nothing listening", "connection refused");
+    g_autofree char *wrong = g_strdup_printf("http://127.0.0.1:%d/no-such-root", http_port);
+    expect_fail(cli("pacs", "find", "--dicomweb", wrong, "--patient", "X", NULL), "wrong root",
+                "answered 404");
+    expect_fail(cli("pacs", "find", "--dicomweb", "ftp://127.0.0.1/x", "--patient", "X", NULL),
+                "not http", "is not a DICOMweb base URL");
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    g_assert_cmpint(bind(fd, (struct sockaddr *)&sa, sizeof sa), ==, 0);
+    g_assert_cmpint(listen(fd, 4), ==, 0);
+    g_assert_cmpint(getsockname(fd, (struct sockaddr *)&sa, &len), ==, 0);
+    g_autofree char *mute = g_strdup_printf("http://127.0.0.1:%d/dicom-web", ntohs(sa.sin_port));
+    gint64 t0 = g_get_monotonic_time();
+    expect_fail(cli("pacs", "find", "--dicomweb", mute, "--patient", "X", "--timeout", "2", NULL),
+                "silent server", "did not answer within 2 s");
+    close(fd);
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 15 * G_USEC_PER_SEC);
+    Run u =
+        cli("pacs", "find", "--dicomweb", closed, "--host", "127.0.0.1", "--patient", "X", NULL);
+    g_assert_cmpint(u.status, ==, 2);
+    g_assert_true(u.err.find("not both") != std::string::npos);
 }
 
 static void remove_tree(const char *path)
@@ -485,12 +593,18 @@ int main(int argc, char **argv)
         remove_tree(tmpdir);
         return 77;
     }
-    make_fixture();
-    g_test_add_func("/pacs/store-files", test_store_files);
-    g_test_add_func("/pacs/find", test_find);
-    g_test_add_func("/pacs/get", test_get);
-    g_test_add_func("/pacs/store-report", test_store_report);
-    g_test_add_func("/pacs/errors", test_errors);
+    for (const char *m : { "dimse", "dicomweb" }) {
+        g_autofree char *p1 = g_strdup_printf("/pacs/%s/store-files", m);
+        g_autofree char *p2 = g_strdup_printf("/pacs/%s/find", m);
+        g_autofree char *p3 = g_strdup_printf("/pacs/%s/get", m);
+        g_autofree char *p4 = g_strdup_printf("/pacs/%s/store-report", m);
+        g_test_add_data_func(p1, m, test_store_files);
+        g_test_add_data_func(p2, m, test_find);
+        g_test_add_data_func(p3, m, test_get);
+        g_test_add_data_func(p4, m, test_store_report);
+    }
+    g_test_add_func("/pacs/dimse/errors", test_errors);
+    g_test_add_func("/pacs/dicomweb/errors", test_web_errors);
     int rc = g_test_run();
     stop_server();
     if (rc == 0)

@@ -1,4 +1,5 @@
-/* cli-pacs.c - `changelens-cli pacs find|get|store`: a PACS over DIMSE (core/pacs/pacs.h):
+/* cli-pacs.c - `changelens-cli pacs find|get|store`: a PACS over DIMSE or DICOMweb
+ * (core/pacs/pacs.h):
  * studies found, retrieved into a folder that then opens as a case, files and a case's report
  * (Encapsulated PDF and Basic Text SR) stored back into the study. */
 #include <glib/gstdio.h>
@@ -34,7 +35,10 @@ static const char usage_text[] =
     "                                  name and sha256, reviewer) as a Basic Text SR\n"
     "\n"
     "Connection (every command):\n"
-    "  --host HOST      the PACS's name or address (required)\n"
+    "  --host HOST      the PACS's name or address (DIMSE; this or --dicomweb is required)\n"
+    "  --dicomweb URL   the PACS's DICOMweb base URL instead (http://HOST:PORT/PATH): find\n"
+    "                   with QIDO-RS, get with WADO-RS, store with STOW-RS; the AE titles\n"
+    "                   and --port are not used\n"
     "  --port N         its DICOM port (default 104)\n"
     "  --aet TITLE      our AE title (default CHANGELENS); the PACS must know it, and allow it\n"
     "                   to query, retrieve (C-GET) and store\n"
@@ -45,13 +49,14 @@ static const char usage_text[] =
     "refused by the PACS), 2 usage error.\n";
 
 typedef struct {
-    char *host, *aet, *aec;
+    char *host, *aet, *aec, *dicomweb;
     gint64 port, timeout;
+    char *shown; /* where the PACS is, for the messages */
 } PeerArgs;
 
 static void peer_args_clear(PeerArgs *a)
 {
-    cl_cli_free_all(&a->host, &a->aet, &a->aec, NULL);
+    cl_cli_free_all(&a->host, &a->aet, &a->aec, &a->dicomweb, &a->shown, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(PeerArgs, peer_args_clear)
 
@@ -81,6 +86,8 @@ static int parse(const char *cmd, const char *params, GOptionEntry *entries, Pee
     };
     GOptionEntry conn[] = {
         { "host", 0, 0, G_OPTION_ARG_STRING, &peer->host, "The PACS's name or address", "HOST" },
+        { "dicomweb", 0, 0, G_OPTION_ARG_STRING, &peer->dicomweb,
+          "The PACS's DICOMweb base URL instead of DIMSE at --host", "URL" },
         CL_CLI_INT_ENTRY("port", 0, "Its DICOM port (default 104)", "N"),
         { "aet", 0, 0, G_OPTION_ARG_STRING, &peer->aet, "Our AE title (default CHANGELENS)",
           "TITLE" },
@@ -100,13 +107,19 @@ static int parse(const char *cmd, const char *params, GOptionEntry *entries, Pee
     g_set_prgname(pname);
     if (!cl_cli_parse_options(ctx, pname, argc, argv))
         return CL_CLI_EXIT_USAGE;
-    if (!peer->host || !*peer->host)
-        return usage(cmd, "--host is required");
-    out->host = peer->host;
+    if (peer->dicomweb && peer->host)
+        return usage(cmd, "give --host (DIMSE) or --dicomweb URL, not both");
+    if ((!peer->host || !*peer->host) && (!peer->dicomweb || !*peer->dicomweb))
+        return usage(cmd, "--host (or --dicomweb URL) is required");
+    out->host = peer->host ? peer->host : "";
+    out->dicomweb = peer->dicomweb;
     out->port = (guint16)peer->port;
     out->our_aet = peer->aet ? peer->aet : "CHANGELENS";
     out->called_aet = peer->aec ? peer->aec : "ANY-SCP";
     out->timeout_s = (guint)peer->timeout;
+    peer->shown = peer->dicomweb
+                      ? g_strdup(peer->dicomweb)
+                      : g_strdup_printf("%s:%u (%s)", out->host, out->port, out->called_aet);
     return -1;
 }
 
@@ -208,8 +221,8 @@ static int cmd_find(int argc, char **argv)
     }
     if (m->len == 0) {
         g_autofree char *what = what_query(&q);
-        fprintf(stderr, "%s find: no %s matches %s at %s:%u (%s)\n", PROG,
-                series ? "series" : "study", what, peer.host, peer.port, peer.called_aet);
+        fprintf(stderr, "%s find: no %s matches %s at %s\n", PROG, series ? "series" : "study",
+                what, pa.shown);
         return 1;
     }
     if (json)
@@ -279,8 +292,7 @@ static int cmd_get(int argc, char **argv)
         return fail("get", err);
     if (m->len == 0) {
         g_autofree char *what = what_query(&q);
-        fprintf(stderr, "%s get: no study matches %s at %s:%u (%s)\n", PROG, what, peer.host,
-                peer.port, peer.called_aet);
+        fprintf(stderr, "%s get: no study matches %s at %s\n", PROG, what, pa.shown);
         return 1;
     }
     guint total = 0;
@@ -435,8 +447,8 @@ static int cmd_store(int argc, char **argv)
     if (!case_text) {
         guint n = 0;
         gboolean ok = cl_pacs_store_files(&peer, (const char *const *)argv + 1, &n, &err);
-        fprintf(stderr, "%s store: %u of %d file%s stored at %s:%u (%s)\n", PROG, n, argc - 1,
-                argc == 2 ? "" : "s", peer.host, peer.port, peer.called_aet);
+        fprintf(stderr, "%s store: %u of %d file%s stored at %s\n", PROG, n, argc - 1,
+                argc == 2 ? "" : "s", pa.shown);
         return ok ? 0 : fail("store", err);
     }
 
@@ -473,9 +485,8 @@ static int cmd_store(int argc, char **argv)
         return fail("store", err);
     fprintf(stderr,
             "%s store: the report of case %" G_GINT64_FORMAT
-            " (Encapsulated PDF and Basic Text SR) stored at %s:%u (%s)%s%s\n",
-            PROG, case_id, peer.host, peer.port, peer.called_aet, keep ? "; kept in " : "",
-            keep ? keep : "");
+            " (Encapsulated PDF and Basic Text SR) stored at %s%s%s\n",
+            PROG, case_id, pa.shown, keep ? "; kept in " : "", keep ? keep : "");
     return 0;
 }
 

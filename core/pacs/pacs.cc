@@ -21,6 +21,7 @@
 #include <vector>
 
 extern "C" {
+#include "pacs/pacs-private.h"
 #include "pacs/pacs.h"
 }
 
@@ -280,25 +281,7 @@ gboolean find(const ClPacsPeer *peer, DcmDataset *q, std::vector<DcmDataset *> &
 
 bool match_before(const ClPacsMatch *a, const ClPacsMatch *b)
 {
-    int c = strcmp(a->study_date, b->study_date);
-    if (c == 0)
-        c = strcmp(a->study_time, b->study_time);
-    if (c == 0)
-        c = strcmp(a->study_uid, b->study_uid);
-    if (c == 0)
-        c = a->series_number - b->series_number;
-    return c < 0;
-}
-
-/* A UID as a file name: digits and dots only, else NULL. */
-gboolean uid_is_safe(const char *uid)
-{
-    if (!uid || !*uid || strlen(uid) > 64 || uid[0] == '.')
-        return FALSE;
-    for (const char *c = uid; *c; c++)
-        if (!g_ascii_isdigit(*c) && *c != '.')
-            return FALSE;
-    return TRUE;
+    return cl_pacs_match_compare(a, b) < 0;
 }
 
 /* C-GET's receiving side: each C-STORE sub-operation written as DIR/SOPInstanceUID.dcm. */
@@ -318,7 +301,7 @@ class GetScu : public Scu
         OFString uid;
         std::string name;
         if (ds && ds->findAndGetOFString(DCM_SOPInstanceUID, uid).good() &&
-            uid_is_safe(uid.c_str()))
+            cl_pacs_uid_is_safe(uid.c_str()))
             name = std::string(uid.c_str()) + ".dcm";
         else
             name = "instance-" + std::to_string(++unnamed_) + ".dcm";
@@ -337,6 +320,28 @@ class GetScu : public Scu
 };
 
 } // namespace
+
+extern "C" int cl_pacs_match_compare(const ClPacsMatch *a, const ClPacsMatch *b)
+{
+    int c = strcmp(a->study_date, b->study_date);
+    if (c == 0)
+        c = strcmp(a->study_time, b->study_time);
+    if (c == 0)
+        c = strcmp(a->study_uid, b->study_uid);
+    if (c == 0)
+        c = a->series_number - b->series_number;
+    return c;
+}
+
+extern "C" gboolean cl_pacs_uid_is_safe(const char *uid)
+{
+    if (!uid || !*uid || strlen(uid) > 64 || uid[0] == '.')
+        return FALSE;
+    for (const char *c = uid; *c; c++)
+        if (!g_ascii_isdigit(*c) && *c != '.')
+            return FALSE;
+    return TRUE;
+}
 
 extern "C" void cl_pacs_match_free(ClPacsMatch *m)
 {
@@ -359,6 +364,8 @@ extern "C" void cl_pacs_match_free(ClPacsMatch *m)
 extern "C" GPtrArray *cl_pacs_find(const ClPacsPeer *peer, ClPacsLevel level,
                                    const ClPacsQuery *query, GError **error)
 {
+    if (peer && peer->dicomweb)
+        return cl_dicomweb_find(peer, level, query, error);
     quiet_dcmtk();
     if (!check_peer(peer, error))
         return NULL;
@@ -432,6 +439,8 @@ extern "C" GPtrArray *cl_pacs_find(const ClPacsPeer *peer, ClPacsLevel level,
 extern "C" gboolean cl_pacs_get_study(const ClPacsPeer *peer, const char *study_uid,
                                       const char *out_dir, GPtrArray *files, GError **error)
 {
+    if (peer && peer->dicomweb)
+        return cl_dicomweb_get_study(peer, study_uid, out_dir, files, error);
     quiet_dcmtk();
     if (!check_peer(peer, error))
         return FALSE;
@@ -552,6 +561,8 @@ extern "C" gboolean cl_pacs_get_study(const ClPacsPeer *peer, const char *study_
 extern "C" gboolean cl_pacs_store_files(const ClPacsPeer *peer, const char *const *paths,
                                         guint *n_stored, GError **error)
 {
+    if (peer && peer->dicomweb)
+        return cl_dicomweb_store_files(peer, paths, n_stored, error);
     quiet_dcmtk();
     if (n_stored)
         *n_stored = 0;

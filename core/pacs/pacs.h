@@ -1,6 +1,7 @@
 /* pacs.h - a PACS over DIMSE (DCMTK): studies found with C-FIND, retrieved with C-GET (no
- * listening port of ours), files sent with C-STORE; and a case's report made into DICOM objects
- * that go back into the study of its images (docs/PACS.md).
+ * listening port of ours), files sent with C-STORE; or over DICOMweb (libsoup): QIDO-RS,
+ * WADO-RS and STOW-RS; and a case's report made into DICOM objects that go back into the study
+ * of its images (docs/PACS.md).
  *
  * Every call opens its own association and releases it before it returns; nothing waits longer
  * than the peer's timeout for a connection, an association answer or a message. Errors name the
@@ -29,6 +30,10 @@ typedef struct {
     const char *our_aet;    /* our AE title (calling), 1-16 characters */
     const char *called_aet; /* the PACS's AE title (called), 1-16 characters */
     guint timeout_s;        /* connection, association and each message; 0 = 30 s */
+    /* NULL: DIMSE at host:port. Else the PACS's DICOMweb base URL (http or https, e.g.
+     * "http://127.0.0.1:8042/dicom-web"): the calls below speak QIDO-RS, WADO-RS and STOW-RS
+     * to it, and host, port and the AE titles are not used */
+    const char *dicomweb;
 } ClPacsPeer;
 
 /* cl_pacs_find's query level */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run-fuzz.sh - builds the libFuzzer harnesses (clang, ASan+UBSan) and fuzzes every loader
-# (images: png tiff dicom dicom-j2k pixbuf; model files: safetensors gguf; the tokenizer JSON:
+# (images: png tiff dicom dicom-j2k gdal pixbuf; model files: safetensors gguf; the tokenizer JSON:
 # tokenizer; training data: jsonl) and the report writers (report: PDF, HTML, JSON, with and
 # without de-identification).
 # Usage: tests/fuzz/run-fuzz.sh [SECONDS_PER_LOADER=600] [LOADER…]; not part of ./run.sh test.
@@ -11,7 +11,7 @@ secs="${1:-600}"
 shift || true
 loaders=("$@")
 [ ${#loaders[@]} -eq 0 ] &&
-  loaders=(png tiff dicom dicom-j2k pixbuf safetensors gguf tokenizer jsonl report)
+  loaders=(png tiff dicom dicom-j2k gdal pixbuf safetensors gguf tokenizer jsonl report)
 bdir=build-fuzz
 if [ ! -f "$bdir/build.ninja" ]; then
   CC=clang-14 CXX=clang++-14 meson setup "$bdir" -Dcuda=disabled -Dfuzzing=true \
@@ -55,6 +55,11 @@ for l in "${loaders[@]}"; do
     [ -d "$out/seeds-dicom-j2k" ] ||
       CL_FUZZ_WRITE_SEEDS="$out/seeds-dicom-j2k" "$bdir/tests/fuzz-dicom-j2k" >/dev/null
     find "$out/seeds-dicom-j2k" -maxdepth 1 -name '*.j2kseed' -exec cp -n {} "$corpus/" \;
+  elif [ "$l" = gdal ]; then
+    # the harness writes its own seeds: small rasters from GDAL's writers (NITF, JPEG 2000,
+    # GeoTIFF, HFA) and a VRT, each behind the byte that picks the name GDAL is shown
+    [ -d "$out/seeds-gdal" ] || CL_FUZZ_WRITE_SEEDS="$out/seeds-gdal" "$bdir/tests/fuzz-gdal" >/dev/null
+    find "$out/seeds-gdal" -maxdepth 1 -name '*.gdalseed' -exec cp -n {} "$corpus/" \;
   elif [ "$l" = gguf ]; then
     # test-gguf writes the seeds: a file with every value and tensor type, refused variants
     [ -d "$out/seeds-gguf" ] || CL_FUZZ_WRITE_SEEDS="$out/seeds-gguf" "$bdir/tests/test-gguf"
