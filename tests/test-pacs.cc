@@ -28,17 +28,15 @@
 #include <vector>
 
 extern "C" {
+#include "fixtures.h"
 #include "image/image.h"
 }
 
 static char *tmpdir;
-static GPid server = 0;
-static int dicom_port, http_port;
 static char *port_text;
 static char *files[2]; /* the fixture: prior and current study */
 static char *study_uid[2], *patient_id;
 static char *got[2];                  /* the retrieved copies */
-static char *web_plugin;              /* Orthanc's DICOMweb plugin, NULL when not installed */
 static std::vector<std::string> peer; /* the connection options of the protocol under test */
 static const char *mode = "";         /* "dimse" or "dicomweb": whose fixture is loaded */
 
@@ -113,129 +111,11 @@ static JsonArray *json_array(const std::string &text, JsonParser **keep)
     return json_node_get_array(json_parser_get_root(*keep));
 }
 
-/* a loopback port nothing listens on now */
+static ClFixtureOrthanc orthanc;
+
 static int free_port(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    g_assert_cmpint(bind(fd, (struct sockaddr *)&a, sizeof a), ==, 0);
-    g_assert_cmpint(getsockname(fd, (struct sockaddr *)&a, &len), ==, 0);
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
-static gboolean port_answers(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    gboolean ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
-    close(fd);
-    return ok;
-}
-
-static void die_with_parent(gpointer)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-}
-
-static void stop_server(void)
-{
-    if (!server)
-        return;
-    kill(server, SIGTERM);
-    for (int i = 0; i < 100; i++) { /* 10 s to shut down cleanly, then killed */
-        if (waitpid(server, NULL, WNOHANG) == server) {
-            server = 0;
-            return;
-        }
-        g_usleep(100000);
-    }
-    kill(server, SIGKILL);
-    waitpid(server, NULL, 0);
-    server = 0;
-}
-
-static const char *orthanc_program(void)
-{
-    static char *path;
-    if (!path)
-        path = g_find_program_in_path("Orthanc");
-    if (!path && g_file_test("/usr/sbin/Orthanc", G_FILE_TEST_IS_EXECUTABLE))
-        path = g_strdup("/usr/sbin/Orthanc");
-    return path;
-}
-
-/* Starts Orthanc; FALSE (with why) when it cannot. */
-static gboolean start_server(std::string &why)
-{
-    dicom_port = free_port();
-    do
-        http_port = free_port();
-    while (http_port == dicom_port);
-    port_text = g_strdup_printf("%d", dicom_port);
-    static const char plugin[] = "/usr/share/orthanc/plugins/libOrthancDicomWeb.so";
-    if (g_file_test(plugin, G_FILE_TEST_EXISTS))
-        web_plugin = g_strdup(plugin);
-    g_autofree char *plugins = web_plugin ? g_strdup_printf("\"%s\"", web_plugin) : g_strdup("");
-    g_autofree char *storage = g_build_filename(tmpdir, "orthanc-db", NULL);
-    g_autofree char *config = g_strdup_printf(
-        "{\n"
-        "  \"Name\": \"ChangeLens test\",\n"
-        "  \"StorageDirectory\": \"%s\", \"IndexDirectory\": \"%s\",\n"
-        "  \"Plugins\": [%s], \"LuaScripts\": [],\n"
-        "  \"DicomWeb\": { \"Enable\": true, \"Root\": \"/dicom-web/\" },\n"
-        "  \"DicomServerEnabled\": true, \"DicomAet\": \"CLTEST\", \"DicomPort\": %d,\n"
-        "  \"DicomCheckCalledAet\": true,\n"
-        "  \"DicomAlwaysAllowEcho\": false, \"DicomAlwaysAllowStore\": false,\n"
-        "  \"DicomAlwaysAllowFind\": false, \"DicomAlwaysAllowGet\": false,\n"
-        "  \"DicomAlwaysAllowMove\": false, \"DicomCheckModalityHost\": true,\n"
-        "  \"DicomModalities\": { \"changelens\": { \"AET\": \"CHANGELENS\",\n"
-        "      \"Host\": \"127.0.0.1\", \"Port\": %d, \"AllowEcho\": true, \"AllowFind\": true,\n"
-        "      \"AllowGet\": true, \"AllowMove\": false, \"AllowStore\": true } },\n"
-        "  \"OrthancPeers\": {},\n"
-        "  \"HttpServerEnabled\": true, \"HttpPort\": %d, \"RemoteAccessAllowed\": false,\n"
-        "  \"AuthenticationEnabled\": false, \"HttpsVerifyPeers\": false,\n"
-        "  \"ExecuteLuaEnabled\": false, \"RestApiWriteToFileSystemEnabled\": false,\n"
-        "  \"StableAge\": 1\n"
-        "}\n",
-        storage, storage, plugins, dicom_port, dicom_port, http_port);
-    g_autofree char *config_path = g_build_filename(tmpdir, "orthanc.json", NULL);
-    g_assert_true(g_file_set_contents(config_path, config, -1, NULL));
-    g_autofree char *log_path = g_build_filename(tmpdir, "orthanc.log", NULL);
-    int log_fd = g_open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    g_assert_cmpint(log_fd, >=, 0);
-    const char *argv[] = { orthanc_program(), config_path, NULL };
-    g_autoptr(GError) error = NULL;
-    gboolean ok =
-        g_spawn_async_with_fds(tmpdir, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
-                               die_with_parent, NULL, &server, -1, log_fd, log_fd, &error);
-    close(log_fd);
-    if (!ok) {
-        why = std::string("cannot run ") + argv[0] + ": " + error->message;
-        server = 0;
-        return FALSE;
-    }
-    for (int i = 0; i < 300; i++) { /* 30 s */
-        if (waitpid(server, NULL, WNOHANG) == server) {
-            server = 0;
-            g_autofree char *log = NULL;
-            g_file_get_contents(log_path, &log, NULL, NULL);
-            why = std::string("Orthanc exited at start: ") + (log ? log : "");
-            return FALSE;
-        }
-        if (port_answers(dicom_port) && port_answers(http_port))
-            return TRUE;
-        g_usleep(100000);
-    }
-    stop_server();
-    why = "Orthanc did not open its ports within 30 s";
-    return FALSE;
+    return cl_fixture_free_port();
 }
 
 /* ---- the fixture ---- */
@@ -272,7 +152,7 @@ static gboolean enter(gconstpointer data)
 {
     const char *m = (const char *)data;
     const gboolean web = strcmp(m, "dicomweb") == 0;
-    if (web && !web_plugin) {
+    if (web && !orthanc.dicomweb) {
         g_test_skip(
             "Orthanc's DICOMweb plugin is not installed (apt-get install orthanc-dicomweb)");
         return FALSE;
@@ -282,8 +162,8 @@ static gboolean enter(gconstpointer data)
     mode = m;
     peer.clear();
     if (web) {
-        peer = { "--dicomweb",
-                 std::string("http://127.0.0.1:") + std::to_string(http_port) + "/dicom-web/" };
+        peer = { "--dicomweb", std::string("http://127.0.0.1:") +
+                                   std::to_string(orthanc.http_port) + "/dicom-web/" };
     } else {
         peer = { "--host", "127.0.0.1", "--port", port_text,
                  "--aec",  "CLTEST",    "--aet",  "CHANGELENS" };
@@ -536,7 +416,7 @@ static void test_web_errors(void)
     g_autofree char *closed = g_strdup_printf("http://127.0.0.1:%d/dicom-web", free_port());
     Run r = cli("pacs", "find", "--dicomweb", closed, "--patient", "X", NULL);
     expect_fail(r, "nothing listening", "connection refused");
-    g_autofree char *wrong = g_strdup_printf("http://127.0.0.1:%d/no-such-root", http_port);
+    g_autofree char *wrong = g_strdup_printf("http://127.0.0.1:%d/no-such-root", orthanc.http_port);
     expect_fail(cli("pacs", "find", "--dicomweb", wrong, "--patient", "X", NULL), "wrong root",
                 "answered 404");
     expect_fail(cli("pacs", "find", "--dicomweb", "ftp://127.0.0.1/x", "--patient", "X", NULL),
@@ -581,18 +461,19 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     if (!g_getenv("CL_CLI"))
         g_error("CL_CLI is not set (run through meson test)");
-    if (!orthanc_program()) {
+    if (!cl_fixture_orthanc_program()) {
         g_printerr("SKIP: no Orthanc program (apt-get install orthanc)\n");
         return 77;
     }
     tmpdir = g_dir_make_tmp("cl-test-pacs-XXXXXX", NULL);
     g_assert_nonnull(tmpdir);
-    std::string why;
-    if (!start_server(why)) {
-        g_printerr("SKIP: Orthanc cannot start: %s\n", why.c_str());
+    g_autofree char *why = NULL;
+    if (!cl_fixture_orthanc_start(tmpdir, &orthanc, &why)) {
+        g_printerr("SKIP: Orthanc cannot start: %s\n", why);
         remove_tree(tmpdir);
         return 77;
     }
+    port_text = g_strdup_printf("%d", orthanc.dicom_port);
     for (const char *m : { "dimse", "dicomweb" }) {
         g_autofree char *p1 = g_strdup_printf("/pacs/%s/store-files", m);
         g_autofree char *p2 = g_strdup_printf("/pacs/%s/find", m);
@@ -606,7 +487,7 @@ int main(int argc, char **argv)
     g_test_add_func("/pacs/dimse/errors", test_errors);
     g_test_add_func("/pacs/dicomweb/errors", test_web_errors);
     int rc = g_test_run();
-    stop_server();
+    cl_fixture_orthanc_stop(&orthanc);
     if (rc == 0)
         remove_tree(tmpdir);
     else

@@ -1,7 +1,8 @@
 /* test-ui-cases.c - Cases in the window: the sidebar and the demo cases, runs recorded, the review
  * with versions and the report, the filmstrip's pairs and order, one import made into cases (and
  * two photos picked together into one), the keys and the focus after Accept, the questions before
- * an edit is kept or an accepted text reopened, the reviewer's name, each case's view kept. */
+ * an edit is kept or an accepted text reopened, the reviewer's name, each case's view kept; a
+ * patient's studies found in a real Orthanc and opened as a case ("From PACS…"). */
 #include "ui-util.h"
 
 #include <json-glib/json-glib.h>
@@ -11,6 +12,7 @@
 #include "casedb/casedb.h"
 #include "cl-application.h"
 #include "cl-filmstrip.h"
+#include "cl-pacs-dialog.h"
 #include "fixtures.h"
 
 typedef struct {
@@ -812,6 +814,167 @@ static void test_case_view_kept(void)
     cl_casedb_close(db);
 }
 
+/* ---- From PACS… ---- */
+
+static GtkWidget *named(GtkWidget *root, const char *name)
+{
+    if (g_strcmp0(gtk_widget_get_name(root), name) == 0)
+        return root;
+    for (GtkWidget *c = gtk_widget_get_first_child(root); c; c = gtk_widget_get_next_sibling(c)) {
+        GtkWidget *w = named(c, name);
+        if (w)
+            return w;
+    }
+    return NULL;
+}
+
+static GtkWidget *pacs_window(void)
+{
+    GListModel *tops = gtk_window_get_toplevels();
+    for (guint i = 0; i < g_list_model_get_n_items(tops); i++) {
+        g_autoptr(GtkWidget) w = g_list_model_get_item(tops, i);
+        if (g_strcmp0(gtk_widget_get_name(w), "pacs-dialog") == 0 && gtk_widget_get_visible(w))
+            return w;
+    }
+    return NULL;
+}
+
+static gboolean no_pacs_window(gpointer data)
+{
+    return pacs_window() == NULL;
+}
+
+static guint n_rows(GtkWidget *list)
+{
+    guint n = 0;
+    for (GtkWidget *c = gtk_widget_get_first_child(list); c; c = gtk_widget_get_next_sibling(c))
+        n++;
+    return n;
+}
+
+typedef struct {
+    GtkWidget *dialog;
+    guint rows;
+} PacsWait;
+
+/* the dialog is idle again (its Find button sensitive), with this many studies listed */
+static gboolean pacs_found(gpointer data)
+{
+    PacsWait *w = data;
+    return gtk_widget_get_sensitive(named(w->dialog, "pacs-find")) &&
+           n_rows(named(w->dialog, "pacs-results")) == w->rows;
+}
+
+static void set_field(GtkWidget *dialog, const char *name, const char *text)
+{
+    GtkWidget *w = named(dialog, name);
+    g_assert_nonnull(w);
+    gtk_editable_set_text(GTK_EDITABLE(w), text);
+}
+
+static void test_from_pacs(void)
+{
+    g_autofree char *dir = g_build_filename(tmpdir, "pacs", NULL);
+    g_assert_cmpint(g_mkdir_with_parents(dir, 0755), ==, 0);
+    ClFixtureOrthanc orthanc;
+    g_autofree char *why = NULL;
+    if (!cl_fixture_orthanc_start(dir, &orthanc, &why)) {
+        g_test_skip(why);
+        return;
+    }
+    /* a patient's prior and current study, in the PACS */
+    g_autofree char *synth = g_build_filename(dir, "synth", NULL);
+    const char *make[] = { "synth",  "--task", "radiograph", "--n", "1",
+                           "--seed", "21",     "--out",      synth, NULL };
+    g_assert_cmpint(cl_fixture_run_cli(make, NULL), ==, 0);
+    g_autofree char *f1 = g_build_filename(synth, "images", "000001-1.dcm", NULL);
+    g_autofree char *f2 = g_build_filename(synth, "images", "000001-2.dcm", NULL);
+    g_autofree char *port = g_strdup_printf("%d", orthanc.dicom_port);
+    const char *store[] = { "pacs",  "store",  "--host", "127.0.0.1", "--port", port,
+                            "--aec", "CLTEST", f1,       f2,          NULL };
+    g_assert_cmpint(cl_fixture_run_cli(store, NULL), ==, 0);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ClImage) current = cl_image_load(f2, NULL, &error);
+    g_assert_no_error(error);
+    g_autoptr(ClImage) prior = cl_image_load(f1, NULL, &error);
+    g_assert_no_error(error);
+
+    g_autofree char *db_path = g_build_filename(tmpdir, "from-pacs.db", NULL);
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.from-pacs", NULL));
+    GtkWidget *dialog = pacs_window();
+    g_assert_nonnull(dialog);
+    /* nothing asked yet: the reason, not a query */
+    set_field(dialog, "pacs-host", "127.0.0.1");
+    set_field(dialog, "pacs-port", "0");
+    set_field(dialog, "pacs-aec", "CLTEST");
+    set_field(dialog, "pacs-patient", current->patient_id);
+    g_signal_emit_by_name(named(dialog, "pacs-find"), "clicked");
+    g_assert_nonnull(label_containing(dialog, "The port must be a number from 1 to 65535"));
+    /* a port nothing listens on: the error in words, the window still usable */
+    g_autofree char *closed = g_strdup_printf("%d", cl_fixture_free_port());
+    set_field(dialog, "pacs-port", closed);
+    g_signal_emit_by_name(named(dialog, "pacs-find"), "clicked");
+    PacsWait none = { dialog, 0 };
+    g_assert_true(wait_for(pacs_found, &none));
+    g_assert_nonnull(label_containing(dialog, "connection refused"));
+    /* the PACS: the two studies, oldest first, both checked */
+    set_field(dialog, "pacs-port", port);
+    g_signal_emit_by_name(named(dialog, "pacs-find"), "clicked");
+    PacsWait two = { dialog, 2 };
+    g_assert_true(wait_for(pacs_found, &two));
+    g_assert_nonnull(label_containing(dialog, "2 studies found"));
+    save_widget_screenshot(dialog, "from-pacs");
+    g_signal_emit_by_name(named(dialog, "pacs-open"), "clicked");
+    g_assert_true(wait_for(no_pacs_window, NULL));
+    g_assert_true(wait_for(case_shown, win));
+    /* one case of the two studies' images, the prior first, retrieved into the PACS folder */
+    g_autoptr(GPtrArray) list = cl_casedb_list(db, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(list->len, ==, 1);
+    const ClCaseSummary *made = list->pdata[0];
+    g_assert_cmpuint(made->n_images, ==, 2);
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, made->id, CL_CASE_GET_DEFAULT, &error);
+    g_autofree char *folder = cl_pacs_dialog_folder();
+    const char *uids[2] = { prior->study_uid, current->study_uid };
+    for (guint k = 0; k < 2; k++) {
+        const char *path = ((ClCaseImage *)c->images->pdata[k])->path;
+        g_assert_true(g_str_has_prefix(path, folder));
+        g_assert_nonnull(strstr(path, uids[k]));
+    }
+    /* the connection is remembered; over DICOMweb the same studies are found */
+    if (orthanc.dicomweb) {
+        g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.from-pacs", NULL));
+        dialog = pacs_window();
+        g_assert_nonnull(dialog);
+        g_assert_cmpstr(gtk_editable_get_text(GTK_EDITABLE(named(dialog, "pacs-host"))), ==,
+                        "127.0.0.1");
+        adw_combo_row_set_selected(ADW_COMBO_ROW(named(dialog, "pacs-protocol")), 1);
+        g_assert_false(gtk_widget_get_visible(named(dialog, "pacs-host")));
+        g_autofree char *url = g_strdup_printf("http://127.0.0.1:%d/dicom-web", orthanc.http_port);
+        set_field(dialog, "pacs-dicomweb", url);
+        set_field(dialog, "pacs-patient", current->patient_id);
+        g_signal_emit_by_name(named(dialog, "pacs-find"), "clicked");
+        PacsWait web = { dialog, 2 };
+        g_assert_true(wait_for(pacs_found, &web));
+        g_assert_nonnull(label_containing(dialog, "2 studies found"));
+        gtk_window_destroy(GTK_WINDOW(dialog));
+    }
+    cl_fixture_orthanc_stop(&orthanc);
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(db);
+}
+
 void test_ui_cases_register(void)
 {
     g_test_add_func("/ui/window/cases", test_cases);
@@ -823,4 +986,5 @@ void test_ui_cases_register(void)
     g_test_add_func("/ui/window/review-after-accept", test_review_after_accept);
     g_test_add_func("/ui/window/reviewer-name", test_reviewer_name);
     g_test_add_func("/ui/window/case-view-kept", test_case_view_kept);
+    g_test_add_func("/ui/window/from-pacs", test_from_pacs);
 }

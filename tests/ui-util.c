@@ -128,6 +128,11 @@ void wait_for_paint(GtkWidget *widget)
  * variable is unset). */
 void save_screenshot(ClWindow *win, const char *name)
 {
+    save_widget_screenshot(GTK_WIDGET(win), name);
+}
+
+void save_widget_screenshot(GtkWidget *w, const char *name)
+{
     const char *dir = g_getenv("CL_SCREENSHOT_DIR");
     if (!dir || !*dir)
         return;
@@ -138,7 +143,6 @@ void save_screenshot(ClWindow *win, const char *name)
             ;
         g_usleep(5000);
     }
-    GtkWidget *w = GTK_WIDGET(win);
     int width = gtk_widget_get_width(w), height = gtk_widget_get_height(w);
     g_autoptr(GdkPaintable) paintable = gtk_widget_paintable_new(w);
     GtkSnapshot *snapshot = gtk_snapshot_new();

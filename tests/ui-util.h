@@ -47,6 +47,7 @@ void wait_for_paint(GtkWidget *widget);
 /* Writes what the window shows to $CL_SCREENSHOT_DIR/name.png (test artefacts; skipped when the
  * variable is unset). */
 void save_screenshot(ClWindow *win, const char *name);
+void save_widget_screenshot(GtkWidget *widget, const char *name);
 /* The message dialog over win (AdwMessageDialog, transient for it), NULL when none; answering it
  * as a click on one of its responses would. */
 AdwMessageDialog *find_dialog(ClWindow *win);

@@ -4,6 +4,7 @@
 
 #include <glib/gi18n.h>
 
+#include "cl-pacs-dialog.h"
 #include "cl-preferences.h"
 
 /* One keyboard zoom step: two steps double the zoom, so 100 % → 200 % → 400 % stay on the grid. */
@@ -342,6 +343,12 @@ static void action_show_load_errors(GtkWidget *widget, const char *name, GVarian
     gtk_window_present(GTK_WINDOW(d));
 }
 
+/* win.from-pacs: studies found in a PACS and retrieved as a case (cl-pacs-dialog.h) */
+static void action_from_pacs(GtkWidget *widget, const char *name, GVariant *param)
+{
+    gtk_window_present(cl_pacs_dialog_new(CL_WINDOW(widget)));
+}
+
 static void action_preferences(GtkWidget *widget, const char *name, GVariant *param)
 {
     ClWindow *self = CL_WINDOW(widget);
@@ -467,6 +474,7 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
     gtk_widget_class_install_action(widget_class, "win.previous-case", NULL, action_previous_case);
     gtk_widget_class_install_action(widget_class, "win.clear-masks", NULL, action_clear_masks);
     gtk_widget_class_install_action(widget_class, "win.preferences", NULL, action_preferences);
+    gtk_widget_class_install_action(widget_class, "win.from-pacs", NULL, action_from_pacs);
     gtk_widget_class_install_action(widget_class, "win.show-load-errors", NULL,
                                     action_show_load_errors);
     gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");

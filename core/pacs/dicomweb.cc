@@ -36,10 +36,9 @@ gboolean check_base(const ClPacsPeer *p, std::string &base, GError **error)
 {
     g_autoptr(GUri) u = g_uri_parse(p->dicomweb, G_URI_FLAGS_NONE, NULL);
     const char *scheme = u ? g_uri_get_scheme(u) : NULL;
-    if (!u || !scheme || (g_ascii_strcasecmp(scheme, "http") != 0 &&
-                          g_ascii_strcasecmp(scheme, "https") != 0) ||
-        !g_uri_get_host(u) || !*g_uri_get_host(u) || g_uri_get_query(u) ||
-        g_uri_get_fragment(u)) {
+    if (!u || !scheme ||
+        (g_ascii_strcasecmp(scheme, "http") != 0 && g_ascii_strcasecmp(scheme, "https") != 0) ||
+        !g_uri_get_host(u) || !*g_uri_get_host(u) || g_uri_get_query(u) || g_uri_get_fragment(u)) {
         g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
                     "'%s' is not a DICOMweb base URL (http://HOST:PORT/PATH, e.g. "
                     "http://127.0.0.1:8042/dicom-web)",
@@ -56,8 +55,8 @@ SoupSession *new_session(const ClPacsPeer *p)
 {
     /* direct connections only (a proxy would be another address), the peer's timeout */
     return SOUP_SESSION(g_object_new(SOUP_TYPE_SESSION, "timeout", timeout_of(p), "idle-timeout",
-                                     timeout_of(p), "user-agent", "ChangeLens",
-                                     "proxy-resolver", NULL, NULL));
+                                     timeout_of(p), "user-agent", "ChangeLens", "proxy-resolver",
+                                     NULL, NULL));
 }
 
 /* A transport error in words: refused, unknown host, timeout, the rest. */
@@ -67,12 +66,13 @@ void set_transport_error(GError **error, const ClPacsPeer *p, const char *doing,
     std::string msg;
     if (g_error_matches(e, G_IO_ERROR, G_IO_ERROR_CONNECTION_REFUSED)) {
         code = CL_PACS_ERROR_CONNECT;
-        msg = "cannot connect to " + who(p) + ": connection refused (is it running, is the URL "
-                                              "right?)";
+        msg = "cannot connect to " + who(p) +
+              ": connection refused (is it running, is the URL "
+              "right?)";
     } else if (g_error_matches(e, G_IO_ERROR, G_IO_ERROR_TIMED_OUT)) {
         code = CL_PACS_ERROR_TIMEOUT;
-        msg = who(p) + " did not answer within " + std::to_string(timeout_of(p)) + " s (" +
-              doing + ")";
+        msg = who(p) + " did not answer within " + std::to_string(timeout_of(p)) + " s (" + doing +
+              ")";
     } else if (e->domain == G_RESOLVER_ERROR ||
                g_error_matches(e, G_IO_ERROR, G_IO_ERROR_HOST_UNREACHABLE) ||
                g_error_matches(e, G_IO_ERROR, G_IO_ERROR_NETWORK_UNREACHABLE)) {
@@ -96,8 +96,8 @@ gboolean check_status(SoupMessage *msg, const ClPacsPeer *p, const char *doing, 
     std::string hint = st == 404   ? " (is the base URL right, and the study there?)"
                        : st == 401 ? " (it asks for credentials, which ChangeLens does not send)"
                                    : "";
-    g_set_error(error, CL_PACS_ERROR, code, "%s answered %s to %s%s", who(p).c_str(),
-                text.c_str(), doing, hint.c_str());
+    g_set_error(error, CL_PACS_ERROR, code, "%s answered %s to %s%s", who(p).c_str(), text.c_str(),
+                doing, hint.c_str());
     return FALSE;
 }
 
@@ -190,9 +190,9 @@ gboolean write_part(GInputStream *part, const char *path, const ClPacsPeer *p, G
         g_error_free(e);
         return FALSE;
     }
-    gssize n = g_output_stream_splice(G_OUTPUT_STREAM(out), part,
-                                      (GOutputStreamSpliceFlags)(G_OUTPUT_STREAM_SPLICE_CLOSE_TARGET),
-                                      NULL, &e);
+    gssize n = g_output_stream_splice(
+        G_OUTPUT_STREAM(out), part, (GOutputStreamSpliceFlags)(G_OUTPUT_STREAM_SPLICE_CLOSE_TARGET),
+        NULL, &e);
     if (n < 0) {
         if (e->domain == G_IO_ERROR && e->code != G_IO_ERROR_NO_SPACE &&
             e->code != G_IO_ERROR_PERMISSION_DENIED)
@@ -215,8 +215,8 @@ gboolean name_instance(const char *tmp, const char *dir, int k, std::string &fin
     OFCondition c = ff.loadFile(tmp, EXS_Unknown, EGL_noChange, 4096);
     if (c.bad()) {
         g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_FAILED,
-                    "%s sent part %d of the study, which is not a DICOM file (%s)",
-                    who(p).c_str(), k, c.text());
+                    "%s sent part %d of the study, which is not a DICOM file (%s)", who(p).c_str(),
+                    k, c.text());
         g_unlink(tmp);
         return FALSE;
     }
@@ -245,8 +245,7 @@ gboolean is_part10(const char *path, GBytes **out, GError **error)
     GError *e = NULL;
     g_autoptr(GMappedFile) m = g_mapped_file_new(path, FALSE, &e);
     if (!m) {
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_IO, "cannot read %s: %s", path,
-                    e->message);
+        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_IO, "cannot read %s: %s", path, e->message);
         g_error_free(e);
         return FALSE;
     }
@@ -352,8 +351,7 @@ extern "C" GPtrArray *cl_dicomweb_find(const ClPacsPeer *peer, ClPacsLevel level
         }
         m->modalities = json_value(d, "00080061");
         m->n_series = json_count(d, "00201206");
-        m->n_instances =
-            json_count(d, level == CL_PACS_LEVEL_SERIES ? "00201209" : "00201208");
+        m->n_instances = json_count(d, level == CL_PACS_LEVEL_SERIES ? "00201209" : "00201208");
         m->series_uid = json_value(d, "0020000E");
         m->series_description = json_value(d, "0008103E");
         m->modality = json_value(d, "00080060");
@@ -428,8 +426,8 @@ extern "C" gboolean cl_dicomweb_get_study(const ClPacsPeer *peer, const char *st
             g_ptr_array_add(files, g_strdup(path.c_str()));
     }
     if (k == 0) {
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_FAILED,
-                    "%s sent no instance of study %s", who(peer).c_str(), study_uid);
+        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_FAILED, "%s sent no instance of study %s",
+                    who(peer).c_str(), study_uid);
         return FALSE;
     }
     return TRUE;

@@ -17,7 +17,7 @@ GPtrArray *cl_dicomweb_find(const ClPacsPeer *peer, ClPacsLevel level, const ClP
                             GError **error);
 gboolean cl_dicomweb_get_study(const ClPacsPeer *peer, const char *study_uid, const char *out_dir,
                                GPtrArray *files, GError **error);
-gboolean cl_dicomweb_store_files(const ClPacsPeer *peer, const char *const *paths,
-                                 guint *n_stored, GError **error);
+gboolean cl_dicomweb_store_files(const ClPacsPeer *peer, const char *const *paths, guint *n_stored,
+                                 GError **error);
 
 G_END_DECLS

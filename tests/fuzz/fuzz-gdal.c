@@ -17,7 +17,7 @@
 #include "fuzz-common.h"
 #include "image/loaders.h"
 
-static const char *const names[] = { "fuzz.ntf", "fuzz.jp2", "fuzz.nc", "fuzz.h5",
+static const char *const names[] = { "fuzz.ntf", "fuzz.jp2", "fuzz.nc",  "fuzz.h5",
                                      "fuzz.vrt", "fuzz.tif", "fuzz.img", "fuzz.bin" };
 #define N_NAMES ((int)G_N_ELEMENTS(names))
 
