@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "fixtures.h"
 #include "model/describe.h"
 #include "model/grounding.h"
 #include "synth/synth.h"
@@ -240,6 +241,21 @@ static void test_object_config(void)
     g_assert_no_error(err);
     g_assert_cmpint(l->config.n_objects, ==, 2);
     g_assert_cmpfloat(l->w.enc_objects_b[3], ==, 0.25f);
+    /* `model convert --no-objects`: the head and its names left out, the rest as it was */
+    g_autofree char *bare = g_build_filename(dir, "bare.safetensors", NULL);
+    const char *strip[] = { "model", "convert", "--no-objects", path, bare, NULL };
+    g_assert_cmpint(cl_fixture_run_cli(strip, NULL), ==, 0);
+    g_autoptr(ClModel) b = cl_model_load(bare, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(b->config.n_objects, ==, 0);
+    g_assert_null(b->w.enc_objects_w);
+    g_assert_cmpmem(b->w.embed, sizeof(float) * 16, l->w.embed, sizeof(float) * 16);
+    g_autofree char *bare_json = cl_model_config_to_json(&b->config);
+    g_assert_null(strstr(bare_json, "object_names"));
+    const char *both[] = { "model", "convert", "--no-objects", "--objects-from",
+                           path,    path,      bare,           NULL };
+    g_assert_cmpint(cl_fixture_run_cli(both, NULL), ==, 2);
+    g_unlink(bare);
     g_unlink(path);
     g_rmdir(dir);
     const char *bad[] = { "[]",          "[\"Cat\"]", "[\"two  spaces\"]",
@@ -308,6 +324,47 @@ static void test_change_threshold(void)
             g_assert_false(g_str_has_prefix(res.text, "No"));
         }
         cl_describe_result_clear(&res);
+    }
+    /* radiographs say "nothing has changed.": no change called steers towards "n", a change
+     * away from it; aerial tiles ("there is no difference .") are not steered at all */
+    for (int k = 0; k < 2; k++) {
+        m->config.change_threshold = k ? 0.9 : 0;
+        char *text[2] = { NULL, NULL };
+        for (int gate = 0; gate < 2; gate++) {
+            ClDescribeOptions d;
+            cl_describe_options_init(&d);
+            d.max_new_tokens = 4;
+            d.heatmaps = FALSE;
+            d.auto_domain = FALSE;
+            d.domain = CL_CHAT_DOMAIN_RADIOGRAPH;
+            d.change_gate = gate;
+            ClDescribeResult res;
+            g_assert_true(cl_describe_run(be, m, di, 2, &d, &res, &err));
+            g_assert_no_error(err);
+            text[gate] = g_strdup(res.text);
+            cl_describe_result_clear(&res);
+        }
+        g_test_message("radiograph, threshold %.1f: \"%s\" (ungated \"%s\")", k ? 0.9 : 0.5,
+                       text[1], text[0]);
+        if (k)
+            g_assert_true(g_str_has_prefix(text[1], "n"));
+        else
+            g_assert_false(g_str_has_prefix(text[1], "n"));
+        g_free(text[0]);
+        g_free(text[1]);
+        ClDescribeOptions d;
+        cl_describe_options_init(&d);
+        d.max_new_tokens = 4;
+        d.heatmaps = FALSE;
+        d.auto_domain = FALSE;
+        d.domain = CL_CHAT_DOMAIN_AERIAL;
+        ClDescribeResult gated, free_run;
+        g_assert_true(cl_describe_run(be, m, di, 2, &d, &gated, &err));
+        d.change_gate = FALSE;
+        g_assert_true(cl_describe_run(be, m, di, 2, &d, &free_run, &err));
+        g_assert_cmpstr(gated.text, ==, free_run.text);
+        cl_describe_result_clear(&gated);
+        cl_describe_result_clear(&free_run);
     }
     cl_image_free(imgs[0]);
     cl_image_free(imgs[1]);

@@ -201,11 +201,12 @@ static void pick_model(ClWindow *self, ClWorkerModel *model, char **owned)
         self->settings ? g_settings_get_string(self->settings, "model-file") : NULL;
     if (setting && *setting)
         *owned = g_steal_pointer(&setting);
-    else { /* colour photographs get the photo model where there is one (model/model.h) */
+    else { /* photographs, radiographs and aerial tiles get their own models where there are
+            (model/model.h) */
         ClDocument *doc = cl_image_view_get_document(cl_window_get_view(self, 0));
-        const gboolean photo =
-            doc && cl_describe_detect_domain(cl_document_get_image(doc)) == CL_CHAT_DOMAIN_EDITS;
-        *owned = cl_model_find_default_for(photo, NULL);
+        *owned = cl_model_find_default_for(
+            doc ? cl_describe_detect_domain(cl_document_get_image(doc)) : CL_CHAT_DOMAIN_GENERIC,
+            NULL);
     }
     model->path = *owned;
     if (!model->path)

@@ -745,8 +745,8 @@ static int load_case_images(const ClCase *c, GHashTable *loaded, ClDescribeImage
 
 /* The model, as the run records it: its name and the sha256 of its weights (a file's, or the
  * random init's). Returns -1 to go on, else the exit status. */
-static int load_case_model(const CaseDescribeArgs *a, ClModel **model, char **model_name,
-                           char **model_sha)
+static int load_case_model(const CaseDescribeArgs *a, ClChatDomain domain, ClModel **model,
+                           char **model_name, char **model_sha)
 {
     g_autoptr(GError) err = NULL;
     if (a->random_init) {
@@ -762,7 +762,7 @@ static int load_case_model(const CaseDescribeArgs *a, ClModel **model, char **mo
         }
     } else {
         g_autofree char *resolved =
-            a->model_path ? g_strdup(a->model_path) : cl_model_find_default(&err);
+            a->model_path ? g_strdup(a->model_path) : cl_model_find_default_for(domain, &err);
         if (resolved)
             *model = cl_model_load(resolved, &err);
         if (*model) {
@@ -828,7 +828,9 @@ static int cmd_describe(int argc, char **argv)
         return rc;
     g_autoptr(ClModel) model = NULL;
     g_autofree char *model_name = NULL, *model_sha = NULL;
-    if ((rc = load_case_model(&a, &model, &model_name, &model_sha)) >= 0)
+    /* the images' domain picks the default model, as describe's does (model.h) */
+    const ClChatDomain domain = cl_describe_detect_domain(imgs[0].image);
+    if ((rc = load_case_model(&a, domain, &model, &model_name, &model_sha)) >= 0)
         return rc;
     g_autofree char *notice = NULL;
     g_autoptr(ClBackend) be = cl_backend_new(a.device, &notice, &err);

@@ -453,15 +453,15 @@ static int load_describe_inputs(const DescribeArgs *a, const ClModelConfig *cfg,
     if (a->random_init) {
         in->model = cl_model_new_random(cfg, a->seed < 0 ? 0 : (guint64)a->seed, &err);
     } else {
-        /* colour photographs get the photo model where there is one (model.h) */
+        /* colour photographs, radiographs and aerial tiles get their own models where there
+         * are (model.h) */
         ClChatDomain domain = CL_CHAT_DOMAIN_GENERIC;
         if (a->domain_name)
             cl_chat_domain_from_name(a->domain_name, &domain);
         else
             domain = cl_describe_detect_domain(cl_sequence_item(in->seq, 0)->image);
-        in->resolved_path = a->model_path
-                                ? g_strdup(a->model_path)
-                                : cl_model_find_default_for(domain == CL_CHAT_DOMAIN_EDITS, &err);
+        in->resolved_path =
+            a->model_path ? g_strdup(a->model_path) : cl_model_find_default_for(domain, &err);
         if (in->resolved_path)
             in->model = cl_model_load(in->resolved_path, &err);
     }

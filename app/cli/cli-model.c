@@ -300,6 +300,7 @@ static int cmd_convert(int argc, char **argv)
 {
     g_autofree char *dtype = NULL, *quantize = NULL, *objects_from = NULL;
     double change_threshold = 0;
+    gboolean no_objects = FALSE;
     GOptionEntry entries[] = {
         { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype,
           "Stored dtype of OUT's float tensors (default with --quantize: IN's; f32 for GGUF)",
@@ -312,6 +313,10 @@ static int cmd_convert(int argc, char **argv)
           "Add the object head (photo-edits' objects, docs/MODEL.md §3.13) from a training "
           "checkpoint's objects loss head",
           "CHECKPOINT" },
+        { "no-objects", 0, 0, G_OPTION_ARG_NONE, &no_objects,
+          "Leave the object head and its class names out (a model grafted from the photo "
+          "model and trained on other images, whose objects are not those classes)",
+          NULL },
         { "change-threshold", 0, 0, G_OPTION_ARG_DOUBLE, &change_threshold,
           "The change head's largest probability from which describe calls a change (config "
           "change_threshold, docs/MODEL.md §3.10)",
@@ -323,9 +328,11 @@ static int cmd_convert(int argc, char **argv)
     g_autoptr(GError) err = NULL;
     if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
         return CL_CLI_EXIT_USAGE;
-    if (!dtype && !quantize && change_threshold == 0)
-        return cl_cli_usage_error(PROG, "--dtype f32|f16|bf16, --quantize q8_0|q4_1 or "
-                                        "--change-threshold P is required");
+    if (!dtype && !quantize && change_threshold == 0 && !no_objects)
+        return cl_cli_usage_error(PROG, "--dtype f32|f16|bf16, --quantize q8_0|q4_1, "
+                                        "--change-threshold P or --no-objects is required");
+    if (no_objects && objects_from)
+        return cl_cli_usage_error(PROG, "--no-objects and --objects-from exclude each other");
     const char *dt = dtype_arg(dtype ? dtype : "f32");
     if (!dt)
         return cl_cli_usage_error(PROG, "unknown --dtype '%s' (f32, f16 or bf16)", dtype);
@@ -364,6 +371,16 @@ static int cmd_convert(int argc, char **argv)
             return fail(err);
         cl_model_free(model);
         model = with;
+    }
+    if (no_objects && model->config.n_objects > 0) {
+        ClModelConfig cfg = model->config;
+        cfg.n_objects = 0;
+        memset(cfg.object_names, 0, sizeof cfg.object_names);
+        ClModel *without = cl_model_reshaped(model, &cfg, 0, "enc.objects.", &err);
+        if (!without)
+            return fail(err);
+        cl_model_free(model);
+        model = without;
     }
     if (change_threshold != 0) {
         ClModelConfig cfg = model->config;

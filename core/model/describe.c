@@ -349,10 +349,16 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     go.sparse_topk = opts->sparse_topk;
     go.median_numbers = opts->median_numbers;
     go.length_penalty = opts->length_penalty;
-    if (opts->change_gate && out->change_max >= 0 && opts->beam_size == 1 &&
+    /* how the domain's answer says "no change" (core/synth): photographs "No change.",
+     * radiographs "nothing has changed."; the aerial one ("there is no difference .") starts as
+     * its changes do ("the trees …"), so one token cannot steer it */
+    const char *no_change = out->domain == CL_CHAT_DOMAIN_RADIOGRAPH ? "nothing"
+                            : out->domain == CL_CHAT_DOMAIN_AERIAL   ? NULL
+                                                                     : "No";
+    if (opts->change_gate && no_change && out->change_max >= 0 && opts->beam_size == 1 &&
         (!opts->turns || opts->change_gate_turns) && (!opts->question || !*opts->question)) {
         /* the change head's call, and the answer steered to agree with it */
-        go.first_text = "No";
+        go.first_text = no_change;
         go.first_text_avoid = out->change_max >= cl_config_change_threshold(cfg);
     }
     /* grounding: the position phrases to the changed regions' cells, the object named to the

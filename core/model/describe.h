@@ -76,8 +76,10 @@ typedef struct {
      * change_head), else the update norms; or "update_norm", "delta", "change" */
     const char *heatmap_source;
     /* config.change_head: the head decides whether the last image changed (its largest patch
-     * probability at least 0.5) and the answer is steered to agree: away from "No change." when
-     * it did, towards it when it did not (greedy; default TRUE; no effect without the head) */
+     * probability at least the model's change_threshold) and the answer is steered to agree: away from "No change." when
+     * it did, towards it when it did not (greedy; default TRUE; no effect without the head;
+     * photographs and radiographs, whose "No change." and "nothing has changed." one first
+     * token tells from a change, not aerial tiles) */
     gboolean change_gate;
     /* with change_gate: steer also when `turns` are given (the caller's turns ask the domain's
      * question, as an evaluation's samples do); FALSE (default): only for the domain's own */

@@ -843,22 +843,26 @@ ClModel *cl_model_grafted(const ClModel *vision, const ClModel *language, guint6
 
 /* ---- the default model ---------------------------------------------------------------------- */
 
-/* The photo model needs the pretrained EfficientNet-Lite0 that set-up fetches. */
-static gboolean photo_model_usable(const char *dir, char **path)
+/* The photo model and the radiograph-and-aerial one need the pretrained EfficientNet-Lite0 that
+ * set-up fetches. */
+static gboolean stem_model_usable(const char *dir, const char *file, char **path)
 {
     g_autofree char *effnet = cl_pretrained_path("efficientnet-lite0.safetensors");
-    g_autofree char *p = g_build_filename(dir, CL_MODEL_PHOTO_FILE, NULL);
+    g_autofree char *p = g_build_filename(dir, file, NULL);
     if (!g_file_test(p, G_FILE_TEST_IS_REGULAR) || !g_file_test(effnet, G_FILE_TEST_IS_REGULAR))
         return FALSE;
     *path = g_steal_pointer(&p);
     return TRUE;
 }
 
-static char *first_model_in(const char *dir, gboolean photographs)
+static char *first_model_in(const char *dir, ClChatDomain domain)
 {
-    char *photo = NULL;
-    if (photographs && photo_model_usable(dir, &photo))
-        return photo;
+    char *own = NULL;
+    if (domain == CL_CHAT_DOMAIN_EDITS && stem_model_usable(dir, CL_MODEL_PHOTO_FILE, &own))
+        return own;
+    if ((domain == CL_CHAT_DOMAIN_RADIOGRAPH || domain == CL_CHAT_DOMAIN_AERIAL) &&
+        stem_model_usable(dir, CL_MODEL_SCAN_FILE, &own))
+        return own;
     g_autofree char *def = g_build_filename(dir, "changelens-default.safetensors", NULL);
     if (g_file_test(def, G_FILE_TEST_IS_REGULAR))
         return g_steal_pointer(&def);
@@ -881,10 +885,10 @@ static char *first_model_in(const char *dir, gboolean photographs)
 
 char *cl_model_find_default(GError **error)
 {
-    return cl_model_find_default_for(FALSE, error);
+    return cl_model_find_default_for(CL_CHAT_DOMAIN_GENERIC, error);
 }
 
-char *cl_model_find_default_for(gboolean photographs, GError **error)
+char *cl_model_find_default_for(ClChatDomain domain, GError **error)
 {
     const char *env = g_getenv("CHANGELENS_MODEL");
     if (env && *env) {
@@ -900,7 +904,7 @@ char *cl_model_find_default_for(gboolean photographs, GError **error)
     cl_data_dirs("models", &dirs[0], &dirs[1]);
     char *found = NULL;
     for (guint i = 0; i < G_N_ELEMENTS(dirs) && !found; i++)
-        found = first_model_in(dirs[i], photographs);
+        found = first_model_in(dirs[i], domain);
     if (!found)
         g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOENT,
                     "no model given and no default model found (CHANGELENS_MODEL is not set; "

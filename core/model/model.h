@@ -5,6 +5,7 @@
 
 #include "nn/backend.h"
 #include "nn/quant.h"
+#include "model/chat.h"
 #include "model/config.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
@@ -149,10 +150,13 @@ char *cl_pretrained_path(const char *file);
  * else in share/changelens/models/ of its install prefix. NULL + an error telling the user what
  * to pass instead. */
 char *cl_model_find_default(GError **error);
-/* The same, for colour photographs (describe's edits domain) when `photographs`: the photo model
- * (CL_MODEL_PHOTO_FILE: trained on real photographs, data/models/changelens-photo.md) where it
- * is there and set-up fetched the EfficientNet-Lite0 it needs, else as above. */
+/* The same, for images of a domain (chat.h; cl_describe_detect_domain): colour photographs
+ * (CL_CHAT_DOMAIN_EDITS) get the photo model (CL_MODEL_PHOTO_FILE: trained on real photographs,
+ * data/models/changelens-photo.md), radiographs and aerial tiles the radiograph-and-aerial model
+ * (CL_MODEL_SCAN_FILE: data/models/changelens-radiograph-aerial.md), each where it is there and
+ * set-up fetched the EfficientNet-Lite0 it needs; else, and for other domains, as above. */
 #define CL_MODEL_PHOTO_FILE "changelens-photo.safetensors"
-char *cl_model_find_default_for(gboolean photographs, GError **error);
+#define CL_MODEL_SCAN_FILE "changelens-radiograph-aerial.safetensors"
+char *cl_model_find_default_for(ClChatDomain domain, GError **error);
 
 G_END_DECLS
