@@ -2,7 +2,10 @@
  * difference), window/level and bands, alignment and its nudges, the ignore regions. */
 #include "ui-util.h"
 
+#include "fixtures.h"
+#include "image/loaders.h"
 #include "image/measure.h"
+#include <gdal.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -235,6 +238,68 @@ static void test_changed_area(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+static gboolean not_geo_exporting(gpointer data)
+{
+    return !cl_window_get_geo_exporting(CL_WINDOW(data));
+}
+
+/* The change map for GIS: after a model run on the georeferenced demo tiles, the heat map, its
+ * mask and the changed regions on the later tile's own grid (GDAL reads back its size, CRS and
+ * geotransform); nothing to export before a run, nor for an image without georeferencing. */
+static void test_export_change_map(void)
+{
+    const char *demo = g_getenv("CL_DEMO_DIR");
+    g_autofree char *pa = g_build_filename(demo, "aerial", "before.tif", NULL);
+    g_autofree char *pb = g_build_filename(demo, "aerial", "after.tif", NULL);
+    const char *paths[] = { pa, pb };
+    ClWindow *win = new_window_with(paths, 2);
+    g_assert_false(cl_window_can_export_change_map(win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_assert_true(cl_window_can_export_change_map(win));
+    g_autofree char *dir = g_dir_make_tmp("cl-geoexport-XXXXXX", NULL);
+    g_autofree char *out = g_build_filename(dir, "tile-change.tif", NULL);
+    g_autoptr(GFile) file = g_file_new_for_path(out);
+    cl_window_export_change_map(win, file);
+    g_assert_true(wait_for(not_geo_exporting, win));
+    g_assert_true(cl_window_get_last_geo_export_ok(win));
+    g_assert_nonnull(label_containing(GTK_WIDGET(win), "Change map saved as tile-change.tif"));
+    g_autofree char *mask = g_build_filename(dir, "tile-change-mask.tif", NULL);
+    g_autofree char *gpkg = g_build_filename(dir, "tile-change-regions.gpkg", NULL);
+    g_assert_true(g_file_test(gpkg, G_FILE_TEST_IS_REGULAR));
+    cl_gdal_init();
+    for (int k = 0; k < 2; k++) {
+        GDALDatasetH a = GDALOpen(k ? mask : out, GA_ReadOnly), b = GDALOpen(pb, GA_ReadOnly);
+        g_assert_nonnull(a);
+        g_assert_nonnull(b);
+        g_assert_cmpint(GDALGetRasterXSize(a), ==, GDALGetRasterXSize(b));
+        g_assert_cmpint(GDALGetRasterYSize(a), ==, GDALGetRasterYSize(b));
+        g_assert_cmpstr(GDALGetProjectionRef(a), ==, GDALGetProjectionRef(b));
+        double ta[6], tb[6];
+        g_assert_cmpint(GDALGetGeoTransform(a, ta), ==, CE_None);
+        g_assert_cmpint(GDALGetGeoTransform(b, tb), ==, CE_None);
+        for (int i = 0; i < 6; i++)
+            g_assert_cmpfloat(ta[i], ==, tb[i]);
+        g_assert_cmpint(GDALGetRasterDataType(GDALGetRasterBand(a, 1)), ==,
+                        k ? GDT_Byte : GDT_Float32);
+        GDALClose(a);
+        GDALClose(b);
+    }
+    save_screenshot(win, "aerial-change-map");
+    gtk_window_destroy(GTK_WINDOW(win));
+    cl_fixture_rmdir(dir);
+
+    /* radiographs have no map grid: nothing to export after a run either */
+    g_autofree char *ra = g_build_filename(demo, "radiograph", "before.dcm", NULL);
+    g_autofree char *rb = g_build_filename(demo, "radiograph", "after.dcm", NULL);
+    const char *rpaths[] = { ra, rb };
+    win = new_window_with(rpaths, 2);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_assert_false(cl_window_can_export_change_map(win));
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Window/level: set on a view, followed by the linked one, presets on both. */
 static void test_window_level(void)
 {
@@ -376,6 +441,7 @@ void test_ui_compare_register(void)
     g_test_add_func("/ui/window/bands", test_bands);
     g_test_add_func("/ui/window/shared-stretch", test_shared_stretch);
     g_test_add_func("/ui/window/changed-area", test_changed_area);
+    g_test_add_func("/ui/window/export-change-map", test_export_change_map);
     g_test_add_func("/ui/window/align", test_align);
     g_test_add_func("/ui/window/masks", test_masks);
 }

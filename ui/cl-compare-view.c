@@ -355,6 +355,17 @@ static void set_layer_heatmaps(ClCompareView *self, GPtrArray *layers)
     gtk_drop_down_set_selected(self->layer_dropdown, 0);
 }
 
+const ClHeatmap *cl_compare_view_get_heatmap(ClCompareView *self, ClLetterbox *letterbox,
+                                             gboolean *in_frame)
+{
+    g_return_val_if_fail(CL_IS_COMPARE_VIEW(self), NULL);
+    if (letterbox)
+        *letterbox = self->heat_letterbox;
+    if (in_frame)
+        *in_frame = self->heat_in_frame;
+    return self->heatmap;
+}
+
 void cl_compare_view_set_heatmap(ClCompareView *self, ClHeatmap *heatmap, GPtrArray *layers,
                                  const ClLetterbox *letterbox, gboolean in_frame)
 {

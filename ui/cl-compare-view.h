@@ -84,6 +84,10 @@ double *cl_compare_view_masks_for_later(ClCompareView *self);
  * earlier image's frame (an aligned model input). Picks "All blocks" in the layer list. */
 void cl_compare_view_set_heatmap(ClCompareView *self, ClHeatmap *heatmap, GPtrArray *layers,
                                  const ClLetterbox *letterbox, gboolean in_frame);
+/* The heat map set (NULL: none), its letterbox and whether it is of the earlier image's frame;
+ * owned by the view. */
+const ClHeatmap *cl_compare_view_get_heatmap(ClCompareView *self, ClLetterbox *letterbox,
+                                             gboolean *in_frame);
 gboolean cl_compare_view_get_show_heatmap(ClCompareView *self);
 void cl_compare_view_set_show_heatmap(ClCompareView *self, gboolean show);
 void cl_compare_view_set_heatmap_colours(ClCompareView *self, ClHeatmapColours colours);

@@ -233,8 +233,9 @@ static void find_done(GObject *source, GAsyncResult *result, gpointer user_data)
             show_results(d, m);
             g_autofree char *text =
                 m->len == 0 ? g_strdup(_("No study matches."))
-                            : g_strdup_printf(g_dngettext(NULL, "%u study found: check the ones "
-                                                                "to open (the priors too).",
+                            : g_strdup_printf(g_dngettext(NULL,
+                                                          "%u study found: check the ones "
+                                                          "to open (the priors too).",
                                                           "%u studies found: check the ones to "
                                                           "open (the priors too).",
                                                           m->len),

@@ -444,6 +444,41 @@ static void action_export(GtkWidget *widget, const char *name, GVariant *param)
     gtk_native_dialog_show(GTK_NATIVE_DIALOG(chooser));
 }
 
+static void on_change_map_response(GtkNativeDialog *dialog, int response, ClWindow *self)
+{
+    if (response == GTK_RESPONSE_ACCEPT) {
+        g_autoptr(GFile) file = gtk_file_chooser_get_file(GTK_FILE_CHOOSER(dialog));
+        if (file)
+            cl_window_export_change_map(self, file);
+    }
+    gtk_native_dialog_destroy(dialog);
+    g_object_unref(dialog);
+}
+
+/* win.export-change-map: where the change map's GeoTIFFs go (cl_window_export_change_map) */
+static void action_export_change_map(GtkWidget *widget, const char *name, GVariant *param)
+{
+    ClWindow *self = CL_WINDOW(widget);
+    if (!cl_window_can_export_change_map(self))
+        return;
+    GtkFileChooserNative *chooser =
+        gtk_file_chooser_native_new(_("Export Change Map"), GTK_WINDOW(self),
+                                    GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"), _("_Cancel"));
+    GtkFileChooser *fc = GTK_FILE_CHOOSER(chooser);
+    gtk_native_dialog_set_modal(GTK_NATIVE_DIALOG(chooser), TRUE);
+    g_autoptr(GtkFileFilter) f = gtk_file_filter_new();
+    gtk_file_filter_set_name(f, _("GeoTIFF (with its mask and a GeoPackage of the regions)"));
+    gtk_file_filter_add_pattern(f, "*.tif");
+    gtk_file_chooser_add_filter(fc, f);
+    g_autofree char *base =
+        g_strdup(self->current_case ? self->current_case->summary.name : _("change map"));
+    g_strdelimit(base, "/\\:", '-');
+    g_autofree char *suggested = g_strconcat(base, "-change.tif", NULL);
+    gtk_file_chooser_set_current_name(fc, suggested);
+    g_signal_connect(chooser, "response", G_CALLBACK(on_change_map_response), self);
+    gtk_native_dialog_show(GTK_NATIVE_DIALOG(chooser));
+}
+
 /* ---- installing them ---- */
 
 void cl_window_actions_class_init(GtkWidgetClass *widget_class)
@@ -475,6 +510,8 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
     gtk_widget_class_install_action(widget_class, "win.clear-masks", NULL, action_clear_masks);
     gtk_widget_class_install_action(widget_class, "win.preferences", NULL, action_preferences);
     gtk_widget_class_install_action(widget_class, "win.from-pacs", NULL, action_from_pacs);
+    gtk_widget_class_install_action(widget_class, "win.export-change-map", NULL,
+                                    action_export_change_map);
     gtk_widget_class_install_action(widget_class, "win.show-load-errors", NULL,
                                     action_show_load_errors);
     gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");

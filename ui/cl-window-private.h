@@ -62,6 +62,7 @@ struct _ClWindow {
 
     /* cases (cl-window-cases.c); db borrowed, NULL: a plain viewer without cases */
     ClCaseDb *db;
+    gboolean geo_export_busy, last_geo_export_ok; /* the change map's GeoTIFF export */
     ClCase *current_case;   /* the case shown, with its heatmap grids; NULL when none */
     gint64 pending_case_id; /* the case whose images are being loaded, 0 when none */
     guint shown_version;    /* index into the versions list that is shown, G_MAXUINT: latest */

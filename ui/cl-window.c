@@ -176,6 +176,8 @@ void cl_window_update_actions(ClWindow *self)
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.edit-description", locked);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.export-report",
                                   self->current_case != NULL && !self->export_cancellable);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "win.export-change-map",
+                                  cl_window_can_export_change_map(self));
     const char *zoom_actions[] = { "win.zoom-in", "win.zoom-out", "win.zoom-100", "win.zoom-fit" };
     for (guint i = 0; i < G_N_ELEMENTS(zoom_actions); i++)
         gtk_widget_action_set_enabled(GTK_WIDGET(self), zoom_actions[i], shown);

@@ -123,5 +123,14 @@ gint64 cl_window_get_case_id(ClWindow *self);
 void cl_window_export_report(ClWindow *self, GFile *file);
 gboolean cl_window_get_exporting(ClWindow *self);
 gboolean cl_window_get_last_export_ok(ClWindow *self);
+/* The heat map of the pair shown, for GIS (action win.export-change-map asks where; enabled when
+ * the heat map's image is a georeferenced file): file NAME.tif gets the heat (Float32) on the
+ * image's own grid — its size, CRS and geotransform — with NAME-mask.tif (1 where the heat is at
+ * least 0.5) and NAME-regions.gpkg (the mask's changed regions as polygons with area_m2), written
+ * in a worker thread; a toast says how it went. */
+gboolean cl_window_can_export_change_map(ClWindow *self);
+void cl_window_export_change_map(ClWindow *self, GFile *file);
+gboolean cl_window_get_geo_exporting(ClWindow *self);
+gboolean cl_window_get_last_geo_export_ok(ClWindow *self);
 
 G_END_DECLS
