@@ -300,6 +300,68 @@ static void test_export_change_map(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* The three workflows as their users see them, each checked and saved as a screenshot
+ * (docs/screenshots/workflow-*.png): a radiologist's aligned difference of the demo chest films
+ * with a measurement and the corner overlays; an analyst's swipe between the demo tiles after a
+ * model run (shared stretch, the heat map, the changed area in the difference's label); a
+ * reviewer's difference of the demo photo and its edit with the heat map and the description. */
+static void test_workflows(void)
+{
+    const char *demo = g_getenv("CL_DEMO_DIR");
+    /* radiology */
+    g_autofree char *ra = g_build_filename(demo, "radiograph", "before.dcm", NULL);
+    g_autofree char *rb = g_build_filename(demo, "radiograph", "after.dcm", NULL);
+    const char *rpaths[] = { ra, rb };
+    ClWindow *win = new_window_with(rpaths, 2);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1200, 760);
+    ClImageView *a = cl_window_get_view(win, 0);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.align", NULL));
+    g_assert_true(wait_for(not_busy, win));
+    g_assert_true(cl_window_get_aligned(win));
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_done, win));
+    cl_image_view_measure(a, CL_VIEW_MEASURE_LENGTH, 110, 150, 210, 150);
+    g_assert_nonnull(strstr(cl_image_view_get_measurement(a), " mm"));
+    g_autofree char *patient = cl_image_view_get_overlay_text(a, CL_VIEW_TOP_LEFT);
+    g_assert_nonnull(strstr(patient, "SYNTH"));
+    wait_for_paint(GTK_WIDGET(a));
+    save_screenshot(win, "workflow-radiology");
+    gtk_window_destroy(GTK_WINDOW(win));
+
+    /* remote sensing */
+    g_autofree char *pa = g_build_filename(demo, "aerial", "before.tif", NULL);
+    g_autofree char *pb = g_build_filename(demo, "aerial", "after.tif", NULL);
+    const char *apaths[] = { pa, pb };
+    win = new_window_with(apaths, 2);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1200, 760);
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_done, win));
+    g_assert_nonnull(label_containing(GTK_WIDGET(win), " m²"));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    set_mode(win, "swipe");
+    g_assert_true(wait_for(views_idle, win));
+    g_assert_true(cl_window_can_export_change_map(win));
+    save_screenshot(win, "workflow-remote-sensing");
+    gtk_window_destroy(GTK_WINDOW(win));
+
+    /* photo edit */
+    g_autofree char *ea = g_build_filename(demo, "edits", "before.png", NULL);
+    g_autofree char *eb = g_build_filename(demo, "edits", "after.png", NULL);
+    const char *epaths[] = { ea, eb };
+    win = new_window_with(epaths, 2);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1200, 760);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+    g_assert_true(wait_for(not_describing, win));
+    g_autofree char *text = cl_window_get_description(win);
+    g_assert_cmpstr(text, !=, "");
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_done, win));
+    g_assert_true(cl_window_get_show_heatmap(win));
+    save_screenshot(win, "workflow-photo-edit");
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Window/level: set on a view, followed by the linked one, presets on both. */
 static void test_window_level(void)
 {
@@ -442,6 +504,7 @@ void test_ui_compare_register(void)
     g_test_add_func("/ui/window/shared-stretch", test_shared_stretch);
     g_test_add_func("/ui/window/changed-area", test_changed_area);
     g_test_add_func("/ui/window/export-change-map", test_export_change_map);
+    g_test_add_func("/ui/window/workflows", test_workflows);
     g_test_add_func("/ui/window/align", test_align);
     g_test_add_func("/ui/window/masks", test_masks);
 }
