@@ -480,6 +480,41 @@ static void test_hdf5(void)
     g_assert_cmpfloat(cl_image_plane(same, 0, 0)[1], ==, (1 - v0) * 1000 + 7);
 }
 
+/* A JPEG 2000 codestream of 9 × 7 pixels whose SIZ marker declares tiles of 1073741833 × 7
+ * (found by tests/fuzz/fuzz-gdal.c): GDAL would allocate a 4 GB block to read it; it is refused
+ * as too large, quickly, before any block is read. */
+static void test_huge_blocks(void)
+{
+    if (!GDALGetDriverByName("JP2OpenJPEG")) {
+        g_test_skip("GDAL has no JP2OpenJPEG driver in this build");
+        return;
+    }
+    char *opts[] = { (char *)"CODEC=J2K", NULL };
+    g_autofree char *path = write_fixture("JP2OpenJPEG", "tiles.j2k", 9, 7, 1, GDT_Byte, opts);
+    g_autofree guint8 *bytes = NULL;
+    gsize len = 0;
+    g_assert_true(g_file_get_contents(path, (char **)&bytes, &len, NULL));
+    g_assert_cmpuint(len, >, 40);
+    g_assert_cmpint(bytes[2], ==, 0xFF); /* SOC, then SIZ */
+    g_assert_cmpint(bytes[3], ==, 0x51);
+    static const guint8 xtsiz[4] = { 0x40, 0x00, 0x00, 0x09 }; /* XTsiz = 2^30 + 9 */
+    memcpy(bytes + 24, xtsiz, 4);
+    g_autofree char *huge = g_build_filename(tmpdir, "huge-tiles.j2k", NULL);
+    g_assert_true(g_file_set_contents(huge, (const char *)bytes, (gssize)len, NULL));
+    g_autoptr(GError) err = NULL;
+    gint64 t0 = g_get_monotonic_time();
+    g_autoptr(ClImage) img = cl_image_load(huge, NULL, &err);
+    g_assert_null(img);
+    g_assert_error(err, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE);
+    g_assert_nonnull(strstr(err->message, "stored in blocks of 1073741833 × 7 samples"));
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 10 * G_USEC_PER_SEC);
+    g_clear_error(&err);
+    /* the same file with its tiles as declared by the encoder reads */
+    g_autoptr(ClImage) ok = cl_image_load(path, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_cmpuint(ok->width, ==, 9);
+}
+
 /* A plain GeoTIFF is still the TIFF loader's. */
 static void test_geotiff_stays_tiff(void)
 {
@@ -742,6 +777,7 @@ int main(int argc, char **argv)
     g_test_add_func("/gdal/hdf5", test_hdf5);
     g_test_add_func("/gdal/geotiff-stays-tiff", test_geotiff_stays_tiff);
     g_test_add_func("/gdal/corrupt", test_corrupt);
+    g_test_add_func("/gdal/huge-blocks", test_huge_blocks);
     g_test_add_func("/gdal/no-network", test_no_network);
     g_test_add_func("/gdal/export/geotiff", test_export_geotiff);
     g_test_add_func("/gdal/export/regions", test_export_regions);

@@ -270,8 +270,28 @@ static gboolean read_band(GDALRasterBandH band, const ReadScale *rs, float *plan
                           GDT_Float32, 0, 0, &extra) == CE_None;
 }
 
+/* GDAL reads a block whole, whatever part of it is asked for: a file may declare blocks far larger
+ * than its raster (a few bytes claiming 14 GB blocks were found by tests/fuzz/fuzz-gdal.c), so
+ * a band's block may hold at most the pixel budget's samples, as the raster does. */
+static gboolean blocks_fit(GDALRasterBandH band, const ReadScale *rs, guint b,
+                           const ClImageLimits *limits, const char *shown, GError **error)
+{
+    GDALRasterBandH src = rs->overview >= 0 ? GDALGetOverview(band, rs->overview) : band;
+    int bx = 0, by = 0;
+    if (src)
+        GDALGetBlockSize(src, &bx, &by);
+    const guint64 samples = (guint64)MAX(bx, 0) * (guint64)MAX(by, 0);
+    if (src && samples <= limits->max_pixels)
+        return TRUE;
+    g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
+                "%s: band %u is stored in blocks of %d × %d samples, more than the pixel budget "
+                "(%" G_GUINT64_FORMAT " pixels) that a block read whole may take",
+                shown, b + 1, bx, by, limits->max_pixels);
+    return FALSE;
+}
+
 static gboolean read_pixels(GDALDatasetH ds, ClImage *img, const ReadScale *rs, gboolean palette,
-                            const char *shown, GError **error)
+                            const ClImageLimits *limits, const char *shown, GError **error)
 {
     if (!cl_image_alloc_frames(img, 1, error)) {
         g_prefix_error(error, "%s: ", shown);
@@ -282,6 +302,8 @@ static gboolean read_pixels(GDALDatasetH ds, ClImage *img, const ReadScale *rs, 
     guint n_bands = (guint)GDALGetRasterCount(ds);
     for (guint b = 0; b < (palette ? 1 : n_bands); b++) {
         GDALRasterBandH band = GDALGetRasterBand(ds, (int)b + 1);
+        if (!blocks_fit(band, rs, b, limits, shown, error))
+            return FALSE;
         if (!read_band(band, rs, f->data + b * plane)) {
             g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_CORRUPT,
                         "%s: band %u cannot be read: %s", shown, b + 1,
@@ -442,7 +464,7 @@ static ClImage *load_dataset(GDALDatasetH ds, const char *shown, const ClImageLi
         ClFrame *f = g_new0(ClFrame, 1);
         f->rescale_slope = 1.0;
         g_ptr_array_add(img->frames, f);
-    } else if (!read_pixels(ds, img, &rs, palette, shown, error)) {
+    } else if (!read_pixels(ds, img, &rs, palette, limits, shown, error)) {
         return NULL;
     }
     values(ds, img, palette);

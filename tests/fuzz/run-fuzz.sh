@@ -71,7 +71,8 @@ for l in "${loaders[@]}"; do
   [ -f "tests/fuzz/$l.dict" ] && extra+=("-dict=tests/fuzz/$l.dict")
   log="$out/fuzz-$l.log"
   echo "fuzzing $l for ${secs}s ($(ls "$corpus" | wc -l) seeds) -> $log"
-  if ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=halt_on_error=1 \
+  if ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1:quarantine_size_mb=64 \
+     UBSAN_OPTIONS=halt_on_error=1 \
      LSAN_OPTIONS=suppressions=tests/fuzz/lsan.supp \
      "$bdir/tests/fuzz-$l" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
        -malloc_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/$l-" \
