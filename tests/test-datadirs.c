@@ -2,6 +2,7 @@
  * build folders inside and outside the source tree, installed and moved installs. */
 #include "cl-config.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
 
 #include "model/model.h"
@@ -87,6 +88,42 @@ static void test_this_build(void)
     g_autofree char *want = g_build_filename(wm, "changelens-default.safetensors", NULL);
     g_autofree char *found_c = g_canonicalize_filename(found, "/");
     g_assert_cmpstr(found_c, ==, want);
+
+    /* by the images' domain: photographs get the photo model, radiographs and aerial tiles the
+     * radiograph-and-aerial one, each only where set-up's EfficientNet-Lite0 is (an empty file
+     * stands for it here); other domains, and every domain without it, the default model */
+    g_autofree char *data = g_dir_make_tmp("cl-datadirs-XXXXXX", &err);
+    g_assert_no_error(err);
+    g_autofree char *pre = g_build_filename(data, "pretrained", NULL);
+    g_autofree char *stem = g_build_filename(pre, "efficientnet-lite0.safetensors", NULL);
+    g_setenv("CHANGELENS_DATA", data, TRUE);
+    static const struct {
+        ClChatDomain domain;
+        const char *with_stem;
+    } want_for[] = {
+        { CL_CHAT_DOMAIN_EDITS, CL_MODEL_PHOTO_FILE },
+        { CL_CHAT_DOMAIN_RADIOGRAPH, CL_MODEL_SCAN_FILE },
+        { CL_CHAT_DOMAIN_AERIAL, CL_MODEL_SCAN_FILE },
+        { CL_CHAT_DOMAIN_SHAPES, "changelens-default.safetensors" },
+        { CL_CHAT_DOMAIN_GENERIC, "changelens-default.safetensors" },
+    };
+    for (int have_stem = 0; have_stem < 2; have_stem++) {
+        if (have_stem) {
+            g_assert_cmpint(g_mkdir_with_parents(pre, 0700), ==, 0);
+            g_assert_true(g_file_set_contents(stem, "", 0, NULL));
+        }
+        for (guint i = 0; i < G_N_ELEMENTS(want_for); i++) {
+            g_autofree char *f = cl_model_find_default_for(want_for[i].domain, &err);
+            g_assert_no_error(err);
+            g_autofree char *base = g_path_get_basename(f);
+            g_assert_cmpstr(base, ==,
+                            have_stem ? want_for[i].with_stem : "changelens-default.safetensors");
+        }
+    }
+    g_unlink(stem);
+    g_rmdir(pre);
+    g_rmdir(data);
+    g_unsetenv("CHANGELENS_DATA");
 }
 
 int main(int argc, char **argv)

@@ -94,8 +94,8 @@ static void geo_done(GObject *source, GAsyncResult *result, gpointer user_data)
     self->last_geo_export_ok = ok;
     cl_window_update_actions(self);
     if (!ok) {
-        g_autofree char *text = g_strdup_printf(_("The change map was not saved: %s"),
-                                                error->message);
+        g_autofree char *text =
+            g_strdup_printf(_("The change map was not saved: %s"), error->message);
         cl_window_toast(self, text);
         return;
     }
