@@ -45,6 +45,21 @@ typedef struct {
     std::string out, err;
 } Run;
 
+/* argv (CL_CLI first, NULL last) run to its end */
+static Run run_argv(std::vector<const char *> &argv)
+{
+    argv.push_back(NULL);
+    g_autofree char *out = NULL, *err = NULL;
+    g_autoptr(GError) error = NULL;
+    int status = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv.data(), NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                               &err, &status, &error));
+    g_assert_no_error(error);
+    if (!WIFEXITED(status))
+        g_error("changelens-cli %s died (status %d): %s", argv[1], status, err);
+    return Run{ WEXITSTATUS(status), out, err };
+}
+
 /* changelens-cli ARGS… (NULL-terminated) */
 static Run cli(const char *first, ...)
 {
@@ -54,16 +69,7 @@ static Run cli(const char *first, ...)
     for (const char *a; (a = va_arg(ap, const char *));)
         argv.push_back(a);
     va_end(ap);
-    argv.push_back(NULL);
-    g_autofree char *out = NULL, *err = NULL;
-    g_autoptr(GError) error = NULL;
-    int status = 0;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv.data(), NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                               &err, &status, &error));
-    g_assert_no_error(error);
-    if (!WIFEXITED(status))
-        g_error("changelens-cli %s died (status %d): %s", first, status, err);
-    return Run{ WEXITSTATUS(status), out, err };
+    return run_argv(argv);
 }
 
 /* changelens-cli pacs SUB, the connection options of the protocol under test, ARGS… */
@@ -77,16 +83,7 @@ static Run pacs(const char *sub, ...)
     for (const char *a; (a = va_arg(ap, const char *));)
         argv.push_back(a);
     va_end(ap);
-    argv.push_back(NULL);
-    g_autofree char *out = NULL, *err = NULL;
-    g_autoptr(GError) error = NULL;
-    int status = 0;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv.data(), NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
-                               &err, &status, &error));
-    g_assert_no_error(error);
-    if (!WIFEXITED(status))
-        g_error("changelens-cli pacs %s died (status %d): %s", sub, status, err);
-    return Run{ WEXITSTATUS(status), out, err };
+    return run_argv(argv);
 }
 
 static void expect_ok(const Run &r, const char *what)

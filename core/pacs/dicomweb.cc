@@ -270,20 +270,8 @@ extern "C" GPtrArray *cl_dicomweb_find(const ClPacsPeer *peer, ClPacsLevel level
     std::string base;
     if (!check_base(peer, base, error))
         return NULL;
-    auto given = [](const char *s) { return s && *s; };
-    if (!query ||
-        (!given(query->patient_id) && !given(query->accession) && !given(query->study_uid))) {
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
-                    "give a patient ID, an accession number or a study UID to look for");
+    if (!cl_pacs_check_query(level, query, TRUE, error))
         return NULL;
-    }
-    if (level == CL_PACS_LEVEL_SERIES && !cl_pacs_uid_is_safe(query->study_uid)) {
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
-                    given(query->study_uid) ? "'%s' is not a study UID (digits and dots)"
-                                            : "listing series needs the study's UID%s",
-                    given(query->study_uid) ? query->study_uid : "");
-        return NULL;
-    }
     std::string url = base;
     bool first = true;
     if (level == CL_PACS_LEVEL_STUDY) {

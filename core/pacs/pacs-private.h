@@ -8,6 +8,11 @@ G_BEGIN_DECLS
 /* The order cl_pacs_find returns: study date, time, UID, then series number (qsort-style). */
 int cl_pacs_match_compare(const ClPacsMatch *a, const ClPacsMatch *b);
 
+/* The query has a key to look for (and a study UID for the series level: one usable in a URL
+ * when uid_in_url); FALSE + CL_PACS_ERROR_INVALID otherwise. */
+gboolean cl_pacs_check_query(ClPacsLevel level, const ClPacsQuery *query, gboolean uid_in_url,
+                             GError **error);
+
 /* A UID usable as a file name: 1-64 digits and dots, not starting with a dot. */
 gboolean cl_pacs_uid_is_safe(const char *uid);
 

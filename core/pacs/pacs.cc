@@ -333,6 +333,29 @@ extern "C" int cl_pacs_match_compare(const ClPacsMatch *a, const ClPacsMatch *b)
     return c;
 }
 
+extern "C" gboolean cl_pacs_check_query(ClPacsLevel level, const ClPacsQuery *query,
+                                        gboolean uid_in_url, GError **error)
+{
+    auto given = [](const char *s) { return s && *s; };
+    if (!query ||
+        (!given(query->patient_id) && !given(query->accession) && !given(query->study_uid))) {
+        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
+                    "give a patient ID, an accession number or a study UID to look for");
+        return FALSE;
+    }
+    if (level == CL_PACS_LEVEL_SERIES && !given(query->study_uid)) {
+        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
+                    "listing series needs the study's UID");
+        return FALSE;
+    }
+    if (level == CL_PACS_LEVEL_SERIES && uid_in_url && !cl_pacs_uid_is_safe(query->study_uid)) {
+        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
+                    "'%s' is not a study UID (digits and dots)", query->study_uid);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 extern "C" gboolean cl_pacs_uid_is_safe(const char *uid)
 {
     if (!uid || !*uid || strlen(uid) > 64 || uid[0] == '.')
@@ -367,20 +390,8 @@ extern "C" GPtrArray *cl_pacs_find(const ClPacsPeer *peer, ClPacsLevel level,
     if (peer && peer->dicomweb)
         return cl_dicomweb_find(peer, level, query, error);
     quiet_dcmtk();
-    if (!check_peer(peer, error))
+    if (!check_peer(peer, error) || !cl_pacs_check_query(level, query, FALSE, error))
         return NULL;
-    auto given = [](const char *s) { return s && *s; };
-    if (!query ||
-        (!given(query->patient_id) && !given(query->accession) && !given(query->study_uid))) {
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
-                    "give a patient ID, an accession number or a study UID to look for");
-        return NULL;
-    }
-    if (level == CL_PACS_LEVEL_SERIES && !given(query->study_uid)) {
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
-                    "listing series needs the study's UID");
-        return NULL;
-    }
     DcmDataset q;
     add_key(&q, DCM_QueryRetrieveLevel, level == CL_PACS_LEVEL_SERIES ? "SERIES" : "STUDY");
     add_key(&q, DCM_SpecificCharacterSet, "ISO_IR 192");
