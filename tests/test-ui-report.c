@@ -178,6 +178,83 @@ static GtkWidget *find_widget(GtkWidget *root, GType type, const char *name)
     return NULL;
 }
 
+/* Ultrasound that does not say whether it has burned-in annotation may show text in its pixels, which
+ * de-identification does not remove: the export dialog shows the "Pixels checked" row while
+ * de-identification is on; exported without it the report is refused with the reason, with it
+ * the de-identified report is written. (The demo radiographs, made US without the attribute.) */
+static void test_burned_in_checked(void)
+{
+    const char *demo = g_getenv("CL_DEMO_DIR");
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) images =
+        g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
+    for (int i = 0; i < 2; i++) {
+        g_autofree char *src =
+            g_build_filename(demo, "radiograph", i ? "after.dcm" : "before.dcm", NULL);
+        g_autofree char *bytes = NULL;
+        gsize len = 0;
+        g_assert_true(g_file_get_contents(src, &bytes, &len, NULL));
+        /* (0008,0060) CS, 2 bytes, "DX" in the explicit little-endian data set */
+        static const char modality[] = "\x08\x00\x60\x00"
+                                       "CS\x02\x00"
+                                       "DX";
+        char *at = memmem(bytes, len, modality, 10);
+        g_assert_nonnull(at);
+        at[8] = 'U', at[9] = 'S';
+        /* and no BurnedInAnnotation: (0028,0301) "NO" becomes (0028,0300), which it precedes */
+        static const char burned[] = "\x28\x00\x01\x03"
+                                     "CS\x02\x00"
+                                     "NO";
+        char *b = memmem(bytes, len, burned, 10);
+        g_assert_nonnull(b);
+        b[2] = 0x00;
+        g_autofree char *name = g_strdup_printf("us-%d.dcm", i + 1);
+        g_autofree char *path = g_build_filename(tmpdir, name, NULL);
+        g_assert_true(g_file_set_contents(path, bytes, (gssize)len, NULL));
+        ClCaseImage *ci = g_new0(ClCaseImage, 1);
+        g_assert_true(cl_case_image_from_file(path, 0, ci, &error));
+        g_ptr_array_add(images, ci);
+    }
+    g_autofree char *db_path = g_build_filename(tmpdir, "burned-in.db", NULL);
+    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    gint64 id = 0;
+    g_assert_true(cl_casedb_case_new(db, "Ultrasound", &id, &error));
+    g_assert_true(cl_casedb_images_add(db, id, images, NULL, &error));
+    ClWindow *win = window_on_case(db, id);
+    set_description_text(win, "No change.");
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.save-description", NULL));
+
+    for (int checked = 0; checked < 2; checked++) {
+        g_autofree char *name = g_strdup_printf("us-%d.pdf", checked);
+        g_autofree char *path = g_build_filename(tmpdir, name, NULL);
+        g_autoptr(GFile) file = g_file_new_for_path(path);
+        cl_window_export_report(win, file);
+        AdwMessageDialog *d = find_dialog(win);
+        g_assert_nonnull(d);
+        GtkWidget *sw = find_widget(GTK_WIDGET(d), GTK_TYPE_SWITCH, NULL);
+        g_assert_true(gtk_switch_get_active(GTK_SWITCH(sw))); /* DICOM: on by default */
+        GtkWidget *row = find_widget(GTK_WIDGET(d), ADW_TYPE_ACTION_ROW, "burned-in-checked");
+        g_assert_nonnull(row);
+        g_assert_true(gtk_widget_is_visible(row));
+        g_assert_nonnull(strstr(adw_action_row_get_subtitle(ADW_ACTION_ROW(row)),
+                                "2 images may show text burned into their pixels"));
+        gtk_switch_set_active(GTK_SWITCH(sw), FALSE); /* the row goes with de-identification */
+        g_assert_false(gtk_widget_is_visible(row));
+        gtk_switch_set_active(GTK_SWITCH(sw), TRUE);
+        GtkWidget *bsw = find_widget(row, GTK_TYPE_SWITCH, NULL);
+        g_assert_nonnull(bsw);
+        gtk_switch_set_active(GTK_SWITCH(bsw), checked);
+        answer_dialog(win, "export");
+        g_assert_true(wait_for(not_exporting, win));
+        g_assert_cmpint(cl_window_get_last_export_ok(win), ==, checked);
+        g_assert_cmpint(g_file_test(path, G_FILE_TEST_EXISTS), ==, checked);
+        if (!checked)
+            g_assert_nonnull(label_containing(GTK_WIDGET(win), "burned"));
+    }
+    close_window(win, db);
+}
+
 /* The export asks whether to de-identify (a switch, off for a case without DICOM) and, while it is
  * on, lists what it changes in the reviewer's signed text before anything is written; the report
  * says the text was de-identified and the case keeps it as signed. */
@@ -410,5 +487,6 @@ void test_ui_report_register(void)
     g_test_add_func("/ui/report/notes-key-images", test_notes_key_images);
     g_test_add_func("/ui/report/view", test_report_view);
     g_test_add_func("/ui/report/deidentify", test_report_deidentify);
+    g_test_add_func("/ui/report/burned-in-checked", test_burned_in_checked);
     g_test_add_func("/ui/report/unsaved-edit", test_unsaved_edit);
 }
