@@ -362,6 +362,77 @@ static void test_workflows(void)
     gtk_window_destroy(GTK_WINDOW(win));
 }
 
+/* Undo beyond the text: an ignore region, a nudge, a window/level drag and a preset undone one by
+ * one back to the view as it was opened, redone again; a new edit after an undo drops the redo;
+ * another pair starts with nothing to undo. */
+static void test_undo(void)
+{
+    const char *demo = g_getenv("CL_DEMO_DIR");
+    g_autofree char *ra = g_build_filename(demo, "radiograph", "before.dcm", NULL);
+    g_autofree char *rb = g_build_filename(demo, "radiograph", "after.dcm", NULL);
+    const char *paths[] = { ra, rb };
+    ClWindow *win = new_window_with(paths, 2);
+    ClImageView *a = cl_window_get_view(win, 0), *b = cl_window_get_view(win, 1);
+    g_assert_false(cl_window_can_undo(win));
+    ClDisplaySettings d0, d1, d2, now;
+    g_assert_true(cl_image_view_get_display(a, &d0));
+    double m[6];
+
+    g_signal_emit_by_name(a, "mask-drawn", 10.0, 10.0, 60.0, 50.0);
+    g_assert_cmpuint(cl_window_get_n_masks(win), ==, 1);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.nudge", "(ii)", 3, -2));
+    g_assert_true(cl_image_view_get_alignment(b, m));
+    g_assert_cmpfloat(fabs(m[0] + 3), <, 1e-9);
+    g_signal_emit_by_name(a, "window-level-begin");
+    d1 = d0;
+    d1.mode = CL_DISPLAY_WINDOW, d1.center = 1500, d1.width = 700;
+    cl_image_view_set_display(a, &d1);
+    g_signal_emit_by_name(a, "display-changed");
+    g_assert_true(
+        gtk_widget_activate_action(GTK_WIDGET(win), "win.display-preset", "s", "window:40:400"));
+    g_assert_true(cl_image_view_get_display(a, &d2));
+    g_assert_cmpfloat(d2.width, ==, 400);
+
+    /* back, step by step */
+    g_assert_true(cl_window_undo(win)); /* the preset */
+    g_assert_true(cl_image_view_get_display(a, &now));
+    g_assert_cmpfloat(now.center, ==, 1500);
+    g_assert_cmpfloat(now.width, ==, 700);
+    g_assert_true(cl_window_undo(win)); /* the drag */
+    g_assert_true(cl_image_view_get_display(a, &now));
+    g_assert_cmpint(now.mode, ==, d0.mode);
+    g_assert_cmpfloat(now.width, ==, d0.width);
+    g_assert_true(cl_image_view_get_alignment(b, m)); /* the nudge is still there */
+    g_assert_true(cl_window_undo(win));               /* the nudge */
+    g_assert_false(cl_image_view_get_alignment(b, m) && fabs(m[0]) > 1e-9);
+    g_assert_false(cl_window_get_aligned(win));
+    g_assert_cmpuint(cl_window_get_n_masks(win), ==, 1);
+    g_assert_true(cl_window_undo(win)); /* the region */
+    g_assert_cmpuint(cl_window_get_n_masks(win), ==, 0);
+    g_assert_false(cl_window_can_undo(win));
+    g_assert_false(cl_window_undo(win));
+
+    /* and forward again */
+    g_assert_true(cl_window_can_redo(win));
+    for (int i = 0; i < 4; i++)
+        g_assert_true(cl_window_redo(win));
+    g_assert_false(cl_window_redo(win));
+    g_assert_cmpuint(cl_window_get_n_masks(win), ==, 1);
+    g_assert_true(cl_image_view_get_alignment(b, m));
+    g_assert_cmpfloat(fabs(m[0] + 3), <, 1e-9);
+    g_assert_true(cl_window_get_aligned(win));
+    g_assert_true(cl_image_view_get_display(a, &now));
+    g_assert_cmpfloat(now.width, ==, 400);
+
+    /* a new edit after an undo: nothing to redo */
+    g_assert_true(cl_window_undo(win));
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.clear-masks", NULL));
+    g_assert_false(cl_window_can_redo(win));
+    g_assert_true(cl_window_undo(win));
+    g_assert_cmpuint(cl_window_get_n_masks(win), ==, 1);
+    gtk_window_destroy(GTK_WINDOW(win));
+}
+
 /* Window/level: set on a view, followed by the linked one, presets on both. */
 static void test_window_level(void)
 {
@@ -505,6 +576,7 @@ void test_ui_compare_register(void)
     g_test_add_func("/ui/window/changed-area", test_changed_area);
     g_test_add_func("/ui/window/export-change-map", test_export_change_map);
     g_test_add_func("/ui/window/workflows", test_workflows);
+    g_test_add_func("/ui/window/undo", test_undo);
     g_test_add_func("/ui/window/align", test_align);
     g_test_add_func("/ui/window/masks", test_masks);
 }

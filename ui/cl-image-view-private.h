@@ -119,7 +119,13 @@ enum {
 };
 extern GParamSpec *cl_image_view_properties[N_PROPS];
 
-enum { SIGNAL_RENDER_FAILED, SIGNAL_DISPLAY_CHANGED, SIGNAL_MASK_DRAWN, N_SIGNALS };
+enum {
+    SIGNAL_RENDER_FAILED,
+    SIGNAL_DISPLAY_CHANGED,
+    SIGNAL_MASK_DRAWN,
+    SIGNAL_WINDOW_LEVEL_BEGIN,
+    N_SIGNALS
+};
 extern guint cl_image_view_signals[N_SIGNALS];
 
 /* cl-image-render.c: the overview, its mips, the full-resolution crops, and the image-space

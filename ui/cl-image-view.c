@@ -631,6 +631,7 @@ static void on_wl_begin(GtkGestureDrag *drag, double x, double y, ClImageView *s
     }
     self->wl_center = c;
     self->wl_width = MAX(w, 1e-6);
+    g_signal_emit(self, cl_image_view_signals[SIGNAL_WINDOW_LEVEL_BEGIN], 0);
     /* a drag across the view spans about the starting width, whatever the units */
     self->wl_step = self->wl_width / MAX(gtk_widget_get_width(GTK_WIDGET(self)), 100);
     gtk_widget_set_cursor_from_name(GTK_WIDGET(self), "move");
@@ -770,6 +771,11 @@ static void cl_image_view_class_init(ClImageViewClass *klass)
     signals[SIGNAL_DISPLAY_CHANGED] =
         g_signal_new("display-changed", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                      NULL, G_TYPE_NONE, 0);
+
+    /* A window/level drag starts (before its first change): what was shown can be kept. */
+    signals[SIGNAL_WINDOW_LEVEL_BEGIN] =
+        g_signal_new("window-level-begin", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL,
+                     NULL, NULL, G_TYPE_NONE, 0);
 
     /* Shift+drag drew an ignore region: x0, y0, x1, y1 in this image's pixels (the owner of the
      * masks decides what to do with it: cl_image_view_set_masks shows them). */

@@ -250,6 +250,7 @@ static void action_nudge(GtkWidget *widget, const char *name, GVariant *param)
     g_variant_get(param, "(ii)", &dx, &dy);
     if (self->align_cancellable)
         return; /* an automatic alignment is under way */
+    cl_window_undo_record(self);
     cl_compare_view_nudge(self->compare_view, dx, dy);
     if (!self->aligned) {
         self->aligned = TRUE;
@@ -260,12 +261,26 @@ static void action_nudge(GtkWidget *widget, const char *name, GVariant *param)
 
 static void action_clear_masks(GtkWidget *widget, const char *name, GVariant *param)
 {
-    cl_compare_view_clear_masks(CL_WINDOW(widget)->compare_view);
+    ClWindow *self = CL_WINDOW(widget);
+    if (cl_window_get_n_masks(self) > 0)
+        cl_window_undo_record(self);
+    cl_compare_view_clear_masks(self->compare_view);
+}
+
+static void action_undo(GtkWidget *widget, const char *name, GVariant *param)
+{
+    cl_window_undo(CL_WINDOW(widget));
+}
+
+static void action_redo(GtkWidget *widget, const char *name, GVariant *param)
+{
+    cl_window_redo(CL_WINDOW(widget));
 }
 
 /* win.display-preset("default" | "minmax" | "percentile" | "bands:…" | "file:N" | "ct:NAME") */
 static void action_display_preset(GtkWidget *widget, const char *name, GVariant *param)
 {
+    cl_window_undo_record(CL_WINDOW(widget));
     cl_compare_view_apply_preset(CL_WINDOW(widget)->compare_view,
                                  g_variant_get_string(param, NULL));
 }
@@ -282,6 +297,7 @@ static void on_custom_window_response(AdwMessageDialog *d, const char *response,
     g_ascii_dtostr(c, sizeof c, gtk_spin_button_get_value(centre));
     g_ascii_dtostr(w, sizeof w, gtk_spin_button_get_value(width));
     g_autofree char *preset = g_strdup_printf("window:%s:%s", c, w);
+    cl_window_undo_record(self);
     cl_compare_view_apply_preset(self->compare_view, preset);
 }
 
@@ -516,6 +532,15 @@ void cl_window_actions_class_init(GtkWidgetClass *widget_class)
                                     action_show_load_errors);
     gtk_widget_class_install_property_action(widget_class, "win.align", "aligned");
     gtk_widget_class_install_action(widget_class, "win.nudge", "(ii)", action_nudge);
+    gtk_widget_class_install_action(widget_class, "win.undo", NULL, action_undo);
+    gtk_widget_class_install_action(widget_class, "win.redo", NULL, action_redo);
+    /* the window's bindings (bubble phase): the description's editor undoes its own text first */
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_z, GDK_CONTROL_MASK, "win.undo",
+                                        NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_z, GDK_CONTROL_MASK | GDK_SHIFT_MASK,
+                                        "win.redo", NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_Z, GDK_CONTROL_MASK | GDK_SHIFT_MASK,
+                                        "win.redo", NULL);
     static const struct {
         guint key;
         int dx, dy;

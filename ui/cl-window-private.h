@@ -63,6 +63,7 @@ struct _ClWindow {
     /* cases (cl-window-cases.c); db borrowed, NULL: a plain viewer without cases */
     ClCaseDb *db;
     gboolean geo_export_busy, last_geo_export_ok; /* the change map's GeoTIFF export */
+    GPtrArray *undo, *redo; /* cl-window-undo.c: the view before each edit, and after each undo */
     ClCase *current_case;   /* the case shown, with its heatmap grids; NULL when none */
     gint64 pending_case_id; /* the case whose images are being loaded, 0 when none */
     guint shown_version;    /* index into the versions list that is shown, G_MAXUINT: latest */
@@ -152,5 +153,13 @@ void cl_window_cases_refresh_list(ClWindow *self);
 void cl_window_cases_activated(ClWindow *self, gint64 id);
 /* A version picked in the panel's list: shown, read-only unless it is the latest. */
 void cl_window_cases_version_selected(ClWindow *self, guint index);
+
+/* cl-window-undo.c */
+void cl_window_undo_init(ClWindow *self);
+void cl_window_undo_dispose(ClWindow *self);
+/* the view as it is now, kept before an edit the window makes (nudge, preset, clearing masks) */
+void cl_window_undo_record(ClWindow *self);
+/* another pair or case: nothing to undo */
+void cl_window_undo_reset(ClWindow *self);
 
 G_END_DECLS

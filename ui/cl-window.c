@@ -317,8 +317,9 @@ static void show_pair(ClWindow *self, guint i, guint j)
     ClDocument *docs[2] = { ia->doc, i == j ? NULL : ib->doc };
     guint frames[2] = { ia->frame, ib->frame };
 
-    /* an alignment belonged to the images shown until now */
+    /* an alignment belonged to the images shown until now, and so did their edits */
     cl_window_set_aligned(self, FALSE);
+    cl_window_undo_reset(self);
     /* and what the model said */
     if (self->describe_cancellable)
         g_cancellable_cancel(self->describe_cancellable);
@@ -591,6 +592,7 @@ static void cl_window_dispose(GObject *object)
     }
     g_clear_object(&self->worker);
     cl_window_cases_dispose(self);
+    cl_window_undo_dispose(self);
     g_clear_handle_id(&self->zoom_label_idle, g_source_remove);
     g_clear_handle_id(&self->cine_id, g_source_remove);
     gtk_widget_dispose_template(GTK_WIDGET(self), CL_TYPE_WINDOW);
@@ -669,6 +671,7 @@ static void cl_window_init(ClWindow *self)
                                 G_CONNECT_SWAPPED);
         g_signal_connect_object(view, "render-failed", G_CALLBACK(on_render_failed), self, 0);
     }
+    cl_window_undo_init(self);
 
     GtkDropTarget *drop = gtk_drop_target_new(GDK_TYPE_FILE_LIST, GDK_ACTION_COPY);
     g_signal_connect(drop, "drop", G_CALLBACK(on_drop), self);

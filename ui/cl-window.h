@@ -129,6 +129,13 @@ gboolean cl_window_get_last_export_ok(ClWindow *self);
  * least 0.5) and NAME-regions.gpkg (the mask's changed regions as polygons with area_m2), written
  * in a worker thread; a toast says how it went. */
 gboolean cl_window_can_export_change_map(ClWindow *self);
+/* Undo and redo of the view's edits (win.undo Ctrl+Z, win.redo Ctrl+Shift+Z; the description's
+ * editor undoes its own text): ignore regions, the nudged alignment, window/level. FALSE when
+ * there is nothing to undo or redo (or an automatic alignment is running). */
+gboolean cl_window_undo(ClWindow *self);
+gboolean cl_window_redo(ClWindow *self);
+gboolean cl_window_can_undo(ClWindow *self);
+gboolean cl_window_can_redo(ClWindow *self);
 void cl_window_export_change_map(ClWindow *self, GFile *file);
 gboolean cl_window_get_geo_exporting(ClWindow *self);
 gboolean cl_window_get_last_geo_export_ok(ClWindow *self);
