@@ -8,6 +8,9 @@
 
 #include "casedb/casedb.h"
 #include "fixtures.h"
+#include "model/model.h"
+
+#include <unistd.h>
 
 char *tmpdir;
 char *path_a, *path_b;
@@ -298,6 +301,17 @@ int ui_util_init(int *argc, char ***argv)
 {
     g_test_init(argc, argv, NULL);
     tmpdir = cl_fixture_tmpdir("cl-test-ui");
+
+    /* The pretrained parts set-up fetched stay visible (the windows pick the models a user's
+     * would), through a data folder of the test's own (retrieved PACS studies go there). */
+    g_autofree char *pretrained = cl_pretrained_path(NULL);
+    if (g_file_test(pretrained, G_FILE_TEST_IS_DIR)) {
+        g_autofree char *data = g_build_filename(tmpdir, "changelens-data", NULL);
+        g_autofree char *link = g_build_filename(data, "pretrained", NULL);
+        g_mkdir_with_parents(data, 0700);
+        if (symlink(pretrained, link) == 0)
+            g_setenv("CHANGELENS_DATA", data, TRUE);
+    }
 
     /* Isolate the per-user dirs (settings, recent files, caches) but keep the system data dirs:
      * without shared-mime-info and the icon themes GTK cannot even load its own SVG icons. */
