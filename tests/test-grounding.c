@@ -325,46 +325,26 @@ static void test_change_threshold(void)
         }
         cl_describe_result_clear(&res);
     }
-    /* radiographs say "nothing has changed.": no change called steers towards "n", a change
-     * away from it; aerial tiles ("there is no difference .") are not steered at all */
+    /* radiographs and aerial tiles are not steered: the same answer with the gate and without,
+     * whatever the head calls */
+    const ClChatDomain unsteered[2] = { CL_CHAT_DOMAIN_RADIOGRAPH, CL_CHAT_DOMAIN_AERIAL };
     for (int k = 0; k < 2; k++) {
         m->config.change_threshold = k ? 0.9 : 0;
-        char *text[2] = { NULL, NULL };
-        for (int gate = 0; gate < 2; gate++) {
+        for (int dd = 0; dd < 2; dd++) {
             ClDescribeOptions d;
             cl_describe_options_init(&d);
             d.max_new_tokens = 4;
             d.heatmaps = FALSE;
             d.auto_domain = FALSE;
-            d.domain = CL_CHAT_DOMAIN_RADIOGRAPH;
-            d.change_gate = gate;
-            ClDescribeResult res;
-            g_assert_true(cl_describe_run(be, m, di, 2, &d, &res, &err));
-            g_assert_no_error(err);
-            text[gate] = g_strdup(res.text);
-            cl_describe_result_clear(&res);
+            d.domain = unsteered[dd];
+            ClDescribeResult gated, free_run;
+            g_assert_true(cl_describe_run(be, m, di, 2, &d, &gated, &err));
+            d.change_gate = FALSE;
+            g_assert_true(cl_describe_run(be, m, di, 2, &d, &free_run, &err));
+            g_assert_cmpstr(gated.text, ==, free_run.text);
+            cl_describe_result_clear(&gated);
+            cl_describe_result_clear(&free_run);
         }
-        g_test_message("radiograph, threshold %.1f: \"%s\" (ungated \"%s\")", k ? 0.9 : 0.5,
-                       text[1], text[0]);
-        if (k)
-            g_assert_true(g_str_has_prefix(text[1], "n"));
-        else
-            g_assert_false(g_str_has_prefix(text[1], "n"));
-        g_free(text[0]);
-        g_free(text[1]);
-        ClDescribeOptions d;
-        cl_describe_options_init(&d);
-        d.max_new_tokens = 4;
-        d.heatmaps = FALSE;
-        d.auto_domain = FALSE;
-        d.domain = CL_CHAT_DOMAIN_AERIAL;
-        ClDescribeResult gated, free_run;
-        g_assert_true(cl_describe_run(be, m, di, 2, &d, &gated, &err));
-        d.change_gate = FALSE;
-        g_assert_true(cl_describe_run(be, m, di, 2, &d, &free_run, &err));
-        g_assert_cmpstr(gated.text, ==, free_run.text);
-        cl_describe_result_clear(&gated);
-        cl_describe_result_clear(&free_run);
     }
     cl_image_free(imgs[0]);
     cl_image_free(imgs[1]);

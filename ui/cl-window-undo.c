@@ -158,8 +158,8 @@ void cl_window_undo_init(ClWindow *self)
     for (guint i = 0; i < 2; i++) {
         ClImageView *view = cl_window_get_view(self, i);
         g_signal_connect_object(view, "mask-drawn", G_CALLBACK(on_mask_drawn), self, 0);
-        g_signal_connect_object(view, "window-level-begin", G_CALLBACK(on_window_level_begin),
-                                self, 0);
+        g_signal_connect_object(view, "window-level-begin", G_CALLBACK(on_window_level_begin), self,
+                                0);
     }
     update_actions(self);
 }

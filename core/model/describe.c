@@ -349,12 +349,14 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     go.sparse_topk = opts->sparse_topk;
     go.median_numbers = opts->median_numbers;
     go.length_penalty = opts->length_penalty;
-    /* how the domain's answer says "no change" (core/synth): photographs "No change.",
-     * radiographs "nothing has changed."; the aerial one ("there is no difference .") starts as
-     * its changes do ("the trees …"), so one token cannot steer it */
-    const char *no_change = out->domain == CL_CHAT_DOMAIN_RADIOGRAPH ? "nothing"
-                            : out->domain == CL_CHAT_DOMAIN_AERIAL   ? NULL
-                                                                     : "No";
+    /* how the domain's answer says "no change": photographs "No change." (core/synth). Not
+     * radiographs: their change head also fires on films that differ only in acquisition
+     * (rotation, inspiration), and the decoder calls those better (the radiograph-and-aerial
+     * model's card); nor aerial tiles, whose "there is no difference ." starts as their changes
+     * do ("the trees …"), so one token cannot steer it */
+    const char *no_change =
+        out->domain == CL_CHAT_DOMAIN_RADIOGRAPH || out->domain == CL_CHAT_DOMAIN_AERIAL ? NULL
+                                                                                         : "No";
     if (opts->change_gate && no_change && out->change_max >= 0 && opts->beam_size == 1 &&
         (!opts->turns || opts->change_gate_turns) && (!opts->question || !*opts->question)) {
         /* the change head's call, and the answer steered to agree with it */
@@ -370,7 +372,9 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     int n_slots = 0;
     if (opts->grounding && out->regions.n > 0 && opts->beam_size == 1 &&
         (!opts->turns || opts->change_gate_turns) && (!opts->question || !*opts->question)) {
-        if (out->domain != CL_CHAT_DOMAIN_RADIOGRAPH) {
+        /* positions: not for radiographs (left and right are the patient's), nor for aerial
+         * tiles, whose phrases take their own prepositions ("in the centre", "on the left") */
+        if (out->domain != CL_CHAT_DOMAIN_RADIOGRAPH && out->domain != CL_CHAT_DOMAIN_AERIAL) {
             for (int i = 0; i < out->regions.n; i++)
                 allowed_cells[out->regions.cell[i]] = allowed_from[out->regions.cell[i]] = TRUE;
             /* one region: a moved object's new place (its old one, filled from the

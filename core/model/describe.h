@@ -78,8 +78,8 @@ typedef struct {
     /* config.change_head: the head decides whether the last image changed (its largest patch
      * probability at least the model's change_threshold) and the answer is steered to agree: away from "No change." when
      * it did, towards it when it did not (greedy; default TRUE; no effect without the head;
-     * photographs and radiographs, whose "No change." and "nothing has changed." one first
-     * token tells from a change, not aerial tiles) */
+     * photographs, whose "No change." one first token tells from a change; not radiographs
+     * nor aerial tiles, describe.c says why) */
     gboolean change_gate;
     /* with change_gate: steer also when `turns` are given (the caller's turns ask the domain's
      * question, as an evaluation's samples do); FALSE (default): only for the domain's own */
@@ -88,8 +88,8 @@ typedef struct {
      * answer ("at the top left") is held to the cells of the changed regions it found, and with
      * config.n_objects the object the answer names (after its opening "A", "An" or "The") to
      * the one the object head sees there (grounding.h, docs/MODEL.md §3.13); as change_gate
-     * with `turns`. Positions not for radiographs, whose left and right are the patient's
-     * (default TRUE) */
+     * with `turns`. Positions not for radiographs, whose left and right are the patient's, nor
+     * aerial tiles, whose phrases take their own prepositions (default TRUE) */
     gboolean grounding;
     ClTokenCallback on_token;       /* streaming, see generate.h; may be NULL */
     ClDescribeProgress on_progress; /* before each image's encoding and before the generation;
