@@ -345,6 +345,40 @@ static void test_workflows(void)
     save_screenshot(win, "workflow-remote-sensing");
     gtk_window_destroy(GTK_WINDOW(win));
 
+    /* the same tiles on a 2.5 m grid (GDAL copies with the pixel size ten times the demo's): the
+     * difference's changed area in square metres and hectares */
+    cl_gdal_init();
+    g_autofree char *dir = g_dir_make_tmp("cl-workflow-XXXXXX", NULL);
+    const char *src[2] = { pa, pb };
+    char *big[2];
+    for (int k = 0; k < 2; k++) {
+        big[k] = g_build_filename(dir, k ? "after-2.5m.tif" : "before-2.5m.tif", NULL);
+        GDALDatasetH in = GDALOpen(src[k], GA_ReadOnly);
+        g_assert_nonnull(in);
+        GDALDatasetH out =
+            GDALCreateCopy(GDALGetDriverByName("GTiff"), big[k], in, FALSE, NULL, NULL, NULL);
+        g_assert_nonnull(out);
+        double t[6];
+        g_assert_cmpint(GDALGetGeoTransform(in, t), ==, CE_None);
+        t[1] *= 10, t[5] *= 10;
+        GDALSetGeoTransform(out, t);
+        GDALClose(out);
+        GDALClose(in);
+    }
+    const char *bpaths[] = { big[0], big[1] };
+    win = new_window_with(bpaths, 2);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1200, 760);
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.align", NULL));
+    g_assert_true(wait_for(not_busy, win));
+    set_mode(win, "difference");
+    g_assert_true(wait_for(diff_done, win));
+    g_assert_nonnull(label_containing(GTK_WIDGET(win), " ha)"));
+    save_screenshot(win, "workflow-remote-sensing-area");
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int k = 0; k < 2; k++)
+        g_free(big[k]);
+    cl_fixture_rmdir(dir);
+
     /* photo edit */
     g_autofree char *ea = g_build_filename(demo, "edits", "before.png", NULL);
     g_autofree char *eb = g_build_filename(demo, "edits", "after.png", NULL);
