@@ -272,7 +272,9 @@ static gboolean read_band(GDALRasterBandH band, const ReadScale *rs, float *plan
 
 /* GDAL reads a block whole, whatever part of it is asked for: a file may declare blocks far larger
  * than its raster (a few bytes claiming 14 GB blocks were found by tests/fuzz/fuzz-gdal.c), so
- * a band's block may hold at most the pixel budget's samples, as the raster does. */
+ * a band's block may hold at most the pixel budget's samples (at least 2^24: a small budget
+ * still reads ordinary strips and tiles). */
+#define MIN_BLOCK_BUDGET ((guint64)1 << 24)
 static gboolean blocks_fit(GDALRasterBandH band, const ReadScale *rs, guint b,
                            const ClImageLimits *limits, const char *shown, GError **error)
 {
@@ -281,12 +283,14 @@ static gboolean blocks_fit(GDALRasterBandH band, const ReadScale *rs, guint b,
     if (src)
         GDALGetBlockSize(src, &bx, &by);
     const guint64 samples = (guint64)MAX(bx, 0) * (guint64)MAX(by, 0);
-    if (src && samples <= limits->max_pixels)
+    const guint64 most = MAX(limits->max_pixels, MIN_BLOCK_BUDGET);
+    if (src && samples <= most)
         return TRUE;
-    g_set_error(error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
-                "%s: band %u is stored in blocks of %d × %d samples, more than the pixel budget "
-                "(%" G_GUINT64_FORMAT " pixels) that a block read whole may take",
-                shown, b + 1, bx, by, limits->max_pixels);
+    g_set_error(
+        error, CL_IMAGE_ERROR, CL_IMAGE_ERROR_TOO_LARGE,
+        "%s: band %u is stored in blocks of %d × %d samples, more than the %" G_GUINT64_FORMAT
+        " that a block read whole may take (the pixel budget)",
+        shown, b + 1, bx, by, most);
     return FALSE;
 }
 
