@@ -29,7 +29,7 @@ static double share_above(const ClModel *m, const char *task, int n, guint64 see
 {
     g_autoptr(GError) err = NULL;
     int k = 0;
-    g_autofree double *sc = cl_ood_scores(m, task, NULL, n, seed, NULL, NULL, &k, &err);
+    g_autofree double *sc = cl_ood_scores(m, task, NULL, n, seed, 0, NULL, NULL, &k, &err);
     g_assert_no_error(err);
     int above = 0;
     for (int i = 0; i < k; i++)
@@ -41,9 +41,9 @@ static void test_fit_and_flag(void)
 {
     g_autoptr(ClModel) m = tiny();
     g_autoptr(GError) err = NULL;
-    g_assert_null(cl_ood_scores(m, "shapes", NULL, 2, 1, NULL, NULL, &(int){ 0 }, &err));
+    g_assert_null(cl_ood_scores(m, "shapes", NULL, 2, 1, 0, NULL, NULL, &(int){ 0 }, &err));
     g_clear_error(&err); /* no statistics to score against */
-    g_autoptr(ClModel) f = cl_ood_fit(m, "shapes", NULL, 40, 11, 0.95, &err);
+    g_autoptr(ClModel) f = cl_ood_fit(m, "shapes", NULL, 40, 11, 0, 0.95, &err);
     g_assert_no_error(err);
     g_assert_cmpint(f->config.ood, ==, 80); /* two images a sample */
     g_assert_true(isfinite(f->w.ood_threshold[0]) && f->w.ood_threshold[0] > 0);
@@ -67,7 +67,7 @@ static void test_fit_and_flag(void)
     g_assert_true(cl_encoder_forward(be, f, st, ts->pixels, 0, FALSE, NULL, NULL, &out, &err));
     g_assert_cmpfloat(out.ood_threshold, ==, f->w.ood_threshold[0]);
     int k = 0;
-    g_autofree double *sc = cl_ood_scores(f, "radiograph", NULL, 1, 0, NULL, NULL, &k, &err);
+    g_autofree double *sc = cl_ood_scores(f, "radiograph", NULL, 1, 0, 0, NULL, NULL, &k, &err);
     g_assert_no_error(err);
     g_test_message("encoder score %.4f, threshold %.4f", out.ood_score, out.ood_threshold);
     g_assert_cmpfloat(out.ood_score, >, out.ood_threshold);
@@ -98,7 +98,8 @@ static void test_photo_groups(void)
     g_autoptr(GError) err = NULL;
     float *feats = NULL;
     int *group = NULL, k = 0;
-    g_autofree double *sc = cl_ood_scores(m, "photo-edits", NULL, 40, 3, &feats, &group, &k, &err);
+    g_autofree double *sc =
+        cl_ood_scores(m, "photo-edits", NULL, 40, 3, 0, &feats, &group, &k, &err);
     if (!sc) { /* the wallpaper packages are not installed */
         g_test_skip(err->message);
         return;
@@ -119,7 +120,7 @@ static void test_photo_groups(void)
     /* 40 draws from some 80 photographs: some photograph comes twice (the birthday bound) */
     g_test_message("%d of 40 samples reuse a photograph", shared);
     g_assert_cmpint(shared, >, 0);
-    g_autoptr(ClModel) fit = cl_ood_fit(m, "photo-edits", NULL, 40, 3, 0.99, &err);
+    g_autoptr(ClModel) fit = cl_ood_fit(m, "photo-edits", NULL, 40, 3, 0, 0.99, &err);
     g_assert_no_error(err);
     g_assert_true(isfinite(fit->w.ood_threshold[0]) && fit->w.ood_threshold[0] > 0);
 }
@@ -188,11 +189,45 @@ static void test_default_model(void)
     g_assert_cmpint(radiographs, <=, 3);
 }
 
+/* As users give them: the samples written as the task's files (radiograph: DICOM) and read back
+ * as describe reads them give every image (two a sample, in order, grouped by sample) and
+ * descriptors of their own (not those of the in-memory images); a fit on files works. */
+static void test_files(void)
+{
+    g_autoptr(ClModel) m = tiny();
+    g_autoptr(GError) err = NULL;
+    int k = 0, km = 0;
+    float *feats = NULL, *mem = NULL;
+    int *group = NULL;
+    g_autofree double *sc =
+        cl_ood_scores(m, "radiograph", NULL, 3, 5, 96, &feats, &group, &k, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(k, ==, 6);
+    for (int i = 0; i < k; i += 2)
+        g_assert_cmpint(group[i], ==, group[i + 1]);
+    g_assert_cmpint(group[0], !=, group[2]);
+    g_autofree double *sm = cl_ood_scores(m, "radiograph", NULL, 3, 5, 0, &mem, NULL, &km, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(km, ==, 6);
+    const int C2 = 2 * cl_config_ood_channels(&m->config);
+    gboolean differ = FALSE;
+    for (int i = 0; i < C2 && !differ; i++)
+        differ = feats[i] != mem[i];
+    g_assert_true(differ);
+    g_free(feats);
+    g_free(mem);
+    g_free(group);
+    g_autoptr(ClModel) f = cl_ood_fit(m, "radiograph", NULL, 12, 3, 96, 0.95, &err);
+    g_assert_no_error(err);
+    g_assert_true(isfinite(f->w.ood_threshold[0]) && f->w.ood_threshold[0] > 0);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/ood/fit-and-flag", test_fit_and_flag);
     g_test_add_func("/ood/photo-groups", test_photo_groups);
     g_test_add_func("/ood/default-model", test_default_model);
+    g_test_add_func("/ood/files", test_files);
     return g_test_run();
 }

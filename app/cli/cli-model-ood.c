@@ -12,7 +12,7 @@
 
 static const char usage_text[] =
     "Usage: " PROG " --model IN|CHECKPOINT --out OUT [--task T] [--photos SET] [--n N]\n"
-    "       [--quantile Q] [--check SET[,SET…]] [--seed S]\n"
+    "       [--quantile Q] [--check SET[,SET…]] [--seed S] [--files PX]\n"
     "\n"
     "Fits the per-channel mean and variance of the stem features (or patch pixels) of N samples'\n"
     "images of task T (default photo-edits, its training photos; T1,T2,… take turns, for a model\n"
@@ -21,7 +21,10 @@ static const char usage_text[] =
     "samples outside photo-edits), and writes it to OUT. Then scores each check set's images\n"
     "(a task name, or heldout for photo-edits' held-out photographs; default\n"
     "heldout,radiograph,aerial,shapes,dots) and prints the share above the threshold.\n"
-    "A description whose images score above it carries a notice.\n";
+    "A description whose images score above it carries a notice.\n"
+    "--files PX: the images are written as the tasks' files at PX × PX (DICOM, GeoTIFF, PNG)\n"
+    "and read back as describe reads them, for the fit and the checks alike (default: drawn\n"
+    "in memory at the model's input size).\n";
 
 static int compare_doubles(const void *a, const void *b)
 {
@@ -41,13 +44,17 @@ int cl_cli_model_fit_ood(int argc, char **argv)
     gint64 n = 300;
     double quantile = 0.99;
     int seed = 7;
-    const ClCliIntOption ints[] = { { "n", 0, 10, 100000, &n }, { NULL } };
+    gint64 files = 0;
+    const ClCliIntOption ints[] = { { "n", 0, 10, 100000, &n },
+                                    { "files", 0, 32, 4096, &files },
+                                    { NULL } };
     GOptionEntry entries[] = {
         { "model", 0, 0, G_OPTION_ARG_FILENAME, &in, NULL, NULL },
         { "out", 0, 0, G_OPTION_ARG_FILENAME, &out, NULL, NULL },
         { "task", 0, 0, G_OPTION_ARG_STRING, &task, NULL, NULL },
         { "photos", 0, 0, G_OPTION_ARG_STRING, &photos, NULL, NULL },
         CL_CLI_INT_ENTRY("n", 0, NULL, NULL),
+        CL_CLI_INT_ENTRY("files", 0, NULL, NULL),
         { "quantile", 0, 0, G_OPTION_ARG_DOUBLE, &quantile, NULL, NULL },
         { "check", 0, 0, G_OPTION_ARG_STRING, &check, NULL, NULL },
         { "seed", 0, 0, G_OPTION_ARG_INT, &seed, NULL, NULL },
@@ -67,7 +74,8 @@ int cl_cli_model_fit_ood(int argc, char **argv)
         return fail(err);
     const char *t = task ? task : "photo-edits";
     gint64 t0 = g_get_monotonic_time();
-    g_autoptr(ClModel) fitted = cl_ood_fit(model, t, photos, (int)n, (guint64)seed, quantile, &err);
+    g_autoptr(ClModel) fitted =
+        cl_ood_fit(model, t, photos, (int)n, (guint64)seed, (int)files, quantile, &err);
     if (!fitted)
         return fail(err);
     printf("fitted on %s%s%s: %" G_GINT64_FORMAT " samples, threshold %.4g (quantile %.3g), "
@@ -81,7 +89,7 @@ int cl_cli_model_fit_ood(int argc, char **argv)
         int m = 0;
         g_autofree double *sc =
             cl_ood_scores(fitted, held ? "photo-edits" : *s, held ? "heldout" : NULL,
-                          (int)MIN(n, 100), (guint64)seed + 1000, NULL, NULL, &m, &err);
+                          (int)MIN(n, 100), (guint64)seed + 1000, (int)files, NULL, NULL, &m, &err);
         if (!sc) {
             fprintf(stderr, PROG ": check set %s: %s\n", *s, err->message);
             g_clear_error(&err);

@@ -1,10 +1,12 @@
 /* ood.c - config.ood's statistics fitted on a task's images (ood.h). */
 #include "train/ood.h"
 
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
 #include "model/encoder.h"
+#include "model/preprocess.h"
 #include "nn/backend.h"
 #include "synth/synth.h"
 #include "train/synthdata.h"
@@ -26,8 +28,67 @@ static gboolean image_values(const ClModel *model, const float *pixels, float *p
     return TRUE;
 }
 
+static gint compare_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The images of n samples of `task` written as files at `size` px into a new folder under tmp
+ * and read back as describe reads them, into model input pixels (n_images × C × S × S, each
+ * sample's images in order) with each image's sample in *sample_of. */
+static float *file_pixels(const ClModel *model, const char *task, const char *photos, int n,
+                          guint64 seed, int size, int offset, GArray *sample_of, guint *n_images,
+                          GError **error)
+{
+    const ClModelConfig *cfg = &model->config;
+    const int S = cfg->image_size, C = cfg->channels;
+    g_autofree char *dir = g_dir_make_tmp("changelens-ood-XXXXXX", error);
+    if (!dir)
+        return NULL;
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    so.width = so.height = size;
+    so.photos = photos;
+    GArray *px = g_array_new(FALSE, FALSE, sizeof(float));
+    gboolean ok = cl_synth_write_dataset(dir, task, seed, n, &so, TRUE, NULL, NULL, error);
+    g_autofree char *images = g_build_filename(dir, "images", NULL);
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    GDir *d = ok ? g_dir_open(images, 0, error) : NULL;
+    ok = ok && d;
+    for (const char *name; d && (name = g_dir_read_name(d));)
+        g_ptr_array_add(names, g_strdup(name));
+    if (d)
+        g_dir_close(d);
+    g_ptr_array_sort(names, compare_names);
+    g_autofree float *one = g_new(float, (size_t)C * S * S);
+    for (guint i = 0; ok && i < names->len; i++) {
+        const char *name = g_ptr_array_index(names, i);
+        g_autofree char *path = g_build_filename(images, name, NULL);
+        g_autoptr(ClImage) img = cl_image_load(path, NULL, error);
+        ClLetterbox lb;
+        ok = img && cl_preprocess_image(img, 0, NULL, S, C, one, &lb, error);
+        if (ok) {
+            g_array_append_vals(px, one, (guint)C * S * S);
+            int sample = offset + (int)g_ascii_strtoll(name, NULL, 10); /* NNNNNN-K.ext */
+            g_array_append_val(sample_of, sample);
+        }
+        g_unlink(path);
+    }
+    g_autofree char *jsonl = g_build_filename(dir, "data.jsonl", NULL);
+    g_unlink(jsonl);
+    g_rmdir(images);
+    g_rmdir(dir);
+    *n_images = px->len / ((guint)C * S * S);
+    if (!ok) {
+        g_array_unref(px);
+        return NULL;
+    }
+    return (float *)(void *)g_array_free(px, FALSE);
+}
+
 double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
-                      guint64 seed, float **features, int **group_of, int *n_out, GError **error)
+                      guint64 seed, int file_size, float **features, int **group_of, int *n_out,
+                      GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     if (!features && !model->w.ood_bank) {
@@ -53,6 +114,35 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
     if (n_tasks == 0 || !*tasks[0]) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "no task to draw images from");
         return NULL;
+    }
+    if (file_size > 0) {
+        /* as users give them: each task's share of the samples written as its files */
+        const size_t img = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
+        for (int k = 0; k < n_tasks; k++) {
+            const int nk = n / n_tasks + (k < n % n_tasks);
+            g_autoptr(GArray) sample_of = g_array_new(FALSE, FALSE, sizeof(int));
+            guint n_img = 0;
+            g_autofree float *px =
+                file_pixels(model, tasks[k], photos, nk, cl_synth_stream_seed(seed, (guint64)k),
+                            file_size, k * (1 << 16), sample_of, &n_img, error);
+            if (!px)
+                return NULL;
+            for (guint t = 0; t < n_img; t++) {
+                if (!image_values(model, px + t * img, patches, values, error))
+                    return NULL;
+                cl_encoder_ood_descriptor(values, N, C, desc);
+                if (features)
+                    g_array_append_vals(feats, desc, 2 * C);
+                double s = features ? 0
+                                    : cl_encoder_ood_score(model->w.ood_mean, model->w.ood_var,
+                                                           model->w.ood_bank, model->w.ood_radius,
+                                                           cfg->ood, 2 * C, desc, 0, 0);
+                g_array_append_val(scores, s);
+                const int group = (1 << 20) + g_array_index(sample_of, int, t);
+                g_array_append_val(owner, group);
+            }
+        }
+        n = 0; /* nothing more in memory */
     }
     for (int i = 0; i < n; i++) {
         g_autoptr(ClSynthSample) syn = cl_synth_generate(
@@ -101,7 +191,7 @@ static int compare_groups(gconstpointer a, gconstpointer b, gpointer owner)
 }
 
 ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, int n, guint64 seed,
-                    double quantile, GError **error)
+                    int file_size, double quantile, GError **error)
 {
     if (!(quantile >= 0.5 && quantile <= 1) || n < 10) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
@@ -113,7 +203,7 @@ ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, 
     float *feats = NULL;
     int m = 0, *owner = NULL;
     g_autofree double *unused =
-        cl_ood_scores(model, task, photos, n, seed, &feats, &owner, &m, error);
+        cl_ood_scores(model, task, photos, n, seed, file_size, &feats, &owner, &m, error);
     if (!unused)
         return NULL;
     /* the images in group order, so that a group's bank rows are one run [lo, hi) */

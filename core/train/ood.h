@@ -14,14 +14,19 @@ G_BEGIN_DECLS
  * statistics, or, when `features` is not NULL, the images' descriptors (n_images × 2C) into
  * *features instead of scoring, and (group_of not NULL) each image's group into *group_of:
  * photo-edits, the index of its photograph; other tasks, its sample's. *n_out: the number of
- * images. NULL + error when the task fails or the model has no statistics to score against. */
+ * images. file_size > 0: the samples are written as the task's files at that size (DICOM,
+ * GeoTIFF, PNG: `synth`'s) and read back as `describe` reads them (loader, default display,
+ * letterbox), so that the statistics are those of the images users give; 0: in memory at the
+ * model's input size. NULL + error when the task fails or the model has no statistics to score
+ * against. */
 double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
-                      guint64 seed, float **features, int **group_of, int *n_out, GError **error);
+                      guint64 seed, int file_size, float **features, int **group_of, int *n_out,
+                      GError **error);
 
 /* A copy of `model` with config.ood and statistics fitted on n samples of task/photos: the
  * threshold at `quantile` (0.5 to 1) of the fitting images' scores, each against the other
  * groups' images (cl_ood_scores' groups: a photograph's crops are scored as a new photograph). */
 ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, int n, guint64 seed,
-                    double quantile, GError **error);
+                    int file_size, double quantile, GError **error);
 
 G_END_DECLS
