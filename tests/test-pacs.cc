@@ -115,6 +115,21 @@ static int free_port(void)
     return cl_fixture_free_port();
 }
 
+/* A loopback port that accepts connections and then says nothing: the socket, *port its port */
+static int mute_port(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof sa;
+    g_assert_cmpint(bind(fd, (struct sockaddr *)&sa, sizeof sa), ==, 0);
+    g_assert_cmpint(listen(fd, 4), ==, 0);
+    g_assert_cmpint(getsockname(fd, (struct sockaddr *)&sa, &len), ==, 0);
+    *port = ntohs(sa.sin_port);
+    return fd;
+}
+
 /* ---- the fixture ---- */
 
 static void make_fixture(int seed)
@@ -380,15 +395,9 @@ static void test_errors(void)
                     "--patient", "X", NULL),
                 "wrong called AE title", "rejected the association");
     /* a port that accepts the connection and then says nothing: a timeout, not a hang */
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    g_assert_cmpint(bind(fd, (struct sockaddr *)&sa, sizeof sa), ==, 0);
-    g_assert_cmpint(listen(fd, 4), ==, 0);
-    g_assert_cmpint(getsockname(fd, (struct sockaddr *)&sa, &len), ==, 0);
-    g_autofree char *mute = g_strdup_printf("%d", ntohs(sa.sin_port));
+    int port = 0;
+    int fd = mute_port(&port);
+    g_autofree char *mute = g_strdup_printf("%d", port);
     gint64 t0 = g_get_monotonic_time();
     expect_fail(cli("pacs", "find", "--host", "127.0.0.1", "--port", mute, "--aec", "CLTEST",
                     "--patient", "X", "--timeout", "2", NULL),
@@ -418,15 +427,9 @@ static void test_web_errors(void)
                 "answered 404");
     expect_fail(cli("pacs", "find", "--dicomweb", "ftp://127.0.0.1/x", "--patient", "X", NULL),
                 "not http", "is not a DICOMweb base URL");
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof sa;
-    g_assert_cmpint(bind(fd, (struct sockaddr *)&sa, sizeof sa), ==, 0);
-    g_assert_cmpint(listen(fd, 4), ==, 0);
-    g_assert_cmpint(getsockname(fd, (struct sockaddr *)&sa, &len), ==, 0);
-    g_autofree char *mute = g_strdup_printf("http://127.0.0.1:%d/dicom-web", ntohs(sa.sin_port));
+    int port = 0;
+    int fd = mute_port(&port);
+    g_autofree char *mute = g_strdup_printf("http://127.0.0.1:%d/dicom-web", port);
     gint64 t0 = g_get_monotonic_time();
     expect_fail(cli("pacs", "find", "--dicomweb", mute, "--patient", "X", "--timeout", "2", NULL),
                 "silent server", "did not answer within 2 s");

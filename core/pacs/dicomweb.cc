@@ -360,17 +360,8 @@ extern "C" gboolean cl_dicomweb_get_study(const ClPacsPeer *peer, const char *st
     std::string base;
     if (!check_base(peer, base, error))
         return FALSE;
-    if (!out_dir || !*out_dir || !cl_pacs_uid_is_safe(study_uid)) {
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
-                    "retrieving needs a study UID (digits and dots) and a folder");
+    if (!cl_pacs_check_get(study_uid, out_dir, TRUE, error))
         return FALSE;
-    }
-    if (g_mkdir_with_parents(out_dir, 0755) != 0) {
-        int e = errno;
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_IO, "cannot create %s: %s", out_dir,
-                    g_strerror(e));
-        return FALSE;
-    }
     std::string url = base + "/studies/" + study_uid;
     g_autoptr(SoupSession) s = new_session(peer);
     g_autoptr(SoupMessage) msg = soup_message_new("GET", url.c_str());

@@ -13,6 +13,11 @@ int cl_pacs_match_compare(const ClPacsMatch *a, const ClPacsMatch *b);
 gboolean cl_pacs_check_query(ClPacsLevel level, const ClPacsQuery *query, gboolean uid_in_url,
                              GError **error);
 
+/* A study UID (usable in a URL when uid_in_url) and a folder, created if missing, to retrieve
+ * into; FALSE + CL_PACS_ERROR_INVALID or _IO otherwise. */
+gboolean cl_pacs_check_get(const char *study_uid, const char *out_dir, gboolean uid_in_url,
+                           GError **error);
+
 /* A UID usable as a file name: 1-64 digits and dots, not starting with a dot. */
 gboolean cl_pacs_uid_is_safe(const char *uid);
 

@@ -356,6 +356,25 @@ extern "C" gboolean cl_pacs_check_query(ClPacsLevel level, const ClPacsQuery *qu
     return TRUE;
 }
 
+extern "C" gboolean cl_pacs_check_get(const char *study_uid, const char *out_dir,
+                                      gboolean uid_in_url, GError **error)
+{
+    if (!study_uid || !*study_uid || !out_dir || !*out_dir ||
+        (uid_in_url && !cl_pacs_uid_is_safe(study_uid))) {
+        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
+                    uid_in_url ? "retrieving needs a study UID (digits and dots) and a folder"
+                               : "retrieving needs a study UID and a folder");
+        return FALSE;
+    }
+    if (g_mkdir_with_parents(out_dir, 0755) != 0) {
+        int e = errno;
+        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_IO, "cannot create %s: %s", out_dir,
+                    g_strerror(e));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 extern "C" gboolean cl_pacs_uid_is_safe(const char *uid)
 {
     if (!uid || !*uid || strlen(uid) > 64 || uid[0] == '.')
@@ -455,17 +474,8 @@ extern "C" gboolean cl_pacs_get_study(const ClPacsPeer *peer, const char *study_
     quiet_dcmtk();
     if (!check_peer(peer, error))
         return FALSE;
-    if (!study_uid || !*study_uid || !out_dir || !*out_dir) {
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_INVALID,
-                    "retrieving needs a study UID and a folder");
+    if (!cl_pacs_check_get(study_uid, out_dir, FALSE, error))
         return FALSE;
-    }
-    if (g_mkdir_with_parents(out_dir, 0755) != 0) {
-        int e = errno;
-        g_set_error(error, CL_PACS_ERROR, CL_PACS_ERROR_IO, "cannot create %s: %s", out_dir,
-                    g_strerror(e));
-        return FALSE;
-    }
 
     /* The SOP classes in the study, so that the retrieving association proposes them (in the
      * SCP role); when the PACS does not answer image-level queries, the common ones. */

@@ -86,6 +86,32 @@ static float *file_pixels(const ClModel *model, const char *task, const char *ph
     return (float *)(void *)g_array_free(px, FALSE);
 }
 
+/* One image into the arrays: its descriptor (with features) or its score, and its group. */
+typedef struct {
+    const ClModel *model;
+    float *patches, *values, *desc;
+    gboolean features;
+    GArray *scores, *feats, *owner;
+} Collect;
+
+static gboolean collect_image(Collect *c, const float *pixels, int group, GError **error)
+{
+    const ClModelConfig *cfg = &c->model->config;
+    const int N = cl_config_n_patches(cfg), C = cl_config_ood_channels(cfg);
+    if (!image_values(c->model, pixels, c->patches, c->values, error))
+        return FALSE;
+    cl_encoder_ood_descriptor(c->values, N, C, c->desc);
+    if (c->features)
+        g_array_append_vals(c->feats, c->desc, 2 * C);
+    const ClModelWeights *w = &c->model->w;
+    double s = c->features ? 0
+                           : cl_encoder_ood_score(w->ood_mean, w->ood_var, w->ood_bank,
+                                                  w->ood_radius, cfg->ood, 2 * C, c->desc, 0, 0);
+    g_array_append_val(c->scores, s);
+    g_array_append_val(c->owner, group);
+    return TRUE;
+}
+
 double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
                       guint64 seed, int file_size, float **features, int **group_of, int *n_out,
                       GError **error)
@@ -108,6 +134,7 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
     g_autofree float *patches = g_new(float, (size_t)N * cl_config_patch_inputs(cfg));
     g_autofree float *values = g_new(float, (size_t)N * C);
     g_autofree float *desc = g_new(float, 2 * C);
+    Collect col = { model, patches, values, desc, features != NULL, scores, feats, owner };
     /* "a,b,c": the samples take the tasks in turn (a model trained on several) */
     g_auto(GStrv) tasks = g_strsplit(task, ",", -1);
     const int n_tasks = (int)g_strv_length(tasks);
@@ -127,20 +154,10 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
                             file_size, k * (1 << 16), sample_of, &n_img, error);
             if (!px)
                 return NULL;
-            for (guint t = 0; t < n_img; t++) {
-                if (!image_values(model, px + t * img, patches, values, error))
+            for (guint t = 0; t < n_img; t++)
+                if (!collect_image(&col, px + t * img, (1 << 20) + g_array_index(sample_of, int, t),
+                                   error))
                     return NULL;
-                cl_encoder_ood_descriptor(values, N, C, desc);
-                if (features)
-                    g_array_append_vals(feats, desc, 2 * C);
-                double s = features ? 0
-                                    : cl_encoder_ood_score(model->w.ood_mean, model->w.ood_var,
-                                                           model->w.ood_bank, model->w.ood_radius,
-                                                           cfg->ood, 2 * C, desc, 0, 0);
-                g_array_append_val(scores, s);
-                const int group = (1 << 20) + g_array_index(sample_of, int, t);
-                g_array_append_val(owner, group);
-            }
         }
         n = 0; /* nothing more in memory */
     }
@@ -153,21 +170,11 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
         if (!ts)
             return NULL;
         const size_t img = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
-        for (guint t = 0; t < ts->n_images; t++) {
-            if (!image_values(model, ts->pixels + t * img, patches, values, error))
+        /* photo-edits: crops of one photograph are one group, not only one sample's pair */
+        const int group = syn->source >= 0 ? syn->source : (1 << 20) + i;
+        for (guint t = 0; t < ts->n_images; t++)
+            if (!collect_image(&col, ts->pixels + t * img, group, error))
                 return NULL;
-            cl_encoder_ood_descriptor(values, N, C, desc);
-            if (features)
-                g_array_append_vals(feats, desc, 2 * C);
-            double s = features ? 0
-                                : cl_encoder_ood_score(model->w.ood_mean, model->w.ood_var,
-                                                       model->w.ood_bank, model->w.ood_radius,
-                                                       cfg->ood, 2 * C, desc, 0, 0);
-            g_array_append_val(scores, s);
-            /* photo-edits: crops of one photograph are one group, not only one sample's pair */
-            const int group = syn->source >= 0 ? syn->source : (1 << 20) + i;
-            g_array_append_val(owner, group);
-        }
     }
     *n_out = (int)scores->len;
     if (group_of)
