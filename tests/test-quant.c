@@ -166,6 +166,32 @@ static void test_matvec_multi(void)
     cl_threadpool_free(pool);
 }
 
+/* The activations' 8-bit blocks round halves away from zero (as roundf and llama.cpp's reference
+ * quantizer) with every kernel level: one-hot Q8_0 rows read the quantized activations back. */
+static void test_activation_rounding(void)
+{
+    enum { k = 64 };
+    float x[k], w[k * k], y_scalar[k], y_auto[k];
+    const float halves[] = { 2.5f, -2.5f, 3.5f, -0.5f, 0.5f, 0.49999997f, -126.5f, 1.5f };
+    for (int j = 0; j < k; j++)
+        x[j] = j % 32 == 0 ? 127.0f : halves[j % 8] + (float)(j / 8 % 4) * (j % 2 ? -10 : 10);
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < k; i++)
+        w[i * k + i] = 1.0f;
+    g_autofree guint8 *q = g_malloc(cl_quant_row_bytes(CL_QUANT_Q8_0, k) * k);
+    cl_quantize_rows(CL_QUANT_Q8_0, w, q, k, k);
+    cl_quant_set_kernels(CL_QUANT_KERNELS_SCALAR);
+    cl_quant_matvec(NULL, CL_QUANT_Q8_0, q, k, k, x, y_scalar);
+    const char *level = cl_quant_set_kernels(CL_QUANT_KERNELS_AUTO);
+    cl_quant_matvec(NULL, CL_QUANT_Q8_0, q, k, k, x, y_auto);
+    g_test_message("activation blocks with %s kernels", level);
+    for (int i = 0; i < k; i++) {
+        g_assert_cmpfloat(y_auto[i], ==, y_scalar[i]); /* the same blocks, bit for bit */
+        /* d = 1 in both blocks: the value read back is roundf(x) up to the f16 scales */
+        g_assert_cmpfloat_with_epsilon(y_auto[i], roundf(x[i]), 0.01f * (1 + fabsf(x[i])));
+    }
+}
+
 static void test_matmul(void)
 {
     const int m = 200, k = 96, n = 7;
@@ -186,9 +212,56 @@ static void test_matmul(void)
                     s += (double)X[(size_t)r * k + j] * wd[(size_t)i * k + j];
                 R[(size_t)r * m + i] = (float)s;
             }
-        cl_quant_matmul(pool, t, q, m, k, X, n, Y);
+        cl_quant_matmul(pool, t, FALSE, q, m, k, X, n, Y);
         /* f32 products of the dequantized tiles: rounding only */
         g_assert_cmpfloat(nmse(Y, R, (size_t)n * m), <, 1e-10);
+    }
+    cl_threadpool_free(pool);
+}
+
+/* The x4 layout: the same bytes (unpacked back exactly), the same products as the rows it came
+ * from — bit for bit with the scalar kernels (each row summed in the same order), within float
+ * rounding with AVX2 — in a decode step's job beside a plain matrix, and in prefill tiles. */
+static void test_x4(void)
+{
+    enum { m = 137, k = 576, n = 5 }; /* 34 quads and a plain row */
+    ClThreadPool *pool = cl_threadpool_new(2);
+    for (int t = CL_QUANT_Q8_0; t <= CL_QUANT_Q4_1; t++) {
+        size_t bytes = cl_quant_row_bytes(t, k) * m;
+        g_autofree float *w = g_new(float, (size_t)m * k), *X = g_new(float, (size_t)n * k);
+        g_autofree float *Y = g_new(float, (size_t)n * m), *Y4 = g_new(float, (size_t)n * m);
+        float x[k], y[m], y4[m], y_auto[m], y4_auto[m], y_other[8], y_other4[8];
+        fill(w, (size_t)m * k, 20 + t, 0.3f);
+        fill(x, k, 21, 1.5f);
+        fill(X, (size_t)n * k, 22, 1.0f);
+        g_autofree guint8 *q = g_malloc(bytes), *q4 = g_malloc(bytes), *back = g_malloc(bytes);
+        cl_quantize_rows(t, w, q, m, k);
+        cl_quant_pack4(t, q, q4, m, k);
+        g_assert_true(memcmp(q, q4, bytes) != 0);
+        cl_quant_unpack4(t, q4, back, m, k);
+        g_assert_cmpmem(back, bytes, q, bytes);
+        /* a plain matrix first in the same job: q's first 8 rows */
+        cl_quant_set_kernels(CL_QUANT_KERNELS_SCALAR);
+        cl_quant_matvec_multi(
+            NULL, (ClQuantMatvec[]){ { t, q, 8, y_other, FALSE }, { t, q, m, y, FALSE } }, 2, k, x);
+        cl_quant_matvec_multi(
+            pool, (ClQuantMatvec[]){ { t, q, 8, y_other4, FALSE }, { t, q4, m, y4, TRUE } }, 2, k,
+            x);
+        for (int i = 0; i < m; i++)
+            g_assert_cmpfloat(y4[i], ==, y[i]);
+        for (int i = 0; i < 8; i++)
+            g_assert_cmpfloat(y_other4[i], ==, y[i]);
+        const char *level = cl_quant_set_kernels(CL_QUANT_KERNELS_AUTO);
+        cl_quant_matvec_multi(pool, &(ClQuantMatvec){ t, q4, m, y4_auto, TRUE }, 1, k, x);
+        cl_quant_matvec(pool, t, q, m, k, x, y_auto);
+        for (int i = 0; i < m; i++) {
+            g_assert_cmpfloat_with_epsilon(y4_auto[i], y[i], 1e-4f * (1 + fabsf(y[i])));
+            g_assert_cmpfloat_with_epsilon(y_auto[i], y[i], 1e-4f * (1 + fabsf(y[i])));
+        }
+        g_test_message("%s x4 (%s): matvec as the rows'", cl_quant_type_name(t), level);
+        cl_quant_matmul(pool, t, FALSE, q, m, k, X, n, Y);
+        cl_quant_matmul(pool, t, TRUE, q4, m, k, X, n, Y4);
+        g_assert_cmpmem(Y4, sizeof(float) * n * m, Y, sizeof(float) * n * m);
     }
     cl_threadpool_free(pool);
 }
@@ -201,5 +274,7 @@ int main(int argc, char **argv)
     g_test_add_func("/quant/matvec", test_matvec);
     g_test_add_func("/quant/matvec-multi", test_matvec_multi);
     g_test_add_func("/quant/matmul", test_matmul);
+    g_test_add_func("/quant/activation-rounding", test_activation_rounding);
+    g_test_add_func("/quant/x4", test_x4);
     return g_test_run();
 }

@@ -1,7 +1,9 @@
-/* cli-bench-decoder.c - `changelens-cli bench --decoder FILE.gguf [--vs-llama]`: a GGUF language
- * model's prefill and decode speed (the weights kept quantized), llama.cpp on the same file in
- * the same run with rounds alternating, and the decode step's bytes against the machine's
- * measured memory bandwidth. */
+/* cli-bench-decoder.c - `changelens-cli bench --decoder FILE.gguf [--vs-llama] [--as TYPE]`: a
+ * GGUF language model's prefill and decode speed (the weights kept quantized), llama.cpp on the
+ * same file in the same run with rounds alternating, and the decode step's bytes against the
+ * machine's measured memory bandwidth; --as first has llama.cpp requantize the file to another
+ * weight type (the registry's SmolLM2 is Q4_1 only). */
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,7 +14,7 @@
 #include "nn/threadpool.h"
 
 typedef struct {
-    char *path;
+    char *path, *as;
     gint64 threads, prompt, gen, rounds;
     gboolean vs_llama, json;
 } DecBenchArgs;
@@ -100,11 +102,37 @@ static gboolean ours_round(ClBackend *be, const ClModel *m, const DecBenchArgs *
 
 /* ---- llama.cpp (tests/reference/llama_peer.py --bench) ---- */
 
+static char *peer_script(void)
+{
+    return g_build_filename(cl_cli_source_dir(), "tests", "reference", "llama_peer.py", NULL);
+}
+
+/* The file requantized by the peer to `type` at `out`. */
+static gboolean llama_requantize(const char *path, const char *type, const char *out,
+                                 GError **error)
+{
+    g_autofree char *py = cl_cli_torch_python(), *script = peer_script();
+    const char *argv[] = { py, script, "--model", path, "--quantize", type, "--out", out, NULL };
+    g_autofree char *err_text = NULL;
+    int status = 0;
+    if (!g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL,
+                      &err_text, &status, error))
+        return FALSE;
+    if (!g_spawn_check_wait_status(status, NULL)) {
+        const char *last = err_text ? strrchr(g_strchomp(err_text), '\n') : NULL;
+        g_set_error(error, G_SPAWN_ERROR, G_SPAWN_ERROR_FAILED,
+                    "llama.cpp could not requantize %s to %s (%s; tools/peer-venv.sh builds the "
+                    "peer): %.300s",
+                    path, type, py, last ? last + 1 : (err_text ? err_text : ""));
+        return FALSE;
+    }
+    return TRUE;
+}
+
 static gboolean llama_round(const DecBenchArgs *a, double *pp, double *tg, GError **error)
 {
     g_autofree char *py = cl_cli_torch_python(); /* BUILD/venv's python: the peers' venv */
-    g_autofree char *script =
-        g_build_filename(cl_cli_source_dir(), "tests", "reference", "llama_peer.py", NULL);
+    g_autofree char *script = peer_script();
     g_autofree char *th = g_strdup_printf("%" G_GINT64_FORMAT, a->threads);
     g_autofree char *pr = g_strdup_printf("%" G_GINT64_FORMAT, a->prompt);
     g_autofree char *ge = g_strdup_printf("%" G_GINT64_FORMAT, a->gen);
@@ -147,6 +175,9 @@ static int parse_args(int argc, char **argv, DecBenchArgs *a)
         { "decoder", 0, 0, G_OPTION_ARG_FILENAME, &a->path, "The GGUF language model", "FILE" },
         { "vs-llama", 0, 0, G_OPTION_ARG_NONE, &a->vs_llama,
           "llama.cpp (llama-cpp-python in BUILD/venv) on the same file, rounds alternating", NULL },
+        { "as", 0, 0, G_OPTION_ARG_STRING, &a->as,
+          "First requantize the file with llama.cpp to f32, q8_0, q4_1, f16 or bf16 (a temporary copy)",
+          "TYPE" },
         CL_CLI_INT_ENTRY("threads", 0, "Threads for both (2)", "N"),
         CL_CLI_INT_ENTRY("prompt-tokens", 0, "Prefill length (512)", "N"),
         CL_CLI_INT_ENTRY("gen-tokens", 0, "Decode steps (128)", "N"),
@@ -163,6 +194,21 @@ static int parse_args(int argc, char **argv, DecBenchArgs *a)
     return -1;
 }
 
+/* the requantized copy's folder, removed with what it holds */
+static void remove_tmp(char **dir)
+{
+    if (!*dir)
+        return;
+    g_autoptr(GDir) d = g_dir_open(*dir, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        g_autofree char *p = g_build_filename(*dir, name, NULL);
+        g_remove(p);
+    }
+    g_rmdir(*dir);
+    g_free(*dir);
+}
+
 int cl_cli_bench_decoder(int argc, char **argv)
 {
     DecBenchArgs a = { 0 };
@@ -170,6 +216,24 @@ int cl_cli_bench_decoder(int argc, char **argv)
     if (rc >= 0)
         return rc;
     g_autoptr(GError) err = NULL;
+    __attribute__((cleanup(remove_tmp))) char *tmpdir = NULL;
+    if (a.as) {
+        if (!(tmpdir = g_dir_make_tmp("changelens-bench-XXXXXX", &err))) {
+            fprintf(stderr, "%s: %s\n", argv[0], err->message);
+            return 1;
+        }
+        g_autofree char *base = g_path_get_basename(a.path);
+        g_autofree char *name = g_strdup_printf("%s.%s.gguf", base, a.as);
+        char *out = g_build_filename(tmpdir, name, NULL);
+        fprintf(stderr, "requantizing %s to %s with llama.cpp…\n", a.path, a.as);
+        if (!llama_requantize(a.path, a.as, out, &err)) {
+            fprintf(stderr, "%s: %s\n", argv[0], err->message);
+            g_free(out);
+            return 1;
+        }
+        g_free(a.path);
+        a.path = out;
+    }
     g_autoptr(ClModel) m = cl_model_load_gguf(a.path, 0, TRUE, &err);
     if (!m) {
         fprintf(stderr, "%s: %s\n", argv[0], err->message);
@@ -177,9 +241,14 @@ int cl_cli_bench_decoder(int argc, char **argv)
     }
     g_autoptr(ClBackend) be = cl_backend_cpu_new((int)a.threads);
     double bw = measure_bandwidth((int)a.threads);
-    /* a decode step reads every quantized matrix once, plus the norms */
-    double step_bytes = (double)(m->quant ? m->quant->n_bytes : 0) +
-                        (double)m->config.dec_depth * 2 * m->config.dec_dim * sizeof(float);
+    /* a decode step reads every matrix once (the quantized ones as stored), plus the norms */
+    const ClModelConfig *mc = &m->config;
+    double E = mc->dec_dim, KV = (double)mc->dec_kv_heads * (mc->dec_dim / mc->dec_heads);
+    double f32_matrices =
+        (mc->dec_depth * (2 * E * E + 2 * E * KV + 3 * E * mc->dec_mlp) + E * mc->vocab_size) *
+        sizeof(float);
+    double step_bytes = (m->quant ? (double)m->quant->n_bytes : f32_matrices) +
+                        (double)mc->dec_depth * 2 * mc->dec_dim * sizeof(float);
     double sum[4] = { 0 };
     int n_llama = 0;
     for (gint64 r = 0; r < a.rounds; r++) {

@@ -131,9 +131,10 @@ static void dec_linear(const ClDecRun *r, float *out, const float *x, const floa
 {
     if (q && q->data) {
         if (cn == 1)
-            cl_quant_matvec(r->pool, q->type, q->data, n, k, x, out);
+            cl_quant_matvec_multi(r->pool, &(ClQuantMatvec){ q->type, q->data, n, out, q->x4 }, 1,
+                                  k, x);
         else
-            cl_quant_matmul(r->pool, q->type, q->data, n, k, x, cn, out);
+            cl_quant_matmul(r->pool, q->type, q->x4, q->data, n, k, x, cn, out);
         return;
     }
     r->be->ops->linear(r->be, out, x, w, NULL, cn, k, n);
@@ -151,7 +152,7 @@ static void dec_linear_same_x(const ClDecRun *r, const float *x, int cn, int k, 
     if (all_q) {
         ClQuantMatvec mv[CL_QUANT_MAX_MULTI];
         for (int j = 0; j < n_mats; j++)
-            mv[j] = (ClQuantMatvec){ qs[j]->type, qs[j]->data, ns[j], outs[j] };
+            mv[j] = (ClQuantMatvec){ qs[j]->type, qs[j]->data, ns[j], outs[j], qs[j]->x4 };
         cl_quant_matvec_multi(r->pool, mv, n_mats, k, x);
         return;
     }

@@ -393,6 +393,18 @@ static size_t quantized_bytes(const ClGguf *g, const ClModelConfig *c)
     return total;
 }
 
+/* A matrix's rows (m × k of qm->type) at dst: the blocks in the x4 layout (nn/quant.h), which the
+ * decode step's kernels read four rows at a time; halves as they are. */
+static void place_rows(ClQuantMatrix *qm, const guint8 *rows, guint8 *dst, int m, int k)
+{
+    qm->x4 = CL_QUANT_IS_BLOCK(qm->type);
+    if (qm->x4)
+        cl_quant_pack4(qm->type, rows, dst, m, k);
+    else
+        memcpy(dst, rows, cl_quant_row_bytes(qm->type, k) * (size_t)m);
+    qm->data = dst;
+}
+
 /* Layer l: the norms (and, without QL, every matrix) as f32; with QL, the matrices' blocks copied
  * at *cursor (Q and K rows reordered as for f32). */
 static gboolean copy_layer(const ClGguf *g, const ClModelConfig *c, int l, ClDecoderLayerWeights *L,
@@ -409,11 +421,14 @@ static gboolean copy_layer(const ClGguf *g, const ClModelConfig *c, int l, ClDec
             ClQuantMatrix *qm = (ClQuantMatrix *)((guint8 *)QL + p->qoffset);
             g_assert(quantizable(t->type, &qm->type));
             size_t rb = cl_quant_row_bytes(qm->type, p->cols);
-            if (p->rope_heads)
-                unpermute_rope_rows(*cursor, t->data, p->rope_heads, hd, rb);
-            else
-                memcpy(*cursor, t->data, rb * (size_t)p->rows);
-            qm->data = *cursor;
+            const guint8 *rows = t->data;
+            g_autofree guint8 *unpermuted = NULL;
+            if (p->rope_heads) {
+                unpermuted = g_malloc(rb * (size_t)p->rows);
+                unpermute_rope_rows(unpermuted, t->data, p->rope_heads, hd, rb);
+                rows = unpermuted;
+            }
+            place_rows(qm, rows, *cursor, p->rows, p->cols);
             *cursor += rb * (size_t)p->rows;
             continue;
         }
@@ -483,9 +498,17 @@ static gboolean copy_weights(const ClGguf *g, ClModel *m, const gint32 *ext, int
     gboolean head_q;
     const ClGgufTensor *head = head_tensor(g, cfg, &qt, &head_q);
     if (qw && head_q) {
+        size_t bytes = cl_quant_row_bytes(qt, E) * (size_t)n_ids;
+        g_autofree guint8 *rows = g_try_malloc(bytes);
+        if (!rows) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                        "no memory for %zu bytes of the output matrix", bytes);
+            return FALSE;
+        }
         quantize_head(head, qt, ext, n_ids, n_file, E, m->w.lm_head ? m->w.lm_head : m->w.embed,
-                      cursor);
-        qw->lm_head = (ClQuantMatrix){ qt, cursor };
+                      rows);
+        qw->lm_head.type = qt;
+        place_rows(&qw->lm_head, rows, cursor, n_ids, E);
     }
     return TRUE;
 }

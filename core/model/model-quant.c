@@ -135,11 +135,22 @@ gboolean cl_model_quantize(ClModel *model, ClQuantType t, GError **error)
             const Slot *s = &slots[k];
             const ClQuantMatrix *from = old ? slot_matrix(old, s) : NULL;
             size_t bytes = cl_quant_row_bytes(t, s->cols) * (size_t)s->rows;
-            if (from && from->data && from->type == t) {
-                memcpy(at, from->data, bytes); /* as stored: no second rounding */
+            if (from && from->data && from->type == t) { /* as stored: no second rounding */
+                if (from->x4)
+                    cl_quant_unpack4(t, from->data, at, s->rows, s->cols);
+                else
+                    memcpy(at, from->data, bytes);
             } else if (from && from->data) {
                 g_autofree float *f = g_new(float, (size_t)s->rows * s->cols);
-                cl_dequantize_rows(from->type, from->data, f, s->rows, s->cols);
+                g_autofree guint8 *rows = NULL;
+                const guint8 *src = from->data;
+                if (from->x4) {
+                    size_t from_bytes = cl_quant_row_bytes(from->type, s->cols) * (size_t)s->rows;
+                    rows = g_malloc(from_bytes);
+                    cl_quant_unpack4(from->type, from->data, rows, s->rows, s->cols);
+                    src = rows;
+                }
+                cl_dequantize_rows(from->type, src, f, s->rows, s->cols);
                 cl_quantize_rows(t, f, at, s->rows, s->cols);
             } else {
                 const float *f = *slot_f32(model, s);

@@ -13,10 +13,12 @@
 G_BEGIN_DECLS
 
 /* A decoder matrix kept block-quantized as its file stored it (nn/quant.h; rows × cols as the
- * f32 view it stands for would be). data NULL: not quantized. */
+ * f32 view it stands for would be), or with the same blocks rearranged four rows together (x4,
+ * nn/quant.h: a GGUF model's, which the loader copies anyway). data NULL: not quantized. */
 typedef struct {
     ClQuantType type;
     const guint8 *data;
+    gboolean x4;
 } ClQuantMatrix;
 
 typedef struct {

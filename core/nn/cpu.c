@@ -846,7 +846,8 @@ static void cpu_attention(ClBackend *be, float *out, float *out_tail, const floa
                   scratch,
                   attention_lanes(be, n_head) };
     if (n_q <= FUSED_MAX_Q) {
-        /* one item = one head's query: n_kv·head_dim·2 multiply-adds */
+        /* one item = one head's query: n_kv·head_dim·2 multiply-adds (a decode step's nine heads
+         * over a hundred keys are worth two threads) */
         int grain = MAX(1, GRAIN_FLOATS / MAX(1, n_kv * head_dim / 8));
         cl_threadpool_run(pool_of(be), n_head * n_q, grain, attention_fused, &c);
         return;

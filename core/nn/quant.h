@@ -39,6 +39,15 @@ void cl_quantize_rows(ClQuantType t, const float *x, void *out, int n, int k);
 /* Dequantizes n rows of k values. */
 void cl_dequantize_rows(ClQuantType t, const void *q, float *out, int n, int k);
 
+/* Four rows interleaved ("x4"), the layout the decode step's kernels read fastest: m rows of
+ * Q8_0 or Q4_1 as m/4 quads of 4·row_bytes bytes each, then the last m % 4 rows as they are — the
+ * same bytes rearranged. A quad holds its four rows' quants block by block (Q8_0: 4 × 32 bytes a
+ * block, Q4_1: 4 × 16 bytes of nibbles), then their scales block by block (Q8_0: 4 f16 d; Q4_1:
+ * 4 × the f16 d, m pair): four rows' values of a block load together, scales convert four at a
+ * time, and no load straddles a block's scale. */
+void cl_quant_pack4(ClQuantType t, const void *rows, void *x4, int m, int k);
+void cl_quant_unpack4(ClQuantType t, const void *x4, void *rows, int m, int k);
+
 /* Kernels: CL_QUANT_KERNELS_AUTO picks AVX2 when the CPU has AVX2, FMA and F16C, else the scalar
  * reference (CL_QUANT_KERNELS_SCALAR, also what tests compare against). Returns the level in
  * use ("avx2" or "scalar"). */
@@ -58,16 +67,17 @@ typedef struct {
     const void *W;
     int m;
     float *y;
+    int x4; /* W is in the x4 layout (only the last matrix of a job may have m % 4 != 0) */
 } ClQuantMatvec;
 #define CL_QUANT_MAX_MULTI 4
 /* cl_quant_matvec for n (1..CL_QUANT_MAX_MULTI) matrices of k columns over the same x: x is
  * quantized once and every matrix's rows are shared out in one job of the pool. */
 void cl_quant_matvec_multi(ClThreadPool *pool, const ClQuantMatvec *mats, int n, int k,
                            const float *x);
-/* Y (n × m) = X (n × k) · W^T for prefill: W is dequantized tile by tile into f32 and each tile
- * multiplied with sgemm, spread over `pool`. */
-void cl_quant_matmul(ClThreadPool *pool, ClQuantType t, const void *W, int m, int k, const float *X,
-                     int n, float *Y);
+/* Y (n × m) = X (n × k) · W^T for prefill: W (x4: in the x4 layout) is dequantized tile by tile
+ * into f32 and each tile multiplied with sgemm, spread over `pool`. */
+void cl_quant_matmul(ClThreadPool *pool, ClQuantType t, int x4, const void *W, int m, int k,
+                     const float *X, int n, float *Y);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@ and a greedy continuation; and `--bench`, its prefill and decode speed. One JSON
 
     build/venv/bin/python tests/reference/llama_peer.py --model M.gguf --prompts P.json
     build/venv/bin/python tests/reference/llama_peer.py --model M.gguf --bench --threads 2
+    build/venv/bin/python tests/reference/llama_peer.py --model M.gguf --quantize q8_0 --out O.gguf
 
 P.json: a list of texts (special tokens such as <|im_start|> are read as such). A test tool,
 never used by the product.
@@ -76,6 +77,24 @@ def bench(llm, n_prompt, n_gen, rounds):
     return res
 
 
+def quantize(src, dst, kind):
+    """src's matrices requantized by llama.cpp into dst (llama-quantize --allow-requantize): the
+    same network with another weight type, for benchmarking that type"""
+    import ctypes
+    import llama_cpp
+    ftypes = {"f32": llama_cpp.LLAMA_FTYPE_ALL_F32, "q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4_1": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_1,
+              "f16": llama_cpp.LLAMA_FTYPE_MOSTLY_F16, "bf16": llama_cpp.LLAMA_FTYPE_MOSTLY_BF16}
+    if kind not in ftypes:
+        sys.exit("--quantize: one of " + ", ".join(ftypes))
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftypes[kind]
+    params.allow_requantize = True
+    params.nthread = 2
+    if llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(params)) != 0:
+        sys.exit("llama.cpp could not quantize " + src)
+    return {"peer": "llama.cpp", "quantized": dst, "type": kind}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -87,7 +106,15 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--quantize", help="f32, q8_0, q4_1, f16 or bf16: write --out and stop")
+    ap.add_argument("--out")
     a = ap.parse_args()
+    if a.quantize:
+        if not a.out:
+            sys.exit("--quantize needs --out")
+        json.dump(quantize(a.model, a.out, a.quantize), sys.stdout)
+        print()
+        return
     llm = load(a.model, a.threads, n_ctx=max(1024, a.prompt_tokens + a.gen_tokens + 8))
     if a.bench:
         json.dump({"peer": "llama.cpp", "threads": a.threads,
