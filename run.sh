@@ -30,6 +30,8 @@ PACKAGES=(
   xvfb xauth desktop-file-utils appstream
   # tests: render exported PDFs to PNG (pdftoppm); the style check (tools/format.sh)
   poppler-utils clang-format
+  # data-parallel training across processes (train --mpi; tests/test-mpi.c runs mpirun -np 2)
+  libopenmpi-dev openmpi-bin
   # tests: a real PACS (Orthanc) that the PACS test starts on loopback ports and stops (tests/test-pacs.cc)
   orthanc orthanc-dicomweb
   # tests: scikit-image's sample photographs (independent checks of the pretrained image network)

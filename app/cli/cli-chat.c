@@ -87,6 +87,7 @@ int cl_cli_chat(int argc, char **argv)
     gboolean ok = cl_generate(be, model, (const gint32 *)(gconstpointer)ids->data, (int)ids->len,
                               NULL, &opts, &r, &err);
     printf("\n");
+    fflush(stdout); /* the answer's end before the figures on stderr, also through a pipe */
     if (ok)
         fprintf(stderr,
                 "%d prompt tokens in %.0f ms (%.0f tok/s), %u answer tokens in %.0f ms "

@@ -54,6 +54,11 @@ static const char usage_text[] =
     "  --clip X             gradient clipping by global norm (default 1; 0: off)\n"
     "  --seed S             init, data and task-mix seed (default 0)\n"
     "  --workers N          data-parallel workers, 1 or 2 (default: automatic)\n"
+    "  --mpi                data-parallel processes: run under `mpirun -np N`; --batch is the\n"
+    "                       whole step's, each rank trains on every N-th sample and the\n"
+    "                       gradients are summed across ranks (the one-process run's parameters\n"
+    "                       up to float rounding; a checkpoint resumes with another N); rank 0\n"
+    "                       writes the log, the checkpoints and the model\n"
     "Auxiliary losses (training-only heads on the encoder's patch tokens, not in the model):\n"
     "  --aux-objects W      weight of the per-patch 'contains an object' loss (default 1)\n"
     "  --aux-changed W      weight of the per-patch 'changed from the previous image' loss\n"
@@ -165,6 +170,7 @@ typedef struct {
     char *stage, *preset, *config, *from, *train_only, *casa, *variant, *first;
     char *task, *data, *objects, *out, *resume_from, *dtype;
     ClModelConfig cfg;
+    gboolean mpi;
 } TrainArgs;
 
 static void train_args_clear(TrainArgs *a)
@@ -297,6 +303,7 @@ static int parse_train_args(int argc, char **argv, TrainArgs *a)
         FLAG("casa-gist", casa_gist),
         FLAG("casa-tv", casa_tv),
         FLAG("change-marker", change_marker),
+        { "mpi", 0, 0, G_OPTION_ARG_NONE, &a->mpi, NULL, NULL },
         { "no-aux", 0, G_OPTION_FLAG_NO_ARG, G_OPTION_ARG_CALLBACK, (gpointer)on_no_aux, NULL,
           NULL },
         { "seed", 0, 0, G_OPTION_ARG_CALLBACK, (gpointer)on_seed, NULL, NULL },
@@ -399,8 +406,10 @@ static int validate_train_args(TrainArgs *a)
 
 /* The run's summary on stderr (even with --quiet, which silences the progress line only) and
  * the model's path on stdout. */
-static void print_train_result(const ClTrainerResult *r)
+static void print_train_result(const ClTrainerResult *r, int ranks)
 {
+    g_autofree char *rk =
+        ranks > 1 ? g_strdup_printf(" in each of %d MPI ranks", ranks) : g_strdup("");
     if (r->steps == r->start_step) {
         fprintf(stderr,
                 "nothing to train: the checkpoint is at step %" G_GINT64_FORMAT
@@ -416,9 +425,9 @@ static void print_train_result(const ClTrainerResult *r)
                     r->final_aux_changed_loss);
         fprintf(stderr,
                 "throughput: %.2f samples/s, %.0f tokens/s (%" G_GINT64_FORMAT
-                " samples, %" G_GINT64_FORMAT " tokens in %.1f s, %d worker%s)\n",
+                " samples, %" G_GINT64_FORMAT " tokens in %.1f s, %d worker%s%s)\n",
                 r->samples_per_s, r->tokens_per_s, r->samples, r->tokens, r->elapsed_s, r->workers,
-                r->workers == 1 ? "" : "s");
+                r->workers == 1 ? "" : "s", rk);
     }
     printf("%s\n", r->model_path);
 }
@@ -434,6 +443,13 @@ int cl_cli_train(int argc, char **argv)
         rc = validate_train_args(&a);
     if (rc >= 0)
         return rc;
+    ClTrainComm comm = { 0, 1 };
+    if (a.mpi) {
+        g_autoptr(GError) err = NULL;
+        if (!cl_train_mpi_init(&comm, &err))
+            return cl_cli_usage_error(PROG, "%s", err->message);
+        a.o.comm = &comm;
+    }
     g_autoptr(GCancellable) cancellable = g_cancellable_new();
     g_autoptr(GMainLoop) loop = g_main_loop_new(NULL, FALSE);
     Job job = { &a.o, cancellable, loop, { 0 }, NULL, FALSE, 0 };
@@ -450,12 +466,18 @@ int cl_cli_train(int argc, char **argv)
         gboolean usage =
             job.error->domain == CL_TRAINER_ERROR && (job.error->code == CL_TRAINER_ERROR_OPTIONS ||
                                                       job.error->code == CL_TRAINER_ERROR_MODEL);
-        fprintf(stderr, PROG ": %s\n", job.error->message);
         rc = job.result.cancelled ? EXIT_INTERRUPTED : usage ? CL_CLI_EXIT_USAGE : 1;
-    } else {
-        print_train_result(&job.result);
+        if (comm.rank == 0 || !job.result.cancelled) /* rank 0 says where to resume */
+            fprintf(stderr, PROG "%s: %s\n", comm.size > 1 ? " (MPI rank)" : "",
+                    job.error->message);
+        if (comm.size > 1 && !job.result.cancelled) /* the others may be waiting in a sum */
+            cl_train_mpi_abort(rc);
+    } else if (comm.rank == 0) {
+        print_train_result(&job.result, comm.size);
     }
     g_clear_error(&job.error);
     cl_trainer_result_clear(&job.result);
+    if (a.mpi)
+        cl_train_mpi_finalize();
     return rc;
 }

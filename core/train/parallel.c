@@ -24,6 +24,8 @@ static void make_samples(WorkerCall *c)
         if (g_cancellable_is_cancelled(j->cancellable))
             return;
         ClTrainerSlot *sl = &j->slots[k];
+        if (k % j->ranks != j->rank)
+            continue; /* another rank's */
         sl->sample =
             cl_trainer_source_get(j->src, j->model, &sl->ref, j->all_turns, &j->errors[c->w]);
         if (!sl->sample)
@@ -82,12 +84,16 @@ static double sample_cost(const ClModelConfig *cfg, const ClTrainSample *s)
 
 static void balance_shares(ClTrainerStepJob *j)
 {
-    const int B = j->batch;
-    g_autofree int *order = g_new(int, (size_t)MAX(B, 1));
-    g_autofree double *cost = g_new(double, (size_t)MAX(B, 1));
-    for (int k = 0; k < B; k++) {
-        order[k] = k;
+    g_autofree int *order = g_new(int, (size_t)MAX(j->batch, 1));
+    g_autofree double *cost = g_new(double, (size_t)MAX(j->batch, 1));
+    int B = 0; /* this rank's slots */
+    for (int k = 0; k < j->batch; k++) {
+        j->slots[k].share = -1;
+        if (!j->slots[k].sample)
+            continue;
+        order[B] = k;
         cost[k] = sample_cost(&j->model->config, j->slots[k].sample);
+        B++;
     }
     /* longest first (insertion sort: a batch is small), ties by index */
     for (int a = 1; a < B; a++) {
@@ -128,8 +134,12 @@ gboolean cl_trainer_run_step(ClTrainerStepJob *job, ClTrainerWorker *workers, GE
         job->slots[k].sample = NULL;
     run_phase(job, workers, FALSE);
     gboolean made = TRUE;
-    for (int k = 0; k < job->batch; k++)
-        made = made && job->slots[k].sample;
+    for (int k = 0; k < job->batch; k++) {
+        ClTrainerSlot *sl = &job->slots[k];
+        sl->loss = 0, sl->tokens = 0, sl->aux[0] = sl->aux[1] = NAN;
+        if (k % job->ranks == job->rank)
+            made = made && sl->sample;
+    }
     if (made) {
         balance_shares(job);
         run_phase(job, workers, TRUE);
@@ -200,7 +210,9 @@ void cl_trainer_step_job_init(ClTrainerStepJob *job, const ClModel *model, ClTra
                                .n_workers = n_workers,
                                .gopt = gopt,
                                .all_turns = all_turns,
-                               .cancellable = cancellable };
+                               .cancellable = cancellable,
+                               .rank = 0,
+                               .ranks = 1 };
     job->slots = g_new0(ClTrainerSlot, batch);
 }
 
@@ -230,7 +242,7 @@ static int update_split(ClTrainerUpdate *uc, ClTrainerWorker *workers, int n_wor
 
 int cl_trainer_reduce(ClTrainerUpdate *uc, ClTrainerWorker *workers, int n_workers,
                       const GArray *frozen, ClModel *model, const ClAdamW *opt, int batch,
-                      double *norm)
+                      const ClTrainComm *comm, double *norm)
 {
     for (guint f = 0; frozen && f < frozen->len; f++) { /* --train-only */
         const ClOptimSpan *sp = &g_array_index(frozen, ClOptimSpan, f);
@@ -245,6 +257,14 @@ int cl_trainer_reduce(ClTrainerUpdate *uc, ClTrainerWorker *workers, int n_worke
         cl_grad_accumulate(ag->data, workers[w].aux_grads->data, ag->n);
     if (ag)
         cl_grad_scale(ag->data, ag->n, 1.0 / batch);
+    if (comm && comm->size > 1) {
+        /* each rank holds its samples' part of the mean: the sum across ranks is the batch's */
+        const ClParamBuf *g = workers[0].grads;
+        cl_train_comm_sum_floats(comm, g->data, g->n);
+        *norm = sqrt(cl_grad_sumsq(g->data, 0, g->n));
+        if (ag)
+            cl_train_comm_sum_floats(comm, ag->data, ag->n);
+    }
     return n_up;
 }
 

@@ -79,7 +79,7 @@ typedef struct {
 typedef struct {
     ClTrainerSampleRef ref; /* set by the caller */
     ClTrainSample *sample;  /* phase 1's output (freed by the end of the step) */
-    int share;              /* phase 2: the worker that trains on it */
+    int share;              /* phase 2: the worker that trains on it (-1: another MPI rank) */
     double loss;
     double aux[2]; /* objects, changed (NaN: not run) */
     gint64 tokens; /* decoder positions */
@@ -99,6 +99,7 @@ typedef struct {
     gboolean all_turns;
     GCancellable *cancellable;
     ClTrainerSlot *slots; /* (batch) the job's own (cl_trainer_step_job_init) */
+    int rank, ranks;      /* MPI: this process makes and trains on slots k ≡ rank (mod ranks) */
     GError *errors[2];    /* (n_workers) first error of each */
     gboolean compute;     /* the phase: FALSE makes samples, TRUE trains on them */
 } ClTrainerStepJob;
@@ -131,10 +132,11 @@ typedef struct {
 
 /* The batch's gradient into workers[0]: the --train-only ranges (`frozen`, may be NULL) zeroed,
  * the workers' buffers (and auxiliary heads' gradients) summed in worker order and divided by
- * the batch. uc: the halves of the update (returns how many); *norm: the global norm. */
+ * the batch, then summed across the MPI ranks (comm may be NULL). uc: the halves of the update
+ * (returns how many); *norm: the global norm. */
 int cl_trainer_reduce(ClTrainerUpdate *uc, ClTrainerWorker *workers, int n_workers,
                       const GArray *frozen, ClModel *model, const ClAdamW *opt, int batch,
-                      double *norm);
+                      const ClTrainComm *comm, double *norm);
 /* The AdamW update of the reduced gradient, at lr, the gradient scaled by gscale (the clip). */
 void cl_trainer_update(ClTrainerUpdate *uc, int n, double lr, float gscale);
 

@@ -215,10 +215,11 @@ typedef struct {
     Window win;
     /* where the run stands */
     gint64 step;
-    guint64 rng;    /* the task mix's draws */
-    guint64 cursor; /* the data stream's next sample */
-    int nonfinite;  /* steps in a row skipped for a non-finite gradient */
-    gint64 t0;      /* when the steps began (monotonic µs) */
+    guint64 rng;      /* the task mix's draws */
+    guint64 cursor;   /* the data stream's next sample */
+    int nonfinite;    /* steps in a row skipped for a non-finite gradient */
+    gint64 t0;        /* when the steps began (monotonic µs) */
+    ClTrainComm comm; /* MPI rank and size (0 of 1: this process alone) */
 } Run;
 
 /* One optimiser step's numbers. */
@@ -445,16 +446,18 @@ static gboolean run_open_log(Run *r, const ClTrainerOptions *o, double start_ela
     lopt.start_elapsed_s = start_elapsed;
     lopt.append = r->step > 0;
     lopt.progress = o->progress;
-    lopt.quiet = o->quiet;
-    r->log = cl_trainlog_open(r->log_path, &lopt, error);
+    lopt.quiet = o->quiet || r->comm.rank > 0;
+    /* MPI: rank 0 writes the log; the others' lines would be the same */
+    r->log = cl_trainlog_open(r->comm.rank == 0 ? r->log_path : NULL, &lopt, error);
     if (!r->log)
         return FALSE;
     return log_raw(r->log, error,
                    "{\"type\":\"start\",\"step\":%" G_GINT64_FORMAT ",\"stage\":\"%s\","
-                   "\"variant\":\"%s\",\"params\":%zu,\"workers\":%d,\"options\":%s}",
+                   "\"variant\":\"%s\",\"params\":%zu,\"workers\":%d,\"ranks\":%d,"
+                   "\"options\":%s}",
                    r->step, cl_trainer_stage_name(o->stage),
                    cl_sve_variant_name(r->model->config.sve_variant), r->model->n_params,
-                   r->n_workers, r->options_json);
+                   r->n_workers, r->comm.size, r->options_json);
 }
 
 /* The step job (the gradient options, the batch's buffers) and the loss windows. */
@@ -468,6 +471,8 @@ static void run_prepare_steps(Run *r, const ClTrainerOptions *o, GCancellable *c
     r->gopt.aux_heads = r->aux.heads;
     cl_trainer_step_job_init(&r->job, r->model, &r->src, r->ro.batch, r->n_workers, &r->gopt,
                              o->all_turns, cancellable);
+    r->job.rank = r->comm.rank;
+    r->job.ranks = r->comm.size;
 
     Window *w = &r->win;
     w->n_tasks = r->src.tasks ? r->src.n_tasks : 0;
@@ -528,6 +533,34 @@ static void step_losses(Run *r, StepStats *st)
     }
 }
 
+/* MPI: each slot's numbers are on the rank that trained on it; every rank gets all of them. */
+static void gather_slots(Run *r)
+{
+    if (r->comm.size <= 1)
+        return;
+    ClTrainerStepJob *j = &r->job;
+    const int B = j->batch, F = 6; /* loss, tokens, two auxiliary losses and whether they ran */
+    g_autofree double *v = g_new0(double, (size_t)B * F);
+    for (int k = 0; k < B; k++) {
+        const ClTrainerSlot *sl = &j->slots[k];
+        if (sl->share < 0)
+            continue;
+        double *x = v + (size_t)k * F;
+        x[0] = sl->loss, x[1] = (double)sl->tokens;
+        for (int a = 0; a < 2; a++)
+            if (isfinite(sl->aux[a]))
+                x[2 + a] = sl->aux[a], x[4 + a] = 1;
+    }
+    cl_train_comm_sum_doubles(&r->comm, v, (size_t)B * F);
+    for (int k = 0; k < B; k++) {
+        ClTrainerSlot *sl = &j->slots[k];
+        const double *x = v + (size_t)k * F;
+        sl->loss = x[0], sl->tokens = (gint64)x[1];
+        for (int a = 0; a < 2; a++)
+            sl->aux[a] = x[4 + a] > 0 ? x[2 + a] : NAN;
+    }
+}
+
 /* The step's update from the workers' gradients: AdamW at the schedule's rate, clipped by the
  * global norm (the heads step with the model, clipped by their own norm, or neither does). A
  * non-finite gradient moves nothing, yet the step still counts (its samples were seen), until
@@ -536,7 +569,8 @@ static gboolean step_update(Run *r, StepStats *st, GError **error)
 {
     ClTrainerUpdate uc[2];
     const int n_up = cl_trainer_reduce(uc, r->workers, r->n_workers, r->frozen, r->model, r->opt,
-                                       r->ro.batch, &st->norm);
+                                       r->ro.batch, &r->comm, &st->norm);
+    gather_slots(r);
     step_losses(r, st);
     const ClParamBuf *g = r->workers[0].grads;
     const ClTrainAuxHeads *ag = r->workers[0].aux_grads;
@@ -611,6 +645,8 @@ static gboolean step_log(Run *r, const StepStats *st, GError **error)
 /* A checkpoint of where the run stands (result->checkpoint_path: the newest). */
 static gboolean run_checkpoint(Run *r, ClTrainerResult *result, GError **error)
 {
+    if (r->comm.rank > 0)
+        return TRUE; /* MPI: rank 0 writes it (every rank holds the same state) */
     return cl_trainer_save_checkpoint(r->ck_dir, r->ro.keep_checkpoints, r->model, r->opt, &r->aux,
                                       r->step, r->rng, r->cursor, r->options_json,
                                       &result->checkpoint_path, error);
@@ -632,7 +668,23 @@ static gboolean run_steps(Run *r, ClTrainerProgress cb, gpointer user_data, ClTr
         for (int k = 0; k < ro->batch; k++)
             cl_trainer_source_next(&r->src, &r->cursor, &r->rng, &r->job.slots[k].ref);
         g_autoptr(GError) err = NULL;
-        if (!cl_trainer_run_step(&r->job, r->workers, &err)) {
+        gboolean stepped = cl_trainer_run_step(&r->job, r->workers, &err);
+        if (r->comm.size > 1) {
+            /* MPI: every rank goes on, stops or fails together (a rank left alone in the sums
+             * would wait for ever): 0 went on, 1 cancelled, 2 failed */
+            int mine = stepped ? 0 : g_error_matches(err, G_IO_ERROR, G_IO_ERROR_CANCELLED) ? 1 : 2;
+            int all = cl_train_comm_max_int(&r->comm, mine);
+            if (all > mine) {
+                g_clear_error(&err);
+                if (all == 1)
+                    g_set_error_literal(&err, G_IO_ERROR, G_IO_ERROR_CANCELLED, "cancelled");
+                else
+                    g_set_error_literal(&err, CL_TRAINER_ERROR, CL_TRAINER_ERROR_SAMPLE,
+                                        "another MPI rank failed (its own message says why)");
+                stepped = FALSE;
+            }
+        }
+        if (!stepped) {
             if (g_error_matches(err, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
                 r->cursor = cursor0, r->rng = rng0;
                 *cancelled = TRUE;
@@ -705,6 +757,8 @@ static gboolean run_finish(Run *r, const ClTrainerOptions *o, gboolean cancelled
                     r->step, r->ro.steps, result->checkpoint_path);
         return FALSE;
     }
+    if (r->comm.rank > 0)
+        return TRUE; /* MPI: rank 0 writes the model (result->model_path stays NULL here) */
     const char *dtype = o->dtype ? o->dtype : "f32";
     if (!cl_model_save(r->model, r->model_path, dtype, error)) {
         g_prefix_error(error, "%s: ", r->model_path);
@@ -727,6 +781,7 @@ gboolean cl_trainer_run(const ClTrainerOptions *o, ClTrainerProgress cb, gpointe
 
     g_auto(Run) r = { 0 };
     r.blas_threads = -1;
+    r.comm = o->comm && o->comm->size > 1 ? *o->comm : (ClTrainComm){ 0, 1 };
     if (!run_setup(&r, o, cancellable, result, error))
         return FALSE;
     gboolean cancelled = FALSE;

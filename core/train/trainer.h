@@ -21,6 +21,8 @@
 #include <gio/gio.h>
 #include <glib.h>
 
+#include "train/mpi.h"
+
 #include "model/model.h"
 
 G_BEGIN_DECLS
@@ -143,6 +145,14 @@ typedef struct {
 
     FILE *progress; /* progress line (NULL: stderr) */
     gboolean quiet; /* no progress line */
+
+    /* Data-parallel processes (train/mpi.h; NULL or size 1: this process alone). `batch` is the
+     * step's whole batch: rank r makes and trains on its samples r, r + size, …; gradients and
+     * losses are summed across the ranks, so N steps of any rank count give the one-process
+     * run's parameters up to float rounding, and a checkpoint resumes with another rank count.
+     * Rank 0 alone writes the log, the checkpoints and the model. Not part of the options a
+     * checkpoint records. */
+    const ClTrainComm *comm;
 } ClTrainerOptions;
 
 void cl_trainer_options_init(ClTrainerOptions *o);
