@@ -14,15 +14,31 @@ static char *tmp;
 
 /* mpirun's own options: this machine only (no ssh needed), shared memory only, root allowed (CI
  * runs as root), more ranks than cores allowed */
-static const char *const mpirun_opts[] = { "--allow-run-as-root", "--oversubscribe", "--mca", "plm",
-                                           "isolated", "--mca", "btl", "self,vader" };
+static const char *const mpirun_opts[] = {
+    "--allow-run-as-root", "--oversubscribe", "--mca", "plm", "isolated", "--mca", "btl",
+    "self,vader"
+};
 
 /* The train command's arguments for a run of `steps` into dir (NULL-terminated, static). */
 static void train_args(const char **argv, int *n, const char *dir, const char *steps)
 {
-    const char *a[] = { "train",   "--preset", "tiny",  "--task",  "shapes", "--steps",
-                        steps,     "--batch",  "4",     "--seed",  "3",      "--workers",
-                        "1",       "--quiet",  "--out", dir,       "--checkpoint-every",
+    const char *a[] = { "train",
+                        "--preset",
+                        "tiny",
+                        "--task",
+                        "shapes",
+                        "--steps",
+                        steps,
+                        "--batch",
+                        "4",
+                        "--seed",
+                        "3",
+                        "--workers",
+                        "1",
+                        "--quiet",
+                        "--out",
+                        dir,
+                        "--checkpoint-every",
                         "2" };
     for (guint i = 0; i < G_N_ELEMENTS(a); i++)
         argv[(*n)++] = a[i];
@@ -129,8 +145,10 @@ static void test_resume_other_count(void)
     g_autofree char *two = g_build_filename(tmp, "two", NULL);
     g_autofree char *mixed = g_build_filename(tmp, "mixed", NULL);
     g_autofree char *mixed2 = g_build_filename(tmp, "mixed2", NULL);
-    g_autofree char *ck_two = g_build_filename(two, "checkpoints", "step-00000002.safetensors", NULL);
-    g_autofree char *ck_one = g_build_filename(one, "checkpoints", "step-00000002.safetensors", NULL);
+    g_autofree char *ck_two =
+        g_build_filename(two, "checkpoints", "step-00000002.safetensors", NULL);
+    g_autofree char *ck_one =
+        g_build_filename(one, "checkpoints", "step-00000002.safetensors", NULL);
     g_autofree char *from_two = g_strconcat("--resume-from=", ck_two, NULL);
     g_autofree char *from_one = g_strconcat("--resume-from=", ck_one, NULL);
     run_train(0, mixed, "4", from_two);

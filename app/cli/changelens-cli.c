@@ -42,6 +42,10 @@ static const char usage_text[] =
     "  pacs find|get|store --host H [--port N] [--aet OURS] [--aec CALLED] …\n"
     "                                  a PACS: find studies (C-FIND), retrieve them (C-GET),\n"
     "                                  send files and a case's report back (C-STORE)\n"
+    "  batch describe|status MANIFEST.jsonl [--shard K/N]\n"
+    "                                  describe every case of a manifest into the case\n"
+    "                                  database, sharded (Slurm job arrays), re-runs skip\n"
+    "                                  what is recorded\n"
     "\n"
     "Run 'changelens-cli COMMAND --help' for a command's options.\n";
 

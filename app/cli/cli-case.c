@@ -4,6 +4,7 @@
  * $CHANGELENS_DB, else the user data dir (core/casedb). Exit status: 0 done, 1 failure (the
  * message says what and what to do), 2 usage error. */
 #include <json-glib/json-glib.h>
+#include "jsondepth.h"
 #include "jsonnum.h"
 #include <math.h>
 #include <stdio.h>
@@ -777,7 +778,7 @@ static int load_case_model(const CaseDescribeArgs *a, ClChatDomain domain, ClMod
 static int record_case_run(ClCaseDb *db, const CaseDescribeArgs *a, const ClCase *c,
                            const ClModel *model, const char *model_name, const char *model_sha,
                            const char *dev, const ClDescribeOptions *opts, ClDescribeResult *res,
-                           double load_ms)
+                           double load_ms, gboolean quiet)
 {
     g_autoptr(GError) err = NULL;
     g_autofree char *cfg_json = cl_model_config_to_json(&model->config);
@@ -788,19 +789,21 @@ static int record_case_run(ClCaseDb *db, const CaseDescribeArgs *a, const ClCase
     g_autofree char *text = g_utf8_make_valid(res->text ? res->text : "", -1);
     gint64 run_id = 0, vid = 0;
     gboolean ok = cl_casedb_run_record(db, a->id, run, text, heat, &run_id, &vid, &err);
-    fprintf(stderr, "%s describe: %s, %u images (%s), %u tokens in %.0f ms\n", PROG, dev,
-            res->n_images, cl_chat_domain_name(res->domain), res->ids->len, run->total_ms);
+    if (!quiet)
+        fprintf(stderr, "%s describe: %s, %u images (%s), %u tokens in %.0f ms\n", PROG, dev,
+                res->n_images, cl_chat_domain_name(res->domain), res->ids->len, run->total_ms);
     cl_case_run_free(run);
     if (!ok) {
         fprintf(stderr, "%s describe: %s\n%s describe: the run was NOT recorded\n", PROG,
                 err->message, PROG);
         return 1;
     }
-    fprintf(stderr,
-            "%s describe: recorded run %" G_GINT64_FORMAT
-            " and description version id %" G_GINT64_FORMAT " (draft) in case %" G_GINT64_FORMAT
-            "\n",
-            PROG, run_id, vid, a->id);
+    if (!quiet)
+        fprintf(stderr,
+                "%s describe: recorded run %" G_GINT64_FORMAT
+                " and description version id %" G_GINT64_FORMAT " (draft) in case %" G_GINT64_FORMAT
+                "\n",
+                PROG, run_id, vid, a->id);
     return 0;
 }
 
@@ -866,9 +869,380 @@ static int cmd_describe(int argc, char **argv)
         return fail("describe", err);
     }
     g_autofree char *dev = g_strdup(cl_backend_name(be));
-    rc = record_case_run(db, &a, c, model, model_name, model_sha, dev, &opts, &res, load_ms);
+    rc = record_case_run(db, &a, c, model, model_name, model_sha, dev, &opts, &res, load_ms, FALSE);
     cl_describe_result_clear(&res);
     return rc;
+}
+
+/* ---- batch describe (changelens-cli batch) ------------------------------------------------- */
+
+static const char batch_usage_text[] =
+    "Usage: changelens-cli batch [--db PATH] COMMAND MANIFEST.jsonl [OPTIONS]\n"
+    "\n"
+    "Commands:\n"
+    "  describe MANIFEST.jsonl   describe every case of the manifest that has no run yet:\n"
+    "                            each line {\"key\": K, \"name\": N, \"images\": [FILE, FILE…]}\n"
+    "                            (key: unique in the manifest, default line-N; name: the case's,\n"
+    "                            default the key; relative files: from the manifest's folder).\n"
+    "                            A line's case, images and record are written in one\n"
+    "                            transaction; a re-run skips lines whose case has a run, so a\n"
+    "                            killed or re-queued task redoes only what it had not recorded.\n"
+    "    --shard K/N             only lines j with j mod N = K − 1 (K from 1 to N); under a\n"
+    "                            Slurm job array, SLURM_ARRAY_TASK_ID/_MIN/_COUNT decide\n"
+    "    --model FILE            the model (default: by the images' domain, as describe)\n"
+    "    --device DEVICE         auto (default), cpu or cuda\n"
+    "    --max-tokens N          at most N tokens a description (default 256)\n"
+    "  status MANIFEST.jsonl [--json]\n"
+    "                            lines described, made but not described, not started\n"
+    "  --name NAME               the batch's name in the database (default: the manifest's\n"
+    "                            file name without .jsonl)\n"
+    "\n"
+    "docs/DESIGN.md §6 has an sbatch --array example.\n";
+
+typedef struct {
+    char *key, *name;
+    GPtrArray *paths; /* char* */
+} ManifestLine;
+
+static void manifest_line_free(ManifestLine *l)
+{
+    g_free(l->key);
+    g_free(l->name);
+    g_ptr_array_unref(l->paths);
+    g_free(l);
+}
+
+#define MANIFEST_MAX_BYTES ((gsize)1 << 30)
+
+/* The manifest's lines (blank lines skipped); an error names the line. */
+static GPtrArray *read_manifest(const char *path, GError **error)
+{
+    g_autofree char *text = NULL;
+    gsize len = 0;
+    if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "%s is not a regular file", path);
+        return NULL;
+    }
+    if (!g_file_get_contents(path, &text, &len, error))
+        return NULL;
+    if (len > MANIFEST_MAX_BYTES || memchr(text, '\0', len)) {
+        g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                    "%s is not a manifest (a text file of JSON lines under 1 GiB)", path);
+        return NULL;
+    }
+    g_autofree char *dir = g_path_get_dirname(path);
+    g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func((GDestroyNotify)manifest_line_free);
+    g_autoptr(GHashTable) keys = g_hash_table_new(g_str_hash, g_str_equal);
+    char **raw = g_strsplit(text, "\n", -1);
+    for (int i = 0; raw[i]; i++) {
+        g_strstrip(raw[i]);
+        if (!raw[i][0])
+            continue;
+        g_autoptr(JsonParser) p = json_parser_new();
+        GError *err = NULL;
+        JsonNode *root = NULL;
+        if (!g_utf8_validate(raw[i], -1, NULL))
+            g_set_error_literal(&err, G_FILE_ERROR, G_FILE_ERROR_INVAL, "not UTF-8");
+        else if (!cl_json_depth_ok(raw[i], -1, CL_JSON_MAX_DEPTH))
+            g_set_error_literal(&err, G_FILE_ERROR, G_FILE_ERROR_INVAL, "nested too deeply");
+        else if (json_parser_load_from_data(p, raw[i], -1, &err))
+            root = json_parser_get_root(p);
+        JsonObject *o = root && JSON_NODE_HOLDS_OBJECT(root) ? json_node_get_object(root) : NULL;
+        JsonNode *im = o ? json_object_get_member(o, "images") : NULL;
+        JsonArray *arr = im && JSON_NODE_HOLDS_ARRAY(im) ? json_node_get_array(im) : NULL;
+        if (!err && !arr)
+            g_set_error_literal(&err, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                                "not an object with an \"images\" list");
+        if (!err && json_array_get_length(arr) < 2)
+            g_set_error_literal(&err, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+                                "a description needs at least two images");
+        ManifestLine *l = g_new0(ManifestLine, 1);
+        l->paths = g_ptr_array_new_with_free_func(g_free);
+        for (guint k = 0; !err && k < json_array_get_length(arr); k++) {
+            JsonNode *n = json_array_get_element(arr, k);
+            const char *f = JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING
+                                ? json_node_get_string(n)
+                                : NULL;
+            if (!f || !*f)
+                g_set_error(&err, G_FILE_ERROR, G_FILE_ERROR_INVAL, "image %u is not a file name",
+                            k + 1);
+            else
+                g_ptr_array_add(l->paths, g_path_is_absolute(f) ? g_strdup(f)
+                                                                : g_build_filename(dir, f, NULL));
+        }
+        for (int m = 0; !err && m < 2; m++) {
+            const char *field = m ? "name" : "key";
+            JsonNode *n = json_object_get_member(o, field);
+            if (!n)
+                continue;
+            const char *v = JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING
+                                ? json_node_get_string(n)
+                                : NULL;
+            if (!v || !*v)
+                g_set_error(&err, G_FILE_ERROR, G_FILE_ERROR_INVAL, "\"%s\" is not a text", field);
+            else if (m)
+                l->name = g_strdup(v);
+            else
+                l->key = g_strdup(v);
+        }
+        if (!err && !l->key)
+            l->key = g_strdup_printf("line-%d", i + 1);
+        if (!err && !l->name)
+            l->name = g_strdup(l->key);
+        if (!err && g_hash_table_contains(keys, l->key))
+            g_set_error(&err, G_FILE_ERROR, G_FILE_ERROR_INVAL, "key \"%s\" is used twice", l->key);
+        if (err) {
+            g_set_error(error, err->domain, err->code, "%s line %d: %s", path, i + 1, err->message);
+            g_error_free(err);
+            manifest_line_free(l);
+            g_strfreev(raw);
+            return NULL;
+        }
+        g_hash_table_add(keys, l->key);
+        g_ptr_array_add(lines, l);
+    }
+    g_strfreev(raw);
+    return g_steal_pointer(&lines);
+}
+
+/* The batch's name: --name, else the manifest's file name without .jsonl. */
+static char *batch_name(const char *manifest, const char *name_opt)
+{
+    if (name_opt)
+        return g_strdup(name_opt);
+    char *base = g_path_get_basename(manifest);
+    if (g_str_has_suffix(base, ".jsonl"))
+        base[strlen(base) - 6] = '\0';
+    return base;
+}
+
+/* --shard K/N, or Slurm's job array, or 1/1. FALSE: a malformed value (message printed). */
+static gboolean batch_shard(const char *opt, int *k, int *n)
+{
+    *k = 1, *n = 1;
+    if (opt) {
+        gint64 kk = 0, nn = 0;
+        g_auto(GStrv) parts = g_strsplit(opt, "/", 2);
+        if (!parts[0] || !parts[1] || !cl_cli_parse_int(NULL, parts[0], 1, 1 << 20, &kk, NULL) ||
+            !cl_cli_parse_int(NULL, parts[1], 1, 1 << 20, &nn, NULL) || kk > nn) {
+            usage("describe", "--shard is K/N with 1 <= K <= N (say 3/8)");
+            return FALSE;
+        }
+        *k = (int)kk, *n = (int)nn;
+        return TRUE;
+    }
+    const char *id = g_getenv("SLURM_ARRAY_TASK_ID"), *count = g_getenv("SLURM_ARRAY_TASK_COUNT");
+    const char *min = g_getenv("SLURM_ARRAY_TASK_MIN");
+    gint64 i = 0, c = 0, lo = 0;
+    if (id && count && cl_cli_parse_int(NULL, id, 0, 1 << 20, &i, NULL) &&
+        cl_cli_parse_int(NULL, count, 1, 1 << 20, &c, NULL) &&
+        (!min || cl_cli_parse_int(NULL, min, 0, 1 << 20, &lo, NULL)) && i - lo >= 0 && i - lo < c) {
+        *k = (int)(i - lo) + 1, *n = (int)c;
+    }
+    return TRUE;
+}
+
+/* A model per domain, loaded once for the whole shard. */
+typedef struct {
+    ClModel *model[CL_CHAT_N_DOMAINS];
+    char *name[CL_CHAT_N_DOMAINS], *sha[CL_CHAT_N_DOMAINS];
+} ModelCache;
+
+static void model_cache_clear(ModelCache *mc)
+{
+    for (int d = 0; d < CL_CHAT_N_DOMAINS; d++) {
+        g_clear_pointer(&mc->model[d], cl_model_free);
+        g_clear_pointer(&mc->name[d], g_free);
+        g_clear_pointer(&mc->sha[d], g_free);
+    }
+}
+
+/* Describes the case (its images checked and loaded) and records the run. 0: done. */
+static int batch_describe_case(ClCaseDb *db, const CaseDescribeArgs *a, ClBackend *be,
+                               ModelCache *mc, gint64 case_id)
+{
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, case_id, CL_CASE_CHECK_FILES, &err);
+    if (!c)
+        return fail("describe", err);
+    int rc;
+    if ((rc = check_case_images(c, case_id)) >= 0)
+        return rc;
+    gint64 t0 = g_get_monotonic_time();
+    g_autoptr(GHashTable) loaded =
+        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cl_image_free);
+    g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, c->images->len);
+    if ((rc = load_case_images(c, loaded, imgs)) >= 0)
+        return rc;
+    const ClChatDomain d = cl_describe_detect_domain(imgs[0].image);
+    if (!mc->model[d] &&
+        (rc = load_case_model(a, d, &mc->model[d], &mc->name[d], &mc->sha[d])) >= 0)
+        return rc;
+    ClDescribeOptions opts;
+    cl_describe_options_init(&opts);
+    opts.max_new_tokens = (int)a->max_tokens;
+    opts.heatmaps = TRUE;
+    ClDescribeResult res;
+    if (!cl_describe_run(be, mc->model[d], imgs, c->images->len, &opts, &res, &err))
+        return fail("describe", err);
+    CaseDescribeArgs one = *a;
+    one.id = case_id;
+    rc = record_case_run(db, &one, c, mc->model[d], mc->name[d], mc->sha[d], cl_backend_name(be),
+                         &opts, &res, (g_get_monotonic_time() - t0) / 1000.0, TRUE);
+    cl_describe_result_clear(&res);
+    return rc;
+}
+
+static int batch_describe(int argc, char **argv)
+{
+    g_auto(CaseDescribeArgs) a = { 0 };
+    g_autofree char *shard = NULL, *name_opt = NULL;
+    a.max_tokens = 256, a.seed = -1, a.beam_size = 1;
+    const ClCliIntOption ints[] = { { "max-tokens", 'n', 1, G_MAXINT, &a.max_tokens }, { NULL } };
+    GOptionEntry entries[] = {
+        { "model", 'm', 0, G_OPTION_ARG_FILENAME, &a.model_path, "Model file", "FILE" },
+        { "device", 'd', 0, G_OPTION_ARG_STRING, &a.device, "auto (default), cpu or cuda",
+          "DEVICE" },
+        { "shard", 0, 0, G_OPTION_ARG_STRING, &shard, "Only shard K of N (1 <= K <= N)", "K/N" },
+        { "name", 0, 0, G_OPTION_ARG_STRING, &name_opt, "The batch's name", "NAME" },
+        CL_CLI_INT_ENTRY("max-tokens", 'n', "At most N tokens (default 256)", "N"),
+        { NULL },
+    };
+    int rc =
+        parse("describe", "MANIFEST.jsonl", "describe every case of a manifest not yet described",
+              entries, ints, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    if (argc != 2)
+        return usage("describe", "give one manifest file");
+    int k, n;
+    if (!batch_shard(shard, &k, &n))
+        return CL_CLI_EXIT_USAGE;
+    if (!a.device)
+        a.device = g_strdup("auto");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) lines = read_manifest(argv[1], &err);
+    if (!lines)
+        return fail("describe", err);
+    g_autofree char *bname = batch_name(argv[1], name_opt);
+    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
+    if (!db)
+        return fail("describe", err);
+    g_autofree char *notice = NULL;
+    g_autoptr(ClBackend) be = cl_backend_new(a.device, &notice, &err);
+    if (!be)
+        return fail("describe", err);
+    ModelCache mc = { 0 };
+    guint mine = 0, now_done = 0, before = 0, failed = 0;
+    gint64 t0 = g_get_monotonic_time();
+    for (guint j = 0; j < lines->len; j++)
+        mine += (int)(j % (guint)n) == k - 1;
+    for (guint j = 0, seen = 0; j < lines->len; j++) {
+        if ((int)(j % (guint)n) != k - 1)
+            continue;
+        seen++;
+        const ManifestLine *l = g_ptr_array_index(lines, j);
+        g_autoptr(GPtrArray) images =
+            g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_image_free);
+        gboolean ok = TRUE;
+        for (guint i = 0; ok && i < l->paths->len; i++) {
+            ClCaseImage *img = g_new0(ClCaseImage, 1);
+            g_clear_error(&err);
+            ok = cl_case_image_from_file(g_ptr_array_index(l->paths, i), 0, img, &err);
+            g_ptr_array_add(images, img);
+        }
+        gint64 case_id = 0;
+        ClBatchState state = CL_BATCH_NEW;
+        if (ok)
+            ok = cl_casedb_batch_case(db, bname, l->key, l->name, images, &case_id, &state, &err);
+        if (!ok) {
+            g_autofree char *key = cl_cli_printable(l->key);
+            fprintf(stderr, "%s describe: %s: %s\n", "changelens-cli batch", key, err->message);
+            failed++;
+            continue;
+        }
+        if (state == CL_BATCH_DONE) {
+            before++;
+            continue;
+        }
+        if (batch_describe_case(db, &a, be, &mc, case_id) == 0)
+            now_done++;
+        else
+            failed++;
+        fprintf(stderr,
+                "changelens-cli batch: shard %d/%d: %u of %u lines (%u described now, %u "
+                "before, %u failed), %.2f s a description\n",
+                k, n, seen, mine, now_done, before, failed,
+                (g_get_monotonic_time() - t0) / 1e6 / MAX(now_done, 1));
+    }
+    model_cache_clear(&mc);
+    printf("batch %s shard %d/%d: %u lines, %u described now, %u described before, %u failed\n",
+           bname, k, n, mine, now_done, before, failed);
+    return failed ? 1 : 0;
+}
+
+static int batch_status(int argc, char **argv)
+{
+    g_autofree char *name_opt = NULL;
+    gboolean json = FALSE;
+    GOptionEntry entries[] = {
+        { "name", 0, 0, G_OPTION_ARG_STRING, &name_opt, "The batch's name", "NAME" },
+        { "json", 0, 0, G_OPTION_ARG_NONE, &json, "One JSON object", NULL },
+        { NULL },
+    };
+    int rc = parse("status", "MANIFEST.jsonl", "how far a batch is", entries, NULL, &argc, &argv);
+    if (rc >= 0)
+        return rc;
+    if (argc != 2)
+        return usage("status", "give one manifest file");
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GPtrArray) lines = read_manifest(argv[1], &err);
+    if (!lines)
+        return fail("status", err);
+    g_autofree char *bname = batch_name(argv[1], name_opt);
+    g_autoptr(ClCaseDb) db = open_db(FALSE, &err);
+    gint64 made = 0, described = 0;
+    if (!db || !cl_casedb_batch_counts(db, bname, &made, &described, &err))
+        return fail("status", err);
+    gint64 total = lines->len, pending = made - described, todo = total - made;
+    if (json)
+        printf("{\"batch\": \"%s\", \"lines\": %" G_GINT64_FORMAT
+               ", \"described\": %" G_GINT64_FORMAT ", \"made_not_described\": %" G_GINT64_FORMAT
+               ", \"not_started\": %" G_GINT64_FORMAT "}\n",
+               bname, total, described, pending, todo);
+    else
+        printf("batch %s: %" G_GINT64_FORMAT " lines: %" G_GINT64_FORMAT
+               " described, %" G_GINT64_FORMAT " made but not described, %" G_GINT64_FORMAT
+               " not started\n",
+               bname, total, described, pending, todo);
+    return 0;
+}
+
+int cl_cli_batch(int argc, char **argv)
+{
+    g_autofree char *db = NULL;
+    GOptionEntry entries[] = {
+        { "db", 0, 0, G_OPTION_ARG_FILENAME, &db, NULL, NULL },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
+    g_option_context_set_help_enabled(ctx, FALSE);
+    g_option_context_set_ignore_unknown_options(ctx, TRUE);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!cl_cli_parse_options(ctx, "changelens-cli batch", &argc, &argv))
+        return CL_CLI_EXIT_USAGE;
+    db_path_opt = db;
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(batch_usage_text, argc < 2 ? stderr : stdout);
+        return argc < 2 ? CL_CLI_EXIT_USAGE : 0;
+    }
+    if (strcmp(argv[1], "describe") == 0)
+        return batch_describe(argc - 1, argv + 1);
+    if (strcmp(argv[1], "status") == 0)
+        return batch_status(argc - 1, argv + 1);
+    return cl_cli_usage_error("changelens-cli batch", "unknown command '%s' (describe, status)",
+                              argv[1]);
 }
 
 /* ---- dispatch --------------------------------------------------------------------------------- */

@@ -18,6 +18,7 @@ int cl_cli_model_fit_ood(int argc, char **argv); /* cli-model-ood.c */
 int cl_cli_tokenizer(int argc, char **argv);     /* cli-tokenizer.c */
 int cl_cli_bench(int argc, char **argv);         /* cli-bench.c */
 int cl_cli_case(int argc, char **argv);          /* cli-case.c */
+int cl_cli_batch(int argc, char **argv);         /* cli-case.c: batch describe, status */
 int cl_cli_synth(int argc, char **argv);         /* cli-synth.c */
 int cl_cli_eval(int argc, char **argv);          /* cli-eval.c */
 int cl_cli_eval_change(int argc, char **argv);   /* cli-eval-change.c */

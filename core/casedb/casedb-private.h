@@ -61,3 +61,10 @@ gboolean cl_casedb_audit(ClCaseDb *db, const char *now, const char *action, gint
 
 /* Registers the FTS5 helper functions search.c uses on this connection (at open). */
 gboolean cl_casedb_search_register(ClCaseDb *db, GError **error);
+
+/* Inside a transaction the caller opened (records.c): a new case, with its audit line; images
+ * appended to a case (ids: their new ids, may be NULL), audited and indexed. */
+gboolean cl_casedb_case_insert_locked(ClCaseDb *db, const char *name, const char *now,
+                                      gint64 *out_id, GError **error);
+gboolean cl_casedb_images_insert_locked(ClCaseDb *db, gint64 case_id, GPtrArray *images,
+                                        const char *now, GArray *ids, GError **error);

@@ -277,6 +277,23 @@ gboolean cl_casedb_note_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const
 gboolean cl_casedb_key_image_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const char *label,
                                  gint64 *out_id, GError **error);
 
+/* ---- batch describe (changelens-cli batch) ---- */
+
+typedef enum {
+    CL_BATCH_NEW,     /* the line's case was made now */
+    CL_BATCH_PENDING, /* made before, no run recorded yet (a killed task's, say) */
+    CL_BATCH_DONE,    /* its case has a run: nothing to do */
+} ClBatchState;
+/* The case of manifest line `key` of `manifest`: made the first time — the case `name`, its
+ * images and the line's record in one transaction, so a killed process leaves all or nothing —
+ * and found again after (a re-run, another shard). *state says which; *case_id is the case. */
+gboolean cl_casedb_batch_case(ClCaseDb *db, const char *manifest, const char *key, const char *name,
+                              GPtrArray *images, gint64 *case_id, ClBatchState *state,
+                              GError **error);
+/* How many of the manifest's lines have a case, and how many of those a run. */
+gboolean cl_casedb_batch_counts(ClCaseDb *db, const char *manifest, gint64 *made, gint64 *described,
+                                GError **error);
+
 /* ---- reads ---- */
 
 /* Every case, most recently updated first (ClCaseSummary*). */

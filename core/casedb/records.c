@@ -231,13 +231,11 @@ static gboolean finish_durable(ClCaseDb *db, gboolean ok, const char *what, GErr
 
 /* ---- cases ----------------------------------------------------------------------------------- */
 
-gboolean cl_casedb_case_new(ClCaseDb *db, const char *name, gint64 *out_id, GError **error)
+gboolean cl_casedb_case_insert_locked(ClCaseDb *db, const char *name, const char *now,
+                                      gint64 *out_id, GError **error)
 {
-    CL_CASEDB_CHECK(db, FALSE);
-    g_return_val_if_fail(name != NULL, FALSE);
-    if (!check_name(name, error) || !cl_casedb_begin(db, error))
+    if (!check_name(name, error))
         return FALSE;
-    g_autofree char *now = cl_casedb_now();
     gint64 id = 0;
     sqlite3_stmt *st = cl_casedb_stmt(
         db, "INSERT INTO cases (name, created_at, updated_at) VALUES (?1, ?2, ?2)", error);
@@ -253,6 +251,20 @@ gboolean cl_casedb_case_new(ClCaseDb *db, const char *name, gint64 *out_id, GErr
         detail_str(b, "name", name);
         ok = audit_with(db, now, "case.new", id, b, error);
     }
+    if (ok && out_id)
+        *out_id = id;
+    return ok;
+}
+
+gboolean cl_casedb_case_new(ClCaseDb *db, const char *name, gint64 *out_id, GError **error)
+{
+    CL_CASEDB_CHECK(db, FALSE);
+    g_return_val_if_fail(name != NULL, FALSE);
+    if (!check_name(name, error) || !cl_casedb_begin(db, error))
+        return FALSE;
+    g_autofree char *now = cl_casedb_now();
+    gint64 id = 0;
+    gboolean ok = cl_casedb_case_insert_locked(db, name, now, &id, error);
     if (!finish(db, ok, "creating the case", error))
         return FALSE;
     if (out_id)
@@ -371,20 +383,12 @@ static gboolean insert_image(ClCaseDb *db, gint64 case_id, guint position, const
     return TRUE;
 }
 
-gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, GArray *out_ids,
-                              GError **error)
+gboolean cl_casedb_images_insert_locked(ClCaseDb *db, gint64 case_id, GPtrArray *images,
+                                        const char *now, GArray *ids, GError **error)
 {
-    CL_CASEDB_CHECK(db, FALSE);
-    g_return_val_if_fail(images != NULL, FALSE);
-    g_return_val_if_fail(out_ids == NULL || g_array_get_element_size(out_ids) == sizeof(gint64),
-                         FALSE);
     for (guint i = 0; i < images->len; i++)
         if (!check_image(g_ptr_array_index(images, i), i, error))
             return FALSE;
-    if (!cl_casedb_begin(db, error))
-        return FALSE;
-    g_autofree char *now = cl_casedb_now();
-    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(gint64));
     gboolean ok = find_case(db, case_id, NULL, error);
     gint64 next = 0;
     if (ok) {
@@ -407,7 +411,8 @@ gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, G
         gint64 id = 0;
         ok = insert_image(db, case_id, (guint)(next + i), img, now, &id, error);
         if (ok) {
-            g_array_append_val(ids, id);
+            if (ids)
+                g_array_append_val(ids, id);
             g_autoptr(JsonBuilder) b = detail_new();
             detail_int(b, "image_id", id);
             g_autofree char *path = cl_casedb_path_to_text(img->path);
@@ -432,6 +437,24 @@ gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, G
     }
     if (ok && images->len)
         ok = cl_casedb_touch_case(db, case_id, now, error);
+    return ok;
+}
+
+gboolean cl_casedb_images_add(ClCaseDb *db, gint64 case_id, GPtrArray *images, GArray *out_ids,
+                              GError **error)
+{
+    CL_CASEDB_CHECK(db, FALSE);
+    g_return_val_if_fail(images != NULL, FALSE);
+    g_return_val_if_fail(out_ids == NULL || g_array_get_element_size(out_ids) == sizeof(gint64),
+                         FALSE);
+    for (guint i = 0; i < images->len; i++)
+        if (!check_image(g_ptr_array_index(images, i), i, error))
+            return FALSE;
+    if (!cl_casedb_begin(db, error))
+        return FALSE;
+    g_autofree char *now = cl_casedb_now();
+    g_autoptr(GArray) ids = g_array_new(FALSE, FALSE, sizeof(gint64));
+    gboolean ok = cl_casedb_images_insert_locked(db, case_id, images, now, ids, error);
     if (!finish(db, ok, "adding the images", error))
         return FALSE;
     if (out_ids)

@@ -95,9 +95,7 @@ gboolean cl_train_mpi_init(ClTrainComm *comm, GError **error)
     return FALSE;
 }
 
-void cl_train_mpi_finalize(void)
-{
-}
+void cl_train_mpi_finalize(void) {}
 
 void cl_train_mpi_abort(int code)
 {
