@@ -32,6 +32,8 @@ PACKAGES=(
   poppler-utils clang-format
   # data-parallel training across processes (train --mpi; tests/test-mpi.c runs mpirun -np 2)
   libopenmpi-dev openmpi-bin
+  # tests: a one-node Slurm (and munge) that tests/test-slurm.sh starts on loopback ports and stops
+  slurm-wlm munge
   # tests: a real PACS (Orthanc) that the PACS test starts on loopback ports and stops (tests/test-pacs.cc)
   orthanc orthanc-dicomweb
   # tests: scikit-image's sample photographs (independent checks of the pretrained image network)
