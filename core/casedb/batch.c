@@ -25,9 +25,9 @@ static gboolean lookup(ClCaseDb *db, const char *manifest, const char *key, gint
     return TRUE;
 }
 
-gboolean cl_casedb_batch_case(ClCaseDb *db, const char *manifest, const char *key,
-                              const char *name, GPtrArray *images, gint64 *case_id,
-                              ClBatchState *state, GError **error)
+gboolean cl_casedb_batch_case(ClCaseDb *db, const char *manifest, const char *key, const char *name,
+                              GPtrArray *images, gint64 *case_id, ClBatchState *state,
+                              GError **error)
 {
     CL_CASEDB_CHECK(db, FALSE);
     g_return_val_if_fail(manifest && *manifest && key && *key && name && images, FALSE);
@@ -76,8 +76,8 @@ gboolean cl_casedb_batch_case(ClCaseDb *db, const char *manifest, const char *ke
     return TRUE;
 }
 
-gboolean cl_casedb_batch_counts(ClCaseDb *db, const char *manifest, gint64 *made,
-                                gint64 *described, GError **error)
+gboolean cl_casedb_batch_counts(ClCaseDb *db, const char *manifest, gint64 *made, gint64 *described,
+                                GError **error)
 {
     CL_CASEDB_CHECK(db, FALSE);
     sqlite3_stmt *st = cl_casedb_stmt(

@@ -448,10 +448,25 @@ void cl_casedb_close(ClCaseDb *db)
 static gboolean check_header(ClCaseDb *db, gint64 *out_version, GError **error)
 {
     gint64 version = 0, app_id = 0, n_objects = 0;
-    if (!read_pragma_int(db, "PRAGMA user_version", &version, error) ||
-        !read_pragma_int(db, "PRAGMA application_id", &app_id, error) ||
-        !read_pragma_int(db, "SELECT count(*) FROM sqlite_schema", &n_objects, error))
+    /* one statement, one snapshot: read one by one, another process's first migration could
+     * commit in between (version 0, yet tables: "another program's") */
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db->sql,
+                                "SELECT (SELECT user_version FROM pragma_user_version), "
+                                "(SELECT application_id FROM pragma_application_id), "
+                                "(SELECT count(*) FROM sqlite_schema)",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        version = sqlite3_column_int64(st, 0);
+        app_id = sqlite3_column_int64(st, 1);
+        n_objects = sqlite3_column_int64(st, 2);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK) {
+        cl_casedb_set_sqlite_error(db, rc, "reading the database header", error);
         return FALSE;
+    }
     if (app_id != 0 && app_id != APPLICATION_ID) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CORRUPT,
                     "%s is a database of another program, not a ChangeLens case database. "
