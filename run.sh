@@ -37,7 +37,8 @@ PACKAGES=(
   # tests: a real PACS (Orthanc) that the PACS test starts on loopback ports and stops (tests/test-pacs.cc)
   orthanc orthanc-dicomweb
   # tests: scikit-image's sample photographs (independent checks of the pretrained image network)
-  python3-skimage
+  # and Debian's PyTorch, the peer EfficientNet-Lite0's logits are compared with (/effnet/pytorch)
+  python3-skimage python3-torch
   # the photo-edits task (core/synth/photo-edits.c): the pasted objects' emoji font, the training
   # photographs (two wallpaper collections) and the held-out ones (OpenCV's sample photographs)
   fonts-noto-color-emoji plasma-workspace-wallpapers mate-backgrounds opencv-doc
