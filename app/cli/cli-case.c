@@ -876,6 +876,31 @@ static int cmd_describe(int argc, char **argv)
 
 /* ---- batch describe (changelens-cli batch) ------------------------------------------------- */
 
+/* Takes --db PATH / --db=PATH out of argv wherever it is (the rest, the command and its own
+ * options, stays for the command to parse) into db_path_opt (*db owns it), and answers a missing
+ * command or help with the usage. Returns -1 to go on, else the exit status. */
+static int take_db_option(const char *prog, const char *usage_txt, char **db, int *argc,
+                          char ***argv)
+{
+    GOptionEntry entries[] = {
+        { "db", 0, 0, G_OPTION_ARG_FILENAME, db, NULL, NULL },
+        { NULL },
+    };
+    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
+    g_option_context_set_help_enabled(ctx, FALSE);
+    g_option_context_set_ignore_unknown_options(ctx, TRUE);
+    g_option_context_add_main_entries(ctx, entries, NULL);
+    if (!cl_cli_parse_options(ctx, prog, argc, argv))
+        return CL_CLI_EXIT_USAGE;
+    db_path_opt = *db;
+    if (*argc < 2 || strcmp((*argv)[1], "--help") == 0 || strcmp((*argv)[1], "-h") == 0 ||
+        strcmp((*argv)[1], "help") == 0) {
+        fputs(usage_txt, *argc < 2 ? stderr : stdout);
+        return *argc < 2 ? CL_CLI_EXIT_USAGE : 0;
+    }
+    return -1;
+}
+
 static const char batch_usage_text[] =
     "Usage: changelens-cli batch [--db PATH] COMMAND MANIFEST.jsonl [OPTIONS]\n"
     "\n"
@@ -1221,22 +1246,9 @@ static int batch_status(int argc, char **argv)
 int cl_cli_batch(int argc, char **argv)
 {
     g_autofree char *db = NULL;
-    GOptionEntry entries[] = {
-        { "db", 0, 0, G_OPTION_ARG_FILENAME, &db, NULL, NULL },
-        { NULL },
-    };
-    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
-    g_option_context_set_help_enabled(ctx, FALSE);
-    g_option_context_set_ignore_unknown_options(ctx, TRUE);
-    g_option_context_add_main_entries(ctx, entries, NULL);
-    if (!cl_cli_parse_options(ctx, "changelens-cli batch", &argc, &argv))
-        return CL_CLI_EXIT_USAGE;
-    db_path_opt = db;
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(batch_usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? CL_CLI_EXIT_USAGE : 0;
-    }
+    int rc = take_db_option("changelens-cli batch", batch_usage_text, &db, &argc, &argv);
+    if (rc >= 0)
+        return rc;
     if (strcmp(argv[1], "describe") == 0)
         return batch_describe(argc - 1, argv + 1);
     if (strcmp(argv[1], "status") == 0)
@@ -1249,25 +1261,10 @@ int cl_cli_batch(int argc, char **argv)
 
 int cl_cli_case(int argc, char **argv)
 {
-    /* take --db PATH / --db=PATH out, wherever it is; the rest (the command and its own
-     * options) stays for the command to parse */
     g_autofree char *db = NULL;
-    GOptionEntry entries[] = {
-        { "db", 0, 0, G_OPTION_ARG_FILENAME, &db, NULL, NULL },
-        { NULL },
-    };
-    g_autoptr(GOptionContext) ctx = g_option_context_new(NULL);
-    g_option_context_set_help_enabled(ctx, FALSE);
-    g_option_context_set_ignore_unknown_options(ctx, TRUE);
-    g_option_context_add_main_entries(ctx, entries, NULL);
-    if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
-        return CL_CLI_EXIT_USAGE;
-    db_path_opt = db;
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? CL_CLI_EXIT_USAGE : 0;
-    }
+    int rc = take_db_option(PROG, usage_text, &db, &argc, &argv);
+    if (rc >= 0)
+        return rc;
     const char *cmd = argv[1];
     int sargc = argc - 1;
     char **sargv = argv + 1;
