@@ -744,6 +744,23 @@ static int load_case_images(const ClCase *c, GHashTable *loaded, ClDescribeImage
     return -1;
 }
 
+/* The case with its files checked (*c), its images loaded once each (*loaded, by path) and taken
+ * frame by frame (*imgs). Returns -1 to go on, else the exit status. */
+static int open_case_images(ClCaseDb *db, gint64 id, ClCase **c, GHashTable **loaded,
+                            ClDescribeImage **imgs)
+{
+    g_autoptr(GError) err = NULL;
+    *c = cl_casedb_get_case(db, id, CL_CASE_CHECK_FILES, &err);
+    if (!*c)
+        return fail("describe", err);
+    int rc = check_case_images(*c, id);
+    if (rc >= 0)
+        return rc;
+    *loaded = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cl_image_free);
+    *imgs = g_new0(ClDescribeImage, (*c)->images->len);
+    return load_case_images(*c, *loaded, *imgs);
+}
+
 /* The model, as the run records it: its name and the sha256 of its weights (a file's, or the
  * random init's). Returns -1 to go on, else the exit status. */
 static int load_case_model(const CaseDescribeArgs *a, ClChatDomain domain, ClModel **model,
@@ -817,17 +834,11 @@ static int cmd_describe(int argc, char **argv)
     g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
     if (!db)
         return fail("describe", err);
-    g_autoptr(ClCase) c = cl_casedb_get_case(db, a.id, CL_CASE_CHECK_FILES, &err);
-    if (!c)
-        return fail("describe", err);
-    if ((rc = check_case_images(c, a.id)) >= 0)
-        return rc;
-
     gint64 t0 = g_get_monotonic_time();
-    g_autoptr(GHashTable) loaded =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cl_image_free);
-    g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, c->images->len);
-    if ((rc = load_case_images(c, loaded, imgs)) >= 0)
+    g_autoptr(ClCase) c = NULL;
+    g_autoptr(GHashTable) loaded = NULL;
+    g_autofree ClDescribeImage *imgs = NULL;
+    if ((rc = open_case_images(db, a.id, &c, &loaded, &imgs)) >= 0)
         return rc;
     g_autoptr(ClModel) model = NULL;
     g_autofree char *model_name = NULL, *model_sha = NULL;
@@ -1087,17 +1098,12 @@ static int batch_describe_case(ClCaseDb *db, const CaseDescribeArgs *a, ClBacken
                                ModelCache *mc, gint64 case_id)
 {
     g_autoptr(GError) err = NULL;
-    g_autoptr(ClCase) c = cl_casedb_get_case(db, case_id, CL_CASE_CHECK_FILES, &err);
-    if (!c)
-        return fail("describe", err);
-    int rc;
-    if ((rc = check_case_images(c, case_id)) >= 0)
-        return rc;
     gint64 t0 = g_get_monotonic_time();
-    g_autoptr(GHashTable) loaded =
-        g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)cl_image_free);
-    g_autofree ClDescribeImage *imgs = g_new0(ClDescribeImage, c->images->len);
-    if ((rc = load_case_images(c, loaded, imgs)) >= 0)
+    g_autoptr(ClCase) c = NULL;
+    g_autoptr(GHashTable) loaded = NULL;
+    g_autofree ClDescribeImage *imgs = NULL;
+    int rc = open_case_images(db, case_id, &c, &loaded, &imgs);
+    if (rc >= 0)
         return rc;
     const ClChatDomain d = cl_describe_detect_domain(imgs[0].image);
     if (!mc->model[d] &&
