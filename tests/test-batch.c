@@ -109,6 +109,58 @@ static void test_shards(void)
     g_assert_cmpuint(runs, ==, N_LINES);
 }
 
+/* Several connections creating the same new database at once (a job array's first tasks): each
+ * waits for the others instead of failing — switching a new file to write-ahead logging needs
+ * it alone, and SQLite answers "busy" at once there rather than wait. Threads released together
+ * from a barrier, each with its own connection, as processes would have. */
+typedef struct {
+    const char *path;
+    gint *go;
+    GError *error;
+} Opener;
+
+static gpointer open_new(gpointer data)
+{
+    Opener *o = data;
+    while (!g_atomic_int_get(o->go))
+        ;
+    ClCaseDb *d = cl_casedb_open(o->path, CL_CASEDB_OPEN_DEFAULT, &o->error);
+    gint64 id = 0;
+    if (d && cl_casedb_case_new(d, "a case", &id, &o->error))
+        g_assert_cmpint(id, >, 0);
+    if (d)
+        cl_casedb_close(d);
+    return NULL;
+}
+
+static void test_new_database_at_once(void)
+{
+    enum { ROUNDS = 40, AT_ONCE = 6 };
+    for (int r = 0; r < ROUNDS; r++) {
+        g_autofree char *name = g_strdup_printf("new-%d.db", r);
+        g_autofree char *path = g_build_filename(tmp, name, NULL);
+        gint go = 0;
+        Opener o[AT_ONCE];
+        GThread *t[AT_ONCE];
+        for (int i = 0; i < AT_ONCE; i++) {
+            o[i] = (Opener){ path, &go, NULL };
+            t[i] = g_thread_new("opener", open_new, &o[i]);
+        }
+        g_atomic_int_set(&go, 1);
+        for (int i = 0; i < AT_ONCE; i++) {
+            g_thread_join(t[i]);
+            if (o[i].error)
+                g_error("round %d, connection %d: %s", r, i, o[i].error->message);
+        }
+        g_autoptr(GError) err = NULL;
+        g_autoptr(ClCaseDb) d = cl_casedb_open(path, CL_CASEDB_OPEN_DEFAULT, &err);
+        g_assert_no_error(err);
+        g_autoptr(GPtrArray) list = cl_casedb_list(d, &err);
+        g_assert_cmpuint(list->len, ==, AT_ONCE);
+        g_assert_cmpint(cl_casedb_user_version(d), ==, cl_casedb_schema_version());
+    }
+}
+
 static void expect_refused(const char *text, const char *shard, const char *what)
 {
     g_autofree char *bad = g_build_filename(tmp, "bad.jsonl", NULL);
@@ -157,6 +209,7 @@ int main(int argc, char **argv)
     db = g_build_filename(tmp, "cases.db", NULL);
     g_test_add_func("/batch/shards", test_shards);
     g_test_add_func("/batch/refusals", test_refusals);
+    g_test_add_func("/batch/new-database-at-once", test_new_database_at_once);
     int rc = g_test_run();
     cl_fixture_rmdir(tmp);
     return rc;

@@ -539,6 +539,32 @@ static char *immutable_uri(const char *path)
     return g_strconcat("file:", escaped, "?immutable=1", NULL);
 }
 
+/* Switches the database to write-ahead logging (a no-op once it is). A new file needs to be alone
+ * for it: where other processes open the same new file at once (a job array's first tasks),
+ * SQLite answers "busy" straight away rather than through the busy handler (waiting there could
+ * deadlock). So ask again, with a short random pause, until it answers or the busy timeout has
+ * passed. (A file system that cannot hold WAL keeps its old mode, as before: SQLite answers with
+ * that mode, not an error.) */
+static gboolean switch_to_wal(ClCaseDb *db, GError **error)
+{
+    gint64 until = g_get_monotonic_time() + (gint64)BUSY_TIMEOUT_MS * 1000;
+    for (;;) {
+        sqlite3_stmt *st = NULL;
+        int rc = sqlite3_prepare_v2(db->sql, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+        if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+            rc = SQLITE_OK;
+        sqlite3_finalize(st);
+        if (rc == SQLITE_OK)
+            return TRUE;
+        int code = rc & 0xff;
+        if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || g_get_monotonic_time() > until) {
+            cl_casedb_set_sqlite_error(db, rc, "switching to write-ahead logging", error);
+            return FALSE;
+        }
+        g_usleep((gulong)g_random_int_range(5000, 30000));
+    }
+}
+
 static ClCaseDb *open_db(const char *path, ClCaseDbOpenFlags flags, int target, GError **error)
 {
     g_return_val_if_fail(path != NULL, NULL);
@@ -616,8 +642,7 @@ static ClCaseDb *open_db(const char *path, ClCaseDbOpenFlags flags, int target, 
         cl_casedb_close(db);
         return NULL;
     }
-    if (!memory && !db->read_only &&
-        !exec_sql(db, "PRAGMA journal_mode = WAL", "switching to write-ahead logging", error)) {
+    if (!memory && !db->read_only && !switch_to_wal(db, error)) {
         cl_casedb_close(db);
         return NULL;
     }
