@@ -107,6 +107,16 @@ static void test_shards(void)
     }
     count_runs(&runs, &cases);
     g_assert_cmpuint(runs, ==, N_LINES);
+
+    /* a batch name is the user's text: quotes and backslashes stay valid JSON */
+    const char *name = "the \"quoted\" \\ batch";
+    const char *args[] = {
+        "batch", "--db", db, "status", manifest, "--name", name, "--json", NULL
+    };
+    g_autoptr(JsonNode) st = cl_fixture_cli_json(args);
+    JsonObject *o = json_node_get_object(st);
+    g_assert_cmpstr(json_object_get_string_member(o, "batch"), ==, name);
+    g_assert_cmpint(json_object_get_int_member(o, "not_started"), ==, N_LINES);
 }
 
 /* Several connections creating the same new database at once (a job array's first tasks): each

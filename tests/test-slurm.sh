@@ -102,10 +102,10 @@ finished() { ! squeue -h -j "$job" 2>/dev/null | grep -q .; }
 wait_for 900 "the job array to finish" finished
 
 # ---- every pair described once, nothing lost ----
-status=$("$CLI" batch --db "$db" status "$T/set/pairs.jsonl" --json)
-echo "# $status"
-[ "$status" = '{"batch": "pairs", "lines": 200, "described": 200, "made_not_described": 0, "not_started": 0}' ] ||
-  fail "not every pair was described: $status"
+status=$("$CLI" batch --db "$db" status "$T/set/pairs.jsonl" --json |
+  python3 -c 'import json, sys; s = json.load(sys.stdin); print(s["lines"], s["described"], s["made_not_described"], s["not_started"])')
+echo "# lines, described, made but not described, not started: $status"
+[ "$status" = "200 200 0 0" ] || fail "not every pair was described: $status"
 counts=$(python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); print(*c.execute(
   "SELECT count(*), count(DISTINCT case_id), (SELECT count(*) FROM cases) FROM runs").fetchone())' "$db")
 [ "$counts" = "200 200 200" ] || fail "runs, cases described, cases: $counts (want 200 200 200)"

@@ -1052,6 +1052,20 @@ static char *batch_name(const char *manifest, const char *name_opt)
     return base;
 }
 
+/* The manifest's lines, the batch's name and the database (write: created if new). Returns -1 to
+ * go on, else the exit status. */
+static int open_batch(const char *cmd, const char *manifest, const char *name_opt, gboolean write,
+                      GPtrArray **lines, char **bname, ClCaseDb **db)
+{
+    g_autoptr(GError) err = NULL;
+    if (!(*lines = read_manifest(manifest, &err)))
+        return fail(cmd, err);
+    *bname = batch_name(manifest, name_opt);
+    if (!(*db = open_db(write, &err)))
+        return fail(cmd, err);
+    return -1;
+}
+
 /* --shard K/N, or Slurm's job array, or 1/1. FALSE: a malformed value (message printed). */
 static gboolean batch_shard(const char *opt, int *k, int *n)
 {
@@ -1151,14 +1165,12 @@ static int batch_describe(int argc, char **argv)
         return CL_CLI_EXIT_USAGE;
     if (!a.device)
         a.device = g_strdup("auto");
+    g_autoptr(GPtrArray) lines = NULL;
+    g_autofree char *bname = NULL;
+    g_autoptr(ClCaseDb) db = NULL;
+    if ((rc = open_batch("describe", argv[1], name_opt, TRUE, &lines, &bname, &db)) >= 0)
+        return rc;
     g_autoptr(GError) err = NULL;
-    g_autoptr(GPtrArray) lines = read_manifest(argv[1], &err);
-    if (!lines)
-        return fail("describe", err);
-    g_autofree char *bname = batch_name(argv[1], name_opt);
-    g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
-    if (!db)
-        return fail("describe", err);
     g_autofree char *notice = NULL;
     g_autoptr(ClBackend) be = cl_backend_new(a.device, &notice, &err);
     if (!be)
@@ -1207,8 +1219,9 @@ static int batch_describe(int argc, char **argv)
                 (g_get_monotonic_time() - t0) / 1e6 / MAX(now_done, 1));
     }
     model_cache_clear(&mc);
+    g_autofree char *shown = cl_cli_printable(bname);
     printf("batch %s shard %d/%d: %u lines, %u described now, %u described before, %u failed\n",
-           bname, k, n, mine, now_done, before, failed);
+           shown, k, n, mine, now_done, before, failed);
     return failed ? 1 : 0;
 }
 
@@ -1226,26 +1239,33 @@ static int batch_status(int argc, char **argv)
         return rc;
     if (argc != 2)
         return usage("status", "give one manifest file");
+    g_autoptr(GPtrArray) lines = NULL;
+    g_autofree char *bname = NULL;
+    g_autoptr(ClCaseDb) db = NULL;
+    if ((rc = open_batch("status", argv[1], name_opt, FALSE, &lines, &bname, &db)) >= 0)
+        return rc;
     g_autoptr(GError) err = NULL;
-    g_autoptr(GPtrArray) lines = read_manifest(argv[1], &err);
-    if (!lines)
-        return fail("status", err);
-    g_autofree char *bname = batch_name(argv[1], name_opt);
-    g_autoptr(ClCaseDb) db = open_db(FALSE, &err);
     gint64 made = 0, described = 0;
-    if (!db || !cl_casedb_batch_counts(db, bname, &made, &described, &err))
+    if (!cl_casedb_batch_counts(db, bname, &made, &described, &err))
         return fail("status", err);
     gint64 total = lines->len, pending = made - described, todo = total - made;
-    if (json)
-        printf("{\"batch\": \"%s\", \"lines\": %" G_GINT64_FORMAT
-               ", \"described\": %" G_GINT64_FORMAT ", \"made_not_described\": %" G_GINT64_FORMAT
-               ", \"not_started\": %" G_GINT64_FORMAT "}\n",
-               bname, total, described, pending, todo);
-    else
+    if (json) { /* the name is the user's text: json-glib escapes it */
+        g_autoptr(JsonBuilder) b = json_builder_new();
+        json_builder_begin_object(b);
+        cl_json_str(b, "batch", bname);
+        cl_json_int(b, "lines", total);
+        cl_json_int(b, "described", described);
+        cl_json_int(b, "made_not_described", pending);
+        cl_json_int(b, "not_started", todo);
+        json_builder_end_object(b);
+        cl_cli_print_json(b);
+    } else {
+        g_autofree char *name = cl_cli_printable(bname);
         printf("batch %s: %" G_GINT64_FORMAT " lines: %" G_GINT64_FORMAT
                " described, %" G_GINT64_FORMAT " made but not described, %" G_GINT64_FORMAT
                " not started\n",
-               bname, total, described, pending, todo);
+               name, total, described, pending, todo);
+    }
     return 0;
 }
 
