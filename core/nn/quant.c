@@ -7,7 +7,6 @@
 #include <cblas.h>
 #include <glib.h>
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "nn/half.h"
@@ -360,27 +359,6 @@ __attribute__((target("avx2,fma,f16c"))) static inline float hsum8(__m256 v)
     return _mm_cvtss_f32(s);
 }
 
-__attribute__((target("avx2,fma,f16c"))) static inline __m256 q8_block_products(__m256i qw,
-                                                                                __m256i qx)
-{
-    /* |w| · (x with w's sign): maddubs takes an unsigned and a signed operand */
-    __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
-}
-
-__attribute__((target("avx2,fma,f16c"))) static float dot_q8_0_avx2(const uint8_t *w,
-                                                                    const BlockQ8 *x, int nb)
-{
-    __m256 acc = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++, w += 34) {
-        __m256 p = q8_block_products(_mm256_loadu_si256((const __m256i *)(w + 2)),
-                                     _mm256_loadu_si256((const __m256i *)x[b].qs));
-        float d = _cvtsh_ss((uint16_t)(w[0] | w[1] << 8)) * x[b].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc);
-    }
-    return hsum8(acc);
-}
-
 /* Four rows' integer block sums folded into one vector: lanes [r0 r1 r2 r3 | r0 r1 r2 r3] hold
  * each row's sum over the block's low and high sixteen values, so one conversion and one fused
  * multiply-add with the four rows' scales serve the four rows. */
@@ -396,6 +374,19 @@ __attribute__((target("avx2,fma,f16c"))) static inline __m256i q8_block_isums(__
 {
     __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+__attribute__((target("avx2,fma,f16c"))) static float dot_q8_0_avx2(const uint8_t *w,
+                                                                    const BlockQ8 *x, int nb)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++, w += 34) {
+        __m256 p = _mm256_cvtepi32_ps(q8_block_isums(_mm256_loadu_si256((const __m256i *)(w + 2)),
+                                                     _mm256_loadu_si256((const __m256i *)x[b].qs)));
+        float d = _cvtsh_ss((uint16_t)(w[0] | w[1] << 8)) * x[b].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), p, acc);
+    }
+    return hsum8(acc);
 }
 
 static inline uint16_t le16(const uint8_t *p)
