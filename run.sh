@@ -15,6 +15,8 @@ PACKAGES=(
   libglib2.0-dev libglib2.0-bin libgdk-pixbuf-2.0-dev libpng-dev zlib1g-dev libtiff-dev libgeotiff-dev
   libdcmtk-dev libsndfile1-dev libssl-dev libwrap0-dev libjson-glib-dev libcairo2-dev libpango1.0-dev
   libopenblas-dev libsqlite3-dev libopenjp2-7-dev
+  # a department's shared case database on a PostgreSQL server (--db postgresql://...)
+  libpq-dev
   # DICOMweb to a PACS (QIDO-RS, WADO-RS, STOW-RS)
   libsoup-3.0-dev
   # GDAL: the geospatial rasters TIFF does not cover, and the GeoTIFF/GeoPackage export; gdalinfo;
@@ -32,6 +34,8 @@ PACKAGES=(
   poppler-utils clang-format
   # data-parallel training across processes (train --mpi; tests/test-mpi.c runs mpirun -np 2)
   libopenmpi-dev openmpi-bin
+  # tests: a PostgreSQL server the case-database tests start on a loopback port and stop
+  postgresql
   # tests: a one-node Slurm (and munge) that tests/test-slurm.sh starts on loopback ports and stops
   slurm-wlm munge
   # tests: a real PACS (Orthanc) that the PACS test starts on loopback ports and stops (tests/test-pacs.cc)

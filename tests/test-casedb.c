@@ -1,8 +1,16 @@
 /* test-casedb.c - the case database (core/casedb): migrations step by step, every record type,
  * versions and conflicts, file checks, full-text search with hostile queries, escaping, read-only
- * and full-disk failures, a reader thread while another connection writes. */
+ * and full-disk failures, a reader thread while another connection writes.
+ *
+ * The same tests run against both engines: SQLite files (the default), and with
+ * CHANGELENS_TEST_ENGINE=postgresql databases on a PostgreSQL server the test starts on a
+ * loopback port and stops (tests/fixtures/fixtures-postgresql.c; meson's `casedb-postgresql`).
+ * What only one engine has is tested there alone: SQLite's WAL file, folders, page cap and
+ * sync calls; PostgreSQL's two reviewers on two connections, a server that does not answer and
+ * a user without write rights. */
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -21,6 +29,32 @@ static char *tmp_path(const char *name)
     return g_build_filename(tmpdir, name, NULL);
 }
 
+/* PostgreSQL: the server of this run (CHANGELENS_TEST_ENGINE=postgresql) */
+static gboolean use_pg;
+static ClFixturePostgres pg;
+
+/* A new database for a test: a file in tmpdir (SQLite), or a new database on the server. */
+static char *db_at(const char *name)
+{
+    return use_pg ? cl_fixture_postgres_new_database(&pg, name) : tmp_path(name);
+}
+
+/* How messages name a database: its path, or (PostgreSQL) its database name. */
+static const char *shown_name(const char *location)
+{
+    return cl_casedb_is_server(location) ? strrchr(location, '/') + 1 : location;
+}
+
+/* Engine-specific SQL of the raw checks. */
+#define ENGINE_SQL(lite, postgres) (use_pg ? (postgres) : (lite))
+/* The tables of the database (SQLite's schema table; PostgreSQL's catalog of the schema). */
+#define TABLES_WHERE(cond)                                                                         \
+    ENGINE_SQL("SELECT count(*) FROM sqlite_schema WHERE TRUE" cond,                               \
+               "SELECT count(*) FROM (SELECT c.relname AS name FROM pg_class c "                   \
+               "  JOIN pg_namespace n ON n.oid = c.relnamespace "                                  \
+               "  WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v') "                 \
+               "  AND c.relname <> 'changelens_schema') t WHERE TRUE" cond)
+
 /* ---- raw SQLite on the same file: what the API does not show --------------------------------- */
 
 static sqlite3 *raw_open(const char *path)
@@ -31,9 +65,27 @@ static sqlite3 *raw_open(const char *path)
     return s;
 }
 
-/* Runs sql; returns SQLite's result code (the message goes to *msg when asked). */
+static PGconn *raw_connect(const char *uri)
+{
+    PGconn *c = PQconnectdb(uri);
+    g_assert_cmpint(PQstatus(c), ==, CONNECTION_OK);
+    return c;
+}
+
+/* Runs sql; returns SQLite's result code (SQLITE_OK or SQLITE_ERROR for a PostgreSQL database;
+ * the message goes to *msg when asked). */
 static int raw_exec(const char *path, const char *sql, char **msg)
 {
+    if (cl_casedb_is_server(path)) {
+        PGconn *c = raw_connect(path);
+        PGresult *r = PQexec(c, sql);
+        gboolean ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+        if (msg)
+            *msg = ok ? NULL : g_strdup(PQerrorMessage(c));
+        PQclear(r);
+        PQfinish(c);
+        return ok ? SQLITE_OK : SQLITE_ERROR;
+    }
     sqlite3 *s = raw_open(path);
     char *err = NULL;
     int rc = sqlite3_exec(s, sql, NULL, NULL, &err);
@@ -43,8 +95,37 @@ static int raw_exec(const char *path, const char *sql, char **msg)
     return rc;
 }
 
+/* The first column of each row of sql, as text. */
+static GPtrArray *raw_strings(const char *path, const char *sql)
+{
+    GPtrArray *out = g_ptr_array_new_with_free_func(g_free);
+    if (cl_casedb_is_server(path)) {
+        PGconn *c = raw_connect(path);
+        PGresult *r = PQexec(c, sql);
+        g_assert_cmpint(PQresultStatus(r), ==, PGRES_TUPLES_OK);
+        for (int i = 0; i < PQntuples(r); i++)
+            g_ptr_array_add(out, PQgetisnull(r, i, 0) ? NULL : g_strdup(PQgetvalue(r, i, 0)));
+        PQclear(r);
+        PQfinish(c);
+        return out;
+    }
+    sqlite3 *s = raw_open(path);
+    sqlite3_stmt *st = NULL;
+    g_assert_cmpint(sqlite3_prepare_v2(s, sql, -1, &st, NULL), ==, SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW)
+        g_ptr_array_add(out, g_strdup((const char *)sqlite3_column_text(st, 0)));
+    sqlite3_finalize(st);
+    sqlite3_close(s);
+    return out;
+}
+
 static gint64 raw_int(const char *path, const char *sql)
 {
+    if (cl_casedb_is_server(path)) {
+        g_autoptr(GPtrArray) rows = raw_strings(path, sql);
+        g_assert_cmpuint(rows->len, >=, 1);
+        return g_ascii_strtoll(g_ptr_array_index(rows, 0), NULL, 10);
+    }
     sqlite3 *s = raw_open(path);
     sqlite3_stmt *st = NULL;
     g_assert_cmpint(sqlite3_prepare_v2(s, sql, -1, &st, NULL), ==, SQLITE_OK);
@@ -160,6 +241,23 @@ static void test_open_fresh(void)
 {
     int schema = cl_casedb_schema_version();
     g_assert_cmpint(schema, >=, 2);
+    if (use_pg) {
+        /* an empty database gets the schema; a missing one is an error naming it */
+        g_autofree char *uri = db_at("fresh");
+        g_autoptr(ClCaseDb) db = open_ok(uri);
+        g_assert_cmpint(cl_casedb_user_version(db), ==, schema);
+        g_assert_cmpstr(cl_casedb_path(db), ==, uri);
+        g_assert_cmpint(raw_int(uri, "SELECT version FROM changelens_schema"), ==, schema);
+        g_autoptr(GError) err = NULL;
+        g_autofree char *missing = cl_fixture_postgres_uri(&pg, "nowhere");
+        for (int flags = 0; flags < 2; flags++) {
+            g_assert_null(cl_casedb_open(missing, flags ? CL_CASEDB_OPEN_NO_CREATE : 0, &err));
+            g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN);
+            g_assert_nonnull(strstr(err->message, "nowhere"));
+            g_clear_error(&err);
+        }
+        return;
+    }
     g_autoptr(ClCaseDb) mem = open_ok(":memory:");
     g_assert_cmpint(cl_casedb_user_version(mem), ==, schema);
     g_assert_cmpstr(cl_casedb_path(mem), ==, ":memory:");
@@ -202,20 +300,18 @@ static void test_open_fresh(void)
 
 static void test_migrate_steps(void)
 {
-    g_autofree char *path = tmp_path("steps.db");
+    g_autofree char *path = db_at("steps.db");
     g_autoptr(GError) err = NULL;
     ClCaseDb *db = cl_casedb_open_at_version(path, 0, &err);
     g_assert_no_error(err);
     g_assert_cmpint(cl_casedb_user_version(db), ==, 0);
-    g_assert_cmpint(raw_int(path, "SELECT count(*) FROM sqlite_schema"), ==, 0);
+    g_assert_cmpint(raw_int(path, TABLES_WHERE("")), ==, 0);
 
     g_assert_true(cl_casedb_migrate(db, 1, &err));
     g_assert_no_error(err);
     g_assert_cmpint(cl_casedb_user_version(db), ==, 1);
-    g_assert_cmpint(raw_int(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'cases'"), ==,
-                    1);
-    g_assert_cmpint(raw_int(path, "SELECT count(*) FROM sqlite_schema WHERE name = 'search'"), ==,
-                    0);
+    g_assert_cmpint(raw_int(path, TABLES_WHERE(" AND name = 'cases'")), ==, 1);
+    g_assert_cmpint(raw_int(path, TABLES_WHERE(" AND name = 'search'")), ==, 0);
     /* data written at version 1, by hand */
     g_assert_cmpint(
         raw_exec(
@@ -265,10 +361,12 @@ static void test_migrate_steps(void)
 
 static void test_too_new(void)
 {
-    g_autofree char *path = tmp_path("too-new.db");
+    g_autofree char *path = db_at("too-new.db");
     cl_casedb_close(open_ok(path));
     int schema = cl_casedb_schema_version();
-    g_autofree char *sql = g_strdup_printf("PRAGMA user_version = %d", schema + 5);
+    g_autofree char *sql = g_strdup_printf(
+        ENGINE_SQL("PRAGMA user_version = %d", "UPDATE changelens_schema SET version = %d"),
+        schema + 5);
     g_assert_cmpint(raw_exec(path, sql, NULL), ==, SQLITE_OK);
     g_autofree char *newer = g_strdup_printf("%d", schema + 5);
     g_autofree char *ours = g_strdup_printf("%d", schema);
@@ -281,11 +379,37 @@ static void test_too_new(void)
         g_assert_nonnull(strstr(err->message, "newer"));
     }
     /* refused, not touched */
-    g_assert_cmpint(raw_int(path, "PRAGMA user_version"), ==, schema + 5);
+    g_assert_cmpint(
+        raw_int(path, ENGINE_SQL("PRAGMA user_version", "SELECT version FROM changelens_schema")),
+        ==, schema + 5);
+}
+
+/* PostgreSQL: another program's tables in the database's schema; an older schema read-only. */
+static void not_a_database_pg(void)
+{
+    g_autoptr(GError) err = NULL;
+    g_autofree char *other = db_at("other");
+    g_assert_cmpint(raw_exec(other, "CREATE TABLE bookmarks (url TEXT)", NULL), ==, SQLITE_OK);
+    g_assert_null(cl_casedb_open(other, CL_CASEDB_OPEN_DEFAULT, &err));
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CORRUPT);
+    g_assert_nonnull(strstr(err->message, "another program"));
+    g_clear_error(&err);
+    g_assert_cmpint(raw_int(other, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"),
+                    ==, 1); /* left as it was */
+    g_autofree char *old = db_at("old");
+    cl_casedb_close(cl_casedb_open_at_version(old, 1, &err));
+    g_assert_no_error(err);
+    g_assert_null(cl_casedb_open(old, CL_CASEDB_OPEN_READ_ONLY, &err));
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY);
+    g_assert_cmpint(raw_int(old, "SELECT version FROM changelens_schema"), ==, 1);
 }
 
 static void test_not_a_database(void)
 {
+    if (use_pg) {
+        not_a_database_pg();
+        return;
+    }
     g_autoptr(GError) err = NULL;
     g_autofree char *text = tmp_path("notes.txt");
     g_autofree char *body = g_strnfill(4096, 'x');
@@ -322,7 +446,7 @@ static void test_not_a_database(void)
 
 static void test_records(void)
 {
-    g_autofree char *path = tmp_path("records.db");
+    g_autofree char *path = db_at("records.db");
     ClCaseDb *db = open_ok(path);
     g_autoptr(GError) err = NULL;
     gint64 id = new_case(db, "Chest follow-up");
@@ -621,7 +745,8 @@ static void test_files(void)
         g_ptr_array_add(paths, p);
         g_ptr_array_add(imgs, image_from(p, 0));
     }
-    g_autoptr(ClCaseDb) db = open_ok(":memory:");
+    g_autofree char *location = db_at("files.db");
+    g_autoptr(ClCaseDb) db = open_ok(location);
     gint64 id = new_case(db, "files");
     g_autoptr(GArray) ids = add_images(db, id, imgs);
 
@@ -672,7 +797,7 @@ static void test_non_utf8_path(void)
     g_autoptr(GPtrArray) imgs = images_new();
     g_ptr_array_add(imgs, image_from(latin1, 0));
     g_ptr_array_add(imgs, image_from(utf8, 0));
-    g_autofree char *db_path = tmp_path("encodings.db");
+    g_autofree char *db_path = db_at("encodings.db");
     g_autoptr(ClCaseDb) db = open_ok(db_path);
     gint64 id = new_case(db, "encodings");
     g_autoptr(GArray) ids = add_images(db, id, imgs);
@@ -684,19 +809,11 @@ static void test_non_utf8_path(void)
     g_assert_cmpint(a->file_state, ==, CL_FILE_OK);
     g_assert_cmpint(b->file_state, ==, CL_FILE_OK);
     /* what the database holds is UTF-8 text either way; the UTF-8 path as it is */
-    sqlite3 *s = raw_open(db_path);
-    sqlite3_stmt *st = NULL;
-    g_assert_cmpint(
-        sqlite3_prepare_v2(s, "SELECT path FROM images ORDER BY position", -1, &st, NULL), ==,
-        SQLITE_OK);
-    g_assert_cmpint(sqlite3_step(st), ==, SQLITE_ROW);
-    const char *stored = (const char *)sqlite3_column_text(st, 0);
-    g_assert_true(g_utf8_validate(stored, -1, NULL));
-    g_assert_true(g_str_has_prefix(stored, "file://"));
-    g_assert_cmpint(sqlite3_step(st), ==, SQLITE_ROW);
-    g_assert_cmpstr((const char *)sqlite3_column_text(st, 0), ==, utf8);
-    sqlite3_finalize(st);
-    sqlite3_close(s);
+    g_autoptr(GPtrArray) stored = raw_strings(db_path, "SELECT path FROM images ORDER BY position");
+    g_assert_cmpuint(stored->len, ==, 2);
+    g_assert_true(g_utf8_validate(g_ptr_array_index(stored, 0), -1, NULL));
+    g_assert_true(g_str_has_prefix(g_ptr_array_index(stored, 0), "file://"));
+    g_assert_cmpstr(g_ptr_array_index(stored, 1), ==, utf8);
     /* removed, it is missing: the state comes from the file, not from the name's encoding */
     g_assert_cmpint(g_unlink(latin1), ==, 0);
     g_autoptr(ClCase) c2 = get(db, id, CL_CASE_CHECK_FILES);
@@ -708,7 +825,8 @@ static void test_non_utf8_path(void)
 
 static void test_search(void)
 {
-    g_autoptr(ClCaseDb) db = open_ok(":memory:");
+    g_autofree char *location = db_at("search.db");
+    g_autoptr(ClCaseDb) db = open_ok(location);
     g_autoptr(GError) err = NULL;
     gint64 a = new_case(db, "Knee trauma");
     gint64 b = new_case(db, "Robert'); DROP TABLE cases;--");
@@ -820,7 +938,7 @@ static void test_search(void)
 
 static void test_escaping(void)
 {
-    g_autofree char *path = tmp_path("escaping.db");
+    g_autofree char *path = db_at("escaping.db");
     g_autoptr(ClCaseDb) db = open_ok(path);
     g_autoptr(GError) err = NULL;
     GString *big = g_string_new(NULL);
@@ -885,9 +1003,8 @@ static void test_escaping(void)
 
     g_autoptr(GPtrArray) list = cl_casedb_list(db, &err);
     g_assert_cmpuint(list->len, ==, G_N_ELEMENTS(texts));
-    g_assert_cmpint(raw_int(path, "SELECT count(*) FROM sqlite_schema WHERE name IN ('cases', "
-                                  "'images', 'audit', 'search')"),
-                    ==, 4);
+    g_assert_cmpint(
+        raw_int(path, TABLES_WHERE(" AND name IN ('cases', 'images', 'audit', 'search')")), ==, 4);
     assert_integrity(db);
     g_string_free(big, TRUE);
 }
@@ -1073,7 +1190,7 @@ static void test_durable(void)
 
 static void test_read_only(void)
 {
-    g_autofree char *path = tmp_path("read-only.db");
+    g_autofree char *path = db_at("read-only.db");
     ClCaseDb *rw = open_ok(path);
     gint64 id = new_case(rw, "Kept as is");
     edit(rw, id, "Original words", 0);
@@ -1093,7 +1210,7 @@ static void test_read_only(void)
     g_assert_false(cl_casedb_description_edit(ro, id, "changed", NULL, 0, NULL, &err));
     g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY);
     g_assert_nonnull(strstr(err->message, "read-only"));
-    g_assert_nonnull(strstr(err->message, path));
+    g_assert_nonnull(strstr(err->message, shown_name(path)));
     g_clear_error(&err);
     g_assert_false(cl_casedb_case_new(ro, "new", NULL, &err));
     g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY);
@@ -1260,7 +1377,7 @@ static gpointer reader_thread(gpointer data)
 
 static void test_reader_while_writing(void)
 {
-    g_autofree char *path = tmp_path("concurrent.db");
+    g_autofree char *path = db_at("concurrent.db");
     g_autoptr(ClCaseDb) db = open_ok(path);
     Reader r = { .path = path, .n_cases = 5 };
     for (guint i = 0; i < r.n_cases; i++)
@@ -1300,11 +1417,157 @@ static void test_wrong_thread(void)
     g_test_trap_assert_stderr("*CRITICAL*g_thread_self*");
 }
 
+/* ---- PostgreSQL: a department's shared database ------------------------------------------------ */
+
+/* Two reviewers on two workstations (two connections): what one saves the other sees at once; an
+ * edit based on a version the other has since replaced is refused, and neither text is lost. */
+static void test_two_reviewers(void)
+{
+    g_autofree char *uri = db_at("two-reviewers");
+    g_autoptr(ClCaseDb) a = open_ok(uri);
+    g_autoptr(ClCaseDb) b = open_ok(uri);
+    cl_casedb_set_actor(a, "dr.okafor");
+    cl_casedb_set_actor(b, "dr.lindqvist");
+    gint64 id = new_case(a, "Chest, shared");
+    gint64 v1 = edit(a, id, "Small left effusion.", 0);
+
+    /* b opens the case: a's version is there */
+    g_autoptr(ClCase) seen = get(b, id, 0);
+    g_assert_cmpint(cl_case_current_description(seen)->id, ==, v1);
+    /* both start editing from v1; a saves first */
+    gint64 v2 = edit(a, id, "Small left effusion, unchanged.", v1);
+    g_autoptr(GError) err = NULL;
+    gint64 none = 0;
+    g_assert_false(
+        cl_casedb_description_edit(b, id, "Left effusion has grown.", NULL, v1, &none, &err));
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CONFLICT);
+    g_assert_nonnull(strstr(err->message, "dr.okafor"));
+    g_assert_nonnull(strstr(err->message, "not saved"));
+    g_clear_error(&err);
+    /* nothing of a's was lost, nothing of b's was written */
+    g_autoptr(ClCase) now = get(b, id, 0);
+    g_assert_cmpuint(now->descriptions->len, ==, 2);
+    g_assert_cmpint(cl_case_current_description(now)->id, ==, v2);
+    g_assert_cmpstr(cl_case_current_description(now)->text, ==, "Small left effusion, unchanged.");
+    /* b reloads and applies the edit on the new version */
+    gint64 v3 = edit(b, id, "Left effusion has grown.", v2);
+    g_autoptr(ClCase) last = get(a, id, 0);
+    g_assert_cmpint(cl_case_current_description(last)->id, ==, v3);
+    g_assert_cmpstr(cl_case_current_description(last)->author, ==, "dr.lindqvist");
+    /* the other reviewer's note is searchable from the first one's connection at once */
+    g_assert_true(cl_casedb_note_add(b, id, 0, "Discussed at the tumour board", NULL, &err));
+    g_assert_no_error(err);
+    g_assert_true(finds(a, "tumour board", id));
+    assert_integrity(a);
+}
+
+typedef struct {
+    const char *uri;
+    gint64 case_id;
+    int edits;
+    char *failure;
+} Writer;
+
+static gpointer writer_thread(gpointer data)
+{
+    Writer *w = data;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) db = cl_casedb_open(w->uri, CL_CASEDB_OPEN_DEFAULT, &err);
+    for (int i = 0; db && i < w->edits && !w->failure; i++) {
+        g_autofree char *text = g_strdup_printf("%s edit %d", g_thread_self() ? "w" : "", i);
+        if (!cl_casedb_description_edit(db, w->case_id, text, NULL, 0, NULL, &err))
+            w->failure = g_strdup(err->message);
+        if (!cl_casedb_note_add(db, w->case_id, 0, text, NULL, &err) && !w->failure)
+            w->failure = g_strdup(err->message);
+        g_clear_error(&err);
+    }
+    if (!db)
+        w->failure = g_strdup(err->message);
+    return NULL;
+}
+
+/* Four writers at once on four connections: every write lands, versions numbered 1..n without
+ * a gap or a duplicate (the writers take turns, as SQLite's do). */
+static void test_concurrent_writers(void)
+{
+    g_autofree char *uri = db_at("writers");
+    g_autoptr(ClCaseDb) db = open_ok(uri);
+    gint64 id = new_case(db, "Busy case");
+    Writer w[4];
+    GThread *t[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (Writer){ .uri = uri, .case_id = id, .edits = 25 };
+        t[i] = g_thread_new("writer", writer_thread, &w[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        g_thread_join(t[i]);
+        if (w[i].failure)
+            g_error("writer %d: %s", i, w[i].failure);
+    }
+    g_autoptr(ClCase) c = get(db, id, 0);
+    g_assert_cmpuint(c->descriptions->len, ==, 100);
+    g_assert_cmpuint(c->notes->len, ==, 100);
+    for (guint i = 0; i < c->descriptions->len; i++)
+        g_assert_cmpuint(((ClCaseDescVersion *)g_ptr_array_index(c->descriptions, i))->version, ==,
+                         i + 1);
+    assert_integrity(db);
+}
+
+/* A server that does not answer, and a password in the address: a clear error, soon, that does
+ * not show the password. */
+static void test_server_gone(void)
+{
+    g_autofree char *uri = g_strdup_printf(
+        "postgresql://someone:s3cret@127.0.0.1:%d/cases?connect_timeout=3", cl_fixture_free_port());
+    g_autoptr(GError) err = NULL;
+    gint64 t0 = g_get_monotonic_time();
+    g_assert_null(cl_casedb_open(uri, CL_CASEDB_OPEN_DEFAULT, &err));
+    g_assert_cmpint(g_get_monotonic_time() - t0, <, 15 * G_USEC_PER_SEC);
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN);
+    g_assert_nonnull(strstr(err->message, "127.0.0.1"));
+    g_assert_nonnull(strstr(err->message, "cases"));
+    g_assert_null(strstr(err->message, "s3cret"));
+    g_clear_error(&err);
+    /* not an address libpq can read */
+    g_assert_null(cl_casedb_open("postgresql://[::1", CL_CASEDB_OPEN_DEFAULT, &err));
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN);
+}
+
+/* A database user who may only read: the reads work, a write fails saying why, nothing is
+ * changed. */
+static void test_no_write_rights(void)
+{
+    g_autofree char *uri = db_at("readers");
+    g_autoptr(ClCaseDb) owner = open_ok(uri);
+    gint64 id = new_case(owner, "Reference case");
+    edit(owner, id, "Normal study", 0);
+    g_assert_cmpint(raw_exec(uri,
+                             "CREATE ROLE viewer LOGIN; "
+                             "GRANT SELECT ON ALL TABLES IN SCHEMA public TO viewer",
+                             NULL),
+                    ==, SQLITE_OK);
+    g_autofree char *as_viewer =
+        g_strdup_printf("postgresql://viewer@127.0.0.1:%d/%s", pg.port, shown_name(uri));
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClCaseDb) v = cl_casedb_open(as_viewer, CL_CASEDB_OPEN_DEFAULT, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClCase) c = get(v, id, 0);
+    g_assert_cmpstr(cl_case_current_description(c)->text, ==, "Normal study");
+    g_assert_true(finds(v, "normal", id));
+    g_assert_false(cl_casedb_description_edit(v, id, "Changed", NULL, 0, NULL, &err));
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY);
+    g_assert_nonnull(strstr(err->message, "may not change"));
+    g_clear_error(&err);
+    g_autoptr(ClCase) after = get(owner, id, 0);
+    g_assert_cmpuint(after->descriptions->len, ==, 1);
+}
+
 /* Reordering a case's images: a new order is kept, with the audit; anything but the case's own
  * images, each once, is refused and changes nothing. */
 static void test_reorder(void)
 {
-    g_autoptr(ClCaseDb) db = cl_casedb_open(":memory:", CL_CASEDB_OPEN_DEFAULT, NULL);
+    g_autofree char *location = db_at("reorder.db");
+    g_autoptr(ClCaseDb) db = cl_casedb_open(location, CL_CASEDB_OPEN_DEFAULT, NULL);
     gint64 id = new_case(db, "priors");
     g_autoptr(GPtrArray) imgs = images_new();
     const ClFixture *fx[3] = { fx_png, fx_ct, fx_dx };
@@ -1373,6 +1636,16 @@ int main(int argc, char **argv)
     fx_multi = cl_fixture_find(fixtures, "dicom-multiframe5.dcm");
     g_assert_true(fx_png && fx_ct && fx_dx && fx_multi);
 
+    use_pg = g_strcmp0(g_getenv("CHANGELENS_TEST_ENGINE"), "postgresql") == 0;
+    if (use_pg) {
+        g_autofree char *why = NULL;
+        if (!cl_fixture_postgres_start(&pg, &why)) {
+            g_printerr("SKIP: %s\n", why);
+            cl_fixture_rmdir(tmpdir);
+            return 77;
+        }
+        g_test_message("PostgreSQL on 127.0.0.1:%d", pg.port);
+    }
     g_test_add_func("/casedb/migrations-fresh", test_open_fresh);
     g_test_add_func("/casedb/reorder", test_reorder);
     g_test_add_func("/casedb/migrations-step-by-step", test_migrate_steps);
@@ -1384,13 +1657,23 @@ int main(int argc, char **argv)
     g_test_add_func("/casedb/non-utf8-path", test_non_utf8_path);
     g_test_add_func("/casedb/search", test_search);
     g_test_add_func("/casedb/escaping", test_escaping);
-    g_test_add_func("/casedb/durable", test_durable);
     g_test_add_func("/casedb/read-only", test_read_only);
-    g_test_add_func("/casedb/read-only-folder", test_read_only_folder);
-    g_test_add_func("/casedb/full", test_full);
     g_test_add_func("/casedb/reader-while-writing", test_reader_while_writing);
     g_test_add_func("/casedb/wrong-thread", test_wrong_thread);
+    if (use_pg) {
+        g_test_add_func("/casedb/postgresql/two-reviewers", test_two_reviewers);
+        g_test_add_func("/casedb/postgresql/concurrent-writers", test_concurrent_writers);
+        g_test_add_func("/casedb/postgresql/server-gone", test_server_gone);
+        g_test_add_func("/casedb/postgresql/no-write-rights", test_no_write_rights);
+    } else {
+        /* the file's own: its WAL syncs, a read-only folder, a cap on its pages */
+        g_test_add_func("/casedb/durable", test_durable);
+        g_test_add_func("/casedb/read-only-folder", test_read_only_folder);
+        g_test_add_func("/casedb/full", test_full);
+    }
     int rc = g_test_run();
+    if (use_pg)
+        cl_fixture_postgres_stop(&pg);
     g_ptr_array_unref(fixtures);
     cl_fixture_rmdir(tmpdir);
     g_free(tmpdir);

@@ -68,7 +68,8 @@ static ClCaseDb *open_db(gboolean write, GError **error)
     g_autofree char *path = db_path_opt ? g_strdup(db_path_opt) : cl_casedb_default_path();
     /* reading commands never create a database; writing ones create it on first use */
     ClCaseDbOpenFlags flags = write ? CL_CASEDB_OPEN_DEFAULT : CL_CASEDB_OPEN_NO_CREATE;
-    if (!write && strcmp(path, ":memory:") != 0 && !g_file_test(path, G_FILE_TEST_EXISTS)) {
+    if (!write && strcmp(path, ":memory:") != 0 && !cl_casedb_is_server(path) &&
+        !g_file_test(path, G_FILE_TEST_EXISTS)) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_NOT_FOUND,
                     "there is no case database at %s yet (create a case with 'case new NAME', "
                     "or pass --db PATH)",

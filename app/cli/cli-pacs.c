@@ -323,7 +323,7 @@ static int cmd_get(int argc, char **argv)
 static ClCaseDb *open_db(const char *db_path, GError **error)
 {
     g_autofree char *path = db_path ? g_strdup(db_path) : cl_casedb_default_path();
-    if (!g_file_test(path, G_FILE_TEST_EXISTS)) {
+    if (!cl_casedb_is_server(path) && !g_file_test(path, G_FILE_TEST_EXISTS)) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_NOT_FOUND,
                     "there is no case database at %s (pass --db PATH)", path);
         return NULL;

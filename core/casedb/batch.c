@@ -5,19 +5,19 @@
 static gboolean lookup(ClCaseDb *db, const char *manifest, const char *key, gint64 *case_id,
                        gboolean *has_run, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(
+    ClDbStmt *st = cl_casedb_stmt(
         db,
         "SELECT b.case_id, EXISTS (SELECT 1 FROM runs r WHERE r.case_id = b.case_id) "
         "FROM batch_items b WHERE b.manifest = ?1 AND b.key = ?2",
         error);
     if (!st)
         return FALSE;
-    cl_casedb_bind_text(st, 1, manifest);
-    cl_casedb_bind_text(st, 2, key);
-    int rc = sqlite3_step(st);
-    *case_id = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    *has_run = rc == SQLITE_ROW && sqlite3_column_int(st, 1);
-    sqlite3_reset(st);
+    cl_db_bind_text(st, 1, manifest);
+    cl_db_bind_text(st, 2, key);
+    int rc = cl_db_step(st);
+    *case_id = rc == SQLITE_ROW ? cl_db_column_int64(st, 0) : 0;
+    *has_run = rc == SQLITE_ROW && (int)cl_db_column_int64(st, 1);
+    cl_db_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         cl_casedb_set_sqlite_error(db, rc, "looking up a batch line", error);
         return FALSE;
@@ -52,16 +52,16 @@ gboolean cl_casedb_batch_case(ClCaseDb *db, const char *manifest, const char *ke
     ok = ok && cl_casedb_case_insert_locked(db, name, now, &id, error) &&
          cl_casedb_images_insert_locked(db, id, images, now, NULL, error);
     if (ok) {
-        sqlite3_stmt *st = cl_casedb_stmt(db,
-                                          "INSERT INTO batch_items (manifest, key, case_id, "
-                                          "added_at) VALUES (?1, ?2, ?3, ?4)",
-                                          error);
+        ClDbStmt *st = cl_casedb_stmt(db,
+                                      "INSERT INTO batch_items (manifest, key, case_id, "
+                                      "added_at) VALUES (?1, ?2, ?3, ?4)",
+                                      error);
         ok = st != NULL;
         if (ok) {
-            cl_casedb_bind_text(st, 1, manifest);
-            cl_casedb_bind_text(st, 2, key);
-            sqlite3_bind_int64(st, 3, id);
-            sqlite3_bind_text(st, 4, now, -1, SQLITE_TRANSIENT);
+            cl_db_bind_text(st, 1, manifest);
+            cl_db_bind_text(st, 2, key);
+            cl_db_bind_int64(st, 3, id);
+            cl_db_bind_text(st, 4, now);
             ok = cl_casedb_exec_stmt(db, st, "recording the batch line", error);
         }
     }
@@ -80,20 +80,21 @@ gboolean cl_casedb_batch_counts(ClCaseDb *db, const char *manifest, gint64 *made
                                 GError **error)
 {
     CL_CASEDB_CHECK(db, FALSE);
-    sqlite3_stmt *st = cl_casedb_stmt(
-        db,
-        "SELECT count(*), coalesce(sum(EXISTS (SELECT 1 FROM runs r WHERE r.case_id = "
-        "b.case_id)), 0) FROM batch_items b WHERE b.manifest = ?1",
-        error);
+    ClDbStmt *st =
+        cl_casedb_stmt(db,
+                       "SELECT count(*), coalesce(sum(CASE WHEN EXISTS (SELECT 1 FROM runs r "
+                       "WHERE r.case_id = b.case_id) THEN 1 ELSE 0 END), 0) "
+                       "FROM batch_items b WHERE b.manifest = ?1",
+                       error);
     if (!st)
         return FALSE;
-    cl_casedb_bind_text(st, 1, manifest);
-    int rc = sqlite3_step(st);
+    cl_db_bind_text(st, 1, manifest);
+    int rc = cl_db_step(st);
     if (rc == SQLITE_ROW) {
-        *made = sqlite3_column_int64(st, 0);
-        *described = sqlite3_column_int64(st, 1);
+        *made = cl_db_column_int64(st, 0);
+        *described = cl_db_column_int64(st, 1);
     }
-    sqlite3_reset(st);
+    cl_db_reset(st);
     if (rc != SQLITE_ROW) {
         cl_casedb_set_sqlite_error(db, rc, "counting the batch's lines", error);
         return FALSE;

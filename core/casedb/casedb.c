@@ -1,6 +1,7 @@
-/* casedb.c - the case database connection (docs/DESIGN.md §6): open, PRAGMAs, migrations from the
- * GResource, the statement cache, transactions, SQLite error mapping, integrity check.
- * The records live in records.c (writes), reads.c (reads), search.c and imageinfo.c. */
+/* casedb.c - the case database connection (docs/DESIGN.md §6): open (an SQLite file or a
+ * PostgreSQL server), PRAGMAs, migrations from the GResource (one numbered set per engine),
+ * transactions, error mapping, integrity check. Statements are engine.c's; the records live in
+ * records.c (writes), reads.c (reads), search.c and imageinfo.c. */
 #include "casedb/casedb-private.h"
 
 #include <errno.h>
@@ -22,8 +23,11 @@ GResource *cl_casedb_get_resource(void);
 
 /* ---- migrations ------------------------------------------------------------------------------ */
 
-/* The migration files, index i = migration i+1 ("001-initial.sql", ...). Built once. */
-static GPtrArray *migrations;
+/* The migration files, index i = migration i+1 ("001-initial.sql", ...), for SQLite (the
+ * folder's files) and for PostgreSQL (its postgresql/ folder: the same numbers, the same
+ * schema in that dialect). Built once. */
+#define PG_MIGRATIONS_DIR MIGRATIONS_DIR "/postgresql"
+static GPtrArray *migrations, *pg_migrations;
 static char *migrations_problem;
 
 static int compare_names(gconstpointer a, gconstpointer b)
@@ -31,22 +35,18 @@ static int compare_names(gconstpointer a, gconstpointer b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static gpointer load_migration_list(gpointer unused)
+/* The numbered .sql files of dir, in order; NULL (and migrations_problem) when they are
+ * missing or out of sequence. */
+static GPtrArray *load_list(const char *dir)
 {
-    (void)unused;
-    /* the generated constructor registers the resource; register it here if this toolchain
-     * has no constructors (looking it up first avoids registering it twice) */
-    if (!g_resources_get_info(MIGRATIONS_DIR "/001-initial.sql", G_RESOURCE_LOOKUP_FLAGS_NONE, NULL,
-                              NULL, NULL))
-        g_resources_register(cl_casedb_get_resource());
-    migrations = g_ptr_array_new_with_free_func(g_free);
+    GPtrArray *migrations = g_ptr_array_new_with_free_func(g_free);
     g_autoptr(GError) err = NULL;
-    g_auto(GStrv) names =
-        g_resources_enumerate_children(MIGRATIONS_DIR "/", G_RESOURCE_LOOKUP_FLAGS_NONE, &err);
+    g_autofree char *slash = g_strconcat(dir, "/", NULL);
+    g_auto(GStrv) names = g_resources_enumerate_children(slash, G_RESOURCE_LOOKUP_FLAGS_NONE, &err);
     if (!names) {
         migrations_problem =
             g_strdup_printf("the migrations are missing from this build: %s", err->message);
-        return NULL;
+        return migrations;
     }
     for (guint i = 0; names[i]; i++)
         if (g_str_has_suffix(names[i], ".sql"))
@@ -70,6 +70,23 @@ static gpointer load_migration_list(gpointer unused)
             break;
         }
     }
+    return migrations;
+}
+
+static gpointer load_migration_list(gpointer unused)
+{
+    (void)unused;
+    /* the generated constructor registers the resource; register it here if this toolchain
+     * has no constructors (looking it up first avoids registering it twice) */
+    if (!g_resources_get_info(MIGRATIONS_DIR "/001-initial.sql", G_RESOURCE_LOOKUP_FLAGS_NONE, NULL,
+                              NULL, NULL))
+        g_resources_register(cl_casedb_get_resource());
+    migrations = load_list(MIGRATIONS_DIR);
+    pg_migrations = load_list(PG_MIGRATIONS_DIR);
+    if (!migrations_problem && pg_migrations->len != migrations->len)
+        migrations_problem = g_strdup_printf("the build has %u SQLite migrations but %u for "
+                                             "PostgreSQL",
+                                             migrations->len, pg_migrations->len);
     return NULL;
 }
 
@@ -89,13 +106,38 @@ int cl_casedb_schema_version(void)
 
 static const char *display_path(ClCaseDb *db)
 {
+    if (db->shown)
+        return db->shown;
     return strcmp(db->path, ":memory:") == 0 ? "the in-memory case database" : db->path;
 }
 
 void cl_casedb_set_sqlite_error(ClCaseDb *db, int rc, const char *what, GError **error)
 {
-    const char *msg = db && db->sql ? sqlite3_errmsg(db->sql) : sqlite3_errstr(rc);
+    const char *msg = db && db->pg    ? (db->pg_message ? db->pg_message : "no answer")
+                      : db && db->sql ? sqlite3_errmsg(db->sql)
+                                      : sqlite3_errstr(rc);
     const char *where = db ? display_path(db) : "the case database";
+    gboolean server = db && db->pg;
+    if (server && (rc & 0xff) == SQLITE_READONLY && g_str_equal(db->pg_state, "42501")) {
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_READ_ONLY,
+                    "Your database user may not change %s (the server says: %s), so %s is not "
+                    "possible; nothing was changed. Ask the database's administrator for write "
+                    "access.",
+                    where, msg, what);
+        return;
+    }
+    if (server && (rc & 0xff) == SQLITE_CANTOPEN) {
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN,
+                    "Lost the connection to %s while %s (%s); nothing was changed. Check that "
+                    "the server runs and try again.",
+                    where, what, msg);
+        return;
+    }
+    if (server && (rc & 0xff) == SQLITE_CONSTRAINT) {
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_FAILED,
+                    "%s was refused by %s: %s; nothing was changed.", what, where, msg);
+        return;
+    }
     switch (rc & 0xff) {
     case SQLITE_FULL:
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_FULL,
@@ -149,41 +191,43 @@ void cl_casedb_set_sqlite_error(ClCaseDb *db, int rc, const char *what, GError *
     }
 }
 
-sqlite3_stmt *cl_casedb_stmt(ClCaseDb *db, const char *sql, GError **error)
-{
-    sqlite3_stmt *st = g_hash_table_lookup(db->stmts, sql);
-    if (st) {
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
-        return st;
-    }
-    int rc = sqlite3_prepare_v3(db->sql, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
-    if (rc != SQLITE_OK) {
-        cl_casedb_set_sqlite_error(db, rc, "preparing a query", error);
-        sqlite3_finalize(st);
-        return NULL;
-    }
-    g_hash_table_insert(db->stmts, (gpointer)sql, st);
-    return st;
-}
-
-gboolean cl_casedb_exec_stmt(ClCaseDb *db, sqlite3_stmt *st, const char *what, GError **error)
+gboolean cl_casedb_exec_stmt(ClCaseDb *db, ClDbStmt *st, const char *what, GError **error)
 {
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    while ((rc = cl_db_step(st)) == SQLITE_ROW)
         ;
     if (rc != SQLITE_DONE) {
         cl_casedb_set_sqlite_error(db, rc, what, error);
-        sqlite3_reset(st);
+        cl_db_reset(st);
         return FALSE;
     }
-    sqlite3_reset(st);
+    cl_db_reset(st);
     return TRUE;
 }
 
-static gboolean exec_sql(ClCaseDb *db, const char *sql, const char *what, GError **error)
+gboolean cl_casedb_insert_id(ClCaseDb *db, ClDbStmt *st, const char *what, gint64 *out_id,
+                             GError **error)
 {
-    int rc = sqlite3_exec(db->sql, sql, NULL, NULL, NULL);
+    int rc = cl_db_step(st);
+    if (rc == SQLITE_ROW) {
+        *out_id = cl_db_column_int64(st, 0);
+        rc = cl_db_step(st); /* SQLite writes the row when the statement ends */
+    }
+    cl_db_reset(st);
+    if (rc != SQLITE_DONE) {
+        cl_casedb_set_sqlite_error(db, rc, what, error);
+        return FALSE;
+    }
+    return TRUE;
+}
+
+gboolean cl_casedb_exec_sql(ClCaseDb *db, const char *sql, const char *what, GError **error)
+{
+    int rc;
+    if (db->pg)
+        cl_casedb_pg_exec(db, sql, &rc);
+    else
+        rc = sqlite3_exec(db->sql, sql, NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
         cl_casedb_set_sqlite_error(db, rc, what, error);
         return FALSE;
@@ -191,16 +235,38 @@ static gboolean exec_sql(ClCaseDb *db, const char *sql, const char *what, GError
     return TRUE;
 }
 
+/* The advisory lock every ChangeLens writer of a PostgreSQL database takes (its key: 'CLDB'). */
+#define PG_WRITE_LOCK "SELECT pg_advisory_xact_lock(1129071682)"
+
 gboolean cl_casedb_begin(ClCaseDb *db, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db, "BEGIN IMMEDIATE", error);
+    if (db->pg) {
+        g_array_set_size(db->dirty, 0);
+        if (cl_casedb_exec_sql(db, "BEGIN", "starting a change", error) &&
+            cl_casedb_exec_sql(db, PG_WRITE_LOCK, "starting a change", error))
+            return TRUE;
+        cl_casedb_rollback(db);
+        return FALSE;
+    }
+    ClDbStmt *st = cl_casedb_stmt(db, "BEGIN IMMEDIATE", error);
     return st && cl_casedb_exec_stmt(db, st, "starting a change", error);
+}
+
+gboolean cl_casedb_begin_read(ClCaseDb *db, const char *what, GError **error)
+{
+    return cl_casedb_exec_sql(db, CL_SQL(db, "BEGIN", "BEGIN ISOLATION LEVEL REPEATABLE READ"),
+                              what, error);
 }
 
 gboolean cl_casedb_commit(ClCaseDb *db, const char *what, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db, "COMMIT", error);
-    if (st && cl_casedb_exec_stmt(db, st, what, error))
+    gboolean ok = TRUE;
+    /* the search rows of the cases this write changed, in the same transaction */
+    for (guint i = 0; ok && db->pg && i < db->dirty->len; i++)
+        ok = cl_casedb_pg_reindex(db, g_array_index(db->dirty, gint64, i), error);
+    if (ok && db->pg)
+        g_array_set_size(db->dirty, 0);
+    if (ok && cl_casedb_exec_sql(db, "COMMIT", what, error))
         return TRUE;
     cl_casedb_rollback(db);
     return FALSE;
@@ -208,19 +274,17 @@ gboolean cl_casedb_commit(ClCaseDb *db, const char *what, GError **error)
 
 void cl_casedb_rollback(ClCaseDb *db)
 {
+    if (db->pg) {
+        g_array_set_size(db->dirty, 0);
+        if (PQtransactionStatus(db->pg) != PQTRANS_IDLE) {
+            int rc;
+            cl_casedb_pg_exec(db, "ROLLBACK", &rc);
+        }
+        return;
+    }
     /* SQLite rolls back by itself on some errors (FULL, IOERR, ...): only roll back what is open */
     if (!sqlite3_get_autocommit(db->sql))
         sqlite3_exec(db->sql, "ROLLBACK", NULL, NULL, NULL);
-}
-
-int cl_casedb_bind_text(sqlite3_stmt *st, int idx, const char *text)
-{
-    if (!text)
-        return sqlite3_bind_null(st, idx);
-    if (g_utf8_validate(text, -1, NULL))
-        return sqlite3_bind_text(st, idx, text, -1, SQLITE_TRANSIENT);
-    char *valid = g_utf8_make_valid(text, -1);
-    return sqlite3_bind_text(st, idx, valid, -1, g_free);
 }
 
 char *cl_casedb_path_to_text(const char *path)
@@ -247,10 +311,9 @@ char *cl_casedb_path_from_text(const char *text)
     return g_strdup(text);
 }
 
-char *cl_casedb_column_dup(sqlite3_stmt *st, int col)
+char *cl_casedb_column_dup(ClDbStmt *st, int col)
 {
-    const unsigned char *s = sqlite3_column_text(st, col);
-    return s ? g_strdup((const char *)s) : NULL;
+    return g_strdup(cl_db_column_text(st, col));
 }
 
 char *cl_casedb_now(void)
@@ -289,29 +352,37 @@ gboolean cl_casedb_hash_file(const char *path, char **out_hex, GError **error)
 
 gboolean cl_casedb_touch_case(ClCaseDb *db, gint64 case_id, const char *now, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db, "UPDATE cases SET updated_at = ?2 WHERE id = ?1", error);
+    ClDbStmt *st = cl_casedb_stmt(db, "UPDATE cases SET updated_at = ?2 WHERE id = ?1", error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, case_id);
-    sqlite3_bind_text(st, 2, now, -1, SQLITE_TRANSIENT);
+    cl_db_bind_int64(st, 1, case_id);
+    cl_db_bind_text(st, 2, now);
     return cl_casedb_exec_stmt(db, st, "updating the case", error);
 }
 
 gboolean cl_casedb_audit(ClCaseDb *db, const char *now, const char *action, gint64 case_id,
                          const char *detail_json, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(
+    ClDbStmt *st = cl_casedb_stmt(
         db, "INSERT INTO audit (at, actor, action, case_id, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
         error);
     if (!st)
         return FALSE;
-    sqlite3_bind_text(st, 1, now, -1, SQLITE_TRANSIENT);
-    cl_casedb_bind_text(st, 2, db->actor);
-    sqlite3_bind_text(st, 3, action, -1, SQLITE_STATIC);
+    cl_db_bind_text(st, 1, now);
+    cl_db_bind_text(st, 2, db->actor);
+    cl_db_bind_text(st, 3, action);
     if (case_id > 0)
-        sqlite3_bind_int64(st, 4, case_id);
-    cl_casedb_bind_text(st, 5, detail_json ? detail_json : "{}");
-    return cl_casedb_exec_stmt(db, st, "writing the audit log", error);
+        cl_db_bind_int64(st, 4, case_id);
+    cl_db_bind_text(st, 5, detail_json ? detail_json : "{}");
+    if (!cl_casedb_exec_stmt(db, st, "writing the audit log", error))
+        return FALSE;
+    /* every write is audited once per case it changes: PostgreSQL's search row follows */
+    gboolean seen = FALSE;
+    for (guint i = 0; db->pg && case_id > 0 && i < db->dirty->len && !seen; i++)
+        seen = g_array_index(db->dirty, gint64, i) == case_id;
+    if (db->pg && case_id > 0 && !seen)
+        g_array_append_val(db->dirty, case_id);
+    return TRUE;
 }
 
 /* ---- open, migrate, close -------------------------------------------------------------------- */
@@ -341,19 +412,55 @@ static gboolean read_pragma_int(ClCaseDb *db, const char *sql, gint64 *out, GErr
     return rc == SQLITE_OK;
 }
 
+/* PostgreSQL: the first column of the first row of sql (0 when no row). */
+static gboolean pg_int(ClCaseDb *db, const char *sql, const char *what, gint64 *out, GError **error)
+{
+    PGresult *res = PQexec(db->pg, sql);
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        PQclear(res);
+        int rc;
+        cl_casedb_pg_exec(db, sql, &rc); /* again, for the failure's text and code */
+        cl_casedb_set_sqlite_error(db, rc == SQLITE_OK ? SQLITE_ERROR : rc, what, error);
+        return FALSE;
+    }
+    *out = PQntuples(res) > 0 && !PQgetisnull(res, 0, 0)
+               ? g_ascii_strtoll(PQgetvalue(res, 0, 0), NULL, 10)
+               : 0;
+    PQclear(res);
+    return TRUE;
+}
+
+/* PostgreSQL keeps the schema's version in a table of its own (SQLite: the file header). */
+#define PG_HAS_VERSION_TABLE                                                                       \
+    "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "               \
+    "WHERE n.nspname = current_schema() AND c.relname = 'changelens_schema' AND c.relkind = 'r'"
+
+static gboolean read_version(ClCaseDb *db, gint64 *out, GError **error)
+{
+    if (!db->pg)
+        return read_pragma_int(db, "PRAGMA user_version", out, error);
+    gint64 has = 0;
+    *out = 0;
+    return pg_int(db, PG_HAS_VERSION_TABLE, "reading the schema's version", &has, error) &&
+           (!has || pg_int(db, "SELECT version FROM changelens_schema WHERE id = 1",
+                           "reading the schema's version", out, error));
+}
+
 int cl_casedb_user_version(ClCaseDb *db)
 {
     CL_CASEDB_CHECK(db, -1);
     gint64 v = -1;
-    if (!read_pragma_int(db, "PRAGMA user_version", &v, NULL))
+    if (!read_version(db, &v, NULL))
         return -1;
     return (int)v;
 }
 
 static gboolean run_migration(ClCaseDb *db, int n, GError **error)
 {
-    const char *name = g_ptr_array_index(migrations, n - 1);
-    g_autofree char *rpath = g_strconcat(MIGRATIONS_DIR "/", name, NULL);
+    GPtrArray *list = db->pg ? pg_migrations : migrations;
+    const char *name = g_ptr_array_index(list, n - 1);
+    g_autofree char *rpath =
+        g_strconcat(db->pg ? PG_MIGRATIONS_DIR "/" : MIGRATIONS_DIR "/", name, NULL);
     g_autoptr(GBytes) bytes = g_resources_lookup_data(rpath, G_RESOURCE_LOOKUP_FLAGS_NONE, error);
     if (!bytes)
         return FALSE;
@@ -362,9 +469,18 @@ static gboolean run_migration(ClCaseDb *db, int n, GError **error)
 
     if (!cl_casedb_begin(db, error))
         return FALSE;
+    if (db->pg && !cl_casedb_exec_sql(db,
+                                      "CREATE TABLE IF NOT EXISTS changelens_schema ("
+                                      "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+                                      "  application TEXT NOT NULL,"
+                                      "  version INTEGER NOT NULL)",
+                                      what, error)) {
+        cl_casedb_rollback(db);
+        return FALSE;
+    }
     /* another process may have migrated while we waited for the write lock */
     gint64 now_at = 0;
-    if (!read_pragma_int(db, "PRAGMA user_version", &now_at, error)) {
+    if (!read_version(db, &now_at, error)) {
         cl_casedb_rollback(db);
         return FALSE;
     }
@@ -379,8 +495,16 @@ static gboolean run_migration(ClCaseDb *db, int n, GError **error)
                     display_path(db), n, now_at);
         return FALSE;
     }
-    g_autofree char *set_version = g_strdup_printf("PRAGMA user_version = %d", n);
-    if (!exec_sql(db, sql, what, error) || !exec_sql(db, set_version, what, error)) {
+    g_autofree char *set_version =
+        db->pg ? g_strdup_printf("INSERT INTO changelens_schema (id, application, version) "
+                                 "VALUES (1, 'ChangeLens case database', %d) "
+                                 "ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",
+                                 n)
+               : g_strdup_printf("PRAGMA user_version = %d", n);
+    if (!cl_casedb_exec_sql(db, sql, what, error) ||
+        !cl_casedb_exec_sql(db, set_version, what, error) ||
+        /* PostgreSQL's search rows are made by casedb, not by SQL: the cases written before */
+        (db->pg && n == 2 && !cl_casedb_pg_reindex_all(db, error))) {
         cl_casedb_rollback(db);
         return FALSE;
     }
@@ -404,7 +528,7 @@ gboolean cl_casedb_migrate(ClCaseDb *db, int target, GError **error)
         return FALSE;
     }
     gint64 current = 0;
-    if (!read_pragma_int(db, "PRAGMA user_version", &current, error))
+    if (!read_version(db, &current, error))
         return FALSE;
     if (current > schema) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_TOO_NEW,
@@ -428,7 +552,7 @@ gboolean cl_casedb_migrate(ClCaseDb *db, int target, GError **error)
 
 static void stmt_finalize(gpointer p)
 {
-    sqlite3_finalize(p);
+    cl_db_finalize(p);
 }
 
 void cl_casedb_close(ClCaseDb *db)
@@ -439,15 +563,66 @@ void cl_casedb_close(ClCaseDb *db)
     g_clear_pointer(&db->stmts, g_hash_table_destroy);
     if (db->sql)
         sqlite3_close_v2(db->sql);
+    if (db->pg)
+        PQfinish(db->pg);
+    if (db->dirty)
+        g_array_unref(db->dirty);
+    g_free(db->pg_message);
+    g_free(db->shown);
     g_free(db->path);
     g_free(db->actor);
     g_free(db);
 }
 
-/* Checks that the file is a SQLite database of ours (or empty) that we may use. */
+/* PostgreSQL: the schema's version, its marker and how many tables and views the connection's
+ * schema holds, from one snapshot. */
+static gboolean pg_header(ClCaseDb *db, gint64 *version, gint64 *app_id, gint64 *n_objects,
+                          GError **error)
+{
+    gint64 has_schema = 0;
+    gboolean ok =
+        cl_casedb_exec_sql(db, "BEGIN ISOLATION LEVEL REPEATABLE READ", "reading the schema",
+                           error) &&
+        pg_int(db, "SELECT count(*) FROM (SELECT current_schema() AS s) x WHERE s IS NOT NULL",
+               "reading the schema", &has_schema, error);
+    if (ok && !has_schema) {
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN,
+                    "%s has no schema to keep cases in (its search_path names none that exists). "
+                    "Create one, or give another search_path in the address's options.",
+                    display_path(db));
+        ok = FALSE;
+    }
+    gint64 has_version = 0;
+    ok = ok &&
+         pg_int(db,
+                "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'v', 'm', 'p', 'f')",
+                "reading the schema", n_objects, error) &&
+         pg_int(db, PG_HAS_VERSION_TABLE, "reading the schema", &has_version, error);
+    *version = 0, *app_id = 0;
+    if (ok && has_version) {
+        ok = pg_int(db, "SELECT version FROM changelens_schema WHERE id = 1", "reading the schema",
+                    version, error) &&
+             pg_int(db,
+                    "SELECT count(*) FROM changelens_schema "
+                    "WHERE application = 'ChangeLens case database'",
+                    "reading the schema", app_id, error);
+        *app_id = *app_id ? APPLICATION_ID : -1;
+    }
+    cl_casedb_rollback(db);
+    return ok;
+}
+
+/* Checks that the file (or the server's schema) is a database of ours (or empty) that we may
+ * use. */
 static gboolean check_header(ClCaseDb *db, gint64 *out_version, GError **error)
 {
     gint64 version = 0, app_id = 0, n_objects = 0;
+    if (db->pg) {
+        if (!pg_header(db, &version, &app_id, &n_objects, error))
+            return FALSE;
+        goto checks;
+    }
     /* one statement, one snapshot: read one by one, another process's first migration could
      * commit in between (version 0, yet tables: "another program's") */
     sqlite3_stmt *st = NULL;
@@ -467,6 +642,7 @@ static gboolean check_header(ClCaseDb *db, gint64 *out_version, GError **error)
         cl_casedb_set_sqlite_error(db, rc, "reading the database header", error);
         return FALSE;
     }
+checks:
     if (app_id != 0 && app_id != APPLICATION_ID) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CORRUPT,
                     "%s is a database of another program, not a ChangeLens case database. "
@@ -565,6 +741,29 @@ static gboolean switch_to_wal(ClCaseDb *db, GError **error)
     }
 }
 
+/* A PostgreSQL database: connect, check, migrate. The database itself must exist (making one is
+ * its administrator's work); an empty one gets the schema. */
+static ClCaseDb *open_server(const char *uri, ClCaseDbOpenFlags flags, int target, GError **error)
+{
+    ClCaseDb *db = g_new0(ClCaseDb, 1);
+    db->path = g_strdup(uri);
+    db->owner = g_thread_self();
+    db->actor = g_strdup(g_get_user_name());
+    db->read_only = (flags & CL_CASEDB_OPEN_READ_ONLY) != 0;
+    db->stmts = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, stmt_finalize);
+    db->dirty = g_array_new(FALSE, FALSE, sizeof(gint64));
+    gint64 version = 0;
+    if (!cl_casedb_pg_connect(db, uri, error) ||
+        (db->read_only && !cl_casedb_exec_sql(db, "SET default_transaction_read_only = on",
+                                              "setting up the connection", error)) ||
+        !check_header(db, &version, error) ||
+        (version < target && !cl_casedb_migrate(db, target, error))) {
+        cl_casedb_close(db);
+        return NULL;
+    }
+    return db;
+}
+
 static ClCaseDb *open_db(const char *path, ClCaseDbOpenFlags flags, int target, GError **error)
 {
     g_return_val_if_fail(path != NULL, NULL);
@@ -579,6 +778,8 @@ static ClCaseDb *open_db(const char *path, ClCaseDbOpenFlags flags, int target, 
                     migrations_problem);
         return NULL;
     }
+    if (cl_casedb_is_server(path))
+        return open_server(path, flags, target, error);
     gboolean memory = strcmp(path, ":memory:") == 0;
     gboolean read_only = (flags & CL_CASEDB_OPEN_READ_ONLY) != 0;
     gboolean create = !read_only && !(flags & CL_CASEDB_OPEN_NO_CREATE);
@@ -646,8 +847,8 @@ static ClCaseDb *open_db(const char *path, ClCaseDbOpenFlags flags, int target, 
         cl_casedb_close(db);
         return NULL;
     }
-    if (!exec_sql(db, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON",
-                  "setting up the connection", error)) {
+    if (!cl_casedb_exec_sql(db, "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON",
+                            "setting up the connection", error)) {
         cl_casedb_close(db);
         return NULL;
     }
@@ -696,6 +897,8 @@ const char *cl_casedb_get_actor(ClCaseDb *db)
 void cl_casedb_set_max_pages(ClCaseDb *db, gint64 max_pages)
 {
     g_return_if_fail(db != NULL && db->owner == g_thread_self());
+    if (db->pg)
+        return; /* a server's space is its administrator's */
     /* <= 0 lifts the cap (SQLite's own maximum); SQLite never sets it below the current size */
     g_autofree char *sql = g_strdup_printf("PRAGMA max_page_count = %" G_GINT64_FORMAT,
                                            max_pages > 0 ? max_pages : (gint64)0xfffffffe);
@@ -703,20 +906,44 @@ void cl_casedb_set_max_pages(ClCaseDb *db, gint64 max_pages)
     read_pragma_int(db, sql, &ignored, NULL);
 }
 
+/* PostgreSQL checks its own pages and keys; what casedb keeps itself is the search index. */
+static gboolean pg_check_integrity(ClCaseDb *db, GError **error)
+{
+    if (cl_casedb_user_version(db) < 2)
+        return TRUE;
+    gint64 off = 0;
+    if (!pg_int(db,
+                "SELECT count(*) FROM search_source v FULL JOIN search s ON s.rowid = v.case_id "
+                "WHERE s.rowid IS NULL OR v.case_id IS NULL OR s.name IS DISTINCT FROM v.name "
+                "OR s.description IS DISTINCT FROM v.description "
+                "OR s.notes IS DISTINCT FROM v.notes OR s.metadata IS DISTINCT FROM v.metadata",
+                "checking the database", &off, error))
+        return FALSE;
+    if (off) {
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CORRUPT,
+                    "The search index of %s is out of step with %" G_GINT64_FORMAT " cases.",
+                    display_path(db), off);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 gboolean cl_casedb_check_integrity(ClCaseDb *db, GError **error)
 {
     CL_CASEDB_CHECK(db, FALSE);
-    sqlite3_stmt *st = cl_casedb_stmt(db, "PRAGMA integrity_check", error);
+    if (db->pg)
+        return pg_check_integrity(db, error);
+    ClDbStmt *st = cl_casedb_stmt(db, "PRAGMA integrity_check", error);
     if (!st)
         return FALSE;
-    int rc = sqlite3_step(st);
+    int rc = cl_db_step(st);
     if (rc != SQLITE_ROW) {
         cl_casedb_set_sqlite_error(db, rc, "checking the database", error);
-        sqlite3_reset(st);
+        cl_db_reset(st);
         return FALSE;
     }
     g_autofree char *first = cl_casedb_column_dup(st, 0);
-    sqlite3_reset(st);
+    cl_db_reset(st);
     if (g_strcmp0(first, "ok") != 0) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CORRUPT,
                     "%s is damaged: %s. Restore it from a backup.", display_path(db), first);
@@ -726,17 +953,17 @@ gboolean cl_casedb_check_integrity(ClCaseDb *db, GError **error)
     st = cl_casedb_stmt(db, "PRAGMA foreign_key_check", error);
     if (!st)
         return FALSE;
-    rc = sqlite3_step(st);
+    rc = cl_db_step(st);
     if (rc == SQLITE_ROW) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CORRUPT,
                     "%s is damaged: row %" G_GINT64_FORMAT " of table %s refers to a missing "
                     "row of table %s. Restore it from a backup.",
-                    display_path(db), (gint64)sqlite3_column_int64(st, 1),
-                    sqlite3_column_text(st, 0), sqlite3_column_text(st, 2));
-        sqlite3_reset(st);
+                    display_path(db), cl_db_column_int64(st, 1), cl_db_column_text(st, 0),
+                    cl_db_column_text(st, 2));
+        cl_db_reset(st);
         return FALSE;
     }
-    sqlite3_reset(st);
+    cl_db_reset(st);
     if (rc != SQLITE_DONE) {
         cl_casedb_set_sqlite_error(db, rc, "checking the database", error);
         return FALSE;

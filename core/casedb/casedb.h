@@ -1,10 +1,13 @@
 /* casedb.h - the case database (docs/DESIGN.md §6): cases, their images, model runs, descriptions
  * with every edit kept as a version, heatmaps, notes, key images and an audit log, in one SQLite
- * file; full-text search over descriptions, notes, image metadata and case names.
+ * file or, for a department that reviews together, in a database on a PostgreSQL server (a
+ * postgresql:// location: the same schema, migrations and behaviour); full-text search over
+ * descriptions, notes, image metadata and case names.
  *
- * Threading: a ClCaseDb is one SQLite connection owned by the thread that opened it; every call
- * must come from that thread (checked). Other processes (or other connections) may read while it
- * writes (WAL). Every write is one transaction: it happens completely or not at all.
+ * Threading: a ClCaseDb is one connection owned by the thread that opened it; every call must
+ * come from that thread (checked). Other processes (or other connections) may read while it
+ * writes (SQLite's WAL; PostgreSQL's snapshots); writers take turns. Every write is one
+ * transaction: it happens completely or not at all.
  *
  * Ownership: functions returning structs or arrays give the caller ownership (free with the
  * matching _free, or g_ptr_array_unref for arrays, which own their elements). Strings passed in
@@ -42,9 +45,13 @@ typedef enum {
 /* The newest schema version this code knows (the number of migrations). */
 int cl_casedb_schema_version(void);
 
-/* The database path: $CHANGELENS_DB when set and not empty, else
+/* The database's location: $CHANGELENS_DB when set and not empty, else
  * g_get_user_data_dir()/changelens/cases.db. Newly allocated. */
 char *cl_casedb_default_path(void);
+/* Whether a location names a database on a PostgreSQL server (a postgresql:// or postgres://
+ * address, libpq's URI form: postgresql://USER@HOST:PORT/DATABASE?OPTIONS) rather than an SQLite
+ * file. */
+gboolean cl_casedb_is_server(const char *location);
 
 /* Opens (and creates, and migrates to cl_casedb_schema_version()) the database at path;
  * ":memory:" gives a private in-memory database. Sets WAL (file databases), synchronous=NORMAL

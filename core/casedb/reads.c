@@ -20,20 +20,27 @@
     SUMMARY_COLUMNS                                                                                \
     "(SELECT group_concat(m, ', ') FROM "                                                          \
     "   (SELECT " MODALITY " AS m, min(i.position) AS p "                                          \
-    "    FROM images i WHERE i.case_id = c.id GROUP BY m ORDER BY p)) "                            \
+    "    FROM images i WHERE i.case_id = c.id GROUP BY m ORDER BY p) x) "                          \
+    "FROM cases c "
+/* PostgreSQL's string_agg keeps no order of its input's: it is given one */
+#define SUMMARY_SELECT_PG                                                                          \
+    SUMMARY_COLUMNS                                                                                \
+    "(SELECT string_agg(m, ', ' ORDER BY p) FROM "                                                 \
+    "   (SELECT " MODALITY " AS m, min(i.position) AS p "                                          \
+    "    FROM images i WHERE i.case_id = c.id GROUP BY m) x) "                                     \
     "FROM cases c "
 
-static void summary_fill(ClCaseSummary *s, sqlite3_stmt *st)
+static void summary_fill(ClCaseSummary *s, ClDbStmt *st)
 {
-    s->id = sqlite3_column_int64(st, 0);
+    s->id = cl_db_column_int64(st, 0);
     s->name = cl_casedb_column_dup(st, 1);
     s->created_at = cl_casedb_column_dup(st, 2);
     s->updated_at = cl_casedb_column_dup(st, 3);
-    s->n_images = (guint)sqlite3_column_int64(st, 4);
-    s->has_description = sqlite3_column_type(st, 5) != SQLITE_NULL;
+    s->n_images = (guint)cl_db_column_int64(st, 4);
+    s->has_description = !cl_db_column_is_null(st, 5);
     s->status = CL_DESC_DRAFT;
     if (s->has_description)
-        cl_desc_status_parse((const char *)sqlite3_column_text(st, 5), &s->status);
+        cl_desc_status_parse(cl_db_column_text(st, 5), &s->status);
     s->modalities = cl_casedb_column_dup(st, 6);
     if (!s->modalities)
         s->modalities = g_strdup("");
@@ -54,16 +61,16 @@ static gboolean fill_modalities(ClCaseDb *db, GPtrArray *list, GError **error)
         ClCaseSummary *s = g_ptr_array_index(list, i);
         g_hash_table_insert(by_id, &s->id, s);
     }
-    sqlite3_stmt *st = cl_casedb_stmt(
+    ClDbStmt *st = cl_casedb_stmt(
         db, "SELECT i.case_id, " MODALITY " FROM images i ORDER BY i.case_id, i.position", error);
     if (!st)
         return FALSE;
     ClCaseSummary *cur = NULL;
     GString *acc = g_string_new(NULL);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        gint64 id = sqlite3_column_int64(st, 0);
-        const char *m = (const char *)sqlite3_column_text(st, 1);
+    while ((rc = cl_db_step(st)) == SQLITE_ROW) {
+        gint64 id = cl_db_column_int64(st, 0);
+        const char *m = cl_db_column_text(st, 1);
         if (!cur || cur->id != id) {
             if (cur)
                 set_modalities(cur, acc->str);
@@ -86,7 +93,7 @@ static gboolean fill_modalities(ClCaseDb *db, GPtrArray *list, GError **error)
     if (cur)
         set_modalities(cur, acc->str);
     g_string_free(acc, TRUE);
-    sqlite3_reset(st);
+    cl_db_reset(st);
     if (rc != SQLITE_DONE) {
         cl_casedb_set_sqlite_error(db, rc, "listing the cases", error);
         return FALSE;
@@ -98,20 +105,19 @@ GPtrArray *cl_casedb_list(ClCaseDb *db, GError **error)
 {
     CL_CASEDB_CHECK(db, NULL);
     /* one read transaction: the cases and their modalities from the same snapshot */
-    sqlite3_stmt *begin = cl_casedb_stmt(db, "BEGIN", error);
-    if (!begin || !cl_casedb_exec_stmt(db, begin, "listing the cases", error))
+    if (!cl_casedb_begin_read(db, "listing the cases", error))
         return NULL;
     g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func((GDestroyNotify)cl_case_summary_free);
-    sqlite3_stmt *st = cl_casedb_stmt(
+    ClDbStmt *st = cl_casedb_stmt(
         db, SUMMARY_COLUMNS "NULL FROM cases c ORDER BY c.updated_at DESC, c.id DESC", error);
     int rc = SQLITE_ERROR;
     if (st) {
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        while ((rc = cl_db_step(st)) == SQLITE_ROW) {
             ClCaseSummary *s = g_new0(ClCaseSummary, 1);
             summary_fill(s, st);
             g_ptr_array_add(out, s);
         }
-        sqlite3_reset(st);
+        cl_db_reset(st);
         if (rc != SQLITE_DONE)
             cl_casedb_set_sqlite_error(db, rc, "listing the cases", error);
     }
@@ -124,16 +130,16 @@ GPtrArray *cl_casedb_list(ClCaseDb *db, GError **error)
 
 /* Steps a per-case query (?1 = case id), calling row() for each row. */
 static gboolean each_row(ClCaseDb *db, const char *sql, gint64 case_id, gboolean flag,
-                         void (*row)(ClCase *, sqlite3_stmt *, gboolean), ClCase *c, GError **error)
+                         void (*row)(ClCase *, ClDbStmt *, gboolean), ClCase *c, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db, sql, error);
+    ClDbStmt *st = cl_casedb_stmt(db, sql, error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, case_id);
+    cl_db_bind_int64(st, 1, case_id);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    while ((rc = cl_db_step(st)) == SQLITE_ROW)
         row(c, st, flag);
-    sqlite3_reset(st);
+    cl_db_reset(st);
     if (rc != SQLITE_DONE) {
         cl_casedb_set_sqlite_error(db, rc, "reading the case", error);
         return FALSE;
@@ -141,22 +147,22 @@ static gboolean each_row(ClCaseDb *db, const char *sql, gint64 case_id, gboolean
     return TRUE;
 }
 
-static void image_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
+static void image_row(ClCase *c, ClDbStmt *st, gboolean unused)
 {
     (void)unused;
     ClCaseImage *img = g_new0(ClCaseImage, 1);
-    img->id = sqlite3_column_int64(st, 0);
-    img->position = (guint)sqlite3_column_int64(st, 1);
-    img->path = cl_casedb_path_from_text((const char *)sqlite3_column_text(st, 2));
-    img->frame = (guint)sqlite3_column_int64(st, 3);
+    img->id = cl_db_column_int64(st, 0);
+    img->position = (guint)cl_db_column_int64(st, 1);
+    img->path = cl_casedb_path_from_text(cl_db_column_text(st, 2));
+    img->frame = (guint)cl_db_column_int64(st, 3);
     img->sha256 = cl_casedb_column_dup(st, 4);
-    img->file_size = sqlite3_column_int64(st, 5);
-    img->file_mtime = sqlite3_column_int64(st, 6);
+    img->file_size = cl_db_column_int64(st, 5);
+    img->file_mtime = cl_db_column_int64(st, 6);
     img->format = cl_casedb_column_dup(st, 7);
     img->modality = cl_casedb_column_dup(st, 8);
-    img->width = (guint)sqlite3_column_int64(st, 9);
-    img->height = (guint)sqlite3_column_int64(st, 10);
-    img->n_frames = (guint)sqlite3_column_int64(st, 11);
+    img->width = (guint)cl_db_column_int64(st, 9);
+    img->height = (guint)cl_db_column_int64(st, 10);
+    img->n_frames = (guint)cl_db_column_int64(st, 11);
     img->acquired_at = cl_casedb_column_dup(st, 12);
     img->metadata_json = cl_casedb_column_dup(st, 13);
     img->added_at = cl_casedb_column_dup(st, 14);
@@ -164,11 +170,11 @@ static void image_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
     g_ptr_array_add(c->images, img);
 }
 
-static void run_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
+static void run_row(ClCase *c, ClDbStmt *st, gboolean unused)
 {
     (void)unused;
     ClCaseRun *r = g_new0(ClCaseRun, 1);
-    r->id = sqlite3_column_int64(st, 0);
+    r->id = cl_db_column_int64(st, 0);
     r->created_at = cl_casedb_column_dup(st, 1);
     r->model_name = cl_casedb_column_dup(st, 2);
     r->model_sha256 = cl_casedb_column_dup(st, 3);
@@ -176,47 +182,47 @@ static void run_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
     r->device = cl_casedb_column_dup(st, 5);
     r->settings_json = cl_casedb_column_dup(st, 6);
     /* stored as decimal text: SQLite integers are signed */
-    const char *seed = (const char *)sqlite3_column_text(st, 7);
+    const char *seed = cl_db_column_text(st, 7);
     r->seed = seed ? g_ascii_strtoull(seed, NULL, 10) : 0;
-    r->preprocess_ms = sqlite3_column_double(st, 8);
-    r->encode_ms = sqlite3_column_double(st, 9);
-    r->prefill_ms = sqlite3_column_double(st, 10);
-    r->decode_ms = sqlite3_column_double(st, 11);
-    r->total_ms = sqlite3_column_double(st, 12);
-    r->n_tokens = (guint)sqlite3_column_int64(st, 13);
+    r->preprocess_ms = cl_db_column_double(st, 8);
+    r->encode_ms = cl_db_column_double(st, 9);
+    r->prefill_ms = cl_db_column_double(st, 10);
+    r->decode_ms = cl_db_column_double(st, 11);
+    r->total_ms = cl_db_column_double(st, 12);
+    r->n_tokens = (guint)cl_db_column_int64(st, 13);
     g_ptr_array_add(c->runs, r);
 }
 
-static void version_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
+static void version_row(ClCase *c, ClDbStmt *st, gboolean unused)
 {
     (void)unused;
     ClCaseDescVersion *v = g_new0(ClCaseDescVersion, 1);
-    v->id = sqlite3_column_int64(st, 0);
-    v->description_id = sqlite3_column_int64(st, 1);
-    v->run_id = sqlite3_column_int64(st, 2); /* NULL reads as 0: hand-written */
-    v->version = (guint)sqlite3_column_int64(st, 3);
+    v->id = cl_db_column_int64(st, 0);
+    v->description_id = cl_db_column_int64(st, 1);
+    v->run_id = cl_db_column_int64(st, 2); /* NULL reads as 0: hand-written */
+    v->version = (guint)cl_db_column_int64(st, 3);
     v->text = cl_casedb_column_dup(st, 4);
     v->status = CL_DESC_DRAFT;
-    cl_desc_status_parse((const char *)sqlite3_column_text(st, 5), &v->status);
+    cl_desc_status_parse(cl_db_column_text(st, 5), &v->status);
     v->author = cl_casedb_column_dup(st, 6);
     v->created_at = cl_casedb_column_dup(st, 7);
     g_ptr_array_add(c->descriptions, v);
 }
 
-static void heatmap_row(ClCase *c, sqlite3_stmt *st, gboolean with_data)
+static void heatmap_row(ClCase *c, ClDbStmt *st, gboolean with_data)
 {
     ClCaseHeatmap *h = g_new0(ClCaseHeatmap, 1);
-    h->id = sqlite3_column_int64(st, 0);
-    h->run_id = sqlite3_column_int64(st, 1);
-    h->image_id = sqlite3_column_int64(st, 2);
-    h->layer = sqlite3_column_int(st, 3);
+    h->id = cl_db_column_int64(st, 0);
+    h->run_id = cl_db_column_int64(st, 1);
+    h->image_id = cl_db_column_int64(st, 2);
+    h->layer = (int)cl_db_column_int64(st, 3);
     h->kind = cl_casedb_column_dup(st, 4);
-    h->input_size = sqlite3_column_int(st, 5);
-    h->grid_w = (guint)sqlite3_column_int64(st, 6);
-    h->grid_h = (guint)sqlite3_column_int64(st, 7);
+    h->input_size = (int)cl_db_column_int64(st, 5);
+    h->grid_w = (guint)cl_db_column_int64(st, 6);
+    h->grid_h = (guint)cl_db_column_int64(st, 7);
     if (with_data) {
-        const void *blob = sqlite3_column_blob(st, 8);
-        size_t n = (size_t)sqlite3_column_bytes(st, 8);
+        gsize n = 0;
+        const void *blob = cl_db_column_blob(st, 8, &n);
         /* the table's CHECK keeps the size right; a mismatch would mean damage: no data then */
         if (blob && n == (size_t)h->grid_w * h->grid_h * sizeof(float))
             h->data = g_memdup2(blob, n);
@@ -224,38 +230,38 @@ static void heatmap_row(ClCase *c, sqlite3_stmt *st, gboolean with_data)
     g_ptr_array_add(c->heatmaps, h);
 }
 
-static void note_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
+static void note_row(ClCase *c, ClDbStmt *st, gboolean unused)
 {
     (void)unused;
     ClCaseNote *n = g_new0(ClCaseNote, 1);
-    n->id = sqlite3_column_int64(st, 0);
-    n->image_id = sqlite3_column_int64(st, 1);
+    n->id = cl_db_column_int64(st, 0);
+    n->image_id = cl_db_column_int64(st, 1);
     n->author = cl_casedb_column_dup(st, 2);
     n->text = cl_casedb_column_dup(st, 3);
     n->created_at = cl_casedb_column_dup(st, 4);
     g_ptr_array_add(c->notes, n);
 }
 
-static void key_image_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
+static void key_image_row(ClCase *c, ClDbStmt *st, gboolean unused)
 {
     (void)unused;
     ClCaseKeyImage *k = g_new0(ClCaseKeyImage, 1);
-    k->id = sqlite3_column_int64(st, 0);
-    k->image_id = sqlite3_column_int64(st, 1);
+    k->id = cl_db_column_int64(st, 0);
+    k->image_id = cl_db_column_int64(st, 1);
     k->label = cl_casedb_column_dup(st, 2);
     k->created_at = cl_casedb_column_dup(st, 3);
     g_ptr_array_add(c->key_images, k);
 }
 
-static void audit_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
+static void audit_row(ClCase *c, ClDbStmt *st, gboolean unused)
 {
     (void)unused;
     ClCaseAudit *a = g_new0(ClCaseAudit, 1);
-    a->id = sqlite3_column_int64(st, 0);
+    a->id = cl_db_column_int64(st, 0);
     a->at = cl_casedb_column_dup(st, 1);
     a->actor = cl_casedb_column_dup(st, 2);
     a->action = cl_casedb_column_dup(st, 3);
-    a->case_id = sqlite3_column_int64(st, 4);
+    a->case_id = cl_db_column_int64(st, 4);
     a->detail_json = cl_casedb_column_dup(st, 5);
     g_ptr_array_add(c->audit, a);
 }
@@ -263,14 +269,16 @@ static void audit_row(ClCase *c, sqlite3_stmt *st, gboolean unused)
 static gboolean load_case(ClCaseDb *db, gint64 case_id, gboolean with_data, ClCase *c,
                           GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db, SUMMARY_SELECT "WHERE c.id = ?1", error);
+    ClDbStmt *st = cl_casedb_stmt(
+        db, CL_SQL(db, SUMMARY_SELECT "WHERE c.id = ?1", SUMMARY_SELECT_PG "WHERE c.id = ?1"),
+        error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, case_id);
-    int rc = sqlite3_step(st);
+    cl_db_bind_int64(st, 1, case_id);
+    int rc = cl_db_step(st);
     if (rc == SQLITE_ROW)
         summary_fill(&c->summary, st);
-    sqlite3_reset(st);
+    cl_db_reset(st);
     if (rc == SQLITE_DONE) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_NOT_FOUND,
                     "There is no case %" G_GINT64_FORMAT " (it may have been deleted)", case_id);
@@ -369,8 +377,7 @@ ClCase *cl_casedb_get_case(ClCaseDb *db, gint64 case_id, ClCaseGetFlags flags, G
     CL_CASEDB_CHECK(db, NULL);
     /* one read transaction: every part of the case from the same snapshot, even while another
      * connection writes */
-    sqlite3_stmt *begin = cl_casedb_stmt(db, "BEGIN", error);
-    if (!begin || !cl_casedb_exec_stmt(db, begin, "reading the case", error))
+    if (!cl_casedb_begin_read(db, "reading the case", error))
         return NULL;
     g_autoptr(ClCase) c = cl_case_new_empty();
     gboolean ok = load_case(db, case_id, (flags & CL_CASE_HEATMAP_DATA) != 0, c, error);

@@ -61,15 +61,15 @@ static gboolean check_name(const char *name, GError **error)
 /* The case's name (NULL out_name: just the check); NOT_FOUND when there is no such case. */
 static gboolean find_case(ClCaseDb *db, gint64 case_id, char **out_name, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db, "SELECT name FROM cases WHERE id = ?1", error);
+    ClDbStmt *st = cl_casedb_stmt(db, "SELECT name FROM cases WHERE id = ?1", error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, case_id);
-    int rc = sqlite3_step(st);
+    cl_db_bind_int64(st, 1, case_id);
+    int rc = cl_db_step(st);
     if (rc == SQLITE_ROW) {
         if (out_name)
             *out_name = cl_casedb_column_dup(st, 0);
-        sqlite3_reset(st);
+        cl_db_reset(st);
         return TRUE;
     }
     if (rc == SQLITE_DONE)
@@ -77,20 +77,20 @@ static gboolean find_case(ClCaseDb *db, gint64 case_id, char **out_name, GError 
                     "There is no case %" G_GINT64_FORMAT " (it may have been deleted)", case_id);
     else
         cl_casedb_set_sqlite_error(db, rc, "looking up the case", error);
-    sqlite3_reset(st);
+    cl_db_reset(st);
     return FALSE;
 }
 
 /* INVALID unless image_id is an image of case_id. */
 static gboolean check_image_in_case(ClCaseDb *db, gint64 case_id, gint64 image_id, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db, "SELECT case_id FROM images WHERE id = ?1", error);
+    ClDbStmt *st = cl_casedb_stmt(db, "SELECT case_id FROM images WHERE id = ?1", error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, image_id);
-    int rc = sqlite3_step(st);
-    gint64 owner = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-    sqlite3_reset(st);
+    cl_db_bind_int64(st, 1, image_id);
+    int rc = cl_db_step(st);
+    gint64 owner = rc == SQLITE_ROW ? cl_db_column_int64(st, 0) : 0;
+    cl_db_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         cl_casedb_set_sqlite_error(db, rc, "looking up the image", error);
         return FALSE;
@@ -126,7 +126,7 @@ static void current_clear(Current *c)
 /* The case's current description version; c->id stays 0 when it has none. */
 static gboolean current_version(ClCaseDb *db, gint64 case_id, Current *c, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(
+    ClDbStmt *st = cl_casedb_stmt(
         db,
         "SELECT v.id, v.description_id, v.version, v.text, v.author, v.status "
         "FROM description_versions v "
@@ -135,17 +135,17 @@ static gboolean current_version(ClCaseDb *db, gint64 case_id, Current *c, GError
         error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, case_id);
-    int rc = sqlite3_step(st);
+    cl_db_bind_int64(st, 1, case_id);
+    int rc = cl_db_step(st);
     if (rc == SQLITE_ROW) {
-        c->id = sqlite3_column_int64(st, 0);
-        c->description_id = sqlite3_column_int64(st, 1);
-        c->version = (guint)sqlite3_column_int64(st, 2);
+        c->id = cl_db_column_int64(st, 0);
+        c->description_id = cl_db_column_int64(st, 1);
+        c->version = (guint)cl_db_column_int64(st, 2);
         c->text = cl_casedb_column_dup(st, 3);
         c->author = cl_casedb_column_dup(st, 4);
         c->status = cl_casedb_column_dup(st, 5);
     }
-    sqlite3_reset(st);
+    cl_db_reset(st);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         cl_casedb_set_sqlite_error(db, rc, "reading the description", error);
         return FALSE;
@@ -156,43 +156,39 @@ static gboolean current_version(ClCaseDb *db, gint64 case_id, Current *c, GError
 static gboolean insert_description(ClCaseDb *db, gint64 case_id, gint64 run_id, const char *now,
                                    gint64 *out_id, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(
-        db, "INSERT INTO descriptions (case_id, run_id, created_at) VALUES (?1, ?2, ?3)", error);
+    ClDbStmt *st = cl_casedb_stmt(
+        db,
+        "INSERT INTO descriptions (case_id, run_id, created_at) VALUES (?1, ?2, ?3) RETURNING id",
+        error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, case_id);
+    cl_db_bind_int64(st, 1, case_id);
     if (run_id > 0)
-        sqlite3_bind_int64(st, 2, run_id);
-    sqlite3_bind_text(st, 3, now, -1, SQLITE_TRANSIENT);
-    if (!cl_casedb_exec_stmt(db, st, "saving the description", error))
-        return FALSE;
-    *out_id = sqlite3_last_insert_rowid(db->sql);
-    return TRUE;
+        cl_db_bind_int64(st, 2, run_id);
+    cl_db_bind_text(st, 3, now);
+    return cl_casedb_insert_id(db, st, "saving the description", out_id, error);
 }
 
 static gboolean insert_version(ClCaseDb *db, gint64 description_id, guint version, const char *text,
                                ClDescStatus status, const char *author, const char *reviewer,
                                const char *now, gint64 *out_id, GError **error)
 {
-    sqlite3_stmt *st =
+    ClDbStmt *st =
         cl_casedb_stmt(db,
                        "INSERT INTO description_versions "
                        "(description_id, version, text, status, author, reviewer, created_at) "
-                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
                        error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, description_id);
-    sqlite3_bind_int64(st, 2, version);
-    cl_casedb_bind_text(st, 3, text);
-    sqlite3_bind_text(st, 4, cl_desc_status_name(status), -1, SQLITE_STATIC);
-    cl_casedb_bind_text(st, 5, author);
-    cl_casedb_bind_text(st, 6, reviewer);
-    sqlite3_bind_text(st, 7, now, -1, SQLITE_TRANSIENT);
-    if (!cl_casedb_exec_stmt(db, st, "saving the description", error))
-        return FALSE;
-    *out_id = sqlite3_last_insert_rowid(db->sql);
-    return TRUE;
+    cl_db_bind_int64(st, 1, description_id);
+    cl_db_bind_int64(st, 2, version);
+    cl_db_bind_text(st, 3, text);
+    cl_db_bind_text(st, 4, cl_desc_status_name(status));
+    cl_db_bind_text(st, 5, author);
+    cl_db_bind_text(st, 6, reviewer);
+    cl_db_bind_text(st, 7, now);
+    return cl_casedb_insert_id(db, st, "saving the description", out_id, error);
 }
 
 /* Ends a write: commit when ok, else roll back (the error is already set). */
@@ -212,7 +208,9 @@ static gboolean finish(ClCaseDb *db, gboolean ok, const char *what, GError **err
  * loses at most what can be made again, and they stay fast. */
 static gboolean begin_durable(ClCaseDb *db, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(db, "PRAGMA synchronous = FULL", error);
+    if (db->pg) /* a PostgreSQL commit is on disk when it returns (synchronous_commit) */
+        return cl_casedb_begin(db, error);
+    ClDbStmt *st = cl_casedb_stmt(db, "PRAGMA synchronous = FULL", error);
     if (!st || !cl_casedb_exec_stmt(db, st, "starting a change", error))
         return FALSE;
     if (cl_casedb_begin(db, error))
@@ -225,7 +223,8 @@ static gboolean finish_durable(ClCaseDb *db, gboolean ok, const char *what, GErr
 {
     ok = finish(db, ok, what, error);
     /* outside the transaction again: back to the connection's setting */
-    sqlite3_exec(db->sql, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
+    if (db->sql)
+        sqlite3_exec(db->sql, "PRAGMA synchronous = NORMAL", NULL, NULL, NULL);
     return ok;
 }
 
@@ -237,14 +236,14 @@ gboolean cl_casedb_case_insert_locked(ClCaseDb *db, const char *name, const char
     if (!check_name(name, error))
         return FALSE;
     gint64 id = 0;
-    sqlite3_stmt *st = cl_casedb_stmt(
-        db, "INSERT INTO cases (name, created_at, updated_at) VALUES (?1, ?2, ?2)", error);
+    ClDbStmt *st = cl_casedb_stmt(
+        db, "INSERT INTO cases (name, created_at, updated_at) VALUES (?1, ?2, ?2) RETURNING id",
+        error);
     gboolean ok = st != NULL;
     if (ok) {
-        cl_casedb_bind_text(st, 1, name);
-        sqlite3_bind_text(st, 2, now, -1, SQLITE_TRANSIENT);
-        ok = cl_casedb_exec_stmt(db, st, "creating the case", error);
-        id = sqlite3_last_insert_rowid(db->sql);
+        cl_db_bind_text(st, 1, name);
+        cl_db_bind_text(st, 2, now);
+        ok = cl_casedb_insert_id(db, st, "creating the case", &id, error);
     }
     if (ok) {
         g_autoptr(JsonBuilder) b = detail_new();
@@ -282,13 +281,13 @@ gboolean cl_casedb_case_rename(ClCaseDb *db, gint64 case_id, const char *name, G
     g_autofree char *old = NULL;
     gboolean ok = find_case(db, case_id, &old, error);
     if (ok) {
-        sqlite3_stmt *st =
+        ClDbStmt *st =
             cl_casedb_stmt(db, "UPDATE cases SET name = ?2, updated_at = ?3 WHERE id = ?1", error);
         ok = st != NULL;
         if (ok) {
-            sqlite3_bind_int64(st, 1, case_id);
-            cl_casedb_bind_text(st, 2, name);
-            sqlite3_bind_text(st, 3, now, -1, SQLITE_TRANSIENT);
+            cl_db_bind_int64(st, 1, case_id);
+            cl_db_bind_text(st, 2, name);
+            cl_db_bind_text(st, 3, now);
             ok = cl_casedb_exec_stmt(db, st, "renaming the case", error);
         }
     }
@@ -316,10 +315,10 @@ gboolean cl_casedb_case_delete(ClCaseDb *db, gint64 case_id, GError **error)
     }
     if (ok) {
         /* everything in the case goes by ON DELETE CASCADE; the audit log stays */
-        sqlite3_stmt *st = cl_casedb_stmt(db, "DELETE FROM cases WHERE id = ?1", error);
+        ClDbStmt *st = cl_casedb_stmt(db, "DELETE FROM cases WHERE id = ?1", error);
         ok = st != NULL;
         if (ok) {
-            sqlite3_bind_int64(st, 1, case_id);
+            cl_db_bind_int64(st, 1, case_id);
             ok = cl_casedb_exec_stmt(db, st, "deleting the case", error);
         }
     }
@@ -353,34 +352,31 @@ static gboolean check_image(const ClCaseImage *img, guint i, GError **error)
 static gboolean insert_image(ClCaseDb *db, gint64 case_id, guint position, const ClCaseImage *img,
                              const char *now, gint64 *out_id, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(
+    ClDbStmt *st = cl_casedb_stmt(
         db,
         "INSERT INTO images (case_id, position, path, frame, sha256, file_size, file_mtime, "
         "format, modality, width, height, n_frames, acquired_at, metadata, added_at) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) RETURNING id",
         error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, case_id);
-    sqlite3_bind_int64(st, 2, position);
-    sqlite3_bind_text(st, 3, cl_casedb_path_to_text(img->path), -1, g_free);
-    sqlite3_bind_int64(st, 4, img->frame);
-    cl_casedb_bind_text(st, 5, img->sha256 ? img->sha256 : "");
-    sqlite3_bind_int64(st, 6, img->file_size);
-    sqlite3_bind_int64(st, 7, img->file_mtime);
-    cl_casedb_bind_text(st, 8, img->format ? img->format : "");
-    cl_casedb_bind_text(st, 9, img->modality);
-    sqlite3_bind_int64(st, 10, img->width);
-    sqlite3_bind_int64(st, 11, img->height);
-    sqlite3_bind_int64(st, 12, img->n_frames);
-    cl_casedb_bind_text(st, 13, img->acquired_at);
-    cl_casedb_bind_text(st, 14,
-                        img->metadata_json && *img->metadata_json ? img->metadata_json : "{}");
-    sqlite3_bind_text(st, 15, now, -1, SQLITE_TRANSIENT);
-    if (!cl_casedb_exec_stmt(db, st, "adding the image", error))
-        return FALSE;
-    *out_id = sqlite3_last_insert_rowid(db->sql);
-    return TRUE;
+    cl_db_bind_int64(st, 1, case_id);
+    cl_db_bind_int64(st, 2, position);
+    g_autofree char *path = cl_casedb_path_to_text(img->path);
+    cl_db_bind_text(st, 3, path);
+    cl_db_bind_int64(st, 4, img->frame);
+    cl_db_bind_text(st, 5, img->sha256 ? img->sha256 : "");
+    cl_db_bind_int64(st, 6, img->file_size);
+    cl_db_bind_int64(st, 7, img->file_mtime);
+    cl_db_bind_text(st, 8, img->format ? img->format : "");
+    cl_db_bind_text(st, 9, img->modality);
+    cl_db_bind_int64(st, 10, img->width);
+    cl_db_bind_int64(st, 11, img->height);
+    cl_db_bind_int64(st, 12, img->n_frames);
+    cl_db_bind_text(st, 13, img->acquired_at);
+    cl_db_bind_text(st, 14, img->metadata_json && *img->metadata_json ? img->metadata_json : "{}");
+    cl_db_bind_text(st, 15, now);
+    return cl_casedb_insert_id(db, st, "adding the image", out_id, error);
 }
 
 gboolean cl_casedb_images_insert_locked(ClCaseDb *db, gint64 case_id, GPtrArray *images,
@@ -392,14 +388,14 @@ gboolean cl_casedb_images_insert_locked(ClCaseDb *db, gint64 case_id, GPtrArray 
     gboolean ok = find_case(db, case_id, NULL, error);
     gint64 next = 0;
     if (ok) {
-        sqlite3_stmt *st = cl_casedb_stmt(
+        ClDbStmt *st = cl_casedb_stmt(
             db, "SELECT coalesce(max(position) + 1, 0) FROM images WHERE case_id = ?1", error);
         ok = st != NULL;
         if (ok) {
-            sqlite3_bind_int64(st, 1, case_id);
-            int rc = sqlite3_step(st);
-            next = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
-            sqlite3_reset(st);
+            cl_db_bind_int64(st, 1, case_id);
+            int rc = cl_db_step(st);
+            next = rc == SQLITE_ROW ? cl_db_column_int64(st, 0) : 0;
+            cl_db_reset(st);
             if (rc != SQLITE_ROW) {
                 cl_casedb_set_sqlite_error(db, rc, "adding the images", error);
                 ok = FALSE;
@@ -422,16 +418,17 @@ gboolean cl_casedb_images_insert_locked(ClCaseDb *db, gint64 case_id, GPtrArray 
             ok = audit_with(db, now, "image.add", case_id, b, error);
         }
     }
-    if (ok && images->len) {
-        /* the search index, once for all the images (002-search.sql) */
-        sqlite3_stmt *st = cl_casedb_stmt(
+    if (ok && images->len && !db->pg) {
+        /* the search index, once for all the images (002-search.sql; PostgreSQL's follows at
+         * the commit) */
+        ClDbStmt *st = cl_casedb_stmt(
             db,
             "UPDATE search SET metadata = (SELECT metadata FROM search_source WHERE case_id = ?1) "
             "WHERE rowid = ?1",
             error);
         ok = st != NULL;
         if (ok) {
-            sqlite3_bind_int64(st, 1, case_id);
+            cl_db_bind_int64(st, 1, case_id);
             ok = cl_casedb_exec_stmt(db, st, "indexing the images", error);
         }
     }
@@ -474,14 +471,13 @@ gboolean cl_casedb_images_reorder(ClCaseDb *db, gint64 case_id, const gint64 *im
     /* the ids must be exactly the case's images, each once */
     gint64 count = -1;
     if (ok) {
-        sqlite3_stmt *st =
-            cl_casedb_stmt(db, "SELECT count(*) FROM images WHERE case_id = ?1", error);
+        ClDbStmt *st = cl_casedb_stmt(db, "SELECT count(*) FROM images WHERE case_id = ?1", error);
         ok = st != NULL;
         if (ok) {
-            sqlite3_bind_int64(st, 1, case_id);
-            int rc = sqlite3_step(st);
-            count = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
-            sqlite3_reset(st);
+            cl_db_bind_int64(st, 1, case_id);
+            int rc = cl_db_step(st);
+            count = rc == SQLITE_ROW ? cl_db_column_int64(st, 0) : -1;
+            cl_db_reset(st);
         }
     }
     if (ok && count != (gint64)n) {
@@ -501,16 +497,16 @@ gboolean cl_casedb_images_reorder(ClCaseDb *db, gint64 case_id, const gint64 *im
      * way (negative positions are refused by the CHECK, so past the end), then into place */
     for (int pass = 0; ok && pass < 2; pass++)
         for (guint i = 0; ok && i < n; i++) {
-            sqlite3_stmt *st = cl_casedb_stmt(
+            ClDbStmt *st = cl_casedb_stmt(
                 db, "UPDATE images SET position = ?1 WHERE id = ?2 AND case_id = ?3", error);
             ok = st != NULL;
             if (!ok)
                 break;
-            sqlite3_bind_int64(st, 1, pass == 0 ? (gint64)n + i : (gint64)i);
-            sqlite3_bind_int64(st, 2, image_ids[i]);
-            sqlite3_bind_int64(st, 3, case_id);
+            cl_db_bind_int64(st, 1, pass == 0 ? (gint64)n + i : (gint64)i);
+            cl_db_bind_int64(st, 2, image_ids[i]);
+            cl_db_bind_int64(st, 3, case_id);
             ok = cl_casedb_exec_stmt(db, st, "reordering the images", error);
-            if (ok && sqlite3_changes(db->sql) != 1) {
+            if (ok && cl_db_changes(st) != 1) {
                 g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
                             "image %" G_GINT64_FORMAT " is not in case %" G_GINT64_FORMAT,
                             image_ids[i], case_id);
@@ -555,54 +551,50 @@ static gboolean check_heatmap(const ClCaseHeatmap *hm, guint i, GError **error)
 static gboolean insert_run(ClCaseDb *db, gint64 case_id, const ClCaseRun *run, const char *now,
                            gint64 *out_id, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(
+    ClDbStmt *st = cl_casedb_stmt(
         db,
         "INSERT INTO runs (case_id, created_at, model_name, model_sha256, model_config, device, "
         "settings, seed, preprocess_ms, encode_ms, prefill_ms, decode_ms, total_ms, n_tokens) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING id",
         error);
     if (!st)
         return FALSE;
     char seed[32];
     g_snprintf(seed, sizeof seed, "%" G_GUINT64_FORMAT, run->seed);
-    sqlite3_bind_int64(st, 1, case_id);
-    sqlite3_bind_text(st, 2, now, -1, SQLITE_TRANSIENT);
-    cl_casedb_bind_text(st, 3, run->model_name ? run->model_name : "");
-    cl_casedb_bind_text(st, 4, run->model_sha256 ? run->model_sha256 : "");
-    cl_casedb_bind_text(st, 5, run->model_config_json ? run->model_config_json : "{}");
-    cl_casedb_bind_text(st, 6, run->device ? run->device : "");
-    cl_casedb_bind_text(st, 7, run->settings_json ? run->settings_json : "{}");
-    sqlite3_bind_text(st, 8, seed, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_double(st, 9, run->preprocess_ms);
-    sqlite3_bind_double(st, 10, run->encode_ms);
-    sqlite3_bind_double(st, 11, run->prefill_ms);
-    sqlite3_bind_double(st, 12, run->decode_ms);
-    sqlite3_bind_double(st, 13, run->total_ms);
-    sqlite3_bind_int64(st, 14, run->n_tokens);
-    if (!cl_casedb_exec_stmt(db, st, "saving the run", error))
-        return FALSE;
-    *out_id = sqlite3_last_insert_rowid(db->sql);
-    return TRUE;
+    cl_db_bind_int64(st, 1, case_id);
+    cl_db_bind_text(st, 2, now);
+    cl_db_bind_text(st, 3, run->model_name ? run->model_name : "");
+    cl_db_bind_text(st, 4, run->model_sha256 ? run->model_sha256 : "");
+    cl_db_bind_text(st, 5, run->model_config_json ? run->model_config_json : "{}");
+    cl_db_bind_text(st, 6, run->device ? run->device : "");
+    cl_db_bind_text(st, 7, run->settings_json ? run->settings_json : "{}");
+    cl_db_bind_text(st, 8, seed);
+    cl_db_bind_double(st, 9, run->preprocess_ms);
+    cl_db_bind_double(st, 10, run->encode_ms);
+    cl_db_bind_double(st, 11, run->prefill_ms);
+    cl_db_bind_double(st, 12, run->decode_ms);
+    cl_db_bind_double(st, 13, run->total_ms);
+    cl_db_bind_int64(st, 14, run->n_tokens);
+    return cl_casedb_insert_id(db, st, "saving the run", out_id, error);
 }
 
 static gboolean insert_heatmap(ClCaseDb *db, gint64 run_id, const ClCaseHeatmap *hm, GError **error)
 {
-    sqlite3_stmt *st = cl_casedb_stmt(
+    ClDbStmt *st = cl_casedb_stmt(
         db,
         "INSERT INTO heatmaps (run_id, image_id, layer, kind, input_size, grid_w, grid_h, data) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
         error);
     if (!st)
         return FALSE;
-    sqlite3_bind_int64(st, 1, run_id);
-    sqlite3_bind_int64(st, 2, hm->image_id);
-    sqlite3_bind_int(st, 3, hm->layer);
-    cl_casedb_bind_text(st, 4, hm->kind ? hm->kind : "");
-    sqlite3_bind_int(st, 5, hm->input_size);
-    sqlite3_bind_int64(st, 6, hm->grid_w);
-    sqlite3_bind_int64(st, 7, hm->grid_h);
-    sqlite3_bind_blob(st, 8, hm->data, (int)(hm->grid_w * hm->grid_h * sizeof(float)),
-                      SQLITE_STATIC);
+    cl_db_bind_int64(st, 1, run_id);
+    cl_db_bind_int64(st, 2, hm->image_id);
+    cl_db_bind_int64(st, 3, hm->layer);
+    cl_db_bind_text(st, 4, hm->kind ? hm->kind : "");
+    cl_db_bind_int64(st, 5, hm->input_size);
+    cl_db_bind_int64(st, 6, hm->grid_w);
+    cl_db_bind_int64(st, 7, hm->grid_h);
+    cl_db_bind_blob(st, 8, hm->data, (gsize)hm->grid_w * hm->grid_h * sizeof(float));
     return cl_casedb_exec_stmt(db, st, "saving the heatmaps", error);
 }
 
@@ -769,21 +761,20 @@ gboolean cl_casedb_note_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const
     gboolean ok = find_case(db, case_id, NULL, error) &&
                   (image_id == 0 || check_image_in_case(db, case_id, image_id, error));
     if (ok) {
-        sqlite3_stmt *st =
+        ClDbStmt *st =
             cl_casedb_stmt(db,
                            "INSERT INTO notes (case_id, image_id, author, text, created_at) "
-                           "VALUES (?1, ?2, ?3, ?4, ?5)",
+                           "VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
                            error);
         ok = st != NULL;
         if (ok) {
-            sqlite3_bind_int64(st, 1, case_id);
+            cl_db_bind_int64(st, 1, case_id);
             if (image_id)
-                sqlite3_bind_int64(st, 2, image_id);
-            cl_casedb_bind_text(st, 3, db->actor);
-            cl_casedb_bind_text(st, 4, text);
-            sqlite3_bind_text(st, 5, now, -1, SQLITE_TRANSIENT);
-            ok = cl_casedb_exec_stmt(db, st, "saving the note", error);
-            id = sqlite3_last_insert_rowid(db->sql);
+                cl_db_bind_int64(st, 2, image_id);
+            cl_db_bind_text(st, 3, db->actor);
+            cl_db_bind_text(st, 4, text);
+            cl_db_bind_text(st, 5, now);
+            ok = cl_casedb_insert_id(db, st, "saving the note", &id, error);
         }
     }
     if (ok) {
@@ -811,19 +802,18 @@ gboolean cl_casedb_key_image_add(ClCaseDb *db, gint64 case_id, gint64 image_id, 
     gboolean ok =
         find_case(db, case_id, NULL, error) && check_image_in_case(db, case_id, image_id, error);
     if (ok) {
-        sqlite3_stmt *st =
+        ClDbStmt *st =
             cl_casedb_stmt(db,
                            "INSERT INTO key_images (case_id, image_id, label, created_at) "
-                           "VALUES (?1, ?2, ?3, ?4)",
+                           "VALUES (?1, ?2, ?3, ?4) RETURNING id",
                            error);
         ok = st != NULL;
         if (ok) {
-            sqlite3_bind_int64(st, 1, case_id);
-            sqlite3_bind_int64(st, 2, image_id);
-            cl_casedb_bind_text(st, 3, label ? label : "");
-            sqlite3_bind_text(st, 4, now, -1, SQLITE_TRANSIENT);
-            ok = cl_casedb_exec_stmt(db, st, "marking the key image", error);
-            id = sqlite3_last_insert_rowid(db->sql);
+            cl_db_bind_int64(st, 1, case_id);
+            cl_db_bind_int64(st, 2, image_id);
+            cl_db_bind_text(st, 3, label ? label : "");
+            cl_db_bind_text(st, 4, now);
+            ok = cl_casedb_insert_id(db, st, "marking the key image", &id, error);
         }
     }
     if (ok) {
