@@ -6,8 +6,7 @@
  * CHANGELENS_TEST_ENGINE=postgresql databases on a PostgreSQL server the test starts on a
  * loopback port and stops (tests/fixtures/fixtures-postgresql.c; meson's `casedb-postgresql`).
  * What only one engine has is tested there alone: SQLite's WAL file, folders, page cap and
- * sync calls; PostgreSQL's two reviewers on two connections, a server that does not answer and
- * a user without write rights. */
+ * sync calls; PostgreSQL's server that does not answer and user without write rights. */
 #include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 #include <libpq-fe.h>
@@ -520,8 +519,9 @@ static void test_records(void)
     g_assert_nonnull(strstr(err->message, "dr.other"));
     g_clear_error(&err);
     gint64 v4 = 0, v5 = 0;
-    g_assert_true(cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, NULL, &v4, &err));
-    g_assert_true(cl_casedb_description_set_status(db, id, CL_DESC_REJECTED, "dr.boss", &v5, &err));
+    g_assert_true(cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, NULL, 0, &v4, &err));
+    g_assert_true(
+        cl_casedb_description_set_status(db, id, CL_DESC_REJECTED, "dr.boss", 0, &v5, &err));
     g_assert_no_error(err);
     gint64 note1 = 0, note2 = 0, key = 0;
     g_assert_true(cl_casedb_note_add(db, id, 0, "Compare with the outside study.", &note1, &err));
@@ -632,7 +632,8 @@ static void test_records(void)
     g_assert_false(cl_casedb_case_new(db, "  ", NULL, &err));
     g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID);
     g_clear_error(&err);
-    g_assert_false(cl_casedb_description_set_status(db, other, CL_DESC_ACCEPTED, NULL, NULL, &err));
+    g_assert_false(
+        cl_casedb_description_set_status(db, other, CL_DESC_ACCEPTED, NULL, 0, NULL, &err));
     g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID);
     g_clear_error(&err);
     /* a run whose second heatmap names another case's image: the run, its description and the
@@ -1160,11 +1161,12 @@ static void test_durable(void)
     g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
     g_atomic_int_set(&wal_syncs, 0);
     g_assert_true(
-        cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, "Dr. Okafor", NULL, &err));
+        cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, "Dr. Okafor", 0, NULL, &err));
     g_assert_no_error(err);
     g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
     g_atomic_int_set(&wal_syncs, 0);
-    g_assert_true(cl_casedb_description_set_status(db, id, CL_DESC_REJECTED, "Dr. Ng", NULL, &err));
+    g_assert_true(
+        cl_casedb_description_set_status(db, id, CL_DESC_REJECTED, "Dr. Ng", 0, NULL, &err));
     g_assert_cmpint(g_atomic_int_get(&wal_syncs), >=, 1);
     g_atomic_int_set(&wal_syncs, 0);
     g_assert_true(cl_casedb_note_add(db, id, 0, "Called the ward", NULL, &err));
@@ -1417,7 +1419,7 @@ static void test_wrong_thread(void)
     g_test_trap_assert_stderr("*CRITICAL*g_thread_self*");
 }
 
-/* ---- PostgreSQL: a department's shared database ------------------------------------------------ */
+/* ---- a shared database: two connections (two workstations on one server, or two windows) ---- */
 
 /* Two reviewers on two workstations (two connections): what one saves the other sees at once; an
  * edit based on a version the other has since replaced is refused, and neither text is lost. */
@@ -1454,6 +1456,15 @@ static void test_two_reviewers(void)
     g_autoptr(ClCase) last = get(a, id, 0);
     g_assert_cmpint(cl_case_current_description(last)->id, ==, v3);
     g_assert_cmpstr(cl_case_current_description(last)->author, ==, "dr.lindqvist");
+    /* a sign-off of the version one read, after the other changed it, is refused too */
+    g_assert_false(cl_casedb_description_set_status(a, id, CL_DESC_ACCEPTED, NULL, v2, NULL, &err));
+    g_assert_error(err, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CONFLICT);
+    g_assert_nonnull(strstr(err->message, "dr.lindqvist"));
+    g_clear_error(&err);
+    gint64 v4 = 0;
+    g_assert_true(cl_casedb_description_set_status(a, id, CL_DESC_ACCEPTED, NULL, v3, &v4, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(v4, >, v3);
     /* the other reviewer's note is searchable from the first one's connection at once */
     g_assert_true(cl_casedb_note_add(b, id, 0, "Discussed at the tumour board", NULL, &err));
     g_assert_no_error(err);
@@ -1562,6 +1573,35 @@ static void test_no_write_rights(void)
     g_assert_cmpuint(after->descriptions->len, ==, 1);
 }
 
+/* `bench --casedb --postgresql`: the same cases and searches on both engines side by side, the
+ * same hits on both, and the database made on the server dropped afterwards. */
+static void test_bench_both(void)
+{
+    g_autofree char *admin = cl_fixture_postgres_uri(&pg, "postgres");
+    const char *args[] = { "bench", "--casedb",     "--cases", "40",     "--queries",
+                           "20",    "--postgresql", admin,     "--json", NULL };
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
+    JsonObject *lite = json_node_get_object(root);
+    JsonObject *server = json_object_get_object_member(lite, "postgresql");
+    g_assert_nonnull(server);
+    g_assert_true(g_str_has_prefix(json_object_get_string_member(lite, "engine"), "SQLite"));
+    g_assert_true(g_str_has_prefix(json_object_get_string_member(server, "engine"), "PostgreSQL"));
+    JsonObject *both[2] = { lite, server };
+    for (int i = 0; i < 2; i++) {
+        g_assert_cmpint(json_object_get_int_member(both[i], "listed_cases"), ==, 40);
+        g_assert_cmpfloat(json_object_get_double_member(both[i], "insert_cases_per_s"), >, 0);
+        g_assert_cmpfloat(json_object_get_double_member(both[i], "search_p95_ms"), >, 0);
+        g_assert_cmpfloat(json_object_get_double_member(both[i], "db_mb"), >, 0);
+    }
+    /* one search semantics: the same words find the same number of cases */
+    g_assert_cmpint(json_object_get_int_member(lite, "search_queries_with_hits"), >=, 10);
+    g_assert_cmpfloat(json_object_get_double_member(lite, "search_mean_hits"), ==,
+                      json_object_get_double_member(server, "search_mean_hits"));
+    g_assert_cmpint(raw_int(admin, "SELECT count(*) FROM pg_database "
+                                   "WHERE datname LIKE 'changelens_bench_%'"),
+                    ==, 0);
+}
+
 /* Reordering a case's images: a new order is kept, with the audit; anything but the case's own
  * images, each once, is refused and changes nothing. */
 static void test_reorder(void)
@@ -1660,11 +1700,12 @@ int main(int argc, char **argv)
     g_test_add_func("/casedb/read-only", test_read_only);
     g_test_add_func("/casedb/reader-while-writing", test_reader_while_writing);
     g_test_add_func("/casedb/wrong-thread", test_wrong_thread);
+    g_test_add_func("/casedb/two-reviewers", test_two_reviewers);
+    g_test_add_func("/casedb/concurrent-writers", test_concurrent_writers);
     if (use_pg) {
-        g_test_add_func("/casedb/postgresql/two-reviewers", test_two_reviewers);
-        g_test_add_func("/casedb/postgresql/concurrent-writers", test_concurrent_writers);
         g_test_add_func("/casedb/postgresql/server-gone", test_server_gone);
         g_test_add_func("/casedb/postgresql/no-write-rights", test_no_write_rights);
+        g_test_add_func("/casedb/postgresql/bench", test_bench_both);
     } else {
         /* the file's own: its WAL syncs, a read-only folder, a cap on its pages */
         g_test_add_func("/casedb/durable", test_durable);

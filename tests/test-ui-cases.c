@@ -2,7 +2,8 @@
  * with versions and the report, the filmstrip's pairs and order, one import made into cases (and
  * two photos picked together into one), the keys and the focus after Accept, the questions before
  * an edit is kept or an accepted text reopened, the reviewer's name, each case's view kept; a
- * patient's studies found in a real Orthanc and opened as a case ("From PACS…"). */
+ * patient's studies found in a real Orthanc and opened as a case ("From PACS…"); another
+ * reviewer's changes on a shared PostgreSQL database shown, and an edit that meets theirs kept. */
 #include "ui-util.h"
 
 #include <json-glib/json-glib.h>
@@ -975,6 +976,93 @@ static void test_from_pacs(void)
     cl_casedb_close(db);
 }
 
+typedef struct {
+    ClWindow *win;
+    const char *text;
+} TextWait;
+
+static gboolean description_is(gpointer data)
+{
+    TextWait *w = data;
+    g_autofree char *t = cl_window_get_description(w->win);
+    return g_strcmp0(t, w->text) == 0;
+}
+
+static char *current_text(ClCaseDb *db, gint64 id)
+{
+    g_autoptr(ClCase) c = cl_casedb_get_case(db, id, CL_CASE_GET_DEFAULT, NULL);
+    const ClCaseDescVersion *v = cl_case_current_description(c);
+    return g_strdup(v ? v->text : NULL);
+}
+
+/* Two reviewers on one shared database (a PostgreSQL server the test starts; two connections to
+ * one SQLite file where there is none): what the other writes appears in the window by itself;
+ * while this reviewer types, their text is never replaced; saving it over the other's newer
+ * version is refused once (theirs shown, the typed text kept), and saving again makes it the
+ * next version. */
+static void test_other_reviewer(void)
+{
+    ClFixturePostgres pg;
+    g_autofree char *why = NULL;
+    gboolean server = cl_fixture_postgres_start(&pg, &why);
+    g_autofree char *location = server ? cl_fixture_postgres_new_database(&pg, "shared")
+                                       : g_build_filename(tmpdir, "shared.db", NULL);
+    if (!server)
+        g_test_message("no PostgreSQL server (%s): two connections to one SQLite file", why);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = cl_casedb_open(location, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    ClCaseDb *other = cl_casedb_open(location, CL_CASEDB_OPEN_DEFAULT, &error);
+    g_assert_no_error(error);
+    cl_casedb_set_actor(other, "dr.lindqvist");
+    gint64 id = scene_case(db, "Shared chest", "shared-a");
+    ClWindow *win = cl_window_new(NULL);
+    gtk_window_set_default_size(GTK_WINDOW(win), 1000, 700);
+    gtk_window_present(GTK_WINDOW(win));
+    cl_window_set_case_db(win, db);
+    cl_window_open_case(win, id);
+    g_assert_true(wait_for(case_shown, win));
+
+    /* the other reviewer writes: it appears here without anything done */
+    gint64 v1 = 0, v2 = 0;
+    g_assert_true(cl_casedb_description_edit(other, id, "Written on another workstation.", NULL, 0,
+                                             &v1, &error));
+    TextWait theirs = { win, "Written on another workstation." };
+    g_assert_true(wait_for(description_is, &theirs));
+
+    /* this reviewer types; the other saves again: the typed text stays */
+    set_description_text(win, "My own reading of it.");
+    g_assert_true(
+        cl_casedb_description_edit(other, id, "Second thoughts from afar.", NULL, v1, &v2, &error));
+    gint64 until = g_get_monotonic_time() + 5 * G_USEC_PER_SEC; /* past two looks */
+    while (g_get_monotonic_time() < until)
+        if (!g_main_context_iteration(NULL, FALSE))
+            g_usleep(10000);
+    g_autofree char *kept = cl_window_get_description(win);
+    g_assert_cmpstr(kept, ==, "My own reading of it.");
+
+    /* saving meets their newer version: refused, theirs stays current, the text stays typed */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.save-description", NULL));
+    g_autofree char *now = current_text(other, id);
+    g_assert_cmpstr(now, ==, "Second thoughts from afar.");
+    g_autofree char *still = cl_window_get_description(win);
+    g_assert_cmpstr(still, ==, "My own reading of it.");
+    g_assert_true(gtk_text_buffer_get_modified(gtk_text_view_get_buffer(find_text_view(win))));
+    /* saved again, seeing theirs: the next version */
+    g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.save-description", NULL));
+    g_autofree char *last = current_text(other, id);
+    g_assert_cmpstr(last, ==, "My own reading of it.");
+    g_assert_cmpuint(n_versions(other, id), ==, 3);
+
+    gtk_window_destroy(GTK_WINDOW(win));
+    for (int i = 0; i < 10; i++)
+        g_main_context_iteration(NULL, FALSE);
+    cl_casedb_close(other);
+    cl_casedb_close(db);
+    if (server)
+        cl_fixture_postgres_stop(&pg);
+}
+
 void test_ui_cases_register(void)
 {
     g_test_add_func("/ui/window/cases", test_cases);
@@ -987,4 +1075,5 @@ void test_ui_cases_register(void)
     g_test_add_func("/ui/window/reviewer-name", test_reviewer_name);
     g_test_add_func("/ui/window/case-view-kept", test_case_view_kept);
     g_test_add_func("/ui/window/from-pacs", test_from_pacs);
+    g_test_add_func("/ui/window/other-reviewer", test_other_reviewer);
 }

@@ -118,12 +118,26 @@ gboolean cl_application_add_demo_cases(ClCaseDb *db, const char *dir, GError **e
     return TRUE;
 }
 
+/* Where the cases are kept: $CHANGELENS_DB, else the Preferences' case database, else the file
+ * in the user's data folder. */
+static char *database_location(void)
+{
+    const char *env = g_getenv("CHANGELENS_DB");
+    if (env && *env)
+        return g_strdup(env);
+    g_autoptr(GSettings) settings = cl_settings_new(FALSE);
+    g_autofree char *chosen = settings ? g_settings_get_string(settings, "case-database") : NULL;
+    if (chosen && *g_strstrip(chosen))
+        return g_steal_pointer(&chosen);
+    return cl_casedb_default_path();
+}
+
 /* The user's case database; on the first run (an empty database, demo cases never added) the
  * demo cases go in. */
 static void open_database(ClApplication *self)
 {
     g_autoptr(GError) error = NULL;
-    g_autofree char *path = cl_casedb_default_path();
+    g_autofree char *path = database_location();
     self->db = cl_casedb_open(path, CL_CASEDB_OPEN_DEFAULT, &error);
     if (!self->db) {
         self->db_error = g_strdup(error->message);

@@ -1,5 +1,5 @@
 /* cl-preferences.c - the Preferences window: where the model runs, which model, how images are
- * compared by default, what linked views share, the reviewer's name. Every row is a GSettings key,
+ * compared by default, what linked views share, the reviewer's name, where cases are kept. Every row is a GSettings key,
  * bound both ways. */
 #include "cl-preferences.h"
 
@@ -114,6 +114,12 @@ static void model_row_free(gpointer data)
     g_free(m);
 }
 
+static void on_database_apply(AdwEntryRow *row, GSettings *settings)
+{
+    g_autofree char *text = g_strstrip(g_strdup(gtk_editable_get_text(GTK_EDITABLE(row))));
+    g_settings_set_string(settings, "case-database", text);
+}
+
 GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
 {
     g_return_val_if_fail(G_IS_SETTINGS(settings), NULL);
@@ -196,7 +202,25 @@ GtkWidget *cl_preferences_new(GtkWindow *parent, GSettings *settings)
     adw_preferences_row_set_title(ADW_PREFERENCES_ROW(name), _("Reviewer's name"));
     g_settings_bind(settings, "reviewer-name", name, "text", G_SETTINGS_BIND_DEFAULT);
     adw_preferences_group_add(review, name);
+    GtkWidget *database = adw_entry_row_new();
+    adw_preferences_row_set_title(ADW_PREFERENCES_ROW(database), _("Case database"));
+    gtk_widget_set_tooltip_text(
+        database, _("Empty: the file in your data folder. Another SQLite file's path, or "
+                    "postgresql://user@host:port/database for a database several reviewers "
+                    "share (keep its password in ~/.pgpass, not here). Used from the next "
+                    "start; $CHANGELENS_DB comes first."));
+    adw_entry_row_set_show_apply_button(ADW_ENTRY_ROW(database), TRUE);
+    /* kept when applied (Enter or the tick), not at every key */
+    g_settings_bind(settings, "case-database", database, "text", G_SETTINGS_BIND_GET);
+    g_signal_connect_data(database, "apply", G_CALLBACK(on_database_apply), g_object_ref(settings),
+                          (GClosureNotify)(void (*)(void))g_object_unref, 0);
     adw_preferences_page_add(page, review);
+    AdwPreferencesGroup *cases = ADW_PREFERENCES_GROUP(adw_preferences_group_new());
+    adw_preferences_group_set_title(cases, _("Cases"));
+    adw_preferences_group_set_description(
+        cases, _("Where cases, descriptions and reviews are kept. Used from the next start"));
+    adw_preferences_group_add(cases, database);
+    adw_preferences_page_add(page, cases);
     adw_preferences_window_add(win, page);
     return GTK_WIDGET(win);
 }

@@ -322,7 +322,27 @@ gboolean cl_window_cases_save(ClWindow *self)
     g_autoptr(GError) error = NULL;
     gint64 vid = 0;
     if (!cl_casedb_description_edit(self->db, self->current_case->summary.id, text, NULL,
-                                    cur ? cur->id : 0, &vid, &error)) {
+                                    cur ? cur->id : 0, &vid, &error) &&
+        g_error_matches(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CONFLICT)) {
+        /* another reviewer saved first: theirs stays the current version, this text stays in
+         * the editor (modified), and the case is shown as it now is, so that saving again is
+         * a choice made seeing their version */
+        g_autoptr(GError) reload_error = NULL;
+        if (reload_case(self, &reload_error))
+            apply_case_state(self, TRUE);
+        const ClCaseDescVersion *now = cl_case_current_description(self->current_case);
+        /* TRANSLATORS: a reviewer's edit met another reviewer's newer version: %1$s is who,
+         * %2$u the version they saved */
+        g_autofree char *msg = g_strdup_printf(
+            _("%1$s saved version %2$u while you were editing, so your text was not saved. It "
+              "is still in the editor; theirs is in the history. Save again to make yours the "
+              "next version."),
+            now ? now->author : _("Another reviewer"), now ? now->version : 0);
+        cl_window_toast(self, msg);
+        cl_window_cases_refresh_list(self);
+        return FALSE;
+    }
+    if (error) {
         /* TRANSLATORS: an edit could not be kept; %s says why */
         g_autofree char *msg = g_strdup_printf(
             _("The description was not saved: %s. Your text is still in the editor."),
@@ -427,11 +447,19 @@ static void set_status_now(ClWindow *self, ClDescStatus status)
     if (!self->db || !self->current_case || !cl_window_cases_save(self))
         return;
     g_autoptr(GError) error = NULL;
+    /* the version on the screen is the one signed off: another reviewer's newer text is not */
+    const ClCaseDescVersion *seen = cl_case_current_description(self->current_case);
     if (!cl_casedb_description_set_status(self->db, self->current_case->summary.id, status, NULL,
-                                          NULL, &error)) {
+                                          seen ? seen->id : 0, NULL, &error)) {
         g_autofree char *msg =
             g_strdup_printf(_("Could not record the review: %s"), error->message);
         cl_window_toast(self, msg);
+        if (g_error_matches(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CONFLICT)) {
+            g_autoptr(GError) reload_error = NULL;
+            if (reload_case(self, &reload_error))
+                apply_case_state(self, FALSE); /* the new version, to read before signing */
+            cl_window_cases_refresh_list(self);
+        }
         return;
     }
     self->reopened = FALSE;
@@ -657,6 +685,10 @@ void cl_window_set_case_db(ClWindow *self, ClCaseDb *db)
     g_return_if_fail(CL_IS_WINDOW(self));
     cl_window_cases_save_pending(self);
     self->db = db;
+    /* what is there now is what the list and a case opened from it show */
+    self->seen_change = -1;
+    if (db && !cl_casedb_last_change(db, &self->seen_change, NULL))
+        self->seen_change = -1;
     sync_reviewer(self);
     g_clear_pointer(&self->current_case, cl_case_free);
     gtk_widget_set_visible(GTK_WIDGET(self->sidebar_button), db != NULL);
@@ -884,11 +916,71 @@ gboolean cl_window_cases_can_review(ClWindow *self)
            self->shown_version == G_MAXUINT;
 }
 
+/* ---- another reviewer's changes ---- */
+
+/* Every two seconds: has anyone (another window, workstation or reviewer on the same database)
+ * changed it? Then the case list again, and the case shown when it changed: reloaded as it now
+ * is, unless the reviewer is editing its description — their text is never replaced; they are
+ * told, and their save then meets the other version (cl_window_cases_save). */
+static gboolean watch_changes(gpointer data)
+{
+    ClWindow *self = data;
+    gint64 change = 0;
+    if (!self->db || cl_window_get_describing(self) ||
+        !cl_casedb_last_change(self->db, &change, NULL) || change == self->seen_change)
+        return G_SOURCE_CONTINUE;
+    gboolean first = self->seen_change < 0; /* the database could not be read at the start */
+    self->seen_change = change;
+    if (first)
+        return G_SOURCE_CONTINUE;
+    cl_window_cases_refresh_list(self);
+    if (!self->current_case)
+        return G_SOURCE_CONTINUE;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(ClCase) fresh =
+        cl_casedb_get_case(self->db, self->current_case->summary.id, CL_CASE_HEATMAP_DATA, &error);
+    if (!fresh) {
+        if (g_error_matches(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_NOT_FOUND))
+            cl_window_toast(self, _("This case was deleted from the case database by another "
+                                    "reviewer; what you see is no longer kept there."));
+        return G_SOURCE_CONTINUE;
+    }
+    if (g_strcmp0(fresh->summary.updated_at, self->current_case->summary.updated_at) == 0)
+        return G_SOURCE_CONTINUE;
+    const ClCaseAudit *last =
+        fresh->audit->len ? g_ptr_array_index(fresh->audit, fresh->audit->len - 1) : NULL;
+    const char *who = last ? last->actor : NULL;
+    gboolean ours = who && g_strcmp0(who, cl_casedb_get_actor(self->db)) == 0;
+    if (cl_window_cases_has_unsaved(self)) {
+        if (!ours) {
+            /* TRANSLATORS: %s is the reviewer who changed the case being edited */
+            g_autofree char *msg = g_strdup_printf(
+                _("%s changed this case while you are editing it. Your text stays as it is; "
+                  "when you save, you will see their version first."),
+                who ? who : _("Another reviewer"));
+            cl_window_toast(self, msg);
+        }
+        return G_SOURCE_CONTINUE;
+    }
+    g_clear_pointer(&self->current_case, cl_case_free);
+    self->current_case = g_steal_pointer(&fresh);
+    apply_case_state(self, FALSE);
+    if (!ours) {
+        /* TRANSLATORS: %s is the reviewer whose change to the shown case was just loaded */
+        g_autofree char *msg = g_strdup_printf(_("%s changed this case: it is shown as it is now"),
+                                               who ? who : _("Another reviewer"));
+        cl_window_toast(self, msg);
+    }
+    return G_SOURCE_CONTINUE;
+}
+
 /* ---- set-up ---- */
 
 void cl_window_cases_init(ClWindow *self)
 {
     self->shown_version = G_MAXUINT;
+    self->seen_change = -1;
+    self->watch_id = g_timeout_add_seconds(2, watch_changes, self);
     if (self->settings)
         g_signal_connect_object(self->settings, "changed::reviewer-name", G_CALLBACK(sync_reviewer),
                                 self, G_CONNECT_SWAPPED);
@@ -899,6 +991,7 @@ void cl_window_cases_init(ClWindow *self)
 
 void cl_window_cases_dispose(ClWindow *self)
 {
+    g_clear_handle_id(&self->watch_id, g_source_remove);
     if (self->export_cancellable) {
         g_cancellable_cancel(self->export_cancellable);
         g_clear_object(&self->export_cancellable);

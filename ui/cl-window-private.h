@@ -75,6 +75,8 @@ struct _ClWindow {
     GtkWindow *export_dialog;  /* the export's options (de-identification), NULL when none */
     gboolean close_confirmed;  /* closing after that question: ask no more */
     GHashTable *case_views;    /* case id → its view as left (cl-window-caseview.c) */
+    guint watch_id;            /* the look for other reviewers' changes (cl-window-cases.c) */
+    gint64 seen_change;        /* the database's last change seen (-1: none yet) */
 };
 
 /* cl-window.c */

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "casedb/casedb.h"
 #include "cli.h"
@@ -148,7 +149,7 @@ static gboolean insert_case(ClCaseDb *db, GRand *r, int k, int n_images, int gri
             return FALSE;
     }
     if (k % 3 == 0 &&
-        !cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, "reviewer", NULL, error))
+        !cl_casedb_description_set_status(db, id, CL_DESC_ACCEPTED, "reviewer", 0, NULL, error))
         return FALSE;
     if (k % 5 == 0) {
         g_autofree char *note =
@@ -177,9 +178,10 @@ typedef struct {
     gboolean json, keep;
     gint64 n_cases, n_images, n_queries, grid, seed;
     char *db_path;
+    char *server; /* --postgresql: a PostgreSQL server to benchmark beside SQLite */
 } CasedbArgs;
 
-/* What the benchmark measured. */
+/* What the benchmark measured on one engine. */
 typedef struct {
     double insert_s;
     double p50, p95, pmax; /* search latency, ms */
@@ -189,6 +191,19 @@ typedef struct {
     guint listed;
     double db_mb;
 } CasedbTimes;
+
+/* One engine under test: its database (made for the run), its own stream of generated cases
+ * (the same seed for each: the same cases), its figures. */
+typedef struct {
+    const char *label; /* "sqlite", "postgresql" */
+    char *location;
+    char *tmpdir; /* SQLite: the temporary folder (NULL with --db) */
+    char *made;   /* PostgreSQL: the database made on the server */
+    ClCaseDb *db;
+    GRand *r;
+    double *lat;
+    CasedbTimes t;
+} Engine;
 
 /* Returns -1 to go on, else the exit status. */
 static int parse_casedb_args(int argc, char **argv, CasedbArgs *a)
@@ -208,8 +223,12 @@ static int parse_casedb_args(int argc, char **argv, CasedbArgs *a)
         CL_CLI_INT_ENTRY("grid", 0, "Heatmap grid side (10, the tiny model's)", "N"),
         CL_CLI_INT_ENTRY("seed", 0, "Seed of the generated cases (1)", "N"),
         { "db", 0, 0, G_OPTION_ARG_FILENAME, &a->db_path,
-          "Database file to create (default: a temporary one, deleted afterwards)", "PATH" },
-        { "keep", 0, 0, G_OPTION_ARG_NONE, &a->keep, "Keep the temporary database", NULL },
+          "SQLite file to create (default: a temporary one, deleted afterwards)", "PATH" },
+        { "postgresql", 0, 0, G_OPTION_ARG_STRING, &a->server,
+          "Also benchmark PostgreSQL, side by side: a database made on this server "
+          "(postgresql://USER@HOST:PORT/DB, a user who may create databases), dropped afterwards",
+          "ADDRESS" },
+        { "keep", 0, 0, G_OPTION_ARG_NONE, &a->keep, "Keep the databases made for the run", NULL },
         { "json", 0, 0, G_OPTION_ARG_NONE, &a->json, "Print one JSON object", NULL },
         { NULL },
     };
@@ -220,78 +239,96 @@ static int parse_casedb_args(int argc, char **argv, CasedbArgs *a)
         return CL_CLI_EXIT_USAGE;
     if (argc > 1)
         return cl_cli_usage_error(PROG, "unexpected argument '%s'", argv[1]);
+    if (a->db_path && cl_casedb_is_server(a->db_path))
+        return cl_cli_usage_error(PROG, "--db is the SQLite file; give a PostgreSQL server with "
+                                        "--postgresql ADDRESS");
+    if (a->server && !cl_casedb_is_server(a->server))
+        return cl_cli_usage_error(PROG, "--postgresql takes a postgresql:// address, not '%s'",
+                                  a->server);
     return -1;
 }
 
 /* Inserts the cases, with a progress line on stderr (text output only). */
-static gboolean time_inserts(ClCaseDb *db, GRand *r, const CasedbArgs *a, CasedbTimes *t,
-                             GError **error)
+static gboolean time_inserts(Engine *e, const CasedbArgs *a, GError **error)
 {
     const int n_cases = (int)a->n_cases;
     gint64 t0 = g_get_monotonic_time(), last = t0;
     gboolean progress_shown = FALSE;
     for (int k = 1; k <= n_cases; k++) {
-        if (!insert_case(db, r, k, (int)a->n_images, (int)a->grid, error)) {
-            g_prefix_error(error, "case %d: ", k);
+        if (!insert_case(e->db, e->r, k, (int)a->n_images, (int)a->grid, error)) {
+            g_prefix_error(error, "%s, case %d: ", cl_casedb_engine(e->db), k);
             return FALSE;
         }
         gint64 now = g_get_monotonic_time();
         if (!a->json && now - last > 1000000) {
             double rate = k / ((now - t0) / 1e6);
-            fprintf(stderr, "\r%s: inserted %d of %d cases (%.0f/s, %.0f s left)   ", PROG, k,
-                    n_cases, rate, (n_cases - k) / rate);
+            fprintf(stderr, "\r%s: %s: inserted %d of %d cases (%.0f/s, %.0f s left)   ", PROG,
+                    cl_casedb_engine(e->db), k, n_cases, rate, (n_cases - k) / rate);
             last = now;
             progress_shown = TRUE;
         }
     }
-    t->insert_s = (g_get_monotonic_time() - t0) / 1e6;
+    e->t.insert_s = (g_get_monotonic_time() - t0) / 1e6;
     if (progress_shown)
         fprintf(stderr, "\r%80s\r", "");
     return TRUE;
 }
 
-/* The searches' latency percentiles, then listing the whole database as the app's case list
- * does. */
-static gboolean time_searches(ClCaseDb *db, GRand *r, const CasedbArgs *a, CasedbTimes *t,
-                              GError **error)
+/* The same searches on every engine, the engines' turns alternating query by query; then the
+ * latency percentiles, and listing the whole database as the app's case list does. */
+static gboolean time_searches(Engine *engines, guint n_engines, const CasedbArgs *a, GError **error)
 {
     const int n_queries = (int)a->n_queries;
-    g_autofree double *lat = g_new(double, n_queries);
+    GRand *qr = g_rand_new_with_seed((guint32)a->seed ^ 0x5eedu);
+    for (guint e = 0; e < n_engines; e++)
+        engines[e].lat = g_new(double, n_queries);
     for (int i = 0; i < n_queries; i++) {
-        g_autofree char *q = make_query(r, i);
-        gint64 s0 = g_get_monotonic_time();
-        g_autoptr(GPtrArray) hits = cl_casedb_search(db, q, 50, error);
-        lat[i] = (g_get_monotonic_time() - s0) / 1000.0;
-        if (!hits) {
-            g_prefix_error(error, "search '%s': ", q);
+        g_autofree char *q = make_query(qr, i);
+        for (guint k = 0; k < n_engines; k++) {
+            Engine *e = &engines[i % 2 ? n_engines - 1 - k : k];
+            gint64 s0 = g_get_monotonic_time();
+            g_autoptr(GPtrArray) hits = cl_casedb_search(e->db, q, 50, error);
+            e->lat[i] = (g_get_monotonic_time() - s0) / 1000.0;
+            if (!hits) {
+                g_prefix_error(error, "%s, search '%s': ", cl_casedb_engine(e->db), q);
+                g_rand_free(qr);
+                return FALSE;
+            }
+            e->t.total_hits += hits->len;
+            e->t.with_hits += hits->len > 0;
+        }
+    }
+    g_rand_free(qr);
+    for (guint k = 0; k < n_engines; k++) {
+        Engine *e = &engines[k];
+        qsort(e->lat, n_queries, sizeof *e->lat, cmp_double);
+        e->t.p50 = percentile(e->lat, n_queries, 0.50),
+        e->t.p95 = percentile(e->lat, n_queries, 0.95);
+        e->t.pmax = e->lat[n_queries - 1];
+        gint64 l0 = g_get_monotonic_time();
+        g_autoptr(GPtrArray) all = cl_casedb_list(e->db, error);
+        e->t.list_ms = (g_get_monotonic_time() - l0) / 1000.0;
+        if (!all) {
+            g_prefix_error(error, "%s, list: ", cl_casedb_engine(e->db));
             return FALSE;
         }
-        t->total_hits += hits->len;
-        t->with_hits += hits->len > 0;
+        e->t.listed = all->len;
+        gint64 size = cl_casedb_size(e->db);
+        e->t.db_mb = size > 0 ? size / 1048576.0 : 0;
     }
-    qsort(lat, n_queries, sizeof *lat, cmp_double);
-    t->p50 = percentile(lat, n_queries, 0.50), t->p95 = percentile(lat, n_queries, 0.95);
-    t->pmax = lat[n_queries - 1];
-
-    gint64 l0 = g_get_monotonic_time();
-    g_autoptr(GPtrArray) all = cl_casedb_list(db, error);
-    t->list_ms = (g_get_monotonic_time() - l0) / 1000.0;
-    if (!all) {
-        g_prefix_error(error, "list: ");
-        return FALSE;
-    }
-    t->listed = all->len;
     return TRUE;
 }
 
-static void print_casedb_json(const CasedbArgs *a, const CasedbTimes *t)
+/* One engine's figures as members of the object being built. */
+static void add_times_json(JsonBuilder *b, const CasedbArgs *a, const Engine *e)
 {
+    const CasedbTimes *t = &e->t;
     const int n_cases = (int)a->n_cases, n_queries = (int)a->n_queries;
-    g_autoptr(JsonBuilder) b = json_builder_new();
-    json_builder_begin_object(b);
 #define JD(k, v)                                                                                   \
     (json_builder_set_member_name(b, k), json_builder_add_double_value(b, cl_json_double(v)))
 #define JI(k, v) (json_builder_set_member_name(b, k), json_builder_add_int_value(b, v))
+    json_builder_set_member_name(b, "engine");
+    json_builder_add_string_value(b, cl_casedb_engine(e->db));
     JI("cases", n_cases);
     JI("images_per_case", a->n_images);
     JI("heatmap_grid", a->grid);
@@ -310,85 +347,147 @@ static void print_casedb_json(const CasedbArgs *a, const CasedbTimes *t)
     JD("db_mb", t->db_mb);
 #undef JD
 #undef JI
+}
+
+/* SQLite's figures at the top level (as before); PostgreSQL's under "postgresql". */
+static void print_casedb_json(const CasedbArgs *a, const Engine *engines, guint n_engines)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_times_json(b, a, &engines[0]);
+    if (n_engines > 1) {
+        json_builder_set_member_name(b, "postgresql");
+        json_builder_begin_object(b);
+        add_times_json(b, a, &engines[1]);
+        json_builder_end_object(b);
+    }
     json_builder_end_object(b);
     cl_cli_print_json(b);
 }
 
-static void print_casedb_text(const CasedbArgs *a, const char *db_path, const CasedbTimes *t)
+static void print_casedb_text(const CasedbArgs *a, const Engine *engines, guint n_engines)
 {
     const int n_cases = (int)a->n_cases, n_images = (int)a->n_images, grid = (int)a->grid;
     const int n_queries = (int)a->n_queries;
-    printf("ChangeLens bench: case database (SQLite, WAL, FTS5), %s\n", db_path);
-    printf("  inserted %d cases × %d images (run, description, %d heatmaps of %d×%d, "
-           "edits, reviews, notes)\n",
-           n_cases, n_images, n_images - 1, grid, grid);
-    printf("  inserts            %.1f s   %.0f cases/s   %.0f images/s\n", t->insert_s,
-           n_cases / t->insert_s, (double)n_cases * n_images / t->insert_s);
-    printf("  search (%d queries, %d with hits, %.1f hits on average, limit 50)\n", n_queries,
-           t->with_hits, (double)t->total_hits / n_queries);
-    printf("    p50 %.2f ms   p95 %.2f ms   max %.2f ms   (target p95 < 50 ms: %s)\n", t->p50,
-           t->p95, t->pmax, t->p95 < 50 ? "met" : "NOT met");
-    printf("  list of all %u cases  %.1f ms;  database %.1f MB\n", t->listed, t->list_ms, t->db_mb);
+    if (n_engines == 1) {
+        const CasedbTimes *t = &engines[0].t;
+        printf("ChangeLens bench: case database (%s, WAL, FTS5), %s\n",
+               cl_casedb_engine(engines[0].db), engines[0].location);
+        printf("  inserted %d cases × %d images (run, description, %d heatmaps of %d×%d, "
+               "edits, reviews, notes)\n",
+               n_cases, n_images, n_images - 1, grid, grid);
+        printf("  inserts            %.1f s   %.0f cases/s   %.0f images/s\n", t->insert_s,
+               n_cases / t->insert_s, (double)n_cases * n_images / t->insert_s);
+        printf("  search (%d queries, %d with hits, %.1f hits on average, limit 50)\n", n_queries,
+               t->with_hits, (double)t->total_hits / n_queries);
+        printf("    p50 %.2f ms   p95 %.2f ms   max %.2f ms   (target p95 < 50 ms: %s)\n", t->p50,
+               t->p95, t->pmax, t->p95 < 50 ? "met" : "NOT met");
+        printf("  list of all %u cases  %.1f ms;  database %.1f MB\n", t->listed, t->list_ms,
+               t->db_mb);
+        return;
+    }
+    const CasedbTimes *l = &engines[0].t, *p = &engines[1].t;
+    printf("ChangeLens bench: case database, %s beside %s (the same %d cases × %d images, the "
+           "same %d searches, turns alternating)\n",
+           cl_casedb_engine(engines[1].db), cl_casedb_engine(engines[0].db), n_cases, n_images,
+           n_queries);
+    printf("  %-26s %16s %16s %12s\n", "", "SQLite (file)", "PostgreSQL", "PG / SQLite");
+#define ROW(name, fmt, x, y) printf("  %-26s %16" fmt " %16" fmt " %12.2f\n", name, x, y, (y) / (x))
+    ROW("inserts, cases/s", ".0f", n_cases / l->insert_s, n_cases / p->insert_s);
+    ROW("search p50, ms", ".2f", l->p50, p->p50);
+    ROW("search p95, ms", ".2f", l->p95, p->p95);
+    ROW("search max, ms", ".2f", l->pmax, p->pmax);
+    ROW("search hits, mean", ".1f", (double)l->total_hits / n_queries,
+        (double)p->total_hits / n_queries);
+    ROW("list of all cases, ms", ".1f", l->list_ms, p->list_ms);
+    ROW("database, MB", ".1f", l->db_mb, p->db_mb);
+#undef ROW
+    printf("  target p95 < 50 ms: SQLite %s, PostgreSQL %s\n", l->p95 < 50 ? "met" : "NOT met",
+           p->p95 < 50 ? "met" : "NOT met");
 }
 
-/* The temporary database and its WAL files go, unless --keep. */
-static void remove_temporary_db(const char *tmpdir, const char *db_path, gboolean keep)
+/* Makes the engine's database: SQLite's file (a temporary one unless --db), PostgreSQL's on the
+ * server. */
+static gboolean engine_open(Engine *e, const CasedbArgs *a, GError **error)
 {
-    if (tmpdir && !keep) {
+    if (g_str_equal(e->label, "postgresql")) {
+        g_autofree char *name = g_strdup_printf("changelens_bench_%d_%" G_GINT64_FORMAT,
+                                                (int)getpid(), g_get_real_time() % 1000000);
+        if (!cl_casedb_server_create_database(a->server, name, &e->location, error))
+            return FALSE;
+        e->made = g_steal_pointer(&name);
+    } else if (a->db_path) {
+        if (g_file_test(a->db_path, G_FILE_TEST_EXISTS)) {
+            g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_EXIST,
+                        "%s exists; the benchmark fills a new database (give another path)",
+                        a->db_path);
+            return FALSE;
+        }
+        e->location = g_strdup(a->db_path);
+    } else {
+        e->tmpdir = g_dir_make_tmp("changelens-bench-XXXXXX", error);
+        if (!e->tmpdir)
+            return FALSE;
+        e->location = g_build_filename(e->tmpdir, "cases.db", NULL);
+    }
+    e->db = cl_casedb_open(e->location, CL_CASEDB_OPEN_DEFAULT, error);
+    if (!e->db)
+        return FALSE;
+    cl_casedb_set_actor(e->db, "bench");
+    e->r = g_rand_new_with_seed((guint32)a->seed);
+    return TRUE;
+}
+
+/* Closes it; what was made for the run goes, unless --keep. */
+static void engine_close(Engine *e, const CasedbArgs *a)
+{
+    g_clear_pointer(&e->db, cl_casedb_close);
+    if (e->r)
+        g_rand_free(e->r);
+    g_free(e->lat);
+    if (e->made && !a->keep) {
+        g_autoptr(GError) err = NULL;
+        if (!cl_casedb_server_drop_database(a->server, e->made, &err))
+            fprintf(stderr, "%s: %s\n", PROG, err->message);
+    } else if (e->made) {
+        fprintf(stderr, "%s: kept %s\n", PROG, e->location);
+    }
+    if (e->tmpdir && !a->keep) {
         const char *suffixes[] = { "", "-wal", "-shm", "-journal" };
         for (guint i = 0; i < G_N_ELEMENTS(suffixes); i++) {
-            g_autofree char *p = g_strconcat(db_path, suffixes[i], NULL);
+            g_autofree char *p = g_strconcat(e->location, suffixes[i], NULL);
             g_unlink(p);
         }
-        g_rmdir(tmpdir);
-    } else if (tmpdir) {
-        fprintf(stderr, "%s: kept %s\n", PROG, db_path);
+        g_rmdir(e->tmpdir);
+    } else if (e->tmpdir) {
+        fprintf(stderr, "%s: kept %s\n", PROG, e->location);
     }
+    g_free(e->tmpdir);
+    g_free(e->made);
+    g_free(e->location);
 }
 
 int cl_cli_bench_casedb(int argc, char **argv)
 {
     CasedbArgs a = { 0 };
     int rc = parse_casedb_args(argc, argv, &a);
-    g_autofree char *db_path = a.db_path;
+    g_autofree char *db_path = a.db_path, *server = a.server;
     if (rc >= 0)
         return rc;
+    Engine engines[2] = { { .label = "sqlite" }, { .label = "postgresql" } };
+    guint n_engines = a.server ? 2 : 1;
     g_autoptr(GError) err = NULL;
-    g_autofree char *tmpdir = NULL;
-    if (!db_path) {
-        tmpdir = g_dir_make_tmp("changelens-bench-XXXXXX", &err);
-        if (!tmpdir) {
-            fprintf(stderr, "%s: %s\n", PROG, err->message);
-            return 1;
-        }
-        db_path = g_build_filename(tmpdir, "cases.db", NULL);
-    } else if (g_file_test(db_path, G_FILE_TEST_EXISTS)) {
-        return cl_cli_usage_error(PROG,
-                                  "%s exists; the benchmark fills a new database (give "
-                                  "another path)",
-                                  db_path);
-    }
-    ClCaseDb *db = cl_casedb_open(db_path, CL_CASEDB_OPEN_DEFAULT, &err);
-    if (!db) {
+    gboolean ok = TRUE;
+    for (guint i = 0; ok && i < n_engines; i++)
+        ok = engine_open(&engines[i], &a, &err) && time_inserts(&engines[i], &a, &err);
+    ok = ok && time_searches(engines, n_engines, &a, &err);
+    if (ok && a.json)
+        print_casedb_json(&a, engines, n_engines);
+    else if (ok)
+        print_casedb_text(&a, engines, n_engines);
+    else
         fprintf(stderr, "%s: %s\n", PROG, err->message);
-        return 1;
-    }
-    cl_casedb_set_actor(db, "bench");
-    GRand *r = g_rand_new_with_seed((guint32)a.seed);
-    CasedbTimes t = { 0 };
-    if (time_inserts(db, r, &a, &t, &err) && time_searches(db, r, &a, &t, &err)) {
-        GStatBuf st;
-        t.db_mb = g_stat(db_path, &st) == 0 ? st.st_size / 1048576.0 : 0;
-        if (a.json)
-            print_casedb_json(&a, &t);
-        else
-            print_casedb_text(&a, db_path, &t);
-    } else {
-        fprintf(stderr, "%s: %s\n", PROG, err->message);
-        rc = 1;
-    }
-    g_rand_free(r);
-    cl_casedb_close(db);
-    remove_temporary_db(tmpdir, db_path, a.keep);
-    return rc < 0 ? 0 : rc;
+    for (guint i = 0; i < n_engines; i++)
+        engine_close(&engines[i], &a);
+    return ok ? 0 : 1;
 }

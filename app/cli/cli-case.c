@@ -498,7 +498,7 @@ static int cmd_status(const char *cmd, ClDescStatus status, int argc, char **arg
     g_autoptr(GError) err = NULL;
     g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
     gint64 vid = 0;
-    if (!db || !cl_casedb_description_set_status(db, id, status, reviewer, &vid, &err))
+    if (!db || !cl_casedb_description_set_status(db, id, status, reviewer, 0, &vid, &err))
         return fail(cmd, err);
     fprintf(stderr,
             "%s %s: case %" G_GINT64_FORMAT "'s description is %s (version id %" G_GINT64_FORMAT

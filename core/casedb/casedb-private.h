@@ -29,6 +29,7 @@ struct _ClCaseDb {
     char *pg_message;  /* PostgreSQL: the last failure's message (primary text) */
     char pg_state[6];  /* PostgreSQL: its SQLSTATE */
     GArray *dirty;     /* PostgreSQL: the cases the open write changed, reindexed at commit */
+    char *engine;      /* cl_casedb_engine's text, made once */
 };
 
 #define CL_SQL(db, lite, postgres) ((db)->pg ? (postgres) : (lite))

@@ -568,6 +568,7 @@ void cl_casedb_close(ClCaseDb *db)
     if (db->dirty)
         g_array_unref(db->dirty);
     g_free(db->pg_message);
+    g_free(db->engine);
     g_free(db->shown);
     g_free(db->path);
     g_free(db->actor);

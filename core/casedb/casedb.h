@@ -71,6 +71,18 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClCaseDb, cl_casedb_close)
 
 int cl_casedb_user_version(ClCaseDb *db);
 const char *cl_casedb_path(ClCaseDb *db);
+/* The engine, for people: "SQLite 3.40.1" or "PostgreSQL 15.18" (the server's). */
+const char *cl_casedb_engine(ClCaseDb *db);
+/* The database's size in bytes (SQLite: the file's pages; PostgreSQL: the database's on the
+ * server), -1 when unknown. */
+gint64 cl_casedb_size(ClCaseDb *db);
+
+/* Benchmarks and tests: a new, empty database `name` on the PostgreSQL server of `server` (a
+ * postgresql:// address; its user needs the right to create databases); *out_location its
+ * address. Dropping it ends every connection to it first. */
+gboolean cl_casedb_server_create_database(const char *server, const char *name, char **out_location,
+                                          GError **error);
+gboolean cl_casedb_server_drop_database(const char *server, const char *name, GError **error);
 /* PRAGMA integrity_check and foreign_key_check; FALSE + CORRUPT naming the first problem. */
 gboolean cl_casedb_check_integrity(ClCaseDb *db, GError **error);
 /* Who the audit log and new versions name when no author is given (default g_get_user_name()). */
@@ -275,10 +287,12 @@ gboolean cl_casedb_description_edit(ClCaseDb *db, gint64 case_id, const char *te
                                     const char *author, gint64 base_version_id,
                                     gint64 *out_version_id, GError **error);
 /* A new version with the current text and this status (reviewer NULL = the actor). INVALID when
- * the case has no description. */
+ * the case has no description. base_version_id: the version the reviewer read, or 0 to skip the
+ * check; when the current version is another one (someone changed the text since), nothing is
+ * written and the call fails with CONFLICT: nobody signs off a text they have not seen. */
 gboolean cl_casedb_description_set_status(ClCaseDb *db, gint64 case_id, ClDescStatus status,
-                                          const char *reviewer, gint64 *out_version_id,
-                                          GError **error);
+                                          const char *reviewer, gint64 base_version_id,
+                                          gint64 *out_version_id, GError **error);
 gboolean cl_casedb_note_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const char *text,
                             gint64 *out_id, GError **error);
 gboolean cl_casedb_key_image_add(ClCaseDb *db, gint64 case_id, gint64 image_id, const char *label,
@@ -302,6 +316,11 @@ gboolean cl_casedb_batch_counts(ClCaseDb *db, const char *manifest, gint64 *made
                                 GError **error);
 
 /* ---- reads ---- */
+
+/* The newest change anyone made to the database (the id of its last audit entry: every write is
+ * audited, this connection's and every other's). A window polls it to see another reviewer's
+ * edit. */
+gboolean cl_casedb_last_change(ClCaseDb *db, gint64 *out_change, GError **error);
 
 /* Every case, most recently updated first (ClCaseSummary*). */
 GPtrArray *cl_casedb_list(ClCaseDb *db, GError **error);

@@ -407,3 +407,106 @@ gint64 cl_db_changes(ClDbStmt *st)
         return sqlite3_changes64(sqlite3_db_handle(st->lite));
     return st->changes;
 }
+
+/* ---- engines, sizes, databases on a server --------------------------------------------------- */
+
+const char *cl_casedb_engine(ClCaseDb *db)
+{
+    CL_CASEDB_CHECK(db, NULL);
+    if (!db->engine) {
+        if (db->pg) {
+            int v = PQserverVersion(db->pg);
+            db->engine = g_strdup_printf("PostgreSQL %d.%d", v / 10000, v % 10000);
+        } else {
+            db->engine = g_strdup_printf("SQLite %s", sqlite3_libversion());
+        }
+    }
+    return db->engine;
+}
+
+gint64 cl_casedb_size(ClCaseDb *db)
+{
+    CL_CASEDB_CHECK(db, -1);
+    const char *sql = CL_SQL(db,
+                             "SELECT (SELECT page_count FROM pragma_page_count) * "
+                             "(SELECT page_size FROM pragma_page_size)",
+                             "SELECT pg_database_size(current_database())");
+    ClDbStmt *st = cl_casedb_stmt(db, sql, NULL);
+    if (!st)
+        return -1;
+    gint64 size = cl_db_step(st) == SQLITE_ROW ? cl_db_column_int64(st, 0) : -1;
+    cl_db_reset(st);
+    return size;
+}
+
+/* A connection to the server of a postgresql:// address (its own database). */
+static PGconn *admin_connect(const char *server, GError **error)
+{
+    const char *const keys[] = { "connect_timeout", "dbname", "fallback_application_name", NULL };
+    const char *const values[] = { "10", server, "ChangeLens", NULL };
+    PGconn *c = PQconnectdbParams(keys, values, 1);
+    if (!c || PQstatus(c) != CONNECTION_OK) {
+        g_autofree char *shown = shown_location(server);
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN, "Cannot connect to %s: %s", shown,
+                    c ? g_strstrip(PQerrorMessage(c)) : "out of memory");
+        PQfinish(c);
+        return NULL;
+    }
+    PQsetNoticeProcessor(c, quiet_notices, NULL);
+    return c;
+}
+
+static gboolean admin_exec(PGconn *c, const char *sql, const char *what, GError **error)
+{
+    PGresult *r = PQexec(c, sql);
+    gboolean ok = PQresultStatus(r) == PGRES_COMMAND_OK || PQresultStatus(r) == PGRES_TUPLES_OK;
+    if (!ok)
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_FAILED, "%s: %s", what,
+                    g_strstrip(PQerrorMessage(c)));
+    PQclear(r);
+    return ok;
+}
+
+gboolean cl_casedb_server_create_database(const char *server, const char *name, char **out_location,
+                                          GError **error)
+{
+    g_return_val_if_fail(cl_casedb_is_server(server) && name && *name, FALSE);
+    g_autoptr(GUri) u =
+        g_uri_parse(server, G_URI_FLAGS_HAS_PASSWORD | G_URI_FLAGS_ENCODED_PATH, error);
+    if (!u)
+        return FALSE;
+    PGconn *c = admin_connect(server, error);
+    if (!c)
+        return FALSE;
+    char *quoted = PQescapeIdentifier(c, name, strlen(name));
+    g_autofree char *sql = g_strdup_printf("CREATE DATABASE %s", quoted);
+    g_autofree char *what = g_strdup_printf("Cannot create the database %s", name);
+    PQfreemem(quoted);
+    gboolean ok = admin_exec(c, sql, what, error);
+    PQfinish(c);
+    if (!ok)
+        return FALSE;
+    g_autofree char *escaped = g_uri_escape_string(name, NULL, FALSE);
+    g_autofree char *path = g_strconcat("/", escaped, NULL);
+    g_autoptr(GUri) made =
+        g_uri_build_with_user(G_URI_FLAGS_HAS_PASSWORD | G_URI_FLAGS_ENCODED_PATH,
+                              g_uri_get_scheme(u), g_uri_get_user(u), g_uri_get_password(u), NULL,
+                              g_uri_get_host(u), g_uri_get_port(u), path, g_uri_get_query(u), NULL);
+    *out_location = g_uri_to_string(made);
+    return TRUE;
+}
+
+gboolean cl_casedb_server_drop_database(const char *server, const char *name, GError **error)
+{
+    g_return_val_if_fail(cl_casedb_is_server(server) && name && *name, FALSE);
+    PGconn *c = admin_connect(server, error);
+    if (!c)
+        return FALSE;
+    char *quoted = PQescapeIdentifier(c, name, strlen(name));
+    g_autofree char *sql = g_strdup_printf("DROP DATABASE IF EXISTS %s WITH (FORCE)", quoted);
+    g_autofree char *what = g_strdup_printf("Cannot drop the database %s", name);
+    PQfreemem(quoted);
+    gboolean ok = admin_exec(c, sql, what, error);
+    PQfinish(c);
+    return ok;
+}

@@ -101,6 +101,23 @@ static gboolean fill_modalities(ClCaseDb *db, GPtrArray *list, GError **error)
     return TRUE;
 }
 
+gboolean cl_casedb_last_change(ClCaseDb *db, gint64 *out_change, GError **error)
+{
+    CL_CASEDB_CHECK(db, FALSE);
+    ClDbStmt *st = cl_casedb_stmt(db, "SELECT coalesce(max(id), 0) FROM audit", error);
+    if (!st)
+        return FALSE;
+    int rc = cl_db_step(st);
+    if (rc == SQLITE_ROW)
+        *out_change = cl_db_column_int64(st, 0);
+    cl_db_reset(st);
+    if (rc != SQLITE_ROW) {
+        cl_casedb_set_sqlite_error(db, rc, "looking for changes", error);
+        return FALSE;
+    }
+    return TRUE;
+}
+
 GPtrArray *cl_casedb_list(ClCaseDb *db, GError **error)
 {
     CL_CASEDB_CHECK(db, NULL);

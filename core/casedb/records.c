@@ -701,8 +701,8 @@ gboolean cl_casedb_description_edit(ClCaseDb *db, gint64 case_id, const char *te
 }
 
 gboolean cl_casedb_description_set_status(ClCaseDb *db, gint64 case_id, ClDescStatus status,
-                                          const char *reviewer, gint64 *out_version_id,
-                                          GError **error)
+                                          const char *reviewer, gint64 base_version_id,
+                                          gint64 *out_version_id, GError **error)
 {
     CL_CASEDB_CHECK(db, FALSE);
     g_return_val_if_fail(
@@ -717,6 +717,14 @@ gboolean cl_casedb_description_set_status(ClCaseDb *db, gint64 case_id, ClDescSt
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_INVALID,
                     "Case %" G_GINT64_FORMAT " has no description to mark %s yet", case_id,
                     cl_desc_status_name(status));
+        ok = FALSE;
+    }
+    if (ok && base_version_id != 0 && base_version_id != cur.id) {
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_CONFLICT,
+                    "The description of case %" G_GINT64_FORMAT " was changed by %s (now "
+                    "version %u) since you read it; it was not marked %s. Read the new version "
+                    "first.",
+                    case_id, cur.author, cur.version, cl_desc_status_name(status));
         ok = FALSE;
     }
     const char *who = reviewer && *reviewer ? reviewer : db->actor;
