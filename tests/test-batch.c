@@ -1,7 +1,9 @@
 /* test-batch.c - `changelens-cli batch describe|status`: a manifest described in shards that
  * write into one case database at the same time, one shard killed in the middle and run again —
  * every line described exactly once, nothing lost; a re-run of every shard describes nothing;
- * malformed manifests and shard values refused with the line or the reason. */
+ * malformed manifests and shard values refused with the line or the reason. With
+ * CHANGELENS_TEST_ENGINE=postgresql (meson's `batch-postgresql`) the shards write into a database
+ * on a PostgreSQL server the test starts on a loopback port and stops. */
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 
@@ -9,6 +11,8 @@
 #include "fixtures.h"
 
 static char *tmp, *manifest, *db;
+static gboolean use_pg;
+static ClFixturePostgres pg;
 
 enum { N_LINES = 18, N_SHARDS = 3 };
 
@@ -146,9 +150,10 @@ static gpointer open_new(gpointer data)
 static void test_new_database_at_once(void)
 {
     enum { ROUNDS = 40, AT_ONCE = 6 };
-    for (int r = 0; r < ROUNDS; r++) {
+    for (int r = 0; r < (use_pg ? ROUNDS / 4 : ROUNDS); r++) {
         g_autofree char *name = g_strdup_printf("new-%d.db", r);
-        g_autofree char *path = g_build_filename(tmp, name, NULL);
+        g_autofree char *path = use_pg ? cl_fixture_postgres_new_database(&pg, name)
+                                       : g_build_filename(tmp, name, NULL);
         gint go = 0;
         Opener o[AT_ONCE];
         GThread *t[AT_ONCE];
@@ -216,11 +221,24 @@ int main(int argc, char **argv)
     g_autofree char *data = g_build_filename(set, "data.jsonl", NULL);
     manifest = g_build_filename(set, "manifest.jsonl", NULL);
     g_assert_cmpint(g_rename(data, manifest), ==, 0);
-    db = g_build_filename(tmp, "cases.db", NULL);
+    use_pg = g_strcmp0(g_getenv("CHANGELENS_TEST_ENGINE"), "postgresql") == 0;
+    if (use_pg) {
+        g_autofree char *why = NULL;
+        if (!cl_fixture_postgres_start(&pg, &why)) {
+            g_printerr("SKIP: %s\n", why);
+            cl_fixture_rmdir(tmp);
+            return 77;
+        }
+        db = cl_fixture_postgres_new_database(&pg, "cases");
+    } else {
+        db = g_build_filename(tmp, "cases.db", NULL);
+    }
     g_test_add_func("/batch/shards", test_shards);
     g_test_add_func("/batch/refusals", test_refusals);
     g_test_add_func("/batch/new-database-at-once", test_new_database_at_once);
     int rc = g_test_run();
+    if (use_pg)
+        cl_fixture_postgres_stop(&pg);
     cl_fixture_rmdir(tmp);
     return rc;
 }

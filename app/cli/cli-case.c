@@ -42,6 +42,8 @@ static const char usage_text[] =
     "  delete ID                       delete the case (the audit log keeps a record)\n"
     "\n"
     "The database: --db PATH, else $CHANGELENS_DB, else ~/.local/share/changelens/cases.db.\n"
+    "A postgresql://USER@HOST:PORT/DATABASE address in its place is a database on a\n"
+    "PostgreSQL server that several reviewers share (its password in ~/.pgpass).\n"
     "Run 'changelens-cli case COMMAND --help' for a command's options.\n";
 
 /* ---- shared ---------------------------------------------------------------------------------- */
@@ -934,7 +936,8 @@ static const char batch_usage_text[] =
     "  --name NAME               the batch's name in the database (default: the manifest's\n"
     "                            file name without .jsonl)\n"
     "\n"
-    "docs/DESIGN.md §6 has an sbatch --array example.\n";
+    "--db: as for 'case' (an SQLite file, or postgresql://… for the shards of a cluster to\n"
+    "write into one server database). docs/DESIGN.md §6 has an sbatch --array example.\n";
 
 typedef struct {
     char *key, *name;
