@@ -178,6 +178,11 @@ static void test_workflow(void)
     g_assert_cmpint(r.status, ==, 1);
     g_assert_nonnull(strstr(r.err, "NOT saved"));
     run_clear(&r);
+    /* a sign-off of the version read before the edit is refused too */
+    run_case(&r, "accept", "1", "--base", stale, NULL);
+    g_assert_cmpint(r.status, ==, 1);
+    g_assert_nonnull(strstr(r.err, "since you read it"));
+    run_clear(&r);
     run_case(&r, "accept", "1", "--reviewer", "Dr. Okafor", NULL);
     expect_ok(&r);
     run_clear(&r);

@@ -484,9 +484,12 @@ static int cmd_edit(int argc, char **argv)
 static int cmd_status(const char *cmd, ClDescStatus status, int argc, char **argv)
 {
     g_autofree char *reviewer = NULL;
+    gint64 base = 0;
     GOptionEntry entries[] = {
         { "reviewer", 0, 0, G_OPTION_ARG_STRING, &reviewer, "Who reviews (default: the user name)",
           "NAME" },
+        { "base", 0, 0, G_OPTION_ARG_INT64, &base,
+          "The version id the reviewer read: refused if the description changed since", "VID" },
         { NULL },
     };
     g_autofree char *params =
@@ -500,7 +503,7 @@ static int cmd_status(const char *cmd, ClDescStatus status, int argc, char **arg
     g_autoptr(GError) err = NULL;
     g_autoptr(ClCaseDb) db = open_db(TRUE, &err);
     gint64 vid = 0;
-    if (!db || !cl_casedb_description_set_status(db, id, status, reviewer, 0, &vid, &err))
+    if (!db || !cl_casedb_description_set_status(db, id, status, reviewer, base, &vid, &err))
         return fail(cmd, err);
     fprintf(stderr,
             "%s %s: case %" G_GINT64_FORMAT "'s description is %s (version id %" G_GINT64_FORMAT
