@@ -898,11 +898,17 @@ static void test_llama_parity(void)
     g_autoptr(ClModel) m = cl_model_load_gguf(path, 1, TRUE, &err);
     g_assert_no_error(err);
     g_assert_nonnull(m->quant);
+    /* the same weights dequantized: the products without rounding the activations, the yardstick
+     * both quantized arithmetics are measured against */
+    g_autoptr(ClModel) exact = cl_model_load_gguf(path, 1, FALSE, &err);
+    g_assert_no_error(err);
+    g_assert_null(exact->quant);
     ClBackend *be = cl_backend_cpu_new(0);
     JsonArray *results = json_object_get_array_member(peer, "prompts");
     g_assert_cmpuint(json_array_get_length(results), ==, G_N_ELEMENTS(parity_prompts));
     int V = m->config.vocab_size;
     g_autofree float *logits = g_new(float, V);
+    g_autofree float *exact_logits = g_new(float, V);
     guint parity_same = 0, parity_total = 0;
     for (guint p = 0; p < G_N_ELEMENTS(parity_prompts); p++) {
         JsonObject *r = json_array_get_object_element(results, p);
@@ -919,8 +925,12 @@ static void test_llama_parity(void)
         g_autoptr(ClKVCache) cache = cl_kv_cache_new(m, ids->len + 1);
         g_assert_true(cl_decoder_forward(be, m, cache, (const gint32 *)(gpointer)ids->data,
                                          (int)ids->len, NULL, logits, NULL, NULL, NULL, &err));
+        g_autoptr(ClKVCache) exact_cache = cl_kv_cache_new(exact, ids->len + 1);
+        g_assert_true(cl_decoder_forward(be, exact, exact_cache,
+                                         (const gint32 *)(gpointer)ids->data, (int)ids->len, NULL,
+                                         exact_logits, NULL, NULL, NULL, &err));
         JsonArray *pl = json_object_get_array_member(r, "logits");
-        double e = 0, s = 0, worst = 0;
+        double e = 0, s = 0, worst = 0, e_ours = 0, e_theirs = 0, s_exact = 0;
         for (int i = 0; i < V; i++) {
             if (ext[i] < 0)
                 continue;
@@ -928,12 +938,23 @@ static void test_llama_parity(void)
             e += (logits[i] - ref) * (logits[i] - ref);
             s += ref * ref;
             worst = MAX(worst, fabs(logits[i] - ref));
+            e_ours += (logits[i] - exact_logits[i]) * (logits[i] - exact_logits[i]);
+            e_theirs += (ref - exact_logits[i]) * (ref - exact_logits[i]);
+            s_exact += (double)exact_logits[i] * exact_logits[i];
         }
-        g_test_message("prompt %u: %u tokens, logits nmse %.2e, max |diff| %.3f", p, ids->len,
-                       e / s, worst);
-        /* llama.cpp multiplies Q4_1 weights with activations rounded to 8 bits per block of 32
-         * (~0.4 % of the block's largest value); the float order differs too */
-        g_assert_cmpfloat(e / s, <, 1e-3);
+        e_ours /= s_exact, e_theirs /= s_exact;
+        g_test_message("prompt %u: %u tokens, logits nmse %.2e against llama.cpp's, max |diff| "
+                       "%.3f; against the dequantized weights' exact products: ours %.2e, "
+                       "llama.cpp's %.2e",
+                       p, ids->len, e / s, worst, e_ours, e_theirs);
+        /* Both multiply Q4_1 weights with activations rounded to 8 bits per block of 32 (~0.4 %
+         * of the block's largest value), in their own order and with their own kernels, which
+         * llama.cpp picks by the CPU. Ours must stay close to the exact products (on an AVX-512
+         * machine: ours 1.3e-5 to 1.2e-4, llama.cpp's 8.5e-5 to 1.5e-3 — where llama.cpp's alone
+         * passed the old bound of 1e-3 between the two); the two must agree as two such
+         * roundings do */
+        g_assert_cmpfloat(e_ours, <, 1e-3);
+        g_assert_cmpfloat(e / s, <, 3e-3);
 
         ClGenerateOptions o;
         cl_generate_options_init(&o);
