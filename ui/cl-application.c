@@ -4,17 +4,20 @@
 
 #include <glib/gi18n.h>
 #include <json-glib/json-glib.h>
+#include <string.h>
 
 #include "casedb/casedb.h"
 #include "model/model.h"
 #include "cl-config.h"
+#include "cl-image-view.h"
 #include "cl-settings.h"
 #include "cl-window.h"
 
 struct _ClApplication {
     AdwApplication parent_instance;
-    ClCaseDb *db;   /* the user's case database (main thread), NULL when it cannot open */
-    char *db_error; /* why, told in the first window */
+    ClCaseDb *db;        /* the user's case database (main thread), NULL when it cannot open */
+    char *db_error;      /* why, told in the first window */
+    char *connecting_to; /* a database server being connected to (a worker thread), or NULL */
 };
 
 G_DEFINE_FINAL_TYPE(ClApplication, cl_application, ADW_TYPE_APPLICATION)
@@ -27,7 +30,12 @@ static ClWindow *get_window(ClApplication *self, gboolean *created)
         return CL_WINDOW(window);
     ClWindow *win = cl_window_new(GTK_APPLICATION(self));
     cl_window_set_case_db(win, self->db);
-    if (self->db_error) {
+    if (self->connecting_to) {
+        /* TRANSLATORS: the app is connecting to a shared case database on a server; %s names it */
+        g_autofree char *text =
+            g_strdup_printf(_("Connecting to the case database %s…"), self->connecting_to);
+        cl_window_toast(win, text);
+    } else if (self->db_error) {
         /* TRANSLATORS: the case database could not be opened; %s says why */
         g_autofree char *text =
             g_strdup_printf(_("Cases are not kept this time: %s"), self->db_error);
@@ -132,17 +140,84 @@ static char *database_location(void)
     return cl_casedb_default_path();
 }
 
+static void add_demo_cases_once(ClApplication *self);
+
+static void open_database_thread(GTask *task, gpointer source, gpointer data, GCancellable *c)
+{
+    GError *error = NULL;
+    ClCaseDb *db = cl_casedb_open(data, CL_CASEDB_OPEN_DEFAULT, &error);
+    if (db)
+        g_task_return_pointer(task, db, NULL);
+    else
+        g_task_return_error(task, error);
+}
+
+/* The server answered (or not): every window gets the database, or hears why not. */
+static void database_opened(GObject *source, GAsyncResult *result, gpointer data)
+{
+    ClApplication *self = CL_APPLICATION(source);
+    g_autoptr(GError) error = NULL;
+    ClCaseDb *db = g_task_propagate_pointer(G_TASK(result), &error);
+    g_clear_pointer(&self->connecting_to, g_free);
+    if (db) {
+        cl_casedb_adopt(db);
+        self->db = db;
+    } else {
+        self->db_error = g_strdup(error->message);
+        g_warning("Cases are not kept this time: %s", self->db_error);
+    }
+    for (GList *l = gtk_application_get_windows(GTK_APPLICATION(self)); l; l = l->next) {
+        if (!CL_IS_WINDOW(l->data))
+            continue;
+        ClWindow *win = CL_WINDOW(l->data);
+        if (!db) {
+            g_autofree char *text =
+                g_strdup_printf(_("Cases are not kept this time: %s"), self->db_error);
+            cl_window_toast(win, text);
+            continue;
+        }
+        cl_window_set_case_db(win, db);
+        /* as a new window does: the most recent case, unless files are open already */
+        g_autoptr(GPtrArray) cases = cl_casedb_list(db, NULL);
+        if (cases && cases->len > 0 && !cl_image_view_get_document(cl_window_get_view(win, 0)))
+            cl_window_open_case(win, ((ClCaseSummary *)cases->pdata[0])->id);
+    }
+    g_application_release(G_APPLICATION(self));
+}
+
 /* The user's case database; on the first run (an empty database, demo cases never added) the
- * demo cases go in. */
+ * demo cases go in. A database on a server is connected to on a worker thread — it may take
+ * seconds, or the connection's timeout, to answer — and the windows get it when it has. */
 static void open_database(ClApplication *self)
 {
     g_autoptr(GError) error = NULL;
     g_autofree char *path = database_location();
+    if (cl_casedb_is_server(path)) {
+        /* named by its database (the address's path, without options or a password) */
+        const char *name = strrchr(path, '/') + 1;
+        g_autofree char *bare = g_strndup(name, strcspn(name, "?#"));
+        self->connecting_to = bare[0] ? g_uri_unescape_string(bare, NULL) : NULL;
+        if (!self->connecting_to)
+            self->connecting_to = g_strdup(_("on the server"));
+        g_application_hold(G_APPLICATION(self));
+        GTask *task = g_task_new(self, NULL, database_opened, NULL);
+        g_task_set_task_data(task, g_strdup(path), g_free);
+        g_task_run_in_thread(task, open_database_thread);
+        g_object_unref(task);
+        return;
+    }
     self->db = cl_casedb_open(path, CL_CASEDB_OPEN_DEFAULT, &error);
     if (!self->db) {
         self->db_error = g_strdup(error->message);
         return;
     }
+    add_demo_cases_once(self);
+}
+
+/* The demo cases go into the user's own first database (never into a shared server's). */
+static void add_demo_cases_once(ClApplication *self)
+{
+    g_autoptr(GError) error = NULL;
     g_autoptr(GSettings) settings = cl_settings_new(FALSE);
     if (settings && g_settings_get_boolean(settings, "demo-cases-added"))
         return;
@@ -247,6 +322,7 @@ static void cl_application_shutdown(GApplication *app)
     /* after the windows (which borrow it) are gone */
     g_clear_pointer(&self->db, cl_casedb_close);
     g_clear_pointer(&self->db_error, g_free);
+    g_clear_pointer(&self->connecting_to, g_free);
 }
 
 static void cl_application_class_init(ClApplicationClass *klass)

@@ -876,6 +876,12 @@ ClCaseDb *cl_casedb_open_at_version(const char *path, int version, GError **erro
     return open_db(path, CL_CASEDB_OPEN_DEFAULT, version, error);
 }
 
+void cl_casedb_adopt(ClCaseDb *db)
+{
+    g_return_if_fail(db != NULL);
+    db->owner = g_thread_self();
+}
+
 const char *cl_casedb_path(ClCaseDb *db)
 {
     CL_CASEDB_CHECK(db, NULL);

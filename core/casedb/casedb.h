@@ -68,6 +68,10 @@ ClCaseDb *cl_casedb_open_at_version(const char *path, int version, GError **erro
 gboolean cl_casedb_migrate(ClCaseDb *db, int target, GError **error);
 void cl_casedb_close(ClCaseDb *db);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClCaseDb, cl_casedb_close)
+/* Hands the connection to the calling thread: a database opened on a worker thread (a server
+ * that may take seconds to answer) and given to the main thread, which owns it from then on. The
+ * thread that opened it must not use it again. */
+void cl_casedb_adopt(ClCaseDb *db);
 
 int cl_casedb_user_version(ClCaseDb *db);
 const char *cl_casedb_path(ClCaseDb *db);

@@ -99,6 +99,26 @@ static char *shown_location(const char *uri)
     return g_strdup_printf("the PostgreSQL database %s on %s", db ? db : "(default)", where);
 }
 
+/* libpq's reason on one line, without a closing full stop (the message adds its own). */
+static char *libpq_reason(const PGconn *c)
+{
+    if (!c)
+        return g_strdup("out of memory");
+    g_auto(GStrv) parts = g_strsplit_set(PQerrorMessage(c), "\n\t", -1);
+    GString *out = g_string_new(NULL);
+    for (guint i = 0; parts[i]; i++) {
+        g_strstrip(parts[i]);
+        if (!*parts[i])
+            continue;
+        if (out->len)
+            g_string_append(out, out->str[out->len - 1] == '?' ? " " : "; ");
+        g_string_append(out, parts[i]);
+    }
+    while (out->len && (out->str[out->len - 1] == '.' || out->str[out->len - 1] == ' '))
+        g_string_truncate(out, out->len - 1);
+    return g_string_free(out, FALSE);
+}
+
 gboolean cl_casedb_pg_connect(ClCaseDb *db, const char *uri, GError **error)
 {
     db->shown = shown_location(uri);
@@ -107,10 +127,9 @@ gboolean cl_casedb_pg_connect(ClCaseDb *db, const char *uri, GError **error)
     const char *const values[] = { "10", uri, "ChangeLens", NULL };
     db->pg = PQconnectdbParams(keys, values, 1);
     if (!db->pg || PQstatus(db->pg) != CONNECTION_OK) {
-        g_autofree char *why =
-            db->pg ? g_strstrip(g_strdup(PQerrorMessage(db->pg))) : g_strdup("out of memory");
+        g_autofree char *why = libpq_reason(db->pg);
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN,
-                    "Cannot connect to %s: %s. Check that the server runs, that the address, "
+                    "Cannot connect to %s (%s). Check that the server runs, that the address, "
                     "user and password are right, and that this computer may connect.",
                     db->shown, why);
         return FALSE;
@@ -447,8 +466,9 @@ static PGconn *admin_connect(const char *server, GError **error)
     PGconn *c = PQconnectdbParams(keys, values, 1);
     if (!c || PQstatus(c) != CONNECTION_OK) {
         g_autofree char *shown = shown_location(server);
-        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN, "Cannot connect to %s: %s", shown,
-                    c ? g_strstrip(PQerrorMessage(c)) : "out of memory");
+        g_autofree char *why = libpq_reason(c);
+        g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN, "Cannot connect to %s (%s)",
+                    shown, why);
         PQfinish(c);
         return NULL;
     }
