@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "train/eval.h"
+#include "train/taskmetrics.h"
 #include "fixtures.h"
 #include "synth/synth.h"
 
@@ -25,6 +26,17 @@ static ClSynthSample **make_samples(const char *task, guint64 seed)
         g_assert_no_error(err);
     }
     return s;
+}
+
+/* Whether the sample's pair shows a change (its reference names one). */
+static gboolean pair_changed(const char *task, const ClSynthSample *s)
+{
+    if (strcmp(task, "radiograph") == 0) {
+        ClFindingLabels g;
+        cl_findings_parse(s->answer, &g);
+        return !cl_findings_empty(&g);
+    }
+    return s->changes && s->changes->len > 0;
 }
 
 static void free_samples(ClSynthSample **s)
@@ -98,7 +110,8 @@ static void test_perfect_and_empty(gconstpointer data)
         g_assert_cmpint(cl_eval_answer_exact(task, s[0], spaced), ==, 1);
     }
     if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0 ||
-        strcmp(task, "aerial-series") == 0 || strcmp(task, "aerial-log") == 0) {
+        strcmp(task, "aerial") == 0 || strcmp(task, "aerial-series") == 0 ||
+        strcmp(task, "aerial-log") == 0) {
         g_assert_cmpfloat(good.exact, ==, 1.0);
         g_assert_cmpfloat(bad.exact, <, 1.0);
         for (int i = 0; i < N; i++)
@@ -106,6 +119,28 @@ static void test_perfect_and_empty(gconstpointer data)
     } else {
         g_assert_true(isnan(good.exact));
         g_assert_cmpint(cl_eval_answer_exact(task, s[0], s[0]->answer), ==, -1);
+    }
+    /* exact, split by whether the pair changed: every right answer counts on its side; "No
+     * change." for every pair is right on the unchanged ones alone */
+    if (strcmp(task, "shapes") == 0 || strcmp(task, "radiograph") == 0 ||
+        strcmp(task, "aerial") == 0) {
+        int changed = 0, an_unchanged = -1;
+        for (int i = 0; i < N; i++) {
+            changed += pair_changed(task, s[i]);
+            if (!pair_changed(task, s[i]) && an_unchanged < 0)
+                an_unchanged = i;
+        }
+        g_assert_true(changed == 0 ? isnan(good.exact_changed) : good.exact_changed == 1.0);
+        g_assert_true(changed == N ? isnan(good.exact_unchanged) : good.exact_unchanged == 1.0);
+        if (changed > 0 && changed < N) {
+            const char *same[N]; /* an unchanged pair's answer for every pair */
+            for (int i = 0; i < N; i++)
+                same[i] = s[an_unchanged]->answer;
+            ClEvalScores flat;
+            g_assert_true(cl_eval_score(task, s, same, N, &flat, &err));
+            g_assert_cmpfloat(flat.exact_changed, ==, 0.0);
+            g_assert_cmpfloat(flat.exact_unchanged, ==, 1.0);
+        }
     }
     if (strcmp(task, "radiograph") == 0 && isfinite(good.finding_f1_micro)) {
         g_assert_cmpfloat(good.finding_f1_micro, ==, 1.0);

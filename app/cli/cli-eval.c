@@ -240,6 +240,8 @@ static void print_eval_text(const EvalArgs *a, const ClEvalResult *r)
     print_row("finding F1 macro", r->model.finding_f1_macro * 100,
               r->baseline.finding_f1_macro * 100, FALSE);
     print_row("answers exact %", r->model.exact, r->baseline.exact, TRUE);
+    print_row("  of changed pairs", r->model.exact_changed, r->baseline.exact_changed, TRUE);
+    print_row("  of unchanged", r->model.exact_unchanged, r->baseline.exact_unchanged, TRUE);
     print_row("MAE ×10⁻²", r->model.mae, r->baseline.mae, FALSE);
     print_row("RMSE ×10⁻²", r->model.rmse, r->baseline.rmse, FALSE);
     print_row("perplexity", r->model.ppl, r->baseline.ppl, FALSE);

@@ -46,6 +46,7 @@ static void scores_nan(ClEvalScores *s)
 {
     s->change_accuracy = s->bleu4 = s->meteor = s->rouge_l = s->cider = s->ppl = NAN;
     s->finding_f1_micro = s->finding_f1_macro = s->mae = s->rmse = s->exact = NAN;
+    s->exact_changed = s->exact_unchanged = NAN;
 }
 
 /* Caption metrics of candidates against reference lists. */
@@ -151,7 +152,8 @@ static gboolean same_answer(const char *a, const char *b)
 
 int cl_eval_answer_exact(const char *task, const ClSynthSample *s, const char *prediction)
 {
-    if (strcmp(task, "aerial-series") == 0 || strcmp(task, "aerial-log") == 0)
+    if (strcmp(task, "aerial") == 0 || strcmp(task, "aerial-series") == 0 ||
+        strcmp(task, "aerial-log") == 0)
         return same_answer(s->answer, prediction);
     if (strcmp(task, "shapes") == 0) {
         g_autoptr(GPtrArray) store = g_ptr_array_new_with_free_func((GDestroyNotify)g_strfreev);
@@ -170,12 +172,45 @@ int cl_eval_answer_exact(const char *task, const ClSynthSample *s, const char *p
     return -1;
 }
 
+/* Whether sample s shows a change (1), none (0), or cannot say (-1). */
+static int sample_changed(const char *task, const ClSynthSample *s)
+{
+    if (strcmp(task, "radiograph") == 0) {
+        ClFindingLabels g;
+        cl_findings_parse(s->answer, &g);
+        return !cl_findings_empty(&g);
+    }
+    if (strcmp(task, "aerial") == 0 || strcmp(task, "shapes") == 0)
+        return s->changes && s->changes->len > 0;
+    return -1;
+}
+
+/* ClEvalScores.exact_changed and exact_unchanged. */
+static void exact_split(const char *task, ClSynthSample *const *samples,
+                        const char *const *predictions, int n, ClEvalScores *out)
+{
+    int right[2] = { 0 }, count[2] = { 0 };
+    for (int i = 0; i < n; i++) {
+        int changed = sample_changed(task, samples[i]);
+        int exact = changed >= 0 ? cl_eval_answer_exact(task, samples[i], predictions[i]) : -1;
+        if (exact < 0)
+            continue;
+        count[changed]++;
+        right[changed] += exact;
+    }
+    if (count[1])
+        out->exact_changed = (double)right[1] / count[1];
+    if (count[0])
+        out->exact_unchanged = (double)right[0] / count[0];
+}
+
 gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
                        const char *const *predictions, int n, ClEvalScores *out, GError **error)
 {
     scores_nan(out);
     if (n <= 0)
         return TRUE;
+    exact_split(task, samples, predictions, n, out);
     if (strcmp(task, "dots") == 0) {
         ClNumericScore ns = { 0 };
         for (int i = 0; i < n; i++)
@@ -231,10 +266,13 @@ gboolean cl_eval_score(const char *task, ClSynthSample *const *samples,
             out->finding_f1_macro = fr.macro_f1;
         }
     } else if (strcmp(task, "aerial") == 0) {
-        int agree = 0;
-        for (int i = 0; i < n; i++)
+        int agree = 0, exact = 0;
+        for (int i = 0; i < n; i++) {
             agree += (samples[i]->changes->len == 0) == says_no_change(predictions[i]);
+            exact += same_answer(samples[i]->answer, predictions[i]);
+        }
         out->change_accuracy = (double)agree / n;
+        out->exact = (double)exact / n;
     } else if (strcmp(task, "aerial-series") == 0 || strcmp(task, "aerial-log") == 0) {
         /* change accuracy: the image the building first appears in, as the reference says;
          * exact: the whole answer */
@@ -437,6 +475,8 @@ static void add_scores(JsonBuilder *b, const ClEvalScores *s)
         { "mae", s->mae },
         { "rmse", s->rmse },
         { "exact", s->exact },
+        { "exact_changed", s->exact_changed },
+        { "exact_unchanged", s->exact_unchanged },
     };
     for (gsize i = 0; i < G_N_ELEMENTS(m); i++) {
         json_builder_set_member_name(b, m[i].key);

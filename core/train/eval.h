@@ -31,8 +31,12 @@ typedef struct {
     double finding_f1_micro, finding_f1_macro, mae, rmse;
     /* the share of answers entirely right (0-1): shapes, every change matched exactly (one of
      * its phrasings) and nothing else said; radiograph, the same findings added and missing;
-     * NaN for the tasks whose answers have no parser (aerial, edits) and for dots */
+     * aerial, the generator's sentence itself (normalised); NaN for the tasks whose answers have
+     * no parser (edits) and for dots */
     double exact;
+    /* the same share over the pairs whose reference names a change, and over those that show
+     * none: a task of many unchanged pairs can score well on them alone (NaN: no such pair) */
+    double exact_changed, exact_unchanged;
 } ClEvalScores;
 
 /* Called after each evaluated sample. */
