@@ -441,21 +441,6 @@ static void test_web_errors(void)
     g_assert_true(u.err.find("not both") != std::string::npos);
 }
 
-static void remove_tree(const char *path)
-{
-    if (g_file_test(path, G_FILE_TEST_IS_DIR) && !g_file_test(path, G_FILE_TEST_IS_SYMLINK)) {
-        g_autoptr(GDir) d = g_dir_open(path, 0, NULL);
-        const char *name;
-        while (d && (name = g_dir_read_name(d))) {
-            g_autofree char *child = g_build_filename(path, name, NULL);
-            remove_tree(child);
-        }
-        g_rmdir(path);
-    } else {
-        g_unlink(path);
-    }
-}
-
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -470,7 +455,7 @@ int main(int argc, char **argv)
     g_autofree char *why = NULL;
     if (!cl_fixture_orthanc_start(tmpdir, &orthanc, &why)) {
         g_printerr("SKIP: Orthanc cannot start: %s\n", why);
-        remove_tree(tmpdir);
+        cl_fixture_rmdir(tmpdir);
         return 77;
     }
     port_text = g_strdup_printf("%d", orthanc.dicom_port);
@@ -489,7 +474,7 @@ int main(int argc, char **argv)
     int rc = g_test_run();
     cl_fixture_orthanc_stop(&orthanc);
     if (rc == 0)
-        remove_tree(tmpdir);
+        cl_fixture_rmdir(tmpdir);
     else
         g_printerr("kept %s (orthanc.log)\n", tmpdir);
     return rc;

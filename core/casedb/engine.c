@@ -487,24 +487,30 @@ static gboolean admin_exec(PGconn *c, const char *sql, const char *what, GError 
     return ok;
 }
 
+/* Runs `before` + the quoted database name + `after` on the server ("CREATE DATABASE " …). */
+static gboolean admin_on_database(const char *server, const char *before, const char *name,
+                                  const char *after, const char *what, GError **error)
+{
+    PGconn *c = admin_connect(server, error);
+    if (!c)
+        return FALSE;
+    char *quoted = PQescapeIdentifier(c, name, strlen(name));
+    g_autofree char *sql = g_strconcat(before, quoted ? quoted : "\"\"", after, NULL);
+    g_autofree char *message = g_strdup_printf("%s %s", what, name);
+    PQfreemem(quoted);
+    gboolean ok = admin_exec(c, sql, message, error);
+    PQfinish(c);
+    return ok;
+}
+
 gboolean cl_casedb_server_create_database(const char *server, const char *name, char **out_location,
                                           GError **error)
 {
     g_return_val_if_fail(cl_casedb_is_server(server) && name && *name, FALSE);
     g_autoptr(GUri) u =
         g_uri_parse(server, G_URI_FLAGS_HAS_PASSWORD | G_URI_FLAGS_ENCODED_PATH, error);
-    if (!u)
-        return FALSE;
-    PGconn *c = admin_connect(server, error);
-    if (!c)
-        return FALSE;
-    char *quoted = PQescapeIdentifier(c, name, strlen(name));
-    g_autofree char *sql = g_strdup_printf("CREATE DATABASE %s", quoted);
-    g_autofree char *what = g_strdup_printf("Cannot create the database %s", name);
-    PQfreemem(quoted);
-    gboolean ok = admin_exec(c, sql, what, error);
-    PQfinish(c);
-    if (!ok)
+    if (!u || !admin_on_database(server, "CREATE DATABASE ", name, "", "Cannot create the database",
+                                 error))
         return FALSE;
     g_autofree char *escaped = g_uri_escape_string(name, NULL, FALSE);
     g_autofree char *path = g_strconcat("/", escaped, NULL);
@@ -519,14 +525,6 @@ gboolean cl_casedb_server_create_database(const char *server, const char *name, 
 gboolean cl_casedb_server_drop_database(const char *server, const char *name, GError **error)
 {
     g_return_val_if_fail(cl_casedb_is_server(server) && name && *name, FALSE);
-    PGconn *c = admin_connect(server, error);
-    if (!c)
-        return FALSE;
-    char *quoted = PQescapeIdentifier(c, name, strlen(name));
-    g_autofree char *sql = g_strdup_printf("DROP DATABASE IF EXISTS %s WITH (FORCE)", quoted);
-    g_autofree char *what = g_strdup_printf("Cannot drop the database %s", name);
-    PQfreemem(quoted);
-    gboolean ok = admin_exec(c, sql, what, error);
-    PQfinish(c);
-    return ok;
+    return admin_on_database(server, "DROP DATABASE IF EXISTS ", name, " WITH (FORCE)",
+                             "Cannot drop the database", error);
 }
