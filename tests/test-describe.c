@@ -654,7 +654,31 @@ static void test_cli_model_file(void)
     g_assert_cmpint(((ClHeatmap *)g_ptr_array_index(r.heatmaps, 0))->image_index, ==, 1);
     g_assert_cmpint(r.n_prompt, >, 2 * r.n_visual_per_image);
     g_assert_nonnull(strstr(r.prompt_text, "<image>"));
+    g_assert_false(r.unsure); /* no sure_logprob: never said */
+    double logprob = r.logprob;
+    g_assert_cmpfloat(logprob, <, 0);
     cl_describe_result_clear(&r);
+
+    /* config.sure_logprob: a text below it comes with a notice, one at or above it without */
+    for (int below = 0; below < 2; below++) {
+        ClModelConfig scfg = cfg;
+        scfg.sure_logprob = below ? logprob / 2 : logprob * 2; /* both negative */
+        g_autoptr(ClModel) sm = cl_model_new_random(&scfg, 7, &error);
+        g_assert_no_error(error);
+        g_assert_true(cl_describe_run(be, sm, imgs, 2, &opts, &r, &error));
+        g_assert_cmpfloat(r.logprob, ==, logprob); /* the same weights, the same text */
+        g_assert_cmpint(r.unsure, ==, below);
+        gboolean told = FALSE;
+        for (guint i = 0; i < r.notices->len; i++)
+            told = told || strstr(g_ptr_array_index(r.notices, i), "not sure") != NULL;
+        g_assert_cmpint(told, ==, below);
+        cl_describe_result_clear(&r);
+    }
+    ClModelConfig bad = cfg;
+    bad.sure_logprob = 0.5;
+    g_assert_false(cl_model_config_validate(&bad, &error));
+    g_assert_nonnull(strstr(error->message, "sure_logprob"));
+    g_clear_error(&error);
 
     /* a prompt longer than the context fails before any encoding, with a clear message */
     ClModelConfig short_cfg = cfg;

@@ -6,6 +6,7 @@
 
 #include "nn/backend.h"
 #include "cli.h"
+#include "jsonnum.h"
 #include "train/checkpoint.h"
 #include "train/eval.h"
 #include "synth/synth.h"
@@ -51,6 +52,10 @@ static gboolean write_answers(const char *path, const ClEvalResult *r, GError **
             json_builder_add_null_value(b);
         else
             json_builder_add_boolean_value(b, a->exact == 1);
+        json_builder_set_member_name(b, "logprob");
+        json_builder_add_double_value(b, cl_json_double(a->logprob));
+        json_builder_set_member_name(b, "n_scored");
+        json_builder_add_int_value(b, a->n_scored);
         json_builder_end_object(b);
         g_autoptr(JsonGenerator) gen = json_generator_new();
         g_autoptr(JsonNode) root = json_builder_get_root(b);

@@ -299,7 +299,7 @@ static ClModel *with_object_head(const ClModel *model, const char *ckpt, GError 
 static int cmd_convert(int argc, char **argv)
 {
     g_autofree char *dtype = NULL, *quantize = NULL, *objects_from = NULL;
-    double change_threshold = 0;
+    double change_threshold = 0, sure_logprob = 0;
     gboolean no_objects = FALSE;
     GOptionEntry entries[] = {
         { "dtype", 0, 0, G_OPTION_ARG_STRING, &dtype,
@@ -321,6 +321,10 @@ static int cmd_convert(int argc, char **argv)
           "The change head's largest probability from which describe calls a change (config "
           "change_threshold, docs/MODEL.md §3.10)",
           "P" },
+        { "sure-logprob", 0, 0, G_OPTION_ARG_DOUBLE, &sure_logprob,
+          "The answer's log-probability (< 0) below which describe says the model is unsure "
+          "(config sure_logprob, docs/MODEL.md §3.14)",
+          "L" },
         { NULL },
     };
     g_autoptr(GOptionContext) ctx = g_option_context_new("IN OUT - rewrite a model file");
@@ -328,9 +332,12 @@ static int cmd_convert(int argc, char **argv)
     g_autoptr(GError) err = NULL;
     if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
         return CL_CLI_EXIT_USAGE;
-    if (!dtype && !quantize && change_threshold == 0 && !no_objects)
+    if (!dtype && !quantize && change_threshold == 0 && sure_logprob == 0 && !no_objects)
         return cl_cli_usage_error(PROG, "--dtype f32|f16|bf16, --quantize q8_0|q4_1, "
-                                        "--change-threshold P or --no-objects is required");
+                                        "--change-threshold P, --sure-logprob L or --no-objects "
+                                        "is required");
+    if (sure_logprob > 0)
+        return cl_cli_usage_error(PROG, "--sure-logprob is a log-probability: below 0");
     if (no_objects && objects_from)
         return cl_cli_usage_error(PROG, "--no-objects and --objects-from exclude each other");
     const char *dt = dtype_arg(dtype ? dtype : "f32");
@@ -389,6 +396,8 @@ static int cmd_convert(int argc, char **argv)
             return fail(err);
         model->config.change_threshold = change_threshold;
     }
+    if (sure_logprob != 0)
+        model->config.sure_logprob = sure_logprob;
     if (quantize && !cl_model_quantize(model, qt, &err)) {
         g_prefix_error(&err, "%s: ", argv[1]);
         return fail(err);

@@ -241,6 +241,10 @@ static gboolean check_shapes(const ClModelConfig *c, GError **error)
         CONFIG_FAIL("config: change_threshold needs change_head and lies between 0 and 1");
         return FALSE;
     }
+    if (c->sure_logprob > 0 || !isfinite(c->sure_logprob)) {
+        CONFIG_FAIL("config: sure_logprob is a log-probability: below 0 (0: none)");
+        return FALSE;
+    }
     if (c->change_marker && !c->change_head) {
         CONFIG_FAIL("config: change_marker needs change_head (the marker follows its "
                     "probabilities)");
@@ -723,6 +727,8 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_bool(v, k, &c->change_marker, error);
     if (strcmp(k, "change_threshold") == 0)
         return json_number(v, k, &c->change_threshold, error);
+    if (strcmp(k, "sure_logprob") == 0)
+        return json_number(v, k, &c->sure_logprob, error);
     if (strcmp(k, "ood") == 0)
         return json_int(v, k, &c->ood, error);
     if (strcmp(k, "object_names") == 0)
@@ -876,6 +882,10 @@ char *cl_model_config_to_json(const ClModelConfig *c)
     if (c->change_threshold > 0) {
         g_string_append(s, ",\"change_threshold\":");
         append_double(s, c->change_threshold);
+    }
+    if (c->sure_logprob < 0) {
+        g_string_append(s, ",\"sure_logprob\":");
+        append_double(s, c->sure_logprob);
     }
     if (c->ood > 0)
         g_string_append_printf(s, ",\"ood\":%d", c->ood);

@@ -88,6 +88,11 @@ typedef struct {
      * changed (0: 0.5, cl_config_change_threshold); chosen per model on its training images
      * with their nuisances (the model card says how). JSON "change_threshold", (0, 1). */
     double change_threshold;
+    /* the answer's log-probability (its tokens' summed, end token included) from which the model
+     * is sure of what it wrote; below it, describe adds a notice that the model is unsure. 0: no
+     * such notice. Chosen per model on held-out draws of its tasks that are not the card's
+     * evaluation set (the card gives its rates). JSON "sure_logprob", < 0. */
+    double sure_logprob;
     /* with change_head: "merger.change" [1, E], added to each visual token of every image after
      * the first in proportion to the largest change probability of its four patches, so that the
      * decoder finds the changed tokens by their value (docs/MODEL.md §3.12) */

@@ -440,6 +440,13 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     out->prefill_ms = gr.prefill_ms;
     out->decode_ms = gr.decode_ms;
     out->tokens_per_s = gr.decode_ms > 0 ? gr.ids->len / (gr.decode_ms / 1000.0) : 0;
+    out->unsure = ok && cfg->sure_logprob < 0 && gr.logprob < cfg->sure_logprob;
+    if (out->unsure)
+        g_ptr_array_add(out->notices,
+                        g_strdup_printf("the model is not sure of this description (its "
+                                        "log-probability %.2f is below the %.2f it is sure "
+                                        "from): check it against the images and the heat map",
+                                        gr.logprob, cfg->sure_logprob));
     if (ok && gr.stop_reason == CL_STOP_MAX_LEN)
         g_ptr_array_add(out->notices,
                         g_strdup_printf("the description was cut at the model's context "

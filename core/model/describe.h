@@ -106,6 +106,8 @@ typedef struct {
     GArray *ids; /* gint32: the generated tokens (see ClGenerateResult) */
     ClStopReason stop_reason;
     double logprob, score;
+    /* config.sure_logprob: the text's log-probability is below it (a notice says so) */
+    gboolean unsure;
     ClChatDomain domain;    /* the conversation used */
     char *prompt_text;      /* the prompt as ChatML text, <image> tags included */
     int n_prompt;           /* decoder positions of the prompt (visual tokens included; with

@@ -406,10 +406,14 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
         dopt.sparse_topk = o->sparse_topk;
         dopt.cancellable = o->cancellable;
         ClDescribeResult res;
+        double logprob = 0;
+        int n_scored = 0;
         ok = cl_describe_run(be, model, di, (guint)s->n_images, &dopt, &res, error);
         if (ok) {
             pred[i] = g_utf8_make_valid(res.text ? res.text : "", -1);
             g_strstrip(pred[i]);
+            logprob = res.logprob;
+            n_scored = res.ids ? (int)res.ids->len + 1 : 0;
         }
         cl_describe_result_clear(&res);
         if (ok && o->perplexity) {
@@ -433,7 +437,7 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
         else
             bpred[i] = g_strdup(base.majority);
         ClEvalAnswer a = { g_strdup(s->answer), g_strdup(pred[i]),
-                           cl_eval_answer_exact(o->task, s, pred[i]) };
+                           cl_eval_answer_exact(o->task, s, pred[i]), logprob, n_scored };
         g_array_append_val(out->answers, a);
         if (i < o->n_examples) {
             g_ptr_array_add(out->examples, g_strdup(s->answer));

@@ -70,7 +70,9 @@ void cl_eval_options_init(ClEvalOptions *o);
 /* One held-out sample's answer (ClEvalResult.answers). */
 typedef struct {
     char *reference, *prediction;
-    int exact; /* 1: entirely right, 0: not, -1: the task's answers are not judged whole */
+    int exact;      /* 1: entirely right, 0: not, -1: the task's answers are not judged whole */
+    double logprob; /* the answer's log-probability under the model (its end token included) */
+    int n_scored;   /* the tokens it sums over */
 } ClEvalAnswer;
 
 typedef struct {
