@@ -283,6 +283,9 @@ done
 if [ ! -f "$OUT/shipped.safetensors" ]; then
   log "unfamiliar-image statistics"
   "$CLI" model fit-ood --model "$FINAL" --task "$CHANGE_TASKS" --n 500 \
-    --check heldout,$CHANGE_TASKS,photo-edits --out "$OUT/shipped.safetensors"
+    --check heldout,$CHANGE_TASKS,photo-edits --out "$OUT/ood.safetensors" &&
+    # 9. how sure it must be of its text (docs/MODEL.md §3.14): -1.0, read off seed 5001's
+    #    answers (eval --answers; data/models/README.md, "How sure it is")
+    "$CLI" model convert --sure-logprob -1 "$OUT/ood.safetensors" "$OUT/shipped.safetensors"
 fi
 log "done: $OUT/shipped.safetensors (from $FINAL); evaluations in $OUT/eval-*.json"
