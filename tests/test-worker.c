@@ -211,14 +211,24 @@ static void test_streams_without_stalls(void)
     g_assert_cmpstr(r.text->str, ==, valid);
     g_assert_cmpuint(r.result->result.ids->len, >, 20);
     g_assert_cmpuint(r.n_text, >, 1);
-    /* progress: the model load, each image, the generation, done */
-    g_assert_cmpuint(r.n_progress, >=, 3);
+    /* progress: the model load, each image, the generation, done — in that order. Progress is
+     * sent at most every 100 ms (the latest stage): on a fast machine the three images are
+     * encoded inside one interval and their stages never reach the caller (seen in a
+     * fresh-clone run on an AVX-512 machine), so they are asked for only in order */
+    g_assert_cmpuint(r.n_progress, >=, 2);
     gboolean saw_encoding = FALSE, saw_describing = FALSE;
     for (guint i = 0; i < r.stages->len; i++) {
-        saw_encoding |= g_str_has_prefix(g_ptr_array_index(r.stages, i), "Encoding image");
-        saw_describing |= g_str_equal(g_ptr_array_index(r.stages, i), "Describing");
+        const char *stage = g_ptr_array_index(r.stages, i);
+        if (g_str_has_prefix(stage, "Encoding image")) {
+            g_assert_false(saw_describing); /* never after the generation started */
+            saw_encoding = TRUE;
+        }
+        saw_describing |= g_str_equal(stage, "Describing");
     }
-    g_assert_true(saw_encoding && saw_describing);
+    g_assert_true(saw_describing);
+    if (!saw_encoding)
+        g_test_message("the images were encoded within one progress interval: no 'Encoding "
+                       "image' stage was sent");
     g_assert_cmpuint(r.result->result.heatmaps->len, ==, 2);
     /* sentence maps: byte ranges in order inside the text, each an attention share of the
      * last image's tokens: positive, at most the whole */
