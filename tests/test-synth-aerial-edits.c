@@ -121,6 +121,35 @@ static const double *aerial_change_box(const ClSynthSample *s, const ClSynthChan
                : g_array_index(s->objects[0], ClSynthObject, c->before).box;
 }
 
+/* changed_only (a mix's radiograph+changed, aerial+changed): no unchanged pair, and the tasks
+ * as they were without it (the option draws nothing when off) */
+static void test_changed_only(void)
+{
+    ClSynthOptions on;
+    cl_synth_options_init(&on);
+    on.changed_only = TRUE;
+    const char *tasks[] = { "aerial", "radiograph" };
+    for (guint t = 0; t < G_N_ELEMENTS(tasks); t++) {
+        int unchanged_before = 0;
+        for (guint64 seed = 0; seed < 40; seed++) {
+            g_autoptr(ClSynthSample) plain = cl_fixture_synth(tasks[t], seed, NULL);
+            g_autoptr(ClSynthSample) again = cl_fixture_synth(tasks[t], seed, NULL);
+            g_assert_cmpstr(plain->answer, ==, again->answer);
+            g_autoptr(ClSynthSample) s = cl_fixture_synth(tasks[t], seed, &on);
+            gboolean still = t == 0 ? plain->changes->len == 0
+                                    : g_str_equal(plain->answer, "nothing has changed.");
+            unchanged_before += still;
+            if (t == 0)
+                g_assert_cmpuint(s->changes->len, >, 0);
+            else
+                g_assert_cmpstr(s->answer, !=, "nothing has changed.");
+        }
+        g_test_message("%s: %d of 40 unchanged without it, none with it", tasks[t],
+                       unchanged_before);
+        g_assert_cmpint(unchanged_before, >, 0);
+    }
+}
+
 static void test_aerial_answers(void)
 {
     ClSynthOptions clean;
@@ -552,6 +581,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/synth-aerial-edits/determinism", test_determinism);
     g_test_add_func("/synth-aerial-edits/aerial-answers", test_aerial_answers);
+    g_test_add_func("/synth-aerial-edits/changed-only", test_changed_only);
     g_test_add_func("/synth-aerial-edits/aerial-nuisance", test_aerial_nuisance);
     g_test_add_func("/synth-aerial-edits/aerial-geotiff", test_aerial_geotiff);
     g_test_add_func("/synth-aerial-edits/aerial-series", test_aerial_series);

@@ -32,6 +32,7 @@ static const char usage_text[] =
     "  --nuisance-level L  0 none, 1 mild (default), 2 strong (2-4 px shifts, exposure and\n"
     "                      white-balance changes, JPEG)\n"
     "  --photos SET        photo-edits: train (default) or heldout photographs\n"
+    "  --changed-only      radiograph, aerial: no unchanged pairs\n"
     "  --force             write into a non-empty DIR\n"
     "  --quiet             no progress on standard error\n"
     "  --list              list the tasks and exit\n";
@@ -63,7 +64,7 @@ int cl_cli_synth(int argc, char **argv)
     gint64 n = -1; /* -1: not given */
     const ClCliIntOption ints[] = { { "n", 0, 1, G_MAXINT, &n }, { NULL } };
     double dot_scale = 1.0;
-    gboolean no_nuisance = FALSE, force = FALSE, quiet = FALSE, list = FALSE;
+    gboolean no_nuisance = FALSE, force = FALSE, quiet = FALSE, list = FALSE, changed_only = FALSE;
     GOptionEntry entries[] = {
         { "task", 0, 0, G_OPTION_ARG_STRING, &task, NULL, NULL },
         CL_CLI_INT_ENTRY("n", 0, NULL, NULL),
@@ -80,6 +81,7 @@ int cl_cli_synth(int argc, char **argv)
         { "no-nuisance", 0, 0, G_OPTION_ARG_NONE, &no_nuisance, NULL, NULL },
         { "nuisance-level", 0, 0, G_OPTION_ARG_INT, &nuisance_level, NULL, NULL },
         { "photos", 0, 0, G_OPTION_ARG_STRING, &photos, NULL, NULL },
+        { "changed-only", 0, 0, G_OPTION_ARG_NONE, &changed_only, NULL, NULL },
         { "force", 0, 0, G_OPTION_ARG_NONE, &force, NULL, NULL },
         { "quiet", 'q', 0, G_OPTION_ARG_NONE, &quiet, NULL, NULL },
         { "list", 0, 0, G_OPTION_ARG_NONE, &list, NULL, NULL },
@@ -119,6 +121,7 @@ int cl_cli_synth(int argc, char **argv)
     opts.nuisance = !no_nuisance;
     opts.nuisance_level = nuisance_level;
     opts.photos = photos;
+    opts.changed_only = changed_only;
     opts.dot_scale = dot_scale;
     if (objects && !cl_cli_parse_range(objects, &opts.min_objects, &opts.max_objects))
         return cl_cli_usage_error(PROG, "--objects takes N or MIN-MAX, not \"%s\"", objects);

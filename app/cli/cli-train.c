@@ -39,6 +39,8 @@ static const char usage_text[] =
     "  --task T[,T…]        synthetic tasks generated on the fly, mixed at random (synth --list);\n"
     "                       dots@K is the dots task with K images (2 to 5) beside the others;\n"
     "                       TASK~L the task with nuisances of level L (0 none, 1 mild, 2 strong)\n"
+    "                       radiograph+changed, aerial+changed: the task without its unchanged\n"
+    "                       pairs (aerial+changed~2 with strong nuisances)\n"
     "  --data FILE.jsonl    ShareGPT-style JSONL (shuffled per epoch)\n"
     "  --all-turns          supervise every assistant turn, not only the final answer\n"
     "  --objects N|MIN-MAX  shapes tasks: objects in a scene (default: 4-8 at 160 px, 30-40 at 768)\n"

@@ -736,7 +736,7 @@ gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
 
     /* LEVIR-CC: about half the pairs unchanged */
     GArray *changes = g_array_new(FALSE, FALSE, sizeof(ClSynthChange));
-    if (cl_synth_rng_double(rng) >= 0.5) {
+    if (opts->changed_only || cl_synth_rng_double(rng) >= 0.5) {
         int lo = opts->min_changes, hi = MAX(lo, MIN(opts->max_changes, 3));
         double v = cl_synth_rng_double(rng);
         int want = lo + (int)(v * v * (hi - lo + 1)); /* mostly one, as in LEVIR-CC */

@@ -422,7 +422,7 @@ gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng, const C
     Drawing *d = new_patient(s, rng, opts);
     int n_ref = d->n;
     /* about one pair in seven is stable (the paper's test set: 2,317 of 16,347) */
-    if (cl_synth_rng_int(rng, 0, 99) >= 15) {
+    if (opts->changed_only || cl_synth_rng_int(rng, 0, 99) >= 15) {
         int n_add, n_res;
         do {
             n_add = cl_synth_rng_int(rng, 0, 2);

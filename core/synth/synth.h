@@ -36,6 +36,9 @@ typedef struct {
     int nuisance_level;
     /* photo-edits: the photographs, "train" (default; NULL too) or "heldout" */
     const char *photos;
+    /* radiograph, aerial: every pair shows a change (a training mix that wants more changed
+     * pairs: the tasks draw a share of unchanged ones, about 1 in 7 and 1 in 2) */
+    gboolean changed_only;
     double dot_scale; /* dots tasks: the red dot's radius as a multiple of the default
                           * (3.5 px at 160 px; default 1, 1..4): larger dots for a curriculum */
 } ClSynthOptions;

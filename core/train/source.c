@@ -17,6 +17,19 @@ gboolean cl_trainer_parse_tasks(const char *spec, char ***out, int **images_out,
         if (!*t)
             continue;
         int images = 0;
+        /* TASK+changed: the task without its unchanged pairs (radiograph, aerial) */
+        char *plus = strstr(t, "+changed");
+        if (plus) {
+            g_autofree char *base = g_strndup(t, (gsize)(plus - t));
+            if ((strcmp(base, "radiograph") != 0 && strcmp(base, "aerial") != 0) ||
+                (plus[8] && plus[8] != '~')) {
+                FAIL(OPTIONS,
+                     "'%s': +changed is for the tasks with unchanged pairs, radiograph "
+                     "and aerial (aerial+changed, aerial+changed~2)",
+                     t);
+                return FALSE;
+            }
+        }
         char *tilde = strchr(t, '~');
         if (tilde) {
             /* TASK~L: the task with acquisition nuisances of level L (0 none, 1 mild, 2 strong) */
@@ -24,7 +37,7 @@ gboolean cl_trainer_parse_tasks(const char *spec, char ***out, int **images_out,
                 FAIL(OPTIONS, "'%s': ~L takes a nuisance level 0, 1 or 2 (photo-edits~2)", t);
                 return FALSE;
             }
-            g_autofree char *base = g_strndup(t, (gsize)(tilde - t));
+            g_autofree char *base = g_strndup(t, (gsize)((plus ? plus : tilde) - t));
             if (!g_strv_contains(known, base)) {
                 g_autofree char *list = g_strjoinv(", ", (char **)known);
                 FAIL(OPTIONS, "unknown task '%s' (tasks: %s)", base, list);
@@ -45,6 +58,11 @@ gboolean cl_trainer_parse_tasks(const char *spec, char ***out, int **images_out,
                 return FALSE;
             }
             images = (int)k;
+        }
+        if (plus) {
+            g_ptr_array_add(tasks, g_strdup(t));
+            g_array_append_val(counts, images);
+            continue;
         }
         if (!images && !g_strv_contains(known, t)) {
             g_autofree char *list = g_strjoinv(", ", (char **)known);
@@ -121,10 +139,12 @@ ClTrainSample *cl_trainer_source_get(ClTrainerSource *s, const ClModel *model,
     }
     g_autofree char *base = NULL;
     const char *tilde = strchr(task, '~'); /* TASK~L: its nuisance level */
-    if (tilde) {
+    if (tilde)
         so.nuisance_level = tilde[1] - '0';
-        task = base = g_strndup(task, (gsize)(tilde - task));
-    }
+    const char *plus = strstr(task, "+changed"); /* TASK+changed: no unchanged pairs */
+    so.changed_only = plus != NULL;
+    if (tilde || plus)
+        task = base = g_strndup(task, (gsize)((plus ? plus : tilde) - task));
     g_autoptr(ClSynthSample) syn = cl_synth_generate(task, ref->seed, &so, &err);
     ClTrainSample *ts = syn ? cl_train_sample_from_synth(model, syn, all_turns, &err) : NULL;
     if (!ts)
