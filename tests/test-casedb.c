@@ -1573,6 +1573,36 @@ static void test_no_write_rights(void)
     g_assert_cmpuint(after->descriptions->len, ==, 1);
 }
 
+/* The server drops the connection (a restart, a network cut): the next call finds a new one and
+ * goes on — reads, and writes with their statements prepared again — without the app's
+ * reopening anything. */
+static void test_reconnect(void)
+{
+    g_autofree char *uri = db_at("reconnect");
+    g_autoptr(ClCaseDb) db = open_ok(uri);
+    gint64 id = new_case(db, "Before the cut");
+    gint64 v1 = edit(db, id, "Written before the cut", 0);
+    for (int cut = 0; cut < 2; cut++) {
+        g_assert_cmpint(raw_int(uri,
+                                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                "WHERE application_name = 'ChangeLens'"),
+                        ==, 1);
+        g_autoptr(GError) err = NULL;
+        if (cut == 0) { /* a read first */
+            g_autoptr(GPtrArray) list = cl_casedb_list(db, &err);
+            g_assert_no_error(err);
+            g_assert_cmpuint(list->len, ==, 1);
+        } else { /* a write first: its BEGIN meets the cut, and goes again */
+            gint64 v2 = edit(db, id, "Written after the cut", v1);
+            g_assert_cmpint(v2, >, v1);
+        }
+    }
+    g_autoptr(ClCase) c = get(db, id, 0);
+    g_assert_cmpstr(cl_case_current_description(c)->text, ==, "Written after the cut");
+    g_assert_true(finds(db, "after cut", id));
+    assert_integrity(db);
+}
+
 /* `bench --casedb --postgresql`: the same cases and searches on both engines side by side, the
  * same hits on both, and the database made on the server dropped afterwards. */
 static void test_bench_both(void)
@@ -1706,6 +1736,7 @@ int main(int argc, char **argv)
         g_test_add_func("/casedb/postgresql/server-gone", test_server_gone);
         g_test_add_func("/casedb/postgresql/no-write-rights", test_no_write_rights);
         g_test_add_func("/casedb/postgresql/bench", test_bench_both);
+        g_test_add_func("/casedb/postgresql/reconnect", test_reconnect);
     } else {
         /* the file's own: its WAL syncs, a read-only folder, a cap on its pages */
         g_test_add_func("/casedb/durable", test_durable);

@@ -26,6 +26,8 @@ struct _ClCaseDb {
     char *actor;
     GHashTable *stmts; /* SQL text -> ClDbStmt*, prepared once, finalized at close */
     guint n_prepared;  /* PostgreSQL: names of prepared statements ("s1", "s2", ...) */
+    guint generation;  /* PostgreSQL: connections made since the first (a lost one is made again:
+                        * the statements are prepared again on the new one) */
     char *pg_message;  /* PostgreSQL: the last failure's message (primary text) */
     char pg_state[6];  /* PostgreSQL: its SQLSTATE */
     GArray *dirty;     /* PostgreSQL: the cases the open write changed, reindexed at commit */

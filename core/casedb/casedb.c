@@ -754,10 +754,7 @@ static ClCaseDb *open_server(const char *uri, ClCaseDbOpenFlags flags, int targe
     db->stmts = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, stmt_finalize);
     db->dirty = g_array_new(FALSE, FALSE, sizeof(gint64));
     gint64 version = 0;
-    if (!cl_casedb_pg_connect(db, uri, error) ||
-        (db->read_only && !cl_casedb_exec_sql(db, "SET default_transaction_read_only = on",
-                                              "setting up the connection", error)) ||
-        !check_header(db, &version, error) ||
+    if (!cl_casedb_pg_connect(db, uri, error) || !check_header(db, &version, error) ||
         (version < target && !cl_casedb_migrate(db, target, error))) {
         cl_casedb_close(db);
         return NULL;

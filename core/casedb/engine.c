@@ -12,15 +12,17 @@ struct _ClDbStmt {
     ClCaseDb *db;
     sqlite3_stmt *lite;
     /* PostgreSQL */
-    char *name;     /* the prepared statement's name on the server */
-    int n_params;   /* the highest ?N in the SQL */
-    char **values;  /* bound parameters (NULL: SQL NULL), text or binary */
-    int *lengths;   /* binary parameters' lengths */
-    int *formats;   /* 0 text, 1 binary */
-    PGresult *res;  /* the run's result, NULL until the first step */
-    int row;        /* the current row; -1 before the first */
-    gint64 changes; /* rows the run changed */
-    guchar *blob;   /* the last blob column read (PQunescapeBytea), freed at the next read */
+    char *name;       /* the prepared statement's name on the server */
+    char *text;       /* its SQL ($N parameters), to prepare it again on a new connection */
+    guint generation; /* the connection (ClCaseDb.generation) it is prepared on */
+    int n_params;     /* the highest ?N in the SQL */
+    char **values;    /* bound parameters (NULL: SQL NULL), text or binary */
+    int *lengths;     /* binary parameters' lengths */
+    int *formats;     /* 0 text, 1 binary */
+    PGresult *res;    /* the run's result, NULL until the first step */
+    int row;          /* the current row; -1 before the first */
+    gint64 changes;   /* rows the run changed */
+    guchar *blob;     /* the last blob column read (PQunescapeBytea), freed at the next read */
 };
 
 /* ---- PostgreSQL: errors ---------------------------------------------------------------------- */
@@ -45,28 +47,57 @@ static int code_for_state(const char *state, gboolean connection_lost)
     return SQLITE_ERROR;
 }
 
+static char *libpq_reason(const PGconn *c);
+
 /* Keeps the failure of res (or of the connection) in db; returns its SQLite code. */
 static int keep_failure(ClCaseDb *db, const PGresult *res)
 {
     const char *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
     const char *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
     g_free(db->pg_message);
-    if (primary)
-        db->pg_message = g_strdup(primary);
-    else
-        db->pg_message = g_strstrip(g_strdup(PQerrorMessage(db->pg)));
+    db->pg_message = primary ? g_strdup(primary) : libpq_reason(db->pg);
     g_strlcpy(db->pg_state, state ? state : "", sizeof db->pg_state);
     return code_for_state(state, PQstatus(db->pg) == CONNECTION_BAD);
 }
 
+static gboolean session_setup(ClCaseDb *db);
+
+/* A connection lost (the server restarted, the network dropped) is made again before the next
+ * statement, with the session's settings; the statements are prepared again as they are used.
+ * What was in a transaction on the old one is gone with it (the call that met the loss failed,
+ * its change not made). TRUE when the connection is usable. */
+static gboolean ensure_connected(ClCaseDb *db)
+{
+    if (PQstatus(db->pg) == CONNECTION_OK)
+        return TRUE;
+    PQreset(db->pg);
+    if (PQstatus(db->pg) != CONNECTION_OK || !session_setup(db))
+        return FALSE;
+    db->generation++;
+    return TRUE;
+}
+
+/* Whether a failed statement should be sent again on a new connection: the connection was lost
+ * and the statement was not inside a transaction (every write of casedb is: the statement is
+ * then its BEGIN, or a read), so it did nothing. */
+static gboolean retry_after_loss(ClCaseDb *db, gboolean was_idle)
+{
+    return was_idle && PQstatus(db->pg) == CONNECTION_BAD && ensure_connected(db);
+}
+
 gboolean cl_casedb_pg_exec(ClCaseDb *db, const char *sql, int *rc)
 {
-    PGresult *res = PQexec(db->pg, sql);
-    ExecStatusType s = PQresultStatus(res);
-    gboolean ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
-    *rc = ok ? SQLITE_OK : keep_failure(db, res);
-    PQclear(res);
-    return ok;
+    ensure_connected(db);
+    for (int attempt = 0;; attempt++) {
+        gboolean was_idle = PQtransactionStatus(db->pg) == PQTRANS_IDLE;
+        PGresult *res = PQexec(db->pg, sql);
+        ExecStatusType s = PQresultStatus(res);
+        gboolean ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
+        *rc = ok ? SQLITE_OK : keep_failure(db, res);
+        PQclear(res);
+        if (ok || attempt > 0 || !retry_after_loss(db, was_idle))
+            return ok;
+    }
 }
 
 /* ---- PostgreSQL: connection ------------------------------------------------------------------ */
@@ -135,20 +166,32 @@ gboolean cl_casedb_pg_connect(ClCaseDb *db, const char *uri, GError **error)
         return FALSE;
     }
     PQsetNoticeProcessor(db->pg, quiet_notices, NULL);
-    /* the server's text in the connection's encoding: ours is UTF-8; waiting for another writer
-     * as long as SQLite's busy timeout; dates and numbers read back as we write them */
-    int rc;
-    if (PQsetClientEncoding(db->pg, "UTF8") != 0 ||
-        !cl_casedb_pg_exec(db,
-                           "SET lock_timeout = '5s'; SET extra_float_digits = 3; "
-                           "SET bytea_output = 'hex'; SET standard_conforming_strings = on",
-                           &rc)) {
+    if (!session_setup(db)) {
         g_set_error(error, CL_CASEDB_ERROR, CL_CASEDB_ERROR_OPEN,
                     "Cannot set up the connection to %s: %s", db->shown,
                     db->pg_message ? db->pg_message : PQerrorMessage(db->pg));
         return FALSE;
     }
     return TRUE;
+}
+
+/* The session's settings (at connecting, and again on a connection made after a loss): the
+ * server's text in the connection's encoding, ours UTF-8; waiting for another writer as long as
+ * SQLite's busy timeout; numbers and blobs read back as we write them; read-only when opened so. */
+static gboolean session_setup(ClCaseDb *db)
+{
+    if (PQsetClientEncoding(db->pg, "UTF8") != 0)
+        return FALSE;
+    g_autofree char *sql =
+        g_strdup_printf("SET lock_timeout = '5s'; SET extra_float_digits = 3; "
+                        "SET bytea_output = 'hex'; SET standard_conforming_strings = on%s",
+                        db->read_only ? "; SET default_transaction_read_only = on" : "");
+    PGresult *res = PQexec(db->pg, sql);
+    gboolean ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    if (!ok)
+        keep_failure(db, res);
+    PQclear(res);
+    return ok;
 }
 
 /* ?N -> $N outside quoted text and identifiers; the highest N in *n_params. */
@@ -191,6 +234,8 @@ ClDbStmt *cl_casedb_pg_prepare(ClCaseDb *db, const char *sql, GError **error)
     ClDbStmt *st = g_new0(ClDbStmt, 1);
     st->db = db;
     st->name = g_steal_pointer(&name);
+    st->text = g_steal_pointer(&text);
+    st->generation = db->generation;
     st->n_params = n_params;
     st->values = g_new0(char *, MAX(n_params, 1));
     st->lengths = g_new0(int, MAX(n_params, 1));
@@ -231,6 +276,7 @@ void cl_db_finalize(ClDbStmt *st)
         g_free(st->lengths);
         g_free(st->formats);
         g_free(st->name);
+        g_free(st->text);
     }
     g_free(st);
 }
@@ -332,13 +378,27 @@ int cl_db_step(ClDbStmt *st)
         return sqlite3_step(st->lite);
     if (!st->res) {
         ClCaseDb *db = st->db;
-        st->res = PQexecPrepared(db->pg, st->name, st->n_params, (const char *const *)st->values,
-                                 st->lengths, st->formats, 0);
-        ExecStatusType s = PQresultStatus(st->res);
-        if (s != PGRES_TUPLES_OK && s != PGRES_COMMAND_OK) {
+        ensure_connected(db);
+        for (int attempt = 0;; attempt++) {
+            gboolean was_idle = PQtransactionStatus(db->pg) == PQTRANS_IDLE;
+            if (st->generation != db->generation) { /* a new connection: prepare it there */
+                PGresult *p = PQprepare(db->pg, st->name, st->text, st->n_params, NULL);
+                gboolean prepared = PQresultStatus(p) == PGRES_COMMAND_OK;
+                int rc = prepared ? SQLITE_OK : keep_failure(db, p);
+                PQclear(p);
+                if (!prepared)
+                    return rc;
+                st->generation = db->generation;
+            }
+            st->res = PQexecPrepared(db->pg, st->name, st->n_params,
+                                     (const char *const *)st->values, st->lengths, st->formats, 0);
+            ExecStatusType s = PQresultStatus(st->res);
+            if (s == PGRES_TUPLES_OK || s == PGRES_COMMAND_OK)
+                break;
             int rc = keep_failure(db, st->res);
             clear_result(st);
-            return rc;
+            if (attempt > 0 || !retry_after_loss(db, was_idle))
+                return rc;
         }
         const char *n = PQcmdTuples(st->res);
         st->changes = n && *n ? g_ascii_strtoll(n, NULL, 10) : 0;
