@@ -20,6 +20,9 @@ extern char *path_a, *path_b; /* 64 × 48 and 80 × 60 PNGs */
 /* The set-up before the tests are added (g_test_init, per-user dirs in tmpdir, GTK and
  * libadwaita, the app's stylesheet, the two PNGs): 0, or the exit status (77: no display). */
 int ui_util_init(int *argc, char ***argv);
+/* While set, GTK's warning "Trying to snapshot … without a current allocation" is written but
+ * not fatal (every other warning stays fatal); /ui/window/panel-divider says why. */
+extern gboolean ui_snapshot_warning_tolerated;
 /* Removes tmpdir. */
 void ui_util_cleanup(void);
 
