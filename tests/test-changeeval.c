@@ -267,6 +267,16 @@ static void test_eval_model(gconstpointer data)
     }
     if (strcmp(task, "photo-edits") == 0)
         g_assert_cmpint(r.text.n_kind, ==, r.text.n - r.text.n_unchanged);
+    /* each answer: a log-probability, and right throughout no more often than its change call */
+    g_assert_nonnull(r.answers);
+    g_assert_cmpuint(r.answers->len, ==, 8);
+    int right = 0;
+    for (guint i = 0; i < r.answers->len; i++) {
+        const ClChangeTextAnswer *a = &g_array_index(r.answers, ClChangeTextAnswer, i);
+        g_assert_cmpfloat(a->logprob, <=, 0);
+        right += a->right;
+    }
+    g_assert_cmpfloat(right, <=, r.text.change * r.text.n + 1e-9);
     g_autofree char *json = cl_change_eval_result_to_json(&r);
     g_autoptr(JsonNode) root = json_from_string(json, &err);
     g_assert_no_error(err);

@@ -405,6 +405,8 @@ void cl_change_eval_result_clear(ClChangeEvalResult *r)
     g_free(r->set);
     if (r->sources)
         g_array_unref(r->sources);
+    if (r->answers)
+        g_array_unref(r->answers);
     memset(r, 0, sizeof *r);
 }
 
@@ -515,6 +517,7 @@ typedef struct {
     gint64 encode_us, describe_us;
     ClChangeTextScore text;
     double text_acc[5];
+    GArray *answers; /* ClChangeTextAnswer */
 } Run;
 
 /* the set's seed and the synthetic options: the model's input size and patch grid */
@@ -572,6 +575,7 @@ static gboolean run_setup(Run *r, GError **error)
         }
     }
     r->labels = g_array_new(FALSE, FALSE, sizeof(guint8));
+    r->answers = g_array_new(FALSE, FALSE, sizeof(ClChangeTextAnswer));
     r->heat = g_new(float, (gsize)r->grid_w * r->grid_h);
     if (r->model && r->run_encoder) {
         const ClModelConfig *cfg = &r->model->config;
@@ -593,6 +597,8 @@ static void run_clear(Run *r)
             g_array_unref(r->acc[i].pooled);
     if (r->labels)
         g_array_unref(r->labels);
+    if (r->answers)
+        g_array_unref(r->answers);
     g_free(r->heat);
     g_free(r->pixels);
     if (r->state)
@@ -715,7 +721,17 @@ static gboolean describe_sample(Run *r, const ClSynthSample *s, ClImage *const *
         Truth t;
         truth_of(s, &t);
         g_autofree char *text = g_utf8_make_valid(res.text ? res.text : "", -1);
+        ClChangeTextScore before = r->text;
+        double acc[5];
+        memcpy(acc, r->text_acc, sizeof acc);
         score_text(&t, text, &r->text, r->text_acc);
+        /* right throughout: every part this sample is scored on was counted right */
+        gboolean right = r->text_acc[0] > acc[0] &&
+                         (r->text.n_kind == before.n_kind || r->text_acc[1] > acc[1]) &&
+                         (r->text.n_position == before.n_position || r->text_acc[2] > acc[2]) &&
+                         (r->text.n_object == before.n_object || r->text_acc[3] > acc[3]);
+        ClChangeTextAnswer a = { res.logprob, right };
+        g_array_append_val(r->answers, a);
         g_free(t.object);
     }
     cl_describe_result_clear(&res);
@@ -754,6 +770,8 @@ static void run_finish(Run *r, ClChangeEvalResult *out)
     ts.changed_right =
         ts.n > ts.n_unchanged ? (r->text_acc[0] - r->text_acc[4]) / (ts.n - ts.n_unchanged) : NAN;
     out->text = ts;
+    if (out->described)
+        out->answers = g_array_ref(r->answers);
 }
 
 gboolean cl_change_eval_run(ClBackend *be, const ClModel *model, const ClChangeEvalOptions *o,
@@ -911,6 +929,18 @@ char *cl_change_eval_result_to_json(const ClChangeEvalResult *r)
         json_int(b, "position_samples", t->n_position);
         json_number(b, "object", t->object);
         json_int(b, "object_samples", t->n_object);
+        /* each answer: its log-probability and whether it was right throughout */
+        json_builder_set_member_name(b, "answers");
+        json_builder_begin_array(b);
+        for (guint i = 0; r->answers && i < r->answers->len; i++) {
+            const ClChangeTextAnswer *a = &g_array_index(r->answers, ClChangeTextAnswer, i);
+            json_builder_begin_object(b);
+            json_number(b, "logprob", a->logprob);
+            json_builder_set_member_name(b, "right");
+            json_builder_add_boolean_value(b, a->right);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
         json_builder_end_object(b);
     } else {
         json_builder_add_null_value(b);

@@ -135,6 +135,13 @@ typedef struct {
     double changed_right;   /* of the n - n_unchanged that change: the share called a change */
 } ClChangeTextScore;
 
+/* One described sample: its answer's log-probability and whether it was right throughout (the
+ * change call, and for a change its kind, position and object where the truth names them). */
+typedef struct {
+    double logprob;
+    gboolean right;
+} ClChangeTextAnswer;
+
 typedef struct {
     char *task, *set;
     guint64 seed;
@@ -145,6 +152,7 @@ typedef struct {
     GArray *sources;       /* ClChangeSourceScore, in cl_change_sources() order */
     gboolean described;
     ClChangeTextScore text;
+    GArray *answers;    /* ClChangeTextAnswer, each described sample's in order (NULL without) */
     double encode_ms;   /* mean per pair: both images through the encoder (Δ pass included) */
     double describe_ms; /* mean per sample: the whole describe pipeline */
     double seconds;
