@@ -1603,6 +1603,26 @@ static void test_reconnect(void)
     assert_integrity(db);
 }
 
+/* A note of 1.6 MB of distinct words (more than a tsvector holds): the write goes through, the
+ * case stays searchable by its first words. */
+static void test_huge_text(void)
+{
+    g_autofree char *uri = db_at("huge-text");
+    g_autoptr(ClCaseDb) db = open_ok(uri);
+    gint64 id = new_case(db, "Long report");
+    GString *text = g_string_new("Opening remark about pneumothorax. ");
+    for (int i = 0; text->len < 1600 * 1024; i++)
+        g_string_append_printf(text, "w%07dx ", i);
+    g_autoptr(GError) err = NULL;
+    gboolean ok = cl_casedb_note_add(db, id, 0, text->str, NULL, &err);
+    g_assert_no_error(err);
+    g_assert_true(ok);
+    g_assert_true(finds(db, "pneumothorax", id));
+    g_assert_true(finds(db, "w0000001x", id));
+    assert_integrity(db);
+    g_string_free(text, TRUE);
+}
+
 /* `bench --casedb --postgresql`: the same cases and searches on both engines side by side, the
  * same hits on both, and the database made on the server dropped afterwards. */
 static void test_bench_both(void)
@@ -1737,6 +1757,7 @@ int main(int argc, char **argv)
         g_test_add_func("/casedb/postgresql/no-write-rights", test_no_write_rights);
         g_test_add_func("/casedb/postgresql/bench", test_bench_both);
         g_test_add_func("/casedb/postgresql/reconnect", test_reconnect);
+        g_test_add_func("/casedb/postgresql/huge-text", test_huge_text);
     } else {
         /* the file's own: its WAL syncs, a read-only folder, a cap on its pages */
         g_test_add_func("/casedb/durable", test_durable);

@@ -236,6 +236,11 @@ static gboolean literal_hits(ClCaseDb *db, const char *needle, guint limit, GPtr
 /* tsvector positions run to 16383; a lexeme keeps at most 255 of them. */
 #define MAX_POSITION 16383
 #define MAX_POSITIONS 255
+/* A tsvector holds under 1 MB: each distinct word counts its bytes (rounded up to even) and two
+ * bytes for each position and one more. A case's words past this budget (a huge series'
+ * metadata, a pasted report of a novel's length) are not indexed on PostgreSQL, rather than the
+ * write failing. */
+#define TSVECTOR_BUDGET (1000 * 1000)
 
 typedef struct {
     gsize start, end; /* bytes of the text */
@@ -330,9 +335,13 @@ static char *document_vector(const char *const fields_text[4])
         pos = MIN(pos + 100, MAX_POSITION);
     }
     GString *out = g_string_new(NULL);
+    gsize size = 0;
     for (guint i = 0; i < order->len; i++) {
         const char *lexeme = order->pdata[i];
         GPtrArray *list = g_hash_table_lookup(positions, lexeme);
+        size += ((strlen(lexeme) + 1) & ~(gsize)1) + 2 * ((gsize)list->len + 1);
+        if (size > TSVECTOR_BUDGET)
+            break; /* the words seen first are kept */
         if (out->len)
             g_string_append_c(out, ' ');
         append_lexeme(out, lexeme);
@@ -517,7 +526,8 @@ static gboolean pg_hits(ClCaseDb *db, GPtrArray *words, guint limit, GPtrArray *
         guint best = 0;
         for (int col = 0; col < (int)G_N_ELEMENTS(fields); col++) {
             guint n = 0;
-            char *snippet = field_snippet(cl_db_column_text(st, 1 + col), qwords, &n);
+            const char *body = cl_db_column_text(st, 1 + col);
+            char *snippet = field_snippet(body ? body : "", qwords, &n);
             if (snippet && n > best) {
                 best = n;
                 g_free(h->field), g_free(h->snippet);
