@@ -28,6 +28,7 @@ struct _ClCaseDb {
     guint n_prepared;  /* PostgreSQL: names of prepared statements ("s1", "s2", ...) */
     guint generation;  /* PostgreSQL: connections made since the first (a lost one is made again:
                         * the statements are prepared again on the new one) */
+    gint64 retry_at;   /* PostgreSQL: after a failed reconnection, no other before this time */
     char *pg_message;  /* PostgreSQL: the last failure's message (primary text) */
     char pg_state[6];  /* PostgreSQL: its SQLSTATE */
     GArray *dirty;     /* PostgreSQL: the cases the open write changed, reindexed at commit */

@@ -70,9 +70,15 @@ static gboolean ensure_connected(ClCaseDb *db)
 {
     if (PQstatus(db->pg) == CONNECTION_OK)
         return TRUE;
-    PQreset(db->pg);
-    if (PQstatus(db->pg) != CONNECTION_OK || !session_setup(db))
+    /* a server that stays away is asked again every 30 s, not at every call: the app's window
+     * looks for changes every 2 s on its main thread, and a connection attempt can wait */
+    if (g_get_monotonic_time() < db->retry_at)
         return FALSE;
+    PQreset(db->pg);
+    if (PQstatus(db->pg) != CONNECTION_OK || !session_setup(db)) {
+        db->retry_at = g_get_monotonic_time() + 30 * G_USEC_PER_SEC;
+        return FALSE;
+    }
     db->generation++;
     return TRUE;
 }
@@ -153,9 +159,14 @@ static char *libpq_reason(const PGconn *c)
 gboolean cl_casedb_pg_connect(ClCaseDb *db, const char *uri, GError **error)
 {
     db->shown = shown_location(uri);
-    /* a server that does not answer must not freeze the app: 10 s unless the address says */
-    const char *const keys[] = { "connect_timeout", "dbname", "fallback_application_name", NULL };
-    const char *const values[] = { "10", uri, "ChangeLens", NULL };
+    /* a server that does not answer must not freeze the app: 10 s to connect, unacknowledged
+     * sends given up after 10 s and a silent peer found by keepalives within about 25 s, unless
+     * the address says otherwise (its values come after these and win) */
+    const char *const keys[] = { "connect_timeout",           "tcp_user_timeout",
+                                 "keepalives_idle",           "keepalives_interval",
+                                 "keepalives_count",          "dbname",
+                                 "fallback_application_name", NULL };
+    const char *const values[] = { "10", "10000", "10", "5", "3", uri, "ChangeLens", NULL };
     db->pg = PQconnectdbParams(keys, values, 1);
     if (!db->pg || PQstatus(db->pg) != CONNECTION_OK) {
         g_autofree char *why = libpq_reason(db->pg);
