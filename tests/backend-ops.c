@@ -44,7 +44,8 @@
     X(merge2x2) \
     X(col_mean) \
     X(center_cols) \
-    X(scale_by)
+    X(scale_by) \
+    X(train)
 // clang-format on
 
 /* The struct rebuilt from the list: same size and every member at the same offset, or the list
@@ -64,7 +65,7 @@ _Static_assert(sizeof(struct ops_mirror) == sizeof(struct cl_backend_ops),
  * rather than by a case of their own. */
 static const char *const by_every_case[] = {
     "name",     "destroy", "host_memory", "alloc",  "release",           "upload",
-    "download", "copy",    "zero",        "finish", "attention_scratch",
+    "download", "copy",    "zero",        "finish", "attention_scratch", "train",
 };
 
 typedef void (*OpCheck)(const Ctx *c, const int *p);

@@ -139,6 +139,94 @@ struct cl_backend_ops {
     void (*center_cols)(ClBackend *be, float *x, int m, int n);
     /* x[i] *= s[0] for i < count (s: one float in backend memory, a learned scalar gate). */
     void (*scale_by)(ClBackend *be, float *x, const float *s, size_t count);
+
+    /* The training ops (below): NULL when the backend cannot train. */
+    const struct cl_backend_train_ops *train;
+};
+
+/* ---- training ops ----------------------------------------------------------------------------
+ *
+ * The backward passes of the ops above, the losses and AdamW, so that a whole training step runs
+ * in the backend's memory (core/train/trainmodel.h). Each has the semantics of its CPU function
+ * in nn/grad.h or train/optim.h (named beside it), which the CPU backend calls: every gradient
+ * output ACCUMULATES (+=) and a NULL one is skipped, unless a comment says SET. Pointers are
+ * backend buffers except where a comment says host. A backend's results equal the CPU's within
+ * float rounding (the products' and reductions' order may differ). */
+struct cl_backend_train_ops {
+    /* cl_grad_linear: y[m, n] = x[m, k] · w[n, k]^T + b: dx += dy·w, dw += dy^T·x, db += Σ dy. */
+    void (*linear)(ClBackend *be, float *dx, float *dw, float *db, const float *dy, const float *x,
+                   const float *w, int m, int k, int n);
+    /* cl_grad_layernorm (mean and rstd recomputed from x). */
+    void (*layernorm)(ClBackend *be, float *dx, float *dw, float *db, const float *dy,
+                      const float *x, const float *w, int m, int n, float eps);
+    /* cl_grad_rmsnorm. */
+    void (*rmsnorm)(ClBackend *be, float *dx, float *dw, const float *dy, const float *x,
+                    const float *w, int m, int n, float eps);
+    /* cl_grad_modulate (x: the input before modulation). */
+    void (*modulate)(ClBackend *be, float *dx, float *dscale, float *dshift, const float *dy,
+                     const float *x, const float *scale, int m, int n);
+    /* cl_grad_gelu, cl_grad_silu, cl_grad_silu_mul. */
+    void (*gelu)(ClBackend *be, float *dx, const float *dy, const float *x, size_t count);
+    void (*silu)(ClBackend *be, float *dx, const float *dy, const float *x, size_t count);
+    void (*silu_mul)(ClBackend *be, float *dgate, float *dup, const float *dy, const float *gate,
+                     const float *up, size_t count);
+    /* cl_grad_residual (gate may be NULL), cl_grad_scale_cols. */
+    void (*residual)(ClBackend *be, float *da, float *dgate, const float *dy, const float *a,
+                     const float *gate, int m, int n);
+    void (*scale_cols)(ClBackend *be, float *da, float *dgate, const float *dy, const float *a,
+                       const float *gate, int m, int n);
+    /* cl_grad_rope: in place on dx, the rotation by −angle. */
+    void (*rope)(ClBackend *be, float *dx, const float *cos_t, const float *sin_t, int n_tok,
+                 int ld, int n_head, int head_dim, int n_sections);
+    /* cl_grad_softmax: y given, strides ld. */
+    void (*softmax)(ClBackend *be, float *dx, const float *dy, const float *y, int m, int n,
+                    int ld);
+    /* cl_grad_attention: the probabilities recomputed (no tail). */
+    void (*attention)(ClBackend *be, float *dq, float *dk, float *dv, const float *dout,
+                      const float *q, const float *k, const float *v, int n_q, int n_kv, int ldq,
+                      int ldk, int ldv, int ldo, int n_head, int n_kv_head, int head_dim,
+                      float scale, int causal);
+    /* cl_train_attention: the forward that keeps each head's probabilities, probs (n_head, n_q,
+     * n_kv) (out SET), and cl_grad_attention_probs: the backward that reads them. */
+    void (*attention_keep)(ClBackend *be, float *out, float *probs, const float *q, const float *k,
+                           const float *v, int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo,
+                           int n_head, int n_kv_head, int head_dim, float scale, int causal);
+    void (*attention_probs)(ClBackend *be, float *dq, float *dk, float *dv, const float *dout,
+                            const float *q, const float *k, const float *v, const float *probs,
+                            int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo, int n_head,
+                            int n_kv_head, int head_dim, float scale, int causal);
+    /* cl_grad_row_norms (b NULL in the forward; out given). */
+    void (*row_norms)(ClBackend *be, float *da, const float *dout, const float *a, const float *out,
+                      int m, int n);
+    /* cl_grad_embed: dtable[ids[i]] += dy[i] for ids[i] >= 0; ids host (n of them; repeats
+     * add up). */
+    void (*embed)(ClBackend *be, float *dtable, const float *dy, const gint32 *ids, int n, int dim);
+    /* The backward of the ops table's merge2x2 (cl_grad_merger_unfold): dx += dcat put back. */
+    void (*merge2x2)(ClBackend *be, float *dx, const float *dcat, int grid, int dim);
+
+    /* cl_cross_entropy: returns (host) the mean −log p(target) over the supervised rows, in
+     * double, and *n_supervised; dlogits (may be NULL) SET. targets and mask host (mask NULL:
+     * every row). */
+    double (*cross_entropy)(ClBackend *be, float *dlogits, const float *logits,
+                            const gint32 *targets, const guint8 *mask, int n, int vocab,
+                            float scale, int *n_supervised);
+    /* Sigmoid binary cross-entropy of `count` logits z against targets y (0 or 1): returns
+     * (host) Σ log(1 + e^z) − z·y, accumulated in double; dz (may be NULL) SET to
+     * scale · (sigmoid(z) − y). */
+    double (*bce)(ClBackend *be, float *dz, const float *z, const float *y, size_t count,
+                  float scale);
+
+    /* cl_grad_sumsq over x[0, n): returns (host) Σ x², accumulated in double. */
+    double (*sumsq)(ClBackend *be, const float *x, size_t n);
+    /* x *= s (s host). */
+    void (*scale)(ClBackend *be, float *x, float s, size_t n);
+    /* One AdamW update of n elements with the per-step scalars of cl_adamw_update_range (host
+     * floats, computed there in double and rounded): per element, g = grad · gscale,
+     *   p = p·decay;  m += w1·(g − m);  v = v·b2 + w2·g²;  p += step_size · m / (√v / bc2_sqrt +
+     *   eps). */
+    void (*adamw)(ClBackend *be, float *p, float *m, float *v, const float *g, size_t n,
+                  float decay, float w1, float b2, float w2, float bc2_sqrt, float eps,
+                  float step_size, float gscale);
 };
 
 struct _ClBackend {

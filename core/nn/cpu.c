@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/backend.h"
+#include "nn/grad.h"
 #include "nn/blas.h"
 #include "nn/elementwise.h"
 #include "nn/simd.h"
@@ -1066,6 +1067,7 @@ static const struct cl_backend_ops cpu_ops = {
     .col_mean = cpu_col_mean,
     .center_cols = cpu_center_cols,
     .scale_by = cpu_scale_by,
+    .train = &cl_cpu_train_ops,
 };
 
 ClBackend *cl_backend_cpu_new(int n_threads)

@@ -462,6 +462,54 @@ double cl_cross_entropy(float *dlogits, const float *logits, const gint32 *targe
     return total / ns;
 }
 
+double cl_bce_logits(float *dz, const float *z, const float *y, size_t count, float scale)
+{
+    double loss = 0;
+    for (size_t i = 0; i < count; i++) {
+        const double zi = z[i], yi = y[i];
+        /* log(1 + e^z) − z·y without overflow */
+        loss += MAX(zi, 0) - zi * yi + log1p(exp(-fabs(zi)));
+        if (dz)
+            dz[i] = (float)((double)scale * (1.0 / (1.0 + exp(-zi)) - yi));
+    }
+    return loss;
+}
+
+double cl_sumsq(const float *x, size_t begin, size_t end)
+{
+    /* four partial sums: independent chains vectorise, and double keeps 1e9 terms exact enough */
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = begin;
+    for (; i + 4 <= end; i += 4) {
+        s0 += (double)x[i] * x[i];
+        s1 += (double)x[i + 1] * x[i + 1];
+        s2 += (double)x[i + 2] * x[i + 2];
+        s3 += (double)x[i + 3] * x[i + 3];
+    }
+    for (; i < end; i++)
+        s0 += (double)x[i] * x[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* torch's per-element AdamW over [begin, end) on gradients g · gscale; the float scalars are
+ * computed once in double and rounded, as torch's Python-side scalars are when they reach the
+ * float kernels. */
+void cl_adamw_elements(float *restrict p, float *restrict m, float *restrict v,
+                       const float *restrict g, size_t begin, size_t end, float decay, float w1,
+                       float b2, float w2, float bc2_sqrt, float eps, float step_size, float gscale)
+{
+    for (size_t i = begin; i < end; i++) {
+        float gi = g[i] * gscale;
+        float pi = p[i] * decay;
+        float mi = m[i] + w1 * (gi - m[i]);
+        float vi = v[i] * b2 + w2 * gi * gi;
+        float denom = sqrtf(vi) / bc2_sqrt + eps;
+        p[i] = pi + step_size * mi / denom;
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
 const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, const float *c, int nc,
                              int E, float *tmp)
 {

@@ -83,6 +83,24 @@ void cl_grad_merger_unfold(float *dx, const float *dcat, int grid, int dim);
 double cl_cross_entropy(float *dlogits, const float *logits, const gint32 *targets,
                         const guint8 *mask, int n, int vocab, float scale, int *n_supervised);
 
+/* Sigmoid binary cross-entropy of count logits z against targets y (0 or 1): returns
+ * Σ log(1 + e^z) − z·y (without overflow), in double; dz (may be NULL) is SET to
+ * scale · (sigmoid(z) − y). */
+double cl_bce_logits(float *dz, const float *z, const float *y, size_t count, float scale);
+
+/* Σ x[begin, end)², four partial sums in double (train/optim.h's cl_grad_sumsq). */
+double cl_sumsq(const float *x, size_t begin, size_t end);
+/* AdamW's per-element update over [begin, end) (train/optim.h's cl_adamw_update_range, whose
+ * per-step scalars these are): g = grad·gscale, p = p·decay, m += w1·(g − m),
+ * v = v·b2 + w2·g², p += step_size · m / (√v / bc2_sqrt + eps). */
+void cl_adamw_elements(float *p, float *m, float *v, const float *g, size_t begin, size_t end,
+                       float decay, float w1, float b2, float w2, float bc2_sqrt, float eps,
+                       float step_size, float gscale);
+
+/* The CPU backend's training ops (backend.h's struct cl_backend_train_ops): the functions
+ * above. */
+extern const struct cl_backend_train_ops cl_cpu_train_ops;
+
 /* ---- products with row-stacked weights ---- */
 
 /* Rows a (na, E) and b (nb, E) (and c (nc, E), may be NULL) as one (na + nb + nc, E) matrix:

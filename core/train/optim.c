@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "nn/grad.h"
 #include "train/params.h"
 
 G_DEFINE_QUARK(cl - optim - error - quark, cl_optim_error)
@@ -148,26 +149,6 @@ ClOptimSpan *cl_optim_decay_spans(const ClModelConfig *cfg, guint *n_spans)
     return spans;
 }
 
-/* torch's per-element AdamW over [begin, end) on gradients g · gscale; the float scalars are
- * computed once in double and rounded, as torch's Python-side scalars are when they reach the
- * float kernels. */
-static void adamw_range(float *restrict p, float *restrict m, float *restrict v,
-                        const float *restrict g, size_t begin, size_t end, float decay, float w1,
-                        float b2, float w2, float bc2_sqrt, float eps, float step_size,
-                        float gscale)
-{
-    for (size_t i = begin; i < end; i++) {
-        float gi = g[i] * gscale;
-        float pi = p[i] * decay;
-        float mi = m[i] + w1 * (gi - m[i]);
-        float vi = v[i] * b2 + w2 * gi * gi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = pi + step_size * mi / denom;
-        m[i] = mi;
-        v[i] = vi;
-    }
-}
-
 void cl_adamw_next_step(ClAdamW *a)
 {
     g_return_if_fail(a != NULL);
@@ -192,15 +173,15 @@ void cl_adamw_update_range(const ClAdamW *a, float *params, const float *grads, 
     float step_size = (float)(-(lr / bc1));
     float decay = (float)(1.0 - lr * o->weight_decay);
     if (!a->n_spans) {
-        adamw_range(params, a->m, a->v, grads, begin, end, decay, w1, b2, w2, bc2_sqrt, eps,
-                    step_size, gscale);
+        cl_adamw_elements(params, a->m, a->v, grads, begin, end, decay, w1, b2, w2, bc2_sqrt, eps,
+                          step_size, gscale);
         return;
     }
     for (guint s = 0; s < a->n_spans; s++) {
         size_t b = MAX(begin, a->spans[s].begin), e = MIN(end, a->spans[s].end);
         if (b < e)
-            adamw_range(params, a->m, a->v, grads, b, e, a->spans[s].decay ? decay : 1.0f, w1, b2,
-                        w2, bc2_sqrt, eps, step_size, gscale);
+            cl_adamw_elements(params, a->m, a->v, grads, b, e, a->spans[s].decay ? decay : 1.0f, w1,
+                              b2, w2, bc2_sqrt, eps, step_size, gscale);
     }
 }
 
@@ -216,18 +197,7 @@ void cl_adamw_update(ClAdamW *a, float *params, const float *grads, double lr)
 double cl_grad_sumsq(const float *grads, size_t begin, size_t end)
 {
     g_return_val_if_fail(grads != NULL || begin >= end, NAN);
-    /* four partial sums: independent chains vectorise, and double keeps 1e9 terms exact enough */
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    size_t i = begin;
-    for (; i + 4 <= end; i += 4) {
-        s0 += (double)grads[i] * grads[i];
-        s1 += (double)grads[i + 1] * grads[i + 1];
-        s2 += (double)grads[i + 2] * grads[i + 2];
-        s3 += (double)grads[i + 3] * grads[i + 3];
-    }
-    for (; i < end; i++)
-        s0 += (double)grads[i] * grads[i];
-    return (s0 + s1) + (s2 + s3);
+    return cl_sumsq(grads, begin, end);
 }
 
 double cl_grad_norm(const float *grads, size_t n)
