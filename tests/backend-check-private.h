@@ -23,6 +23,6 @@ float *cl_check_down(ClBackend *dev, const float *d, size_t n);
 float *cl_check_rnd(GRand *r, size_t n, double lo, double hi);
 void cl_check_finish(ClBackend *dev);
 
-/* One GLib test per entry of the op table (backend-ops.c) under prefix "/ops/NAME/PARAMS", and
- * "/ops/coverage". */
+/* One GLib test per entry of the op table (backend-ops.c) under prefix "/ops/NAME/PARAMS", per
+ * entry of its training-op table under "/ops/train/NAME/PARAMS", and "/ops/coverage". */
 void cl_check_add_op_tests(const char *prefix, const Ctx *c);

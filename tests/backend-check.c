@@ -200,6 +200,174 @@ static void w_scale_by(ClBackend *be, float *x, const float *s, size_t n)
     c->ops->scale_by(c, U(x), U(s), n);
 }
 
+/* The training ops: every backend pointer untagged; ids, targets and mask are host arrays. */
+static void tw_linear(ClBackend *be, float *dx, float *dw, float *db, const float *dy,
+                      const float *x, const float *w, int m, int k, int n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->linear(c, U(dx), U(dw), U(db), U(dy), U(x), U(w), m, k, n);
+}
+static void tw_layernorm(ClBackend *be, float *dx, float *dw, float *db, const float *dy,
+                         const float *x, const float *w, int m, int n, float eps)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->layernorm(c, U(dx), U(dw), U(db), U(dy), U(x), U(w), m, n, eps);
+}
+static void tw_rmsnorm(ClBackend *be, float *dx, float *dw, const float *dy, const float *x,
+                       const float *w, int m, int n, float eps)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->rmsnorm(c, U(dx), U(dw), U(dy), U(x), U(w), m, n, eps);
+}
+static void tw_modulate(ClBackend *be, float *dx, float *dscale, float *dshift, const float *dy,
+                        const float *x, const float *scale, int m, int n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->modulate(c, U(dx), U(dscale), U(dshift), U(dy), U(x), U(scale), m, n);
+}
+static void tw_gelu(ClBackend *be, float *dx, const float *dy, const float *x, size_t n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->gelu(c, U(dx), U(dy), U(x), n);
+}
+static void tw_silu(ClBackend *be, float *dx, const float *dy, const float *x, size_t n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->silu(c, U(dx), U(dy), U(x), n);
+}
+static void tw_silu_mul(ClBackend *be, float *dgate, float *dup, const float *dy, const float *gate,
+                        const float *up, size_t n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->silu_mul(c, U(dgate), U(dup), U(dy), U(gate), U(up), n);
+}
+static void tw_residual(ClBackend *be, float *da, float *dgate, const float *dy, const float *a,
+                        const float *gate, int m, int n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->residual(c, U(da), U(dgate), U(dy), U(a), U(gate), m, n);
+}
+static void tw_scale_cols(ClBackend *be, float *da, float *dgate, const float *dy, const float *a,
+                          const float *gate, int m, int n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->scale_cols(c, U(da), U(dgate), U(dy), U(a), U(gate), m, n);
+}
+static void tw_rope(ClBackend *be, float *dx, const float *cs, const float *sn, int n_tok, int ld,
+                    int n_head, int hd, int sections)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->rope(c, U(dx), U(cs), U(sn), n_tok, ld, n_head, hd, sections);
+}
+static void tw_softmax(ClBackend *be, float *dx, const float *dy, const float *y, int m, int n,
+                       int ld)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->softmax(c, U(dx), U(dy), U(y), m, n, ld);
+}
+static void tw_attention(ClBackend *be, float *dq, float *dk, float *dv, const float *dout,
+                         const float *q, const float *k, const float *v, int n_q, int n_kv, int ldq,
+                         int ldk, int ldv, int ldo, int n_head, int n_kv_head, int hd, float scale,
+                         int causal)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->attention(c, U(dq), U(dk), U(dv), U(dout), U(q), U(k), U(v), n_q, n_kv, ldq, ldk,
+                             ldv, ldo, n_head, n_kv_head, hd, scale, causal);
+}
+static void tw_attention_keep(ClBackend *be, float *out, float *probs, const float *q,
+                              const float *k, const float *v, int n_q, int n_kv, int ldq, int ldk,
+                              int ldv, int ldo, int n_head, int n_kv_head, int hd, float scale,
+                              int causal)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->attention_keep(c, U(out), U(probs), U(q), U(k), U(v), n_q, n_kv, ldq, ldk, ldv,
+                                  ldo, n_head, n_kv_head, hd, scale, causal);
+}
+static void tw_attention_probs(ClBackend *be, float *dq, float *dk, float *dv, const float *dout,
+                               const float *q, const float *k, const float *v, const float *probs,
+                               int n_q, int n_kv, int ldq, int ldk, int ldv, int ldo, int n_head,
+                               int n_kv_head, int hd, float scale, int causal)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->attention_probs(c, U(dq), U(dk), U(dv), U(dout), U(q), U(k), U(v), U(probs), n_q,
+                                   n_kv, ldq, ldk, ldv, ldo, n_head, n_kv_head, hd, scale, causal);
+}
+static void tw_row_norms(ClBackend *be, float *da, const float *dout, const float *a,
+                         const float *out, int m, int n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->row_norms(c, U(da), U(dout), U(a), U(out), m, n);
+}
+static void tw_embed(ClBackend *be, float *dtable, const float *dy, const gint32 *ids, int n,
+                     int dim)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->embed(c, U(dtable), U(dy), ids /* host */, n, dim);
+}
+static void tw_merge2x2(ClBackend *be, float *dx, const float *dcat, int grid, int dim)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->merge2x2(c, U(dx), U(dcat), grid, dim);
+}
+static double tw_cross_entropy(ClBackend *be, float *dlogits, const float *logits,
+                               const gint32 *targets, const guint8 *mask, int n, int vocab,
+                               float scale, int *n_supervised)
+{
+    /* targets, mask and n_supervised are host memory */
+    ClBackend *c = cpu_of(be);
+    return c->ops->train->cross_entropy(c, U(dlogits), U(logits), targets, mask, n, vocab, scale,
+                                        n_supervised);
+}
+static double tw_bce(ClBackend *be, float *dz, const float *z, const float *y, size_t n,
+                     float scale)
+{
+    ClBackend *c = cpu_of(be);
+    return c->ops->train->bce(c, U(dz), U(z), U(y), n, scale);
+}
+static double tw_sumsq(ClBackend *be, const float *x, size_t n)
+{
+    ClBackend *c = cpu_of(be);
+    return c->ops->train->sumsq(c, U(x), n);
+}
+static void tw_scale(ClBackend *be, float *x, float s, size_t n)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->scale(c, U(x), s, n);
+}
+static void tw_adamw(ClBackend *be, float *p, float *m, float *v, const float *g, size_t n,
+                     float decay, float w1, float b2, float w2, float bc2_sqrt, float eps,
+                     float step_size, float gscale)
+{
+    ClBackend *c = cpu_of(be);
+    c->ops->train->adamw(c, U(p), U(m), U(v), U(g), n, decay, w1, b2, w2, bc2_sqrt, eps, step_size,
+                         gscale);
+}
+
+static const struct cl_backend_train_ops walled_train_ops = {
+    .linear = tw_linear,
+    .layernorm = tw_layernorm,
+    .rmsnorm = tw_rmsnorm,
+    .modulate = tw_modulate,
+    .gelu = tw_gelu,
+    .silu = tw_silu,
+    .silu_mul = tw_silu_mul,
+    .residual = tw_residual,
+    .scale_cols = tw_scale_cols,
+    .rope = tw_rope,
+    .softmax = tw_softmax,
+    .attention = tw_attention,
+    .attention_keep = tw_attention_keep,
+    .attention_probs = tw_attention_probs,
+    .row_norms = tw_row_norms,
+    .embed = tw_embed,
+    .merge2x2 = tw_merge2x2,
+    .cross_entropy = tw_cross_entropy,
+    .bce = tw_bce,
+    .sumsq = tw_sumsq,
+    .scale = tw_scale,
+    .adamw = tw_adamw,
+};
+
 static const struct cl_backend_ops walled_ops = {
     .name = "walled-cpu",
     .destroy = w_destroy,
@@ -233,6 +401,7 @@ static const struct cl_backend_ops walled_ops = {
     .col_mean = w_col_mean,
     .center_cols = w_center_cols,
     .scale_by = w_scale_by,
+    .train = &walled_train_ops,
 };
 
 ClBackend *cl_test_walled_backend_new(void)

@@ -5,6 +5,7 @@
 #include <glib.h>
 
 #include "backend-check.h"
+#include "train-step-check.h"
 
 static ClBackend *walled;
 
@@ -37,6 +38,9 @@ int main(int argc, char **argv)
     /* the same CPU ops on the same values: exact */
     const ClTolerances exact = { { 0, 0, 0 }, { 0, 0, 0 }, { 0, 0, 0 }, { 0, 0, 0 } };
     cl_test_add_backend_checks("/devicepath", walled, &exact, TRUE);
+    /* a whole training step (forward, backward, the update) in the backend's memory: the same
+     * ops on the same values, so the same parameters to the bit */
+    cl_test_add_train_step_checks("/devicepath", walled, 0, 0);
     int rc = g_test_run();
     cl_backend_free(walled);
     return rc;

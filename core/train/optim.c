@@ -155,33 +155,39 @@ void cl_adamw_next_step(ClAdamW *a)
     a->step++;
 }
 
+void cl_adamw_scalars(const ClAdamW *a, double lr, ClAdamWScalars *out)
+{
+    const ClAdamWOptions *o = &a->opt;
+    double t = (double)a->step;
+    double bc1 = 1.0 - pow(o->beta1, t);
+    double bc2 = 1.0 - pow(o->beta2, t);
+    out->w1 = (float)(1.0 - o->beta1);
+    out->b2 = (float)o->beta2;
+    out->w2 = (float)(1.0 - o->beta2);
+    out->bc2_sqrt = (float)sqrt(bc2);
+    out->eps = (float)o->eps;
+    out->step_size = (float)(-(lr / bc1));
+    out->decay = (float)(1.0 - lr * o->weight_decay);
+}
+
 void cl_adamw_update_range(const ClAdamW *a, float *params, const float *grads, double lr,
                            float gscale, size_t begin, size_t end)
 {
     g_return_if_fail(a != NULL && a->step > 0 && begin <= end && end <= a->n);
     if (begin == end)
         return;
-    const ClAdamWOptions *o = &a->opt;
-    double t = (double)a->step;
-    double bc1 = 1.0 - pow(o->beta1, t);
-    double bc2 = 1.0 - pow(o->beta2, t);
-    float w1 = (float)(1.0 - o->beta1);
-    float b2 = (float)o->beta2;
-    float w2 = (float)(1.0 - o->beta2);
-    float bc2_sqrt = (float)sqrt(bc2);
-    float eps = (float)o->eps;
-    float step_size = (float)(-(lr / bc1));
-    float decay = (float)(1.0 - lr * o->weight_decay);
+    ClAdamWScalars k;
+    cl_adamw_scalars(a, lr, &k);
     if (!a->n_spans) {
-        cl_adamw_elements(params, a->m, a->v, grads, begin, end, decay, w1, b2, w2, bc2_sqrt, eps,
-                          step_size, gscale);
+        cl_adamw_elements(params, a->m, a->v, grads, begin, end, k.decay, k.w1, k.b2, k.w2,
+                          k.bc2_sqrt, k.eps, k.step_size, gscale);
         return;
     }
     for (guint s = 0; s < a->n_spans; s++) {
         size_t b = MAX(begin, a->spans[s].begin), e = MIN(end, a->spans[s].end);
         if (b < e)
-            cl_adamw_elements(params, a->m, a->v, grads, b, e, a->spans[s].decay ? decay : 1.0f, w1,
-                              b2, w2, bc2_sqrt, eps, step_size, gscale);
+            cl_adamw_elements(params, a->m, a->v, grads, b, e, a->spans[s].decay ? k.decay : 1.0f,
+                              k.w1, k.b2, k.w2, k.bc2_sqrt, k.eps, k.step_size, gscale);
     }
 }
 

@@ -86,6 +86,12 @@ void cl_adamw_update(ClAdamW *a, float *params, const float *grads, double lr);
  * elements at that t with every gradient multiplied by gscale first (as cl_grad_scale would:
  * gscale = 1 changes nothing). The pieces together equal cl_adamw_update on grads · gscale. */
 void cl_adamw_next_step(ClAdamW *a);
+/* The per-step scalars cl_adamw_update_range computes at a's step and lr (computed in double,
+ * rounded to float), for an update that runs elsewhere (a device's AdamW op). */
+typedef struct {
+    float decay, w1, b2, w2, bc2_sqrt, eps, step_size;
+} ClAdamWScalars;
+void cl_adamw_scalars(const ClAdamW *a, double lr, ClAdamWScalars *out);
 void cl_adamw_update_range(const ClAdamW *a, float *params, const float *grads, double lr,
                            float gscale, size_t begin, size_t end);
 

@@ -42,6 +42,16 @@ ClParamBuf *cl_param_buf_new(const ClModelConfig *cfg, GError **error)
     return b;
 }
 
+ClParamBuf *cl_param_buf_new_view(const ClModelConfig *cfg, float *data)
+{
+    ClParamBuf *b = g_new0(ClParamBuf, 1);
+    b->data = data;
+    b->n = count_params(cfg);
+    b->borrowed = TRUE;
+    bind_views(cfg, &b->w, data);
+    return b;
+}
+
 void cl_param_buf_zero(ClParamBuf *b)
 {
     memset(b->data, 0, b->n * sizeof(float));
@@ -52,7 +62,8 @@ void cl_param_buf_free(ClParamBuf *b)
     if (!b)
         return;
     cl_model_weights_clear(&b->w);
-    g_free(b->data);
+    if (!b->borrowed)
+        g_free(b->data);
     g_free(b);
 }
 

@@ -17,11 +17,15 @@ typedef struct {
     ClModelWeights w;
     float *data;
     size_t n;
+    gboolean borrowed; /* data is not the buffer's own (cl_param_buf_new_view) */
 } ClParamBuf;
 
 /* Zero-filled; NULL + CL_MODEL_ERROR_NO_MEMORY when there is no room. */
 ClParamBuf *cl_param_buf_new(const ClModelConfig *cfg, GError **error);
 void cl_param_buf_zero(ClParamBuf *b);
+/* Views over `data` (cl_model_n_params(cfg) floats, in any backend's memory: only pointer
+ * arithmetic is done on it), not owned: a device's copy of the parameters or gradients. */
+ClParamBuf *cl_param_buf_new_view(const ClModelConfig *cfg, float *data);
 void cl_param_buf_free(ClParamBuf *b);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC(ClParamBuf, cl_param_buf_free)
 

@@ -13,11 +13,48 @@
  * (a short sequence; a long one recomputes them a block at a time). */
 #define KEEP_PROBS_BYTES ((size_t)96 << 20)
 
+/* Row-stacked weights (nn/grad.h) in the backend's memory: a trainable model's are consecutive
+ * and used in place; others are gathered into tmp by the backend's copies. */
+static const float *stacked(ClBackend *be, const float *a, int na, const float *b, int nb,
+                            const float *c, int nc, int E, float *tmp)
+{
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
+    if (b == a + sa && (!c || c == b + sb))
+        return a;
+    cl_train_copy(be, tmp, a, sa);
+    cl_train_copy(be, tmp + sa, b, sb);
+    if (c)
+        cl_train_copy(be, tmp + sa + sb, c, (size_t)nc * E);
+    return tmp;
+}
+
+static float *stacked_grad(ClBackend *be, float *a, int na, float *b, int nb, float *c, int nc,
+                           int E, float *tmp)
+{
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
+    if (b == a + sa && (!c || c == b + sb))
+        return a;
+    cl_train_zero(be, tmp, sa + sb + (c ? (size_t)nc * E : 0));
+    return tmp;
+}
+
+static void unstack(ClBackend *be, const float *at, float *a, int na, float *b, int nb, float *c,
+                    int nc, int E)
+{
+    if (at == a)
+        return;
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
+    be->ops->add(be, a, a, at, sa);
+    be->ops->add(be, b, b, at + sa, sb);
+    if (c)
+        be->ops->add(be, c, c, at + sa + sb, (size_t)nc * E);
+}
+
 void cl_train_dec_free(ClTrainDec *d)
 {
     if (!d)
         return;
-    cl_act_buffer_give(d->buf, d->buf_n);
+    cl_train_give(d->be, d->buf, d->buf_n);
     g_free(d->layer);
     g_free(d->pvm);
     g_free(d->tids);
@@ -118,8 +155,8 @@ static gboolean self_attention(ClTrainDec *d, const ClDecoderLayerWeights *L, Cl
     ClBackend *be = d->be;
     const struct cl_backend_ops *op = be->ops;
     const int n = d->n, E = d->E, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd, m = n - s;
-    op->linear(be, a->qkv, a->h1, cl_grad_stacked(L->q, Q, L->k, KV, L->v, KV, E, d->wtmp), NULL, n,
-               E, QKV);
+    op->linear(be, a->qkv, a->h1, stacked(be, L->q, Q, L->k, KV, L->v, KV, E, d->wtmp), NULL, n, E,
+               QKV);
     float *q = a->qkv, *k = a->qkv + Q, *v = a->qkv + Q + KV;
     op->rope(be, q, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
     op->rope(be, k, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
@@ -127,8 +164,8 @@ static gboolean self_attention(ClTrainDec *d, const ClDecoderLayerWeights *L, Cl
         return FALSE;
     /* queries from position s see keys [0, s + i]: the causal offset is s */
     if (a->probs)
-        cl_train_attention(a->att + (size_t)s * Q, a->probs, q + (size_t)s * QKV, k, v, m, n, QKV,
-                           QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, s);
+        op->train->attention_keep(be, a->att + (size_t)s * Q, a->probs, q + (size_t)s * QKV, k, v,
+                                  m, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd, d->scale, s);
     else
         op->attention(be, a->att + (size_t)s * Q, NULL, q + (size_t)s * QKV, k, v, m, n, QKV, QKV,
                       QKV, Q, d->Hq, d->Hkv, hd, d->scale, s, 0, d->scratch);
@@ -145,7 +182,7 @@ static void layer_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, int l, 
     ClTrainLayerAct *a = &d->layer[l];
     const int n = d->n, E = d->E, F = d->F, m = n - s;
     const size_t nE = (size_t)n * E, sE = (size_t)s * E, sF = (size_t)s * F;
-    memcpy(a->x_in, x, nE * sizeof(float));
+    cl_train_copy(be, a->x_in, x, nE);
     op->rmsnorm(be, a->h1, x, L->attn_norm, n, E, d->eps);
     if (a->gdn) { /* a Gated DeltaNet layer in place of the attention */
         if (m == 0)
@@ -162,10 +199,10 @@ static void layer_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, int l, 
         if (d->casa && d->n_vis > 0)
             cl_dec_train_casa_forward(d, L, a, x, s);
     }
-    memcpy(a->x_mid + sE, x + sE, (size_t)m * E * sizeof(float));
+    cl_train_copy(be, a->x_mid + sE, x + sE, (size_t)m * E);
     op->rmsnorm(be, a->h2 + sE, x + sE, L->mlp_norm, m, E, d->eps);
     op->linear(be, a->gu + 2 * sF, a->h2 + sE,
-               cl_grad_stacked(L->gate, F, L->up, F, NULL, 0, E, d->wtmp), NULL, m, E, 2 * F);
+               stacked(be, L->gate, F, L->up, F, NULL, 0, E, d->wtmp), NULL, m, E, 2 * F);
     for (int i = s; i < n; i++) {
         const float *gi = a->gu + (size_t)i * 2 * F;
         op->silu_mul(be, a->act + (size_t)i * F, gi, gi + F, F);
@@ -210,10 +247,19 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
         }
     }
     const gboolean scatter = d->casa && !rows;
+    if (!op->host_memory &&
+        (cfg->casa != CL_CASA_OFF || cfg->pvm_n_layers > 0 || cfg->hybrid_every > 0)) {
+        cl_train_dec_free(d);
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "The decoder options (PVM, CASA, the Gated DeltaNet hybrid) train on the CPU "
+                    "only, not on %s",
+                    op->name);
+        return NULL;
+    }
     setup(d, ids, n, visual, rows, n_rows);
     ClActArena a = { NULL, 0 };
     layout(d, &a);
-    if (!(d->buf = cl_act_buffer_take(a.used, &d->buf_n)))
+    if (!(d->buf = cl_train_take(be, a.used, &d->buf_n)))
         return out_of_memory(d, n, error);
     a = (ClActArena){ d->buf, 0 };
     layout(d, &a);
@@ -223,11 +269,19 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     op->embed(be, x, w->embed, ids, n, E);
     for (int i = 0, row = 0; i < n; i++)
         if (ids[i] == CL_DECODER_VISUAL)
-            memcpy(x + (size_t)i * E, visual + (size_t)row++ * E, (size_t)E * sizeof(float));
-    cl_rope_table_1d(d->rope_cos, d->rope_sin, 0, n, d->hd, cfg->rope_base);
-    if (d->ones)
+            cl_train_copy(be, x + (size_t)i * E, visual + (size_t)row++ * E, (size_t)E);
+    /* the tables are made on the host */
+    const size_t half = (size_t)n * d->hd / 2;
+    g_autofree float *rope = g_new(float, MAX(2 * half, 1));
+    cl_rope_table_1d(rope, rope + half, 0, n, d->hd, cfg->rope_base);
+    op->upload(be, d->rope_cos, rope, half * sizeof(float));
+    op->upload(be, d->rope_sin, rope + half, half * sizeof(float));
+    if (d->ones) {
+        g_autofree float *ones = g_new(float, E);
         for (int i = 0; i < E; i++)
-            d->ones[i] = 1.0f;
+            ones[i] = 1.0f;
+        op->upload(be, d->ones, ones, (size_t)E * sizeof(float));
+    }
     for (int l = 0; l < cfg->dec_depth; l++)
         layer_forward(d, &w->dec[l], l, x, l == cfg->dec_depth - 1 ? d->tail : 0);
 
@@ -236,7 +290,7 @@ ClTrainDec *cl_train_dec_forward(ClBackend *be, const ClModel *model, const gint
     if (d->tail < n)
         op->rmsnorm(be, d->hn + tE, x + tE, w->dec_norm, n - d->tail, E, d->eps);
     for (int r = 0; rows && r < n_rows; r++)
-        memcpy(d->hk + (size_t)r * E, d->hn + (size_t)rows[r] * E, (size_t)E * sizeof(float));
+        cl_train_copy(be, d->hk + (size_t)r * E, d->hn + (size_t)rows[r] * E, (size_t)E);
     if (d->n_rows > 0 && !scatter)
         op->linear(be, logits, d->hk, lm_head, NULL, d->n_rows, E, d->V);
     if (scatter && !cl_dec_train_casa_logits(d, lm_head, full2text, n_full, logits))
@@ -260,73 +314,73 @@ static void layer_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
     float *dx = b->dx, *dh = b->dh, *dact = b->dact, *dgu = b->dgu, *datt = b->datt;
     float *dqkv = b->dqkv, *wtmp = d->wtmp, *gtmp = b->gtmp, *dh_pvm = b->dh_pvm;
     float *dh_casa = b->dh_casa;
+    ClBackend *be = d->be;
+    const struct cl_backend_train_ops *T = be->ops->train;
     /* the rows the forward ran past the keys and values: [s, n) (see tail) */
     const int s = l == d->cfg->dec_depth - 1 ? d->tail : 0, m = n - s;
     const size_t sE = (size_t)s * E, sF = (size_t)s * F;
-    memset(dqkv, 0, (size_t)n * QKV * sizeof(float));
+    cl_train_zero(be, dqkv, (size_t)n * QKV);
     /* PVM beside the FFN reads the same dx (the layer output's gradient) */
     if (a->pvm && m > 0) {
-        memset(dh_pvm, 0, nE * sizeof(float));
+        cl_train_zero(be, dh_pvm, nE);
         cl_dec_train_pvm_backward(d, L, G, a->pvm, a->x_mid, dx, s, dh_pvm, b->dvis_pvm, wtmp,
                                   gtmp);
     }
     if (m > 0) {
         /* MLP: x += down(SiLU(gate) ⊙ up), gate and up one stacked product */
-        memset(dact, 0, nF * sizeof(float));
-        cl_grad_linear(dact + sF, G->down, NULL, dx + sE, a->act + sF, L->down, m, F, E);
-        memset(dgu, 0, 2 * nF * sizeof(float));
+        cl_train_zero(be, dact, nF);
+        T->linear(be, dact + sF, G->down, NULL, dx + sE, a->act + sF, L->down, m, F, E);
+        cl_train_zero(be, dgu, 2 * nF);
         for (int i = s; i < n; i++) {
             const float *gi = a->gu + (size_t)i * 2 * F;
             float *dgi = dgu + (size_t)i * 2 * F;
-            cl_grad_silu_mul(dgi, dgi + F, dact + (size_t)i * F, gi, gi + F, F);
+            T->silu_mul(be, dgi, dgi + F, dact + (size_t)i * F, gi, gi + F, F);
         }
-        memset(dh, 0, nE * sizeof(float));
-        float *ggu = cl_grad_stacked_grad(G->gate, F, G->up, F, NULL, 0, E, gtmp);
-        cl_grad_linear(dh + sE, ggu, NULL, dgu + 2 * sF, a->h2 + sE,
-                       cl_grad_stacked(L->gate, F, L->up, F, NULL, 0, E, wtmp), m, E, 2 * F);
-        cl_grad_unstack(ggu, G->gate, F, G->up, F, NULL, 0, E);
-        cl_grad_rmsnorm(dx + sE, G->mlp_norm, dh + sE, a->x_mid + sE, L->mlp_norm, m, E, d->eps);
+        cl_train_zero(be, dh, nE);
+        float *ggu = stacked_grad(be, G->gate, F, G->up, F, NULL, 0, E, gtmp);
+        T->linear(be, dh + sE, ggu, NULL, dgu + 2 * sF, a->h2 + sE,
+                  stacked(be, L->gate, F, L->up, F, NULL, 0, E, wtmp), m, E, 2 * F);
+        unstack(be, ggu, G->gate, F, G->up, F, NULL, 0, E);
+        T->rmsnorm(be, dx + sE, G->mlp_norm, dh + sE, a->x_mid + sE, L->mlp_norm, m, E, d->eps);
         if (a->pvm)
-            for (size_t i = sE; i < nE; i++)
-                dx[i] += dh_pvm[i];
+            be->ops->add(be, dx + sE, dx + sE, dh_pvm + sE, nE - sE);
         if (a->gdn) { /* a Gated DeltaNet layer in place of the attention */
             cl_dec_train_gdn_backward(d, L, G, a, dx, s);
             return;
         }
         if (a->ca_only) { /* CA^#: the cross-attention's gradient through attn_norm */
             if (dh_casa) {
-                memset(dh_casa, 0, nE * sizeof(float));
+                cl_train_zero(be, dh_casa, nE);
                 cl_dec_train_casa_backward(d, L, G, a, dx, s, dh_casa, b->dvis_casa);
-                cl_grad_rmsnorm(dx, G->attn_norm, dh_casa, a->x_in, L->attn_norm, n, E, d->eps);
+                T->rmsnorm(be, dx, G->attn_norm, dh_casa, a->x_in, L->attn_norm, n, E, d->eps);
             }
             return;
         }
         /* attention: x += o(Attn(rope(q), rope(k), v)), q, k and v one stacked product */
-        memset(datt, 0, (size_t)n * Q * sizeof(float));
-        cl_grad_linear(datt + (size_t)s * Q, G->o, NULL, dx + sE, a->att + (size_t)s * Q, L->o, m,
-                       Q, E);
-        cl_grad_attention_probs(dqkv + (size_t)s * QKV, dqkv + Q, dqkv + Q + KV,
-                                datt + (size_t)s * Q, a->qkv + (size_t)s * QKV, a->qkv + Q,
-                                a->qkv + Q + KV, a->probs, m, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv,
-                                hd, d->scale, s);
+        cl_train_zero(be, datt, (size_t)n * Q);
+        T->linear(be, datt + (size_t)s * Q, G->o, NULL, dx + sE, a->att + (size_t)s * Q, L->o, m, Q,
+                  E);
+        T->attention_probs(be, dqkv + (size_t)s * QKV, dqkv + Q, dqkv + Q + KV,
+                           datt + (size_t)s * Q, a->qkv + (size_t)s * QKV, a->qkv + Q,
+                           a->qkv + Q + KV, a->probs, m, n, QKV, QKV, QKV, Q, d->Hq, d->Hkv, hd,
+                           d->scale, s);
         if (dh_casa) { /* CA beside the self-attention reads the same dx */
-            memset(dh_casa, 0, nE * sizeof(float));
+            cl_train_zero(be, dh_casa, nE);
             cl_dec_train_casa_backward(d, L, G, a, dx, s, dh_casa, b->dvis_casa);
         }
     }
     if (a->gdn || a->ca_only) /* m == 0: the forward ran nothing */
         return;
-    cl_grad_rope(dqkv, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
-    cl_grad_rope(dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
-    memset(dh, 0, nE * sizeof(float));
-    float *gqkv = cl_grad_stacked_grad(G->q, Q, G->k, KV, G->v, KV, E, gtmp);
-    cl_grad_linear(dh, gqkv, NULL, dqkv, a->h1,
-                   cl_grad_stacked(L->q, Q, L->k, KV, L->v, KV, E, wtmp), n, E, QKV);
-    cl_grad_unstack(gqkv, G->q, Q, G->k, KV, G->v, KV, E);
+    T->rope(be, dqkv, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
+    T->rope(be, dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
+    cl_train_zero(be, dh, nE);
+    float *gqkv = stacked_grad(be, G->q, Q, G->k, KV, G->v, KV, E, gtmp);
+    T->linear(be, dh, gqkv, NULL, dqkv, a->h1, stacked(be, L->q, Q, L->k, KV, L->v, KV, E, wtmp), n,
+              E, QKV);
+    unstack(be, gqkv, G->q, Q, G->k, KV, G->v, KV, E);
     if (dh_casa && m > 0) /* (CA_{t+v}: rows before s feed its text keys too) */
-        for (size_t i = 0; i < nE; i++)
-            dh[i] += dh_casa[i];
-    cl_grad_rmsnorm(dx, G->attn_norm, dh, a->x_in, L->attn_norm, n, E, d->eps);
+        be->ops->add(be, dh, dh, dh_casa, nE);
+    T->rmsnorm(be, dx, G->attn_norm, dh, a->x_in, L->attn_norm, n, E, d->eps);
 }
 
 void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *dlogits,
@@ -337,59 +391,64 @@ void cl_train_dec_backward(ClTrainDec *d, const ClModelWeights *w, const float *
     const size_t tmp_n =
         MAX((size_t)MAX(QKV, 2 * F) * E,
             d->cfg->pvm_n_layers ? (size_t)2 * d->cfg->pvm_mlp * d->cfg->pvm_rank : 0);
+    ClBackend *be = d->be;
+    const struct cl_backend_train_ops *T = be->ops->train;
     Back b = { 0 };
-    b.dx = g_new0(float, nE), b.dh = g_new(float, nE);
-    b.dact = g_new(float, nF), b.dgu = g_new(float, 2 * nF);
-    b.datt = g_new(float, (size_t)n * d->Q), b.dqkv = g_new(float, (size_t)n * QKV);
-    b.gtmp = g_new(float, tmp_n); /* (the stacked weights go through the forward's d->wtmp) */
+    b.dx = cl_train_scratch0(be, nE), b.dh = cl_train_scratch(be, nE);
+    b.dact = cl_train_scratch(be, nF), b.dgu = cl_train_scratch(be, 2 * nF);
+    b.datt = cl_train_scratch(be, (size_t)n * d->Q);
+    b.dqkv = cl_train_scratch(be, (size_t)n * QKV);
+    /* (the stacked weights go through the forward's d->wtmp) */
+    b.gtmp = cl_train_scratch(be, tmp_n);
     /* PVM: the gradient at the visual rows through the branches' keys and values */
     if (d->n_vis && d->cfg->pvm_n_layers)
-        b.dvis_pvm = g_new0(float, (size_t)d->n_vis * E);
+        b.dvis_pvm = cl_train_scratch0(be, (size_t)d->n_vis * E);
     if (d->cfg->pvm_n_layers)
-        b.dh_pvm = g_new(float, nE);
+        b.dh_pvm = cl_train_scratch(be, nE);
     /* CASA: the visual rows' gradient through every layer's window keys and values */
     if (d->casa && d->n_vis)
-        b.dvis_casa = g_new0(float, (size_t)d->n_vis * E), b.dh_casa = g_new(float, nE);
+        b.dvis_casa = cl_train_scratch0(be, (size_t)d->n_vis * E),
+        b.dh_casa = cl_train_scratch(be, nE);
     float *dx = b.dx, *dh = b.dh;
 
     /* logits = RMSNorm(x) lm_head^T at the logit rows (tied: the gradient lands in the
      * embedding); the other positions get no gradient from the head */
-    memset(dh, 0, nE * sizeof(float));
+    cl_train_zero(be, dh, nE);
     if (d->rows) {
-        float *dhk = g_new0(float, (size_t)MAX(d->n_rows, 1) * E);
+        float *dhk = cl_train_scratch0(be, (size_t)MAX(d->n_rows, 1) * E);
         if (d->n_rows > 0)
-            cl_grad_linear(dhk, g->lm_head ? g->lm_head : g->embed, NULL, dlogits, d->hk,
-                           w->lm_head ? w->lm_head : w->embed, d->n_rows, E, d->V);
+            T->linear(be, dhk, g->lm_head ? g->lm_head : g->embed, NULL, dlogits, d->hk,
+                      w->lm_head ? w->lm_head : w->embed, d->n_rows, E, d->V);
         for (int r = 0; r < d->n_rows; r++)
-            memcpy(dh + (size_t)d->rows[r] * E, dhk + (size_t)r * E, (size_t)E * sizeof(float));
-        g_free(dhk);
+            cl_train_copy(be, dh + (size_t)d->rows[r] * E, dhk + (size_t)r * E, (size_t)E);
+        cl_train_scratch_free(be, dhk);
     } else {
-        cl_grad_linear(dh, g->lm_head ? g->lm_head : g->embed, NULL, dlogits, d->hn,
-                       w->lm_head ? w->lm_head : w->embed, n, E, d->V);
+        T->linear(be, dh, g->lm_head ? g->lm_head : g->embed, NULL, dlogits, d->hn,
+                  w->lm_head ? w->lm_head : w->embed, n, E, d->V);
     }
     const size_t tE = (size_t)d->tail * E;
     if (d->tail < n)
-        cl_grad_rmsnorm(dx + tE, g->dec_norm, dh + tE, d->x_out + tE, w->dec_norm, n - d->tail, E,
-                        d->eps);
+        T->rmsnorm(be, dx + tE, g->dec_norm, dh + tE, d->x_out + tE, w->dec_norm, n - d->tail, E,
+                   d->eps);
     for (int l = d->cfg->dec_depth - 1; l >= 0; l--)
         layer_backward(d, &w->dec[l], &g->dec[l], &d->layer[l], l, &b);
 
     /* the inputs: token rows into the embedding, visual rows out in order */
-    cl_grad_embed(g->embed, dx, d->ids, n, E);
+    T->embed(be, g->embed, dx, d->ids, n, E);
     for (int i = 0, row = 0; i < n; i++)
         if (d->ids[i] == CL_DECODER_VISUAL && dvisual) {
             float *dv = dvisual + (size_t)row * E;
-            memcpy(dv, dx + (size_t)i * E, (size_t)E * sizeof(float));
+            cl_train_copy(be, dv, dx + (size_t)i * E, (size_t)E);
             if (b.dvis_pvm)
-                for (int j = 0; j < E; j++)
-                    dv[j] += b.dvis_pvm[(size_t)row * E + j];
+                be->ops->add(be, dv, dv, b.dvis_pvm + (size_t)row * E, (size_t)E);
             row++;
         }
     if (b.dvis_casa && dvisual) /* CASA: no visual row is in the sequence */
-        memcpy(dvisual, b.dvis_casa, (size_t)d->n_vis * E * sizeof(float));
-    g_free(b.dvis_pvm), g_free(b.dh_pvm), g_free(b.dvis_casa), g_free(b.dh_casa);
-    g_free(b.dx), g_free(b.dh), g_free(b.dact), g_free(b.dgu);
-    g_free(b.datt), g_free(b.dqkv), g_free(b.gtmp);
+        cl_train_copy(be, dvisual, b.dvis_casa, (size_t)d->n_vis * E);
+    float *const bufs[] = { b.dvis_pvm, b.dh_pvm, b.dvis_casa, b.dh_casa, b.dx,  b.dh,
+                            b.dact,     b.dgu,    b.datt,      b.dqkv,    b.gtmp };
+    for (size_t i = 0; i < G_N_ELEMENTS(bufs); i++)
+        cl_train_scratch_free(be, bufs[i]);
 }
 
 gboolean cl_train_dec_attention(const ClTrainDec *d, int layer, int q0, float *out)
@@ -402,7 +461,7 @@ gboolean cl_train_dec_attention(const ClTrainDec *d, int layer, int q0, float *o
     if (layer < 0 || layer >= L || q0 < 0 || q0 > n)
         return FALSE;
     const ClTrainLayerAct *a = &d->layer[layer];
-    if (a->gdn || a->ca_only) /* a GDN or CA^# layer: no self-attention map */
+    if (a->gdn || a->ca_only || !d->be->ops->host_memory) /* (no map: GDN, CA^#, a device) */
         return FALSE;
     memset(out, 0, sizeof(float) * (size_t)(n - q0) * n);
     cl_dec_attention_map(out, n, a->qkv + (size_t)q0 * d->QKV, d->QKV, a->qkv + d->Q, d->QKV,

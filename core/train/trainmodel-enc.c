@@ -53,7 +53,8 @@ struct _ClTrainEnc {
     /* the forward's scratch: (N, D), (N, F) (the SVE module's output projection and GELU, a
      * block's GELU), the merger's LN (N, D) and GELU (M, Hm) */
     float *tmp_nd, *tmp_nf, *tmp_hm, *tmp_mg;
-    float *buf; /* the one buffer every view lies in (cl_act_buffer_take), buf_n floats */
+    float *ones; /* (N) ones: adaln_zero's mean over the state's tokens as a product */
+    float *buf;  /* the one buffer every view lies in (cl_act_buffer_take), buf_n floats */
     size_t buf_n;
 };
 
@@ -62,7 +63,7 @@ void cl_train_enc_free(ClTrainEnc *e)
     if (!e)
         return;
     cl_train_enc_free(e->states);
-    cl_act_buffer_give(e->buf, e->buf_n);
+    cl_train_give(e->be, e->buf, e->buf_n);
     if (e->img)
         for (int t = 0; t < e->n_images; t++) {
             g_free(e->img[t].blk);
@@ -110,7 +111,7 @@ static void fwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
                   e->scale, -1, 0, e->scratch);
     op->linear(be, proj, b->sca, L->sve_out_w, L->sve_out_b, N, D, D);
     op->residual(be, x, proj, NULL, N, D);
-    memcpy(b->x1, x, (size_t)N * D * sizeof(float));
+    cl_train_copy(be, b->x1, x, (size_t)N * D);
     if (cl_config_has_sve_ffn(e->cfg)) {
         op->layernorm(be, b->hf, x, L->sve_ffn_ln_w, L->sve_ffn_ln_b, N, D, e->eps);
         op->linear(be, b->sf, b->hf, L->sve_fc1_w, L->sve_fc1_b, N, D, F);
@@ -123,18 +124,12 @@ static void fwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
 static void fwd_adaln(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b)
 {
     const int N = e->N, D = e->D;
-    if (b->ysrc == Y_OWN) {
-        memset(b->c, 0, (size_t)D * sizeof(float));
-    } else if (b->ysrc == Y_NULL) {
-        memcpy(b->c, L->sve_null, (size_t)D * sizeof(float));
-    } else {
-        for (int j = 0; j < D; j++) { /* as encoder.c: in double, token order */
-            double acc = 0;
-            for (int n = 0; n < N; n++)
-                acc += b->y[(size_t)n * D + j];
-            b->c[j] = (float)(acc / N);
-        }
-    }
+    if (b->ysrc == Y_OWN)
+        cl_train_zero(e->be, b->c, (size_t)D);
+    else if (b->ysrc == Y_NULL)
+        cl_train_copy(e->be, b->c, L->sve_null, (size_t)D);
+    else /* as encoder.c: in double, token order */
+        e->be->ops->col_mean(e->be, b->c, b->y, N, D);
     e->be->ops->silu(e->be, b->sc, b->c, (size_t)D);
     e->be->ops->linear(e->be, b->mod, b->sc, L->sve_ada_w, L->sve_ada_b, 1, D, 6 * D);
 }
@@ -147,12 +142,12 @@ static void fwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
     const ClSveVariant v = e->cfg->sve_variant;
     const gboolean self_ext = v == CL_SVE_SELF_EXT;
     const float *mod = b->mod;
-    memcpy(b->x_a, x, (size_t)N * D * sizeof(float));
+    cl_train_copy(be, b->x_a, x, (size_t)N * D);
 
     op->layernorm(be, b->h1, x, L->ln1_w, L->ln1_b, N, D, e->eps);
     const float *h = b->h1;
     if (mod) {
-        memcpy(b->h1m, b->h1, (size_t)N * D * sizeof(float));
+        cl_train_copy(be, b->h1m, b->h1, (size_t)N * D);
         op->modulate(be, b->h1m, mod + D, mod, N, D);
         h = b->h1m;
     }
@@ -167,7 +162,7 @@ static void fwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
         op->linear(be, b->qkv, h, L->qkv_w, L->qkv_b, N, D, D);
         op->linear(be, b->kv, h, L->qkv_w + (size_t)D * D, L->qkv_b + D, N, D, 2 * D);
         if (b->ysrc == Y_OWN) {
-            memcpy(kv_y, b->kv, (size_t)N * 2 * D * sizeof(float));
+            cl_train_copy(be, kv_y, b->kv, (size_t)N * 2 * D);
         } else {
             op->layernorm(be, b->hy, b->y, L->ln1_w, L->ln1_b, K, D, e->eps);
             op->linear(be, kv_y, b->hy, L->qkv_w + (size_t)D * D, L->qkv_b + D, K, D, 2 * D);
@@ -181,12 +176,12 @@ static void fwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, BlockAct *b
     }
     op->linear(be, b->pa, b->att, L->attn_out_w, L->attn_out_b, N, D, D);
     op->residual(be, x, b->pa, mod ? mod + 2 * D : NULL, N, D);
-    memcpy(b->x_b, x, (size_t)N * D * sizeof(float));
+    cl_train_copy(be, b->x_b, x, (size_t)N * D);
 
     op->layernorm(be, b->h2, x, L->ln2_w, L->ln2_b, N, D, e->eps);
     h = b->h2;
     if (mod) {
-        memcpy(b->h2m, b->h2, (size_t)N * D * sizeof(float));
+        cl_train_copy(be, b->h2m, b->h2, (size_t)N * D);
         op->modulate(be, b->h2m, mod + 4 * D, mod + 3 * D, N, D);
         h = b->h2m;
     }
@@ -207,7 +202,7 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
     ImageAct *im = &e->img[t];
     float *x = im->x_out;
     if (!cfg->enc_stem_effnet) /* else cl_train_enc_forward filled them with the stem's features */
-        cl_patch_unfold(im->patches, pixels, cfg->channels, S, cfg->patch_size);
+        op->im2col(be, im->patches, pixels, cfg->channels, S, cfg->patch_size);
     op->linear(be, x, im->patches, w->patch_w, w->patch_b, N, e->cpp, D);
     if (w->enc_pos)
         op->add(be, x, x, w->enc_pos, (size_t)N * D);
@@ -216,7 +211,7 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
     for (int l = 0; l < cfg->enc_depth; l++) {
         const ClEncoderLayerWeights *L = &w->enc[l];
         BlockAct *b = &im->blk[l];
-        memcpy(b->x_in, x, (size_t)N * D * sizeof(float));
+        cl_train_copy(be, b->x_in, x, (size_t)N * D);
         b->y = b->ysrc == Y_PREV  ? src->img[t - 1].blk[l].x_in
                : b->ysrc == Y_OWN ? b->x_in
                                   : L->sve_null;
@@ -230,26 +225,36 @@ static void fwd_image(ClTrainEnc *e, const ClModelWeights *w, const float *pixel
     const int G = e->G, M = e->M, Hm = e->Hm;
     float *hm = e->tmp_hm, *g = e->tmp_mg;
     op->layernorm(be, hm, x, w->merger_ln_w, w->merger_ln_b, N, D, e->eps);
-    cl_merger_unfold(im->mcat, hm, G, D);
+    op->merge2x2(be, im->mcat, hm, G, D);
     op->linear(be, im->mf, im->mcat, w->merger_fc1_w, w->merger_fc1_b, M, 4 * D, Hm);
     op->gelu(be, g, im->mf, (size_t)M * Hm);
     op->linear(be, visual, g, w->merger_fc2_w, w->merger_fc2_b, M, Hm, e->E);
     if (cfg->visual_center)
-        cl_visual_center(visual, M, e->E);
+        op->center_cols(be, visual, M, e->E);
     if (w->merger_pos)
         op->add(be, visual, visual, w->merger_pos, (size_t)M * e->E);
     if (t > 0 && w->merger_change && w->enc_change_w) {
         /* config.change_marker: as cl_encoder_forward, from the change head on x */
         im->mark_p = g_new(float, N), im->mark_q = g_new(float, M), im->mark_dq = g_new(float, M);
         im->mark_at = g_new(int, M);
+        /* on the host, as inference computes it (a few hundred floats each way) */
+        g_autofree float *tx = NULL, *tw = NULL, *tb = NULL, *tk = NULL, *tv = NULL;
+        const float *hx = cl_backend_host_view(be, x, (size_t)N * D, &tx);
+        const float *hw = cl_backend_host_view(be, w->enc_change_w, (size_t)D, &tw);
+        const float *hb = cl_backend_host_view(be, w->enc_change_b, 1, &tb);
         for (int n = 0; n < N; n++) {
-            double z = w->enc_change_b[0];
+            double z = hb[0];
             for (int d = 0; d < D; d++)
-                z += (double)w->enc_change_w[d] * x[(size_t)n * D + d];
+                z += (double)hw[d] * hx[(size_t)n * D + d];
             im->mark_p[n] = (float)(1.0 / (1.0 + exp(-z)));
         }
         cl_change_marker_pool(im->mark_p, G, im->mark_q, im->mark_at);
-        cl_change_marker_add(visual, im->mark_q, w->merger_change, M, e->E);
+        const size_t ME = (size_t)M * e->E;
+        const float *hk = cl_backend_host_view(be, w->merger_change, (size_t)e->E, &tk);
+        float *hv = (float *)cl_backend_host_view(be, visual, ME, &tv);
+        cl_change_marker_add(hv, im->mark_q, hk, M, e->E);
+        if (tv)
+            op->upload(be, visual, hv, ME * sizeof(float));
     }
 }
 
@@ -297,6 +302,7 @@ static void layout(ClTrainEnc *e, ClActArena *a)
     e->scratch = cl_act_take(a, e->be->ops->attention_scratch(e->be, e->N, 2 * e->N, e->H));
     e->tmp_nd = cl_act_take(a, N * D), e->tmp_nf = cl_act_take(a, N * F);
     e->tmp_hm = cl_act_take(a, N * D), e->tmp_mg = cl_act_take(a, M * Hm);
+    e->ones = cl_act_take(a, N);
     for (int t = 0; t < e->n_images; t++) {
         ImageAct *im = &e->img[t];
         im->patches = cl_act_take(a, N * e->cpp), im->x_out = cl_act_take(a, N * D);
@@ -311,11 +317,6 @@ ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClMo
                                  float *visual, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
-    if (cfg->enc_stem_effnet && !be->ops->host_memory) {
-        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "The EfficientNet-Lite0 stem trains on the CPU only");
-        return NULL;
-    }
     ClTrainEnc *e = g_new0(ClTrainEnc, 1);
     e->be = be;
     e->cfg = cfg;
@@ -332,7 +333,7 @@ ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClMo
         e->img[t].blk = g_new0(BlockAct, cfg->enc_depth);
     ClActArena a = { NULL, 0 };
     layout(e, &a);
-    if (!(e->buf = cl_act_buffer_take(a.used, &e->buf_n))) {
+    if (!(e->buf = cl_train_take(be, a.used, &e->buf_n))) {
         cl_train_enc_free(e);
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                     "Not enough memory for the encoder's training activations (%d images)",
@@ -341,18 +342,41 @@ ClTrainEnc *cl_train_enc_forward(ClBackend *be, const ClModel *model, const ClMo
     }
     a = (ClActArena){ e->buf, 0 };
     layout(e, &a);
-    cl_rope_table_2d(e->rope_cos, e->rope_sin, e->G, e->hd, cfg->enc_rope_base);
     const size_t img_floats = (size_t)cfg->channels * cfg->image_size * cfg->image_size;
-    /* the frozen EfficientNet-Lite0 stem: its features stand for the patches' pixels (the
-     * stem itself takes no gradient; enc.patch.weight does) */
-    for (int t = 0; cfg->enc_stem_effnet && t < n_images; t++)
-        if (!cl_encoder_stem_features(pixels + t * img_floats, cfg->image_size, e->img[t].patches,
-                                      e->N, error)) {
+    const size_t half = (size_t)e->N * e->hd / 2;
+    const gboolean host = be->ops->host_memory;
+    /* the tables and constants are made on the host (pixels are the sample's: host memory) */
+    g_autofree float *rope = g_new(float, 2 * half);
+    cl_rope_table_2d(rope, rope + half, e->G, e->hd, cfg->enc_rope_base);
+    be->ops->upload(be, e->rope_cos, rope, half * sizeof(float));
+    be->ops->upload(be, e->rope_sin, rope + half, half * sizeof(float));
+    g_autofree float *ones = g_new(float, e->N);
+    for (int n = 0; n < e->N; n++)
+        ones[n] = 1.0f;
+    be->ops->upload(be, e->ones, ones, (size_t)e->N * sizeof(float));
+    /* the frozen EfficientNet-Lite0 stem (on the host): its features stand for the patches'
+     * pixels (the stem itself takes no gradient; enc.patch.weight does) */
+    const size_t pf = (size_t)e->N * e->cpp;
+    g_autofree float *feat = cfg->enc_stem_effnet && !host ? g_new(float, pf) : NULL;
+    for (int t = 0; cfg->enc_stem_effnet && t < n_images; t++) {
+        if (!cl_encoder_stem_features(pixels + t * img_floats, cfg->image_size,
+                                      host ? e->img[t].patches : feat, e->N, error)) {
             cl_train_enc_free(e);
             return NULL;
         }
-    for (int t = 0; t < n_images; t++)
-        fwd_image(e, w, pixels + t * img_floats, t, visual + (size_t)t * e->M * e->E);
+        if (!host)
+            be->ops->upload(be, e->img[t].patches, feat, pf * sizeof(float));
+    }
+    float *px = !host && !cfg->enc_stem_effnet ? cl_train_scratch(be, img_floats) : NULL;
+    for (int t = 0; t < n_images; t++) {
+        const float *it = pixels + t * img_floats;
+        if (px) {
+            be->ops->upload(be, px, it, img_floats * sizeof(float));
+            it = px;
+        }
+        fwd_image(e, w, it, t, visual + (size_t)t * e->M * e->E);
+    }
+    cl_train_scratch_free(be, px);
     return e;
 }
 
@@ -364,9 +388,9 @@ typedef struct {
     float *dvc; /* (M, E) the centred visual gradient (visual_center), else NULL */
 } Scratch;
 
-static void zero(float *p, size_t n)
+static void zero(ClBackend *be, float *p, size_t n)
 {
-    memset(p, 0, n * sizeof(float));
+    cl_train_zero(be, p, n);
 }
 
 /* Where the gradient of the state Y goes: the null parameter, the predecessor's dstate (no
@@ -385,6 +409,8 @@ static float *dy_target(ClTrainEnc *e, int t, int l, const BlockAct *b, gboolean
 static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLayerWeights *G,
                       BlockAct *b, float *dx, Scratch *s, float *dyt)
 {
+    ClBackend *be = e->be;
+    const struct cl_backend_train_ops *T = be->ops->train;
     const int N = e->N, D = e->D, H = e->H, hd = e->hd, F = e->F, K = b->K;
     const size_t ND = (size_t)N * D;
     const float *mod = b->mod;
@@ -392,129 +418,130 @@ static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
     const gboolean self_ext = e->cfg->sve_variant == CL_SVE_SELF_EXT;
 
     /* MLP */
-    zero(s->dp, ND);
-    cl_grad_residual(s->dp, dmod ? dmod + 5 * D : NULL, dx, b->pm, mod ? mod + 5 * D : NULL, N, D);
-    e->be->ops->gelu(e->be, s->g, b->f, (size_t)N * F);
-    zero(s->dg, (size_t)N * F);
-    cl_grad_linear(s->dg, G->fc2_w, G->fc2_b, s->dp, s->g, L->fc2_w, N, F, D);
-    zero(s->df, (size_t)N * F);
-    cl_grad_gelu(s->df, s->dg, b->f, (size_t)N * F);
-    zero(s->dh, ND);
-    cl_grad_linear(s->dh, G->fc1_w, G->fc1_b, s->df, mod ? b->h2m : b->h2, L->fc1_w, N, D, F);
+    zero(be, s->dp, ND);
+    T->residual(be, s->dp, dmod ? dmod + 5 * D : NULL, dx, b->pm, mod ? mod + 5 * D : NULL, N, D);
+    be->ops->gelu(be, s->g, b->f, (size_t)N * F);
+    zero(be, s->dg, (size_t)N * F);
+    T->linear(be, s->dg, G->fc2_w, G->fc2_b, s->dp, s->g, L->fc2_w, N, F, D);
+    zero(be, s->df, (size_t)N * F);
+    T->gelu(be, s->df, s->dg, b->f, (size_t)N * F);
+    zero(be, s->dh, ND);
+    T->linear(be, s->dh, G->fc1_w, G->fc1_b, s->df, mod ? b->h2m : b->h2, L->fc1_w, N, D, F);
     const float *dhn = s->dh;
     if (mod) {
-        zero(s->dh2, ND);
-        cl_grad_modulate(s->dh2, dmod + 4 * D, dmod + 3 * D, s->dh, b->h2, mod + 4 * D, N, D);
+        zero(be, s->dh2, ND);
+        T->modulate(be, s->dh2, dmod + 4 * D, dmod + 3 * D, s->dh, b->h2, mod + 4 * D, N, D);
         dhn = s->dh2;
     }
-    cl_grad_layernorm(dx, G->ln2_w, G->ln2_b, dhn, b->x_b, L->ln2_w, N, D, e->eps);
+    T->layernorm(be, dx, G->ln2_w, G->ln2_b, dhn, b->x_b, L->ln2_w, N, D, e->eps);
 
     /* attention */
-    zero(s->dp, ND);
-    cl_grad_residual(s->dp, dmod ? dmod + 2 * D : NULL, dx, b->pa, mod ? mod + 2 * D : NULL, N, D);
-    zero(s->datt, ND);
-    cl_grad_linear(s->datt, G->attn_out_w, G->attn_out_b, s->dp, b->att, L->attn_out_w, N, D, D);
-    zero(s->dh, ND);
+    zero(be, s->dp, ND);
+    T->residual(be, s->dp, dmod ? dmod + 2 * D : NULL, dx, b->pa, mod ? mod + 2 * D : NULL, N, D);
+    zero(be, s->datt, ND);
+    T->linear(be, s->datt, G->attn_out_w, G->attn_out_b, s->dp, b->att, L->attn_out_w, N, D, D);
+    zero(be, s->dh, ND);
     if (!self_ext) {
-        zero(s->dq, ND * 3);
-        cl_grad_attention(s->dq, s->dq + D, s->dq + 2 * D, s->datt, b->qkv, b->qkv + D,
-                          b->qkv + 2 * D, N, N, 3 * D, 3 * D, 3 * D, D, H, H, hd, e->scale, -1);
-        cl_grad_rope(s->dq, e->rope_cos, e->rope_sin, N, 3 * D, H, hd, 2);
-        cl_grad_rope(s->dq + D, e->rope_cos, e->rope_sin, N, 3 * D, H, hd, 2);
-        cl_grad_linear(s->dh, G->qkv_w, G->qkv_b, s->dq, mod ? b->h1m : b->h1, L->qkv_w, N, D,
-                       3 * D);
+        zero(be, s->dq, ND * 3);
+        T->attention(be, s->dq, s->dq + D, s->dq + 2 * D, s->datt, b->qkv, b->qkv + D,
+                     b->qkv + 2 * D, N, N, 3 * D, 3 * D, 3 * D, D, H, H, hd, e->scale, -1);
+        T->rope(be, s->dq, e->rope_cos, e->rope_sin, N, 3 * D, H, hd, 2);
+        T->rope(be, s->dq + D, e->rope_cos, e->rope_sin, N, 3 * D, H, hd, 2);
+        T->linear(be, s->dh, G->qkv_w, G->qkv_b, s->dq, mod ? b->h1m : b->h1, L->qkv_w, N, D,
+                  3 * D);
     } else {
         const size_t kvw = (size_t)D * D;
         float *dkv_y = s->dkv + ND * 2;
-        zero(s->dq, ND);
-        zero(s->dkv, (size_t)(N + K) * 2 * D);
-        cl_grad_attention(s->dq, s->dkv, s->dkv + D, s->datt, b->qkv, b->kv, b->kv + D, N, N + K, D,
-                          2 * D, 2 * D, D, H, H, hd, e->scale, -1);
-        cl_grad_rope(s->dq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
-        cl_grad_rope(s->dkv, e->rope_cos, e->rope_sin, N, 2 * D, H, hd, 2);
+        zero(be, s->dq, ND);
+        zero(be, s->dkv, (size_t)(N + K) * 2 * D);
+        T->attention(be, s->dq, s->dkv, s->dkv + D, s->datt, b->qkv, b->kv, b->kv + D, N, N + K, D,
+                     2 * D, 2 * D, D, H, H, hd, e->scale, -1);
+        T->rope(be, s->dq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
+        T->rope(be, s->dkv, e->rope_cos, e->rope_sin, N, 2 * D, H, hd, 2);
         if (e->cfg->sve_cross_pos && b->ysrc != Y_NULL)
-            cl_grad_rope(dkv_y, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
+            T->rope(be, dkv_y, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
         if (b->ysrc == Y_OWN) /* the state's keys/values were a copy of the own ones */
-            for (size_t i = 0; i < ND * 2; i++)
-                s->dkv[i] += dkv_y[i];
-        cl_grad_linear(s->dh, G->qkv_w, G->qkv_b, s->dq, b->h1, L->qkv_w, N, D, D);
-        cl_grad_linear(s->dh, G->qkv_w + kvw, G->qkv_b + D, s->dkv, b->h1, L->qkv_w + kvw, N, D,
-                       2 * D);
+            be->ops->add(be, s->dkv, s->dkv, dkv_y, ND * 2);
+        T->linear(be, s->dh, G->qkv_w, G->qkv_b, s->dq, b->h1, L->qkv_w, N, D, D);
+        T->linear(be, s->dh, G->qkv_w + kvw, G->qkv_b + D, s->dkv, b->h1, L->qkv_w + kvw, N, D,
+                  2 * D);
         if (b->ysrc != Y_OWN) {
-            zero(s->dhy, (size_t)K * D);
-            cl_grad_linear(s->dhy, G->qkv_w + kvw, G->qkv_b + D, dkv_y, b->hy, L->qkv_w + kvw, K, D,
-                           2 * D);
-            cl_grad_layernorm(dyt, G->ln1_w, G->ln1_b, s->dhy, b->y, L->ln1_w, K, D, e->eps);
+            zero(be, s->dhy, (size_t)K * D);
+            T->linear(be, s->dhy, G->qkv_w + kvw, G->qkv_b + D, dkv_y, b->hy, L->qkv_w + kvw, K, D,
+                      2 * D);
+            T->layernorm(be, dyt, G->ln1_w, G->ln1_b, s->dhy, b->y, L->ln1_w, K, D, e->eps);
         }
     }
     dhn = s->dh;
     if (mod) {
-        zero(s->dh2, ND);
-        cl_grad_modulate(s->dh2, dmod + D, dmod, s->dh, b->h1, mod + D, N, D);
+        zero(be, s->dh2, ND);
+        T->modulate(be, s->dh2, dmod + D, dmod, s->dh, b->h1, mod + D, N, D);
         dhn = s->dh2;
     }
-    cl_grad_layernorm(dx, G->ln1_w, G->ln1_b, dhn, b->x_a, L->ln1_w, N, D, e->eps);
+    T->layernorm(be, dx, G->ln1_w, G->ln1_b, dhn, b->x_a, L->ln1_w, N, D, e->eps);
 }
 
 /* dx: in d(module output x_a), out d(x_in). */
 static void bwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLayerWeights *G,
                       BlockAct *b, float *dx, Scratch *s, float *dyt)
 {
+    ClBackend *be = e->be;
+    const struct cl_backend_train_ops *T = be->ops->train;
     const int N = e->N, D = e->D, H = e->H, hd = e->hd, F = e->F, K = b->K;
     const size_t ND = (size_t)N * D;
     if (cl_config_has_sve_ffn(e->cfg)) {
-        e->be->ops->gelu(e->be, s->g, b->sf, (size_t)N * F);
-        zero(s->dg, (size_t)N * F);
-        cl_grad_linear(s->dg, G->sve_fc2_w, G->sve_fc2_b, dx, s->g, L->sve_fc2_w, N, F, D);
-        zero(s->df, (size_t)N * F);
-        cl_grad_gelu(s->df, s->dg, b->sf, (size_t)N * F);
-        zero(s->dh, ND);
-        cl_grad_linear(s->dh, G->sve_fc1_w, G->sve_fc1_b, s->df, b->hf, L->sve_fc1_w, N, D, F);
-        cl_grad_layernorm(dx, G->sve_ffn_ln_w, G->sve_ffn_ln_b, s->dh, b->x1, L->sve_ffn_ln_w, N, D,
-                          e->eps);
+        be->ops->gelu(be, s->g, b->sf, (size_t)N * F);
+        zero(be, s->dg, (size_t)N * F);
+        T->linear(be, s->dg, G->sve_fc2_w, G->sve_fc2_b, dx, s->g, L->sve_fc2_w, N, F, D);
+        zero(be, s->df, (size_t)N * F);
+        T->gelu(be, s->df, s->dg, b->sf, (size_t)N * F);
+        zero(be, s->dh, ND);
+        T->linear(be, s->dh, G->sve_fc1_w, G->sve_fc1_b, s->df, b->hf, L->sve_fc1_w, N, D, F);
+        T->layernorm(be, dx, G->sve_ffn_ln_w, G->sve_ffn_ln_b, s->dh, b->x1, L->sve_ffn_ln_w, N, D,
+                     e->eps);
     }
-    zero(s->datt, ND);
-    cl_grad_linear(s->datt, G->sve_out_w, G->sve_out_b, dx, b->sca, L->sve_out_w, N, D, D);
-    zero(s->dq, ND);
-    zero(s->dkv, (size_t)K * 2 * D);
-    cl_grad_attention(s->dq, s->dkv, s->dkv + D, s->datt, b->sq, b->skv, b->skv + D, N, K, D, 2 * D,
-                      2 * D, D, H, H, hd, e->scale, -1);
+    zero(be, s->datt, ND);
+    T->linear(be, s->datt, G->sve_out_w, G->sve_out_b, dx, b->sca, L->sve_out_w, N, D, D);
+    zero(be, s->dq, ND);
+    zero(be, s->dkv, (size_t)K * 2 * D);
+    T->attention(be, s->dq, s->dkv, s->dkv + D, s->datt, b->sq, b->skv, b->skv + D, N, K, D, 2 * D,
+                 2 * D, D, H, H, hd, e->scale, -1);
     if (e->cfg->sve_cross_pos) {
-        cl_grad_rope(s->dq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
+        T->rope(be, s->dq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
         if (b->ysrc != Y_NULL)
-            cl_grad_rope(s->dkv, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
+            T->rope(be, s->dkv, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
     }
-    zero(s->dh, ND);
-    cl_grad_linear(s->dh, G->sve_q_w, G->sve_q_b, s->dq, b->hs, L->sve_q_w, N, D, D);
+    zero(be, s->dh, ND);
+    T->linear(be, s->dh, G->sve_q_w, G->sve_q_b, s->dq, b->hs, L->sve_q_w, N, D, D);
     if (b->ysrc == Y_OWN) {
-        cl_grad_linear(s->dh, G->sve_kv_w, G->sve_kv_b, s->dkv, b->hs, L->sve_kv_w, N, D, 2 * D);
+        T->linear(be, s->dh, G->sve_kv_w, G->sve_kv_b, s->dkv, b->hs, L->sve_kv_w, N, D, 2 * D);
     } else {
-        zero(s->dhy, (size_t)K * D);
-        cl_grad_linear(s->dhy, G->sve_kv_w, G->sve_kv_b, s->dkv, b->shy, L->sve_kv_w, K, D, 2 * D);
-        cl_grad_layernorm(dyt, G->sve_ln_w, G->sve_ln_b, s->dhy, b->y, L->sve_ln_w, K, D, e->eps);
+        zero(be, s->dhy, (size_t)K * D);
+        T->linear(be, s->dhy, G->sve_kv_w, G->sve_kv_b, s->dkv, b->shy, L->sve_kv_w, K, D, 2 * D);
+        T->layernorm(be, dyt, G->sve_ln_w, G->sve_ln_b, s->dhy, b->y, L->sve_ln_w, K, D, e->eps);
     }
-    cl_grad_layernorm(dx, G->sve_ln_w, G->sve_ln_b, s->dh, b->x_in, L->sve_ln_w, N, D, e->eps);
+    T->layernorm(be, dx, G->sve_ln_w, G->sve_ln_b, s->dh, b->x_in, L->sve_ln_w, N, D, e->eps);
 }
 
 /* adaln_zero: s->dmod (accumulated by bwd_block) back to the weights and the state. */
 static void bwd_adaln(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLayerWeights *G,
                       BlockAct *b, Scratch *s, float *dyt)
 {
+    ClBackend *be = e->be;
+    const struct cl_backend_train_ops *T = be->ops->train;
     const int N = e->N, D = e->D;
-    zero(s->dsc, D);
-    cl_grad_linear(s->dsc, G->sve_ada_w, G->sve_ada_b, s->dmod, b->sc, L->sve_ada_w, 1, D, 6 * D);
-    zero(s->dc, D);
-    cl_grad_silu(s->dc, s->dsc, b->c, (size_t)D);
+    zero(be, s->dsc, D);
+    T->linear(be, s->dsc, G->sve_ada_w, G->sve_ada_b, s->dmod, b->sc, L->sve_ada_w, 1, D, 6 * D);
+    zero(be, s->dc, D);
+    T->silu(be, s->dc, s->dsc, b->c, (size_t)D);
     if (!dyt || b->ysrc == Y_OWN) /* own: c = 0, a constant */
         return;
     if (b->ysrc == Y_NULL) {
-        for (int j = 0; j < D; j++)
-            dyt[j] += s->dc[j];
+        be->ops->add(be, dyt, dyt, s->dc, (size_t)D);
         return;
     }
-    for (int n = 0; n < N; n++) /* c = mean_n Y_n */
-        for (int j = 0; j < D; j++)
-            dyt[(size_t)n * D + j] += s->dc[j] / N;
+    /* c = mean_n Y_n: dY_n += dc / N for every token n, as the product ones (N, 1) · dc (1, D) */
+    be->ops->gemm(be, FALSE, FALSE, N, D, 1, 1.0f / N, e->ones, 1, s->dc, D, 1.0f, dyt, D);
 }
 
 const float *cl_train_enc_tokens(const ClTrainEnc *e, int t)
@@ -524,40 +551,38 @@ const float *cl_train_enc_tokens(const ClTrainEnc *e, int t)
 }
 
 /* config.change_marker, the marker term v_m += q_m · k with q_m = p_{at(m)} = sigmoid(z): dk +=
- * q_m dv_m, and dq_m = k·dv_m into im->mark_dq for marker_backward_tokens. */
+ * Σ_m q_m dv_m, dq_m = k·dv_m, then dz = dq · p(1 − p) into the change head and the patch token
+ * it read. On the host, as the forward's marker (a few hundred floats each way); the change
+ * head's share goes back as one product, d z (N, 1) against the head (1, D). */
 static void marker_backward(ClTrainEnc *e, ImageAct *im, const ClModelWeights *w, ClModelWeights *g,
-                            const float *dvis)
+                            const float *dvis, float *dx)
 {
-    const int M = e->M, E = e->E;
+    ClBackend *be = e->be;
+    const int M = e->M, E = e->E, N = e->N, D = e->D;
+    g_autofree float *tv = NULL, *tk = NULL;
+    const float *hv = cl_backend_host_view(be, dvis, (size_t)M * E, &tv);
+    const float *hk = cl_backend_host_view(be, w->merger_change, (size_t)E, &tk);
+    g_autofree float *dk = g_new0(float, E);
+    g_autofree float *dz = g_new0(float, N);
     for (int m = 0; m < M; m++) {
-        const float *dv = dvis + (size_t)m * E;
+        const float *dv = hv + (size_t)m * E;
         double dq = 0;
         for (int j = 0; j < E; j++) {
-            if (g->merger_change)
-                g->merger_change[j] += im->mark_q[m] * dv[j];
-            dq += (double)w->merger_change[j] * dv[j];
+            dk[j] += im->mark_q[m] * dv[j];
+            dq += (double)hk[j] * dv[j];
         }
-        im->mark_dq[m] = (float)dq;
+        const double p = im->mark_p[im->mark_at[m]];
+        dz[im->mark_at[m]] += (float)(dq * p * (1 - p));
     }
-}
-
-/* … then dz = dq · p(1 − p) into the change head and the patch token it read. */
-static void marker_backward_tokens(ClTrainEnc *e, ImageAct *im, const ClModelWeights *w,
-                                   ClModelWeights *g, float *dx)
-{
-    const int M = e->M, D = e->D;
-    for (int m = 0; m < M; m++) {
-        const int n = im->mark_at[m];
-        const double p = im->mark_p[n], dz = im->mark_dq[m] * p * (1 - p);
-        const float *xn = im->x_out + (size_t)n * D;
-        if (g->enc_change_b)
-            g->enc_change_b[0] += (float)dz;
-        for (int d = 0; d < D; d++) {
-            if (g->enc_change_w)
-                g->enc_change_w[d] += (float)(dz * xn[d]);
-            dx[(size_t)n * D + d] += (float)(dz * w->enc_change_w[d]);
-        }
+    if (g->merger_change) {
+        float *d = cl_train_upload(be, dk, (size_t)E);
+        be->ops->add(be, g->merger_change, g->merger_change, d, (size_t)E);
+        cl_train_scratch_free(be, d);
     }
+    float *d = cl_train_upload(be, dz, (size_t)N);
+    be->ops->train->linear(be, dx, g->enc_change_w, g->enc_change_b, d, im->x_out, w->enc_change_w,
+                           N, D, 1);
+    cl_train_scratch_free(be, d);
 }
 
 void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *dvisual,
@@ -568,53 +593,52 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
     const size_t ND = (size_t)N * D;
     const gboolean flow = !stop_grad && !e->states && cfg->sve_variant != CL_SVE_STATELESS &&
                           cfg->sve_variant != CL_SVE_SELF_FFN;
+    ClBackend *be = e->be;
+    const struct cl_backend_train_ops *T = be->ops->train;
     Scratch s;
     size_t big = MAX((size_t)N * F, (size_t)M * Hm);
-    float *dx = g_new0(float, ND);
-    s.dh = g_new(float, MAX(ND, (size_t)M * 4 * D)), s.dh2 = g_new(float, ND);
-    s.dp = g_new(float, ND), s.datt = g_new(float, ND);
-    s.dq = g_new(float, 3 * ND), s.dkv = g_new(float, 4 * ND);
-    s.df = g_new(float, big), s.dg = g_new(float, big), s.g = g_new(float, big);
-    s.dhy = g_new(float, ND), s.dmod = g_new(float, 6 * (size_t)D);
-    s.dsc = g_new(float, D), s.dc = g_new(float, D);
-    s.dvc = cfg->visual_center ? g_new(float, (size_t)M * E) : NULL;
+    float *dx = cl_train_scratch0(be, ND);
+    s.dh = cl_train_scratch(be, MAX(ND, (size_t)M * 4 * D)), s.dh2 = cl_train_scratch(be, ND);
+    s.dp = cl_train_scratch(be, ND), s.datt = cl_train_scratch(be, ND);
+    s.dq = cl_train_scratch(be, 3 * ND), s.dkv = cl_train_scratch(be, 4 * ND);
+    s.df = cl_train_scratch(be, big), s.dg = cl_train_scratch(be, big);
+    s.g = cl_train_scratch(be, big);
+    s.dhy = cl_train_scratch(be, ND), s.dmod = cl_train_scratch(be, 6 * (size_t)D);
+    s.dsc = cl_train_scratch(be, D), s.dc = cl_train_scratch(be, D);
+    s.dvc = cfg->visual_center ? cl_train_scratch(be, (size_t)M * E) : NULL;
     if (flow)
         for (int t = 0; t < e->n_images; t++)
-            e->img[t].dstate = g_new0(float, (size_t)cfg->enc_depth * ND);
+            e->img[t].dstate = cl_train_scratch0(be, (size_t)cfg->enc_depth * ND);
 
     for (int t = e->n_images - 1; t >= 0; t--) {
         ImageAct *im = &e->img[t];
         /* the merger */
         const float *dvis = dvisual + (size_t)t * M * E;
-        if (im->mark_q) /* config.change_marker: q_m · marker, q_m through the change head */
-            marker_backward(e, im, w, g, dvis);
+        const float *dvis_in = dvis;
         if (g->merger_pos)
-            for (size_t i = 0; i < (size_t)M * E; i++)
-                g->merger_pos[i] += dvis[i];
+            be->ops->add(be, g->merger_pos, g->merger_pos, dvis, (size_t)M * E);
         if (s.dvc) { /* visual_center: the centring is its own adjoint */
-            memcpy(s.dvc, dvis, (size_t)M * E * sizeof(float));
-            cl_visual_center(s.dvc, M, E);
+            cl_train_copy(be, s.dvc, dvis, (size_t)M * E);
+            be->ops->center_cols(be, s.dvc, M, E);
             dvis = s.dvc;
         }
-        e->be->ops->gelu(e->be, s.g, im->mf, (size_t)M * Hm);
-        zero(s.dg, (size_t)M * Hm);
-        cl_grad_linear(s.dg, g->merger_fc2_w, g->merger_fc2_b, dvis, s.g, w->merger_fc2_w, M, Hm,
-                       E);
-        zero(s.df, (size_t)M * Hm);
-        cl_grad_gelu(s.df, s.dg, im->mf, (size_t)M * Hm);
-        zero(s.dh, (size_t)M * 4 * D);
-        cl_grad_linear(s.dh, g->merger_fc1_w, g->merger_fc1_b, s.df, im->mcat, w->merger_fc1_w, M,
-                       4 * D, Hm);
-        zero(s.dh2, ND);
-        cl_grad_merger_unfold(s.dh2, s.dh, e->G, D);
-        zero(dx, ND);
-        cl_grad_layernorm(dx, g->merger_ln_w, g->merger_ln_b, s.dh2, im->x_out, w->merger_ln_w, N,
-                          D, e->eps);
+        be->ops->gelu(be, s.g, im->mf, (size_t)M * Hm);
+        zero(be, s.dg, (size_t)M * Hm);
+        T->linear(be, s.dg, g->merger_fc2_w, g->merger_fc2_b, dvis, s.g, w->merger_fc2_w, M, Hm, E);
+        zero(be, s.df, (size_t)M * Hm);
+        T->gelu(be, s.df, s.dg, im->mf, (size_t)M * Hm);
+        zero(be, s.dh, (size_t)M * 4 * D);
+        T->linear(be, s.dh, g->merger_fc1_w, g->merger_fc1_b, s.df, im->mcat, w->merger_fc1_w, M,
+                  4 * D, Hm);
+        zero(be, s.dh2, ND);
+        T->merge2x2(be, s.dh2, s.dh, e->G, D);
+        zero(be, dx, ND);
+        T->layernorm(be, dx, g->merger_ln_w, g->merger_ln_b, s.dh2, im->x_out, w->merger_ln_w, N, D,
+                     e->eps);
         if (dtokens) /* the auxiliary heads read the merger's input too */
-            for (size_t i = 0; i < ND; i++)
-                dx[i] += dtokens[(size_t)t * ND + i];
-        if (im->mark_q)
-            marker_backward_tokens(e, im, w, g, dx);
+            be->ops->add(be, dx, dx, dtokens + (size_t)t * ND, ND);
+        if (im->mark_q) /* config.change_marker: q_m · marker, q_m through the change head */
+            marker_backward(e, im, w, g, dvis_in, dx);
 
         for (int l = cfg->enc_depth - 1; l >= 0; l--) {
             const ClEncoderLayerWeights *L = &w->enc[l];
@@ -622,24 +646,25 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
             BlockAct *b = &im->blk[l];
             float *dyt = dy_target(e, t, l, b, stop_grad, G);
             if (b->mod)
-                zero(s.dmod, 6 * (size_t)D);
+                zero(be, s.dmod, 6 * (size_t)D);
             bwd_block(e, L, G, b, dx, &s, dyt);
             if (cl_config_has_cross(cfg))
                 bwd_cross(e, L, G, b, dx, &s, dyt);
             if (b->mod)
                 bwd_adaln(e, L, G, b, &s, dyt);
             if (im->dstate) /* the successor's reading of this block input */
-                for (size_t i = 0; i < ND; i++)
-                    dx[i] += im->dstate[(size_t)l * ND + i];
+                be->ops->add(be, dx, dx, im->dstate + (size_t)l * ND, ND);
         }
         if (g->enc_pos)
-            for (size_t i = 0; i < ND; i++)
-                g->enc_pos[i] += dx[i];
-        cl_grad_linear(NULL, g->patch_w, g->patch_b, dx, im->patches, w->patch_w, N, e->cpp, D);
+            be->ops->add(be, g->enc_pos, g->enc_pos, dx, ND);
+        T->linear(be, NULL, g->patch_w, g->patch_b, dx, im->patches, w->patch_w, N, e->cpp, D);
     }
-    for (int t = 0; t < e->n_images; t++)
-        g_clear_pointer(&e->img[t].dstate, g_free);
-    g_free(dx), g_free(s.dh), g_free(s.dh2), g_free(s.dp), g_free(s.datt), g_free(s.dq);
-    g_free(s.dkv), g_free(s.df), g_free(s.dg), g_free(s.g), g_free(s.dhy), g_free(s.dmod);
-    g_free(s.dsc), g_free(s.dc), g_free(s.dvc);
+    for (int t = 0; t < e->n_images; t++) {
+        cl_train_scratch_free(be, e->img[t].dstate);
+        e->img[t].dstate = NULL;
+    }
+    float *const bufs[] = { dx,   s.dh, s.dh2, s.dp,   s.datt, s.dq, s.dkv, s.df,
+                            s.dg, s.g,  s.dhy, s.dmod, s.dsc,  s.dc, s.dvc };
+    for (size_t i = 0; i < G_N_ELEMENTS(bufs); i++)
+        cl_train_scratch_free(be, bufs[i]);
 }

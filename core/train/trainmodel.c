@@ -16,6 +16,78 @@ void cl_train_grad_options_init(ClTrainGradOptions *o)
     o->stop_grad = TRUE;
 }
 
+/* ---- backend memory ------------------------------------------------------------------------ */
+
+float *cl_train_take(ClBackend *be, size_t n, size_t *got)
+{
+    if (be->ops->host_memory)
+        return cl_act_buffer_take(n, got);
+    *got = MAX(n, 1);
+    return be->ops->alloc(be, *got * sizeof(float));
+}
+
+void cl_train_give(ClBackend *be, float *p, size_t n)
+{
+    if (be->ops->host_memory)
+        cl_act_buffer_give(p, n);
+    else if (p)
+        be->ops->release(be, p);
+}
+
+float *cl_train_try(ClBackend *be, size_t n)
+{
+    if (be->ops->host_memory)
+        return g_try_new(float, MAX(n, 1));
+    return be->ops->alloc(be, MAX(n, 1) * sizeof(float));
+}
+
+float *cl_train_scratch(ClBackend *be, size_t n)
+{
+    if (be->ops->host_memory)
+        return g_new(float, MAX(n, 1));
+    float *p = be->ops->alloc(be, MAX(n, 1) * sizeof(float));
+    if (!p)
+        g_error("Out of %s memory for the training step's scratch (%zu floats)", be->ops->name, n);
+    return p;
+}
+
+float *cl_train_scratch0(ClBackend *be, size_t n)
+{
+    float *p = cl_train_scratch(be, n);
+    cl_train_zero(be, p, n);
+    return p;
+}
+
+void cl_train_scratch_free(ClBackend *be, float *p)
+{
+    if (!p)
+        return;
+    if (be->ops->host_memory)
+        g_free(p);
+    else
+        be->ops->release(be, p);
+}
+
+void cl_train_zero(ClBackend *be, float *p, size_t n)
+{
+    if (n)
+        be->ops->zero(be, p, n * sizeof(float));
+}
+
+void cl_train_copy(ClBackend *be, float *dst, const float *src, size_t n)
+{
+    if (n && dst != src)
+        be->ops->copy(be, dst, src, n * sizeof(float));
+}
+
+float *cl_train_upload(ClBackend *be, const float *host, size_t n)
+{
+    float *p = cl_train_scratch(be, n);
+    if (n)
+        be->ops->upload(be, p, host, n * sizeof(float));
+    return p;
+}
+
 /* ---- the auxiliary heads ------------------------------------------------------------------- */
 
 const char *const cl_train_aux_head_names[4] = {
@@ -100,9 +172,9 @@ static gboolean check_sample(ClBackend *be, const ClModel *model, const ClTrainS
             return FALSE;
         }
     }
-    if (strcmp(cl_backend_name(be), "cpu") != 0) {
+    if (!be->ops->train) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "Training runs on the CPU backend only (got \"%s\"); use --device cpu",
+                    "The %s backend cannot train (it has no training ops); use --device cpu",
                     cl_backend_name(be));
         return FALSE;
     }
@@ -175,9 +247,15 @@ static gboolean forward(ClBackend *be, const ClModel *model, const ClTrainSample
 {
     const ClModelConfig *cfg = &model->config;
     const size_t ME = (size_t)cl_config_n_visual(cfg) * cfg->dec_dim;
-    /* the images' visual rows, then (VIST2) the context pages' */
-    *visual = g_try_new(float, MAX((s->n_images + s->n_pages) * ME, 1));
-    *logits = g_try_new(float, (size_t)MAX(rows ? n_rows : s->n_ids, 1) * cfg->vocab_size);
+    if (!be->ops->host_memory && ((o && o->state_params) || s->n_pages > 0)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "Fixed encoder states and VIST2's pages train on the CPU only, not on %s",
+                    be->ops->name);
+        return FALSE;
+    }
+    /* the images' visual rows, then (VIST2) the context pages' (backend memory) */
+    *visual = cl_train_try(be, (s->n_images + s->n_pages) * ME);
+    *logits = cl_train_try(be, (size_t)MAX(rows ? n_rows : s->n_ids, 1) * cfg->vocab_size);
     if (!*visual || !*logits) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                     "Not enough memory for the logits of %d positions", s->n_ids);
@@ -264,58 +342,40 @@ static void aux_targets_clear(AuxTargets *a)
 /* One auxiliary head over images [t0, n_images): per token, the sigmoid BCE of each of its K
  * logits z_k = w_k·x + b_k against its target (objects: k = 0 "an object", k >= 1 label k − 1
  * when the sample has labels, else only k = 0; changed: K = 1), summed over k and averaged
- * over the tokens. Image t's N tokens of width D are x[t]. dx (may be NULL; same layout)
- * += weight · dBCE/dx, hw / hb (NULL with dx) += weight · dBCE/dw, /db. NaN when there is no
- * token to average. */
-static double aux_head(const float *const *x, int n_images, int t0, const AuxTargets *tg,
-                       gboolean objects, const float *w, const float *b, double weight, int N,
-                       int D, float *const *dx, float *hw, float *hb)
+ * over the tokens. Image t's N tokens of width D are x[t] (backend memory, as the head). dx
+ * (may be NULL; same layout) += weight · dBCE/dx, hw / hb (NULL with dx) += weight · dBCE/dw,
+ * /db. NaN when there is no token to average. The targets are made on the host. */
+static double aux_head(ClBackend *be, const float *const *x, int n_images, int t0,
+                       const AuxTargets *tg, gboolean objects, const float *w, const float *b,
+                       double weight, int N, int D, float *const *dx, float *hw, float *hb)
 {
     const int n_img = n_images - t0;
     if (n_img <= 0)
         return NAN;
     const int K = !objects ? 1 : tg->labels ? CL_TRAIN_AUX_N_OBJECT_OUT : 1;
+    const size_t NK = (size_t)N * K;
     const double count = (double)n_img * N;
     double loss = 0;
-    g_autofree double *dw = hw ? g_new0(double, (size_t)K * D) : NULL;
-    g_autofree double *db = hw ? g_new0(double, K) : NULL;
+    g_autofree float *y = g_new(float, NK);
+    float *yd = cl_train_scratch(be, NK), *z = cl_train_scratch(be, NK);
+    float *dz = dx ? cl_train_scratch(be, NK) : NULL;
     for (int t = t0; t < n_images; t++) {
         for (int p = 0; p < N; p++) {
             const size_t at = (size_t)t * N + p;
-            const float *xp = x[t] + (size_t)p * D;
-            float *dxp = dx ? dx[t] + (size_t)p * D : NULL;
-            for (int k = 0; k < K; k++) {
-                const float *wk = w + (size_t)k * D;
-                double z = b[k];
-                for (int j = 0; j < D; j++)
-                    z += (double)wk[j] * xp[j];
-                double y;
-                if (!objects)
-                    y = tg->changed[at] != 0;
-                else if (k == 0)
-                    y = tg->objects[at] != 0;
-                else
-                    y = (tg->labels[at] >> (k - 1)) & 1;
-                /* log(1 + e^z) − z·y without overflow */
-                loss += MAX(z, 0) - z * y + log1p(exp(-fabs(z)));
-                if (!dxp)
-                    continue;
-                const double dz = weight * (1.0 / (1.0 + exp(-z)) - y) / count;
-                double *dwk = dw + (size_t)k * D;
-                for (int j = 0; j < D; j++) {
-                    dxp[j] += (float)(dz * wk[j]);
-                    dwk[j] += dz * xp[j];
-                }
-                db[k] += dz;
-            }
+            for (int k = 0; k < K; k++)
+                y[(size_t)p * K + k] = !objects ? tg->changed[at] != 0
+                                       : k == 0 ? tg->objects[at] != 0
+                                                : (tg->labels[at] >> (k - 1)) & 1;
         }
+        be->ops->upload(be, yd, y, NK * sizeof(float));
+        be->ops->linear(be, z, x[t], w, b, N, D, K);
+        loss += be->ops->train->bce(be, dz, z, yd, NK, (float)(weight / count));
+        if (dx)
+            be->ops->train->linear(be, dx[t], hw, hb, dz, x[t], w, N, D, K);
     }
-    if (hw) {
-        for (size_t j = 0; j < (size_t)K * D; j++)
-            hw[j] += (float)dw[j];
-        for (int k = 0; k < K; k++)
-            hb[k] += (float)db[k];
-    }
+    cl_train_scratch_free(be, yd);
+    cl_train_scratch_free(be, z);
+    cl_train_scratch_free(be, dz);
     return loss / count;
 }
 
@@ -325,9 +385,9 @@ static double aux_head(const float *const *x, int n_images, int t0, const AuxTar
  * hg as aux_head's. */
 G_STATIC_ASSERT(CL_TRAIN_AUX_N_OBJECT_OUT == CL_CONFIG_OBJECT_OUT);
 
-static double aux_losses(const ClTrainEnc *enc, const float *visual, const ClModel *model,
-                         const ClTrainSample *s, const ClTrainGradOptions *o, float *dtok,
-                         ClTrainAuxHeads *hg, ClModelWeights *mg, double *l_objects,
+static double aux_losses(ClBackend *enc_be, const ClTrainEnc *enc, const float *visual,
+                         const ClModel *model, const ClTrainSample *s, const ClTrainGradOptions *o,
+                         float *dtok, ClTrainAuxHeads *hg, ClModelWeights *mg, double *l_objects,
                          double *l_changed)
 {
     const ClModelConfig *cfg = &model->config;
@@ -355,7 +415,8 @@ static double aux_losses(const ClTrainEnc *enc, const float *visual, const ClMod
         const float *ob = own ? model->w.enc_objects_b : h->objects_b;
         float *gw = own ? (mg ? mg->enc_objects_w : NULL) : (hg ? hg->objects_w : NULL);
         float *gb = own ? (mg ? mg->enc_objects_b : NULL) : (hg ? hg->objects_b : NULL);
-        *l_objects = aux_head(x, n, 0, &tg, TRUE, ow, ob, o->aux_objects_weight, N, D, dx, gw, gb);
+        *l_objects =
+            aux_head(enc_be, x, n, 0, &tg, TRUE, ow, ob, o->aux_objects_weight, N, D, dx, gw, gb);
         sum += o->aux_objects_weight * *l_objects;
     }
     if (o->aux_changed_weight > 0 && tg.changed && n > 1) {
@@ -366,7 +427,7 @@ static double aux_losses(const ClTrainEnc *enc, const float *visual, const ClMod
         const float *cb = own ? model->w.enc_change_b : h->changed_b;
         float *gw = own ? (mg ? mg->enc_change_w : NULL) : (hg ? hg->changed_w : NULL);
         float *gb = own ? (mg ? mg->enc_change_b : NULL) : (hg ? hg->changed_b : NULL);
-        *l_changed = aux_head(x, n, 1, &tg, FALSE, cw, cb, o->aux_changed_weight, N, D,
+        *l_changed = aux_head(enc_be, x, n, 1, &tg, FALSE, cw, cb, o->aux_changed_weight, N, D,
                               gw ? dx : NULL, gw, gb);
         sum += o->aux_changed_weight * *l_changed;
     }
@@ -402,12 +463,14 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
         const size_t NDi = (size_t)s->n_images *
                            (o->aux_on_visual ? (size_t)cl_config_n_visual(cfg) * cfg->dec_dim
                                              : (size_t)cl_config_n_patches(cfg) * cfg->enc_dim);
-        if (grads && (dtokens = g_try_new0(float, NDi)) == NULL) {
+        if (grads && (dtokens = cl_train_try(be, NDi)) == NULL) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                         "Not enough memory for the auxiliary losses' gradient");
             ok = FALSE;
         } else {
-            aux_sum = aux_losses(enc, visual, model, s, o, dtokens, grads ? aux_grads : NULL,
+            if (dtokens)
+                cl_train_zero(be, dtokens, NDi);
+            aux_sum = aux_losses(be, enc, visual, model, s, o, dtokens, grads ? aux_grads : NULL,
                                  grads ? &grads->w : NULL, &l_objects, &l_changed);
         }
     }
@@ -419,14 +482,14 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
             ones[r] = 1;
         }
         int ns = 0;
-        float *dlogits = grads ? g_try_new(float, (size_t)MAX(n_rows, 1) * cfg->vocab_size) : NULL;
+        float *dlogits = grads ? cl_train_try(be, (size_t)MAX(n_rows, 1) * cfg->vocab_size) : NULL;
         if (grads && !dlogits) {
             g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
                         "Not enough memory for the logits' gradient");
             ok = FALSE;
         } else {
-            double loss =
-                cl_cross_entropy(dlogits, logits, tgt, ones, n_rows, cfg->vocab_size, 1.0f, &ns);
+            double loss = be->ops->train->cross_entropy(be, dlogits, logits, tgt, ones, n_rows,
+                                                        cfg->vocab_size, 1.0f, &ns);
             if (st) {
                 st->loss = loss;
                 st->n_supervised = ns;
@@ -438,32 +501,32 @@ static gboolean step(ClBackend *be, const ClModel *model, const ClTrainSample *s
         }
         if (ok && grads) {
             /* the pages' share (after the images') is dropped: their encoder is frozen */
-            float *dvisual = g_new0(float, MAX((size_t)(s->n_images + s->n_pages) *
-                                                   cl_config_n_visual(cfg) * cfg->dec_dim,
-                                               1));
-            g_clear_pointer(&logits, g_free);
+            float *dvisual = cl_train_scratch0(be, (size_t)(s->n_images + s->n_pages) *
+                                                       cl_config_n_visual(cfg) * cfg->dec_dim);
+            cl_train_scratch_free(be, logits);
+            logits = NULL;
             cl_train_dec_backward(dec, &model->w, dlogits, dvisual, &grads->w);
             cl_train_dec_free(dec);
             dec = NULL;
             /* heads on the visual tokens: their gradient joins the decoder's */
             if (dtokens && o->aux_on_visual) {
                 const size_t nv = (size_t)s->n_images * cl_config_n_visual(cfg) * cfg->dec_dim;
-                for (size_t i = 0; i < nv; i++)
-                    dvisual[i] += dtokens[i];
-                g_clear_pointer(&dtokens, g_free);
+                be->ops->add(be, dvisual, dvisual, dtokens, nv);
+                cl_train_scratch_free(be, dtokens);
+                dtokens = NULL;
             }
             if (enc)
                 cl_train_enc_backward(enc, &model->w, dvisual, dtokens, o ? o->stop_grad : TRUE,
                                       &grads->w);
-            g_free(dvisual);
+            cl_train_scratch_free(be, dvisual);
         }
-        g_free(dlogits);
+        cl_train_scratch_free(be, dlogits);
     }
     cl_train_enc_free(enc);
     cl_train_dec_free(dec);
-    g_free(visual);
-    g_free(logits);
-    g_free(dtokens);
+    cl_train_scratch_free(be, visual);
+    cl_train_scratch_free(be, logits);
+    cl_train_scratch_free(be, dtokens);
     if (ok && st)
         st->ms = (g_get_monotonic_time() - t0) / 1000.0;
     return ok;
@@ -508,11 +571,18 @@ gboolean cl_train_forward_outputs(ClBackend *be, const ClModel *model, const ClT
     gboolean ok = forward(be, model, s, NULL, NULL, 0, &enc, &dec, &vis, &lg, error);
     cl_train_enc_free(enc);
     cl_train_dec_free(dec);
-    if (ok && visual)
-        *visual = g_steal_pointer(&vis);
-    if (ok && logits)
-        *logits = g_steal_pointer(&lg);
-    g_free(vis);
-    g_free(lg);
+    const ClModelConfig *cfg = &model->config;
+    const size_t nv = (size_t)(s->n_images + s->n_pages) * cl_config_n_visual(cfg) * cfg->dec_dim;
+    const size_t nl = (size_t)s->n_ids * cfg->vocab_size;
+    if (ok && visual) {
+        *visual = g_new(float, MAX(nv, 1));
+        be->ops->download(be, *visual, vis, nv * sizeof(float));
+    }
+    if (ok && logits) {
+        *logits = g_new(float, MAX(nl, 1));
+        be->ops->download(be, *logits, lg, nl * sizeof(float));
+    }
+    cl_train_scratch_free(be, vis);
+    cl_train_scratch_free(be, lg);
     return ok;
 }

@@ -116,6 +116,26 @@ gboolean cl_train_forward_outputs(ClBackend *be, const ClModel *model, const ClT
 
 /* ---- internal: shared by core/train/trainmodel*.c only ------------------------------------ */
 
+/* Backend memory for the passes (n floats, 64-byte aligned, uninitialised): on the CPU backend a
+ * buffer reused sample after sample (cl_act_buffer_take), elsewhere the backend's own; NULL
+ * when memory is short. *got: its size for cl_train_give. */
+float *cl_train_take(ClBackend *be, size_t n, size_t *got);
+void cl_train_give(ClBackend *be, float *p, size_t n);
+/* Scratch of the backward passes (n floats; zeroed with cl_train_scratch0): on a device whose
+ * memory runs out mid-step the process stops with a message (the forward's activations, the
+ * larger part, are checked and refused cleanly before). */
+float *cl_train_scratch(ClBackend *be, size_t n);
+/* n floats of backend memory, or NULL when memory is short (free with cl_train_scratch_free). */
+float *cl_train_try(ClBackend *be, size_t n);
+float *cl_train_scratch0(ClBackend *be, size_t n);
+void cl_train_scratch_free(ClBackend *be, float *p);
+/* p[0, n) = 0 in backend memory. */
+void cl_train_zero(ClBackend *be, float *p, size_t n);
+/* dst[0, n) = src[0, n), both backend memory. */
+void cl_train_copy(ClBackend *be, float *dst, const float *src, size_t n);
+/* Host floats into a new backend buffer (free with cl_train_scratch_free). */
+float *cl_train_upload(ClBackend *be, const float *host, size_t n);
+
 /* The encoder's saved activations over a sequence of images. */
 typedef struct _ClTrainEnc ClTrainEnc;
 /* Runs the encoder over n_images images [C, S, S] with the weights `w` (model->config's
