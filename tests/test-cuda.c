@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backend-check.h"
+#include "train-step-check.h"
 #include "nn/quant.h"
 
 /* The device's dequantization (kernels/kernels.cu) against cl_dequantize_rows: the same f32
@@ -70,6 +71,9 @@ int main(int argc, char **argv)
     g_setenv("CHANGELENS_CUDA_MATH", "tf32", TRUE);
     ClBackend *tf32 = cl_backend_cuda_new(0, &err);
     g_assert_no_error(err);
+    g_setenv("CHANGELENS_CUDA_MATH", "bf16", TRUE);
+    ClBackend *bf16 = cl_backend_cuda_new(0, &err);
+    g_assert_no_error(err);
     g_printerr("CUDA device: %s\n", cl_backend_cuda_device_name(f32));
     check_dequantize(f32);
 
@@ -85,10 +89,23 @@ int main(int argc, char **argv)
         .product = { 2e-2, 2e-2, 1e-5 },
         .model = { 5e-2, 5e-2, 1e-4 },
     };
+    /* BF16 products keep 8 bits of mantissa (f32 accumulation) */
+    const ClTolerances t_bf16 = {
+        .elementwise = t_f32.elementwise,
+        .reduction = t_f32.reduction,
+        .product = { 5e-2, 5e-2, 1e-4 },
+        .model = { 1e-1, 1e-1, 1e-3 },
+    };
     cl_test_add_backend_checks("/cuda/f32", f32, &t_f32, TRUE);
     cl_test_add_backend_checks("/cuda/tf32", tf32, &t_tf32, TRUE);
+    cl_test_add_backend_checks("/cuda/bf16", bf16, &t_bf16, FALSE);
+    /* training steps: an AdamW update is about ±lr whatever the gradient's size, so a gradient
+     * near 0 may flip an update's sign (2 steps at lr 1e-3: at most about 4e-3 apart) */
+    cl_test_add_train_step_checks("/cuda/f32", f32, 5e-3, 1e-4);
+    cl_test_add_train_step_checks("/cuda/bf16", bf16, 5e-3, 3e-2);
     int rc = g_test_run();
     cl_backend_free(f32);
     cl_backend_free(tf32);
+    cl_backend_free(bf16);
     return rc;
 }

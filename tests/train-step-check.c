@@ -6,9 +6,11 @@
 
 #include <glib.h>
 
+#include "fixtures.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "train/devicestep.h"
+#include "train/trainer.h"
 #include "train/optim.h"
 #include "train/params.h"
 #include "train/trainmodel.h"
@@ -219,8 +221,110 @@ static void test_step(gconstpointer data)
         cl_train_sample_free(samples[k]);
 }
 
+/* ---- the whole trainer on the device ---------------------------------------------------------- */
+
+static ClModelConfig trainer_config(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", &err));
+    cfg.image_size = 64, cfg.patch_size = 8;
+    cfg.enc_dim = 32, cfg.enc_depth = 2, cfg.enc_heads = 2, cfg.enc_mlp = 32;
+    cfg.merger_hidden = 32;
+    cfg.dec_dim = 32, cfg.dec_depth = 2, cfg.dec_heads = 2, cfg.dec_kv_heads = 1;
+    cfg.dec_mlp = 64, cfg.vocab_size = 300, cfg.max_len = 1024;
+    cfg.change_head = TRUE;
+    g_assert_true(cl_model_config_validate(&cfg, &err));
+    return cfg;
+}
+
+static void cancel_at_3(const ClTrainerStatus *st, gpointer data)
+{
+    if (st->step == 3)
+        g_cancellable_cancel(data);
+}
+
+/* A run of 6 steps of the shapes task (both auxiliary losses on, a checkpoint every 3 steps) in
+ * dir, on the CPU's one worker or on dev (NULL: the CPU); stop3: cancelled after step 3 (its
+ * checkpoint written), NULL returned; resume: from dir's newest checkpoint. Returns the final
+ * model. */
+static ClModel *trainer_run(const char *dir, ClBackend *dev, gboolean stop3, gboolean resume)
+{
+    static ClModelConfig cfg;
+    cfg = trainer_config();
+    ClTrainerOptions o;
+    cl_trainer_options_init(&o);
+    o.config = &cfg;
+    o.task = "shapes";
+    o.steps = 6, o.batch = 2, o.lr = 3e-3, o.warmup = 2, o.seed = 5;
+    o.checkpoint_every = 3, o.keep_checkpoints = 0;
+    o.workers = 1;
+    o.out_dir = dir;
+    o.quiet = TRUE;
+    o.resume = resume;
+    o.device_backend = dev;
+    g_autoptr(GError) err = NULL;
+    g_autoptr(GCancellable) cancel = g_cancellable_new();
+    ClTrainerResult res = { 0 };
+    gboolean ok = cl_trainer_run(&o, stop3 ? cancel_at_3 : NULL, cancel, cancel, &res, &err);
+    if (stop3) {
+        g_assert_error(err, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+        g_assert_false(ok);
+        cl_trainer_result_clear(&res);
+        return NULL;
+    }
+    g_assert_no_error(err);
+    g_assert_true(ok);
+    ClModel *m = cl_model_load(res.model_path, &err);
+    g_assert_no_error(err);
+    g_assert_true(cl_model_make_trainable(m, &err)); /* (its parameters as one array) */
+    cl_trainer_result_clear(&res);
+    return m;
+}
+
+typedef struct {
+    ClBackend *dev;
+    double atol;
+} TrainerCase;
+
+/* The trainer with its steps on the device gives the CPU run's model; a device run's checkpoint
+ * resumes on the CPU and a CPU run's on the device. */
+static void test_trainer(gconstpointer data)
+{
+    const TrainerCase *c = data;
+    g_autoptr(GError) err = NULL;
+    g_autofree char *tmp = cl_fixture_tmpdir("train-device");
+    g_autofree char *d_cpu = g_build_filename(tmp, "cpu", NULL);
+    g_autofree char *d_dev = g_build_filename(tmp, "device", NULL);
+    g_autofree char *d_mix = g_build_filename(tmp, "device-then-cpu", NULL);
+    g_autofree char *d_mix2 = g_build_filename(tmp, "cpu-then-device", NULL);
+    g_autoptr(ClModel) cpu = trainer_run(d_cpu, NULL, FALSE, FALSE);
+    g_autoptr(ClModel) dev = trainer_run(d_dev, c->dev, FALSE, FALSE);
+    check("trained on the device", cpu->arena, dev->arena, cpu->n_params, c->atol);
+    g_assert_null(trainer_run(d_mix, c->dev, TRUE, FALSE));
+    g_autoptr(ClModel) mix = trainer_run(d_mix, NULL, FALSE, TRUE);
+    check("resumed on the CPU", cpu->arena, mix->arena, cpu->n_params, c->atol);
+    g_assert_null(trainer_run(d_mix2, NULL, TRUE, FALSE));
+    g_autoptr(ClModel) mix2 = trainer_run(d_mix2, c->dev, FALSE, TRUE);
+    check("resumed on the device", cpu->arena, mix2->arena, cpu->n_params, c->atol);
+    /* the steps moved the parameters: against the untrained model */
+    ClModelConfig cfg = trainer_config();
+    g_autoptr(ClModel) init = cl_model_new_random(&cfg, 5, &err);
+    g_assert_no_error(err);
+    g_assert_true(cl_model_make_trainable(init, &err));
+    g_assert_cmpfloat(max_diff(init->arena, cpu->arena, cpu->n_params), >, 1e-3);
+    cl_fixture_rmdir(tmp);
+}
+
 void cl_test_add_train_step_checks(const char *prefix, ClBackend *dev, double atol, double rtol)
 {
+    TrainerCase *tc = g_new0(TrainerCase, 1); /* (kept for the run's lifetime) */
+    /* its run is longer (6 steps at 3e-3 against 2 at 1e-3): an update's sign may flip on a
+     * gradient near 0 at each step */
+    tc->dev = dev, tc->atol = 10 * atol;
+    g_autofree char *tpath = g_strdup_printf("%s/train-step/trainer", prefix);
+    g_test_add_data_func(tpath, tc, test_trainer);
+
     static const struct {
         ClSveVariant v;
         const char *name;

@@ -7,7 +7,9 @@
 
 #include "nn/backend.h"
 
-/* Registers `prefix`/train-step/VARIANT (and …/no-stop-grad) against `dev`. atol bounds each
- * parameter's, moment's and head's difference from the CPU's after the steps (0: exact); the
- * global norms must agree within rtol. */
+/* Registers `prefix`/train-step/VARIANT (and …/no-stop-grad) against `dev`, and
+ * `prefix`/train-step/trainer: the trainer's run with its steps on dev against the CPU's, and
+ * its checkpoints resumed on the other. atol bounds each parameter's, moment's and head's
+ * difference from the CPU's after the two steps (0: exact; the trainer's 10 × atol); the global
+ * norms must agree within rtol. */
 void cl_test_add_train_step_checks(const char *prefix, ClBackend *dev, double atol, double rtol);

@@ -56,6 +56,9 @@ static const char usage_text[] =
     "  --clip X             gradient clipping by global norm (default 1; 0: off)\n"
     "  --seed S             init, data and task-mix seed (default 0)\n"
     "  --workers N          data-parallel workers, 1 or 2 (default: automatic)\n"
+    "  --device D           cpu (default) or cuda: the steps on the GPU, the parameters,\n"
+    "                       gradients and AdamW moments in its memory (one worker; the\n"
+    "                       CPU's arithmetic to float rounding; checkpoints resume on either)\n"
     "  --mpi                data-parallel processes: run under `mpirun -np N`; --batch is the\n"
     "                       whole step's, each rank trains on every N-th sample and the\n"
     "                       gradients are summed across ranks (the one-process run's parameters\n"
@@ -170,7 +173,7 @@ static gboolean on_signal(gpointer data)
 typedef struct {
     ClTrainerOptions o;
     char *stage, *preset, *config, *from, *train_only, *casa, *variant, *first;
-    char *task, *data, *objects, *out, *resume_from, *dtype;
+    char *task, *data, *objects, *out, *resume_from, *dtype, *device;
     ClModelConfig cfg;
     gboolean mpi;
 } TrainArgs;
@@ -179,7 +182,7 @@ static void train_args_clear(TrainArgs *a)
 {
     cl_cli_free_all(&a->stage, &a->preset, &a->config, &a->from, &a->train_only, &a->casa,
                     &a->variant, &a->first, &a->task, &a->data, &a->objects, &a->out,
-                    &a->resume_from, &a->dtype, NULL);
+                    &a->resume_from, &a->dtype, &a->device, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(TrainArgs, train_args_clear)
 
@@ -294,6 +297,7 @@ static int parse_train_args(int argc, char **argv, TrainArgs *a)
         TEXT("out", out),
         TEXT("resume-from", resume_from),
         TEXT("dtype", dtype),
+        TEXT("device", device),
         FLAG("resume", resume),
         FLAG("all-turns", all_turns),
         FLAG("no-clone", no_clone),
@@ -368,6 +372,7 @@ static int resolve_train_names(TrainArgs *a)
     o->out_dir = a->out;
     o->resume_from = a->resume_from;
     o->dtype = a->dtype;
+    o->device = a->device;
     return -1;
 }
 

@@ -248,7 +248,9 @@ ClBackend *cl_backend_ref(ClBackend *be);
 const float *cl_backend_host_view(ClBackend *be, const float *x, size_t n, float **tmp);
 /* The CUDA backend on device `index` (cl_backend_new("cuda") takes device 0). NULL + error when
  * CUDA is not built in or the device cannot be used. $CHANGELENS_CUDA_MATH=tf32 lets cuBLAS
- * use TF32 tensor cores for the products (default: exact f32). */
+ * use TF32 tensor cores for the products, =bf16 BF16 tensor cores with f32 accumulation
+ * (CUBLAS_COMPUTE_32F_FAST_16BF; the tensors stay f32 in memory), the training ops' products
+ * included (default: exact f32). */
 ClBackend *cl_backend_cuda_new(int index, GError **error);
 /* The CUDA backend's device name; NULL for any other backend. */
 const char *cl_backend_cuda_device_name(ClBackend *be);
@@ -258,7 +260,8 @@ double cl_backend_cuda_time_gemm(ClBackend *be, int m, int n, int k, int reps);
 /* Milliseconds `reps` device-to-device copies of `bytes` take (2·bytes·reps moved); < 0 for
  * another backend or on failure. */
 double cl_backend_cuda_time_copy(ClBackend *be, size_t bytes, int reps);
-/* TRUE when the CUDA backend lets cuBLAS use TF32 ($CHANGELENS_CUDA_MATH=tf32). */
+/* TRUE when the CUDA backend lets cuBLAS use TF32 ($CHANGELENS_CUDA_MATH=tf32); FALSE for bf16
+ * and f32. */
 gboolean cl_backend_cuda_tf32(ClBackend *be);
 /* out (n × k f32, device memory) = n stored rows `src` (device memory) of ClQuantType `type`
  * (nn/quant.h: Q8_0, Q4_1, F16, BF16; k a multiple of 32) widened on the device, as

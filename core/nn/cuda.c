@@ -198,6 +198,173 @@ static void cu_scale_by(ClBackend *be, float *x, const float *s, size_t count)
     clk_scale_by(K(be), x, s, count);
 }
 
+/* ---- training ops: backend.h's struct cl_backend_train_ops over kernels.h's clk_grad_* */
+
+static void cu_train_linear(ClBackend *be, float *dx, float *dw, float *db, const float *dy,
+                            const float *x, const float *w, int m, int k, int n)
+{
+    clk_grad_linear(K(be), dx, dw, db, dy, x, w, m, k, n);
+}
+
+static void cu_train_layernorm(ClBackend *be, float *dx, float *dw, float *db, const float *dy,
+                               const float *x, const float *w, int m, int n, float eps)
+{
+    clk_grad_layernorm(K(be), dx, dw, db, dy, x, w, m, n, eps);
+}
+
+static void cu_train_rmsnorm(ClBackend *be, float *dx, float *dw, const float *dy, const float *x,
+                             const float *w, int m, int n, float eps)
+{
+    clk_grad_rmsnorm(K(be), dx, dw, dy, x, w, m, n, eps);
+}
+
+static void cu_train_modulate(ClBackend *be, float *dx, float *dscale, float *dshift,
+                              const float *dy, const float *x, const float *scale, int m, int n)
+{
+    clk_grad_modulate(K(be), dx, dscale, dshift, dy, x, scale, m, n);
+}
+
+static void cu_train_gelu(ClBackend *be, float *dx, const float *dy, const float *x, size_t count)
+{
+    clk_grad_gelu(K(be), dx, dy, x, count);
+}
+
+static void cu_train_silu(ClBackend *be, float *dx, const float *dy, const float *x, size_t count)
+{
+    clk_grad_silu(K(be), dx, dy, x, count);
+}
+
+static void cu_train_silu_mul(ClBackend *be, float *dgate, float *dup, const float *dy,
+                              const float *gate, const float *up, size_t count)
+{
+    clk_grad_silu_mul(K(be), dgate, dup, dy, gate, up, count);
+}
+
+static void cu_train_residual(ClBackend *be, float *da, float *dgate, const float *dy,
+                              const float *a, const float *gate, int m, int n)
+{
+    clk_grad_residual(K(be), da, dgate, dy, a, gate, m, n);
+}
+
+static void cu_train_scale_cols(ClBackend *be, float *da, float *dgate, const float *dy,
+                                const float *a, const float *gate, int m, int n)
+{
+    clk_grad_scale_cols(K(be), da, dgate, dy, a, gate, m, n);
+}
+
+static void cu_train_rope(ClBackend *be, float *dx, const float *cos_t, const float *sin_t,
+                          int n_tok, int ld, int n_head, int head_dim, int n_sections)
+{
+    clk_grad_rope(K(be), dx, cos_t, sin_t, n_tok, ld, n_head, head_dim, n_sections);
+}
+
+static void cu_train_softmax(ClBackend *be, float *dx, const float *dy, const float *y, int m,
+                             int n, int ld)
+{
+    clk_grad_softmax(K(be), dx, dy, y, m, n, ld);
+}
+
+static void cu_train_attention(ClBackend *be, float *dq, float *dk, float *dv, const float *dout,
+                               const float *q, const float *k, const float *v, int n_q, int n_kv,
+                               int ldq, int ldk, int ldv, int ldo, int n_head, int n_kv_head,
+                               int head_dim, float scale, int causal)
+{
+    clk_grad_attention(K(be), dq, dk, dv, dout, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head,
+                       n_kv_head, head_dim, scale, causal);
+}
+
+static void cu_train_attention_keep(ClBackend *be, float *out, float *probs, const float *q,
+                                    const float *k, const float *v, int n_q, int n_kv, int ldq,
+                                    int ldk, int ldv, int ldo, int n_head, int n_kv_head,
+                                    int head_dim, float scale, int causal)
+{
+    clk_grad_attention_keep(K(be), out, probs, q, k, v, n_q, n_kv, ldq, ldk, ldv, ldo, n_head,
+                            n_kv_head, head_dim, scale, causal);
+}
+
+static void cu_train_attention_probs(ClBackend *be, float *dq, float *dk, float *dv,
+                                     const float *dout, const float *q, const float *k,
+                                     const float *v, const float *probs, int n_q, int n_kv, int ldq,
+                                     int ldk, int ldv, int ldo, int n_head, int n_kv_head,
+                                     int head_dim, float scale, int causal)
+{
+    clk_grad_attention_probs(K(be), dq, dk, dv, dout, q, k, v, probs, n_q, n_kv, ldq, ldk, ldv, ldo,
+                             n_head, n_kv_head, head_dim, scale, causal);
+}
+
+static void cu_train_row_norms(ClBackend *be, float *da, const float *dout, const float *a,
+                               const float *out, int m, int n)
+{
+    clk_grad_row_norms(K(be), da, dout, a, out, m, n);
+}
+
+static void cu_train_embed(ClBackend *be, float *dtable, const float *dy, const gint32 *ids, int n,
+                           int dim)
+{
+    clk_grad_embed(K(be), dtable, dy, (const int32_t *)ids, n, dim);
+}
+
+static void cu_train_merge2x2(ClBackend *be, float *dx, const float *dcat, int grid, int dim)
+{
+    clk_grad_merge2x2(K(be), dx, dcat, grid, dim);
+}
+
+static double cu_train_cross_entropy(ClBackend *be, float *dlogits, const float *logits,
+                                     const gint32 *targets, const guint8 *mask, int n, int vocab,
+                                     float scale, int *n_supervised)
+{
+    return clk_grad_cross_entropy(K(be), dlogits, logits, (const int32_t *)targets,
+                                  (const uint8_t *)mask, n, vocab, scale, n_supervised);
+}
+
+static double cu_train_bce(ClBackend *be, float *dz, const float *z, const float *y, size_t count,
+                           float scale)
+{
+    return clk_grad_bce(K(be), dz, z, y, count, scale);
+}
+
+static double cu_train_sumsq(ClBackend *be, const float *x, size_t n)
+{
+    return clk_grad_sumsq(K(be), x, n);
+}
+
+static void cu_train_scale(ClBackend *be, float *x, float s, size_t n)
+{
+    clk_grad_scale(K(be), x, s, n);
+}
+
+static void cu_train_adamw(ClBackend *be, float *p, float *m, float *v, const float *g, size_t n,
+                           float decay, float w1, float b2, float w2, float bc2_sqrt, float eps,
+                           float step_size, float gscale)
+{
+    clk_grad_adamw(K(be), p, m, v, g, n, decay, w1, b2, w2, bc2_sqrt, eps, step_size, gscale);
+}
+
+static const struct cl_backend_train_ops cuda_train_ops = {
+    .linear = cu_train_linear,
+    .layernorm = cu_train_layernorm,
+    .rmsnorm = cu_train_rmsnorm,
+    .modulate = cu_train_modulate,
+    .gelu = cu_train_gelu,
+    .silu = cu_train_silu,
+    .silu_mul = cu_train_silu_mul,
+    .residual = cu_train_residual,
+    .scale_cols = cu_train_scale_cols,
+    .rope = cu_train_rope,
+    .softmax = cu_train_softmax,
+    .attention = cu_train_attention,
+    .attention_keep = cu_train_attention_keep,
+    .attention_probs = cu_train_attention_probs,
+    .row_norms = cu_train_row_norms,
+    .embed = cu_train_embed,
+    .merge2x2 = cu_train_merge2x2,
+    .cross_entropy = cu_train_cross_entropy,
+    .bce = cu_train_bce,
+    .sumsq = cu_train_sumsq,
+    .scale = cu_train_scale,
+    .adamw = cu_train_adamw,
+};
+
 static const struct cl_backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cu_destroy,
@@ -231,6 +398,7 @@ static const struct cl_backend_ops cuda_ops = {
     .col_mean = cu_col_mean,
     .center_cols = cu_center_cols,
     .scale_by = cu_scale_by,
+    .train = &cuda_train_ops,
 };
 
 ClBackend *cl_backend_cuda_new(int index, GError **error)
@@ -241,9 +409,12 @@ ClBackend *cl_backend_cuda_new(int index, GError **error)
         g_set_error(error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_NO_DEVICE, "%s", msg);
         return NULL;
     }
+    /* anything else (unset, "f32") keeps exact f32 */
     const char *math = g_getenv("CHANGELENS_CUDA_MATH");
     if (math && g_ascii_strcasecmp(math, "tf32") == 0)
-        clk_set_tf32(k, 1);
+        clk_set_math(k, CLK_MATH_TF32);
+    else if (math && g_ascii_strcasecmp(math, "bf16") == 0)
+        clk_set_math(k, CLK_MATH_BF16);
     CudaData *d = g_new0(CudaData, 1);
     d->k = k;
     ClBackend *be = g_new0(ClBackend, 1);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/grad.h"
+#include "train/devicestep.h"
 #include "train/trainer-private.h"
 
 /* Worker w's part of a phase. */
@@ -17,8 +18,11 @@ typedef struct {
 static void make_samples(WorkerCall *c)
 {
     ClTrainerStepJob *j = c->job;
-    cl_param_buf_zero(c->worker->grads);
-    if (c->worker->aux_grads)
+    if (c->worker->dev)
+        cl_train_device_zero_grads(c->worker->dev);
+    else
+        cl_param_buf_zero(c->worker->grads);
+    if (c->worker->aux_grads && !c->worker->dev)
         cl_train_aux_heads_zero(c->worker->aux_grads);
     for (int k = c->w; k < j->batch; k += j->n_workers) {
         if (g_cancellable_is_cancelled(j->cancellable))
@@ -45,8 +49,12 @@ static void train_share(WorkerCall *c)
         const ClTrainSample *s = sl->sample;
         ClTrainStepStats st;
         GError *err = NULL;
-        if (!cl_train_forward_backward_aux(c->worker->be, j->model, s, j->gopt, c->worker->grads,
-                                           c->worker->aux_grads, &st, &err)) {
+        gboolean ok =
+            c->worker->dev
+                ? cl_train_device_sample(c->worker->dev, s, j->gopt, &st, &err)
+                : cl_train_forward_backward_aux(c->worker->be, j->model, s, j->gopt,
+                                                c->worker->grads, c->worker->aux_grads, &st, &err);
+        if (!ok) {
             g_set_error(&j->errors[c->w], CL_TRAINER_ERROR, CL_TRAINER_ERROR_SAMPLE,
                         "sample %s: %s", s->id ? s->id : "?", err->message);
             g_error_free(err);

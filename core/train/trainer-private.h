@@ -72,6 +72,9 @@ typedef struct {
     ClBackend *be;
     ClParamBuf *grads;
     ClTrainAuxHeads *aux_grads; /* NULL when the auxiliary losses are off */
+    /* --device cuda: the run's parameters, gradients and moments in be's memory (grads and
+     * aux_grads then unused), the only worker; NULL on the CPU */
+    struct _ClTrainDevice *dev;
 } ClTrainerWorker;
 
 /* A batch sample's place in a step: which sample, the sample itself (between the phases), its

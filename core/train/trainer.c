@@ -11,6 +11,7 @@
 
 #include "nn/backend.h"
 #include "train/checkpoint.h"
+#include "train/devicestep.h"
 #include "train/jsonl.h"
 #include "train/optim.h"
 #include "train/params.h"
@@ -233,6 +234,7 @@ typedef struct {
 static void run_clear(Run *r)
 {
     for (int w = 0; w < 2; w++) {
+        g_clear_pointer(&r->workers[w].dev, cl_train_device_free);
         g_clear_pointer(&r->workers[w].be, cl_backend_free);
         g_clear_pointer(&r->workers[w].grads, cl_param_buf_free);
         g_clear_pointer(&r->workers[w].aux_grads, cl_train_aux_heads_free);
@@ -415,8 +417,41 @@ static gboolean run_restore(Run *r, ClCheckpoint *ck, char **ck_path, const ClAd
     return TRUE;
 }
 
-/* The workers: one backend and one gradient buffer each. */
-static gboolean run_start_workers(Run *r, GError **error)
+static gboolean run_start_cpu_workers(Run *r, GError **error);
+
+/* The workers: one backend and one gradient buffer each (on a device: one, holding the run's
+ * state). */
+static gboolean run_start_workers(Run *r, const ClTrainerOptions *o, GError **error)
+{
+    if (o->device_backend || (o->device && strcmp(o->device, "cpu") != 0)) {
+        /* the run's state on the device (a resume's is on the host by now): one worker */
+        if (r->comm.size > 1) {
+            FAIL(OPTIONS, "--device %s and --mpi do not go together yet",
+                 o->device ? o->device : "(a test's)");
+            return FALSE;
+        }
+        ClTrainerWorker *wk = &r->workers[0];
+        r->n_workers = 1;
+        g_autofree char *notice = NULL;
+        wk->be = o->device_backend ? cl_backend_ref(o->device_backend)
+                                   : cl_backend_new(o->device, &notice, error);
+        if (!wk->be)
+            return FALSE;
+        if (!o->device_backend && wk->be->ops->host_memory) { /* "auto" without a GPU */
+            if (notice && !o->quiet)
+                g_printerr("%s\n", notice);
+            g_clear_pointer(&wk->be, cl_backend_free);
+            r->n_workers = r->ro.workers > 0 ? r->ro.workers : cl_trainer_default_workers();
+            r->n_workers = MIN(r->n_workers, MAX(r->ro.batch, 1));
+            return run_start_cpu_workers(r, error);
+        }
+        wk->dev = cl_train_device_new(wk->be, r->model, r->opt, r->aux.heads, r->aux.opt, error);
+        return wk->dev != NULL;
+    }
+    return run_start_cpu_workers(r, error);
+}
+
+static gboolean run_start_cpu_workers(Run *r, GError **error)
 {
     if (r->n_workers > 1) {
         /* each worker's products single-threaded: both cores are busy with samples */
@@ -498,7 +533,7 @@ static gboolean run_setup(Run *r, const ClTrainerOptions *o, GCancellable *cance
     double start_elapsed = 0;
     if (!run_open(r, o, &ck, &ck_path, error) || !run_resolve(r, o, &aopt, error) ||
         !run_restore(r, ck, &ck_path, &aopt, &start_elapsed, result, error) ||
-        !run_start_workers(r, error) || !run_open_log(r, o, start_elapsed, error))
+        !run_start_workers(r, o, error) || !run_open_log(r, o, start_elapsed, error))
         return FALSE;
     run_prepare_steps(r, o, cancellable);
     result->start_step = r->step;
@@ -565,8 +600,26 @@ static void gather_slots(Run *r)
  * global norm (the heads step with the model, clipped by their own norm, or neither does). A
  * non-finite gradient moves nothing, yet the step still counts (its samples were seen), until
  * MAX_NONFINITE_IN_A_ROW of them in a row end the run. */
+static gboolean step_skipped(Run *r, GError *err, GError **error);
+
 static gboolean step_update(Run *r, StepStats *st, GError **error)
 {
+    if (r->workers[0].dev) {
+        gather_slots(r);
+        step_losses(r, st);
+        st->lr = cl_lr_schedule_at(&r->sched, r->step);
+        g_autoptr(GError) err = NULL;
+        if (cl_train_device_update(r->workers[0].dev, r->opt, r->aux.opt, r->frozen, r->ro.batch,
+                                   st->lr, r->ro.clip, &st->norm, &err)) {
+            r->nonfinite = 0;
+            return TRUE;
+        }
+        if (!g_error_matches(err, CL_OPTIM_ERROR, CL_OPTIM_ERROR_NONFINITE)) {
+            g_propagate_error(error, g_steal_pointer(&err));
+            return FALSE;
+        }
+        return step_skipped(r, err, error);
+    }
     ClTrainerUpdate uc[2];
     const int n_up = cl_trainer_reduce(uc, r->workers, r->n_workers, r->frozen, r->model, r->opt,
                                        r->ro.batch, &r->comm, &st->norm);
@@ -589,6 +642,13 @@ static gboolean step_update(Run *r, StepStats *st, GError **error)
             cl_optim_step(r->aux.opt, r->aux.heads->data, ag->data, st->lr, clip, NULL, NULL);
         return TRUE;
     }
+    return step_skipped(r, err, error);
+}
+
+/* A step whose gradient was not finite (err says which): logged, counted; too many in a row end
+ * the run. */
+static gboolean step_skipped(Run *r, GError *err, GError **error)
+{
     if (!log_raw(r->log, error,
                  "{\"type\":\"skip\",\"step\":%" G_GINT64_FORMAT ",\"reason\":\"%s\"}", r->step + 1,
                  "non-finite gradient"))
@@ -647,6 +707,9 @@ static gboolean run_checkpoint(Run *r, ClTrainerResult *result, GError **error)
 {
     if (r->comm.rank > 0)
         return TRUE; /* MPI: rank 0 writes it (every rank holds the same state) */
+    if (r->workers[0].dev &&
+        !cl_train_device_sync(r->workers[0].dev, r->model, r->opt, r->aux.heads, r->aux.opt, error))
+        return FALSE;
     return cl_trainer_save_checkpoint(r->ck_dir, r->ro.keep_checkpoints, r->model, r->opt, &r->aux,
                                       r->step, r->rng, r->cursor, r->options_json,
                                       &result->checkpoint_path, error);

@@ -115,14 +115,18 @@ typedef struct {
     /* Optimisation. steps: optimiser steps (> 0), or 0 with `epochs` > 0 for a data file. */
     gint64 steps;
     double epochs;
-    int batch;           /* samples per step (default 8) */
-    double lr, min_lr;   /* peak and final learning rate (default 5e-4, lr / 10) */
-    gint64 warmup;       /* warmup steps (default -1: steps / 20, at most 200) */
-    double weight_decay; /* AdamW (default 0.01; not on norms, biases, sve.null) */
-    double clip;         /* global gradient-norm clip (default 1; 0: off) */
-    guint64 seed;        /* init, data order, task mix, SVE init (default 0) */
-    int workers;         /* 1 or 2 data-parallel workers; 0 (default): the faster for
+    int batch;                 /* samples per step (default 8) */
+    double lr, min_lr;         /* peak and final learning rate (default 5e-4, lr / 10) */
+    gint64 warmup;             /* warmup steps (default -1: steps / 20, at most 200) */
+    double weight_decay;       /* AdamW (default 0.01; not on norms, biases, sve.null) */
+    double clip;               /* global gradient-norm clip (default 1; 0: off) */
+    guint64 seed;              /* init, data order, task mix, SVE init (default 0) */
+    int workers;               /* 1 or 2 data-parallel workers; 0 (default): the faster for
                                 * this machine (2 when there are at least 2 cores) */
+    const char *device;        /* where the steps run: "cpu" (default, NULL) or "cuda" (one worker,
+                          * the run's state in the GPU's memory: train/devicestep.h) */
+    ClBackend *device_backend; /* tests: the steps on this backend as on a device (overrides
+                                * device; a reference is taken) */
 
     /* The dense auxiliary losses (docs/DESIGN.md §5, trainmodel.h): weights of the per-patch
      * objectness and changed BCE terms on training-only heads (default 1 each; 0 switches one
