@@ -130,8 +130,8 @@ typedef struct {
 } PeerRun;
 
 static gboolean run_peer(const char *model_path, const char *samples_path, const char *pixels_path,
-                         int batch, int warmup, gboolean compile, gboolean quiet, PeerRun *out,
-                         GError **error)
+                         int batch, int warmup, gboolean compile, const char *device,
+                         gboolean quiet, PeerRun *out, GError **error)
 {
     out->step_ms = out->first_loss = NAN;
     out->version = NULL;
@@ -139,11 +139,31 @@ static gboolean run_peer(const char *model_path, const char *samples_path, const
     g_autofree char *script =
         g_build_filename(cl_cli_source_dir(), "tests", "reference", "bench_train_torch.py", NULL);
     g_autofree char *bs = g_strdup_printf("%d", batch), *ws = g_strdup_printf("%d", warmup);
-    const char *pargv[] = { py,         script,      "--model",
-                            model_path, "--samples", samples_path,
-                            "--pixels", pixels_path, "--batch",
-                            bs,         "--warmup",  ws,
-                            "--lr",     "1e-3",      compile ? "--torch-compile" : NULL,
+    /* on the GPU, the products as ours: exact f32, TF32 or BF16 ($CHANGELENS_CUDA_MATH) */
+    const char *math = g_getenv("CHANGELENS_CUDA_MATH");
+    const gboolean gpu = device && strcmp(device, "cuda") == 0;
+    const char *math_arg = !gpu || !math                           ? NULL
+                           : g_ascii_strcasecmp(math, "tf32") == 0 ? "--tf32"
+                           : g_ascii_strcasecmp(math, "bf16") == 0 ? "--bf16"
+                                                                   : NULL;
+    const char *pargv[] = { py,
+                            script,
+                            "--model",
+                            model_path,
+                            "--samples",
+                            samples_path,
+                            "--pixels",
+                            pixels_path,
+                            "--batch",
+                            bs,
+                            "--warmup",
+                            ws,
+                            "--lr",
+                            "1e-3",
+                            "--device",
+                            gpu ? "cuda" : "cpu",
+                            compile ? "--torch-compile" : math_arg,
+                            compile ? math_arg : NULL,
                             NULL };
     if (!quiet)
         fprintf(stderr, "%s: running the PyTorch peer%s (%s)…\n", PROG,
@@ -180,7 +200,7 @@ static gboolean run_peer(const char *model_path, const char *samples_path, const
 
 typedef struct {
     gboolean vs_torch, torch_compile, json;
-    char *preset, *task, *config, *from;
+    char *preset, *task, *config, *from, *device;
     int batch, repeat, warmup, workers, rounds;
     ClModelConfig cfg;
     const char *what, *what_name; /* "preset" "tiny", "model" FILE, … for the messages */
@@ -188,7 +208,7 @@ typedef struct {
 
 static void bench_train_args_clear(BenchTrainArgs *a)
 {
-    cl_cli_free_all(&a->preset, &a->task, &a->config, &a->from, NULL);
+    cl_cli_free_all(&a->preset, &a->task, &a->config, &a->from, &a->device, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchTrainArgs, bench_train_args_clear)
 
@@ -244,6 +264,8 @@ static int parse_bench_train_args(int argc, char **argv, BenchTrainArgs *a, ClMo
           "Start from this model file (its weights, config and tokenizer) instead", "FILE" },
         { "task", 0, 0, G_OPTION_ARG_STRING, &a->task, "Synthetic task of the samples (shapes)",
           "T" },
+        { "device", 'd', 0, G_OPTION_ARG_STRING, &a->device,
+          "cpu (default) or cuda: the trainer's steps (train --device) and the peer's", "DEV" },
         CL_CLI_INT_ENTRY("batch", 'b', "Samples per step (8)", "N"),
         CL_CLI_INT_ENTRY("repeat", 'r', "Timed steps (3; median)", "N"),
         CL_CLI_INT_ENTRY("warmup", 0, "Untimed steps first (1)", "N"),
@@ -304,6 +326,7 @@ static void bench_trainer_options(const BenchTrainArgs *a, const Scratch *sc, gu
     o->warmup = 0;
     o->seed = seed;
     o->workers = a->workers;
+    o->device = a->device;
     o->out_dir = sc->run_dir;
     o->checkpoint_every = 0;
     o->quiet = TRUE;
@@ -338,7 +361,7 @@ static gboolean run_round(const BenchTrainArgs *a, const Scratch *sc, ClTrainerO
     if (a->vs_torch || a->torch_compile) {
         PeerRun pe = { NAN, NAN, NULL };
         if (!run_peer(sc->model_path, sc->samples_path, sc->pixels_path, a->batch, a->warmup, FALSE,
-                      a->json, &pe, error))
+                      a->device, a->json, &pe, error))
             return FALSE;
         m->eager[r] = pe.step_ms, m->torch_first = pe.first_loss;
         m->ratios[r] = m->eager[r] / m->ours[r];
@@ -348,7 +371,7 @@ static gboolean run_round(const BenchTrainArgs *a, const Scratch *sc, ClTrainerO
     if (a->torch_compile) {
         PeerRun pc = { NAN, NAN, NULL };
         if (!run_peer(sc->model_path, sc->samples_path, sc->pixels_path, a->batch, a->warmup, TRUE,
-                      a->json, &pc, error))
+                      a->device, a->json, &pc, error))
             return FALSE;
         m->comp[r] = pc.step_ms, m->torchc_first = pc.first_loss;
         g_free(pc.version);
@@ -439,6 +462,8 @@ static void print_bench_train_json(const BenchTrainArgs *a, const Measured *m)
     json_builder_add_string_value(b, a->task);
     json_builder_set_member_name(b, "batch");
     json_builder_add_int_value(b, a->batch);
+    json_builder_set_member_name(b, "device");
+    json_builder_add_string_value(b, a->device ? a->device : "cpu");
     json_builder_set_member_name(b, "workers");
     json_builder_add_int_value(b, m->used_workers);
     json_builder_set_member_name(b, "blas_kernels");

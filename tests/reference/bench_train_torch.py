@@ -96,8 +96,9 @@ def sample_loss(model, layers, pixels, ids, mask, n_images):
     cos, sin = dec.rope(0, x.shape[0], x)
     for layer in layers:
         x = layer(x, cos, sin)
-    sel = torch.tensor([t for t in range(len(ids) - 1) if mask[t]], dtype=torch.long)
-    targets = torch.tensor([ids[t + 1] for t in sel.tolist()], dtype=torch.long)
+    sel = torch.tensor([t for t in range(len(ids) - 1) if mask[t]], dtype=torch.long,
+                       device=x.device)
+    targets = torch.tensor([ids[t + 1] for t in sel.tolist()], dtype=torch.long, device=x.device)
     h = dec.norm(x[sel])
     w = dec.embed.weight if cfg.tie_embeddings else dec.lm_head.weight
     return F.cross_entropy(F.linear(h, w), targets)
@@ -116,10 +117,21 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--torch-compile", action="store_true")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--tf32", action="store_true",
+                    help="let cuBLAS use TF32 for float32 products (as CHANGELENS_CUDA_MATH=tf32)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="BF16 products with f32 accumulation (as CHANGELENS_CUDA_MATH=bf16)")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    model, _ = R.load_model(args.model, dtype=torch.float32)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        sys.exit("bench_train_torch: --device cuda, but this PyTorch sees no GPU")
+    torch.backends.cuda.matmul.allow_tf32 = bool(args.tf32)
+    # BF16 products on the tensor cores (f32 accumulation), the parameters kept f32
+    if args.bf16:
+        torch.set_float32_matmul_precision("medium")
+    model, _ = R.load_model(args.model, dtype=torch.float32, device=args.device)
     layers = [TrainLayer(layer) for layer in model.dec.layers()]
     if args.torch_compile:
         if not hasattr(torch, "compile"):
@@ -137,7 +149,7 @@ def main():
     for s in samples:
         n = s["n_images"] * per_image
         pix.append(torch.from_numpy(raw[at:at + n].reshape(
-            s["n_images"], cfg.channels, cfg.image_size, cfg.image_size).copy()))
+            s["n_images"], cfg.channels, cfg.image_size, cfg.image_size).copy()).to(args.device))
         at += n
 
     # decay on matrices only, as core/train/optim.c does
@@ -153,10 +165,10 @@ def main():
         for s, p in zip(samples[lo:hi], pix[lo:hi]):
             loss = sample_loss(model, layers, p, s["ids"], s["mask"], s["n_images"]) / args.batch
             loss.backward()
-            total += float(loss)
+            total = total + loss.detach()  # (no device sync per sample)
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
         opt.step()
-        return total
+        return float(total)  # (waits for the device)
 
     if args.batch < 1 or len(samples) % args.batch:
         sys.exit("bench_train_torch: the samples must be whole batches")
@@ -178,6 +190,7 @@ def main():
         "torch_version": torch.__version__,
         "torch_compile": bool(args.torch_compile),
         "threads": torch.get_num_threads(),
+        "device": args.device,
         "batch": args.batch,
         "steps": n_steps,
         "positions_per_step": positions,
