@@ -48,6 +48,42 @@ static gboolean object_ok(const char *text, int allow, gboolean whole)
     return cl_grounding_text_ok(text, strlen(text), whole, &slot);
 }
 
+/* the aerial task's place phrases (with their prepositions) with exactly `cell` allowed */
+static gboolean place_ok(const char *text, int cell)
+{
+    gboolean allowed[9] = { FALSE };
+    allowed[cell] = TRUE;
+    const ClGroundingSlot slot = { cl_grounding_place_names, allowed, CL_GROUNDING_PLACE, NULL };
+    return cl_grounding_text_ok(text, strlen(text), TRUE, &slot);
+}
+
+static void test_places(void)
+{
+    /* the centre allowed (cell 4): its phrase with its preposition, whole and being written */
+    g_assert_true(place_ok("the trees in the centre are cut down .", 4));
+    g_assert_true(place_ok("the trees in the ce", 4));
+    g_assert_true(place_ok("the trees i", 4));
+    g_assert_true(place_ok("the trees in", 4));
+    /* words that are no place, or not yet one: "the", "a", "is", a preposition's first letter */
+    g_assert_true(place_ok("the", 4));
+    g_assert_true(place_ok("the trees", 4));
+    g_assert_true(place_ok("a new house is built", 4));
+    g_assert_true(place_ok("the building o", 4));
+    g_assert_true(place_ok("the building a", 4));
+    /* another place: refused as soon as its preposition is whole, since "at the" could never
+     * reach "centre" (the model must say "in the") */
+    g_assert_false(place_ok("the building on", 4));
+    g_assert_false(place_ok("the building at", 4));
+    g_assert_false(place_ok("the building on the right", 4));
+    g_assert_false(place_ok("the trees in the centre and the building at the top", 4));
+    /* … and allowed when it is the change's: at the top right (cell 2), on the left (3) */
+    g_assert_true(place_ok("the building at the top right is demolished .", 2));
+    g_assert_false(place_ok("the building at the top is", 2)); /* (checked token by token) */
+    g_assert_true(place_ok("a road is built at the top ri", 2));
+    g_assert_true(place_ok("a new house is built on the left .", 3));
+    g_assert_false(place_ok("a new house is built in the", 3));
+}
+
 static void test_objects(void)
 {
     /* after the opening article: the allowed object, being written or whole */
@@ -455,6 +491,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/grounding/text", test_text);
     g_test_add_func("/grounding/objects", test_objects);
+    g_test_add_func("/grounding/places", test_places);
     g_test_add_func("/grounding/regions", test_regions);
     g_test_add_func("/grounding/changed-object", test_changed_object);
     g_test_add_func("/grounding/object-config", test_object_config);

@@ -372,9 +372,15 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     int n_slots = 0;
     if (opts->grounding && out->regions.n > 0 && opts->beam_size == 1 &&
         (!opts->turns || opts->change_gate_turns) && (!opts->question || !*opts->question)) {
-        /* positions: not for radiographs (left and right are the patient's), nor for aerial
-         * tiles, whose phrases take their own prepositions ("in the centre", "on the left") */
-        if (out->domain != CL_CHAT_DOMAIN_RADIOGRAPH && out->domain != CL_CHAT_DOMAIN_AERIAL) {
+        /* positions: not for radiographs (left and right are the patient's); aerial tiles'
+         * phrases hold their own prepositions ("in the centre", "on the left"), so the whole
+         * phrase is held there (a model that wrote "at the" could not go on to "centre") */
+        if (out->domain == CL_CHAT_DOMAIN_AERIAL) {
+            for (int i = 0; i < out->regions.n; i++)
+                allowed_cells[out->regions.cell[i]] = TRUE;
+            slots[n_slots++] = (ClGroundingSlot){ cl_grounding_place_names, allowed_cells,
+                                                  CL_GROUNDING_PLACE, NULL };
+        } else if (out->domain != CL_CHAT_DOMAIN_RADIOGRAPH) {
             for (int i = 0; i < out->regions.n; i++)
                 allowed_cells[out->regions.cell[i]] = allowed_from[out->regions.cell[i]] = TRUE;
             /* one region: a moved object's new place (its old one, filled from the

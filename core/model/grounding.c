@@ -11,6 +11,12 @@ const char *const cl_grounding_position_names[10] = {
     "right",    "bottom left", "bottom",    "bottom right", NULL,
 };
 
+const char *const cl_grounding_place_names[10] = {
+    "at the top left",     "at the top",   "at the top right",   "on the left",
+    "in the centre",       "on the right", "at the bottom left", "at the bottom",
+    "at the bottom right", NULL,
+};
+
 /* ---- the regions ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -203,10 +209,19 @@ gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
         e = first - 1;
     }
     gboolean from_context = FALSE;
-    if (first < 0 ||
-        !(slot->context == CL_GROUNDING_SENTENCE_START ? sentence_context(s, first, whole)
-                                                       : position_context(s, first, &from_context)))
+    if (first < 0)
         return TRUE;
+    if (slot->context == CL_GROUNDING_PLACE) {
+        /* a place phrase begins with its preposition, whole: "the trees", "a", "o" are none
+         * (yet) */
+        const Span w0 = k > 0 ? run[k - 1] : partial;
+        if (!span_is(w0, "at", 2) && !span_is(w0, "in", 2) && !span_is(w0, "on", 2))
+            return TRUE;
+    } else if (!(slot->context == CL_GROUNDING_SENTENCE_START
+                     ? sentence_context(s, first, whole)
+                     : position_context(s, first, &from_context))) {
+        return TRUE;
+    }
     if (from_context && slot->allowed_from)
         allowed = slot->allowed_from;
     for (int a = 0, b = k - 1; a < b; a++, b--) {

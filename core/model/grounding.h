@@ -13,6 +13,9 @@ G_BEGIN_DECLS
 /* The coarse positions the position-saying tasks (photo-edits, aerial) use, row-major over
  * the image's 3 × 3 grid: "top left", "top", "top right", "left", "centre", ..., NULL-ended. */
 extern const char *const cl_grounding_position_names[10];
+/* The same positions with the prepositions the aerial task's sentences take (LEVIR-CC's): "at
+ * the top left", "at the top", …, "on the left", "in the centre", …, NULL-ended. */
+extern const char *const cl_grounding_place_names[10];
 
 #define CL_GROUNDING_MAX_REGIONS 2
 
@@ -37,6 +40,9 @@ void cl_grounding_change_regions(const float *prob, int grid, const ClLetterbox 
 typedef enum {
     CL_GROUNDING_AFTER_PREPOSITION,
     CL_GROUNDING_SENTENCE_START,
+    /* the phrases hold their prepositions (cl_grounding_place_names): a run of their words that
+     * starts with "at", "in" or "on", anywhere */
+    CL_GROUNDING_PLACE,
 } ClGroundingContext;
 
 /* A set of phrases, the ones allowed, and where they are said. phrases: NULL-ended, words of
