@@ -13,7 +13,9 @@
  * parameters and losses, and a resumed run continues the uninterrupted one bit-exactly. With 2
  * workers (data parallelism: each has its own CPU backend on one thread and its own gradient
  * buffer, taking the batch's samples j = w, w + 2, ...; the buffers are summed in worker order)
- * the floating-point sums differ from those of 1 worker, so the two agree to rounding only. */
+ * the floating-point sums differ from those of 1 worker, so the two agree to rounding only.
+ * On a GPU (`device` "cuda": one worker, the run's state in its memory, train/devicestep.h) the
+ * steps agree with the CPU's one worker to rounding, and a checkpoint resumes on either. */
 #pragma once
 
 #include <stdio.h>

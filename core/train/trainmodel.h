@@ -5,7 +5,10 @@
  * The training forward runs the backend's own ops in the inference order, so its logits and
  * visual tokens are those of cl_encoder_forward / cl_decoder_forward; it keeps the activations
  * the backward needs (per image, per block; attention probabilities are recomputed one head at
- * a time). The backward is CPU f32 (core/nn/grad.h): the backend must be the CPU backend. */
+ * a time). The backward runs through the backend's training ops (nn/backend.h's struct
+ * cl_backend_train_ops; on the CPU nn/grad.h's passes), in the backend's memory: the model's
+ * weights, the gradients and the auxiliary heads given here must be in it (train/devicestep.h
+ * keeps a run's there); the sample is host memory. */
 #pragma once
 
 #include <glib.h>
