@@ -146,32 +146,26 @@ static gboolean run_peer(const char *model_path, const char *samples_path, const
                            : g_ascii_strcasecmp(math, "tf32") == 0 ? "--tf32"
                            : g_ascii_strcasecmp(math, "bf16") == 0 ? "--bf16"
                                                                    : NULL;
-    const char *pargv[] = { py,
-                            script,
-                            "--model",
-                            model_path,
-                            "--samples",
-                            samples_path,
-                            "--pixels",
-                            pixels_path,
-                            "--batch",
-                            bs,
-                            "--warmup",
-                            ws,
-                            "--lr",
-                            "1e-3",
-                            "--device",
-                            gpu ? "cuda" : "cpu",
-                            compile ? "--torch-compile" : math_arg,
-                            compile ? math_arg : NULL,
-                            NULL };
+    const char *const base[] = { py,          script,       "--model",  model_path,
+                                 "--samples", samples_path, "--pixels", pixels_path,
+                                 "--batch",   bs,           "--warmup", ws,
+                                 "--lr",      "1e-3",       "--device", gpu ? "cuda" : "cpu" };
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
+    for (gsize i = 0; i < G_N_ELEMENTS(base); i++)
+        g_ptr_array_add(args, (gpointer)base[i]);
+    if (compile)
+        g_ptr_array_add(args, (gpointer) "--torch-compile");
+    if (math_arg)
+        g_ptr_array_add(args, (gpointer)math_arg);
+    g_ptr_array_add(args, NULL);
+    char **pargv = (char **)args->pdata;
     if (!quiet)
         fprintf(stderr, "%s: running the PyTorch peer%s (%s)…\n", PROG,
                 compile ? " with torch.compile" : "", py);
     g_autofree char *peer_out = NULL, *peer_err = NULL;
     int status = 0;
-    if (!g_spawn_sync(NULL, (char **)pargv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &peer_out, &peer_err,
-                      &status, error))
+    if (!g_spawn_sync(NULL, pargv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &peer_out, &peer_err, &status,
+                      error))
         return FALSE;
     if (!g_spawn_check_wait_status(status, NULL)) {
         g_set_error(error, G_SPAWN_ERROR, G_SPAWN_ERROR_FAILED, "the PyTorch peer%s failed:\n%s",

@@ -215,7 +215,7 @@ void cl_dec_train_pvm_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, ClT
     op->linear(be, p->mo + sr, p->att + sr, L->pvm_o, NULL, m, r, r);
     op->rmsnorm(be, p->nb + sr, p->mo + sr, L->pvm_norm_b, m, r, eps);
     op->linear(be, p->gu + (size_t)s * 2 * Fp, p->nb + sr,
-               cl_grad_stacked(L->pvm_gate, Fp, L->pvm_up, Fp, NULL, 0, r, wtmp), NULL, m, r,
+               cl_grad_stacked(d->be, L->pvm_gate, Fp, L->pvm_up, Fp, NULL, 0, r, wtmp), NULL, m, r,
                2 * Fp);
     for (int i = s; i < n; i++) {
         const float *gi = p->gu + (size_t)i * 2 * Fp;
@@ -276,10 +276,11 @@ void cl_dec_train_pvm_backward(const ClTrainDec *d, const ClDecoderLayerWeights 
         float *dgi = dgu + (size_t)i * 2 * Fp;
         cl_grad_silu_mul(dgi, dgi + Fp, dact + (size_t)i * Fp, gi, gi + Fp, Fp);
     }
-    float *ggu = cl_grad_stacked_grad(G->pvm_gate, Fp, G->pvm_up, Fp, NULL, 0, r, gtmp);
+    float *ggu = cl_grad_stacked_grad(d->be, G->pvm_gate, Fp, G->pvm_up, Fp, NULL, 0, r, gtmp);
     cl_grad_linear(dnb + sr, ggu, NULL, dgu + (size_t)s * 2 * Fp, p->nb + sr,
-                   cl_grad_stacked(L->pvm_gate, Fp, L->pvm_up, Fp, NULL, 0, r, wtmp), m, r, 2 * Fp);
-    cl_grad_unstack(ggu, G->pvm_gate, Fp, G->pvm_up, Fp, NULL, 0, r);
+                   cl_grad_stacked(d->be, L->pvm_gate, Fp, L->pvm_up, Fp, NULL, 0, r, wtmp), m, r,
+                   2 * Fp);
+    cl_grad_unstack(d->be, ggu, G->pvm_gate, Fp, G->pvm_up, Fp, NULL, 0, r);
     cl_grad_rmsnorm(dmo + sr, G->pvm_norm_b, dnb + sr, p->mo + sr, L->pvm_norm_b, m, r, eps);
     /* mo = Attn(qn; kn, vv) W_o^T */
     cl_grad_linear(datt + sr, G->pvm_o, NULL, dmo + sr, p->att + sr, L->pvm_o, m, r, r);

@@ -510,39 +510,39 @@ void cl_adamw_elements(float *restrict p, float *restrict m, float *restrict v,
     }
 }
 
-const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, const float *c, int nc,
-                             int E, float *tmp)
+const float *cl_grad_stacked(ClBackend *be, const float *a, int na, const float *b, int nb,
+                             const float *c, int nc, int E, float *tmp)
 {
     const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
     if (b == a + sa && (!c || c == b + sb))
         return a;
-    memcpy(tmp, a, sa * sizeof(float));
-    memcpy(tmp + sa, b, sb * sizeof(float));
+    be->ops->copy(be, tmp, a, sa * sizeof(float));
+    be->ops->copy(be, tmp + sa, b, sb * sizeof(float));
     if (c)
-        memcpy(tmp + sa + sb, c, (size_t)nc * E * sizeof(float));
+        be->ops->copy(be, tmp + sa + sb, c, (size_t)nc * E * sizeof(float));
     return tmp;
 }
 
-float *cl_grad_stacked_grad(float *a, int na, float *b, int nb, float *c, int nc, int E, float *tmp)
+float *cl_grad_stacked_grad(ClBackend *be, float *a, int na, float *b, int nb, float *c, int nc,
+                            int E, float *tmp)
 {
     const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
     if (b == a + sa && (!c || c == b + sb))
         return a;
-    memset(tmp, 0, (sa + sb + (c ? (size_t)nc * E : 0)) * sizeof(float));
+    be->ops->zero(be, tmp, (sa + sb + (c ? (size_t)nc * E : 0)) * sizeof(float));
     return tmp;
 }
 
-void cl_grad_unstack(const float *at, float *a, int na, float *b, int nb, float *c, int nc, int E)
+void cl_grad_unstack(ClBackend *be, const float *at, float *a, int na, float *b, int nb, float *c,
+                     int nc, int E)
 {
     if (at == a)
         return;
-    const size_t sa = (size_t)na * E, sb = (size_t)nb * E, sc = c ? (size_t)nc * E : 0;
-    for (size_t i = 0; i < sa; i++)
-        a[i] += at[i];
-    for (size_t i = 0; i < sb; i++)
-        b[i] += at[sa + i];
-    for (size_t i = 0; i < sc; i++)
-        c[i] += at[sa + sb + i];
+    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
+    be->ops->add(be, a, a, at, sa);
+    be->ops->add(be, b, b, at + sa, sb);
+    if (c)
+        be->ops->add(be, c, c, at + sa + sb, (size_t)nc * E);
 }
 
 float *cl_act_take(ClActArena *a, size_t n)

@@ -104,14 +104,16 @@ extern const struct cl_backend_train_ops cl_cpu_train_ops;
 /* ---- products with row-stacked weights ---- */
 
 /* Rows a (na, E) and b (nb, E) (and c (nc, E), may be NULL) as one (na + nb + nc, E) matrix:
- * themselves when consecutive (a trainable model's flat parameters), else a copy in tmp. */
-const float *cl_grad_stacked(const float *a, int na, const float *b, int nb, const float *c, int nc,
-                             int E, float *tmp);
+ * themselves when consecutive (a trainable model's flat parameters), else a copy in tmp. The
+ * arrays are be's memory (copies, zeroing and sums by its ops). */
+const float *cl_grad_stacked(ClBackend *be, const float *a, int na, const float *b, int nb,
+                             const float *c, int nc, int E, float *tmp);
 /* The gradient of a stacked product's weights: into a itself when its parts are consecutive,
  * else into tmp (zeroed), added back part by part by cl_grad_unstack(). */
-float *cl_grad_stacked_grad(float *a, int na, float *b, int nb, float *c, int nc, int E,
-                            float *tmp);
-void cl_grad_unstack(const float *at, float *a, int na, float *b, int nb, float *c, int nc, int E);
+float *cl_grad_stacked_grad(ClBackend *be, float *a, int na, float *b, int nb, float *c, int nc,
+                            int E, float *tmp);
+void cl_grad_unstack(ClBackend *be, const float *at, float *a, int na, float *b, int nb, float *c,
+                     int nc, int E);
 
 /* ---- training activations: views into one buffer ---- */
 

@@ -418,6 +418,7 @@ static gboolean run_restore(Run *r, ClCheckpoint *ck, char **ck_path, const ClAd
 }
 
 static gboolean run_start_cpu_workers(Run *r, GError **error);
+static gboolean step_skipped(Run *r, GError *err, GError **error);
 
 /* The workers: one backend and one gradient buffer each (on a device: one, holding the run's
  * state). */
@@ -600,8 +601,6 @@ static void gather_slots(Run *r)
  * global norm (the heads step with the model, clipped by their own norm, or neither does). A
  * non-finite gradient moves nothing, yet the step still counts (its samples were seen), until
  * MAX_NONFINITE_IN_A_ROW of them in a row end the run. */
-static gboolean step_skipped(Run *r, GError *err, GError **error);
-
 static gboolean step_update(Run *r, StepStats *st, GError **error)
 {
     if (r->workers[0].dev) {

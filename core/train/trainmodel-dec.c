@@ -13,43 +13,6 @@
  * (a short sequence; a long one recomputes them a block at a time). */
 #define KEEP_PROBS_BYTES ((size_t)96 << 20)
 
-/* Row-stacked weights (nn/grad.h) in the backend's memory: a trainable model's are consecutive
- * and used in place; others are gathered into tmp by the backend's copies. */
-static const float *stacked(ClBackend *be, const float *a, int na, const float *b, int nb,
-                            const float *c, int nc, int E, float *tmp)
-{
-    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
-    if (b == a + sa && (!c || c == b + sb))
-        return a;
-    cl_train_copy(be, tmp, a, sa);
-    cl_train_copy(be, tmp + sa, b, sb);
-    if (c)
-        cl_train_copy(be, tmp + sa + sb, c, (size_t)nc * E);
-    return tmp;
-}
-
-static float *stacked_grad(ClBackend *be, float *a, int na, float *b, int nb, float *c, int nc,
-                           int E, float *tmp)
-{
-    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
-    if (b == a + sa && (!c || c == b + sb))
-        return a;
-    cl_train_zero(be, tmp, sa + sb + (c ? (size_t)nc * E : 0));
-    return tmp;
-}
-
-static void unstack(ClBackend *be, const float *at, float *a, int na, float *b, int nb, float *c,
-                    int nc, int E)
-{
-    if (at == a)
-        return;
-    const size_t sa = (size_t)na * E, sb = (size_t)nb * E;
-    be->ops->add(be, a, a, at, sa);
-    be->ops->add(be, b, b, at + sa, sb);
-    if (c)
-        be->ops->add(be, c, c, at + sa + sb, (size_t)nc * E);
-}
-
 void cl_train_dec_free(ClTrainDec *d)
 {
     if (!d)
@@ -155,8 +118,8 @@ static gboolean self_attention(ClTrainDec *d, const ClDecoderLayerWeights *L, Cl
     ClBackend *be = d->be;
     const struct cl_backend_ops *op = be->ops;
     const int n = d->n, E = d->E, Q = d->Q, KV = d->KV, QKV = d->QKV, hd = d->hd, m = n - s;
-    op->linear(be, a->qkv, a->h1, stacked(be, L->q, Q, L->k, KV, L->v, KV, E, d->wtmp), NULL, n, E,
-               QKV);
+    op->linear(be, a->qkv, a->h1, cl_grad_stacked(be, L->q, Q, L->k, KV, L->v, KV, E, d->wtmp),
+               NULL, n, E, QKV);
     float *q = a->qkv, *k = a->qkv + Q, *v = a->qkv + Q + KV;
     op->rope(be, q, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
     op->rope(be, k, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
@@ -202,7 +165,7 @@ static void layer_forward(ClTrainDec *d, const ClDecoderLayerWeights *L, int l, 
     cl_train_copy(be, a->x_mid + sE, x + sE, (size_t)m * E);
     op->rmsnorm(be, a->h2 + sE, x + sE, L->mlp_norm, m, E, d->eps);
     op->linear(be, a->gu + 2 * sF, a->h2 + sE,
-               stacked(be, L->gate, F, L->up, F, NULL, 0, E, d->wtmp), NULL, m, E, 2 * F);
+               cl_grad_stacked(be, L->gate, F, L->up, F, NULL, 0, E, d->wtmp), NULL, m, E, 2 * F);
     for (int i = s; i < n; i++) {
         const float *gi = a->gu + (size_t)i * 2 * F;
         op->silu_mul(be, a->act + (size_t)i * F, gi, gi + F, F);
@@ -337,10 +300,10 @@ static void layer_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
             T->silu_mul(be, dgi, dgi + F, dact + (size_t)i * F, gi, gi + F, F);
         }
         cl_train_zero(be, dh, nE);
-        float *ggu = stacked_grad(be, G->gate, F, G->up, F, NULL, 0, E, gtmp);
+        float *ggu = cl_grad_stacked_grad(be, G->gate, F, G->up, F, NULL, 0, E, gtmp);
         T->linear(be, dh + sE, ggu, NULL, dgu + 2 * sF, a->h2 + sE,
-                  stacked(be, L->gate, F, L->up, F, NULL, 0, E, wtmp), m, E, 2 * F);
-        unstack(be, ggu, G->gate, F, G->up, F, NULL, 0, E);
+                  cl_grad_stacked(be, L->gate, F, L->up, F, NULL, 0, E, wtmp), m, E, 2 * F);
+        cl_grad_unstack(be, ggu, G->gate, F, G->up, F, NULL, 0, E);
         T->rmsnorm(be, dx + sE, G->mlp_norm, dh + sE, a->x_mid + sE, L->mlp_norm, m, E, d->eps);
         if (a->pvm)
             be->ops->add(be, dx + sE, dx + sE, dh_pvm + sE, nE - sE);
@@ -374,10 +337,10 @@ static void layer_backward(const ClTrainDec *d, const ClDecoderLayerWeights *L,
     T->rope(be, dqkv, d->rope_cos, d->rope_sin, n, QKV, d->Hq, hd, 1);
     T->rope(be, dqkv + Q, d->rope_cos, d->rope_sin, n, QKV, d->Hkv, hd, 1);
     cl_train_zero(be, dh, nE);
-    float *gqkv = stacked_grad(be, G->q, Q, G->k, KV, G->v, KV, E, gtmp);
-    T->linear(be, dh, gqkv, NULL, dqkv, a->h1, stacked(be, L->q, Q, L->k, KV, L->v, KV, E, wtmp), n,
-              E, QKV);
-    unstack(be, gqkv, G->q, Q, G->k, KV, G->v, KV, E);
+    float *gqkv = cl_grad_stacked_grad(be, G->q, Q, G->k, KV, G->v, KV, E, gtmp);
+    T->linear(be, dh, gqkv, NULL, dqkv, a->h1,
+              cl_grad_stacked(be, L->q, Q, L->k, KV, L->v, KV, E, wtmp), n, E, QKV);
+    cl_grad_unstack(be, gqkv, G->q, Q, G->k, KV, G->v, KV, E);
     if (dh_casa && m > 0) /* (CA_{t+v}: rows before s feed its text keys too) */
         be->ops->add(be, dh, dh, dh_casa, nE);
     T->rmsnorm(be, dx, G->attn_norm, dh, a->x_in, L->attn_norm, n, E, d->eps);

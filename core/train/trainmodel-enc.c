@@ -388,11 +388,6 @@ typedef struct {
     float *dvc; /* (M, E) the centred visual gradient (visual_center), else NULL */
 } Scratch;
 
-static void zero(ClBackend *be, float *p, size_t n)
-{
-    cl_train_zero(be, p, n);
-}
-
 /* Where the gradient of the state Y goes: the null parameter, the predecessor's dstate (no
  * stop_grad, states from this run), or nowhere. */
 static float *dy_target(ClTrainEnc *e, int t, int l, const BlockAct *b, gboolean stop_grad,
@@ -418,31 +413,31 @@ static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
     const gboolean self_ext = e->cfg->sve_variant == CL_SVE_SELF_EXT;
 
     /* MLP */
-    zero(be, s->dp, ND);
+    cl_train_zero(be, s->dp, ND);
     T->residual(be, s->dp, dmod ? dmod + 5 * D : NULL, dx, b->pm, mod ? mod + 5 * D : NULL, N, D);
     be->ops->gelu(be, s->g, b->f, (size_t)N * F);
-    zero(be, s->dg, (size_t)N * F);
+    cl_train_zero(be, s->dg, (size_t)N * F);
     T->linear(be, s->dg, G->fc2_w, G->fc2_b, s->dp, s->g, L->fc2_w, N, F, D);
-    zero(be, s->df, (size_t)N * F);
+    cl_train_zero(be, s->df, (size_t)N * F);
     T->gelu(be, s->df, s->dg, b->f, (size_t)N * F);
-    zero(be, s->dh, ND);
+    cl_train_zero(be, s->dh, ND);
     T->linear(be, s->dh, G->fc1_w, G->fc1_b, s->df, mod ? b->h2m : b->h2, L->fc1_w, N, D, F);
     const float *dhn = s->dh;
     if (mod) {
-        zero(be, s->dh2, ND);
+        cl_train_zero(be, s->dh2, ND);
         T->modulate(be, s->dh2, dmod + 4 * D, dmod + 3 * D, s->dh, b->h2, mod + 4 * D, N, D);
         dhn = s->dh2;
     }
     T->layernorm(be, dx, G->ln2_w, G->ln2_b, dhn, b->x_b, L->ln2_w, N, D, e->eps);
 
     /* attention */
-    zero(be, s->dp, ND);
+    cl_train_zero(be, s->dp, ND);
     T->residual(be, s->dp, dmod ? dmod + 2 * D : NULL, dx, b->pa, mod ? mod + 2 * D : NULL, N, D);
-    zero(be, s->datt, ND);
+    cl_train_zero(be, s->datt, ND);
     T->linear(be, s->datt, G->attn_out_w, G->attn_out_b, s->dp, b->att, L->attn_out_w, N, D, D);
-    zero(be, s->dh, ND);
+    cl_train_zero(be, s->dh, ND);
     if (!self_ext) {
-        zero(be, s->dq, ND * 3);
+        cl_train_zero(be, s->dq, ND * 3);
         T->attention(be, s->dq, s->dq + D, s->dq + 2 * D, s->datt, b->qkv, b->qkv + D,
                      b->qkv + 2 * D, N, N, 3 * D, 3 * D, 3 * D, D, H, H, hd, e->scale, -1);
         T->rope(be, s->dq, e->rope_cos, e->rope_sin, N, 3 * D, H, hd, 2);
@@ -452,8 +447,8 @@ static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
     } else {
         const size_t kvw = (size_t)D * D;
         float *dkv_y = s->dkv + ND * 2;
-        zero(be, s->dq, ND);
-        zero(be, s->dkv, (size_t)(N + K) * 2 * D);
+        cl_train_zero(be, s->dq, ND);
+        cl_train_zero(be, s->dkv, (size_t)(N + K) * 2 * D);
         T->attention(be, s->dq, s->dkv, s->dkv + D, s->datt, b->qkv, b->kv, b->kv + D, N, N + K, D,
                      2 * D, 2 * D, D, H, H, hd, e->scale, -1);
         T->rope(be, s->dq, e->rope_cos, e->rope_sin, N, D, H, hd, 2);
@@ -466,7 +461,7 @@ static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
         T->linear(be, s->dh, G->qkv_w + kvw, G->qkv_b + D, s->dkv, b->h1, L->qkv_w + kvw, N, D,
                   2 * D);
         if (b->ysrc != Y_OWN) {
-            zero(be, s->dhy, (size_t)K * D);
+            cl_train_zero(be, s->dhy, (size_t)K * D);
             T->linear(be, s->dhy, G->qkv_w + kvw, G->qkv_b + D, dkv_y, b->hy, L->qkv_w + kvw, K, D,
                       2 * D);
             T->layernorm(be, dyt, G->ln1_w, G->ln1_b, s->dhy, b->y, L->ln1_w, K, D, e->eps);
@@ -474,7 +469,7 @@ static void bwd_block(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
     }
     dhn = s->dh;
     if (mod) {
-        zero(be, s->dh2, ND);
+        cl_train_zero(be, s->dh2, ND);
         T->modulate(be, s->dh2, dmod + D, dmod, s->dh, b->h1, mod + D, N, D);
         dhn = s->dh2;
     }
@@ -491,19 +486,19 @@ static void bwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
     const size_t ND = (size_t)N * D;
     if (cl_config_has_sve_ffn(e->cfg)) {
         be->ops->gelu(be, s->g, b->sf, (size_t)N * F);
-        zero(be, s->dg, (size_t)N * F);
+        cl_train_zero(be, s->dg, (size_t)N * F);
         T->linear(be, s->dg, G->sve_fc2_w, G->sve_fc2_b, dx, s->g, L->sve_fc2_w, N, F, D);
-        zero(be, s->df, (size_t)N * F);
+        cl_train_zero(be, s->df, (size_t)N * F);
         T->gelu(be, s->df, s->dg, b->sf, (size_t)N * F);
-        zero(be, s->dh, ND);
+        cl_train_zero(be, s->dh, ND);
         T->linear(be, s->dh, G->sve_fc1_w, G->sve_fc1_b, s->df, b->hf, L->sve_fc1_w, N, D, F);
         T->layernorm(be, dx, G->sve_ffn_ln_w, G->sve_ffn_ln_b, s->dh, b->x1, L->sve_ffn_ln_w, N, D,
                      e->eps);
     }
-    zero(be, s->datt, ND);
+    cl_train_zero(be, s->datt, ND);
     T->linear(be, s->datt, G->sve_out_w, G->sve_out_b, dx, b->sca, L->sve_out_w, N, D, D);
-    zero(be, s->dq, ND);
-    zero(be, s->dkv, (size_t)K * 2 * D);
+    cl_train_zero(be, s->dq, ND);
+    cl_train_zero(be, s->dkv, (size_t)K * 2 * D);
     T->attention(be, s->dq, s->dkv, s->dkv + D, s->datt, b->sq, b->skv, b->skv + D, N, K, D, 2 * D,
                  2 * D, D, H, H, hd, e->scale, -1);
     if (e->cfg->sve_cross_pos) {
@@ -511,12 +506,12 @@ static void bwd_cross(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
         if (b->ysrc != Y_NULL)
             T->rope(be, s->dkv, e->rope_cos, e->rope_sin, K, 2 * D, H, hd, 2);
     }
-    zero(be, s->dh, ND);
+    cl_train_zero(be, s->dh, ND);
     T->linear(be, s->dh, G->sve_q_w, G->sve_q_b, s->dq, b->hs, L->sve_q_w, N, D, D);
     if (b->ysrc == Y_OWN) {
         T->linear(be, s->dh, G->sve_kv_w, G->sve_kv_b, s->dkv, b->hs, L->sve_kv_w, N, D, 2 * D);
     } else {
-        zero(be, s->dhy, (size_t)K * D);
+        cl_train_zero(be, s->dhy, (size_t)K * D);
         T->linear(be, s->dhy, G->sve_kv_w, G->sve_kv_b, s->dkv, b->shy, L->sve_kv_w, K, D, 2 * D);
         T->layernorm(be, dyt, G->sve_ln_w, G->sve_ln_b, s->dhy, b->y, L->sve_ln_w, K, D, e->eps);
     }
@@ -530,9 +525,9 @@ static void bwd_adaln(ClTrainEnc *e, const ClEncoderLayerWeights *L, ClEncoderLa
     ClBackend *be = e->be;
     const struct cl_backend_train_ops *T = be->ops->train;
     const int N = e->N, D = e->D;
-    zero(be, s->dsc, D);
+    cl_train_zero(be, s->dsc, D);
     T->linear(be, s->dsc, G->sve_ada_w, G->sve_ada_b, s->dmod, b->sc, L->sve_ada_w, 1, D, 6 * D);
-    zero(be, s->dc, D);
+    cl_train_zero(be, s->dc, D);
     T->silu(be, s->dc, s->dsc, b->c, (size_t)D);
     if (!dyt || b->ysrc == Y_OWN) /* own: c = 0, a constant */
         return;
@@ -623,16 +618,16 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
             dvis = s.dvc;
         }
         be->ops->gelu(be, s.g, im->mf, (size_t)M * Hm);
-        zero(be, s.dg, (size_t)M * Hm);
+        cl_train_zero(be, s.dg, (size_t)M * Hm);
         T->linear(be, s.dg, g->merger_fc2_w, g->merger_fc2_b, dvis, s.g, w->merger_fc2_w, M, Hm, E);
-        zero(be, s.df, (size_t)M * Hm);
+        cl_train_zero(be, s.df, (size_t)M * Hm);
         T->gelu(be, s.df, s.dg, im->mf, (size_t)M * Hm);
-        zero(be, s.dh, (size_t)M * 4 * D);
+        cl_train_zero(be, s.dh, (size_t)M * 4 * D);
         T->linear(be, s.dh, g->merger_fc1_w, g->merger_fc1_b, s.df, im->mcat, w->merger_fc1_w, M,
                   4 * D, Hm);
-        zero(be, s.dh2, ND);
+        cl_train_zero(be, s.dh2, ND);
         T->merge2x2(be, s.dh2, s.dh, e->G, D);
-        zero(be, dx, ND);
+        cl_train_zero(be, dx, ND);
         T->layernorm(be, dx, g->merger_ln_w, g->merger_ln_b, s.dh2, im->x_out, w->merger_ln_w, N, D,
                      e->eps);
         if (dtokens) /* the auxiliary heads read the merger's input too */
@@ -646,7 +641,7 @@ void cl_train_enc_backward(ClTrainEnc *e, const ClModelWeights *w, const float *
             BlockAct *b = &im->blk[l];
             float *dyt = dy_target(e, t, l, b, stop_grad, G);
             if (b->mod)
-                zero(be, s.dmod, 6 * (size_t)D);
+                cl_train_zero(be, s.dmod, 6 * (size_t)D);
             bwd_block(e, L, G, b, dx, &s, dyt);
             if (cl_config_has_cross(cfg))
                 bwd_cross(e, L, G, b, dx, &s, dyt);

@@ -574,13 +574,17 @@ gboolean cl_train_forward_outputs(ClBackend *be, const ClModel *model, const ClT
     const ClModelConfig *cfg = &model->config;
     const size_t nv = (size_t)(s->n_images + s->n_pages) * cl_config_n_visual(cfg) * cfg->dec_dim;
     const size_t nl = (size_t)s->n_ids * cfg->vocab_size;
+    /* host memory: the buffers themselves (cl_train_try's are g_free's); else copies */
+    const gboolean host = be->ops->host_memory;
     if (ok && visual) {
-        *visual = g_new(float, MAX(nv, 1));
-        be->ops->download(be, *visual, vis, nv * sizeof(float));
+        *visual = host ? g_steal_pointer(&vis) : g_new(float, MAX(nv, 1));
+        if (!host)
+            be->ops->download(be, *visual, vis, nv * sizeof(float));
     }
     if (ok && logits) {
-        *logits = g_new(float, MAX(nl, 1));
-        be->ops->download(be, *logits, lg, nl * sizeof(float));
+        *logits = host ? g_steal_pointer(&lg) : g_new(float, MAX(nl, 1));
+        if (!host)
+            be->ops->download(be, *logits, lg, nl * sizeof(float));
     }
     cl_train_scratch_free(be, vis);
     cl_train_scratch_free(be, lg);
