@@ -584,6 +584,15 @@ static void run_model_check(const Ctx *c, ClModel *m, const char *name)
         g_array_append_val(ids, id);
     }
     int n = (int)ids->len;
+    /* A quantized model's decoder: the CPU multiplies its blocks with 8-bit activations, a device
+     * its dequantized f32 copy (cl_model_weights_on), so the logits differ by the activations'
+     * rounding, and greedy decodes may part where two tokens are near-equal. */
+    ClTol dec_tol = c->tol.model;
+    if (m->quant) {
+        dec_tol.rtol = MAX(dec_tol.rtol, 0.05);
+        dec_tol.atol = MAX(dec_tol.atol, 0.25);
+        dec_tol.nmse = MAX(dec_tol.nmse, 5e-3);
+    }
     g_autofree float *la = g_new(float, (size_t)n * V), *lb = g_new(float, (size_t)n * V);
     g_autofree float *last_a = g_new(float, V), *last_b = g_new(float, V);
     g_autoptr(ClKVCache) ka = cl_kv_cache_new(m, 64 + n);
@@ -594,7 +603,7 @@ static void run_model_check(const Ctx *c, ClModel *m, const char *name)
                                      NULL, &err));
     g_assert_no_error(err);
     g_autofree char *w4 = g_strdup_printf("%s logits at every prompt position", name);
-    cl_check_close(w4, lb, la, (size_t)n * V, &c->tol.model);
+    cl_check_close(w4, lb, la, (size_t)n * V, &dec_tol);
     /* two decode steps on the cache */
     for (int step = 0; step < 2; step++) {
         gint32 id = 100 + step;
@@ -603,7 +612,7 @@ static void run_model_check(const Ctx *c, ClModel *m, const char *name)
         g_assert_true(cl_decoder_forward(dev, m, kb, &id, 1, NULL, last_b, NULL, NULL, NULL, &err));
         g_assert_no_error(err);
         g_autofree char *w5 = g_strdup_printf("%s logits of decode step %d", name, step + 1);
-        cl_check_close(w5, last_b, last_a, (size_t)V, &c->tol.model);
+        cl_check_close(w5, last_b, last_a, (size_t)V, &dec_tol);
     }
 
     /* generation: greedy and beam (beam copies caches on the device) */
@@ -621,7 +630,7 @@ static void run_model_check(const Ctx *c, ClModel *m, const char *name)
         g_autofree char *tb = g_strescape(gb.text->str, NULL);
         g_test_message("%s %s: CPU \"%s\", device \"%s\"", name, beam == 1 ? "greedy" : "beam 3",
                        ta, tb);
-        if (c->exact_decodes) {
+        if (c->exact_decodes && !m->quant) {
             g_assert_cmpuint(gb.ids->len, ==, ga.ids->len);
             for (guint i = 0; i < ga.ids->len; i++)
                 g_assert_cmpint(g_array_index(gb.ids, gint32, i), ==,

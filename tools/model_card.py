@@ -150,7 +150,8 @@ def main():
     total = sum(s["elapsed_s"] for s in [s0, s0p, s1, s2, s4] + dots0 + focus if s)
     cfg = json.load(open(os.path.join(run, "config.json")))
     print("# The ChangeLens default model\n")
-    print("`changelens-default.safetensors` (f16) is what `changelens-cli describe` and the app use "
+    print("`changelens-default.safetensors` (f16, its decoder's matrices as Q8_0 blocks) is what "
+          "`changelens-cli describe` and the app use "
           "when no model is given. It was trained on this repository's synthetic tasks only "
           "(`core/synth`), from scratch, with the recipe of the stateful-visual-encoders paper "
           "as ChangeLens implements it (docs/DESIGN.md §5). It is a small model for the five synthetic "

@@ -185,3 +185,21 @@ char *cl_cli_printable(const char *s)
     }
     return g_string_free(out, FALSE);
 }
+
+/* The callback hands over complete UTF-8 sequences; bytes that are not UTF-8 at all (an untrained
+ * model makes plenty) are shown as U+FFFD so the terminal only ever gets text. */
+void cl_cli_stream_token(gint32 id, const char *text, gsize len, gpointer user_data)
+{
+    (void)id;
+    gboolean *any = user_data;
+    if (len == 0)
+        return;
+    if (g_utf8_validate_len(text, len, NULL)) {
+        fwrite(text, 1, len, stdout);
+    } else {
+        g_autofree char *valid = g_utf8_make_valid(text, (gssize)len);
+        fputs(valid, stdout);
+    }
+    fflush(stdout);
+    *any = TRUE;
+}

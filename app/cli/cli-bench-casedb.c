@@ -13,7 +13,7 @@
 #include "casedb/casedb.h"
 #include "cli.h"
 
-#define PROG "changelens-cli bench --casedb"
+#define PROG CL_CLI_NAME " bench --casedb"
 
 /* Words the generated texts are made of: the three domains' vocabularies, so searches hit a
  * realistic spread of common and rare terms. */

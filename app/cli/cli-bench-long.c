@@ -12,7 +12,7 @@
 #include "model/model.h"
 #include "model/vist.h"
 
-#define PROG "changelens-cli bench --long"
+#define PROG CL_CLI_NAME " bench --long"
 
 static const char usage_text[] =
     "Usage: " PROG " [--options insertion,pvm,casa,stream,hybrid,vist,sparse]\n"

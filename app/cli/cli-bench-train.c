@@ -16,7 +16,7 @@
 #include "train/synthdata.h"
 #include "train/trainer.h"
 
-#define PROG "changelens-cli bench --train"
+#define PROG CL_CLI_NAME " bench --train"
 
 typedef struct {
     GArray *t; /* elapsed seconds after each step */

@@ -255,7 +255,7 @@ static void fill_image(float *px, const ClModelConfig *c, int t)
             }
 }
 
-#define PROG "changelens-cli bench"
+#define PROG CL_CLI_NAME " bench"
 
 typedef struct {
     char *preset, *device, *variant;
@@ -666,9 +666,14 @@ static void print_bench_text(const BenchArgs *a, const ClBackend *be, const Benc
 int cl_cli_bench(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--casedb") == 0)
+        if (strcmp(argv[i], "--casedb") == 0) {
+#ifdef CL_ENGINE_ONLY
+            return cl_cli_usage_error(argv[0], "--casedb: the engine-only program has no case "
+                                               "database (changelens-cli bench --casedb has)");
+#else
             return cl_cli_bench_casedb(argc, argv);
-        else if (strcmp(argv[i], "--train") == 0)
+#endif
+        } else if (strcmp(argv[i], "--train") == 0)
             return cl_cli_bench_train(argc, argv);
         else if (strcmp(argv[i], "--long") == 0)
             return cl_cli_bench_long(argc, argv);

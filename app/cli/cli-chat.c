@@ -125,7 +125,7 @@ int cl_cli_model_info_gguf(const char *path, const ClModel *model, gboolean json
     g_autoptr(GError) err = NULL;
     g_autoptr(ClGguf) g = cl_gguf_open(path, &err);
     if (!g) {
-        fprintf(stderr, "changelens-cli model: %s\n", err->message);
+        fprintf(stderr, CL_CLI_NAME " model: %s\n", err->message);
         return 1;
     }
     const ClModelConfig *c = &model->config;

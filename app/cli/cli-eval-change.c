@@ -10,7 +10,7 @@
 #include "train/changeeval.h"
 #include "train/checkpoint.h"
 
-#define PROG "changelens-cli eval-change"
+#define PROG CL_CLI_NAME " eval-change"
 
 static const char summary_text[] =
     "Generates a two-image task's samples at the model's input size, with the patches that\n"

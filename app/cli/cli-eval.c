@@ -11,7 +11,7 @@
 #include "train/eval.h"
 #include "synth/synth.h"
 
-#define PROG "changelens-cli eval"
+#define PROG CL_CLI_NAME " eval"
 
 static void progress(int done, int total, gpointer user_data)
 {

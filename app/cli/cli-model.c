@@ -13,7 +13,7 @@
 #include "model/gguf-model.h"
 #include "synth/synth.h"
 
-#define PROG "changelens-cli model"
+#define PROG CL_CLI_NAME " model"
 
 static const char model_usage[] =
     "Usage: changelens-cli model COMMAND [OPTIONS…]\n"
@@ -472,8 +472,14 @@ int cl_cli_model(int argc, char **argv)
         return cmd_convert(argc - 1, argv + 1);
     if (strcmp(sub, "graft") == 0)
         return cmd_graft(argc - 1, argv + 1);
-    if (strcmp(sub, "fit-ood") == 0)
+    if (strcmp(sub, "fit-ood") == 0) {
+#ifdef CL_ENGINE_ONLY
+        return cl_cli_usage_error(argv[0], "fit-ood: the engine-only program writes no data sets "
+                                           "of image files (changelens-cli model fit-ood does)");
+#else
         return cl_cli_model_fit_ood(argc - 1, argv + 1);
+#endif
+    }
     fprintf(stderr, PROG ": unknown command '%s'\n\n%s", sub, model_usage);
     return CL_CLI_EXIT_USAGE;
 }

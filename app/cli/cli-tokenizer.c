@@ -5,7 +5,7 @@
 #include "model/tokenizer.h"
 #include "cli.h"
 
-#define PROG "changelens-cli tokenizer"
+#define PROG CL_CLI_NAME " tokenizer"
 
 static const char usage_text[] =
     "Usage: " PROG " COMMAND [OPTIONS…]\n"

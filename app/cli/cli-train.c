@@ -14,7 +14,7 @@
 #include "train/trainer.h"
 #include "cli.h"
 
-#define PROG "changelens-cli train"
+#define PROG CL_CLI_NAME " train"
 
 /* exit status when interrupted (a checkpoint was written): the shell's 128 + SIGINT */
 #define EXIT_INTERRUPTED 130

@@ -7,6 +7,14 @@
 #include "model/config.h"
 #include "model/model.h"
 
+/* the program's name in messages: changelens-cli, or the engine-only changelens-engine built
+ * from the same files (app/cli/changelens-engine.c) */
+#ifdef CL_ENGINE_ONLY
+#define CL_CLI_NAME "changelens-engine"
+#else
+#define CL_CLI_NAME "changelens-cli"
+#endif
+
 typedef struct {
     const char *name;
     int (*run)(int argc, char **argv); /* argv[0] is "changelens-cli NAME" */
@@ -45,7 +53,7 @@ int cl_cli_bench_long(int argc, char **argv);
 /* `bench --decoder FILE.gguf [--vs-llama]` (cli-bench-decoder.c) */
 int cl_cli_bench_decoder(int argc, char **argv);
 
-/* Shared by describe and case describe (cli-describe.c). */
+/* Shared by describe, case describe and chat (cli-args.c). */
 /* ClTokenCallback that prints the text to stdout (invalid UTF-8 shown as U+FFFD) and sets
  * *(gboolean *)user_data once anything was printed. */
 void cl_cli_stream_token(gint32 id, const char *text, gsize len, gpointer user_data);

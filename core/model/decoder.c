@@ -365,13 +365,9 @@ static gboolean forward(ClDecRun *r, ClBackend *be, const ClModel *model, ClKVCa
         return FALSE;
 
     r->be = be, r->cfg = cfg, r->w = w, r->c = cache, r->host = be->ops->host_memory;
-    r->quant = model->quant, r->pool = cl_backend_cpu_pool(be);
-    if (r->quant && !r->pool) {
-        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "This model's decoder weights "
-                    "are kept as stored (Q8_0/Q4_1/F16/BF16), which runs on the CPU backend only");
-        return FALSE;
-    }
+    /* the CPU runs a quantized model's blocks; a device its f32 copy (cl_model_weights_on) */
+    r->pool = cl_backend_cpu_pool(be);
+    r->quant = r->pool ? model->quant : NULL;
     r->eps = (float)cfg->norm_eps, r->scale = (float)(1.0 / sqrt((double)cache->hd));
     ClKVCache *c = cache;
     const int V = c->vocab;

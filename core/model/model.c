@@ -50,18 +50,53 @@ static void device_weights_free(gpointer p)
     g_free(d);
 }
 
+/* The blocks that stand for a weight whose f32 view is NULL (a quantized model's decoder matrix
+ * or untied output matrix): `slot` is a field of `src` (the model's weights as copied for the
+ * device, whose per-layer arrays are the model's own); NULL when none does. */
+static const ClQuantMatrix *quant_for_slot(const ClModel *model, const ClModelWeights *src,
+                                           float **slot)
+{
+    const ClQuantWeights *q = model->quant;
+    if (!q)
+        return NULL;
+    if (slot == &src->lm_head)
+        return q->lm_head.data ? &q->lm_head : NULL;
+    for (int l = 0; q->dec && l < model->config.dec_depth; l++) {
+        ClDecoderLayerWeights *L = &src->dec[l];
+        const ClQuantLayer *Q = &q->dec[l];
+        const ClQuantMatrix *m = slot == &L->q      ? &Q->q
+                                 : slot == &L->k    ? &Q->k
+                                 : slot == &L->v    ? &Q->v
+                                 : slot == &L->o    ? &Q->o
+                                 : slot == &L->gate ? &Q->gate
+                                 : slot == &L->up   ? &Q->up
+                                 : slot == &L->down ? &Q->down
+                                                    : NULL;
+        if (m)
+            return m->data ? m : NULL;
+    }
+    return NULL;
+}
+
+/* A quantized matrix's f32 values (rows × cols) into `out`, for a device's copy. */
+static void dequantize_matrix(const ClQuantMatrix *m, gint64 rows, gint64 cols, float *out)
+{
+    if (!m->x4) {
+        cl_dequantize_rows(m->type, m->data, out, (int)rows, (int)cols);
+        return;
+    }
+    g_autofree guint8 *plain = g_malloc(cl_quant_row_bytes(m->type, (int)cols) * (size_t)rows);
+    cl_quant_unpack4(m->type, m->data, plain, (int)rows, (int)cols);
+    cl_dequantize_rows(m->type, plain, out, (int)rows, (int)cols);
+}
+
+/* A quantized model's matrices reach a device as f32 (dequantized once, at the upload): the
+ * device runs f32 products, and the CPU keeps its blocks. */
 const ClModelWeights *cl_model_weights_on(const ClModel *model, ClBackend *be, GError **error)
 {
     g_return_val_if_fail(model != NULL && be != NULL, NULL);
     if (be->ops->host_memory)
         return &model->w;
-    if (model->quant) {
-        g_set_error(
-            error, CL_BACKEND_ERROR, CL_BACKEND_ERROR_DEVICE,
-            "This model's decoder weights are kept as stored (Q8_0/Q4_1/F16/BF16), which runs on "
-            "the CPU only");
-        return NULL;
-    }
     DeviceWeights *d = be->cache;
     if (d && be->cache_free == device_weights_free && d->serial == model->serial)
         return &d->w;
@@ -95,7 +130,25 @@ const ClModelWeights *cl_model_weights_on(const ClModel *model, ClBackend *be, G
         const ClWeightSpec *f = from->pdata[i], *t = to->pdata[i];
         size_t n = (size_t)cl_weight_spec_numel(f);
         *t->slot = at;
-        be->ops->upload(be, at, *f->slot, n * sizeof(float));
+        const ClQuantMatrix *qm = *f->slot ? NULL : quant_for_slot(model, &src, f->slot);
+        if (qm && f->ndim == 2) {
+            g_autofree float *values = g_try_new(float, n);
+            if (!values) {
+                g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                            "Not enough memory to dequantize %s (%.1f MB)", f->name, n * 4.0 / 1e6);
+                device_weights_free(d);
+                return NULL;
+            }
+            dequantize_matrix(qm, f->shape[0], f->shape[1], values);
+            be->ops->upload(be, at, values, n * sizeof(float));
+        } else if (*f->slot) {
+            be->ops->upload(be, at, *f->slot, n * sizeof(float));
+        } else {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "%s has no values to copy to the %s", f->name, cl_backend_name(be));
+            device_weights_free(d);
+            return NULL;
+        }
         at += (n + 63) & ~(size_t)63;
     }
     /* tied embeddings: the head is the embedding */

@@ -27,7 +27,8 @@ typedef struct {
 
 /* The matrices a model keeps quantized (a GGUF model's Q8_0/Q4_1 tensors, a quantized model
  * file's, cl_model_quantize's): their f32 views in ClModelWeights are NULL (the output matrix's
- * too unless it is the tied embedding), and only the CPU decoder runs them. */
+ * too unless it is the tied embedding); the CPU decoder runs the blocks, a device an f32 copy
+ * of them (cl_model_weights_on). */
 typedef struct {
     ClQuantLayer *dec;     /* (dec_depth) */
     ClQuantMatrix lm_head; /* data NULL: lm_head (or the tied embedding) in f32 */

@@ -677,6 +677,10 @@ static void matvec_rows(void *p, int begin, int end)
         c->y[i] = c->dot(c->W + (size_t)i * c->row_bytes, c->x, c->nb);
 }
 
+/* Matrix-vector products of fewer multiply-adds than this run on the calling thread: a small
+ * decoder's (dimension 256) take a few microseconds, less than the pool's wake-up. */
+#define POOL_MIN_MACS (1 << 18)
+
 /* Several matrices over the same x: one quantization, one pool job over all their rows. */
 typedef struct {
     int n;
@@ -738,9 +742,10 @@ void cl_quant_matvec_multi(ClThreadPool *pool, const ClQuantMatvec *mats, int n,
         }
     if (blocks)
         quantize_activations(x, k, xq);
-    /* ~64 rows per task keep the wake-ups small against the work */
+    /* ~64 rows per task keep the wake-ups small against the work; a job smaller than
+     * POOL_MIN_MACS runs here, where waking the pool would cost more than it saves */
     int items = (c.bounds[n] + c.unit - 1) / c.unit;
-    if (pool)
+    if (pool && (gint64)c.bounds[n] * k >= POOL_MIN_MACS)
         cl_threadpool_run(pool, items, 64 / c.unit, multi_rows, &c);
     else
         multi_rows(&c, 0, items);
@@ -760,8 +765,9 @@ void cl_quant_matvec(ClThreadPool *pool, ClQuantType t, const void *W, int m, in
         quantize_activations(x, k, xq);
     MatvecCtx c = { dot_fns[t], dot4_fns[t], W, cl_quant_row_bytes(t, k), xq, nb, y, half_fns[t],
                     x,          NULL,        0 };
-    /* a row is k/32 blocks: ~64 rows per task keep the wake-ups small against the work */
-    if (pool) /* chunks of whole row quads */
+    /* a row is k/32 blocks: ~64 rows per task keep the wake-ups small against the work (a
+     * product smaller than POOL_MIN_MACS runs here) */
+    if (pool && (gint64)m * k >= POOL_MIN_MACS) /* chunks of whole row quads */
         cl_threadpool_run(pool, m, 64, matvec_rows, &c);
     else
         matvec_rows(&c, 0, m);

@@ -12,7 +12,6 @@
 #include <xtiffio.h>
 
 #define EPSG_UTM33N 32633 /* also in aerial.c's structured answer */
-#define GSD_AT_160 0.5    /* metres per pixel at the default 160 px (LEVIR-CC's resolution) */
 
 /* libtiff 4.5 lets each handle carry its own error handler; older ones print to stderr */
 #if TIFFLIB_VERSION >= 20221213
@@ -40,18 +39,6 @@ static int on_warning(TIFF *tif, void *user, const char *module, const char *fmt
     return 1;
 }
 #endif
-
-/* The tile's upper-left corner and pixel size, from the sample alone: the same for both
- * images. Whole metres inside zone 33N's valid eastings and Central Europe's northings. Also
- * in the structured answer (aerial.c), which is how two unchanged tiles still differ there. */
-void cl_synth_aerial_georef(const ClSynthSample *s, double origin[2], double *gsd)
-{
-    guint64 st = s->seed ^ G_GUINT64_CONSTANT(0x6e07a7);
-    guint64 a = cl_synth_splitmix64(&st), b = cl_synth_splitmix64(&st);
-    origin[0] = 300000.0 + (double)(a % 400000);
-    origin[1] = 5000000.0 + (double)(b % 900000);
-    *gsd = GSD_AT_160 * 160.0 / MIN(s->images[0].width, s->images[0].height);
-}
 
 static TIFF *open_for_writing(const char *path, char **first_error)
 {

@@ -640,6 +640,21 @@ static const double *change_box(const ClSynthSample *s, const ClSynthChange *c)
                : g_array_index(s->objects[0], ClSynthObject, c->before).box;
 }
 
+#define GSD_AT_160 0.5 /* metres per pixel at the default 160 px (LEVIR-CC's resolution) */
+
+/* The tile's upper-left corner and pixel size, from the sample alone: the same for both images
+ * (the GeoTIFF writer, aerial-geotiff.c, georeferences both so). Whole metres inside zone 33N's
+ * valid eastings and Central Europe's northings. Also in the structured answer, which is how two
+ * unchanged tiles still differ there. */
+void cl_synth_aerial_georef(const ClSynthSample *s, double origin[2], double *gsd)
+{
+    guint64 st = s->seed ^ G_GUINT64_CONSTANT(0x6e07a7);
+    guint64 a = cl_synth_splitmix64(&st), b = cl_synth_splitmix64(&st);
+    origin[0] = 300000.0 + (double)(a % 400000);
+    origin[1] = 5000000.0 + (double)(b % 900000);
+    *gsd = GSD_AT_160 * 160.0 / MIN(s->images[0].width, s->images[0].height);
+}
+
 JsonNode *cl_synth_aerial_answer_json(const ClSynthSample *s)
 {
     g_return_val_if_fail(s && g_strcmp0(s->task, "aerial") == 0, NULL);

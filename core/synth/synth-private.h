@@ -37,17 +37,12 @@ typedef gboolean (*ClSynthGenerateFunc)(ClSynthSample *s, ClSynthRng *rng,
                                         const ClSynthOptions *opts, ClSynthDrawing *drawing,
                                         GError **error);
 
-/* Writes image k of a sample in the task's file format (radiographs as DICOM, aerial tiles as
- * GeoTIFF, so the data sets exercise the real loaders); NULL in the table = PNG. `ext` is the
- * file extension without the dot ("dcm", "tif", "png"). */
-typedef gboolean (*ClSynthWriteFunc)(const ClSynthSample *s, int k, const char *path,
-                                     GError **error);
 typedef struct {
     const char *name;
     const char *summary;
     ClSynthGenerateFunc generate;
-    const char *ext;        /* NULL = "png" */
-    ClSynthWriteFunc write; /* NULL = cl_synth_image_write_png */
+    /* the data set's image files (dataset.c writes each format): "dcm", "tif"; NULL = "png" */
+    const char *ext;
     /* The structured answer (cl_synth_sample_answer_json); NULL = the shapes / dots form. */
     JsonNode *(*answer_json)(const ClSynthSample *s);
     /* One image, no change: the grounded single-image tasks (ground.c); the others take 2-5. */
@@ -60,11 +55,13 @@ gboolean cl_synth_shapes_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
                                   ClSynthDrawing *drawing, GError **error);
 gboolean cl_synth_dots_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                 ClSynthDrawing *drawing, GError **error);
-/* radiograph.c (+ its DICOM writer) */
+/* The task's image file extension without the dot ("dcm", "tif", "png"); NULL for no task. */
+const char *cl_synth_task_ext(const char *task);
+/* radiograph.c (+ its DICOM writer: image k of a sample, radiograph-dicom.cc) */
 gboolean cl_synth_radiograph_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,
                                       ClSynthDrawing *drawing, GError **error);
 gboolean cl_synth_radiograph_write(const ClSynthSample *s, int k, const char *path, GError **error);
-/* aerial.c (+ its GeoTIFF writer) */
+/* aerial.c (+ its GeoTIFF writer, aerial-geotiff.c) */
 /* The conversation's last (answer) turn replaced by `answer` (the tasks built on another's). */
 void cl_synth_replace_answer(ClSynthSample *s, const char *answer);
 gboolean cl_synth_radiograph_history_generate(ClSynthSample *s, ClSynthRng *rng,
@@ -79,7 +76,7 @@ gboolean cl_synth_aerial_generate(ClSynthSample *s, ClSynthRng *rng, const ClSyn
                                   ClSynthDrawing *drawing, GError **error);
 gboolean cl_synth_aerial_write(const ClSynthSample *s, int k, const char *path, GError **error);
 JsonNode *cl_synth_aerial_answer_json(const ClSynthSample *s);
-/* aerial-geotiff.c: where the tile lies (UTM zone 33N) and its ground sample distance */
+/* aerial.c: where the tile lies (UTM zone 33N) and its ground sample distance */
 void cl_synth_aerial_georef(const ClSynthSample *s, double origin[2], double *gsd);
 /* edits.c */
 gboolean cl_synth_edits_generate(ClSynthSample *s, ClSynthRng *rng, const ClSynthOptions *opts,

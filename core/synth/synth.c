@@ -14,64 +14,61 @@ G_DEFINE_QUARK(cl - synth - error - quark, cl_synth_error)
 
 static const ClSynthTaskDef tasks[] = {
     { "shapes", "CLEVR-like scenes, 1-4 object changes (move/add/remove/replace), paper B.2",
-      cl_synth_shapes_generate, NULL, NULL, NULL },
+      cl_synth_shapes_generate, NULL, NULL },
     { "dots",
       "a red dot per image over screen-like backgrounds, 2-5 images; distance or "
       "convex-hull area, paper B.1",
-      cl_synth_dots_generate, NULL, NULL, NULL },
+      cl_synth_dots_generate, NULL, NULL },
     { "radiograph",
       "chest-film phantoms with findings added or resolved, Medical-Diff-VQA "
       "phrasing (paper B.4); written as DICOM",
-      cl_synth_radiograph_generate, "dcm", cl_synth_radiograph_write,
-      cl_synth_radiograph_answer_json },
+      cl_synth_radiograph_generate, "dcm", cl_synth_radiograph_answer_json },
     { "aerial",
       "aerial tiles: constructions, demolitions, new roads, cleared vegetation, about "
       "half unchanged, LEVIR-CC phrasing (paper B.6); written as GeoTIFF",
-      cl_synth_aerial_generate, "tif", cl_synth_aerial_write, cl_synth_aerial_answer_json },
+      cl_synth_aerial_generate, "tif", cl_synth_aerial_answer_json },
     { "edits",
       "photo-like scenes with add/remove/replace/colour/background edits, instruction "
       "phrasing (paper B.5)",
-      cl_synth_edits_generate, NULL, NULL, cl_synth_edits_answer_json },
+      cl_synth_edits_generate, NULL, cl_synth_edits_answer_json },
     { "photo-edits",
       "real photographs with pasted objects added, removed, moved, recoloured or resized, about a "
       "third unchanged; acquisition nuisances that are not changes",
-      cl_synth_photo_edits_generate, NULL, NULL, cl_synth_photo_edits_answer_json },
+      cl_synth_photo_edits_generate, NULL, cl_synth_photo_edits_answer_json },
     { "radiograph-edits",
       "photo-edits' edits (objects pasted in, removed, moved, recoloured, resized) in the "
       "radiograph task's chest films; --photos train or heldout picks the films",
-      cl_synth_radiograph_edits_generate, NULL, NULL, cl_synth_photo_edits_answer_json },
+      cl_synth_radiograph_edits_generate, NULL, cl_synth_photo_edits_answer_json },
     { "aerial-edits",
       "photo-edits' edits in the aerial task's tiles; --photos train or heldout picks the tiles",
-      cl_synth_aerial_edits_generate, NULL, NULL, cl_synth_photo_edits_answer_json },
+      cl_synth_aerial_edits_generate, NULL, cl_synth_photo_edits_answer_json },
     /* long sequences for the decoder options (docs/MODEL.md §4.2–4.6) */
     { "aerial-series",
       "8-16 aerial tiles of one place (3-32 with --images): when the building "
       "first appears, and what changed since",
-      cl_synth_aerial_series_generate, NULL, NULL, NULL, FALSE, TRUE },
+      cl_synth_aerial_series_generate, NULL, NULL, FALSE, TRUE },
     { "radiograph-history",
       "radiograph with 1-3 earlier reports as text read with the films: "
       "what changed, and since when each persisting finding is reported; "
       "written as DICOM",
-      cl_synth_radiograph_history_generate, "dcm", cl_synth_radiograph_write,
-      cl_synth_radiograph_answer_json },
+      cl_synth_radiograph_history_generate, "dcm", cl_synth_radiograph_answer_json },
     { "aerial-log",
       "4-8 aerial tiles and their acquisition log as text read with them: when "
       "(image and date) the building first appears, and what changed since",
-      cl_synth_aerial_log_generate, NULL, NULL, NULL, FALSE, TRUE },
+      cl_synth_aerial_log_generate, NULL, NULL, FALSE, TRUE },
     /* grounded single-image tasks for stage-1 pretraining (docs/DESIGN.md §5), ground.c */
     { "shapes-ground", "one shapes scene: list the objects with attributes and coarse positions",
-      cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
+      cl_synth_ground_generate, NULL, cl_synth_ground_answer_json, TRUE },
     { "dots-ground", "one dots screenshot: the red dot's normalised coordinates",
-      cl_synth_ground_generate, NULL, NULL, cl_synth_ground_answer_json, TRUE },
+      cl_synth_ground_generate, NULL, cl_synth_ground_answer_json, TRUE },
     { "radiograph-ground", "one chest-film phantom: the findings present; written as DICOM",
-      cl_synth_ground_generate, "dcm", cl_synth_radiograph_write, cl_synth_ground_answer_json,
-      TRUE },
+      cl_synth_ground_generate, "dcm", cl_synth_ground_answer_json, TRUE },
     { "aerial-ground",
       "one aerial tile: its buildings, roads, trees and water; written as "
       "GeoTIFF",
-      cl_synth_ground_generate, "tif", cl_synth_aerial_write, cl_synth_ground_answer_json, TRUE },
+      cl_synth_ground_generate, "tif", cl_synth_ground_answer_json, TRUE },
     { "edits-ground", "one photo-like scene: its objects and backdrop", cl_synth_ground_generate,
-      NULL, NULL, cl_synth_ground_answer_json, TRUE },
+      NULL, cl_synth_ground_answer_json, TRUE },
 };
 static const char *const task_names[] = { "shapes",
                                           "dots",
@@ -622,102 +619,8 @@ gboolean cl_synth_image_write_png(const ClSynthImage *img, const char *path, GEr
     return TRUE;
 }
 
-/* ---- data sets ------------------------------------------------------------------------------- */
-
-static gboolean dir_is_empty(const char *dir, gboolean *exists, GError **error)
+const char *cl_synth_task_ext(const char *task)
 {
-    *exists = g_file_test(dir, G_FILE_TEST_EXISTS);
-    if (!*exists)
-        return TRUE;
-    if (!g_file_test(dir, G_FILE_TEST_IS_DIR)) {
-        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_EXISTS, "%s exists and is not a folder",
-                    dir);
-        return FALSE;
-    }
-    g_autoptr(GDir) d = g_dir_open(dir, 0, error);
-    if (!d)
-        return FALSE;
-    return g_dir_read_name(d) == NULL;
-}
-
-static gboolean io_error(GError **error, const char *what, const char *path, int e)
-{
-    g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_IO, "cannot %s %s: %s", what, path,
-                g_strerror(e));
-    return FALSE;
-}
-
-gboolean cl_synth_write_dataset(const char *dir, const char *task, guint64 seed, int n,
-                                const ClSynthOptions *opts, gboolean force,
-                                ClSynthProgress progress, gpointer user_data, GError **error)
-{
-    g_return_val_if_fail(dir && task, FALSE);
-    if (!find_task(task)) /* before touching the disk */
-        return cl_synth_generate(task, 0, opts, error) != NULL;
-    if (n < 1) {
-        g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_OPTIONS,
-                    "synth: the number of samples must be at least 1, not %d", n);
-        return FALSE;
-    }
-    gboolean exists;
-    GError *local = NULL;
-    if (!dir_is_empty(dir, &exists, &local)) {
-        if (local) {
-            g_propagate_error(error, local);
-            return FALSE;
-        }
-        if (!force) {
-            g_set_error(error, CL_SYNTH_ERROR, CL_SYNTH_ERROR_EXISTS,
-                        "%s is not empty; choose another folder or pass --force to write into "
-                        "it",
-                        dir);
-            return FALSE;
-        }
-    }
-    g_autofree char *images = g_build_filename(dir, "images", NULL);
-    if (g_mkdir_with_parents(images, 0755) != 0)
-        return io_error(error, "create", images, errno);
-
-    g_autofree char *final_path = g_build_filename(dir, "data.jsonl", NULL);
-    g_autofree char *tmp_path = g_build_filename(dir, "data.jsonl.tmp", NULL);
-    FILE *f = g_fopen(tmp_path, "wb");
-    if (!f)
-        return io_error(error, "create", tmp_path, errno);
-    gboolean ok = TRUE;
-    for (int i = 0; ok && i < n; i++) {
-        g_autoptr(ClSynthSample) s =
-            cl_synth_generate(task, cl_synth_stream_seed(seed, i), opts, error);
-        if (!s) {
-            ok = FALSE;
-            break;
-        }
-        g_autoptr(GPtrArray) rel = g_ptr_array_new_with_free_func(g_free);
-        const ClSynthTaskDef *def = find_task(task);
-        for (int k = 0; ok && k < s->n_images; k++) {
-            char *r =
-                g_strdup_printf("images/%06d-%d.%s", i + 1, k + 1, def->ext ? def->ext : "png");
-            g_ptr_array_add(rel, r);
-            g_autofree char *path = g_build_filename(dir, r, NULL);
-            ok = def->write ? def->write(s, k, path, error)
-                            : cl_synth_image_write_png(&s->images[k], path, error);
-        }
-        if (!ok)
-            break;
-        g_ptr_array_add(rel, NULL);
-        g_autofree char *id = g_strdup_printf("%s-%06d", s->task, i + 1);
-        g_autofree char *line = cl_synth_sample_to_jsonl(s, id, (const char *const *)rel->pdata);
-        if (fputs(line, f) == EOF || fputc('\n', f) == EOF) {
-            ok = io_error(error, "write", tmp_path, errno);
-            break;
-        }
-        if (progress)
-            progress(i + 1, n, user_data);
-    }
-    if (fclose(f) != 0 && ok)
-        ok = io_error(error, "write", tmp_path, errno);
-    if (ok && g_rename(tmp_path, final_path) != 0)
-        ok = io_error(error, "rename to data.jsonl", tmp_path, errno);
-    if (!ok)
-        g_unlink(tmp_path);
-    return ok;
+    const ClSynthTaskDef *t = find_task(task);
+    return t ? (t->ext ? t->ext : "png") : NULL;
 }

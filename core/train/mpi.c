@@ -7,7 +7,8 @@
 #include "cl-config.h"
 #include "train/trainer.h"
 
-#if CL_HAVE_MPI
+/* the engine-only programs (core/meson.build's engine_only_lib) are built without MPI */
+#if CL_HAVE_MPI && !defined(CL_ENGINE_ONLY)
 #include <mpi.h>
 
 gboolean cl_train_mpi_available(void)
@@ -90,8 +91,13 @@ gboolean cl_train_mpi_available(void)
 gboolean cl_train_mpi_init(ClTrainComm *comm, GError **error)
 {
     comm->rank = 0, comm->size = 1;
+#ifdef CL_ENGINE_ONLY
+    g_set_error_literal(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_OPTIONS,
+                        "--mpi: the engine-only programs have no MPI (changelens-cli has)");
+#else
     g_set_error_literal(error, CL_TRAINER_ERROR, CL_TRAINER_ERROR_OPTIONS,
                         "--mpi: this build has no MPI (install libopenmpi-dev and rebuild)");
+#endif
     return FALSE;
 }
 
