@@ -11,6 +11,7 @@
 #include "model/describe.h"
 #include "model/effnet.h"
 #include "model/grounding.h"
+#include "model/safetensors.h"
 #include "synth/synth.h"
 #include "train/changeeval.h"
 #include "train/synthdata.h"
@@ -311,6 +312,281 @@ static void test_object_config(void)
     }
 }
 
+/* the aerial clauses' objects (with their determiners) with the kinds listed allowed */
+static gboolean noun_ok(const char *text, const char *kind_a, const char *kind_b)
+{
+    gboolean allowed[8] = { FALSE };
+    for (int i = 0; cl_grounding_aerial_nouns[i]; i++)
+        allowed[i] = g_strcmp0(cl_grounding_aerial_noun_kinds[i], kind_a) == 0 ||
+                     g_strcmp0(cl_grounding_aerial_noun_kinds[i], kind_b) == 0;
+    const ClGroundingSlot slot = { cl_grounding_aerial_nouns, allowed, CL_GROUNDING_CLAUSE_START,
+                                   NULL };
+    return cl_grounding_text_ok(text, strlen(text), TRUE, &slot);
+}
+
+static void test_aerial_nouns(void)
+{
+    /* trees seen where it changed: the trees, being written or whole, with either determiner */
+    g_assert_true(noun_ok("the t", "trees", NULL));
+    g_assert_true(noun_ok("the trees", "trees", NULL));
+    g_assert_true(noun_ok("the trees in the centre are cut down .", "trees", NULL));
+    g_assert_true(noun_ok("some trees at the top are removed .", "trees", NULL));
+    /* … and not a building or a house: refused at the first letter that leaves the trees, and
+     * at a determiner that no allowed phrase takes ("a": no "a trees"; the check reads the
+     * text's last phrase, as generation appends each token) */
+    g_assert_false(noun_ok("the b", "trees", NULL));
+    g_assert_false(noun_ok("the building", "trees", NULL));
+    g_assert_false(noun_ok("the building ", "trees", NULL));
+    g_assert_false(noun_ok("a", "trees", NULL));
+    g_assert_false(noun_ok("a new", "trees", NULL));
+    /* a building: both its words, "a new house" being written */
+    g_assert_true(noun_ok("a new h", "building", NULL));
+    g_assert_true(noun_ok("a house at the top is removed .", "building", NULL));
+    g_assert_true(noun_ok("the building on the left is demolished .", "building", NULL));
+    g_assert_false(noun_ok("a new r", "building", NULL));
+    g_assert_false(noun_ok("some", "building", NULL));
+    /* every clause opens a phrase: after "and", with two regions' kinds */
+    g_assert_true(noun_ok("a road is built on the left and the trees", "road", "trees"));
+    g_assert_false(noun_ok("a road is built on the left and the b", "road", "trees"));
+    g_assert_false(noun_ok("a road is built on the left and the b", "road", NULL));
+    /* a place's "the" follows a preposition: no object ("at the top" with only trees allowed),
+     * and words that are no object's are free */
+    g_assert_true(noun_ok("the trees at the t", "trees", NULL));
+    g_assert_true(noun_ok("the trees at the top are cut down .", "trees", NULL));
+    g_assert_true(noun_ok("a road is built at the bottom right .", "road", NULL));
+    g_assert_true(noun_ok("there is no difference .", "road", NULL));
+    g_assert_true(noun_ok("th", "building", NULL));
+    /* mid-text: text[0] is not the answer's start */
+    const gboolean trees_only[8] = { [6] = TRUE, [7] = TRUE };
+    const ClGroundingSlot slot = { cl_grounding_aerial_nouns, trees_only, CL_GROUNDING_CLAUSE_START,
+                                   NULL };
+    g_assert_true(cl_grounding_text_ok("the b", 5, FALSE, &slot));
+    g_assert_false(cl_grounding_text_ok("the b", 5, TRUE, &slot));
+}
+
+/* The aerial task's objects: its kinds travel in the colour label (cl_train_aux_label), the
+ * grounding's kinds are the task's, and every clause its answers hold opens with one of the
+ * phrases the grounding holds. */
+static void test_aerial_kinds(void)
+{
+    const int n_kinds = cl_synth_aerial_n_kinds();
+    g_assert_cmpint(n_kinds, >=, 3);
+    g_assert_cmpint(n_kinds, <=, 8);
+    g_assert_null(cl_synth_aerial_kind_name(n_kinds));
+    for (gsize i = 0; i < G_N_ELEMENTS(cl_grounding_aerial_noun_kinds); i++) {
+        gboolean found = FALSE;
+        for (int k = 0; k < n_kinds; k++)
+            found = found ||
+                    strcmp(cl_grounding_aerial_noun_kinds[i], cl_synth_aerial_kind_name(k)) == 0;
+        g_assert_true(found);
+    }
+    g_assert_null(cl_grounding_aerial_nouns[G_N_ELEMENTS(cl_grounding_aerial_noun_kinds)]);
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    so.width = so.height = 224;
+    so.changed_only = TRUE;
+    int clauses = 0;
+    for (guint64 seed = 1; seed <= 40; seed++) {
+        g_autoptr(GError) err = NULL;
+        g_autoptr(ClSynthSample) s = cl_synth_generate("aerial", seed, &so, &err);
+        g_assert_no_error(err);
+        for (int t = 0; t < s->n_images; t++)
+            for (guint k = 0; k < s->objects[t]->len; k++) {
+                const ClSynthObject *o = &g_array_index(s->objects[t], ClSynthObject, k);
+                g_assert_cmpint(o->colour, >=, 0);
+                g_assert_cmpint(o->colour, <, n_kinds);
+                const guint32 bits = cl_train_aux_label(o);
+                g_assert_cmpuint(bits >> 4 & 0xff, ==, 1u << o->colour); /* colour labels 4..11 */
+            }
+        const gsize n_turns = cl_chat_conversation_len(s->conversation);
+        const char *answer = cl_chat_conversation_turns(s->conversation)[n_turns - 1].text;
+        g_auto(GStrv) parts = g_strsplit(answer, " and ", -1);
+        for (int i = 0; parts[i]; i++) {
+            gboolean opens = FALSE;
+            for (int j = 0; cl_grounding_aerial_nouns[j]; j++)
+                opens = opens || (g_str_has_prefix(parts[i], cl_grounding_aerial_nouns[j]) &&
+                                  parts[i][strlen(cl_grounding_aerial_nouns[j])] == ' ');
+            if (!opens)
+                g_test_message("seed %" G_GUINT64_FORMAT ": \"%s\"", seed, parts[i]);
+            g_assert_true(opens);
+            clauses++;
+        }
+    }
+    g_assert_cmpint(clauses, >=, 40);
+}
+
+/* set_class for the aerial coding: kind c in the colour labels */
+static void set_kind(float *z, int c, double objectness)
+{
+    for (int k = 0; k < CL_CONFIG_OBJECT_OUT; k++)
+        z[k] = -6;
+    z[0] = (float)objectness;
+    z[1 + 0] = 6;     /* the aerial task's shape: always the first */
+    z[1 + 4 + c] = 6; /* the kind */
+}
+
+/* Each changed region's kind: trees cleared in one (seen in the before image), a building put up
+ * in another (in the after image), in the regions' order (the larger first) — the building's
+ * region also holding trees that both images show (a neighbour the change left alone, which the
+ * presence of a class alone would have named); a kind that is no candidate never chosen; no
+ * region, no kind. */
+static void test_region_objects(void)
+{
+    enum { G = 6, N = G * G, K = CL_CONFIG_OBJECT_OUT };
+    float prob[N] = { 0 }, before[N * K], after[N * K];
+    for (int p = 0; p < N; p++) {
+        set_kind(before + p * K, 3, -6);
+        set_kind(after + p * K, 3, -6);
+    }
+    const int trees[] = { 0, 1, 6, 7 }, building[] = { 34, 35 };
+    for (gsize i = 0; i < G_N_ELEMENTS(trees); i++) {
+        prob[trees[i]] = 0.9f;
+        set_kind(before + trees[i] * K, 2, 6);
+        set_kind(after + trees[i] * K, 1, -6); /* bare ground after */
+    }
+    for (gsize i = 0; i < G_N_ELEMENTS(building); i++) {
+        prob[building[i]] = 0.95f;
+        set_kind(before + building[i] * K, 2, -6);
+        set_kind(after + building[i] * K, 0, 6);
+    }
+    const int neighbour[] = { 28, 29 };
+    for (gsize i = 0; i < G_N_ELEMENTS(neighbour); i++) {
+        prob[neighbour[i]] = 0.6f;
+        set_kind(before + neighbour[i] * K, 2, 6);
+        set_kind(after + neighbour[i] * K, 2, 6);
+    }
+    int classes[CL_GROUNDING_MAX_REGIONS];
+    double shares[CL_GROUNDING_MAX_REGIONS];
+    g_assert_cmpint(cl_grounding_region_objects(before, after, prob, G, CL_OBJECTS_AERIAL, 4, NULL,
+                                                classes, shares),
+                    ==, 2);
+    g_assert_cmpint(classes[0], ==, 2); /* trees: the larger region */
+    g_assert_cmpint(classes[1], ==, 0); /* the building */
+    g_assert_cmpfloat(shares[0], >, 0.5);
+    /* the regions are cl_grounding_change_regions' */
+    ClLetterbox lb = { .size = G * 16, .content_w = G * 16, .content_h = G * 16 };
+    ClChangeRegions r;
+    cl_grounding_change_regions(prob, G, &lb, &r);
+    g_assert_cmpint(r.n, ==, 2);
+    g_assert_cmpint(r.cell[0], ==, 0);
+    g_assert_cmpint(r.cell[1], ==, 8);
+    /* trees not a candidate: the next best in that region */
+    const gboolean no_trees[4] = { TRUE, TRUE, FALSE, TRUE };
+    cl_grounding_region_objects(before, after, prob, G, CL_OBJECTS_AERIAL, 4, no_trees, classes,
+                                NULL);
+    g_assert_cmpint(classes[0], !=, 2);
+    g_assert_cmpint(classes[1], ==, 0);
+    /* the photo coding of the same logits reads other labels */
+    cl_grounding_region_objects(before, after, prob, G, CL_OBJECTS_PHOTO_EDITS, 48, NULL, classes,
+                                NULL);
+    g_assert_cmpint(classes[0], ==, 2); /* shape 0, colour 2, size 0 */
+    /* the aerial coding has 8 classes at most; no patch at 0.5: no region */
+    g_assert_cmpint(cl_grounding_region_objects(before, after, prob, G, CL_OBJECTS_AERIAL, 9, NULL,
+                                                classes, NULL),
+                    ==, 0);
+    const float low[N] = { 0.4f };
+    g_assert_cmpint(cl_grounding_region_objects(before, after, low, G, CL_OBJECTS_AERIAL, 4, NULL,
+                                                classes, NULL),
+                    ==, 0);
+    g_assert_cmpint(classes[0], ==, -1);
+}
+
+/* config object_task: read back, refused without names or with more than the colour labels;
+ * `model convert --objects-from CKPT --objects-task aerial` gives the aerial kinds' names, and a
+ * checkpoint whose head learnt other tasks' objects is refused with the task it names. */
+static void test_object_task(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", &err));
+    cfg.n_objects = 4;
+    for (int c = 0; c < 4; c++)
+        g_strlcpy(cfg.object_names[c], cl_synth_aerial_kind_name(c), CL_CONFIG_OBJECT_NAME);
+    g_autofree char *photo_json = cl_model_config_to_json(&cfg);
+    g_assert_null(strstr(photo_json, "object_task")); /* photo-edits: files read as before */
+    cfg.object_task = CL_OBJECTS_AERIAL;
+    g_autofree char *json = cl_model_config_to_json(&cfg);
+    g_assert_nonnull(strstr(json, "\"object_task\":\"aerial\""));
+    ClModelConfig back;
+    g_assert_true(cl_model_config_from_json(&back, json, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(back.object_task, ==, CL_OBJECTS_AERIAL);
+    ClModelConfig x = cfg;
+    x.n_objects = 9;
+    g_assert_false(cl_model_config_validate(&x, &err));
+    g_clear_error(&err);
+    x.n_objects = 0;
+    g_assert_false(cl_model_config_validate(&x, &err));
+    g_clear_error(&err);
+    g_autofree char *bad = g_strdup(json);
+    memcpy(strstr(bad, "\"aerial\""), "\"rivers\"", 8);
+    g_assert_false(cl_model_config_from_json(&x, bad, &err));
+    g_clear_error(&err);
+
+    /* convert: a model, and "checkpoints" holding an objects head and the tasks it trained on */
+    ClModelConfig plain;
+    g_assert_true(cl_model_config_preset(&plain, "tiny", &err));
+    g_autoptr(ClModel) m = cl_model_new_random(&plain, 3, &err);
+    g_assert_no_error(err);
+    g_autofree char *dir = g_dir_make_tmp("grounding-XXXXXX", &err);
+    g_autofree char *path = g_build_filename(dir, "m.safetensors", NULL);
+    g_assert_true(cl_model_save(m, path, "f32", &err));
+    const int K = CL_CONFIG_OBJECT_OUT, D = plain.enc_dim;
+    g_autofree float *w = g_new0(float, (gsize)K * D);
+    float b[CL_CONFIG_OBJECT_OUT] = { 0 };
+    b[1 + 4 + 2] = 0.5f;
+    const gint64 wshape[1] = { (gint64)K * D }, bshape[1] = { K };
+    const ClSafetensorsEntry e[2] = { { "aux.objects.weight", CL_DTYPE_F32, 1, wshape, w },
+                                      { "aux.objects.bias", CL_DTYPE_F32, 1, bshape, b } };
+    const char *const aerial_meta[] = { "train.options",
+                                        "{\"task\":\"radiograph,aerial+changed\",\"data\":\"\"}",
+                                        NULL };
+    const char *const photo_meta[] = { "train.options",
+                                       "{\"task\":\"photo-edits,photo-edits~2\",\"data\":\"\"}",
+                                       NULL };
+    g_autofree char *ck_aerial = g_build_filename(dir, "aerial.safetensors", NULL);
+    g_autofree char *ck_photo = g_build_filename(dir, "photo.safetensors", NULL);
+    g_assert_true(cl_safetensors_write(ck_aerial, e, 2, aerial_meta, NULL, &err));
+    g_assert_true(cl_safetensors_write(ck_photo, e, 2, photo_meta, NULL, &err));
+    g_autofree char *out = g_build_filename(dir, "out.safetensors", NULL);
+    const char *ok_args[] = {
+        "model", "convert", "--objects-from", ck_aerial, "--objects-task", "aerial", path, out, NULL
+    };
+    g_assert_cmpint(cl_fixture_run_cli(ok_args, NULL), ==, 0);
+    g_autoptr(ClModel) a = cl_model_load(out, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(a->config.object_task, ==, CL_OBJECTS_AERIAL);
+    g_assert_cmpint(a->config.n_objects, ==, cl_synth_aerial_n_kinds());
+    g_assert_cmpstr(a->config.object_names[2], ==, "trees");
+    g_assert_cmpfloat(a->w.enc_objects_b[1 + 4 + 2], ==, 0.5f);
+    /* the aerial head named as photo-edits' (the default), and the photo head as aerial's */
+    const char *wrong1[] = { "model", "convert", "--objects-from", ck_aerial, path, out, NULL };
+    g_autofree char *msg = NULL;
+    g_assert_cmpint(cl_fixture_run_cli(wrong1, &msg), ==, 1);
+    g_assert_nonnull(strstr(msg, "not on photo-edits"));
+    const char *wrong2[] = {
+        "model", "convert", "--objects-from", ck_photo, "--objects-task", "aerial", path, out, NULL
+    };
+    g_assert_cmpint(cl_fixture_run_cli(wrong2, NULL), ==, 1);
+    const char *photo_ok[] = { "model", "convert", "--objects-from", ck_photo, path, out, NULL };
+    g_assert_cmpint(cl_fixture_run_cli(photo_ok, NULL), ==, 0);
+    g_autoptr(ClModel) p = cl_model_load(out, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(p->config.object_task, ==, CL_OBJECTS_PHOTO_EDITS);
+    g_assert_cmpint(p->config.n_objects, ==, cl_synth_photo_n_objects());
+    const char *unknown[] = {
+        "model", "convert", "--objects-from", ck_aerial, "--objects-task", "rivers", path, out, NULL
+    };
+    g_assert_cmpint(cl_fixture_run_cli(unknown, NULL), ==, 2);
+    const char *alone[] = { "model", "convert", "--objects-task", "aerial", path, out, NULL };
+    g_assert_cmpint(cl_fixture_run_cli(alone, NULL), ==, 2);
+    g_unlink(out);
+    g_unlink(ck_aerial);
+    g_unlink(ck_photo);
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
 /* config.change_threshold: describe calls a change from the model's own threshold (a head that
  * gives every patch 0.7 calls one at the default 0.5 and none at 0.9: then no region, no object
  * and the answer steered to "No"); the value survives the JSON and bad values are refused. */
@@ -486,16 +762,76 @@ static void test_photo_model(void)
     g_assert_cmpint(placed, >=, 1);
 }
 
+/* The radiograph-and-aerial model on the demo tile (its trees in the centre cut down): with its
+ * aerial object head, the clause names the trees the head sees where the change is; the decoder
+ * alone takes them for a building. Needs the shipped model with that head and the pretrained
+ * stem. */
+static void test_aerial_model(void)
+{
+    const char *root = g_getenv("CL_SOURCE_ROOT");
+    root = root ? root : ".";
+    g_autofree char *path =
+        g_build_filename(root, "data", "models", "changelens-radiograph-aerial.safetensors", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClModel) model = cl_model_load(path, &err);
+    if (!model) {
+        g_test_skip(err->message);
+        return;
+    }
+    if (model->config.n_objects == 0 || model->config.object_task != CL_OBJECTS_AERIAL) {
+        g_test_skip("the radiograph-and-aerial model has no aerial object head");
+        return;
+    }
+    g_autofree char *stem = cl_pretrained_path(CL_EFFNET_FILE);
+    if (!g_file_test(stem, G_FILE_TEST_EXISTS)) {
+        g_test_skip("the pretrained EfficientNet-Lite0 is not installed (./run.sh fetches it)");
+        return;
+    }
+    g_autofree char *a = g_build_filename(root, "data", "demo", "aerial", "before.tif", NULL);
+    g_autofree char *b = g_build_filename(root, "data", "demo", "aerial", "after.tif", NULL);
+    g_autoptr(ClImage) ia = cl_image_load(a, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClImage) ib = cl_image_load(b, NULL, &err);
+    g_assert_no_error(err);
+    ClDescribeImage di[2] = { { .image = ia }, { .image = ib } };
+    g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
+    g_assert_no_error(err);
+    for (int grounded = 1; grounded >= 0; grounded--) {
+        ClDescribeOptions d;
+        cl_describe_options_init(&d);
+        d.heatmaps = FALSE;
+        d.grounding = grounded;
+        ClDescribeResult res;
+        g_assert_true(cl_describe_run(be, model, di, 2, &d, &res, &err));
+        g_assert_no_error(err);
+        g_test_message("%s: \"%s\" (object %s)", grounded ? "grounded" : "not grounded", res.text,
+                       res.object_name ? res.object_name : "none");
+        g_assert_cmpint(res.domain, ==, CL_CHAT_DOMAIN_AERIAL);
+        g_assert_cmpstr(res.object_name, ==, "trees");
+        g_assert_cmpint(res.regions.n, ==, 1);
+        if (grounded)
+            g_assert_cmpstr(res.text, ==, "the trees in the centre are cut down .");
+        else
+            g_assert_null(strstr(res.text, "trees"));
+        cl_describe_result_clear(&res);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/grounding/text", test_text);
     g_test_add_func("/grounding/objects", test_objects);
     g_test_add_func("/grounding/places", test_places);
+    g_test_add_func("/grounding/aerial-nouns", test_aerial_nouns);
+    g_test_add_func("/grounding/aerial-kinds", test_aerial_kinds);
+    g_test_add_func("/grounding/region-objects", test_region_objects);
+    g_test_add_func("/grounding/object-task", test_object_task);
     g_test_add_func("/grounding/regions", test_regions);
     g_test_add_func("/grounding/changed-object", test_changed_object);
     g_test_add_func("/grounding/object-config", test_object_config);
     g_test_add_func("/grounding/change-threshold", test_change_threshold);
     g_test_add_func("/grounding/photo-model", test_photo_model);
+    g_test_add_func("/grounding/aerial-model", test_aerial_model);
     return g_test_run();
 }

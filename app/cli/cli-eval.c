@@ -72,7 +72,7 @@ static gboolean write_answers(const char *path, const ClEvalResult *r, GError **
 typedef struct {
     char *model_path, *random_init, *task, *device, *answers_path, *stream;
     gint64 n, max_tokens, baseline_n, examples, images, seed, init_seed, sparse_topk;
-    gboolean json, no_ppl, greedy_numbers;
+    gboolean json, no_ppl, greedy_numbers, grounded;
     int sink, window;
 } EvalArgs;
 
@@ -123,6 +123,11 @@ static int parse_eval_options(int argc, char **argv, EvalArgs *a)
           "reference; prediction; exact)",
           "FILE" },
         { "no-perplexity", 0, 0, G_OPTION_ARG_NONE, &a->no_ppl, "Skip the perplexity pass", NULL },
+        { "grounded", 0, 0, G_OPTION_ARG_NONE, &a->grounded,
+          "Answer as describe answers the task's files: in the task's domain (aerial tiles, "
+          "radiographs), with the change gate and grounding (docs/MODEL.md §3.13); default: the "
+          "decoder alone",
+          NULL },
         { "stream", 0, 0, G_OPTION_ARG_STRING, &a->stream,
           "Answer with streaming KV caches: the first SINK positions and the last WINDOW ones "
           "(e.g. 64+256)",
@@ -221,6 +226,7 @@ static void eval_options(const EvalArgs *a, const ClBackend *be, ClEvalOptions *
     o->dot_images = (int)a->images;
     o->n_examples = (int)a->examples;
     o->median_numbers = !a->greedy_numbers;
+    o->grounded = a->grounded;
     o->stream_sink = a->sink;
     o->stream_window = a->window;
     if (a->sparse_topk >= 0) {

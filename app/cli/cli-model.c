@@ -24,7 +24,7 @@ static const char model_usage[] =
     "       [--dtype f32|f16|bf16] [--tokenizer TOK.json] --out FILE\n"
     "                                  write a randomly initialised model\n"
     "  info [--json] FILE              config, parameters, dtypes, sha256, tokenizer size\n"
-    "  convert [--dtype D] [--quantize q8_0|q4_1] [--objects-from CHECKPOINT]\n"
+    "  convert [--dtype D] [--quantize q8_0|q4_1] [--objects-from CHECKPOINT [--objects-task T]]\n"
     "          [--change-threshold P] IN OUT\n"
     "                                  rewrite a model file (safetensors or GGUF) in another\n"
     "                                  dtype, or with its decoder matrices quantized\n"
@@ -264,10 +264,46 @@ static int cmd_info(int argc, char **argv)
 
 /* ---- convert -------------------------------------------------------------------------------- */
 
-/* --objects-from: the model with the object head (config.n_objects, photo-edits' objects) whose
- * weights are the trainer's objects head in `ckpt` ("aux.objects.weight", "aux.objects.bias") */
-static ClModel *with_object_head(const ClModel *model, const char *ckpt, GError **error)
+/* whether the checkpoint's training tasks ("train.options" "task", e.g. "radiograph,aerial+changed,
+ * photo-edits~2") include `task`; TRUE when it does not say (data from files) */
+static gboolean trained_on(const ClSafetensors *st, const char *task, char **tasks)
 {
+    *tasks = NULL;
+    const char *opts = cl_safetensors_metadata(st, "train.options");
+    g_autoptr(JsonParser) p = json_parser_new();
+    if (!opts || !json_parser_load_from_data(p, opts, -1, NULL) ||
+        !JSON_NODE_HOLDS_OBJECT(json_parser_get_root(p)))
+        return TRUE;
+    JsonObject *o = json_node_get_object(json_parser_get_root(p));
+    const char *list = json_object_has_member(o, "task")
+                           ? json_object_get_string_member_with_default(o, "task", NULL)
+                           : NULL;
+    if (!list || !*list)
+        return TRUE;
+    *tasks = g_strdup(list);
+    g_auto(GStrv) parts = g_strsplit(list, ",", -1);
+    for (int i = 0; parts[i]; i++) {
+        const gsize n = strcspn(parts[i], "+~"); /* the mix's suffixes: "+changed", "~2" */
+        if (n == strlen(task) && strncmp(parts[i], task, n) == 0)
+            return TRUE;
+    }
+    return FALSE;
+}
+
+/* --objects-from: the model with the object head (config.n_objects) whose weights are the
+ * trainer's objects head in `ckpt` ("aux.objects.weight", "aux.objects.bias") and whose classes
+ * are those of `task` (--objects-task): photo-edits' objects, or the aerial task's kinds */
+static ClModel *with_object_head(const ClModel *model, const char *ckpt, const char *task,
+                                 GError **error)
+{
+    ClObjectTask coding;
+    if (!cl_object_task_from_name(task, &coding)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "--objects-task %s: the object head's classes are those of photo-edits or "
+                    "aerial",
+                    task);
+        return NULL;
+    }
     g_autoptr(ClSafetensors) st = cl_safetensors_open(ckpt, error);
     if (!st)
         return NULL;
@@ -283,10 +319,27 @@ static ClModel *with_object_head(const ClModel *model, const char *ckpt, GError 
                     ckpt, K, D, K);
         return NULL;
     }
+    /* a head trained on other tasks' objects does not know these classes */
+    g_autofree char *tasks = NULL;
+    if (!trained_on(st, task, &tasks)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "%s: its objects head was trained on %s, not on %s: its labels are not %s's "
+                    "classes (name the task it learnt with --objects-task photo-edits|aerial)",
+                    ckpt, tasks, task, task);
+        return NULL;
+    }
     ClModelConfig cfg = model->config;
-    cfg.n_objects = cl_synth_photo_n_objects();
-    for (int c = 0; c < cfg.n_objects; c++)
-        g_strlcpy(cfg.object_names[c], cl_synth_photo_object_name(c), CL_CONFIG_OBJECT_NAME);
+    cfg.object_task = coding;
+    memset(cfg.object_names, 0, sizeof cfg.object_names);
+    if (coding == CL_OBJECTS_AERIAL) {
+        cfg.n_objects = cl_synth_aerial_n_kinds();
+        for (int c = 0; c < cfg.n_objects; c++)
+            g_strlcpy(cfg.object_names[c], cl_synth_aerial_kind_name(c), CL_CONFIG_OBJECT_NAME);
+    } else {
+        cfg.n_objects = cl_synth_photo_n_objects();
+        for (int c = 0; c < cfg.n_objects; c++)
+            g_strlcpy(cfg.object_names[c], cl_synth_photo_object_name(c), CL_CONFIG_OBJECT_NAME);
+    }
     ClModel *m = cl_model_reshaped(model, &cfg, 0, "enc.objects.", error);
     if (!m)
         return NULL;
@@ -298,7 +351,7 @@ static ClModel *with_object_head(const ClModel *model, const char *ckpt, GError 
 
 static int cmd_convert(int argc, char **argv)
 {
-    g_autofree char *dtype = NULL, *quantize = NULL, *objects_from = NULL;
+    g_autofree char *dtype = NULL, *quantize = NULL, *objects_from = NULL, *objects_task = NULL;
     double change_threshold = 0, sure_logprob = 0;
     gboolean no_objects = FALSE;
     GOptionEntry entries[] = {
@@ -310,9 +363,14 @@ static int cmd_convert(int argc, char **argv)
           "(docs/MODEL.md §7)",
           "q8_0|q4_1" },
         { "objects-from", 0, 0, G_OPTION_ARG_FILENAME, &objects_from,
-          "Add the object head (photo-edits' objects, docs/MODEL.md §3.13) from a training "
-          "checkpoint's objects loss head",
+          "Add the object head (docs/MODEL.md §3.13) from a training checkpoint's objects loss "
+          "head",
           "CHECKPOINT" },
+        { "objects-task", 0, 0, G_OPTION_ARG_STRING, &objects_task,
+          "With --objects-from: the task whose objects the head learnt, and so its classes: "
+          "photo-edits' pasted objects (default) or the aerial task's kinds (building, road, "
+          "trees, water); the checkpoint must have been trained on it",
+          "photo-edits|aerial" },
         { "no-objects", 0, 0, G_OPTION_ARG_NONE, &no_objects,
           "Leave the object head and its class names out (a model grafted from the photo "
           "model and trained on other images, whose objects are not those classes)",
@@ -332,14 +390,22 @@ static int cmd_convert(int argc, char **argv)
     g_autoptr(GError) err = NULL;
     if (!cl_cli_parse_options(ctx, PROG, &argc, &argv))
         return CL_CLI_EXIT_USAGE;
-    if (!dtype && !quantize && change_threshold == 0 && sure_logprob == 0 && !no_objects)
+    if (!dtype && !quantize && change_threshold == 0 && sure_logprob == 0 && !no_objects &&
+        !objects_from && !objects_task)
         return cl_cli_usage_error(PROG, "--dtype f32|f16|bf16, --quantize q8_0|q4_1, "
-                                        "--change-threshold P, --sure-logprob L or --no-objects "
-                                        "is required");
+                                        "--change-threshold P, --sure-logprob L, --objects-from "
+                                        "CHECKPOINT or --no-objects is required");
     if (sure_logprob > 0)
         return cl_cli_usage_error(PROG, "--sure-logprob is a log-probability: below 0");
     if (no_objects && objects_from)
         return cl_cli_usage_error(PROG, "--no-objects and --objects-from exclude each other");
+    if (objects_task && !objects_from)
+        return cl_cli_usage_error(PROG, "--objects-task names the classes of --objects-from's "
+                                        "head: give --objects-from CHECKPOINT");
+    ClObjectTask coding;
+    if (objects_task && !cl_object_task_from_name(objects_task, &coding))
+        return cl_cli_usage_error(PROG, "unknown --objects-task '%s' (photo-edits or aerial)",
+                                  objects_task);
     const char *dt = dtype_arg(dtype ? dtype : "f32");
     if (!dt)
         return cl_cli_usage_error(PROG, "unknown --dtype '%s' (f32, f16 or bf16)", dtype);
@@ -373,7 +439,8 @@ static int cmd_convert(int argc, char **argv)
         }
     }
     if (objects_from) {
-        ClModel *with = with_object_head(model, objects_from, &err);
+        ClModel *with = with_object_head(model, objects_from,
+                                         objects_task ? objects_task : "photo-edits", &err);
         if (!with)
             return fail(err);
         cl_model_free(model);
@@ -382,6 +449,7 @@ static int cmd_convert(int argc, char **argv)
     if (no_objects && model->config.n_objects > 0) {
         ClModelConfig cfg = model->config;
         cfg.n_objects = 0;
+        cfg.object_task = CL_OBJECTS_PHOTO_EDITS;
         memset(cfg.object_names, 0, sizeof cfg.object_names);
         ClModel *without = cl_model_reshaped(model, &cfg, 0, "enc.objects.", &err);
         if (!without)

@@ -245,6 +245,12 @@ static gboolean check_shapes(const ClModelConfig *c, GError **error)
         CONFIG_FAIL("config: sure_logprob is a log-probability: below 0 (0: none)");
         return FALSE;
     }
+    if (c->object_task != CL_OBJECTS_PHOTO_EDITS &&
+        (c->object_task != CL_OBJECTS_AERIAL || c->n_objects < 1 || c->n_objects > 8)) {
+        CONFIG_FAIL("config: object_task aerial needs 1 to 8 object_names (the head's colour "
+                    "labels)");
+        return FALSE;
+    }
     if (c->change_marker && !c->change_head) {
         CONFIG_FAIL("config: change_marker needs change_head (the marker follows its "
                     "probabilities)");
@@ -631,6 +637,23 @@ const char *cl_casa_variant_name(ClCasaVariant v)
     return (unsigned)v < G_N_ELEMENTS(casa_names) ? casa_names[v] : "?";
 }
 
+static const char *const object_task_names[] = { "photo-edits", "aerial" };
+
+const char *cl_object_task_name(ClObjectTask t)
+{
+    return (unsigned)t < G_N_ELEMENTS(object_task_names) ? object_task_names[t] : "?";
+}
+
+gboolean cl_object_task_from_name(const char *name, ClObjectTask *out)
+{
+    for (gsize i = 0; i < G_N_ELEMENTS(object_task_names); i++)
+        if (g_strcmp0(name, object_task_names[i]) == 0) {
+            *out = (ClObjectTask)i;
+            return TRUE;
+        }
+    return FALSE;
+}
+
 gboolean cl_casa_variant_from_name(const char *name, ClCasaVariant *out)
 {
     for (gsize i = 0; i < G_N_ELEMENTS(casa_names); i++)
@@ -733,6 +756,16 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_int(v, k, &c->ood, error);
     if (strcmp(k, "object_names") == 0)
         return parse_object_names(c, v, error);
+    if (strcmp(k, "object_task") == 0) {
+        const char *name = JSON_NODE_HOLDS_VALUE(v) && json_node_get_value_type(v) == G_TYPE_STRING
+                               ? json_node_get_string(v)
+                               : NULL;
+        if (!cl_object_task_from_name(name, &c->object_task)) {
+            CONFIG_FAIL("config: object_task must be \"photo-edits\" or \"aerial\"");
+            return FALSE;
+        }
+        return TRUE;
+    }
     if (strcmp(k, "stem") == 0) {
         const char *stem = JSON_NODE_HOLDS_VALUE(v) && json_node_get_value_type(v) == G_TYPE_STRING
                                ? json_node_get_string(v)
@@ -894,6 +927,9 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         for (int i = 0; i < c->n_objects; i++)
             g_string_append_printf(s, "%s\"%s\"", i ? "," : "", c->object_names[i]);
         g_string_append_c(s, ']');
+        if (c->object_task != CL_OBJECTS_PHOTO_EDITS)
+            g_string_append_printf(s, ",\"object_task\":\"%s\"",
+                                   cl_object_task_name(c->object_task));
     }
     if (c->casa != CL_CASA_OFF)
         g_string_append_printf(s, ",\"casa\":\"%s\"", cl_casa_variant_name(c->casa));

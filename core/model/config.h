@@ -44,6 +44,13 @@ typedef enum {
     CL_CASA_SHARED, /* CA^φ: CA with the layer's self-attention projections */
 } ClCasaVariant;
 
+/* config.object_task: how the object head's class c is coded in its labels (the synthetic task
+ * whose objects the head was trained on, docs/MODEL.md §3.13) */
+typedef enum {
+    CL_OBJECTS_PHOTO_EDITS, /* shape c / 8 % 4, colour c % 8, size c / 32 (default) */
+    CL_OBJECTS_AERIAL,      /* the aerial task's kind c, kept in the colour labels: colour c */
+} ClObjectTask;
+
 /* config.n_objects: classes at most, a name's bytes at most (with its NUL), the head's logits */
 #define CL_CONFIG_MAX_OBJECTS 64
 #define CL_CONFIG_OBJECT_NAME 32
@@ -102,10 +109,13 @@ typedef struct {
      * trainer's objects loss made part of the model: logit 0 "the patch shows an object",
      * logits 1 + j the synthetic objects' attribute labels j (4 shapes, 8 colours, 2 sizes,
      * 2 materials). Class c (object_names[c], c < n_objects) is the object whose labels are
-     * shape c / 8 % 4, colour c % 8, size c / 32: how photo-edits codes its objects. describe
-     * names the changed object by it (docs/MODEL.md §3.13). JSON "object_names": [...]. */
+     * shape c / 8 % 4, colour c % 8, size c / 32: how photo-edits codes its objects; with
+     * object_task aerial, the one whose colour label is c (the aerial task's kinds, at most 8).
+     * describe names the changed object by it (docs/MODEL.md §3.13). JSON "object_names":
+     * [...], "object_task": "aerial" (absent: photo-edits). */
     int n_objects;
     char object_names[CL_CONFIG_MAX_OBJECTS][CL_CONFIG_OBJECT_NAME];
+    ClObjectTask object_task;
     /* K > 0: the training images' descriptors (docs/MODEL.md §3.11): "ood.mean", "ood.var" [2C],
      * "ood.bank" [K, 2C], "ood.threshold" [1], C = cl_config_ood_channels; an image whose
      * pooled features score above the threshold is unlike the training images (a notice) */
@@ -192,6 +202,9 @@ const char *cl_sve_variant_name(ClSveVariant v);
 const char *cl_casa_variant_name(ClCasaVariant v);
 gboolean cl_casa_variant_from_name(const char *name, ClCasaVariant *out);
 gboolean cl_sve_variant_from_name(const char *name, ClSveVariant *out);
+/* "photo-edits", "aerial" */
+const char *cl_object_task_name(ClObjectTask t);
+gboolean cl_object_task_from_name(const char *name, ClObjectTask *out);
 /* "own", "null" */
 const char *cl_sve_first_name(ClSveFirst f);
 gboolean cl_sve_first_from_name(const char *name, ClSveFirst *out);

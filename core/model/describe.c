@@ -281,7 +281,23 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
             if (out->change_max >= cl_config_change_threshold(cfg))
                 cl_grounding_change_regions(eo.change_prob, eo.grid, &out->letterbox[t],
                                             &out->regions);
-            if (cfg->n_objects > 0 && out->regions.n > 0)
+            if (cfg->n_objects > 0 && out->regions.n > 0 && cfg->object_task == CL_OBJECTS_AERIAL) {
+                /* the aerial kinds, region by region, among those a clause can name (water
+                 * never changes) */
+                if (out->domain == CL_CHAT_DOMAIN_AERIAL) {
+                    gboolean named[CL_CONFIG_MAX_OBJECTS] = { FALSE };
+                    for (int c = 0; c < cfg->n_objects; c++)
+                        for (int i = 0; cl_grounding_aerial_nouns[i]; i++)
+                            named[c] = named[c] || strcmp(cfg->object_names[c],
+                                                          cl_grounding_aerial_noun_kinds[i]) == 0;
+                    double shares[CL_GROUNDING_MAX_REGIONS];
+                    cl_grounding_region_objects(prev_objects, eo.object_logits, eo.change_prob,
+                                                eo.grid, cfg->object_task, cfg->n_objects, named,
+                                                out->region_objects, shares);
+                    out->object = out->region_objects[0];
+                    out->object_share = shares[0];
+                }
+            } else if (cfg->n_objects > 0 && out->regions.n > 0)
                 out->object =
                     cl_grounding_changed_object(prev_objects, eo.object_logits, eo.change_prob,
                                                 eo.n_patches, cfg->n_objects, &out->object_share);
@@ -366,9 +382,9 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     /* grounding: the position phrases to the changed regions' cells, the object named to the
      * object head's class */
     gboolean allowed_cells[9] = { FALSE }, allowed_from[9] = { FALSE };
-    gboolean allowed_objects[CL_CONFIG_MAX_OBJECTS] = { FALSE };
+    gboolean allowed_objects[CL_CONFIG_MAX_OBJECTS] = { FALSE }, allowed_nouns[8] = { FALSE };
     const char *object_names[CL_CONFIG_MAX_OBJECTS + 1] = { NULL };
-    ClGroundingSlot slots[2];
+    ClGroundingSlot slots[3];
     int n_slots = 0;
     if (opts->grounding && out->regions.n > 0 && opts->beam_size == 1 &&
         (!opts->turns || opts->change_gate_turns) && (!opts->question || !*opts->question)) {
@@ -390,7 +406,22 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
             slots[n_slots++] = (ClGroundingSlot){ cl_grounding_position_names, allowed_cells,
                                                   CL_GROUNDING_AFTER_PREPOSITION, allowed_from };
         }
-        if (out->object >= 0) {
+        if (out->domain == CL_CHAT_DOMAIN_AERIAL && cfg->object_task == CL_OBJECTS_AERIAL) {
+            /* each clause's object (its determiner with it: "the trees", "a new house") to the
+             * kinds the object head sees in the regions */
+            for (int i = 0; cl_grounding_aerial_nouns[i]; i++)
+                for (int r = 0; r < out->regions.n; r++)
+                    if (out->region_objects[r] >= 0 &&
+                        strcmp(cfg->object_names[out->region_objects[r]],
+                               cl_grounding_aerial_noun_kinds[i]) == 0)
+                        allowed_nouns[i] = TRUE;
+            gboolean any = FALSE;
+            for (int i = 0; cl_grounding_aerial_nouns[i]; i++)
+                any = any || allowed_nouns[i];
+            if (any)
+                slots[n_slots++] = (ClGroundingSlot){ cl_grounding_aerial_nouns, allowed_nouns,
+                                                      CL_GROUNDING_CLAUSE_START, NULL };
+        } else if (out->object >= 0 && cfg->object_task == CL_OBJECTS_PHOTO_EDITS) {
             for (int c = 0; c < cfg->n_objects; c++)
                 object_names[c] = cfg->object_names[c];
             allowed_objects[out->object] = TRUE;
@@ -476,6 +507,8 @@ gboolean cl_describe_run(ClBackend *be, const ClModel *model, const ClDescribeIm
     memset(out, 0, sizeof *out);
     out->change_max = -1;
     out->object = -1;
+    for (int i = 0; i < CL_GROUNDING_MAX_REGIONS; i++)
+        out->region_objects[i] = -1;
     out->ids = g_array_new(FALSE, FALSE, sizeof(gint32));
     out->heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);
     out->layer_heatmaps = g_ptr_array_new_with_free_func((GDestroyNotify)cl_heatmap_free);

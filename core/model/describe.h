@@ -85,11 +85,13 @@ typedef struct {
      * question, as an evaluation's samples do); FALSE (default): only for the domain's own */
     gboolean change_gate_turns;
     /* config.change_head, greedy: when the head calls a change, a position phrase of the
-     * answer ("at the top left") is held to the cells of the changed regions it found, and with
-     * config.n_objects the object the answer names (after its opening "A", "An" or "The") to
+     * answer ("at the top left"; aerial tiles: the place phrase with its preposition, "in the
+     * centre") is held to the cells of the changed regions it found, and with config.n_objects
+     * the object the answer names (after its opening "A", "An" or "The"; with object_task
+     * aerial, on aerial tiles: the object opening each clause, "the trees", "a new house") to
      * the one the object head sees there (grounding.h, docs/MODEL.md §3.13); as change_gate
-     * with `turns`. Positions not for radiographs, whose left and right are the patient's, nor
-     * aerial tiles, whose phrases take their own prepositions (default TRUE) */
+     * with `turns`. Positions not for radiographs, whose left and right are the patient's
+     * (default TRUE) */
     gboolean grounding;
     ClTokenCallback on_token;       /* streaming, see generate.h; may be NULL */
     ClDescribeProgress on_progress; /* before each image's encoding and before the generation;
@@ -129,9 +131,11 @@ typedef struct {
     ClChangeRegions regions; /* config.change_head: the last image's changed regions (none when
                               * no change is called) */
     /* config.n_objects: the class the object head sees in them (config.object_names), -1
-     * when none; its share of the classes' probability */
+     * when none; its share of the classes' probability. With object_task aerial (aerial tiles
+     * only): the first region's, and region_objects[i] each region's (-1 when none) */
     int object;
     double object_share;
+    int region_objects[CL_GROUNDING_MAX_REGIONS];
     char *object_name;   /* its name (config.object_names), NULL when none */
     double *encode_ms;   /* (n_images) each image's encoder pass(es) */
     double prefill_ms;   /* the prompt through the decoder */

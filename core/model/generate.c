@@ -284,11 +284,15 @@ static void constrain_first(const Gen *g, float *logits)
  * regardless (a model that wants nothing allowed there) */
 #define MAX_SLOT_TRIES 64
 
-/* whether the text with token id appended keeps every slot's phrase to the allowed ones */
+/* whether the text with token id appended keeps every slot's phrase to the allowed ones; the
+ * answer's end closes the text as a full stop would (an answer may not end inside a phrase: "a
+ * new" where only "a new house" is allowed) */
 static gboolean slot_ok(const Gen *g, const GString *text, gint32 id)
 {
     gsize len = 0;
-    const char *b = cl_tokenizer_token_bytes(g->model->tokenizer, id, &len);
+    const char *b = is_end(id) ? "." : cl_tokenizer_token_bytes(g->model->tokenizer, id, &len);
+    if (is_end(id))
+        len = 1;
     char buf[64 + 64];
     const gsize keep = MIN(text->len, (gsize)64), add = b ? MIN(len, (gsize)64) : 0;
     memcpy(buf, text->str + text->len - keep, keep);

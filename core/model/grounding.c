@@ -17,10 +17,20 @@ const char *const cl_grounding_place_names[10] = {
     "at the bottom right", NULL,
 };
 
+const char *const cl_grounding_aerial_nouns[9] = {
+    "a building", "the building", "a house",    "a new house", "a road",
+    "a new road", "the trees",    "some trees", NULL,
+};
+
+const char *const cl_grounding_aerial_noun_kinds[8] = {
+    "building", "building", "building", "building", "road", "road", "trees", "trees",
+};
+
 /* ---- the regions ------------------------------------------------------------------------------ */
 
 typedef struct {
     double mass, sx, sy; /* Σp, Σp·x, Σp·y in model pixels */
+    int id;              /* 1 + its index in the order found */
 } Region;
 
 static int region_cmp(const void *a, const void *b)
@@ -29,24 +39,25 @@ static int region_cmp(const void *a, const void *b)
     return x->mass > y->mass ? -1 : x->mass < y->mass ? 1 : 0;
 }
 
-void cl_grounding_change_regions(const float *prob, int grid, const ClLetterbox *lb,
-                                 ClChangeRegions *out)
+/* The 8-connected groups of patches at 0.5 or above, largest mass first, those kept: the first,
+ * and a second whose mass is at least a third of the first's (at most CL_GROUNDING_MAX_REGIONS).
+ * label (N, may be NULL): 1 + the kept region's index of each patch, 0 elsewhere. Returns how
+ * many were kept. */
+static int find_regions(const float *prob, int grid, double P, int *label,
+                        Region out[CL_GROUNDING_MAX_REGIONS])
 {
-    memset(out, 0, sizeof *out);
-    if (!prob || grid <= 0 || !lb || lb->content_w <= 0 || lb->content_h <= 0)
-        return;
     const int N = grid * grid;
-    const double P = (double)lb->size / grid;
-    g_autofree int *label = g_new0(int, N); /* 0: not taken, else 1 + the region's index */
+    g_autofree int *own = g_new0(int, N); /* 0: not taken, else 1 + the group's index */
     g_autofree int *stack = g_new(int, N);
     g_autoptr(GArray) regions = g_array_new(FALSE, TRUE, sizeof(Region));
     for (int p0 = 0; p0 < N; p0++) {
-        if (label[p0] || !(prob[p0] >= 0.5f))
+        if (own[p0] || !(prob[p0] >= 0.5f))
             continue;
         Region r = { 0 };
+        r.id = (int)regions->len + 1;
         int top = 0;
         stack[top++] = p0;
-        label[p0] = (int)regions->len + 1;
+        own[p0] = r.id;
         while (top > 0) {
             const int p = stack[--top], row = p / grid, col = p % grid;
             r.mass += prob[p];
@@ -58,8 +69,8 @@ void cl_grounding_change_regions(const float *prob, int grid, const ClLetterbox 
                     if (rr < 0 || rr >= grid || cc < 0 || cc >= grid)
                         continue;
                     const int q = rr * grid + cc;
-                    if (!label[q] && prob[q] >= 0.5f) {
-                        label[q] = (int)regions->len + 1;
+                    if (!own[q] && prob[q] >= 0.5f) {
+                        own[q] = r.id;
                         stack[top++] = q;
                     }
                 }
@@ -67,10 +78,32 @@ void cl_grounding_change_regions(const float *prob, int grid, const ClLetterbox 
         g_array_append_val(regions, r);
     }
     g_array_sort(regions, region_cmp);
-    for (guint i = 0; i < regions->len && out->n < CL_GROUNDING_MAX_REGIONS; i++) {
+    int n = 0;
+    for (guint i = 0; i < regions->len && n < CL_GROUNDING_MAX_REGIONS; i++) {
         const Region *r = &g_array_index(regions, Region, i);
         if (i > 0 && r->mass < g_array_index(regions, Region, 0).mass / 3)
             break;
+        out[n++] = *r;
+    }
+    for (int p = 0; label && p < N; p++) {
+        label[p] = 0;
+        for (int i = 0; own[p] && i < n; i++)
+            if (out[i].id == own[p])
+                label[p] = i + 1;
+    }
+    return n;
+}
+
+void cl_grounding_change_regions(const float *prob, int grid, const ClLetterbox *lb,
+                                 ClChangeRegions *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!prob || grid <= 0 || !lb || lb->content_w <= 0 || lb->content_h <= 0)
+        return;
+    Region kept[CL_GROUNDING_MAX_REGIONS];
+    const int n = find_regions(prob, grid, (double)lb->size / grid, NULL, kept);
+    for (int i = 0; i < n; i++) {
+        const Region *r = &kept[i];
         const double x = CLAMP((r->sx / r->mass - lb->off_x) / lb->content_w, 0.0, 1.0);
         const double y = CLAMP((r->sy / r->mass - lb->off_y) / lb->content_h, 0.0, 1.0);
         const int col = MIN((int)(x * 3), 2), row = MIN((int)(y * 3), 2);
@@ -148,6 +181,20 @@ static gboolean sentence_context(const char *s, int at, gboolean whole)
     return b >= 2 && s[b - 1] == ' ' && (s[b - 2] == '.' || s[b - 2] == '!' || s[b - 2] == '?');
 }
 
+/* whether s[0, at) opens a clause: the text's start when `whole`, or "and " or a punctuation mark
+ * and a space before */
+static gboolean clause_context(const char *s, int at, gboolean whole)
+{
+    if (at == 0)
+        return whole;
+    if (at < 2 || s[at - 1] != ' ')
+        return FALSE;
+    if (g_ascii_ispunct(s[at - 2]))
+        return TRUE;
+    const Span w = word_before(s, at - 1);
+    return span_is(w, "and", 3) && (w.p == s ? whole : !g_ascii_isalpha(w.p[-1]));
+}
+
 /* whether s[0, at) ends with "<preposition> the "; *from: the preposition is "from" */
 static gboolean position_context(const char *s, int at, gboolean *from)
 {
@@ -186,9 +233,13 @@ gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
     if (e > 0 && g_ascii_isalpha(s[e - 1])) {
         partial = word_before(s, e);
         e = (int)(partial.p - s);
-        if (e < 1 || s[e - 1] != ' ')
+        if (e == 0 && whole && slot->context == CL_GROUNDING_CLAUSE_START) {
+            /* the answer's first word: a clause's opening */
+        } else if (e < 1 || s[e - 1] != ' ') {
             return TRUE; /* glued to what comes before: not a phrase's word */
-        e--;
+        } else {
+            e--;
+        }
     } else if (e > 0 && s[e - 1] == ' ') {
         open = TRUE;
         e--;
@@ -216,6 +267,9 @@ gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
          * (yet) */
         const Span w0 = k > 0 ? run[k - 1] : partial;
         if (!span_is(w0, "at", 2) && !span_is(w0, "in", 2) && !span_is(w0, "on", 2))
+            return TRUE;
+    } else if (slot->context == CL_GROUNDING_CLAUSE_START) {
+        if (!clause_context(s, first, whole))
             return TRUE;
     } else if (!(slot->context == CL_GROUNDING_SENTENCE_START
                      ? sentence_context(s, first, whole)
@@ -298,4 +352,77 @@ int cl_grounding_changed_object(const float *before, const float *after, const f
         *share = 1.0 / z;
     }
     return best;
+}
+
+/* the head's labels (logit 1 + j) of class c in the coding `task`; returns how many */
+static int class_labels(ClObjectTask task, int c, int labels[3])
+{
+    if (task == CL_OBJECTS_AERIAL) {
+        labels[0] = 4 + c; /* the kind travels as the colour */
+        return 1;
+    }
+    labels[0] = c / 8 % 4, labels[1] = 4 + c % 8, labels[2] = 12 + c / 32;
+    return 3;
+}
+
+int cl_grounding_region_objects(const float *before, const float *after, const float *prob,
+                                int grid, ClObjectTask task, int n_classes,
+                                const gboolean *candidates, int classes[CL_GROUNDING_MAX_REGIONS],
+                                double shares[CL_GROUNDING_MAX_REGIONS])
+{
+    const int K = CL_CONFIG_OBJECT_OUT;
+    const int max_classes = task == CL_OBJECTS_AERIAL ? 8 : CL_CONFIG_MAX_OBJECTS;
+    for (int i = 0; i < CL_GROUNDING_MAX_REGIONS; i++) {
+        classes[i] = -1;
+        if (shares)
+            shares[i] = 0;
+    }
+    if (!prob || grid <= 0 || n_classes <= 0 || n_classes > max_classes || (!before && !after))
+        return 0;
+    gboolean any = FALSE;
+    for (int c = 0; c < n_classes; c++)
+        any = any || !candidates || candidates[c];
+    if (!any)
+        return 0;
+    const int N = grid * grid;
+    g_autofree int *label = g_new0(int, N);
+    Region kept[CL_GROUNDING_MAX_REGIONS];
+    const int n = find_regions(prob, grid, 1.0, label, kept);
+    int labels[CL_CONFIG_MAX_OBJECTS][3], n_labels[CL_CONFIG_MAX_OBJECTS];
+    for (int c = 0; c < n_classes; c++)
+        n_labels[c] = class_labels(task, c, labels[c]);
+    for (int i = 0; i < n; i++) {
+        double score[CL_CONFIG_MAX_OBJECTS] = { 0 };
+        for (int p = 0; p < N; p++) {
+            if (label[p] != i + 1)
+                continue;
+            const float *z[2] = { before ? before + (size_t)p * K : NULL,
+                                  after ? after + (size_t)p * K : NULL };
+            for (int c = 0; c < n_classes; c++) {
+                /* how likely the patch shows class c, before and after (0 without the image) */
+                double shows[2] = { 0, 0 };
+                for (int t = 0; t < 2; t++) {
+                    if (!z[t])
+                        continue;
+                    double l = log_sigmoid(z[t][0]);
+                    for (int j = 0; j < n_labels[c]; j++)
+                        l += log_sigmoid(z[t][1 + labels[c][j]]);
+                    shows[t] = exp(l);
+                }
+                score[c] += prob[p] * fabs(shows[1] - shows[0]);
+            }
+        }
+        int best = -1;
+        double sum = 0;
+        for (int c = 0; c < n_classes; c++)
+            if (!candidates || candidates[c]) {
+                sum += score[c];
+                if (best < 0 || score[c] > score[best])
+                    best = c;
+            }
+        classes[i] = best;
+        if (shares)
+            shares[i] = sum > 0 ? score[best] / sum : 0;
+    }
+    return n;
 }

@@ -6,6 +6,7 @@
 
 #include <glib.h>
 
+#include "model/config.h"
 #include "model/preprocess.h"
 
 G_BEGIN_DECLS
@@ -16,6 +17,12 @@ extern const char *const cl_grounding_position_names[10];
 /* The same positions with the prepositions the aerial task's sentences take (LEVIR-CC's): "at
  * the top left", "at the top", …, "on the left", "in the centre", …, NULL-ended. */
 extern const char *const cl_grounding_place_names[10];
+/* The aerial task's clauses open with their object: "a building", "the building", "a house", "a
+ * new house", "a road", "a new road", "the trees", "some trees" (LEVIR-CC's, core/synth/aerial.c),
+ * NULL-ended; cl_grounding_aerial_noun_kinds[i] is the kind (the aerial object head's class name,
+ * cl_synth_aerial_kind_name) that phrase i names. */
+extern const char *const cl_grounding_aerial_nouns[9];
+extern const char *const cl_grounding_aerial_noun_kinds[8];
 
 #define CL_GROUNDING_MAX_REGIONS 2
 
@@ -43,6 +50,10 @@ typedef enum {
     /* the phrases hold their prepositions (cl_grounding_place_names): a run of their words that
      * starts with "at", "in" or "on", anywhere */
     CL_GROUNDING_PLACE,
+    /* the phrases hold their determiners (cl_grounding_aerial_nouns): a run of their words that
+     * opens a clause — the answer's start, or after "and" or a punctuation mark ("at the top" is
+     * none: its "the" follows a preposition) */
+    CL_GROUNDING_CLAUSE_START,
 } ClGroundingContext;
 
 /* A set of phrases, the ones allowed, and where they are said. phrases: NULL-ended, words of
@@ -75,5 +86,19 @@ gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
  * is at 0.5. *share: the best class's share of exp(score) over the classes (may be NULL). */
 int cl_grounding_changed_object(const float *before, const float *after, const float *prob, int N,
                                 int n_classes, double *share);
+
+/* The class whose presence changed in each changed region (the regions of
+ * cl_grounding_change_regions on the same prob, grid × grid patches, in its order): with
+ * shows_t(c, p) = σ(objectness) · Π σ(c's label logits) of image t at patch p — class c's labels
+ * in the head's coding `task` (config.object_task; aerial: the colour label c) — class c scores
+ * Σ_p prob_p · |shows_after(c, p) − shows_before(c, p)| over the region's patches (a patch the
+ * change left alone, a neighbour's trees seen in both images, counts not; a missing image shows
+ * nothing). Only classes with candidates[c] (NULL: all) are chosen. classes[i] (and shares[i],
+ * its share of the candidates' scores; may be NULL) for each region i, -1 beyond; returns how
+ * many regions (0 when none, or no candidate class). */
+int cl_grounding_region_objects(const float *before, const float *after, const float *prob,
+                                int grid, ClObjectTask task, int n_classes,
+                                const gboolean *candidates, int classes[CL_GROUNDING_MAX_REGIONS],
+                                double shares[CL_GROUNDING_MAX_REGIONS]);
 
 G_END_DECLS

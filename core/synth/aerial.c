@@ -18,6 +18,17 @@
  * structured answer can be rebuilt from the sample alone; shape and material are 0 and size
  * says small/large. */
 typedef enum { K_BUILDING, K_ROAD, K_TREES, K_WATER, N_KINDS } Kind;
+static const char *const kind_names[N_KINDS] = { "building", "road", "trees", "water" };
+
+const char *cl_synth_aerial_kind_name(int index)
+{
+    return index >= 0 && index < N_KINDS ? kind_names[index] : NULL;
+}
+
+int cl_synth_aerial_n_kinds(void)
+{
+    return N_KINDS;
+}
 
 typedef enum { CONSTRUCTION, DEMOLITION, ROAD, VEGETATION_CLEARED, N_TYPES } ChangeKind;
 static const char *const type_names[N_TYPES] = { "construction", "demolition", "road",

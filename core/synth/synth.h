@@ -157,6 +157,11 @@ typedef struct {
 /* photo-edits: the pasted objects' names ("red apple", …), index 0 .. n − 1; NULL outside. */
 const char *cl_synth_photo_object_name(int index);
 int cl_synth_photo_n_objects(void);
+/* aerial: the kinds of its features ("building", "road", "trees", "water"), index 0 .. n − 1,
+ * NULL outside; a feature's kind travels in ClSynthObject.colour, and so in the trainer's objects
+ * labels as the colour label (docs/MODEL.md §3.13). */
+const char *cl_synth_aerial_kind_name(int index);
+int cl_synth_aerial_n_kinds(void);
 
 /* Generates one sample of a task; the same (task, seed, options) gives the same bytes. */
 ClSynthSample *cl_synth_generate(const char *task, guint64 seed, const ClSynthOptions *opts,

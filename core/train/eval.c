@@ -405,6 +405,17 @@ gboolean cl_eval_run(ClBackend *be, const ClModel *model, const ClEvalOptions *o
         dopt.sparse_block = o->sparse_block;
         dopt.sparse_topk = o->sparse_topk;
         dopt.cancellable = o->cancellable;
+        if (o->grounded) {
+            /* the domain describe detects in the task's files, and its steering */
+            dopt.change_gate_turns = TRUE;
+            if (g_str_has_prefix(o->task, "aerial")) {
+                dopt.auto_domain = FALSE;
+                dopt.domain = CL_CHAT_DOMAIN_AERIAL;
+            } else if (g_str_has_prefix(o->task, "radiograph")) {
+                dopt.auto_domain = FALSE;
+                dopt.domain = CL_CHAT_DOMAIN_RADIOGRAPH;
+            }
+        }
         ClDescribeResult res;
         double logprob = 0;
         int n_scored = 0;

@@ -56,6 +56,10 @@ typedef struct {
      * (ClGenerateOptions.median_numbers, the answer with the least expected absolute error)
      * rather than greedily (TRUE by default); the other tasks ignore it */
     gboolean median_numbers;
+    /* answer as describe answers the task's files (radiograph: DICOM, aerial: GeoTIFF): in the
+     * task's domain, with the change gate and grounding (docs/MODEL.md §3.10, §3.13); FALSE
+     * (default): the decoder alone, in the domain the rendered image is detected as */
+    gboolean grounded;
     /* streaming KV caches of sink + window positions (ClGenerateOptions); 0: ordinary */
     int stream_sink, stream_window;
     /* the offline sparse prefill (ClGenerateOptions): blocks of sparse_block, sparse_topk
