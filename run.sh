@@ -30,8 +30,9 @@ PACKAGES=(
   libgtk-4-dev libadwaita-1-dev librsvg2-common
   # tests: display server, desktop-file and AppStream validators
   xvfb xauth desktop-file-utils appstream
-  # tests: render exported PDFs to PNG (pdftoppm); the style check (tools/format.sh)
-  poppler-utils clang-format
+  # tests: render exported PDFs to PNG (pdftoppm); the style check (tools/format.sh); xz packs the
+  # GPU machine's bundle (tools/gpu-check.sh, the gpu-bundle test)
+  poppler-utils clang-format xz-utils
   # data-parallel training across processes (train --mpi; tests/test-mpi.c runs mpirun -np 2)
   libopenmpi-dev openmpi-bin
   # tests: a PostgreSQL server the case-database tests start on a loopback port and stop
