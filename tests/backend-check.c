@@ -9,6 +9,7 @@
 #include <glib.h>
 
 #include "model/decoder.h"
+#include "model/effnet.h"
 #include "model/encoder.h"
 #include "model/generate.h"
 #include "model/model.h"
@@ -678,6 +679,26 @@ static void test_model_shipped(gconstpointer p)
     run_model_check(c, m, "shipped model");
 }
 
+/* The shipped radiograph-and-aerial model: the EfficientNet-Lite0 stem runs on the host and its
+ * features are uploaded (skipped without the pretrained stem set-up fetches). */
+static void test_model_shipped_stem(gconstpointer p)
+{
+    const Ctx *c = p;
+    const char *root = g_getenv("CL_SOURCE_ROOT");
+    g_autofree char *path = g_build_filename(root ? root : ".", "data", "models",
+                                             "changelens-radiograph-aerial.safetensors", NULL);
+    g_autofree char *stem = cl_pretrained_path(CL_EFFNET_FILE);
+    if (!g_file_test(path, G_FILE_TEST_EXISTS) || !g_file_test(stem, G_FILE_TEST_EXISTS)) {
+        g_test_skip("no shipped model with a pretrained stem in this tree, or no stem");
+        return;
+    }
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClModel) m = cl_model_load(path, &err);
+    g_assert_no_error(err);
+    g_assert_true(m->config.enc_stem_effnet);
+    run_model_check(c, m, "shipped model with the EfficientNet stem");
+}
+
 /* The device copy of the weights follows the model's edits (cl_model_weights_changed). */
 static void test_weights_follow_edits(gconstpointer p)
 {
@@ -708,5 +729,6 @@ void cl_test_add_backend_checks(const char *prefix, ClBackend *dev, const ClTole
     ADD("/model/variants", test_model_variants);
     ADD("/model/weights-follow-edits", test_weights_follow_edits);
     ADD("/model/shipped", test_model_shipped);
+    ADD("/model/shipped-stem", test_model_shipped_stem);
 #undef ADD
 }

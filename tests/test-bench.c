@@ -30,6 +30,34 @@ static void test_bench_tiny_json(void)
     g_assert_cmpint(json_object_get_int_member(o, "gen_tokens"), ==, 4);
 }
 
+/* `bench --model FILE`: a shipped model's own weights (the default model, its decoder Q8_0),
+ * the file named in the report; --model with --preset is a usage error */
+static void test_bench_model_json(void)
+{
+    g_autofree char *model = g_build_filename(g_getenv("CL_SOURCE_ROOT"), "data", "models",
+                                              "changelens-default.safetensors", NULL);
+    const char *args[] = { "bench",    "--model", model,    "--tokens", "4",
+                           "--repeat", "1",       "--json", NULL };
+    g_autoptr(JsonNode) root = cl_fixture_cli_json(args);
+    JsonObject *o = json_node_get_object(root);
+    g_assert_cmpstr(json_object_get_string_member(o, "model"), ==, model);
+    g_assert_false(json_object_has_member(o, "preset"));
+    double ms = json_object_get_double_member(o, "describe_ms");
+    g_test_message("describe_ms = %g", ms);
+    g_assert_true(isfinite(ms) && ms > 0);
+    g_assert_cmpint(json_object_get_int_member(o, "gen_tokens"), ==, 4);
+
+    const char *argv[] = {
+        g_getenv("CL_CLI"), "bench", "--model", model, "--preset", "base", NULL
+    };
+    g_autofree char *out = NULL, *err = NULL;
+    int status = 0;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                               &status, NULL));
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    g_assert_nonnull(strstr(err, "exclude each other"));
+}
+
 static void test_bench_bad_args(void)
 {
     const char *argv[] = { g_getenv("CL_CLI"), "bench", "--preset", "huge", NULL };
@@ -233,6 +261,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/bench/tiny-json", test_bench_tiny_json);
     g_test_add_func("/bench/bad-args", test_bench_bad_args);
+    g_test_add_func("/bench/model-json", test_bench_model_json);
     g_test_add_func("/bench/long-json", test_bench_long_json);
     g_test_add_func("/bench/casedb-json", test_bench_casedb_json);
     g_test_add_func("/bench/train-json", test_bench_train_json);

@@ -14,10 +14,12 @@
 #                                  the device tool's `carry`) unpacks it in /tmp/cl-gpu and runs
 #                                  the cuda suite (the training ops and steps included), then
 #                                  `bench --device cuda --preset base --vs-torch` in f32 (and
-#                                  torch.compile), TF32 and BF16, `bench --train --device cuda
+#                                  torch.compile), TF32 and BF16, the radiograph-and-aerial
+#                                  model's describe (`bench --model`) in f32 and BF16, `bench
+#                                  --train --device cuda
 #                                  --vs-torch` in f32 and BF16, and last a GPU training run of
 #                                  the radiograph-and-aerial model (train --device cuda) for
-#                                  TRAIN_S seconds (default 240), stopped with SIGINT so that it
+#                                  TRAIN_S seconds (default 200), stopped with SIGINT so that it
 #                                  writes its checkpoint, brought back as an f16 model file
 #                                  (OUT/train-f16.safetensors: a checkpoint with its moments is
 #                                  larger than what comes back from the machine) with its log
@@ -124,6 +126,9 @@ run() {
     printf '#!/bin/sh\nunset LD_LIBRARY_PATH\nexec %s "$@"\n' "$py" > /tmp/cl-gpu-python
     chmod +x /tmp/cl-gpu-python
     export CL_TORCH_PYTHON=/tmp/cl-gpu-python CL_SOURCE_ROOT=$ROOT
+    # the pretrained stem the bundle carries (the model's bench and training run)
+    [ -f "$UNPACKED/data/pretrained/efficientnet-lite0.safetensors" ] &&
+        export CHANGELENS_DATA=$UNPACKED/data
     local bin=$UNPACKED/bin
     {
         nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
@@ -141,6 +146,15 @@ run() {
             --preset base --vs-torch $compile --repeat 5 --tokens 32 2>&1 |
             tee -a "$out/bench.txt" || rc=1
     done
+    # the model issue's model (its stem on the host, no PyTorch peer for it): describe's parts
+    if [ -n "${CHANGELENS_DATA:-}" ]; then
+        for math in f32 bf16; do
+            echo "== bench radiograph-and-aerial model, $math" | tee -a "$out/bench.txt"
+            CHANGELENS_CUDA_MATH=$math timeout 100 "$bin/changelens-engine" bench --device cuda \
+                --model data/models/changelens-radiograph-aerial.safetensors --repeat 5 \
+                --tokens 32 2>&1 | tee -a "$out/bench.txt" || rc=1
+        done
+    fi
     for math in f32 bf16; do
         echo "== bench --train base, $math" | tee -a "$out/bench.txt"
         CHANGELENS_CUDA_MATH=$math timeout 120 "$bin/changelens-engine" bench --train --device cuda \
@@ -159,11 +173,10 @@ train_model() {
         echo "== train: no pretrained stem in the bundle: skipped" | tee "$out/train.txt"
         return 0
     fi
-    export CHANGELENS_DATA=$UNPACKED/data
     rm -rf "$run"
-    echo "== train --device cuda, ${TRAIN_S:-240} s" | tee "$out/train.txt"
+    echo "== train --device cuda, ${TRAIN_S:-200} s" | tee "$out/train.txt"
     local rc=0
-    CHANGELENS_CUDA_MATH=${TRAIN_MATH:-bf16} timeout -s INT "${TRAIN_S:-240}" \
+    CHANGELENS_CUDA_MATH=${TRAIN_MATH:-bf16} timeout -s INT "${TRAIN_S:-200}" \
         "$bin/changelens-engine" train --device cuda \
         --from data/models/changelens-radiograph-aerial.safetensors \
         --task radiograph,radiograph+changed,aerial,aerial+changed,aerial+changed \

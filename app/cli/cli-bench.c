@@ -258,7 +258,7 @@ static void fill_image(float *px, const ClModelConfig *c, int t)
 #define PROG CL_CLI_NAME " bench"
 
 typedef struct {
-    char *preset, *device, *variant;
+    char *preset, *device, *variant, *model; /* model: a model file instead of a preset */
     gboolean vs_torch, torch_compile, json;
     int tokens, repeat, threads;
     ClModelConfig cfg;
@@ -266,7 +266,7 @@ typedef struct {
 
 static void bench_args_clear(BenchArgs *a)
 {
-    cl_cli_free_all(&a->preset, &a->device, &a->variant, NULL);
+    cl_cli_free_all(&a->preset, &a->device, &a->variant, &a->model, NULL);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC(BenchArgs, bench_args_clear)
 
@@ -316,6 +316,8 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a)
     GOptionEntry entries[] = {
         { "preset", 'p', 0, G_OPTION_ARG_STRING, &a->preset, "Model size: tiny, base or large",
           "NAME" },
+        { "model", 'm', 0, G_OPTION_ARG_FILENAME, &a->model,
+          "A model file instead of a preset's random weights (a shipped model)", "FILE" },
         { "device", 'd', 0, G_OPTION_ARG_STRING, &a->device, "auto, cpu or cuda (default cpu)",
           "DEV" },
         { "variant", 0, 0, G_OPTION_ARG_STRING, &a->variant, "SVE variant (default cross_ffn)",
@@ -346,6 +348,8 @@ static int parse_bench_args(int argc, char **argv, BenchArgs *a)
         return CL_CLI_EXIT_USAGE;
     a->tokens = (int)tokens, a->repeat = (int)repeat, a->threads = (int)threads;
     g_autoptr(GError) err = NULL;
+    if (a->model && (a->preset || a->variant))
+        return cl_cli_usage_error(PROG, "--model and --preset/--variant exclude each other");
     if (!cl_model_config_preset(&a->cfg, a->preset ? a->preset : "tiny", &err))
         return cl_cli_usage_error(PROG, "%s", err->message);
     if (a->variant && !cl_sve_variant_from_name(a->variant, &a->cfg.sve_variant))
@@ -544,8 +548,8 @@ static void print_bench_json(const BenchArgs *a, const ClBackend *be, const Benc
         else                                                                                       \
             json_builder_add_null_value(b);                                                        \
     } while (0)
-    json_builder_set_member_name(b, "preset");
-    json_builder_add_string_value(b, a->preset ? a->preset : "tiny");
+    json_builder_set_member_name(b, a->model ? "model" : "preset");
+    json_builder_add_string_value(b, a->model ? a->model : a->preset ? a->preset : "tiny");
     json_builder_set_member_name(b, "variant");
     json_builder_add_string_value(b, cl_sve_variant_name(cfg->sve_variant));
     json_builder_set_member_name(b, "device");
@@ -602,18 +606,20 @@ static void print_bench_json(const BenchArgs *a, const ClBackend *be, const Benc
 
 static void print_bench_text(const BenchArgs *a, const ClBackend *be, const BenchResult *r)
 {
-    const char *preset = a->preset ? a->preset : "tiny";
+    g_autofree char *label = a->model
+                                 ? g_strdup_printf("model %s", a->model)
+                                 : g_strdup_printf("preset %s", a->preset ? a->preset : "tiny");
     const char *variant = cl_sve_variant_name(a->cfg.sve_variant);
     const int tokens = a->tokens;
     JsonObject *torch = r->torch;
     double torch_ms = obj_double(torch, "describe_ms");
     double torchc_ms = obj_double(r->torchc, "describe_ms");
     if (r->gpu)
-        printf("ChangeLens bench: preset %s, SVE %s, cuda on %s (%s products)\n", preset, variant,
-               r->gpu, r->tf32 ? "TF32" : "f32");
+        printf("ChangeLens bench: %s, SVE %s, cuda on %s (%s products)\n", label, variant, r->gpu,
+               r->tf32 ? "TF32" : "f32");
     else
-        printf("ChangeLens bench: preset %s, SVE %s, %s, %d threads' worth of cores\n", preset,
-               variant, cl_backend_name(be), a->threads ? a->threads : (int)g_get_num_processors());
+        printf("ChangeLens bench: %s, SVE %s, %s, %d threads' worth of cores\n", label, variant,
+               cl_backend_name(be), a->threads ? a->threads : (int)g_get_num_processors());
     printf("  describe = %d images + prefill of %d tokens + %d generated tokens (median of %d)\n",
            r->n_images, r->prompt_tokens, tokens, a->repeat);
     double te = obj_double(torch, "encode_ms_per_image"), tp = obj_double(torch, "prefill_ms"),
@@ -651,6 +657,9 @@ static void print_bench_text(const BenchArgs *a, const ClBackend *be, const Benc
                cl_blas_kernels_rechosen() ? ", re-chosen: the library fell back to Prescott" : "",
                r->enc_gflops, 100 * r->enc_gflops / r->peak);
     }
+    if (a->cfg.enc_stem_effnet)
+        printf("  (the encoder's figure counts its blocks' products alone: the EfficientNet-Lite0 "
+               "stem's, on the CPU, are in its time but not in its FLOPs)\n");
     if (a->vs_torch && !torch)
         printf("  PyTorch peer: %s\n", r->torch_error);
     else if (torch)
@@ -701,15 +710,22 @@ int cl_cli_bench(int argc, char **argv)
     g_auto(BenchResult) r = { 0 };
     r.gpu = cl_backend_cuda_device_name(be);
     r.tf32 = r.gpu && cl_backend_cuda_tf32(be);
+    g_autoptr(ClModel) model = NULL;
+    if (a.model) { /* before the peaks: they are measured at its widths */
+        if (!(model = cl_model_load(a.model, &err))) {
+            fprintf(stderr, PROG ": %s\n", err->message);
+            return 1;
+        }
+        a.cfg = model->config;
+    }
     if (!a.json)
         fprintf(stderr, "bench: measuring %s peak…\n", r.gpu ? "cuBLAS sgemm and copy" : "sgemm");
     r.peak = r.gpu ? cuda_peak_gflops(be, &a.cfg) : sgemm_peak_gflops(&a.cfg);
     r.copy_gbs = r.gpu ? cuda_copy_gbs(be) : NAN;
 
-    if (!a.json)
+    if (!model && !a.json)
         fprintf(stderr, "bench: initialising a random %s model…\n", a.preset ? a.preset : "tiny");
-    g_autoptr(ClModel) model = cl_model_new_random(&a.cfg, 1, &err);
-    if (!model) {
+    if (!model && !(model = cl_model_new_random(&a.cfg, 1, &err))) {
         fprintf(stderr, PROG ": %s\n", err->message);
         return 1;
     }
@@ -719,7 +735,13 @@ int cl_cli_bench(int argc, char **argv)
         fprintf(stderr, PROG ": %s\n", err->message);
         return 1;
     }
-    if (a.vs_torch)
+    if (a.vs_torch && model->config.enc_stem_effnet)
+        r.torch_error = g_strdup("the PyTorch peer (tests/reference/bench_torch.py) has no "
+                                 "EfficientNet-Lite0 stem: not run");
+    else if (a.vs_torch && model->quant)
+        r.torch_error = g_strdup("the PyTorch peer reads f32 weights; this model keeps its "
+                                 "decoder's matrices quantized: not run");
+    else if (a.vs_torch)
         run_torch_peer(&a, model, &in, &r);
     if (a.json)
         print_bench_json(&a, be, &r);

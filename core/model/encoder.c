@@ -759,13 +759,21 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
     float *update_norm = host ? out->update_norm : state->unorm_all;
 
     if (cfg->enc_stem_effnet) {
-        if (!host || !cl_encoder_stem_features(pixels, s.image, state->patches, N, error)) {
-            if (!host)
-                g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                            "The EfficientNet-Lite0 stem runs on the CPU only");
+        /* the frozen stem runs on the host (core/model/effnet.c); on a device its features are
+         * uploaded, as the trainer does */
+        g_autofree float *feat = host ? NULL : g_try_new(float, (size_t)N *cpp);
+        if (!host && !feat) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_NO_MEMORY,
+                        "Not enough memory for the stem's features");
             cl_encoder_output_clear(out);
             return FALSE;
         }
+        if (!cl_encoder_stem_features(pixels, s.image, host ? state->patches : feat, N, error)) {
+            cl_encoder_output_clear(out);
+            return FALSE;
+        }
+        if (!host)
+            be->ops->upload(be, state->patches, feat, (size_t)N * cpp * sizeof(float));
     } else {
         const float *px = pixels;
         if (!host) {
