@@ -12,6 +12,7 @@
 #include "model/effnet.h"
 #include "model/grounding.h"
 #include "model/safetensors.h"
+#include "synth/radiograph.h"
 #include "synth/synth.h"
 #include "train/changeeval.h"
 #include "train/synthdata.h"
@@ -296,9 +297,11 @@ static void test_object_config(void)
     g_unlink(bare);
     g_unlink(path);
     g_rmdir(dir);
-    const char *bad[] = { "[]",          "[\"Cat\"]", "[\"two  spaces\"]",
-                          "[\" lead\"]", "[1]",       "[\"a name that is far too long for it\"]",
-                          "\"cat\"" };
+    const char *bad[] = {
+        "[]",          "[\"Cat\"]", "[\"two  spaces\"]",
+        "[\" lead\"]", "[1]",       "[\"a name that is far too long for any table here\"]",
+        "\"cat\""
+    };
     for (gsize i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_autofree char *obj = g_strdup(json);
         char *at = strstr(obj, "\"object_names\":");
@@ -590,6 +593,151 @@ static void test_object_task(void)
 /* config.change_threshold: describe calls a change from the model's own threshold (a head that
  * gives every patch 0.7 calls one at the default 0.5 and none at 0.9: then no region, no object
  * and the answer steered to "No"); the value survives the JSON and bad values are refused. */
+/* the radiograph answers' lists of findings, with the radiograph task's findings (edema 2,
+ * pleural effusion 5, vascular congestion 10, hernia 11, blunting 8) */
+static gboolean findings_ok_with(const char *text, const int *added, const int *missing)
+{
+    const char *const *names = cl_synth_radiograph_categories();
+    gboolean a[CL_CONFIG_MAX_FINDINGS] = { FALSE }, m[CL_CONFIG_MAX_FINDINGS] = { FALSE };
+    for (int i = 0; added[i] >= 0; i++)
+        a[added[i]] = TRUE;
+    for (int i = 0; missing[i] >= 0; i++)
+        m[missing[i]] = TRUE;
+    const ClGroundingSlot slot = { names, a, CL_GROUNDING_FINDINGS, NULL, m };
+    return cl_grounding_text_ok(text, strlen(text), TRUE, &slot);
+}
+
+static void test_findings_text(void)
+{
+    const int hernia[] = { 11, -1 }, edema[] = { 2, -1 }, none[] = { -1 };
+    const int two[] = { 5, 11, -1 }, three[] = { 2, 5, 11, -1 }, blunting[] = { 8, -1 };
+    const char *demo = "the main image has an additional finding of hernia than the reference "
+                       "image. the main image is missing the finding of ";
+    g_autofree char *right = g_strconcat(demo, "edema than the reference image.", NULL);
+    g_autofree char *wrong = g_strconcat(demo, "vascular congestion", NULL);
+    g_autofree char *going = g_strconcat(demo, "ede", NULL);
+    g_autofree char *not_yet = g_strconcat(demo, "vas", NULL);
+    /* the demo's sentence: its missing finding held to the one the head sees missing */
+    g_assert_true(findings_ok_with(right, hernia, edema));
+    g_assert_true(findings_ok_with(going, hernia, edema));
+    g_assert_false(findings_ok_with(wrong, hernia, edema));
+    g_assert_false(findings_ok_with(not_yet, hernia, edema));
+    /* the additional one likewise; lists not held pass (nothing seen missing) */
+    g_assert_false(
+        findings_ok_with("the main image has an additional finding of edema", hernia, edema));
+    g_assert_true(findings_ok_with(wrong, hernia, none));
+    g_assert_true(
+        findings_ok_with("the main image has an additional finding of edema", none, edema));
+    /* a list goes on only while an allowed finding is left, none twice */
+    g_assert_true(findings_ok_with(
+        "the main image has additional findings of hernia and pleural effusion than", two, none));
+    g_assert_true(findings_ok_with(
+        "the main image has additional findings of edema, hernia, and pleural effusion than", three,
+        none));
+    g_assert_false(findings_ok_with(
+        "the main image has additional findings of hernia, pleural effusion, and", two, none));
+    g_assert_true(
+        findings_ok_with("the main image has additional findings of hernia a", two, none));
+    g_assert_false(
+        findings_ok_with("the main image has additional findings of hernia a", hernia, none));
+    g_assert_false(
+        findings_ok_with("the main image has additional findings of hernia and hernia", two, none));
+    g_assert_true(
+        findings_ok_with("the main image has an additional finding of hernia th", hernia, none));
+    g_assert_true(
+        findings_ok_with("the main image has an additional finding of hernia.", hernia, none));
+    /* a name of several words, "of the" in it; the answer may not end inside a name */
+    g_assert_true(findings_ok_with(
+        "the main image is missing the finding of blunting of the costophrenic angle than the",
+        none, blunting));
+    g_assert_true(findings_ok_with("the main image is missing the finding of blunting of the co",
+                                   none, blunting));
+    g_assert_false(
+        findings_ok_with("the main image is missing the finding of blunting.", none, blunting));
+    g_assert_true(findings_ok_with("nothing has changed.", hernia, edema));
+}
+
+/* The findings the head sees added and missing (cl_grounding_findings): hand-made logits where
+ * edema (colour 2, size 0) leaves the changed patches and hernia (colour 3, size 1) comes;
+ * vascular congestion, edema's colour with the other size, is not taken for it. */
+static void test_findings(void)
+{
+    enum { G = 4, N = G * G, K = CL_CONFIG_OBJECT_OUT };
+    float before[N * K], after[N * K], prob[N];
+    for (int i = 0; i < N * K; i++)
+        before[i] = after[i] = -8;
+    for (int p = 0; p < N; p++) {
+        prob[p] = p < 4 ? 0.9f : 0.1f;
+        float *b = before + p * K, *a = after + p * K;
+        if (p >= 4) /* no change here: edema and hernia in both */
+            continue;
+        b[0] = b[1] = b[1 + 4 + 2] = b[1 + 12 + 0] = b[1 + 14] = 8; /* edema */
+        a[0] = a[1] = a[1 + 4 + 3] = a[1 + 12 + 1] = a[1 + 14] = 8; /* hernia */
+    }
+    const int n = (int)g_strv_length((char **)cl_synth_radiograph_categories());
+    gboolean added[CL_CONFIG_MAX_FINDINGS], missing[CL_CONFIG_MAX_FINDINGS];
+    double up[CL_CONFIG_MAX_FINDINGS], down[CL_CONFIG_MAX_FINDINGS];
+    g_assert_cmpint(cl_grounding_findings(before, after, prob, N, n, added, missing, up, down), ==,
+                    2);
+    for (int c = 0; c < n; c++) {
+        g_assert_cmpint(added[c], ==, c == 11);
+        g_assert_cmpint(missing[c], ==, c == 2);
+    }
+    g_assert_cmpfloat(down[2], >, 3.5);
+    /* no reference image, or no patch at 0.5: nothing seen */
+    g_assert_cmpint(cl_grounding_findings(NULL, after, prob, N, n, added, missing, NULL, NULL), ==,
+                    0);
+    for (int p = 0; p < N; p++)
+        prob[p] = 0.2f;
+    g_assert_cmpint(cl_grounding_findings(before, after, prob, N, n, added, missing, NULL, NULL),
+                    ==, 0);
+}
+
+/* config radiograph_findings: read back beside an aerial head; files without it read as before;
+ * refused without an object head or beside object_task radiograph; object_task radiograph */
+static void test_findings_config(void)
+{
+    ClModelConfig cfg;
+    g_autoptr(GError) err = NULL;
+    g_assert_true(cl_model_config_preset(&cfg, "tiny", &err));
+    cfg.n_objects = 4;
+    cfg.object_task = CL_OBJECTS_AERIAL;
+    for (int c = 0; c < 4; c++)
+        g_strlcpy(cfg.object_names[c], cl_synth_aerial_kind_name(c), CL_CONFIG_OBJECT_NAME);
+    g_autofree char *aerial = cl_model_config_to_json(&cfg);
+    g_assert_null(strstr(aerial, "radiograph_findings"));
+    ClModelConfig back;
+    g_assert_true(cl_model_config_from_json(&back, aerial, &err));
+    int n = -1;
+    g_assert_null(cl_config_findings(&back, &n));
+    g_assert_cmpint(n, ==, 0);
+    const char *const *names = cl_synth_radiograph_categories();
+    for (int c = 0; names[c]; c++)
+        g_strlcpy(cfg.finding_names[cfg.n_findings++], names[c], CL_CONFIG_OBJECT_NAME);
+    g_autofree char *both = cl_model_config_to_json(&cfg);
+    g_assert_true(cl_model_config_from_json(&back, both, &err));
+    g_assert_no_error(err);
+    g_assert_cmpint(back.n_findings, ==, 16);
+    g_assert_cmpstr(cl_config_findings(&back, &n)[8], ==, "blunting of the costophrenic angle");
+    g_assert_cmpint(n, ==, 16);
+    g_assert_cmpint(back.object_task, ==, CL_OBJECTS_AERIAL);
+    ClModelConfig x = cfg;
+    x.n_objects = 0;
+    x.object_task = CL_OBJECTS_PHOTO_EDITS;
+    g_assert_false(cl_model_config_validate(&x, &err));
+    g_assert_nonnull(strstr(err->message, "no object head"));
+    g_clear_error(&err);
+    x = cfg;
+    x.object_task = CL_OBJECTS_RADIOGRAPH;
+    g_assert_false(cl_model_config_validate(&x, &err));
+    g_clear_error(&err);
+    x.n_findings = 0; /* a radiograph head: its own names are the findings */
+    g_assert_true(cl_model_config_validate(&x, &err));
+    g_assert_no_error(err);
+    g_assert_cmpstr(cl_config_findings(&x, &n)[0], ==, "building");
+    g_assert_cmpint(n, ==, 4);
+}
+
 static void test_change_threshold(void)
 {
     ClModelConfig cfg;
@@ -827,6 +975,9 @@ int main(int argc, char **argv)
     g_test_add_func("/grounding/aerial-kinds", test_aerial_kinds);
     g_test_add_func("/grounding/region-objects", test_region_objects);
     g_test_add_func("/grounding/object-task", test_object_task);
+    g_test_add_func("/grounding/findings-text", test_findings_text);
+    g_test_add_func("/grounding/findings", test_findings);
+    g_test_add_func("/grounding/findings-config", test_findings_config);
     g_test_add_func("/grounding/regions", test_regions);
     g_test_add_func("/grounding/changed-object", test_changed_object);
     g_test_add_func("/grounding/object-config", test_object_config);

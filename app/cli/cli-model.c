@@ -11,6 +11,7 @@
 #include "model/model-quant.h"
 #include "model/safetensors.h"
 #include "model/gguf-model.h"
+#include "synth/radiograph.h"
 #include "synth/synth.h"
 
 #define PROG CL_CLI_NAME " model"
@@ -290,17 +291,40 @@ static gboolean trained_on(const ClSafetensors *st, const char *task, char **tas
     return FALSE;
 }
 
+/* --objects-task: "photo-edits", "aerial", "radiograph", or two joined by a comma, the second
+ * "radiograph" ("aerial,radiograph": one head trained on both tasks); *first, *findings: the
+ * first one's coding, and whether radiograph findings come beside it */
+static gboolean parse_objects_task(const char *arg, ClObjectTask *first, gboolean *findings)
+{
+    g_auto(GStrv) parts = g_strsplit(arg, ",", 0);
+    const guint n = g_strv_length(parts);
+    ClObjectTask second;
+    *findings = FALSE;
+    if (n < 1 || n > 2 || !cl_object_task_from_name(parts[0], first))
+        return FALSE;
+    if (n == 2) {
+        if (!cl_object_task_from_name(parts[1], &second) || second != CL_OBJECTS_RADIOGRAPH ||
+            *first == CL_OBJECTS_RADIOGRAPH)
+            return FALSE;
+        *findings = TRUE;
+    }
+    return TRUE;
+}
+
 /* --objects-from: the model with the object head (config.n_objects) whose weights are the
  * trainer's objects head in `ckpt` ("aux.objects.weight", "aux.objects.bias") and whose classes
- * are those of `task` (--objects-task): photo-edits' objects, or the aerial task's kinds */
+ * are those of `task` (--objects-task): photo-edits' objects, the aerial task's kinds, the
+ * radiograph task's findings, or aerial kinds with radiograph findings beside them */
 static ClModel *with_object_head(const ClModel *model, const char *ckpt, const char *task,
                                  GError **error)
 {
     ClObjectTask coding;
-    if (!cl_object_task_from_name(task, &coding)) {
+    gboolean findings;
+    if (!parse_objects_task(task, &coding, &findings)) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "--objects-task %s: the object head's classes are those of photo-edits or "
-                    "aerial",
+                    "--objects-task %s: the object head's classes are those of photo-edits, "
+                    "aerial or radiograph, or of one of the first two and radiograph "
+                    "(\"aerial,radiograph\")",
                     task);
         return NULL;
     }
@@ -320,26 +344,39 @@ static ClModel *with_object_head(const ClModel *model, const char *ckpt, const c
         return NULL;
     }
     /* a head trained on other tasks' objects does not know these classes */
-    g_autofree char *tasks = NULL;
-    if (!trained_on(st, task, &tasks)) {
-        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
-                    "%s: its objects head was trained on %s, not on %s: its labels are not %s's "
-                    "classes (name the task it learnt with --objects-task photo-edits|aerial)",
-                    ckpt, tasks, task, task);
-        return NULL;
+    for (int i = 0; i < 1 + findings; i++) {
+        const char *name = cl_object_task_name(i ? CL_OBJECTS_RADIOGRAPH : coding);
+        g_autofree char *tasks = NULL;
+        if (!trained_on(st, name, &tasks)) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "%s: its objects head was trained on %s, not on %s: its labels are not "
+                        "%s's classes (name the tasks it learnt with --objects-task "
+                        "photo-edits|aerial|radiograph|aerial,radiograph)",
+                        ckpt, tasks, name, name);
+            return NULL;
+        }
     }
     ClModelConfig cfg = model->config;
     cfg.object_task = coding;
     memset(cfg.object_names, 0, sizeof cfg.object_names);
+    memset(cfg.finding_names, 0, sizeof cfg.finding_names);
+    cfg.n_findings = 0;
+    const char *const *radiograph = cl_synth_radiograph_categories();
     if (coding == CL_OBJECTS_AERIAL) {
         cfg.n_objects = cl_synth_aerial_n_kinds();
         for (int c = 0; c < cfg.n_objects; c++)
             g_strlcpy(cfg.object_names[c], cl_synth_aerial_kind_name(c), CL_CONFIG_OBJECT_NAME);
+    } else if (coding == CL_OBJECTS_RADIOGRAPH) {
+        cfg.n_objects = (int)g_strv_length((char **)radiograph);
+        for (int c = 0; c < cfg.n_objects; c++)
+            g_strlcpy(cfg.object_names[c], radiograph[c], CL_CONFIG_OBJECT_NAME);
     } else {
         cfg.n_objects = cl_synth_photo_n_objects();
         for (int c = 0; c < cfg.n_objects; c++)
             g_strlcpy(cfg.object_names[c], cl_synth_photo_object_name(c), CL_CONFIG_OBJECT_NAME);
     }
+    for (int c = 0; findings && radiograph[c]; c++)
+        g_strlcpy(cfg.finding_names[cfg.n_findings++], radiograph[c], CL_CONFIG_OBJECT_NAME);
     ClModel *m = cl_model_reshaped(model, &cfg, 0, "enc.objects.", error);
     if (!m)
         return NULL;
@@ -368,9 +405,11 @@ static int cmd_convert(int argc, char **argv)
           "CHECKPOINT" },
         { "objects-task", 0, 0, G_OPTION_ARG_STRING, &objects_task,
           "With --objects-from: the task whose objects the head learnt, and so its classes: "
-          "photo-edits' pasted objects (default) or the aerial task's kinds (building, road, "
-          "trees, water); the checkpoint must have been trained on it",
-          "photo-edits|aerial" },
+          "photo-edits' pasted objects (default), the aerial task's kinds (building, road, "
+          "trees, water) or the radiograph task's findings; \"aerial,radiograph\": one head "
+          "trained on both, its aerial kinds with the radiograph findings beside them; the "
+          "checkpoint must have been trained on each",
+          "photo-edits|aerial|radiograph|aerial,radiograph" },
         { "no-objects", 0, 0, G_OPTION_ARG_NONE, &no_objects,
           "Leave the object head and its class names out (a model grafted from the photo "
           "model and trained on other images, whose objects are not those classes)",
@@ -403,8 +442,11 @@ static int cmd_convert(int argc, char **argv)
         return cl_cli_usage_error(PROG, "--objects-task names the classes of --objects-from's "
                                         "head: give --objects-from CHECKPOINT");
     ClObjectTask coding;
-    if (objects_task && !cl_object_task_from_name(objects_task, &coding))
-        return cl_cli_usage_error(PROG, "unknown --objects-task '%s' (photo-edits or aerial)",
+    gboolean with_findings;
+    if (objects_task && !parse_objects_task(objects_task, &coding, &with_findings))
+        return cl_cli_usage_error(PROG,
+                                  "unknown --objects-task '%s' (photo-edits, aerial, radiograph "
+                                  "or aerial,radiograph)",
                                   objects_task);
     const char *dt = dtype_arg(dtype ? dtype : "f32");
     if (!dt)
@@ -448,7 +490,7 @@ static int cmd_convert(int argc, char **argv)
     }
     if (no_objects && model->config.n_objects > 0) {
         ClModelConfig cfg = model->config;
-        cfg.n_objects = 0;
+        cfg.n_objects = cfg.n_findings = 0;
         cfg.object_task = CL_OBJECTS_PHOTO_EDITS;
         memset(cfg.object_names, 0, sizeof cfg.object_names);
         ClModel *without = cl_model_reshaped(model, &cfg, 0, "enc.objects.", &err);

@@ -245,10 +245,23 @@ static gboolean check_shapes(const ClModelConfig *c, GError **error)
         CONFIG_FAIL("config: sure_logprob is a log-probability: below 0 (0: none)");
         return FALSE;
     }
-    if (c->object_task != CL_OBJECTS_PHOTO_EDITS &&
-        (c->object_task != CL_OBJECTS_AERIAL || c->n_objects < 1 || c->n_objects > 8)) {
+    if (c->object_task == CL_OBJECTS_AERIAL && (c->n_objects < 1 || c->n_objects > 8)) {
         CONFIG_FAIL("config: object_task aerial needs 1 to 8 object_names (the head's colour "
                     "labels)");
+        return FALSE;
+    }
+    if (c->object_task == CL_OBJECTS_RADIOGRAPH &&
+        (c->n_objects < 1 || c->n_objects > CL_CONFIG_MAX_FINDINGS)) {
+        CONFIG_FAIL("config: object_task radiograph needs 1 to %d object_names (the head's "
+                    "colour, size and material labels)",
+                    CL_CONFIG_MAX_FINDINGS);
+        return FALSE;
+    }
+    if (c->n_findings > 0 && (c->n_objects == 0 || c->object_task == CL_OBJECTS_RADIOGRAPH)) {
+        CONFIG_FAIL("config: radiograph_findings names an object head's classes on radiographs "
+                    "beside its object_names of another object_task (photo-edits or aerial)%s",
+                    c->n_objects == 0 ? ": this model has no object_names (no object head)"
+                                      : ", not beside object_task radiograph's own names");
         return FALSE;
     }
     if (c->change_marker && !c->change_head) {
@@ -637,7 +650,7 @@ const char *cl_casa_variant_name(ClCasaVariant v)
     return (unsigned)v < G_N_ELEMENTS(casa_names) ? casa_names[v] : "?";
 }
 
-static const char *const object_task_names[] = { "photo-edits", "aerial" };
+static const char *const object_task_names[] = { "photo-edits", "aerial", "radiograph" };
 
 const char *cl_object_task_name(ClObjectTask t)
 {
@@ -695,15 +708,15 @@ gboolean cl_config_set_pvm(ClModelConfig *c, int every, int rank)
     return TRUE;
 }
 
-/* "object_names": an array of 1 to CL_CONFIG_MAX_OBJECTS names of lower-case letters and single
- * spaces, each shorter than CL_CONFIG_OBJECT_NAME bytes */
-static gboolean parse_object_names(ClModelConfig *c, JsonNode *v, GError **error)
+/* "object_names" (or "radiograph_findings", `key`): an array of 1 to `max` names of lower-case
+ * letters and single spaces, each shorter than CL_CONFIG_OBJECT_NAME bytes, into names and *count */
+static gboolean parse_object_names(const char *key, char (*names)[CL_CONFIG_OBJECT_NAME], int max,
+                                   int *count, JsonNode *v, GError **error)
 {
     JsonArray *a = JSON_NODE_HOLDS_ARRAY(v) ? json_node_get_array(v) : NULL;
     const guint n = a ? json_array_get_length(a) : 0;
-    if (!a || n == 0 || n > CL_CONFIG_MAX_OBJECTS) {
-        CONFIG_FAIL("config: object_names must be an array of 1 to %d names",
-                    CL_CONFIG_MAX_OBJECTS);
+    if (!a || n == 0 || n > (guint)max) {
+        CONFIG_FAIL("config: %s must be an array of 1 to %d names", key, max);
         return FALSE;
     }
     for (guint i = 0; i < n; i++) {
@@ -715,14 +728,13 @@ static gboolean parse_object_names(ClModelConfig *c, JsonNode *v, GError **error
         for (const char *q = name; ok && *q; q++)
             ok = (*q >= 'a' && *q <= 'z') || (*q == ' ' && q[1] && q[1] != ' ');
         if (!ok) {
-            CONFIG_FAIL("config: object_names[%u] must be 1 to %d lower-case letters and single "
-                        "spaces",
+            CONFIG_FAIL("config: %s[%u] must be 1 to %d lower-case letters and single spaces", key,
                         i, CL_CONFIG_OBJECT_NAME - 1);
             return FALSE;
         }
-        g_strlcpy(c->object_names[i], name, CL_CONFIG_OBJECT_NAME);
+        g_strlcpy(names[i], name, CL_CONFIG_OBJECT_NAME);
     }
-    c->n_objects = (int)n;
+    *count = (int)n;
     return TRUE;
 }
 
@@ -755,13 +767,18 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
     if (strcmp(k, "ood") == 0)
         return json_int(v, k, &c->ood, error);
     if (strcmp(k, "object_names") == 0)
-        return parse_object_names(c, v, error);
+        return parse_object_names(k, c->object_names, CL_CONFIG_MAX_OBJECTS, &c->n_objects, v,
+                                  error);
+    if (strcmp(k, "radiograph_findings") == 0)
+        return parse_object_names(k, c->finding_names, CL_CONFIG_MAX_FINDINGS, &c->n_findings, v,
+                                  error);
     if (strcmp(k, "object_task") == 0) {
         const char *name = JSON_NODE_HOLDS_VALUE(v) && json_node_get_value_type(v) == G_TYPE_STRING
                                ? json_node_get_string(v)
                                : NULL;
         if (!cl_object_task_from_name(name, &c->object_task)) {
-            CONFIG_FAIL("config: object_task must be \"photo-edits\" or \"aerial\"");
+            CONFIG_FAIL("config: object_task must be \"photo-edits\", \"aerial\" or "
+                        "\"radiograph\"");
             return FALSE;
         }
         return TRUE;
@@ -930,6 +947,12 @@ char *cl_model_config_to_json(const ClModelConfig *c)
         if (c->object_task != CL_OBJECTS_PHOTO_EDITS)
             g_string_append_printf(s, ",\"object_task\":\"%s\"",
                                    cl_object_task_name(c->object_task));
+        if (c->n_findings > 0) {
+            g_string_append(s, ",\"radiograph_findings\":[");
+            for (int i = 0; i < c->n_findings; i++)
+                g_string_append_printf(s, "%s\"%s\"", i ? "," : "", c->finding_names[i]);
+            g_string_append_c(s, ']');
+        }
     }
     if (c->casa != CL_CASA_OFF)
         g_string_append_printf(s, ",\"casa\":\"%s\"", cl_casa_variant_name(c->casa));

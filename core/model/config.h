@@ -49,12 +49,16 @@ typedef enum {
 typedef enum {
     CL_OBJECTS_PHOTO_EDITS, /* shape c / 8 % 4, colour c % 8, size c / 32 (default) */
     CL_OBJECTS_AERIAL,      /* the aerial task's kind c, kept in the colour labels: colour c */
+    CL_OBJECTS_RADIOGRAPH,  /* the radiograph task's finding c: shape cube, colour c % 8, size
+                             * c / 8 % 2, material c / 16 (core/synth/radiograph.c) */
 } ClObjectTask;
 
 /* config.n_objects: classes at most, a name's bytes at most (with its NUL), the head's logits */
 #define CL_CONFIG_MAX_OBJECTS 64
-#define CL_CONFIG_OBJECT_NAME 32
+#define CL_CONFIG_OBJECT_NAME 40
 #define CL_CONFIG_OBJECT_OUT 17
+/* config.n_findings: the radiograph coding's classes at most (5 label bits) */
+#define CL_CONFIG_MAX_FINDINGS 32
 
 typedef struct {
     int format; /* 1 */
@@ -111,11 +115,18 @@ typedef struct {
      * 2 materials). Class c (object_names[c], c < n_objects) is the object whose labels are
      * shape c / 8 % 4, colour c % 8, size c / 32: how photo-edits codes its objects; with
      * object_task aerial, the one whose colour label is c (the aerial task's kinds, at most 8).
-     * describe names the changed object by it (docs/MODEL.md §3.13). JSON "object_names":
-     * [...], "object_task": "aerial" (absent: photo-edits). */
+     * With object_task radiograph, the radiograph task's findings (at most 32). describe names
+     * the changed object by it (docs/MODEL.md §3.13). JSON "object_names": [...],
+     * "object_task": "aerial" or "radiograph" (absent: photo-edits). */
     int n_objects;
     char object_names[CL_CONFIG_MAX_OBJECTS][CL_CONFIG_OBJECT_NAME];
     ClObjectTask object_task;
+    /* n_findings > 0 (with an object head whose object_task is another one): the same head's
+     * classes on radiographs, coded as object_task radiograph codes them, so that one head
+     * trained on two tasks names the objects of both (docs/MODEL.md §3.13). JSON
+     * "radiograph_findings": [...]. cl_config_findings gives the radiograph table either way. */
+    int n_findings;
+    char finding_names[CL_CONFIG_MAX_FINDINGS][CL_CONFIG_OBJECT_NAME];
     /* K > 0: the training images' descriptors (docs/MODEL.md §3.11): "ood.mean", "ood.var" [2C],
      * "ood.bank" [K, 2C], "ood.threshold" [1], C = cl_config_ood_channels; an image whose
      * pooled features score above the threshold is unlike the training images (a notice) */
@@ -202,12 +213,25 @@ const char *cl_sve_variant_name(ClSveVariant v);
 const char *cl_casa_variant_name(ClCasaVariant v);
 gboolean cl_casa_variant_from_name(const char *name, ClCasaVariant *out);
 gboolean cl_sve_variant_from_name(const char *name, ClSveVariant *out);
-/* "photo-edits", "aerial" */
+/* "photo-edits", "aerial", "radiograph" */
 const char *cl_object_task_name(ClObjectTask t);
 gboolean cl_object_task_from_name(const char *name, ClObjectTask *out);
 /* "own", "null" */
 const char *cl_sve_first_name(ClSveFirst f);
 gboolean cl_sve_first_from_name(const char *name, ClSveFirst *out);
+
+/* The object head's classes on radiographs (object_task radiograph's object_names, or
+ * radiograph_findings), *n of them; NULL (*n = 0) when the model has none. */
+static inline const char (*cl_config_findings(const ClModelConfig *c,
+                                              int *n))[CL_CONFIG_OBJECT_NAME]
+{
+    if (c->n_objects > 0 && c->object_task == CL_OBJECTS_RADIOGRAPH) {
+        *n = c->n_objects;
+        return c->object_names;
+    }
+    *n = c->n_objects > 0 ? c->n_findings : 0;
+    return *n > 0 ? c->finding_names : NULL;
+}
 
 /* Derived sizes. */
 static inline int cl_config_grid(const ClModelConfig *c)

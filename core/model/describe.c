@@ -281,7 +281,19 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
             if (out->change_max >= cl_config_change_threshold(cfg))
                 cl_grounding_change_regions(eo.change_prob, eo.grid, &out->letterbox[t],
                                             &out->regions);
-            if (cfg->n_objects > 0 && out->regions.n > 0 && cfg->object_task == CL_OBJECTS_AERIAL) {
+            int n_findings = 0;
+            cl_config_findings(cfg, &n_findings);
+            if (n_findings > 0 && out->regions.n > 0 && out->domain == CL_CHAT_DOMAIN_RADIOGRAPH) {
+                /* the findings whose presence the head sees change, added and missing */
+                out->n_findings = n_findings;
+                cl_grounding_findings(prev_objects, eo.object_logits, eo.change_prob, eo.n_patches,
+                                      n_findings, out->finding_added, out->finding_missing, NULL,
+                                      NULL);
+            } else if (cfg->n_objects > 0 && out->regions.n > 0 &&
+                       cfg->object_task == CL_OBJECTS_RADIOGRAPH) {
+                /* a radiograph model's findings are read on radiographs only */
+            } else if (cfg->n_objects > 0 && out->regions.n > 0 &&
+                       cfg->object_task == CL_OBJECTS_AERIAL) {
                 /* the aerial kinds, region by region, among those a clause can name (water
                  * never changes) */
                 if (out->domain == CL_CHAT_DOMAIN_AERIAL) {
@@ -384,6 +396,7 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
     gboolean allowed_cells[9] = { FALSE }, allowed_from[9] = { FALSE };
     gboolean allowed_objects[CL_CONFIG_MAX_OBJECTS] = { FALSE }, allowed_nouns[8] = { FALSE };
     const char *object_names[CL_CONFIG_MAX_OBJECTS + 1] = { NULL };
+    const char *finding_names[CL_CONFIG_MAX_FINDINGS + 1] = { NULL };
     ClGroundingSlot slots[3];
     int n_slots = 0;
     if (opts->grounding && out->regions.n > 0 && opts->beam_size == 1 &&
@@ -406,7 +419,16 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
             slots[n_slots++] = (ClGroundingSlot){ cl_grounding_position_names, allowed_cells,
                                                   CL_GROUNDING_AFTER_PREPOSITION, allowed_from };
         }
-        if (out->domain == CL_CHAT_DOMAIN_AERIAL && cfg->object_task == CL_OBJECTS_AERIAL) {
+        if (out->domain == CL_CHAT_DOMAIN_RADIOGRAPH && out->n_findings > 0) {
+            /* the findings listed as additional or missing to those the head sees so */
+            int n = 0;
+            const char(*names)[CL_CONFIG_OBJECT_NAME] = cl_config_findings(cfg, &n);
+            for (int c = 0; c < n && c < out->n_findings; c++)
+                finding_names[c] = names[c];
+            slots[n_slots++] =
+                (ClGroundingSlot){ finding_names, out->finding_added, CL_GROUNDING_FINDINGS, NULL,
+                                   out->finding_missing };
+        } else if (out->domain == CL_CHAT_DOMAIN_AERIAL && cfg->object_task == CL_OBJECTS_AERIAL) {
             /* each clause's object (its determiner with it: "the trees", "a new house") to the
              * kinds the object head sees in the regions */
             for (int i = 0; cl_grounding_aerial_nouns[i]; i++)

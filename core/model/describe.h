@@ -136,7 +136,12 @@ typedef struct {
     int object;
     double object_share;
     int region_objects[CL_GROUNDING_MAX_REGIONS];
-    char *object_name;   /* its name (config.object_names), NULL when none */
+    char *object_name; /* its name (config.object_names), NULL when none */
+    /* radiographs with the model's findings (cl_config_findings): those the object head sees
+     * added in the main image and missing from it (cl_grounding_findings), n_findings flags
+     * each; n_findings 0 when not looked at */
+    int n_findings;
+    gboolean finding_added[CL_CONFIG_MAX_FINDINGS], finding_missing[CL_CONFIG_MAX_FINDINGS];
     double *encode_ms;   /* (n_images) each image's encoder pass(es) */
     double prefill_ms;   /* the prompt through the decoder */
     double decode_ms;    /* generation after the prefill */

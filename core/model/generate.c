@@ -293,8 +293,9 @@ static gboolean slot_ok(const Gen *g, const GString *text, gint32 id)
     const char *b = is_end(id) ? "." : cl_tokenizer_token_bytes(g->model->tokenizer, id, &len);
     if (is_end(id))
         len = 1;
-    char buf[64 + 64];
-    const gsize keep = MIN(text->len, (gsize)64), add = b ? MIN(len, (gsize)64) : 0;
+    char buf[CL_GROUNDING_TEXT_WINDOW + 64];
+    const gsize keep = MIN(text->len, (gsize)CL_GROUNDING_TEXT_WINDOW),
+                add = b ? MIN(len, (gsize)64) : 0;
     memcpy(buf, text->str + text->len - keep, keep);
     if (add)
         memcpy(buf + keep, b, add);

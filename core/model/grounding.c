@@ -215,11 +215,156 @@ static gboolean position_context(const char *s, int at, gboolean *from)
     return FALSE;
 }
 
+static inline double log_sigmoid(double z)
+{
+    return z >= 0 ? -log1p(exp(-z)) : z - log1p(exp(z));
+}
+
+/* ---- the radiograph findings' lists ---------------------------------------------------------- */
+
+static gboolean starts_with(const char *s, gsize n, const char *prefix)
+{
+    const gsize m = strlen(prefix);
+    return n >= m && g_ascii_strncasecmp(s, prefix, m) == 0;
+}
+
+/* whether s[0, n) is a proper start of word (shorter than it) */
+static gboolean begins(const char *s, gsize n, const char *word)
+{
+    return n < strlen(word) && g_ascii_strncasecmp(s, word, n) == 0;
+}
+
+/* CL_GROUNDING_FINDINGS: the last list of findings of text[0, len) (cl_grounding_text_ok) */
+static gboolean findings_ok(const char *s, gsize n, const ClGroundingSlot *slot)
+{
+    /* the last "finding of " or "findings of ", and whose list it opens */
+    gsize at = 0, word = 0; /* where the list starts, and its "finding" */
+    gboolean found = FALSE;
+    for (gsize i = n; i-- > 0 && !found;) {
+        if (i > 0 && s[i - 1] != ' ')
+            continue;
+        if (starts_with(s + i, n - i, "finding of "))
+            at = i + 11, word = i, found = TRUE;
+        else if (starts_with(s + i, n - i, "findings of "))
+            at = i + 12, word = i, found = TRUE;
+    }
+    if (!found)
+        return TRUE;
+    const gboolean *allowed = NULL;
+    if (word >= 11 && g_ascii_strncasecmp(s + word - 11, "additional ", 11) == 0)
+        allowed = slot->allowed;
+    else if (word >= 12 && g_ascii_strncasecmp(s + word - 12, "missing the ", 12) == 0)
+        allowed = slot->allowed_missing;
+    const char *const *names = slot->phrases;
+    gboolean any = FALSE;
+    for (int c = 0; allowed && names[c]; c++)
+        any = any || allowed[c];
+    if (!any)
+        return TRUE; /* another list, or one not held */
+    gboolean listed[CL_CONFIG_MAX_OBJECTS] = { FALSE };
+    const char *r = s + at;
+    gsize rn = n - at, pos = 0;
+    for (;;) {
+        /* a whole name here (the longest), or one being written */
+        int name = -1;
+        gsize name_len = 0;
+        for (int c = 0; names[c] && c < CL_CONFIG_MAX_OBJECTS; c++) {
+            const gsize l = strlen(names[c]);
+            if (l > name_len && starts_with(r + pos, rn - pos, names[c]))
+                name = c, name_len = l;
+        }
+        if (name < 0) {
+            for (int c = 0; names[c] && c < CL_CONFIG_MAX_OBJECTS; c++)
+                if (allowed[c] && !listed[c] && begins(r + pos, rn - pos, names[c]))
+                    return TRUE;
+            return FALSE; /* another finding, or no finding's name */
+        }
+        if (!allowed[name] || listed[name])
+            return FALSE;
+        listed[name] = TRUE;
+        pos += name_len;
+        gboolean more = FALSE; /* an allowed name left to list */
+        for (int c = 0; names[c] && c < CL_CONFIG_MAX_OBJECTS; c++)
+            more = more || (allowed[c] && !listed[c]);
+        const char *t = r + pos;
+        const gsize tn = rn - pos;
+        static const char *const seps[] = { ", and ", " and ", ", ", NULL };
+        int sep = -1;
+        for (int k = 0; seps[k] && sep < 0; k++)
+            if (starts_with(t, tn, seps[k]))
+                sep = k;
+        if (sep >= 0) { /* the list goes on */
+            if (!more)
+                return FALSE;
+            pos += strlen(seps[sep]);
+            if (sep == 2) { /* ", " and perhaps "and " ("x, y, and z") */
+                if (begins(r + pos, rn - pos, "and "))
+                    return TRUE;
+                if (starts_with(r + pos, rn - pos, "and "))
+                    pos += 4;
+            }
+            continue;
+        }
+        /* a separator being written goes on the list; the list's end (" than", ".") closes it */
+        gboolean going_on = FALSE;
+        for (int k = 0; seps[k]; k++)
+            going_on = going_on || (tn > 0 && begins(t, tn, seps[k]));
+        if (going_on && !more && !begins(t, tn, " than"))
+            return FALSE;
+        return TRUE;
+    }
+}
+
+int cl_grounding_findings(const float *before, const float *after, const float *prob, int N,
+                          int n_classes, gboolean *added, gboolean *missing, double *appeared,
+                          double *vanished)
+{
+    const int K = CL_CONFIG_OBJECT_OUT;
+    double up[CL_CONFIG_MAX_FINDINGS] = { 0 }, down[CL_CONFIG_MAX_FINDINGS] = { 0 };
+    n_classes = CLAMP(n_classes, 0, CL_CONFIG_MAX_FINDINGS);
+    for (int c = 0; c < n_classes; c++)
+        added[c] = missing[c] = FALSE;
+    if (!before || !after || !prob)
+        return 0;
+    for (int p = 0; p < N; p++) {
+        if (!(prob[p] >= 0.5f))
+            continue;
+        const float *z[2] = { before + (size_t)p * K, after + (size_t)p * K };
+        for (int c = 0; c < n_classes; c++) {
+            double shows[2];
+            for (int t = 0; t < 2; t++) /* cube (shape 0), colour, size, material */
+                shows[t] = exp(
+                    log_sigmoid(z[t][0]) + log_sigmoid(z[t][1]) + log_sigmoid(z[t][1 + 4 + c % 8]) +
+                    log_sigmoid(z[t][1 + 12 + c / 8 % 2]) + log_sigmoid(z[t][1 + 14 + c / 16]));
+            const double d = prob[p] * (shows[1] - shows[0]);
+            up[c] += MAX(0, d);
+            down[c] += MAX(0, -d);
+        }
+    }
+    double top_up = 0, top_down = 0;
+    for (int c = 0; c < n_classes; c++)
+        top_up = MAX(top_up, up[c]), top_down = MAX(top_down, down[c]);
+    int n = 0;
+    const double share = CL_GROUNDING_FINDING_SHARE;
+    for (int c = 0; c < n_classes; c++) {
+        added[c] = up[c] >= CL_GROUNDING_FINDING_MIN && up[c] >= share * top_up;
+        missing[c] = down[c] >= CL_GROUNDING_FINDING_MIN && down[c] >= share * top_down;
+        n += added[c] + missing[c];
+        if (appeared)
+            appeared[c] = up[c];
+        if (vanished)
+            vanished[c] = down[c];
+    }
+    return n;
+}
+
 gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
                               const ClGroundingSlot *slot)
 {
     if (!text || !slot || !slot->phrases || !slot->allowed)
         return TRUE;
+    if (slot->context == CL_GROUNDING_FINDINGS)
+        return findings_ok(text, len, slot);
     const char *const *phrases = slot->phrases;
     const gboolean *allowed = slot->allowed;
     const gsize from = len > 64 ? len - 64 : 0;
@@ -311,11 +456,6 @@ gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
 
 /* ---- the changed object ----------------------------------------------------------------------- */
 
-static inline double log_sigmoid(double z)
-{
-    return z >= 0 ? -log1p(exp(-z)) : z - log1p(exp(z));
-}
-
 int cl_grounding_changed_object(const float *before, const float *after, const float *prob, int N,
                                 int n_classes, double *share)
 {
@@ -355,11 +495,15 @@ int cl_grounding_changed_object(const float *before, const float *after, const f
 }
 
 /* the head's labels (logit 1 + j) of class c in the coding `task`; returns how many */
-static int class_labels(ClObjectTask task, int c, int labels[3])
+static int class_labels(ClObjectTask task, int c, int labels[4])
 {
     if (task == CL_OBJECTS_AERIAL) {
         labels[0] = 4 + c; /* the kind travels as the colour */
         return 1;
+    }
+    if (task == CL_OBJECTS_RADIOGRAPH) { /* cube, colour, size, material */
+        labels[0] = 0, labels[1] = 4 + c % 8, labels[2] = 12 + c / 8 % 2, labels[3] = 14 + c / 16;
+        return 4;
     }
     labels[0] = c / 8 % 4, labels[1] = 4 + c % 8, labels[2] = 12 + c / 32;
     return 3;
@@ -371,7 +515,9 @@ int cl_grounding_region_objects(const float *before, const float *after, const f
                                 double shares[CL_GROUNDING_MAX_REGIONS])
 {
     const int K = CL_CONFIG_OBJECT_OUT;
-    const int max_classes = task == CL_OBJECTS_AERIAL ? 8 : CL_CONFIG_MAX_OBJECTS;
+    const int max_classes = task == CL_OBJECTS_AERIAL       ? 8
+                            : task == CL_OBJECTS_RADIOGRAPH ? CL_CONFIG_MAX_FINDINGS
+                                                            : CL_CONFIG_MAX_OBJECTS;
     for (int i = 0; i < CL_GROUNDING_MAX_REGIONS; i++) {
         classes[i] = -1;
         if (shares)
@@ -388,7 +534,7 @@ int cl_grounding_region_objects(const float *before, const float *after, const f
     g_autofree int *label = g_new0(int, N);
     Region kept[CL_GROUNDING_MAX_REGIONS];
     const int n = find_regions(prob, grid, 1.0, label, kept);
-    int labels[CL_CONFIG_MAX_OBJECTS][3], n_labels[CL_CONFIG_MAX_OBJECTS];
+    int labels[CL_CONFIG_MAX_OBJECTS][4], n_labels[CL_CONFIG_MAX_OBJECTS];
     for (int c = 0; c < n_classes; c++)
         n_labels[c] = class_labels(task, c, labels[c]);
     for (int i = 0; i < n; i++) {

@@ -54,6 +54,11 @@ typedef enum {
      * opens a clause — the answer's start, or after "and" or a punctuation mark ("at the top" is
      * none: its "the" follows a preposition) */
     CL_GROUNDING_CLAUSE_START,
+    /* the radiograph answers' lists of findings (the phrases: the model's radiograph findings,
+     * cl_config_findings): after "additional finding(s) of " each listed name must be one of
+     * `allowed`, after "missing the finding(s) of " one of `allowed_missing`, none twice, and a
+     * list goes on (", ", " and ", ", and ") only while an allowed name is left to add */
+    CL_GROUNDING_FINDINGS,
 } ClGroundingContext;
 
 /* A set of phrases, the ones allowed, and where they are said. phrases: NULL-ended, words of
@@ -65,6 +70,9 @@ typedef struct {
     /* AFTER_PREPOSITION: the phrases allowed after "from the" (where a moved object was);
      * NULL: `allowed` there too */
     const gboolean *allowed_from;
+    /* FINDINGS: the names allowed in the missing findings' list (`allowed`: the additional
+     * ones'); NULL or none allowed: that list is not held */
+    const gboolean *allowed_missing;
 } ClGroundingSlot;
 
 /* Whether text[0, len) keeps its last phrase of the slot to the allowed ones. A phrase is a run
@@ -77,6 +85,27 @@ typedef struct {
  * read; `whole` says that text[0] is the answer's first byte (a sentence starts there). */
 gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
                               const ClGroundingSlot *slot);
+
+/* FINDINGS reads the whole text it is given (the lists outgrow 64 bytes): generation passes this
+ * much of the answer's end */
+#define CL_GROUNDING_TEXT_WINDOW 256
+
+/* The radiograph findings whose presence the object head sees change (docs/MODEL.md §3.13): with
+ * shows_t(c, p) = σ(objectness) · Π σ(c's label logits) in the radiograph coding (cube, colour
+ * c % 8, size c / 8 % 2, material c / 16) of image t at patch p, over the after image's patches
+ * whose change probability is at least 0.5, appeared(c) = Σ_p prob_p · max(0, shows_after −
+ * shows_before) and vanished(c) the same of shows_before − shows_after. A finding is seen added
+ * (added[c]) when appeared(c) is at least CL_GROUNDING_FINDING_SHARE of the largest appeared
+ * score and at least CL_GROUNDING_FINDING_MIN; missing likewise. logits: (N,
+ * CL_CONFIG_OBJECT_OUT) of each image, prob: (N). appeared, vanished (n_classes, may be NULL):
+ * the scores. Returns how many findings were seen changed (0 without both images or no patch
+ * at 0.5). The share was chosen on seed 7100 (`eval --task radiograph --grounded`), not the
+ * evaluation seed. */
+#define CL_GROUNDING_FINDING_SHARE 0.7
+#define CL_GROUNDING_FINDING_MIN 0.5
+int cl_grounding_findings(const float *before, const float *after, const float *prob, int N,
+                          int n_classes, gboolean *added, gboolean *missing, double *appeared,
+                          double *vanished);
 
 /* config.n_objects: the class the object head sees where the change is. logits: the head's
  * (N, CL_CONFIG_OBJECT_OUT) for the image before and the image after (either may be NULL);
