@@ -965,6 +965,56 @@ static void test_aerial_model(void)
     }
 }
 
+/* The same model on the demo radiographs (hernia added, edema resolved): with the findings
+ * grounded, the sentence names both, as the demo's note does; the decoder alone names another
+ * missing finding. Needs the shipped model with its radiograph findings and the stem. */
+static void test_radiograph_demo(void)
+{
+    const char *root = g_getenv("CL_SOURCE_ROOT");
+    root = root ? root : ".";
+    g_autofree char *path =
+        g_build_filename(root, "data", "models", "changelens-radiograph-aerial.safetensors", NULL);
+    g_autoptr(GError) err = NULL;
+    g_autoptr(ClModel) model = cl_model_load(path, &err);
+    if (!model) {
+        g_test_skip(err->message);
+        return;
+    }
+    g_autofree char *stem = cl_pretrained_path(CL_EFFNET_FILE);
+    if (!g_file_test(stem, G_FILE_TEST_EXISTS)) {
+        g_test_skip("the pretrained EfficientNet-Lite0 is not installed (./run.sh fetches it)");
+        return;
+    }
+    g_autofree char *a = g_build_filename(root, "data", "demo", "radiograph", "before.dcm", NULL);
+    g_autofree char *b = g_build_filename(root, "data", "demo", "radiograph", "after.dcm", NULL);
+    g_autoptr(ClImage) ia = cl_image_load(a, NULL, &err);
+    g_assert_no_error(err);
+    g_autoptr(ClImage) ib = cl_image_load(b, NULL, &err);
+    g_assert_no_error(err);
+    ClDescribeImage di[2] = { { .image = ia }, { .image = ib } };
+    g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
+    g_assert_no_error(err);
+    for (int grounded = 1; grounded >= 0; grounded--) {
+        ClDescribeOptions d;
+        cl_describe_options_init(&d);
+        d.heatmaps = FALSE;
+        d.grounding = grounded;
+        ClDescribeResult res;
+        g_assert_true(cl_describe_run(be, model, di, 2, &d, &res, &err));
+        g_assert_no_error(err);
+        g_test_message("%s: \"%s\"", grounded ? "grounded" : "not grounded", res.text);
+        g_assert_cmpint(res.domain, ==, CL_CHAT_DOMAIN_RADIOGRAPH);
+        if (grounded)
+            g_assert_cmpstr(res.text, ==,
+                            "the main image has an additional finding of hernia than the "
+                            "reference image. the main image is missing the finding of edema "
+                            "than the reference image.");
+        else
+            g_assert_null(strstr(res.text, "edema"));
+        cl_describe_result_clear(&res);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -984,5 +1034,6 @@ int main(int argc, char **argv)
     g_test_add_func("/grounding/change-threshold", test_change_threshold);
     g_test_add_func("/grounding/photo-model", test_photo_model);
     g_test_add_func("/grounding/aerial-model", test_aerial_model);
+    g_test_add_func("/grounding/radiograph-demo", test_radiograph_demo);
     return g_test_run();
 }
