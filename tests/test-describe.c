@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "model/describe.h"
+#include "model/effnet.h"
 #include "fixtures.h"
 #include "model/heatmap.h"
 #include "model/preprocess.h"
@@ -515,6 +516,40 @@ static void test_cli_dicoms(void)
     check_describe("dicoms", 2, files, 2, "radiograph", FALSE);
 }
 
+/* The demo radiographs with the shipped radiograph-and-aerial model (the default for
+ * radiographs with the pretrained stem): the JSON names the findings its object head sees added
+ * and missing, and so does the summary line. Skipped without the stem. */
+static void test_cli_radiograph_findings(void)
+{
+    g_autofree char *stem = cl_pretrained_path(CL_EFFNET_FILE);
+    if (!g_file_test(stem, G_FILE_TEST_EXISTS)) {
+        g_test_skip("the pretrained EfficientNet-Lite0 is not installed (./run.sh fetches it)");
+        return;
+    }
+    const char *root = g_getenv("CL_SOURCE_ROOT");
+    g_autofree char *a = g_build_filename(root, "data", "demo", "radiograph", "before.dcm", NULL);
+    g_autofree char *b = g_build_filename(root, "data", "demo", "radiograph", "after.dcm", NULL);
+    g_autofree char *out = NULL, *err = NULL;
+    int rc = run_describe(NULL, &out, &err, "--device", "cpu", "--json", a, b, NULL);
+    g_assert_cmpint(rc, ==, 0);
+    g_autoptr(JsonParser) parser = json_parser_new();
+    g_autoptr(GError) error = NULL;
+    g_assert_true(json_parser_load_from_data(parser, out, -1, &error));
+    JsonObject *o = json_node_get_object(json_parser_get_root(parser));
+    JsonArray *added = json_object_get_array_member(o, "findings_added");
+    JsonArray *missing = json_object_get_array_member(o, "findings_missing");
+    g_assert_nonnull(added);
+    g_assert_nonnull(missing);
+    g_assert_cmpuint(json_array_get_length(added), ==, 1);
+    g_assert_cmpstr(json_array_get_string_element(added, 0), ==, "hernia");
+    g_assert_cmpuint(json_array_get_length(missing), ==, 1);
+    g_assert_cmpstr(json_array_get_string_element(missing, 0), ==, "edema");
+    g_free(out), g_free(err);
+    rc = run_describe(NULL, &out, &err, "--device", "cpu", a, b, NULL);
+    g_assert_cmpint(rc, ==, 0);
+    g_assert_nonnull(strstr(err, "findings seen added: hernia; missing: edema"));
+}
+
 static void test_cli_tiff_pages(void)
 {
     const char *files[] = { fixture("/pages3-grey16.tif") };
@@ -897,6 +932,7 @@ int main(int argc, char **argv)
     g_test_add_func("/describe/cli/pngs", test_cli_pngs);
     g_test_add_func("/describe/cli/dicoms", test_cli_dicoms);
     g_test_add_func("/describe/cli/tiff-pages", test_cli_tiff_pages);
+    g_test_add_func("/describe/cli/radiograph-findings", test_cli_radiograph_findings);
     g_test_add_func("/describe/cli/stream-matches-json", test_cli_stream_matches_json);
     g_test_add_func("/describe/cli/errors", test_cli_errors);
     g_test_add_func("/describe/cli/model-file", test_cli_model_file);

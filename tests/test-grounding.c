@@ -1004,6 +1004,14 @@ static void test_radiograph_demo(void)
         g_assert_no_error(err);
         g_test_message("%s: \"%s\"", grounded ? "grounded" : "not grounded", res.text);
         g_assert_cmpint(res.domain, ==, CL_CHAT_DOMAIN_RADIOGRAPH);
+        /* what the head sees, grounded or not: hernia added, edema missing, nothing else */
+        int n = 0;
+        const char(*names)[CL_CONFIG_OBJECT_NAME] = cl_config_findings(&model->config, &n);
+        g_assert_cmpint(res.n_findings, ==, n);
+        for (int i = 0; i < n; i++) {
+            g_assert_cmpint(res.finding_added[i], ==, strcmp(names[i], "hernia") == 0);
+            g_assert_cmpint(res.finding_missing[i], ==, strcmp(names[i], "edema") == 0);
+        }
         if (grounded)
             g_assert_cmpstr(res.text, ==,
                             "the main image has an additional finding of hernia than the "
