@@ -644,8 +644,42 @@ static void test_findings_text(void)
         findings_ok_with("the main image has additional findings of hernia and hernia", two, none));
     g_assert_true(
         findings_ok_with("the main image has an additional finding of hernia th", hernia, none));
-    g_assert_true(
+    /* a list closes as the template closes it, never with a bare full stop or another word */
+    g_assert_false(
         findings_ok_with("the main image has an additional finding of hernia.", hernia, none));
+    g_assert_false(
+        findings_ok_with("the main image has additional findings of hernia right", two, none));
+    g_assert_true(findings_ok_with(
+        "the main image has an additional finding of hernia than the reference image. the main",
+        hernia, none));
+    /* the plural only where two findings can be listed: one seen added is "an additional
+     * finding", one seen missing "the finding" (the plural, caught where it is written, could
+     * never close) */
+    g_assert_false(findings_ok_with("the main image has ad", hernia, none));
+    g_assert_false(
+        findings_ok_with("the main image has additional findings of hernia", hernia, none));
+    g_assert_true(findings_ok_with("the main image has a", hernia, none));
+    g_assert_true(findings_ok_with("the main image has an additional finding of", hernia, none));
+    g_assert_true(findings_ok_with("the main image has additional findings of", two, none));
+    g_assert_true(findings_ok_with("the main image has additional findings of", none, edema));
+    g_assert_false(findings_ok_with("the main image is missing the findings of", hernia, edema));
+    g_assert_true(findings_ok_with("the main image is missing the finding of", hernia, edema));
+    g_assert_true(findings_ok_with("the main image is missing the findings of", hernia, two));
+    /* a list in the plural may also name the head's next best (allowed_several) */
+    gboolean a[CL_CONFIG_MAX_FINDINGS] = { FALSE }, a2[CL_CONFIG_MAX_FINDINGS] = { FALSE };
+    gboolean m[CL_CONFIG_MAX_FINDINGS] = { FALSE };
+    a[11] = a2[11] = a2[5] = TRUE; /* hernia seen; pleural effusion next */
+    const ClGroundingSlot several = {
+        cl_synth_radiograph_categories(), a, CL_GROUNDING_FINDINGS, NULL, m, a2, NULL
+    };
+    const char *plural = "the main image has additional findings of hernia and pleural effusion "
+                         "than the reference image.";
+    const char *singular = "the main image has an additional finding of pleural effusion than";
+    g_assert_true(cl_grounding_text_ok(plural, strlen(plural), TRUE, &several));
+    g_assert_false(cl_grounding_text_ok(singular, strlen(singular), TRUE, &several));
+    const ClGroundingSlot one = { cl_synth_radiograph_categories(), a, CL_GROUNDING_FINDINGS, NULL,
+                                  m };
+    g_assert_false(cl_grounding_text_ok(plural, strlen(plural), TRUE, &one));
     /* a name of several words, "of the" in it; the answer may not end inside a name */
     g_assert_true(findings_ok_with(
         "the main image is missing the finding of blunting of the costophrenic angle than the",
@@ -655,6 +689,19 @@ static void test_findings_text(void)
     g_assert_false(
         findings_ok_with("the main image is missing the finding of blunting.", none, blunting));
     g_assert_true(findings_ok_with("nothing has changed.", hernia, edema));
+}
+
+/* A list of several: the findings seen and the next best by score, when it reaches the minimum */
+static void test_findings_several(void)
+{
+    const gboolean seen[4] = { FALSE, TRUE, FALSE, FALSE };
+    const double score[4] = { 0.6, 2.0, 0.9, 0.3 };
+    gboolean several[4];
+    cl_grounding_findings_several(seen, score, 4, several);
+    g_assert_true(!several[0] && several[1] && several[2] && !several[3]);
+    const double low[4] = { 0.2, 2.0, 0.4, 0.3 }; /* none other reaches the minimum (0.5) */
+    cl_grounding_findings_several(seen, low, 4, several);
+    g_assert_true(!several[0] && several[1] && !several[2] && !several[3]);
 }
 
 /* The findings the head sees added and missing (cl_grounding_findings): hand-made logits where
@@ -1035,6 +1082,7 @@ int main(int argc, char **argv)
     g_test_add_func("/grounding/object-task", test_object_task);
     g_test_add_func("/grounding/findings-text", test_findings_text);
     g_test_add_func("/grounding/findings", test_findings);
+    g_test_add_func("/grounding/findings-several", test_findings_several);
     g_test_add_func("/grounding/findings-config", test_findings_config);
     g_test_add_func("/grounding/regions", test_regions);
     g_test_add_func("/grounding/changed-object", test_changed_object);

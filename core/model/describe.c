@@ -286,9 +286,14 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
             if (n_findings > 0 && out->regions.n > 0 && out->domain == CL_CHAT_DOMAIN_RADIOGRAPH) {
                 /* the findings whose presence the head sees change, added and missing */
                 out->n_findings = n_findings;
+                double up[CL_CONFIG_MAX_FINDINGS], down[CL_CONFIG_MAX_FINDINGS];
                 cl_grounding_findings(prev_objects, eo.object_logits, eo.change_prob, eo.n_patches,
-                                      n_findings, out->finding_added, out->finding_missing, NULL,
-                                      NULL);
+                                      n_findings, out->finding_added, out->finding_missing, up,
+                                      down);
+                cl_grounding_findings_several(out->finding_added, up, n_findings,
+                                              out->finding_added_several);
+                cl_grounding_findings_several(out->finding_missing, down, n_findings,
+                                              out->finding_missing_several);
             } else if (cfg->n_objects > 0 && out->regions.n > 0 &&
                        cfg->object_task == CL_OBJECTS_RADIOGRAPH) {
                 /* a radiograph model's findings are read on radiographs only */
@@ -425,9 +430,10 @@ static gboolean generate_answer(ClBackend *be, const ClModel *model, const GArra
             const char(*names)[CL_CONFIG_OBJECT_NAME] = cl_config_findings(cfg, &n);
             for (int c = 0; c < n && c < out->n_findings; c++)
                 finding_names[c] = names[c];
-            slots[n_slots++] =
-                (ClGroundingSlot){ finding_names, out->finding_added, CL_GROUNDING_FINDINGS, NULL,
-                                   out->finding_missing };
+            slots[n_slots++] = (ClGroundingSlot){
+                finding_names,        out->finding_added,         CL_GROUNDING_FINDINGS,       NULL,
+                out->finding_missing, out->finding_added_several, out->finding_missing_several
+            };
         } else if (out->domain == CL_CHAT_DOMAIN_AERIAL && cfg->object_task == CL_OBJECTS_AERIAL) {
             /* each clause's object (its determiner with it: "the trees", "a new house") to the
              * kinds the object head sees in the regions */

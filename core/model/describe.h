@@ -142,6 +142,9 @@ typedef struct {
      * each; n_findings 0 when not looked at */
     int n_findings;
     gboolean finding_added[CL_CONFIG_MAX_FINDINGS], finding_missing[CL_CONFIG_MAX_FINDINGS];
+    /* ... and those a list of several may name (cl_grounding_findings_several) */
+    gboolean finding_added_several[CL_CONFIG_MAX_FINDINGS],
+        finding_missing_several[CL_CONFIG_MAX_FINDINGS];
     double *encode_ms;   /* (n_images) each image's encoder pass(es) */
     double prefill_ms;   /* the prompt through the decoder */
     double decode_ms;    /* generation after the prefill */

@@ -234,9 +234,46 @@ static gboolean begins(const char *s, gsize n, const char *word)
     return n < strlen(word) && g_ascii_strncasecmp(s, word, n) == 0;
 }
 
+/* how many of the classes are allowed */
+static int n_allowed(const ClGroundingSlot *slot, const gboolean *allowed)
+{
+    int k = 0;
+    for (int c = 0; allowed && slot->phrases[c] && c < CL_CONFIG_MAX_OBJECTS; c++)
+        k += allowed[c] != FALSE;
+    return k;
+}
+
+/* whether the last list of text[0, n) is opened in the plural ("has additional findings of",
+ * "is missing the findings of") where only one finding is allowed: such a list could never be
+ * closed (the answers' template says "an additional finding of x", "the finding of x" for one).
+ * The plural is caught where it is written: "has ad…" (the singular is "has an …"), "missing the
+ * findings". */
+static gboolean plural_of_one(const char *s, gsize n, const ClGroundingSlot *slot)
+{
+    for (gsize i = n; i-- > 0;) {
+        if (i > 0 && s[i - 1] != ' ')
+            continue;
+        const char *t = s + i;
+        const gsize tn = n - i;
+        const gboolean *added = slot->allowed_several ? slot->allowed_several : slot->allowed;
+        const gboolean *missing =
+            slot->allowed_missing_several ? slot->allowed_missing_several : slot->allowed_missing;
+        if (starts_with(t, tn, "has ad") ||
+            (starts_with(t, tn, "has ") && tn < strlen("has ad"))) /* "has a": either yet */
+            return starts_with(t, tn, "has ad") && n_allowed(slot, added) == 1;
+        if (starts_with(t, tn, "missing the findings"))
+            return n_allowed(slot, missing) == 1;
+        if (starts_with(t, tn, "missing the finding"))
+            return FALSE;
+    }
+    return FALSE;
+}
+
 /* CL_GROUNDING_FINDINGS: the last list of findings of text[0, len) (cl_grounding_text_ok) */
 static gboolean findings_ok(const char *s, gsize n, const ClGroundingSlot *slot)
 {
+    if (plural_of_one(s, n, slot))
+        return FALSE;
     /* the last "finding of " or "findings of ", and whose list it opens */
     gsize at = 0, word = 0; /* where the list starts, and its "finding" */
     gboolean found = FALSE;
@@ -251,10 +288,12 @@ static gboolean findings_ok(const char *s, gsize n, const ClGroundingSlot *slot)
     if (!found)
         return TRUE;
     const gboolean *allowed = NULL;
+    const gboolean plural = g_ascii_strncasecmp(s + word, "findings", 8) == 0;
     if (word >= 11 && g_ascii_strncasecmp(s + word - 11, "additional ", 11) == 0)
-        allowed = slot->allowed;
+        allowed = plural && slot->allowed_several ? slot->allowed_several : slot->allowed;
     else if (word >= 12 && g_ascii_strncasecmp(s + word - 12, "missing the ", 12) == 0)
-        allowed = slot->allowed_missing;
+        allowed = plural && slot->allowed_missing_several ? slot->allowed_missing_several
+                                                          : slot->allowed_missing;
     const char *const *names = slot->phrases;
     gboolean any = FALSE;
     for (int c = 0; allowed && names[c]; c++)
@@ -305,14 +344,31 @@ static gboolean findings_ok(const char *s, gsize n, const ClGroundingSlot *slot)
             }
             continue;
         }
-        /* a separator being written goes on the list; the list's end (" than", ".") closes it */
+        /* a separator being written goes on the list while a name is left; else the list
+         * closes as the answers' template closes it, " than the reference image" (an answer that
+         * stops after a name, or goes on with another word, has lost its sentence) */
+        static const char *const close = " than the reference image";
+        if (tn == 0 || starts_with(t, tn, close) || begins(t, tn, close))
+            return TRUE;
         gboolean going_on = FALSE;
         for (int k = 0; seps[k]; k++)
-            going_on = going_on || (tn > 0 && begins(t, tn, seps[k]));
-        if (going_on && !more && !begins(t, tn, " than"))
-            return FALSE;
-        return TRUE;
+            going_on = going_on || begins(t, tn, seps[k]);
+        return going_on && more;
     }
+}
+
+void cl_grounding_findings_several(const gboolean *seen, const double *score, int n,
+                                   gboolean *several)
+{
+    int next = -1;
+    for (int c = 0; c < n; c++) {
+        several[c] = seen[c];
+        if (!seen[c] && score[c] >= CL_GROUNDING_FINDING_MIN &&
+            (next < 0 || score[c] > score[next]))
+            next = c;
+    }
+    if (next >= 0)
+        several[next] = TRUE;
 }
 
 int cl_grounding_findings(const float *before, const float *after, const float *prob, int N,

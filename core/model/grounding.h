@@ -73,6 +73,10 @@ typedef struct {
     /* FINDINGS: the names allowed in the missing findings' list (`allowed`: the additional
      * ones'); NULL or none allowed: that list is not held */
     const gboolean *allowed_missing;
+    /* FINDINGS: the names a list opened in the plural ("findings of") may hold, additional and
+     * missing (cl_grounding_findings_several); NULL: `allowed`, `allowed_missing`. The plural is
+     * refused where fewer than two are allowed: such a list could not be closed. */
+    const gboolean *allowed_several, *allowed_missing_several;
 } ClGroundingSlot;
 
 /* Whether text[0, len) keeps its last phrase of the slot to the allowed ones. A phrase is a run
@@ -106,6 +110,13 @@ gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
 int cl_grounding_findings(const float *before, const float *after, const float *prob, int N,
                           int n_classes, gboolean *added, gboolean *missing, double *appeared,
                           double *vanished);
+
+/* The findings a list of several may name: those of `seen` (cl_grounding_findings' added or
+ * missing) and the next best by `score` (its appeared or vanished) when that is at least
+ * CL_GROUNDING_FINDING_MIN — where the decoder writes "findings of", it has seen more than one
+ * change, and the head's second best is nearly always one (docs/MODEL.md §3.13). n classes. */
+void cl_grounding_findings_several(const gboolean *seen, const double *score, int n,
+                                   gboolean *several);
 
 /* config.n_objects: the class the object head sees where the change is. logits: the head's
  * (N, CL_CONFIG_OBJECT_OUT) for the image before and the image after (either may be NULL);
