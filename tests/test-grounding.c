@@ -59,6 +59,15 @@ static gboolean place_ok(const char *text, int cell)
     return cl_grounding_text_ok(text, strlen(text), TRUE, &slot);
 }
 
+/* two cells allowed */
+static gboolean places_ok(const char *text, int cell, int cell2)
+{
+    gboolean allowed[9] = { FALSE };
+    allowed[cell] = allowed[cell2] = TRUE;
+    const ClGroundingSlot slot = { cl_grounding_place_names, allowed, CL_GROUNDING_PLACE, NULL };
+    return cl_grounding_text_ok(text, strlen(text), TRUE, &slot);
+}
+
 static void test_places(void)
 {
     /* the centre allowed (cell 4): its phrase with its preposition, whole and being written */
@@ -84,6 +93,26 @@ static void test_places(void)
     g_assert_true(place_ok("a road is built at the top ri", 2));
     g_assert_true(place_ok("a new house is built on the left .", 3));
     g_assert_false(place_ok("a new house is built in the", 3));
+    /* each place once: with the centre and the left allowed, a place said is not said again,
+     * and once both are said no clause is opened (" and", ",") */
+    g_assert_true(places_ok("the trees in the centre are cut down and a new house is built on the "
+                            "left .",
+                            4, 3));
+    g_assert_false(
+        places_ok("the trees in the centre are cut down and the building in the ce", 4, 3));
+    g_assert_true(places_ok("the trees in the centre are cut down and", 4, 3));
+    g_assert_false(places_ok("the trees in the centre are cut down and a new house is built on the "
+                             "left and",
+                             4, 3));
+    g_assert_false(places_ok("a new house is built on the left and the trees in the centre are cut "
+                             "down,",
+                             4, 3));
+    g_assert_false(place_ok("the trees in the centre are cut down and", 4));
+    /* "at the bottom" said does not use "at the bottom left" (the longest phrase counts) */
+    g_assert_true(
+        places_ok("a road is built at the bottom left and a house at the bottom is", 6, 7));
+    g_assert_false(
+        places_ok("a road is built at the bottom left and a house at the bottom left", 6, 7));
 }
 
 static void test_objects(void)

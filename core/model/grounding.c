@@ -414,6 +414,51 @@ int cl_grounding_findings(const float *before, const float *after, const float *
     return n;
 }
 
+/* ---- the aerial places: each once ------------------------------------------------------------ */
+
+/* used[i]: place phrase i (whole, the longest that fits) stands in text[0, n) */
+static void places_used(const char *text, gsize n, const char *const *phrases, gboolean *used)
+{
+    for (int i = 0; phrases[i] && i < CL_CONFIG_MAX_OBJECTS; i++)
+        used[i] = FALSE;
+    for (gsize j = 0; j < n; j++) {
+        if (j > 0 && g_ascii_isalpha(text[j - 1]))
+            continue;
+        int best = -1;
+        gsize best_len = 0;
+        for (int i = 0; phrases[i] && i < CL_CONFIG_MAX_OBJECTS; i++) {
+            const gsize l = strlen(phrases[i]);
+            if (l > best_len && j + l < n && g_ascii_strncasecmp(text + j, phrases[i], l) == 0 &&
+                !g_ascii_isalpha(text[j + l]))
+                best = i, best_len = l;
+        }
+        if (best >= 0)
+            used[best] = TRUE;
+    }
+}
+
+/* A clause that "and" would open needs a place still to say: once every allowed place has been
+ * said, the answer may not go on with " and" or "," (each place is said once: the generator never
+ * names one twice, and a decoder that does repeats its clause, "… at the bottom left are cut
+ * down and the trees at the bottom left are cut down"). */
+static gboolean place_and_ok(const char *text, gsize n, const ClGroundingSlot *slot)
+{
+    /* " and", or a comma (which a decoder refused its " and" takes next, and loses its
+     * sentence: "… on the left, newthe trees …") */
+    if (!(n >= 4 && g_ascii_strncasecmp(text + n - 4, " and", 4) == 0) &&
+        !(n >= 1 && text[n - 1] == ','))
+        return TRUE;
+    gboolean used[CL_CONFIG_MAX_OBJECTS];
+    places_used(text, n, slot->phrases, used);
+    gboolean any_used = FALSE;
+    for (int i = 0; slot->phrases[i] && i < CL_CONFIG_MAX_OBJECTS; i++) {
+        if (slot->allowed[i] && !used[i])
+            return TRUE;
+        any_used = any_used || used[i];
+    }
+    return !any_used;
+}
+
 gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
                               const ClGroundingSlot *slot)
 {
@@ -421,6 +466,8 @@ gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
         return TRUE;
     if (slot->context == CL_GROUNDING_FINDINGS)
         return findings_ok(text, len, slot);
+    if (slot->context == CL_GROUNDING_PLACE && !place_and_ok(text, len, slot))
+        return FALSE;
     const char *const *phrases = slot->phrases;
     const gboolean *allowed = slot->allowed;
     const gsize from = len > 64 ? len - 64 : 0;
@@ -463,12 +510,19 @@ gboolean cl_grounding_text_ok(const char *text, gsize len, gboolean whole,
     gboolean from_context = FALSE;
     if (first < 0)
         return TRUE;
+    gboolean unused[CL_CONFIG_MAX_OBJECTS];
     if (slot->context == CL_GROUNDING_PLACE) {
         /* a place phrase begins with its preposition, whole: "the trees", "a", "o" are none
          * (yet) */
         const Span w0 = k > 0 ? run[k - 1] : partial;
         if (!span_is(w0, "at", 2) && !span_is(w0, "in", 2) && !span_is(w0, "on", 2))
             return TRUE;
+        /* each place once: those said before this phrase are no longer allowed */
+        gboolean used[CL_CONFIG_MAX_OBJECTS];
+        places_used(text, from + (gsize)first, phrases, used);
+        for (int i = 0; phrases[i] && i < CL_CONFIG_MAX_OBJECTS; i++)
+            unused[i] = allowed[i] && !used[i];
+        allowed = unused;
     } else if (slot->context == CL_GROUNDING_CLAUSE_START) {
         if (!clause_context(s, first, whole))
             return TRUE;
