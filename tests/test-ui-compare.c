@@ -5,6 +5,8 @@
 #include "fixtures.h"
 #include "image/loaders.h"
 #include "image/measure.h"
+#include "model/effnet.h"
+#include "model/model.h"
 #include <gdal.h>
 
 #include <math.h>
@@ -326,6 +328,20 @@ static void test_workflows(void)
     g_assert_nonnull(strstr(patient, "SYNTH"));
     wait_for_paint(GTK_WIDGET(a));
     save_screenshot(win, "workflow-radiology");
+    /* the model on the demo films (with the pretrained stem: the radiograph-and-aerial model):
+     * the sentence its note names, and the findings its object head sees in the panel */
+    g_autofree char *stem = cl_pretrained_path(CL_EFFNET_FILE);
+    if (g_file_test(stem, G_FILE_TEST_EXISTS)) {
+        g_assert_true(gtk_widget_activate_action(GTK_WIDGET(win), "win.describe", NULL));
+        g_assert_true(wait_for(not_describing, win));
+        g_autofree char *said = cl_window_get_description(win);
+        g_assert_cmpstr(said, ==,
+                        "the main image has an additional finding of hernia than the reference "
+                        "image. the main image is missing the finding of edema than the reference "
+                        "image.");
+        g_assert_nonnull(
+            label_containing(GTK_WIDGET(win), "Findings seen added: hernia; missing: edema"));
+    }
     gtk_window_destroy(GTK_WINDOW(win));
 
     /* remote sensing */

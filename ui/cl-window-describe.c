@@ -131,6 +131,22 @@ static void show_run_summary(ClWindow *self, const ClWorkerDescribeResult *r)
             /* TRANSLATORS: the object the model's object head sees there, and its confidence */
             g_string_append_printf(model, _("; the object there: %s (%.0f %%)"),
                                    r->result.object_name, 100 * r->result.object_share);
+        if (r->result.findings_added && r->result.findings_missing &&
+            (r->result.findings_added->len || r->result.findings_missing->len)) {
+            g_autoptr(GString) added = g_string_new(NULL), missing = g_string_new(NULL);
+            for (guint i = 0; i < r->result.findings_added->len; i++)
+                g_string_append_printf(added, "%s%s", i ? ", " : "",
+                                       (char *)r->result.findings_added->pdata[i]);
+            for (guint i = 0; i < r->result.findings_missing->len; i++)
+                g_string_append_printf(missing, "%s%s", i ? ", " : "",
+                                       (char *)r->result.findings_missing->pdata[i]);
+            g_string_append_c(model, '\n');
+            /* TRANSLATORS: on a radiograph, the findings the model's object head sees appear
+             * and disappear where the change is (names of findings, or "none") */
+            g_string_append_printf(model, _("Findings seen added: %s; missing: %s"),
+                                   added->len ? added->str : _("none"),
+                                   missing->len ? missing->str : _("none"));
+        }
     }
     for (guint i = 0; r->result.notices && i < r->result.notices->len; i++)
         g_string_append_printf(model, "\n%s", (char *)r->result.notices->pdata[i]);

@@ -62,32 +62,19 @@ typedef struct {
     gint64 seed;
     const char *variant;
     const char *device;
-    char **heatmap_files;     /* per heatmap, NULL when not written */
-    const char *object;       /* the object head's class name, NULL when none */
-    const ClModelConfig *cfg; /* the model's (the findings' names) */
+    char **heatmap_files; /* per heatmap, NULL when not written */
+    const char *object;   /* the object head's class name, NULL when none */
 } JsonContext;
 
-/* The findings the object head sees added (or missing) on a radiograph, by name: each to f with
- * its index in the model's table (cl_config_findings). */
-static void each_finding(const ClDescribeResult *r, const ClModelConfig *cfg, gboolean added,
-                         void (*f)(const char *name, gpointer data), gpointer data)
+/* names joined with ", " ("none" for none) */
+static char *join_names(const GPtrArray *names)
 {
-    int n = 0;
-    const char(*names)[CL_CONFIG_OBJECT_NAME] = cl_config_findings(cfg, &n);
-    for (int i = 0; names && i < MIN(n, r->n_findings); i++)
-        if (added ? r->finding_added[i] : r->finding_missing[i])
-            f(names[i], data);
-}
-
-static void add_json_string(const char *name, gpointer b)
-{
-    json_builder_add_string_value(b, name);
-}
-
-static void add_text_name(const char *name, gpointer s)
-{
-    GString *text = s;
-    g_string_append_printf(text, "%s%s", text->len ? ", " : "", name);
+    if (!names || names->len == 0)
+        return g_strdup("none");
+    g_autoptr(GString) s = g_string_new(NULL);
+    for (guint i = 0; i < names->len; i++)
+        g_string_append_printf(s, "%s%s", i ? ", " : "", (const char *)names->pdata[i]);
+    return g_string_free(g_steal_pointer(&s), FALSE);
 }
 
 static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, const JsonContext *c)
@@ -209,11 +196,13 @@ static char *result_to_json(const ClDescribeResult *r, const ClSequence *seq, co
         json_member_string(b, "changed_object", c->object);
         json_member_double(b, "changed_object_share", r->object_share);
     }
-    if (r->n_findings > 0 && c->cfg) { /* a radiograph's findings the object head sees change */
+    if (r->findings_added && r->findings_missing) { /* a radiograph's findings the head sees */
         for (int added = 1; added >= 0; added--) {
+            const GPtrArray *names = added ? r->findings_added : r->findings_missing;
             json_builder_set_member_name(b, added ? "findings_added" : "findings_missing");
             json_builder_begin_array(b);
-            each_finding(r, c->cfg, added, add_json_string, b);
+            for (guint i = 0; i < names->len; i++)
+                json_builder_add_string_value(b, names->pdata[i]);
             json_builder_end_array(b);
         }
     }
@@ -628,7 +617,6 @@ static void print_describe_result(const DescribeArgs *a, const DescribeInputs *i
             .device = cl_backend_name(in->be),
             .heatmap_files = written,
             .object = res->object_name,
-            .cfg = &in->model->config,
         };
         g_autofree char *out = result_to_json(res, in->seq, &c);
         printf("%s\n", out);
@@ -652,13 +640,10 @@ static void print_describe_result(const DescribeArgs *a, const DescribeInputs *i
         if (res->object_name)
             g_string_append_printf(found, "; the object there: %s (%.0f %%)", res->object_name,
                                    100 * res->object_share);
-        if (res->n_findings > 0) {
-            g_autoptr(GString) added = g_string_new(NULL), missing = g_string_new(NULL);
-            each_finding(res, &in->model->config, TRUE, add_text_name, added);
-            each_finding(res, &in->model->config, FALSE, add_text_name, missing);
-            g_string_append_printf(found, "; findings seen added: %s; missing: %s",
-                                   added->len ? added->str : "none",
-                                   missing->len ? missing->str : "none");
+        if (res->findings_added && res->findings_missing) {
+            g_autofree char *added = join_names(res->findings_added);
+            g_autofree char *missing = join_names(res->findings_missing);
+            g_string_append_printf(found, "; findings seen added: %s; missing: %s", added, missing);
         }
         fprintf(stderr, "%s: change head: largest probability %.2f%s%s\n", PROG, res->change_max,
                 found->len ? ", changed at the " : " (no change)", found->str);

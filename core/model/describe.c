@@ -28,6 +28,10 @@ void cl_describe_result_clear(ClDescribeResult *r)
         g_array_unref(r->ids);
     g_free(r->prompt_text);
     g_free(r->object_name);
+    if (r->findings_added)
+        g_ptr_array_unref(r->findings_added);
+    if (r->findings_missing)
+        g_ptr_array_unref(r->findings_missing);
     g_free(r->letterbox);
     if (r->heatmaps)
         g_ptr_array_unref(r->heatmaps);
@@ -294,6 +298,15 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
                                               out->finding_added_several);
                 cl_grounding_findings_several(out->finding_missing, down, n_findings,
                                               out->finding_missing_several);
+                const char(*names)[CL_CONFIG_OBJECT_NAME] = cl_config_findings(cfg, &n_findings);
+                out->findings_added = g_ptr_array_new_with_free_func(g_free);
+                out->findings_missing = g_ptr_array_new_with_free_func(g_free);
+                for (int c = 0; c < n_findings; c++) {
+                    if (out->finding_added[c])
+                        g_ptr_array_add(out->findings_added, g_strdup(names[c]));
+                    if (out->finding_missing[c])
+                        g_ptr_array_add(out->findings_missing, g_strdup(names[c]));
+                }
             } else if (cfg->n_objects > 0 && out->regions.n > 0 &&
                        cfg->object_task == CL_OBJECTS_RADIOGRAPH) {
                 /* a radiograph model's findings are read on radiographs only */

@@ -145,6 +145,9 @@ typedef struct {
     /* ... and those a list of several may name (cl_grounding_findings_several) */
     gboolean finding_added_several[CL_CONFIG_MAX_FINDINGS],
         finding_missing_several[CL_CONFIG_MAX_FINDINGS];
+    /* the names of the findings seen added and missing (char*, the model's radiograph table);
+     * NULL when the findings were not looked at */
+    GPtrArray *findings_added, *findings_missing;
     double *encode_ms;   /* (n_images) each image's encoder pass(es) */
     double prefill_ms;   /* the prompt through the decoder */
     double decode_ms;    /* generation after the prefill */
