@@ -986,33 +986,31 @@ static void test_photo_model(void)
     g_assert_cmpint(placed, >=, 1);
 }
 
-/* The radiograph-and-aerial model on the demo tile (its trees in the centre cut down): with its
- * aerial object head, the clause names the trees the head sees where the change is; the decoder
- * alone takes them for a building. Needs the shipped model with that head and the pretrained
- * stem. */
-static void test_aerial_model(void)
+/* The shipped radiograph-and-aerial model on a demo pair (data/demo/DIR/before.EXT, after.EXT),
+ * described grounded (results[0]) and not (results[1]); FALSE (the test skipped) without the
+ * model or the pretrained stem. *model: the model, for the caller's checks. */
+static gboolean describe_demo(const char *dir, const char *ext, ClModel **model,
+                              ClDescribeResult results[2])
 {
     const char *root = g_getenv("CL_SOURCE_ROOT");
     root = root ? root : ".";
     g_autofree char *path =
         g_build_filename(root, "data", "models", "changelens-radiograph-aerial.safetensors", NULL);
     g_autoptr(GError) err = NULL;
-    g_autoptr(ClModel) model = cl_model_load(path, &err);
-    if (!model) {
+    *model = cl_model_load(path, &err);
+    if (!*model) {
         g_test_skip(err->message);
-        return;
-    }
-    if (model->config.n_objects == 0 || model->config.object_task != CL_OBJECTS_AERIAL) {
-        g_test_skip("the radiograph-and-aerial model has no aerial object head");
-        return;
+        return FALSE;
     }
     g_autofree char *stem = cl_pretrained_path(CL_EFFNET_FILE);
     if (!g_file_test(stem, G_FILE_TEST_EXISTS)) {
         g_test_skip("the pretrained EfficientNet-Lite0 is not installed (./run.sh fetches it)");
-        return;
+        return FALSE;
     }
-    g_autofree char *a = g_build_filename(root, "data", "demo", "aerial", "before.tif", NULL);
-    g_autofree char *b = g_build_filename(root, "data", "demo", "aerial", "after.tif", NULL);
+    g_autofree char *before = g_strconcat("before.", ext, NULL);
+    g_autofree char *after = g_strconcat("after.", ext, NULL);
+    g_autofree char *a = g_build_filename(root, "data", "demo", dir, before, NULL);
+    g_autofree char *b = g_build_filename(root, "data", "demo", dir, after, NULL);
     g_autoptr(ClImage) ia = cl_image_load(a, NULL, &err);
     g_assert_no_error(err);
     g_autoptr(ClImage) ib = cl_image_load(b, NULL, &err);
@@ -1020,25 +1018,40 @@ static void test_aerial_model(void)
     ClDescribeImage di[2] = { { .image = ia }, { .image = ib } };
     g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
     g_assert_no_error(err);
-    for (int grounded = 1; grounded >= 0; grounded--) {
+    for (int k = 0; k < 2; k++) {
         ClDescribeOptions d;
         cl_describe_options_init(&d);
         d.heatmaps = FALSE;
-        d.grounding = grounded;
-        ClDescribeResult res;
-        g_assert_true(cl_describe_run(be, model, di, 2, &d, &res, &err));
+        d.grounding = k == 0;
+        g_assert_true(cl_describe_run(be, *model, di, 2, &d, &results[k], &err));
         g_assert_no_error(err);
-        g_test_message("%s: \"%s\" (object %s)", grounded ? "grounded" : "not grounded", res.text,
-                       res.object_name ? res.object_name : "none");
-        g_assert_cmpint(res.domain, ==, CL_CHAT_DOMAIN_AERIAL);
-        g_assert_cmpstr(res.object_name, ==, "trees");
-        g_assert_cmpint(res.regions.n, ==, 1);
-        if (grounded)
-            g_assert_cmpstr(res.text, ==, "the trees in the centre are cut down .");
-        else
-            g_assert_null(strstr(res.text, "trees"));
-        cl_describe_result_clear(&res);
+        g_test_message("%s: \"%s\" (object %s)", k == 0 ? "grounded" : "not grounded",
+                       results[k].text, results[k].object_name ? results[k].object_name : "none");
     }
+    return TRUE;
+}
+
+/* The radiograph-and-aerial model on the demo tile (its trees in the centre cut down): with its
+ * aerial object head, the clause names the trees the head sees where the change is; the decoder
+ * alone takes them for a building. Needs the shipped model with that head and the pretrained
+ * stem. */
+static void test_aerial_model(void)
+{
+    g_autoptr(ClModel) model = NULL;
+    ClDescribeResult res[2];
+    if (!describe_demo("aerial", "tif", &model, res))
+        return;
+    g_assert_cmpint(model->config.n_objects, >, 0);
+    g_assert_cmpint(model->config.object_task, ==, CL_OBJECTS_AERIAL);
+    for (int k = 0; k < 2; k++) {
+        g_assert_cmpint(res[k].domain, ==, CL_CHAT_DOMAIN_AERIAL);
+        g_assert_cmpstr(res[k].object_name, ==, "trees");
+        g_assert_cmpint(res[k].regions.n, ==, 1);
+    }
+    g_assert_cmpstr(res[0].text, ==, "the trees in the centre are cut down .");
+    g_assert_null(strstr(res[1].text, "trees"));
+    cl_describe_result_clear(&res[0]);
+    cl_describe_result_clear(&res[1]);
 }
 
 /* The same model on the demo radiographs (hernia added, edema resolved): with the findings
@@ -1046,57 +1059,27 @@ static void test_aerial_model(void)
  * missing finding. Needs the shipped model with its radiograph findings and the stem. */
 static void test_radiograph_demo(void)
 {
-    const char *root = g_getenv("CL_SOURCE_ROOT");
-    root = root ? root : ".";
-    g_autofree char *path =
-        g_build_filename(root, "data", "models", "changelens-radiograph-aerial.safetensors", NULL);
-    g_autoptr(GError) err = NULL;
-    g_autoptr(ClModel) model = cl_model_load(path, &err);
-    if (!model) {
-        g_test_skip(err->message);
+    g_autoptr(ClModel) model = NULL;
+    ClDescribeResult res[2];
+    if (!describe_demo("radiograph", "dcm", &model, res))
         return;
-    }
-    g_autofree char *stem = cl_pretrained_path(CL_EFFNET_FILE);
-    if (!g_file_test(stem, G_FILE_TEST_EXISTS)) {
-        g_test_skip("the pretrained EfficientNet-Lite0 is not installed (./run.sh fetches it)");
-        return;
-    }
-    g_autofree char *a = g_build_filename(root, "data", "demo", "radiograph", "before.dcm", NULL);
-    g_autofree char *b = g_build_filename(root, "data", "demo", "radiograph", "after.dcm", NULL);
-    g_autoptr(ClImage) ia = cl_image_load(a, NULL, &err);
-    g_assert_no_error(err);
-    g_autoptr(ClImage) ib = cl_image_load(b, NULL, &err);
-    g_assert_no_error(err);
-    ClDescribeImage di[2] = { { .image = ia }, { .image = ib } };
-    g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
-    g_assert_no_error(err);
-    for (int grounded = 1; grounded >= 0; grounded--) {
-        ClDescribeOptions d;
-        cl_describe_options_init(&d);
-        d.heatmaps = FALSE;
-        d.grounding = grounded;
-        ClDescribeResult res;
-        g_assert_true(cl_describe_run(be, model, di, 2, &d, &res, &err));
-        g_assert_no_error(err);
-        g_test_message("%s: \"%s\"", grounded ? "grounded" : "not grounded", res.text);
-        g_assert_cmpint(res.domain, ==, CL_CHAT_DOMAIN_RADIOGRAPH);
+    int n = 0;
+    const char(*names)[CL_CONFIG_OBJECT_NAME] = cl_config_findings(&model->config, &n);
+    for (int k = 0; k < 2; k++) {
+        g_assert_cmpint(res[k].domain, ==, CL_CHAT_DOMAIN_RADIOGRAPH);
         /* what the head sees, grounded or not: hernia added, edema missing, nothing else */
-        int n = 0;
-        const char(*names)[CL_CONFIG_OBJECT_NAME] = cl_config_findings(&model->config, &n);
-        g_assert_cmpint(res.n_findings, ==, n);
+        g_assert_cmpint(res[k].n_findings, ==, n);
         for (int i = 0; i < n; i++) {
-            g_assert_cmpint(res.finding_added[i], ==, strcmp(names[i], "hernia") == 0);
-            g_assert_cmpint(res.finding_missing[i], ==, strcmp(names[i], "edema") == 0);
+            g_assert_cmpint(res[k].finding_added[i], ==, strcmp(names[i], "hernia") == 0);
+            g_assert_cmpint(res[k].finding_missing[i], ==, strcmp(names[i], "edema") == 0);
         }
-        if (grounded)
-            g_assert_cmpstr(res.text, ==,
-                            "the main image has an additional finding of hernia than the "
-                            "reference image. the main image is missing the finding of edema "
-                            "than the reference image.");
-        else
-            g_assert_null(strstr(res.text, "edema"));
-        cl_describe_result_clear(&res);
     }
+    g_assert_cmpstr(res[0].text, ==,
+                    "the main image has an additional finding of hernia than the reference image. "
+                    "the main image is missing the finding of edema than the reference image.");
+    g_assert_null(strstr(res[1].text, "edema"));
+    cl_describe_result_clear(&res[0]);
+    cl_describe_result_clear(&res[1]);
 }
 
 int main(int argc, char **argv)

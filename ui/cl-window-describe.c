@@ -97,6 +97,17 @@ static void describe_failed(ClWindow *self, const GError *error)
 
 /* The panel's lines about a finished run: its tokens, rate and device; the model, the case notes
  * it read, its notices. */
+/* names joined with ", "; "none" (translated) for none */
+static char *join_names(const GPtrArray *names)
+{
+    if (names->len == 0)
+        return g_strdup(_("none"));
+    g_autoptr(GString) s = g_string_new(NULL);
+    for (guint i = 0; i < names->len; i++)
+        g_string_append_printf(s, "%s%s", i ? ", " : "", (const char *)names->pdata[i]);
+    return g_string_free(g_steal_pointer(&s), FALSE);
+}
+
 static void show_run_summary(ClWindow *self, const ClWorkerDescribeResult *r)
 {
     /* TRANSLATORS: after a model run: tokens, their rate, the device */
@@ -133,19 +144,13 @@ static void show_run_summary(ClWindow *self, const ClWorkerDescribeResult *r)
                                    r->result.object_name, 100 * r->result.object_share);
         if (r->result.findings_added && r->result.findings_missing &&
             (r->result.findings_added->len || r->result.findings_missing->len)) {
-            g_autoptr(GString) added = g_string_new(NULL), missing = g_string_new(NULL);
-            for (guint i = 0; i < r->result.findings_added->len; i++)
-                g_string_append_printf(added, "%s%s", i ? ", " : "",
-                                       (char *)r->result.findings_added->pdata[i]);
-            for (guint i = 0; i < r->result.findings_missing->len; i++)
-                g_string_append_printf(missing, "%s%s", i ? ", " : "",
-                                       (char *)r->result.findings_missing->pdata[i]);
+            g_autofree char *added = join_names(r->result.findings_added);
+            g_autofree char *missing = join_names(r->result.findings_missing);
             g_string_append_c(model, '\n');
             /* TRANSLATORS: on a radiograph, the findings the model's object head sees appear
              * and disappear where the change is (names of findings, or "none") */
-            g_string_append_printf(model, _("Findings seen added: %s; missing: %s"),
-                                   added->len ? added->str : _("none"),
-                                   missing->len ? missing->str : _("none"));
+            g_string_append_printf(model, _("Findings seen added: %s; missing: %s"), added,
+                                   missing);
         }
     }
     for (guint i = 0; r->result.notices && i < r->result.notices->len; i++)
