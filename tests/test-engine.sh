@@ -76,7 +76,10 @@ fi
 
 # 1. what they load: none of the full programs' libraries (the same check sees them in the CLI)
 forbidden='libgdal|libdcm|libofstd|libtiff|libgeotiff|libsqlite3|libpq\.|libmpi|libsoup|libopenjp2|libicu'
-if ldd "$cli" | grep -q -E "$forbidden"; then
+# (ldd's output read whole first: grep -q stops at the first match, and under pipefail the
+# writer's SIGPIPE would read as no match)
+cli_libs=$(ldd "$cli")
+if grep -q -E "$forbidden" <<<"$cli_libs"; then
     pass "changelens-cli loads the full programs' libraries (the check sees them)"
 else
     fail "changelens-cli: none of $forbidden (the check would see nothing)"
@@ -90,7 +93,8 @@ for b in "$engine" "$tcuda"; do
 done
 
 # 2. it runs: version, a short training run, the model it wrote
-if "$engine" version | grep -q "^changelens-engine "; then pass "version"; else fail "version"; fi
+version=$("$engine" version)
+if grep -q "^changelens-engine " <<<"$version"; then pass "version"; else fail "version"; fi
 if "$engine" train --preset tiny --task shapes --steps 2 --out "$tmp/run" >"$tmp/train.log" 2>&1 &&
     [ -f "$tmp/run/model.safetensors" ] && "$engine" model info "$tmp/run/model.safetensors" >/dev/null; then
     pass "train --task shapes: a model it reads back"
