@@ -116,6 +116,40 @@ static void test_features(void)
     g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT);
 }
 
+/* The pooled head features from the stride-16 map (config.ood_head's descriptor) are the mean
+ * of the stride-32 map the whole network gives. */
+static void test_pooled_from16(void)
+{
+    if (skip_reason) {
+        g_test_skip(skip_reason);
+        return;
+    }
+    g_autofree float *rgb = g_new(float, 224 * 224 * 3);
+    for (int i = 0; i < 224 * 224 * 3; i++) /* a colour ramp, not a flat image */
+        rgb[i] = (float)((i * 7919) % 1000) / 1000.0f;
+    int n, c;
+    g_autoptr(GError) err = NULL;
+    g_autofree float *f16 = cl_effnet_features(net, rgb, 224, 16, &n, &c, &err);
+    g_assert_no_error(err);
+    g_autofree float *f32 = cl_effnet_features(net, rgb, 224, 32, &n, &c, &err);
+    g_assert_no_error(err);
+    g_assert_cmpint(c, ==, CL_EFFNET_POOLED);
+    float pooled[CL_EFFNET_POOLED];
+    g_assert_true(cl_effnet_pooled_from16(net, f16, 14, 14, pooled));
+    double worst = 0, size = 0;
+    for (int k = 0; k < c; k++) {
+        double m = 0;
+        for (int i = 0; i < n; i++)
+            m += f32[(size_t)i * c + k];
+        m /= n;
+        worst = MAX(worst, fabs(m - pooled[k]));
+        size = MAX(size, fabs(m));
+    }
+    g_test_message("pooled: largest value %.4f, largest difference %.3g", size, worst);
+    g_assert_cmpfloat(size, >, 0.1);
+    g_assert_cmpfloat(worst, <, 1e-5);
+}
+
 /* A file that is not Lite0's: refused with the tensor named. */
 static void test_malformed(void)
 {
@@ -299,6 +333,7 @@ int main(int argc, char **argv)
     g_test_add_func("/effnet/chelsea", test_chelsea);
     g_test_add_func("/effnet/coffee", test_coffee);
     g_test_add_func("/effnet/features", test_features);
+    g_test_add_func("/effnet/pooled-from16", test_pooled_from16);
     g_test_add_func("/effnet/malformed", test_malformed);
     g_test_add_func("/effnet/pytorch", test_pytorch);
     int rc = g_test_run();

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "model/describe.h"
+#include "model/effnet.h"
 #include "model/encoder.h"
 #include "model/model.h"
 #include "synth/synth.h"
@@ -43,7 +44,7 @@ static void test_fit_and_flag(void)
     g_autoptr(GError) err = NULL;
     g_assert_null(cl_ood_scores(m, "shapes", NULL, 2, 1, 0, NULL, NULL, &(int){ 0 }, &err));
     g_clear_error(&err); /* no statistics to score against */
-    g_autoptr(ClModel) f = cl_ood_fit(m, "shapes", NULL, 40, 11, 0, 0.95, &err);
+    g_autoptr(ClModel) f = cl_ood_fit(m, "shapes", NULL, 40, 11, 0, 0.95, 0, 0, &err);
     g_assert_no_error(err);
     g_assert_cmpint(f->config.ood, ==, 80); /* two images a sample */
     g_assert_true(isfinite(f->w.ood_threshold[0]) && f->w.ood_threshold[0] > 0);
@@ -90,6 +91,91 @@ static void test_fit_and_flag(void)
     g_rmdir(dir);
 }
 
+/* config.ood_head's score: the squared Mahalanobis distance over L, along the principal
+ * directions by their variances and off them by the residual variance. */
+static void test_gauss_score(void)
+{
+    const float mean[3] = { 1, 0, 0 }, var[3] = { 1, 1, 1 }, basis[3] = { 1, 0, 0 },
+                lambda[1] = { 4 };
+    const float at_mean[3] = { 1, 0, 0 }, x[3] = { 3, 3, 0 }, along[3] = { 5, 0, 0 };
+    g_assert_cmpfloat(cl_encoder_ood_gauss_score(mean, var, basis, lambda, 1, 3, at_mean), ==, 0);
+    /* (3 - 1)² / 4 along the direction, 3² / 1 off it, over 3 values */
+    g_assert_cmpfloat_with_epsilon(cl_encoder_ood_gauss_score(mean, var, basis, lambda, 1, 3, x),
+                                   10.0 / 3, 1e-6);
+    /* far along a direction the training images vary in counts less than as far off it */
+    const float off[3] = { 1, 4, 0 };
+    g_assert_cmpfloat(cl_encoder_ood_gauss_score(mean, var, basis, lambda, 1, 3, along), <,
+                      cl_encoder_ood_gauss_score(mean, var, basis, lambda, 1, 3, off));
+}
+
+/* The colour floor (config.ood_min_colour): fitted on colour images (the edits task), it flags an image without
+ * colour (a grey radiograph) whatever its descriptor, in the fitting code and in the encoder
+ * alike, and survives a save and load; the measure itself: 0 for grey, a known value for red. */
+static void test_colour_floor(void)
+{
+    const int S = 32;
+    g_autofree float *px = g_new(float, 3 * S * S);
+    for (int i = 0; i < 3 * S * S; i++)
+        px[i] = 0.25f; /* grey: the three planes alike */
+    g_assert_cmpfloat(cl_encoder_colourfulness(px, 3, S), ==, 0);
+    for (int i = 0; i < S * S; i++) /* pure red: rg = 255, yb = 127.5, no spread */
+        px[i] = 1, px[S * S + i] = -1, px[2 * S * S + i] = -1;
+    g_assert_cmpfloat_with_epsilon(cl_encoder_colourfulness(px, 3, S),
+                                   0.3 * sqrt(255.0 * 255 + 127.5 * 127.5), 1e-3);
+    g_assert_cmpfloat(cl_encoder_colourfulness(px, 1, S), ==, 0);
+
+    g_autoptr(ClModel) m = tiny();
+    g_autoptr(GError) err = NULL;
+    g_assert_null(cl_ood_fit(m, "shapes", NULL, 20, 11, 0, 0.95, CL_OOD_FIT_HEAD, 16, &err));
+    g_assert_error(err, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT); /* a patch stem has no head */
+    g_clear_error(&err);
+    g_autoptr(ClModel) f =
+        cl_ood_fit(m, "edits", NULL, 20, 11, 0, 0.95, CL_OOD_FIT_COLOUR, 0, &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(f->config.ood_min_colour, >, 1);
+    int k = 0, finite = 0;
+    g_autofree double *sr = cl_ood_scores(f, "radiograph", NULL, 6, 5, 0, NULL, NULL, &k, &err);
+    g_assert_no_error(err);
+    for (int i = 0; i < k; i++)
+        g_assert_true(isinf(sr[i]) && sr[i] > 0);
+    g_autofree double *ss = cl_ood_scores(f, "edits", NULL, 10, 999, 0, NULL, NULL, &k, &err);
+    g_assert_no_error(err);
+    for (int i = 0; i < k; i++)
+        finite += isfinite(ss[i]);
+    g_test_message("colour floor %.2f: %d of %d new edits images above it",
+                   f->config.ood_min_colour, finite, k);
+    g_assert_cmpint(finite, >=, k - 1);
+
+    /* the encoder: a radiograph is grey, a shapes scene is not */
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    so.width = so.height = 64;
+    g_autoptr(ClBackend) be = cl_backend_cpu_new(1);
+    const char *tasks[2] = { "radiograph", "edits" };
+    for (int t = 0; t < 2; t++) {
+        g_autoptr(ClSynthSample) syn = cl_synth_generate(tasks[t], 5, &so, &err);
+        g_assert_no_error(err);
+        g_autoptr(ClTrainSample) ts = cl_train_sample_from_synth(f, syn, FALSE, &err);
+        g_assert_no_error(err);
+        g_autoptr(ClEncoderState) st = cl_encoder_state_new(f);
+        ClEncoderOutput out = { 0 };
+        g_assert_true(cl_encoder_forward(be, f, st, ts->pixels, 0, FALSE, NULL, NULL, &out, &err));
+        g_assert_cmpint(out.ood_grey, ==, t == 0);
+        cl_encoder_output_clear(&out);
+    }
+
+    /* saved and loaded: the floor with it; a model trained from it starts without */
+    g_autofree char *dir = g_dir_make_tmp("cl-ood-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "m.safetensors", NULL);
+    g_assert_true(cl_model_save(f, path, "f32", &err));
+    g_autoptr(ClModel) back = cl_model_load(path, &err);
+    g_assert_no_error(err);
+    g_assert_cmpfloat(back->config.ood_min_colour, ==, f->config.ood_min_colour);
+    g_assert_false(back->config.ood_head);
+    g_unlink(path);
+    g_rmdir(dir);
+}
+
 /* photo-edits: an image's group is its photograph (both images of a pair share it, and crops of
  * one photograph from different samples too), so that the threshold is a new photograph's */
 static void test_photo_groups(void)
@@ -120,7 +206,7 @@ static void test_photo_groups(void)
     /* 40 draws from some 80 photographs: some photograph comes twice (the birthday bound) */
     g_test_message("%d of 40 samples reuse a photograph", shared);
     g_assert_cmpint(shared, >, 0);
-    g_autoptr(ClModel) fit = cl_ood_fit(m, "photo-edits", NULL, 40, 3, 0, 0.99, &err);
+    g_autoptr(ClModel) fit = cl_ood_fit(m, "photo-edits", NULL, 40, 3, 0, 0.99, 0, 0, &err);
     g_assert_no_error(err);
     g_assert_true(isfinite(fit->w.ood_threshold[0]) && fit->w.ood_threshold[0] > 0);
 }
@@ -129,12 +215,14 @@ static void test_photo_groups(void)
  * describe's notice, few of its own synthetic radiographs do (its card gives the rates: 72 % of
  * held-out photographs; 0 % of radiograph images as training renders them, a few per cent of
  * pairs through describe). Skipped without opencv-doc's photographs. */
-static int notices_of(ClBackend *be, const ClModel *m, const char *task, const char *photos, int n)
+static int notices_of_as(ClBackend *be, const ClModel *m, const char *task, const char *photos,
+                         int n, gboolean nuisance, const char *must_say)
 {
     ClSynthOptions so;
     cl_synth_options_init(&so);
     so.width = so.height = m->config.image_size;
     so.photos = photos;
+    so.nuisance = nuisance;
     int flagged = 0;
     for (int i = 0; i < n; i++) {
         g_autoptr(GError) err = NULL;
@@ -150,15 +238,25 @@ static int notices_of(ClBackend *be, const ClModel *m, const char *task, const c
         ClDescribeResult res;
         g_assert_true(cl_describe_run(be, m, di, 2, &d, &res, &err));
         g_assert_no_error(err);
-        gboolean unlike = FALSE;
-        for (guint k = 0; k < res.notices->len; k++)
-            unlike |= strstr(g_ptr_array_index(res.notices, k), "unlike the images") != NULL;
+        gboolean unlike = FALSE, any = FALSE;
+        for (guint k = 0; k < res.notices->len; k++) {
+            const char *text = g_ptr_array_index(res.notices, k);
+            any |= strstr(text, "unlike the images") != NULL;
+            unlike |= strstr(text, "unlike the images") != NULL &&
+                      (!must_say || strstr(text, must_say) != NULL);
+        }
+        g_assert_cmpint(res.n_unfamiliar > 0, ==, any); /* what eval-change counts */
         flagged += unlike;
         cl_describe_result_clear(&res);
         cl_image_free(imgs[0]);
         cl_image_free(imgs[1]);
     }
     return flagged;
+}
+
+static int notices_of(ClBackend *be, const ClModel *m, const char *task, const char *photos, int n)
+{
+    return notices_of_as(be, m, task, photos, n, TRUE, NULL);
 }
 
 static void test_default_model(void)
@@ -189,6 +287,47 @@ static void test_default_model(void)
     g_assert_cmpint(radiographs, <=, 3);
 }
 
+/* The shipped photo model carries statistics of the whole network's pooled features and a colour
+ * floor (its card gives the rates): few held-out photograph pairs get the notice, most aerial
+ * renders do, and every grey pair, with the reason said. Skipped without the pretrained stem or
+ * opencv-doc's photographs. */
+static void test_photo_model(void)
+{
+    const char *root = g_getenv("CL_SOURCE_ROOT");
+    g_autofree char *path =
+        g_build_filename(root ? root : ".", "data", "models", CL_MODEL_PHOTO_FILE, NULL);
+    g_autofree char *stem = cl_pretrained_path(CL_EFFNET_FILE);
+    if (!g_file_test(stem, G_FILE_TEST_EXISTS)) {
+        g_test_skip("the pretrained EfficientNet-Lite0 is not there (set-up fetches it)");
+        return;
+    }
+    g_autoptr(GError) err = NULL;
+    ClSynthOptions so;
+    cl_synth_options_init(&so);
+    so.photos = "heldout";
+    g_autoptr(ClSynthSample) probe = cl_synth_generate("photo-edits", 1, &so, &err);
+    if (!probe) { /* opencv-doc is not installed */
+        g_test_skip(err->message);
+        return;
+    }
+    g_autoptr(ClModel) m = cl_model_load(path, &err);
+    g_assert_no_error(err);
+    g_assert_true(m->config.ood_head);
+    g_assert_cmpint(m->config.ood, ==, 8);
+    g_assert_cmpfloat(m->config.ood_min_colour, >, 0);
+    g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
+    g_assert_no_error(err);
+    const int photos = notices_of(be, m, "photo-edits", "heldout", 12),
+              aerial = notices_of(be, m, "aerial", NULL, 12),
+              grey = notices_of_as(be, m, "radiograph", NULL, 6, FALSE, "without colour");
+    g_test_message("notices: %d of 12 held-out photograph pairs, %d of 12 aerial pairs, %d of 6 "
+                   "grey radiograph pairs",
+                   photos, aerial, grey);
+    g_assert_cmpint(photos, <=, 2);
+    g_assert_cmpint(aerial, >=, 6);
+    g_assert_cmpint(grey, ==, 6);
+}
+
 /* As users give them: the samples written as the task's files (radiograph: DICOM) and read back
  * as describe reads them give every image (two a sample, in order, grouped by sample) and
  * descriptors of their own (not those of the in-memory images); a fit on files works. */
@@ -217,7 +356,7 @@ static void test_files(void)
     g_free(feats);
     g_free(mem);
     g_free(group);
-    g_autoptr(ClModel) f = cl_ood_fit(m, "radiograph", NULL, 12, 3, 96, 0.95, &err);
+    g_autoptr(ClModel) f = cl_ood_fit(m, "radiograph", NULL, 12, 3, 96, 0.95, 0, 0, &err);
     g_assert_no_error(err);
     g_assert_true(isfinite(f->w.ood_threshold[0]) && f->w.ood_threshold[0] > 0);
 }
@@ -227,7 +366,10 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/ood/fit-and-flag", test_fit_and_flag);
     g_test_add_func("/ood/photo-groups", test_photo_groups);
+    g_test_add_func("/ood/colour-floor", test_colour_floor);
+    g_test_add_func("/ood/gauss-score", test_gauss_score);
     g_test_add_func("/ood/default-model", test_default_model);
+    g_test_add_func("/ood/photo-model", test_photo_model);
     g_test_add_func("/ood/files", test_files);
     return g_test_run();
 }

@@ -197,6 +197,9 @@ static void print_table(const char *model, const ClChangeEvalResult *r)
         print_text_row("kind", r->text.kind, r->text.n_kind);
         print_text_row("position (3 × 3)", r->text.position, r->text.n_position);
         print_text_row("object named", r->text.object, r->text.n_object);
+        if (r->n_unfamiliar >= 0) /* the model's statistics (config.ood) flag an image */
+            print_text_row("unfamiliar-image notice", (double)r->n_unfamiliar / MAX(r->text.n, 1),
+                           r->text.n);
     }
     printf("\n  per pair: %.1f ms encoding (Δ pass included)", r->encode_ms);
     for (guint i = 0; i < r->sources->len; i++) {

@@ -12,7 +12,8 @@
 
 static const char usage_text[] =
     "Usage: " PROG " --model IN|CHECKPOINT --out OUT [--task T] [--photos SET] [--n N]\n"
-    "       [--quantile Q] [--check SET[,SET…]] [--seed S] [--files PX]\n"
+    "       [--quantile Q] [--check SET[,SET…]] [--seed S] [--files PX] [--head [--rank R]]\n"
+    "       [--colour]\n"
     "\n"
     "Fits the per-channel mean and variance of the stem features (or patch pixels) of N samples'\n"
     "images of task T (default photo-edits, its training photos; T1,T2,… take turns, for a model\n"
@@ -24,7 +25,13 @@ static const char usage_text[] =
     "A description whose images score above it carries a notice.\n"
     "--files PX: the images are written as the tasks' files at PX × PX (DICOM, GeoTIFF, PNG)\n"
     "and read back as describe reads them, for the fit and the checks alike (default: drawn\n"
-    "in memory at the model's input size).\n";
+    "in memory at the model's input size).\n"
+    "--head: describe each image by EfficientNet-Lite0's pooled head features (1,280 values,\n"
+    "the whole pretrained network) and score it against a Gaussian of the fitting images'\n"
+    "with R principal directions (default 16), instead of the stem's statistics and their\n"
+    "nearest neighbours (models with the EfficientNet-Lite0 stem).\n"
+    "--colour: an image with less than half the colour of the least colourful fitting image\n"
+    "is flagged too, whatever its features (models of colour images).\n";
 
 static int compare_doubles(const void *a, const void *b)
 {
@@ -45,7 +52,10 @@ int cl_cli_model_fit_ood(int argc, char **argv)
     double quantile = 0.99;
     int seed = 7;
     gint64 files = 0;
+    gboolean head = FALSE, colour = FALSE;
+    gint64 rank = 16;
     const ClCliIntOption ints[] = { { "n", 0, 10, 100000, &n },
+                                    { "rank", 0, 1, 256, &rank },
                                     { "files", 0, 32, 4096, &files },
                                     { NULL } };
     GOptionEntry entries[] = {
@@ -55,9 +65,12 @@ int cl_cli_model_fit_ood(int argc, char **argv)
         { "photos", 0, 0, G_OPTION_ARG_STRING, &photos, NULL, NULL },
         CL_CLI_INT_ENTRY("n", 0, NULL, NULL),
         CL_CLI_INT_ENTRY("files", 0, NULL, NULL),
+        CL_CLI_INT_ENTRY("rank", 0, NULL, NULL),
         { "quantile", 0, 0, G_OPTION_ARG_DOUBLE, &quantile, NULL, NULL },
         { "check", 0, 0, G_OPTION_ARG_STRING, &check, NULL, NULL },
         { "seed", 0, 0, G_OPTION_ARG_INT, &seed, NULL, NULL },
+        { "head", 0, 0, G_OPTION_ARG_NONE, &head, NULL, NULL },
+        { "colour", 0, 0, G_OPTION_ARG_NONE, &colour, NULL, NULL },
         { NULL },
     };
     int rc = cl_cli_parse_own_help(PROG, usage_text, entries, (gpointer)ints, argc, argv);
@@ -74,14 +87,18 @@ int cl_cli_model_fit_ood(int argc, char **argv)
         return fail(err);
     const char *t = task ? task : "photo-edits";
     gint64 t0 = g_get_monotonic_time();
-    g_autoptr(ClModel) fitted =
-        cl_ood_fit(model, t, photos, (int)n, (guint64)seed, (int)files, quantile, &err);
+    g_autoptr(ClModel) fitted = cl_ood_fit(
+        model, t, photos, (int)n, (guint64)seed, (int)files, quantile,
+        (head ? CL_OOD_FIT_HEAD : 0) | (colour ? CL_OOD_FIT_COLOUR : 0), (int)rank, &err);
     if (!fitted)
         return fail(err);
     printf("fitted on %s%s%s: %" G_GINT64_FORMAT " samples, threshold %.4g (quantile %.3g), "
            "%.1f s\n",
            t, photos ? " photos " : "", photos ? photos : "", n, fitted->w.ood_threshold[0],
            quantile, (g_get_monotonic_time() - t0) / 1e6);
+    if (fitted->config.ood_min_colour > 0)
+        printf("colour floor %.3g (images below it are flagged whatever their features)\n",
+               fitted->config.ood_min_colour);
     g_auto(GStrv) sets =
         g_strsplit(check ? check : "heldout,radiograph,aerial,shapes,dots", ",", -1);
     for (char **s = sets; *s; s++) {

@@ -236,6 +236,15 @@ static gboolean check_shapes(const ClModelConfig *c, GError **error)
         CONFIG_FAIL("config: ood (the image descriptors kept) must be 0 to 100000");
         return FALSE;
     }
+    if (c->ood_head && !c->enc_stem_effnet) {
+        CONFIG_FAIL("config: ood_head (pooled head features) needs the EfficientNet-Lite0 stem");
+        return FALSE;
+    }
+    if (!(c->ood_min_colour >= 0 && c->ood_min_colour < 256) ||
+        (c->ood_min_colour > 0 && c->channels != 3)) {
+        CONFIG_FAIL("config: ood_min_colour lies between 0 and 256, and needs colour images");
+        return FALSE;
+    }
     if (c->change_threshold != 0 &&
         (!c->change_head || !(c->change_threshold > 0 && c->change_threshold < 1))) {
         CONFIG_FAIL("config: change_threshold needs change_head and lies between 0 and 1");
@@ -766,6 +775,10 @@ static gboolean parse_member(ClModelConfig *c, const char *k, JsonNode *v, GErro
         return json_number(v, k, &c->sure_logprob, error);
     if (strcmp(k, "ood") == 0)
         return json_int(v, k, &c->ood, error);
+    if (strcmp(k, "ood_head") == 0)
+        return json_bool(v, k, &c->ood_head, error);
+    if (strcmp(k, "ood_min_colour") == 0)
+        return json_number(v, k, &c->ood_min_colour, error);
     if (strcmp(k, "object_names") == 0)
         return parse_object_names(k, c->object_names, CL_CONFIG_MAX_OBJECTS, &c->n_objects, v,
                                   error);
@@ -939,6 +952,12 @@ char *cl_model_config_to_json(const ClModelConfig *c)
     }
     if (c->ood > 0)
         g_string_append_printf(s, ",\"ood\":%d", c->ood);
+    if (c->ood_head)
+        g_string_append(s, ",\"ood_head\":true");
+    if (c->ood_min_colour > 0) {
+        g_string_append(s, ",\"ood_min_colour\":");
+        append_double(s, c->ood_min_colour);
+    }
     if (c->n_objects > 0) { /* names of letters and spaces: nothing to escape */
         g_string_append(s, ",\"object_names\":[");
         for (int i = 0; i < c->n_objects; i++)

@@ -129,8 +129,17 @@ typedef struct {
     char finding_names[CL_CONFIG_MAX_FINDINGS][CL_CONFIG_OBJECT_NAME];
     /* K > 0: the training images' descriptors (docs/MODEL.md §3.11): "ood.mean", "ood.var" [2C],
      * "ood.bank" [K, 2C], "ood.threshold" [1], C = cl_config_ood_channels; an image whose
-     * pooled features score above the threshold is unlike the training images (a notice) */
+     * pooled features score above the threshold is unlike the training images (a notice).
+     * With ood_head the descriptor is EfficientNet-Lite0's pooled head features instead (its
+     * CL_CONFIG_EFFNET_POOLED values, cl_config_ood_len), scored against a Gaussian of the
+     * training images' (cl_encoder_ood_gauss_score): "ood.mean" its mean, "ood.bank" [K, L] its
+     * K principal directions, "ood.radius" [K] their variances, "ood.var" [L] the residual
+     * variance of each value. */
     int ood;
+    gboolean ood_head;
+    /* > 0: an image whose colourfulness (cl_encoder_colourfulness) is below this is unlike the
+     * training images as well, whatever its descriptor: each one they held had colour */
+    double ood_min_colour;
     /* each image's visual tokens minus their mean over the image (before visual_pos): what the
      * merger emits for every image alike (a constant "soft prompt") is removed, so after the
      * decoder's RMSNorm a token is what sets it apart from the image's other tokens */
@@ -177,6 +186,7 @@ typedef struct {
 
 /* Values a token of the EfficientNet-Lite0 stem (its stride-16 feature map's channels). */
 #define CL_CONFIG_EFFNET_CHANNELS 112
+#define CL_CONFIG_EFFNET_POOLED 1280 /* its pooled head features (config.ood_head) */
 /* What the patch embedding reads per patch: C·P·P pixels, or the stem's features. */
 #define cl_config_patch_inputs(c)                                                                  \
     ((c)->enc_stem_effnet ? CL_CONFIG_EFFNET_CHANNELS                                              \
@@ -185,6 +195,10 @@ typedef struct {
 /* The values per patch config.ood describes (docs/MODEL.md §3.11): the EfficientNet-Lite0 stem's
  * features, or for a patch stem the patch embedding's D outputs. */
 #define cl_config_ood_channels(c) ((c)->enc_stem_effnet ? CL_CONFIG_EFFNET_CHANNELS : (c)->enc_dim)
+/* The length of config.ood's descriptor: the pooled head features (ood_head), or the mean and
+ * the standard deviation of each of those values. */
+#define cl_config_ood_len(c)                                                                       \
+    ((c)->ood_head ? CL_CONFIG_EFFNET_POOLED : 2 * cl_config_ood_channels(c))
 
 /* config.change_threshold, 0.5 when unset */
 #define cl_config_change_threshold(c) ((c)->change_threshold > 0 ? (c)->change_threshold : 0.5)

@@ -225,6 +225,7 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
         return FALSE;
     g_autoptr(GString) unlike = g_string_new(NULL); /* the images config.ood flags */
     int n_unlike = 0;
+    g_autoptr(GString) grey = g_string_new(NULL); /* those among them without colour */
     const int M = cl_config_n_visual(cfg), E = cfg->dec_dim, C = cfg->channels, S = cfg->image_size;
     out->letterbox = g_new0(ClLetterbox, n_images);
     out->encode_ms = g_new0(double, n_images);
@@ -336,9 +337,12 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
                 out->object_name = g_strdup(cfg->object_names[out->object]);
             }
         }
-        if (eo.ood_threshold > 0 && eo.ood_score > eo.ood_threshold) {
+        if (eo.ood_grey || (eo.ood_threshold > 0 && eo.ood_score > eo.ood_threshold)) {
             g_string_append_printf(unlike, "%s%u", unlike->len ? ", " : "", t + 1);
             n_unlike++;
+            out->n_unfamiliar++;
+            if (eo.ood_grey)
+                g_string_append_printf(grey, "%s%u", grey->len ? ", " : "", t + 1);
         }
         g_free(prev_objects);
         prev_objects = g_steal_pointer(&eo.object_logits);
@@ -364,9 +368,11 @@ static gboolean encode_images(ClBackend *be, const ClModel *model, const ClDescr
     if (ok && unlike->len)
         g_ptr_array_add(out->notices,
                         g_strdup_printf("%s %s %s unlike the images this model was trained on: "
-                                        "its description and heat maps are not to be trusted",
+                                        "its description and heat maps may be wrong%s%s%s",
                                         n_unlike > 1 ? "images" : "image", unlike->str,
-                                        n_unlike > 1 ? "are" : "is"));
+                                        n_unlike > 1 ? "are" : "is",
+                                        grey->len ? " (without colour: " : "", grey->str,
+                                        grey->len ? "; every training image had some)" : ""));
     if (ok && opts->heatmaps && cfg->sve_variant == CL_SVE_STATELESS)
         g_ptr_array_add(out->notices,
                         g_strdup("the model's encoder is stateless: its heatmaps are all zero"));

@@ -148,6 +148,8 @@ typedef struct {
     /* the names of the findings seen added and missing (char*, the model's radiograph table);
      * NULL when the findings were not looked at */
     GPtrArray *findings_added, *findings_missing;
+    guint n_unfamiliar;  /* images the model's statistics (config.ood) flag as unlike its training
+                         * images: the notice's */
     double *encode_ms;   /* (n_images) each image's encoder pass(es) */
     double prefill_ms;   /* the prompt through the decoder */
     double decode_ms;    /* generation after the prefill */

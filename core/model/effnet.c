@@ -261,18 +261,14 @@ static void block(const Block *B, const float *x, int *h, int *w, float *y, floa
     *h = oh, *w = ow;
 }
 
-/* Runs the net up to block `last` (−1: through the head); the result in a new array. */
-static float *run(const ClEffnet *net, const float *rgb, int size, int last, int *h, int *w, int *c)
+/* Runs blocks [first, last] (last −1: through the head) on x (h × w × c values), which it
+ * overwrites; the result in a new array. cap: room for the widest activation on the way. */
+static float *run_blocks(const ClEffnet *net, float *x, size_t cap, int first, int last, int *h,
+                         int *w, int *c)
 {
-    size_t cap = (size_t)(size / 2) * (size / 2) * 96; /* the widest activation: block 1's */
-    g_autofree float *in = g_new(float, (size_t)size * size * 3);
-    for (size_t i = 0; i < (size_t)size * size * 3; i++)
-        in[i] = (255.0f * rgb[i] - 127.0f) / 128.0f;
-    float *a = g_new(float, cap), *b = g_new(float, cap);
+    float *a = x, *b = g_new(float, cap);
     g_autofree float *t1 = g_new(float, cap), *t2 = g_new(float, cap);
-    spatial(&net->stem, in, size, size, a, h, w);
-    *c = 32;
-    for (int k = 0; k < N_BLOCKS && (last < 0 || k <= last); k++) {
+    for (int k = first; k < N_BLOCKS && (last < 0 || k <= last); k++) {
         block(&net->blocks[k], a, h, w, b, t1, t2);
         *c = net->blocks[k].project.cout;
         float *s = a;
@@ -286,6 +282,19 @@ static float *run(const ClEffnet *net, const float *rgb, int size, int last, int
     }
     g_free(b);
     return a;
+}
+
+/* Runs the net up to block `last` (−1: through the head); the result in a new array. */
+static float *run(const ClEffnet *net, const float *rgb, int size, int last, int *h, int *w, int *c)
+{
+    size_t cap = (size_t)(size / 2) * (size / 2) * 96; /* the widest activation: block 1's */
+    g_autofree float *in = g_new(float, (size_t)size * size * 3);
+    for (size_t i = 0; i < (size_t)size * size * 3; i++)
+        in[i] = (255.0f * rgb[i] - 127.0f) / 128.0f;
+    float *a = g_new(float, cap);
+    spatial(&net->stem, in, size, size, a, h, w);
+    *c = 32;
+    return run_blocks(net, a, cap, 0, last, h, w, c);
 }
 
 static gboolean check_size(int size, GError **error)
@@ -336,4 +345,24 @@ float *cl_effnet_features(const ClEffnet *net, const float *rgb, int size, int s
     float *f = run(net, rgb, size, stride == 16 ? FEATURE16_BLOCK : -1, &h, &w, channels);
     *n = h * w;
     return f;
+}
+
+gboolean cl_effnet_pooled_from16(const ClEffnet *net, const float *features16, int h, int w,
+                                 float *pooled)
+{
+    g_return_val_if_fail(net && features16 && pooled && h > 0 && w > 0, FALSE);
+    const int c16 = net->blocks[FEATURE16_BLOCK].project.cout;
+    /* the widest activation from here on: the head's 1280, or a block's expansion (6 × 192) */
+    const size_t cap = (size_t)h * w * 1280;
+    float *x = g_new(float, cap);
+    memcpy(x, features16, (size_t)h * w * c16 * sizeof(float));
+    int c = c16;
+    g_autofree float *f = run_blocks(net, x, cap, FEATURE16_BLOCK + 1, -1, &h, &w, &c);
+    for (int k = 0; k < c; k++) {
+        double s = 0;
+        for (int i = 0; i < h * w; i++)
+            s += f[(size_t)i * c + k];
+        pooled[k] = (float)(s / (h * w));
+    }
+    return TRUE;
 }

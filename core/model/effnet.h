@@ -27,4 +27,11 @@ gboolean cl_effnet_logits(const ClEffnet *net, const float *rgb, int size, float
 float *cl_effnet_features(const ClEffnet *net, const float *rgb, int size, int stride, int *n,
                           int *channels, GError **error);
 
+/* The rest of the net from the stride-16 map (h × w × 112, as cl_effnet_features gives it):
+ * the later blocks and the head, averaged over the cells: the CL_EFFNET_POOLED values ImageNet's
+ * classifier reads, into `pooled`. */
+#define CL_EFFNET_POOLED 1280
+gboolean cl_effnet_pooled_from16(const ClEffnet *net, const float *features16, int h, int w,
+                                 float *pooled);
+
 G_END_DECLS

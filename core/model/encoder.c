@@ -218,29 +218,101 @@ double cl_encoder_ood_score(const float *mean, const float *var, const float *ba
     return n ? s / n : 0;
 }
 
+double cl_encoder_ood_gauss_score(const float *mean, const float *var, const float *basis,
+                                  const float *lambda, int R, int L, const float *desc)
+{
+    g_autofree double *x = g_new(double, L);
+    for (int c = 0; c < L; c++)
+        x[c] = desc[c] - mean[c];
+    double d = 0;
+    g_autofree double *res = g_memdup2(x, sizeof(double) * L);
+    for (int k = 0; k < R; k++) { /* along each principal direction, by its variance */
+        const float *v = basis + (size_t)k * L;
+        double p = 0;
+        for (int c = 0; c < L; c++)
+            p += v[c] * x[c];
+        d += p * p / MAX(lambda[k], 1e-12);
+        for (int c = 0; c < L; c++)
+            res[c] -= p * v[c];
+    }
+    for (int c = 0; c < L; c++) /* the rest, by the residual variance */
+        d += res[c] * res[c] / MAX(var[c], 1e-12);
+    return d / L;
+}
+
+double cl_encoder_colourfulness(const float *pixels, int channels, int size)
+{
+    if (channels != 3 || size < CL_COLOUR_BLOCK)
+        return 0;
+    const size_t plane = (size_t)size * size;
+    const int nb = size / CL_COLOUR_BLOCK;
+    double srg = 0, srg2 = 0, syb = 0, syb2 = 0;
+    for (int by = 0; by < nb; by++)
+        for (int bx = 0; bx < nb; bx++) {
+            double m[3] = { 0, 0, 0 };
+            for (int y = by * CL_COLOUR_BLOCK; y < (by + 1) * CL_COLOUR_BLOCK; y++)
+                for (int x = bx * CL_COLOUR_BLOCK; x < (bx + 1) * CL_COLOUR_BLOCK; x++)
+                    for (int c = 0; c < 3; c++)
+                        m[c] += pixels[c * plane + (size_t)y * size + x];
+            for (int c = 0; c < 3; c++) /* the block's mean on the 0–255 scale */
+                m[c] = 127.5 * (m[c] / (CL_COLOUR_BLOCK * CL_COLOUR_BLOCK) + 1);
+            const double rg = m[0] - m[1], yb = 0.5 * (m[0] + m[1]) - m[2];
+            srg += rg, srg2 += rg * rg, syb += yb, syb2 += yb * yb;
+        }
+    const double n = (double)nb * nb, mrg = srg / n, myb = syb / n;
+    const double vrg = MAX(0, srg2 / n - mrg * mrg), vyb = MAX(0, syb2 / n - myb * myb);
+    return sqrt(vrg + vyb) + 0.3 * sqrt(mrg * mrg + myb * myb);
+}
+
+static const ClEffnet *shared_effnet(GError **error);
+
 static void ood_score(ClBackend *be, const ClModel *model, const ClModelWeights *w,
-                      const float *patches, int N, ClEncoderOutput *out)
+                      const float *patches, const float *pixels, int N, ClEncoderOutput *out)
 {
     const ClModelConfig *cfg = &model->config;
     const int K = cfg->ood, cpp = cl_config_patch_inputs(cfg), D = cfg->enc_dim,
-              C = cl_config_ood_channels(cfg), C2 = 2 * C;
+              L = cl_config_ood_len(cfg);
     g_autofree float *tp = NULL, *tm = NULL, *tv = NULL, *tb = NULL, *tt = NULL, *tpw = NULL,
                      *tpb = NULL;
     const float *hpatch = cl_backend_host_view(be, patches, (size_t)N * cpp, &tp);
     const float *hpw = cl_backend_host_view(be, w->patch_w, (size_t)D * cpp, &tpw);
     const float *hpb = cl_backend_host_view(be, w->patch_b, (size_t)D, &tpb);
-    g_autofree float *hp = g_new(float, (size_t)N * C);
-    cl_encoder_ood_values(cfg, hpw, hpb, hpatch, N, hp);
-    const float *hm = cl_backend_host_view(be, w->ood_mean, (size_t)C2, &tm);
-    const float *hv = cl_backend_host_view(be, w->ood_var, (size_t)C2, &tv);
-    const float *hb = cl_backend_host_view(be, w->ood_bank, (size_t)K * C2, &tb);
+    g_autofree float *desc = g_new(float, L);
+    g_autoptr(GError) err = NULL;
+    if (!cl_encoder_ood_describe(cfg, hpw, hpb, hpatch, N, desc, &err)) {
+        /* the stem ran a moment ago, so the network is there: no score rather than a failure */
+        g_warning("image statistics: %s", err->message);
+        return;
+    }
+    const float *hm = cl_backend_host_view(be, w->ood_mean, (size_t)L, &tm);
+    const float *hv = cl_backend_host_view(be, w->ood_var, (size_t)L, &tv);
+    const float *hb = cl_backend_host_view(be, w->ood_bank, (size_t)K * L, &tb);
     const float *ht = cl_backend_host_view(be, w->ood_threshold, 1, &tt);
     g_autofree float *tr = NULL;
     const float *hr = cl_backend_host_view(be, w->ood_radius, (size_t)K, &tr);
-    g_autofree float *desc = g_new(float, C2);
-    cl_encoder_ood_descriptor(hp, N, C, desc);
-    out->ood_score = cl_encoder_ood_score(hm, hv, hb, hr, K, C2, desc, 0, 0);
+    out->ood_score = cfg->ood_head ? cl_encoder_ood_gauss_score(hm, hv, hb, hr, K, L, desc)
+                                   : cl_encoder_ood_score(hm, hv, hb, hr, K, L, desc, 0, 0);
     out->ood_threshold = ht[0];
+    if (cfg->ood_min_colour > 0) {
+        out->ood_colour = cl_encoder_colourfulness(pixels, cfg->channels, cfg->image_size);
+        out->ood_grey = out->ood_colour < cfg->ood_min_colour;
+    }
+}
+
+gboolean cl_encoder_ood_describe(const ClModelConfig *cfg, const float *patch_w,
+                                 const float *patch_b, const float *patches, int N, float *desc,
+                                 GError **error)
+{
+    if (cfg->ood_head) {
+        const ClEffnet *net = shared_effnet(error);
+        const int G = cfg->image_size / cfg->patch_size;
+        return net && cl_effnet_pooled_from16(net, patches, G, G, desc);
+    }
+    const int C = cl_config_ood_channels(cfg);
+    g_autofree float *values = g_new(float, (size_t)N * C);
+    cl_encoder_ood_values(cfg, patch_w, patch_b, patches, N, values);
+    cl_encoder_ood_descriptor(values, N, C, desc);
+    return TRUE;
 }
 
 /* config.change_head: sigmoid(w·x_p + b) for each of the N final patch tokens x (N, D). */
@@ -784,7 +856,7 @@ gboolean cl_encoder_forward(ClBackend *be, const ClModel *model, ClEncoderState 
         be->ops->im2col(be, state->patches, px, s.channels, s.image, s.patch);
     }
     if (w->ood_bank)
-        ood_score(be, model, w, state->patches, N, out);
+        ood_score(be, model, w, state->patches, pixels, N, out);
     embed_patches(be, state->x, state->patches, w, N, (int)cpp, D);
     tap2(&t, "patch", state->x, N, D);
 

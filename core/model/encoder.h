@@ -31,6 +31,8 @@ typedef struct {
     double ood_score;   /* config.ood: how unlike the training images this one is (§3.11),
                          * above ood_threshold: unlike; both 0 without the statistics */
     double ood_threshold;
+    gboolean ood_grey;    /* config.ood_min_colour: the image's colourfulness is below it */
+    double ood_colour;    /* the image's colourfulness (with config.ood_min_colour), else 0 */
     float *change_prob;   /* (N) config.change_head: per patch, the probability that it changed
                          * from the previous image; NULL for a first image or without the head */
     float *object_logits; /* (N, CL_CONFIG_OBJECT_OUT) config.n_objects: the object head's
@@ -73,6 +75,26 @@ void cl_encoder_ood_descriptor(const float *patches, int N, int C, float *desc);
 double cl_encoder_ood_score(const float *mean, const float *var, const float *bank,
                             const float *radius, int K, int C2, const float *desc, int skip_from,
                             int skip_to);
+/* config.ood_head's score: desc (L values) against a Gaussian of the training images' with
+ * R principal directions, basis (R, L) orthonormal, with their variances lambda (R) and the
+ * residual variance var (L) of each value off them: the squared Mahalanobis distance from mean,
+ * divided by L (about 1 for a training image). */
+double cl_encoder_ood_gauss_score(const float *mean, const float *var, const float *basis,
+                                  const float *lambda, int R, int L, const float *desc);
+/* An image's config.ood descriptor (cl_config_ood_len values) from its N patches' inputs
+ * (N, cl_config_patch_inputs; host memory): with ood_head, EfficientNet-Lite0's pooled head
+ * features run on from the stem's map (the network as cl_encoder_stem_features reads it);
+ * else cl_encoder_ood_values' mean and standard deviation. */
+gboolean cl_encoder_ood_describe(const ClModelConfig *cfg, const float *patch_w,
+                                 const float *patch_b, const float *patches, int N, float *desc,
+                                 GError **error);
+/* The colourfulness of a preprocessed image [3, size, size] (values in [−1, 1]), on the 0–255
+ * scale: the spread of its red−green and yellow−blue opponent values plus 0.3 × their mean's
+ * size (Hasler and Süsstrunk's measure), taken over the means of CL_COLOUR_BLOCK-pixel blocks
+ * so that sensor noise, independent in each channel, does not count as colour; 0 for a grey
+ * image, whatever its channels. */
+#define CL_COLOUR_BLOCK 8
+double cl_encoder_colourfulness(const float *pixels, int channels, int size);
 
 /* config.visual_center: each of the E columns of v [M, E] minus its mean over the M rows. A
  * symmetric projection, so its backward is the same call on the gradient. */

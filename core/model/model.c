@@ -860,7 +860,7 @@ ClModel *cl_model_grafted(const ClModel *vision, const ClModel *language, guint6
     cfg.tie_embeddings = l->tie_embeddings;
     cfg.pvm_n_layers = 0, cfg.casa = CL_CASA_OFF, cfg.casa_replace = 0, cfg.casa_gist = FALSE;
     cfg.casa_tv = FALSE, cfg.hybrid_every = 0, cfg.vist_chunk = 0, cfg.vist_sees_text = FALSE;
-    cfg.ood = 0;
+    cfg.ood = 0, cfg.ood_head = FALSE, cfg.ood_min_colour = 0;
     if (!cl_model_config_validate(&cfg, error))
         return NULL;
     g_autoptr(ClModel) m = cl_model_new_random(&cfg, seed, error);

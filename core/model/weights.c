@@ -55,7 +55,7 @@ GPtrArray *cl_model_weight_specs(const ClModelConfig *cfg, ClModelWeights *w)
         M2(SLOT(w->enc_pos), G * G, D, "enc.pos");
     }
     if (cfg->ood > 0) {
-        const gint64 C2 = 2 * (gint64)cl_config_ood_channels(cfg);
+        const gint64 C2 = cl_config_ood_len(cfg);
         V1(SLOT(w->ood_mean), C2, "ood.mean");
         V1(SLOT(w->ood_var), C2, "ood.var");
         M2(SLOT(w->ood_bank), cfg->ood, C2, "ood.bank");

@@ -515,6 +515,7 @@ typedef struct {
     float *heat, *pixels;
     ClEncoderState *state;
     gint64 encode_us, describe_us;
+    int n_unfamiliar;
     ClChangeTextScore text;
     double text_acc[5];
     GArray *answers; /* ClChangeTextAnswer */
@@ -730,6 +731,7 @@ static gboolean describe_sample(Run *r, const ClSynthSample *s, ClImage *const *
                          (r->text.n_kind == before.n_kind || r->text_acc[1] > acc[1]) &&
                          (r->text.n_position == before.n_position || r->text_acc[2] > acc[2]) &&
                          (r->text.n_object == before.n_object || r->text_acc[3] > acc[3]);
+        r->n_unfamiliar += res.n_unfamiliar > 0;
         ClChangeTextAnswer a = { res.logprob, right };
         g_array_append_val(r->answers, a);
         g_free(t.object);
@@ -761,6 +763,7 @@ static void run_finish(Run *r, ClChangeEvalResult *out)
     }
     out->encode_ms = r->state && out->n_pairs ? r->encode_us / 1000.0 / out->n_pairs : NAN;
     out->describe_ms = out->described ? r->describe_us / 1000.0 / out->n_samples : NAN;
+    out->n_unfamiliar = out->described && r->model->config.ood > 0 ? r->n_unfamiliar : -1;
     ClChangeTextScore ts = r->text;
     ts.change = ts.n ? r->text_acc[0] / ts.n : NAN;
     ts.kind = ts.n_kind ? r->text_acc[1] / ts.n_kind : NAN;
@@ -929,6 +932,8 @@ char *cl_change_eval_result_to_json(const ClChangeEvalResult *r)
         json_int(b, "position_samples", t->n_position);
         json_number(b, "object", t->object);
         json_int(b, "object_samples", t->n_object);
+        if (r->n_unfamiliar >= 0) /* samples with an image the unfamiliar-image notice flags */
+            json_int(b, "unfamiliar_samples", r->n_unfamiliar);
         /* each answer: its log-probability and whether it was right throughout */
         json_builder_set_member_name(b, "answers");
         json_builder_begin_array(b);

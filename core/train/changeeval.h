@@ -155,6 +155,8 @@ typedef struct {
     GArray *answers;    /* ClChangeTextAnswer, each described sample's in order (NULL without) */
     double encode_ms;   /* mean per pair: both images through the encoder (Δ pass included) */
     double describe_ms; /* mean per sample: the whole describe pipeline */
+    int n_unfamiliar;   /* described samples with an image the unfamiliar-image notice flags
+                         * (config.ood); -1 when the model has no statistics */
     double seconds;
 } ClChangeEvalResult;
 void cl_change_eval_result_clear(ClChangeEvalResult *r);

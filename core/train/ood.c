@@ -1,6 +1,7 @@
 /* ood.c - config.ood's statistics fitted on a task's images (ood.h). */
 #include "train/ood.h"
 
+#include <cblas.h>
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
@@ -11,10 +12,10 @@
 #include "synth/synth.h"
 #include "train/synthdata.h"
 
-/* One image's values per patch (N, cl_config_ood_channels): the stem's features, or the patch
- * embedding of the patches' pixels (patches: N × cl_config_patch_inputs scratch). */
-static gboolean image_values(const ClModel *model, const float *pixels, float *patches,
-                             float *values, GError **error)
+/* One image's descriptor (cl_config_ood_len(dcfg) values) into desc: the stem's features or
+ * the patches' pixels (patches: N × cl_config_patch_inputs scratch), described as dcfg says. */
+static gboolean image_desc(const ClModel *model, const ClModelConfig *dcfg, const float *pixels,
+                           float *patches, float *desc, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     const int N = cl_config_n_patches(cfg);
@@ -24,8 +25,8 @@ static gboolean image_values(const ClModel *model, const float *pixels, float *p
     } else {
         cl_patch_unfold(patches, pixels, cfg->channels, cfg->image_size, cfg->patch_size);
     }
-    cl_encoder_ood_values(cfg, model->w.patch_w, model->w.patch_b, patches, N, values);
-    return TRUE;
+    return cl_encoder_ood_describe(dcfg, model->w.patch_w, model->w.patch_b, patches, N, desc,
+                                   error);
 }
 
 static gint compare_names(gconstpointer a, gconstpointer b)
@@ -86,35 +87,42 @@ static float *file_pixels(const ClModel *model, const char *task, const char *ph
     return (float *)(void *)g_array_free(px, FALSE);
 }
 
-/* One image into the arrays: its descriptor (with features) or its score, and its group. */
+/* One image into the arrays: its descriptor (with features) or its score, its colourfulness
+ * and its group. dcfg: how images are described (the model's config, or the one being fitted). */
 typedef struct {
     const ClModel *model;
-    float *patches, *values, *desc;
+    const ClModelConfig *dcfg;
+    float *patches, *desc;
     gboolean features;
-    GArray *scores, *feats, *owner;
+    GArray *scores, *feats, *owner, *colours;
 } Collect;
 
 static gboolean collect_image(Collect *c, const float *pixels, int group, GError **error)
 {
-    const ClModelConfig *cfg = &c->model->config;
-    const int N = cl_config_n_patches(cfg), C = cl_config_ood_channels(cfg);
-    if (!image_values(c->model, pixels, c->patches, c->values, error))
+    const ClModelConfig *cfg = &c->model->config, *dcfg = c->dcfg;
+    const int L = cl_config_ood_len(dcfg);
+    if (!image_desc(c->model, dcfg, pixels, c->patches, c->desc, error))
         return FALSE;
-    cl_encoder_ood_descriptor(c->values, N, C, c->desc);
     if (c->features)
-        g_array_append_vals(c->feats, c->desc, 2 * C);
+        g_array_append_vals(c->feats, c->desc, L);
     const ClModelWeights *w = &c->model->w;
-    double s = c->features ? 0
-                           : cl_encoder_ood_score(w->ood_mean, w->ood_var, w->ood_bank,
-                                                  w->ood_radius, cfg->ood, 2 * C, c->desc, 0, 0);
+    const double colour = cl_encoder_colourfulness(pixels, cfg->channels, cfg->image_size);
+    double s = c->features     ? 0
+               : cfg->ood_head ? cl_encoder_ood_gauss_score(w->ood_mean, w->ood_var, w->ood_bank,
+                                                            w->ood_radius, cfg->ood, L, c->desc)
+                               : cl_encoder_ood_score(w->ood_mean, w->ood_var, w->ood_bank,
+                                                      w->ood_radius, cfg->ood, L, c->desc, 0, 0);
+    if (!c->features && cfg->ood_min_colour > 0 && colour < cfg->ood_min_colour)
+        s = INFINITY; /* without colour: unlike every training image, whatever its descriptor */
     g_array_append_val(c->scores, s);
     g_array_append_val(c->owner, group);
+    g_array_append_val(c->colours, colour);
     return TRUE;
 }
 
-double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
-                      guint64 seed, int file_size, float **features, int **group_of, int *n_out,
-                      GError **error)
+static double *scores_as(const ClModel *model, const ClModelConfig *dcfg, const char *task,
+                         const char *photos, int n, guint64 seed, int file_size, float **features,
+                         int **group_of, double **colours, int *n_out, GError **error)
 {
     const ClModelConfig *cfg = &model->config;
     if (!features && !model->w.ood_bank) {
@@ -122,7 +130,7 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
                     "the model has no image statistics (fit them with `model fit-ood`)");
         return NULL;
     }
-    const int N = cl_config_n_patches(cfg), C = cl_config_ood_channels(cfg);
+    const int N = cl_config_n_patches(cfg);
     ClSynthOptions so;
     cl_synth_options_init(&so);
     so.width = so.height = cfg->image_size;
@@ -131,10 +139,10 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
     g_autoptr(GArray) scores = g_array_new(FALSE, FALSE, sizeof(double));
     g_autoptr(GArray) feats = g_array_new(FALSE, FALSE, sizeof(float));
     g_autoptr(GArray) owner = g_array_new(FALSE, FALSE, sizeof(int));
+    g_autoptr(GArray) colour = g_array_new(FALSE, FALSE, sizeof(double));
     g_autofree float *patches = g_new(float, (size_t)N * cl_config_patch_inputs(cfg));
-    g_autofree float *values = g_new(float, (size_t)N * C);
-    g_autofree float *desc = g_new(float, 2 * C);
-    Collect col = { model, patches, values, desc, features != NULL, scores, feats, owner };
+    g_autofree float *desc = g_new(float, cl_config_ood_len(dcfg));
+    Collect col = { model, dcfg, patches, desc, features != NULL, scores, feats, owner, colour };
     /* "a,b,c": the samples take the tasks in turn (a model trained on several) */
     g_auto(GStrv) tasks = g_strsplit(task, ",", -1);
     const int n_tasks = (int)g_strv_length(tasks);
@@ -177,11 +185,21 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
                 return NULL;
     }
     *n_out = (int)scores->len;
+    if (colours)
+        *colours = (double *)(void *)g_array_free(g_steal_pointer(&colour), FALSE);
     if (group_of)
         *group_of = (int *)(void *)g_array_free(g_steal_pointer(&owner), FALSE);
     if (features)
         *features = (float *)(void *)g_array_free(g_steal_pointer(&feats), FALSE);
     return (double *)(void *)g_array_free(g_steal_pointer(&scores), FALSE);
+}
+
+double *cl_ood_scores(const ClModel *model, const char *task, const char *photos, int n,
+                      guint64 seed, int file_size, float **features, int **group_of, int *n_out,
+                      GError **error)
+{
+    return scores_as(model, &model->config, task, photos, n, seed, file_size, features, group_of,
+                     NULL, n_out, error);
 }
 
 static int compare_doubles(gconstpointer a, gconstpointer b)
@@ -197,8 +215,195 @@ static int compare_groups(gconstpointer a, gconstpointer b, gpointer owner)
     return own[i] != own[j] ? (own[i] > own[j]) - (own[i] < own[j]) : (i > j) - (i < j);
 }
 
+/* ---- config.ood_head: a Gaussian with a few principal directions ---- */
+
+#define GAUSS_FOLDS 5 /* the threshold's scores: each image against a fit without its fold */
+#define GAUSS_ITERATIONS 60
+
+/* The eigenvalues (e) and eigenvectors (columns of v, n × n) of the symmetric a (n × n; a is
+ * overwritten): cyclic Jacobi rotations. */
+static void jacobi(double *a, int n, double *e, double *v)
+{
+    for (int i = 0; i < n * n; i++)
+        v[i] = i % (n + 1) == 0;
+    for (int sweep = 0; sweep < 100; sweep++) {
+        double off = 0, diag = 0;
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < n; j++)
+                *(i == j ? &diag : &off) += a[i * n + j] * a[i * n + j];
+        if (off <= 1e-24 * MAX(diag, 1e-300))
+            break;
+        for (int p = 0; p < n; p++)
+            for (int q = p + 1; q < n; q++) {
+                if (a[p * n + q] == 0)
+                    continue;
+                const double th = (a[q * n + q] - a[p * n + p]) / (2 * a[p * n + q]);
+                const double t = (th >= 0 ? 1 : -1) / (fabs(th) + sqrt(th * th + 1));
+                const double c = 1 / sqrt(t * t + 1), sn = t * c;
+                for (int k = 0; k < n; k++) { /* columns p, q */
+                    const double kp = a[k * n + p], kq = a[k * n + q];
+                    a[k * n + p] = c * kp - sn * kq, a[k * n + q] = sn * kp + c * kq;
+                }
+                for (int k = 0; k < n; k++) { /* rows p, q */
+                    const double pk = a[p * n + k], qk = a[q * n + k];
+                    a[p * n + k] = c * pk - sn * qk, a[q * n + k] = sn * pk + c * qk;
+                }
+                for (int k = 0; k < n; k++) {
+                    const double kp = v[k * n + p], kq = v[k * n + q];
+                    v[k * n + p] = c * kp - sn * kq, v[k * n + q] = sn * kp + c * kq;
+                }
+            }
+    }
+    for (int i = 0; i < n; i++)
+        e[i] = a[i * n + i];
+}
+
+/* The columns of q (L × R, row-major) made orthonormal (modified Gram-Schmidt). */
+static void orthonormalise(float *q, int L, int R)
+{
+    for (int k = 0; k < R; k++) {
+        for (int j = 0; j < k; j++) {
+            double d = 0;
+            for (int c = 0; c < L; c++)
+                d += (double)q[c * R + k] * q[c * R + j];
+            for (int c = 0; c < L; c++)
+                q[c * R + k] -= (float)(d * q[c * R + j]);
+        }
+        double nn = 0;
+        for (int c = 0; c < L; c++)
+            nn += (double)q[c * R + k] * q[c * R + k];
+        const double inv = nn > 0 ? 1 / sqrt(nn) : 0;
+        for (int c = 0; c < L; c++)
+            q[c * R + k] = (float)(q[c * R + k] * inv);
+    }
+}
+
+/* The Gaussian of the n rows `rows` of x (each L values): mean (L), the R principal directions
+ * as rows of basis (R × L) with their variances lambda (R, largest first), and the residual
+ * variance, the same for every value, in var (L). Subspace iteration on the centred rows, then
+ * the directions rotated to diagonalise the covariance within them. */
+static void gauss_fit(const float *x, const int *rows, int n, int L, int R, float *mean, float *var,
+                      float *basis, float *lambda)
+{
+    g_autofree float *xc = g_new(float, (size_t)n * L);
+    for (int c = 0; c < L; c++) {
+        double s = 0;
+        for (int i = 0; i < n; i++)
+            s += x[(size_t)rows[i] * L + c];
+        mean[c] = (float)(s / n);
+    }
+    double total = 0;
+    for (int i = 0; i < n; i++)
+        for (int c = 0; c < L; c++) {
+            const float d = x[(size_t)rows[i] * L + c] - mean[c];
+            xc[(size_t)i * L + c] = d;
+            total += (double)d * d;
+        }
+    total /= MAX(n - 1, 1);
+    g_autofree float *q = g_new(float, (size_t)L * R), *z = g_new(float, (size_t)L * R);
+    g_autofree float *y = g_new(float, (size_t)n * R);
+    GRand *rng = g_rand_new_with_seed(12345);
+    for (size_t i = 0; i < (size_t)L * R; i++)
+        q[i] = (float)g_rand_double_range(rng, -1, 1);
+    g_rand_free(rng);
+    orthonormalise(q, L, R);
+    for (int it = 0; it < GAUSS_ITERATIONS; it++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, R, L, 1, xc, L, q, R, 0, y, R);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, L, R, n, 1, xc, L, y, R, 0, q, R);
+        orthonormalise(q, L, R);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, R, L, 1, xc, L, q, R, 0, y, R);
+    g_autofree double *b = g_new0(double, (size_t)R * R),
+                                  *e = g_new(double, R), *v = g_new(double, (size_t)R * R);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < R; j++)
+            for (int k = 0; k < R; k++)
+                b[j * R + k] += (double)y[(size_t)i * R + j] * y[(size_t)i * R + k];
+    jacobi(b, R, e, v);
+    g_autofree int *by = g_new(int, R); /* the eigenvalues' order, largest first */
+    for (int k = 0; k < R; k++)
+        by[k] = k;
+    for (int i = 1; i < R; i++)
+        for (int j = i; j > 0 && e[by[j]] > e[by[j - 1]]; j--) {
+            const int t = by[j];
+            by[j] = by[j - 1], by[j - 1] = t;
+        }
+    double kept = 0;
+    for (int k = 0; k < R; k++) {
+        const int src = by[k];
+        lambda[k] = (float)MAX(e[src] / MAX(n - 1, 1), 1e-12);
+        kept += lambda[k];
+        for (int c = 0; c < L; c++) {
+            double s = 0;
+            for (int j = 0; j < R; j++)
+                s += q[c * R + j] * v[j * R + src];
+            z[(size_t)k * L + c] = (float)s;
+        }
+    }
+    memcpy(basis, z, sizeof(float) * (size_t)L * R);
+    /* the residual: the variance left, shared by the L - R other directions (a floor keeps
+     * a descriptor the training images filled from dividing by nothing) */
+    const double psi = MAX((total - kept) / MAX(L - R, 1), 1e-6 * total / L + 1e-12);
+    for (int c = 0; c < L; c++)
+        var[c] = (float)psi;
+}
+
+static ClModel *gauss_model(const ClModel *model, ClModelConfig *cfg, const float *f,
+                            const int *owner, int m, int R, double quantile, GError **error)
+{
+    const int L = cl_config_ood_len(cfg);
+    if (R < 1 || R > 256 || m < 4 * R || m < 2 * GAUSS_FOLDS) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                    "a Gaussian of %d principal directions needs at least %d images (%d here)", R,
+                    MAX(4 * R, 2 * GAUSS_FOLDS), m);
+        return NULL;
+    }
+    cfg->ood = R;
+    g_autoptr(ClModel) out = cl_model_reshaped(model, cfg, 0, "ood.", error);
+    if (!out)
+        return NULL;
+    /* the threshold: each image scored against a fit without its fold, the folds drawn by
+     * group (a photograph's crops in one fold, so that they are scored as a new photograph) */
+    g_autoptr(GHashTable) fold_of = g_hash_table_new(g_direct_hash, g_direct_equal);
+    g_autofree int *fold = g_new(int, m), *in = g_new(int, m);
+    for (int i = 0; i < m; i++) {
+        gpointer key = GINT_TO_POINTER(owner[i]), val;
+        if (!g_hash_table_lookup_extended(fold_of, key, NULL, &val)) {
+            val = GINT_TO_POINTER(g_hash_table_size(fold_of) % GAUSS_FOLDS);
+            g_hash_table_insert(fold_of, key, val);
+        }
+        fold[i] = GPOINTER_TO_INT(val);
+    }
+    g_autofree float *mean = g_new(float, L),
+                                   *var = g_new(float, L),
+                                                *basis = g_new(float, (size_t)R * L),
+                                                               *lambda = g_new(float, R);
+    g_autofree double *sc = g_new(double, m);
+    for (int k = 0; k < GAUSS_FOLDS; k++) {
+        int n = 0;
+        for (int i = 0; i < m; i++)
+            if (fold[i] != k)
+                in[n++] = i;
+        if (n == m) /* fewer groups than folds */
+            continue;
+        gauss_fit(f, in, n, L, R, mean, var, basis, lambda);
+        for (int i = 0; i < m; i++)
+            if (fold[i] == k)
+                sc[i] =
+                    cl_encoder_ood_gauss_score(mean, var, basis, lambda, R, L, f + (size_t)i * L);
+    }
+    for (int i = 0; i < m; i++)
+        in[i] = i;
+    ClModelWeights *w = &out->w;
+    gauss_fit(f, in, m, L, R, w->ood_mean, w->ood_var, w->ood_bank, w->ood_radius);
+    qsort(sc, (size_t)m, sizeof(double), compare_doubles);
+    w->ood_threshold[0] = (float)sc[MIN(m - 1, (int)floor(quantile * (m - 1) + 0.5))];
+    cl_model_weights_changed(out);
+    return g_steal_pointer(&out);
+}
+
 ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, int n, guint64 seed,
-                    int file_size, double quantile, GError **error)
+                    int file_size, double quantile, ClOodFitFlags flags, int rank, GError **error)
 {
     if (!(quantile >= 0.5 && quantile <= 1) || n < 10) {
         g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
@@ -206,13 +411,39 @@ ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, 
                     "to 1");
         return NULL;
     }
-    const int C2 = 2 * cl_config_ood_channels(&model->config);
+    ClModelConfig cfg = model->config;
+    cfg.ood_head = (flags & CL_OOD_FIT_HEAD) != 0;
+    cfg.ood_min_colour = 0;
+    if ((cfg.ood_head && !cfg.enc_stem_effnet) ||
+        ((flags & CL_OOD_FIT_COLOUR) && cfg.channels != 3)) {
+        g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT, "%s",
+                    cfg.ood_head && !cfg.enc_stem_effnet
+                        ? "pooled head features need a model with the EfficientNet-Lite0 stem"
+                        : "a colour floor needs a model of colour images");
+        return NULL;
+    }
+    const int C2 = cl_config_ood_len(&cfg);
     float *feats = NULL;
     int m = 0, *owner = NULL;
-    g_autofree double *unused =
-        cl_ood_scores(model, task, photos, n, seed, file_size, &feats, &owner, &m, error);
+    g_autofree double *colours = NULL;
+    g_autofree double *unused = scores_as(model, &cfg, task, photos, n, seed, file_size, &feats,
+                                          &owner, &colours, &m, error);
     if (!unused)
         return NULL;
+    if (flags & CL_OOD_FIT_COLOUR) {
+        /* half the least colourful fitting image's: below it, an image has less colour than any
+         * the model was trained on by a wide margin (grey images score 0) */
+        double least = G_MAXDOUBLE;
+        for (int i = 0; i < m; i++)
+            least = MIN(least, colours[i]);
+        cfg.ood_min_colour = m > 0 ? 0.5 * least : 0;
+    }
+    if (cfg.ood_head) {
+        ClModel *g = gauss_model(model, &cfg, feats, owner, m, rank, quantile, error);
+        g_free(feats);
+        g_free(owner);
+        return g;
+    }
     /* the images in group order, so that a group's bank rows are one run [lo, hi) */
     g_autofree int *order = g_new(int, m);
     for (int i = 0; i < m; i++)
@@ -226,7 +457,6 @@ ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, 
     }
     g_free(feats);
     g_free(owner);
-    ClModelConfig cfg = model->config;
     cfg.ood = m;
     g_autoptr(ClModel) out = cl_model_reshaped(model, &cfg, 0, "ood.", error);
     if (!out)

@@ -11,7 +11,8 @@ G_BEGIN_DECLS
 
 /* The scores of every image of n samples of `task` ("a,b": the tasks in turn; synth options at
  * the model's input size; photos: photo-edits' set, NULL for the default) against the model's
- * statistics, or, when `features` is not NULL, the images' descriptors (n_images × 2C) into
+ * statistics, or, when `features` is not NULL, the images' descriptors (n_images ×
+ * cl_config_ood_len) into
  * *features instead of scoring, and (group_of not NULL) each image's group into *group_of:
  * photo-edits, the index of its photograph; other tasks, its sample's. *n_out: the number of
  * images. file_size > 0: the samples are written as the task's files at that size (DICOM,
@@ -23,10 +24,19 @@ double *cl_ood_scores(const ClModel *model, const char *task, const char *photos
                       guint64 seed, int file_size, float **features, int **group_of, int *n_out,
                       GError **error);
 
+typedef enum {
+    CL_OOD_FIT_HEAD = 1 << 0,   /* config.ood_head: pooled head features, a Gaussian of them */
+    CL_OOD_FIT_COLOUR = 1 << 1, /* config.ood_min_colour: half the fitting images' least */
+} ClOodFitFlags;
+
 /* A copy of `model` with config.ood and statistics fitted on n samples of task/photos: the
  * threshold at `quantile` (0.5 to 1) of the fitting images' scores, each against the other
- * groups' images (cl_ood_scores' groups: a photograph's crops are scored as a new photograph). */
+ * groups' images (cl_ood_scores' groups: a photograph's crops are scored as a new photograph).
+ * With CL_OOD_FIT_HEAD: a Gaussian of the images' pooled head features with `rank` principal
+ * directions (config.ood = rank), the threshold from each image scored against a fit without
+ * its fold (five folds of groups). An image below the model's config.ood_min_colour scores
+ * infinity in cl_ood_scores. */
 ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, int n, guint64 seed,
-                    int file_size, double quantile, GError **error);
+                    int file_size, double quantile, ClOodFitFlags flags, int rank, GError **error);
 
 G_END_DECLS

@@ -238,7 +238,7 @@ ClModel *cl_trainer_initial_model(const ClTrainerOptions *o, GError **error)
         return NULL;
     if (src->config.ood > 0) { /* image statistics are fitted after training, not trained */
         ClModelConfig cfg = src->config;
-        cfg.ood = 0;
+        cfg.ood = 0, cfg.ood_head = FALSE, cfg.ood_min_colour = 0;
         if (!replace_model(&src, cl_model_reshaped(src, &cfg, o->seed, "ood.", error)))
             return NULL;
     }
