@@ -259,11 +259,12 @@ static int notices_of(ClBackend *be, const ClModel *m, const char *task, const c
     return notices_of_as(be, m, task, photos, n, TRUE, NULL);
 }
 
-static void test_default_model(void)
+/* A shipped model file of data/models, or NULL (the test skipped) when opencv-doc's photographs
+ * are not installed. */
+static ClModel *shipped_model(const char *file)
 {
     const char *root = g_getenv("CL_SOURCE_ROOT");
-    g_autofree char *path = g_build_filename(root ? root : ".", "data", "models",
-                                             "changelens-default.safetensors", NULL);
+    g_autofree char *path = g_build_filename(root ? root : ".", "data", "models", file, NULL);
     g_autoptr(GError) err = NULL;
     ClSynthOptions so;
     cl_synth_options_init(&so);
@@ -271,10 +272,19 @@ static void test_default_model(void)
     g_autoptr(ClSynthSample) probe = cl_synth_generate("photo-edits", 1, &so, &err);
     if (!probe) { /* opencv-doc is not installed */
         g_test_skip(err->message);
-        return;
+        return NULL;
     }
-    g_autoptr(ClModel) m = cl_model_load(path, &err);
+    ClModel *m = cl_model_load(path, &err);
     g_assert_no_error(err);
+    return m;
+}
+
+static void test_default_model(void)
+{
+    g_autoptr(ClModel) m = shipped_model("changelens-default.safetensors");
+    if (!m)
+        return;
+    g_autoptr(GError) err = NULL;
     g_assert_cmpint(m->config.ood, >, 0);
     g_assert_nonnull(m->w.ood_radius);
     g_autoptr(ClBackend) be = cl_backend_new("cpu", NULL, &err);
@@ -293,25 +303,15 @@ static void test_default_model(void)
  * opencv-doc's photographs. */
 static void test_photo_model(void)
 {
-    const char *root = g_getenv("CL_SOURCE_ROOT");
-    g_autofree char *path =
-        g_build_filename(root ? root : ".", "data", "models", CL_MODEL_PHOTO_FILE, NULL);
     g_autofree char *stem = cl_pretrained_path(CL_EFFNET_FILE);
     if (!g_file_test(stem, G_FILE_TEST_EXISTS)) {
         g_test_skip("the pretrained EfficientNet-Lite0 is not there (set-up fetches it)");
         return;
     }
-    g_autoptr(GError) err = NULL;
-    ClSynthOptions so;
-    cl_synth_options_init(&so);
-    so.photos = "heldout";
-    g_autoptr(ClSynthSample) probe = cl_synth_generate("photo-edits", 1, &so, &err);
-    if (!probe) { /* opencv-doc is not installed */
-        g_test_skip(err->message);
+    g_autoptr(ClModel) m = shipped_model(CL_MODEL_PHOTO_FILE);
+    if (!m)
         return;
-    }
-    g_autoptr(ClModel) m = cl_model_load(path, &err);
-    g_assert_no_error(err);
+    g_autoptr(GError) err = NULL;
     g_assert_true(m->config.ood_head);
     g_assert_cmpint(m->config.ood, ==, 8);
     g_assert_cmpfloat(m->config.ood_min_colour, >, 0);
