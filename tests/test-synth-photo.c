@@ -7,6 +7,7 @@
  * tasks' renders (radiograph-edits, aerial-edits): the same answers and targets, grey chest films
  * and colour tiles as the scenes, held-out scenes that are not the training ones. */
 #include <json-glib/json-glib.h>
+#include <math.h>
 #include <string.h>
 
 #include "fixtures.h"
@@ -137,14 +138,33 @@ static void test_strong_nuisance(void)
     cl_synth_options_init(&strong);
     cl_synth_options_init(&mild);
     strong.nuisance_level = 2;
+    ClSynthOptions none;
+    cl_synth_options_init(&none);
+    none.nuisance_level = 0;
     double dm = 0, ds = 0;
+    int mild_framed = 0;
     for (guint64 seed = 0; seed < 16; seed++) {
         g_autoptr(ClSynthSample) m = cl_fixture_synth("photo-edits", seed, &mild);
         g_autoptr(ClSynthSample) s = cl_fixture_synth("photo-edits", seed, &strong);
+        g_autoptr(ClSynthSample) z = cl_fixture_synth("photo-edits", seed, &none);
         g_assert_cmpstr(m->answer, ==, s->answer);
         dm += mean_abs_diff(&m->images[0], &m->images[1]);
         ds += mean_abs_diff(&s->images[0], &s->images[1]);
+        for (int k = 0; k < 2; k++) {
+            /* framing: none without nuisances, every image turned (up to 2°) and scaled (up to
+             * 3 %) about its centre under strong ones, about half the images under mild ones */
+            g_assert_cmpfloat(z->images[k].rotation, ==, 0);
+            g_assert_cmpfloat(z->images[k].rescale, ==, 0);
+            g_assert_cmpfloat(s->images[k].rotation, !=, 0);
+            g_assert_cmpfloat(fabs(s->images[k].rotation), <=, 2 * G_PI / 180);
+            g_assert_cmpfloat(fabs(s->images[k].rescale), <=, 0.03);
+            mild_framed += m->images[k].rotation != 0;
+            g_assert_cmpfloat(fabs(m->images[k].rotation), <=, 1 * G_PI / 180);
+        }
     }
+    g_test_message("mild: %d of 32 images turned", mild_framed);
+    g_assert_cmpint(mild_framed, >=, 8);
+    g_assert_cmpint(mild_framed, <=, 24);
     g_test_message("mean |image 2 - image 1|: mild %.1f, strong %.1f", dm / 16, ds / 16);
     g_assert_cmpfloat(ds, >, 1.3 * dm);
 }

@@ -1,14 +1,14 @@
 /* photo-edits.c - the `photo-edits` task: change pairs made from real photographs. A crop of a
  * photo from Debian's wallpaper packages is the scene; objects (Noto Color Emoji glyphs, named by
  * their Unicode names) are pasted in, and the second image adds, removes, moves, recolours or
- * resizes one of them, or changes nothing (about a third of the pairs). Acquisition nuisances
- * that are not changes: the common renderer's misregistration, gain, offset and noise, and here
- * a white-balance tint, blur and JPEG re-encoding per image. The answer says what, where (a 3 × 3
- * position) and how, or "No change.". Photos: the training set (plasma-workspace-wallpapers,
- * mate-backgrounds) or the held-out one (opencv-doc's sample photographs), or a folder of the
- * user's (CHANGELENS_PHOTOS). The tasks `radiograph-edits` and `aerial-edits` make the same edits
- * in the radiograph and aerial tasks' renders (a set of 160 patients or tiles for training,
- * another for held-out evaluation) instead of photographs. */
+ * resizes one of them, or changes nothing (about a third of the pairs). Acquisition nuisances that
+ * are not changes: the common renderer's misregistration, gain, offset and noise, and here a
+ * white-balance tint, blur, JPEG re-encoding and a small turn and framing about the centre per
+ * image. The answer says what, where (a 3 × 3 position) and how, or "No change.". Photos: the
+ * training set (plasma-workspace-wallpapers, mate-backgrounds) or the held-out one (opencv-doc's
+ * sample photographs), or a folder of the user's (CHANGELENS_PHOTOS). The tasks `radiograph-edits`
+ * and `aerial-edits` make the same edits in the radiograph and aerial tasks' renders (a set of 160
+ * patients or tiles for training, another for held-out evaluation) instead of photographs. */
 #include "synth/synth-private.h"
 
 #include <gdk-pixbuf/gdk-pixbuf.h>
@@ -329,6 +329,8 @@ typedef struct {
     double tint[2][3];      /* per image: white balance multipliers */
     double blur[2];         /* per image: blur radius in pixels (0: none) */
     int jpeg[2];            /* per image: JPEG quality (0: none) */
+    double turn[2];         /* per image: a rotation about the centre, radians (0: none) */
+    double zoom[2];         /* per image: a scale about the centre, the crop's framing (1: none) */
 } PhotoDrawing;
 
 /* an emoji glyph centred at (x, y) filling a side × side square; `recolour` permutes its colour
@@ -443,7 +445,11 @@ static void jpeg_roundtrip(cairo_surface_t *s, int quality)
 static void draw(cairo_t *cr, const ClSynthSample *s, int image, gpointer data)
 {
     const PhotoDrawing *d = data;
-    const int w = s->images[image].width, h = s->images[image].height, m = 8;
+    /* the margin: room for the common shift, and for a small rotation or zoom when there is one
+     * (a multiple of 8, so that JPEG's blocks fall on the image's as they would without it) */
+    const gboolean framed = d->turn[image] != 0 || d->zoom[image] != 1;
+    const int w = s->images[image].width, h = s->images[image].height,
+              m = framed ? 8 * (int)ceil(MAX(w, h) / 160.0) : 8;
     /* the scene on a canvas a margin larger than the image (the common shift moves it) */
     cairo_surface_t *canvas = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w + 2 * m, h + 2 * m);
     cairo_t *c = cairo_create(canvas);
@@ -474,9 +480,24 @@ static void draw(cairo_t *cr, const ClSynthSample *s, int image, gpointer data)
     blur_surface(canvas, (int)lround(d->blur[image]));
     if (d->jpeg[image] > 0)
         jpeg_roundtrip(canvas, d->jpeg[image]);
+    /* acquisition: turned and framed a little differently about the centre */
+    cairo_save(cr);
+    cairo_translate(cr, w / 2.0, h / 2.0);
+    cairo_rotate(cr, d->turn[image]);
+    cairo_scale(cr, d->zoom[image], d->zoom[image]);
+    cairo_translate(cr, -w / 2.0, -h / 2.0);
     cairo_set_source_surface(cr, canvas, -m, -m);
+    cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_GOOD);
     cairo_paint(cr);
+    cairo_restore(cr);
     cairo_surface_destroy(canvas);
+}
+
+static void photo_framing(int image, gpointer data, double *rotation, double *rescale)
+{
+    const PhotoDrawing *d = data;
+    *rotation = d->turn[image];
+    *rescale = d->zoom[image] - 1;
 }
 
 /* ---- the task --------------------------------------------------------------------------------- */
@@ -697,14 +718,26 @@ static gboolean edits_generate(SceneKind scenes, ClSynthSample *s, ClSynthRng *r
     /* acquisition: level 0 none, 1 mild (some images), 2 strong (every image); from a stream
      * of its own, so that the level changes no answer */
     const int level = !opts->nuisance ? 0 : opts->nuisance_level;
-    ClSynthRng nuisance;
-    cl_synth_rng_init(&nuisance, cl_synth_rng_next(rng));
+    ClSynthRng nuisance, framing;
+    const guint64 nuisance_seed = cl_synth_rng_next(rng);
+    cl_synth_rng_init(&nuisance, nuisance_seed);
+    /* the rotation and framing from a stream of their own, so that the other nuisances are the
+     * ones they were before these were added */
+    cl_synth_rng_init(&framing, cl_synth_stream_seed(nuisance_seed, 7));
     rng = &nuisance;
     for (int t = 0; t < 2; t++) {
         for (int c = 0; c < 3; c++)
             d->tint[t][c] = 1.0;
+        d->turn[t] = 0, d->zoom[t] = 1;
         if (level == 0)
             continue;
+        /* mild: half the images turned up to 1° and framed 1.5 % tighter or looser; strong:
+         * every image, up to 2° and 3 % */
+        if (level == 2 || cl_synth_rng_int(&framing, 0, 1) == 1) {
+            const double deg = level == 2 ? 2 : 1, z = level == 2 ? 0.03 : 0.015;
+            d->turn[t] = cl_synth_rng_range(&framing, -deg, deg) * G_PI / 180;
+            d->zoom[t] = 1 + cl_synth_rng_range(&framing, -z, z);
+        }
         double a = level == 2 ? 0.2 : 0.08;
         double warm = cl_synth_rng_range(rng, -a, a), lvl = cl_synth_rng_range(rng, -a, 0);
         d->tint[t][0] = CLAMP(1 + lvl + warm, 0.5, 1);
@@ -756,6 +789,7 @@ static gboolean edits_generate(SceneKind scenes, ClSynthSample *s, ClSynthRng *r
     drawing->draw = draw;
     drawing->data = d;
     drawing->free_data = g_free;
+    drawing->framing = photo_framing;
     return TRUE;
 }
 

@@ -28,6 +28,9 @@ typedef struct {
     ClSynthDrawFunc draw;
     gpointer data;
     GDestroyNotify free_data;
+    /* optional: the rotation (radians) and relative scale change a task's own drawing gave image
+     * `image` about its centre, recorded in its ClSynthImage */
+    void (*framing)(int image, gpointer data, double *rotation, double *rescale);
 } ClSynthDrawing;
 
 /* A task fills s->n_images, s->objects (with boxes), s->conversation (answer last),

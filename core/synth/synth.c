@@ -430,6 +430,8 @@ ClSynthSample *cl_synth_generate(const char *task, guint64 seed, const ClSynthOp
             s->images[k].height = opts->height;
             s->images[k].channels = 3;
             render_image(s, k, &drawing, &nuisance_rng, opts->nuisance ? opts->nuisance_level : 0);
+            if (drawing.framing)
+                drawing.framing(k, drawing.data, &s->images[k].rotation, &s->images[k].rescale);
         }
         aux_targets(s);
     }

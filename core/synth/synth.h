@@ -121,6 +121,8 @@ typedef struct {
     /* the acquisition nuisances applied to it (all zero / gain 1 when off) */
     double shift[2];                  /* drawn content moved by (dx, dy) pixels */
     double gain, offset, noise_sigma; /* v' = v*gain + offset + noise, in 0..255 units */
+    double rotation, rescale;         /* turned (radians) and scaled by 1 + rescale about the centre
+                               * (photo-edits' framing; 0 when none) */
 } ClSynthImage;
 
 typedef struct {
