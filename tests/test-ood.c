@@ -108,6 +108,54 @@ static void test_gauss_score(void)
                       cl_encoder_ood_gauss_score(mean, var, basis, lambda, 1, 3, off));
 }
 
+/* config.ood_head's fit: on points drawn from a known Gaussian (three directions of variance
+ * 16, 9 and 4 along the first axes, noise of variance 0.25 everywhere) it finds the mean, the
+ * directions (orthonormal, along those axes), their variances and the residual; a training
+ * point scores about 1. */
+static void test_gauss_fit(void)
+{
+    enum { L = 12, R = 3, n = 600 };
+    const double sd[R] = { 4, 3, 2 }, noise = 0.5;
+    g_autofree float *x = g_new(float, (size_t)n * L);
+    g_autofree int *rows = g_new(int, n);
+    GRand *rng = g_rand_new_with_seed(7);
+    for (int i = 0; i < n; i++) {
+        rows[i] = i;
+        for (int c = 0; c < L; c++) {
+            const double z = g_rand_double_range(rng, -1, 1) * sqrt(3.0); /* unit variance */
+            const double e = g_rand_double_range(rng, -1, 1) * sqrt(3.0);
+            x[(size_t)i * L + c] = (float)(c + 1 + (c < R ? sd[c] * z : 0) + noise * e);
+        }
+    }
+    g_rand_free(rng);
+    float mean[L], var[L], basis[R * L], lambda[R];
+    cl_ood_gauss_fit(x, rows, n, L, R, mean, var, basis, lambda);
+    for (int c = 0; c < L; c++)
+        g_assert_cmpfloat(fabs(mean[c] - (c + 1)), <, 0.35);
+    for (int k = 0; k < R; k++) {
+        const double want = sd[k] * sd[k] + noise * noise;
+        g_test_message("direction %d: variance %.3f (want %.3f), along axis %d %.4f", k, lambda[k],
+                       want, k, basis[k * L + k]);
+        g_assert_cmpfloat(fabs(lambda[k] - want) / want, <, 0.15);
+        g_assert_cmpfloat(fabs(basis[k * L + k]), >, 0.99);
+        for (int j = 0; j < R; j++) {
+            double d = 0;
+            for (int c = 0; c < L; c++)
+                d += (double)basis[k * L + c] * basis[j * L + c];
+            g_assert_cmpfloat(fabs(d - (j == k)), <, 1e-4);
+        }
+    }
+    g_test_message("residual variance %.4f (want %.4f)", var[0], noise * noise);
+    g_assert_cmpfloat(fabs(var[0] - noise * noise) / (noise * noise), <, 0.15);
+    for (int c = 1; c < L; c++)
+        g_assert_cmpfloat(var[c], ==, var[0]);
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += cl_encoder_ood_gauss_score(mean, var, basis, lambda, R, L, x + (size_t)i * L);
+    g_test_message("mean score of the fitting points %.3f", s / n);
+    g_assert_cmpfloat(fabs(s / n - 1), <, 0.1);
+}
+
 /* The colour floor (config.ood_min_colour): fitted on colour images (the edits task), it flags an image without
  * colour (a grey radiograph) whatever its descriptor, in the fitting code and in the encoder
  * alike, and survives a save and load; the measure itself: 0 for grey, a known value for red. */
@@ -146,7 +194,7 @@ static void test_colour_floor(void)
                    f->config.ood_min_colour, finite, k);
     g_assert_cmpint(finite, >=, k - 1);
 
-    /* the encoder: a radiograph is grey, a shapes scene is not */
+    /* the encoder: a radiograph is grey, an edits scene is not */
     ClSynthOptions so;
     cl_synth_options_init(&so);
     so.width = so.height = 64;
@@ -368,6 +416,7 @@ int main(int argc, char **argv)
     g_test_add_func("/ood/photo-groups", test_photo_groups);
     g_test_add_func("/ood/colour-floor", test_colour_floor);
     g_test_add_func("/ood/gauss-score", test_gauss_score);
+    g_test_add_func("/ood/gauss-fit", test_gauss_fit);
     g_test_add_func("/ood/default-model", test_default_model);
     g_test_add_func("/ood/photo-model", test_photo_model);
     g_test_add_func("/ood/files", test_files);

@@ -129,6 +129,45 @@ static double mean_abs_diff(const ClSynthImage *a, const ClSynthImage *b)
     return d / n;
 }
 
+/* The per-patch targets follow the framing: each object's box corners, turned and scaled about
+ * the centre and shifted as its image shows them, fall in patches its grounding bit marks. */
+static void test_framed_targets(void)
+{
+    if (!have_photos("train"))
+        return;
+    ClSynthOptions strong;
+    cl_synth_options_init(&strong);
+    strong.nuisance_level = 2;
+    strong.width = strong.height = 224;
+    strong.patch = 16;
+    int checked = 0;
+    for (guint64 seed = 0; seed < 24; seed++) {
+        g_autoptr(ClSynthSample) s = cl_fixture_synth("photo-edits", seed, &strong);
+        const gsize cells = (gsize)s->grid_w * s->grid_h;
+        for (int k = 0; k < s->n_images; k++) {
+            const ClSynthImage *im = &s->images[k];
+            const double c = 112, z = 1 + im->rescale, co = cos(im->rotation) * z,
+                         si = sin(im->rotation) * z;
+            for (guint i = 0; i < s->objects[k]->len; i++) {
+                const ClSynthObject *o = &g_array_index(s->objects[k], ClSynthObject, i);
+                for (int q = 0; q < 4; q++) { /* each corner, pulled 1 px inwards */
+                    const double px = (q & 1 ? o->box[2] - 1 : o->box[0] + 1) - c,
+                                 py = (q & 2 ? o->box[3] - 1 : o->box[1] + 1) - c;
+                    const double x = c + co * px - si * py + im->shift[0],
+                                 y = c + si * px + co * py + im->shift[1];
+                    if (x < 0 || y < 0 || x >= 224 || y >= 224)
+                        continue;
+                    const int cell = (int)(y / 16) * s->grid_w + (int)(x / 16);
+                    g_assert_true(s->grounding[cells * k + cell] & (G_GUINT64_CONSTANT(1) << i));
+                    checked++;
+                }
+            }
+        }
+    }
+    g_test_message("%d framed object corners in their marked patches", checked);
+    g_assert_cmpint(checked, >, 100);
+}
+
 /* Strong nuisances: the same answers and targets, pixels further apart than mild ones. */
 static void test_strong_nuisance(void)
 {
@@ -273,6 +312,7 @@ int main(int argc, char **argv)
     g_test_add_func("/synth-photo/answers", test_answers);
     g_test_add_func("/synth-photo/colour-objects", test_colour_objects);
     g_test_add_func("/synth-photo/strong-nuisance", test_strong_nuisance);
+    g_test_add_func("/synth-photo/framed-targets", test_framed_targets);
     g_test_add_func("/synth-photo/heldout-and-errors", test_heldout_and_errors);
     g_test_add_func("/synth-photo/other-domains", test_other_domains);
     return g_test_run();

@@ -317,14 +317,27 @@ static void test_dots_answers(void)
 
 /* ---- auxiliary targets ------------------------------------------------------------------------ */
 
-static gboolean box_hits_patch(const ClSynthSample *s, const double *box, const double *shift,
+/* Whether the box, as image `as` shows it (shifted; with a framing, turned and scaled about the
+ * centre first: the bounding box of its corners), overlaps patch (gx, gy). */
+static gboolean box_hits_patch(const ClSynthSample *s, const double *box, const ClSynthImage *as,
                                int gx, int gy)
 {
     double px0 = gx * s->patch, py0 = gy * s->patch;
     double px1 = MIN(px0 + s->patch, s->images[0].width),
            py1 = MIN(py0 + s->patch, s->images[0].height);
-    return box[2] + shift[0] > px0 && box[0] + shift[0] < px1 && box[3] + shift[1] > py0 &&
-           box[1] + shift[1] < py1;
+    double b[4] = { box[0], box[1], box[2], box[3] };
+    if (as->rotation != 0 || as->rescale != 0) {
+        const double c[2] = { as->width / 2.0, as->height / 2.0 }, z = 1 + as->rescale;
+        b[0] = b[1] = G_MAXDOUBLE, b[2] = b[3] = -G_MAXDOUBLE;
+        for (int q = 0; q < 4; q++) {
+            const double u = box[q % 2 ? 2 : 0] - c[0], v = box[q / 2 ? 3 : 1] - c[1];
+            const double x = c[0] + z * (u * cos(as->rotation) - v * sin(as->rotation)),
+                         y = c[1] + z * (u * sin(as->rotation) + v * cos(as->rotation));
+            b[0] = MIN(b[0], x), b[2] = MAX(b[2], x), b[1] = MIN(b[1], y), b[3] = MAX(b[3], y);
+        }
+    }
+    return b[2] + as->shift[0] > px0 && b[0] + as->shift[0] < px1 && b[3] + as->shift[1] > py0 &&
+           b[1] + as->shift[1] < py1;
 }
 
 static void check_masks(const ClSynthSample *s, gboolean pixel_check)
@@ -334,7 +347,6 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
     g_assert_cmpint(gw, ==, (s->images[0].width + s->patch - 1) / s->patch);
     for (int k = 0; k < s->n_images; k++) {
         const GArray *objs = s->objects[k];
-        const double *shift = s->images[k].shift;
         /* grounding: bit i exactly where object i's box (as drawn, shifted) meets the patch */
         for (int gy = 0; gy < gh; gy++)
             for (int gx = 0; gx < gw; gx++) {
@@ -342,7 +354,7 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
                 for (guint i = 0; i < objs->len; i++)
                     g_assert_cmpint(!!(m & (G_GUINT64_CONSTANT(1) << i)), ==,
                                     box_hits_patch(s, g_array_index(objs, ClSynthObject, i).box,
-                                                   shift, gx, gy));
+                                                   &s->images[k], gx, gy));
                 g_assert_cmpuint(m >> objs->len, ==, 0);
             }
     }
@@ -350,7 +362,6 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
         g_assert_cmpint(s->changed[i], ==, 0); /* the first image has no predecessor */
     for (int k = 1; k < s->n_images; k++) {
         const guint8 *mask = s->changed + cells * k;
-        const double *shift = s->images[k].shift;
         /* a pair may be unchanged (aerial's "there is no difference"): then nothing is marked */
         gboolean has_change = FALSE;
         for (guint i = 0; i < s->changes->len; i++)
@@ -367,11 +378,11 @@ static void check_masks(const ClSynthSample *s, gboolean pixel_check)
                     if (c->before >= 0)
                         hit |= box_hits_patch(
                             s, g_array_index(s->objects[k - 1], ClSynthObject, c->before).box,
-                            shift, gx, gy);
+                            &s->images[k], gx, gy);
                     if (c->after >= 0)
                         hit |= box_hits_patch(
-                            s, g_array_index(s->objects[k], ClSynthObject, c->after).box, shift, gx,
-                            gy);
+                            s, g_array_index(s->objects[k], ClSynthObject, c->after).box,
+                            &s->images[k], gx, gy);
                 }
                 g_assert_cmpint(mask[gy * gw + gx], ==, hit);
                 marked += hit;

@@ -99,6 +99,8 @@ int cl_cli_model_fit_ood(int argc, char **argv)
     if (fitted->config.ood_min_colour > 0)
         printf("colour floor %.3g (images below it are flagged whatever their features)\n",
                fitted->config.ood_min_colour);
+    else if (colour)
+        printf("no colour floor: a fitting image had no colour\n");
     g_auto(GStrv) sets =
         g_strsplit(check ? check : "heldout,radiograph,aerial,shapes,dots", ",", -1);
     for (char **s = sets; *s; s++) {

@@ -241,8 +241,9 @@ static gboolean check_shapes(const ClModelConfig *c, GError **error)
         return FALSE;
     }
     if (!(c->ood_min_colour >= 0 && c->ood_min_colour < 256) ||
-        (c->ood_min_colour > 0 && c->channels != 3)) {
-        CONFIG_FAIL("config: ood_min_colour lies between 0 and 256, and needs colour images");
+        (c->ood_min_colour > 0 && (c->channels != 3 || c->ood <= 0))) {
+        CONFIG_FAIL("config: ood_min_colour lies between 0 and 256, and needs colour images and "
+                    "the image statistics (ood)");
         return FALSE;
     }
     if (c->change_threshold != 0 &&

@@ -281,7 +281,7 @@ static void ood_score(ClBackend *be, const ClModel *model, const ClModelWeights 
     g_autoptr(GError) err = NULL;
     if (!cl_encoder_ood_describe(cfg, hpw, hpb, hpatch, N, desc, &err)) {
         /* the stem ran a moment ago, so the network is there: no score rather than a failure */
-        g_warning("image statistics: %s", err->message);
+        g_warning("image statistics: %s", err ? err->message : "no descriptor");
         return;
     }
     const float *hm = cl_backend_host_view(be, w->ood_mean, (size_t)L, &tm);
@@ -306,7 +306,14 @@ gboolean cl_encoder_ood_describe(const ClModelConfig *cfg, const float *patch_w,
     if (cfg->ood_head) {
         const ClEffnet *net = shared_effnet(error);
         const int G = cfg->image_size / cfg->patch_size;
-        return net && cl_effnet_pooled_from16(net, patches, G, G, desc);
+        if (!net)
+            return FALSE;
+        if (!cl_effnet_pooled_from16(net, patches, G, G, desc)) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "the pooled head features need a patch grid, not %d × %d", G, G);
+            return FALSE;
+        }
+        return TRUE;
     }
     const int C = cl_config_ood_channels(cfg);
     g_autofree float *values = g_new(float, (size_t)N * C);

@@ -488,6 +488,8 @@ static void draw(cairo_t *cr, const ClSynthSample *s, int image, gpointer data)
     cairo_translate(cr, -w / 2.0, -h / 2.0);
     cairo_set_source_surface(cr, canvas, -m, -m);
     cairo_pattern_set_filter(cairo_get_source(cr), CAIRO_FILTER_GOOD);
+    if (framed) /* a corner the margin does not reach (small images) repeats the edge */
+        cairo_pattern_set_extend(cairo_get_source(cr), CAIRO_EXTEND_PAD);
     cairo_paint(cr);
     cairo_restore(cr);
     cairo_surface_destroy(canvas);

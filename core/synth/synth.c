@@ -334,10 +334,23 @@ static void render_image(ClSynthSample *s, int k, const ClSynthDrawing *d, ClSyn
 }
 
 static void mark_box(guint8 *grid, guint64 *ground, guint64 bit, const ClSynthSample *s,
-                     const double box[4], const double shift[2])
+                     const double box[4], const ClSynthImage *as)
 {
-    double x0 = box[0] + shift[0], y0 = box[1] + shift[1];
-    double x1 = box[2] + shift[0], y1 = box[3] + shift[1];
+    /* the box where image `as` shows it: shifted, and with a framing (photo-edits) turned and
+     * scaled about the centre first, the bounding box of its corners */
+    double x0 = box[0] + as->shift[0], y0 = box[1] + as->shift[1];
+    double x1 = box[2] + as->shift[0], y1 = box[3] + as->shift[1];
+    if (as->rotation != 0 || as->rescale != 0) {
+        const double cx = as->width / 2.0, cy = as->height / 2.0, z = 1 + as->rescale;
+        const double co = cos(as->rotation) * z, si = sin(as->rotation) * z;
+        x0 = y0 = G_MAXDOUBLE, x1 = y1 = -G_MAXDOUBLE;
+        for (int k = 0; k < 4; k++) {
+            const double px = box[k & 1 ? 2 : 0] - cx, py = box[k & 2 ? 3 : 1] - cy;
+            const double x = cx + co * px - si * py + as->shift[0],
+                         y = cy + si * px + co * py + as->shift[1];
+            x0 = MIN(x0, x), x1 = MAX(x1, x), y0 = MIN(y0, y), y1 = MAX(y1, y);
+        }
+    }
     const ClSynthImage *img = &s->images[0];
     for (int gy = 0; gy < s->grid_h; gy++) {
         double py0 = gy * s->patch, py1 = MIN((gy + 1) * s->patch, img->height);
@@ -364,20 +377,20 @@ static void aux_targets(ClSynthSample *s)
         const GArray *objs = s->objects[k];
         for (guint i = 0; i < objs->len && i < CL_SYNTH_MAX_OBJECTS; i++)
             mark_box(NULL, s->grounding + cells * k, G_GUINT64_CONSTANT(1) << i, s,
-                     g_array_index(objs, ClSynthObject, i).box, s->images[k].shift);
+                     g_array_index(objs, ClSynthObject, i).box, &s->images[k]);
     }
     /* A change shows where its object was and where it is now, both seen in the later image's
-     * pixels (that image's shift), since those are the tokens the target labels. */
+     * pixels (that image's shift and framing), since those are the tokens the target labels. */
     for (guint i = 0; i < s->changes->len; i++) {
         const ClSynthChange *c = &g_array_index(s->changes, ClSynthChange, i);
         guint8 *grid = s->changed + cells * c->image;
-        const double *shift = s->images[c->image].shift;
+        const ClSynthImage *as = &s->images[c->image];
         if (c->before >= 0)
             mark_box(grid, NULL, 0, s,
-                     g_array_index(s->objects[c->image - 1], ClSynthObject, c->before).box, shift);
+                     g_array_index(s->objects[c->image - 1], ClSynthObject, c->before).box, as);
         if (c->after >= 0)
             mark_box(grid, NULL, 0, s,
-                     g_array_index(s->objects[c->image], ClSynthObject, c->after).box, shift);
+                     g_array_index(s->objects[c->image], ClSynthObject, c->after).box, as);
     }
 }
 

@@ -278,11 +278,7 @@ static void orthonormalise(float *q, int L, int R)
     }
 }
 
-/* The Gaussian of the n rows `rows` of x (each L values): mean (L), the R principal directions
- * as rows of basis (R × L) with their variances lambda (R, largest first), and the residual
- * variance, the same for every value, in var (L). Subspace iteration on the centred rows, then
- * the directions rotated to diagonalise the covariance within them. */
-static void gauss_fit(const float *x, const int *rows, int n, int L, int R, float *mean, float *var,
+void cl_ood_gauss_fit(const float *x, const int *rows, int n, int L, int R, float *mean, float *var,
                       float *basis, float *lambda)
 {
     g_autofree float *xc = g_new(float, (size_t)n * L);
@@ -313,8 +309,9 @@ static void gauss_fit(const float *x, const int *rows, int n, int L, int R, floa
         orthonormalise(q, L, R);
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, R, L, 1, xc, L, q, R, 0, y, R);
-    g_autofree double *b = g_new0(double, (size_t)R * R),
-                                  *e = g_new(double, R), *v = g_new(double, (size_t)R * R);
+    g_autofree double *b = g_new0(double, (size_t)R * R);
+    g_autofree double *e = g_new(double, R);
+    g_autofree double *v = g_new(double, (size_t)R * R);
     for (int i = 0; i < n; i++)
         for (int j = 0; j < R; j++)
             for (int k = 0; k < R; k++)
@@ -374,19 +371,29 @@ static ClModel *gauss_model(const ClModel *model, ClModelConfig *cfg, const floa
         }
         fold[i] = GPOINTER_TO_INT(val);
     }
-    g_autofree float *mean = g_new(float, L),
-                                   *var = g_new(float, L),
-                                                *basis = g_new(float, (size_t)R * L),
-                                                               *lambda = g_new(float, R);
+    /* each fold's fit must see a Gaussian's worth of images: enough groups, none too large */
+    int fold_n[GAUSS_FOLDS] = { 0 };
+    for (int i = 0; i < m; i++)
+        fold_n[fold[i]]++;
+    for (int k = 0; k < GAUSS_FOLDS; k++)
+        if (g_hash_table_size(fold_of) < GAUSS_FOLDS || m - fold_n[k] < 4 * R) {
+            g_set_error(error, CL_MODEL_ERROR, CL_MODEL_ERROR_INPUT,
+                        "the threshold needs images of at least %d groups (photographs, or "
+                        "samples), %d without any one fold's: %u groups here",
+                        GAUSS_FOLDS, 4 * R, g_hash_table_size(fold_of));
+            return NULL;
+        }
+    g_autofree float *mean = g_new(float, L);
+    g_autofree float *var = g_new(float, L);
+    g_autofree float *basis = g_new(float, (size_t)R * L);
+    g_autofree float *lambda = g_new(float, R);
     g_autofree double *sc = g_new(double, m);
     for (int k = 0; k < GAUSS_FOLDS; k++) {
         int n = 0;
         for (int i = 0; i < m; i++)
             if (fold[i] != k)
                 in[n++] = i;
-        if (n == m) /* fewer groups than folds */
-            continue;
-        gauss_fit(f, in, n, L, R, mean, var, basis, lambda);
+        cl_ood_gauss_fit(f, in, n, L, R, mean, var, basis, lambda);
         for (int i = 0; i < m; i++)
             if (fold[i] == k)
                 sc[i] =
@@ -395,7 +402,7 @@ static ClModel *gauss_model(const ClModel *model, ClModelConfig *cfg, const floa
     for (int i = 0; i < m; i++)
         in[i] = i;
     ClModelWeights *w = &out->w;
-    gauss_fit(f, in, m, L, R, w->ood_mean, w->ood_var, w->ood_bank, w->ood_radius);
+    cl_ood_gauss_fit(f, in, m, L, R, w->ood_mean, w->ood_var, w->ood_bank, w->ood_radius);
     qsort(sc, (size_t)m, sizeof(double), compare_doubles);
     w->ood_threshold[0] = (float)sc[MIN(m - 1, (int)floor(quantile * (m - 1) + 0.5))];
     cl_model_weights_changed(out);

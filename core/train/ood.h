@@ -39,4 +39,13 @@ typedef enum {
 ClModel *cl_ood_fit(const ClModel *model, const char *task, const char *photos, int n, guint64 seed,
                     int file_size, double quantile, ClOodFitFlags flags, int rank, GError **error);
 
+/* The Gaussian of the n rows `rows` of x (row-major, L values a row): mean (L), its R principal
+ * directions as the rows of basis (R × L, orthonormal) with their variances lambda (R, largest
+ * first), and the variance left off them, the mean over the other L − R directions, in every
+ * value of var (L) — config.ood_head's statistics (cl_encoder_ood_gauss_score reads them).
+ * Subspace iteration on the centred rows, then the directions rotated to diagonalise the
+ * covariance within them; deterministic. */
+void cl_ood_gauss_fit(const float *x, const int *rows, int n, int L, int R, float *mean, float *var,
+                      float *basis, float *lambda);
+
 G_END_DECLS
