@@ -38,6 +38,20 @@ static double share_above(const ClModel *m, const char *task, int n, guint64 see
     return (double)above / k;
 }
 
+/* The model written to a temporary file and read back. */
+static ClModel *saved_and_loaded(ClModel *f)
+{
+    g_autoptr(GError) err = NULL;
+    g_autofree char *dir = g_dir_make_tmp("cl-ood-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "m.safetensors", NULL);
+    g_assert_true(cl_model_save(f, path, "f32", &err));
+    ClModel *back = cl_model_load(path, &err);
+    g_assert_no_error(err);
+    g_unlink(path);
+    g_rmdir(dir);
+    return back;
+}
+
 static void test_fit_and_flag(void)
 {
     g_autoptr(ClModel) m = tiny();
@@ -75,11 +89,7 @@ static void test_fit_and_flag(void)
     cl_encoder_output_clear(&out);
 
     /* saved and loaded: the same statistics */
-    g_autofree char *dir = g_dir_make_tmp("cl-ood-XXXXXX", NULL);
-    g_autofree char *path = g_build_filename(dir, "m.safetensors", NULL);
-    g_assert_true(cl_model_save(f, path, "f32", &err));
-    g_autoptr(ClModel) back = cl_model_load(path, &err);
-    g_assert_no_error(err);
+    g_autoptr(ClModel) back = saved_and_loaded(f);
     g_assert_cmpint(back->config.ood, ==, 80);
     g_assert_cmpfloat(back->w.ood_threshold[0], ==, f->w.ood_threshold[0]);
     const size_t c2 = 2 * (size_t)cl_config_ood_channels(&f->config);
@@ -87,8 +97,6 @@ static void test_fit_and_flag(void)
     g_assert_cmpmem(back->w.ood_bank, 80 * c2 * sizeof(float), f->w.ood_bank,
                     80 * c2 * sizeof(float));
     g_assert_cmpmem(back->w.ood_radius, 80 * sizeof(float), f->w.ood_radius, 80 * sizeof(float));
-    g_unlink(path);
-    g_rmdir(dir);
 }
 
 /* config.ood_head's score: the squared Mahalanobis distance over L, along the principal
@@ -212,16 +220,10 @@ static void test_colour_floor(void)
         cl_encoder_output_clear(&out);
     }
 
-    /* saved and loaded: the floor with it; a model trained from it starts without */
-    g_autofree char *dir = g_dir_make_tmp("cl-ood-XXXXXX", NULL);
-    g_autofree char *path = g_build_filename(dir, "m.safetensors", NULL);
-    g_assert_true(cl_model_save(f, path, "f32", &err));
-    g_autoptr(ClModel) back = cl_model_load(path, &err);
-    g_assert_no_error(err);
+    /* saved and loaded: the floor with it */
+    g_autoptr(ClModel) back = saved_and_loaded(f);
     g_assert_cmpfloat(back->config.ood_min_colour, ==, f->config.ood_min_colour);
     g_assert_false(back->config.ood_head);
-    g_unlink(path);
-    g_rmdir(dir);
 }
 
 /* photo-edits: an image's group is its photograph (both images of a pair share it, and crops of
