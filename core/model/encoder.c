@@ -264,6 +264,14 @@ double cl_encoder_colourfulness(const float *pixels, int channels, int size)
     return sqrt(vrg + vyb) + 0.3 * sqrt(mrg * mrg + myb * myb);
 }
 
+double cl_encoder_ood_model_score(const ClModelConfig *cfg, const float *mean, const float *var,
+                                  const float *bank, const float *radius, const float *desc)
+{
+    const int K = cfg->ood, L = cl_config_ood_len(cfg);
+    return cfg->ood_head ? cl_encoder_ood_gauss_score(mean, var, bank, radius, K, L, desc)
+                         : cl_encoder_ood_score(mean, var, bank, radius, K, L, desc, 0, 0);
+}
+
 static const ClEffnet *shared_effnet(GError **error);
 
 static void ood_score(ClBackend *be, const ClModel *model, const ClModelWeights *w,
@@ -290,8 +298,7 @@ static void ood_score(ClBackend *be, const ClModel *model, const ClModelWeights 
     const float *ht = cl_backend_host_view(be, w->ood_threshold, 1, &tt);
     g_autofree float *tr = NULL;
     const float *hr = cl_backend_host_view(be, w->ood_radius, (size_t)K, &tr);
-    out->ood_score = cfg->ood_head ? cl_encoder_ood_gauss_score(hm, hv, hb, hr, K, L, desc)
-                                   : cl_encoder_ood_score(hm, hv, hb, hr, K, L, desc, 0, 0);
+    out->ood_score = cl_encoder_ood_model_score(cfg, hm, hv, hb, hr, desc);
     out->ood_threshold = ht[0];
     if (cfg->ood_min_colour > 0) {
         out->ood_colour = cl_encoder_colourfulness(pixels, cfg->channels, cfg->image_size);

@@ -81,6 +81,10 @@ double cl_encoder_ood_score(const float *mean, const float *var, const float *ba
  * divided by L (about 1 for a training image). */
 double cl_encoder_ood_gauss_score(const float *mean, const float *var, const float *basis,
                                   const float *lambda, int R, int L, const float *desc);
+/* An image's score against the model's statistics as config says (the Gaussian with ood_head,
+ * else the nearest bank rows): ood.mean, ood.var, ood.bank and ood.radius in host memory. */
+double cl_encoder_ood_model_score(const ClModelConfig *cfg, const float *mean, const float *var,
+                                  const float *bank, const float *radius, const float *desc);
 /* An image's config.ood descriptor (cl_config_ood_len values) from its N patches' inputs
  * (N, cl_config_patch_inputs; host memory): with ood_head, EfficientNet-Lite0's pooled head
  * features run on from the stem's map (the network as cl_encoder_stem_features reads it);

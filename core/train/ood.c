@@ -107,11 +107,9 @@ static gboolean collect_image(Collect *c, const float *pixels, int group, GError
         g_array_append_vals(c->feats, c->desc, L);
     const ClModelWeights *w = &c->model->w;
     const double colour = cl_encoder_colourfulness(pixels, cfg->channels, cfg->image_size);
-    double s = c->features     ? 0
-               : cfg->ood_head ? cl_encoder_ood_gauss_score(w->ood_mean, w->ood_var, w->ood_bank,
-                                                            w->ood_radius, cfg->ood, L, c->desc)
-                               : cl_encoder_ood_score(w->ood_mean, w->ood_var, w->ood_bank,
-                                                      w->ood_radius, cfg->ood, L, c->desc, 0, 0);
+    double s = c->features ? 0
+                           : cl_encoder_ood_model_score(cfg, w->ood_mean, w->ood_var, w->ood_bank,
+                                                        w->ood_radius, c->desc);
     if (!c->features && cfg->ood_min_colour > 0 && colour < cfg->ood_min_colour)
         s = INFINITY; /* without colour: unlike every training image, whatever its descriptor */
     g_array_append_val(c->scores, s);
